@@ -1,0 +1,396 @@
+"""The Python API: `analyze` one workload on some GPUs, `sweep` a grid of workloads.
+
+Both build a `Grid` of configurations (numpy arrays), run it through `engine.evaluate` once,
+and return plain dictionaries (units in the key names) that `report.py` renders and that
+`--format json` prints as they are.
+
+    >>> from dlmcost import api
+    >>> a = api.analyze("GSAI-ML/LLaDA-8B-Instruct", gpus="h100", gen=256, steps=64)
+    >>> a["results"][0]["tokens_per_s"]
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .engine import Grid, Sums, evaluate, pass_metrics
+from .errors import UsageError, WorkloadError
+from .hardware import GPU, SEED_TABLE_GPUS, HardwareDB
+from .memory import memory_breakdown, peak_shapes
+from .models import ModelSpec, resolve_model
+from .precision import get_precision, kv_bytes
+from .roofline import Profile, gpu_rates, load_profile, stack_rates, verdict
+from .schedule import cached_tokens
+from .workload import SCHEMES, Workload, check_workload
+
+KNEE_LIMIT = 1 << 20
+BYTE_LABELS = dict(weight_bytes="weights", kv_read_bytes="kv_read", kv_write_bytes="kv_write",
+                   activation_bytes="activations")  # search ceiling for the block/batch knee
+
+
+GRID_COLUMNS = ("scheme", "prompt", "gen", "steps", "block", "batch", "store_pass", "logits_committed",
+                "wbytes", "kvbytes", "all_experts")
+
+
+def build_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray) -> Grid:
+    """A Grid from per-configuration columns; rates are looked up by (GPU, precision) index."""
+    n = len(rate_index)
+    arr = {k: np.broadcast_to(np.asarray(cols[k]), (n,)).copy() for k in GRID_COLUMNS}
+    arr["scheme"] = arr["scheme"].astype(str)
+    for k in ("store_pass", "logits_committed", "all_experts"):
+        arr[k] = arr[k].astype(bool)
+    for k in GRID_COLUMNS[1:]:
+        if arr[k].dtype != bool:
+            arr[k] = arr[k].astype(float)
+    return Grid(**arr, rates=stack_rates(rate_rows).take(np.asarray(rate_index)))
+
+
+def _f(x) -> float:
+    return float(x)
+
+
+def _pass_entries(ev_fams: dict[str, Sums], i: int, ridge: float) -> list[dict]:
+    out = []
+    for name, s in ev_fams.items():
+        count = _f(s.count[i])
+        if count <= 0:
+            continue
+        per = 1.0 / count  # entries report one average pass of the family
+        flops = _f(s.total_flops[i])
+        nbytes = _f(s.total_bytes[i])
+        ai = flops / nbytes if nbytes else 0.0
+        out.append(dict(
+            name=name, count=count,
+            q=_f(s.q_first[i]), c=_f(s.c_first[i]), q_last=_f(s.q_last[i]), c_last=_f(s.c_last[i]),
+            flops_linear=_f(s.flops["linear"][i]) * per, flops_attention=_f(s.flops["attention"][i]) * per,
+            flops_lm_head=_f(s.flops["lm_head"][i]) * per, flops_other=_f(s.flops["other"][i]) * per,
+            weight_bytes=_f(s.bytes["weight_bytes"][i]) * per, kv_read_bytes=_f(s.bytes["kv_read_bytes"][i]) * per,
+            kv_write_bytes=_f(s.bytes["kv_write_bytes"][i]) * per,
+            activation_bytes=_f(s.bytes["activation_bytes"][i]) * per,
+            arithmetic_intensity=ai, verdict=str(verdict(ai, ridge)), time_s=_f(s.time_s[i]) * per,
+            total_time_s=_f(s.time_s[i]),
+        ))
+    return out
+
+
+def _time_weighted_memory_fraction(passes: list[dict]) -> float:
+    total = sum(p["total_time_s"] for p in passes)
+    mem = sum(p["total_time_s"] for p in passes if p["verdict"] == "memory-bound")
+    return mem / total if total else 0.0
+
+
+# --- knee ---------------------------------------------------------------------------------------
+
+
+def knee(m: ModelSpec, grid: Grid, context: np.ndarray, block: np.ndarray, vary: str) -> np.ndarray:
+    """Largest block (vary='block') or batch (vary='batch') whose cached block-decoding step
+    (q = b tokens per sequence over `context` cached tokens) stays below the ridge.
+    0: compute-bound already at 1; -1: still memory-bound at KNEE_LIMIT."""
+    lo = np.zeros(len(grid))
+    hi = np.full(len(grid), float(KNEE_LIMIT + 1))
+    while np.any(hi - lo > 1):
+        mid = np.floor((lo + hi) / 2)
+        b = mid if vary == "block" else block
+        g = grid if vary == "block" else Grid(**{**grid.__dict__, "batch": mid})
+        zero = np.zeros(len(grid))
+        pm = pass_metrics(m, g, dict(q=b, c=context, kv_write=zero, logits=b, causal=zero.astype(bool)))
+        flops = sum(op.flops for op in pm.ops)
+        nbytes = sum(op.bytes for op in pm.ops)
+        below = flops / nbytes < grid.rates.ridge
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    return np.where(lo >= KNEE_LIMIT, -1.0, lo)
+
+
+# --- analyze ------------------------------------------------------------------------------------
+
+
+def _rates_or_none(gpu: GPU, precision: str, profile: Profile):
+    return gpu_rates(gpu, get_precision(precision), profile)
+
+
+def analyze(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", gpus: str | list[str] | None = None, *,
+            efficiency: str = "realistic", hardware: list[str] | None = None, revision: str | None = None,
+            hub: bool = False, **workload) -> dict:
+    """Cost of one workload on each GPU. Unset workload fields take the model's sampler defaults."""
+    spec = model if isinstance(model, ModelSpec) else resolve_model(model, revision=revision, hub=hub)
+    w = workload_for(spec, **workload)
+    db = HardwareDB.load(hardware)
+    selected = db.select(gpus, SEED_TABLE_GPUS)
+    profile = load_profile(efficiency)
+    problem = check_workload(w.scheme, w.gen, w.block_len, w.total_steps)
+    if problem:
+        raise WorkloadError(problem)
+
+    supported = [(g, r) for g in selected if (r := _rates_or_none(g, w.precision, profile)) is not None]
+    results = []
+    if supported:
+        n = len(supported)
+        # rows 0..n-1: the workload on each GPU; rows n..2n-1: the AR baseline on the same GPU
+        cols = dict(scheme=np.array([w.scheme] * n + ["ar"] * n), prompt=w.prompt, gen=w.gen,
+                    steps=np.r_[np.full(n, w.total_steps), np.full(n, float(w.gen))], block=w.block_len,
+                    batch=w.effective_batch, store_pass=np.r_[np.full(n, w.store_pass), np.zeros(n, bool)],
+                    logits_committed=w.logits == "committed", wbytes=get_precision(w.precision).weight_bytes,
+                    kvbytes=kv_bytes(w.kv_dtype), all_experts=w.expert_load == "all")
+        grid = build_grid(cols, [r for _, r in supported], np.r_[np.arange(n), np.arange(n)])
+        ev = evaluate(spec, grid)
+        ctx = grid.prompt[:n] + grid.gen[:n] / 2
+        sub = grid.take(np.arange(n))
+        knee_block = knee(spec, sub, ctx, sub.block, "block")
+        decode_q = np.full(n, 1.0) if w.scheme == "ar" else sub.block
+        knee_batch = knee(spec, sub, ctx, decode_q, "batch")
+        q_max, logits_max = peak_shapes(grid.scheme[:n], grid.prompt[:n], grid.gen[:n], grid.block[:n],
+                                        grid.logits_committed[:n])
+        mem = memory_breakdown(spec, np.array([g.memory_bytes for g, _ in supported]), grid.batch[:n],
+                               cached_tokens(grid.scheme[:n], grid.prompt[:n], grid.gen[:n]), q_max, logits_max,
+                               grid.wbytes[:n], grid.kvbytes[:n])
+        for i, (gpu, rate) in enumerate(supported):
+            results.append(_result(spec, w, gpu, rate, ev, i, i + n, knee_block[i], knee_batch[i], mem, ctx[i]))
+    by_key = {r["gpu_key"]: r for r in results}
+    ordered = []
+    for g in selected:
+        if g.key in by_key:
+            ordered.append(by_key[g.key])
+        else:
+            ordered.append(dict(gpu=g.name, gpu_key=g.key, supported=False,
+                                error=f"{g.name} has no {get_precision(w.precision).compute} tensor cores "
+                                      f"(precision {w.precision} unsupported)"))
+    return dict(model=model_summary(spec), workload=workload_summary(w), efficiency_profile=profile.name,
+                results=ordered)
+
+
+def _result(spec: ModelSpec, w: Workload, gpu: GPU, rate: dict, ev, i: int, i_ar: int,
+            knee_block: float, knee_batch: float, mem: dict, ctx: float) -> dict:
+    t = ev.total
+    ridge = rate["ridge"]
+    flops, nbytes, time_s = _f(t.total_flops[i]), _f(t.total_bytes[i]), _f(t.time_s[i])
+    tokens = w.batch * w.gen
+    nfe = _f(t.count[i])
+    passes = _pass_entries(ev.families, i, ridge)
+    mem_frac = _time_weighted_memory_fraction(passes)
+    ai = flops / nbytes
+    ar_time = _f(t.time_s[i_ar])
+    return dict(
+        gpu=gpu.name, gpu_key=gpu.key, supported=True, gpu_status=gpu.status,
+        ridge_flops_per_byte=ridge,
+        nfe=nfe, tokens_per_nfe=tokens / nfe,
+        flops=flops, bytes=nbytes,
+        flops_breakdown={k: _f(t.flops[k][i]) for k in ("linear", "attention", "lm_head", "other")},
+        bytes_breakdown={label: _f(t.bytes[k][i]) for k, label in BYTE_LABELS.items()},
+        arithmetic_intensity=ai,
+        verdict="memory-bound" if mem_frac >= 0.5 else "compute-bound",
+        memory_bound_time_fraction=mem_frac,
+        time_s=time_s, time_bound_s=_f(t.bound_s[i]),
+        tokens_per_s=tokens / time_s,
+        flops_per_token=flops / tokens, bytes_per_token=nbytes / tokens,
+        ar_time_s=ar_time, ar_tokens_per_s=tokens / ar_time, time_ratio_to_ar=time_s / ar_time,
+        knee=dict(block=None if knee_block < 0 else int(knee_block), batch=None if knee_batch < 0 else int(knee_batch),
+                  context_tokens=float(ctx), limit=KNEE_LIMIT),
+        memory={k: (bool(v[i]) if k == "fits" else _f(v[i])) for k, v in mem.items() if k != "max_effective_batch"}
+        | dict(max_batch=int(mem["max_effective_batch"][i] // (2 if w.cfg else 1))),
+        passes=[{k: v for k, v in p.items() if k != "total_time_s"} for p in passes],
+        ops=[dict(name=op, flops=_f(t.op_flops[op][i]), bytes=_f(t.op_bytes[op][i]), time_s=_f(t.op_time_s[op][i]))
+             for op in t.op_time_s],
+    )
+
+
+# --- workload defaults and summaries --------------------------------------------------------------
+
+
+def workload_for(spec: ModelSpec, **given) -> Workload:
+    """A Workload whose unset fields come from the model's sampler defaults."""
+    given = {k: v for k, v in given.items() if v is not None}
+    sampler = spec.sampler
+    if sampler:
+        given.setdefault("scheme", sampler.scheme)
+        given.setdefault("gen", sampler.gen)
+        if sampler.block and "block" not in given and given["gen"] % sampler.block == 0:
+            given["block"] = sampler.block
+        if given.get("scheme") == "block":
+            given.setdefault("store_pass", sampler.store_pass)
+        if sampler.steps and "steps" not in given and "tpf" not in given and given["gen"] == sampler.gen:
+            given["steps"] = sampler.steps
+    if given.get("scheme") == "block" and "block" not in given:
+        raise WorkloadError("the block scheme needs --block")
+    try:
+        return Workload(**given)
+    except Exception as exc:  # pydantic ValidationError -> one readable line
+        errors = getattr(exc, "errors", None)
+        if errors:
+            err = errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or "workload"
+            raise UsageError(f"invalid {where}: {err['msg']}") from None
+        raise UsageError(str(exc)) from None
+
+
+def model_summary(spec: ModelSpec) -> dict:
+    return dict(
+        id=spec.id, family=spec.family, source=spec.source, revision=spec.revision, verified=spec.verified,
+        params_total=spec.params_total, params_nonembedding=spec.params_nonembedding,
+        params_active=spec.params_active,
+        kv_bytes_per_token=spec.kv_bytes_per_token(2.0),
+        max_context=spec.max_context,
+    )
+
+
+def workload_summary(w: Workload) -> dict:
+    return dict(
+        scheme=w.scheme, prompt=w.prompt, gen=w.gen, steps=w.total_steps, block=w.block_len,
+        n_blocks=w.n_blocks, batch=w.batch, effective_batch=w.effective_batch, cfg=w.cfg,
+        precision=w.precision, kv_dtype=w.kv_dtype, store_pass=w.store_pass, logits=w.logits,
+        expert_load=w.expert_load, tp=w.tp, ep=w.ep,
+    )
+
+
+# --- sweep --------------------------------------------------------------------------------------
+
+# Knobs a scheme's cost does not depend on: sweep evaluates it once for them (shown as None).
+IGNORED_KNOBS = {"ar": ("steps", "block"), "mdm": ("block",)}
+SWEEP_COLUMNS = ("gpu", "scheme", "prompt", "gen", "steps", "block", "batch", "precision")
+
+
+def _as_list(value, default: list) -> list:
+    if value is None:
+        return default
+    return value if isinstance(value, (list, tuple)) else [value]
+
+
+def sweep(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", *, gpus=None, schemes=None, prompts=None,
+          gens=None, steps=None, tpf: float | None = None, blocks=None, batches=None, precisions=None,
+          kv_dtype: str = "bf16", cfg: bool = False, store_pass: bool | None = None, logits: str = "all",
+          expert_load: str = "expected", efficiency: str = "realistic", hardware: list[str] | None = None,
+          revision: str | None = None, hub: bool = False) -> dict:
+    """Every combination of the given lists, evaluated in one vectorised pass.
+
+    Impossible combinations (a block that does not divide the generation, fewer steps than
+    blocks) are skipped and counted; GPUs without the precision's tensor cores likewise."""
+    spec = model if isinstance(model, ModelSpec) else resolve_model(model, revision=revision, hub=hub)
+    defaults = workload_for(spec)
+    sampler = spec.sampler
+    db = HardwareDB.load(hardware)
+    gpu_list = db.select(gpus, SEED_TABLE_GPUS)
+    profile = load_profile(efficiency)
+    scheme_list = _as_list(schemes, list(sampler.schemes) if sampler and sampler.schemes else list(SCHEMES))
+    for sc in scheme_list:
+        if sc not in SCHEMES:
+            raise UsageError(f"unknown scheme '{sc}'; choose from: {', '.join(SCHEMES)}")
+    precision_list = _as_list(precisions, [defaults.precision])
+    for p in precision_list:
+        get_precision(p)
+    knobs = dict(prompt=_as_list(prompts, [defaults.prompt]), gen=_as_list(gens, [defaults.gen]),
+                 steps=_as_list(steps, [None]), block=_as_list(blocks, [defaults.block]),
+                 batch=_as_list(batches, [defaults.batch]))
+    for name, values in knobs.items():
+        for v in values:
+            if v is not None and (not np.isfinite(v) or v <= 0 or v > 10_000_000) and not (name == "prompt" and v == 0):
+                raise UsageError(f"--{name} values must be positive, got {v}")
+    if tpf is not None and tpf <= 0:
+        raise UsageError("--tpf must be positive")
+
+    # (GPU, precision) pairs that can run; the others are counted as unsupported.
+    rate_rows, pairs = [], []
+    unsupported = 0
+    for gi, g in enumerate(gpu_list):
+        for pi, p in enumerate(precision_list):
+            r = _rates_or_none(g, p, profile)
+            if r is None:
+                unsupported += 1
+            else:
+                pairs.append((gi, pi))
+                rate_rows.append(r)
+
+    # Per scheme, the product of the knobs it depends on (index arrays, no per-row Python loop).
+    def ignored(sc: str) -> tuple:
+        # with logits limited to the committing block, mdm's cost does depend on the block
+        return () if (sc == "mdm" and logits == "committed") else IGNORED_KNOBS.get(sc, ())
+
+    parts = []
+    for sc in scheme_list:
+        sizes = [len(pairs)] + [1 if k in ignored(sc) else len(v) for k, v in knobs.items()]
+        idx = np.indices(sizes).reshape(len(sizes), -1)
+        parts.append((sc, idx))
+    unsupported *= sum(int(np.prod([1 if k in ignored(sc) else len(v) for k, v in knobs.items()]))
+                       for sc, _ in parts)
+    if not pairs or not parts:
+        return dict(model=model_summary(spec), efficiency_profile=profile.name, rows=[], evaluated=0,
+                    skipped_impossible=0, skipped_unsupported=unsupported)
+    scheme_col = np.concatenate([np.full(idx.shape[1], sc, dtype=object) for sc, idx in parts]).astype(str)
+    pair_idx = np.concatenate([idx[0] for _, idx in parts])
+    vals = {}
+    for k_i, (name, values) in enumerate(knobs.items(), start=1):
+        arr = np.array([np.nan if v is None else v for v in values], dtype=float)
+        vals[name] = np.concatenate([arr[idx[k_i]] for _, idx in parts])
+    gen = vals["gen"]
+    block_ignored = np.array([("block" in ignored(sc)) for sc in scheme_col], dtype=bool) if len(scheme_col) else np.zeros(0, bool)
+    steps_ignored = scheme_col == "ar"
+    # an ignored block is one block of the whole generation; default steps: S = Lg / tpf
+    block = np.where(np.isnan(vals["block"]) | block_ignored, gen, vals["block"])
+    steps_arr = np.where(np.isnan(vals["steps"]) | steps_ignored, gen / (tpf or 1.0), vals["steps"])
+    steps_arr = np.where(steps_ignored, gen, steps_arr)
+    ok = check_workload(scheme_col, gen, block, steps_arr)
+    impossible = int((~ok).sum())
+    keep = np.flatnonzero(ok)
+    scheme_col, pair_idx, gen, block, steps_arr = scheme_col[keep], pair_idx[keep], gen[keep], block[keep], steps_arr[keep]
+    prompt, batch = vals["prompt"][keep], vals["batch"][keep]
+    steps_ignored, block_ignored = steps_ignored[keep], block_ignored[keep]
+    n = len(keep)
+    prec_w = np.array([get_precision(precision_list[pi]).weight_bytes for _, pi in pairs])
+    store = sampler.store_pass if (store_pass is None and sampler) else bool(store_pass)
+    cols = dict(scheme=np.r_[scheme_col, np.full(n, "ar")], prompt=np.r_[prompt, prompt], gen=np.r_[gen, gen],
+                steps=np.r_[steps_arr, gen], block=np.r_[block, gen], batch=np.r_[batch, batch] * (2 if cfg else 1),
+                store_pass=np.r_[np.full(n, store), np.zeros(n, bool)], logits_committed=logits == "committed",
+                wbytes=np.r_[prec_w[pair_idx], prec_w[pair_idx]], kvbytes=kv_bytes(kv_dtype),
+                all_experts=expert_load == "all")
+    grid = build_grid(cols, rate_rows, np.r_[pair_idx, pair_idx])
+    ev = evaluate(spec, grid)
+    t = ev.total
+    time_s, ar_time = t.time_s[:n], t.time_s[n:]
+    flops, nbytes = t.total_flops[:n], t.total_bytes[:n]
+    tokens = batch * gen
+    ai = flops / nbytes
+    ridge = grid.rates.ridge[:n]
+    q_max, logits_max = peak_shapes(scheme_col, prompt, gen, block, logits == "committed")
+    capacity = np.array([gpu_list[gi].memory_bytes for gi, _ in pairs])[pair_idx]
+    mem = memory_breakdown(spec, capacity, grid.batch[:n], cached_tokens(scheme_col, prompt, gen), q_max,
+                           logits_max, grid.wbytes[:n], grid.kvbytes[:n])
+    # time-weighted verdict: each family's time counts as memory-bound if its average AI < ridge
+    mem_time = np.zeros(n)
+    for fam in ev.families.values():
+        fam_ai = np.divide(fam.total_flops[:n], fam.total_bytes[:n], out=np.zeros(n), where=fam.total_bytes[:n] > 0)
+        mem_time += np.where((fam.count[:n] > 0) & (fam_ai < ridge), fam.time_s[:n], 0.0)
+    mem_frac = mem_time / time_s
+    columns = dict(
+        gpu=np.array([gpu_list[gi].name for gi, _ in pairs])[pair_idx],
+        scheme=scheme_col, prompt=prompt, gen=gen,
+        steps=np.where(steps_ignored, np.nan, steps_arr),
+        block=np.where(block_ignored, np.nan, block),
+        batch=batch, precision=np.array([precision_list[pi] for _, pi in pairs])[pair_idx],
+        nfe=t.count[:n], tokens_per_nfe=tokens / t.count[:n], time_s=time_s, tokens_per_s=tokens / time_s,
+        flops_per_token=flops / tokens, bytes_per_token=nbytes / tokens, arithmetic_intensity=ai,
+        ridge_flops_per_byte=ridge, memory_bound_time_fraction=mem_frac,
+        verdict=np.where(mem_frac >= 0.5, "memory-bound", "compute-bound"),
+        time_ratio_to_ar=time_s / ar_time, fits=mem["fits"], memory_total_bytes=mem["total_bytes"],
+        max_batch=np.floor(mem["max_effective_batch"] / (2 if cfg else 1)),
+    )
+    return dict(model=model_summary(spec), efficiency_profile=profile.name, columns=columns, evaluated=n,
+                skipped_impossible=impossible, skipped_unsupported=unsupported,
+                settings=dict(kv_dtype=kv_dtype, cfg=cfg, store_pass=store, logits=logits, expert_load=expert_load,
+                              tpf=tpf))
+
+
+def sweep_rows(result: dict) -> list[dict]:
+    """Column arrays -> one dict per row (NaN knobs the scheme ignores become None)."""
+    cols = result.get("columns") or {}
+    names = list(cols)
+    out = []
+    for values in zip(*(cols[k].tolist() for k in names)):
+        row = {}
+        for k, v in zip(names, values):
+            if isinstance(v, float) and math.isnan(v):
+                v = None
+            elif k in ("prompt", "gen", "block", "batch", "max_batch") and v is not None:
+                v = int(v)
+            row[k] = v
+        out.append(row)
+    return out

@@ -1,0 +1,82 @@
+"""Errors the CLI turns into one line on stderr and a distinct exit code.
+
+Every failure a user can cause (a typo in a GPU name, a broken config, an impossible workload, no
+network) raises a subclass of `DlmcostError`; the CLI prints `error: <message>` and exits with the
+class's `exit_code`. Anything else is a bug and is also caught, so no traceback ever reaches the
+terminal (the exit code then is `EXIT_INTERNAL`).
+"""
+
+from __future__ import annotations
+
+EXIT_USAGE = 2  # typer/click's own code for bad options; our usage errors share it
+EXIT_INTERNAL = 70  # sysexits EX_SOFTWARE: a bug in dlmcost
+
+
+class DlmcostError(Exception):
+    """Base class: a message meant for the user, and the exit code to leave with."""
+
+    exit_code = 1
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class UsageError(DlmcostError):
+    """An option value that cannot be used (non-positive size, unknown precision name...)."""
+
+    exit_code = EXIT_USAGE
+
+
+class WorkloadError(DlmcostError):
+    """A workload that cannot run: block not dividing the generation, fewer steps than blocks."""
+
+    exit_code = 3
+
+
+class UnknownGPUError(DlmcostError):
+    exit_code = 4
+
+
+class HardwareFileError(DlmcostError):
+    """A hardware YAML that is unreadable or fails validation."""
+
+    exit_code = 5
+
+
+class UnknownModelError(DlmcostError):
+    """Neither a local file, a bundled id, nor (when allowed) something the Hub knows."""
+
+    exit_code = 6
+
+
+class ConfigError(DlmcostError):
+    """A model config that is not valid JSON/YAML, or lacks fields, or names no known family."""
+
+    exit_code = 7
+
+
+class HubError(DlmcostError):
+    """Base for failures talking to the Hugging Face Hub; subclasses carry distinct exit codes."""
+
+    exit_code = 10
+
+
+class HubRepoNotFound(HubError):
+    exit_code = 11
+
+
+class HubGated(HubError):
+    exit_code = 12
+
+
+class HubRevisionNotFound(HubError):
+    exit_code = 13
+
+
+class HubFileNotFound(HubError):
+    exit_code = 14
+
+
+class HubUnreachable(HubError):
+    exit_code = 15

@@ -1,0 +1,218 @@
+"""Accelerator specs: the YAML database under `hardware/`, validation, aliases.
+
+One YAML file per accelerator, every number with its source (see `hardware/README.md`). The
+database ships inside the wheel (`dlmcost/_hardware`); in a source checkout the top-level
+`hardware/` folder is read. Users add or override accelerators with their own file or folder
+(`--hardware PATH` or `DLMCOST_HARDWARE=PATH[:PATH...]`); an entry with the same name replaces
+the bundled one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import HardwareFileError, UnknownGPUError
+
+# Precisions a peak can be given for. `fp32` is the non-tensor-core (vector) rate, used for
+# elementwise work; the others are dense tensor-core rates (no 2:4 sparsity).
+PEAK_KEYS = ("bf16", "fp8", "fp4", "int8", "fp32")
+
+HARDWARE_ENV = "DLMCOST_HARDWARE"
+
+
+class Efficiency(BaseModel):
+    """Achievable fractions of the peaks, for the `realistic` profile (from published measurements)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    memory_bandwidth: float = Field(gt=0, le=1)
+    gemm: dict[str, float]  # precision -> achievable fraction of the dense peak
+    overhead_us_per_op: float = Field(ge=0, le=1000)
+    link: float = Field(default=0.8, gt=0, le=1)
+    collective_latency_us: float = Field(default=10.0, ge=0, le=10000)
+
+    @field_validator("gemm")
+    @classmethod
+    def _fractions(cls, v: dict[str, float]) -> dict[str, float]:
+        for key, frac in v.items():
+            if key not in PEAK_KEYS:
+                raise ValueError(f"unknown precision {key!r} (known: {', '.join(PEAK_KEYS)})")
+            if not (0 < frac <= 1):
+                raise ValueError(f"gemm.{key} must be in (0, 1], got {frac}")
+        return v
+
+
+class GPU(BaseModel):
+    """One accelerator. Units are in the field names; derived SI values are properties."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    aliases: list[str] = []
+    vendor: str
+    status: Literal["verified", "corroborated", "estimated", "provisional"]
+    memory_gb: float | None = Field(default=None, gt=0, le=100_000)  # vendor GB (1e9 bytes)
+    memory_gib: float | None = Field(default=None, gt=0, le=100_000)  # GiB (2^30 bytes)
+    bandwidth_tb_s: float = Field(gt=0, le=1000)  # decimal TB/s
+    peak_tflops: dict[str, float]  # precision -> dense TFLOP/s (TOPS for int8)
+    scale_up_gb_s: float = Field(default=0.0, ge=0, le=100_000)  # per direction, per GPU
+    efficiency: Efficiency
+    sources: dict[str, str]
+    notes: str = ""
+
+    @field_validator("peak_tflops")
+    @classmethod
+    def _peaks(cls, v: dict[str, float]) -> dict[str, float]:
+        if "bf16" not in v:
+            raise ValueError("peak_tflops needs at least bf16")
+        for key, tflops in v.items():
+            if key not in PEAK_KEYS:
+                raise ValueError(f"unknown precision {key!r} (known: {', '.join(PEAK_KEYS)})")
+            if not (0 < tflops < 1e6):
+                raise ValueError(f"peak_tflops.{key} must be a positive TFLOP/s figure, got {tflops}")
+        return v
+
+    @model_validator(mode="after")
+    def _memory_and_sources(self) -> "GPU":
+        if (self.memory_gb is None) == (self.memory_gib is None):
+            raise ValueError("give exactly one of memory_gb (vendor GB) or memory_gib")
+        for needed in ("memory", "bandwidth", "peak_tflops", "efficiency"):
+            if not self.sources.get(needed):
+                raise ValueError(f"sources.{needed} is missing: every number needs its source")
+        return self
+
+    # --- derived SI quantities -------------------------------------------------------------
+    @property
+    def memory_bytes(self) -> float:
+        return self.memory_gb * 1e9 if self.memory_gb is not None else self.memory_gib * 2**30
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        return self.bandwidth_tb_s * 1e12
+
+    @cached_property
+    def peak_flops(self) -> dict[str, float]:
+        return {k: v * 1e12 for k, v in self.peak_tflops.items()}
+
+    @cached_property
+    def ridge_flops_per_byte(self) -> dict[str, float]:
+        """Ridge point per precision: peak FLOP/s over bandwidth (the seed's AI*)."""
+        return {k: ridge_flops_per_byte(v, self.bandwidth_bytes_per_s) for k, v in self.peak_flops.items()}
+
+    @property
+    def link_bytes_per_s(self) -> float:
+        return self.scale_up_gb_s * 1e9
+
+    def supports(self, compute_precision: str) -> bool:
+        return compute_precision in self.peak_flops
+
+    @property
+    def key(self) -> str:
+        return normalise(self.name)
+
+
+def ridge_flops_per_byte(peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
+    """AI* = peak / bandwidth: below it a kernel cannot use the full peak (memory-bound)."""
+    return peak_flops_per_s / bandwidth_bytes_per_s
+
+
+def normalise(name: str) -> str:
+    return "-".join(name.lower().replace("_", " ").split())
+
+
+# --- loading -------------------------------------------------------------------------------
+
+
+def bundled_hardware_dir() -> Path:
+    """The database shipped with dlmcost: inside the wheel, or the checkout's `hardware/`."""
+    here = Path(__file__).resolve().parent
+    packaged = here / "_hardware"
+    return packaged if packaged.is_dir() else here.parent / "hardware"
+
+
+def load_gpu_file(path: Path) -> GPU:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HardwareFileError(f"cannot read hardware file {path}: {exc}") from None
+    except yaml.YAMLError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else "syntax error"
+        raise HardwareFileError(f"hardware file {path} is not valid YAML: {first}") from None
+    if not isinstance(data, dict):
+        raise HardwareFileError(f"hardware file {path} must be a YAML mapping, got {type(data).__name__}")
+    try:
+        return GPU.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise HardwareFileError(f"hardware file {path}: field '{where}': {err['msg']}") from None
+
+
+def _yaml_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    if path.is_file():
+        return [path]
+    raise HardwareFileError(f"hardware path {path} does not exist")
+
+
+def user_hardware_paths(extra: list[str] | None = None) -> list[Path]:
+    paths = [Path(p) for p in os.environ.get(HARDWARE_ENV, "").split(os.pathsep) if p]
+    return paths + [Path(p) for p in (extra or [])]
+
+
+class HardwareDB:
+    """All known accelerators, by normalised name, with alias lookup."""
+
+    def __init__(self, gpus: list[GPU]):
+        self.gpus: dict[str, GPU] = {}
+        for gpu in gpus:  # later entries (user files) replace earlier ones of the same name
+            self.gpus[gpu.key] = gpu
+        self._lookup: dict[str, str] = {}
+        for key, gpu in self.gpus.items():
+            self._lookup[key] = key
+        for key, gpu in self.gpus.items():
+            for alias in gpu.aliases:
+                self._lookup.setdefault(normalise(alias), key)
+
+    @classmethod
+    def load(cls, extra_paths: list[str] | None = None) -> "HardwareDB":
+        files = _yaml_files(bundled_hardware_dir())
+        for path in user_hardware_paths(extra_paths):
+            files += _yaml_files(path)
+        return cls([load_gpu_file(f) for f in files])
+
+    def get(self, name: str) -> GPU:
+        key = self._lookup.get(normalise(name))
+        if key is None:
+            close = difflib.get_close_matches(normalise(name), list(self._lookup), n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else "; `dlmcost gpus` lists them"
+            raise UnknownGPUError(f"unknown GPU '{name}'{hint}")
+        return self.gpus[key]
+
+    def select(self, spec: str | list[str] | None, default: list[str]) -> list[GPU]:
+        """`all`, a comma list, a list, or None for the default set; duplicates removed."""
+        if spec is None:
+            names = default
+        elif isinstance(spec, str):
+            if spec.strip().lower() == "all":
+                return list(self.gpus.values())
+            names = [s for s in (p.strip() for p in spec.split(",")) if s]
+        else:
+            names = spec
+        out: dict[str, GPU] = {}
+        for n in names:
+            gpu = self.get(n)
+            out[gpu.key] = gpu
+        return list(out.values())
+
+
+# The accelerators of the second seed's roofline table: the default set for `analyze`.
+SEED_TABLE_GPUS = ["h100", "h200", "b200", "b300", "mi300x", "mi355x", "mi455x"]

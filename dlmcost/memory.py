@@ -1,0 +1,68 @@
+"""Does it fit: weights, K/V cache, peak activations and the logits buffer, per GPU.
+
+    weights      = params_total * bytes_per_weight            (every expert is resident)
+    kv_cache     = B * cached_tokens * kv_bytes_per_token     (scheme's resident tokens)
+    activations  = B * q_max * 2 * (2*d_model + widest intermediate)
+    logits       = B * logits_max * vocab * (2 + 4)           (bf16 logits + fp32 probabilities)
+    usable       = capacity * (1 - RESERVE_FRACTION)
+    max_batch    = floor((usable - weights) / per-sequence bytes)
+
+B counts the CFG copy. The reserve covers the CUDA/ROCm context, allocator fragmentation and
+workspace (vLLM's default gpu_memory_utilization is 0.9 for the same reason).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .models.spec import ModelSpec
+from .precision import ACTIVATION_BYTES
+
+RESERVE_FRACTION = 0.10
+SAMPLER_BYTES = 4.0  # the sampler's fp32 softmax over the logits (LLaDA/Dream compute it in fp32 or wider)
+
+
+def widest_intermediate(m: ModelSpec) -> int:
+    widths = [(m.n_heads + 2 * m.n_kv_heads) * m.head_dim]
+    if m.n_dense_layers:
+        widths.append(m.mlp_matrices * m.ffn_dim)
+    if m.moe:
+        widths.append(m.mlp_matrices * (m.moe.experts_per_token * m.moe.expert_ffn_dim + m.moe.shared_ffn_dim))
+    return max(widths)
+
+
+def peak_shapes(scheme, prompt, gen, block, logits_committed) -> tuple[np.ndarray, np.ndarray]:
+    """Largest q and largest number of logit positions of any pass of the scheme, per sequence."""
+    scheme = np.asarray(scheme)
+    lp, lg, b = (np.asarray(x, float) for x in (prompt, gen, block))
+    full = lp + lg
+    q_max = np.select([scheme == "ar", scheme == "block"], [np.maximum(lp, 1), np.maximum(lp, b)], full)
+    all_logits = np.select([scheme == "ar", scheme == "block"], [np.ones_like(lg), b], full)
+    committed = np.where(scheme == "ar", 1.0, b)
+    return q_max, np.where(np.asarray(logits_committed, bool), committed, all_logits)
+
+
+def memory_breakdown(m: ModelSpec, capacity_bytes, batch, cached_tokens, q_max, logits_max, wbytes, kvbytes) -> dict:
+    """Bytes per GPU, `fits`, and the largest batch (in requested sequences) that fits.
+
+    `batch` is the effective batch (with the CFG copy); `per_request` scales it back."""
+    batch = np.asarray(batch, float)
+    weights = m.params_total * np.asarray(wbytes, float)
+    kv_per_seq = np.asarray(cached_tokens, float) * m.kv_bytes_per_token(1.0) * np.asarray(kvbytes, float)
+    act_per_seq = np.asarray(q_max, float) * (2 * m.d_model + widest_intermediate(m)) * ACTIVATION_BYTES
+    logits_per_seq = np.asarray(logits_max, float) * m.vocab_size * (ACTIVATION_BYTES + SAMPLER_BYTES)
+    per_seq = kv_per_seq + act_per_seq + logits_per_seq
+    total = weights + batch * per_seq
+    usable = np.asarray(capacity_bytes, float) * (1 - RESERVE_FRACTION)
+    return dict(
+        weights_bytes=weights + 0 * batch,
+        kv_cache_bytes=batch * kv_per_seq,
+        activation_bytes=batch * act_per_seq,
+        logits_bytes=batch * logits_per_seq,
+        total_bytes=total,
+        capacity_bytes=np.asarray(capacity_bytes, float) + 0 * batch,
+        usable_bytes=usable + 0 * batch,
+        fits=total <= usable,
+        per_sequence_bytes=per_seq + 0 * batch,
+        max_effective_batch=np.maximum(np.floor((usable - weights) / per_seq), 0.0),
+    )

@@ -1,0 +1,143 @@
+"""Roofline time of an op, efficiency profiles, verdicts, and exact sums over pass families.
+
+Time of one op in one pass (a kernel per layer):
+
+    t = max(FLOPs / (peak_kind * eff_kind), bytes / (bandwidth * eff_mem)) + kernels * overhead
+
+A pass is the sum over its ops (pessimistic: no overlap between ops). The optimistic bound of a
+pass is max(sum FLOPs/peak, sum bytes/bandwidth) at the ideal profile. Arithmetic intensity
+AI = FLOPs / bytes; a pass is memory-bound when AI < ridge = peak / bandwidth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+from pydantic import ValidationError
+
+from .errors import UsageError
+from .hardware import GPU, Efficiency
+from .precision import ATTENTION_COMPUTE, ELEMENTWISE_COMPUTE, Precision
+
+PROFILES = ("realistic", "ideal")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """An efficiency profile: `ideal`, `realistic` (each GPU's published figures), or a user file
+    whose `Efficiency` block applies to every GPU."""
+
+    name: str
+    custom: Efficiency | None = None
+
+    def efficiency(self, gpu: GPU) -> Efficiency:
+        if self.name == "ideal":
+            return Efficiency(memory_bandwidth=1.0, gemm={}, overhead_us_per_op=0.0, link=1.0, collective_latency_us=0.0)
+        return self.custom or gpu.efficiency
+
+
+def load_profile(spec: str) -> Profile:
+    if spec in PROFILES:
+        return Profile(spec)
+    path = Path(spec)
+    if not path.is_file():
+        raise UsageError(f"unknown efficiency profile '{spec}': use {', '.join(PROFILES)} or a YAML file")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return Profile(f"custom:{path.name}", Efficiency.model_validate(data))
+    except yaml.YAMLError as exc:
+        raise UsageError(f"efficiency file {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise UsageError(f"efficiency file {path}: field '{where}': {err['msg']}") from None
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Per-configuration hardware rates (arrays): peak FLOP/s and achievable fraction per op
+    kind, bandwidth and its achievable fraction, per-kernel overhead in seconds."""
+
+    peak: dict[str, np.ndarray]
+    eff: dict[str, np.ndarray]
+    bandwidth: np.ndarray
+    eff_mem: np.ndarray
+    overhead_s: np.ndarray
+    ridge: np.ndarray  # ridge of the precision's GEMM peak, FLOP/byte
+
+    def take(self, idx: np.ndarray) -> "Rates":
+        return Rates({k: v[idx] for k, v in self.peak.items()}, {k: v[idx] for k, v in self.eff.items()},
+                     self.bandwidth[idx], self.eff_mem[idx], self.overhead_s[idx], self.ridge[idx])
+
+
+def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, float] | None:
+    """Scalar rates of one GPU at one precision; None if it lacks the precision's tensor cores."""
+    if not gpu.supports(precision.compute):
+        return None
+    eff = profile.efficiency(gpu)
+    ideal = profile.name == "ideal"
+
+    def gemm_eff(key: str) -> float:
+        return 1.0 if ideal else eff.gemm.get(key, eff.gemm.get("bf16", 1.0))
+
+    elementwise_peak = gpu.peak_flops.get(ELEMENTWISE_COMPUTE, gpu.peak_flops["bf16"])
+    return dict(
+        peak_linear=gpu.peak_flops[precision.compute], eff_linear=gemm_eff(precision.compute),
+        peak_attention=gpu.peak_flops[ATTENTION_COMPUTE], eff_attention=gemm_eff(ATTENTION_COMPUTE),
+        peak_other=elementwise_peak, eff_other=1.0,
+        bandwidth=gpu.bandwidth_bytes_per_s, eff_mem=eff.memory_bandwidth,
+        overhead_s=eff.overhead_us_per_op * 1e-6,
+        ridge=gpu.ridge_flops_per_byte[precision.compute],
+    )
+
+
+def stack_rates(rows: list[dict[str, float]]) -> Rates:
+    col = {k: np.array([r[k] for r in rows], dtype=float) for k in rows[0]}
+    kinds = {"linear": "linear", "lm_head": "linear", "attention": "attention", "other": "other"}
+    return Rates(
+        peak={kind: col[f"peak_{src}"] for kind, src in kinds.items()},
+        eff={kind: col[f"eff_{src}"] for kind, src in kinds.items()},
+        bandwidth=col["bandwidth"], eff_mem=col["eff_mem"], overhead_s=col["overhead_s"], ridge=col["ridge"],
+    )
+
+
+def compute_time(flops, kind: str, rates: Rates):
+    return flops / (rates.peak[kind] * rates.eff[kind])
+
+
+def memory_time(nbytes, rates: Rates):
+    return nbytes / (rates.bandwidth * rates.eff_mem)
+
+
+def verdict(ai, ridge) -> np.ndarray:
+    return np.where(np.asarray(ai) < ridge, "memory-bound", "compute-bound")
+
+
+# --- exact sums over a family j = 0..n-1 of affine quantities ------------------------------------
+
+
+def sum_affine(v0, v1, n):
+    """sum_{j<n} (v0 + (v1-v0) j)."""
+    return n * v0 + (v1 - v0) * n * (n - 1) / 2
+
+
+def sum_positive_part(d0, d1, n):
+    """sum_{j<n} max(d0 + d1 j, 0), exactly: the affine term changes sign at most once."""
+    d0, d1, n = np.broadcast_arrays(np.asarray(d0, float), np.asarray(d1, float), np.asarray(n, float))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        root = np.where(d1 != 0, -d0 / np.where(d1 != 0, d1, 1.0), 0.0)
+    # rising: positive from m = ceil(root) to n-1; falling: positive for j = 0..M-1, M = floor(root)+1
+    m = np.clip(np.ceil(root), 0, n)
+    rising = (n - m) * d0 + d1 * (m + n - 1) * (n - m) / 2
+    M = np.clip(np.floor(root) + 1, 0, n)
+    falling = M * d0 + d1 * M * (M - 1) / 2
+    flat = n * np.maximum(d0, 0.0)
+    return np.where(d1 > 0, rising, np.where(d1 < 0, falling, flat))
+
+
+def sum_max_affine(a0, a1, b0, b1, n):
+    """sum_{j<n} max(a(j), b(j)) for affine a, b given at j=0 and j=1."""
+    return sum_affine(b0, b1, n) + sum_positive_part(a0 - b0, (a1 - a0) - (b1 - b0), n)
