@@ -394,3 +394,39 @@ def sweep_rows(result: dict) -> list[dict]:
             row[k] = v
         out.append(row)
     return out
+
+
+# --- models -------------------------------------------------------------------------------------
+
+
+def model_info(spec: ModelSpec) -> dict:
+    """Everything `dlmcost model` shows: architecture, parameter counts, K/V bytes per token."""
+    from .precision import KV_DTYPE_BYTES
+
+    info = dict(model_summary(spec))
+    info.update(
+        n_layers=spec.n_layers, d_model=spec.d_model, n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads,
+        head_dim=spec.head_dim, group_size=spec.group_size, ffn_dim=spec.ffn_dim,
+        mlp="gated (SwiGLU, 3 matrices)" if spec.gated_mlp else "plain (2 matrices)",
+        vocab_size=spec.vocab_size, tie_embeddings=spec.tie_embeddings, qkv_bias=spec.qkv_bias,
+        qk_norm=spec.qk_norm, n_dense_layers=spec.n_dense_layers, n_moe_layers=spec.n_moe_layers,
+    )
+    info["kv_bytes_per_token"] = {k: spec.kv_bytes_per_token(v) for k, v in KV_DTYPE_BYTES.items() if k not in ("fp16", "int4")}
+    if spec.moe:
+        info["moe"] = spec.moe.model_dump()
+    if spec.mla:
+        info["mla"] = spec.mla.model_dump() | {"cache_elements_per_layer": spec.mla.cache_elements_per_layer}
+    if spec.sampler:
+        info["sampler"] = spec.sampler.model_dump(exclude={"schemes"}) | {"schemes": ", ".join(spec.sampler.schemes)}
+    return info
+
+
+def list_models() -> list[dict]:
+    from .models import bundled_ids, bundled_manifest, load_bundled
+
+    out = []
+    for model_id in bundled_ids():
+        spec = load_bundled(model_id)
+        out.append(dict(model_summary(spec), status=bundled_manifest()[model_id].get("status", ""),
+                        default_scheme=spec.sampler.scheme if spec.sampler else "ar"))
+    return out

@@ -1,0 +1,211 @@
+"""The `dlmcost` command: parse options, call `api`, render with `report`. No arithmetic here."""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Optional
+
+import click
+import typer
+from rich.console import Console
+
+from . import api, report
+from .errors import EXIT_INTERNAL, EXIT_USAGE, DlmcostError, UsageError
+from .hardware import HardwareDB
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Capacity planner for diffusion language model inference.")
+
+FormatOpt = typer.Option("table", "--format", "-f", help="table | json | csv | markdown")
+HardwareOpt = typer.Option(None, "--hardware", help="extra GPU YAML file or folder (repeatable; also $DLMCOST_HARDWARE)")
+
+
+def _console() -> Console:
+    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 100)
+
+
+def _check_format(fmt: str) -> str:
+    if fmt not in report.FORMATS:
+        raise UsageError(f"unknown format '{fmt}'; choose one of: {', '.join(report.FORMATS)}")
+    return fmt
+
+
+def _parse_list(text: Optional[str], kind, name: str) -> Optional[list]:
+    """'1,8,32' -> [1, 8, 32] with a clear message for junk."""
+    if text is None:
+        return None
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            value = kind(part)
+        except ValueError:
+            raise UsageError(f"--{name}: '{part}' is not a valid {kind.__name__}") from None
+        if kind is float and not math.isfinite(value):
+            raise UsageError(f"--{name}: '{part}' is not a finite number")
+        out.append(value)
+    if not out:
+        raise UsageError(f"--{name} needs at least one value")
+    return out
+
+
+@app.command()
+def analyze(
+    model: str = typer.Argument("GSAI-ML/LLaDA-8B-Instruct", help="bundled id, local .json/.yaml, or Hub id"),
+    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="GPU name/alias, comma list, or 'all' (default: the seed table's GPUs)"),
+    scheme: Optional[str] = typer.Option(None, "--scheme", help="ar | mdm | prefix-cache | dual-cache | block (default: the model's)"),
+    prompt: Optional[int] = typer.Option(None, "--prompt", help="prompt tokens Lp [256]"),
+    gen: Optional[int] = typer.Option(None, "--gen", help="generated tokens Lg (default: the model's sampler)"),
+    steps: Optional[float] = typer.Option(None, "--steps", help="total denoising steps S"),
+    tpf: Optional[float] = typer.Option(None, "--tpf", help="tokens per forward (S = Lg / tpf)"),
+    block: Optional[int] = typer.Option(None, "--block", help="block length b"),
+    batch: Optional[int] = typer.Option(None, "--batch", help="sequences per batch B [1]"),
+    precision: Optional[str] = typer.Option(None, "--precision", help="bf16 | fp8 | fp4 | w8a16 | w4a16"),
+    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="K/V cache dtype: bf16 | fp8 | int8 | fp4"),
+    cfg: float = typer.Option(0.0, "--cfg", help="classifier-free guidance scale; > 0 doubles the batch"),
+    store_pass: Optional[bool] = typer.Option(None, "--store-pass/--no-store-pass", help="block scheme: extra K/V store pass per block"),
+    logits: str = typer.Option("all", "--logits", help="all: logits for every query position; committed: only the block's"),
+    expert_load: str = typer.Option("expected", "--expert-load", help="MoE: expected distinct experts, or all"),
+    efficiency: str = typer.Option("realistic", "--efficiency", help="realistic | ideal | path to an efficiency YAML"),
+    ops: bool = typer.Option(False, "--ops", help="also print per-pass and per-op tables"),
+    fmt: str = FormatOpt,
+    revision: Optional[str] = typer.Option(None, "--revision", help="Hub revision (branch, tag or commit)"),
+    hub: bool = typer.Option(False, "--hub", help="fetch from the Hub even if the id is bundled"),
+    hardware: Optional[list[str]] = HardwareOpt,
+):
+    """Cost of one workload on one or more GPUs."""
+    _check_format(fmt)
+    if not math.isfinite(cfg) or cfg < 0:
+        raise UsageError("--cfg must be a non-negative number")
+    result = api.analyze(
+        model, gpu, efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
+        scheme=scheme, prompt=prompt, gen=gen, steps=steps, tpf=tpf, block=block, batch=batch,
+        precision=precision, kv_dtype=kv_dtype, cfg=cfg > 0 or None, store_pass=store_pass,
+        logits=logits, expert_load=expert_load,
+    )
+    report.render_analyze(result, fmt, _console(), show_ops=ops)
+
+
+@app.command()
+def sweep(
+    model: str = typer.Option("GSAI-ML/LLaDA-8B-Instruct", "--model", "-m", help="bundled id, local file, or Hub id"),
+    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="comma list or 'all'"),
+    scheme: Optional[str] = typer.Option(None, "--scheme", help="comma list (default: every scheme the model can run)"),
+    prompt: Optional[str] = typer.Option(None, "--prompt", help="comma list of prompt lengths"),
+    gen: Optional[str] = typer.Option(None, "--gen", help="comma list of generation lengths"),
+    steps: Optional[str] = typer.Option(None, "--steps", help="comma list of total steps (default: S = Lg / tpf)"),
+    tpf: Optional[float] = typer.Option(None, "--tpf", help="tokens per forward when --steps is not given [1]"),
+    block: Optional[str] = typer.Option(None, "--block", help="comma list of block lengths"),
+    batch: Optional[str] = typer.Option(None, "--batch", help="comma list of batch sizes"),
+    precision: Optional[str] = typer.Option(None, "--precision", help="comma list of precisions"),
+    kv_dtype: str = typer.Option("bf16", "--kv-dtype"),
+    cfg: float = typer.Option(0.0, "--cfg", help="> 0 doubles the batch (LLaDA CFG)"),
+    store_pass: Optional[bool] = typer.Option(None, "--store-pass/--no-store-pass"),
+    logits: str = typer.Option("all", "--logits"),
+    expert_load: str = typer.Option("expected", "--expert-load"),
+    efficiency: str = typer.Option("realistic", "--efficiency"),
+    sort: Optional[str] = typer.Option(None, "--sort", help="column to sort by, e.g. tokens_per_s, time_s (prefix - to reverse)"),
+    top: Optional[int] = typer.Option(None, "--top", help="show only the first N rows of the table"),
+    fmt: str = FormatOpt,
+    revision: Optional[str] = typer.Option(None, "--revision"),
+    hub: bool = typer.Option(False, "--hub"),
+    hardware: Optional[list[str]] = HardwareOpt,
+):
+    """Evaluate every combination of comma-separated knobs (vectorised)."""
+    _check_format(fmt)
+    if not math.isfinite(cfg) or cfg < 0:
+        raise UsageError("--cfg must be a non-negative number")
+    if logits not in ("all", "committed"):
+        raise UsageError("--logits must be 'all' or 'committed'")
+    if expert_load not in ("expected", "all"):
+        raise UsageError("--expert-load must be 'expected' or 'all'")
+    if top is not None and top <= 0:
+        raise UsageError("--top must be positive")
+    result = api.sweep(
+        model, gpus=gpu, schemes=_parse_list(scheme, str, "scheme"), prompts=_parse_list(prompt, int, "prompt"),
+        gens=_parse_list(gen, int, "gen"), steps=_parse_list(steps, float, "steps"), tpf=tpf,
+        blocks=_parse_list(block, int, "block"), batches=_parse_list(batch, int, "batch"),
+        precisions=_parse_list(precision, str, "precision"), kv_dtype=kv_dtype, cfg=cfg > 0, store_pass=store_pass,
+        logits=logits, expert_load=expert_load, efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
+    )
+    rows = api.sweep_rows(result)
+    if sort:
+        key = sort.lstrip("-")
+        if rows and key not in rows[0]:
+            raise UsageError(f"--sort: unknown column '{key}'; choose from: {', '.join(rows[0])}")
+        rows.sort(key=lambda r: (r[key] is None, r[key]), reverse=sort.startswith("-"))
+    report.render_sweep(result, rows, fmt, _console(), rows[:top] if top else rows)
+
+
+@app.command()
+def gpus(
+    fmt: str = FormatOpt,
+    hardware: Optional[list[str]] = HardwareOpt,
+):
+    """List the accelerators with their dense peaks and ridge points."""
+    _check_format(fmt)
+    report.render_gpus(HardwareDB.load(hardware).gpus.values(), fmt, _console())
+
+
+@app.command()
+def models(fmt: str = FormatOpt):
+    """List the bundled model ids (usable offline)."""
+    _check_format(fmt)
+    report.render_models(api.list_models(), fmt, _console())
+
+
+@app.command()
+def model(
+    model_id: str = typer.Argument(..., metavar="MODEL", help="bundled id, local .json/.yaml, or Hub id"),
+    fmt: str = FormatOpt,
+    revision: Optional[str] = typer.Option(None, "--revision"),
+    hub: bool = typer.Option(False, "--hub"),
+    verify: bool = typer.Option(False, "--verify", help="compare with the checkpoint's safetensors parameter count (Hub)"),
+):
+    """Show the parsed spec of one model: shapes, parameters, K/V bytes per token."""
+    _check_format(fmt)
+    from .models import resolve_model
+
+    spec = resolve_model(model_id, revision=revision, hub=hub)
+    info = api.model_info(spec)
+    if verify:
+        info["verify"] = api.verify_model(spec, revision=revision)
+    report.render_model(info, fmt, _console())
+    if verify and info["verify"].get("warning"):
+        print(f"warning: {info['verify']['warning']}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: one line on stderr and a distinct exit code for every failure."""
+    command = typer.main.get_command(app)
+    try:
+        command.main(args=argv, prog_name="dlmcost", standalone_mode=False)
+    except DlmcostError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.Abort:
+        print("error: aborted", file=sys.stderr)
+        return 130
+    except click.ClickException as exc:
+        print(f"error: {exc.format_message()}", file=sys.stderr)
+        return exc.exit_code if exc.exit_code else EXIT_USAGE
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a bug: still one line, never a traceback
+        print(f"internal error: {exc.__class__.__name__}: {exc} (please report)", file=sys.stderr)
+        return EXIT_INTERNAL
+    return 0
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,360 @@
+"""The Hugging Face Hub: a model's config.json (cached, offline-aware) and its checkpoint's size.
+
+Everything goes through `huggingface_hub`, so the usual environment applies: HF_HOME / HF_HUB_CACHE
+(where the cache lives), HF_TOKEN (private and gated repos), HF_ENDPOINT (a mirror), HF_HUB_OFFLINE
+(no network at all), HF_HUB_ETAG_TIMEOUT (seconds to wait for the Hub's answer). The library is
+imported inside the functions: it takes long to import and most commands never need it.
+
+`fetch_config` sends one metadata request (HEAD) itself, without retries, before letting
+`hf_hub_download` fetch the file. On its own, `hf_hub_download` retries a failed metadata request
+for about half a minute (with a 60 s timeout) when nothing is cached, which is too slow for a CLI;
+with the HEAD first, a Hub that is down or slow ends in one clear error within the timeout, or in
+the cached copy.
+
+Every failure leaves as one line naming what to do next, in a `dlmcost.errors` class with its own
+exit code; nothing from the client library (or a traceback) gets through.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..errors import (
+    ConfigError,
+    DlmcostError,
+    HubError,
+    HubFileNotFound,
+    HubGated,
+    HubRepoNotFound,
+    HubRevisionNotFound,
+    HubUnreachable,
+    UnknownModelError,
+)
+
+CONFIG_NAME = "config.json"
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def _one_line(text: Any, limit: int = 200) -> str:
+    """The first non-empty line of a message, whitespace collapsed, cut to `limit` characters."""
+    for line in str(text).splitlines():
+        line = " ".join(line.split())
+        if line:
+            return line if len(line) <= limit else line[: limit - 3] + "..."
+    return ""
+
+
+def _endpoint() -> str:
+    from huggingface_hub import constants
+
+    return constants.ENDPOINT
+
+
+def _cache_dir() -> str:
+    from huggingface_hub import constants
+
+    return constants.HF_HUB_CACHE
+
+
+def _offline() -> bool:
+    from huggingface_hub import constants
+
+    is_offline = getattr(constants, "is_offline_mode", None)
+    return bool(is_offline() if callable(is_offline) else constants.HF_HUB_OFFLINE)
+
+
+def _etag_timeout(timeout_s: float | None) -> float:
+    from huggingface_hub import constants
+
+    return float(timeout_s) if timeout_s is not None else float(constants.HF_HUB_ETAG_TIMEOUT)
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """Network-level failures of whichever HTTP client this huggingface_hub uses."""
+    found: list[type[BaseException]] = [ConnectionError, TimeoutError]
+    for module, name in (("httpx2", "TransportError"), ("httpx", "TransportError"),
+                         ("requests", "ConnectionError"), ("requests", "Timeout")):
+        try:
+            mod = __import__(module)
+        except ImportError:
+            continue
+        cls = getattr(mod, name, None) or getattr(getattr(mod, "exceptions", None), name, None)
+        if isinstance(cls, type):
+            found.append(cls)
+    return tuple(found)
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _status(exc: BaseException) -> int | None:
+    response = getattr(exc, "response", None)
+    return getattr(response, "status_code", None)
+
+
+def _commit_from_path(path: str | os.PathLike) -> str | None:
+    """`.../snapshots/<commit>/config.json` -> the commit, when the path is in the HF cache layout."""
+    name = Path(path).parent.name
+    return name if _COMMIT.fullmatch(name) else None
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """No progress bars and no library warnings on stderr: dlmcost reports failures itself."""
+    from huggingface_hub import utils as hf_utils
+
+    bars_were_off = hf_utils.are_progress_bars_disabled()
+    hf_logger = logging.getLogger("huggingface_hub")
+    level = hf_logger.level
+    if not bars_were_off:
+        hf_utils.disable_progress_bars()
+    if not os.environ.get("HF_HUB_VERBOSITY"):
+        hf_logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        if not bars_were_off:
+            hf_utils.enable_progress_bars()
+        hf_logger.setLevel(level)
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+def _translate(exc: BaseException, repo_id: str, revision: str, what: str,
+               timeout_s: float | None = None) -> DlmcostError:
+    """One `huggingface_hub`/network exception -> one dlmcost error with one line of advice."""
+    if isinstance(exc, DlmcostError):
+        return exc
+    from huggingface_hub import utils as hf_utils
+
+    def cls(name: str) -> type[BaseException]:
+        found = getattr(hf_utils, name, None)
+        if found is None:
+            try:
+                from huggingface_hub import errors as hf_errors
+
+                found = getattr(hf_errors, name, None)
+            except ImportError:  # older huggingface_hub
+                found = None
+        return found if isinstance(found, type) else type(f"_Missing{name}", (Exception,), {})
+
+    endpoint = _endpoint()
+    page = f"{endpoint}/{repo_id}"
+    at_rev = f" at revision '{revision}'" if revision != "main" else ""
+    status = _status(exc)
+    detail = _one_line(exc) or type(exc).__name__
+
+    if isinstance(exc, cls("HFValidationError")):
+        return UnknownModelError(
+            f"'{repo_id}' is not a local file, a bundled model, or a valid Hub repo id "
+            f"(namespace/name): {detail}")
+    if isinstance(exc, cls("GatedRepoError")):
+        return HubGated(
+            f"{repo_id} is gated: accept the model's terms on its Hub page ({page}) and set HF_TOKEN "
+            f"to a token of an account that has access")
+    if isinstance(exc, cls("RepositoryNotFoundError")):
+        return HubRepoNotFound(
+            f"no model '{repo_id}' on the Hub ({endpoint}): check the id (namespace/name); "
+            f"for a private repo set HF_TOKEN to a token that can read it")
+    if isinstance(exc, cls("RevisionNotFoundError")):
+        return HubRevisionNotFound(
+            f"{repo_id} has no revision '{revision}': use an existing branch, tag or commit hash "
+            f"(see {page}/tree/main), or leave out --revision for main")
+    if isinstance(exc, cls("OfflineModeIsEnabled")) or (
+            isinstance(exc, cls("LocalEntryNotFoundError")) and _offline()):
+        return HubUnreachable(
+            f"HF_HUB_OFFLINE is set and {what} of {repo_id}{at_rev} is not in the Hugging Face cache "
+            f"({_cache_dir()}): unset HF_HUB_OFFLINE to download it, or pass a local config file")
+    if isinstance(exc, cls("LocalEntryNotFoundError")):  # network failed, nothing cached
+        return HubUnreachable(
+            f"cannot reach the Hub ({endpoint}) for {repo_id} and it is not cached: check the network "
+            f"and retry, or set HF_HUB_OFFLINE=1 to use models already in the cache")
+    if isinstance(exc, (cls("RemoteEntryNotFoundError"), cls("EntryNotFoundError"))):
+        return HubFileNotFound(
+            f"{repo_id}{at_rev} has no {what}: it may not be a transformers model; "
+            f"pass a local config file instead")
+    if isinstance(exc, cls("NotASafetensorsRepoError")):
+        return HubFileNotFound(
+            f"{repo_id}{at_rev} has no model.safetensors or model.safetensors.index.json: "
+            f"the checkpoint's parameter count can only be read from safetensors weights")
+    if isinstance(exc, cls("SafetensorsParsingError")):
+        return HubError(f"cannot read the safetensors header of {repo_id}{at_rev}: {detail}")
+    if status in (401, 403):
+        return HubGated(
+            f"the Hub refused access to {repo_id} (HTTP {status}): set HF_TOKEN to a token with read "
+            f"access, and accept the model's terms on its Hub page ({page}) if it is gated")
+    if status == 429:
+        return HubUnreachable(
+            f"the Hub ({endpoint}) is rate-limiting requests for {repo_id} (HTTP 429): retry in a "
+            f"minute, set HF_TOKEN for a higher limit, or HF_HUB_OFFLINE=1 to use the cache")
+    if status is not None and status >= 500:
+        return HubUnreachable(
+            f"the Hub ({endpoint}) failed with HTTP {status} for {repo_id} and nothing is cached: "
+            f"retry later, or set HF_HUB_OFFLINE=1 to use models already in the cache")
+    if status is not None:
+        return HubUnreachable(
+            f"the Hub ({endpoint}) answered HTTP {status} for {what} of {repo_id}: {detail}; "
+            f"check HF_ENDPOINT and retry")
+    if isinstance(exc, cls("FileMetadataError")):
+        return HubUnreachable(
+            f"{endpoint} does not answer like the Hugging Face Hub for {repo_id} (no commit or ETag "
+            f"header) and nothing is cached: check HF_ENDPOINT and proxy settings")
+    if _is_timeout(exc):
+        waited = f" after {timeout_s:g} s" if timeout_s is not None else ""
+        return HubUnreachable(
+            f"the Hub ({endpoint}) did not answer{waited} for {repo_id} and nothing is cached: retry, "
+            f"raise HF_HUB_ETAG_TIMEOUT, or set HF_HUB_OFFLINE=1 to use models already in the cache")
+    if isinstance(exc, _transport_errors()):
+        return HubUnreachable(
+            f"cannot reach the Hub ({endpoint}) for {repo_id}: {detail}; check the network, proxy and "
+            f"HF_ENDPOINT, or set HF_HUB_OFFLINE=1 to use models already in the cache")
+    # Anything else from the client (a full disk under HF_HOME, an unexpected answer...):
+    return HubUnreachable(
+        f"could not get {what} of {repo_id} from the Hub ({endpoint}): "
+        f"{type(exc).__name__}: {detail}; retry, or set HF_HUB_OFFLINE=1 to use the cache")
+
+
+# --- config.json --------------------------------------------------------------------------------
+
+
+def _cached_config(repo_id: str, revision: str) -> tuple[str | None, bool]:
+    """(path of the cached config.json or None, whether the cache records that it does not exist)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(repo_id, CONFIG_NAME, revision=revision)
+    if isinstance(found, str) and os.path.isfile(found):
+        return found, False
+    return None, found is not None  # huggingface_hub's _CACHED_NO_EXIST sentinel
+
+
+def _locate_config(repo_id: str, revision: str, timeout_s: float | None) -> tuple[str, str]:
+    """(local path of config.json, "cache" | "hub"); raises client exceptions untranslated."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
+    from huggingface_hub import utils as hf_utils
+
+    cached, known_missing = _cached_config(repo_id, revision)
+    if _offline() or (cached and _COMMIT.fullmatch(revision)):
+        # Offline, or a commit hash (immutable) already in the cache: no network round trip.
+        if cached:
+            return cached, "cache"
+        if known_missing:
+            raise HubFileNotFound(
+                f"{repo_id} has no {CONFIG_NAME} at revision '{revision}' (recorded in the Hugging Face "
+                f"cache): pass a local config file instead")
+        raise hf_utils.OfflineModeIsEnabled(f"{repo_id} is not cached")
+
+    # One HEAD, no retries: a Hub that is down or slow falls back to the cache at once.
+    timeout = _etag_timeout(timeout_s)
+    url = hf_hub_url(repo_id, CONFIG_NAME, revision=revision)
+    try:
+        get_hf_file_metadata(url, timeout=timeout)
+    except Exception as exc:
+        definite = (hf_utils.RevisionNotFoundError, hf_utils.EntryNotFoundError, hf_utils.HFValidationError)
+        if cached and not isinstance(exc, definite):
+            # Down, slow, unreachable, or refusing us (an expired token, say): like hf_hub_download,
+            # use the copy we already have for this revision.
+            return cached, "cache"
+        raise
+    path = hf_hub_download(repo_id, CONFIG_NAME, revision=revision, etag_timeout=timeout)
+    return path, "hub"
+
+
+def _parse_json(path: str, repo_id: str) -> Any:
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{CONFIG_NAME} of {repo_id} is not valid JSON: not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise HubError(f"cannot read the cached {CONFIG_NAME} of {repo_id} ({path}): {_one_line(exc)}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{CONFIG_NAME} of {repo_id} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    except RecursionError:
+        raise ConfigError(f"{CONFIG_NAME} of {repo_id} is nested too deeply to be a model config") from None
+
+
+def fetch_config(repo_id: str, revision: str | None = None,
+                 timeout_s: float | None = None) -> tuple[Any, str, str | None]:
+    """A Hub model's config.json: (parsed JSON, "cache" | "hub", commit hash or None).
+
+    "hub" means the Hub was asked (the file may still come from the cache if it is current);
+    "cache" means no answer from the Hub was used: HF_HUB_OFFLINE, a cached commit hash, or a Hub
+    that could not be reached (or refused us) while a copy of this revision was cached.
+    `timeout_s` bounds the wait for the Hub's first answer (default: HF_HUB_ETAG_TIMEOUT, 10 s).
+    """
+    rev = revision or "main"
+    try:
+        with _quiet():
+            path, source = _locate_config(repo_id, rev, timeout_s)
+    except Exception as exc:  # noqa: BLE001 - everything leaves as one dlmcost error
+        raise _translate(exc, repo_id, rev, CONFIG_NAME, _etag_timeout_safe(timeout_s)) from None
+    return _parse_json(path, repo_id), source, _commit_from_path(path)
+
+
+def _etag_timeout_safe(timeout_s: float | None) -> float | None:
+    try:
+        return _etag_timeout(timeout_s)
+    except Exception:  # noqa: BLE001
+        return timeout_s
+
+
+# --- checkpoint parameter count -----------------------------------------------------------------
+
+
+def verify_params(repo_id: str, revision: str | None = None, *, timeout_s: float | None = None) -> dict:
+    """The checkpoint's parameter count, read from its safetensors headers (no weights downloaded).
+
+    Returns {"checkpoint_params": int, "params_by_dtype": {dtype: int}, "files": int,
+    "sharded": bool, "commit": str | None, "hub_reported_params": int | None}; the last is the
+    Hub's own safetensors count, when its model API gives one.
+    """
+    rev = revision or "main"
+    try:
+        with _quiet():
+            if _offline():
+                raise HubUnreachable(
+                    f"HF_HUB_OFFLINE is set: reading the safetensors headers of {repo_id} needs the Hub; "
+                    f"unset HF_HUB_OFFLINE to verify the parameter count")
+            from huggingface_hub import HfApi
+
+            api = HfApi()
+            timeout = _etag_timeout(timeout_s)
+            # model_info first: it tells a missing repo, revision or access apart (get_safetensors_metadata
+            # reports all of those as "not a safetensors repo"), and pins the commit for what follows.
+            info = api.model_info(repo_id, revision=revision, timeout=timeout)
+            commit = getattr(info, "sha", None)
+            pinned = commit if isinstance(commit, str) and _COMMIT.fullmatch(commit) else revision
+            meta = api.get_safetensors_metadata(repo_id, revision=pinned)
+    except Exception as exc:  # noqa: BLE001
+        raise _translate(exc, repo_id, rev, "safetensors weights", _etag_timeout_safe(timeout_s)) from None
+
+    by_dtype = {str(k): int(v) for k, v in (meta.parameter_count or {}).items()}
+    reported = getattr(getattr(info, "safetensors", None), "total", None)
+    return {
+        "checkpoint_params": sum(by_dtype.values()),
+        "params_by_dtype": by_dtype,
+        "files": len(meta.files_metadata),
+        "sharded": bool(meta.sharded),
+        "commit": commit if isinstance(commit, str) else None,
+        "hub_reported_params": int(reported) if isinstance(reported, int) else None,
+    }

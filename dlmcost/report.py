@@ -1,0 +1,335 @@
+"""Rendering: rich tables, JSON, CSV and Markdown. No arithmetic beyond unit scaling."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from typing import Any, Iterable
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+FORMATS = ("table", "json", "csv", "markdown")
+VERDICT_STYLE = {"memory-bound": "cyan", "compute-bound": "magenta"}
+
+
+# --- number formatting ---------------------------------------------------------------------------
+
+
+def si(x: float | None, digits: int = 3) -> str:
+    """1.23e12 -> '1.23T' (SI prefixes; the unit is in the column header)."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if x == 0:
+        return "0"
+    for div, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.{digits}g}{prefix}"
+    return f"{x:.{digits}g}"
+
+
+def num(x: float | None, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return f"{x:.{digits}g}" if abs(x) < 1e6 else si(x, digits)
+
+
+def ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.4g}"
+
+
+def gb(nbytes: float | None) -> str:
+    return "-" if nbytes is None else f"{nbytes / 1e9:.4g}" if nbytes < 1e12 else f"{nbytes / 1e9:.0f}"
+
+
+def verdict_text(v: str | None) -> Text:
+    """Tables say 'memory' / 'compute' under a 'bound' header to stay within 100 columns."""
+    if not v:
+        return Text("-")
+    return Text(v.removesuffix("-bound"), style=VERDICT_STYLE.get(v, ""))
+
+
+# --- generic output --------------------------------------------------------------------------------
+
+
+def _jsonable(o: Any):
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if hasattr(o, "item"):
+        return o.item()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def to_json(obj: Any) -> str:
+    return json.dumps(obj, indent=2, default=_jsonable, allow_nan=False)
+
+
+def to_csv(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    return buf.getvalue()
+
+
+def to_markdown(headers: list[str], rows: Iterable[list[str]]) -> str:
+    lines = ["| " + " | ".join(h.replace("\n", " ") for h in headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def table(title: str | None, headers: list[str], rows: Iterable[list], caption: str | None = None,
+          wrap_last: bool = False) -> Table:
+    """Compact tables (one space between columns) so that they stay within 100 columns."""
+    t = Table(title=title, caption=caption, title_justify="left", caption_justify="left", header_style="bold",
+              box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    for i, h in enumerate(headers):
+        last = i == len(headers) - 1
+        t.add_column(h, justify="left" if i < 2 else "right", no_wrap=not (wrap_last and last),
+                     overflow="fold" if wrap_last and last else "ellipsis")
+    for r in rows:
+        t.add_row(*[c if isinstance(c, Text) else str(c) for c in r])
+    return t
+
+
+def plain(cell) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+# --- analyze ---------------------------------------------------------------------------------------
+
+ANALYZE_HEADERS = ["GPU", "latency\nms", "tok/s", "vs AR\n×", "AI\nFLOP/B", "ridge\nFLOP/B", "bound",
+                   "mem\nGB", "fits", "max\nB", "knee\nb"]
+
+
+def analyze_rows(a: dict) -> list[list]:
+    rows = []
+    for r in a["results"]:
+        if not r.get("supported"):
+            rows.append([r["gpu"], "unsupported", "-", "-", "-", "-", Text(r.get("error", ""), style="yellow"),
+                         "-", "-", "-", "-"])
+            continue
+        k = r["knee"]["block"]
+        rows.append([
+            r["gpu"], ms(r["time_s"]), num(r["tokens_per_s"], 4), f"{r['time_ratio_to_ar']:.3g}",
+            num(r["arithmetic_intensity"]), num(r["ridge_flops_per_byte"]), verdict_text(r["verdict"]),
+            gb(r["memory"]["total_bytes"]), "yes" if r["memory"]["fits"] else Text("NO", style="red bold"),
+            str(r["memory"]["max_batch"]), ">limit" if k is None else str(k),
+        ])
+    return rows
+
+
+def analyze_header(a: dict) -> str:
+    m, w = a["model"], a["workload"]
+    steps = f"S={w['steps']:g}" if w["scheme"] != "ar" else "one pass per token"
+    cfg = " · CFG (batch doubled)" if w["cfg"] else ""
+    unverified = " (UNVERIFIED config)" if not m["verified"] else ""
+    return (
+        f"{m['id']}{unverified} · {m['params_total'] / 1e9:.2f}B params ({m['params_active'] / 1e9:.2f}B active) · "
+        f"source: {m['source']}{' @ ' + m['revision'] if m.get('revision') else ''}\n"
+        f"scheme {w['scheme']} · prompt {w['prompt']} · gen {w['gen']} · {steps} · block {w['block']} "
+        f"({w['n_blocks']:g} blocks) · batch {w['batch']}{cfg} · {w['precision']} weights · "
+        f"K/V {w['kv_dtype']} · logits: {w['logits']}\n"
+        f"efficiency profile: {a['efficiency_profile']}"
+    )
+
+
+PASS_HEADERS = ["pass", "count", "q", "c", "GFLOP\n/pass", "MB\n/pass", "weights\nMB", "KV read\nMB",
+                "AI\nFLOP/B", "bound", "ms\n/pass"]
+
+
+def pass_rows(result: dict) -> list[list]:
+    rows = []
+    for p in result["passes"]:
+        c = f"{p['c']:g}" if p["c"] == p["c_last"] else f"{p['c']:g}–{p['c_last']:g}"
+        q = f"{p['q']:g}" if p["q"] == p["q_last"] else f"{p['q']:g}–{p['q_last']:g}"
+        flops = p["flops_linear"] + p["flops_attention"] + p["flops_lm_head"] + p["flops_other"]
+        nbytes = p["weight_bytes"] + p["kv_read_bytes"] + p["kv_write_bytes"] + p["activation_bytes"]
+        rows.append([p["name"], f"{p['count']:g}", q, c, num(flops / 1e9), num(nbytes / 1e6),
+                     num(p["weight_bytes"] / 1e6), num(p["kv_read_bytes"] / 1e6), num(p["arithmetic_intensity"]),
+                     verdict_text(p["verdict"]), f"{p['time_s'] * 1e3:.4g}"])
+    return rows
+
+
+OP_HEADERS = ["op", "TFLOP", "GB\nmoved", "AI\nFLOP/B", "time\nms", "share\n%"]
+
+
+def op_rows(result: dict) -> list[list]:
+    total = sum(o["time_s"] for o in result["ops"]) or 1.0
+    return [[o["name"], num(o["flops"] / 1e12), num(o["bytes"] / 1e9),
+             num(o["flops"] / o["bytes"] if o["bytes"] else 0.0), f"{o['time_s'] * 1e3:.4g}",
+             f"{100 * o['time_s'] / total:.1f}"] for o in result["ops"]]
+
+
+def analyze_csv_rows(a: dict) -> list[dict]:
+    out = []
+    for r in a["results"]:
+        row = dict(model=a["model"]["id"], **{f"workload_{k}": v for k, v in a["workload"].items()}, gpu=r["gpu"],
+                   supported=r["supported"])
+        if r["supported"]:
+            for k, v in r.items():
+                if k in ("passes", "ops", "gpu", "gpu_key", "supported"):
+                    continue
+                if isinstance(v, dict):
+                    row.update({f"{k}_{kk}": vv for kk, vv in v.items()})
+                else:
+                    row[k] = v
+        out.append(row)
+    keys = list(dict.fromkeys(k for row in out for k in row))
+    return [{k: row.get(k, "") for k in keys} for row in out]
+
+
+def render_analyze(a: dict, fmt: str, console: Console, show_ops: bool = False) -> None:
+    if fmt == "json":
+        console.file.write(to_json(a) + "\n")
+        return
+    if fmt == "csv":
+        console.file.write(to_csv(analyze_csv_rows(a)))
+        return
+    rows = analyze_rows(a)
+    if fmt == "markdown":
+        out = [analyze_header(a).replace("\n", "  \n") + "\n", to_markdown(ANALYZE_HEADERS, ([plain(c) for c in r] for r in rows))]
+        if show_ops:
+            for r in a["results"]:
+                if r.get("supported"):
+                    out.append(f"\n**{r['gpu']}** passes\n\n" + to_markdown(PASS_HEADERS, ([plain(c) for c in x] for x in pass_rows(r))))
+                    out.append("\n" + to_markdown(OP_HEADERS, op_rows(r)))
+        console.file.write("".join(out))
+        return
+    console.print(analyze_header(a))
+    console.print(table(None, ANALYZE_HEADERS, rows,
+                        caption="latency: whole generation; vs AR: latency / AR decode latency (same model, GPU, "
+                                "prompt, gen, batch); verdict: time-weighted over passes; knee b: largest block "
+                                "whose cached step stays memory-bound"))
+    if show_ops:
+        for r in a["results"]:
+            if r.get("supported"):
+                console.print(table(f"{r['gpu']}: passes", PASS_HEADERS, pass_rows(r)))
+                console.print(table(f"{r['gpu']}: ops over the whole generation", OP_HEADERS, op_rows(r)))
+
+
+# --- sweep -----------------------------------------------------------------------------------------
+
+SWEEP_HEADERS = ["GPU", "scheme", "Lp", "Lg", "S", "b", "B", "prec", "NFE", "latency\nms", "tok/s", "vs AR\n×",
+                 "AI\nFLOP/B", "bound", "fits"]
+
+
+def sweep_table_rows(rows: list[dict]) -> list[list]:
+    def opt(v):
+        return "-" if v is None else f"{v:g}"
+
+    return [[r["gpu"], r["scheme"], str(r["prompt"]), str(r["gen"]), opt(r["steps"]), opt(r["block"]), str(r["batch"]),
+             r["precision"], f"{r['nfe']:g}", ms(r["time_s"]), num(r["tokens_per_s"], 4),
+             f"{r['time_ratio_to_ar']:.3g}", num(r["arithmetic_intensity"]), verdict_text(r["verdict"]),
+             "yes" if r["fits"] else Text("NO", style="red bold")] for r in rows]
+
+
+def render_sweep(result: dict, rows: list[dict], fmt: str, console: Console, shown: list[dict]) -> None:
+    if fmt == "json":
+        meta = {k: v for k, v in result.items() if k != "columns"}
+        console.file.write(to_json(dict(**meta, rows=rows)) + "\n")
+        return
+    if fmt == "csv":
+        console.file.write(to_csv(rows))
+        return
+    skipped = (f"{result['evaluated']} configurations evaluated; skipped {result['skipped_impossible']} impossible "
+               f"(block not dividing the generation, fewer steps than blocks) and "
+               f"{result['skipped_unsupported']} on GPUs without the precision; efficiency profile: "
+               f"{result['efficiency_profile']}")
+    body = sweep_table_rows(shown)
+    if fmt == "markdown":
+        console.file.write(f"{result['model']['id']}: {skipped}\n\n" + to_markdown(SWEEP_HEADERS, ([plain(c) for c in r] for r in body)))
+        return
+    console.print(f"{result['model']['id']} · {skipped}")
+    if len(shown) < len(rows):
+        console.print(f"showing {len(shown)} of {len(rows)} rows (--top); json/csv print every row")
+    console.print(table(None, SWEEP_HEADERS, body))
+
+
+# --- gpus / models / model ---------------------------------------------------------------------
+
+
+def gpu_records(gpus) -> list[dict]:
+    return [dict(name=g.name, key=g.key, aliases=list(g.aliases), vendor=g.vendor, status=g.status,
+                 memory_bytes=g.memory_bytes, bandwidth_bytes_per_s=g.bandwidth_bytes_per_s,
+                 peak_flops=dict(g.peak_flops), ridge_flops_per_byte=dict(g.ridge_flops_per_byte),
+                 scale_up_bytes_per_s=g.link_bytes_per_s, efficiency=g.efficiency.model_dump(), notes=g.notes)
+            for g in gpus]
+
+
+GPU_HEADERS = ["GPU", "alias", "mem\nGB", "BW\nTB/s", "bf16\nTFLOP/s", "fp8\nTFLOP/s", "fp4\nTFLOP/s",
+               "ridge\nbf16", "ridge\nfp8", "ridge\nfp4", "status"]
+
+
+def render_gpus(gpus, fmt: str, console: Console) -> None:
+    recs = gpu_records(gpus)
+    if fmt == "json":
+        console.file.write(to_json(recs) + "\n")
+        return
+
+    def peak(r, k):
+        return f"{r['peak_flops'][k] / 1e12:.0f}" if k in r["peak_flops"] else "—"
+
+    def ridge(r, k):
+        return f"{r['ridge_flops_per_byte'][k]:.0f}" if k in r["ridge_flops_per_byte"] else "—"
+
+    rows = [[r["name"], min(r["aliases"] or ["-"], key=len), gb(r["memory_bytes"]), f"{r['bandwidth_bytes_per_s'] / 1e12:.3g}",
+             peak(r, "bf16"), peak(r, "fp8"), peak(r, "fp4"), ridge(r, "bf16"), ridge(r, "fp8"), ridge(r, "fp4"),
+             r["status"]] for r in recs]
+    if fmt == "csv":
+        console.file.write(to_csv([dict(zip((h.replace("\n", " ") for h in GPU_HEADERS), r)) for r in rows]))
+    elif fmt == "markdown":
+        console.file.write(to_markdown(GPU_HEADERS, rows))
+    else:
+        console.print(table(None, GPU_HEADERS, rows,
+                            caption="dense tensor-core peaks (no sparsity); ridge = peak / bandwidth in FLOP/byte"))
+
+
+MODEL_HEADERS = ["model", "family", "params", "active", "KV\nKiB/tok", "default\nscheme", "config"]
+
+
+def render_models(entries: list[dict], fmt: str, console: Console) -> None:
+    if fmt == "json":
+        console.file.write(to_json(entries) + "\n")
+        return
+    rows = [[e["id"], e["family"], f"{e['params_total'] / 1e9:.2f}B", f"{e['params_active'] / 1e9:.2f}B",
+             f"{e['kv_bytes_per_token'] / 1024:.4g}", e["default_scheme"],
+             Text(e["status"], style="yellow" if e["status"] == "unverified" else "")] for e in entries]
+    if fmt == "csv":
+        console.file.write(to_csv(entries))
+    elif fmt == "markdown":
+        console.file.write(to_markdown(MODEL_HEADERS, ([plain(c) for c in r] for r in rows)))
+    else:
+        console.print(table(None, MODEL_HEADERS, rows, caption="KV: bf16 K/V cache per token, all layers; "
+                            "config status from the bundled MANIFEST (unverified = third-party dimensions)"))
+
+
+def render_model(info: dict, fmt: str, console: Console) -> None:
+    if fmt == "json":
+        console.file.write(to_json(info) + "\n")
+        return
+    rows = [[k, _fmt_value(v)] for k, v in info.items() if not isinstance(v, dict)]
+    for k, v in info.items():
+        if isinstance(v, dict):
+            rows += [[f"{k}.{kk}", _fmt_value(vv)] for kk, vv in v.items()]
+    if fmt == "csv":
+        console.file.write(to_csv([{r[0]: r[1] for r in rows}]))
+    elif fmt == "markdown":
+        console.file.write(to_markdown(["field", "value"], rows))
+    else:
+        console.print(table(info["id"], ["field", "value"], rows, wrap_last=True))
+
+
+def _fmt_value(v) -> str:
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    if isinstance(v, int) and abs(v) >= 10**6:
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
