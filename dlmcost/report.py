@@ -262,7 +262,7 @@ def gpu_records(gpus) -> list[dict]:
             for g in gpus]
 
 
-GPU_HEADERS = ["GPU", "alias", "mem\nGB", "BW\nTB/s", "bf16\nTFLOP/s", "fp8\nTFLOP/s", "fp4\nTFLOP/s",
+GPU_HEADERS = ["GPU", "mem\nGB", "BW\nTB/s", "bf16\nTF/s", "fp8\nTF/s", "fp4\nTF/s",
                "ridge\nbf16", "ridge\nfp8", "ridge\nfp4", "status"]
 
 
@@ -278,7 +278,7 @@ def render_gpus(gpus, fmt: str, console: Console) -> None:
     def ridge(r, k):
         return f"{r['ridge_flops_per_byte'][k]:.0f}" if k in r["ridge_flops_per_byte"] else "—"
 
-    rows = [[r["name"], min(r["aliases"] or ["-"], key=len), gb(r["memory_bytes"]), f"{r['bandwidth_bytes_per_s'] / 1e12:.3g}",
+    rows = [[r["name"], gb(r["memory_bytes"]), f"{r['bandwidth_bytes_per_s'] / 1e12:.3g}",
              peak(r, "bf16"), peak(r, "fp8"), peak(r, "fp4"), ridge(r, "bf16"), ridge(r, "fp8"), ridge(r, "fp4"),
              r["status"]] for r in recs]
     if fmt == "csv":

@@ -1,0 +1,186 @@
+"""Schedules, exact family sums, the time model, memory, knees and monotonicity."""
+
+import numpy as np
+import pytest
+
+from dlmcost import api
+from dlmcost.engine import _family_explicit, evaluate
+from dlmcost.memory import RESERVE_FRACTION
+from dlmcost.models import load_bundled
+from dlmcost.roofline import sum_max_affine, sum_positive_part
+from dlmcost.schedule import build_schedule
+
+LLADA = "GSAI-ML/LLaDA-8B-Instruct"
+
+
+def run(gpu="h100", **w):
+    return api.analyze(LLADA, gpu, **w)["results"][0]
+
+
+def test_sum_positive_part_matches_brute_force():
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        d0, d1 = rng.normal(size=2) * 10
+        n = int(rng.integers(0, 40))
+        brute = sum(max(d0 + d1 * j, 0.0) for j in range(n))
+        assert sum_positive_part(d0, d1, n) == pytest.approx(brute, abs=1e-9)
+    a = sum_max_affine(1.0, 3.0, 10.0, 9.0, 20)  # a = 1 + 2j, b = 10 - j
+    assert a == pytest.approx(sum(max(1 + 2 * j, 10 - j) for j in range(20)))
+
+
+@pytest.mark.parametrize("scheme,nfe", [
+    ("ar", 1 + 128), ("mdm", 64), ("prefix-cache", 64), ("dual-cache", 64), ("block", 1 + 64)])
+def test_nfe_per_scheme(scheme, nfe):
+    r = run(scheme=scheme, prompt=100, gen=128, steps=64, block=32)
+    assert r["nfe"] == nfe
+
+
+def test_block_store_pass_adds_one_forward_per_block():
+    r = run(scheme="block", prompt=100, gen=128, steps=64, block=32, store_pass=True)
+    assert r["nfe"] == 1 + 64 + 4
+
+
+def test_cfg_doubles_the_batch():
+    one, cfg = run(gen=64, steps=64), run(gen=64, steps=64, cfg=True)
+    assert cfg["flops"] == pytest.approx(2 * one["flops"], rel=1e-9)
+
+
+def test_mdm_flops_per_token_and_the_seeds_simplification():
+    """The first seed's S*2*N/Lg leaves out the sequence length every full pass processes."""
+    m = load_bundled(LLADA)
+    lp, lg, S = 64, 128, 32
+    r = run(scheme="mdm", prompt=lp, gen=lg, steps=S)
+    linear_per_token = r["flops_breakdown"]["linear"] / lg
+    assert linear_per_token == pytest.approx(S * 2 * m.params_nonembedding * (lp + lg) / lg, rel=1e-3)
+    seed = S * 2 * m.params_nonembedding / lg
+    assert linear_per_token / seed == pytest.approx(lp + lg, rel=1e-3)
+
+
+def test_closed_form_sums_equal_explicit_evaluation():
+    m = load_bundled("Dream-org/Dream-v0-Instruct-7B")
+    for scheme, block in [("prefix-cache", 16), ("block", 8), ("ar", 128), ("dual-cache", 32)]:
+        a = api.analyze(m, "h100", scheme=scheme, prompt=50, gen=128, steps=64 if scheme != "ar" else None,
+                        block=block)
+        r = a["results"][0]
+        # rebuild the same grid and sum the step family pass by pass
+        w = api.workload_for(m, scheme=scheme, prompt=50, gen=128, steps=64 if scheme != "ar" else None, block=block)
+        from dlmcost.hardware import HardwareDB
+        from dlmcost.precision import get_precision
+        from dlmcost.roofline import Profile, gpu_rates
+        rates = gpu_rates(HardwareDB.load().get("h100"), get_precision("bf16"), Profile("realistic"))
+        grid = api.build_grid(dict(scheme=np.array([w.scheme]), prompt=w.prompt, gen=w.gen, steps=w.total_steps,
+                                   block=w.block_len, batch=1, store_pass=False, logits_committed=False,
+                                   wbytes=2.0, kvbytes=2.0, all_experts=False), [rates], np.array([0]))
+        ev = evaluate(m, grid)
+        step = [f for f in build_schedule(grid.scheme, grid.prompt, grid.gen, grid.steps, grid.block,
+                                          grid.store_pass, grid.logits_committed) if f.name == "step"][0]
+        explicit = _family_explicit(m, grid, step, np.array([0]))
+        assert ev.families["step"].time_s[0] == pytest.approx(explicit.time_s[0], rel=1e-9)
+        assert ev.families["step"].total_flops[0] == pytest.approx(explicit.total_flops[0], rel=1e-9)
+        assert ev.families["step"].total_bytes[0] == pytest.approx(explicit.total_bytes[0], rel=1e-9)
+        assert r["time_s"] == pytest.approx(ev.total.time_s[0], rel=1e-12)
+
+
+def test_moe_prefix_cache_is_summed_pass_by_pass():
+    """Expected distinct experts are not affine in q: those rows take the explicit path."""
+    m = load_bundled("inclusionAI/LLaDA2.0-mini")
+    r = api.analyze(m, "h100", scheme="prefix-cache", prompt=16, gen=64, steps=16, block=8, batch=1)["results"][0]
+    step = [p for p in r["passes"] if p["name"] == "step"][0]
+    assert step["q"] == 64 and step["q_last"] == 8
+    assert r["time_s"] > 0
+
+
+def test_ideal_time_of_one_pass_by_hand():
+    r = run(scheme="mdm", prompt=0, gen=64, steps=1, block=64, efficiency="ideal")
+    h100_bf16, h100_fp32, bw = 989.5e12, 67e12, 3.35e12
+    peak = {"linear": h100_bf16, "attention": h100_bf16, "lm_head": h100_bf16, "elementwise": h100_fp32}
+    expected = 0.0
+    for op in r["ops"]:
+        kind = "elementwise" if op["name"] == "elementwise" else "linear"
+        expected += max(op["flops"] / peak[kind], op["bytes"] / bw)
+    assert r["time_s"] == pytest.approx(expected, rel=1e-9)
+    assert r["time_bound_s"] <= r["time_s"] + 1e-15
+
+
+def test_realistic_is_slower_than_ideal_and_says_so():
+    a = api.analyze(LLADA, "h100", efficiency="realistic")
+    b = api.analyze(LLADA, "h100", efficiency="ideal")
+    assert a["efficiency_profile"] == "realistic" and b["efficiency_profile"] == "ideal"
+    assert a["results"][0]["time_s"] > b["results"][0]["time_s"]
+
+
+def test_more_steps_never_cheaper():
+    times = [run(scheme="dual-cache", gen=128, block=32, steps=s)["time_s"] for s in (4, 8, 32, 64, 128)]
+    assert times == sorted(times)
+
+
+def test_larger_block_raises_block_step_intensity():
+    m = load_bundled("JetLM/SDAR-4B-Chat")
+    ais = []
+    for b in (1, 4, 16, 64):
+        r = api.analyze(m, "h100", scheme="block", prompt=256, gen=256, block=b, steps=256 // b)["results"][0]
+        ais.append([p for p in r["passes"] if p["name"] == "step"][0]["arithmetic_intensity"])
+    assert ais == sorted(ais) and ais[-1] > 10 * ais[0]
+
+
+def test_ar_decode_is_memory_bound_and_mdm_compute_bound_on_h100():
+    assert run(scheme="ar")["verdict"] == "memory-bound"
+    assert run(scheme="mdm", prompt=512, gen=256, steps=256)["verdict"] == "compute-bound"
+
+
+def test_knee_is_the_last_memory_bound_block():
+    r = run(scheme="dual-cache", gen=128, block=32, steps=128)
+    b = r["knee"]["block"]
+    assert 1 < b < 10_000
+    # the pass AI crosses the ridge between b and b+1 (checked through the same engine)
+    m = load_bundled(LLADA)
+    from dlmcost.cost import PassInput, pass_ops
+    ctx = r["knee"]["context_tokens"]
+
+    def ai(q):
+        a = lambda x: np.array([float(x)])  # noqa: E731
+        p = PassInput(B=a(1), q=a(q), c=a(ctx), kv_write=a(0), logits=a(q), causal=np.array([False]),
+                      wbytes=a(2), kvbytes=a(2), all_experts=np.array([False]))
+        ops = pass_ops(m, p)
+        return sum(o.flops[0] for o in ops) / sum(o.bytes[0] for o in ops)
+
+    assert ai(b) < r["ridge_flops_per_byte"] <= ai(b + 1)
+
+
+def test_memory_fits_and_max_batch_by_hand():
+    m = load_bundled(LLADA)
+    r = run(scheme="ar", prompt=1000, gen=1000, batch=1)
+    mem = r["memory"]
+    assert mem["weights_bytes"] == 2 * m.params_total
+    assert mem["kv_cache_bytes"] == 2000 * 524288
+    usable = 80 * 2**30 * (1 - RESERVE_FRACTION)
+    assert mem["max_batch"] == int((usable - 2 * m.params_total) // mem["per_sequence_bytes"])
+    assert mem["fits"]
+    huge = run(scheme="ar", prompt=100_000, gen=1000, batch=64)
+    assert not huge["memory"]["fits"]
+
+
+def test_unsupported_precision_is_a_row_not_a_crash():
+    a = api.analyze(LLADA, "a100,h100", precision="fp8")
+    assert a["results"][0]["supported"] is False and "fp8" in a["results"][0]["error"]
+    assert a["results"][1]["supported"] is True
+
+
+def test_sweep_dedupes_ignored_knobs_and_counts_impossible():
+    res = api.sweep(LLADA, gpus="h100", blocks=[1, 8, 32, 48], gens=[128])
+    rows = api.sweep_rows(res)
+    by_scheme = {}
+    for r in rows:
+        by_scheme.setdefault(r["scheme"], []).append(r)
+    assert len(by_scheme["mdm"]) == 1 and by_scheme["mdm"][0]["block"] is None
+    assert len(by_scheme["ar"]) == 1
+    assert len(by_scheme["dual-cache"]) == 3  # 48 does not divide 128
+    assert res["skipped_impossible"] == 2  # prefix-cache and dual-cache with b = 48
+
+
+def test_sweep_rows_equal_analyze():
+    res = api.sweep(LLADA, gpus="h100", schemes=["dual-cache"], blocks=[32], gens=[256], steps=[64], prompts=[128])
+    row = api.sweep_rows(res)[0]
+    r = run(scheme="dual-cache", block=32, gen=256, steps=64, prompt=128)
+    assert row["time_s"] == pytest.approx(r["time_s"], rel=1e-12)
+    assert row["time_ratio_to_ar"] == pytest.approx(r["time_ratio_to_ar"], rel=1e-12)

@@ -1,0 +1,87 @@
+"""Parameter counts and K/V sizes against the published totals (reference MANIFEST)."""
+
+import pytest
+
+from dlmcost.errors import ConfigError
+from dlmcost.models import bundled_ids, load_bundled, spec_from_mapping
+
+PUBLISHED = {
+    # id: (total, non-embedding or None, active or None, relative tolerance)
+    "GSAI-ML/LLaDA-8B-Instruct": (8.02e9, 6.98e9, None, 0.005),
+    "GSAI-ML/LLaDA-8B-Base": (8.02e9, 6.98e9, None, 0.005),
+    "Dream-org/Dream-v0-Instruct-7B": (7.62e9, None, None, 0.005),
+    "Qwen/Qwen2.5-7B": (7.62e9, None, None, 0.005),
+    "meta-llama/Meta-Llama-3-8B": (8.03e9, None, None, 0.005),
+    "inclusionAI/LLaDA2.0-mini": (16.3e9, None, 1.4e9, 0.03),
+    "inclusionAI/LLaDA2.0-flash": (100e9, None, 6.1e9, 0.04),
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": (46.7e9, None, 12.9e9, 0.005),
+    "deepseek-ai/DeepSeek-V3": (671e9, None, 37e9, 0.02),
+}
+
+
+@pytest.mark.parametrize("model_id", sorted(PUBLISHED))
+def test_parameter_counts_match_published(model_id):
+    total, nonemb, active, tol = PUBLISHED[model_id]
+    m = load_bundled(model_id)
+    assert m.params_total == pytest.approx(total, rel=tol)
+    if nonemb:
+        assert m.params_nonembedding == pytest.approx(nonemb, rel=tol)
+    if active:
+        assert m.params_active == pytest.approx(active, rel=tol)
+
+
+def test_llada_8b_hand_count():
+    # 32 layers x (4 d^2 attention + 3 d f SwiGLU + 2 d norms) + final norm; embedding and head untied.
+    d, f, L, V = 4096, 12288, 32, 126464
+    m = load_bundled("GSAI-ML/LLaDA-8B-Instruct")
+    assert m.params_nonembedding == L * (4 * d * d + 3 * d * f + 2 * d) + d
+    assert m.params_total == m.params_nonembedding + 2 * V * d
+
+
+@pytest.mark.parametrize("model_id,kib", [
+    ("GSAI-ML/LLaDA-8B-Instruct", 512), ("Dream-org/Dream-v0-Instruct-7B", 56),
+    ("meta-llama/Meta-Llama-3-8B", 128), ("inclusionAI/LLaDA2.0-mini", 40),
+])
+def test_kv_bytes_per_token_bf16(model_id, kib):
+    assert load_bundled(model_id).kv_bytes_per_token(2.0) == kib * 1024
+
+
+def test_deepseek_latent_cache_is_576_elements_per_layer():
+    m = load_bundled("deepseek-ai/DeepSeek-V3")
+    assert m.mla.cache_elements_per_layer == 576
+    assert m.kv_elements_per_token == 576 * 61
+    assert m.kv_bytes_per_token(2.0) / 1024 == pytest.approx(68.6, abs=0.1)
+
+
+def test_every_bundled_config_parses_and_llada_moe_is_unverified():
+    ids = bundled_ids()
+    assert len(ids) >= 13
+    for model_id in ids:
+        m = load_bundled(model_id)
+        assert m.params_total > 0
+    assert load_bundled("inclusionAI/LLaDA-MoE-7B-A1B-Instruct").verified is False
+
+
+def test_sampler_defaults():
+    assert load_bundled("GSAI-ML/LLaDA-8B-Instruct").sampler.scheme == "mdm"
+    assert load_bundled("Dream-org/Dream-v0-Base-7B").sampler.scheme == "mdm"
+    sdar = load_bundled("JetLM/SDAR-4B-Chat").sampler
+    assert (sdar.scheme, sdar.block, sdar.store_pass) == ("block", 4, True)
+    assert load_bundled("Qwen/Qwen2.5-7B").sampler.scheme == "ar"
+
+
+def test_llada_mlp_ratio_fallback():
+    cfg = {"model_type": "llada", "d_model": 256, "n_layers": 2, "n_heads": 4, "mlp_ratio": 4, "vocab_size": 1000}
+    m = spec_from_mapping(cfg, model_id="t", source="local")
+    assert m.ffn_dim == 1024 and m.n_kv_heads == 4
+
+
+def test_unknown_architecture_names_supported_families():
+    with pytest.raises(ConfigError, match="supported families: LLaDA"):
+        spec_from_mapping({"model_type": "mamba"}, model_id="t", source="local")
+
+
+def test_missing_fields_are_named():
+    with pytest.raises(ConfigError, match="num_hidden_layers"):
+        spec_from_mapping({"model_type": "qwen2", "hidden_size": 64, "num_attention_heads": 4,
+                           "intermediate_size": 128, "vocab_size": 10}, model_id="t", source="local")
