@@ -239,7 +239,7 @@ def workload_summary(w: Workload) -> dict:
         scheme=w.scheme, prompt=w.prompt, gen=w.gen, steps=w.total_steps, block=w.block_len,
         n_blocks=w.n_blocks, batch=w.batch, effective_batch=w.effective_batch, cfg=w.cfg,
         precision=w.precision, kv_dtype=w.kv_dtype, store_pass=w.store_pass, logits=w.logits,
-        expert_load=w.expert_load, tp=w.tp, ep=w.ep,
+        expert_load=w.expert_load,
     )
 
 
@@ -429,4 +429,24 @@ def list_models() -> list[dict]:
         spec = load_bundled(model_id)
         out.append(dict(model_summary(spec), status=bundled_manifest()[model_id].get("status", ""),
                         default_scheme=spec.sampler.scheme if spec.sampler else "ar"))
+    return out
+
+
+VERIFY_WARN_FRACTION = 0.02
+
+
+def verify_model(spec: ModelSpec, revision: str | None = None) -> dict:
+    """Compare dlmcost's parameter count with the checkpoint's safetensors metadata (no weights
+    are downloaded); a gap above 2% usually means an architecture feature the parser misses."""
+    if spec.source == "local" or "/" not in spec.id:
+        raise UsageError("--verify needs a Hub model id (it reads the checkpoint's safetensors metadata)")
+    from .models.hub import verify_params
+
+    found = verify_params(spec.id, revision=revision)
+    checkpoint = found["checkpoint_params"]
+    diff = (spec.params_total - checkpoint) / checkpoint
+    out = dict(found, dlmcost_params=spec.params_total, difference_fraction=diff)
+    if abs(diff) > VERIFY_WARN_FRACTION:
+        out["warning"] = (f"dlmcost counts {spec.params_total:,} parameters, the checkpoint has {checkpoint:,} "
+                          f"({diff:+.1%}): the config may use a feature the parser does not model")
     return out

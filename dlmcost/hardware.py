@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-import yaml
+from . import yamlsafe
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import HardwareFileError, UnknownGPUError
@@ -139,10 +139,10 @@ def bundled_hardware_dir() -> Path:
 
 def load_gpu_file(path: Path) -> GPU:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yamlsafe.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise HardwareFileError(f"cannot read hardware file {path}: {exc}") from None
-    except yaml.YAMLError as exc:
+    except yamlsafe.YAMLError as exc:
         first = str(exc).splitlines()[0] if str(exc) else "syntax error"
         raise HardwareFileError(f"hardware file {path} is not valid YAML: {first}") from None
     if not isinstance(data, dict):
@@ -173,14 +173,12 @@ class HardwareDB:
 
     def __init__(self, gpus: list[GPU]):
         self.gpus: dict[str, GPU] = {}
-        for gpu in gpus:  # later entries (user files) replace earlier ones of the same name
+        aliases: dict[str, str] = {}
+        for gpu in gpus:  # later entries (user files) replace earlier ones of the same name...
             self.gpus[gpu.key] = gpu
-        self._lookup: dict[str, str] = {}
-        for key, gpu in self.gpus.items():
-            self._lookup[key] = key
-        for key, gpu in self.gpus.items():
-            for alias in gpu.aliases:
-                self._lookup.setdefault(normalise(alias), key)
+            for alias in gpu.aliases:  # ...and the names it was known by keep pointing at it
+                aliases.setdefault(normalise(alias), gpu.key)
+        self._lookup: dict[str, str] = {**aliases, **{key: key for key in self.gpus}}
 
     @classmethod
     def load(cls, extra_paths: list[str] | None = None) -> "HardwareDB":

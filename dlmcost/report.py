@@ -111,8 +111,7 @@ def analyze_rows(a: dict) -> list[list]:
     rows = []
     for r in a["results"]:
         if not r.get("supported"):
-            rows.append([r["gpu"], "unsupported", "-", "-", "-", "-", Text(r.get("error", ""), style="yellow"),
-                         "-", "-", "-", "-"])
+            rows.append([r["gpu"], "-", "-", "-", "-", "-", Text("unsupported", style="yellow"), "-", "-", "-", "-"])
             continue
         k = r["knee"]["block"]
         rows.append([
@@ -206,6 +205,9 @@ def render_analyze(a: dict, fmt: str, console: Console, show_ops: bool = False) 
                         caption="latency: whole generation; vs AR: latency / AR decode latency (same model, GPU, "
                                 "prompt, gen, batch); verdict: time-weighted over passes; knee b: largest block "
                                 "whose cached step stays memory-bound"))
+    for r in a["results"]:
+        if not r.get("supported"):
+            console.print(f"{r['gpu']}: {r['error']}", style="yellow")
     if show_ops:
         for r in a["results"]:
             if r.get("supported"):
@@ -216,7 +218,7 @@ def render_analyze(a: dict, fmt: str, console: Console, show_ops: bool = False) 
 # --- sweep -----------------------------------------------------------------------------------------
 
 SWEEP_HEADERS = ["GPU", "scheme", "Lp", "Lg", "S", "b", "B", "prec", "NFE", "latency\nms", "tok/s", "vs AR\n×",
-                 "AI\nFLOP/B", "bound", "fits"]
+                 "AI\nFLOP/B", "bound", "fit"]
 
 
 def sweep_table_rows(rows: list[dict]) -> list[list]:

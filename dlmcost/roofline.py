@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import yaml
+from . import yamlsafe
 from pydantic import ValidationError
 
 from .errors import UsageError
@@ -46,9 +46,9 @@ def load_profile(spec: str) -> Profile:
     if not path.is_file():
         raise UsageError(f"unknown efficiency profile '{spec}': use {', '.join(PROFILES)} or a YAML file")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yamlsafe.safe_load(path.read_text(encoding="utf-8"))
         return Profile(f"custom:{path.name}", Efficiency.model_validate(data))
-    except yaml.YAMLError as exc:
+    except yamlsafe.YAMLError as exc:
         raise UsageError(f"efficiency file {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
     except ValidationError as exc:
         err = exc.errors()[0]

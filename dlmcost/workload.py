@@ -33,8 +33,6 @@ class Workload(BaseModel):
     store_pass: bool = False  # block scheme: +1 forward per block to write its K/V (SDAR, BD3-LM)
     logits: Literal["all", "committed"] = "all"
     expert_load: Literal["expected", "all"] = "expected"
-    tp: int = Field(default=1, gt=0, le=1024)
-    ep: int = Field(default=1, gt=0, le=1024)
 
     @model_validator(mode="after")
     def _steps_xor_tpf(self) -> "Workload":

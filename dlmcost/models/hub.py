@@ -53,6 +53,21 @@ def _one_line(text: Any, limit: int = 200) -> str:
     return ""
 
 
+def _load_hub() -> None:
+    """Import huggingface_hub, turning a missing package or a bad HF_* variable into one line."""
+    try:
+        import huggingface_hub  # noqa: F401
+        from huggingface_hub import constants, utils  # noqa: F401
+    except ImportError as exc:
+        raise HubError(f"the Hub needs the huggingface_hub package ({_one_line(exc)}): "
+                       f"pip install huggingface_hub") from None
+    except Exception as exc:  # noqa: BLE001 - it parses HF_* variables at import time
+        raise HubError(
+            f"huggingface_hub failed to load ({type(exc).__name__}: {_one_line(exc)}): check the HF_* "
+            f"environment variables (HF_HUB_ETAG_TIMEOUT and HF_HUB_DOWNLOAD_TIMEOUT take whole seconds)"
+        ) from None
+
+
 def _endpoint() -> str:
     from huggingface_hub import constants
 
@@ -159,12 +174,12 @@ def _translate(exc: BaseException, repo_id: str, revision: str, what: str,
     page = f"{endpoint}/{repo_id}"
     at_rev = f" at revision '{revision}'" if revision != "main" else ""
     status = _status(exc)
-    detail = _one_line(exc) or type(exc).__name__
+    detail = _one_line(exc).rstrip(".") or type(exc).__name__
 
     if isinstance(exc, cls("HFValidationError")):
         return UnknownModelError(
-            f"'{repo_id}' is not a local file, a bundled model, or a valid Hub repo id "
-            f"(namespace/name): {detail}")
+            f"'{repo_id}' is not a local file, a bundled model, or a valid Hub repo id: a Hub id is "
+            f"namespace/name, of letters, digits, '-', '_' and '.'")
     if isinstance(exc, cls("GatedRepoError")):
         return HubGated(
             f"{repo_id} is gated: accept the model's terms on its Hub page ({page}) and set HF_TOKEN "
@@ -225,7 +240,11 @@ def _translate(exc: BaseException, repo_id: str, revision: str, what: str,
         return HubUnreachable(
             f"cannot reach the Hub ({endpoint}) for {repo_id}: {detail}; check the network, proxy and "
             f"HF_ENDPOINT, or set HF_HUB_OFFLINE=1 to use models already in the cache")
-    # Anything else from the client (a full disk under HF_HOME, an unexpected answer...):
+    if isinstance(exc, OSError):  # the local side: an unwritable HF_HOME, a full disk...
+        return HubError(
+            f"cannot use the Hugging Face cache ({_cache_dir()}) for {repo_id}: {type(exc).__name__}: "
+            f"{detail}; set HF_HOME to a writable folder with free space")
+    # Anything else from the client (an unexpected answer...):
     return HubUnreachable(
         f"could not get {what} of {repo_id} from the Hub ({endpoint}): "
         f"{type(exc).__name__}: {detail}; retry, or set HF_HUB_OFFLINE=1 to use the cache")
@@ -303,6 +322,7 @@ def fetch_config(repo_id: str, revision: str | None = None,
     `timeout_s` bounds the wait for the Hub's first answer (default: HF_HUB_ETAG_TIMEOUT, 10 s).
     """
     rev = revision or "main"
+    _load_hub()
     try:
         with _quiet():
             path, source = _locate_config(repo_id, rev, timeout_s)
@@ -329,6 +349,7 @@ def verify_params(repo_id: str, revision: str | None = None, *, timeout_s: float
     Hub's own safetensors count, when its model API gives one.
     """
     rev = revision or "main"
+    _load_hub()
     try:
         with _quiet():
             if _offline():
@@ -349,6 +370,9 @@ def verify_params(repo_id: str, revision: str | None = None, *, timeout_s: float
         raise _translate(exc, repo_id, rev, "safetensors weights", _etag_timeout_safe(timeout_s)) from None
 
     by_dtype = {str(k): int(v) for k, v in (meta.parameter_count or {}).items()}
+    if sum(by_dtype.values()) <= 0:
+        raise HubFileNotFound(f"the safetensors headers of {repo_id}{'' if rev == 'main' else f' at revision {rev!r}'} "
+                              f"list no tensors: there is no parameter count to compare with")
     reported = getattr(getattr(info, "safetensors", None), "total", None)
     return {
         "checkpoint_params": sum(by_dtype.values()),

@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
+from .. import yamlsafe
 from pydantic import ValidationError
 
 from ..errors import ConfigError, UnknownModelError
@@ -78,8 +78,8 @@ def read_config_file(path: Path) -> Any:
         except RecursionError:
             raise ConfigError(f"{path} is nested too deeply to be a model config") from None
     try:
-        return yaml.safe_load(text)  # safe_load only: tags like !!python/object are refused
-    except yaml.YAMLError as exc:
+        return yamlsafe.safe_load(text)  # safe_load only: tags like !!python/object are refused
+    except yamlsafe.YAMLError as exc:
         first = str(exc).splitlines()[0] if str(exc) else "syntax error"
         raise ConfigError(f"{path} is not valid YAML: {first}") from None
     except RecursionError:
@@ -97,7 +97,7 @@ def load_local(path: Path) -> ModelSpec:
 
 @lru_cache(maxsize=1)
 def bundled_manifest() -> dict[str, dict]:
-    return yaml.safe_load((CONFIG_DIR / "MANIFEST.yaml").read_text(encoding="utf-8"))
+    return yamlsafe.safe_load((CONFIG_DIR / "MANIFEST.yaml").read_text(encoding="utf-8"))
 
 
 def bundled_ids() -> list[str]:
