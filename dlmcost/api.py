@@ -157,7 +157,18 @@ def analyze(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", gpus: str | li
                                 error=f"{g.name} has no {get_precision(w.precision).compute} tensor cores "
                                       f"(precision {w.precision} unsupported)"))
     return dict(model=model_summary(spec), workload=workload_summary(w), efficiency_profile=profile.name,
-                results=ordered)
+                warnings=workload_warnings(spec, w), results=ordered)
+
+
+def workload_warnings(spec: ModelSpec, w: Workload) -> list[str]:
+    """Things that are computable but probably not what the user meant."""
+    out = []
+    if spec.max_context and w.prompt + w.gen > spec.max_context:
+        out.append(f"prompt + generation = {w.prompt + w.gen} tokens exceeds {spec.id}'s trained context of "
+                   f"{spec.max_context}; the numbers assume the model could run it")
+    if not spec.verified:
+        out.append(f"{spec.id}'s config is unverified (dimensions from a third-party port)")
+    return out
 
 
 def _result(spec: ModelSpec, w: Workload, gpu: GPU, rate: dict, ev, i: int, i_ar: int,

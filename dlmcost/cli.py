@@ -85,6 +85,8 @@ def analyze(
         precision=precision, kv_dtype=kv_dtype, cfg=cfg > 0 or None, store_pass=store_pass,
         logits=logits, expert_load=expert_load,
     )
+    for warning in result["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
     report.render_analyze(result, fmt, _console(), show_ops=ops)
 
 

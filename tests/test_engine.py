@@ -184,3 +184,10 @@ def test_sweep_rows_equal_analyze():
     r = run(scheme="dual-cache", block=32, gen=256, steps=64, prompt=128)
     assert row["time_s"] == pytest.approx(r["time_s"], rel=1e-12)
     assert row["time_ratio_to_ar"] == pytest.approx(r["time_ratio_to_ar"], rel=1e-12)
+
+
+def test_generation_beyond_trained_context_is_a_warning():
+    a = api.analyze(LLADA, "h100", prompt=4000, gen=256, steps=256)
+    assert any("trained context of 4096" in w for w in a["warnings"])
+    assert a["results"][0]["time_s"] > 0
+    assert api.analyze(LLADA, "h100", prompt=100, gen=128)["warnings"] == []
