@@ -9,7 +9,6 @@ the bundled one.
 
 from __future__ import annotations
 
-import difflib
 import os
 from functools import cached_property
 from pathlib import Path
@@ -190,6 +189,8 @@ class HardwareDB:
     def get(self, name: str) -> GPU:
         key = self._lookup.get(normalise(name))
         if key is None:
+            import difflib  # only on the error path
+
             close = difflib.get_close_matches(normalise(name), list(self._lookup), n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else "; `dlmcost gpus` lists them"
             raise UnknownGPUError(f"unknown GPU '{name}'{hint}")

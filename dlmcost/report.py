@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
@@ -69,6 +68,8 @@ def to_json(obj: Any) -> str:
 
 
 def to_csv(rows: list[dict]) -> str:
+    import csv  # only for --format csv
+
     buf = io.StringIO()
     if rows:
         writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
