@@ -24,7 +24,7 @@ from .models import ModelSpec, resolve_model
 from .precision import get_precision, kv_bytes
 from .roofline import Profile, gpu_rates, load_profile, stack_rates, verdict
 from .schedule import cached_tokens
-from .workload import SCHEMES, Workload, check_workload
+from .workload import MAX_TOKENS, SCHEMES, Workload, check_workload
 
 KNEE_LIMIT = 1 << 20
 BYTE_LABELS = dict(weight_bytes="weights", kv_read_bytes="kv_read", kv_write_bytes="kv_write",
@@ -238,7 +238,7 @@ def workload_for(spec: ModelSpec, **given) -> Workload:
     if given.get("scheme") == "block" and "block" not in given:
         raise WorkloadError("the block scheme needs --block")
     try:
-        return Workload(**given)
+        w = Workload(**given)
     except Exception as exc:  # pydantic ValidationError -> one readable line
         errors = getattr(exc, "errors", None)
         if errors:
@@ -246,6 +246,9 @@ def workload_for(spec: ModelSpec, **given) -> Workload:
             where = ".".join(str(p) for p in err["loc"]) or "workload"
             raise UsageError(f"invalid {where}: {err['msg']}") from None
         raise UsageError(str(exc)) from None
+    if w.total_steps > MAX_TOKENS:
+        raise UsageError(f"{w.total_steps:.3g} steps is absurd (tokens per forward too small?); at most {MAX_TOKENS:,}")
+    return w
 
 
 def model_summary(spec: ModelSpec) -> dict:
@@ -302,6 +305,7 @@ def sweep(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", *, gpus=None, sc
     precision_list = _as_list(precisions, [defaults.precision])
     for p in precision_list:
         get_precision(p)
+    kv_bytes(kv_dtype)
     knobs = dict(prompt=_as_list(prompts, [defaults.prompt]), gen=_as_list(gens, [defaults.gen]),
                  steps=_as_list(steps, [None]), block=_as_list(blocks, [defaults.block]),
                  batch=_as_list(batches, [defaults.batch]))
@@ -309,8 +313,8 @@ def sweep(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", *, gpus=None, sc
         for v in values:
             if v is not None and (not np.isfinite(v) or v <= 0 or v > 10_000_000) and not (name == "prompt" and v == 0):
                 raise UsageError(f"--{name} values must be positive, got {v}")
-    if tpf is not None and tpf <= 0:
-        raise UsageError("--tpf must be positive")
+    if tpf is not None and not (np.isfinite(tpf) and 0 < tpf and max(knobs["gen"]) / tpf <= MAX_TOKENS):
+        raise UsageError(f"--tpf must be positive and give at most {MAX_TOKENS:,} steps")
 
     # (GPU, precision) pairs that can run; the others are counted as unsupported.
     rate_rows, pairs = [], []
@@ -337,7 +341,7 @@ def sweep(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", *, gpus=None, sc
     unsupported *= sum(int(np.prod([1 if k in ignored(sc) else len(v) for k, v in knobs.items()]))
                        for sc, _ in parts)
     if not pairs or not parts:
-        return dict(model=model_summary(spec), efficiency_profile=profile.name, rows=[], evaluated=0,
+        return dict(model=model_summary(spec), efficiency_profile=profile.name, columns={}, evaluated=0,
                     skipped_impossible=0, skipped_unsupported=unsupported)
     scheme_col = np.concatenate([np.full(idx.shape[1], sc, dtype=object) for sc, idx in parts]).astype(str)
     pair_idx = np.concatenate([idx[0] for _, idx in parts])

@@ -6,7 +6,6 @@ import math
 import sys
 from typing import Optional
 
-import click
 import typer
 from rich.console import Console
 
@@ -179,6 +178,20 @@ def model(
         print(f"warning: {info['verify']['warning']}", file=sys.stderr)
 
 
+def _click_exit(exc: BaseException) -> int | None:
+    """Exit code for click's own exceptions (typer may vendor click, so match by class name)."""
+    kind = {c.__name__ for c in type(exc).__mro__}
+    if "Exit" in kind:
+        return int(getattr(exc, "exit_code", 0) or 0)
+    if "Abort" in kind:
+        print("error: aborted", file=sys.stderr)
+        return 130
+    if "ClickException" in kind:
+        print(f"error: {exc.format_message()}", file=sys.stderr)
+        return EXIT_USAGE
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one line on stderr and a distinct exit code for every failure."""
     command = typer.main.get_command(app)
@@ -187,19 +200,15 @@ def main(argv: list[str] | None = None) -> int:
     except DlmcostError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return exc.exit_code
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except click.exceptions.Abort:
-        print("error: aborted", file=sys.stderr)
-        return 130
-    except click.ClickException as exc:
-        print(f"error: {exc.format_message()}", file=sys.stderr)
-        return exc.exit_code if exc.exit_code else EXIT_USAGE
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:  # a bug: still one line, never a traceback
+    except Exception as exc:  # noqa: BLE001
+        code = _click_exit(exc)
+        if code is not None:
+            return code
+        # a bug: still one line, never a traceback
         print(f"internal error: {exc.__class__.__name__}: {exc} (please report)", file=sys.stderr)
         return EXIT_INTERNAL
     return 0

@@ -47,7 +47,11 @@ def load_profile(spec: str) -> Profile:
         raise UsageError(f"unknown efficiency profile '{spec}': use {', '.join(PROFILES)} or a YAML file")
     try:
         data = yamlsafe.safe_load(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise UsageError(f"efficiency file {path} must be a mapping like the `efficiency:` block of a hardware file")
         return Profile(f"custom:{path.name}", Efficiency.model_validate(data))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read efficiency file {path}: {exc.__class__.__name__}") from None
     except yamlsafe.YAMLError as exc:
         raise UsageError(f"efficiency file {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
     except ValidationError as exc:

@@ -303,6 +303,14 @@ def test_sweep_unsupported_precision_counted(cli):
         ("A100 80GB SXM", "bf16"), ("H100 SXM", "bf16"), ("H100 SXM", "fp8")}
 
 
+def test_sweep_with_no_supported_gpu_precision_pair(cli):
+    """Every (GPU, precision) pair unsupported: an empty result, in every format, exit 0."""
+    j = ok(cli("sweep", "--gpu", "a100", "--precision", "fp8", "--format", "json")).json()
+    assert j["rows"] == [] and j["evaluated"] == 0 and j["skipped_unsupported"] > 0
+    for fmt in ("table", "csv", "markdown"):
+        ok(cli("sweep", "--gpu", "a100", "--precision", "fp8", "--format", fmt))
+
+
 def test_sweep_other_model_and_lists(cli):
     j = ok(cli("sweep", "--model", "JetLM/SDAR-4B-Chat", "--gpu", "h100", "--block", "4,8",
                "--batch", "1,16", "--prompt", "0,512", "--format", "json")).json()

@@ -30,16 +30,24 @@ def _first_error(exc: ValidationError) -> str:
     return f"field '{where}': {err['msg']}"
 
 
-def _check_finite(value: Any, path: str = "") -> None:
-    """JSON allows NaN/Infinity through Python's parser; a config never should."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"config field '{path or '(top level)'}' is not a finite number: {value!r}")
-    if isinstance(value, dict):
-        for k, v in value.items():
-            _check_finite(v, f"{path}.{k}" if path else str(k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            _check_finite(v, f"{path}[{i}]")
+def _check_finite(value: Any) -> None:
+    """JSON allows NaN/Infinity through Python's parser; a config never should. Iterative, so a
+    maliciously deep document cannot exhaust the interpreter's stack."""
+    stack = [("", value)]
+    visited = 0
+    while stack:
+        visited += 1
+        if visited > 200_000:  # YAML aliases can make a small file expand into a huge tree
+            raise ConfigError("config is too large to be a model config (over 200,000 values)")
+        path, v = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ConfigError(f"config field '{path or '(top level)'}' is not a finite number: {v!r}")
+        if len(path) > 1000:
+            raise ConfigError("config is nested too deeply to be a model config")
+        if isinstance(v, dict):
+            stack += [(f"{path}.{k}" if path else str(k), x) for k, x in v.items()]
+        elif isinstance(v, list):
+            stack += [(f"{path}[{i}]", x) for i, x in enumerate(v)]
 
 
 def spec_from_mapping(data: Any, *, model_id: str, source: str, revision: str | None = None,
