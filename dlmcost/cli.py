@@ -178,6 +178,11 @@ def model(
         print(f"warning: {info['verify']['warning']}", file=sys.stderr)
 
 
+def _one_line(text: str) -> str:
+    """User input quoted in a message (a GPU name with a newline...) must not break the one line."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def _click_exit(exc: BaseException) -> int | None:
     """Exit code for click's own exceptions (typer may vendor click, so match by class name)."""
     kind = {c.__name__ for c in type(exc).__mro__}
@@ -187,7 +192,7 @@ def _click_exit(exc: BaseException) -> int | None:
         print("error: aborted", file=sys.stderr)
         return 130
     if "ClickException" in kind:
-        print(f"error: {exc.format_message()}", file=sys.stderr)
+        print(f"error: {_one_line(exc.format_message())}", file=sys.stderr)
         return EXIT_USAGE
     return None
 
@@ -198,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         command.main(args=argv, prog_name="dlmcost", standalone_mode=False)
     except DlmcostError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
+        print(f"error: {_one_line(exc.message)}", file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:
         return 0
@@ -209,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         if code is not None:
             return code
         # a bug: still one line, never a traceback
-        print(f"internal error: {exc.__class__.__name__}: {exc} (please report)", file=sys.stderr)
+        print(f"internal error: {exc.__class__.__name__}: {_one_line(str(exc))} (please report)", file=sys.stderr)
         return EXIT_INTERNAL
     return 0
 

@@ -274,6 +274,14 @@ def test_workload_messages(fails):
     assert "2" in msg and "4" in msg
 
 
+def test_error_quoting_a_newline_stays_one_line(capsys):
+    """A message that quotes the user's value must still be one line (quote it with repr)."""
+    rc = main(["analyze", "--gpu", "h1\n00"])
+    err = capsys.readouterr().err
+    assert rc == errors.UnknownGPUError.exit_code
+    assert err.count("\n") == 1 and err.startswith("error:"), repr(err)
+
+
 def test_format_message_lists_formats(fails):
     msg = fails("analyze", "--format", "xml", code=2)
     for fmt in ("table", "json", "csv", "markdown"):
