@@ -17,7 +17,7 @@ from typing import Literal
 from . import yamlsafe
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import HardwareFileError, UnknownGPUError
+from .errors import HardwareFileError, UnknownGPUError, UsageError
 
 # Precisions a peak can be given for. `fp32` is the non-tensor-core (vector) rate, used for
 # elementwise work; the others are dense tensor-core rates (no 2:4 sparsity).
@@ -29,7 +29,7 @@ HARDWARE_ENV = "DLMCOST_HARDWARE"
 class Efficiency(BaseModel):
     """Achievable fractions of the peaks, for the `realistic` profile (from published measurements)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     memory_bandwidth: float = Field(gt=0, le=1)
     gemm: dict[str, float]  # precision -> achievable fraction of the dense peak
@@ -51,7 +51,7 @@ class Efficiency(BaseModel):
 class GPU(BaseModel):
     """One accelerator. Units are in the field names; derived SI values are properties."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str = Field(min_length=1)
     aliases: list[str] = []
@@ -206,6 +206,8 @@ class HardwareDB:
             names = [s for s in (p.strip() for p in spec.split(",")) if s]
         else:
             names = spec
+        if not names:
+            raise UsageError("--gpu names no GPU; give a name, a comma list, or 'all'")
         out: dict[str, GPU] = {}
         for n in names:
             gpu = self.get(n)

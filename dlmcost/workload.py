@@ -18,7 +18,7 @@ MAX_TOKENS = 10_000_000  # beyond any context a model is trained for; keeps the 
 
 
 class Workload(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     scheme: Scheme = "mdm"
     prompt: int = Field(default=256, ge=0, le=MAX_TOKENS)  # Lp

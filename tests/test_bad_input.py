@@ -255,6 +255,16 @@ def test_workload_and_option_errors(fails, args, code):
     fails(*args, code=code)
 
 
+@pytest.mark.parametrize("spec", ["", ",", " , ,"])
+def test_empty_gpu_list_is_an_error(capsys, spec):
+    """`--gpu ''` selects nothing: an error, not an empty table with exit 0."""
+    for args in (["analyze", "--gpu", spec], ["sweep", "--gpu", spec]):
+        rc = main(args)
+        out, err = capsys.readouterr()
+        assert rc in (errors.EXIT_USAGE, errors.UnknownGPUError.exit_code), (args, rc, out[:200])
+        assert err.count("\n") == 1 and err.startswith("error:"), (args, err)
+
+
 def test_unknown_gpu_suggests_close_names(fails):
     msg = fails("analyze", "--gpu", "h10", code=4)
     assert "h10" in msg and "h100" in msg

@@ -169,6 +169,33 @@ def test_tiny_tokens_per_forward_is_refused_or_finite(tpf, gen):
     assert result["workload"]["steps"] <= 10_000_000
 
 
+# --- sweep and analyze are the same model ----------------------------------------------------------
+
+
+@FEW
+@given(model=st.sampled_from(MODEL_IDS), w=workloads(), gpu=st.sampled_from(GPUS))
+def test_sweep_row_equals_analyze(model, w, gpu):
+    """One-configuration sweep == analyze of that configuration (same engine, same defaults)."""
+    try:
+        res = api.analyze(model, gpu, **w)["results"][0]
+    except errors.DlmcostError:
+        return
+    assume(res["supported"])
+    result = api.sweep(model, gpus=gpu, schemes=[w["scheme"]], prompts=[w["prompt"]], gens=[w["gen"]],
+                       steps=[w["steps"]], blocks=[w["block"]], batches=[w["batch"]], precisions=[w["precision"]],
+                       kv_dtype=w["kv_dtype"], cfg=w["cfg"], store_pass=w["store_pass"], logits=w["logits"],
+                       expert_load=w["expert_load"])
+    rows = api.sweep_rows(result)
+    assert len(rows) == 1 == result["evaluated"], result["skipped_impossible"]
+    row = rows[0]
+    for key in ("time_s", "tokens_per_s", "arithmetic_intensity", "nfe", "time_ratio_to_ar"):
+        assert row[key] == pytest.approx(res[key], rel=1e-9), key
+    assert row["verdict"] == res["verdict"]
+    assert row["fits"] == res["memory"]["fits"]
+    assert row["max_batch"] == res["memory"]["max_batch"]
+    assert row["memory_total_bytes"] == pytest.approx(res["memory"]["total_bytes"], rel=1e-12)
+
+
 # --- monotonic in steps -------------------------------------------------------------------------
 
 

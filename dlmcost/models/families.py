@@ -114,7 +114,7 @@ def parse_llada(cfg: Config) -> dict:
         d_model=d,
         n_heads=heads,
         n_kv_heads=get_int({"n_kv_heads": kv_heads}, "n_kv_heads") if kv_heads is not None else heads,
-        head_dim=d // heads,
+        head_dim=_head_dim({}, d, heads),
         ffn_dim=ffn,
         gated_mlp=str(cfg.get("activation_type", "swiglu")).lower() in ("silu", "swiglu", "gelu_glu", "geglu"),
         vocab_size=vocab,

@@ -19,7 +19,7 @@ _COUNT = dict(gt=0, le=100_000)
 class MoESpec(BaseModel):
     """Mixture-of-experts FFN. `n_moe_layers` of the model's layers use it; the rest are dense."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     n_experts: int = Field(**_COUNT)  # routed experts E
     experts_per_token: int = Field(**_COUNT)  # k
@@ -39,7 +39,7 @@ class MoESpec(BaseModel):
 class MLASpec(BaseModel):
     """Multi-head latent attention (DeepSeek-V2/V3)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     q_lora_rank: int | None = Field(default=None, gt=0, le=1_000_000)  # None: plain q projection
     kv_lora_rank: int = Field(**_DIM)
@@ -56,7 +56,7 @@ class MLASpec(BaseModel):
 class SamplerDefaults(BaseModel):
     """Upstream sampler settings for a model (see reference MANIFEST): the workload defaults."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     scheme: Literal["ar", "mdm", "prefix-cache", "dual-cache", "block"]
     gen: int = Field(default=256, **_COUNT)
@@ -70,7 +70,7 @@ class SamplerDefaults(BaseModel):
 class ModelSpec(BaseModel):
     """The architecture numbers of one model. Counts are of parameters (elements), not bytes."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     id: str = Field(min_length=1)
     family: str
