@@ -136,7 +136,8 @@ def bundled_hardware_dir() -> Path:
     return packaged if packaged.is_dir() else here.parent / "hardware"
 
 
-def load_gpu_file(path: Path) -> GPU:
+def read_gpu_file(path: Path) -> dict:
+    """The raw mapping of a hardware YAML (parsed, not yet validated)."""
     try:
         data = yamlsafe.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
@@ -146,12 +147,20 @@ def load_gpu_file(path: Path) -> GPU:
         raise HardwareFileError(f"hardware file {path} is not valid YAML: {first}") from None
     if not isinstance(data, dict):
         raise HardwareFileError(f"hardware file {path} must be a YAML mapping, got {type(data).__name__}")
+    return data
+
+
+def validate_gpu(data: dict, path: Path) -> GPU:
     try:
         return GPU.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "(top level)"
         raise HardwareFileError(f"hardware file {path}: field '{where}': {err['msg']}") from None
+
+
+def load_gpu_file(path: Path) -> GPU:
+    return validate_gpu(read_gpu_file(path), path)
 
 
 def _yaml_files(path: Path) -> list[Path]:
@@ -168,23 +177,46 @@ def user_hardware_paths(extra: list[str] | None = None) -> list[Path]:
 
 
 class HardwareDB:
-    """All known accelerators, by normalised name, with alias lookup."""
+    """All known accelerators, by normalised name, with alias lookup.
 
-    def __init__(self, gpus: list[GPU]):
-        self.gpus: dict[str, GPU] = {}
+    Files a user supplies are validated when loaded, so a broken one fails every command. The
+    bundled files (validated by the test suite) are validated when first used: `analyze` on a
+    few GPUs does not pay for the other thirty."""
+
+    def __init__(self, gpus: list[GPU], bundled: list[tuple[Path, dict]] = ()):
+        self._raw: dict[str, tuple[Path, dict]] = {}
+        self._gpus: dict[str, GPU] = {}
         aliases: dict[str, str] = {}
-        for gpu in gpus:  # later entries (user files) replace earlier ones of the same name...
-            self.gpus[gpu.key] = gpu
-            for alias in gpu.aliases:  # ...and the names it was known by keep pointing at it
-                aliases.setdefault(normalise(alias), gpu.key)
-        self._lookup: dict[str, str] = {**aliases, **{key: key for key in self.gpus}}
+        entries = [(normalise(str(d.get("name", ""))), d.get("aliases"), (p, d)) for p, d in bundled]
+        entries += [(g.key, g.aliases, g) for g in gpus]
+        for key, names, entry in entries:  # later entries (user files) replace earlier ones...
+            if isinstance(entry, GPU):
+                self._gpus[key] = entry
+                self._raw.pop(key, None)
+            else:
+                self._raw[key] = entry
+                self._gpus.pop(key, None)
+            for alias in names if isinstance(names, list) else []:  # ...and keep their aliases
+                aliases.setdefault(normalise(str(alias)), key)
+        self._order = list(dict.fromkeys(e[0] for e in entries))
+        self._lookup: dict[str, str] = {**aliases, **{key: key for key in self._order}}
 
     @classmethod
     def load(cls, extra_paths: list[str] | None = None) -> "HardwareDB":
-        files = _yaml_files(bundled_hardware_dir())
-        for path in user_hardware_paths(extra_paths):
-            files += _yaml_files(path)
-        return cls([load_gpu_file(f) for f in files])
+        bundled = [(f, read_gpu_file(f)) for f in _yaml_files(bundled_hardware_dir())]
+        user = [load_gpu_file(f) for path in user_hardware_paths(extra_paths) for f in _yaml_files(path)]
+        return cls(user, bundled)
+
+    def _gpu(self, key: str) -> GPU:
+        if key not in self._gpus:
+            path, data = self._raw[key]
+            self._gpus[key] = validate_gpu(data, path)
+        return self._gpus[key]
+
+    @property
+    def gpus(self) -> dict[str, GPU]:
+        """Every accelerator, validated, in file order."""
+        return {key: self._gpu(key) for key in self._order}
 
     def get(self, name: str) -> GPU:
         key = self._lookup.get(normalise(name))
@@ -194,7 +226,7 @@ class HardwareDB:
             close = difflib.get_close_matches(normalise(name), list(self._lookup), n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else "; `dlmcost gpus` lists them"
             raise UnknownGPUError(f"unknown GPU '{name}'{hint}")
-        return self.gpus[key]
+        return self._gpu(key)
 
     def select(self, spec: str | list[str] | None, default: list[str]) -> list[GPU]:
         """`all`, a comma list, a list, or None for the default set; duplicates removed."""
