@@ -24,7 +24,7 @@ from .models import ModelSpec, resolve_model
 from .precision import get_precision, kv_bytes
 from .roofline import Profile, gpu_rates, load_profile, stack_rates, verdict
 from .schedule import cached_tokens
-from .workload import MAX_TOKENS, SCHEMES, Workload, check_workload
+from .workload import MAX_TOKENS, SCHEMES, Workload, check_parallel, check_workload
 
 KNEE_LIMIT = 1 << 20
 BYTE_LABELS = dict(weight_bytes="weights", kv_read_bytes="kv_read", kv_write_bytes="kv_write",
@@ -32,15 +32,18 @@ BYTE_LABELS = dict(weight_bytes="weights", kv_read_bytes="kv_read", kv_write_byt
 
 
 GRID_COLUMNS = ("scheme", "prompt", "gen", "steps", "block", "batch", "store_pass", "logits_committed",
-                "wbytes", "kvbytes", "all_experts")
+                "wbytes", "kvbytes", "all_experts", "tp", "ep", "mla_absorbed", "mla_auto")
+BOOL_COLUMNS = ("store_pass", "logits_committed", "all_experts", "mla_absorbed", "mla_auto")
+COLUMN_DEFAULTS = dict(tp=1.0, ep=1.0, mla_absorbed=True, mla_auto=True)  # single GPU; MLA form chosen per pass
 
 
 def build_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray) -> Grid:
     """A Grid from per-configuration columns; rates are looked up by (GPU, precision) index."""
     n = len(rate_index)
+    cols = {**COLUMN_DEFAULTS, **cols}
     arr = {k: np.broadcast_to(np.asarray(cols[k]), (n,)).copy() for k in GRID_COLUMNS}
     arr["scheme"] = arr["scheme"].astype(str)
-    for k in ("store_pass", "logits_committed", "all_experts"):
+    for k in BOOL_COLUMNS:
         arr[k] = arr[k].astype(bool)
     for k in GRID_COLUMNS[1:]:
         if arr[k].dtype != bool:
@@ -73,6 +76,8 @@ def _pass_entries(ev_fams: dict[str, Sums], i: int, ridge: float) -> list[dict]:
             arithmetic_intensity=ai, verdict=str(verdict(ai, ridge)), time_s=_f(s.time_s[i]) * per,
             total_time_s=_f(s.time_s[i]),
         ))
+        if s.mla_absorbed is not None:
+            out[-1]["mla_form"] = "absorbed" if s.mla_absorbed[i] else "expanded"
     return out
 
 
@@ -119,8 +124,17 @@ def knee(m: ModelSpec, grid: Grid, context: np.ndarray, block: np.ndarray, vary:
 # --- analyze ------------------------------------------------------------------------------------
 
 
-def _rates_or_none(gpu: GPU, precision: str, profile: Profile):
+def _rates_or_none(gpu: GPU, precision: str, profile: Profile, tp: int = 1):
+    if tp > 1 and gpu.link_bytes_per_s <= 0:
+        return None
     return gpu_rates(gpu, get_precision(precision), profile)
+
+
+def unsupported_reason(gpu: GPU, precision: str, tp: int = 1) -> str:
+    compute = get_precision(precision).compute
+    if not gpu.supports(compute):
+        return f"{gpu.name} has no {compute} tensor cores (precision {precision} unsupported)"
+    return f"{gpu.name} has no scale-up link in its hardware file (tp={tp} needs one)"
 
 
 def analyze(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", gpus: str | list[str] | None = None, *,
@@ -132,11 +146,11 @@ def analyze(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", gpus: str | li
     db = HardwareDB.load(hardware)
     selected = db.select(gpus, SEED_TABLE_GPUS)
     profile = load_profile(efficiency)
-    problem = check_workload(w.scheme, w.gen, w.block_len, w.total_steps)
+    problem = check_workload(w.scheme, w.gen, w.block_len, w.total_steps) or check_parallel(spec, w.tp, w.ep)
     if problem:
         raise WorkloadError(problem)
 
-    supported = [(g, r) for g in selected if (r := _rates_or_none(g, w.precision, profile)) is not None]
+    supported = [(g, r) for g in selected if (r := _rates_or_none(g, w.precision, profile, w.tp)) is not None]
     results = []
     if supported:
         n = len(supported)
@@ -145,7 +159,8 @@ def analyze(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", gpus: str | li
                     steps=np.r_[np.full(n, w.total_steps), np.full(n, float(w.gen))], block=w.block_len,
                     batch=w.effective_batch, store_pass=np.r_[np.full(n, w.store_pass), np.zeros(n, bool)],
                     logits_committed=w.logits == "committed", wbytes=get_precision(w.precision).weight_bytes,
-                    kvbytes=kv_bytes(w.kv_dtype), all_experts=w.expert_load == "all")
+                    kvbytes=kv_bytes(w.kv_dtype), all_experts=w.expert_load == "all", tp=w.tp, ep=w.ep,
+                    mla_absorbed=w.mla_form != "expanded", mla_auto=w.mla_form == "auto")
         grid = build_grid(cols, [r for _, r in supported], np.r_[np.arange(n), np.arange(n)])
         ev = evaluate(spec, grid)
         ctx = grid.prompt[:n] + grid.gen[:n] / 2
@@ -157,7 +172,7 @@ def analyze(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", gpus: str | li
                                         grid.logits_committed[:n])
         mem = memory_breakdown(spec, np.array([g.memory_bytes for g, _ in supported]), grid.batch[:n],
                                cached_tokens(grid.scheme[:n], grid.prompt[:n], grid.gen[:n]), q_max, logits_max,
-                               grid.wbytes[:n], grid.kvbytes[:n])
+                               grid.wbytes[:n], grid.kvbytes[:n], w.tp, w.ep)
         for i, (gpu, rate) in enumerate(supported):
             results.append(_result(spec, w, gpu, rate, ev, i, i + n, knee_block[i], knee_batch[i], mem, ctx[i]))
     by_key = {r["gpu_key"]: r for r in results}
@@ -167,8 +182,7 @@ def analyze(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", gpus: str | li
             ordered.append(by_key[g.key])
         else:
             ordered.append(dict(gpu=g.name, gpu_key=g.key, supported=False,
-                                error=f"{g.name} has no {get_precision(w.precision).compute} tensor cores "
-                                      f"(precision {w.precision} unsupported)"))
+                                error=unsupported_reason(g, w.precision, w.tp)))
     return dict(model=model_summary(spec), workload=workload_summary(w), efficiency_profile=profile.name,
                 warnings=workload_warnings(spec, w), results=ordered)
 
@@ -206,8 +220,8 @@ def _result(spec: ModelSpec, w: Workload, gpu: GPU, rate: dict, ev, i: int, i_ar
         verdict="memory-bound" if mem_frac >= 0.5 else "compute-bound",
         memory_bound_time_fraction=mem_frac,
         time_s=time_s, time_bound_s=_f(t.bound_s[i]),
-        tokens_per_s=tokens / time_s,
-        flops_per_token=flops / tokens, bytes_per_token=nbytes / tokens,
+        gpus=w.tp, tokens_per_s=tokens / time_s, tokens_per_s_per_gpu=tokens / time_s / w.tp,
+        flops_per_token=flops * w.tp / tokens, bytes_per_token=nbytes * w.tp / tokens,
         ar_time_s=ar_time, ar_tokens_per_s=tokens / ar_time, time_ratio_to_ar=time_s / ar_time,
         knee=dict(block=None if knee_block < 0 else int(knee_block), batch=None if knee_batch < 0 else int(knee_batch),
                   context_tokens=float(ctx), limit=KNEE_LIMIT),
@@ -266,7 +280,7 @@ def workload_summary(w: Workload) -> dict:
         scheme=w.scheme, prompt=w.prompt, gen=w.gen, steps=w.total_steps, block=w.block_len,
         n_blocks=w.n_blocks, batch=w.batch, effective_batch=w.effective_batch, cfg=w.cfg,
         precision=w.precision, kv_dtype=w.kv_dtype, store_pass=w.store_pass, logits=w.logits,
-        expert_load=w.expert_load,
+        expert_load=w.expert_load, tp=w.tp, ep=w.ep, mla_form=w.mla_form,
     )
 
 
@@ -286,8 +300,8 @@ def _as_list(value, default: list) -> list:
 def sweep(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", *, gpus=None, schemes=None, prompts=None,
           gens=None, steps=None, tpf: float | None = None, blocks=None, batches=None, precisions=None,
           kv_dtype: str = "bf16", cfg: bool = False, store_pass: bool | None = None, logits: str = "all",
-          expert_load: str = "expected", efficiency: str = "realistic", hardware: list[str] | None = None,
-          revision: str | None = None, hub: bool = False) -> dict:
+          expert_load: str = "expected", tps=None, eps=None, mla_form: str = "auto", efficiency: str = "realistic",
+          hardware: list[str] | None = None, revision: str | None = None, hub: bool = False) -> dict:
     """Every combination of the given lists, evaluated in one vectorised pass.
 
     Impossible combinations (a block that does not divide the generation, fewer steps than
@@ -308,7 +322,7 @@ def sweep(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", *, gpus=None, sc
     kv_bytes(kv_dtype)
     knobs = dict(prompt=_as_list(prompts, [defaults.prompt]), gen=_as_list(gens, [defaults.gen]),
                  steps=_as_list(steps, [None]), block=_as_list(blocks, [defaults.block]),
-                 batch=_as_list(batches, [defaults.batch]))
+                 batch=_as_list(batches, [defaults.batch]), tp=_as_list(tps, [1]), ep=_as_list(eps, [1]))
     for name, values in knobs.items():
         for v in values:
             if v is not None and (not np.isfinite(v) or v <= 0 or v > 10_000_000) and not (name == "prompt" and v == 0):
@@ -356,11 +370,14 @@ def sweep(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", *, gpus=None, sc
     block = np.where(np.isnan(vals["block"]) | block_ignored, gen, vals["block"])
     steps_arr = np.where(np.isnan(vals["steps"]) | steps_ignored, gen / (tpf or 1.0), vals["steps"])
     steps_arr = np.where(steps_ignored, gen, steps_arr)
-    ok = check_workload(scheme_col, gen, block, steps_arr)
+    ok = check_workload(scheme_col, gen, block, steps_arr) & check_parallel(spec, vals["tp"], vals["ep"])
+    no_link = (vals["tp"] > 1) & (np.array([gpu_list[gi].link_bytes_per_s for gi, _ in pairs])[pair_idx] <= 0)
+    unsupported += int((ok & no_link).sum())
     impossible = int((~ok).sum())
+    ok &= ~no_link
     keep = np.flatnonzero(ok)
     scheme_col, pair_idx, gen, block, steps_arr = scheme_col[keep], pair_idx[keep], gen[keep], block[keep], steps_arr[keep]
-    prompt, batch = vals["prompt"][keep], vals["batch"][keep]
+    prompt, batch, tp, ep = vals["prompt"][keep], vals["batch"][keep], vals["tp"][keep], vals["ep"][keep]
     steps_ignored, block_ignored = steps_ignored[keep], block_ignored[keep]
     n = len(keep)
     prec_w = np.array([get_precision(precision_list[pi]).weight_bytes for _, pi in pairs])
@@ -369,7 +386,8 @@ def sweep(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", *, gpus=None, sc
                 steps=np.r_[steps_arr, gen], block=np.r_[block, gen], batch=np.r_[batch, batch] * (2 if cfg else 1),
                 store_pass=np.r_[np.full(n, store), np.zeros(n, bool)], logits_committed=logits == "committed",
                 wbytes=np.r_[prec_w[pair_idx], prec_w[pair_idx]], kvbytes=kv_bytes(kv_dtype),
-                all_experts=expert_load == "all")
+                all_experts=expert_load == "all", tp=np.r_[tp, tp], ep=np.r_[ep, ep],
+                mla_absorbed=mla_form != "expanded", mla_auto=mla_form == "auto")
     grid = build_grid(cols, rate_rows, np.r_[pair_idx, pair_idx])
     ev = evaluate(spec, grid)
     t = ev.total
@@ -381,7 +399,7 @@ def sweep(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", *, gpus=None, sc
     q_max, logits_max = peak_shapes(scheme_col, prompt, gen, block, logits == "committed")
     capacity = np.array([gpu_list[gi].memory_bytes for gi, _ in pairs])[pair_idx]
     mem = memory_breakdown(spec, capacity, grid.batch[:n], cached_tokens(scheme_col, prompt, gen), q_max,
-                           logits_max, grid.wbytes[:n], grid.kvbytes[:n])
+                           logits_max, grid.wbytes[:n], grid.kvbytes[:n], tp, ep)
     # time-weighted verdict: each family's time counts as memory-bound if its average AI < ridge
     mem_time = np.zeros(n)
     for fam in ev.families.values():
@@ -393,9 +411,10 @@ def sweep(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", *, gpus=None, sc
         scheme=scheme_col, prompt=prompt, gen=gen,
         steps=np.where(steps_ignored, np.nan, steps_arr),
         block=np.where(block_ignored, np.nan, block),
-        batch=batch, precision=np.array([precision_list[pi] for _, pi in pairs])[pair_idx],
+        batch=batch, tp=tp, ep=ep, precision=np.array([precision_list[pi] for _, pi in pairs])[pair_idx],
         nfe=t.count[:n], tokens_per_nfe=tokens / t.count[:n], time_s=time_s, tokens_per_s=tokens / time_s,
-        flops_per_token=flops / tokens, bytes_per_token=nbytes / tokens, arithmetic_intensity=ai,
+        tokens_per_s_per_gpu=tokens / time_s / tp,
+        flops_per_token=flops * tp / tokens, bytes_per_token=nbytes * tp / tokens, arithmetic_intensity=ai,
         ridge_flops_per_byte=ridge, memory_bound_time_fraction=mem_frac,
         verdict=np.where(mem_frac >= 0.5, "memory-bound", "compute-bound"),
         time_ratio_to_ar=time_s / ar_time, fits=mem["fits"], memory_total_bytes=mem["total_bytes"],
@@ -404,6 +423,7 @@ def sweep(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", *, gpus=None, sc
     return dict(model=model_summary(spec), efficiency_profile=profile.name, columns=columns, evaluated=n,
                 skipped_impossible=impossible, skipped_unsupported=unsupported,
                 settings=dict(kv_dtype=kv_dtype, cfg=cfg, store_pass=store, logits=logits, expert_load=expert_load,
+                              mla_form=mla_form,
                               tpf=tpf))
 
 
@@ -417,7 +437,7 @@ def sweep_rows(result: dict) -> list[dict]:
         for k, v in zip(names, values):
             if isinstance(v, float) and math.isnan(v):
                 v = None
-            elif k in ("prompt", "gen", "block", "batch", "max_batch") and v is not None:
+            elif k in ("prompt", "gen", "block", "batch", "tp", "ep", "max_batch") and v is not None:
                 v = int(v)
             row[k] = v
         out.append(row)

@@ -67,6 +67,9 @@ def analyze(
     store_pass: Optional[bool] = typer.Option(None, "--store-pass/--no-store-pass", help="block scheme: extra K/V store pass per block"),
     logits: str = typer.Option("all", "--logits", help="all: logits for every query position; committed: only the block's"),
     expert_load: str = typer.Option("expected", "--expert-load", help="MoE: expected distinct experts, or all"),
+    tp: Optional[int] = typer.Option(None, "--tp", help="tensor-parallel GPUs [1]"),
+    ep: Optional[int] = typer.Option(None, "--ep", help="expert-parallel ways, dividing --tp (MoE) [1]"),
+    mla_form: Optional[str] = typer.Option(None, "--mla-form", help="MLA attention: auto | absorbed | expanded"),
     efficiency: str = typer.Option("realistic", "--efficiency", help="realistic | ideal | path to an efficiency YAML"),
     ops: bool = typer.Option(False, "--ops", help="also print per-pass and per-op tables"),
     fmt: str = FormatOpt,
@@ -82,7 +85,7 @@ def analyze(
         model, gpu, efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
         scheme=scheme, prompt=prompt, gen=gen, steps=steps, tpf=tpf, block=block, batch=batch,
         precision=precision, kv_dtype=kv_dtype, cfg=cfg > 0 or None, store_pass=store_pass,
-        logits=logits, expert_load=expert_load,
+        logits=logits, expert_load=expert_load, tp=tp, ep=ep, mla_form=mla_form,
     )
     for warning in result["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
@@ -106,6 +109,9 @@ def sweep(
     store_pass: Optional[bool] = typer.Option(None, "--store-pass/--no-store-pass"),
     logits: str = typer.Option("all", "--logits"),
     expert_load: str = typer.Option("expected", "--expert-load"),
+    tp: Optional[str] = typer.Option(None, "--tp", help="comma list of tensor-parallel sizes"),
+    ep: Optional[str] = typer.Option(None, "--ep", help="comma list of expert-parallel sizes (each dividing tp)"),
+    mla_form: str = typer.Option("auto", "--mla-form", help="MLA attention: auto | absorbed | expanded"),
     efficiency: str = typer.Option("realistic", "--efficiency"),
     sort: Optional[str] = typer.Option(None, "--sort", help="column to sort by, e.g. tokens_per_s, time_s (prefix - to reverse)"),
     top: Optional[int] = typer.Option(None, "--top", help="show only the first N rows of the table"),
@@ -122,6 +128,8 @@ def sweep(
         raise UsageError("--logits must be 'all' or 'committed'")
     if expert_load not in ("expected", "all"):
         raise UsageError("--expert-load must be 'expected' or 'all'")
+    if mla_form not in ("auto", "absorbed", "expanded"):
+        raise UsageError("--mla-form must be 'auto', 'absorbed' or 'expanded'")
     if top is not None and top <= 0:
         raise UsageError("--top must be positive")
     result = api.sweep(
@@ -129,7 +137,8 @@ def sweep(
         gens=_parse_list(gen, int, "gen"), steps=_parse_list(steps, float, "steps"), tpf=tpf,
         blocks=_parse_list(block, int, "block"), batches=_parse_list(batch, int, "batch"),
         precisions=_parse_list(precision, str, "precision"), kv_dtype=kv_dtype, cfg=cfg > 0, store_pass=store_pass,
-        logits=logits, expert_load=expert_load, efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
+        logits=logits, expert_load=expert_load, tps=_parse_list(tp, int, "tp"), eps=_parse_list(ep, int, "ep"),
+        mla_form=mla_form, efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
     )
     rows = api.sweep_rows(result)
     if sort:

@@ -19,7 +19,7 @@ import numpy as np
 
 from .cost import KINDS, OpCost, PassInput, pass_ops
 from .models.spec import ModelSpec
-from .roofline import Rates, compute_time, memory_time, sum_affine, sum_max_affine
+from .roofline import Rates, compute_time, link_time, memory_time, sum_affine, sum_max_affine
 from .schedule import FAMILY_NAMES, PassFamily, build_schedule
 
 BYTE_KINDS = ("weight_bytes", "kv_read_bytes", "kv_write_bytes", "activation_bytes")
@@ -40,6 +40,10 @@ class Grid:
     wbytes: np.ndarray
     kvbytes: np.ndarray
     all_experts: np.ndarray
+    tp: np.ndarray
+    ep: np.ndarray
+    mla_absorbed: np.ndarray  # MLA: the form to use where not chosen automatically
+    mla_auto: np.ndarray  # MLA: pick the faster form per pass family
     rates: Rates
 
     def take(self, idx: np.ndarray) -> "Grid":
@@ -62,6 +66,7 @@ class Sums:
     op_flops: dict[str, np.ndarray]
     op_bytes: dict[str, np.ndarray]
     op_time_s: dict[str, np.ndarray]
+    mla_absorbed: np.ndarray | None = None  # MLA models: the form each row's family used
     q_first: np.ndarray | None = None
     c_first: np.ndarray | None = None
     q_last: np.ndarray | None = None
@@ -90,22 +95,23 @@ class PassMetrics:
     ops: list[OpCost]
     compute_s: list[np.ndarray]  # per op: FLOPs over the achievable rate
     memory_s: list[np.ndarray]  # per op: bytes over the achievable bandwidth
-    overhead_s: list[np.ndarray]
+    overhead_s: list[np.ndarray]  # per-kernel launch latency and, for collectives, link time
     bound_compute_s: np.ndarray  # sum FLOPs / peak
     bound_memory_s: np.ndarray  # sum bytes / bandwidth
 
 
 def pass_metrics(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray]) -> PassMetrics:
     p = PassInput(B=grid.batch, q=shape["q"], c=shape["c"], kv_write=shape["kv_write"], logits=shape["logits"],
-                  causal=shape["causal"], wbytes=grid.wbytes, kvbytes=grid.kvbytes, all_experts=grid.all_experts)
+                  causal=shape["causal"], wbytes=grid.wbytes, kvbytes=grid.kvbytes, all_experts=grid.all_experts,
+                  tp=grid.tp, ep=grid.ep, mla_absorbed=grid.mla_absorbed)
     ops = pass_ops(m, p)
     r = grid.rates
     return PassMetrics(
         ops=ops,
         compute_s=[compute_time(op.flops, op.kind, r) for op in ops],
         memory_s=[memory_time(op.bytes, r) for op in ops],
-        overhead_s=[op.kernels * r.overhead_s for op in ops],
-        bound_compute_s=sum(op.flops / r.peak[op.kind] for op in ops),
+        overhead_s=[op.kernels * r.overhead_s + link_time(op.link_bytes, op.collectives, r) for op in ops],
+        bound_compute_s=sum(op.flops / r.peak[op.kind] for op in ops if op.kind in KINDS),
         bound_memory_s=sum(op.bytes for op in ops) / r.bandwidth,
     )
 
@@ -123,7 +129,8 @@ def _affine_rows(at0: PassMetrics, at1: PassMetrics, atn: PassMetrics, n: np.nda
     """Rows where every op's FLOPs and bytes at j = n-1 match the line through j = 0 and 1."""
     ok = np.ones_like(n, dtype=bool)
     for o0, o1, on in zip(at0.ops, at1.ops, atn.ops):
-        for name in ("flops", "weight_bytes", "kv_read_bytes", "kv_write_bytes", "activation_bytes"):
+        for name in ("flops", "weight_bytes", "kv_read_bytes", "kv_write_bytes", "activation_bytes",
+                     "link_bytes", "collectives"):
             v0, v1, vn = getattr(o0, name), getattr(o1, name), getattr(on, name)
             predicted = v0 + (v1 - v0) * (n - 1)
             ok &= np.abs(predicted - vn) <= 1e-9 * np.maximum(np.abs(vn), 1.0)
@@ -139,7 +146,8 @@ def _family_affine(m: ModelSpec, grid: Grid, fam: PassFamily) -> tuple[Sums, np.
     out.count = n * r
     for i, op in enumerate(at0.ops):
         op1 = at1.ops[i]
-        out.flops[op.kind] = out.flops[op.kind] + r * sum_affine(op.flops, op1.flops, n)
+        if op.kind in KINDS:  # collectives carry no FLOPs
+            out.flops[op.kind] = out.flops[op.kind] + r * sum_affine(op.flops, op1.flops, n)
         out.op_flops[op.name] = r * sum_affine(op.flops, op1.flops, n)
         for b in BYTE_KINDS:
             out.bytes[b] = out.bytes[b] + r * sum_affine(getattr(op, b), getattr(op1, b), n)
@@ -166,7 +174,8 @@ def _family_explicit(m: ModelSpec, grid: Grid, fam: PassFamily, rows: np.ndarray
     out = _empty_sums(len(rows), pm.ops)
     out.count = n * r
     for i, op in enumerate(pm.ops):
-        out.flops[op.kind] = out.flops[op.kind] + add(op.flops)
+        if op.kind in KINDS:
+            out.flops[op.kind] = out.flops[op.kind] + add(op.flops)
         out.op_flops[op.name] = add(op.flops)
         for b in BYTE_KINDS:
             out.bytes[b] = out.bytes[b] + add(getattr(op, b))
@@ -185,15 +194,37 @@ def _assign(dst: Sums, src: Sums, rows: np.ndarray) -> None:
             getattr(dst, name)[k][rows] = v
 
 
-def evaluate_family(m: ModelSpec, grid: Grid, fam: PassFamily) -> Sums:
+def _family_sums(m: ModelSpec, grid: Grid, fam: PassFamily) -> Sums:
     sums, affine = _family_affine(m, grid, fam)
     bad = np.flatnonzero(~affine & (fam.n > 1))
     if bad.size:
         _assign(sums, _family_explicit(m, grid, fam, bad), bad)
+    return sums
+
+
+def evaluate_family(m: ModelSpec, grid: Grid, fam: PassFamily) -> Sums:
+    """Sums of one family. For MLA models with the form left to dlmcost, both forms are costed
+    and each row keeps the faster one for this family of passes."""
+    if m.mla and grid.mla_auto.any():
+        absorbed = _family_sums(m, replace(grid, mla_absorbed=np.ones(len(grid), bool)), fam)
+        expanded = _family_sums(m, replace(grid, mla_absorbed=np.zeros(len(grid), bool)), fam)
+        use = np.where(grid.mla_auto, absorbed.time_s <= expanded.time_s, grid.mla_absorbed)
+        sums = expanded
+        _assign(sums, _take_sums(absorbed, np.flatnonzero(use)), np.flatnonzero(use))
+        sums.mla_absorbed = use
+    else:
+        sums = _family_sums(m, grid, fam)
+        sums.mla_absorbed = grid.mla_absorbed.copy() if m.mla else None
     last = np.maximum(fam.n - 1, 0.0)
     sums.q_first, sums.c_first = fam.q0 + 0 * fam.n, fam.c0 + 0 * fam.n
     sums.q_last, sums.c_last = fam.q0 + fam.dq * last, fam.c0 + fam.dc * last
     return sums
+
+
+def _take_sums(s: Sums, rows: np.ndarray) -> Sums:
+    pick = lambda d: {k: v[rows] for k, v in d.items()}  # noqa: E731
+    return Sums(s.count[rows], pick(s.flops), pick(s.bytes), s.time_s[rows], s.bound_s[rows],
+                pick(s.op_flops), pick(s.op_bytes), pick(s.op_time_s))
 
 
 def _add(a: Sums, b: Sums) -> Sums:

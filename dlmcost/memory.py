@@ -1,9 +1,11 @@
 """Does it fit: weights, K/V cache, peak activations and the logits buffer, per GPU.
 
-    weights      = params_total * bytes_per_weight            (every expert is resident)
-    kv_cache     = B * cached_tokens * kv_bytes_per_token     (scheme's resident tokens)
-    activations  = B * q_max * 2 * (2*d_model + widest intermediate)
-    logits       = B * logits_max * vocab * (2 + 4)           (bf16 logits + fp32 probabilities)
+All per GPU of a tp-way group (cost.py's split: heads, FFN columns, experts, vocabulary):
+
+    weights      = resident weights per GPU (cost.weight_bytes_per_gpu; every expert resident)
+    kv_cache     = B * cached_tokens * kv_bytes_per_token_per_gpu   (scheme's resident tokens)
+    activations  = B * q_max * 2 * (2*d_model + widest intermediate / tp)
+    logits       = B * logits_max * vocab / tp * (2 + 4)   (bf16 logits + fp32 probabilities)
     usable       = capacity * (1 - RESERVE_FRACTION)
     max_batch    = floor((usable - weights) / per-sequence bytes)
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .cost import kv_elements_per_token_per_gpu, weight_bytes_per_gpu
 from .models.spec import ModelSpec
 from .precision import ACTIVATION_BYTES
 
@@ -42,15 +45,15 @@ def peak_shapes(scheme, prompt, gen, block, logits_committed) -> tuple[np.ndarra
     return q_max, np.where(np.asarray(logits_committed, bool), committed, all_logits)
 
 
-def memory_breakdown(m: ModelSpec, capacity_bytes, batch, cached_tokens, q_max, logits_max, wbytes, kvbytes) -> dict:
-    """Bytes per GPU, `fits`, and the largest batch (in requested sequences) that fits.
-
-    `batch` is the effective batch (with the CFG copy); `per_request` scales it back."""
+def memory_breakdown(m: ModelSpec, capacity_bytes, batch, cached_tokens, q_max, logits_max, wbytes, kvbytes,
+                     tp=1.0, ep=1.0) -> dict:
+    """Bytes per GPU, `fits`, and the largest effective batch (CFG copy included) that fits."""
     batch = np.asarray(batch, float)
-    weights = m.params_total * np.asarray(wbytes, float)
-    kv_per_seq = np.asarray(cached_tokens, float) * m.kv_bytes_per_token(1.0) * np.asarray(kvbytes, float)
-    act_per_seq = np.asarray(q_max, float) * (2 * m.d_model + widest_intermediate(m)) * ACTIVATION_BYTES
-    logits_per_seq = np.asarray(logits_max, float) * m.vocab_size * (ACTIVATION_BYTES + SAMPLER_BYTES)
+    tp = np.asarray(tp, float)
+    weights = weight_bytes_per_gpu(m, wbytes, tp, ep)
+    kv_per_seq = np.asarray(cached_tokens, float) * kv_elements_per_token_per_gpu(m, tp) * np.asarray(kvbytes, float)
+    act_per_seq = np.asarray(q_max, float) * (2 * m.d_model + widest_intermediate(m) / tp) * ACTIVATION_BYTES
+    logits_per_seq = np.asarray(logits_max, float) * m.vocab_size / tp * (ACTIVATION_BYTES + SAMPLER_BYTES)
     per_seq = kv_per_seq + act_per_seq + logits_per_seq
     total = weights + batch * per_seq
     usable = np.asarray(capacity_bytes, float) * (1 - RESERVE_FRACTION)

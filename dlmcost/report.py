@@ -163,7 +163,7 @@ def op_rows(result: dict) -> list[list]:
     total = sum(o["time_s"] for o in result["ops"]) or 1.0
     return [[o["name"], num(o["flops"] / 1e12), num(o["bytes"] / 1e9),
              num(o["flops"] / o["bytes"] if o["bytes"] else 0.0), f"{o['time_s'] * 1e3:.4g}",
-             f"{100 * o['time_s'] / total:.1f}"] for o in result["ops"]]
+             f"{100 * o['time_s'] / total:.1f}"] for o in result["ops"] if o["time_s"] > 0]
 
 
 def analyze_csv_rows(a: dict) -> list[dict]:

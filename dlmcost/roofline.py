@@ -4,7 +4,8 @@ Time of one op in one pass (a kernel per layer):
 
     t = max(FLOPs / (peak_kind * eff_kind), bytes / (bandwidth * eff_mem)) + kernels * overhead
 
-A pass is the sum over its ops (pessimistic: no overlap between ops). The optimistic bound of a
+plus, for the collectives of a parallel group, link_bytes / (link * eff_link) + n * latency.
+A pass is the sum over its ops (pessimistic: no overlap between ops, nor of communication). The optimistic bound of a
 pass is max(sum FLOPs/peak, sum bytes/bandwidth) at the ideal profile. Arithmetic intensity
 AI = FLOPs / bytes; a pass is memory-bound when AI < ridge = peak / bandwidth.
 """
@@ -71,10 +72,14 @@ class Rates:
     eff_mem: np.ndarray
     overhead_s: np.ndarray
     ridge: np.ndarray  # ridge of the precision's GEMM peak, FLOP/byte
+    link_bandwidth: np.ndarray  # scale-up bytes/s per direction per GPU
+    eff_link: np.ndarray
+    collective_latency_s: np.ndarray
 
     def take(self, idx: np.ndarray) -> "Rates":
         return Rates({k: v[idx] for k, v in self.peak.items()}, {k: v[idx] for k, v in self.eff.items()},
-                     self.bandwidth[idx], self.eff_mem[idx], self.overhead_s[idx], self.ridge[idx])
+                     self.bandwidth[idx], self.eff_mem[idx], self.overhead_s[idx], self.ridge[idx],
+                     self.link_bandwidth[idx], self.eff_link[idx], self.collective_latency_s[idx])
 
 
 def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, float] | None:
@@ -95,6 +100,7 @@ def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, flo
         bandwidth=gpu.bandwidth_bytes_per_s, eff_mem=eff.memory_bandwidth,
         overhead_s=eff.overhead_us_per_op * 1e-6,
         ridge=gpu.ridge_flops_per_byte[precision.compute],
+        link_bandwidth=gpu.link_bytes_per_s, eff_link=eff.link, collective_latency_s=eff.collective_latency_us * 1e-6,
     )
 
 
@@ -105,11 +111,23 @@ def stack_rates(rows: list[dict[str, float]]) -> Rates:
         peak={kind: col[f"peak_{src}"] for kind, src in kinds.items()},
         eff={kind: col[f"eff_{src}"] for kind, src in kinds.items()},
         bandwidth=col["bandwidth"], eff_mem=col["eff_mem"], overhead_s=col["overhead_s"], ridge=col["ridge"],
+        link_bandwidth=col["link_bandwidth"], eff_link=col["eff_link"],
+        collective_latency_s=col["collective_latency_s"],
     )
 
 
 def compute_time(flops, kind: str, rates: Rates):
+    if kind == "comm":  # collectives do no arithmetic; their cost is link_time
+        return np.zeros_like(rates.bandwidth)
     return flops / (rates.peak[kind] * rates.eff[kind])
+
+
+def link_time(link_bytes, collectives, rates: Rates):
+    """Collectives over the scale-up link: bytes each GPU sends over the achievable per-direction
+    bandwidth, plus a fixed latency per collective."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(link_bytes > 0, link_bytes / (rates.link_bandwidth * rates.eff_link), 0.0)
+    return t + collectives * rates.collective_latency_s
 
 
 def memory_time(nbytes, rates: Rates):

@@ -33,6 +33,9 @@ class Workload(BaseModel):
     store_pass: bool = False  # block scheme: +1 forward per block to write its K/V (SDAR, BD3-LM)
     logits: Literal["all", "committed"] = "all"
     expert_load: Literal["expected", "all"] = "expected"
+    tp: int = Field(default=1, gt=0, le=1024)  # tensor-parallel GPUs in the group
+    ep: int = Field(default=1, gt=0, le=1024)  # expert-parallel ways (divides tp)
+    mla_form: Literal["auto", "absorbed", "expanded"] = "auto"
 
     @model_validator(mode="after")
     def _steps_xor_tpf(self) -> "Workload":
@@ -85,3 +88,28 @@ def check_workload(scheme, gen, block, steps) -> np.ndarray | str | None:
     if not divides:
         return f"block length {block:g} does not divide the generation length {gen:g}"
     return f"{steps:g} steps is fewer than the {gen / block:g} blocks (at least one step per block)"
+
+
+def check_parallel(m, tp, ep) -> np.ndarray | str | None:
+    """Why a TP/EP layout cannot split this model: a message (scalars) or an 'ok' mask (arrays).
+
+    Query heads and FFN columns must split evenly over tp; K/V heads must split evenly or be
+    replicated a whole number of times; ep must divide tp and the number of experts."""
+    tp, ep = np.asarray(tp, float), np.asarray(ep, float)
+    n_experts = m.moe.n_experts if m.moe else 1
+    checks = [
+        (np.mod(m.n_heads, tp) == 0, f"{m.n_heads} attention heads do not split over tp={{tp:g}} GPUs"),
+        ((m.mla is not None) | (np.mod(m.n_kv_heads, tp) == 0) | (np.mod(tp, m.n_kv_heads) == 0),
+         f"{m.n_kv_heads} K/V heads neither split over nor replicate evenly on tp={{tp:g}} GPUs"),
+        ((m.n_dense_layers == 0) | (np.mod(m.ffn_dim, tp) == 0), f"FFN width {m.ffn_dim} does not split over tp={{tp:g}} GPUs"),
+        ((ep == 1) | ((m.moe is not None) & (np.mod(tp, ep) == 0)),
+         "expert parallelism needs an MoE model and ep dividing tp (ep={ep:g}, tp={tp:g})"),
+        (np.mod(n_experts, ep) == 0, f"{n_experts} experts do not spread evenly over ep={{ep:g}} GPUs"),
+    ]
+    ok = np.logical_and.reduce([np.asarray(c) for c, _ in checks])
+    if ok.ndim:
+        return ok
+    for c, msg in checks:
+        if not c:
+            return msg.format(tp=float(tp), ep=float(ep))
+    return None

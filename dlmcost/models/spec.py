@@ -124,19 +124,43 @@ class ModelSpec(BaseModel):
     # --- weights per matrix group, per layer (elements) ----------------------------------
     @property
     def attn_in_weights(self) -> int:
-        """Q, K, V projections (GQA/MHA) or MLA's down/up projections, with biases and norms."""
-        d, hd = self.d_model, self.head_dim
+        """Q, K, V projections (GQA/MHA) or all of MLA's projections, with biases and norms."""
         if self.mla:
-            m, h = self.mla, self.n_heads
-            qk = m.qk_nope_head_dim + m.qk_rope_head_dim
-            q = d * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * h * qk if m.q_lora_rank else d * h * qk
-            kv_a = d * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank  # + latent norm
-            kv_b = m.kv_lora_rank * h * (m.qk_nope_head_dim + m.v_head_dim)
-            return q + kv_a + kv_b
-        q_kv = d * (self.n_heads + 2 * self.n_kv_heads) * hd
-        bias = (self.n_heads + 2 * self.n_kv_heads) * hd if self.qkv_bias else 0
-        norms = 2 * hd if self.qk_norm else 0
-        return q_kv + bias + norms
+            return self.mla_q_down_weights + self.mla_q_up_weights + self.mla_kv_down_weights + self.mla_kv_up_weights
+        return self.q_weights + self.kv_weights
+
+    @property
+    def q_weights(self) -> int:
+        """GQA: the Q projection (+ bias, + q-norm)."""
+        return self.n_heads * self.head_dim * (self.d_model + self.qkv_bias) + (self.head_dim if self.qk_norm else 0)
+
+    @property
+    def kv_weights(self) -> int:
+        """GQA: the K and V projections (+ biases, + k-norm); replicated under TP beyond n_kv_heads."""
+        return 2 * self.n_kv_heads * self.head_dim * (self.d_model + self.qkv_bias) + (self.head_dim if self.qk_norm else 0)
+
+    # MLA (DeepSeek): q = W_qb(norm(W_qa x)); latent = W_kva x (+ rope key); K_nope, V = W_kvb(latent).
+    @property
+    def mla_q_down_weights(self) -> int:
+        m = self.mla
+        return self.d_model * m.q_lora_rank + m.q_lora_rank if m and m.q_lora_rank else 0
+
+    @property
+    def mla_q_up_weights(self) -> int:
+        m = self.mla
+        width = self.n_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+        return (m.q_lora_rank or self.d_model) * width
+
+    @property
+    def mla_kv_down_weights(self) -> int:
+        m = self.mla
+        return self.d_model * m.cache_elements_per_layer + m.kv_lora_rank  # + the latent's norm
+
+    @property
+    def mla_kv_up_weights(self) -> int:
+        """W_kvb: latent -> per-head K_nope and V (W_UK and W_UV, absorbed or not)."""
+        m = self.mla
+        return m.kv_lora_rank * self.n_heads * (m.qk_nope_head_dim + m.v_head_dim) if m else 0
 
     @property
     def attn_out_weights(self) -> int:
