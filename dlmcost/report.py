@@ -218,18 +218,26 @@ def render_analyze(a: dict, fmt: str, console: Console, show_ops: bool = False) 
 
 # --- sweep -----------------------------------------------------------------------------------------
 
-SWEEP_HEADERS = ["GPU", "scheme", "Lp", "Lg", "S", "b", "B", "prec", "NFE", "latency\nms", "tok/s", "vs AR\n×",
+SWEEP_HEADERS = ["GPU", "scheme", "Lp", "Lg", "S", "b", "B", "prec", "tp/ep", "NFE", "latency\nms", "tok/s", "vs AR\n×",
                  "AI\nFLOP/B", "bound", "fit"]
 
 
-def sweep_table_rows(rows: list[dict]) -> list[list]:
+def sweep_table(rows: list[dict], all_rows: list[dict]) -> tuple[list[str], list[list]]:
+    """Headers and cells; the precision and TP/EP columns appear only when the sweep varies them,
+    so that the table stays within 100 columns."""
     def opt(v):
         return "-" if v is None else f"{v:g}"
 
-    return [[r["gpu"], r["scheme"], str(r["prompt"]), str(r["gen"]), opt(r["steps"]), opt(r["block"]), str(r["batch"]),
-             r["precision"], f"{r['nfe']:g}", ms(r["time_s"]), num(r["tokens_per_s"], 4),
-             f"{r['time_ratio_to_ar']:.3g}", num(r["arithmetic_intensity"]), verdict_text(r["verdict"]),
-             "yes" if r["fits"] else Text("NO", style="red bold")] for r in rows]
+    show_prec = len({r["precision"] for r in all_rows}) > 1
+    show_tp = any(r["tp"] > 1 or r["ep"] > 1 for r in all_rows)
+    keep = [True] * 7 + [show_prec, show_tp] + [True] * 6
+    cells = [[r["gpu"], r["scheme"], str(r["prompt"]), str(r["gen"]), opt(r["steps"]), opt(r["block"]), str(r["batch"]),
+              r["precision"], f"{r['tp']}/{r['ep']}", f"{r['nfe']:g}", ms(r["time_s"]), num(r["tokens_per_s"], 4),
+              f"{r['time_ratio_to_ar']:.3g}", num(r["arithmetic_intensity"]), verdict_text(r["verdict"]),
+              "yes" if r["fits"] else Text("NO", style="red bold")] for r in rows]
+    keep.append(True)
+    headers = [h for h, k in zip(SWEEP_HEADERS, keep) if k]
+    return headers, [[c for c, k in zip(row, keep) if k] for row in cells]
 
 
 def render_sweep(result: dict, rows: list[dict], fmt: str, console: Console, shown: list[dict]) -> None:
@@ -241,17 +249,18 @@ def render_sweep(result: dict, rows: list[dict], fmt: str, console: Console, sho
         console.file.write(to_csv(rows))
         return
     skipped = (f"{result['evaluated']} configurations evaluated; skipped {result['skipped_impossible']} impossible "
-               f"(block not dividing the generation, fewer steps than blocks) and "
+               f"(block not dividing the generation, fewer steps than blocks, a TP/EP layout that does not "
+               f"split the model) and "
                f"{result['skipped_unsupported']} on GPUs without the precision; efficiency profile: "
                f"{result['efficiency_profile']}")
-    body = sweep_table_rows(shown)
+    headers, body = sweep_table(shown, rows)
     if fmt == "markdown":
-        console.file.write(f"{result['model']['id']}: {skipped}\n\n" + to_markdown(SWEEP_HEADERS, ([plain(c) for c in r] for r in body)))
+        console.file.write(f"{result['model']['id']}: {skipped}\n\n" + to_markdown(headers, ([plain(c) for c in r] for r in body)))
         return
     console.print(f"{result['model']['id']} · {skipped}")
     if len(shown) < len(rows):
         console.print(f"showing {len(shown)} of {len(rows)} rows (--top); json/csv print every row")
-    console.print(table(None, SWEEP_HEADERS, body))
+    console.print(table(None, headers, body))
 
 
 # --- gpus / models / model ---------------------------------------------------------------------
