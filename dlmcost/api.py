@@ -12,11 +12,10 @@ and return plain dictionaries (units in the key names) that `report.py` renders 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 
-from .engine import Grid, Sums, evaluate, pass_metrics
+from .engine import KNEE_LIMIT, Grid, Sums, evaluate, knee, memory_bound_time_fraction
 from .errors import UsageError, WorkloadError
 from .hardware import GPU, SEED_TABLE_GPUS, HardwareDB
 from .memory import memory_breakdown, peak_shapes
@@ -26,9 +25,8 @@ from .roofline import Profile, gpu_rates, load_profile, stack_rates, verdict
 from .schedule import cached_tokens
 from .workload import MAX_TOKENS, SCHEMES, Workload, check_parallel, check_workload
 
-KNEE_LIMIT = 1 << 20
 BYTE_LABELS = dict(weight_bytes="weights", kv_read_bytes="kv_read", kv_write_bytes="kv_write",
-                   activation_bytes="activations")  # search ceiling for the block/batch knee
+                   activation_bytes="activations")
 
 
 GRID_COLUMNS = ("scheme", "prompt", "gen", "steps", "block", "batch", "store_pass", "logits_committed",
@@ -81,46 +79,6 @@ def _pass_entries(ev_fams: dict[str, Sums], i: int, ridge: float) -> list[dict]:
     return out
 
 
-def _time_weighted_memory_fraction(passes: list[dict]) -> float:
-    total = sum(p["total_time_s"] for p in passes)
-    mem = sum(p["total_time_s"] for p in passes if p["verdict"] == "memory-bound")
-    return mem / total if total else 0.0
-
-
-# --- knee ---------------------------------------------------------------------------------------
-
-
-def knee(m: ModelSpec, grid: Grid, context: np.ndarray, block: np.ndarray, vary: str) -> np.ndarray:
-    """Largest block (vary='block') or batch (vary='batch') whose cached block-decoding step
-    (q = b tokens per sequence over `context` cached tokens) stays below the ridge.
-    0: compute-bound already at 1; -1: still memory-bound at KNEE_LIMIT.
-
-    AI grows monotonically with b and with B, so this is a search for the last integer below the
-    ridge: a 32-way search (every round evaluates 32 candidates per row in one vectorised call)
-    needs 4 rounds where bisection needs 21."""
-    n, ways = len(grid), 32
-    lo = np.zeros(n)  # AI(lo) < ridge (lo = 0: nothing to test)
-    hi = np.full(n, float(KNEE_LIMIT + 1))  # AI(hi) >= ridge, or beyond the limit
-    rows = np.repeat(np.arange(n), ways)
-    g = grid.take(rows)
-    ctx, blk = context[rows], block[rows]
-    zero = np.zeros(len(rows))
-    while np.any(hi - lo > 1):
-        step = np.maximum(np.ceil((hi - lo) / (ways + 1)), 1.0)
-        cand = np.minimum(lo[:, None] + step[:, None] * np.arange(1, ways + 1), hi[:, None] - 1).ravel()
-        cand = np.maximum(cand, 1.0)
-        q, gg = (cand, g) if vary == "block" else (blk, replace(g, batch=cand))
-        pm = pass_metrics(m, gg, dict(q=q, c=ctx, kv_write=zero, logits=q, causal=zero.astype(bool)))
-        ai = sum(op.flops for op in pm.ops) / sum(op.bytes for op in pm.ops)
-        below = (ai < g.rates.ridge).reshape(n, ways)
-        cand = cand.reshape(n, ways)
-        last_below = np.where(below.any(axis=1), np.max(np.where(below, cand, 0.0), axis=1), lo)
-        first_above = np.min(np.where(~below & (cand > last_below[:, None]), cand, np.inf), axis=1)
-        lo = np.maximum(lo, last_below)
-        hi = np.minimum(hi, first_above)
-    return np.where(lo >= KNEE_LIMIT, -1.0, lo)
-
-
 # --- analyze ------------------------------------------------------------------------------------
 
 
@@ -163,6 +121,7 @@ def analyze(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", gpus: str | li
                     mla_absorbed=w.mla_form != "expanded", mla_auto=w.mla_form == "auto")
         grid = build_grid(cols, [r for _, r in supported], np.r_[np.arange(n), np.arange(n)])
         ev = evaluate(spec, grid)
+        memory_fraction = memory_bound_time_fraction(ev, grid.rates.ridge)
         ctx = grid.prompt[:n] + grid.gen[:n] / 2
         sub = grid.take(np.arange(n))
         knee_block = knee(spec, sub, ctx, sub.block, "block")
@@ -174,7 +133,8 @@ def analyze(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", gpus: str | li
                                cached_tokens(grid.scheme[:n], grid.prompt[:n], grid.gen[:n]), q_max, logits_max,
                                grid.wbytes[:n], grid.kvbytes[:n], w.tp, w.ep)
         for i, (gpu, rate) in enumerate(supported):
-            results.append(_result(spec, w, gpu, rate, ev, i, i + n, knee_block[i], knee_batch[i], mem, ctx[i]))
+            results.append(_result(spec, w, gpu, rate, ev, i, i + n, knee_block[i], knee_batch[i], mem, ctx[i],
+                                   memory_fraction[i]))
     by_key = {r["gpu_key"]: r for r in results}
     ordered = []
     for g in selected:
@@ -199,14 +159,14 @@ def workload_warnings(spec: ModelSpec, w: Workload) -> list[str]:
 
 
 def _result(spec: ModelSpec, w: Workload, gpu: GPU, rate: dict, ev, i: int, i_ar: int,
-            knee_block: float, knee_batch: float, mem: dict, ctx: float) -> dict:
+            knee_block: float, knee_batch: float, mem: dict, ctx: float, memory_fraction: float) -> dict:
     t = ev.total
     ridge = rate["ridge"]
     flops, nbytes, time_s = _f(t.total_flops[i]), _f(t.total_bytes[i]), _f(t.time_s[i])
     tokens = w.batch * w.gen
     nfe = _f(t.count[i])
     passes = _pass_entries(ev.families, i, ridge)
-    mem_frac = _time_weighted_memory_fraction(passes)
+    mem_frac = _f(memory_fraction)
     ai = flops / nbytes
     ar_time = _f(t.time_s[i_ar])
     return dict(
@@ -400,12 +360,7 @@ def sweep(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", *, gpus=None, sc
     capacity = np.array([gpu_list[gi].memory_bytes for gi, _ in pairs])[pair_idx]
     mem = memory_breakdown(spec, capacity, grid.batch[:n], cached_tokens(scheme_col, prompt, gen), q_max,
                            logits_max, grid.wbytes[:n], grid.kvbytes[:n], tp, ep)
-    # time-weighted verdict: each family's time counts as memory-bound if its average AI < ridge
-    mem_time = np.zeros(n)
-    for fam in ev.families.values():
-        fam_ai = np.divide(fam.total_flops[:n], fam.total_bytes[:n], out=np.zeros(n), where=fam.total_bytes[:n] > 0)
-        mem_time += np.where((fam.count[:n] > 0) & (fam_ai < ridge), fam.time_s[:n], 0.0)
-    mem_frac = mem_time / time_s
+    mem_frac = memory_bound_time_fraction(ev, grid.rates.ridge)[:n]
     columns = dict(
         gpu=np.array([gpu_list[gi].name for gi, _ in pairs])[pair_idx],
         scheme=scheme_col, prompt=prompt, gen=gen,

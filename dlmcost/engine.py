@@ -243,3 +243,47 @@ def evaluate(m: ModelSpec, grid: Grid) -> Evaluation:
     for name in FAMILY_NAMES[1:]:
         total = _add(total, families[name])
     return Evaluation(families, total)
+
+
+def memory_bound_time_fraction(ev: Evaluation, ridge: np.ndarray) -> np.ndarray:
+    """The generation's verdict, time-weighted: the share of its time spent in pass families
+    whose average arithmetic intensity is below the ridge."""
+    mem_time = np.zeros_like(ev.total.time_s)
+    for fam in ev.families.values():
+        ai = np.divide(fam.total_flops, fam.total_bytes, out=np.zeros_like(mem_time), where=fam.total_bytes > 0)
+        mem_time += np.where((fam.count > 0) & (ai < ridge), fam.time_s, 0.0)
+    return mem_time / ev.total.time_s
+
+
+KNEE_LIMIT = 1 << 20  # search ceiling for the block/batch knee
+
+
+def knee(m: ModelSpec, grid: Grid, context: np.ndarray, block: np.ndarray, vary: str) -> np.ndarray:
+    """Largest block (vary='block') or batch (vary='batch') whose cached block-decoding step
+    (q = b tokens per sequence over `context` cached tokens) stays below the ridge.
+    0: compute-bound already at 1; -1: still memory-bound at KNEE_LIMIT.
+
+    AI grows monotonically with b and with B, so this is a search for the last integer below the
+    ridge: a 32-way search (every round evaluates 32 candidates per row in one vectorised call)
+    needs 4 rounds where bisection needs 21."""
+    n, ways = len(grid), 32
+    lo = np.zeros(n)  # AI(lo) < ridge (lo = 0: nothing to test)
+    hi = np.full(n, float(KNEE_LIMIT + 1))  # AI(hi) >= ridge, or beyond the limit
+    rows = np.repeat(np.arange(n), ways)
+    g = grid.take(rows)
+    ctx, blk = context[rows], block[rows]
+    zero = np.zeros(len(rows))
+    while np.any(hi - lo > 1):
+        step = np.maximum(np.ceil((hi - lo) / (ways + 1)), 1.0)
+        cand = np.minimum(lo[:, None] + step[:, None] * np.arange(1, ways + 1), hi[:, None] - 1).ravel()
+        cand = np.maximum(cand, 1.0)
+        q, gg = (cand, g) if vary == "block" else (blk, replace(g, batch=cand))
+        pm = pass_metrics(m, gg, dict(q=q, c=ctx, kv_write=zero, logits=q, causal=zero.astype(bool)))
+        ai = sum(op.flops for op in pm.ops) / sum(op.bytes for op in pm.ops)
+        below = (ai < g.rates.ridge).reshape(n, ways)
+        cand = cand.reshape(n, ways)
+        last_below = np.where(below.any(axis=1), np.max(np.where(below, cand, 0.0), axis=1), lo)
+        first_above = np.min(np.where(~below & (cand > last_below[:, None]), cand, np.inf), axis=1)
+        lo = np.maximum(lo, last_below)
+        hi = np.minimum(hi, first_above)
+    return np.where(lo >= KNEE_LIMIT, -1.0, lo)
