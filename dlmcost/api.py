@@ -155,6 +155,10 @@ def workload_warnings(spec: ModelSpec, w: Workload) -> list[str]:
                    f"{spec.max_context}; the numbers assume the model could run it")
     if not spec.verified:
         out.append(f"{spec.id}'s config is unverified (dimensions from a third-party port)")
+    if not spec.mla and w.tp > spec.n_kv_heads:
+        out.append(f"tp={w.tp} exceeds the model's {spec.n_kv_heads} K/V heads: each is replicated on "
+                   f"{w.tp // spec.n_kv_heads} GPUs, so per-GPU K/V reads and cache stop shrinking beyond "
+                   f"tp={spec.n_kv_heads}")
     return out
 
 

@@ -150,3 +150,9 @@ def test_cli_tp_json_records_layout(capsys):
     out = json.loads(capsys.readouterr().out)
     assert (out["workload"]["tp"], out["workload"]["ep"]) == (4, 4)
     assert out["results"][0]["tokens_per_s_per_gpu"] == pytest.approx(out["results"][0]["tokens_per_s"] / 4)
+
+
+def test_kv_replication_is_called_out():
+    a = api.analyze(MINI, "h100", tp=8)
+    assert any("replicated on 2 GPUs" in w for w in a["warnings"])
+    assert not any("replicated" in w for w in api.analyze(MINI, "h100", tp=4)["warnings"])
