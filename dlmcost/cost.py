@@ -100,9 +100,11 @@ def kv_elements_per_token_per_gpu(m: ModelSpec, tp) -> np.ndarray:
 
 def _op(name, kind, flops, weight_bytes, activation_bytes, kernels, kv_read=0.0, kv_write=0.0,
         link_bytes=0.0, collectives=0.0) -> OpCost:
-    arrays = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (
-        flops, weight_bytes, kv_read, kv_write, activation_bytes, kernels, link_bytes, collectives)))
-    return OpCost(name, kind, *(a.copy() for a in arrays))
+    values = [np.asarray(x, dtype=float) for x in (
+        flops, weight_bytes, kv_read, kv_write, activation_bytes, kernels, link_bytes, collectives)]
+    shape = np.broadcast_shapes(*(v.shape for v in values))
+    # read-only broadcast views where a term is a scalar: nothing downstream writes into an OpCost
+    return OpCost(name, kind, *(v if v.shape == shape else np.broadcast_to(v, shape) for v in values))
 
 
 def _gemm(name: str, p: PassInput, weights, d_in, d_out, layers: int, tokens=None) -> OpCost:

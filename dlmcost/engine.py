@@ -110,7 +110,8 @@ def pass_metrics(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray]) -> Pass
         ops=ops,
         compute_s=[compute_time(op.flops, op.kind, r) for op in ops],
         memory_s=[memory_time(op.bytes, r) for op in ops],
-        overhead_s=[op.kernels * r.overhead_s + link_time(op.link_bytes, op.collectives, r) for op in ops],
+        overhead_s=[op.kernels * r.overhead_s + (link_time(op.link_bytes, op.collectives, r) if op.kind == "comm" else 0.0)
+                    for op in ops],
         bound_compute_s=sum(op.flops / r.peak[op.kind] for op in ops if op.kind in KINDS),
         bound_memory_s=sum(op.bytes for op in ops) / r.bandwidth,
     )
@@ -238,11 +239,33 @@ def evaluate(m: ModelSpec, grid: Grid) -> Evaluation:
     """All families of every configuration in the grid, and their totals."""
     schedule = build_schedule(grid.scheme, grid.prompt, grid.gen, grid.steps, grid.block,
                               grid.store_pass, grid.logits_committed)
-    families = {fam.name: evaluate_family(m, grid, fam) for fam in schedule}
+    families = {fam.name: _evaluate_used(m, grid, fam) for fam in schedule}
     total = families[FAMILY_NAMES[0]]
     for name in FAMILY_NAMES[1:]:
         total = _add(total, families[name])
     return Evaluation(families, total)
+
+
+def _evaluate_used(m: ModelSpec, grid: Grid, fam: PassFamily) -> Sums:
+    """A family evaluated only where a scheme uses it (n > 0), scattered back into zeros: most
+    schemes use two or three of the four families."""
+    rows = np.flatnonzero(fam.n > 0)
+    if len(rows) == len(grid):
+        return evaluate_family(m, grid, fam)
+    sub = evaluate_family(m, grid.take(rows), fam.take(rows))
+    n = len(grid)
+    z = lambda: np.zeros(n)  # noqa: E731
+    zeros = lambda d: {k: z() for k in d}  # noqa: E731
+    out = Sums(z(), zeros(sub.flops), zeros(sub.bytes), z(), z(), zeros(sub.op_flops), zeros(sub.op_bytes),
+               zeros(sub.op_time_s))
+    _assign(out, sub, rows)
+    for name in ("q_first", "c_first", "q_last", "c_last", "mla_absorbed"):
+        values = getattr(sub, name)
+        if values is not None:
+            full = np.zeros(n, dtype=values.dtype)
+            full[rows] = values
+            setattr(out, name, full)
+    return out
 
 
 def memory_bound_time_fraction(ev: Evaluation, ridge: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ With Lp prompt, Lg generation, S steps, b block, nb = Lg/b blocks, s = S/nb step
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -54,6 +54,9 @@ class PassFamily:
             logits=self.logits0 + self.dlogits * j,
             causal=self.causal,
         )
+
+    def take(self, rows: np.ndarray) -> "PassFamily":
+        return replace(self, **{f.name: getattr(self, f.name)[rows] for f in fields(self) if f.name != "name"})
 
     @property
     def count(self) -> np.ndarray:
