@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 from typing import Optional
 
-import typer
-from rich.console import Console
+# dlmcost defines no pydantic plugins, and the CLI is a process of its own: spare pydantic its
+# scan of every installed distribution's entry points when the first model class is built.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-from . import api, report
-from .errors import EXIT_INTERNAL, EXIT_USAGE, DlmcostError, UsageError
-from .hardware import HardwareDB
+import typer  # noqa: E402
+from rich.console import Console  # noqa: E402
+
+from . import api, report  # noqa: E402
+from .errors import EXIT_INTERNAL, EXIT_USAGE, DlmcostError, UsageError  # noqa: E402
+from .hardware import HardwareDB  # noqa: E402
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Capacity planner for diffusion language model inference.")
