@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from .engine import KNEE_LIMIT, Grid, Sums, evaluate, knee, memory_bound_time_fraction
+from .engine import KNEE_LIMIT, Grid, Sums, evaluate, generation_verdict, knee, memory_bound_time_fraction
 from .errors import UsageError, WorkloadError
 from .hardware import GPU, SEED_TABLE_GPUS, HardwareDB
 from .memory import memory_breakdown, peak_shapes
@@ -181,7 +181,7 @@ def _result(spec: ModelSpec, w: Workload, gpu: GPU, rate: dict, ev, i: int, i_ar
         flops_breakdown={k: _f(t.flops[k][i]) for k in ("linear", "attention", "lm_head", "other")},
         bytes_breakdown={label: _f(t.bytes[k][i]) for k, label in BYTE_LABELS.items()},
         arithmetic_intensity=ai,
-        verdict="memory-bound" if mem_frac >= 0.5 else "compute-bound",
+        verdict=str(generation_verdict(mem_frac)),
         memory_bound_time_fraction=mem_frac,
         time_s=time_s, time_bound_s=_f(t.bound_s[i]),
         gpus=w.tp, tokens_per_s=tokens / time_s, tokens_per_s_per_gpu=tokens / time_s / w.tp,
@@ -375,7 +375,7 @@ def sweep(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", *, gpus=None, sc
         tokens_per_s_per_gpu=tokens / time_s / tp,
         flops_per_token=flops * tp / tokens, bytes_per_token=nbytes * tp / tokens, arithmetic_intensity=ai,
         ridge_flops_per_byte=ridge, memory_bound_time_fraction=mem_frac,
-        verdict=np.where(mem_frac >= 0.5, "memory-bound", "compute-bound"),
+        verdict=generation_verdict(mem_frac),
         time_ratio_to_ar=time_s / ar_time, fits=mem["fits"], memory_total_bytes=mem["total_bytes"],
         max_batch=np.floor(mem["max_effective_batch"] / (2 if cfg else 1)),
     )

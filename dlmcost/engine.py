@@ -278,6 +278,11 @@ def memory_bound_time_fraction(ev: Evaluation, ridge: np.ndarray) -> np.ndarray:
     return mem_time / ev.total.time_s
 
 
+def generation_verdict(memory_bound_fraction) -> np.ndarray:
+    """memory-bound when at least half the generation's time is in memory-bound passes."""
+    return np.where(np.asarray(memory_bound_fraction) >= 0.5, "memory-bound", "compute-bound")
+
+
 KNEE_LIMIT = 1 << 20  # search ceiling for the block/batch knee
 
 
