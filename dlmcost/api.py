@@ -18,11 +18,10 @@ import numpy as np
 from .engine import KNEE_LIMIT, Grid, Sums, evaluate, generation_verdict, knee, memory_bound_time_fraction
 from .errors import UsageError, WorkloadError
 from .hardware import GPU, SEED_TABLE_GPUS, HardwareDB
-from .memory import memory_breakdown, peak_shapes
+from .memory import grid_memory
 from .models import ModelSpec, resolve_model
 from .precision import get_precision, kv_bytes
 from .roofline import Profile, gpu_rates, load_profile, stack_rates, verdict
-from .schedule import cached_tokens
 from .workload import MAX_TOKENS, SCHEMES, Workload, check_parallel, check_workload
 
 BYTE_LABELS = dict(weight_bytes="weights", kv_read_bytes="kv_read", kv_write_bytes="kv_write",
@@ -49,6 +48,20 @@ def build_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray) -> Gri
     return Grid(**arr, rates=stack_rates(rate_rows).take(np.asarray(rate_index)))
 
 
+def with_ar_baseline(cols: dict, n: int) -> dict:
+    """Columns for n configurations -> 2n: rows n..2n-1 are AR decode (prefill + Lg cached steps)
+    of the same model, prompt, generation, batch, precision, layout and GPU, the baseline every
+    result is compared with."""
+    out = {k: np.concatenate([np.broadcast_to(np.asarray(v), (n,))] * 2) for k, v in cols.items()}
+    gen = out["gen"][n:].astype(float)
+    out["scheme"] = out["scheme"].astype(object)
+    out["scheme"][n:] = "ar"
+    out["steps"] = out["steps"].astype(float)
+    out["block"] = out["block"].astype(float)
+    out["steps"][n:], out["block"][n:], out["store_pass"][n:] = gen, gen, False
+    return out
+
+
 def _f(x) -> float:
     return float(x)
 
@@ -64,7 +77,7 @@ def _pass_entries(ev_fams: dict[str, Sums], i: int, ridge: float) -> list[dict]:
         nbytes = _f(s.total_bytes[i])
         ai = flops / nbytes if nbytes else 0.0
         out.append(dict(
-            name=name, count=count,
+            name=name, count=count, flops=flops * per, bytes=nbytes * per,
             q=_f(s.q_first[i]), c=_f(s.c_first[i]), q_last=_f(s.q_last[i]), c_last=_f(s.c_last[i]),
             flops_linear=_f(s.flops["linear"][i]) * per, flops_attention=_f(s.flops["attention"][i]) * per,
             flops_lm_head=_f(s.flops["lm_head"][i]) * per, flops_other=_f(s.flops["other"][i]) * per,
@@ -77,6 +90,11 @@ def _pass_entries(ev_fams: dict[str, Sums], i: int, ridge: float) -> list[dict]:
         if s.mla_absorbed is not None:
             out[-1]["mla_form"] = "absorbed" if s.mla_absorbed[i] else "expanded"
     return out
+
+
+def _op_entry(name: str, flops: float, nbytes: float, time_s: float, total_time_s: float) -> dict:
+    return dict(name=name, flops=flops, bytes=nbytes, arithmetic_intensity=flops / nbytes if nbytes else 0.0,
+                time_s=time_s, time_share=time_s / total_time_s)
 
 
 # --- analyze ------------------------------------------------------------------------------------
@@ -112,14 +130,12 @@ def analyze(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", gpus: str | li
     results = []
     if supported:
         n = len(supported)
-        # rows 0..n-1: the workload on each GPU; rows n..2n-1: the AR baseline on the same GPU
-        cols = dict(scheme=np.array([w.scheme] * n + ["ar"] * n), prompt=w.prompt, gen=w.gen,
-                    steps=np.r_[np.full(n, w.total_steps), np.full(n, float(w.gen))], block=w.block_len,
-                    batch=w.effective_batch, store_pass=np.r_[np.full(n, w.store_pass), np.zeros(n, bool)],
-                    logits_committed=w.logits == "committed", wbytes=get_precision(w.precision).weight_bytes,
-                    kvbytes=kv_bytes(w.kv_dtype), all_experts=w.expert_load == "all", tp=w.tp, ep=w.ep,
+        cols = dict(scheme=w.scheme, prompt=w.prompt, gen=w.gen, steps=w.total_steps, block=w.block_len,
+                    batch=w.effective_batch, store_pass=w.store_pass, logits_committed=w.logits == "committed",
+                    wbytes=get_precision(w.precision).weight_bytes, kvbytes=kv_bytes(w.kv_dtype),
+                    all_experts=w.expert_load == "all", tp=w.tp, ep=w.ep,
                     mla_absorbed=w.mla_form != "expanded", mla_auto=w.mla_form == "auto")
-        grid = build_grid(cols, [r for _, r in supported], np.r_[np.arange(n), np.arange(n)])
+        grid = build_grid(with_ar_baseline(cols, n), [r for _, r in supported], np.r_[np.arange(n), np.arange(n)])
         ev = evaluate(spec, grid)
         memory_fraction = memory_bound_time_fraction(ev, grid.rates.ridge)
         ctx = grid.prompt[:n] + grid.gen[:n] / 2
@@ -127,11 +143,7 @@ def analyze(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", gpus: str | li
         knee_block = knee(spec, sub, ctx, sub.block, "block")
         decode_q = np.full(n, 1.0) if w.scheme == "ar" else sub.block
         knee_batch = knee(spec, sub, ctx, decode_q, "batch")
-        q_max, logits_max = peak_shapes(grid.scheme[:n], grid.prompt[:n], grid.gen[:n], grid.block[:n],
-                                        grid.logits_committed[:n])
-        mem = memory_breakdown(spec, np.array([g.memory_bytes for g, _ in supported]), grid.batch[:n],
-                               cached_tokens(grid.scheme[:n], grid.prompt[:n], grid.gen[:n]), q_max, logits_max,
-                               grid.wbytes[:n], grid.kvbytes[:n], w.tp, w.ep)
+        mem = grid_memory(spec, sub, np.array([g.memory_bytes for g, _ in supported]))
         for i, (gpu, rate) in enumerate(supported):
             results.append(_result(spec, w, gpu, rate, ev, i, i + n, knee_block[i], knee_batch[i], mem, ctx[i],
                                    memory_fraction[i]))
@@ -192,7 +204,7 @@ def _result(spec: ModelSpec, w: Workload, gpu: GPU, rate: dict, ev, i: int, i_ar
         memory={k: (bool(v[i]) if k == "fits" else _f(v[i])) for k, v in mem.items() if k != "max_effective_batch"}
         | dict(max_batch=int(mem["max_effective_batch"][i] // (2 if w.cfg else 1))),
         passes=[{k: v for k, v in p.items() if k != "total_time_s"} for p in passes],
-        ops=[dict(name=op, flops=_f(t.op_flops[op][i]), bytes=_f(t.op_bytes[op][i]), time_s=_f(t.op_time_s[op][i]))
+        ops=[_op_entry(op, _f(t.op_flops[op][i]), _f(t.op_bytes[op][i]), _f(t.op_time_s[op][i]), time_s)
              for op in t.op_time_s],
     )
 
@@ -224,6 +236,8 @@ def workload_for(spec: ModelSpec, **given) -> Workload:
             where = ".".join(str(p) for p in err["loc"]) or "workload"
             raise UsageError(f"invalid {where}: {err['msg']}") from None
         raise UsageError(str(exc)) from None
+    get_precision(w.precision)  # unknown names -> one clear UsageError each
+    kv_bytes(w.kv_dtype)
     if w.total_steps > MAX_TOKENS:
         raise UsageError(f"{w.total_steps:.3g} steps is absurd (tokens per forward too small?); at most {MAX_TOKENS:,}")
     return w
@@ -252,7 +266,6 @@ def workload_summary(w: Workload) -> dict:
 
 # Knobs a scheme's cost does not depend on: sweep evaluates it once for them (shown as None).
 IGNORED_KNOBS = {"ar": ("steps", "block"), "mdm": ("block",)}
-SWEEP_COLUMNS = ("gpu", "scheme", "prompt", "gen", "steps", "block", "batch", "precision")
 
 
 def _as_list(value, default: list) -> list:
@@ -271,7 +284,8 @@ def sweep(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", *, gpus=None, sc
     Impossible combinations (a block that does not divide the generation, fewer steps than
     blocks) are skipped and counted; GPUs without the precision's tensor cores likewise."""
     spec = model if isinstance(model, ModelSpec) else resolve_model(model, revision=revision, hub=hub)
-    defaults = workload_for(spec)
+    # the settings shared by every row are validated by the same rules as analyze's
+    defaults = workload_for(spec, kv_dtype=kv_dtype, logits=logits, expert_load=expert_load, mla_form=mla_form)
     sampler = spec.sampler
     db = HardwareDB.load(hardware)
     gpu_list = db.select(gpus, SEED_TABLE_GPUS)
@@ -283,7 +297,6 @@ def sweep(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", *, gpus=None, sc
     precision_list = _as_list(precisions, [defaults.precision])
     for p in precision_list:
         get_precision(p)
-    kv_bytes(kv_dtype)
     knobs = dict(prompt=_as_list(prompts, [defaults.prompt]), gen=_as_list(gens, [defaults.gen]),
                  steps=_as_list(steps, [None]), block=_as_list(blocks, [defaults.block]),
                  batch=_as_list(batches, [defaults.batch]), tp=_as_list(tps, [1]), ep=_as_list(eps, [1]))
@@ -346,13 +359,11 @@ def sweep(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", *, gpus=None, sc
     n = len(keep)
     prec_w = np.array([get_precision(precision_list[pi]).weight_bytes for _, pi in pairs])
     store = sampler.store_pass if (store_pass is None and sampler) else bool(store_pass)
-    cols = dict(scheme=np.r_[scheme_col, np.full(n, "ar")], prompt=np.r_[prompt, prompt], gen=np.r_[gen, gen],
-                steps=np.r_[steps_arr, gen], block=np.r_[block, gen], batch=np.r_[batch, batch] * (2 if cfg else 1),
-                store_pass=np.r_[np.full(n, store), np.zeros(n, bool)], logits_committed=logits == "committed",
-                wbytes=np.r_[prec_w[pair_idx], prec_w[pair_idx]], kvbytes=kv_bytes(kv_dtype),
-                all_experts=expert_load == "all", tp=np.r_[tp, tp], ep=np.r_[ep, ep],
+    cols = dict(scheme=scheme_col, prompt=prompt, gen=gen, steps=steps_arr, block=block, batch=batch * (2 if cfg else 1),
+                store_pass=store, logits_committed=logits == "committed", wbytes=prec_w[pair_idx],
+                kvbytes=kv_bytes(kv_dtype), all_experts=expert_load == "all", tp=tp, ep=ep,
                 mla_absorbed=mla_form != "expanded", mla_auto=mla_form == "auto")
-    grid = build_grid(cols, rate_rows, np.r_[pair_idx, pair_idx])
+    grid = build_grid(with_ar_baseline(cols, n), rate_rows, np.r_[pair_idx, pair_idx])
     ev = evaluate(spec, grid)
     t = ev.total
     time_s, ar_time = t.time_s[:n], t.time_s[n:]
@@ -360,10 +371,8 @@ def sweep(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", *, gpus=None, sc
     tokens = batch * gen
     ai = flops / nbytes
     ridge = grid.rates.ridge[:n]
-    q_max, logits_max = peak_shapes(scheme_col, prompt, gen, block, logits == "committed")
     capacity = np.array([gpu_list[gi].memory_bytes for gi, _ in pairs])[pair_idx]
-    mem = memory_breakdown(spec, capacity, grid.batch[:n], cached_tokens(scheme_col, prompt, gen), q_max,
-                           logits_max, grid.wbytes[:n], grid.kvbytes[:n], tp, ep)
+    mem = grid_memory(spec, grid.take(np.arange(n)), capacity)
     mem_frac = memory_bound_time_fraction(ev, grid.rates.ridge)[:n]
     columns = dict(
         gpu=np.array([gpu_list[gi].name for gi, _ in pairs])[pair_idx],
@@ -382,8 +391,7 @@ def sweep(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", *, gpus=None, sc
     return dict(model=model_summary(spec), efficiency_profile=profile.name, columns=columns, evaluated=n,
                 skipped_impossible=impossible, skipped_unsupported=unsupported,
                 settings=dict(kv_dtype=kv_dtype, cfg=cfg, store_pass=store, logits=logits, expert_load=expert_load,
-                              mla_form=mla_form,
-                              tpf=tpf))
+                              mla_form=mla_form, tpf=tpf))
 
 
 def sweep_rows(result: dict) -> list[dict]:

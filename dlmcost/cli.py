@@ -23,6 +23,16 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 
 FormatOpt = typer.Option("table", "--format", "-f", help="table | json | csv | markdown")
 HardwareOpt = typer.Option(None, "--hardware", help="extra GPU YAML file or folder (repeatable; also $DLMCOST_HARDWARE)")
+# Options analyze and sweep share (sweep's size knobs take comma lists instead).
+CfgOpt = typer.Option(0.0, "--cfg", help="classifier-free guidance scale; > 0 doubles the batch")
+StorePassOpt = typer.Option(None, "--store-pass/--no-store-pass", help="block scheme: extra K/V store pass per block")
+LogitsOpt = typer.Option("all", "--logits", help="all: logits for every query position; committed: only the block's")
+ExpertLoadOpt = typer.Option("expected", "--expert-load", help="MoE: expected distinct experts, or all")
+MlaFormOpt = typer.Option("auto", "--mla-form", help="MLA attention: auto | absorbed | expanded")
+EfficiencyOpt = typer.Option("realistic", "--efficiency", help="realistic | ideal | path to an efficiency YAML")
+RevisionOpt = typer.Option(None, "--revision", help="Hub revision (branch, tag or commit)")
+HubOpt = typer.Option(False, "--hub", help="fetch from the Hub even if the id is bundled")
+TpfOpt = typer.Option(None, "--tpf", help="tokens per forward (S = Lg / tpf) when --steps is not given")
 
 
 def _console() -> Console:
@@ -33,6 +43,11 @@ def _check_format(fmt: str) -> str:
     if fmt not in report.FORMATS:
         raise UsageError(f"unknown format '{fmt}'; choose one of: {', '.join(report.FORMATS)}")
     return fmt
+
+
+def _check_cfg(cfg: float) -> None:
+    if not math.isfinite(cfg) or cfg < 0:
+        raise UsageError("--cfg must be a non-negative number")
 
 
 def _parse_list(text: Optional[str], kind, name: str) -> Optional[list]:
@@ -63,29 +78,28 @@ def analyze(
     prompt: Optional[int] = typer.Option(None, "--prompt", help="prompt tokens Lp [256]"),
     gen: Optional[int] = typer.Option(None, "--gen", help="generated tokens Lg (default: the model's sampler)"),
     steps: Optional[float] = typer.Option(None, "--steps", help="total denoising steps S"),
-    tpf: Optional[float] = typer.Option(None, "--tpf", help="tokens per forward (S = Lg / tpf)"),
+    tpf: Optional[float] = TpfOpt,
     block: Optional[int] = typer.Option(None, "--block", help="block length b"),
     batch: Optional[int] = typer.Option(None, "--batch", help="sequences per batch B [1]"),
     precision: Optional[str] = typer.Option(None, "--precision", help="bf16 | fp8 | fp4 | w8a16 | w4a16"),
     kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="K/V cache dtype: bf16 | fp8 | int8 | fp4"),
-    cfg: float = typer.Option(0.0, "--cfg", help="classifier-free guidance scale; > 0 doubles the batch"),
-    store_pass: Optional[bool] = typer.Option(None, "--store-pass/--no-store-pass", help="block scheme: extra K/V store pass per block"),
-    logits: str = typer.Option("all", "--logits", help="all: logits for every query position; committed: only the block's"),
-    expert_load: str = typer.Option("expected", "--expert-load", help="MoE: expected distinct experts, or all"),
+    cfg: float = CfgOpt,
+    store_pass: Optional[bool] = StorePassOpt,
+    logits: str = LogitsOpt,
+    expert_load: str = ExpertLoadOpt,
     tp: Optional[int] = typer.Option(None, "--tp", help="tensor-parallel GPUs [1]"),
     ep: Optional[int] = typer.Option(None, "--ep", help="expert-parallel ways, dividing --tp (MoE) [1]"),
-    mla_form: Optional[str] = typer.Option(None, "--mla-form", help="MLA attention: auto | absorbed | expanded"),
-    efficiency: str = typer.Option("realistic", "--efficiency", help="realistic | ideal | path to an efficiency YAML"),
+    mla_form: str = MlaFormOpt,
+    efficiency: str = EfficiencyOpt,
     ops: bool = typer.Option(False, "--ops", help="also print per-pass and per-op tables"),
     fmt: str = FormatOpt,
-    revision: Optional[str] = typer.Option(None, "--revision", help="Hub revision (branch, tag or commit)"),
-    hub: bool = typer.Option(False, "--hub", help="fetch from the Hub even if the id is bundled"),
+    revision: Optional[str] = RevisionOpt,
+    hub: bool = HubOpt,
     hardware: Optional[list[str]] = HardwareOpt,
 ):
     """Cost of one workload on one or more GPUs."""
     _check_format(fmt)
-    if not math.isfinite(cfg) or cfg < 0:
-        raise UsageError("--cfg must be a non-negative number")
+    _check_cfg(cfg)
     result = api.analyze(
         model, gpu, efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
         scheme=scheme, prompt=prompt, gen=gen, steps=steps, tpf=tpf, block=block, batch=batch,
@@ -105,36 +119,29 @@ def sweep(
     prompt: Optional[str] = typer.Option(None, "--prompt", help="comma list of prompt lengths"),
     gen: Optional[str] = typer.Option(None, "--gen", help="comma list of generation lengths"),
     steps: Optional[str] = typer.Option(None, "--steps", help="comma list of total steps (default: S = Lg / tpf)"),
-    tpf: Optional[float] = typer.Option(None, "--tpf", help="tokens per forward when --steps is not given [1]"),
+    tpf: Optional[float] = TpfOpt,
     block: Optional[str] = typer.Option(None, "--block", help="comma list of block lengths"),
     batch: Optional[str] = typer.Option(None, "--batch", help="comma list of batch sizes"),
     precision: Optional[str] = typer.Option(None, "--precision", help="comma list of precisions"),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype"),
-    cfg: float = typer.Option(0.0, "--cfg", help="> 0 doubles the batch (LLaDA CFG)"),
-    store_pass: Optional[bool] = typer.Option(None, "--store-pass/--no-store-pass"),
-    logits: str = typer.Option("all", "--logits"),
-    expert_load: str = typer.Option("expected", "--expert-load"),
+    cfg: float = CfgOpt,
+    store_pass: Optional[bool] = StorePassOpt,
+    logits: str = LogitsOpt,
+    expert_load: str = ExpertLoadOpt,
     tp: Optional[str] = typer.Option(None, "--tp", help="comma list of tensor-parallel sizes"),
     ep: Optional[str] = typer.Option(None, "--ep", help="comma list of expert-parallel sizes (each dividing tp)"),
-    mla_form: str = typer.Option("auto", "--mla-form", help="MLA attention: auto | absorbed | expanded"),
-    efficiency: str = typer.Option("realistic", "--efficiency"),
+    mla_form: str = MlaFormOpt,
+    efficiency: str = EfficiencyOpt,
     sort: Optional[str] = typer.Option(None, "--sort", help="column to sort by, e.g. tokens_per_s, time_s (prefix - to reverse)"),
     top: Optional[int] = typer.Option(None, "--top", help="show only the first N rows of the table"),
     fmt: str = FormatOpt,
-    revision: Optional[str] = typer.Option(None, "--revision"),
-    hub: bool = typer.Option(False, "--hub"),
+    revision: Optional[str] = RevisionOpt,
+    hub: bool = HubOpt,
     hardware: Optional[list[str]] = HardwareOpt,
 ):
     """Evaluate every combination of comma-separated knobs (vectorised)."""
     _check_format(fmt)
-    if not math.isfinite(cfg) or cfg < 0:
-        raise UsageError("--cfg must be a non-negative number")
-    if logits not in ("all", "committed"):
-        raise UsageError("--logits must be 'all' or 'committed'")
-    if expert_load not in ("expected", "all"):
-        raise UsageError("--expert-load must be 'expected' or 'all'")
-    if mla_form not in ("auto", "absorbed", "expanded"):
-        raise UsageError("--mla-form must be 'auto', 'absorbed' or 'expanded'")
+    _check_cfg(cfg)
     if top is not None and top <= 0:
         raise UsageError("--top must be positive")
     result = api.sweep(

@@ -19,6 +19,7 @@ import numpy as np
 
 from .cost import kv_elements_per_token_per_gpu, weight_bytes_per_gpu
 from .models.spec import ModelSpec
+from .schedule import cached_tokens
 from .precision import ACTIVATION_BYTES
 
 RESERVE_FRACTION = 0.10
@@ -69,3 +70,10 @@ def memory_breakdown(m: ModelSpec, capacity_bytes, batch, cached_tokens, q_max, 
         per_sequence_bytes=per_seq + 0 * batch,
         max_effective_batch=np.maximum(np.floor((usable - weights) / per_seq), 0.0),
     )
+
+
+def grid_memory(m: ModelSpec, grid, capacity_bytes) -> dict:
+    """memory_breakdown for every configuration of an engine Grid."""
+    q_max, logits_max = peak_shapes(grid.scheme, grid.prompt, grid.gen, grid.block, grid.logits_committed)
+    return memory_breakdown(m, capacity_bytes, grid.batch, cached_tokens(grid.scheme, grid.prompt, grid.gen), q_max,
+                            logits_max, grid.wbytes, grid.kvbytes, grid.tp, grid.ep)

@@ -148,9 +148,7 @@ def pass_rows(result: dict) -> list[list]:
     for p in result["passes"]:
         c = f"{p['c']:g}" if p["c"] == p["c_last"] else f"{p['c']:g}–{p['c_last']:g}"
         q = f"{p['q']:g}" if p["q"] == p["q_last"] else f"{p['q']:g}–{p['q_last']:g}"
-        flops = p["flops_linear"] + p["flops_attention"] + p["flops_lm_head"] + p["flops_other"]
-        nbytes = p["weight_bytes"] + p["kv_read_bytes"] + p["kv_write_bytes"] + p["activation_bytes"]
-        rows.append([p["name"], f"{p['count']:g}", q, c, num(flops / 1e9), num(nbytes / 1e6),
+        rows.append([p["name"], f"{p['count']:g}", q, c, num(p["flops"] / 1e9), num(p["bytes"] / 1e6),
                      num(p["weight_bytes"] / 1e6), num(p["kv_read_bytes"] / 1e6), num(p["arithmetic_intensity"]),
                      verdict_text(p["verdict"]), f"{p['time_s'] * 1e3:.4g}"])
     return rows
@@ -160,10 +158,8 @@ OP_HEADERS = ["op", "TFLOP", "GB\nmoved", "AI\nFLOP/B", "time\nms", "share\n%"]
 
 
 def op_rows(result: dict) -> list[list]:
-    total = sum(o["time_s"] for o in result["ops"]) or 1.0
-    return [[o["name"], num(o["flops"] / 1e12), num(o["bytes"] / 1e9),
-             num(o["flops"] / o["bytes"] if o["bytes"] else 0.0), f"{o['time_s'] * 1e3:.4g}",
-             f"{100 * o['time_s'] / total:.1f}"] for o in result["ops"] if o["time_s"] > 0]
+    return [[o["name"], num(o["flops"] / 1e12), num(o["bytes"] / 1e9), num(o["arithmetic_intensity"]),
+             f"{o['time_s'] * 1e3:.4g}", f"{100 * o['time_share']:.1f}"] for o in result["ops"] if o["time_s"] > 0]
 
 
 def analyze_csv_rows(a: dict) -> list[dict]:
