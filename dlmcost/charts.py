@@ -21,7 +21,11 @@ from .precision import get_precision
 
 # Markers distinct in black and white (matplotlib codes; termplot maps them to characters).
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h")
-LINESTYLES = ("-", "--", "-.", ":")
+# Line styles for GPU roofs, so that up to seven roofs differ without colour (matplotlib dash
+# patterns: (offset, (on, off, ...)) in line widths).
+LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (8, 2, 1, 2)))
+BF16_ROOF_STYLE = (0, (1, 2))  # thin and finely dotted, under the precision's own roofs
+KNEE_NOTES_UP_TO = 3  # more GPUs than this: the knee is in the legend only (labels would collide)
 GRAY = -1  # palette index drawn in gray
 LOG_SPAN = 20.0  # an axis whose positive values span at least this ratio is drawn log-scaled
 
@@ -35,7 +39,8 @@ class Series:
     label: str | None = None  # legend text; None: no legend entry
     color: int = 0  # palette index, GRAY for gray
     marker: str | None = None
-    linestyle: str | None = None
+    linestyle: str | tuple | None = None
+    width: float = 1.4  # line width in points
     size: float = 6.0  # marker size in points
     filled: bool = True
     gid: str | None = None  # id of the element in SVG output (tests read points back by it)
@@ -46,6 +51,7 @@ class Note:
     x: float
     y: float
     text: str
+    below: bool = False  # text under the point (a roof's flat part) instead of above it
 
 
 @dataclass
@@ -148,7 +154,7 @@ def roofline(result: dict, ar_result: dict | None = None, show_ops: bool = False
         if show_ops:
             xs += [o["arithmetic_intensity"] for o in r["ops"] if o["arithmetic_intensity"] > 0]
         xs += [gpu.ridge_flops_per_byte[compute], gpu.ridge_flops_per_byte["bf16"]]
-    lo, hi = min(x for x in xs if x > 0) / 4, max(xs) * 4
+    lo, hi = min(x for x in xs if x > 0) / 4, max(xs) * 12  # room right of the ridges for their labels
 
     for gi, r in enumerate(runs):
         gpu = db.get(r["gpu_key"])
@@ -159,16 +165,18 @@ def roofline(result: dict, ar_result: dict | None = None, show_ops: bool = False
             return attainable_flops(x, peak, bw)
 
         ridge = peak / bw
+        knee = r["knee"]["block"]
+        knee_text = f"knee b={'>limit' if knee is None else knee}"
         panel.series.append(Series([lo, ridge, hi], [roof(lo), roof(ridge), roof(hi)],
-                                   label=f"{r['gpu']} roof ({compute})", color=gi,
+                                   label=f"{r['gpu']} roof ({compute}), {knee_text}", color=gi,
                                    linestyle=LINESTYLES[gi % len(LINESTYLES)], gid=f"roof:{r['gpu_key']}"))
         if compute != "bf16":
             bpeak = gpu.peak_flops["bf16"]
             panel.series.append(Series([lo, bpeak / bw, hi], [attainable_flops(x, bpeak, bw) for x in (lo, bpeak / bw, hi)],
-                                       label=f"{r['gpu']} roof (bf16)" if gi == 0 else None, color=gi,
-                                       linestyle="--", gid=f"roof-bf16:{r['gpu_key']}"))
-        knee = r["knee"]["block"]
-        panel.notes.append(Note(ridge, peak, f"{r['gpu']}: knee b={'>limit' if knee is None else knee}"))
+                                       label="bf16 roofs (attention)" if gi == 0 else None, color=gi,
+                                       linestyle=BF16_ROOF_STYLE, width=0.8, gid=f"roof-bf16:{r['gpu_key']}"))
+        if len(runs) <= KNEE_NOTES_UP_TO:
+            panel.notes.append(Note(ridge, peak, f"{r['gpu']}: {knee_text}", below=True))
         for p in r["passes"]:
             x = p["arithmetic_intensity"]
             share = _share(p, r)

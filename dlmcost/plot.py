@@ -58,11 +58,12 @@ def figure(chart: Chart):
             c = color(s.color)
             (line,) = ax.plot(s.x, s.y, linestyle=s.linestyle or "none", marker=s.marker or "None", color=c,
                               markersize=s.size, markerfacecolor=c if s.filled else "none", markeredgecolor=c,
-                              label=s.label if s.label else "_nolegend_", linewidth=1.4, alpha=0.9)
+                              label=s.label if s.label else "_nolegend_", linewidth=s.width, alpha=0.9)
             if s.gid:
                 line.set_gid(s.gid)
         for note in panel.notes:
-            ax.annotate(note.text, (note.x, note.y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+            ax.annotate(note.text, (note.x, note.y), textcoords="offset points", xytext=(4, -4 if note.below else 4),
+                        va="top" if note.below else "baseline", fontsize=7)
         if panel.xlog:
             ax.set_xscale("log")
         if panel.ylog:

@@ -3,7 +3,8 @@
 A small renderer of its own rather than a terminal plotting library: the pictures need only
 markers, lines, log axes and labels, and the light library that fits (plotext) changed its
 whole API between 5.x and 6.x. Output is printable characters only (no colour escapes), so it
-reads the same in a pipe, a log file or a CI page; series differ by marker, as in black and white.
+reads the same in a pipe, a log file or a CI page; series differ by marker and line character,
+as in black and white.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from .charts import Chart, Panel
 
 MARKER_CHARS = {"o": "o", "s": "#", "^": "^", "D": "D", "v": "v", "P": "+", "X": "X", "*": "*", "<": "<",
                 ">": ">", "h": "h", "x": "x"}
-LINE_CHARS = {"-": ".", "--": ":", "-.": ":", ":": ":"}
+# Each line with a legend entry gets its own character (the n-th such line the n-th of these).
+# Lines without one (the bf16 roofs of the second and later GPUs) are left out: in a hundred
+# columns they would bury the rest.
+LINE_CHARS = ".:=~-'\"`;,"
 Y_LABEL_WIDTH = 9
 MAX_WIDTH = 120
 
@@ -69,10 +73,10 @@ def render_panel(panel: Panel, width: int, height: int) -> list[str]:
         grid[height - 1 - cy][cx] = ch
         return cx, height - 1 - cy
 
-    for s in panel.series:  # lines first, markers on top
-        if not s.linestyle or len(s.x) < 2:
-            continue
-        ch = LINE_CHARS.get(s.linestyle, ".")
+    labelled = [s for s in panel.series if s.linestyle and s.label]
+    line_char = {id(s): LINE_CHARS[i % len(LINE_CHARS)] for i, s in enumerate(labelled)}
+    for s in labelled:  # lines first, markers on top
+        ch = line_char[id(s)]
         for (x0, y0), (x1, y1) in zip(zip(s.x, s.y), zip(s.x[1:], s.y[1:])):
             fx = (lambda a, b, t: a * (b / a) ** t) if ax.log else (lambda a, b, t: a + (b - a) * t)
             fy = (lambda a, b, t: a * (b / a) ** t) if ay.log else (lambda a, b, t: a + (b - a) * t)
@@ -83,10 +87,11 @@ def render_panel(panel: Panel, width: int, height: int) -> list[str]:
         cx, cy = ax.cell(note.x), ay.cell(note.y)
         if cx is None or cy is None:
             continue
-        text = _printable(note.text)[: plot_w - cx - 2]
-        row = grid[max(0, height - 2 - cy)]
-        for i, c in enumerate(text):
-            row[cx + 1 + i] = c
+        text = _printable(note.text)
+        start = cx + 1
+        row = grid[min(height - 1, height - cy)] if note.below else grid[max(0, height - 2 - cy)]
+        for i, c in enumerate(text[: plot_w - start]):
+            row[start + i] = c
     for s in sorted(panel.series, key=lambda s: s.size):  # big (time-weighted) markers stay visible
         if s.marker:
             for x, y in zip(s.x, s.y):
@@ -106,7 +111,7 @@ def render_panel(panel: Panel, width: int, height: int) -> list[str]:
             axis[c:c + len(label)] = list(_printable(label))
     lines.append(" " * (Y_LABEL_WIDTH + 1) + "".join(axis).rstrip())
     lines.append(" " * (Y_LABEL_WIDTH + 1) + _printable(panel.xlabel) + (" (log)" if ax.log else ""))
-    keys = [f"{MARKER_CHARS.get(s.marker, '') if s.marker else ''}{LINE_CHARS.get(s.linestyle, '') * 2 if s.linestyle else ''} "
+    keys = [f"{MARKER_CHARS.get(s.marker, '') if s.marker else ''}{line_char.get(id(s), '') * 2} "
             f"{_printable(s.label)}" for s in panel.series if s.label]
     lines += ["  " + k for k in keys]
     return lines

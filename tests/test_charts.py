@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from dlmcost import api, charts, plot, termplot  # noqa: E402
+from dlmcost import api, charts, html, plot, termplot  # noqa: E402
 from dlmcost.errors import UsageError  # noqa: E402
 from dlmcost.hardware import HardwareDB  # noqa: E402
 
@@ -82,6 +82,8 @@ def test_roofline_points_are_the_results_numbers(model, opts, tmp_path):
             x, y = lines[f"ar-step:{key}"].get_xydata()[0]
             assert x == pytest.approx(ar_step["arithmetic_intensity"])
             assert y == pytest.approx(roof_by_hand(key, compute, x))
+    page = html.analyze_page(result, [chart], show_ops=True)
+    assert page.count("<svg") == 1 and all(f"pass:{p['name']}:" in page for p in result["results"][0]["passes"])
     out = tmp_path / "roofline.png"
     plot.save(chart, str(out))
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -123,6 +125,21 @@ def test_roofline_black_and_white_markers_and_title():
     assert {n.text for n in chart.panels[0].notes} >= {f"H100 SXM: knee b={result['results'][0]['knee']['block']}"}
 
 
+def test_roofline_seven_gpus_fp8_roofs_differ_and_carry_the_knee():
+    result, ar = analyze_pair(LLADA, dict(precision="fp8", gpus=None))
+    assert len(result["results"]) == 7
+    chart = charts.roofline(result, ar)
+    roofs = [s for s in chart.panels[0].series if s.gid.startswith("roof:")]
+    assert len({str(s.linestyle) for s in roofs}) == 7
+    for s, r in zip(roofs, result["results"]):
+        assert s.label == f"{r['gpu']} roof (fp8), knee b={r['knee']['block']}"
+    bf16 = [s for s in chart.panels[0].series if s.gid.startswith("roof-bf16:")]
+    assert len(bf16) == 7 and all(s.width < roofs[0].width for s in bf16)
+    assert not any("knee" in n.text for n in chart.panels[0].notes)  # in the legend, not colliding at ridges
+    text = termplot.render(chart, width=100)
+    assert all(f"knee b={r['knee']['block']}" in text for r in result["results"])
+
+
 def svg_point(svg_text: str, gid: str) -> tuple[float, float]:
     root = ET.fromstring(svg_text)
     group = root.find(f".//svg:g[@id='{gid}']", SVG_NS)
@@ -141,8 +158,6 @@ def expected_svg_point(chart, gid: str) -> tuple[float, float]:
 
 
 def test_svg_and_html_points_sit_at_the_data():
-    from dlmcost import html
-
     result, ar = analyze_pair(LLADA, dict(scheme="dual-cache", block=32, gpus="h100"))
     chart = charts.roofline(result, ar)
     want = expected_svg_point(chart, "pass:step:h100-sxm")
