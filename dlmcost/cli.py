@@ -49,6 +49,8 @@ def _check_format(fmt: str, charts: bool = False) -> str:
 
 def _check_plot(plot: Optional[str], fmt: str) -> None:
     """Before any work: a missing extra or a bad path fails first, with nothing else printed."""
+    if plot == "":
+        raise UsageError("--plot needs a file name (.png, .svg) or - for the terminal")
     if not plot and fmt != "html":
         return
     from . import plot as plotting  # matplotlib itself only when a file is drawn
