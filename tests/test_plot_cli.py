@@ -103,6 +103,7 @@ def test_sweep_plot_file_and_axis_options(cli, tmp_path):
     (["sweep", "--plot", "-", "--x", "nope"], "--x: 'nope' is not a knob"),
     (["sweep", "--plot", "-", "--y", "gpu"], "--y: 'gpu' is not a numeric column"),
     (["analyze", "--plot", "r.pdf"], "must end in .png or .svg"),
+    (["analyze", "--plot", ""], "--plot needs a file name"),
     (["analyze", "--plot", "/no/such/dir/r.png"], "does not exist"),
     (["analyze", "--plot", "-", "--format", "json"], "--plot - draws on stdout"),
     (["gpus", "--format", "html"], "unknown format 'html'"),
