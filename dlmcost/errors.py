@@ -63,6 +63,12 @@ class ConfigError(DlmcostError):
     exit_code = 7
 
 
+class MissingExtraError(DlmcostError):
+    """An optional feature whose extra is not installed (`--plot`, `--format html` need `plot`)."""
+
+    exit_code = 8
+
+
 class HubError(DlmcostError):
     """Base for failures talking to the Hugging Face Hub; subclasses carry distinct exit codes."""
 

@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-FORMATS = ("table", "json", "csv", "markdown")
+FORMATS = ("table", "json", "csv", "markdown", "html")
+CHART_FORMATS = ("html",)  # formats only analyze and sweep offer (they draw charts)
 VERDICT_STYLE = {"memory-bound": "cyan", "compute-bound": "magenta"}
 
 
@@ -182,7 +183,12 @@ def analyze_csv_rows(a: dict) -> list[dict]:
     return [{k: row.get(k, "") for k in keys} for row in out]
 
 
-def render_analyze(a: dict, fmt: str, console: Console, show_ops: bool = False) -> None:
+def render_analyze(a: dict, fmt: str, console: Console, show_ops: bool = False, charts: list | None = None) -> None:
+    if fmt == "html":
+        from .html import analyze_page
+
+        console.file.write(analyze_page(a, charts or [], show_ops))
+        return
     if fmt == "json":
         console.file.write(to_json(a) + "\n")
         return
@@ -238,7 +244,21 @@ def sweep_table(rows: list[dict], all_rows: list[dict]) -> tuple[list[str], list
     return headers, [[c for c, k in zip(row, keep) if k] for row in cells]
 
 
-def render_sweep(result: dict, rows: list[dict], fmt: str, console: Console, shown: list[dict]) -> None:
+def sweep_summary(result: dict) -> str:
+    return (f"{result['evaluated']} configurations evaluated; skipped {result['skipped_impossible']} impossible "
+            f"(block not dividing the generation, fewer steps than blocks, a TP/EP layout that does not "
+            f"split the model) and "
+            f"{result['skipped_unsupported']} on GPUs without the precision; efficiency profile: "
+            f"{result['efficiency_profile']}")
+
+
+def render_sweep(result: dict, rows: list[dict], fmt: str, console: Console, shown: list[dict],
+                 charts: list | None = None) -> None:
+    if fmt == "html":
+        from .html import sweep_page
+
+        console.file.write(sweep_page(result, rows, shown, charts or []))
+        return
     if fmt == "json":
         meta = {k: v for k, v in result.items() if k != "columns"}
         console.file.write(to_json(dict(**meta, rows=rows)) + "\n")
@@ -246,11 +266,7 @@ def render_sweep(result: dict, rows: list[dict], fmt: str, console: Console, sho
     if fmt == "csv":
         console.file.write(to_csv(rows))
         return
-    skipped = (f"{result['evaluated']} configurations evaluated; skipped {result['skipped_impossible']} impossible "
-               f"(block not dividing the generation, fewer steps than blocks, a TP/EP layout that does not "
-               f"split the model) and "
-               f"{result['skipped_unsupported']} on GPUs without the precision; efficiency profile: "
-               f"{result['efficiency_profile']}")
+    skipped = sweep_summary(result)
     headers, body = sweep_table(shown, rows)
     if fmt == "markdown":
         console.file.write(f"{result['model']['id']}: {skipped}\n\n" + to_markdown(headers, ([plain(c) for c in r] for r in body)))
