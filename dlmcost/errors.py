@@ -56,6 +56,12 @@ class ConfigError(DlmcostError):
     exit_code = 7
 
 
+class NoDeploymentError(DlmcostError):
+    """`plan`: no deployment in the search space meets the targets (CI can gate on this code)."""
+
+    exit_code = 8
+
+
 class HubError(DlmcostError):
     """Base for failures talking to the Hugging Face Hub; subclasses carry distinct exit codes."""
 
