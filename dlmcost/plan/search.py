@@ -132,8 +132,7 @@ def _run(c: Candidate, sample: RequestSample, traffic: Traffic, replicas: int) -
     lat, ttfb = r.latency_s[w], r.ttfb_s[w]
     tokens = c.answer_tokens[cls[w]]
     if traffic.closed_loop:
-        done = np.sort(r.done_s[w])
-        served = (len(done) - 1) / (done[-1] - done[0]) if len(done) > 1 and done[-1] > done[0] else math.nan
+        served = _completion_rate(r.done_s)
     else:
         served = traffic.rate / replicas
     return Evaluation(lat, ttfb, tokens, served)
@@ -144,9 +143,18 @@ def _saturation_rps(c: Candidate, sample: RequestSample) -> float:
     users than the batch holds and no think time): the rate beyond which queues grow without bound."""
     cls = sample.prompt_class * len(sample.answer_values) + sample.answer_class
     r = simulate(c.table, cls, c.max_batch, users=2 * c.max_batch + 1)
-    w = _window(len(cls))
-    done = np.sort(r.done_s[w])
-    return (len(done) - 1) / (done[-1] - done[0]) if done[-1] > done[0] else math.inf
+    return _completion_rate(r.done_s)
+
+
+def _completion_rate(done_s: np.ndarray) -> float:
+    """Completions per second inside the measurement window: those after the window's first
+    completion time up to its last, over that interval (exact when requests finish in groups)."""
+    done = np.sort(done_s)
+    w = _window(len(done))
+    t0, t1 = done[w][0], done[w][-1]
+    if not t1 > t0:
+        return math.inf
+    return float(np.count_nonzero((done > t0) & (done <= t1)) / (t1 - t0))
 
 
 def _floor_fails(c: Candidate, sample: RequestSample, targets: Targets) -> bool:

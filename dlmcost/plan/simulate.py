@@ -63,27 +63,26 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     n = len(request_class)
     cls = request_class.tolist()
     nfe, first, share, pass_s = table.nfe, table.first_passes, table.mem_share, table.pass_s
-    arrival = [math.inf] * n
+    arrival = [math.inf] * n  # closed loop: filled in as users send
     done = [math.nan] * n
     first_it = [0] * n
     counts = [0] * len(nfe)
 
     # pending arrivals: a sorted list (open loop) or a heap of (time, request) (closed loop)
-    if arrivals_s is not None:
-        arrival = arrivals_s.tolist()
+    open_loop = arrivals_s is not None
+    pending: list = []
+    if open_loop:
+        arrival = arrivals_s.tolist() + [math.inf]  # sentinel: no more arrivals
         next_open = 0
-        pending: list = []
     else:
-        next_open = n
         pending = [(0.0, i) for i in range(min(users, n))]
         for i in range(len(pending)):
             arrival[i] = 0.0
         issued = len(pending)
-
-    def next_arrival() -> float:
-        if arrivals_s is not None:
-            return arrival[next_open] if next_open < n else math.inf
-        return pending[0][0] if pending else math.inf
+        arrival.append(math.inf)
+    next_t = arrival[0] if open_loop else (pending[0][0] if pending else math.inf)
+    single = len(nfe) == 1
+    pass0 = pass_s[0]
 
     queue: deque = deque()
     inflight: list = []  # heap of (finish iteration, request)
@@ -97,13 +96,14 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     completed = 0
     while completed < n:
         # arrivals up to now join the queue
-        while next_arrival() <= now:
-            if arrivals_s is not None:
+        while next_t <= now:
+            if open_loop:
                 queue.append(next_open)
                 next_open += 1
+                next_t = arrival[next_open]
             else:
-                _, i = heapq.heappop(pending)
-                queue.append(i)
+                queue.append(heapq.heappop(pending)[1])
+                next_t = pending[0][0] if pending else math.inf
         # admit at this boundary, first come first served
         while queue and len(inflight) < batch_cap:
             i = queue[0]
@@ -117,32 +117,32 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
             first_it[i] = it + first[c]
         b = len(inflight)
         if b == 0:
-            now = next_arrival()  # idle until the next request
+            now = next_t  # idle until the next request
             continue
-        tau = sum(k * pass_s[c][b] for c, k in enumerate(counts) if k) / b
+        tau = pass0[b] if single else sum(k * pass_s[c][b] for c, k in enumerate(counts) if k) / b
         seg_it.append(it)
         seg_t.append(now)
         seg_tau.append(tau)
         m = inflight[0][0] - it  # iterations to the next completion
-        if not queue and b < batch_cap:  # an arrival could join before then
-            ta = next_arrival()
-            if ta < math.inf:
-                m = min(m, max(1, math.ceil((ta - now) / tau - 1e-9)))
-        start_now = now
+        if not queue and b < batch_cap and next_t < math.inf:  # an arrival could join before then
+            m_a = math.ceil((next_t - now) / tau - 1e-9)
+            if m_a < m:
+                m = m_a if m_a > 1 else 1
         it += m
-        now = start_now + m * tau
+        now += m * tau
         busy += m * tau
         while inflight and inflight[0][0] == it:
-            _, i = heapq.heappop(inflight)
+            i = heapq.heappop(inflight)[1]
             c = cls[i]
             done[i] = now
             counts[c] -= 1
             share_used -= share[c]
             completed += 1
-            if arrivals_s is None and issued < n:  # the user thinks, then asks again
+            if not open_loop and issued < n:  # the user thinks, then asks again
                 arrival[issued] = now + think_s
                 heapq.heappush(pending, (now + think_s, issued))
                 issued += 1
+                next_t = pending[0][0]
         if not inflight:
             share_used = 0.0  # no drift from float sums
 
@@ -151,4 +151,4 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     k = np.searchsorted(seg_it_arr, np.asarray(first_it), side="left") - 1
     k = np.clip(k, 0, len(seg_it) - 1)
     first_block = np.asarray(seg_t)[k] + (np.asarray(first_it) - seg_it_arr[k]) * np.asarray(seg_tau)[k]
-    return SimResult(np.asarray(arrival), np.asarray(done), first_block, np.asarray(request_class), busy, now)
+    return SimResult(np.asarray(arrival[:n]), np.asarray(done), first_block, np.asarray(request_class), busy, now)
