@@ -292,3 +292,44 @@ def test_price_and_power_validation(change, needle):
     base["sources"].pop("board_power_w", None)
     with pytest.raises(ValidationError, match=needle):
         GPU.model_validate({**base, **change})
+
+
+def test_no_deployment_code_is_distinct():
+    codes = [c.exit_code for c in (errors.UsageError, errors.WorkloadError, errors.UnknownGPUError,
+                                   errors.HardwareFileError, errors.UnknownModelError, errors.ConfigError,
+                                   errors.HubError, errors.HubUnreachable)]
+    assert errors.NoDeploymentError.exit_code == 8 and 8 not in codes and errors.EXIT_INTERNAL != 8
+
+
+def test_closed_loop_served_rate_by_hand():
+    """Closed loop, one class, everything in one batch: each user completes one request per
+    NFE x pass(N) + think seconds, so the served rate is N / (that)."""
+    from dlmcost.plan import search
+    from dlmcost.plan.traffic import Traffic, sample_requests
+
+    traffic = Traffic(parse_lengths(0, "p"), parse_lengths(10, "a"), users=8, think_s=1.0)
+    sample = sample_requests(traffic, 2000, 0)
+    table = one_class(10, lambda b: 0.1)
+    cand = search.Candidate(None, "bf16", 1, None, 64, table, np.array([10.0]), 64)
+    ev = search._run(cand, sample, traffic, replicas=1)
+    assert ev.served_rps == pytest.approx(8 / (10 * 0.1 + 1.0), rel=1e-6)
+    assert np.allclose(ev.latency, 1.0)
+    ev3 = search._run(cand, sample, traffic, replicas=3)  # 3, 3 and 2 users: the busiest has 3
+    assert ev3.served_rps == pytest.approx(3 / 2.0 * (8 / 3) / 3, rel=1e-6)
+
+
+def test_user_hardware_file_overrides_price(capsys, tmp_path):
+    """A user's hardware file replaces the bundled entry, price included; --price beats both."""
+    import yaml
+
+    data = yaml.safe_load(open("hardware/nvidia-h100-sxm.yaml"))
+    data["price_per_hour"]["usd"] = 1.5
+    data["price_per_hour"]["low"] = None
+    (tmp_path / "h100.yaml").write_text(yaml.safe_dump(data))
+    base = ["plan", MODEL, "--rate", "5", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "-f", "json"]
+    rc, out, err = run(capsys, *base, "--hardware", tmp_path / "h100.yaml")
+    assert rc == 0, err
+    best = json.loads(out)["deployments"][0]
+    assert best["price_per_gpu_hour"] == 1.5 and best["usd_per_hour"] == pytest.approx(1.5 * best["gpus"])
+    rc, out, err = run(capsys, *base, "--hardware", tmp_path / "h100.yaml", "--price", "h100=2.25")
+    assert json.loads(out)["deployments"][0]["price_per_gpu_hour"] == 2.25

@@ -131,8 +131,8 @@ def _run(c: Candidate, sample: RequestSample, traffic: Traffic, replicas: int) -
     w = _window(n)
     lat, ttfb = r.latency_s[w], r.ttfb_s[w]
     tokens = c.answer_tokens[cls[w]]
-    if traffic.closed_loop:
-        served = _completion_rate(r.done_s)
+    if traffic.closed_loop:  # the busiest replica's rate per user, times the users of an average one
+        served = _completion_rate(r.done_s) * (traffic.users / replicas) / math.ceil(traffic.users / replicas)
     else:
         served = traffic.rate / replicas
     return Evaluation(lat, ttfb, tokens, served)
