@@ -384,7 +384,10 @@ def plan_header(p: dict) -> str:
     load = f"{t['rate']:g} req/s (Poisson)" if t.get("rate") else f"{t['users']} users (think {t['think_s']:g} s)"
     targets = ", ".join(f"{k}={v:g}" for k, v in p["targets"].items()) or "none"
     s = p["search"]
-    return (f"{p['model']} · {load} · prompt {t['prompt']} · answer {t['answer']}\n"
+    def lengths(v):
+        return ",".join(f"{k}:{x}" for k, x in v.items()) if isinstance(v, dict) else str(v)
+
+    return (f"{p['model']} · {load} · prompt {lengths(t['prompt'])} · answer {lengths(t['answer'])} tokens\n"
             f"targets: {targets}\n"
             f"searched {p['evaluated']} candidates ({len(s['gpus'])} GPU{'s' if len(s['gpus']) > 1 else ''} × tp {s['tp']} × {s['precisions']} × "
             f"{', '.join(s['decodings'])} × batch ≤ {s['max_batch']}); {s['requests']} simulated requests, "

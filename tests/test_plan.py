@@ -333,3 +333,31 @@ def test_user_hardware_file_overrides_price(capsys, tmp_path):
     assert best["price_per_gpu_hour"] == 1.5 and best["usd_per_hour"] == pytest.approx(1.5 * best["gpus"])
     rc, out, err = run(capsys, *base, "--hardware", tmp_path / "h100.yaml", "--price", "h100=2.25")
     assert json.loads(out)["deployments"][0]["price_per_gpu_hour"] == 2.25
+
+
+def test_blockwise_scheme_without_block_takes_the_models(capsys):
+    rc, out, err = run(capsys, "plan", MODEL, "--rate", "5", "--gpu", "h100", "--tp", "1", "--precision", "bf16",
+                       "--scheme", "dual-cache", "--tpf", "2", "-f", "json")
+    assert rc == 0, err
+    assert json.loads(out)["deployments"][0]["block"] == 32  # LLaDA's sampler block
+    rc, out, err = run(capsys, "plan", "Qwen/Qwen2.5-7B", "--rate", "5", "--gpu", "h100", "--scheme", "block")
+    assert rc == 2 and "needs a block length" in err
+
+
+def test_no_candidate_can_run_exits_8(capsys):
+    rc, out, err = run(capsys, "plan", MODEL, "--rate", "5", "--gpu", "h100", "--precision", "fp4")
+    assert rc == 8 and err.startswith("error: no deployment meets the targets: no candidate could run")
+
+
+def test_progress_only_after_a_second(monkeypatch, capsys):
+    from dlmcost import cli
+
+    clock = iter([0.0, 0.5, 1.5, 2.0])
+    monkeypatch.setattr("time.monotonic", lambda: next(clock))
+    p = cli._Progress()
+    p(1, 10)  # at 0.5 s: nothing yet
+    assert capsys.readouterr().err == ""
+    p(5, 10)
+    assert "5/10" in capsys.readouterr().err
+    p.clear()
+    assert capsys.readouterr().err == "\r\033[K"

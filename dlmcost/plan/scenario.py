@@ -169,10 +169,15 @@ def build_decodings(spec: ScenarioSpec, model: ModelSpec, traffic: Traffic) -> l
             out.append(Decoding("ar", None, 1.0))
             continue
         tpf = d.tpf if d.tpf is not None else (median_answer / d.steps if d.steps else 1.0)
-        if d.block is not None and tpf > d.block:
-            raise UsageError(f"decoding: {tpf:g} tokens per forward exceeds the block of {d.block} "
+        block = d.block
+        if block is None and d.scheme in ("prefix-cache", "dual-cache", "block"):
+            if not (model.sampler and model.sampler.block):
+                raise UsageError(f"decoding: the {d.scheme} scheme needs a block length (--block)")
+            block = model.sampler.block  # the model's own
+        if block is not None and tpf > block:
+            raise UsageError(f"decoding: {tpf:g} tokens per forward exceeds the block of {block} "
                              "(at least one step per block)")
-        out.append(Decoding(d.scheme, d.block, tpf))
+        out.append(Decoding(d.scheme, block, tpf))
     return list(dict.fromkeys(out))
 
 

@@ -152,8 +152,8 @@ def _completion_rate(done_s: np.ndarray) -> float:
     done = np.sort(done_s)
     w = _window(len(done))
     t0, t1 = done[w][0], done[w][-1]
-    if not t1 > t0:
-        return math.inf
+    if not t1 > t0:  # everything in the window finished together: count from time 0
+        return float(len(done) / done[-1])
     return float(np.count_nonzero((done > t0) & (done <= t1)) / (t1 - t0))
 
 
