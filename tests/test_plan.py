@@ -361,3 +361,28 @@ def test_progress_only_after_a_second(monkeypatch, capsys):
     assert "5/10" in capsys.readouterr().err
     p.clear()
     assert capsys.readouterr().err == "\r\033[K"
+
+
+def test_passes_to_first_block_by_hand():
+    """Block diffusion, prompt 256, answer 128, block 32, 2 tokens per forward, no store pass:
+    1 prefill + 64 steps = 65 passes; the first of 4 blocks is final after 1 + 64/4 = 17.
+    AR: prefill + 128 decode steps = 129 passes; its first token after 2. mdm with 128 steps over
+    4 blocks of 32 (semi-autoregressive commits): 32 passes to the first block."""
+    from dlmcost.models import resolve_model
+    from dlmcost.plan import search
+    from dlmcost.plan.steptime import Decoding
+    from dlmcost.plan.traffic import Traffic, sample_requests
+
+    spec = resolve_model(MODEL)
+    db = HardwareDB.load()
+    traffic = Traffic(parse_lengths(256, "p"), parse_lengths(128, "a"), rate=1.0)
+    sample = sample_requests(traffic, 200, 0)
+    space = search.SearchSpace([db.get("h100")], [1], ["bf16"], [], [8])
+    for decoding, nfe, first in ((Decoding("block", 32, 2.0), 65, 17), (Decoding("ar", None, 1.0), 129, 2),
+                                 (Decoding("mdm", 32, 1.0), 128, 32)):
+        (cand,), skipped = search._candidates(spec, space, decoding, sample, "realistic", None)
+        assert (cand.table.nfe, cand.table.first_passes) == ([nfe], [first]), decoding
+        # the pass time at batch b is the engine's generation time at batch b over its NFE
+        a = api.analyze(spec, "h100", scheme=decoding.scheme, block=decoding.block, prompt=256, gen=128, batch=4,
+                        **({} if decoding.scheme == "ar" else {"tpf": decoding.tpf}))["results"][0]
+        assert cand.table.pass_s[0][4] == pytest.approx(a["time_s"] / a["nfe"], rel=1e-9)
