@@ -386,3 +386,24 @@ def test_passes_to_first_block_by_hand():
         a = api.analyze(spec, "h100", scheme=decoding.scheme, block=decoding.block, prompt=256, gen=128, batch=4,
                         **({} if decoding.scheme == "ar" else {"tpf": decoding.tpf}))["results"][0]
         assert cand.table.pass_s[0][4] == pytest.approx(a["time_s"] / a["nfe"], rel=1e-9)
+
+
+def test_scenario_length_file_is_found_next_to_it(capsys, tmp_path, monkeypatch):
+    (tmp_path / "answers.txt").write_text("64 128 256\n")
+    (tmp_path / "s.yaml").write_text("traffic: {rate: 2, answer: {file: answers.txt}}\n"
+                                     "search: {gpus: [h100], tp: [1], precisions: [bf16]}\n")
+    monkeypatch.chdir("/")
+    rc, out, err = run(capsys, "plan", MODEL, "--scenario", tmp_path / "s.yaml", "-f", "json")
+    assert rc == 0, err
+
+
+def test_more_traffic_never_needs_fewer_gpus_per_candidate(capsys):
+    """The same candidate (GPU, TP, precision, decoding, batch limit) never needs fewer GPUs
+    for more requests/s (compared where it meets the targets at both rates)."""
+    need: dict[tuple, list[int]] = {}
+    for rate in (2, 8, 32):
+        for d in _best(capsys, "--rate", rate, "--p95", "3", "--max-batch", "16,256"):
+            need.setdefault((d["gpu"], d["tp"], d["precision"], d["decoding"], d["max_batch"]), []).append(d["gpus"])
+    assert sum(len(v) > 1 for v in need.values()) >= 4
+    for key, gpus in need.items():
+        assert gpus == sorted(gpus), (key, gpus)

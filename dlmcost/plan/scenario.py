@@ -122,6 +122,7 @@ def read_scenario(path: str | None, overrides: dict) -> ScenarioSpec:
             data = {}
         if not isinstance(data, dict):
             raise UsageError(f"scenario file {path} must be a YAML mapping, got {type(data).__name__}")
+        _relative_to(p.parent, data)
     for section, values in overrides.items():
         if isinstance(values, dict):
             given = {k: v for k, v in values.items() if v is not None}
@@ -131,6 +132,19 @@ def read_scenario(path: str | None, overrides: dict) -> ScenarioSpec:
         elif values is not None:
             data[section] = values
     return _validated(ScenarioSpec, data, f"scenario {path}" if path else "scenario")
+
+
+def _relative_to(folder: Path, data: dict) -> None:
+    """Length files named in a scenario are found next to it (as `{file: PATH}` or '@PATH')."""
+    traffic = data.get("traffic")
+    if not isinstance(traffic, dict):
+        return
+    for key in ("prompt", "answer"):
+        value = traffic.get(key)
+        if isinstance(value, dict) and set(value) == {"file"} and isinstance(value["file"], str):
+            traffic[key] = {"file": str(folder / value["file"])}
+        elif isinstance(value, str) and value.strip().startswith("@"):
+            traffic[key] = "@" + str(folder / value.strip()[1:])
 
 
 def build_traffic(spec: ScenarioSpec, model: ModelSpec) -> Traffic:
