@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from ..hardware import GPU
-from .results import Deployment, Miss, Targets, check_targets, joules_per_token, pareto_front, usd_per_hour, usd_per_mtok
+from .results import Deployment, Targets, check_targets, joules_per_token, pareto_front, usd_per_hour, usd_per_mtok
 from .simulate import ClassTable, simulate
 from .steptime import Decoding, PassTable, pass_table
 from .traffic import RequestSample, Traffic, sample_requests
