@@ -450,6 +450,14 @@ def sweep_rows(result: SweepResult) -> list[dict]:
     return [row.model_dump() for row in result.rows]
 
 
+def sweep_columns(result: SweepResult) -> dict[str, np.ndarray]:
+    """The rows as one array per key (empty when nothing was evaluated)."""
+    if not result.rows:
+        return {}
+    names = list(SweepRow.model_fields)
+    return {k: np.array(v) for k, v in zip(names, zip(*(tuple(getattr(r, k) for k in names) for r in result.rows)))}
+
+
 # --- models -------------------------------------------------------------------------------------
 
 
