@@ -1,0 +1,56 @@
+"""The documentation cannot drift: every generated example output and JSON Schema file matches
+what the code prints now (`python docs/generate.py` regenerates them), and no internal wording
+reaches a user."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "docs"))
+
+import generate  # noqa: E402
+
+
+def test_generated_docs_are_current():
+    pytest.importorskip("cogapp")
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        status = generate.run_cog(check=True)
+    assert status == 0, f"docs out of date: run `python docs/generate.py`\n{err.getvalue()[-3000:]}"
+
+
+@pytest.mark.parametrize("which", generate.SCHEMAS)
+def test_schema_files_are_current(which):
+    path = generate.SCHEMA_DIR / f"{which}.schema.json"
+    assert path.read_text() == generate.schema_text(which), f"{path} is stale: run `python docs/generate.py`"
+
+
+def test_every_document_has_generated_examples():
+    for path in generate.documents():
+        assert "[[[end]]]" in path.read_text(), f"{path.name}: no generated block"
+
+
+def test_readme_shows_the_command_ci_runs():
+    ci_script = ROOT / ".ci" / "run"
+    if not ci_script.exists():
+        pytest.skip("not a git checkout")
+    command = ci_script.read_text().strip().splitlines()[-1]
+    assert command in (ROOT / "README.md").read_text(), "the README's test command must be what .ci/run runs"
+
+
+INTERNAL = re.compile(r"seed|\.\./shared|DESIGN\.md|reference/", re.IGNORECASE)
+
+
+def test_no_internal_wording_in_user_facing_text():
+    paths = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").rglob("*.md"),
+             *(ROOT / "dlmcost").rglob("*.py"), *(ROOT / "dlmcost").rglob("*.yaml")]
+    hits = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}" for p in paths
+            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if INTERNAL.search(line)]
+    assert not hits, "\n".join(hits)
