@@ -1,6 +1,6 @@
 """FLOPs and bytes of one forward pass, op by op (vectorised over configurations).
 
-Conventions (README, "How the numbers are computed"):
+Conventions (docs/methodology.md, "One forward pass, op by op"):
   * 2 FLOPs per multiply-accumulate. T = B*q tokens in the pass.
   * Linear layer: 2*T*(weights touched per token). Weights are read once per pass.
   * Attention: 4*B*q*kbar*n_heads*head_dim, kbar = c+q (bidirectional) or c+(q+1)/2 (causal);
