@@ -20,8 +20,9 @@ os.environ.pop("FORCE_COLOR", None)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # examples use bundled models only
 
 
-def output(command: str, *, head: int | None = None) -> tuple[str, int]:
-    """stdout of `dlmcost ...` (trailing spaces stripped) and its exit code."""
+def output(command: str, *, head: int | None = None, section: str | None = None) -> tuple[str, int]:
+    """stdout of `dlmcost ...` (trailing spaces stripped) and its exit code; `head`: only the
+    first lines; `section`: only the table whose title ends with it (e.g. "passes")."""
     from dlmcost.cli import main
 
     argv = shlex.split(command)
@@ -30,17 +31,22 @@ def output(command: str, *, head: int | None = None) -> tuple[str, int]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(argv[1:])
     lines = [line.rstrip() for line in (out.getvalue() + err.getvalue()).splitlines()]
+    if section is not None:
+        start = next(i for i, line in enumerate(lines) if line.endswith(f": {section}"))
+        title = lines[start].rsplit(": ", 1)[0] + ": "  # "H100 SXM: ", the prefix of the next table
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith(title)), len(lines))
+        lines = ["...", *lines[start:end], "..."]
     if head is not None and len(lines) > head:
         lines = lines[:head] + ["..."]
     return "\n".join(lines), code
 
 
-def run(command: str, *, head: int | None = None, raw: bool = False) -> None:
+def run(command: str, *, head: int | None = None, section: str | None = None, raw: bool = False) -> None:
     """Emit a fenced block: the command after a `$ ` prompt, then what it prints (`raw`: the
     output as Markdown of its own, for `--format markdown`)."""
     import cog
 
-    text, code = output(command, head=head)
+    text, code = output(command, head=head, section=section)
     cog.outl(f"```text\n$ {command}\n```\n\n{text}" if raw else f"```text\n$ {command}\n{text}\n```")
     if code != 0:
         raise SystemExit(f"{command!r} exited {code}: {text}")
