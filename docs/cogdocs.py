@@ -1,28 +1,34 @@
 """Helpers for the generated parts of README.md, CONTRIBUTING.md and docs/*.md.
 
-Every example output in the documentation sits between `[[[cog ... ]]]` and `[[[end]]]` markers
-(cogapp) and is produced by running the real command here, in-process, at 100 columns without
-colour, so that it is the same on every machine. `python docs/generate.py` rewrites the outputs
-and the JSON Schema files; `python docs/generate.py --check` (and tests/test_docs.py) fails when
-any of them no longer matches what the code prints.
+Every example output in the documentation sits between cogapp's begin and end markers and is
+produced by running the real command here, in-process, at 100 columns without colour, so that
+it is the same on every machine. `python docs/generate.py` rewrites the outputs and the JSON
+Schema files; `python docs/generate.py --check` (and tests/test_docs.py) fails when any of them
+no longer matches what the code prints.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import os
+import re
 import shlex
+import textwrap
+from pathlib import Path
 
 # Stable rendering: rich reads these when a console is created.
 os.environ.update(COLUMNS="100", LINES="50", NO_COLOR="1", TERM="dumb")
 os.environ.pop("FORCE_COLOR", None)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # examples use bundled models only
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 def output(command: str, *, head: int | None = None, section: str | None = None) -> tuple[str, int]:
-    """stdout of `dlmcost ...` (trailing spaces stripped) and its exit code; `head`: only the
-    first lines; `section`: only the table whose title ends with it (e.g. "passes")."""
+    """What `dlmcost ...` prints (stdout then stderr, trailing spaces stripped) and its exit code;
+    `head`: only the first lines; `section`: only the table whose title ends with it ("passes")."""
     from dlmcost.cli import main
 
     argv = shlex.split(command)
@@ -43,65 +49,38 @@ def output(command: str, *, head: int | None = None, section: str | None = None)
 
 def run(command: str, *, head: int | None = None, section: str | None = None, raw: bool = False) -> None:
     """Emit a fenced block: the command after a `$ ` prompt, then what it prints (`raw`: the
-    output as Markdown of its own, for `--format markdown`)."""
-    import cog
+    output as Markdown of its own, for `--format markdown`). A failing command stops generation."""
+    import cog  # provided by cogapp while it runs a snippet
 
     text, code = output(command, head=head, section=section)
-    cog.outl(f"```text\n$ {command}\n```\n\n{text}" if raw else f"```text\n$ {command}\n{text}\n```")
     if code != 0:
         raise SystemExit(f"{command!r} exited {code}: {text}")
-
-
-def error(command: str) -> None:
-    """Emit a fenced block for a command that fails on purpose, with its exit code."""
-    import cog
-
-    text, code = output(command)
-    assert code != 0, command
-    cog.outl(f"```text\n$ {command}\n{text}\n$ echo $?\n{code}\n```")
-
-
-def python(code: str) -> None:
-    """Emit a Python snippet and, below it, what it prints when run."""
-    import cog
-
-    code = code.strip("\n")
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code, "<docs>", "exec"), {})
-    cog.outl(f"```python\n{code}\n```\n\n```text\n{out.getvalue().rstrip()}\n```")
-
-
-def layout(*folders: str) -> None:
-    """Emit the modules of these folders with the first line of each module's docstring, so
-    that the layout in CONTRIBUTING.md cannot fall behind the code."""
-    import ast
-    import re
-    import textwrap
-    from pathlib import Path
-
-    import cog
-
-    root = Path(__file__).resolve().parent.parent
-    lines = []
-    for folder in folders:
-        lines.append(f"{folder}/")
-        for path in sorted((root / folder).glob("*.py")):
-            doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
-            first = doc.split("\n\n")[0].replace("\n", " ")
-            first = re.split(r"\.\s+(?=[A-Z`])", first)[0].rstrip(".")  # the first sentence
-            lines += textwrap.wrap(f"  {path.name:<20} {first}", width=100, subsequent_indent=" " * 23) or [f"  {path.name}"]
-    cog.outl("```text\n" + "\n".join(lines) + "\n```")
+    cog.outl(f"```text\n$ {command}\n```\n\n{text}" if raw else f"```text\n$ {command}\n{text}\n```")
 
 
 def python_file(path: str) -> None:
     """Emit a Python file of the repository and, below it, what it prints when run."""
-    from pathlib import Path
-
     import cog
 
-    code = (Path(__file__).resolve().parent.parent / path).read_text(encoding="utf-8").strip("\n")
+    code = (ROOT / path).read_text(encoding="utf-8").strip("\n")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(code, path, "exec"), {"__name__": "__main__"})
     cog.outl(f"```python\n{code}\n```\n\n```text\n$ python {path}\n{out.getvalue().rstrip()}\n```")
+
+
+def layout(*folders: str) -> None:
+    """Emit the modules of these folders with the first sentence of each module's docstring, so
+    that the layout in CONTRIBUTING.md cannot fall behind the code."""
+    import cog
+
+    lines = []
+    for folder in folders:
+        lines.append(f"{folder}/")
+        for path in sorted((ROOT / folder).glob("*.py")):
+            doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+            first = re.sub(r"-\n", "-", doc.split("\n\n")[0]).replace("\n", " ")  # words split at a hyphen
+            first = re.split(r"\.\s+(?=[A-Z`])", first)[0].rstrip(".")  # the first sentence
+            lines += textwrap.wrap(f"  {path.name:<20} {first}", width=100, subsequent_indent=" " * 23,
+                                   break_on_hyphens=False) or [f"  {path.name}"]
+    cog.outl("```text\n" + "\n".join(lines) + "\n```")

@@ -32,10 +32,13 @@ def schema_text(which: str) -> str:
     return text + "\n"
 
 
-def stale_schemas() -> list[str]:
-    return [f"{SCHEMA_DIR / f'{w}.schema.json'}" for w in SCHEMAS
-            if not (SCHEMA_DIR / f"{w}.schema.json").exists()
-            or (SCHEMA_DIR / f"{w}.schema.json").read_text() != schema_text(w)]
+def schema_path(which: str) -> Path:
+    return SCHEMA_DIR / f"{which}.schema.json"
+
+
+def stale_schemas() -> list[Path]:
+    return [schema_path(w) for w in SCHEMAS
+            if not schema_path(w).exists() or schema_path(w).read_text() != schema_text(w)]
 
 
 def run_cog(check: bool) -> int:
@@ -43,8 +46,9 @@ def run_cog(check: bool) -> int:
 
     files = [str(p) for p in documents()]
     mode = ["--check", "--diff"] if check else ["-r"]
-    # -I: the snippets import cogdocs; --verbosity=1: name only the files that change
-    prologue = "from cogdocs import run, error, python, python_file, layout"
+    # -I: the snippets import cogdocs; -p: what every snippet starts with; --verbosity=1: name
+    # only the files that change
+    prologue = "from cogdocs import run, python_file, layout"
     return Cog().main(["cog", *mode, "-I", str(DOCS), "-p", prologue, "--verbosity=1", *files])
 
 
@@ -58,7 +62,7 @@ def main(argv: list[str]) -> int:
     else:
         SCHEMA_DIR.mkdir(exist_ok=True)
         for which in SCHEMAS:
-            (SCHEMA_DIR / f"{which}.schema.json").write_text(schema_text(which))
+            schema_path(which).write_text(schema_text(which))
     return status
 
 

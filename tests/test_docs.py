@@ -28,7 +28,7 @@ def test_generated_docs_are_current():
 
 @pytest.mark.parametrize("which", generate.SCHEMAS)
 def test_schema_files_are_current(which):
-    path = generate.SCHEMA_DIR / f"{which}.schema.json"
+    path = generate.schema_path(which)
     assert path.read_text() == generate.schema_text(which), f"{path} is stale: run `python docs/generate.py`"
 
 
