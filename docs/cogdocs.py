@@ -18,12 +18,26 @@ import shlex
 import textwrap
 from pathlib import Path
 
-# Stable rendering: rich reads these when a console is created.
-os.environ.update(COLUMNS="100", LINES="50", NO_COLOR="1", TERM="dumb")
-os.environ.pop("FORCE_COLOR", None)
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # examples use bundled models only
-
 ROOT = Path(__file__).resolve().parent.parent
+# Stable rendering: rich reads these when the CLI creates its console.
+STABLE_ENV = dict(COLUMNS="100", LINES="50", NO_COLOR="1", TERM="dumb")
+
+
+@contextlib.contextmanager
+def stable_env():
+    """The rendering environment for one command, restored afterwards (the test suite shares
+    this process)."""
+    saved = {k: os.environ.get(k) for k in (*STABLE_ENV, "FORCE_COLOR")}
+    os.environ.update(STABLE_ENV)
+    os.environ.pop("FORCE_COLOR", None)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def output(command: str, *, head: int | None = None, section: str | None = None) -> tuple[str, int]:
@@ -34,7 +48,7 @@ def output(command: str, *, head: int | None = None, section: str | None = None)
     argv = shlex.split(command)
     assert argv[0] == "dlmcost", command
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with stable_env(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(argv[1:])
     lines = [line.rstrip() for line in (out.getvalue() + err.getvalue()).splitlines()]
     if section is not None:

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 sys.path.insert(0, str(DOCS))
 
-import cogdocs  # noqa: E402  (sets the stable rendering environment first)
+import cogdocs  # noqa: E402
 
 SCHEMA_DIR = DOCS / "schema"
 SCHEMAS = ("analyze", "sweep")
