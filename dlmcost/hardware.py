@@ -134,7 +134,7 @@ class GPU(BaseModel):
 
     @cached_property
     def ridge_flops_per_byte(self) -> dict[str, float]:
-        """Ridge point per precision: peak FLOP/s over bandwidth (the seed's AI*)."""
+        """Ridge point per precision: peak FLOP/s over bandwidth (AI* of the roofline model)."""
         return {k: ridge_flops_per_byte(v, self.bandwidth_bytes_per_s) for k, v in self.peak_flops.items()}
 
     @property
@@ -279,5 +279,5 @@ class HardwareDB:
         return list(out.values())
 
 
-# The accelerators of the second seed's roofline table: the default set for `analyze`.
-SEED_TABLE_GPUS = ["h100", "h200", "b200", "b300", "mi300x", "mi355x", "mi455x"]
+# The default GPU set of `analyze` and `sweep`: current NVIDIA and AMD datacentre parts.
+DEFAULT_GPUS = ["h100", "h200", "b200", "b300", "mi300x", "mi355x", "mi455x"]

@@ -94,8 +94,9 @@ def table(title: str | None, headers: list[str], rows: Iterable[list], caption: 
               box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
     for i, h in enumerate(headers):
         last = i == len(headers) - 1
-        t.add_column(h, justify="left" if i < 2 else "right", no_wrap=not (wrap_last and last),
-                     overflow="fold" if wrap_last and last else "ellipsis")
+        wraps = wrap_last and last  # free text: left-aligned, wrapped at word boundaries
+        t.add_column(h, justify="left" if i < 2 or wraps else "right", no_wrap=not wraps,
+                     overflow="fold" if wraps else "ellipsis")
     for r in rows:
         t.add_row(*[c if isinstance(c, Text) else str(c) for c in r])
     return t
@@ -292,7 +293,8 @@ def render_schemes(entries: list[dict], fmt: str, console: Console) -> None:
     rows = [[e["name"], e["knobs"], "yes" if e["stops_at_eos"] else "no", e["summary"]] for e in entries]
     if fmt == "markdown":
         console.file.write(to_markdown(SCHEME_HEADERS, rows))
-    else:
+    else:  # one knob per line, so that the summary keeps most of the 100 columns
+        rows = [[name, knobs.replace(", ", "\n"), *rest] for name, knobs, *rest in rows]
         console.print(table(None, SCHEME_HEADERS, rows, wrap_last=True))
 
 
