@@ -21,7 +21,8 @@ from .hardware import GPU, SEED_TABLE_GPUS, HardwareDB
 from .memory import grid_memory
 from .models import ModelSpec, resolve_model
 from .precision import get_precision, kv_bytes
-from .roofline import Profile, gpu_rates, load_profile, stack_rates, verdict
+from .profiles import Profile, load_profile
+from .roofline import gpu_rates, stack_rates, verdict
 from .workload import MAX_TOKENS, SCHEMES, Workload, check_parallel, check_workload
 
 BYTE_LABELS = dict(weight_bytes="weights", kv_read_bytes="kv_read", kv_write_bytes="kv_write",

@@ -80,3 +80,10 @@ class HubFileNotFound(HubError):
 
 class HubUnreachable(HubError):
     exit_code = 15
+
+
+class DlmcostWarning(UserWarning):
+    """Something the user should know that does not stop the command (printed as `warning: ...`)."""
+
+
+EXIT_OUTPUT = 74  # sysexits EX_IOERR: the result could not be written (stdout closed, disk full)

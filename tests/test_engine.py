@@ -66,7 +66,8 @@ def test_closed_form_sums_equal_explicit_evaluation():
         w = api.workload_for(m, scheme=scheme, prompt=50, gen=128, steps=64 if scheme != "ar" else None, block=block)
         from dlmcost.hardware import HardwareDB
         from dlmcost.precision import get_precision
-        from dlmcost.roofline import Profile, gpu_rates
+        from dlmcost.profiles import Profile
+        from dlmcost.roofline import gpu_rates
         rates = gpu_rates(HardwareDB.load().get("h100"), get_precision("bf16"), Profile("realistic"))
         grid = api.build_grid(dict(scheme=np.array([w.scheme]), prompt=w.prompt, gen=w.gen, steps=w.total_steps,
                                    block=w.block_len, batch=1, store_pass=False, logits_committed=False,
