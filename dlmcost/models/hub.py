@@ -363,6 +363,11 @@ def _locate_config(repo_id: str, revision: str, timeout_s: float | None) -> tupl
             # use the copy we already have for this revision.
             return cached, "cache"
         raise
+    missing = [name for name, value in (("ETag", meta.etag), ("X-Repo-Commit", meta.commit_hash)) if not value]
+    if missing:
+        raise HubUnreachable(
+            f"{_endpoint()} does not answer like the Hugging Face Hub for {CONFIG_NAME} of {shown(repo_id)}: its "
+            f"answer has no {' or '.join(missing)} header; check HF_ENDPOINT and proxy settings")
     if meta.size is not None and meta.size > files.CONFIG_LIMIT:
         raise ConfigError(f"{CONFIG_NAME} of {shown(repo_id)} is {meta.size:,} bytes; a model config is at most "
                           f"{files.CONFIG_LIMIT >> 20} MiB")
