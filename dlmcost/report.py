@@ -206,7 +206,7 @@ def render_analyze(a: dict, fmt: str, console: Console, show_ops: bool = False) 
         if show_ops:
             for r in a["results"]:
                 if r.get("supported"):
-                    out.append(f"\n**{r['gpu']}** passes\n\n" + to_markdown(PASS_HEADERS, ([plain(c) for c in x] for x in pass_rows(r))))
+                    out.append(f"\n**{safe(r['gpu'])}** passes\n\n" + to_markdown(PASS_HEADERS, ([plain(c) for c in x] for x in pass_rows(r))))
                     out.append("\n" + to_markdown(OP_HEADERS, op_rows(r)))
         console.file.write("".join(out))
         return
