@@ -266,6 +266,8 @@ def workload_summary(w: Workload) -> dict:
 # --- sweep --------------------------------------------------------------------------------------
 
 # Knobs a scheme's cost does not depend on: sweep evaluates it once for them (shown as None).
+MAX_SWEEP = 200_000  # configurations in one sweep: rows take about 7 KB each (arrays, then dicts)
+
 IGNORED_KNOBS = {"ar": ("steps", "block"), "mdm": ("block",)}
 
 
@@ -325,6 +327,10 @@ def sweep(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", *, gpus=None, sc
         # with logits limited to the committing block, mdm's cost does depend on the block
         return () if (sc == "mdm" and logits == "committed") else IGNORED_KNOBS.get(sc, ())
 
+    n_grid = sum(len(pairs) * math.prod(1 if k in ignored(sc) else len(v) for k, v in knobs.items())
+                 for sc in scheme_list)
+    if n_grid > MAX_SWEEP:  # checked before numpy is asked for the arrays
+        raise UsageError(f"the sweep asks for {n_grid:,} configurations; at most {MAX_SWEEP:,}: shorten some lists")
     parts = []
     for sc in scheme_list:
         sizes = [len(pairs)] + [1 if k in ignored(sc) else len(v) for k, v in knobs.items()]

@@ -582,6 +582,13 @@ def test_user_alias_shadowing_a_bundled_gpu_warns(capsys, tmp_path):
     assert err.startswith("warning: ") and "h100" in err and "H100" in err, err
 
 
+def test_sweep_grid_is_bounded_before_it_is_built(fails):
+    values = ",".join(str(i) for i in range(1, 51))
+    msg = fails("sweep", "--gpu", "all", "--prompt", values, "--batch", values, "--block", values,
+                "--gen", "64,128", code=errors.EXIT_USAGE)
+    assert "configurations" in msg and "200,000" in msg
+
+
 def test_cfg_inf_message(fails):
     assert "finite" in fails("analyze", "--cfg", "inf", code=errors.EXIT_USAGE)
 
