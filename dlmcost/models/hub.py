@@ -190,6 +190,7 @@ def _commit_from_path(path: str | os.PathLike) -> str | None:
 def _quiet() -> Iterator[None]:
     """No progress bars, no retry chatter and no library warnings on stderr (dlmcost reports
     failures itself) unless --verbose; and every request inside under hubguard's checks."""
+    import huggingface_hub.file_download  # noqa: F401 - its import sets the library's log level: first
     from huggingface_hub import utils as hf_utils
 
     from .hubguard import guarded
