@@ -16,7 +16,10 @@ import math
 import numpy as np
 
 from .engine import KNEE_LIMIT, Grid, Sums, evaluate, generation_verdict, knee, memory_bound_time_fraction
+from pydantic import ValidationError
+
 from .errors import UsageError, WorkloadError
+from .files import validation_message
 from .hardware import GPU, SEED_TABLE_GPUS, HardwareDB
 from .memory import grid_memory
 from .models import ModelSpec, resolve_model
@@ -230,13 +233,8 @@ def workload_for(spec: ModelSpec, **given) -> Workload:
         raise WorkloadError("the block scheme needs --block")
     try:
         w = Workload(**given)
-    except Exception as exc:  # pydantic ValidationError -> one readable line
-        errors = getattr(exc, "errors", None)
-        if errors:
-            err = errors()[0]
-            where = ".".join(str(p) for p in err["loc"]) or "workload"
-            raise UsageError(f"invalid {where}: {err['msg']}") from None
-        raise UsageError(str(exc)) from None
+    except ValidationError as exc:  # -> one readable line, by the shared formatter
+        raise UsageError(f"invalid workload: {validation_message(exc, top='workload')}") from None
     get_precision(w.precision)  # unknown names -> one clear UsageError each
     kv_bytes(w.kv_dtype)
     if w.total_steps > MAX_TOKENS:
