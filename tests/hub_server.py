@@ -171,6 +171,7 @@ class Misbehaviour:
     after_heads: int = 0  # misbehave only from this many HEADs on (a first good answer, then a bad one)
     no_etag: bool = False  # HEAD without ETag
     retry_after: int | None = None  # GET answers 429 with this Retry-After
+    ratelimit: str | None = None  # GET answers 429 with this RateLimit header ('"api";r=0;t=3600')
     drip_s: float = 0.0  # GET sends its body one byte every drip_s seconds
     gzip_size: int = 0  # GET sends a gzip bomb of this many bytes (Content-Encoding: gzip)
     extra_bytes: int = 0  # GET sends this many bytes more than the HEAD announced
@@ -401,6 +402,10 @@ class _Handler(BaseHTTPRequestHandler):
         """Answer a file GET badly; False if this misbehaviour leaves GETs alone."""
         if bad.retry_after is not None:
             self._error(429, None, "Too Many Requests", {"Retry-After": str(bad.retry_after)})
+            return True
+        if bad.ratelimit is not None:
+            self._error(429, None, "Too Many Requests", {"RateLimit": bad.ratelimit,
+                                                         "RateLimit-Policy": '"api";q=1000;w=300'})
             return True
         if bad.gzip_size:
             bomb = gzip_bomb(bad.gzip_size)

@@ -45,6 +45,7 @@ def hostile_repos() -> dict[str, FakeRepo]:
         "evil/etag-later": repo(Misbehaviour(etag=PATH_ETAG, after_heads=1)),
         "evil/no-etag": repo(Misbehaviour(no_etag=True)),
         "evil/rate-limited": repo(Misbehaviour(retry_after=3600)),
+        "evil/ratelimit-header": repo(Misbehaviour(ratelimit='"api";r=0;t=3600')),
         "evil/drip": repo(Misbehaviour(drip_s=0.25)),
         "evil/slow-drip": repo(Misbehaviour(drip_s=3)),  # slower than the read timeout: the client retries
         "evil/gzip-bomb": repo(Misbehaviour(gzip_size=64 << 20, announce_size=4000)),
@@ -103,8 +104,9 @@ def test_head_without_etag_says_so(results):
     assert "network" not in res["message"] and "HF_HOME" not in res["message"]
 
 
-def test_long_retry_after_is_not_slept(results):
-    res = results["evil/rate-limited"]
+@pytest.mark.parametrize("name", ["evil/rate-limited", "evil/ratelimit-header"])
+def test_long_retry_after_is_not_slept(results, name):
+    res = results[name]
     assert_error(res, "HubUnreachable", 15, "3600", "rate-limiting")
     assert res["elapsed"] < BUDGET_S
 

@@ -62,7 +62,15 @@ def check_headers(url: str, headers) -> None:
                             f"hash; refusing it")
 
 
+_RATELIMIT_RESET = re.compile(r"(?:^|;)\s*t=(\d+)")
+
+
 def _retry_after(headers) -> float | None:
+    """The wait the client would sleep before retrying: Retry-After, or the IETF RateLimit header's
+    reset time (`"api";r=0;t=55`), which the client reads first."""
+    reset = _RATELIMIT_RESET.search(headers.get("ratelimit", ""))
+    if reset:
+        return float(reset.group(1))
     value = headers.get("retry-after")
     try:
         return float(value) if value is not None else None
@@ -142,7 +150,7 @@ def _transport_class():
             url = str(request.url)
             try:
                 wait = _retry_after(response.headers) if response.status_code in (429, 503) else None
-                if wait is not None and wait > self.deadline.left():
+                if wait is not None and wait + 1 > self.deadline.left():  # the client sleeps 1 s more
                     raise HubUnreachable(
                         f"the Hub ({shown(self.deadline.endpoint)}) is rate-limiting requests (HTTP "
                         f"{response.status_code}) and asks to wait {wait:g} s, more than the "
