@@ -80,6 +80,8 @@ def read_bytes(path: str | os.PathLike, *, limit: int, error: type[DlmcostError]
         st = os.stat(p)  # follows symlinks: /dev/zero behind a link is a device
     except OSError as exc:
         raise error(f"{what} {name}: {os_problem(exc)}") from None
+    except ValueError:  # an embedded NUL (only through the Python API: argv cannot hold one)
+        raise error(f"{what} {name}: a path cannot contain a NUL character") from None
     if not stat.S_ISREG(st.st_mode):
         raise error(f"{what} {name} is {kind_of(st.st_mode)}, not a regular file")
     if st.st_size > limit:

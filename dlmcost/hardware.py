@@ -179,6 +179,8 @@ def _yaml_files(path: Path) -> list[Path]:
         mode = os.stat(p).st_mode
     except OSError as exc:
         raise HardwareFileError(f"hardware path {shown(path)}: {files.os_problem(exc)}") from None
+    except ValueError:
+        raise HardwareFileError(f"hardware path {shown(path)}: a path cannot contain a NUL character") from None
     if stat.S_ISDIR(mode):
         return sorted(f for f in p.iterdir() if f.suffix in (".yaml", ".yml") and f.is_file())
     if not stat.S_ISREG(mode):

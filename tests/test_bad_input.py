@@ -498,6 +498,10 @@ def test_paths_too_long_or_with_unknown_user(fails):
                        (["gpus", "--hardware", "~nosuchuser_dlmcost/x.yaml"], errors.HardwareFileError.exit_code),
                        (["analyze", "--efficiency", "~nosuchuser_dlmcost/x.yaml"], errors.EXIT_USAGE)):
         assert "home folder" in fails(*args, code=code)
+    # a NUL cannot come through argv, but can through main() and the environment of a Python caller
+    fails("model", "a\x00b.json", code=errors.UnknownModelError.exit_code)
+    assert "NUL" in fails("gpus", "--hardware", "a\x00b", code=errors.HardwareFileError.exit_code)
+    assert "NUL" in fails("analyze", "--efficiency", "a\x00b.yaml", code=errors.EXIT_USAGE)
 
 
 def test_long_key_and_bom_are_fine(capsys, tmp_path):

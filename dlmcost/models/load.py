@@ -99,6 +99,8 @@ def _local_path(arg: str) -> Path | None:
         if exc.errno in (2, 20):  # ENOENT, ENOTDIR
             return None
         raise ConfigError(f"model path {shown(arg)}: {files.os_problem(exc)}") from None
+    except ValueError:  # an embedded NUL
+        return None
     if stat.S_ISDIR(mode):
         config = path / "config.json"
         if not os.path.lexists(config):
