@@ -408,39 +408,60 @@ def run_dlmcost(*args: str, timeout: float = FAST_S, stdin=None, stdout=subproce
         pytest.fail(f"dlmcost {' '.join(args)[:200]} still running after {timeout} s")
 
 
-@pytest.fixture
-def fifo(tmp_path):
-    path = tmp_path / "pipe.json"
-    os.mkfifo(path)
-    return path
+BLOCKING_CASES = {  # name: (args, exit code, word in the message)
+    "fifo-model": (["model", "{fifo}"], errors.ConfigError.exit_code, "named pipe"),
+    "fifo-config-in-folder": (["model", "{dir}"], errors.ConfigError.exit_code, "named pipe"),
+    "fifo-hardware": (["gpus", "--hardware", "{fifo}"], errors.HardwareFileError.exit_code, "named pipe"),
+    "fifo-efficiency": (["analyze", "--gpu", "h100", "--efficiency", "{fifo}"], errors.EXIT_USAGE, "named pipe"),
+    "dev-zero-model": (["model", "{zero}"], errors.ConfigError.exit_code, "character device"),
+    "dev-zero-hardware": (["gpus", "--hardware", "{zero_yaml}"], errors.HardwareFileError.exit_code,
+                          "character device"),
+    "dev-zero-efficiency": (["analyze", "--gpu", "h100", "--efficiency", "{zero_yaml}"], errors.EXIT_USAGE,
+                            "character device"),
+    "moe-billion-layers": (["model", "{slow}/moe_billion_layers.json"], errors.ConfigError.exit_code, "layers"),
+}
 
 
-@pytest.mark.parametrize("args, code, word", [
-    (["model", "{fifo}"], errors.ConfigError.exit_code, "named pipe"),
-    (["model", "{dir}"], errors.ConfigError.exit_code, "named pipe"),  # {dir}/config.json is the FIFO
-    (["gpus", "--hardware", "{fifo}"], errors.HardwareFileError.exit_code, "named pipe"),
-    (["analyze", "--gpu", "h100", "--efficiency", "{fifo}"], errors.EXIT_USAGE, "named pipe"),
-    (["model", "{zero}"], errors.ConfigError.exit_code, "character device"),
-    (["gpus", "--hardware", "{zero_yaml}"], errors.HardwareFileError.exit_code, "character device"),
-    (["analyze", "--gpu", "h100", "--efficiency", "{zero_yaml}"], errors.EXIT_USAGE, "character device"),
-    (["model", "{slow}/moe_billion_layers.json"], errors.ConfigError.exit_code, "layers"),
-], ids=["fifo-model", "fifo-config-in-folder", "fifo-hardware", "fifo-efficiency",
-        "dev-zero-model", "dev-zero-hardware", "dev-zero-efficiency", "moe-billion-layers"])
-def test_files_that_block_or_never_end_fail_fast(tmp_path, fifo, args, code, word):
-    folder = tmp_path / "model_dir"
-    folder.mkdir()
-    os.mkfifo(folder / "config.json")
+@pytest.fixture(scope="module")
+def blocking_results(tmp_path_factory):
+    """Every case in its own process, all at once (each would hang or fill memory if the check
+    regressed; together they take the time of one)."""
+    tmp = tmp_path_factory.mktemp("blocking")
+    os.mkfifo(tmp / "pipe.json")
+    (tmp / "model_dir").mkdir()
+    os.mkfifo(tmp / "model_dir" / "config.json")
     for name in ("zero.json", "zero.yaml"):
-        (tmp_path / name).symlink_to("/dev/zero")
-    subst = {"{fifo}": str(fifo), "{dir}": str(folder), "{zero}": str(tmp_path / "zero.json"),
-             "{zero_yaml}": str(tmp_path / "zero.yaml")}
-    argv = [subst.get(a, a) for a in args]
-    argv = [a.replace("{slow}", str(CORPUS / "slow")) for a in argv]
-    p = run_dlmcost(*argv, stdin=subprocess.DEVNULL)
-    err = p.stderr.decode()
-    assert p.returncode == code, err
+        (tmp / name).symlink_to("/dev/zero")
+    subst = {"{fifo}": str(tmp / "pipe.json"), "{dir}": str(tmp / "model_dir"), "{zero}": str(tmp / "zero.json"),
+             "{zero_yaml}": str(tmp / "zero.yaml"), "{slow}": str(CORPUS / "slow")}
+    env = {k: v for k, v in os.environ.items() if k != "DLMCOST_HARDWARE"} | {"HF_HUB_OFFLINE": "1"}
+    procs = {}
+    for name, (args, _, _) in BLOCKING_CASES.items():
+        argv = [subst.get(a, a).replace("{slow}", subst["{slow}"]) for a in args]
+        procs[name] = subprocess.Popen([sys.executable, "-m", "dlmcost", *argv], stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    out = {}
+    for name, proc in procs.items():
+        try:
+            stdout, stderr = proc.communicate(timeout=FAST_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            out[name] = None
+            continue
+        out[name] = (proc.returncode, stdout, stderr.decode())
+    return out
+
+
+@pytest.mark.parametrize("name", BLOCKING_CASES)
+def test_files_that_block_or_never_end_fail_fast(blocking_results, name):
+    _, code, word = BLOCKING_CASES[name]
+    result = blocking_results[name]
+    assert result is not None, f"{name}: still running after {FAST_S} s"
+    rc, stdout, err = result
+    assert rc == code, err
     assert err.count("\n") == 1 and err.startswith("error: ") and word in err, err
-    assert p.stdout == b""
+    assert stdout == b""
 
 
 def test_oversize_files_and_folders_are_named_for_what_they_are(fails, tmp_path):
@@ -627,12 +648,17 @@ def test_broken_pipe_is_quiet():
     assert b"internal error" not in p.stderr and b"Traceback" not in p.stderr and b"Exception" not in p.stderr
 
 
-@pytest.mark.parametrize("cmd", [["analyze", "--gpu", "h100"], ["gpus"], ["analyze", "--gpu", "h100", "-f", "markdown"]])
-def test_non_utf8_stdout_gets_ascii(cmd):
-    p = run_dlmcost(*cmd, LANG="C", LC_ALL="C", PYTHONIOENCODING="ascii")
-    assert p.returncode == 0, p.stderr
-    p.stdout.decode("ascii")  # nothing but ASCII
-    assert b"H100" in p.stdout
+def test_non_utf8_stdout_gets_ascii():
+    """The glyphs (·, ×, —, table rules) fall back to ASCII; the three commands run at once."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LANG": "C", "LC_ALL": "C", "PYTHONIOENCODING": "ascii"}
+    cmds = [["analyze", "--gpu", "h100"], ["gpus"], ["analyze", "--gpu", "h100", "-f", "markdown"]]
+    procs = [subprocess.Popen([sys.executable, "-m", "dlmcost", *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=env) for cmd in cmds]
+    for cmd, proc in zip(cmds, procs):
+        out, err = proc.communicate(timeout=FAST_S)
+        assert proc.returncode == 0, (cmd, err)
+        out.decode("ascii")  # nothing but ASCII
+        assert b"H100" in out
 
 
 def test_narrow_terminal_still_prints_the_rows(capsys, monkeypatch):
