@@ -18,7 +18,15 @@ import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from . import api, report  # noqa: E402
-from .errors import EXIT_INTERNAL, EXIT_OUTPUT, EXIT_USAGE, DlmcostError, DlmcostWarning, UsageError  # noqa: E402
+from .errors import (  # noqa: E402
+    EXIT_INTERNAL,
+    EXIT_OUTPUT,
+    EXIT_USAGE,
+    DlmcostError,
+    DlmcostWarning,
+    UsageError,
+    WorkloadError,
+)
 from .hardware import HardwareDB  # noqa: E402
 from .terminal import shown  # noqa: E402
 
@@ -58,6 +66,25 @@ def _hub_options(verbose: bool, hub_timeout: Optional[float]) -> None:
     from .models import hub
 
     hub.configure(verbose=verbose, budget_s=hub_timeout)
+
+
+def _check_finite(result, where: str = "result") -> None:
+    """Every number printed is finite: an overflow anywhere is a clear error, never `inf` in a
+    table or a JSON encoder's exception (iterative: results are a few levels deep)."""
+    stack = [(where, result)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise WorkloadError(f"the {path} came out as {value} (an overflow): inputs at the edge of their ranges?")
+        if getattr(value, "dtype", None) is not None and value.dtype.kind == "f" and value.size:
+            import numpy as np  # already loaded by api; sweep columns hold NaN for ignored knobs
+
+            if np.isinf(value).any():
+                raise WorkloadError(f"the {path} came out as inf (an overflow): inputs at the edge of their ranges?")
+        if isinstance(value, dict):
+            stack += [(f"{path}.{k}", v) for k, v in value.items()]
+        elif isinstance(value, (list, tuple)):
+            stack += [(path, v) for v in value]
 
 
 def _check_format(fmt: str) -> str:
@@ -132,6 +159,7 @@ def analyze(
         precision=precision, kv_dtype=kv_dtype, cfg=cfg > 0 or None, store_pass=store_pass,
         logits=logits, expert_load=expert_load, tp=tp, ep=ep, mla_form=mla_form,
     )
+    _check_finite(result)
     for warning in result["warnings"]:
         _stderr(f"warning: {warning}")
     report.render_analyze(result, fmt, _console(), show_ops=ops)
@@ -181,6 +209,7 @@ def sweep(
         logits=logits, expert_load=expert_load, tps=_parse_list(tp, int, "tp"), eps=_parse_list(ep, int, "ep"),
         mla_form=mla_form, efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
     )
+    _check_finite(result, "sweep")
     rows = api.sweep_rows(result)
     if sort:
         key = sort.lstrip("-")

@@ -614,6 +614,35 @@ def test_sweep_grid_is_bounded_before_it_is_built(fails):
     assert "configurations" in msg and "200,000" in msg
 
 
+@pytest.mark.parametrize("command", ["analyze", "sweep"])
+def test_non_finite_results_are_refused_before_printing(fails, monkeypatch, command):
+    """Hardware ranges keep the arithmetic finite; should anything still overflow, the CLI says so
+    instead of printing `inf` or failing in the JSON encoder."""
+    from dlmcost import api
+
+    if command == "analyze":
+        real = api.analyze
+
+        def overflowing(*args, **kwargs):
+            out = real(*args, **kwargs)
+            out["results"][0]["time_s"] = float("inf")
+            return out
+
+        monkeypatch.setattr(api, "analyze", overflowing)
+    else:
+        real = api.sweep
+
+        def overflowing(*args, **kwargs):
+            out = real(*args, **kwargs)
+            out["columns"]["time_s"][0] = float("inf")
+            return out
+
+        monkeypatch.setattr(api, "sweep", overflowing)
+    args = ["analyze", "--gpu", "h100"] if command == "analyze" else ["sweep", "--gpu", "h100"]
+    for fmt in ("json", "table"):
+        assert "overflow" in fails(*args, "--format", fmt, code=errors.WorkloadError.exit_code)
+
+
 def test_cfg_inf_message(fails):
     assert "finite" in fails("analyze", "--cfg", "inf", code=errors.EXIT_USAGE)
 
