@@ -59,12 +59,10 @@ MAX_PARAMS = 10**15  # one checkpoint
 _settings: dict[str, Any] = {"verbose": False, "budget_s": None}
 
 
-def configure(*, verbose: bool | None = None, budget_s: float | None = None) -> None:
-    """Set by the CLI's --verbose and --hub-timeout."""
-    if verbose is not None:
-        _settings["verbose"] = verbose
-    if budget_s is not None:
-        _settings["budget_s"] = _check_budget(budget_s, "--hub-timeout")
+def configure(*, verbose: bool = False, budget_s: float | None = None) -> None:
+    """The CLI's --verbose and --hub-timeout, for this command (None: DLMCOST_HUB_TIMEOUT or 30 s)."""
+    _settings["verbose"] = bool(verbose)
+    _settings["budget_s"] = None if budget_s is None else _check_budget(budget_s, "--hub-timeout")
 
 
 def _check_budget(value: Any, where: str) -> float:
