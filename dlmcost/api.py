@@ -18,14 +18,16 @@ from pydantic import ValidationError
 
 from .cost import KINDS, OP_KINDS
 from .engine import KNEE_LIMIT, METRICS, Evaluation, Grid, evaluate, generation_verdict, knee, memory_bound_time_fraction
-from .errors import UsageError, WorkloadError, first_error
+from .errors import UsageError, WorkloadError
+from .files import validation_message
 from .hardware import GPU, DEFAULT_GPUS, HardwareDB
 from .memory import grid_memory
 from .models import ModelSpec, resolve_model
 from .precision import get_precision, kv_bytes
 from .results import (AnalyzeResult, GPUResult, Knee, Memory, ModelSummary, OpResult, PassResult, SweepResult,
                       SweepRow, Unsupported, WorkloadSummary)
-from .roofline import Profile, gpu_rates, load_profile, stack_rates, verdict
+from .profiles import Profile, load_profile
+from .roofline import gpu_rates, stack_rates, verdict
 from .schemes import REGISTRY, SCHEMES
 from .workload import Workload, check_parallel, make_knobs, scheme_ok, scheme_problem
 
@@ -40,7 +42,7 @@ COLUMN_DEFAULTS = dict(tp=1.0, ep=1.0, mla_absorbed=True, mla_auto=True, logits_
                        active_blocks=_W.active_blocks, cache_delay=_W.cache_delay, refresh_every=_W.refresh_every,
                        window=_W.window, drafter=False, all_experts=False)
 SWEEP_CHUNK = 65_536  # configurations evaluated at once: bounds the engine's memory
-MAX_SWEEP_CONFIGS = 5_000_000  # a grid beyond this is almost surely a typo; refused before any work
+MAX_SWEEP_CONFIGS = 200_000  # configurations one sweep evaluates unless asked for more; refused before any work
 
 
 def build_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray) -> Grid:
@@ -269,8 +271,8 @@ def workload_for(spec: ModelSpec, **given) -> Workload:
         raise WorkloadError("the block scheme needs --block")
     try:
         w = Workload(**given)
-    except ValidationError as exc:
-        raise UsageError(first_error(exc, "workload")) from None
+    except ValidationError as exc:  # -> one readable line, by the shared formatter
+        raise UsageError(f"invalid workload: {validation_message(exc, top='workload')}") from None
     get_precision(w.precision)  # unknown names -> one clear UsageError each
     kv_bytes(w.kv_dtype)
     if w.total_steps > 10_000_000:
@@ -317,7 +319,7 @@ def _validated(name: str, values: list) -> list:
         try:
             Workload(**{name: v}, **({"gen": v} if name == "answer_tokens" else {}))
         except ValidationError as exc:
-            raise UsageError(f"--{name}: {first_error(exc, name)}") from None
+            raise UsageError(f"--{name}: {validation_message(exc, top=name)}") from None
     return values
 
 
@@ -374,8 +376,7 @@ def sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, pr
     per_pair = {sc: int(np.prod(s)) for sc, s in sizes.items()}
     total = len(pairs) * sum(per_pair.values())
     if total > MAX_SWEEP_CONFIGS:
-        raise UsageError(f"the sweep has {total:,} configurations, more than the {MAX_SWEEP_CONFIGS:,} dlmcost "
-                         f"evaluates at once; split it into smaller sweeps")
+        raise UsageError(f"the sweep asks for {total:,} configurations; at most {MAX_SWEEP_CONFIGS:,}: shorten some lists")
     unsupported = unsupported_pairs * sum(per_pair.values())
     settings = dict(kv_dtype=shared.kv_dtype, cfg=cfg, store_pass=None, logits=logits, expert_load=expert_load,
                     mla_form=mla_form, tpf=tpf, answer_tokens=answer_tokens)

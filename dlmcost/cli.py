@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import codecs
+import errno
 import math
 import os
 import sys
+import warnings
 from typing import Optional
 
 # dlmcost defines no pydantic plugins, and the CLI is a process of its own: spare pydantic its
@@ -15,9 +18,18 @@ import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from . import api, report  # noqa: E402
-from .errors import EXIT_INTERNAL, EXIT_USAGE, DlmcostError, UsageError  # noqa: E402
+from .errors import (  # noqa: E402
+    EXIT_INTERNAL,
+    EXIT_OUTPUT,
+    EXIT_USAGE,
+    DlmcostError,
+    DlmcostWarning,
+    UsageError,
+    WorkloadError,
+)
 from .hardware import HardwareDB  # noqa: E402
 from .schemes import REGISTRY, SCHEMES  # noqa: E402
+from .terminal import shown  # noqa: E402
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Capacity planner for diffusion language model inference.")
@@ -45,10 +57,46 @@ DrafterOpt = typer.Option(None, "--drafter", help="draft-verify: the drafter mod
 AnswerOpt = typer.Option(None, "--answer-tokens", help="expected tokens until end-of-sequence; throughput counts "
                          "these, and schemes that stop at the end-of-sequence block run only that far [the whole generation]")
 SCHEME_CHOICES = " | ".join(SCHEMES)
+HubTimeoutOpt = typer.Option(None, "--hub-timeout", help="seconds all Hub requests of the command may take "
+                             "together [30; also $DLMCOST_HUB_TIMEOUT]")
+VerboseOpt = typer.Option(False, "--verbose", help="show the Hub client's own retries and warnings on stderr")
+
+
+MIN_TABLE_WIDTH = 60  # narrower, rich squeezes every column to nothing: print 100 wide and let it wrap
 
 
 def _console() -> Console:
-    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 100)
+    width = None
+    if not sys.stdout.isatty():
+        width = 100
+    elif Console().width < MIN_TABLE_WIDTH:
+        width = 100
+    return Console(soft_wrap=False, width=width)
+
+
+def _hub_options(verbose: bool, hub_timeout: Optional[float]) -> None:
+    from .models import hub
+
+    hub.configure(verbose=verbose, budget_s=hub_timeout)
+
+
+def _check_finite(result, where: str = "result") -> None:
+    """Every number printed is finite: an overflow anywhere is a clear error, never `inf` in a
+    table or a JSON encoder's exception (iterative: results are a few levels deep)."""
+    stack = [(where, result)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise WorkloadError(f"the {path} came out as {value} (an overflow): inputs at the edge of their ranges?")
+        if getattr(value, "dtype", None) is not None and value.dtype.kind == "f" and value.size:
+            import numpy as np  # already loaded by api; sweep columns hold NaN for ignored knobs
+
+            if np.isinf(value).any():
+                raise WorkloadError(f"the {path} came out as inf (an overflow): inputs at the edge of their ranges?")
+        if isinstance(value, dict):
+            stack += [(f"{path}.{k}", v) for k, v in value.items()]
+        elif isinstance(value, (list, tuple)):
+            stack += [(path, v) for v in value]
 
 
 def _check_format(fmt: str, charts: bool = False) -> str:
@@ -86,8 +134,10 @@ def _draw(chart, plot: Optional[str], console: Console) -> None:
 
 
 def _check_cfg(cfg: float) -> None:
-    if not math.isfinite(cfg) or cfg < 0:
-        raise UsageError("--cfg must be a non-negative number")
+    if not math.isfinite(cfg):
+        raise UsageError(f"--cfg must be a finite number, got {cfg}")
+    if cfg < 0:
+        raise UsageError(f"--cfg must be >= 0 (0 turns classifier-free guidance off), got {cfg:g}")
 
 
 def _parse_list(text: Optional[str], kind, name: str) -> Optional[list]:
@@ -143,8 +193,11 @@ def analyze(
     hub: bool = HubOpt,
     hardware: Optional[list[str]] = HardwareOpt,
     plot: Optional[str] = PlotOpt,
+    hub_timeout: Optional[float] = HubTimeoutOpt,
+    verbose: bool = VerboseOpt,
 ):
     """Cost of one workload on one or more GPUs."""
+    _hub_options(verbose, hub_timeout)
     _check_format(fmt, charts=True)
     _check_cfg(cfg)
     _check_plot(plot, fmt)
@@ -157,8 +210,9 @@ def analyze(
         answer_tokens=answer_tokens,
     )
     result = api.analyze(model, gpu, **options)
+    _check_finite(result.model_dump())
     for warning in result.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        _stderr(f"warning: {warning}")
     data = result.model_dump()
     chart = None
     if plot or fmt == "html":
@@ -209,8 +263,11 @@ def sweep(
     y: Optional[str] = typer.Option(None, "--y", help="chart: metric on the y axis [tokens_per_s]"),
     color: Optional[str] = typer.Option(None, "--color", help="chart: knob drawn as one line per value [scheme]"),
     facet: Optional[str] = typer.Option(None, "--facet", help="chart: knob drawn as one panel per value [gpu]"),
+    hub_timeout: Optional[float] = HubTimeoutOpt,
+    verbose: bool = VerboseOpt,
 ):
     """Evaluate every combination of comma-separated knobs (vectorised)."""
+    _hub_options(verbose, hub_timeout)
     _check_format(fmt, charts=True)
     _check_cfg(cfg)
     _check_plot(plot, fmt)
@@ -228,6 +285,7 @@ def sweep(
         active_blocks=active_blocks, cache_delay=cache_delay, refresh_every=refresh_every, window=window,
         drafter=drafter, answer_tokens=answer_tokens,
     )
+    _check_finite(result.model_dump(), "sweep")
     rows = api.sweep_rows(result)
     if sort:
         key = sort.lstrip("-")
@@ -286,8 +344,11 @@ def model(
     revision: Optional[str] = typer.Option(None, "--revision"),
     hub: bool = typer.Option(False, "--hub"),
     verify: bool = typer.Option(False, "--verify", help="compare with the checkpoint's safetensors parameter count (Hub)"),
+    hub_timeout: Optional[float] = HubTimeoutOpt,
+    verbose: bool = VerboseOpt,
 ):
     """Show the parsed spec of one model: shapes, parameters, K/V bytes per token."""
+    _hub_options(verbose, hub_timeout)
     _check_format(fmt)
     from .models import resolve_model
 
@@ -297,7 +358,10 @@ def model(
         info["verify"] = api.verify_model(spec, revision=revision)
     report.render_model(info, fmt, _console())
     if verify and info["verify"].get("warning"):
-        print(f"warning: {info['verify']['warning']}", file=sys.stderr)
+        _stderr(f"warning: {info['verify']['warning']}")
+
+
+MESSAGE_LIMIT = 1000  # characters of one error line: user text inside is cut shorter still
 
 
 @app.command()
@@ -435,8 +499,52 @@ def plot_sweep(ctx: typer.Context):
 
 
 def _one_line(text: str) -> str:
-    """User input quoted in a message (a GPU name with a newline...) must not break the one line."""
-    return text.replace("\r", "\\r").replace("\n", "\\n")
+    """A message as one safe line: control characters (a newline, ESC...) escaped, length bounded."""
+    return shown(text, MESSAGE_LIMIT)
+
+
+def _stderr(line: str) -> None:
+    """One line on stderr; nowhere if stderr is closed (never on stdout instead)."""
+    stream = sys.stderr
+    if stream is None:
+        return
+    try:
+        stream.write(_one_line(line) + "\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
+_GLYPHS = {"\u00b7": ".", "\u2014": "-", "\u2013": "-", "\u00d7": "x", "\u2026": "...", "\u2500": "-",
+           "\u2502": "|", "\u2501": "="}
+
+
+def _ascii_fallback(exc: UnicodeError) -> tuple[str, int]:
+    """Codec error handler: the glyphs dlmcost prints, as ASCII; anything else as an escape."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    bad = exc.object[exc.start:exc.end]
+    return "".join(_GLYPHS.get(c, f"\\u{ord(c):04x}") for c in bad), exc.end
+
+
+codecs.register_error("dlmcost-ascii", _ascii_fallback)
+
+
+def _prepare_streams() -> None:
+    """A stdout that cannot encode UTF-8 (LANG=C, PYTHONIOENCODING=ascii) gets ASCII glyphs
+    instead of an encoding error; stderr gets escapes."""
+    for stream, handler in ((sys.stdout, "dlmcost-ascii"), (sys.stderr, "backslashreplace")):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors=handler)
+            except (OSError, ValueError):
+                pass
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    if issubclass(category, DlmcostWarning):
+        _stderr(f"warning: {message}")
 
 
 def _click_exit(exc: BaseException) -> int | None:
@@ -445,32 +553,65 @@ def _click_exit(exc: BaseException) -> int | None:
     if "Exit" in kind:
         return int(getattr(exc, "exit_code", 0) or 0)
     if "Abort" in kind:
-        print("error: aborted", file=sys.stderr)
+        _stderr("error: aborted")
         return 130
     if "ClickException" in kind:
-        print(f"error: {_one_line(exc.format_message())}", file=sys.stderr)
+        _stderr(f"error: {exc.format_message()}")
         return EXIT_USAGE
     return None
 
 
+_OUTPUT_ERRNOS = {getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EFBIG", "EIO", "EBADF") if hasattr(errno, n)}
+
+
+def _output_failed(exc: OSError) -> int:
+    _stderr(f"error: cannot write the output: {exc.strerror or type(exc).__name__}")
+    return EXIT_OUTPUT
+
+
+def _silence_stdout() -> None:
+    """After a failed write, point stdout at /dev/null so the interpreter's final flush is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one line on stderr and a distinct exit code for every failure."""
+    if sys.stdout is None:  # started with stdout closed: nowhere to print a result
+        _stderr("error: standard output is closed: nowhere to write the result")
+        return EXIT_OUTPUT
+    _prepare_streams()
     command = typer.main.get_command(app)
     try:
-        command.main(args=argv, prog_name="dlmcost", standalone_mode=False)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            warnings.simplefilter("always", DlmcostWarning)
+            command.main(args=argv, prog_name="dlmcost", standalone_mode=False)
+            sys.stdout.flush()  # a full disk shows up here, not at exit
     except DlmcostError as exc:
-        print(f"error: {_one_line(exc.message)}", file=sys.stderr)
+        _stderr(f"error: {exc.message}")
         return exc.exit_code
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader went away (`| head`): nothing more to say
+        _silence_stdout()
         return 0
     except KeyboardInterrupt:
         return 130
+    except OSError as exc:
+        if exc.errno in _OUTPUT_ERRNOS:  # file reads raise DlmcostErrors: this is the output
+            _silence_stdout()
+            return _output_failed(exc)
+        _stderr(f"internal error: {exc.__class__.__name__}: {exc} (please report)")
+        return EXIT_INTERNAL
     except Exception as exc:  # noqa: BLE001
         code = _click_exit(exc)
         if code is not None:
             return code
         # a bug: still one line, never a traceback
-        print(f"internal error: {exc.__class__.__name__}: {_one_line(str(exc))} (please report)", file=sys.stderr)
+        _stderr(f"internal error: {exc.__class__.__name__}: {exc} (please report)")
         return EXIT_INTERNAL
     return 0
 

@@ -9,8 +9,11 @@ from typing import Any, Iterable
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+
+from .terminal import shown
 
 FORMATS = ("table", "json", "csv", "markdown", "html")
 CHART_FORMATS = ("html",)  # formats only analyze and sweep offer (they draw charts)
@@ -70,6 +73,16 @@ def to_json(obj: Any) -> str:
     return json.dumps(obj, indent=2, default=_jsonable, allow_nan=False)
 
 
+def safe(text) -> str:
+    """Text from input (a model id, a GPU name...) for the terminal: control characters escaped."""
+    return shown(text, None)
+
+
+def markup_safe(text) -> str:
+    """The same, for `console.print` of a string: rich markup in it shown literally."""
+    return escape(safe(text))
+
+
 def to_csv(rows: list[dict]) -> str:
     import csv  # only for --format csv
 
@@ -77,20 +90,20 @@ def to_csv(rows: list[dict]) -> str:
     if rows:
         writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({k: safe(v) if isinstance(v, str) else v for k, v in row.items()} for row in rows)
     return buf.getvalue()
 
 
 def to_markdown(headers: list[str], rows: Iterable[list[str]]) -> str:
     lines = ["| " + " | ".join(h.replace("\n", " ") for h in headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    lines += ["| " + " | ".join(safe(c) for c in r) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
 
 def table(title: str | None, headers: list[str], rows: Iterable[list], caption: str | None = None,
           wrap_last: bool = False) -> Table:
     """Compact tables (one space between columns) so that they stay within 100 columns."""
-    t = Table(title=title, caption=caption, title_justify="left", caption_justify="left", header_style="bold",
+    t = Table(title=Text(safe(title)) if title is not None else None, caption=caption, title_justify="left", caption_justify="left", header_style="bold",
               box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
     for i, h in enumerate(headers):
         last = i == len(headers) - 1
@@ -98,7 +111,7 @@ def table(title: str | None, headers: list[str], rows: Iterable[list], caption: 
         t.add_column(h, justify="left" if i < 2 or wraps else "right", no_wrap=not wraps,
                      overflow="fold" if wraps else "ellipsis")
     for r in rows:
-        t.add_row(*[c if isinstance(c, Text) else str(c) for c in r])
+        t.add_row(*[c if isinstance(c, Text) else Text(safe(c)) for c in r])  # never parsed as markup
     return t
 
 
@@ -134,12 +147,12 @@ def analyze_header(a: dict) -> str:
     cfg = " · CFG (batch doubled)" if w["cfg"] else ""
     unverified = " (UNVERIFIED config)" if not m["verified"] else ""
     return (
-        f"{m['id']}{unverified} · {m['params_total'] / 1e9:.2f}B params ({m['params_active'] / 1e9:.2f}B active) · "
-        f"source: {m['source']}{' @ ' + m['revision'] if m.get('revision') else ''}\n"
+        f"{safe(m['id'])}{unverified} · {m['params_total'] / 1e9:.2f}B params ({m['params_active'] / 1e9:.2f}B active) · "
+        f"source: {safe(m['source'])}{' @ ' + safe(m['revision']) if m.get('revision') else ''}\n"
         f"scheme {w['scheme']} · prompt {w['prompt']} · gen {w['gen']} · {steps} · block {w['block']} "
         f"({w['n_blocks']:g} blocks) · batch {w['batch']}{cfg} · {w['precision']} weights · "
         f"K/V {w['kv_dtype']} · logits: {w['logits']}\n"
-        f"efficiency profile: {a['efficiency_profile']}"
+        f"efficiency profile: {safe(a['efficiency_profile'])}"
     )
 
 
@@ -202,18 +215,18 @@ def render_analyze(a: dict, fmt: str, console: Console, show_ops: bool = False, 
         if show_ops:
             for r in a["results"]:
                 if r.get("supported"):
-                    out.append(f"\n**{r['gpu']}** passes\n\n" + to_markdown(PASS_HEADERS, ([plain(c) for c in x] for x in pass_rows(r))))
+                    out.append(f"\n**{safe(r['gpu'])}** passes\n\n" + to_markdown(PASS_HEADERS, ([plain(c) for c in x] for x in pass_rows(r))))
                     out.append("\n" + to_markdown(OP_HEADERS, op_rows(r)))
         console.file.write("".join(out))
         return
-    console.print(analyze_header(a))
+    console.print(escape(analyze_header(a)))
     console.print(table(None, ANALYZE_HEADERS, rows,
                         caption="latency: whole generation; vs AR: latency / AR decode latency (same model, GPU, "
                                 "prompt, gen, batch); verdict: time-weighted over passes; knee b: largest block "
                                 "whose cached step stays memory-bound"))
     for r in a["results"]:
         if not r.get("supported"):
-            console.print(f"{r['gpu']}: {r['error']}", style="yellow")
+            console.print(Text(safe(f"{r['gpu']}: {r['error']}"), style="yellow"))
     if show_ops:
         for r in a["results"]:
             if r.get("supported"):
@@ -250,7 +263,7 @@ def sweep_summary(result: dict) -> str:
             f"(block not dividing the generation, fewer steps than blocks, a TP/EP layout that does not "
             f"split the model) and "
             f"{result['skipped_unsupported']} on GPUs without the precision; efficiency profile: "
-            f"{result['efficiency_profile']}")
+            f"{safe(result['efficiency_profile'])}")
 
 
 def render_sweep(result: dict, rows: list[dict], fmt: str, console: Console, shown: list[dict],
@@ -270,9 +283,9 @@ def render_sweep(result: dict, rows: list[dict], fmt: str, console: Console, sho
     skipped = sweep_summary(result)
     headers, body = sweep_table(shown, rows)
     if fmt == "markdown":
-        console.file.write(f"{result['model']['id']}: {skipped}\n\n" + to_markdown(headers, ([plain(c) for c in r] for r in body)))
+        console.file.write(f"{safe(result['model']['id'])}: {skipped}\n\n" + to_markdown(headers, ([plain(c) for c in r] for r in body)))
         return
-    console.print(f"{result['model']['id']} · {skipped}")
+    console.print(f"{markup_safe(result['model']['id'])} · {escape(skipped)}")
     if len(shown) < len(rows):
         console.print(f"showing {len(shown)} of {len(rows)} rows (--top); json/csv print every row")
     console.print(table(None, headers, body))

@@ -61,14 +61,19 @@ def output(command: str, *, head: int | None = None, section: str | None = None)
     return "\n".join(lines), code
 
 
-def run(command: str, *, head: int | None = None, section: str | None = None, raw: bool = False) -> None:
+def run(command: str, *, head: int | None = None, section: str | None = None, raw: bool = False,
+        code: int = 0) -> None:
     """Emit a fenced block: the command after a `$ ` prompt, then what it prints (`raw`: the
-    output as Markdown of its own, for `--format markdown`). A failing command stops generation."""
+    output as Markdown of its own, for `--format markdown`). A command that does not exit with
+    `code` stops generation."""
     import cog  # provided by cogapp while it runs a snippet
 
+    expected = code
     text, code = output(command, head=head, section=section)
-    if code != 0:
+    if code != expected:
         raise SystemExit(f"{command!r} exited {code}: {text}")
+    if expected:
+        text += f"\n$ echo $?\n{code}"
     cog.outl(f"```text\n$ {command}\n```\n\n{text}" if raw else f"```text\n$ {command}\n{text}\n```")
 
 

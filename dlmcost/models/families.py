@@ -166,8 +166,13 @@ def parse_sdar(cfg: Config) -> dict:
     return _parse_hf_dense(cfg, "sdar", qkv_bias=False, qk_norm=True)  # Qwen3-based: q/k norms
 
 
+MAX_LAYERS = 100_000  # the ModelSpec bound, checked here before any per-layer loop runs
+
+
 def _moe_layer_count(cfg: Config, n_layers: int) -> int:
     """MoE layers from `first_k_dense_replace` and `moe_layer_freq` (an int stride or a 0/1 list)."""
+    if n_layers > MAX_LAYERS:
+        raise ConfigError(f"config has {n_layers:,} layers; at most {MAX_LAYERS:,} are supported")
     first_dense = get_int(cfg, "first_k_dense_replace", 0, minimum=0)
     freq = cfg.get("moe_layer_freq", 1)
     if isinstance(freq, list):
