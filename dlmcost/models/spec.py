@@ -308,13 +308,12 @@ class ModelSpec(BaseModel):
         return self.params_total - self.n_moe_layers * idle * self.expert_weights
 
     # --- K/V cache ---------------------------------------------------------------------
-    def kv_elements_per_layer(self, kind: LayerKind, kv_single_tensor: bool = False) -> int:
-        """Cached elements per token in one layer: K and V per K/V head (K alone for a K = V layer
-        whose engine stores one tensor), or MLA's latent."""
+    def kv_elements_per_layer(self, kind: LayerKind) -> int:
+        """Cached elements per token in one layer: K and V per K/V head (engines store both even
+        for K = V layers; cost.py has the one-tensor option), or MLA's latent."""
         if kind.attention == "mla":
             return self.mla.cache_elements_per_layer
-        tensors = 1 if (kind.k_eq_v and kv_single_tensor) else 2
-        return tensors * kind.n_kv_heads * kind.head_dim
+        return 2 * kind.n_kv_heads * kind.head_dim
 
     @property
     def kv_elements_per_token(self) -> int:
