@@ -86,7 +86,7 @@ class PassInput:
     mla_absorbed: np.ndarray | bool = True  # MLA: weight-absorbed (MQA over the latent) or expanded
     kv_single_tensor: np.ndarray | bool = False  # K = V layers: cache one tensor instead of two
     quantize_head: np.ndarray | bool = False  # quantise the LM head and embedding too (else bf16)
-    self_condition: np.ndarray | bool = False  # DiffusionGemma: softmax(logits) @ embedding fed back
+    self_condition: np.ndarray | bool = False  # this pass self-conditions (models with self_conditioning)
 
     @property
     def tokens(self) -> np.ndarray:
@@ -480,7 +480,7 @@ def pass_ops(m: ModelSpec, p: PassInput) -> list[OpCost]:
     ops += [elementwise(m, p), lm_head(m, p)]
     if m.logit_softcap:
         ops.append(logit_softcap(m, p))
-    if np.any(p.self_condition):
+    if m.self_conditioning:  # zero in the passes that do not use it (a canvas's first step)
         ops.append(self_condition(m, p))
     ops.append(tp_collectives(m, p))
     return ops

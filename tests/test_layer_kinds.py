@@ -282,7 +282,9 @@ def test_softcap_and_self_conditioning_by_hand():
     assert sc.weight_bytes[0] == V * d * 2  # the embedding table, read again
     assert sc.activation_bytes[0] == 2 * 256 * V * (4 + 2 + 2) + 2 * 256 * d * 2
     off = inp(B=2, q=256, c=1000, logits=256)
-    assert "self_condition" not in {o.name for o in pass_ops(m, off)}
+    assert {o.name: o for o in pass_ops(m, off)}["self_condition"].flops[0] == 0  # a canvas's first step
+    assert self_condition(m, off).weight_bytes[0] == 0
+    assert "self_condition" not in {o.name for o in pass_ops(load_bundled("Qwen/Qwen3-8B"), p)}
     assert "logit_softcap" in {o.name for o in pass_ops(m, off)}
     assert "logit_softcap" not in {o.name for o in pass_ops(load_bundled("Qwen/Qwen3-8B"), off)}
 

@@ -290,6 +290,7 @@ def parse_diffusion_gemma(cfg: Config) -> dict:
     spec.update(
         norms_per_layer=4,
         logit_softcap=_softcap(text, "final_logit_softcapping"),
+        self_conditioning=True,
         layers=_groups(_layer_types(text, n, None), {"sliding_attention": sliding, "full_attention": full}),
         moe=dict(n_experts=get_int(text, "num_experts"), experts_per_token=get_int(text, "top_k_experts"),
                  expert_ffn_dim=get_int(text, "moe_intermediate_size"), n_moe_layers=n),

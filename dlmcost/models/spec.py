@@ -135,6 +135,7 @@ class ModelSpec(BaseModel):
     qk_norm: bool = False
     norms_per_layer: int = Field(default=2, ge=0, le=16)  # RMSNorms of width d per layer (Gemma: 4)
     logit_softcap: float | None = Field(default=None, gt=0)  # final logits: cap * tanh(logits / cap)
+    self_conditioning: bool = False  # DiffusionGemma: later denoising steps feed softmax(logits) @ embedding back
     max_context: int | None = Field(default=None, gt=0, le=100_000_000)
     moe: MoESpec | None = None
     mla: MLASpec | None = None
