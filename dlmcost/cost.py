@@ -316,13 +316,13 @@ def _busiest_table(n_experts: int, ep: int) -> np.ndarray:
     return expected
 
 
-def busiest_rank_experts(n_experts: int, k: int, tokens: np.ndarray, ep) -> np.ndarray:
+def busiest_rank_experts(n_experts: int, k: int, tokens: np.ndarray, ep, touched=None) -> np.ndarray:
     """Expected experts touched on the busiest EP rank: E[max | d] (above) at the expected number
     of distinct experts d = expected_experts(), interpolated between integers. Exact when d is
     certain: one token (d = k) and large batches (d -> E, every rank E/ep); ep = 1 gives d."""
-    d = expected_experts(n_experts, k, tokens)
+    d = expected_experts(n_experts, k, tokens) if touched is None else touched
     ep = np.broadcast_to(np.asarray(ep, float), d.shape)
-    out = d.copy()
+    out = np.array(d, dtype=float, copy=True)
     for ways in np.unique(ep[ep > 1]):
         rows = ep == ways
         out[rows] = np.interp(d[rows], np.arange(n_experts + 1), _busiest_given_touched(n_experts, int(ways)))
@@ -338,12 +338,13 @@ def expert_load(m: ModelSpec, p: PassInput) -> tuple[np.ndarray, np.ndarray]:
     moe, T = m.moe, p.tokens
     k, E = moe.experts_per_token, moe.n_experts
     ep = np.asarray(p.ep, float)
-    busiest = busiest_rank_experts(E, k, T, ep)
-    average = (E / ep) * (expected_experts(E, k, T) / E)
-    touched = np.where(p.all_experts, E / ep, np.where(ep > 1, busiest, average))
     d = expected_experts(E, k, T)
-    copies = np.where(ep > 1, np.divide(T * k * busiest, d, out=np.zeros(np.broadcast(T, d).shape), where=d > 0),
-                      T * k / ep)
+    average = (E / ep) * (d / E)
+    if not np.any(ep > 1):
+        return np.where(p.all_experts, E / ep, average), T * k / ep
+    busiest = busiest_rank_experts(E, k, T, ep, touched=np.broadcast_to(d, np.broadcast(d, ep).shape))
+    touched = np.where(p.all_experts, E / ep, np.where(ep > 1, busiest, average))
+    copies = np.where(ep > 1, np.divide(T * k * busiest, d, out=np.zeros(busiest.shape), where=d > 0), T * k / ep)
     return touched, copies
 
 
