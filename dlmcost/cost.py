@@ -138,6 +138,22 @@ def cached_keys_read(kind: LayerKind, c) -> np.ndarray:
     return np.minimum(c, kind.window - 1) if kind.attention == "sliding" else c
 
 
+def window_affine(m: ModelSpec, q0, dq, c0, dc, n) -> np.ndarray:
+    """Whether a family of passes q = q0 + dq*j, c = c0 + dc*j (j < n) has sliding-window
+    attention costs affine in j, so that closed-form sums apply. With q fixed, k-bar*q and the
+    cached keys read are linear in c while c <= W - q (no query reaches past the window) and
+    constant once c >= W - 1; between the two they bend. Models without sliding layers: always."""
+    q0, dq, c0, dc, n = (np.asarray(x, float) for x in (q0, dq, c0, dc, n))
+    ok = np.ones(np.broadcast(q0, dq, c0, dc, n).shape, bool)
+    c_lo = np.minimum(c0, c0 + dc * np.maximum(n - 1, 0))
+    c_hi = np.maximum(c0, c0 + dc * np.maximum(n - 1, 0))
+    for _, kind in m.attention_groups:
+        if kind.attention == "sliding":
+            W = kind.window
+            ok &= (n <= 1) | ((dq == 0) & ((dc == 0) | (c_hi <= W - q0) | (c_lo >= W - 1)))
+    return ok
+
+
 def heads_per_gpu(m: ModelSpec, tp):
     return m.n_heads / tp
 

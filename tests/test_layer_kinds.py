@@ -343,3 +343,17 @@ def test_mixtral_ep8_decode_reads_a_whole_expert_on_the_busiest_gpu():
 def test_big_batches_spread_evenly():
     assert busiest_rank_experts(256, 8, np.array([1e6]), 8)[0] == pytest.approx(32.0)
     assert busiest_rank_experts(256, 8, np.array([4.0]), 1)[0] == pytest.approx(256 * (1 - (1 - 8 / 256) ** 4))
+
+
+def test_window_affine_marks_families_whose_sums_bend():
+    from dlmcost.cost import window_affine
+    m = toy([(1, SLIDING)])  # W = 8
+    for q, c0, dc, n in itertools.product([1, 3], [0, 2, 5, 9], [0, 1, 3], [1, 2, 5]):
+        keys = [attention(m, inp(q=q, c=c0 + dc * j, causal=True)).flops[0] for j in range(n)]
+        reads = [attention(m, inp(q=q, c=c0 + dc * j, causal=True)).kv_read_bytes[0] for j in range(n)]
+        affine = all(np.allclose(np.diff(v, 2), 0) for v in (keys, reads))
+        if window_affine(m, q, 0, c0, dc, n):  # claimed affine -> truly affine
+            assert affine, (q, c0, dc, n)
+    assert not window_affine(m, 1, 0, 0, 1, 20)  # AR decode across the window
+    assert window_affine(m, 1, 0, 7, 1, 20)  # decode entirely beyond it
+    assert window_affine(toy([(1, FULL)]), 1, 0, 0, 1, 20)  # no sliding layer
