@@ -53,7 +53,8 @@ KINDS = ("linear", "attention", "lm_head", "other")
 OP_KINDS = {
     "qkv_proj": "linear", "mla_kv_up": "linear", "attention": "attention", "o_proj": "linear", "mlp": "linear",
     "router": "linear", "experts": "linear", "shared_experts": "linear", "ep_all_to_all": "comm",
-    "elementwise": "other", "lm_head": "lm_head", "tp_collectives": "comm",
+    "elementwise": "other", "lm_head": "lm_head", "logit_softcap": "other", "self_condition": "lm_head",
+    "tp_collectives": "comm",
 }
 OP_NAMES = tuple(OP_KINDS)
 
