@@ -136,8 +136,8 @@ def test_cache_size_with_and_without_one_tensor_and_ring_buffer():
 
 
 def test_cache_memory_of_an_analysis_uses_the_ring_buffer():
-    r = api.analyze(DG, "h100", prompt=2000, gen=256, batch=2)["results"][0]
-    per_seq = (25 * 1024 * 2 * 8 * 256 + 5 * 2256 * 2 * 2 * 512) * 2
+    r = api.analyze(DG, "h100", scheme="block", block=256, prompt=2000, gen=256, batch=2)["results"][0]
+    per_seq = (25 * 1024 * 2 * 8 * 256 + 5 * 2256 * 2 * 2 * 512) * 2  # block keeps prompt + generation
     assert r["memory"]["kv_cache_bytes"] == pytest.approx(2 * per_seq)
 
 

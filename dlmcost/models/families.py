@@ -37,9 +37,9 @@ LLADA2_SAMPLER = SamplerDefaults(
     note="LLaDA2.0: block 32 (threshold 0.95 gives ~2.5-3.2 tokens per forward: try --tpf)",
 )
 DIFFUSION_GEMMA_SAMPLER = SamplerDefaults(
-    scheme="block", gen=256, steps=48, block=256, store_pass=True, schemes=BLOCK_SCHEMES,
-    note="DiffusionGemma generation_config: 256-token canvas, at most 48 denoising steps (vLLM "
-         "benchmarks 16), a store pass per finished canvas",
+    scheme="diffgemma", gen=256, steps=48, block=256, schemes=("diffgemma", "block", "ar"),
+    note="DiffusionGemma generation_config: 256-token canvas, at most 48 denoising steps per canvas "
+         "(vLLM benchmarks 16)",
 )
 AR_SAMPLER = SamplerDefaults(scheme="ar", gen=256, schemes=AR_SCHEMES, note="autoregressive decode with a KV cache")
 

@@ -63,7 +63,7 @@ class SamplerDefaults(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    scheme: Literal["ar", "mdm", "prefix-cache", "dual-cache", "block"]
+    scheme: Literal["ar", "mdm", "prefix-cache", "dual-cache", "block", "diffgemma"]
     gen: int = Field(default=256, **_COUNT)
     steps: int | None = Field(default=None, **_COUNT)  # None: one token per forward (S = gen)
     block: int | None = Field(default=None, **_COUNT)  # None: one block = the whole generation
