@@ -357,3 +357,31 @@ def test_window_affine_marks_families_whose_sums_bend():
     assert not window_affine(m, 1, 0, 0, 1, 20)  # AR decode across the window
     assert window_affine(m, 1, 0, 7, 1, 20)  # decode entirely beyond it
     assert window_affine(toy([(1, FULL)]), 1, 0, 0, 1, 20)  # no sliding layer
+
+
+def test_a_hybrid_is_a_config(tmp_path, capsys):
+    """dlmcost's own schema: sliding + global K = V layers, dense + MoE, written as layer groups."""
+    from dlmcost.cli import main
+    path = tmp_path / "hybrid.yaml"
+    path.write_text("""schema: dlmcost.model/v1
+n_layers: 4
+d_model: 256
+n_heads: 4
+n_kv_heads: 2
+head_dim: 64
+ffn_dim: 512
+vocab_size: 1000
+tie_embeddings: true
+logit_softcap: 30
+moe: {n_experts: 8, experts_per_token: 2, expert_ffn_dim: 128, n_moe_layers: 4}
+layers:
+  - [3, {attention: sliding, window: 128, head_dim: 64, n_kv_heads: 2, dense_mlp: true, moe: true}]
+  - [1, {attention: full, head_dim: 128, n_kv_heads: 1, k_eq_v: true, dense_mlp: true, moe: true}]
+""")
+    assert main(["analyze", str(path), "--gpu", "h100", "--scheme", "ar", "--prompt", "300", "--gen", "20",
+                 "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    attn = 3 * (256 * 64 * (4 + 4) + 4 * 64 * 256) + (256 * 128 * (4 + 1) + 4 * 128 * 256)
+    ffn = 4 * (3 * 256 * 512 + 8 * 3 * 256 * 128 + 256 * 8 + 2 * 256)
+    assert out["model"]["params_total"] == attn + ffn + 256 + 1000 * 256
+    assert out["model"]["kv_bytes_per_token"] == (3 * 2 * 2 * 64 + 1 * 2 * 1 * 128) * 2
