@@ -181,19 +181,19 @@ def workload_warnings(spec: ModelSpec, w: Workload) -> list[str]:
     return out
 
 
-def _pass_results(frame: Frame, scheme: str, i: int, ridge: float, mla: bool) -> list[PassResult]:
+def _pass_results(frame: Frame, scheme: str, row: int, ridge: float, mla: bool) -> list[PassResult]:
     """Each pass family the configuration runs, as its average pass."""
     out, names = [], frame.ev.op_names
     for name in frame.ev.family_order[scheme]:
-        fam = frame.ev.families.get(name)
-        count = float(fam.count[i]) if fam is not None else 0.0
-        if count <= 0:
+        fam = frame.ev.families.get((scheme, name))
+        i = fam.index(row) if fam is not None else None
+        if i is None:  # a family this configuration does not run
             continue
+        count = float(fam.count[i])
         per = 1.0 / count
         flops, nbytes = float(fam.flops[i]), float(fam.bytes[i])
         ai = flops / nbytes if nbytes else 0.0
-        by = {k: float(fam.metric(k)[i].sum()) * per for k in ("weight_bytes", "kv_read_bytes", "kv_write_bytes",
-                                                               "activation_bytes")}
+        by = {key: float(fam.metric(key)[i].sum()) * per for key in BYTE_LABELS}
         out.append(PassResult(
             name=name, count=count, flops=flops * per, bytes=nbytes * per,
             q=float(fam.q_first[i]), c=float(fam.c_first[i]), q_last=float(fam.q_last[i]), c_last=float(fam.c_last[i]),
@@ -448,6 +448,14 @@ def _sweep_rows(frame: Frame, cols: dict, gpu_names: list[str], precisions: list
 def sweep_rows(result: SweepResult) -> list[dict]:
     """One plain dict per row (knobs a scheme ignores are None)."""
     return [row.model_dump() for row in result.rows]
+
+
+def sweep_columns(result: SweepResult) -> dict[str, np.ndarray]:
+    """The rows as one array per key (empty when nothing was evaluated)."""
+    if not result.rows:
+        return {}
+    names = list(SweepRow.model_fields)
+    return {k: np.array(v) for k, v in zip(names, zip(*(tuple(getattr(r, k) for k in names) for r in result.rows)))}
 
 
 # --- models -------------------------------------------------------------------------------------
