@@ -385,3 +385,11 @@ layers:
     ffn = 4 * (3 * 256 * 512 + 8 * 3 * 256 * 128 + 256 * 8 + 2 * 256)
     assert out["model"]["params_total"] == attn + ffn + 256 + 1000 * 256
     assert out["model"]["kv_bytes_per_token"] == (3 * 2 * 2 * 64 + 1 * 2 * 1 * 128) * 2
+
+
+def test_model_command_shows_layer_kinds_and_the_vision_tower_apart():
+    info = api.model_info(load_bundled(DG))
+    assert info["layers"] == {"0": "25 x sliding 1024, head_dim 256, 8 K/V heads; dense + MoE",
+                              "1": "5 x full, head_dim 512, K = V, 2 K/V heads; dense + MoE"}
+    assert info["vision_params"] == 545_889_024 and info["params_total"] == 25_232_800_000
+    assert "layers" not in api.model_info(load_bundled("GSAI-ML/LLaDA-8B-Instruct"))

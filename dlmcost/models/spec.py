@@ -103,6 +103,13 @@ class LayerKind(BaseModel):
         """Tensors the projection produces per K/V head: K and V, or K alone when V = K."""
         return 1 if self.k_eq_v else 2
 
+    def describe(self) -> str:
+        """One line, e.g. 'sliding 1024, head_dim 256, 8 K/V heads; dense + MoE'."""
+        attn = f"sliding {self.window}" if self.attention == "sliding" else self.attention
+        kv = "K = V, " if self.k_eq_v else ""
+        ffn = " + ".join(name for name, on in (("dense", self.dense_mlp), ("MoE", self.moe)) if on)
+        return f"{attn}, head_dim {self.head_dim}, {kv}{self.n_kv_heads} K/V heads; {ffn}"
+
     @property
     def attention_key(self) -> tuple:
         """Layers with equal keys cost the same in every attention op."""
