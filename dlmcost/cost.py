@@ -3,9 +3,10 @@
 Conventions (README, "How the numbers are computed"):
   * 2 FLOPs per multiply-accumulate. T = B*q tokens in the pass.
   * Linear layer: 2*T*(weights touched per token). Weights are read once per pass.
-  * Attention: 4*B*q*kbar*n_heads*head_dim, kbar = c+q (bidirectional) or c+(q+1)/2 (causal);
-    fused (flash) kernel: the score matrix never goes to memory. K/V read B*c tokens from the
-    cache and write B*kv_write tokens into it.
+  * Attention: 4*B*q*kbar*n_heads*head_dim, kbar = c+q (bidirectional) or c+(q+1)/2 (causal),
+    bounded by the window in sliding layers (keys_per_query); fused (flash) kernel: the score
+    matrix never goes to memory. K/V read B*c tokens from the cache (a sliding layer: the W-1
+    before the first query) and write B*kv_write tokens into it.
   * LM head: 2*B*logits*d_model*vocab.
   * Elementwise (norms, SiLU*mul, rope, residual adds, softmax): counted as `other`.
   * Activations in and out of every op at ACTIVATION_BYTES per element.
@@ -18,9 +19,9 @@ kvbytes (bytes per cached element), and the parallel layout tp, ep.
 Tensor parallelism over N = tp GPUs (Megatron layout): Q/O heads, FFN columns, experts and the
 vocabulary are split N ways; K/V heads too, but never below one per GPU (replicated when N
 exceeds n_kv_heads); norms, the router, MLA's down-projections and its latent cache are
-replicated. Expert parallelism places E/ep whole experts on each GPU (each sliced tp/ep ways); a pass waits
-for the busiest GPU, so expert traffic, FLOPs and the all-to-all are those of the expected busiest
-rank (`busiest_rank_experts`).
+replicated. Expert parallelism places E/ep whole experts on each GPU (each sliced tp/ep ways);
+a pass waits for the busiest GPU, so expert traffic, FLOPs and the all-to-all are those of the
+expected busiest rank (`busiest_rank_experts`).
 
 Layers are costed by kind (ModelSpec.layer_groups): attention ops are summed over groups of equal
 attention kind (full, sliding window, MLA; head_dim, K/V heads, K = V), FFN ops over the layers
@@ -35,8 +36,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .models.spec import ModelSpec
-from .models.spec import LayerKind
+from .models.spec import LayerKind, ModelSpec
 from .precision import ACTIVATION_BYTES as AB
 
 # The LM head and embedding stay bf16 under fp8 and weight-only precisions unless asked

@@ -15,7 +15,7 @@ import pytest
 from dlmcost import api
 from dlmcost.cost import (
     PassInput, attention, busiest_rank_experts, ep_all_to_all, experts, kv_cache_elements_per_gpu,
-    kv_elements_per_token_per_gpu, lm_head, logit_softcap, mlp, pass_ops, qkv_proj, self_condition, tp_collectives,
+    kv_elements_per_token_per_gpu, lm_head, logit_softcap, pass_ops, qkv_proj, self_condition, tp_collectives,
     weight_bytes_per_gpu,
 )
 from dlmcost.errors import ConfigError
