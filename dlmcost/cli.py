@@ -42,6 +42,8 @@ CacheDelayOpt = typer.Option(None, "--cache-delay", help="multi-block: passes be
 RefreshOpt = typer.Option(None, "--refresh-every", help="multi-block, windowed-refresh: full refresh every R passes [0: never]")
 WindowOpt = typer.Option(None, "--window", help="windowed-refresh: tokens recomputed either side of the block [16]")
 DrafterOpt = typer.Option(None, "--drafter", help="draft-verify: the drafter model (default: self-speculative)")
+AnswerOpt = typer.Option(None, "--answer-tokens", help="expected tokens until end-of-sequence; throughput counts "
+                         "these, and schemes that stop at the end-of-sequence block run only that far [the whole generation]")
 SCHEME_CHOICES = " | ".join(SCHEMES)
 
 
@@ -133,6 +135,7 @@ def analyze(
     refresh_every: Optional[int] = RefreshOpt,
     window: Optional[int] = WindowOpt,
     drafter: Optional[str] = DrafterOpt,
+    answer_tokens: Optional[int] = AnswerOpt,
     efficiency: str = EfficiencyOpt,
     ops: bool = typer.Option(False, "--ops", help="also print per-pass and per-op tables"),
     fmt: str = FormatOpt,
@@ -151,6 +154,7 @@ def analyze(
         precision=precision, kv_dtype=kv_dtype, cfg=cfg > 0 or None, store_pass=store_pass,
         logits=logits, expert_load=expert_load, tp=tp, ep=ep, mla_form=mla_form, active_blocks=active_blocks,
         cache_delay=cache_delay, refresh_every=refresh_every, window=window, drafter=drafter,
+        answer_tokens=answer_tokens,
     )
     result = api.analyze(model, gpu, **options)
     for warning in result.warnings:
@@ -192,6 +196,7 @@ def sweep(
     refresh_every: Optional[int] = RefreshOpt,
     window: Optional[int] = WindowOpt,
     drafter: Optional[str] = DrafterOpt,
+    answer_tokens: Optional[int] = AnswerOpt,
     efficiency: str = EfficiencyOpt,
     sort: Optional[str] = typer.Option(None, "--sort", help="column to sort by, e.g. tokens_per_s, time_s (prefix - to reverse)"),
     top: Optional[int] = typer.Option(None, "--top", help="show only the first N rows of the table"),
@@ -221,7 +226,7 @@ def sweep(
         logits=logits, expert_load=expert_load, tps=_parse_list(tp, int, "tp"), eps=_parse_list(ep, int, "ep"),
         mla_form=mla_form, efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
         active_blocks=active_blocks, cache_delay=cache_delay, refresh_every=refresh_every, window=window,
-        drafter=drafter,
+        drafter=drafter, answer_tokens=answer_tokens,
     )
     rows = api.sweep_rows(result)
     if sort:
