@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import ValidationError
 
-from .cost import KINDS
-from .engine import KNEE_LIMIT, Evaluation, Grid, evaluate, generation_verdict, knee, memory_bound_time_fraction
+from .cost import KINDS, OP_KINDS
+from .engine import KNEE_LIMIT, METRICS, Evaluation, Grid, evaluate, generation_verdict, knee, memory_bound_time_fraction
 from .errors import UsageError, WorkloadError, first_error
 from .hardware import GPU, SEED_TABLE_GPUS as DEFAULT_GPUS, HardwareDB
 from .memory import grid_memory
@@ -214,12 +214,14 @@ def _gpu_result(w: Workload, gpu: GPU, rate: dict, frame: Frame, i: int, knee_bl
     nfe = float(t.count[i])
     ar_time = float(frame.ar_time_s[i])
     mem = frame.memory
-    op_flops, op_bytes, op_time = t.ops[i, :, 0], t.ops[i, :, 1:5].sum(axis=1), t.ops[i, :, 5]
+    ops = frame.ev.ops(i)
+    op_flops, op_bytes, op_time = ops[:, 0], ops[:, 1:5].sum(axis=1), ops[:, 5]
+    kinds = [OP_KINDS[name] for name in frame.ev.op_names]
     return GPUResult(
         gpu=gpu.name, gpu_key=gpu.key, gpu_status=gpu.status, ridge_flops_per_byte=ridge,
         nfe=nfe, tokens_per_nfe=tokens / nfe, flops=flops, bytes=nbytes,
-        flops_breakdown={k: float(t.flops_of_kind(k, frame.ev.op_names)[i]) for k in KINDS},
-        bytes_breakdown={label: float(t.metric(k)[i].sum()) for k, label in BYTE_LABELS.items()},
+        flops_breakdown={k: float(sum(f for f, kind in zip(op_flops, kinds) if kind == k)) for k in KINDS},
+        bytes_breakdown={label: float(ops[:, METRICS.index(k)].sum()) for k, label in BYTE_LABELS.items()},
         arithmetic_intensity=flops / nbytes,
         verdict=str(generation_verdict(frame.memory_bound_fraction[i])),
         memory_bound_time_fraction=float(frame.memory_bound_fraction[i]),
