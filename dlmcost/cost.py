@@ -217,6 +217,8 @@ def _gemm(name: str, p: PassInput, weights, d_in, d_out, layers: int, tokens=Non
 
 def _combine(name: str, kind: str, ops: list[OpCost]) -> OpCost:
     """One op summed over layer groups (the first group's arrays plus the others')."""
+    if len(ops) == 1:  # a uniform model: nothing to add
+        return ops[0]
     fields = ("flops", "weight_bytes", "activation_bytes", "kernels", "kv_read_bytes", "kv_write_bytes",
               "link_bytes", "collectives")
     return _op(name, kind, *(sum(getattr(o, f) for o in ops) for f in fields))
@@ -474,10 +476,13 @@ def tp_collectives(m: ModelSpec, p: PassInput) -> OpCost:
     ffn_reduces = m.n_dense_layers + moe_only * (np.asarray(p.ep) == 1)
     reduces = (m.n_layers + ffn_reduces) * (N > 1)
     gather = (p.logits > 0) * (N > 1)
-    sc = (np.asarray(p.self_condition, bool) & (p.logits > 0)) * (N > 1)
-    link = (reduces * 2 * (N - 1) / N * T * d * AB + gather * (N - 1) / N * p.B * p.logits * m.vocab_size * AB
-            + sc * 2 * (N - 1) / N * p.B * p.logits * d * AB)
-    return _op("tp_collectives", "comm", 0.0, 0.0, 0.0, 0.0, link_bytes=link, collectives=reduces + gather + sc)
+    link = reduces * 2 * (N - 1) / N * T * d * AB + gather * (N - 1) / N * p.B * p.logits * m.vocab_size * AB
+    collectives = reduces + gather
+    if m.self_conditioning:
+        sc = (np.asarray(p.self_condition, bool) & (p.logits > 0)) * (N > 1)
+        link = link + sc * 2 * (N - 1) / N * p.B * p.logits * d * AB
+        collectives = collectives + sc
+    return _op("tp_collectives", "comm", 0.0, 0.0, 0.0, 0.0, link_bytes=link, collectives=collectives)
 
 
 def ep_all_to_all(m: ModelSpec, p: PassInput) -> OpCost:
