@@ -490,6 +490,12 @@ def model_info(spec: ModelSpec) -> dict:
         qk_norm=spec.qk_norm, n_dense_layers=spec.n_dense_layers, n_moe_layers=spec.n_moe_layers,
     )
     info["kv_bytes_per_token"] = {k: spec.kv_bytes_per_token(v) for k, v in KV_DTYPE_BYTES.items() if k not in ("fp16", "int4")}
+    if spec.layers:  # per-layer kinds (hybrids): one line per group
+        info["layers"] = {f"{i}": f"{n} x {kind.describe()}" for i, (n, kind) in enumerate(spec.layers)}
+    if spec.logit_softcap:
+        info["logit_softcap"] = spec.logit_softcap
+    if spec.vision_params:
+        info["vision_params"] = spec.vision_params  # reported apart: planning is text-only
     if spec.moe:
         info["moe"] = spec.moe.model_dump()
     if spec.mla:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from .cost import KINDS, OP_KINDS, OP_NAMES, PassInput, pass_ops
+from .cost import KINDS, OP_KINDS, OP_NAMES, PassInput, pass_ops, window_affine
 from .models.spec import ModelSpec
 from .roofline import Rates, compute_time, link_time, memory_time
 from .schemes import REGISTRY, Knobs, PassFamily, peak_shape
@@ -204,7 +204,8 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
 def closed_form_rows(m: ModelSpec, grid: Grid, fam: PassFamily) -> np.ndarray:
     """Configurations whose per-op costs are affine in j (see the module docstring)."""
     tokens_linear = np.ones(len(grid), bool) if m.moe is None else grid.all_experts
-    return fam.constant_q | (fam.constant_keys & tokens_linear) | (fam.n <= 1)
+    windowed = window_affine(m, fam.q0, fam.dq, fam.c0, fam.dc, fam.n)  # sliding layers bend at the window
+    return (fam.constant_q | (fam.constant_keys & tokens_linear)) & windowed | (fam.n <= 1)
 
 
 def _closed_form(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
