@@ -1,0 +1,143 @@
+"""Files of measured times (published or from `dlmcost measure`) and the model's prediction for each.
+
+A measurements file is YAML: `points:`, a list of
+
+    id: short-name
+    model: bundled id, or a model file (a relative path is taken from the measurements file's folder)
+    gpu: GPU name or alias
+    stack: stack the measurement ran on (validation; `calibrate` fits one stack to all points)
+    workload: {scheme, prompt, gen, steps, block, batch, tp, ep, precision, ...}  (api.analyze keywords)
+    measured: exactly one of {ms_per_forward, tokens_per_s, latency_s}
+    tokens_per_forward: tokens/s -> time per forward (default 1, as in AR decode)
+    source / assumes / case / in_sample: provenance, shown on the validation page
+
+Time per forward is the compared quantity: measured = 1000 x tokens_per_forward / tokens_per_s
+(or as given), predicted = the workload's total predicted time / its forward passes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from . import yamlsafe
+from .errors import UsageError
+from .models import resolve_model
+
+MAX_FILE_BYTES = 1024 * 1024
+MAX_POINTS = 10_000
+WORKLOAD_KEYS = ("scheme", "prompt", "gen", "steps", "block", "batch", "tp", "ep", "precision", "kv_dtype",
+                 "cfg", "store_pass", "logits", "expert_load", "mla_form", "tpf")
+
+
+class Measured(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    ms_per_forward: float | None = Field(default=None, gt=0, le=1e9)
+    tokens_per_s: float | None = Field(default=None, gt=0, le=1e12)
+    latency_s: float | None = Field(default=None, gt=0, le=1e9)
+
+    @model_validator(mode="after")
+    def _one(self) -> "Measured":
+        given = [k for k in ("ms_per_forward", "tokens_per_s", "latency_s") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of ms_per_forward, tokens_per_s, latency_s")
+        return self
+
+
+class Point(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    id: str = Field(min_length=1, max_length=100)
+    model: str = Field(min_length=1, max_length=500)
+    gpu: str = Field(min_length=1, max_length=100)
+    stack: str | None = Field(default=None, max_length=500)
+    workload: dict[str, float | int | str | bool]
+    measured: Measured
+    tokens_per_forward: float = Field(default=1.0, gt=0, le=1e6)
+    case: Literal["dense dLLM", "AR baseline", "cached/block dLLM", "MoE", "other"] = "other"
+    source: str = ""
+    assumes: str = ""
+    in_sample: bool = False  # this point set a profile number (not an independent check)
+
+    @model_validator(mode="after")
+    def _keys(self) -> "Point":
+        unknown = sorted(set(self.workload) - set(WORKLOAD_KEYS))
+        if unknown:
+            raise ValueError(f"unknown workload keys: {', '.join(unknown)} (known: {', '.join(WORKLOAD_KEYS)})")
+        return self
+
+
+class MeasurementFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    points: list[Point] = Field(min_length=1, max_length=MAX_POINTS)
+
+
+def load_points(path: str | Path) -> tuple[list[Point], Path]:
+    """The points of a measurements file, and the folder relative model paths are taken from."""
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read measurements file {path}: {exc.__class__.__name__}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise UsageError(f"measurements file {path} is larger than {MAX_FILE_BYTES // 1024} KiB")
+    try:
+        data = yamlsafe.safe_load(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise UsageError(f"measurements file {path} is not UTF-8 text") from None
+    except yamlsafe.YAMLError as exc:
+        raise UsageError(f"measurements file {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"measurements file {path} must be a mapping with a `points:` list")
+    try:
+        return MeasurementFile.model_validate(data).points, path.resolve().parent
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise UsageError(f"measurements file {path}: field '{where}': {err['msg']}") from None
+
+
+def measured_ms_per_forward(p: Point) -> float:
+    m = p.measured
+    if m.ms_per_forward is not None:
+        return m.ms_per_forward
+    if m.tokens_per_s is not None:
+        return 1e3 * p.tokens_per_forward / m.tokens_per_s
+    return None  # latency: needs the workload's pass count (see compare)
+
+
+def resolve_point_model(p: Point, base: Path):
+    local = base / p.model
+    return resolve_model(str(local) if local.suffix in (".yaml", ".yml", ".json") and local.is_file() else p.model)
+
+
+def analysis_for(p: Point, base: Path) -> tuple[dict, object]:
+    """The roofline analysis of a point's workload (memoised per point by the caller)."""
+    from . import api
+
+    spec = resolve_point_model(p, base)
+    return api.analyze(spec, gpus=p.gpu, **dict(p.workload)), spec
+
+
+def compare(p: Point, analysis: dict, spec, stack) -> dict:
+    """Measured vs predicted for one point under one stack."""
+    from .stack_predict import predict
+
+    pred = predict(analysis, spec, stack)
+    if not pred:
+        raise UsageError(f"point {p.id}: {p.gpu} cannot run this workload")
+    pred = pred[0]
+    meas_ms = measured_ms_per_forward(p)
+    if meas_ms is None:
+        meas_ms = 1e3 * p.measured.latency_s / pred["nfe"]
+    pred_ms = pred["ms_per_forward"]
+    return dict(id=p.id, gpu=pred["gpu"], stack=stack.name, measured_ms=meas_ms, predicted_ms=pred_ms,
+                roofline_ms=1e3 * pred["roofline_time_s"] / pred["nfe"],
+                measured_tokens_per_s=1e3 * p.tokens_per_forward / meas_ms,
+                predicted_tokens_per_s=1e3 * p.tokens_per_forward / pred_ms,
+                ratio=pred_ms / meas_ms, error=max(pred_ms / meas_ms, meas_ms / pred_ms))
