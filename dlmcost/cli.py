@@ -199,6 +199,36 @@ def model(
         print(f"warning: {info['verify']['warning']}", file=sys.stderr)
 
 
+@app.command()
+def calibrate(
+    measurements: str = typer.Argument(..., help="measurements YAML (points: model, gpu, workload, measured)"),
+    stack: Optional[str] = typer.Option(None, "--stack", help="stack to start from: name or file (default: the default stack)"),
+    fit: str = typer.Option("fixed,gemm", "--fit", help="parameters to fit: host, fixed, gemm, attention, elementwise"),
+    out: str = typer.Option(..., "--out", "-o", help="stack YAML to write"),
+    name: Optional[str] = typer.Option(None, "--name", help="name of the written stack [calibrated]"),
+    only: Optional[str] = typer.Option(None, "--only", help="use only the points whose `stack:` is this name"),
+    fmt: str = FormatOpt,
+):
+    """Fit a stack profile's free parameters to measured times (least squares on log time)."""
+    _check_format(fmt)
+    from pathlib import Path
+
+    from . import calibrate as cal
+    from .measurements import load_points
+    from .stacks import load_stack
+
+    points, base_dir = load_points(measurements)
+    if only is not None:
+        points = [p for p in points if p.stack == only]
+        if not points:
+            raise UsageError(f"--only {only}: no point of {measurements} has stack '{only}'")
+    result = cal.calibrate(points, base_dir, load_stack(stack), cal.parse_fit(fit), name or "calibrated")
+    cal.write_stack(result["data"], Path(out))
+    from .report_stacks import render_calibration
+
+    render_calibration(result, out, fmt, _console())
+
+
 def _one_line(text: str) -> str:
     """User input quoted in a message (a GPU name with a newline...) must not break the one line."""
     return text.replace("\r", "\\r").replace("\n", "\\n")
