@@ -68,9 +68,10 @@ def with_parameters(base: Stack, values: dict[str, float]) -> Stack:
 class Problem:
     """The points with their (stack-independent) analyses computed once."""
 
-    def __init__(self, points: list[Point], base_dir: Path, base: Stack, fit: list[str]):
-        self.points, self.base, self.fit = points, base, fit
-        self.cases = [analysis_for(p, base_dir) for p in points]
+    def __init__(self, points: list[Point], base_dir: Path, base: Stack, fit: list[str],
+                 hardware: list[str] | None = None):
+        self.points, self.base, self.fit, self.hardware = points, base, fit, hardware
+        self.cases = [analysis_for(p, base_dir, hardware) for p in points]
         self.theta0 = np.log([_get(base, n) or ZERO_START.get(n, 1e-3) for n in fit])
 
     def stack(self, theta) -> Stack:
@@ -78,7 +79,7 @@ class Problem:
 
     def rows(self, theta) -> list[dict]:
         s = self.stack(theta)
-        return [compare(p, a, spec, s) for p, (a, spec) in zip(self.points, self.cases)]
+        return [compare(p, a, spec, s, self.hardware) for p, (a, spec) in zip(self.points, self.cases)]
 
     def residuals(self, theta) -> np.ndarray:
         return np.log([r["ratio"] for r in self.rows(theta)])
@@ -146,8 +147,9 @@ def fit(problem: Problem) -> tuple[np.ndarray, dict]:
     return theta, dict(rms_log_error=math.sqrt(cost / n))
 
 
-def calibrate(points: list[Point], base_dir: Path, base: Stack, fit_names: list[str], name: str) -> dict:
-    problem = Problem(points, base_dir, base, fit_names)
+def calibrate(points: list[Point], base_dir: Path, base: Stack, fit_names: list[str], name: str,
+              hardware: list[str] | None = None) -> dict:
+    problem = Problem(points, base_dir, base, fit_names, hardware)
     before = problem.rows(problem.theta0)
     theta, info = fit(problem)
     after = problem.rows(theta)
@@ -172,3 +174,15 @@ def write_stack(data: dict, path: Path) -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.__class__.__name__}") from None
+
+
+def calibrate_what_data_pins(points: list[Point], base_dir: Path, base: Stack, name: str,
+                             hardware: list[str] | None = None, order: tuple[tuple[str, ...], ...] = (("fixed", "gemm"), ("gemm",), ("fixed",))) -> dict:
+    """Fit the largest parameter set of `order` the points can pin (for `measure --profile-out`)."""
+    last = None
+    for names in order:
+        try:
+            return calibrate(points, base_dir, base, list(names), name, hardware)
+        except UsageError as exc:
+            last = exc
+    raise last

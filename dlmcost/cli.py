@@ -208,6 +208,7 @@ def calibrate(
     name: Optional[str] = typer.Option(None, "--name", help="name of the written stack [calibrated]"),
     only: Optional[str] = typer.Option(None, "--only", help="use only the points whose `stack:` is this name"),
     fmt: str = FormatOpt,
+    hardware: Optional[list[str]] = HardwareOpt,
 ):
     """Fit a stack profile's free parameters to measured times (least squares on log time)."""
     _check_format(fmt)
@@ -222,11 +223,68 @@ def calibrate(
         points = [p for p in points if p.stack == only]
         if not points:
             raise UsageError(f"--only {only}: no point of {measurements} has stack '{only}'")
-    result = cal.calibrate(points, base_dir, load_stack(stack), cal.parse_fit(fit), name or "calibrated")
+    result = cal.calibrate(points, base_dir, load_stack(stack), cal.parse_fit(fit), name or "calibrated", hardware)
     cal.write_stack(result["data"], Path(out))
     from .report_stacks import render_calibration
 
     render_calibration(result, out, fmt, _console())
+
+
+@app.command()
+def measure(
+    model: str = typer.Argument(..., help="bundled id or local model file (random weights; nothing is downloaded)"),
+    gpu: str = typer.Option(..., "--gpu", "-g", help="hardware entry to predict against (a GPU, or your own file for a CPU)"),
+    scheme: Optional[str] = typer.Option(None, "--scheme", help="decoding scheme (default: the model's)"),
+    prompt: Optional[int] = typer.Option(None, "--prompt", help="prompt tokens"),
+    gen: Optional[int] = typer.Option(None, "--gen", help="generated tokens"),
+    steps: Optional[float] = typer.Option(None, "--steps", help="total denoising steps"),
+    tpf: Optional[float] = TpfOpt,
+    block: Optional[int] = typer.Option(None, "--block", help="block length"),
+    batch: str = typer.Option("1", "--batch", help="comma list of batch sizes (one measurement each)"),
+    stack: Optional[str] = typer.Option(None, "--stack", help="stack to predict with and to calibrate from"),
+    backend: str = typer.Option("numpy", "--backend", help="numpy (CPU) | torch (pip install 'dlmcost[measure]')"),
+    device: Optional[str] = typer.Option(None, "--device", help="torch device: cuda | cpu (default: cuda if present)"),
+    warmup: int = typer.Option(1, "--warmup", help="untimed runs per pass shape"),
+    repeats: int = typer.Option(3, "--repeats", help="timed runs per pass shape (median)"),
+    layers: Optional[int] = typer.Option(None, "--layers", help="build only N layers and scale to the model's depth"),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="write the measurements (a file `calibrate` reads)"),
+    profile_out: Optional[str] = typer.Option(None, "--profile-out", help="write a stack calibrated to these measurements"),
+    fmt: str = FormatOpt,
+    hardware: Optional[list[str]] = HardwareOpt,
+):
+    """Time the forward passes of a schedule on this machine and compare with the prediction."""
+    _check_format(fmt)
+    from pathlib import Path
+
+    import yaml
+
+    from . import calibrate as cal
+    from . import measure as ms
+    from .measurements import MeasurementFile
+    from .models import resolve_model
+    from .report_stacks import render_calibration, render_measure
+    from .stacks import load_stack
+
+    spec = resolve_model(model)
+    base = load_stack(stack)
+    be = ms.get_backend(backend, device)
+    results = []
+    for b in _parse_list(batch, int, "batch"):
+        wl = dict(scheme=scheme, prompt=prompt, gen=gen, steps=steps, tpf=tpf, block=block, batch=b)
+        res = ms.measure_workload(spec, gpu, {k: v for k, v in wl.items() if v is not None}, base, be,
+                                  warmup=warmup, repeats=repeats, layers=layers, hardware=hardware)
+        results.append(res)
+        render_measure(res, fmt, _console())
+    model_ref = str(Path(model).resolve()) if Path(model).is_file() else model
+    doc = ms.as_points(results, model_ref, gpu)
+    if out:
+        MeasurementFile.model_validate(doc)
+        Path(out).write_text("# Written by `dlmcost measure`.\n" + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    if profile_out:
+        points = MeasurementFile.model_validate(doc).points
+        result = cal.calibrate_what_data_pins(points, Path.cwd(), base, f"{base.name}-measured", hardware)
+        cal.write_stack(result["data"], Path(profile_out))
+        render_calibration(result, profile_out, fmt, _console())
 
 
 def _one_line(text: str) -> str:

@@ -116,19 +116,19 @@ def resolve_point_model(p: Point, base: Path):
     return resolve_model(str(local) if local.suffix in (".yaml", ".yml", ".json") and local.is_file() else p.model)
 
 
-def analysis_for(p: Point, base: Path) -> tuple[dict, object]:
+def analysis_for(p: Point, base: Path, hardware: list[str] | None = None) -> tuple[dict, object]:
     """The roofline analysis of a point's workload (memoised per point by the caller)."""
     from . import api
 
     spec = resolve_point_model(p, base)
-    return api.analyze(spec, gpus=p.gpu, **dict(p.workload)), spec
+    return api.analyze(spec, gpus=p.gpu, hardware=hardware, **dict(p.workload)), spec
 
 
-def compare(p: Point, analysis: dict, spec, stack) -> dict:
+def compare(p: Point, analysis: dict, spec, stack, hardware: list[str] | None = None) -> dict:
     """Measured vs predicted for one point under one stack."""
     from .stack_predict import predict
 
-    pred = predict(analysis, spec, stack)
+    pred = predict(analysis, spec, stack, hardware)
     if not pred:
         raise UsageError(f"point {p.id}: {p.gpu} cannot run this workload")
     pred = pred[0]

@@ -19,7 +19,7 @@ from .stack_time import host_time, kind_codes, op_gpu_time, pass_time, sampler_t
 from .stacks import Stack
 
 
-def _pass_input(spec: ModelSpec, w: dict, entry: dict, q: float, c: float) -> cost.PassInput:
+def pass_input(spec: ModelSpec, w: dict, entry: dict, q: float, c: float) -> cost.PassInput:
     tp, ep = float(w["tp"]), float(w["ep"])
     B = float(w["effective_batch"])
     kvb = kv_bytes(w["kv_dtype"])
@@ -65,7 +65,7 @@ def predict(analysis: dict, spec: ModelSpec, stack: Stack, hardware: list[str] |
         rates = stack_rates([gpu_rates(gpu, get_precision(w["precision"]), profile)])
         families, total, count = [], 0.0, 0.0
         for entry in r["passes"]:
-            ends = [pass_seconds(spec, _pass_input(spec, w, entry, q, c), rates, stack)
+            ends = [pass_seconds(spec, pass_input(spec, w, entry, q, c), rates, stack)
                     for q, c in ((entry["q"], entry["c"]), (entry["q_last"], entry["c_last"]))]
             per = {k: (ends[0][k] + ends[1][k]) / 2 for k in ends[0]}
             families.append(dict(name=entry["name"], count=entry["count"], q=entry["q"], c=entry["c"], **per))
