@@ -9,10 +9,13 @@ A measurements file is YAML: `points:`, a list of
     workload: {scheme, prompt, gen, steps, block, batch, tp, ep, precision, ...}  (api.analyze keywords)
     measured: exactly one of {ms_per_forward, tokens_per_s, latency_s}
     tokens_per_forward: tokens/s -> time per forward (default 1, as in AR decode)
+    answer_tokens: the published tokens/s counts N useful tokens per sequence (up to end-of-sequence)
+        while the schedule runs its whole canvas: time = batch x N / (tokens/s), per forward / passes
     source / assumes / case / in_sample: provenance, shown on the validation page
 
 Time per forward is the compared quantity: measured = 1000 x tokens_per_forward / tokens_per_s
-(or as given), predicted = the workload's total predicted time / its forward passes.
+(or as given; with answer_tokens, the generation's time / its passes), predicted = the workload's total
+predicted time / its forward passes.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ class Point(BaseModel):
     workload: dict[str, float | int | str | bool]
     measured: Measured
     tokens_per_forward: float = Field(default=1.0, gt=0, le=1e6)
+    answer_tokens: float | None = Field(default=None, gt=0, le=1e7)  # tokens/s counted up to EOS
     case: Literal["dense dLLM", "AR baseline", "cached/block dLLM", "MoE", "other"] = "other"
     source: str = ""
     assumes: str = ""
@@ -132,12 +136,20 @@ def compare(p: Point, analysis: dict, spec, stack, hardware: list[str] | None = 
     if not pred:
         raise UsageError(f"point {p.id}: {p.gpu} cannot run this workload")
     pred = pred[0]
+    nfe, batch = pred["nfe"], float(analysis["workload"]["batch"])
     meas_ms = measured_ms_per_forward(p)
-    if meas_ms is None:
-        meas_ms = 1e3 * p.measured.latency_s / pred["nfe"]
+    if p.measured.latency_s is not None:
+        meas_ms = 1e3 * p.measured.latency_s / nfe
+    elif p.answer_tokens is not None and p.measured.tokens_per_s is not None:
+        meas_ms = 1e3 * batch * p.answer_tokens / p.measured.tokens_per_s / nfe
     pred_ms = pred["ms_per_forward"]
+
+    def tokens_per_s(ms: float) -> float:
+        if p.answer_tokens is not None:
+            return batch * p.answer_tokens / (ms * nfe / 1e3)
+        return 1e3 * p.tokens_per_forward / ms
+
     return dict(id=p.id, gpu=pred["gpu"], stack=stack.name, measured_ms=meas_ms, predicted_ms=pred_ms,
-                roofline_ms=1e3 * pred["roofline_time_s"] / pred["nfe"],
-                measured_tokens_per_s=1e3 * p.tokens_per_forward / meas_ms,
-                predicted_tokens_per_s=1e3 * p.tokens_per_forward / pred_ms,
+                roofline_ms=1e3 * pred["roofline_time_s"] / nfe,
+                measured_tokens_per_s=tokens_per_s(meas_ms), predicted_tokens_per_s=tokens_per_s(pred_ms),
                 ratio=pred_ms / meas_ms, error=max(pred_ms / meas_ms, meas_ms / pred_ms))

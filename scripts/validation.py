@@ -54,7 +54,9 @@ def render(rs: list[dict]) -> str:
         f"GPUs: {', '.join(s['gpus'])}.",
         "Each case is predicted with its stack (`--stack`, see [stacks.md](stacks.md)) and, for comparison,",
         "with the hardware roofline alone (the `realistic` efficiency profile, no stack).",
-        "Error = max(predicted/measured, measured/predicted) of the time per forward pass.",
+        "Error = max(predicted/measured, measured/predicted) of the time per forward pass. Measured time per",
+        "forward = 1000 x tokens per forward / tokens/s; where a source counts tokens/s up to end-of-sequence",
+        "(`answer tokens`), it is the generation's time (batch x answer tokens / tokens/s) over its passes.",
         "",
         f"- **With the matching stack: median error {s['median_error']:.2f}x, worst {s['worst_error']:.2f}x** "
         f"(median predicted/measured {s['median_ratio']:.2f}).",
@@ -77,7 +79,8 @@ def render(rs: list[dict]) -> str:
         p = r["point"]
         wl = ", ".join(f"{k}={v}" for k, v in p.workload.items())
         lines.append(f"- **{p.id}**: {p.source}. Model `{p.model}`, GPU `{p.gpu}`, {wl}"
-                     f"{', tokens per forward ' + format(p.tokens_per_forward, 'g') if p.tokens_per_forward != 1 else ''}. "
+                     f"{', tokens per forward ' + format(p.tokens_per_forward, 'g') if p.tokens_per_forward != 1 else ''}"
+                     f"{', ' + format(p.answer_tokens, 'g') + ' answer tokens (tokens/s counted up to EOS)' if p.answer_tokens else ''}. "
                      f"Assumes: {p.assumes}.")
     lines += [
         "",

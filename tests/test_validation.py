@@ -8,9 +8,9 @@ spec = importlib.util.spec_from_file_location("validation_script", ROOT / "scrip
 validation = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(validation)
 
-# The median error when this test was written was 1.17x; keep it from regressing.
+# When this test was written: median error 1.16x, worst 1.40x. Keep them from regressing.
 MEDIAN_LIMIT = 1.20
-WORST_LIMIT = 2.0
+WORST_LIMIT = 1.5
 
 
 def test_validation_targets_and_coverage():
@@ -28,3 +28,10 @@ def test_validation_targets_and_coverage():
 
 def test_page_is_current():
     assert validation.main(["--check"]) == 0, "run: python scripts/validation.py"
+
+
+def test_docs_quote_the_current_numbers():
+    s = validation.summary(validation.rows())
+    text = (ROOT / "docs" / "stacks.md").read_text(encoding="utf-8")
+    assert f"{s['n']} published measurements" in text
+    assert f"median error {s['median_error']:.2f}×, worst {s['worst_error']:.2f}×" in text
