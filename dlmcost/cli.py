@@ -17,11 +17,13 @@ from rich.console import Console  # noqa: E402
 from . import api, report  # noqa: E402
 from .errors import EXIT_INTERNAL, EXIT_USAGE, DlmcostError, UsageError  # noqa: E402
 from .hardware import HardwareDB  # noqa: E402
+from .schemes import REGISTRY, SCHEMES  # noqa: E402
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Capacity planner for diffusion language model inference.")
 
-FormatOpt = typer.Option("table", "--format", "-f", help="table | json | csv | markdown")
+FormatOpt = typer.Option("table", "--format", "-f", help="table | json | csv | markdown | html (analyze, sweep)")
+PlotOpt = typer.Option(None, "--plot", help="draw the chart to FILE.png / FILE.svg, or - for the terminal (needs dlmcost[plot] for files)")
 HardwareOpt = typer.Option(None, "--hardware", help="extra GPU YAML file or folder (repeatable; also $DLMCOST_HARDWARE)")
 # Options analyze and sweep share (sweep's size knobs take comma lists instead).
 CfgOpt = typer.Option(0.0, "--cfg", help="classifier-free guidance scale; > 0 doubles the batch")
@@ -32,17 +34,53 @@ MlaFormOpt = typer.Option("auto", "--mla-form", help="MLA attention: auto | abso
 EfficiencyOpt = typer.Option("realistic", "--efficiency", help="realistic | ideal | path to an efficiency YAML")
 RevisionOpt = typer.Option(None, "--revision", help="Hub revision (branch, tag or commit)")
 HubOpt = typer.Option(False, "--hub", help="fetch from the Hub even if the id is bundled")
-TpfOpt = typer.Option(None, "--tpf", help="tokens per forward (S = Lg / tpf) when --steps is not given")
+TpfOpt = typer.Option(None, "--tpf", help="tokens per forward (S = Lg / tpf) when --steps is not given; "
+                      "draft-verify: mean accepted tokens per iteration")
+# Knobs of the newer schemes (see `dlmcost schemes`).
+ActiveBlocksOpt = typer.Option(None, "--active-blocks", help="multi-block: blocks in flight A [2]")
+CacheDelayOpt = typer.Option(None, "--cache-delay", help="multi-block: passes before a finished block's K/V is cached [1]")
+RefreshOpt = typer.Option(None, "--refresh-every", help="multi-block, windowed-refresh: full refresh every R passes [0: never]")
+WindowOpt = typer.Option(None, "--window", help="windowed-refresh: tokens recomputed either side of the block [16]")
+DrafterOpt = typer.Option(None, "--drafter", help="draft-verify: the drafter model (default: self-speculative)")
+SCHEME_CHOICES = " | ".join(SCHEMES)
 
 
 def _console() -> Console:
     return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 100)
 
 
-def _check_format(fmt: str) -> str:
-    if fmt not in report.FORMATS:
-        raise UsageError(f"unknown format '{fmt}'; choose one of: {', '.join(report.FORMATS)}")
+def _check_format(fmt: str, charts: bool = False) -> str:
+    formats = [f for f in report.FORMATS if charts or f not in report.CHART_FORMATS]
+    if fmt not in formats:
+        raise UsageError(f"unknown format '{fmt}'; choose one of: {', '.join(formats)}")
     return fmt
+
+
+def _check_plot(plot: Optional[str], fmt: str) -> None:
+    """Before any work: a missing extra or a bad path fails first, with nothing else printed."""
+    if plot == "":
+        raise UsageError("--plot needs a file name (.png, .svg) or - for the terminal")
+    if not plot and fmt != "html":
+        return
+    from . import plot as plotting  # matplotlib itself only when a file is drawn
+
+    if plot == "-" and fmt not in ("table", "markdown"):
+        raise UsageError("--plot - draws on stdout after the table; with --format json/csv/html write a file")
+    if (plot and plot != "-") or fmt == "html":
+        plotting.require("--plot" if plot else "--format html")
+    if plot and plot != "-":
+        plotting.check_path(plot)
+
+
+def _draw(chart, plot: Optional[str], console: Console) -> None:
+    if plot == "-":
+        from .termplot import render
+
+        console.file.write(render(chart))
+    elif plot:
+        from .plot import save
+
+        save(chart, plot)
 
 
 def _check_cfg(cfg: float) -> None:
@@ -74,7 +112,7 @@ def _parse_list(text: Optional[str], kind, name: str) -> Optional[list]:
 def analyze(
     model: str = typer.Argument("GSAI-ML/LLaDA-8B-Instruct", help="bundled id, local .json/.yaml, or Hub id"),
     gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="GPU name/alias, comma list, or 'all' (default: the seed table's GPUs)"),
-    scheme: Optional[str] = typer.Option(None, "--scheme", help="ar | mdm | prefix-cache | dual-cache | block (default: the model's)"),
+    scheme: Optional[str] = typer.Option(None, "--scheme", help=f"{SCHEME_CHOICES} (default: the model's)"),
     prompt: Optional[int] = typer.Option(None, "--prompt", help="prompt tokens Lp [256]"),
     gen: Optional[int] = typer.Option(None, "--gen", help="generated tokens Lg (default: the model's sampler)"),
     steps: Optional[float] = typer.Option(None, "--steps", help="total denoising steps S"),
@@ -90,25 +128,43 @@ def analyze(
     tp: Optional[int] = typer.Option(None, "--tp", help="tensor-parallel GPUs [1]"),
     ep: Optional[int] = typer.Option(None, "--ep", help="expert-parallel ways, dividing --tp (MoE) [1]"),
     mla_form: str = MlaFormOpt,
+    active_blocks: Optional[float] = ActiveBlocksOpt,
+    cache_delay: Optional[float] = CacheDelayOpt,
+    refresh_every: Optional[int] = RefreshOpt,
+    window: Optional[int] = WindowOpt,
+    drafter: Optional[str] = DrafterOpt,
     efficiency: str = EfficiencyOpt,
     ops: bool = typer.Option(False, "--ops", help="also print per-pass and per-op tables"),
     fmt: str = FormatOpt,
     revision: Optional[str] = RevisionOpt,
     hub: bool = HubOpt,
     hardware: Optional[list[str]] = HardwareOpt,
+    plot: Optional[str] = PlotOpt,
 ):
     """Cost of one workload on one or more GPUs."""
-    _check_format(fmt)
+    _check_format(fmt, charts=True)
     _check_cfg(cfg)
-    result = api.analyze(
-        model, gpu, efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
+    _check_plot(plot, fmt)
+    options = dict(
+        efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
         scheme=scheme, prompt=prompt, gen=gen, steps=steps, tpf=tpf, block=block, batch=batch,
         precision=precision, kv_dtype=kv_dtype, cfg=cfg > 0 or None, store_pass=store_pass,
-        logits=logits, expert_load=expert_load, tp=tp, ep=ep, mla_form=mla_form,
+        logits=logits, expert_load=expert_load, tp=tp, ep=ep, mla_form=mla_form, active_blocks=active_blocks,
+        cache_delay=cache_delay, refresh_every=refresh_every, window=window, drafter=drafter,
     )
-    for warning in result["warnings"]:
+    result = api.analyze(model, gpu, **options)
+    for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    report.render_analyze(result, fmt, _console(), show_ops=ops)
+    data = result.model_dump()
+    chart = None
+    if plot or fmt == "html":
+        from . import charts
+
+        ar = api.analyze(model, gpu, **{**options, **charts.AR_WORKLOAD})  # for the AR decode step's point
+        chart = charts.roofline(data, ar.model_dump(), show_ops=ops, db=HardwareDB.load(hardware))
+    console = _console()
+    report.render_analyze(data, fmt, console, show_ops=ops, charts=[chart] if chart else None)
+    _draw(chart, plot, console)
 
 
 @app.command()
@@ -131,6 +187,11 @@ def sweep(
     tp: Optional[str] = typer.Option(None, "--tp", help="comma list of tensor-parallel sizes"),
     ep: Optional[str] = typer.Option(None, "--ep", help="comma list of expert-parallel sizes (each dividing tp)"),
     mla_form: str = MlaFormOpt,
+    active_blocks: Optional[float] = ActiveBlocksOpt,
+    cache_delay: Optional[float] = CacheDelayOpt,
+    refresh_every: Optional[int] = RefreshOpt,
+    window: Optional[int] = WindowOpt,
+    drafter: Optional[str] = DrafterOpt,
     efficiency: str = EfficiencyOpt,
     sort: Optional[str] = typer.Option(None, "--sort", help="column to sort by, e.g. tokens_per_s, time_s (prefix - to reverse)"),
     top: Optional[int] = typer.Option(None, "--top", help="show only the first N rows of the table"),
@@ -138,10 +199,18 @@ def sweep(
     revision: Optional[str] = RevisionOpt,
     hub: bool = HubOpt,
     hardware: Optional[list[str]] = HardwareOpt,
+    plot: Optional[str] = PlotOpt,
+    x: Optional[str] = typer.Option(None, "--x", help="chart: knob on the x axis (default: the first varied of block, batch, gen...)"),
+    y: Optional[str] = typer.Option(None, "--y", help="chart: metric on the y axis [tokens_per_s]"),
+    color: Optional[str] = typer.Option(None, "--color", help="chart: knob drawn as one line per value [scheme]"),
+    facet: Optional[str] = typer.Option(None, "--facet", help="chart: knob drawn as one panel per value [gpu]"),
 ):
     """Evaluate every combination of comma-separated knobs (vectorised)."""
-    _check_format(fmt)
+    _check_format(fmt, charts=True)
     _check_cfg(cfg)
+    _check_plot(plot, fmt)
+    if (x or y or color or facet) and not (plot or fmt == "html"):
+        raise UsageError("--x/--y/--color/--facet shape the chart: add --plot FILE or --format html")
     if top is not None and top <= 0:
         raise UsageError("--top must be positive")
     result = api.sweep(
@@ -151,6 +220,8 @@ def sweep(
         precisions=_parse_list(precision, str, "precision"), kv_dtype=kv_dtype, cfg=cfg > 0, store_pass=store_pass,
         logits=logits, expert_load=expert_load, tps=_parse_list(tp, int, "tp"), eps=_parse_list(ep, int, "ep"),
         mla_form=mla_form, efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
+        active_blocks=active_blocks, cache_delay=cache_delay, refresh_every=refresh_every, window=window,
+        drafter=drafter,
     )
     rows = api.sweep_rows(result)
     if sort:
@@ -158,7 +229,32 @@ def sweep(
         if rows and key not in rows[0]:
             raise UsageError(f"--sort: unknown column '{key}'; choose from: {', '.join(rows[0])}")
         rows.sort(key=lambda r: (r[key] is None, r[key]), reverse=sort.startswith("-"))
-    report.render_sweep(result, rows, fmt, _console(), rows[:top] if top else rows)
+    chart = None
+    if plot or fmt == "html":
+        from . import charts
+
+        chart = charts.sweep(rows, result.model.id, x=x, y=y, color=color, facet=facet)
+    console = _console()
+    report.render_sweep(result.model_dump(exclude={"rows"}), rows, fmt, console, rows[:top] if top else rows, charts=[chart] if chart else None)
+    _draw(chart, plot, console)
+
+
+@app.command()
+def schemes(fmt: str = FormatOpt):
+    """List the decoding schemes: what each runs and the knobs it reads."""
+    _check_format(fmt)
+    report.render_schemes([dict(name=s.name, summary=s.summary, knobs=", ".join(s.knobs) or "-",
+                                stops_at_eos=s.stops_at_eos) for s in REGISTRY.values()], fmt, _console())
+
+
+@app.command()
+def schema(which: str = typer.Argument("analyze", help="analyze | sweep")):
+    """Print the JSON Schema of `--format json` output (generated from the result types)."""
+    from .results import SCHEMAS
+
+    if which not in SCHEMAS:
+        raise UsageError(f"unknown schema '{which}'; choose one of: {', '.join(SCHEMAS)}")
+    print(report.to_json(SCHEMAS[which].model_json_schema()))
 
 
 @app.command()
@@ -285,6 +381,23 @@ def measure(
         result = cal.calibrate_what_data_pins(points, Path.cwd(), base, f"{base.name}-measured", hardware)
         cal.write_stack(result["data"], Path(profile_out))
         render_calibration(result, profile_out, fmt, _console())
+
+
+plot_app = typer.Typer(no_args_is_help=True, help="Draw a chart in the terminal (the arguments of analyze or sweep).")
+app.add_typer(plot_app, name="plot")
+FORWARD = dict(allow_extra_args=True, ignore_unknown_options=True, help_option_names=[])
+
+
+@plot_app.command("roofline", context_settings=FORWARD)
+def plot_roofline(ctx: typer.Context):
+    """`dlmcost analyze ARGS --plot -`: the table, then the roofline drawn in text."""
+    typer.main.get_command(app).main(args=["analyze", *ctx.args, "--plot", "-"], standalone_mode=False)
+
+
+@plot_app.command("sweep", context_settings=FORWARD)
+def plot_sweep(ctx: typer.Context):
+    """`dlmcost sweep ARGS --plot -`: the table, then the chart drawn in text."""
+    typer.main.get_command(app).main(args=["sweep", *ctx.args, "--plot", "-"], standalone_mode=False)
 
 
 def _one_line(text: str) -> str:

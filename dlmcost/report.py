@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-FORMATS = ("table", "json", "csv", "markdown")
+FORMATS = ("table", "json", "csv", "markdown", "html")
+CHART_FORMATS = ("html",)  # formats only analyze and sweep offer (they draw charts)
 VERDICT_STYLE = {"memory-bound": "cyan", "compute-bound": "magenta"}
 
 
@@ -56,6 +57,8 @@ def verdict_text(v: str | None) -> Text:
 
 
 def _jsonable(o: Any):
+    if hasattr(o, "model_dump"):  # typed result records
+        return o.model_dump()
     if hasattr(o, "tolist"):
         return o.tolist()
     if hasattr(o, "item"):
@@ -180,7 +183,12 @@ def analyze_csv_rows(a: dict) -> list[dict]:
     return [{k: row.get(k, "") for k in keys} for row in out]
 
 
-def render_analyze(a: dict, fmt: str, console: Console, show_ops: bool = False) -> None:
+def render_analyze(a: dict, fmt: str, console: Console, show_ops: bool = False, charts: list | None = None) -> None:
+    if fmt == "html":
+        from .html import analyze_page
+
+        console.file.write(analyze_page(a, charts or [], show_ops))
+        return
     if fmt == "json":
         console.file.write(to_json(a) + "\n")
         return
@@ -236,7 +244,21 @@ def sweep_table(rows: list[dict], all_rows: list[dict]) -> tuple[list[str], list
     return headers, [[c for c, k in zip(row, keep) if k] for row in cells]
 
 
-def render_sweep(result: dict, rows: list[dict], fmt: str, console: Console, shown: list[dict]) -> None:
+def sweep_summary(result: dict) -> str:
+    return (f"{result['evaluated']} configurations evaluated; skipped {result['skipped_impossible']} impossible "
+            f"(block not dividing the generation, fewer steps than blocks, a TP/EP layout that does not "
+            f"split the model) and "
+            f"{result['skipped_unsupported']} on GPUs without the precision; efficiency profile: "
+            f"{result['efficiency_profile']}")
+
+
+def render_sweep(result: dict, rows: list[dict], fmt: str, console: Console, shown: list[dict],
+                 charts: list | None = None) -> None:
+    if fmt == "html":
+        from .html import sweep_page
+
+        console.file.write(sweep_page(result, rows, shown, charts or []))
+        return
     if fmt == "json":
         meta = {k: v for k, v in result.items() if k != "columns"}
         console.file.write(to_json(dict(**meta, rows=rows)) + "\n")
@@ -244,11 +266,7 @@ def render_sweep(result: dict, rows: list[dict], fmt: str, console: Console, sho
     if fmt == "csv":
         console.file.write(to_csv(rows))
         return
-    skipped = (f"{result['evaluated']} configurations evaluated; skipped {result['skipped_impossible']} impossible "
-               f"(block not dividing the generation, fewer steps than blocks, a TP/EP layout that does not "
-               f"split the model) and "
-               f"{result['skipped_unsupported']} on GPUs without the precision; efficiency profile: "
-               f"{result['efficiency_profile']}")
+    skipped = sweep_summary(result)
     headers, body = sweep_table(shown, rows)
     if fmt == "markdown":
         console.file.write(f"{result['model']['id']}: {skipped}\n\n" + to_markdown(headers, ([plain(c) for c in r] for r in body)))
@@ -257,6 +275,25 @@ def render_sweep(result: dict, rows: list[dict], fmt: str, console: Console, sho
     if len(shown) < len(rows):
         console.print(f"showing {len(shown)} of {len(rows)} rows (--top); json/csv print every row")
     console.print(table(None, headers, body))
+
+
+# --- schemes ---------------------------------------------------------------------------------------
+
+SCHEME_HEADERS = ["scheme", "knobs", "stops at EOS", "what it runs"]
+
+
+def render_schemes(entries: list[dict], fmt: str, console: Console) -> None:
+    if fmt == "json":
+        console.file.write(to_json(entries) + "\n")
+        return
+    if fmt == "csv":
+        console.file.write(to_csv(entries))
+        return
+    rows = [[e["name"], e["knobs"], "yes" if e["stops_at_eos"] else "no", e["summary"]] for e in entries]
+    if fmt == "markdown":
+        console.file.write(to_markdown(SCHEME_HEADERS, rows))
+    else:
+        console.print(table(None, SCHEME_HEADERS, rows, wrap_last=True))
 
 
 # --- gpus / models / model ---------------------------------------------------------------------
