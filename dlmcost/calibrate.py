@@ -25,7 +25,7 @@ import numpy as np
 import yaml
 
 from .errors import UsageError
-from .measurements import Point, analysis_for, compare
+from .measurements import Point, analysis_for, compare, resolve_point_model
 from .stacks import Stack, validate_stack
 
 PARAMETERS = ("host", "fixed", "gemm", "attention", "elementwise")
@@ -66,12 +66,13 @@ def with_parameters(base: Stack, values: dict[str, float]) -> Stack:
 
 
 class Problem:
-    """The points with their (stack-independent) analyses computed once."""
+    """The points, their models resolved once, and the stack being fitted."""
 
     def __init__(self, points: list[Point], base_dir: Path, base: Stack, fit: list[str],
                  hardware: list[str] | None = None):
         self.points, self.base, self.fit, self.hardware = points, base, fit, hardware
-        self.cases = [analysis_for(p, base_dir, hardware) for p in points]
+        self.specs = [resolve_point_model(p, base_dir) for p in points]
+        self.base_dir = base_dir
         self.theta0 = np.log([_get(base, n) or ZERO_START.get(n, 1e-3) for n in fit])
 
     def stack(self, theta) -> Stack:
@@ -79,7 +80,8 @@ class Problem:
 
     def rows(self, theta) -> list[dict]:
         s = self.stack(theta)
-        return [compare(p, a, spec, s, self.hardware) for p, (a, spec) in zip(self.points, self.cases)]
+        return [compare(p, analysis_for(p, self.base_dir, self.hardware, s, spec)[0])
+                for p, spec in zip(self.points, self.specs)]
 
     def residuals(self, theta) -> np.ndarray:
         return np.log([r["ratio"] for r in self.rows(theta)])

@@ -32,6 +32,7 @@ LogitsOpt = typer.Option("all", "--logits", help="all: logits for every query po
 ExpertLoadOpt = typer.Option("expected", "--expert-load", help="MoE: expected distinct experts, or all")
 MlaFormOpt = typer.Option("auto", "--mla-form", help="MLA attention: auto | absorbed | expanded")
 EfficiencyOpt = typer.Option("realistic", "--efficiency", help="realistic | ideal | path to an efficiency YAML")
+StackOpt = typer.Option(None, "--stack", help="software stack: hf-eager | compiled | sglang (default) | none | a stack YAML")
 RevisionOpt = typer.Option(None, "--revision", help="Hub revision (branch, tag or commit)")
 HubOpt = typer.Option(False, "--hub", help="fetch from the Hub even if the id is bundled")
 TpfOpt = typer.Option(None, "--tpf", help="tokens per forward (S = Lg / tpf) when --steps is not given; "
@@ -134,6 +135,7 @@ def analyze(
     window: Optional[int] = WindowOpt,
     drafter: Optional[str] = DrafterOpt,
     efficiency: str = EfficiencyOpt,
+    stack: Optional[str] = StackOpt,
     ops: bool = typer.Option(False, "--ops", help="also print per-pass and per-op tables"),
     fmt: str = FormatOpt,
     revision: Optional[str] = RevisionOpt,
@@ -146,7 +148,7 @@ def analyze(
     _check_cfg(cfg)
     _check_plot(plot, fmt)
     options = dict(
-        efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
+        efficiency=efficiency, stack=stack, hardware=hardware, revision=revision, hub=hub,
         scheme=scheme, prompt=prompt, gen=gen, steps=steps, tpf=tpf, block=block, batch=batch,
         precision=precision, kv_dtype=kv_dtype, cfg=cfg > 0 or None, store_pass=store_pass,
         logits=logits, expert_load=expert_load, tp=tp, ep=ep, mla_form=mla_form, active_blocks=active_blocks,
@@ -193,6 +195,7 @@ def sweep(
     window: Optional[int] = WindowOpt,
     drafter: Optional[str] = DrafterOpt,
     efficiency: str = EfficiencyOpt,
+    stack: Optional[str] = StackOpt,
     sort: Optional[str] = typer.Option(None, "--sort", help="column to sort by, e.g. tokens_per_s, time_s (prefix - to reverse)"),
     top: Optional[int] = typer.Option(None, "--top", help="show only the first N rows of the table"),
     fmt: str = FormatOpt,
@@ -219,7 +222,7 @@ def sweep(
         blocks=_parse_list(block, int, "block"), batches=_parse_list(batch, int, "batch"),
         precisions=_parse_list(precision, str, "precision"), kv_dtype=kv_dtype, cfg=cfg > 0, store_pass=store_pass,
         logits=logits, expert_load=expert_load, tps=_parse_list(tp, int, "tp"), eps=_parse_list(ep, int, "ep"),
-        mla_form=mla_form, efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
+        mla_form=mla_form, efficiency=efficiency, stack=stack, hardware=hardware, revision=revision, hub=hub,
         active_blocks=active_blocks, cache_delay=cache_delay, refresh_every=refresh_every, window=window,
         drafter=drafter,
     )

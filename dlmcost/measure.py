@@ -7,7 +7,8 @@ themselves, with the causal (AR) or bidirectional (diffusion) mask, K/V appended
 preallocated cache, logits for the family's positions, and a softmax over them (the sampler).
 Timing: warm-up runs, then `repeats` timed runs with the device synchronised before and after
 each; the median is reported. A family whose shape changes across its passes is timed at its
-first and last shape and averaged, like the prediction (stack_predict.py).
+first and last shape and averaged; the prediction is the family's average pass from `analyze`
+under the same stack.
 
 Backends: `numpy` (CPU, float32; always available, so CI runs the whole path) and `torch`
 (optional extra `measure`; CUDA in bf16 when available, else CPU in float32). Dense GQA/MHA models
@@ -224,54 +225,56 @@ def time_pass(model: RandomModel, B: int, q: int, c: int, causal: bool, logits: 
     return statistics.median(times)
 
 
-def _shape(pin) -> dict:
-    f = lambda a: int(round(float(np.asarray(a).ravel()[0])))  # noqa: E731
-    return dict(B=f(pin.B), q=f(pin.q), c=f(pin.c), logits=f(pin.logits), kv_write=f(pin.kv_write),
-                causal=bool(np.asarray(pin.causal).ravel()[0]))
+def pass_shape(spec: ModelSpec, w, entry, q: float, c: float) -> dict:
+    """The shape of one pass of a reported family: K/V tokens written and logit positions are
+    recovered from the family's per-pass bytes and LM-head FLOPs."""
+    from .cost import kv_elements_per_token_per_gpu
+    from .precision import kv_bytes
+
+    B, tp = float(w["effective_batch"]), float(w["tp"])
+    per_token = float(np.asarray(kv_elements_per_token_per_gpu(spec, tp))) * kv_bytes(w["kv_dtype"])
+    kv_write = entry["kv_write_bytes"] / (B * per_token) if per_token else 0.0
+    logits = entry["flops_lm_head"] / (2 * B * spec.d_model * spec.vocab_size / tp)
+    causal = w["scheme"] == "ar" or entry["name"] in ("prefill", "verify")  # the causal families
+    return dict(B=int(B), q=max(int(round(q)), 1), c=int(round(c)), logits=int(round(logits)),
+                kv_write=int(round(kv_write)), causal=causal)
 
 
 def measure_workload(spec: ModelSpec, gpu: str, workload: dict, stack, backend, *, warmup: int = 1,
                      repeats: int = 3, layers: int | None = None, hardware: list[str] | None = None) -> dict:
-    """Measured and predicted seconds per pass family of one workload."""
+    """Measured seconds per pass family of one workload, and the predicted (the family's average
+    pass under `stack`)."""
     from . import api
-    from .hardware import HardwareDB
-    from .precision import get_precision
-    from .roofline import gpu_rates, load_profile, stack_rates
-    from .stack_predict import pass_input, pass_seconds
 
     if warmup < 0 or repeats < 1:
         raise UsageError("--warmup must be >= 0 and --repeats >= 1")
     if layers is not None and not 1 <= layers <= spec.n_layers:
         raise UsageError(f"--layers must be between 1 and {spec.n_layers}")
-    a = api.analyze(spec, gpus=gpu, hardware=hardware, **workload)
+    a = api.analyze(spec, gpus=gpu, hardware=hardware, stack=stack, **workload)
     r = next((x for x in a["results"] if x.get("supported")), None)
     if r is None:
         raise UsageError(f"{gpu} cannot run this workload")
     w = a["workload"]
-    g = HardwareDB.load(hardware).get(r["gpu_key"])
-    rates = stack_rates([gpu_rates(g, get_precision(w["precision"]), load_profile(a["efficiency_profile"]))])
     full = RandomModel(spec, backend, layers)
     head_only = RandomModel(spec, backend, 0) if full.n_layers < spec.n_layers else None
     families, total_meas, total_pred, count = [], 0.0, 0.0, 0.0
     for entry in r["passes"]:
-        meas, pred = [], []
+        meas = []
         for q, c in ((entry["q"], entry["c"]), (entry["q_last"], entry["c_last"])):
-            pin = pass_input(spec, w, entry, q, c)
-            s = _shape(pin)
-            args = (s["B"], max(s["q"], 1), s["c"], s["causal"], s["logits"], s["kv_write"], warmup, repeats)
+            s = pass_shape(spec, w, entry, q, c)
+            args = (s["B"], s["q"], s["c"], s["causal"], s["logits"], s["kv_write"], warmup, repeats)
             t = time_pass(full, *args)
             if head_only is not None:  # scale the layers actually built up to the model's depth
                 t0 = time_pass(head_only, *args)
                 t = t0 + (t - t0) * spec.n_layers / full.n_layers
             meas.append(t)
-            pred.append(pass_seconds(spec, pin, rates, stack)["time_s"])
-        m, p = sum(meas) / 2, sum(pred) / 2
+        m, p = sum(meas) / 2, entry["time_s"]
         families.append(dict(name=entry["name"], q=entry["q"], c=entry["c"], count=entry["count"],
                              measured_ms=1e3 * m, predicted_ms=1e3 * p))
         total_meas += entry["count"] * m
         total_pred += entry["count"] * p
         count += entry["count"]
-    return dict(model=spec.id, gpu=r["gpu"], device=backend.device, backend=backend.name, stack=stack.name,
+    return dict(model=spec.id, gpu=r["gpu"], device=backend.device, backend=backend.name, stack=a["stack"],
                 workload={k: v for k, v in workload.items() if v is not None}, warmup=warmup, repeats=repeats,
                 layers_built=full.n_layers, families=families, nfe=count,
                 measured_ms_per_forward=1e3 * total_meas / count, predicted_ms_per_forward=1e3 * total_pred / count)

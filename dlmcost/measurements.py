@@ -120,36 +120,35 @@ def resolve_point_model(p: Point, base: Path):
     return resolve_model(str(local) if local.suffix in (".yaml", ".yml", ".json") and local.is_file() else p.model)
 
 
-def analysis_for(p: Point, base: Path, hardware: list[str] | None = None) -> tuple[dict, object]:
-    """The roofline analysis of a point's workload (memoised per point by the caller)."""
+def analysis_for(p: Point, base: Path, hardware: list[str] | None = None, stack=None, spec=None):
+    """The analysis of a point's workload under a stack (name, file, Stack, or `none`)."""
     from . import api
 
-    spec = resolve_point_model(p, base)
-    return api.analyze(spec, gpus=p.gpu, hardware=hardware, **dict(p.workload)), spec
+    spec = spec or resolve_point_model(p, base)
+    return api.analyze(spec, gpus=p.gpu, hardware=hardware, stack=stack, **dict(p.workload)), spec
 
 
-def compare(p: Point, analysis: dict, spec, stack, hardware: list[str] | None = None) -> dict:
-    """Measured vs predicted for one point under one stack."""
-    from .stack_predict import predict
-
-    pred = predict(analysis, spec, stack, hardware)
-    if not pred:
+def compare(p: Point, analysis, roofline=None) -> dict:
+    """Measured vs predicted time per forward for one point; `roofline`: the same workload's
+    analysis without a stack, for comparison."""
+    r = next((x for x in analysis["results"] if x.get("supported")), None)
+    if r is None:
         raise UsageError(f"point {p.id}: {p.gpu} cannot run this workload")
-    pred = pred[0]
-    nfe, batch = pred["nfe"], float(analysis["workload"]["batch"])
+    nfe, batch = r["nfe"], float(analysis["workload"]["batch"])
     meas_ms = measured_ms_per_forward(p)
     if p.measured.latency_s is not None:
         meas_ms = 1e3 * p.measured.latency_s / nfe
     elif p.answer_tokens is not None and p.measured.tokens_per_s is not None:
         meas_ms = 1e3 * batch * p.answer_tokens / p.measured.tokens_per_s / nfe
-    pred_ms = pred["ms_per_forward"]
+    pred_ms = 1e3 * r["time_s"] / nfe
 
     def tokens_per_s(ms: float) -> float:
         if p.answer_tokens is not None:
             return batch * p.answer_tokens / (ms * nfe / 1e3)
         return 1e3 * p.tokens_per_forward / ms
 
-    return dict(id=p.id, gpu=pred["gpu"], stack=stack.name, measured_ms=meas_ms, predicted_ms=pred_ms,
-                roofline_ms=1e3 * pred["roofline_time_s"] / nfe,
+    roof = next((x for x in roofline["results"] if x.get("supported")), None) if roofline else None
+    return dict(id=p.id, gpu=r["gpu"], stack=analysis["stack"], measured_ms=meas_ms, predicted_ms=pred_ms,
+                roofline_ms=1e3 * roof["time_s"] / roof["nfe"] if roof else None,
                 measured_tokens_per_s=tokens_per_s(meas_ms), predicted_tokens_per_s=tokens_per_s(pred_ms),
                 ratio=pred_ms / meas_ms, error=max(pred_ms / meas_ms, meas_ms / pred_ms))

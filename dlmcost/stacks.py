@@ -21,6 +21,7 @@ from .errors import DlmcostError
 
 # A serving engine is what a capacity plan buys GPUs for; research code is `hf-eager`.
 DEFAULT_STACK = "sglang"
+STACK_NONE = "none"  # --stack none: the bare hardware roofline, no software stack
 MAX_STACK_FILE_BYTES = 256 * 1024
 MAX_CURVE_POINTS = 64
 
@@ -158,4 +159,5 @@ def load_stack(spec: str | Stack | None = None) -> Stack:
     path = Path(spec)
     if path.suffix in (".yaml", ".yml") and path.is_file():
         return read_stack_file(path)
-    raise StackFileError(f"unknown stack '{_safe_text(spec)}': use one of {', '.join(names)} or a stack YAML file")
+    raise StackFileError(f"unknown stack '{_safe_text(spec)}': use one of {', '.join(names)}, "
+                         f"{STACK_NONE}, or a stack YAML file")

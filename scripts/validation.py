@@ -17,7 +17,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dlmcost.measurements import analysis_for, compare, load_points  # noqa: E402
-from dlmcost.stacks import load_stack  # noqa: E402
 
 DATA = ROOT / "validation" / "published.yaml"
 PAGE = ROOT / "docs" / "validation.md"
@@ -27,9 +26,9 @@ def rows(data: Path = DATA) -> list[dict]:
     points, base = load_points(data)
     out = []
     for p in points:
-        analysis, spec = analysis_for(p, base)
-        row = compare(p, analysis, spec, load_stack(p.stack))
-        out.append(dict(row, point=p))
+        analysis, spec = analysis_for(p, base, stack=p.stack)
+        roofline, _ = analysis_for(p, base, stack="none", spec=spec)
+        out.append(dict(compare(p, analysis, roofline), point=p))
     return out
 
 

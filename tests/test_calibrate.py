@@ -26,8 +26,8 @@ def synthetic_points(truth):
     pts = []
     for i, wl in enumerate(WORKLOADS):
         stub = Point(id=f"p{i}", model=TINY, gpu="h100", workload=wl, measured=dict(ms_per_forward=1.0))
-        a, spec = analysis_for(stub, ROOT)
-        ms = compare(stub, a, spec, truth)["predicted_ms"]
+        a, _ = analysis_for(stub, ROOT, stack=truth)
+        ms = compare(stub, a)["predicted_ms"]
         pts.append(Point(id=f"p{i}", model=TINY, gpu="h100", workload=wl, measured=dict(ms_per_forward=ms)))
     return pts
 

@@ -41,28 +41,25 @@ def test_gemm_curve_interpolates_in_log_rows_and_holds_ends():
     assert np.allclose(got, [0.2, 0.2, 0.35, 0.75, 1.0])
 
 
-def test_op_time_hand_computed():
+def test_factors_hand_computed():
     s = stack()
-    # linear op at 10 rows: rate = 100 * 0.8 * 0.35 = 28 FLOP/s -> 56 FLOPs take 2 s; memory 30 B at
-    # 10 * 0.5 = 5 B/s = 6 s -> max 6 s; + 2 kernels * 0.5 s = 7 s.
-    # attention: rate 100 * 0.8 * 0.5 = 40 -> 400 FLOPs = 10 s; memory 10 B = 2 s -> 10 s + 1 kernel = 10.5 s.
-    # elementwise: FLOPs 0; 10 B * 2 (factor) / 5 = 4 s; + 0 kernels.
-    # comm: no FLOPs or bytes; link 3 s.
-    kind = st.kind_codes(["linear", "attention", "other", "comm"])
-    t = st.op_gpu_time(flops=[56, 400, 0, 0], nbytes=[30, 10, 10, 0], rows=10, kind=kind, kernels=[2, 1, 0, 0],
-                       peak=100.0, eff_hw=0.8, bandwidth=10.0, eff_mem=0.5, overhead_s=0.5, stack=s,
-                       link_s=np.array([0, 0, 0, 3.0]))
-    assert np.allclose(t, [7.0, 10.5, 4.0, 3.0])
+    # attention: the stack's efficiency; elementwise: 1 on compute, its byte factor on traffic
+    assert np.allclose(st.compute_factor("linear", [10, 1000], s), [0.35, 0.75])
+    assert np.allclose(st.compute_factor("lm_head", 10, s), 0.35)
+    assert np.allclose(st.compute_factor("attention", [10, 1000], s), [0.5, 0.5])
+    assert np.allclose(st.compute_factor("other", 10, s), 1.0)
+    assert st.traffic_factor("other", s) == 2.0 and st.traffic_factor("linear", s) == 1.0
 
 
-def test_pass_time_overlap_rule():
+def test_host_wait_overlap_rule():
     s = stack()
-    # host 12 layers * 100 us = 1.2 ms; GPU 1 ms; overlapped: max = 1.2 ms, + 0.05 ms fixed
+    # host 12 layers * 100 us = 1.2 ms; GPU 1 ms: overlapped, the GPU waits 0.2 ms (pass = max = 1.2 ms)
     host = st.host_time(12, s)
     assert math.isclose(float(host), 1.2e-3)
-    assert math.isclose(float(st.pass_time(1e-3, host, s)), 1.25e-3)
+    assert np.allclose(st.host_wait([1e-3, 2e-3], host, s), [0.2e-3, 0.0])
     serial = stack(host=dict(us_per_layer=100, overlaps_gpu=False, fixed_us_per_forward=50))
-    assert math.isclose(float(st.pass_time(1e-3, host, serial)), 2.25e-3)
+    assert np.allclose(st.host_wait([1e-3, 2e-3], host, serial), [1.2e-3, 1.2e-3])
+    assert math.isclose(st.fixed_time(s), 50e-6)
 
 
 def test_sampler_time():
