@@ -43,6 +43,8 @@ CacheDelayOpt = typer.Option(None, "--cache-delay", help="multi-block: passes be
 RefreshOpt = typer.Option(None, "--refresh-every", help="multi-block, windowed-refresh: full refresh every R passes [0: never]")
 WindowOpt = typer.Option(None, "--window", help="windowed-refresh: tokens recomputed either side of the block [16]")
 DrafterOpt = typer.Option(None, "--drafter", help="draft-verify: the drafter model (default: self-speculative)")
+AnswerOpt = typer.Option(None, "--answer-tokens", help="expected tokens until end-of-sequence; throughput counts "
+                         "these, and schemes that stop at the end-of-sequence block run only that far [the whole generation]")
 SCHEME_CHOICES = " | ".join(SCHEMES)
 
 
@@ -112,7 +114,7 @@ def _parse_list(text: Optional[str], kind, name: str) -> Optional[list]:
 @app.command()
 def analyze(
     model: str = typer.Argument("GSAI-ML/LLaDA-8B-Instruct", help="bundled id, local .json/.yaml, or Hub id"),
-    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="GPU name/alias, comma list, or 'all' (default: the seed table's GPUs)"),
+    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="GPU name/alias, comma list, or 'all' (default: H100, H200, B200, B300, MI300X, MI355X, MI455X)"),
     scheme: Optional[str] = typer.Option(None, "--scheme", help=f"{SCHEME_CHOICES} (default: the model's)"),
     prompt: Optional[int] = typer.Option(None, "--prompt", help="prompt tokens Lp [256]"),
     gen: Optional[int] = typer.Option(None, "--gen", help="generated tokens Lg (default: the model's sampler)"),
@@ -134,6 +136,7 @@ def analyze(
     refresh_every: Optional[int] = RefreshOpt,
     window: Optional[int] = WindowOpt,
     drafter: Optional[str] = DrafterOpt,
+    answer_tokens: Optional[int] = AnswerOpt,
     efficiency: str = EfficiencyOpt,
     stack: Optional[str] = StackOpt,
     ops: bool = typer.Option(False, "--ops", help="also print per-pass and per-op tables"),
@@ -153,6 +156,7 @@ def analyze(
         precision=precision, kv_dtype=kv_dtype, cfg=cfg > 0 or None, store_pass=store_pass,
         logits=logits, expert_load=expert_load, tp=tp, ep=ep, mla_form=mla_form, active_blocks=active_blocks,
         cache_delay=cache_delay, refresh_every=refresh_every, window=window, drafter=drafter,
+        answer_tokens=answer_tokens,
     )
     result = api.analyze(model, gpu, **options)
     for warning in result.warnings:
@@ -194,6 +198,7 @@ def sweep(
     refresh_every: Optional[int] = RefreshOpt,
     window: Optional[int] = WindowOpt,
     drafter: Optional[str] = DrafterOpt,
+    answer_tokens: Optional[int] = AnswerOpt,
     efficiency: str = EfficiencyOpt,
     stack: Optional[str] = StackOpt,
     sort: Optional[str] = typer.Option(None, "--sort", help="column to sort by, e.g. tokens_per_s, time_s (prefix - to reverse)"),
@@ -224,7 +229,7 @@ def sweep(
         logits=logits, expert_load=expert_load, tps=_parse_list(tp, int, "tp"), eps=_parse_list(ep, int, "ep"),
         mla_form=mla_form, efficiency=efficiency, stack=stack, hardware=hardware, revision=revision, hub=hub,
         active_blocks=active_blocks, cache_delay=cache_delay, refresh_every=refresh_every, window=window,
-        drafter=drafter,
+        drafter=drafter, answer_tokens=answer_tokens,
     )
     rows = api.sweep_rows(result)
     if sort:
@@ -384,6 +389,123 @@ def measure(
         result = cal.calibrate_what_data_pins(points, Path.cwd(), base, f"{base.name}-measured", hardware)
         cal.write_stack(result["data"], Path(profile_out))
         render_calibration(result, profile_out, fmt, _console())
+
+
+@app.command()
+def plan(
+    model: Optional[str] = typer.Argument(None, help="bundled id, local file, or Hub id (default: the scenario's, else LLaDA-8B-Instruct)"),
+    scenario: Optional[str] = typer.Option(None, "--scenario", "-s", help="scenario YAML (options below override it)"),
+    rate: Optional[float] = typer.Option(None, "--rate", help="requests/s, Poisson arrivals"),
+    users: Optional[int] = typer.Option(None, "--users", help="concurrent users (closed loop) instead of --rate"),
+    think: Optional[float] = typer.Option(None, "--think", help="closed loop: seconds a user waits between requests [0]"),
+    prompt: Optional[str] = typer.Option(None, "--prompt", help="prompt tokens: N, 'p50:N,p90:M', or @FILE [256]"),
+    answer: Optional[str] = typer.Option(None, "--answer", help="answer tokens: N, 'p50:N,p90:M', or @FILE (default: the model's)"),
+    p50: Optional[float] = typer.Option(None, "--p50", help="target: p50 end-to-end latency, s"),
+    p95: Optional[float] = typer.Option(None, "--p95", help="target: p95 end-to-end latency, s"),
+    p99: Optional[float] = typer.Option(None, "--p99", help="target: p99 end-to-end latency, s"),
+    first_block: Optional[float] = typer.Option(None, "--first-block-p95", help="target: p95 time to first block (AR: first token), s"),
+    min_user_tps: Optional[float] = typer.Option(None, "--min-user-tps", help="target: median answer tokens/s per user"),
+    max_usd_mtok: Optional[float] = typer.Option(None, "--max-usd-per-mtok", help="target: $ per million output tokens"),
+    max_gpus: Optional[int] = typer.Option(None, "--max-gpus", help="target: GPUs in total"),
+    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="comma list or 'all' (default: every GPU with a price)"),
+    tp: Optional[str] = typer.Option(None, "--tp", help="comma list of tensor-parallel sizes [1,2,4,8]"),
+    precision: Optional[str] = typer.Option(None, "--precision", help="comma list [bf16,fp8]"),
+    scheme: Optional[str] = typer.Option(None, "--scheme", help="comma list of schemes (default: the model's)"),
+    block: Optional[str] = typer.Option(None, "--block", help="comma list of block lengths"),
+    tpf: Optional[str] = typer.Option(None, "--tpf", help="comma list of tokens per forward"),
+    steps: Optional[str] = typer.Option(None, "--steps", help="comma list of total steps at the median answer"),
+    max_batch: Optional[str] = typer.Option(None, "--max-batch", help="comma list of batch limits per replica [256]"),
+    price: Optional[list[str]] = typer.Option(None, "--price", help="NAME=USD per GPU-hour, e.g. h100=2.49 (repeatable)"),
+    power_utilisation: Optional[float] = typer.Option(None, "--power-utilisation", help="fraction of board power drawn [1.0]"),
+    requests: Optional[int] = typer.Option(None, "--requests", help="simulated requests per run [2000]"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="random seed [0]"),
+    top: int = typer.Option(15, "--top", help="rows of the table (json/csv list all)"),
+    efficiency: str = EfficiencyOpt,
+    fmt: str = FormatOpt,
+    hardware: Optional[list[str]] = HardwareOpt,
+):
+    """Fewest GPUs and replicas meeting latency / cost targets at a given traffic, ranked by $/Mtok.
+
+    Exit 0 when a deployment meets the targets, 8 when none does (nearest miss on stderr)."""
+    _check_format(fmt)
+    if top <= 0:
+        raise UsageError("--top must be positive")
+    from . import plan as planner
+    from .errors import NoDeploymentError
+
+    decoding = None
+    if any(v is not None for v in (scheme, block, tpf, steps)):
+        decoding = _plan_decodings(scheme, block, tpf, steps)
+    overrides = dict(
+        traffic=dict(rate=rate, users=users, think_s=think, prompt=prompt, answer=answer),
+        targets=dict(p50_latency_s=p50, p95_latency_s=p95, p99_latency_s=p99, p95_first_block_s=first_block,
+                     min_tokens_per_s_per_user=min_user_tps, max_usd_per_mtok=max_usd_mtok, max_gpus=max_gpus),
+        search=dict(gpus=gpu, tp=_parse_list(tp, int, "tp"), precisions=_parse_list(precision, str, "precision"),
+                    decoding=decoding, max_batch=_parse_list(max_batch, int, "max-batch")),
+        simulation=dict(requests=requests, seed=seed), power_utilisation=power_utilisation,
+    )
+    if rate is not None and users is None:
+        overrides["traffic"]["users"] = None
+    progress = _Progress() if sys.stderr.isatty() else None
+    try:
+        result = planner.run(scenario, overrides, model=model, prices=price or [], hardware=hardware,
+                             efficiency=efficiency, progress=progress)
+    finally:
+        if progress:
+            progress.clear()
+    record = planner.to_record(result)
+    report.render_plan(record, fmt, _console(), top=top)
+    if not result.deployments:
+        miss = result.nearest_miss
+        if miss is None:
+            raise NoDeploymentError("no deployment meets the targets: no candidate could run (unsupported precision, "
+                                    "a layout that does not split the model, or weights that do not fit)")
+        failed = "; ".join(m.describe() for m in miss.misses)
+        raise NoDeploymentError(f"no deployment meets the targets; nearest miss: {miss.gpu} {miss.replicas}x tp{miss.tp} "
+                                f"{miss.precision} {miss.decoding} batch<={miss.max_batch}: {failed}")
+
+
+def _plan_decodings(scheme, block, tpf, steps) -> list[dict]:
+    """--scheme/--block/--tpf/--steps comma lists -> every combination (AR ignores block and tpf)."""
+    schemes = _parse_list(scheme, str, "scheme") or [None]
+    blocks = _parse_list(block, int, "block") or [None]
+    if tpf is not None and steps is not None:
+        raise UsageError("give --tpf or --steps, not both")
+    speeds = [("tpf", v) for v in _parse_list(tpf, float, "tpf") or []] or \
+        [("steps", v) for v in _parse_list(steps, float, "steps") or []] or [(None, None)]
+    out = []
+    for sc in schemes:
+        if sc is None:
+            raise UsageError("--block/--tpf/--steps need --scheme")
+        if sc == "ar":
+            out.append(dict(scheme="ar"))
+            continue
+        for b in blocks:
+            for kind, v in speeds:
+                out.append(dict(scheme=sc, block=b, **({kind: v} if kind else {})))
+    return out
+
+
+class _Progress:
+    """'planning 12/80' on a terminal's stderr, from the first second on; erased at the end."""
+
+    def __init__(self):
+        import time
+
+        self._clock = time.monotonic
+        self._start = self._clock()
+        self._shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._clock() - self._start >= 1.0:
+            sys.stderr.write(f"\rplanning: {done}/{total} candidate deployments simulated")
+            sys.stderr.flush()
+            self._shown = True
+
+    def clear(self) -> None:
+        if self._shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
 
 
 plot_app = typer.Typer(no_args_is_help=True, help="Draw a chart in the terminal (the arguments of analyze or sweep).")

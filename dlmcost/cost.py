@@ -1,6 +1,6 @@
 """FLOPs and bytes of one forward pass, op by op (vectorised over configurations).
 
-Conventions (README, "How the numbers are computed"):
+Conventions (docs/methodology.md, "One forward pass, op by op"):
   * 2 FLOPs per multiply-accumulate. T = B*q tokens in the pass.
   * Linear layer: 2*T*(weights touched per token). Weights are read once per pass.
   * Attention: 4*B*q*kbar*n_heads*head_dim, kbar = c+q (bidirectional) or c+(q+1)/2 (causal);
@@ -40,6 +40,8 @@ OP_KINDS = {
     "qkv_proj": "linear", "mla_kv_up": "linear", "attention": "attention", "o_proj": "linear", "mlp": "linear",
     "router": "linear", "experts": "linear", "shared_experts": "linear", "ep_all_to_all": "comm",
     "elementwise": "other", "lm_head": "lm_head", "tp_collectives": "comm",
+    # time-only entries a software stack adds (engine.STACK_OPS): no FLOPs, no bytes
+    "host_wait": "host", "per_forward": "host",
 }
 OP_NAMES = tuple(OP_KINDS)
 
@@ -75,7 +77,7 @@ class PassInput:
     causal: np.ndarray
     wbytes: np.ndarray
     kvbytes: np.ndarray
-    all_experts: np.ndarray  # bool: read every expert (the second seed's assumption)
+    all_experts: np.ndarray  # bool: read every expert (the worst case: no routing sparsity in the weight stream)
     tp: np.ndarray | float = 1.0
     ep: np.ndarray | float = 1.0
     mla_absorbed: np.ndarray | bool = True  # MLA: weight-absorbed (MQA over the latent) or expanded

@@ -143,14 +143,34 @@ class FamilyCost(Cost):
 
 
 @dataclass
+class Totals:
+    """A configuration's whole generation: sums over every family it runs."""
+
+    count: np.ndarray
+    flops: np.ndarray
+    bytes: np.ndarray
+    time_s: np.ndarray
+    bound_s: np.ndarray
+
+
+@dataclass
 class Evaluation:
     families: dict[tuple[str, str], FamilyCost]  # by (scheme, family name)
-    total: Cost
+    total: Totals
     family_order: dict[str, list[str]]  # scheme -> its family names, in schedule order
     q_max: np.ndarray  # largest pass and logits per sequence (memory)
     logits_max: np.ndarray
     cached_tokens: np.ndarray  # K/V resident per sequence at the end (memory)
     op_names: list[str]  # the ops the models have, in OP_NAMES order
+
+    def ops(self, row: int) -> np.ndarray:
+        """(op, metric) sums of one configuration's whole generation: its families added up."""
+        out = np.zeros((len(self.op_names), len(METRICS)))
+        for fam in self.families.values():
+            k = fam.index(row)
+            if k is not None:
+                out += fam.data[:, :, k].T
+        return out
 
 
 # --- one pass -----------------------------------------------------------------------------------
@@ -318,7 +338,7 @@ def evaluate(models: ModelSpec | dict[str, ModelSpec], grid: Grid) -> Evaluation
     names = op_names(models.values()) + (list(STACK_OPS) if grid.stack is not None else [])
     families: dict[tuple[str, str], FamilyCost] = {}
     order: dict[str, list[str]] = {}
-    total = Cost.zeros(n, len(names))
+    total = Totals(*(np.zeros(n) for _ in range(5)))
     q_max, logits_max, cached = np.zeros(n), np.zeros(n), np.zeros(n)
     for name in np.unique(grid.scheme):
         scheme = REGISTRY[str(name)]
@@ -334,9 +354,8 @@ def evaluate(models: ModelSpec | dict[str, ModelSpec], grid: Grid) -> Evaluation
                 cost = family_cost(models[fam.model], grid.take(rows[used]), fam.take(used), names)
                 cost.rows = rows[used]
                 families[scheme.name, fam.name] = cost
-                total.data[:, :, cost.rows] += cost.data  # rows are distinct within a family
-                total.count[cost.rows] += cost.count
-                total.bound_s[cost.rows] += cost.bound_s
+                for key in ("count", "flops", "bytes", "time_s", "bound_s"):  # rows are distinct in a family
+                    getattr(total, key)[cost.rows] += getattr(cost, key)
     return Evaluation(families, total, order, q_max, logits_max, cached, names)
 
 

@@ -17,17 +17,15 @@ def sum_affine(v0, v1, n):
 
 
 def sum_positive_part(d0, d1, n):
-    """sum_{j<n} max(d0 + d1 j, 0), exactly: the affine term changes sign at most once."""
-    d0, d1, n = np.broadcast_arrays(np.asarray(d0, float), np.asarray(d1, float), np.asarray(n, float))
+    """sum_{j<n} max(d0 + d1 j, 0), exactly: the affine term changes sign at most once, so it is
+    positive on one run of indices [lo, hi), and the sum is that run's arithmetic series."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        root = np.where(d1 != 0, -d0 / np.where(d1 != 0, d1, 1.0), 0.0)
-    # rising: positive from m = ceil(root) to n-1; falling: positive for j = 0..M-1, M = floor(root)+1
-    m = np.clip(np.ceil(root), 0, n)
-    rising = (n - m) * d0 + d1 * (m + n - 1) * (n - m) / 2
-    M = np.clip(np.floor(root) + 1, 0, n)
-    falling = M * d0 + d1 * M * (M - 1) / 2
-    flat = n * np.maximum(d0, 0.0)
-    return np.where(d1 > 0, rising, np.where(d1 < 0, falling, flat))
+        root = -d0 / d1  # where the term crosses zero (inf or nan when d1 = 0: not used then)
+        lo = np.where(d1 > 0, np.clip(np.ceil(root), 0, n), 0.0)  # rising: positive from ceil(root)
+        hi = np.where(d1 < 0, np.clip(np.floor(root) + 1, 0, n),  # falling: positive up to floor(root)
+                      np.where((d1 == 0) & (d0 <= 0), 0.0, n))
+    count = np.maximum(hi - lo, 0.0)
+    return count * d0 + d1 * (lo + hi - 1) * count / 2
 
 
 def sum_max_affine(a0, a1, b0, b1, n):

@@ -15,9 +15,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "docs"))
 
 from dlmcost.measurements import analysis_for, compare, load_points  # noqa: E402
 
+# A row reproduced with the CLI; a cogapp block, so that `docs/generate.py --check` verifies it too.
+EXAMPLE = ("dlmcost analyze GSAI-ML/LLaDA-8B-Instruct --gpu a100 --scheme prefix-cache --prompt 900 --gen 256 "
+           "--steps 256 --block 32 --stack hf-eager")
 DATA = ROOT / "validation" / "published.yaml"
 PAGE = ROOT / "docs" / "validation.md"
 
@@ -81,6 +85,21 @@ def render(rs: list[dict]) -> str:
                      f"{', tokens per forward ' + format(p.tokens_per_forward, 'g') if p.tokens_per_forward != 1 else ''}"
                      f"{', ' + format(p.answer_tokens, 'g') + ' answer tokens (tokens/s counted up to EOS)' if p.answer_tokens else ''}. "
                      f"Assumes: {p.assumes}.")
+    import cogdocs
+
+    text, code = cogdocs.output(EXAMPLE)
+    assert code == 0, text
+    lines += [
+        "",
+        "## Reproducing a row",
+        "",
+        "`fastdllm-llada-prefix-cache-a100` with the CLI: time per forward = latency / NFE (here 256 passes);",
+        "the published 21.2 tokens/s counts 160 answer tokens, i.e. 160 / 21.2 = 7.5 s for the generation.",
+        "",
+        f'<!-- [[[cog run("{EXAMPLE}") ]]] -->',
+        f"```text\n$ {EXAMPLE}\n{text}\n```",
+        "<!-- [[[end]]] -->",
+    ]
     lines += [
         "",
         "Source keys: see the header of `validation/published.yaml` (gpt-fast README tables; hao-ai-lab/d3LLM",

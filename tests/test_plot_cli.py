@@ -48,13 +48,13 @@ def test_base_analyze_imports_no_plotting_code():
 @pytest.mark.parametrize("args", [["analyze", "--gpu", "h100", "--plot", "{tmp}/r.png"],
                                   ["sweep", "--gpu", "h100", "--block", "8,32", "--plot", "{tmp}/s.svg"],
                                   ["analyze", "--gpu", "h100", "--format", "html"]])
-def test_without_the_extra_one_line_and_exit_8(args, tmp_path):
-    """matplotlib hidden (sys.modules entry None makes its import fail): one line, exit 8,
+def test_without_the_extra_one_line_and_exit_9(args, tmp_path):
+    """matplotlib hidden (sys.modules entry None makes its import fail): one line, exit 9,
     nothing on stdout, no file written."""
     argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
     done = python("import sys; sys.modules['matplotlib'] = None; from dlmcost.cli import main; "
                   f"sys.exit(main({argv!r}))")
-    assert done.returncode == 8
+    assert done.returncode == 9
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: ")
     assert "pip install 'dlmcost[plot]'" in done.stderr
