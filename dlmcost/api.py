@@ -27,6 +27,7 @@ from .precision import get_precision, kv_bytes
 from .results import (AnalyzeResult, GPUResult, Knee, Memory, ModelSummary, OpResult, PassResult, SweepResult,
                       SweepRow, Unsupported, WorkloadSummary)
 from .profiles import Profile, load_profile
+from .stacks import STACK_NONE, Stack, load_stack
 from .roofline import gpu_rates, stack_rates, verdict
 from .schemes import REGISTRY, SCHEMES
 from .workload import Workload, check_parallel, make_knobs, scheme_ok, scheme_problem
@@ -45,7 +46,7 @@ SWEEP_CHUNK = 65_536  # configurations evaluated at once: bounds the engine's me
 MAX_SWEEP_CONFIGS = 200_000  # configurations one sweep evaluates unless asked for more; refused before any work
 
 
-def build_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray) -> Grid:
+def build_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray, stack: Stack | None = None) -> Grid:
     """A Grid from per-configuration columns (scalars broadcast); rates looked up by index."""
     n = len(rate_index)
     cols = {**COLUMN_DEFAULTS, **cols}
@@ -53,7 +54,7 @@ def build_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray) -> Gri
     knobs = make_knobs(**{k: arr(k, None) for k in KNOB_COLUMNS})
     settings = {k: arr(k, bool if k in ("all_experts", "mla_absorbed", "mla_auto") else float) for k in SETTING_COLUMNS}
     return Grid(scheme=arr("scheme", None).astype(str), knobs=knobs, **settings,
-                rates=stack_rates(rate_rows).take(np.asarray(rate_index)))
+                rates=stack_rates(rate_rows).take(np.asarray(rate_index)), stack=stack)
 
 
 # --- the evaluation analyze and sweep share -----------------------------------------------------
@@ -70,10 +71,11 @@ class Frame:
     memory_bound_fraction: np.ndarray
 
 
-def _ar_baseline(spec: ModelSpec, cols: dict, rate_rows: list[dict], rate_index: np.ndarray) -> np.ndarray:
+def _ar_baseline(spec: ModelSpec, cols: dict, rate_rows: list[dict], rate_index: np.ndarray,
+                 stack: Stack | None = None) -> np.ndarray:
     """AR decode time (prefill + one cached step per answer token: AR stops at end-of-sequence)
     of the same model, prompt, batch (no CFG copy: AR has no guidance), precision, layout and
-    GPU; each distinct one costed once."""
+    GPU, under the same software stack; each distinct one costed once."""
     n = len(rate_index)
     keys = ("prompt", "answer", "ar_batch", "wbytes", "kvbytes", "all_experts", "tp", "ep", "mla_absorbed", "mla_auto")
     table = np.column_stack([np.broadcast_to(np.asarray({**COLUMN_DEFAULTS, **cols}[k], float), (n,)) for k in keys]
@@ -81,16 +83,16 @@ def _ar_baseline(spec: ModelSpec, cols: dict, rate_rows: list[dict], rate_index:
     unique, inverse = np.unique(table, axis=0, return_inverse=True)
     u = dict(zip(keys, unique.T))
     grid = build_grid(dict(u, scheme="ar", gen=u["answer"], steps=u["answer"], block=u["answer"], batch=u["ar_batch"]),
-                      rate_rows, unique[:, -1].astype(int))
+                      rate_rows, unique[:, -1].astype(int), stack)
     return evaluate(spec, grid).total.time_s[inverse.ravel()]
 
 
 def _evaluate(spec: ModelSpec, drafter: ModelSpec | None, cols: dict, rate_rows: list[dict], rate_index: np.ndarray,
-              capacity_bytes: np.ndarray) -> Frame:
-    grid = build_grid(cols, rate_rows, rate_index)
+              capacity_bytes: np.ndarray, stack: Stack | None = None) -> Frame:
+    grid = build_grid(cols, rate_rows, rate_index, stack)
     models = {"main": spec} | ({"drafter": drafter} if drafter else {})
     ev = evaluate(models, grid)
-    return Frame(grid, ev, _ar_baseline(spec, cols, rate_rows, rate_index),
+    return Frame(grid, ev, _ar_baseline(spec, cols, rate_rows, rate_index, stack),
                  grid_memory(spec, grid, ev, capacity_bytes, drafter),
                  memory_bound_time_fraction(ev, grid.rates.ridge))
 
@@ -135,17 +137,27 @@ def _columns(w: Workload) -> dict:
 # --- analyze ------------------------------------------------------------------------------------
 
 
+def resolve_stack(stack: str | Stack | None, profile: Profile) -> Stack | None:
+    """The stack to apply: a name or file (None: the default, `stacks.DEFAULT_STACK`); `none`,
+    or the `ideal` efficiency profile (an upper bound), give the bare roofline."""
+    if profile.name == "ideal" or stack == STACK_NONE:
+        return None
+    return load_stack(stack)
+
+
 def analyze(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None = None, *,
-            efficiency: str = "realistic", hardware: list[str] | None = None, revision: str | None = None,
-            hub: bool = False, **workload) -> AnalyzeResult:
+            efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
+            revision: str | None = None, hub: bool = False, **workload) -> AnalyzeResult:
     """Cost of one workload on each GPU. Unset workload fields take the model's sampler defaults
-    (or, for schemes with a reference engine of their own, that engine's)."""
+    (or, for schemes with a reference engine of their own, that engine's). `stack`: a software
+    stack name or file (default `stacks.DEFAULT_STACK`; `none`: the bare hardware roofline)."""
     spec = _spec(model, revision, hub)
     w = workload_for(spec, **workload)
     drafter = _drafter(w, spec)
     db = HardwareDB.load(hardware)
     selected = db.select(gpus, DEFAULT_GPUS)
     profile = load_profile(efficiency)
+    st = resolve_stack(stack, profile)
     problem = scheme_problem(w) or check_parallel(spec, w.tp, w.ep)
     if problem:
         raise WorkloadError(problem)
@@ -155,7 +167,7 @@ def analyze(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None
     if supported:
         n = len(supported)
         frame = _evaluate(spec, drafter, _columns(w), [r for _, r in supported], np.arange(n),
-                          np.array([g.memory_bytes for g, _ in supported]))
+                          np.array([g.memory_bytes for g, _ in supported]), st)
         grid = frame.grid
         ctx = grid.knobs.prompt + grid.knobs.gen / 2
         knee_block = knee(spec, grid, ctx, grid.knobs.block, "block")
@@ -166,7 +178,7 @@ def analyze(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None
     results = [by_key.get(g.key) or Unsupported(gpu=g.name, gpu_key=g.key, error=unsupported_reason(g, w.precision, w.tp))
                for g in selected]
     return AnalyzeResult(model=model_summary(spec), workload=workload_summary(w), efficiency_profile=profile.name,
-                         warnings=workload_warnings(spec, w), results=results)
+                         stack=st.name if st else STACK_NONE, warnings=workload_warnings(spec, w), results=results)
 
 
 def workload_warnings(spec: ModelSpec, w: Workload) -> list[str]:
@@ -326,7 +338,7 @@ def _validated(name: str, values: list) -> list:
 def sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, prompts=None, gens=None, steps=None,
           tpf: float | None = None, blocks=None, batches=None, precisions=None, kv_dtype: str = "bf16",
           cfg: bool = False, store_pass: bool | None = None, logits: str = "all", expert_load: str = "expected",
-          tps=None, eps=None, mla_form: str = "auto", efficiency: str = "realistic",
+          tps=None, eps=None, mla_form: str = "auto", efficiency: str = "realistic", stack: str | Stack | None = None,
           hardware: list[str] | None = None, revision: str | None = None, hub: bool = False,
           **scheme_knobs) -> SweepResult:
     """Every combination of the given lists, evaluated vectorised (in chunks of SWEEP_CHUNK).
@@ -344,6 +356,7 @@ def sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, pr
     sampler = spec.sampler
     gpu_list = HardwareDB.load(hardware).select(gpus, DEFAULT_GPUS)
     profile = load_profile(efficiency)
+    st = resolve_stack(stack, profile)
     scheme_list = _as_list(schemes, list(sampler.schemes) if sampler and sampler.schemes else list(SCHEMES))
     for sc in scheme_list:
         if sc not in REGISTRY:
@@ -381,7 +394,8 @@ def sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, pr
     settings = dict(kv_dtype=shared.kv_dtype, cfg=cfg, store_pass=None, logits=logits, expert_load=expert_load,
                     mla_form=mla_form, tpf=tpf, answer_tokens=answer_tokens)
     if not pairs or not scheme_list:
-        return SweepResult(model=model_summary(spec), efficiency_profile=profile.name, evaluated=0,
+        return SweepResult(model=model_summary(spec), efficiency_profile=profile.name,
+                           stack=st.name if st else STACK_NONE, evaluated=0,
                            skipped_impossible=0, skipped_unsupported=unsupported, settings=settings)
 
     # Per scheme, the product of the knobs it depends on (index arrays, no per-row Python loop).
@@ -431,10 +445,11 @@ def sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, pr
                     answer=answer[sel], configured_gen=gen[sel], configured_steps=steps_arr[sel], batch=batch * (2 if cfg else 1), ar_batch=batch, wbytes=wbytes[pi], kvbytes=kv_bytes(kv_dtype),
                     all_experts=expert_load == "all", tp=vals["tp"][sel], ep=vals["ep"][sel],
                     mla_absorbed=mla_form != "expanded", mla_auto=mla_form == "auto")
-        frame = _evaluate(spec, drafter, cols, rate_rows, pi, capacity[pi])
+        frame = _evaluate(spec, drafter, cols, rate_rows, pi, capacity[pi], st)
         rows += _sweep_rows(frame, cols, [gpu_list[gi].name for gi, _ in pairs], [precision_list[p] for _, p in pairs],
                             pi, ignores["steps"][sel], ignores["block"][sel], cfg)
-    return SweepResult(model=model_summary(spec), efficiency_profile=profile.name, evaluated=len(keep),
+    return SweepResult(model=model_summary(spec), efficiency_profile=profile.name,
+                       stack=st.name if st else STACK_NONE, evaluated=len(keep),
                        skipped_impossible=impossible, skipped_unsupported=unsupported, settings=settings, rows=rows)
 
 

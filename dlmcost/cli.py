@@ -44,6 +44,7 @@ LogitsOpt = typer.Option("all", "--logits", help="all: logits for every query po
 ExpertLoadOpt = typer.Option("expected", "--expert-load", help="MoE: expected distinct experts, or all")
 MlaFormOpt = typer.Option("auto", "--mla-form", help="MLA attention: auto | absorbed | expanded")
 EfficiencyOpt = typer.Option("realistic", "--efficiency", help="realistic | ideal | path to an efficiency YAML")
+StackOpt = typer.Option(None, "--stack", help="software stack: hf-eager | compiled | sglang (default) | none | a stack YAML")
 RevisionOpt = typer.Option(None, "--revision", help="Hub revision (branch, tag or commit)")
 HubOpt = typer.Option(False, "--hub", help="fetch from the Hub even if the id is bundled")
 TpfOpt = typer.Option(None, "--tpf", help="tokens per forward (S = Lg / tpf) when --steps is not given; "
@@ -187,6 +188,7 @@ def analyze(
     drafter: Optional[str] = DrafterOpt,
     answer_tokens: Optional[int] = AnswerOpt,
     efficiency: str = EfficiencyOpt,
+    stack: Optional[str] = StackOpt,
     ops: bool = typer.Option(False, "--ops", help="also print per-pass and per-op tables"),
     fmt: str = FormatOpt,
     revision: Optional[str] = RevisionOpt,
@@ -202,7 +204,7 @@ def analyze(
     _check_cfg(cfg)
     _check_plot(plot, fmt)
     options = dict(
-        efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
+        efficiency=efficiency, stack=stack, hardware=hardware, revision=revision, hub=hub,
         scheme=scheme, prompt=prompt, gen=gen, steps=steps, tpf=tpf, block=block, batch=batch,
         precision=precision, kv_dtype=kv_dtype, cfg=cfg > 0 or None, store_pass=store_pass,
         logits=logits, expert_load=expert_load, tp=tp, ep=ep, mla_form=mla_form, active_blocks=active_blocks,
@@ -252,6 +254,7 @@ def sweep(
     drafter: Optional[str] = DrafterOpt,
     answer_tokens: Optional[int] = AnswerOpt,
     efficiency: str = EfficiencyOpt,
+    stack: Optional[str] = StackOpt,
     sort: Optional[str] = typer.Option(None, "--sort", help="column to sort by, e.g. tokens_per_s, time_s (prefix - to reverse)"),
     top: Optional[int] = typer.Option(None, "--top", help="show only the first N rows of the table"),
     fmt: str = FormatOpt,
@@ -281,7 +284,7 @@ def sweep(
         blocks=_parse_list(block, int, "block"), batches=_parse_list(batch, int, "batch"),
         precisions=_parse_list(precision, str, "precision"), kv_dtype=kv_dtype, cfg=cfg > 0, store_pass=store_pass,
         logits=logits, expert_load=expert_load, tps=_parse_list(tp, int, "tp"), eps=_parse_list(ep, int, "ep"),
-        mla_form=mla_form, efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
+        mla_form=mla_form, efficiency=efficiency, stack=stack, hardware=hardware, revision=revision, hub=hub,
         active_blocks=active_blocks, cache_delay=cache_delay, refresh_every=refresh_every, window=window,
         drafter=drafter, answer_tokens=answer_tokens,
     )
@@ -362,6 +365,94 @@ def model(
 
 
 MESSAGE_LIMIT = 1000  # characters of one error line: user text inside is cut shorter still
+
+
+@app.command()
+def calibrate(
+    measurements: str = typer.Argument(..., help="measurements YAML (points: model, gpu, workload, measured)"),
+    stack: Optional[str] = typer.Option(None, "--stack", help="stack to start from: name or file (default: the default stack)"),
+    fit: str = typer.Option("fixed,gemm", "--fit", help="parameters to fit: host, fixed, gemm, attention, elementwise"),
+    out: str = typer.Option(..., "--out", "-o", help="stack YAML to write"),
+    name: Optional[str] = typer.Option(None, "--name", help="name of the written stack [calibrated]"),
+    only: Optional[str] = typer.Option(None, "--only", help="use only the points whose `stack:` is this name"),
+    fmt: str = FormatOpt,
+    hardware: Optional[list[str]] = HardwareOpt,
+):
+    """Fit a stack profile's free parameters to measured times (least squares on log time)."""
+    _check_format(fmt)
+    from pathlib import Path
+
+    from . import calibrate as cal
+    from .measurements import load_points
+    from .stacks import load_stack
+
+    points, base_dir = load_points(measurements)
+    if only is not None:
+        points = [p for p in points if p.stack == only]
+        if not points:
+            raise UsageError(f"--only {only}: no point of {measurements} has stack '{only}'")
+    result = cal.calibrate(points, base_dir, load_stack(stack), cal.parse_fit(fit), name or "calibrated", hardware)
+    cal.write_stack(result["data"], Path(out))
+    from .report_stacks import render_calibration
+
+    render_calibration(result, out, fmt, _console())
+
+
+@app.command()
+def measure(
+    model: str = typer.Argument(..., help="bundled id or local model file (random weights; nothing is downloaded)"),
+    gpu: str = typer.Option(..., "--gpu", "-g", help="hardware entry to predict against (a GPU, or your own file for a CPU)"),
+    scheme: Optional[str] = typer.Option(None, "--scheme", help="decoding scheme (default: the model's)"),
+    prompt: Optional[int] = typer.Option(None, "--prompt", help="prompt tokens"),
+    gen: Optional[int] = typer.Option(None, "--gen", help="generated tokens"),
+    steps: Optional[float] = typer.Option(None, "--steps", help="total denoising steps"),
+    tpf: Optional[float] = TpfOpt,
+    block: Optional[int] = typer.Option(None, "--block", help="block length"),
+    batch: str = typer.Option("1", "--batch", help="comma list of batch sizes (one measurement each)"),
+    stack: Optional[str] = typer.Option(None, "--stack", help="stack to predict with and to calibrate from"),
+    backend: str = typer.Option("numpy", "--backend", help="numpy (CPU) | torch (pip install 'dlmcost[measure]')"),
+    device: Optional[str] = typer.Option(None, "--device", help="torch device: cuda | cpu (default: cuda if present)"),
+    warmup: int = typer.Option(1, "--warmup", help="untimed runs per pass shape"),
+    repeats: int = typer.Option(3, "--repeats", help="timed runs per pass shape (median)"),
+    layers: Optional[int] = typer.Option(None, "--layers", help="build only N layers and scale to the model's depth"),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="write the measurements (a file `calibrate` reads)"),
+    profile_out: Optional[str] = typer.Option(None, "--profile-out", help="write a stack calibrated to these measurements"),
+    fmt: str = FormatOpt,
+    hardware: Optional[list[str]] = HardwareOpt,
+):
+    """Time the forward passes of a schedule on this machine and compare with the prediction."""
+    _check_format(fmt)
+    from pathlib import Path
+
+    import yaml
+
+    from . import calibrate as cal
+    from . import measure as ms
+    from .measurements import MeasurementFile
+    from .models import resolve_model
+    from .report_stacks import render_calibration, render_measure
+    from .stacks import load_stack
+
+    spec = resolve_model(model)
+    base = load_stack(stack)
+    be = ms.get_backend(backend, device)
+    results = []
+    for b in _parse_list(batch, int, "batch"):
+        wl = dict(scheme=scheme, prompt=prompt, gen=gen, steps=steps, tpf=tpf, block=block, batch=b)
+        res = ms.measure_workload(spec, gpu, {k: v for k, v in wl.items() if v is not None}, base, be,
+                                  warmup=warmup, repeats=repeats, layers=layers, hardware=hardware)
+        results.append(res)
+        render_measure(res, fmt, _console())
+    model_ref = str(Path(model).resolve()) if Path(model).is_file() else model
+    doc = ms.as_points(results, model_ref, gpu)
+    if out:
+        MeasurementFile.model_validate(doc)
+        Path(out).write_text("# Written by `dlmcost measure`.\n" + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    if profile_out:
+        points = MeasurementFile.model_validate(doc).points
+        result = cal.calibrate_what_data_pins(points, Path.cwd(), base, f"{base.name}-measured", hardware)
+        cal.write_stack(result["data"], Path(profile_out))
+        render_calibration(result, profile_out, fmt, _console())
 
 
 @app.command()

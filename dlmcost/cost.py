@@ -55,6 +55,8 @@ OP_KINDS = {
     "router": "linear", "experts": "linear", "shared_experts": "linear", "ep_all_to_all": "comm",
     "elementwise": "other", "lm_head": "lm_head", "logit_softcap": "other", "self_condition": "lm_head",
     "tp_collectives": "comm",
+    # time-only entries a software stack adds (engine.STACK_OPS): no FLOPs, no bytes
+    "host_wait": "host", "per_forward": "host",
 }
 OP_NAMES = tuple(OP_KINDS)
 

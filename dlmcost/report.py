@@ -152,7 +152,7 @@ def analyze_header(a: dict) -> str:
         f"scheme {w['scheme']} · prompt {w['prompt']} · gen {w['gen']} · {steps} · block {w['block']} "
         f"({w['n_blocks']:g} blocks) · batch {w['batch']}{cfg} · {w['precision']} weights · "
         f"K/V {w['kv_dtype']} · logits: {w['logits']}\n"
-        f"efficiency profile: {safe(a['efficiency_profile'])}"
+        f"efficiency profile: {safe(a['efficiency_profile'])} · stack: {safe(a['stack'])}"
     )
 
 
@@ -263,7 +263,7 @@ def sweep_summary(result: dict) -> str:
             f"(block not dividing the generation, fewer steps than blocks, a TP/EP layout that does not "
             f"split the model) and "
             f"{result['skipped_unsupported']} on GPUs without the precision; efficiency profile: "
-            f"{safe(result['efficiency_profile'])}")
+            f"{safe(result['efficiency_profile'])}; stack: {safe(result['stack'])}")
 
 
 def render_sweep(result: dict, rows: list[dict], fmt: str, console: Console, shown: list[dict],
