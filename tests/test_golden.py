@@ -75,6 +75,13 @@ CASES = [
          precision="fp8", kv_dtype="fp8"),
     case("dense-dual-batch-w4a16", LLADA, "h100,a100", scheme="dual-cache", batch=8, precision="w4a16"),
     case("dense-block-fp4", LLADA, "b200", scheme="block", batch=4, precision="fp4", kv_dtype="fp4"),
+    # q shrinks block by block: the GEMMs cross from compute- to memory-bound inside the family
+    case("dense-prefix-crossing", LLADA, "h100,mi300x", scheme="prefix-cache", batch=8),
+    # long canvases: softmax makes elementwise work compute-bound on the A100's vector units;
+    # attention turns compute-bound (at bf16 efficiency while the GEMMs run at fp8's)
+    case("dense-mdm-long-context", LLADA, "a100,h100", scheme="mdm", prompt=8128, gen=64, steps=2, block=64),
+    case("dense-mdm-long-fp8", LLADA, "h100,b200", scheme="mdm", prompt=8128, gen=64, steps=2, block=64,
+         precision="fp8"),
     case("dense-prefix-tp2", LLADA, "h100,b200", scheme="prefix-cache", batch=2, tp=2,
          marks=LINK_TIME_OF_FIRST_PASS),
     case("dense-block-store-tp4-fp8", LLADA, "h100,mi300x", scheme="block", store_pass=True, tp=4,
