@@ -1,103 +1,95 @@
 """The Python API: `analyze` one workload on some GPUs, `sweep` a grid of workloads.
 
-Both build a `Grid` of configurations (numpy arrays), run it through `engine.evaluate` once,
-and return plain dictionaries (units in the key names) that `report.py` renders and that
-`--format json` prints as they are.
+Both validate their settings with the same `Workload` fields, evaluate every configuration in one
+vectorised call of the engine (`_evaluate`, shared), and return typed records (results.py) that
+`report.py` renders and `--format json` dumps.
 
     >>> from dlmcost import api
     >>> a = api.analyze("GSAI-ML/LLaDA-8B-Instruct", gpus="h100", gen=256, steps=64)
-    >>> a["results"][0]["tokens_per_s"]
+    >>> a.results[0].tokens_per_s
 """
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 
 import numpy as np
+from pydantic import ValidationError
 
-from .engine import KNEE_LIMIT, Grid, Sums, evaluate, generation_verdict, knee, memory_bound_time_fraction
-from .errors import UsageError, WorkloadError
-from .hardware import GPU, SEED_TABLE_GPUS, HardwareDB
+from .cost import KINDS
+from .engine import KNEE_LIMIT, Evaluation, Grid, evaluate, generation_verdict, knee, memory_bound_time_fraction
+from .errors import UsageError, WorkloadError, first_error
+from .hardware import GPU, SEED_TABLE_GPUS as DEFAULT_GPUS, HardwareDB
 from .memory import grid_memory
 from .models import ModelSpec, resolve_model
 from .precision import get_precision, kv_bytes
+from .results import (AnalyzeResult, GPUResult, Knee, Memory, ModelSummary, OpResult, PassResult, SweepResult,
+                      SweepRow, Unsupported, WorkloadSummary)
 from .roofline import Profile, gpu_rates, load_profile, stack_rates, verdict
-from .workload import MAX_TOKENS, SCHEMES, Workload, check_parallel, check_workload
+from .schemes import REGISTRY, SCHEMES
+from .workload import Workload, check_parallel, make_knobs, scheme_ok, scheme_problem
 
+DEFAULT_MODEL = "GSAI-ML/LLaDA-8B-Instruct"
 BYTE_LABELS = dict(weight_bytes="weights", kv_read_bytes="kv_read", kv_write_bytes="kv_write",
                    activation_bytes="activations")
-
-
-GRID_COLUMNS = ("scheme", "prompt", "gen", "steps", "block", "batch", "store_pass", "logits_committed",
-                "wbytes", "kvbytes", "all_experts", "tp", "ep", "mla_absorbed", "mla_auto")
-BOOL_COLUMNS = ("store_pass", "logits_committed", "all_experts", "mla_absorbed", "mla_auto")
-COLUMN_DEFAULTS = dict(tp=1.0, ep=1.0, mla_absorbed=True, mla_auto=True)  # single GPU; MLA form chosen per pass
+KNOB_COLUMNS = ("prompt", "gen", "steps", "block", "store_pass", "logits_committed", "active_blocks", "cache_delay",
+                "refresh_every", "window", "drafter")
+SETTING_COLUMNS = ("batch", "wbytes", "kvbytes", "all_experts", "tp", "ep", "mla_absorbed", "mla_auto")
+_W = Workload()
+COLUMN_DEFAULTS = dict(tp=1.0, ep=1.0, mla_absorbed=True, mla_auto=True, logits_committed=False, store_pass=False,
+                       active_blocks=_W.active_blocks, cache_delay=_W.cache_delay, refresh_every=_W.refresh_every,
+                       window=_W.window, drafter=False, all_experts=False)
+SWEEP_CHUNK = 65_536  # configurations evaluated at once: bounds the engine's memory
+MAX_SWEEP_CONFIGS = 5_000_000  # a grid beyond this is almost surely a typo; refused before any work
 
 
 def build_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray) -> Grid:
-    """A Grid from per-configuration columns; rates are looked up by (GPU, precision) index."""
+    """A Grid from per-configuration columns (scalars broadcast); rates looked up by index."""
     n = len(rate_index)
     cols = {**COLUMN_DEFAULTS, **cols}
-    arr = {k: np.broadcast_to(np.asarray(cols[k]), (n,)).copy() for k in GRID_COLUMNS}
-    arr["scheme"] = arr["scheme"].astype(str)
-    for k in BOOL_COLUMNS:
-        arr[k] = arr[k].astype(bool)
-    for k in GRID_COLUMNS[1:]:
-        if arr[k].dtype != bool:
-            arr[k] = arr[k].astype(float)
-    return Grid(**arr, rates=stack_rates(rate_rows).take(np.asarray(rate_index)))
+    arr = lambda k, dtype: np.broadcast_to(np.asarray(cols[k], dtype=dtype), (n,)).copy()  # noqa: E731
+    knobs = make_knobs(**{k: arr(k, None) for k in KNOB_COLUMNS})
+    settings = {k: arr(k, bool if k in ("all_experts", "mla_absorbed", "mla_auto") else float) for k in SETTING_COLUMNS}
+    return Grid(scheme=arr("scheme", None).astype(str), knobs=knobs, **settings,
+                rates=stack_rates(rate_rows).take(np.asarray(rate_index)))
 
 
-def with_ar_baseline(cols: dict, n: int) -> dict:
-    """Columns for n configurations -> 2n: rows n..2n-1 are AR decode (prefill + Lg cached steps)
-    of the same model, prompt, generation, batch, precision, layout and GPU, the baseline every
-    result is compared with."""
-    out = {k: np.concatenate([np.broadcast_to(np.asarray(v), (n,))] * 2) for k, v in cols.items()}
-    gen = out["gen"][n:].astype(float)
-    out["scheme"] = out["scheme"].astype(object)
-    out["scheme"][n:] = "ar"
-    out["steps"] = out["steps"].astype(float)
-    out["block"] = out["block"].astype(float)
-    out["steps"][n:], out["block"][n:], out["store_pass"][n:] = gen, gen, False
-    return out
+# --- the evaluation analyze and sweep share -----------------------------------------------------
 
 
-def _f(x) -> float:
-    return float(x)
+@dataclass
+class Frame:
+    """Evaluated configurations: the engine's sums, the AR decode baseline of each, memory."""
+
+    grid: Grid
+    ev: Evaluation
+    ar_time_s: np.ndarray
+    memory: dict
+    memory_bound_fraction: np.ndarray
 
 
-def _pass_entries(ev_fams: dict[str, Sums], i: int, ridge: float) -> list[dict]:
-    out = []
-    for name, s in ev_fams.items():
-        count = _f(s.count[i])
-        if count <= 0:
-            continue
-        per = 1.0 / count  # entries report one average pass of the family
-        flops = _f(s.total_flops[i])
-        nbytes = _f(s.total_bytes[i])
-        ai = flops / nbytes if nbytes else 0.0
-        out.append(dict(
-            name=name, count=count, flops=flops * per, bytes=nbytes * per,
-            q=_f(s.q_first[i]), c=_f(s.c_first[i]), q_last=_f(s.q_last[i]), c_last=_f(s.c_last[i]),
-            flops_linear=_f(s.flops["linear"][i]) * per, flops_attention=_f(s.flops["attention"][i]) * per,
-            flops_lm_head=_f(s.flops["lm_head"][i]) * per, flops_other=_f(s.flops["other"][i]) * per,
-            weight_bytes=_f(s.bytes["weight_bytes"][i]) * per, kv_read_bytes=_f(s.bytes["kv_read_bytes"][i]) * per,
-            kv_write_bytes=_f(s.bytes["kv_write_bytes"][i]) * per,
-            activation_bytes=_f(s.bytes["activation_bytes"][i]) * per,
-            arithmetic_intensity=ai, verdict=str(verdict(ai, ridge)), time_s=_f(s.time_s[i]) * per,
-            total_time_s=_f(s.time_s[i]),
-        ))
-        if s.mla_absorbed is not None:
-            out[-1]["mla_form"] = "absorbed" if s.mla_absorbed[i] else "expanded"
-    return out
+def _ar_baseline(spec: ModelSpec, cols: dict, rate_rows: list[dict], rate_index: np.ndarray) -> np.ndarray:
+    """AR decode time (prefill + Lg cached steps) of the same model, prompt, generation, batch
+    (no CFG copy: AR has no guidance), precision, layout and GPU; each distinct one costed once."""
+    n = len(rate_index)
+    keys = ("prompt", "gen", "ar_batch", "wbytes", "kvbytes", "all_experts", "tp", "ep", "mla_absorbed", "mla_auto")
+    table = np.column_stack([np.broadcast_to(np.asarray({**COLUMN_DEFAULTS, **cols}[k], float), (n,)) for k in keys]
+                            + [np.asarray(rate_index, float)])
+    unique, inverse = np.unique(table, axis=0, return_inverse=True)
+    u = dict(zip(keys, unique.T))
+    grid = build_grid(dict(u, scheme="ar", steps=u["gen"], block=u["gen"], batch=u["ar_batch"]),
+                      rate_rows, unique[:, -1].astype(int))
+    return evaluate(spec, grid).total.time_s[inverse.ravel()]
 
 
-def _op_entry(name: str, flops: float, nbytes: float, time_s: float, total_time_s: float) -> dict:
-    return dict(name=name, flops=flops, bytes=nbytes, arithmetic_intensity=flops / nbytes if nbytes else 0.0,
-                time_s=time_s, time_share=time_s / total_time_s)
-
-
-# --- analyze ------------------------------------------------------------------------------------
+def _evaluate(spec: ModelSpec, drafter: ModelSpec | None, cols: dict, rate_rows: list[dict], rate_index: np.ndarray,
+              capacity_bytes: np.ndarray) -> Frame:
+    grid = build_grid(cols, rate_rows, rate_index)
+    models = {"main": spec} | ({"drafter": drafter} if drafter else {})
+    ev = evaluate(models, grid)
+    return Frame(grid, ev, _ar_baseline(spec, cols, rate_rows, rate_index),
+                 grid_memory(spec, grid, ev, capacity_bytes, drafter),
+                 memory_bound_time_fraction(ev, grid.rates.ridge))
 
 
 def _rates_or_none(gpu: GPU, precision: str, profile: Profile, tp: int = 1):
@@ -113,50 +105,65 @@ def unsupported_reason(gpu: GPU, precision: str, tp: int = 1) -> str:
     return f"{gpu.name} has no scale-up link in its hardware file (tp={tp} needs one)"
 
 
-def analyze(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", gpus: str | list[str] | None = None, *,
+def _spec(model: str | ModelSpec, revision: str | None, hub: bool) -> ModelSpec:
+    return model if isinstance(model, ModelSpec) else resolve_model(model, revision=revision, hub=hub)
+
+
+def _drafter(w: Workload, spec: ModelSpec) -> ModelSpec | None:
+    if w.drafter is None:
+        return None
+    if w.scheme != "draft-verify":
+        raise UsageError("--drafter applies to the draft-verify scheme only")
+    drafter = resolve_model(w.drafter)
+    if drafter.vocab_size != spec.vocab_size:
+        raise WorkloadError(f"the drafter's vocabulary ({drafter.vocab_size}) differs from the verifier's "
+                            f"({spec.vocab_size}): it cannot propose the verifier's tokens")
+    return drafter
+
+
+def _columns(w: Workload) -> dict:
+    """Engine columns of one validated workload."""
+    return dict(scheme=w.scheme, **w.knobs(), batch=w.effective_batch, ar_batch=w.batch,
+                wbytes=get_precision(w.precision).weight_bytes, kvbytes=kv_bytes(w.kv_dtype),
+                all_experts=w.expert_load == "all", tp=w.tp, ep=w.ep,
+                mla_absorbed=w.mla_form != "expanded", mla_auto=w.mla_form == "auto")
+
+
+# --- analyze ------------------------------------------------------------------------------------
+
+
+def analyze(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None = None, *,
             efficiency: str = "realistic", hardware: list[str] | None = None, revision: str | None = None,
-            hub: bool = False, **workload) -> dict:
-    """Cost of one workload on each GPU. Unset workload fields take the model's sampler defaults."""
-    spec = model if isinstance(model, ModelSpec) else resolve_model(model, revision=revision, hub=hub)
+            hub: bool = False, **workload) -> AnalyzeResult:
+    """Cost of one workload on each GPU. Unset workload fields take the model's sampler defaults
+    (or, for schemes with a reference engine of their own, that engine's)."""
+    spec = _spec(model, revision, hub)
     w = workload_for(spec, **workload)
+    drafter = _drafter(w, spec)
     db = HardwareDB.load(hardware)
-    selected = db.select(gpus, SEED_TABLE_GPUS)
+    selected = db.select(gpus, DEFAULT_GPUS)
     profile = load_profile(efficiency)
-    problem = check_workload(w.scheme, w.gen, w.block_len, w.total_steps) or check_parallel(spec, w.tp, w.ep)
+    problem = scheme_problem(w) or check_parallel(spec, w.tp, w.ep)
     if problem:
         raise WorkloadError(problem)
 
     supported = [(g, r) for g in selected if (r := _rates_or_none(g, w.precision, profile, w.tp)) is not None]
-    results = []
+    by_key = {}
     if supported:
         n = len(supported)
-        cols = dict(scheme=w.scheme, prompt=w.prompt, gen=w.gen, steps=w.total_steps, block=w.block_len,
-                    batch=w.effective_batch, store_pass=w.store_pass, logits_committed=w.logits == "committed",
-                    wbytes=get_precision(w.precision).weight_bytes, kvbytes=kv_bytes(w.kv_dtype),
-                    all_experts=w.expert_load == "all", tp=w.tp, ep=w.ep,
-                    mla_absorbed=w.mla_form != "expanded", mla_auto=w.mla_form == "auto")
-        grid = build_grid(with_ar_baseline(cols, n), [r for _, r in supported], np.r_[np.arange(n), np.arange(n)])
-        ev = evaluate(spec, grid)
-        memory_fraction = memory_bound_time_fraction(ev, grid.rates.ridge)
-        ctx = grid.prompt[:n] + grid.gen[:n] / 2
-        sub = grid.take(np.arange(n))
-        knee_block = knee(spec, sub, ctx, sub.block, "block")
-        decode_q = np.full(n, 1.0) if w.scheme == "ar" else sub.block
-        knee_batch = knee(spec, sub, ctx, decode_q, "batch")
-        mem = grid_memory(spec, sub, np.array([g.memory_bytes for g, _ in supported]))
+        frame = _evaluate(spec, drafter, _columns(w), [r for _, r in supported], np.arange(n),
+                          np.array([g.memory_bytes for g, _ in supported]))
+        grid = frame.grid
+        ctx = grid.knobs.prompt + grid.knobs.gen / 2
+        knee_block = knee(spec, grid, ctx, grid.knobs.block, "block")
+        decode_q = np.full(n, 1.0) if w.scheme == "ar" else grid.knobs.block
+        knee_batch = knee(spec, grid, ctx, decode_q, "batch")
         for i, (gpu, rate) in enumerate(supported):
-            results.append(_result(spec, w, gpu, rate, ev, i, i + n, knee_block[i], knee_batch[i], mem, ctx[i],
-                                   memory_fraction[i]))
-    by_key = {r["gpu_key"]: r for r in results}
-    ordered = []
-    for g in selected:
-        if g.key in by_key:
-            ordered.append(by_key[g.key])
-        else:
-            ordered.append(dict(gpu=g.name, gpu_key=g.key, supported=False,
-                                error=unsupported_reason(g, w.precision, w.tp)))
-    return dict(model=model_summary(spec), workload=workload_summary(w), efficiency_profile=profile.name,
-                warnings=workload_warnings(spec, w), results=ordered)
+            by_key[gpu.key] = _gpu_result(w, gpu, rate, frame, i, knee_block[i], knee_batch[i], ctx[i], spec.mla is not None)
+    results = [by_key.get(g.key) or Unsupported(gpu=g.name, gpu_key=g.key, error=unsupported_reason(g, w.precision, w.tp))
+               for g in selected]
+    return AnalyzeResult(model=model_summary(spec), workload=workload_summary(w), efficiency_profile=profile.name,
+                         warnings=workload_warnings(spec, w), results=results)
 
 
 def workload_warnings(spec: ModelSpec, w: Workload) -> list[str]:
@@ -174,38 +181,61 @@ def workload_warnings(spec: ModelSpec, w: Workload) -> list[str]:
     return out
 
 
-def _result(spec: ModelSpec, w: Workload, gpu: GPU, rate: dict, ev, i: int, i_ar: int,
-            knee_block: float, knee_batch: float, mem: dict, ctx: float, memory_fraction: float) -> dict:
-    t = ev.total
+def _pass_results(frame: Frame, scheme: str, i: int, ridge: float, mla: bool) -> list[PassResult]:
+    """Each pass family the configuration runs, as its average pass."""
+    out, names = [], frame.ev.op_names
+    for name in frame.ev.family_order[scheme]:
+        fam = frame.ev.families.get(name)
+        count = float(fam.count[i]) if fam is not None else 0.0
+        if count <= 0:
+            continue
+        per = 1.0 / count
+        flops, nbytes = float(fam.flops[i]), float(fam.bytes[i])
+        ai = flops / nbytes if nbytes else 0.0
+        by = {k: float(fam.metric(k)[i].sum()) * per for k in ("weight_bytes", "kv_read_bytes", "kv_write_bytes",
+                                                               "activation_bytes")}
+        out.append(PassResult(
+            name=name, count=count, flops=flops * per, bytes=nbytes * per,
+            q=float(fam.q_first[i]), c=float(fam.c_first[i]), q_last=float(fam.q_last[i]), c_last=float(fam.c_last[i]),
+            **{f"flops_{kind}": float(fam.flops_of_kind(kind, names)[i]) * per for kind in KINDS},
+            **by, arithmetic_intensity=ai, verdict=str(verdict(ai, ridge)), time_s=float(fam.time_s[i]) * per,
+            mla_form=("absorbed" if fam.mla_absorbed[i] else "expanded") if mla else None,
+        ))
+    return out
+
+
+def _gpu_result(w: Workload, gpu: GPU, rate: dict, frame: Frame, i: int, knee_block: float, knee_batch: float,
+                ctx: float, mla: bool) -> GPUResult:
+    t = frame.ev.total
     ridge = rate["ridge"]
-    flops, nbytes, time_s = _f(t.total_flops[i]), _f(t.total_bytes[i]), _f(t.time_s[i])
+    flops, nbytes, time_s = float(t.flops[i]), float(t.bytes[i]), float(t.time_s[i])
     tokens = w.batch * w.gen
-    nfe = _f(t.count[i])
-    passes = _pass_entries(ev.families, i, ridge)
-    mem_frac = _f(memory_fraction)
-    ai = flops / nbytes
-    ar_time = _f(t.time_s[i_ar])
-    return dict(
-        gpu=gpu.name, gpu_key=gpu.key, supported=True, gpu_status=gpu.status,
-        ridge_flops_per_byte=ridge,
-        nfe=nfe, tokens_per_nfe=tokens / nfe,
-        flops=flops, bytes=nbytes,
-        flops_breakdown={k: _f(t.flops[k][i]) for k in ("linear", "attention", "lm_head", "other")},
-        bytes_breakdown={label: _f(t.bytes[k][i]) for k, label in BYTE_LABELS.items()},
-        arithmetic_intensity=ai,
-        verdict=str(generation_verdict(mem_frac)),
-        memory_bound_time_fraction=mem_frac,
-        time_s=time_s, time_bound_s=_f(t.bound_s[i]),
+    nfe = float(t.count[i])
+    ar_time = float(frame.ar_time_s[i])
+    mem = frame.memory
+    op_flops, op_bytes, op_time = t.ops[i, :, 0], t.ops[i, :, 1:5].sum(axis=1), t.ops[i, :, 5]
+    return GPUResult(
+        gpu=gpu.name, gpu_key=gpu.key, gpu_status=gpu.status, ridge_flops_per_byte=ridge,
+        nfe=nfe, tokens_per_nfe=tokens / nfe, flops=flops, bytes=nbytes,
+        flops_breakdown={k: float(t.flops_of_kind(k, frame.ev.op_names)[i]) for k in KINDS},
+        bytes_breakdown={label: float(t.metric(k)[i].sum()) for k, label in BYTE_LABELS.items()},
+        arithmetic_intensity=flops / nbytes,
+        verdict=str(generation_verdict(frame.memory_bound_fraction[i])),
+        memory_bound_time_fraction=float(frame.memory_bound_fraction[i]),
+        time_s=time_s, time_bound_s=float(t.bound_s[i]),
         gpus=w.tp, tokens_per_s=tokens / time_s, tokens_per_s_per_gpu=tokens / time_s / w.tp,
         flops_per_token=flops * w.tp / tokens, bytes_per_token=nbytes * w.tp / tokens,
         ar_time_s=ar_time, ar_tokens_per_s=tokens / ar_time, time_ratio_to_ar=time_s / ar_time,
-        knee=dict(block=None if knee_block < 0 else int(knee_block), batch=None if knee_batch < 0 else int(knee_batch),
+        knee=Knee(block=None if knee_block < 0 else int(knee_block), batch=None if knee_batch < 0 else int(knee_batch),
                   context_tokens=float(ctx), limit=KNEE_LIMIT),
-        memory={k: (bool(v[i]) if k == "fits" else _f(v[i])) for k, v in mem.items() if k != "max_effective_batch"}
-        | dict(max_batch=int(mem["max_effective_batch"][i] // (2 if w.cfg else 1))),
-        passes=[{k: v for k, v in p.items() if k != "total_time_s"} for p in passes],
-        ops=[_op_entry(op, _f(t.op_flops[op][i]), _f(t.op_bytes[op][i]), _f(t.op_time_s[op][i]), time_s)
-             for op in t.op_time_s],
+        memory=Memory(**{k: (bool(v[i]) if k == "fits" else float(v[i])) for k, v in mem.items()
+                         if k != "max_effective_batch"},
+                      max_batch=int(mem["max_effective_batch"][i] // (2 if w.cfg else 1))),
+        passes=_pass_results(frame, w.scheme, i, ridge, mla),
+        ops=[OpResult(name=name, flops=float(op_flops[k]), bytes=float(op_bytes[k]),
+                      arithmetic_intensity=float(op_flops[k] / op_bytes[k]) if op_bytes[k] else 0.0,
+                      time_s=float(op_time[k]), time_share=float(op_time[k]) / time_s)
+             for k, name in enumerate(frame.ev.op_names)],
     )
 
 
@@ -213,202 +243,211 @@ def _result(spec: ModelSpec, w: Workload, gpu: GPU, rate: dict, ev, i: int, i_ar
 
 
 def workload_for(spec: ModelSpec, **given) -> Workload:
-    """A Workload whose unset fields come from the model's sampler defaults."""
+    """A Workload whose unset fields come from the model's sampler defaults; a scheme with a
+    reference engine of its own (a `default_block`) takes its block from there instead."""
     given = {k: v for k, v in given.items() if v is not None}
     sampler = spec.sampler
     if sampler:
         given.setdefault("scheme", sampler.scheme)
         given.setdefault("gen", sampler.gen)
-        if sampler.block and "block" not in given and given["gen"] % sampler.block == 0:
+    scheme = REGISTRY.get(given.get("scheme", Workload.model_fields["scheme"].default))
+    own_block = scheme.default_block if scheme else None
+    gen = given.get("gen", Workload.model_fields["gen"].default)
+    if own_block and "block" not in given and isinstance(gen, int) and (scheme.name == "draft-verify" or gen % own_block == 0):
+        given["block"] = own_block
+    elif sampler and not own_block:
+        if sampler.block and "block" not in given and gen % sampler.block == 0:
             given["block"] = sampler.block
         if given.get("scheme") == "block":
             given.setdefault("store_pass", sampler.store_pass)
-        if sampler.steps and "steps" not in given and "tpf" not in given and given["gen"] == sampler.gen:
+        if sampler.steps and "steps" not in given and "tpf" not in given and gen == sampler.gen:
             given["steps"] = sampler.steps
     if given.get("scheme") == "block" and "block" not in given:
         raise WorkloadError("the block scheme needs --block")
     try:
         w = Workload(**given)
-    except Exception as exc:  # pydantic ValidationError -> one readable line
-        errors = getattr(exc, "errors", None)
-        if errors:
-            err = errors()[0]
-            where = ".".join(str(p) for p in err["loc"]) or "workload"
-            raise UsageError(f"invalid {where}: {err['msg']}") from None
-        raise UsageError(str(exc)) from None
+    except ValidationError as exc:
+        raise UsageError(first_error(exc, "workload")) from None
     get_precision(w.precision)  # unknown names -> one clear UsageError each
     kv_bytes(w.kv_dtype)
-    if w.total_steps > MAX_TOKENS:
-        raise UsageError(f"{w.total_steps:.3g} steps is absurd (tokens per forward too small?); at most {MAX_TOKENS:,}")
+    if w.total_steps > 10_000_000:
+        raise UsageError(f"{w.total_steps:.3g} steps is absurd (tokens per forward too small?); at most 10,000,000")
     return w
 
 
-def model_summary(spec: ModelSpec) -> dict:
-    return dict(
+def model_summary(spec: ModelSpec) -> ModelSummary:
+    return ModelSummary(
         id=spec.id, family=spec.family, source=spec.source, revision=spec.revision, verified=spec.verified,
         params_total=spec.params_total, params_nonembedding=spec.params_nonembedding,
-        params_active=spec.params_active,
-        kv_bytes_per_token=spec.kv_bytes_per_token(2.0),
+        params_active=spec.params_active, kv_bytes_per_token=spec.kv_bytes_per_token(2.0),
         max_context=spec.max_context,
     )
 
 
-def workload_summary(w: Workload) -> dict:
-    return dict(
+def workload_summary(w: Workload) -> WorkloadSummary:
+    return WorkloadSummary(
         scheme=w.scheme, prompt=w.prompt, gen=w.gen, steps=w.total_steps, block=w.block_len,
         n_blocks=w.n_blocks, batch=w.batch, effective_batch=w.effective_batch, cfg=w.cfg,
         precision=w.precision, kv_dtype=w.kv_dtype, store_pass=w.store_pass, logits=w.logits,
-        expert_load=w.expert_load, tp=w.tp, ep=w.ep, mla_form=w.mla_form,
+        expert_load=w.expert_load, tp=w.tp, ep=w.ep, mla_form=w.mla_form, active_blocks=w.active_blocks,
+        cache_delay=w.cache_delay, refresh_every=w.refresh_every, window=w.window, drafter=w.drafter,
     )
 
 
 # --- sweep --------------------------------------------------------------------------------------
 
-# Knobs a scheme's cost does not depend on: sweep evaluates it once for them (shown as None).
-IGNORED_KNOBS = {"ar": ("steps", "block"), "mdm": ("block",)}
+LIST_KNOBS = ("prompt", "gen", "steps", "block", "batch", "tp", "ep")
 
 
 def _as_list(value, default: list) -> list:
     if value is None:
         return default
-    return value if isinstance(value, (list, tuple)) else [value]
+    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def sweep(model: str | ModelSpec = "GSAI-ML/LLaDA-8B-Instruct", *, gpus=None, schemes=None, prompts=None,
-          gens=None, steps=None, tpf: float | None = None, blocks=None, batches=None, precisions=None,
-          kv_dtype: str = "bf16", cfg: bool = False, store_pass: bool | None = None, logits: str = "all",
-          expert_load: str = "expected", tps=None, eps=None, mla_form: str = "auto", efficiency: str = "realistic",
-          hardware: list[str] | None = None, revision: str | None = None, hub: bool = False) -> dict:
-    """Every combination of the given lists, evaluated in one vectorised pass.
+def _validated(name: str, values: list) -> list:
+    """Each value of a sweep list checked by the Workload field of the same name."""
+    for v in values:
+        if v is None:
+            continue
+        try:
+            Workload(**{name: v})
+        except ValidationError as exc:
+            raise UsageError(f"--{name}: {first_error(exc, name)}") from None
+    return values
+
+
+def sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, prompts=None, gens=None, steps=None,
+          tpf: float | None = None, blocks=None, batches=None, precisions=None, kv_dtype: str = "bf16",
+          cfg: bool = False, store_pass: bool | None = None, logits: str = "all", expert_load: str = "expected",
+          tps=None, eps=None, mla_form: str = "auto", efficiency: str = "realistic",
+          hardware: list[str] | None = None, revision: str | None = None, hub: bool = False,
+          **scheme_knobs) -> SweepResult:
+    """Every combination of the given lists, evaluated vectorised (in chunks of SWEEP_CHUNK).
 
     Impossible combinations (a block that does not divide the generation, fewer steps than
-    blocks) are skipped and counted; GPUs without the precision's tensor cores likewise."""
-    spec = model if isinstance(model, ModelSpec) else resolve_model(model, revision=revision, hub=hub)
+    blocks, a layout that does not split the model) are skipped and counted; GPUs without the
+    precision's tensor cores likewise. A scheme is evaluated once for each knob it ignores."""
+    spec = _spec(model, revision, hub)
     # the settings shared by every row are validated by the same rules as analyze's
-    defaults = workload_for(spec, kv_dtype=kv_dtype, logits=logits, expert_load=expert_load, mla_form=mla_form)
+    shared = workload_for(spec, kv_dtype=kv_dtype, logits=logits, expert_load=expert_load, mla_form=mla_form,
+                          tpf=tpf, cfg=cfg or None, **scheme_knobs)
+    drafter = _drafter(shared.model_copy(update=dict(scheme="draft-verify")), spec) if shared.drafter else None
     sampler = spec.sampler
-    db = HardwareDB.load(hardware)
-    gpu_list = db.select(gpus, SEED_TABLE_GPUS)
+    gpu_list = HardwareDB.load(hardware).select(gpus, DEFAULT_GPUS)
     profile = load_profile(efficiency)
     scheme_list = _as_list(schemes, list(sampler.schemes) if sampler and sampler.schemes else list(SCHEMES))
     for sc in scheme_list:
-        if sc not in SCHEMES:
+        if sc not in REGISTRY:
             raise UsageError(f"unknown scheme '{sc}'; choose from: {', '.join(SCHEMES)}")
-    precision_list = _as_list(precisions, [defaults.precision])
+    precision_list = _as_list(precisions, [shared.precision])
     for p in precision_list:
         get_precision(p)
-    knobs = dict(prompt=_as_list(prompts, [defaults.prompt]), gen=_as_list(gens, [defaults.gen]),
-                 steps=_as_list(steps, [None]), block=_as_list(blocks, [defaults.block]),
-                 batch=_as_list(batches, [defaults.batch]), tp=_as_list(tps, [1]), ep=_as_list(eps, [1]))
+    knobs = dict(prompt=_as_list(prompts, [shared.prompt]), gen=_as_list(gens, [shared.gen]),
+                 steps=_as_list(steps, [None]), block=_as_list(blocks, [shared.block]),
+                 batch=_as_list(batches, [shared.batch]), tp=_as_list(tps, [1]), ep=_as_list(eps, [1]))
     for name, values in knobs.items():
-        for v in values:
-            if v is not None and (not np.isfinite(v) or v <= 0 or v > 10_000_000) and not (name == "prompt" and v == 0):
-                raise UsageError(f"--{name} values must be positive, got {v}")
-    if tpf is not None and not (np.isfinite(tpf) and 0 < tpf and max(knobs["gen"]) / tpf <= MAX_TOKENS):
-        raise UsageError(f"--tpf must be positive and give at most {MAX_TOKENS:,} steps")
+        _validated(name, values)
+    if tpf is not None and max(knobs["gen"]) / tpf > 10_000_000:
+        raise UsageError("--tpf gives more than 10,000,000 steps")
 
     # (GPU, precision) pairs that can run; the others are counted as unsupported.
-    rate_rows, pairs = [], []
-    unsupported = 0
+    rate_rows, pairs, unsupported_pairs = [], [], 0
     for gi, g in enumerate(gpu_list):
         for pi, p in enumerate(precision_list):
             r = _rates_or_none(g, p, profile)
             if r is None:
-                unsupported += 1
+                unsupported_pairs += 1
             else:
                 pairs.append((gi, pi))
                 rate_rows.append(r)
 
-    # Per scheme, the product of the knobs it depends on (index arrays, no per-row Python loop).
-    def ignored(sc: str) -> tuple:
-        # with logits limited to the committing block, mdm's cost does depend on the block
-        return () if (sc == "mdm" and logits == "committed") else IGNORED_KNOBS.get(sc, ())
+    committed = logits == "committed"
+    sizes = {sc: [1 if k in ("steps", "block") and not REGISTRY[sc].uses(k, committed) else len(v)
+                  for k, v in knobs.items()] for sc in scheme_list}
+    per_pair = {sc: int(np.prod(s)) for sc, s in sizes.items()}
+    total = len(pairs) * sum(per_pair.values())
+    if total > MAX_SWEEP_CONFIGS:
+        raise UsageError(f"the sweep has {total:,} configurations, more than the {MAX_SWEEP_CONFIGS:,} dlmcost "
+                         f"evaluates at once; split it into smaller sweeps")
+    unsupported = unsupported_pairs * sum(per_pair.values())
+    settings = dict(kv_dtype=shared.kv_dtype, cfg=cfg, store_pass=None, logits=logits, expert_load=expert_load,
+                    mla_form=mla_form, tpf=tpf)
+    if not pairs or not scheme_list:
+        return SweepResult(model=model_summary(spec), efficiency_profile=profile.name, evaluated=0,
+                           skipped_impossible=0, skipped_unsupported=unsupported, settings=settings)
 
-    parts = []
-    for sc in scheme_list:
-        sizes = [len(pairs)] + [1 if k in ignored(sc) else len(v) for k, v in knobs.items()]
-        idx = np.indices(sizes).reshape(len(sizes), -1)
-        parts.append((sc, idx))
-    unsupported *= sum(int(np.prod([1 if k in ignored(sc) else len(v) for k, v in knobs.items()]))
-                       for sc, _ in parts)
-    if not pairs or not parts:
-        return dict(model=model_summary(spec), efficiency_profile=profile.name, columns={}, evaluated=0,
-                    skipped_impossible=0, skipped_unsupported=unsupported)
+    # Per scheme, the product of the knobs it depends on (index arrays, no per-row Python loop).
+    parts = [(sc, np.indices([len(pairs)] + sizes[sc]).reshape(len(knobs) + 1, -1)) for sc in scheme_list]
     scheme_col = np.concatenate([np.full(idx.shape[1], sc, dtype=object) for sc, idx in parts]).astype(str)
     pair_idx = np.concatenate([idx[0] for _, idx in parts])
     vals = {}
     for k_i, (name, values) in enumerate(knobs.items(), start=1):
         arr = np.array([np.nan if v is None else v for v in values], dtype=float)
         vals[name] = np.concatenate([arr[idx[k_i]] for _, idx in parts])
+    ignores = {k: np.isin(scheme_col, [sc for sc in scheme_list if not REGISTRY[sc].uses(k, committed)])
+               for k in ("steps", "block")}
     gen = vals["gen"]
-    block_ignored = np.array([("block" in ignored(sc)) for sc in scheme_col], dtype=bool) if len(scheme_col) else np.zeros(0, bool)
-    steps_ignored = scheme_col == "ar"
     # an ignored block is one block of the whole generation; default steps: S = Lg / tpf
-    block = np.where(np.isnan(vals["block"]) | block_ignored, gen, vals["block"])
-    steps_arr = np.where(np.isnan(vals["steps"]) | steps_ignored, gen / (tpf or 1.0), vals["steps"])
-    steps_arr = np.where(steps_ignored, gen, steps_arr)
-    ok = check_workload(scheme_col, gen, block, steps_arr) & check_parallel(spec, vals["tp"], vals["ep"])
+    block = np.where(np.isnan(vals["block"]) | ignores["block"], gen, vals["block"])
+    steps_arr = np.where(np.isnan(vals["steps"]), gen / (tpf or 1.0), vals["steps"])
+    steps_arr = np.where(scheme_col == "ar", gen, steps_arr)
+    store = sampler.store_pass if (store_pass is None and sampler) else bool(store_pass)
+    settings["store_pass"] = store
+    scheme_knob_cols = {k: v for k, v in shared.knobs().items() if k in ("active_blocks", "cache_delay",
+                                                                         "refresh_every", "window", "drafter")}
+    knob_cols = make_knobs(prompt=vals["prompt"], gen=gen, steps=steps_arr, block=block, store_pass=store,
+                           logits_committed=committed, **scheme_knob_cols)
+    ok = scheme_ok(scheme_col, knob_cols) & check_parallel(spec, vals["tp"], vals["ep"])
     no_link = (vals["tp"] > 1) & (np.array([gpu_list[gi].link_bytes_per_s for gi, _ in pairs])[pair_idx] <= 0)
     unsupported += int((ok & no_link).sum())
     impossible = int((~ok).sum())
-    ok &= ~no_link
-    keep = np.flatnonzero(ok)
-    scheme_col, pair_idx, gen, block, steps_arr = scheme_col[keep], pair_idx[keep], gen[keep], block[keep], steps_arr[keep]
-    prompt, batch, tp, ep = vals["prompt"][keep], vals["batch"][keep], vals["tp"][keep], vals["ep"][keep]
-    steps_ignored, block_ignored = steps_ignored[keep], block_ignored[keep]
-    n = len(keep)
-    prec_w = np.array([get_precision(precision_list[pi]).weight_bytes for _, pi in pairs])
-    store = sampler.store_pass if (store_pass is None and sampler) else bool(store_pass)
-    cols = dict(scheme=scheme_col, prompt=prompt, gen=gen, steps=steps_arr, block=block, batch=batch * (2 if cfg else 1),
-                store_pass=store, logits_committed=logits == "committed", wbytes=prec_w[pair_idx],
-                kvbytes=kv_bytes(kv_dtype), all_experts=expert_load == "all", tp=tp, ep=ep,
-                mla_absorbed=mla_form != "expanded", mla_auto=mla_form == "auto")
-    grid = build_grid(with_ar_baseline(cols, n), rate_rows, np.r_[pair_idx, pair_idx])
-    ev = evaluate(spec, grid)
-    t = ev.total
-    time_s, ar_time = t.time_s[:n], t.time_s[n:]
-    flops, nbytes = t.total_flops[:n], t.total_bytes[:n]
+    keep = np.flatnonzero(ok & ~no_link)
+
+    capacity = np.array([gpu_list[gi].memory_bytes for gi, _ in pairs])
+    wbytes = np.array([get_precision(precision_list[pi]).weight_bytes for _, pi in pairs])
+    rows: list[SweepRow] = []
+    for start in range(0, len(keep), SWEEP_CHUNK):
+        sel = keep[start:start + SWEEP_CHUNK]
+        pi = pair_idx[sel]
+        batch = vals["batch"][sel]
+        cols = dict(scheme=scheme_col[sel], **{k: getattr(knob_cols, k)[sel] for k in KNOB_COLUMNS},
+                    batch=batch * (2 if cfg else 1), ar_batch=batch, wbytes=wbytes[pi], kvbytes=kv_bytes(kv_dtype),
+                    all_experts=expert_load == "all", tp=vals["tp"][sel], ep=vals["ep"][sel],
+                    mla_absorbed=mla_form != "expanded", mla_auto=mla_form == "auto")
+        frame = _evaluate(spec, drafter, cols, rate_rows, pi, capacity[pi])
+        rows += _sweep_rows(frame, cols, [gpu_list[gi].name for gi, _ in pairs], [precision_list[p] for _, p in pairs],
+                            pi, ignores["steps"][sel], ignores["block"][sel], cfg)
+    return SweepResult(model=model_summary(spec), efficiency_profile=profile.name, evaluated=len(keep),
+                       skipped_impossible=impossible, skipped_unsupported=unsupported, settings=settings, rows=rows)
+
+
+def _sweep_rows(frame: Frame, cols: dict, gpu_names: list[str], precisions: list[str], pair: np.ndarray,
+                steps_ignored: np.ndarray, block_ignored: np.ndarray, cfg: bool) -> list[SweepRow]:
+    t, mem = frame.ev.total, frame.memory
+    time_s, flops, nbytes = t.time_s, t.flops, t.bytes
+    batch, gen, tp = cols["ar_batch"], cols["gen"], cols["tp"]
     tokens = batch * gen
-    ai = flops / nbytes
-    ridge = grid.rates.ridge[:n]
-    capacity = np.array([gpu_list[gi].memory_bytes for gi, _ in pairs])[pair_idx]
-    mem = grid_memory(spec, grid.take(np.arange(n)), capacity)
-    mem_frac = memory_bound_time_fraction(ev, grid.rates.ridge)[:n]
+    frac = frame.memory_bound_fraction
     columns = dict(
-        gpu=np.array([gpu_list[gi].name for gi, _ in pairs])[pair_idx],
-        scheme=scheme_col, prompt=prompt, gen=gen,
-        steps=np.where(steps_ignored, np.nan, steps_arr),
-        block=np.where(block_ignored, np.nan, block),
-        batch=batch, tp=tp, ep=ep, precision=np.array([precision_list[pi] for _, pi in pairs])[pair_idx],
-        nfe=t.count[:n], tokens_per_nfe=tokens / t.count[:n], time_s=time_s, tokens_per_s=tokens / time_s,
-        tokens_per_s_per_gpu=tokens / time_s / tp,
-        flops_per_token=flops * tp / tokens, bytes_per_token=nbytes * tp / tokens, arithmetic_intensity=ai,
-        ridge_flops_per_byte=ridge, memory_bound_time_fraction=mem_frac,
-        verdict=generation_verdict(mem_frac),
-        time_ratio_to_ar=time_s / ar_time, fits=mem["fits"], memory_total_bytes=mem["total_bytes"],
-        max_batch=np.floor(mem["max_effective_batch"] / (2 if cfg else 1)),
+        gpu=np.array(gpu_names)[pair], scheme=cols["scheme"], prompt=cols["prompt"].astype(int), gen=gen.astype(int),
+        steps=np.where(steps_ignored, None, cols["steps"]), block=np.where(block_ignored, None, cols["block"].astype(int)),
+        batch=batch.astype(int), tp=tp.astype(int), ep=cols["ep"].astype(int), precision=np.array(precisions)[pair],
+        nfe=t.count, tokens_per_nfe=tokens / t.count, time_s=time_s, tokens_per_s=tokens / time_s,
+        tokens_per_s_per_gpu=tokens / time_s / tp, flops_per_token=flops * tp / tokens,
+        bytes_per_token=nbytes * tp / tokens, arithmetic_intensity=flops / nbytes,
+        ridge_flops_per_byte=frame.grid.rates.ridge, memory_bound_time_fraction=frac, verdict=generation_verdict(frac),
+        time_ratio_to_ar=time_s / frame.ar_time_s, fits=mem["fits"], memory_total_bytes=mem["total_bytes"],
+        max_batch=np.floor(mem["max_effective_batch"] / (2 if cfg else 1)).astype(int),
     )
-    return dict(model=model_summary(spec), efficiency_profile=profile.name, columns=columns, evaluated=n,
-                skipped_impossible=impossible, skipped_unsupported=unsupported,
-                settings=dict(kv_dtype=kv_dtype, cfg=cfg, store_pass=store, logits=logits, expert_load=expert_load,
-                              mla_form=mla_form, tpf=tpf))
+    names = list(columns)
+    return [SweepRow.model_construct(**dict(zip(names, values)))
+            for values in zip(*(columns[k].tolist() for k in names))]
 
 
-def sweep_rows(result: dict) -> list[dict]:
-    """Column arrays -> one dict per row (NaN knobs the scheme ignores become None)."""
-    cols = result.get("columns") or {}
-    names = list(cols)
-    out = []
-    for values in zip(*(cols[k].tolist() for k in names)):
-        row = {}
-        for k, v in zip(names, values):
-            if isinstance(v, float) and math.isnan(v):
-                v = None
-            elif k in ("prompt", "gen", "block", "batch", "tp", "ep", "max_batch") and v is not None:
-                v = int(v)
-            row[k] = v
-        out.append(row)
-    return out
+def sweep_rows(result: SweepResult) -> list[dict]:
+    """One plain dict per row (knobs a scheme ignores are None)."""
+    return [row.model_dump() for row in result.rows]
 
 
 # --- models -------------------------------------------------------------------------------------
@@ -418,7 +457,7 @@ def model_info(spec: ModelSpec) -> dict:
     """Everything `dlmcost model` shows: architecture, parameter counts, K/V bytes per token."""
     from .precision import KV_DTYPE_BYTES
 
-    info = dict(model_summary(spec))
+    info = model_summary(spec).model_dump()
     info.update(
         n_layers=spec.n_layers, d_model=spec.d_model, n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads,
         head_dim=spec.head_dim, group_size=spec.group_size, ffn_dim=spec.ffn_dim,
@@ -442,7 +481,7 @@ def list_models() -> list[dict]:
     out = []
     for model_id in bundled_ids():
         spec = load_bundled(model_id)
-        out.append(dict(model_summary(spec), status=bundled_manifest()[model_id].get("status", ""),
+        out.append(dict(model_summary(spec).model_dump(), status=bundled_manifest()[model_id].get("status", ""),
                         default_scheme=spec.sampler.scheme if spec.sampler else "ar"))
     return out
 

@@ -17,6 +17,7 @@ from rich.console import Console  # noqa: E402
 from . import api, report  # noqa: E402
 from .errors import EXIT_INTERNAL, EXIT_USAGE, DlmcostError, UsageError  # noqa: E402
 from .hardware import HardwareDB  # noqa: E402
+from .schemes import REGISTRY, SCHEMES  # noqa: E402
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Capacity planner for diffusion language model inference.")
@@ -32,7 +33,15 @@ MlaFormOpt = typer.Option("auto", "--mla-form", help="MLA attention: auto | abso
 EfficiencyOpt = typer.Option("realistic", "--efficiency", help="realistic | ideal | path to an efficiency YAML")
 RevisionOpt = typer.Option(None, "--revision", help="Hub revision (branch, tag or commit)")
 HubOpt = typer.Option(False, "--hub", help="fetch from the Hub even if the id is bundled")
-TpfOpt = typer.Option(None, "--tpf", help="tokens per forward (S = Lg / tpf) when --steps is not given")
+TpfOpt = typer.Option(None, "--tpf", help="tokens per forward (S = Lg / tpf) when --steps is not given; "
+                      "draft-verify: mean accepted tokens per iteration")
+# Knobs of the newer schemes (see `dlmcost schemes`).
+ActiveBlocksOpt = typer.Option(None, "--active-blocks", help="multi-block: blocks in flight A [2]")
+CacheDelayOpt = typer.Option(None, "--cache-delay", help="multi-block: passes before a finished block's K/V is cached [1]")
+RefreshOpt = typer.Option(None, "--refresh-every", help="multi-block, windowed-refresh: full refresh every R passes [0: never]")
+WindowOpt = typer.Option(None, "--window", help="windowed-refresh: tokens recomputed either side of the block [16]")
+DrafterOpt = typer.Option(None, "--drafter", help="draft-verify: the drafter model (default: self-speculative)")
+SCHEME_CHOICES = " | ".join(SCHEMES)
 
 
 def _console() -> Console:
@@ -74,7 +83,7 @@ def _parse_list(text: Optional[str], kind, name: str) -> Optional[list]:
 def analyze(
     model: str = typer.Argument("GSAI-ML/LLaDA-8B-Instruct", help="bundled id, local .json/.yaml, or Hub id"),
     gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="GPU name/alias, comma list, or 'all' (default: the seed table's GPUs)"),
-    scheme: Optional[str] = typer.Option(None, "--scheme", help="ar | mdm | prefix-cache | dual-cache | block (default: the model's)"),
+    scheme: Optional[str] = typer.Option(None, "--scheme", help=f"{SCHEME_CHOICES} (default: the model's)"),
     prompt: Optional[int] = typer.Option(None, "--prompt", help="prompt tokens Lp [256]"),
     gen: Optional[int] = typer.Option(None, "--gen", help="generated tokens Lg (default: the model's sampler)"),
     steps: Optional[float] = typer.Option(None, "--steps", help="total denoising steps S"),
@@ -90,6 +99,11 @@ def analyze(
     tp: Optional[int] = typer.Option(None, "--tp", help="tensor-parallel GPUs [1]"),
     ep: Optional[int] = typer.Option(None, "--ep", help="expert-parallel ways, dividing --tp (MoE) [1]"),
     mla_form: str = MlaFormOpt,
+    active_blocks: Optional[float] = ActiveBlocksOpt,
+    cache_delay: Optional[float] = CacheDelayOpt,
+    refresh_every: Optional[int] = RefreshOpt,
+    window: Optional[int] = WindowOpt,
+    drafter: Optional[str] = DrafterOpt,
     efficiency: str = EfficiencyOpt,
     ops: bool = typer.Option(False, "--ops", help="also print per-pass and per-op tables"),
     fmt: str = FormatOpt,
@@ -104,11 +118,12 @@ def analyze(
         model, gpu, efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
         scheme=scheme, prompt=prompt, gen=gen, steps=steps, tpf=tpf, block=block, batch=batch,
         precision=precision, kv_dtype=kv_dtype, cfg=cfg > 0 or None, store_pass=store_pass,
-        logits=logits, expert_load=expert_load, tp=tp, ep=ep, mla_form=mla_form,
+        logits=logits, expert_load=expert_load, tp=tp, ep=ep, mla_form=mla_form, active_blocks=active_blocks,
+        cache_delay=cache_delay, refresh_every=refresh_every, window=window, drafter=drafter,
     )
-    for warning in result["warnings"]:
+    for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    report.render_analyze(result, fmt, _console(), show_ops=ops)
+    report.render_analyze(result.model_dump(), fmt, _console(), show_ops=ops)
 
 
 @app.command()
@@ -131,6 +146,11 @@ def sweep(
     tp: Optional[str] = typer.Option(None, "--tp", help="comma list of tensor-parallel sizes"),
     ep: Optional[str] = typer.Option(None, "--ep", help="comma list of expert-parallel sizes (each dividing tp)"),
     mla_form: str = MlaFormOpt,
+    active_blocks: Optional[float] = ActiveBlocksOpt,
+    cache_delay: Optional[float] = CacheDelayOpt,
+    refresh_every: Optional[int] = RefreshOpt,
+    window: Optional[int] = WindowOpt,
+    drafter: Optional[str] = DrafterOpt,
     efficiency: str = EfficiencyOpt,
     sort: Optional[str] = typer.Option(None, "--sort", help="column to sort by, e.g. tokens_per_s, time_s (prefix - to reverse)"),
     top: Optional[int] = typer.Option(None, "--top", help="show only the first N rows of the table"),
@@ -151,6 +171,8 @@ def sweep(
         precisions=_parse_list(precision, str, "precision"), kv_dtype=kv_dtype, cfg=cfg > 0, store_pass=store_pass,
         logits=logits, expert_load=expert_load, tps=_parse_list(tp, int, "tp"), eps=_parse_list(ep, int, "ep"),
         mla_form=mla_form, efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
+        active_blocks=active_blocks, cache_delay=cache_delay, refresh_every=refresh_every, window=window,
+        drafter=drafter,
     )
     rows = api.sweep_rows(result)
     if sort:
@@ -158,7 +180,26 @@ def sweep(
         if rows and key not in rows[0]:
             raise UsageError(f"--sort: unknown column '{key}'; choose from: {', '.join(rows[0])}")
         rows.sort(key=lambda r: (r[key] is None, r[key]), reverse=sort.startswith("-"))
-    report.render_sweep(result, rows, fmt, _console(), rows[:top] if top else rows)
+    meta = result.model_dump(exclude={"rows"})
+    report.render_sweep(meta, rows, fmt, _console(), rows[:top] if top else rows)
+
+
+@app.command()
+def schemes(fmt: str = FormatOpt):
+    """List the decoding schemes: what each runs and the knobs it reads."""
+    _check_format(fmt)
+    report.render_schemes([dict(name=s.name, summary=s.summary, knobs=", ".join(s.knobs) or "-",
+                                stops_at_eos=s.stops_at_eos) for s in REGISTRY.values()], fmt, _console())
+
+
+@app.command()
+def schema(which: str = typer.Argument("analyze", help="analyze | sweep")):
+    """Print the JSON Schema of `--format json` output (generated from the result types)."""
+    from .results import SCHEMAS
+
+    if which not in SCHEMAS:
+        raise UsageError(f"unknown schema '{which}'; choose one of: {', '.join(SCHEMAS)}")
+    print(report.to_json(SCHEMAS[which].model_json_schema()))
 
 
 @app.command()

@@ -34,6 +34,15 @@ from .precision import ACTIVATION_BYTES as AB
 # layers and the LM head, bf16 for attention, the vector units for elementwise work.
 KINDS = ("linear", "attention", "lm_head", "other")
 
+# Every op a pass can have, in execution order, with its kind ("comm": collectives, no FLOPs).
+# The engine keeps per-op sums in one array whose op axis is this tuple.
+OP_KINDS = {
+    "qkv_proj": "linear", "mla_kv_up": "linear", "attention": "attention", "o_proj": "linear", "mlp": "linear",
+    "router": "linear", "experts": "linear", "shared_experts": "linear", "ep_all_to_all": "comm",
+    "elementwise": "other", "lm_head": "lm_head", "tp_collectives": "comm",
+}
+OP_NAMES = tuple(OP_KINDS)
+
 
 @dataclass
 class OpCost:

@@ -1,14 +1,17 @@
 """The vectorised pipeline: schedule -> per-op cost -> roofline time, summed exactly.
 
-`evaluate(model, grid)` takes N configurations as arrays and returns arrays; `analyze` and
-`sweep` (api.py) both go through it, so a sweep is the same formulas over a bigger grid.
+`evaluate(models, grid)` takes N configurations as arrays. Each configuration's scheme (the
+registry in `schemes/`) turns its knobs into pass families; every family is costed op by op and
+summed over its passes into one array `Cost.ops[configuration, op, metric]`, so that selecting,
+adding and scattering results is plain numpy indexing. `analyze` and `sweep` (api.py) both go
+through here: a sweep is the same formulas over a bigger grid.
 
-Sums over a family's j = 0..n-1 pass shapes are exact. Every per-op FLOP and byte count of the
-built-in schemes is affine in j (the cache grows by b per block while q stays fixed, or q
-shrinks by b while q + c stays fixed), so sums, and sums of the per-op max() of the time model,
-have closed forms (roofline.sum_max_affine). Configurations where some op is not affine in j
-(the expected number of distinct MoE experts when q changes per block) are detected and summed
-by evaluating every pass.
+A family's sums are exact. Where every per-op quantity is affine in the pass index j — q fixed
+(any cache growth), or q + c fixed under a bidirectional mask for a model whose cost per token is
+linear (no expected-distinct-experts term) — they have closed forms (sums.py). Elsewhere, e.g. an
+MoE model's prefix-cache steps, whose q shrinks block by block, every pass is evaluated and the
+passes are added up. Which path a family takes follows from its declared shape law and the model;
+nothing is probed numerically.
 """
 
 from __future__ import annotations
@@ -17,26 +20,26 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from .cost import KINDS, OpCost, PassInput, pass_ops
+from .cost import KINDS, OP_KINDS, OP_NAMES, PassInput, pass_ops
 from .models.spec import ModelSpec
-from .roofline import Rates, compute_time, link_time, memory_time, sum_affine, sum_max_affine
-from .schedule import FAMILY_NAMES, PassFamily, build_schedule
+from .roofline import Rates, compute_time, link_time, memory_time
+from .schemes import REGISTRY, Knobs, PassFamily, peak_shape
+from .sums import sum_affine, sum_max_affine
 
-BYTE_KINDS = ("weight_bytes", "kv_read_bytes", "kv_write_bytes", "activation_bytes")
+# The metric axis of a cost array; the first five add up over passes as they are.
+METRICS = ("flops", "weight_bytes", "kv_read_bytes", "kv_write_bytes", "activation_bytes", "time_s")
+BYTE_KINDS = METRICS[1:5]
+ADDITIVE = len(METRICS) - 1
+FLOPS, TIME = METRICS.index("flops"), METRICS.index("time_s")
 
 
 @dataclass(frozen=True)
 class Grid:
     """N configurations, one per array element (CFG already folded into `batch`)."""
 
-    scheme: np.ndarray
-    prompt: np.ndarray
-    gen: np.ndarray
-    steps: np.ndarray
-    block: np.ndarray
+    scheme: np.ndarray  # scheme name per configuration
+    knobs: Knobs
     batch: np.ndarray
-    store_pass: np.ndarray
-    logits_committed: np.ndarray
     wbytes: np.ndarray
     kvbytes: np.ndarray
     all_experts: np.ndarray
@@ -46,234 +49,250 @@ class Grid:
     mla_auto: np.ndarray  # MLA: pick the faster form per pass family
     rates: Rates
 
-    def take(self, idx: np.ndarray) -> "Grid":
-        arrays = {f.name: getattr(self, f.name)[idx] for f in fields(self) if f.name != "rates"}
-        return Grid(**arrays, rates=self.rates.take(idx))
+    def take(self, idx) -> "Grid":
+        arrays = {f.name: getattr(self, f.name)[idx] for f in fields(self) if f.name not in ("knobs", "rates")}
+        return Grid(**arrays, knobs=self.knobs.take(idx), rates=self.rates.take(idx))
 
     def __len__(self) -> int:
-        return len(self.gen)
+        return len(self.batch)
+
+    def pass_input(self, shape: dict[str, np.ndarray]) -> PassInput:
+        return PassInput(B=self.batch, wbytes=self.wbytes, kvbytes=self.kvbytes, all_experts=self.all_experts,
+                         tp=self.tp, ep=self.ep, mla_absorbed=self.mla_absorbed, **shape)
 
 
 @dataclass
-class Sums:
-    """Totals of a set of passes, per configuration. Op-level dicts are keyed by op name."""
+class Cost:
+    """Sums over a set of passes, per configuration: `ops[i, op, metric]` (op axis: the models'
+    ops in OP_NAMES order, `Evaluation.op_names`; metric axis METRICS), the forward passes, and
+    the optimistic bound (ideal rates, ops overlapped)."""
 
+    ops: np.ndarray
     count: np.ndarray
-    flops: dict[str, np.ndarray]  # by kind (linear/attention/lm_head/other)
-    bytes: dict[str, np.ndarray]  # by BYTE_KINDS
-    time_s: np.ndarray
-    bound_s: np.ndarray  # optimistic roofline bound at peak rates, ops overlapped
-    op_flops: dict[str, np.ndarray]
-    op_bytes: dict[str, np.ndarray]
-    op_time_s: dict[str, np.ndarray]
-    mla_absorbed: np.ndarray | None = None  # MLA models: the form each row's family used
+    bound_s: np.ndarray
+
+    @classmethod
+    def zeros(cls, n: int, n_ops: int) -> "Cost":
+        return cls(np.zeros((n, n_ops, len(METRICS))), np.zeros(n), np.zeros(n))
+
+    def __add__(self, other: "Cost") -> "Cost":
+        return Cost(self.ops + other.ops, self.count + other.count, self.bound_s + other.bound_s)
+
+    def put(self, rows: np.ndarray, other: "Cost") -> None:
+        self.ops[rows], self.count[rows], self.bound_s[rows] = other.ops, other.count, other.bound_s
+
+    def metric(self, name: str) -> np.ndarray:
+        """(N, ops) array of one metric."""
+        return self.ops[:, :, METRICS.index(name)]
+
+    @property
+    def flops(self) -> np.ndarray:
+        return self.ops[:, :, FLOPS].sum(axis=1)
+
+    @property
+    def bytes(self) -> np.ndarray:
+        return self.ops[:, :, 1:ADDITIVE].sum(axis=(1, 2))
+
+    @property
+    def time_s(self) -> np.ndarray:
+        return self.ops[:, :, TIME].sum(axis=1)
+
+    def flops_of_kind(self, kind: str, op_names: list[str]) -> np.ndarray:
+        mask = np.array([OP_KINDS[name] == kind for name in op_names])
+        return self.ops[:, mask, FLOPS].sum(axis=1)
+
+
+@dataclass
+class FamilyCost(Cost):
+    """A family's sums plus its first and last pass shapes (for reports)."""
+
     q_first: np.ndarray | None = None
     c_first: np.ndarray | None = None
     q_last: np.ndarray | None = None
     c_last: np.ndarray | None = None
+    mla_absorbed: np.ndarray | None = None  # MLA models: the form each configuration used
 
-    @property
-    def total_flops(self) -> np.ndarray:
-        return sum(self.flops.values())
+    @classmethod
+    def zeros(cls, n: int, n_ops: int) -> "FamilyCost":
+        z = Cost.zeros(n, n_ops)
+        return cls(z.ops, z.count, z.bound_s, *(np.zeros(n) for _ in range(4)), np.zeros(n, bool))
 
-    @property
-    def total_bytes(self) -> np.ndarray:
-        return sum(self.bytes.values())
+    def put(self, rows: np.ndarray, other: "FamilyCost") -> None:
+        super().put(rows, other)
+        for name in ("q_first", "c_first", "q_last", "c_last", "mla_absorbed"):
+            getattr(self, name)[rows] = getattr(other, name)
 
 
 @dataclass
 class Evaluation:
-    families: dict[str, Sums]
-    total: Sums
+    families: dict[str, FamilyCost]  # by family name; zero where a configuration's scheme lacks it
+    total: Cost
+    family_order: dict[str, list[str]]  # scheme -> its family names, in schedule order
+    q_max: np.ndarray  # largest pass and logits per sequence (memory)
+    logits_max: np.ndarray
+    cached_tokens: np.ndarray  # K/V resident per sequence at the end (memory)
+    op_names: list[str]  # the ops the models have, in OP_NAMES order
 
 
-# --- one pass ---------------------------------------------------------------------------------
+# --- one pass -----------------------------------------------------------------------------------
 
 
 @dataclass
-class PassMetrics:
-    ops: list[OpCost]
-    compute_s: list[np.ndarray]  # per op: FLOPs over the achievable rate
-    memory_s: list[np.ndarray]  # per op: bytes over the achievable bandwidth
-    overhead_s: list[np.ndarray]  # per-kernel launch latency and, for collectives, link time
-    bound_compute_s: np.ndarray  # sum FLOPs / peak
-    bound_memory_s: np.ndarray  # sum bytes / bandwidth
+class PassCost:
+    """One pass per configuration: additive metrics (N, ops, 5) and the parts of each op's time."""
+
+    values: np.ndarray
+    compute_s: np.ndarray  # (N, ops): FLOPs over the achievable rate
+    memory_s: np.ndarray  # (N, ops): bytes over the achievable bandwidth
+    overhead_s: np.ndarray  # (N, ops): kernel launches and, for collectives, link time
+    bound_compute_s: np.ndarray  # (N,): sum FLOPs / peak
+    bound_memory_s: np.ndarray  # (N,): sum bytes / bandwidth
+
+    @property
+    def time_s(self) -> np.ndarray:
+        return np.maximum(self.compute_s, self.memory_s) + self.overhead_s
 
 
-def pass_metrics(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray]) -> PassMetrics:
-    p = PassInput(B=grid.batch, q=shape["q"], c=shape["c"], kv_write=shape["kv_write"], logits=shape["logits"],
-                  causal=shape["causal"], wbytes=grid.wbytes, kvbytes=grid.kvbytes, all_experts=grid.all_experts,
-                  tp=grid.tp, ep=grid.ep, mla_absorbed=grid.mla_absorbed)
-    ops = pass_ops(m, p)
+def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: list[str]) -> PassCost:
+    """Each op of one pass per configuration, placed on the op axis `names`."""
+    n = np.broadcast_shapes(*(np.shape(v) for v in shape.values()), (len(grid),))[0]
+    values = np.zeros((n, len(names), ADDITIVE))
+    compute, memory, overhead = (np.zeros((n, len(names))) for _ in range(3))
     r = grid.rates
-    return PassMetrics(
-        ops=ops,
-        compute_s=[compute_time(op.flops, op.kind, r) for op in ops],
-        memory_s=[memory_time(op.bytes, r) for op in ops],
-        overhead_s=[op.kernels * r.overhead_s + (link_time(op.link_bytes, op.collectives, r) if op.kind == "comm" else 0.0)
-                    for op in ops],
-        bound_compute_s=sum(op.flops / r.peak[op.kind] for op in ops if op.kind in KINDS),
-        bound_memory_s=sum(op.bytes for op in ops) / r.bandwidth,
-    )
-
-
-def _empty_sums(n: int, ops: list[OpCost]) -> Sums:
-    z = lambda: np.zeros(n)  # noqa: E731
-    return Sums(z(), {k: z() for k in KINDS}, {k: z() for k in BYTE_KINDS}, z(), z(),
-                {o.name: z() for o in ops}, {o.name: z() for o in ops}, {o.name: z() for o in ops})
-
-
-# --- a family, exactly -------------------------------------------------------------------------
-
-
-def _affine_rows(at0: PassMetrics, at1: PassMetrics, atn: PassMetrics, n: np.ndarray) -> np.ndarray:
-    """Rows where every op's FLOPs and bytes at j = n-1 match the line through j = 0 and 1."""
-    ok = np.ones_like(n, dtype=bool)
-    for o0, o1, on in zip(at0.ops, at1.ops, atn.ops):
-        for name in ("flops", "weight_bytes", "kv_read_bytes", "kv_write_bytes", "activation_bytes",
-                     "link_bytes", "collectives"):
-            v0, v1, vn = getattr(o0, name), getattr(o1, name), getattr(on, name)
-            predicted = v0 + (v1 - v0) * (n - 1)
-            ok &= np.abs(predicted - vn) <= 1e-9 * np.maximum(np.abs(vn), 1.0)
-    return ok
-
-
-def _family_affine(m: ModelSpec, grid: Grid, fam: PassFamily) -> tuple[Sums, np.ndarray]:
-    n, r = fam.n, fam.r
-    at0 = pass_metrics(m, grid, fam.at(0.0))
-    at1 = pass_metrics(m, grid, fam.at(1.0))
-    atn = pass_metrics(m, grid, fam.at(np.maximum(n - 1, 0.0)))
-    out = _empty_sums(len(grid), at0.ops)
-    out.count = n * r
-    for i, op in enumerate(at0.ops):
-        op1 = at1.ops[i]
-        if op.kind in KINDS:  # collectives carry no FLOPs
-            out.flops[op.kind] = out.flops[op.kind] + r * sum_affine(op.flops, op1.flops, n)
-        out.op_flops[op.name] = r * sum_affine(op.flops, op1.flops, n)
-        for b in BYTE_KINDS:
-            out.bytes[b] = out.bytes[b] + r * sum_affine(getattr(op, b), getattr(op1, b), n)
-        out.op_bytes[op.name] = r * sum_affine(op.bytes, op1.bytes, n)
-        t = sum_max_affine(at0.compute_s[i], at1.compute_s[i], at0.memory_s[i], at1.memory_s[i], n)
-        out.op_time_s[op.name] = r * (t + n * at0.overhead_s[i])
-        out.time_s = out.time_s + out.op_time_s[op.name]
-    out.bound_s = r * sum_max_affine(at0.bound_compute_s, at1.bound_compute_s,
-                                     at0.bound_memory_s, at1.bound_memory_s, n)
-    return out, _affine_rows(at0, at1, atn, n)
-
-
-def _family_explicit(m: ModelSpec, grid: Grid, fam: PassFamily, rows: np.ndarray) -> Sums:
-    """Evaluate every pass j of the family for the given rows (ragged), then add them up."""
-    sub = grid.take(rows)
-    n = fam.n[rows].astype(int)
-    owner = np.repeat(np.arange(len(rows)), n)
-    j = np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
-    g = sub.take(owner)
-    f = replace(fam, **{x.name: getattr(fam, x.name)[rows][owner] for x in fields(fam) if x.name != "name"})
-    pm = pass_metrics(m, g, f.at(j.astype(float)))
-    r = fam.r[rows]
-    add = lambda v: r * np.bincount(owner, weights=v, minlength=len(rows))  # noqa: E731
-    out = _empty_sums(len(rows), pm.ops)
-    out.count = n * r
-    for i, op in enumerate(pm.ops):
+    bound_compute = np.zeros(n)
+    for op in pass_ops(m, grid.pass_input(shape)):
+        i = names.index(op.name)
+        values[:, i] = np.stack([op.flops, op.weight_bytes, op.kv_read_bytes, op.kv_write_bytes,
+                                 op.activation_bytes], axis=-1)
         if op.kind in KINDS:
-            out.flops[op.kind] = out.flops[op.kind] + add(op.flops)
-        out.op_flops[op.name] = add(op.flops)
-        for b in BYTE_KINDS:
-            out.bytes[b] = out.bytes[b] + add(getattr(op, b))
-        out.op_bytes[op.name] = add(op.bytes)
-        out.op_time_s[op.name] = add(np.maximum(pm.compute_s[i], pm.memory_s[i]) + pm.overhead_s[i])
-        out.time_s = out.time_s + out.op_time_s[op.name]
-    out.bound_s = add(np.maximum(pm.bound_compute_s, pm.bound_memory_s))
+            compute[:, i] = compute_time(op.flops, op.kind, r)
+            bound_compute += op.flops / r.peak[op.kind]
+        else:  # collectives: no arithmetic, no HBM traffic; the link is their roofline
+            overhead[:, i] = link_time(op.link_bytes, op.collectives, r)
+        memory[:, i] = memory_time(op.bytes, r)
+        overhead[:, i] += op.kernels * r.overhead_s
+    return PassCost(values, compute, memory, overhead, bound_compute, values[:, :, 1:].sum(axis=(1, 2)) / r.bandwidth)
+
+
+# --- a family, exactly --------------------------------------------------------------------------
+
+
+def closed_form_rows(m: ModelSpec, grid: Grid, fam: PassFamily) -> np.ndarray:
+    """Configurations whose per-op costs are affine in j (see the module docstring)."""
+    tokens_linear = np.ones(len(grid), bool) if m.moe is None else grid.all_experts
+    return fam.constant_q | (fam.constant_keys & tokens_linear) | (fam.n <= 1)
+
+
+def _closed_form(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
+    a, b = pass_cost(m, grid, fam.at(0.0), names), pass_cost(m, grid, fam.at(1.0), names)
+    n, r = fam.n, fam.r
+    ops = np.empty((len(grid), len(names), len(METRICS)))
+    # sum_affine(a, b, n) * r, in place: the value arrays are the largest in the engine
+    b.values -= a.values
+    b.values *= (n * (n - 1) / 2)[:, None, None]
+    a.values *= n[:, None, None]
+    a.values += b.values
+    np.multiply(a.values, r[:, None, None], out=ops[:, :, :ADDITIVE])
+    n2 = n[:, None]
+    ops[:, :, TIME] = r[:, None] * (sum_max_affine(a.compute_s, b.compute_s, a.memory_s, b.memory_s, n2)
+                                    + sum_affine(a.overhead_s, b.overhead_s, n2))
+    bound = r * sum_max_affine(a.bound_compute_s, b.bound_compute_s, a.bound_memory_s, b.bound_memory_s, n)
+    return Cost(ops, n * r, bound)
+
+
+def _pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
+    """Evaluate every pass j of the family (ragged over configurations), then add them up."""
+    n = fam.n.astype(int)
+    owner = np.repeat(np.arange(len(grid)), n)
+    start = np.cumsum(n) - n
+    j = np.arange(n.sum()) - start[owner]
+    p = pass_cost(m, grid.take(owner), fam.take(owner).at(j.astype(float)), names)
+    per_pass = np.concatenate([p.values, p.time_s[:, :, None]], axis=2)
+    r = fam.r
+    ops = r[:, None, None] * np.add.reduceat(per_pass, start, axis=0)
+    bound = r * np.add.reduceat(np.maximum(p.bound_compute_s, p.bound_memory_s), start)
+    return Cost(ops, n * r, bound)
+
+
+def _family_sums(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
+    closed = closed_form_rows(m, grid, fam)
+    if closed.all():
+        return _closed_form(m, grid, fam, names)
+    out = Cost.zeros(len(grid), len(names))
+    for rows, path in ((np.flatnonzero(closed), _closed_form), (np.flatnonzero(~closed), _pass_by_pass)):
+        if rows.size:
+            out.put(rows, path(m, grid.take(rows), fam.take(rows), names))
     return out
 
 
-def _assign(dst: Sums, src: Sums, rows: np.ndarray) -> None:
-    for name in ("count", "time_s", "bound_s"):
-        getattr(dst, name)[rows] = getattr(src, name)
-    for name in ("flops", "bytes", "op_flops", "op_bytes", "op_time_s"):
-        for k, v in getattr(src, name).items():
-            getattr(dst, name)[k][rows] = v
-
-
-def _family_sums(m: ModelSpec, grid: Grid, fam: PassFamily) -> Sums:
-    sums, affine = _family_affine(m, grid, fam)
-    bad = np.flatnonzero(~affine & (fam.n > 1))
-    if bad.size:
-        _assign(sums, _family_explicit(m, grid, fam, bad), bad)
-    return sums
-
-
-def evaluate_family(m: ModelSpec, grid: Grid, fam: PassFamily) -> Sums:
+def family_cost(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> FamilyCost:
     """Sums of one family. For MLA models with the form left to dlmcost, both forms are costed
-    and each row keeps the faster one for this family of passes."""
+    and each configuration keeps the faster one for this family of passes."""
     if m.mla and grid.mla_auto.any():
-        absorbed = _family_sums(m, replace(grid, mla_absorbed=np.ones(len(grid), bool)), fam)
-        expanded = _family_sums(m, replace(grid, mla_absorbed=np.zeros(len(grid), bool)), fam)
+        absorbed = _family_sums(m, replace(grid, mla_absorbed=np.ones(len(grid), bool)), fam, names)
+        expanded = _family_sums(m, replace(grid, mla_absorbed=np.zeros(len(grid), bool)), fam, names)
         use = np.where(grid.mla_auto, absorbed.time_s <= expanded.time_s, grid.mla_absorbed)
-        sums = expanded
-        _assign(sums, _take_sums(absorbed, np.flatnonzero(use)), np.flatnonzero(use))
-        sums.mla_absorbed = use
+        cost = Cost(np.where(use[:, None, None], absorbed.ops, expanded.ops), absorbed.count,
+                    np.where(use, absorbed.bound_s, expanded.bound_s))
     else:
-        sums = _family_sums(m, grid, fam)
-        sums.mla_absorbed = grid.mla_absorbed.copy() if m.mla else None
+        use = grid.mla_absorbed if m.mla else np.zeros(len(grid), bool)
+        cost = _family_sums(m, grid, fam, names)
     last = np.maximum(fam.n - 1, 0.0)
-    sums.q_first, sums.c_first = fam.q0 + 0 * fam.n, fam.c0 + 0 * fam.n
-    sums.q_last, sums.c_last = fam.q0 + fam.dq * last, fam.c0 + fam.dc * last
-    return sums
+    return FamilyCost(cost.ops, cost.count, cost.bound_s, fam.q0, fam.c0, fam.q0 + fam.dq * last,
+                      fam.c0 + fam.dc * last, use)
 
 
-def _take_sums(s: Sums, rows: np.ndarray) -> Sums:
-    pick = lambda d: {k: v[rows] for k, v in d.items()}  # noqa: E731
-    return Sums(s.count[rows], pick(s.flops), pick(s.bytes), s.time_s[rows], s.bound_s[rows],
-                pick(s.op_flops), pick(s.op_bytes), pick(s.op_time_s))
+# --- a grid of configurations -----------------------------------------------------------------
 
 
-def _add(a: Sums, b: Sums) -> Sums:
-    merge = lambda x, y: {k: x.get(k, 0) + y.get(k, 0) for k in {**x, **y}}  # noqa: E731
-    return Sums(a.count + b.count, merge(a.flops, b.flops), merge(a.bytes, b.bytes), a.time_s + b.time_s,
-                a.bound_s + b.bound_s, merge(a.op_flops, b.op_flops), merge(a.op_bytes, b.op_bytes),
-                merge(a.op_time_s, b.op_time_s))
-
-
-def evaluate(m: ModelSpec, grid: Grid) -> Evaluation:
-    """All families of every configuration in the grid, and their totals."""
-    schedule = build_schedule(grid.scheme, grid.prompt, grid.gen, grid.steps, grid.block,
-                              grid.store_pass, grid.logits_committed)
-    families = {fam.name: _evaluate_used(m, grid, fam) for fam in schedule}
-    total = families[FAMILY_NAMES[0]]
-    for name in FAMILY_NAMES[1:]:
-        total = _add(total, families[name])
-    return Evaluation(families, total)
-
-
-def _evaluate_used(m: ModelSpec, grid: Grid, fam: PassFamily) -> Sums:
-    """A family evaluated only where a scheme uses it (n > 0), scattered back into zeros: most
-    schemes use two or three of the four families."""
-    rows = np.flatnonzero(fam.n > 0)
-    if len(rows) == len(grid):
-        return evaluate_family(m, grid, fam)
-    sub = evaluate_family(m, grid.take(rows), fam.take(rows))
+def evaluate(models: ModelSpec | dict[str, ModelSpec], grid: Grid) -> Evaluation:
+    """Every family of every configuration in the grid, and their totals. `models` maps the
+    role of a family ("main", or "drafter" for draft-verify) to its ModelSpec."""
+    if isinstance(models, ModelSpec):
+        models = {"main": models}
     n = len(grid)
-    z = lambda: np.zeros(n)  # noqa: E731
-    zeros = lambda d: {k: z() for k in d}  # noqa: E731
-    out = Sums(z(), zeros(sub.flops), zeros(sub.bytes), z(), z(), zeros(sub.op_flops), zeros(sub.op_bytes),
-               zeros(sub.op_time_s))
-    _assign(out, sub, rows)
-    for name in ("q_first", "c_first", "q_last", "c_last", "mla_absorbed"):
-        values = getattr(sub, name)
-        if values is not None:
-            full = np.zeros(n, dtype=values.dtype)
-            full[rows] = values
-            setattr(out, name, full)
-    return out
+    names = op_names(models.values())
+    families: dict[str, FamilyCost] = {}
+    order: dict[str, list[str]] = {}
+    q_max, logits_max, cached = np.zeros(n), np.zeros(n), np.zeros(n)
+    for name in np.unique(grid.scheme):
+        scheme = REGISTRY[str(name)]
+        rows = np.flatnonzero(grid.scheme == name)
+        knobs = grid.knobs.take(rows)
+        schedule = scheme.passes(knobs)
+        order[scheme.name] = [f.name for f in schedule]
+        q_max[rows], logits_max[rows] = peak_shape(schedule)
+        cached[rows] = scheme.cached_tokens(knobs)
+        for fam in schedule:
+            used = np.flatnonzero(fam.count > 0)
+            if used.size:  # most schemes use only some of their families in a given configuration
+                cost = family_cost(models[fam.model], grid.take(rows[used]), fam.take(used), names)
+                families.setdefault(fam.name, FamilyCost.zeros(n, len(names))).put(rows[used], cost)
+    total = Cost.zeros(n, len(names))
+    for fam_cost in families.values():
+        total = total + fam_cost
+    return Evaluation(families, total, order, q_max, logits_max, cached, names)
+
+
+def op_names(models) -> list[str]:
+    """The ops of these models' passes (a one-token pass shows which ops a model has)."""
+    one = np.ones(1)
+    p = PassInput(B=one, q=one, c=one, kv_write=one, logits=one, causal=np.zeros(1, bool), wbytes=one, kvbytes=one,
+                  all_experts=np.zeros(1, bool))
+    present = {op.name for m in models for op in pass_ops(m, p)}
+    return [name for name in OP_NAMES if name in present]
+
+
+# --- derived verdicts -------------------------------------------------------------------------
 
 
 def memory_bound_time_fraction(ev: Evaluation, ridge: np.ndarray) -> np.ndarray:
     """The generation's verdict, time-weighted: the share of its time spent in pass families
     whose average arithmetic intensity is below the ridge."""
-    mem_time = np.zeros_like(ev.total.time_s)
+    mem_time = np.zeros_like(ev.total.count)
     for fam in ev.families.values():
-        ai = np.divide(fam.total_flops, fam.total_bytes, out=np.zeros_like(mem_time), where=fam.total_bytes > 0)
+        flops, nbytes = fam.flops, fam.bytes
+        ai = np.divide(flops, nbytes, out=np.zeros_like(mem_time), where=nbytes > 0)
         mem_time += np.where((fam.count > 0) & (ai < ridge), fam.time_s, 0.0)
     return mem_time / ev.total.time_s
 
@@ -306,8 +325,8 @@ def knee(m: ModelSpec, grid: Grid, context: np.ndarray, block: np.ndarray, vary:
         cand = np.minimum(lo[:, None] + step[:, None] * np.arange(1, ways + 1), hi[:, None] - 1).ravel()
         cand = np.maximum(cand, 1.0)
         q, gg = (cand, g) if vary == "block" else (blk, replace(g, batch=cand))
-        pm = pass_metrics(m, gg, dict(q=q, c=ctx, kv_write=zero, logits=q, causal=zero.astype(bool)))
-        ai = sum(op.flops for op in pm.ops) / sum(op.bytes for op in pm.ops)
+        p = pass_cost(m, gg, dict(q=q, c=ctx, kv_write=zero, logits=q, causal=zero.astype(bool)), op_names([m]))
+        ai = p.values[:, :, 0].sum(axis=1) / p.values[:, :, 1:].sum(axis=(1, 2))
         below = (ai < g.rates.ridge).reshape(n, ways)
         cand = cand.reshape(n, ways)
         last_below = np.where(below.any(axis=1), np.max(np.where(below, cand, 0.0), axis=1), lo)

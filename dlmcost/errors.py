@@ -12,6 +12,13 @@ EXIT_USAGE = 2  # typer/click's own code for bad options; our usage errors share
 EXIT_INTERNAL = 70  # sysexits EX_SOFTWARE: a bug in dlmcost
 
 
+def first_error(exc, what: str = "(top level)") -> str:
+    """The first problem of a pydantic ValidationError as 'field 'x.y': message' (one line)."""
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or what
+    return f"invalid {where}: {err['msg']}"
+
+
 class DlmcostError(Exception):
     """Base class: a message meant for the user, and the exit code to leave with."""
 

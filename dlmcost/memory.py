@@ -19,7 +19,6 @@ import numpy as np
 
 from .cost import kv_elements_per_token_per_gpu, weight_bytes_per_gpu
 from .models.spec import ModelSpec
-from .schedule import cached_tokens
 from .precision import ACTIVATION_BYTES
 
 RESERVE_FRACTION = 0.10
@@ -33,17 +32,6 @@ def widest_intermediate(m: ModelSpec) -> int:
     if m.moe:
         widths.append(m.mlp_matrices * (m.moe.experts_per_token * m.moe.expert_ffn_dim + m.moe.shared_ffn_dim))
     return max(widths)
-
-
-def peak_shapes(scheme, prompt, gen, block, logits_committed) -> tuple[np.ndarray, np.ndarray]:
-    """Largest q and largest number of logit positions of any pass of the scheme, per sequence."""
-    scheme = np.asarray(scheme)
-    lp, lg, b = (np.asarray(x, float) for x in (prompt, gen, block))
-    full = lp + lg
-    q_max = np.select([scheme == "ar", scheme == "block"], [np.maximum(lp, 1), np.maximum(lp, b)], full)
-    all_logits = np.select([scheme == "ar", scheme == "block"], [np.ones_like(lg), b], full)
-    committed = np.where(scheme == "ar", 1.0, b)
-    return q_max, np.where(np.asarray(logits_committed, bool), committed, all_logits)
 
 
 def memory_breakdown(m: ModelSpec, capacity_bytes, batch, cached_tokens, q_max, logits_max, wbytes, kvbytes,
@@ -72,8 +60,18 @@ def memory_breakdown(m: ModelSpec, capacity_bytes, batch, cached_tokens, q_max, 
     )
 
 
-def grid_memory(m: ModelSpec, grid, capacity_bytes) -> dict:
-    """memory_breakdown for every configuration of an engine Grid."""
-    q_max, logits_max = peak_shapes(grid.scheme, grid.prompt, grid.gen, grid.block, grid.logits_committed)
-    return memory_breakdown(m, capacity_bytes, grid.batch, cached_tokens(grid.scheme, grid.prompt, grid.gen), q_max,
-                            logits_max, grid.wbytes, grid.kvbytes, grid.tp, grid.ep)
+def grid_memory(m: ModelSpec, grid, ev, capacity_bytes, drafter: ModelSpec | None = None) -> dict:
+    """memory_breakdown for every configuration of an engine Grid, with the peak pass shapes and
+    resident tokens the Evaluation took from each configuration's scheme. A drafter model's
+    weights and K/V cache are resident beside the main model's."""
+    out = memory_breakdown(m, capacity_bytes, grid.batch, ev.cached_tokens, ev.q_max, ev.logits_max, grid.wbytes,
+                           grid.kvbytes, grid.tp, grid.ep)
+    if drafter is not None:
+        extra = memory_breakdown(drafter, capacity_bytes, grid.batch, ev.cached_tokens, 0.0, 0.0, grid.wbytes,
+                                 grid.kvbytes, grid.tp, 1.0)
+        for key in ("weights_bytes", "kv_cache_bytes", "total_bytes", "per_sequence_bytes"):
+            out[key] = out[key] + extra[key]
+        usable = out["usable_bytes"]
+        out["fits"] = out["total_bytes"] <= usable
+        out["max_effective_batch"] = np.maximum(np.floor((usable - out["weights_bytes"]) / out["per_sequence_bytes"]), 0.0)
+    return out

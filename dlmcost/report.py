@@ -56,6 +56,8 @@ def verdict_text(v: str | None) -> Text:
 
 
 def _jsonable(o: Any):
+    if hasattr(o, "model_dump"):  # typed result records
+        return o.model_dump()
     if hasattr(o, "tolist"):
         return o.tolist()
     if hasattr(o, "item"):
@@ -257,6 +259,25 @@ def render_sweep(result: dict, rows: list[dict], fmt: str, console: Console, sho
     if len(shown) < len(rows):
         console.print(f"showing {len(shown)} of {len(rows)} rows (--top); json/csv print every row")
     console.print(table(None, headers, body))
+
+
+# --- schemes ---------------------------------------------------------------------------------------
+
+SCHEME_HEADERS = ["scheme", "knobs", "stops at EOS", "what it runs"]
+
+
+def render_schemes(entries: list[dict], fmt: str, console: Console) -> None:
+    if fmt == "json":
+        console.file.write(to_json(entries) + "\n")
+        return
+    if fmt == "csv":
+        console.file.write(to_csv(entries))
+        return
+    rows = [[e["name"], e["knobs"], "yes" if e["stops_at_eos"] else "no", e["summary"]] for e in entries]
+    if fmt == "markdown":
+        console.file.write(to_markdown(SCHEME_HEADERS, rows))
+    else:
+        console.print(table(None, SCHEME_HEADERS, rows, wrap_last=True))
 
 
 # --- gpus / models / model ---------------------------------------------------------------------

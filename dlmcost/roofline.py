@@ -1,4 +1,4 @@
-"""Roofline time of an op, efficiency profiles, verdicts, and exact sums over pass families.
+"""The time model: roofline time of an op on one GPU, and the memory/compute verdict.
 
 Time of one op in one pass (a kernel per layer):
 
@@ -136,30 +136,3 @@ def memory_time(nbytes, rates: Rates):
 
 def verdict(ai, ridge) -> np.ndarray:
     return np.where(np.asarray(ai) < ridge, "memory-bound", "compute-bound")
-
-
-# --- exact sums over a family j = 0..n-1 of affine quantities ------------------------------------
-
-
-def sum_affine(v0, v1, n):
-    """sum_{j<n} (v0 + (v1-v0) j)."""
-    return n * v0 + (v1 - v0) * n * (n - 1) / 2
-
-
-def sum_positive_part(d0, d1, n):
-    """sum_{j<n} max(d0 + d1 j, 0), exactly: the affine term changes sign at most once."""
-    d0, d1, n = np.broadcast_arrays(np.asarray(d0, float), np.asarray(d1, float), np.asarray(n, float))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        root = np.where(d1 != 0, -d0 / np.where(d1 != 0, d1, 1.0), 0.0)
-    # rising: positive from m = ceil(root) to n-1; falling: positive for j = 0..M-1, M = floor(root)+1
-    m = np.clip(np.ceil(root), 0, n)
-    rising = (n - m) * d0 + d1 * (m + n - 1) * (n - m) / 2
-    M = np.clip(np.floor(root) + 1, 0, n)
-    falling = M * d0 + d1 * M * (M - 1) / 2
-    flat = n * np.maximum(d0, 0.0)
-    return np.where(d1 > 0, rising, np.where(d1 < 0, falling, flat))
-
-
-def sum_max_affine(a0, a1, b0, b1, n):
-    """sum_{j<n} max(a(j), b(j)) for affine a, b given at j=0 and j=1."""
-    return sum_affine(b0, b1, n) + sum_positive_part(a0 - b0, (a1 - a0) - (b1 - b0), n)

@@ -1,8 +1,9 @@
-"""What is being generated: scheme, sizes, steps, block, batch, precision.
+"""What is being generated: scheme, sizes, steps, block, batch, precision and the scheme's knobs.
 
-`Workload` is one validated configuration (what `analyze` takes). The checks that make a
-workload impossible live in `check_workload` so that `sweep` can apply the same rules to arrays
-and skip (and count) the impossible rows instead of failing.
+`Workload` is one validated configuration. `analyze` takes one; `sweep` validates every value of
+its lists with the same fields (so the limits cannot drift) and applies the cross-field rules —
+each scheme's own checks from the registry, and the parallel layout's — to whole arrays, skipping
+(and counting) the impossible rows instead of failing.
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMES = ("ar", "mdm", "prefix-cache", "dual-cache", "block")
-Scheme = Literal["ar", "mdm", "prefix-cache", "dual-cache", "block"]
+from .schemes import REGISTRY, SCHEMES, Knobs
+
+Scheme = Literal[SCHEMES]  # type: ignore[valid-type]  # the registry's names
 MAX_TOKENS = 10_000_000  # beyond any context a model is trained for; keeps the arithmetic finite
+MAX_BATCH = 1_000_000
+MAX_GPUS = 1024
 
 
 class Workload(BaseModel):
@@ -24,18 +28,24 @@ class Workload(BaseModel):
     prompt: int = Field(default=256, ge=0, le=MAX_TOKENS)  # Lp
     gen: int = Field(default=128, gt=0, le=MAX_TOKENS)  # Lg
     steps: float | None = Field(default=None, gt=0, le=MAX_TOKENS)  # S; None: S = Lg / tpf
-    tpf: float | None = Field(default=None, gt=0, le=MAX_TOKENS)  # tokens per forward
+    tpf: float | None = Field(default=None, gt=0, le=MAX_TOKENS)  # tokens per forward (draft-verify: accepted)
     block: int | None = Field(default=None, gt=0, le=MAX_TOKENS)  # b; None: one block of Lg
-    batch: int = Field(default=1, gt=0, le=1_000_000)  # B
+    batch: int = Field(default=1, gt=0, le=MAX_BATCH)  # B
     precision: str = "bf16"
     kv_dtype: str = "bf16"
     cfg: bool = False  # LLaDA classifier-free guidance: an unconditional copy of every pass
     store_pass: bool = False  # block scheme: +1 forward per block to write its K/V (SDAR, BD3-LM)
     logits: Literal["all", "committed"] = "all"
     expert_load: Literal["expected", "all"] = "expected"
-    tp: int = Field(default=1, gt=0, le=1024)  # tensor-parallel GPUs in the group
-    ep: int = Field(default=1, gt=0, le=1024)  # expert-parallel ways (divides tp)
+    tp: int = Field(default=1, gt=0, le=MAX_GPUS)  # tensor-parallel GPUs in the group
+    ep: int = Field(default=1, gt=0, le=MAX_GPUS)  # expert-parallel ways (divides tp)
     mla_form: Literal["auto", "absorbed", "expanded"] = "auto"
+    # scheme knobs (see each scheme's module in dlmcost/schemes/)
+    active_blocks: float = Field(default=2, ge=1, le=MAX_TOKENS)  # multi-block: blocks in flight A
+    cache_delay: float = Field(default=1, ge=0, le=MAX_TOKENS)  # multi-block: passes before a block is cached
+    refresh_every: int = Field(default=0, ge=0, le=MAX_TOKENS)  # full refresh every R passes (0: never)
+    window: int = Field(default=16, ge=0, le=MAX_TOKENS)  # windowed-refresh: tokens either side
+    drafter: str | None = None  # draft-verify: the drafter model (None: self-speculative)
 
     @model_validator(mode="after")
     def _steps_xor_tpf(self) -> "Workload":
@@ -66,28 +76,42 @@ class Workload(BaseModel):
         """CFG runs a second, unconditional copy of every pass: it doubles the batch."""
         return self.batch * (2 if self.cfg else 1)
 
+    def knobs(self) -> dict:
+        """The scheme knobs as engine columns."""
+        return dict(prompt=self.prompt, gen=self.gen, steps=self.total_steps, block=self.block_len,
+                    store_pass=self.store_pass, logits_committed=self.logits == "committed",
+                    active_blocks=self.active_blocks, cache_delay=self.cache_delay,
+                    refresh_every=self.refresh_every, window=self.window, drafter=self.drafter is not None)
 
-def check_workload(scheme, gen, block, steps) -> np.ndarray | str | None:
-    """Why a workload is impossible: a message (scalars) or a boolean 'ok' mask (arrays).
 
-    Blocks matter to every diffusion scheme (even `mdm`, where they limit which positions
-    commit): the block must divide the generation and there must be at least one step per block.
-    """
-    gen, block, steps = np.asarray(gen, float), np.asarray(block, float), np.asarray(steps, float)
-    uses_blocks = np.asarray(scheme) != "ar"
-    divides = np.mod(gen, block) == 0
-    enough_steps = steps >= gen / block - 1e-9
-    not_longer = block <= gen
-    ok = ~uses_blocks | (divides & enough_steps & not_longer)
-    if ok.ndim:
-        return ok
-    if ok:
-        return None
-    if not not_longer:
-        return f"block length {block:g} is longer than the generation ({gen:g} tokens)"
-    if not divides:
-        return f"block length {block:g} does not divide the generation length {gen:g}"
-    return f"{steps:g} steps is fewer than the {gen / block:g} blocks (at least one step per block)"
+def make_knobs(**columns) -> Knobs:
+    """Knobs from columns broadcast to a common length (floats; flags as booleans)."""
+    n = max(np.size(v) for v in columns.values())
+    flags = ("store_pass", "logits_committed", "drafter")
+    return Knobs(**{k: np.broadcast_to(np.asarray(v, dtype=bool if k in flags else float), (n,)).copy()
+                    for k, v in columns.items()})
+
+
+def scheme_ok(scheme: np.ndarray, knobs: Knobs) -> np.ndarray:
+    """The registry's checks over arrays of configurations: an 'ok' mask."""
+    scheme = np.asarray(scheme)
+    ok = np.ones(len(scheme), bool)
+    for name in np.unique(scheme):
+        rows = np.flatnonzero(scheme == name)
+        for passed, _ in REGISTRY[str(name)].checks(knobs.take(rows)):
+            ok[rows[~np.asarray(passed, bool)]] = False
+    return ok
+
+
+def scheme_problem(w: Workload) -> str | None:
+    """Why one workload cannot run under its scheme: the first failed check's message."""
+    knobs = make_knobs(**w.knobs())
+    values = {f: float(getattr(knobs, f)[0]) for f in knobs.__dataclass_fields__}
+    values.update(n_blocks=w.n_blocks, tpf=w.gen / w.total_steps)
+    for passed, message in REGISTRY[w.scheme].checks(knobs):
+        if not np.all(passed):
+            return message.format(**values)
+    return None
 
 
 def check_parallel(m, tp, ep) -> np.ndarray | str | None:

@@ -85,6 +85,8 @@ gpu_lists = st.lists(st.sampled_from(GPUS), min_size=1, max_size=3, unique=True)
 
 def numbers(obj, path=""):
     """Every (path, number) in a nested result (bools and strings skipped, None allowed)."""
+    if hasattr(obj, "model_dump"):  # typed result records
+        obj = obj.model_dump()
     if isinstance(obj, bool) or obj is None or isinstance(obj, str):
         return
     if isinstance(obj, (int, float, np.integer, np.floating)):

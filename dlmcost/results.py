@@ -1,0 +1,212 @@
+"""What dlmcost returns, as typed records: `--format json` is their dump and `dlmcost schema`
+prints their JSON Schema, so the documented keys and the output cannot disagree.
+
+Units are in the key names (`_bytes`, `_s`, `_per_s`); counts of FLOPs and bytes are per GPU of a
+tensor-parallel group unless the key says `_per_token` (whole group). Records also read like
+mappings (`result["time_s"]`) for scripts written against plain dictionaries.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def __getitem__(self, key: str):
+        if key not in type(self).model_fields:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in type(self).model_fields
+
+    def get(self, key: str, default=None):
+        return getattr(self, key, default) if key in type(self).model_fields else default
+
+    def keys(self):
+        return type(self).model_fields.keys()
+
+
+class ModelSummary(Record):
+    id: str
+    family: str
+    source: str = Field(description="bundled | local | schema | cache | hub")
+    revision: str | None
+    verified: bool = Field(description="false for configs reconstructed from third-party dimensions")
+    params_total: int
+    params_nonembedding: int
+    params_active: int = Field(description="parameters one token touches (MoE: the routed experts it is sent to)")
+    kv_bytes_per_token: float = Field(description="bf16 K/V cache bytes per token, all layers")
+    max_context: int | None
+
+
+class WorkloadSummary(Record):
+    scheme: str
+    prompt: int
+    gen: int
+    steps: float = Field(description="S: forward passes of the denoising loop (draft-verify: iterations)")
+    block: int
+    n_blocks: float
+    batch: int
+    effective_batch: int = Field(description="batch with the classifier-free-guidance copy")
+    cfg: bool
+    precision: str
+    kv_dtype: str
+    store_pass: bool
+    logits: str
+    expert_load: str
+    tp: int
+    ep: int
+    mla_form: str
+    active_blocks: float
+    cache_delay: float
+    refresh_every: int
+    window: int
+    drafter: str | None
+
+
+class PassResult(Record):
+    """One pass family, reported as its average pass (count x time_s = its share of the total)."""
+
+    name: str
+    count: float
+    flops: float
+    bytes: float
+    q: float = Field(description="query tokens per sequence of the family's first pass")
+    c: float = Field(description="cached tokens read by the family's first pass")
+    q_last: float
+    c_last: float
+    flops_linear: float
+    flops_attention: float
+    flops_lm_head: float
+    flops_other: float
+    weight_bytes: float
+    kv_read_bytes: float
+    kv_write_bytes: float
+    activation_bytes: float
+    arithmetic_intensity: float
+    verdict: str
+    time_s: float
+    mla_form: str | None = Field(default=None, description="MLA models: absorbed or expanded")
+
+
+class OpResult(Record):
+    """One op over the whole generation."""
+
+    name: str
+    flops: float
+    bytes: float
+    arithmetic_intensity: float
+    time_s: float
+    time_share: float
+
+
+class Knee(Record):
+    block: int | None = Field(description="largest block whose cached step stays memory-bound (null: beyond limit)")
+    batch: int | None
+    context_tokens: float
+    limit: int
+
+
+class Memory(Record):
+    weights_bytes: float
+    kv_cache_bytes: float
+    activation_bytes: float
+    logits_bytes: float
+    total_bytes: float
+    capacity_bytes: float
+    usable_bytes: float
+    fits: bool
+    per_sequence_bytes: float
+    max_batch: int = Field(description="largest batch (CFG copy not counted) that fits")
+
+
+class GPUResult(Record):
+    gpu: str
+    gpu_key: str
+    supported: Literal[True] = True
+    gpu_status: str
+    ridge_flops_per_byte: float
+    nfe: float
+    tokens_per_nfe: float
+    flops: float
+    bytes: float
+    flops_breakdown: dict[str, float]
+    bytes_breakdown: dict[str, float]
+    arithmetic_intensity: float
+    verdict: str
+    memory_bound_time_fraction: float
+    time_s: float
+    time_bound_s: float
+    gpus: int
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    flops_per_token: float
+    bytes_per_token: float
+    ar_time_s: float
+    ar_tokens_per_s: float
+    time_ratio_to_ar: float = Field(description="latency over AR decode latency: above 1 is slower than AR")
+    knee: Knee
+    memory: Memory
+    passes: list[PassResult]
+    ops: list[OpResult]
+
+
+class Unsupported(Record):
+    gpu: str
+    gpu_key: str
+    supported: Literal[False] = False
+    error: str
+
+
+class AnalyzeResult(Record):
+    model: ModelSummary
+    workload: WorkloadSummary
+    efficiency_profile: str
+    warnings: list[str]
+    results: list[Union[GPUResult, Unsupported]]
+
+
+class SweepRow(Record):
+    gpu: str
+    scheme: str
+    prompt: int
+    gen: int
+    steps: float | None = Field(description="null where the scheme does not depend on it")
+    block: int | None = Field(description="null where the scheme does not depend on it")
+    batch: int
+    tp: int
+    ep: int
+    precision: str
+    nfe: float
+    tokens_per_nfe: float
+    time_s: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    flops_per_token: float
+    bytes_per_token: float
+    arithmetic_intensity: float
+    ridge_flops_per_byte: float
+    memory_bound_time_fraction: float
+    verdict: str
+    time_ratio_to_ar: float
+    fits: bool
+    memory_total_bytes: float
+    max_batch: int
+
+
+class SweepResult(Record):
+    model: ModelSummary
+    efficiency_profile: str
+    evaluated: int
+    skipped_impossible: int
+    skipped_unsupported: int
+    settings: dict[str, object] = {}
+    rows: list[SweepRow] = []
+
+
+SCHEMAS = {"analyze": AnalyzeResult, "sweep": SweepResult}

@@ -1,0 +1,18 @@
+"""The decoding schemes, one function each, registered by name.
+
+A new scheme is one module here (a function from `Knobs` to its pass families, decorated with
+`@scheme`), one import line below, its tests and its row in docs/methodology.md. Everything else
+(the CLI's choices, sweep's ignored knobs, memory's peak shapes, validation) reads the registry.
+"""
+
+# imported in the order the CLI and docs list them
+from . import ar, mdm, fast_dllm, block, multi_block, windowed_refresh, draft_verify  # noqa: F401, I001
+from .base import REGISTRY, SCHEME_KNOBS, Knobs, PassFamily, Scheme, peak_shape
+
+SCHEMES: tuple[str, ...] = tuple(REGISTRY)
+
+__all__ = ["REGISTRY", "SCHEMES", "SCHEME_KNOBS", "Knobs", "PassFamily", "Scheme", "get_scheme", "peak_shape"]
+
+
+def get_scheme(name: str) -> Scheme:
+    return REGISTRY[name]

@@ -1,0 +1,20 @@
+"""Autoregressive decode with a K/V cache: the baseline every diffusion number is compared with."""
+
+import numpy as np
+
+from .base import Knobs, family, scheme, whole_sequence
+
+
+def prompt_prefill(k: Knobs, *, logits=1.0, causal=True):
+    """One causal pass over the prompt that writes its K/V (logits of the last position only);
+    absent when there is no prompt."""
+    return family("prefill", k, n=np.where(k.prompt > 0, 1.0, 0.0), q=k.prompt, kv_write=k.prompt,
+                  logits=logits, causal=causal)
+
+
+@scheme("ar", summary="autoregressive decode: a causal prefill, then one cached pass per token",
+        knobs=(), cached_tokens=whole_sequence)
+def ar(k: Knobs):
+    # decode t = 0..Lg-1: one token over the Lp + t tokens before it, appending its own K/V
+    return [prompt_prefill(k),
+            family("step", k, n=k.gen, q=1.0, c=k.prompt, dc=1.0, kv_write=1.0, logits=1.0, causal=True)]

@@ -1,0 +1,40 @@
+"""Draft and verify (TiDAR, arXiv 2511.08923; DFlash, arXiv 2602.06036; APD, NeurIPS 2025).
+
+Each iteration drafts k = `block` tokens in parallel and verifies them causally against the
+exact cache; `tpf` is the mean accepted length per iteration (S = Lg / tpf iterations).
+
+- self-speculative (one model, TiDAR): one pass per iteration over the k drafts being verified
+  plus k mask slots drafting the next iteration, q = 2k, causal over c = Lp + accepted tokens;
+- with a drafter (`--drafter MODEL`, DFlash, APD): the drafter's bidirectional pass over the k
+  slots, then the verifier's causal pass over the k drafts plus one bonus position, q = k + 1.
+
+The accepted tokens' K/V stay in the cache (tpf per iteration). Iterations are spread over
+n = ceil(S) shapes whose context grows by Lg/n, each run S/n times, so that NFE = S exactly
+even for a fractional S.
+"""
+
+import numpy as np
+
+from .ar import prompt_prefill
+from .base import Knobs, family, scheme, whole_sequence
+
+
+def _checks(k: Knobs):
+    accepted = k.gen / k.steps
+    return [(accepted <= k.block + 1 + 1e-9,
+             "{tpf:g} accepted tokens per iteration is more than the {block:g} drafts plus one can give")]
+
+
+@scheme("draft-verify", summary="draft k tokens, verify them causally (TiDAR self-speculative, or a drafter "
+        "model with --drafter); --tpf = mean accepted tokens per iteration",
+        knobs=("steps", "block"), cached_tokens=whole_sequence, checks=_checks, default_block=16)
+def draft_verify(k: Knobs):
+    kd, sep = k.block, k.drafter
+    iterations = np.ceil(k.steps)
+    each = k.steps / iterations
+    context = dict(n=iterations, c=k.prompt, dc=k.gen / iterations, kv_write=k.gen / k.steps)
+    drafter_prefill = family("draft-prefill", k, n=np.where(sep & (k.prompt > 0), 1.0, 0.0), q=k.prompt,
+                             kv_write=k.prompt, logits=0.0, model="drafter")
+    draft = family("draft", k, r=np.where(sep, each, 0.0), q=kd, model="drafter", **context)
+    verify = family("verify", k, r=each, q=np.where(sep, kd + 1, 2 * kd), causal=True, **context)
+    return [prompt_prefill(k), drafter_prefill, draft, verify]

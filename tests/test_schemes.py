@@ -1,0 +1,233 @@
+"""The scheme registry and the three schemes from the recent literature, against pass lists
+written out by hand from their documented definitions (docs/methodology.md, "Schemes").
+
+Each expected total is the sum, over the hand-written passes, of the per-op costs of one pass
+(cost.pass_ops, pinned on its own in test_cost.py), so a test fails if a scheme builds the wrong
+passes or the engine adds them up wrongly."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dlmcost import api
+from dlmcost.cost import PassInput, pass_ops
+from dlmcost.errors import UsageError, WorkloadError
+from dlmcost.models import load_bundled
+from dlmcost.schemes import REGISTRY, SCHEMES
+from dlmcost.workload import Workload
+
+LLADA = "GSAI-ML/LLaDA-8B-Instruct"
+BYTES = ("weight_bytes", "kv_read_bytes", "kv_write_bytes", "activation_bytes")
+
+
+def one(x):
+    return np.array([float(x)])
+
+
+def totals_of(passes, models):
+    """FLOPs and bytes of a hand-written pass list: (model, q, c, kv_write, logits, causal, count)."""
+    flops = nbytes = nfe = 0.0
+    for role, q, c, kvw, logits, causal, count in passes:
+        p = PassInput(B=one(1), q=one(q), c=one(c), kv_write=one(kvw), logits=one(logits),
+                      causal=np.array([causal]), wbytes=one(2), kvbytes=one(2), all_experts=np.array([False]))
+        ops = pass_ops(models[role], p)
+        flops += count * sum(float(o.flops[0]) for o in ops)
+        nbytes += count * sum(float(o.bytes[0]) for o in ops)
+        nfe += count
+    return flops, nbytes, nfe
+
+
+def check(result, passes, models):
+    flops, nbytes, nfe = totals_of(passes, models)
+    assert result["nfe"] == pytest.approx(nfe, rel=1e-12)
+    assert result["flops"] == pytest.approx(flops, rel=1e-12)
+    assert result["bytes"] == pytest.approx(nbytes, rel=1e-12)
+
+
+def analyze(model=LLADA, **w):
+    return api.analyze(model, "h100", **w)["results"][0]
+
+
+# --- the registry -------------------------------------------------------------------------------
+
+
+def test_registry_is_the_single_list_of_schemes():
+    assert SCHEMES == ("ar", "mdm", "prefix-cache", "dual-cache", "block", "multi-block", "windowed-refresh",
+                       "draft-verify")
+    assert set(Workload.model_fields["scheme"].annotation.__args__) == set(SCHEMES)
+    for s in REGISTRY.values():
+        assert s.summary and set(s.knobs) <= {"steps", "block", "store_pass", "active_blocks", "cache_delay",
+                                              "refresh_every", "window"}
+
+
+def test_unknown_scheme_is_refused_with_the_registry_list():
+    with pytest.raises(UsageError, match="multi-block"):
+        api.analyze(LLADA, "h100", scheme="nope")
+    with pytest.raises(UsageError, match="draft-verify"):
+        api.sweep(LLADA, gpus="h100", schemes=["nope"])
+
+
+def test_sweep_evaluates_a_scheme_once_per_knob_it_ignores():
+    res = api.sweep(LLADA, gpus="h100", schemes=["mdm", "multi-block", "draft-verify"], blocks=[16, 32], gens=[128])
+    counts = {}
+    for row in api.sweep_rows(res):
+        counts[row["scheme"]] = counts.get(row["scheme"], 0) + 1
+    assert counts == {"mdm": 1, "multi-block": 2, "draft-verify": 2}
+
+
+# --- multi-block --------------------------------------------------------------------------------
+
+
+def test_multi_block_pass_list_by_hand():
+    """Lp 100, Lg 128, b 32 (4 blocks), S 32 (8 passes per block), A 2, d 1: the window holds
+    2 + 1/8 blocks = 68 tokens; it is full at positions 0 and 1 and drains at 2 and 3."""
+    m = load_bundled(LLADA)
+    r = analyze(scheme="multi-block", prompt=100, gen=128, block=32, steps=32, active_blocks=2, cache_delay=1)
+    kvw = 32 / 8
+    passes = [("main", 100, 0, 100, 0, False, 1),
+              ("main", 68, 100, kvw, 68, False, 8), ("main", 68, 132, kvw, 68, False, 8),
+              ("main", 64, 164, kvw, 64, False, 8), ("main", 32, 196, kvw, 32, False, 8)]
+    check(r, passes, {"main": m})
+    names = {p["name"]: p for p in r["passes"]}
+    assert (names["step"]["q"], names["step"]["c_last"]) == (68, 132)
+    assert (names["tail"]["q"], names["tail"]["q_last"], names["tail"]["c_last"]) == (64, 32, 196)
+
+
+def test_multi_block_refresh_every_r_passes():
+    """R = 4: 8 of the 32 passes are full refreshes (228 tokens, writing the prompt and on
+    average half of the generation but a block); the other 24 leave 6 per window position."""
+    m = load_bundled(LLADA)
+    r = analyze(scheme="multi-block", prompt=100, gen=128, block=32, steps=32, active_blocks=2, cache_delay=1,
+                refresh_every=4)
+    q = 32 * (2 + 1 / 6)
+    kvw = 32 / 6
+    passes = [("main", 100, 0, 100, 0, False, 1), ("main", 228, 0, 100 + 48, 228, False, 8),
+              ("main", q, 100, kvw, q, False, 6), ("main", q, 132, kvw, q, False, 6),
+              ("main", 64, 164, kvw, 64, False, 6), ("main", 32, 196, kvw, 32, False, 6)]
+    check(r, passes, {"main": m})
+
+
+def test_multi_block_without_a_cache_is_the_full_canvas_every_pass():
+    m = load_bundled(LLADA)
+    r = analyze(scheme="multi-block", prompt=100, gen=128, block=32, steps=32, refresh_every=1)
+    check(r, [("main", 228, 0, 0, 228, False, 32)], {"main": m})
+    assert r["memory"]["kv_cache_bytes"] == 0
+    mdm = analyze(scheme="mdm", prompt=100, gen=128, steps=32)
+    assert r["flops"] == pytest.approx(mdm["flops"], rel=1e-12)
+
+
+def test_multi_block_with_many_blocks_in_flight_is_prefix_cache_like():
+    """A window wider than the generation covers every block left: q = Lg - i*b, as the prefix
+    cache's steps (without their refresh passes)."""
+    m = load_bundled(LLADA)
+    r = analyze(scheme="multi-block", prompt=64, gen=128, block=32, steps=16, active_blocks=8, cache_delay=0)
+    passes = [("main", 64, 0, 64, 0, False, 1)] + [("main", 128 - 32 * i, 64 + 32 * i, 8, 128 - 32 * i, False, 4)
+                                                   for i in range(4)]
+    check(r, passes, {"main": m})
+
+
+def test_multi_block_moe_sums_pass_by_pass():
+    """LLaDA2.0-mini's experts touched change with q in the draining window: not affine, summed
+    pass by pass, and still equal to the hand-written list."""
+    m = load_bundled("inclusionAI/LLaDA2.0-mini")
+    r = analyze("inclusionAI/LLaDA2.0-mini", scheme="multi-block", prompt=16, gen=64, block=8, steps=16,
+                active_blocks=3, cache_delay=0)
+    passes = [("main", 16, 0, 16, 0, False, 1)]
+    for i in range(8):
+        q = 8 * min(3, 8 - i)
+        passes.append(("main", q, 16 + 8 * i, 4, q, False, 2))
+    check(r, passes, {"main": m})
+
+
+# --- windowed-refresh ---------------------------------------------------------------------------
+
+
+def test_windowed_refresh_pass_list_by_hand():
+    """Per block: one full refresh (writing everything but the block), then 7 steps over the
+    block and 16 tokens either side (64 tokens) with logits for the block."""
+    m = load_bundled(LLADA)
+    r = analyze(scheme="windowed-refresh", prompt=100, gen=128, block=32, steps=32, window=16)
+    passes = [("main", 228, 0, 196, 228, False, 4), ("main", 64, 164, 0, 32, False, 28)]
+    check(r, passes, {"main": m})
+
+
+def test_windowed_refresh_every_r_steps_and_a_window_wider_than_the_canvas():
+    m = load_bundled(LLADA)
+    r = analyze(scheme="windowed-refresh", prompt=100, gen=128, block=32, steps=32, window=16, refresh_every=3)
+    # 7 later steps per block: floor(7/3) = 2 of them are full refreshes
+    check(r, [("main", 228, 0, 196, 228, False, 12), ("main", 64, 164, 0, 32, False, 20)], {"main": m})
+    wide = analyze(scheme="windowed-refresh", prompt=100, gen=128, block=32, steps=32, window=1000)
+    check(wide, [("main", 228, 0, 196, 228, False, 4), ("main", 228, 0, 0, 32, False, 28)], {"main": m})
+
+
+# --- draft-verify -------------------------------------------------------------------------------
+
+
+def test_draft_verify_self_speculative_by_hand():
+    """k = 16 drafts, 4 accepted per iteration: 32 iterations, each one causal pass over the 16
+    drafts being verified and 16 mask slots, over the prompt and the accepted tokens."""
+    m = load_bundled(LLADA)
+    r = analyze(scheme="draft-verify", prompt=100, gen=128, block=16, tpf=4)
+    passes = [("main", 100, 0, 100, 1, True, 1)] + [("main", 32, 100 + 4 * j, 4, 32, True, 1) for j in range(32)]
+    check(r, passes, {"main": m})
+    assert r["tokens_per_nfe"] == pytest.approx(128 / 33)
+
+
+def test_draft_verify_fractional_acceptance_keeps_nfe_exact():
+    m = load_bundled(LLADA)
+    r = analyze(scheme="draft-verify", prompt=10, gen=128, block=16, tpf=3)
+    S = 128 / 3
+    n = math.ceil(S)
+    passes = [("main", 10, 0, 10, 1, True, 1)] + [("main", 32, 10 + 128 / n * j, 3, 32, True, S / n)
+                                                  for j in range(n)]
+    check(r, passes, {"main": m})
+    assert r["nfe"] == pytest.approx(1 + S)
+
+
+def test_draft_verify_with_a_drafter_model():
+    """A drafter (here Dream-7B, same vocabulary as Qwen2.5-7B) drafts 16 tokens bidirectionally;
+    the verifier checks 16 + 1 causally. Both prefill the prompt (the drafter, a diffusion model,
+    bidirectionally, without logits); both models are resident."""
+    verifier, drafter = load_bundled("Qwen/Qwen2.5-7B"), load_bundled("Dream-org/Dream-v0-Instruct-7B")
+    r = analyze("Qwen/Qwen2.5-7B", scheme="draft-verify", prompt=100, gen=128, block=16, tpf=4,
+                drafter="Dream-org/Dream-v0-Instruct-7B")
+    passes = [("main", 100, 0, 100, 1, True, 1), ("drafter", 100, 0, 100, 0, False, 1)]
+    for j in range(32):
+        passes += [("drafter", 16, 100 + 4 * j, 4, 16, False, 1), ("main", 17, 100 + 4 * j, 4, 17, True, 1)]
+    check(r, passes, {"main": verifier, "drafter": drafter})
+    assert [p["name"] for p in r["passes"]] == ["prefill", "draft-prefill", "draft", "verify"]
+    assert r["memory"]["weights_bytes"] == 2 * (verifier.params_total + drafter.params_total)
+
+
+def test_draft_verify_refuses_impossible_acceptance_and_foreign_drafters():
+    with pytest.raises(WorkloadError, match="drafts plus one"):
+        api.analyze(LLADA, "h100", scheme="draft-verify", gen=128, block=4, tpf=8)
+    with pytest.raises(WorkloadError, match="vocabulary"):
+        api.analyze(LLADA, "h100", scheme="draft-verify", gen=128, tpf=4, drafter="Qwen/Qwen2.5-7B")
+    with pytest.raises(UsageError, match="draft-verify"):
+        api.analyze(LLADA, "h100", scheme="mdm", drafter="Qwen/Qwen2.5-7B")
+
+
+def test_tri_mode_model_runs_ar_block_and_draft_verify_on_one_config():
+    """One set of weights decoded three ways (autoregressive, block diffusion, self-speculative):
+    the same config planned by three schemes."""
+    times = {s: analyze("JetLM/SDAR-4B-Chat", scheme=s, prompt=256, gen=256, block=16,
+                        **({"tpf": 6} if s == "draft-verify" else {}))["time_s"] for s in ("ar", "block", "draft-verify")}
+    assert times["draft-verify"] < times["ar"]
+
+
+# --- memory's peak shapes come from the families -----------------------------------------------
+
+
+@pytest.mark.parametrize("scheme,q_max", [("ar", 100), ("mdm", 228), ("prefix-cache", 228), ("dual-cache", 228),
+                                          ("block", 100), ("multi-block", 228), ("windowed-refresh", 228),
+                                          ("draft-verify", 100)])
+def test_peak_activations_follow_the_largest_pass(scheme, q_max):
+    m = load_bundled(LLADA)
+    kw = dict(refresh_every=4) if scheme == "multi-block" else {}
+    r = analyze(scheme=scheme, prompt=100, gen=128, block=32, steps=32, **kw)
+    widest = max((m.n_heads + 2 * m.n_kv_heads) * m.head_dim, 3 * m.ffn_dim)
+    assert r["memory"]["activation_bytes"] == pytest.approx(q_max * (2 * m.d_model + widest) * 2)
