@@ -82,6 +82,7 @@ class Pass:
     logits: float  # positions per sequence that get logits
     causal: bool
     weight: float = 1.0  # 1 for a real pass; < 1 for the fractional tail of a repeat count
+    model: str = "main"  # which model runs it: "main", or "drafter" (draft-verify)
 
 
 def repeat(r: float) -> list[float]:
@@ -92,8 +93,10 @@ def repeat(r: float) -> list[float]:
 
 
 def passes(scheme: str, Lp: int, Lg: int, S: float, b: int, store_pass: bool = False,
-           committed: bool = False) -> list[Pass]:
-    """Every forward pass of one generation, in the order an engine runs them."""
+           committed: bool = False, active_blocks: float = 2, cache_delay: float = 1, refresh_every: int = 0,
+           window: int = 16, drafter: bool = False) -> list[Pass]:
+    """Every forward pass of one generation (for the three newer schemes grouped by family
+    rather than in running order, which the totals do not depend on)."""
     out: list[Pass] = []
     nb = Lg // b
     s = S / nb  # denoising steps per block (an average when fractional)
@@ -123,7 +126,7 @@ def passes(scheme: str, Lp: int, Lg: int, S: float, b: int, store_pass: bool = F
             # the refresh caches everything but the current block (prefix and suffix)
             out.append(Pass("refresh", full, 0, full - b, step_logits(full), False))
             for w in repeat(s - 1):
-                out.append(Pass("step", b, full - b, 0, b if committed else b, False, w))
+                out.append(Pass("step", b, full - b, 0, b, False, w))
     elif scheme == "block":
         if Lp > 0:
             out.append(Pass("prefill", Lp, 0, Lp, 1, True))
@@ -135,6 +138,61 @@ def passes(scheme: str, Lp: int, Lg: int, S: float, b: int, store_pass: bool = F
                 out.append(Pass("step", b, Lp + i * b, kvw, b, False, w))
             if store_pass:
                 out.append(Pass("store", b, Lp + i * b, b, 0, False))
+    elif scheme == "multi-block":
+        # S passes; every R-th is a full-canvas refresh (R = 0: none; R = 1: all, and no cache at
+        # all); the rest, s' per block, run the window of blocks in flight over the exact cache.
+        R = refresh_every
+        refreshes = math.floor(S / R) if R > 0 else 0
+        cached = R != 1
+        s_c = (S - refreshes) / nb
+        if cached and Lp > 0:  # the prompt's K/V, written once (no logits)
+            out.append(Pass("prefill", Lp, 0, Lp, 0, False))
+        for _ in range(refreshes):
+            # rewrites the cache: the prompt and, on average over the generation, (nb-1)/2 blocks
+            out.append(Pass("refresh", full, 0, Lp + (nb - 1) * b / 2 if cached else 0, full, False))
+        if cached:
+            # A blocks in flight plus the d/s' finished ones still waiting to be cached
+            in_flight = min(active_blocks + cache_delay / s_c, nb)
+            for i in range(nb):  # i: the first block not yet cached
+                blocks = min(in_flight, nb - i)
+                fam = "step" if nb - i >= in_flight else "tail"  # window full, or draining
+                q = b * blocks
+                for w in repeat(s_c):
+                    out.append(Pass(fam, q, Lp + i * b, b / s_c, q, False, w))  # a block enters per s'
+    elif scheme == "windowed-refresh":
+        # per block: a full refresh (as the dual cache), then s-1 steps over the block and w
+        # tokens either side, every R-th of them a full refresh instead
+        q = min(b + 2 * window, full)
+        later = s - 1
+        whole = math.floor(later + 1e-12)
+        for i in range(nb):
+            refresh = Pass("refresh", full, 0, full - b, step_logits(full), False)
+            out.append(refresh)
+            for t in range(1, whole + 1):
+                if refresh_every > 0 and t % refresh_every == 0:
+                    out.append(refresh)
+                else:
+                    out.append(Pass("step", q, full - q, 0, min(b, q), False))
+            if later - whole > 1e-12:
+                out.append(Pass("step", q, full - q, 0, min(b, q), False, later - whole))
+    elif scheme == "draft-verify":
+        # S iterations (S = Lg / accepted); each drafts k = b tokens and verifies them causally.
+        # Spread over ceil(S) shapes whose context grows by Lg/ceil(S), each run S/ceil(S) times.
+        k = b
+        n = math.ceil(S)
+        each = S / n
+        accepted = Lg / S  # K/V kept per iteration
+        if Lp > 0:
+            out.append(Pass("prefill", Lp, 0, Lp, 1, True))
+            if drafter:
+                out.append(Pass("draft-prefill", Lp, 0, Lp, 0, False, model="drafter"))
+        for j in range(n):
+            ctx = Lp + j * Lg / n
+            if drafter:  # the drafter's bidirectional pass over k slots, then the verifier's k + 1
+                out.append(Pass("draft", k, ctx, accepted, k, False, each, model="drafter"))
+                out.append(Pass("verify", k + 1, ctx, accepted, k + 1, True, each))
+            else:  # self-speculative: k drafts verified plus k mask slots drafting the next
+                out.append(Pass("verify", 2 * k, ctx, accepted, 2 * k, True, each))
     else:
         raise ValueError(scheme)
     return out
@@ -360,8 +418,8 @@ class Totals:
                 mine[name] = mine.get(name, 0.0) + theirs[name]
 
 
-def walk(m, schedule: list[Pass], st: Setup, g: dict) -> dict[str, Totals]:
-    """Cost every pass; totals per family."""
+def walk(m, schedule: list[Pass], st: Setup, g: dict, drafter=None) -> dict[str, Totals]:
+    """Cost every pass (a drafter's passes with the drafter's architecture); totals per family."""
     fams: dict[str, Totals] = {}
     for p in schedule:
         t = fams.setdefault(p.family, Totals())
@@ -370,7 +428,7 @@ def walk(m, schedule: list[Pass], st: Setup, g: dict) -> dict[str, Totals]:
         t.last = p
         wgt = p.weight
         t.count += wgt
-        ops = pass_ops(m, p, st)
+        ops = pass_ops(drafter if p.model == "drafter" else m, p, st)
         for op in ops:
             if op.kind != "comm":
                 t.flops[op.kind] += wgt * op.flops
@@ -391,26 +449,29 @@ def generation(m, gpu_yaml: str, *, scheme: str, prompt: int, gen: int, steps: f
                block: int | None = None, batch: int = 1, cfg: bool = False, precision: str = "bf16",
                kv_dtype: str = "bf16", store_pass: bool = False, logits: str = "all",
                expert_load: str = "expected", tp: int = 1, ep: int = 1, mla_form: str = "auto",
-               profile: str = "realistic") -> dict:
-    """The expected JSON-level numbers of one result (one GPU) of `dlmcost analyze`."""
+               active_blocks: float = 2, cache_delay: float = 1, refresh_every: int = 0, window: int = 16,
+               drafter=None, profile: str = "realistic") -> dict:
+    """The expected JSON-level numbers of one result (one GPU) of `dlmcost analyze`; `drafter`
+    is the drafter's ModelSpec (draft-verify), None for self-speculative."""
     b = block or gen
     S = float(gen) if scheme == "ar" or steps is None else float(steps)
     schedule = passes(scheme, prompt, gen, S, b, store_pass=store_pass and scheme == "block",
-                      committed=logits == "committed")
+                      committed=logits == "committed", active_blocks=active_blocks, cache_delay=cache_delay,
+                      refresh_every=refresh_every, window=window, drafter=drafter is not None)
     g = gpu_rates(gpu_yaml, precision, profile)
     base = dict(B=batch * (2 if cfg else 1), precision=precision, kv_dtype=kv_dtype,
                 all_experts=expert_load == "all", tp=tp, ep=ep)
     if m.mla and mla_form == "auto":
         # both forms costed for every pass family; each family keeps the faster (absorbed on a tie)
-        absorbed = walk(m, schedule, Setup(**base, mla_absorbed=True), g)
-        expanded = walk(m, schedule, Setup(**base, mla_absorbed=False), g)
+        absorbed = walk(m, schedule, Setup(**base, mla_absorbed=True), g, drafter)
+        expanded = walk(m, schedule, Setup(**base, mla_absorbed=False), g, drafter)
         fams = {}
         for name in absorbed:
             use_abs = absorbed[name].time_s <= expanded[name].time_s
             fams[name] = absorbed[name] if use_abs else expanded[name]
             fams[name].mla_form = "absorbed" if use_abs else "expanded"
     else:
-        fams = walk(m, schedule, Setup(**base, mla_absorbed=mla_form != "expanded"), g)
+        fams = walk(m, schedule, Setup(**base, mla_absorbed=mla_form != "expanded"), g, drafter)
         if m.mla:
             for t in fams.values():
                 t.mla_form = "expanded" if mla_form == "expanded" else "absorbed"

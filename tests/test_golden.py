@@ -1,11 +1,13 @@
 """Golden end-to-end numbers: `api.analyze` against the brute-force reference in oracle.py.
 
 The expected values are computed here, pass by pass and op by op, from the documented formulas
-(tests/oracle.py never imports dlmcost's cost, schedule, engine or roofline code), for every
-scheme on a dense model (LLaDA-8B), an MoE (LLaDA2.0-mini, whose prefix-cache passes touch a
-different number of experts each block as q shrinks) and an MLA model (DeepSeek-V3, both
-forms and the automatic choice), with batch > 1, CFG, TP/EP, fp8/fp4/weight-only precisions,
-committed logits, every expert loaded, fractional steps per block and the ideal profile.
+(tests/oracle.py imports nothing from dlmcost), for every scheme (ar, mdm, prefix-cache,
+dual-cache, block with and without a store pass, multi-block, windowed-refresh, draft-verify with
+and without a drafter) on a dense model (LLaDA-8B), an MoE (LLaDA2.0-mini, whose prefix-cache
+and multi-block tail passes touch a different number of experts as q shrinks) and an MLA model
+(DeepSeek-V3, both forms and the automatic choice), with batch > 1, CFG, TP/EP, fp8/fp4/
+weight-only precisions, committed logits, every expert loaded, fractional steps per block and
+the ideal profile.
 
 Agreement is to a relative 1e-9 on every JSON-level number compared: NFE, FLOPs and bytes by
 kind, time and its bound, each op's totals, each pass family's entry and the AR baseline time.
@@ -114,6 +116,39 @@ CASES = [
     case("mla-block-tp8-ep8-fp8", MLA, "h200,b200", scheme="block", gen=32, steps=16, block=8, batch=8,
          tp=8, ep=8, precision="fp8"),
     case("mla-block-tp8-ep1-auto", MLA, "h200", scheme="block", gen=32, steps=16, block=8, tp=8),
+    # --- multi-block: A blocks in flight, K/V cached d passes late, full refresh every R ------
+    case("dense-multi-block", LLADA, "h100,mi300x", scheme="multi-block", block=8, active_blocks=2,
+         cache_delay=1, refresh_every=0),
+    case("dense-multi-block-refresh", LLADA, "h100", scheme="multi-block", block=8, active_blocks=2,
+         cache_delay=1, refresh_every=5),
+    case("dense-multi-block-no-cache", LLADA, "h100", scheme="multi-block", block=8, active_blocks=2,
+         cache_delay=1, refresh_every=1),
+    case("dense-multi-block-whole-window", LLADA, "h100", scheme="multi-block", block=8, active_blocks=8,
+         cache_delay=0, refresh_every=0, batch=4),
+    case("dense-multi-block-tpf-tp2", LLADA, "h100", tpf=2.5, scheme="multi-block", gen=80, block=8,
+         active_blocks=3, cache_delay=2, refresh_every=4, tp=2, batch=2),
+    case("moe-multi-block", MOE, "h100,mi300x", scheme="multi-block", block=8, active_blocks=2, cache_delay=1,
+         refresh_every=3),
+    case("mla-multi-block", MLA, "h200", scheme="multi-block", gen=32, steps=16, block=8, active_blocks=2,
+         cache_delay=2, refresh_every=4),
+    # --- windowed-refresh: the block and w tokens either side, full refresh per block / every R
+    case("dense-windowed", LLADA, "h100,mi300x", scheme="windowed-refresh", window=8, refresh_every=0),
+    case("dense-windowed-refresh", LLADA, "h100", scheme="windowed-refresh", window=8, refresh_every=3),
+    case("dense-windowed-tpf-committed", LLADA, "h100", tpf=2.5, scheme="windowed-refresh", gen=80, window=4,
+         refresh_every=2, logits="committed"),
+    case("dense-windowed-clipped", LLADA, "h100", scheme="windowed-refresh", window=100, refresh_every=0),
+    case("moe-windowed-tp2-ep2", MOE, "h100", scheme="windowed-refresh", window=16, refresh_every=4, tp=2,
+         ep=2, batch=4),
+    case("mla-windowed", MLA, "h200", scheme="windowed-refresh", gen=32, steps=16, block=8, window=4,
+         refresh_every=2),
+    # --- draft-verify: k = block drafts per iteration, tpf = accepted tokens per iteration ------
+    case("dense-draft-verify-self", LLADA, "h100,mi300x", tpf=4, scheme="draft-verify", block=8),
+    case("dense-draft-verify-fractional", LLADA, "h100", tpf=2.5, scheme="draft-verify", block=4, batch=4),
+    case("moe-draft-verify-drafter", "inclusionAI/LLaDA2.0-flash", "h100,b200", tpf=3, scheme="draft-verify",
+         block=8, drafter=MOE),
+    case("moe-draft-verify-drafter-tp2-fp8", "inclusionAI/LLaDA2.0-flash", "h100", tpf=2.5,
+         scheme="draft-verify", block=4, drafter=MOE, tp=2, precision="fp8", batch=2),
+    case("mla-draft-verify-self", MLA, "h200", tpf=3, scheme="draft-verify", gen=36, block=4),
 ]
 
 
@@ -126,7 +161,8 @@ def _api_kwargs(w: dict, tpf) -> dict:
 
 def _oracle(spec, gpu: str, profile: str, tpf, w: dict) -> dict:
     steps = w["steps"] if tpf is None else w["gen"] / tpf
-    return oracle.generation(spec, GPU_FILES[gpu], **{**w, "steps": steps}, profile=profile)
+    drafter = load_bundled(w["drafter"]) if w.get("drafter") else None
+    return oracle.generation(spec, GPU_FILES[gpu], **{**w, "steps": steps, "drafter": drafter}, profile=profile)
 
 
 def _plain(result) -> dict:
@@ -192,8 +228,8 @@ def _compare(model, gpus, profile, tpf, w) -> list[str]:
         problems += [f"{gpu}: {line}" for line in _diff(res, expected)]
         # the AR baseline every result is compared with: same model, sizes, batch, layout, GPU,
         # without CFG's unconditional copy (AR has no guidance)
-        ar = _oracle(spec, gpu, profile, None, {**w, "scheme": "ar", "steps": None, "block": None,
-                                                 "store_pass": False, "cfg": False})
+        ar = _oracle(spec, gpu, profile, None, {**BASE, **{k: w[k] for k in BASE}, "scheme": "ar", "steps": None,
+                                                 "block": None, "store_pass": False, "cfg": False})
         if not _close(res["ar_time_s"], ar["time_s"], ar["time_s"]):
             problems.append(f"{gpu}: ar_time_s: dlmcost {res['ar_time_s']!r} oracle {ar['time_s']!r}")
     return problems
