@@ -127,7 +127,10 @@ CASES = [
          cache_delay=0, refresh_every=0, batch=4),
     case("dense-multi-block-tpf-tp2", LLADA, "h100", tpf=2.5, scheme="multi-block", gen=80, block=8,
          active_blocks=3, cache_delay=2, refresh_every=4, tp=2, batch=2),
-    case("moe-multi-block", MOE, "h100,mi300x", scheme="multi-block", block=8, active_blocks=2, cache_delay=1,
+    # a window of 3.25 blocks drains over 3 tail positions whose q (and experts touched) shrink
+    case("moe-multi-block", MOE, "h100,mi300x", scheme="multi-block", block=8, active_blocks=3, cache_delay=1,
+         refresh_every=0),
+    case("moe-multi-block-refresh", MOE, "h100", scheme="multi-block", block=8, active_blocks=2, cache_delay=1,
          refresh_every=3),
     case("mla-multi-block", MLA, "h200", scheme="multi-block", gen=32, steps=16, block=8, active_blocks=2,
          cache_delay=2, refresh_every=4),
