@@ -69,15 +69,16 @@ class Frame:
 
 
 def _ar_baseline(spec: ModelSpec, cols: dict, rate_rows: list[dict], rate_index: np.ndarray) -> np.ndarray:
-    """AR decode time (prefill + Lg cached steps) of the same model, prompt, generation, batch
-    (no CFG copy: AR has no guidance), precision, layout and GPU; each distinct one costed once."""
+    """AR decode time (prefill + one cached step per answer token: AR stops at end-of-sequence)
+    of the same model, prompt, batch (no CFG copy: AR has no guidance), precision, layout and
+    GPU; each distinct one costed once."""
     n = len(rate_index)
-    keys = ("prompt", "gen", "ar_batch", "wbytes", "kvbytes", "all_experts", "tp", "ep", "mla_absorbed", "mla_auto")
+    keys = ("prompt", "answer", "ar_batch", "wbytes", "kvbytes", "all_experts", "tp", "ep", "mla_absorbed", "mla_auto")
     table = np.column_stack([np.broadcast_to(np.asarray({**COLUMN_DEFAULTS, **cols}[k], float), (n,)) for k in keys]
                             + [np.asarray(rate_index, float)])
     unique, inverse = np.unique(table, axis=0, return_inverse=True)
     u = dict(zip(keys, unique.T))
-    grid = build_grid(dict(u, scheme="ar", steps=u["gen"], block=u["gen"], batch=u["ar_batch"]),
+    grid = build_grid(dict(u, scheme="ar", gen=u["answer"], steps=u["answer"], block=u["answer"], batch=u["ar_batch"]),
                       rate_rows, unique[:, -1].astype(int))
     return evaluate(spec, grid).total.time_s[inverse.ravel()]
 
@@ -123,7 +124,7 @@ def _drafter(w: Workload, spec: ModelSpec) -> ModelSpec | None:
 
 def _columns(w: Workload) -> dict:
     """Engine columns of one validated workload."""
-    return dict(scheme=w.scheme, **w.knobs(), batch=w.effective_batch, ar_batch=w.batch,
+    return dict(scheme=w.scheme, **w.knobs(), answer=w.answer, batch=w.effective_batch, ar_batch=w.batch,
                 wbytes=get_precision(w.precision).weight_bytes, kvbytes=kv_bytes(w.kv_dtype),
                 all_experts=w.expert_load == "all", tp=w.tp, ep=w.ep,
                 mla_absorbed=w.mla_form != "expanded", mla_auto=w.mla_form == "auto")
@@ -181,19 +182,19 @@ def workload_warnings(spec: ModelSpec, w: Workload) -> list[str]:
     return out
 
 
-def _pass_results(frame: Frame, scheme: str, i: int, ridge: float, mla: bool) -> list[PassResult]:
+def _pass_results(frame: Frame, scheme: str, row: int, ridge: float, mla: bool) -> list[PassResult]:
     """Each pass family the configuration runs, as its average pass."""
     out, names = [], frame.ev.op_names
     for name in frame.ev.family_order[scheme]:
-        fam = frame.ev.families.get(name)
-        count = float(fam.count[i]) if fam is not None else 0.0
-        if count <= 0:
+        fam = frame.ev.families.get((scheme, name))
+        i = fam.index(row) if fam is not None else None
+        if i is None:  # a family this configuration does not run
             continue
+        count = float(fam.count[i])
         per = 1.0 / count
         flops, nbytes = float(fam.flops[i]), float(fam.bytes[i])
         ai = flops / nbytes if nbytes else 0.0
-        by = {k: float(fam.metric(k)[i].sum()) * per for k in ("weight_bytes", "kv_read_bytes", "kv_write_bytes",
-                                                               "activation_bytes")}
+        by = {key: float(fam.metric(key)[i].sum()) * per for key in BYTE_LABELS}
         out.append(PassResult(
             name=name, count=count, flops=flops * per, bytes=nbytes * per,
             q=float(fam.q_first[i]), c=float(fam.c_first[i]), q_last=float(fam.q_last[i]), c_last=float(fam.c_last[i]),
@@ -209,7 +210,7 @@ def _gpu_result(w: Workload, gpu: GPU, rate: dict, frame: Frame, i: int, knee_bl
     t = frame.ev.total
     ridge = rate["ridge"]
     flops, nbytes, time_s = float(t.flops[i]), float(t.bytes[i]), float(t.time_s[i])
-    tokens = w.batch * w.gen
+    tokens = w.batch * w.answer  # useful tokens: up to end-of-sequence
     nfe = float(t.count[i])
     ar_time = float(frame.ar_time_s[i])
     mem = frame.memory
@@ -291,6 +292,7 @@ def workload_summary(w: Workload) -> WorkloadSummary:
         precision=w.precision, kv_dtype=w.kv_dtype, store_pass=w.store_pass, logits=w.logits,
         expert_load=w.expert_load, tp=w.tp, ep=w.ep, mla_form=w.mla_form, active_blocks=w.active_blocks,
         cache_delay=w.cache_delay, refresh_every=w.refresh_every, window=w.window, drafter=w.drafter,
+        answer_tokens=w.answer, stops_at_eos=REGISTRY[w.scheme].stops_at_eos,
     )
 
 
@@ -311,7 +313,7 @@ def _validated(name: str, values: list) -> list:
         if v is None:
             continue
         try:
-            Workload(**{name: v})
+            Workload(**{name: v}, **({"gen": v} if name == "answer_tokens" else {}))
         except ValidationError as exc:
             raise UsageError(f"--{name}: {first_error(exc, name)}") from None
     return values
@@ -329,6 +331,8 @@ def sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, pr
     blocks, a layout that does not split the model) are skipped and counted; GPUs without the
     precision's tensor cores likewise. A scheme is evaluated once for each knob it ignores."""
     spec = _spec(model, revision, hub)
+    answer_tokens = scheme_knobs.pop("answer_tokens", None)
+    _validated("answer_tokens", [answer_tokens])
     # the settings shared by every row are validated by the same rules as analyze's
     shared = workload_for(spec, kv_dtype=kv_dtype, logits=logits, expert_load=expert_load, mla_form=mla_form,
                           tpf=tpf, cfg=cfg or None, **scheme_knobs)
@@ -372,7 +376,7 @@ def sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, pr
                          f"evaluates at once; split it into smaller sweeps")
     unsupported = unsupported_pairs * sum(per_pair.values())
     settings = dict(kv_dtype=shared.kv_dtype, cfg=cfg, store_pass=None, logits=logits, expert_load=expert_load,
-                    mla_form=mla_form, tpf=tpf)
+                    mla_form=mla_form, tpf=tpf, answer_tokens=answer_tokens)
     if not pairs or not scheme_list:
         return SweepResult(model=model_summary(spec), efficiency_profile=profile.name, evaluated=0,
                            skipped_impossible=0, skipped_unsupported=unsupported, settings=settings)
@@ -398,7 +402,16 @@ def sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, pr
                                                                          "refresh_every", "window", "drafter")}
     knob_cols = make_knobs(prompt=vals["prompt"], gen=gen, steps=steps_arr, block=block, store_pass=store,
                            logits_committed=committed, **scheme_knob_cols)
-    ok = scheme_ok(scheme_col, knob_cols) & check_parallel(spec, vals["tp"], vals["ep"])
+    answer = np.minimum(gen, answer_tokens) if answer_tokens else gen
+    longer = answer < (answer_tokens or 0)  # an answer longer than the generation
+    ok = scheme_ok(scheme_col, knob_cols) & check_parallel(spec, vals["tp"], vals["ep"]) & ~longer
+    # what each scheme runs for that answer: up to the block holding end-of-sequence, or all of it
+    run = gen.copy()
+    for sc in scheme_list:
+        rows_sc = scheme_col == sc
+        run[rows_sc] = REGISTRY[sc].tokens_run(answer[rows_sc], gen[rows_sc], block[rows_sc])
+    knob_cols = make_knobs(prompt=vals["prompt"], gen=run, steps=steps_arr * run / gen, block=block, store_pass=store,
+                           logits_committed=committed, **scheme_knob_cols)
     no_link = (vals["tp"] > 1) & (np.array([gpu_list[gi].link_bytes_per_s for gi, _ in pairs])[pair_idx] <= 0)
     unsupported += int((ok & no_link).sum())
     impossible = int((~ok).sum())
@@ -412,7 +425,7 @@ def sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, pr
         pi = pair_idx[sel]
         batch = vals["batch"][sel]
         cols = dict(scheme=scheme_col[sel], **{k: getattr(knob_cols, k)[sel] for k in KNOB_COLUMNS},
-                    batch=batch * (2 if cfg else 1), ar_batch=batch, wbytes=wbytes[pi], kvbytes=kv_bytes(kv_dtype),
+                    answer=answer[sel], configured_gen=gen[sel], configured_steps=steps_arr[sel], batch=batch * (2 if cfg else 1), ar_batch=batch, wbytes=wbytes[pi], kvbytes=kv_bytes(kv_dtype),
                     all_experts=expert_load == "all", tp=vals["tp"][sel], ep=vals["ep"][sel],
                     mla_absorbed=mla_form != "expanded", mla_auto=mla_form == "auto")
         frame = _evaluate(spec, drafter, cols, rate_rows, pi, capacity[pi])
@@ -426,12 +439,12 @@ def _sweep_rows(frame: Frame, cols: dict, gpu_names: list[str], precisions: list
                 steps_ignored: np.ndarray, block_ignored: np.ndarray, cfg: bool) -> list[SweepRow]:
     t, mem = frame.ev.total, frame.memory
     time_s, flops, nbytes = t.time_s, t.flops, t.bytes
-    batch, gen, tp = cols["ar_batch"], cols["gen"], cols["tp"]
-    tokens = batch * gen
+    batch, gen, tp = cols["ar_batch"], cols["configured_gen"], cols["tp"]
+    tokens = batch * cols["answer"]  # useful tokens: up to end-of-sequence
     frac = frame.memory_bound_fraction
     columns = dict(
         gpu=np.array(gpu_names)[pair], scheme=cols["scheme"], prompt=cols["prompt"].astype(int), gen=gen.astype(int),
-        steps=np.where(steps_ignored, None, cols["steps"]), block=np.where(block_ignored, None, cols["block"].astype(int)),
+        steps=np.where(steps_ignored, None, cols["configured_steps"]), block=np.where(block_ignored, None, cols["block"].astype(int)),
         batch=batch.astype(int), tp=tp.astype(int), ep=cols["ep"].astype(int), precision=np.array(precisions)[pair],
         nfe=t.count, tokens_per_nfe=tokens / t.count, time_s=time_s, tokens_per_s=tokens / time_s,
         tokens_per_s_per_gpu=tokens / time_s / tp, flops_per_token=flops * tp / tokens,
@@ -448,6 +461,14 @@ def _sweep_rows(frame: Frame, cols: dict, gpu_names: list[str], precisions: list
 def sweep_rows(result: SweepResult) -> list[dict]:
     """One plain dict per row (knobs a scheme ignores are None)."""
     return [row.model_dump() for row in result.rows]
+
+
+def sweep_columns(result: SweepResult) -> dict[str, np.ndarray]:
+    """The rows as one array per key (empty when nothing was evaluated)."""
+    if not result.rows:
+        return {}
+    names = list(SweepRow.model_fields)
+    return {k: np.array(v) for k, v in zip(names, zip(*(tuple(getattr(r, k) for k in names) for r in result.rows)))}
 
 
 # --- models -------------------------------------------------------------------------------------

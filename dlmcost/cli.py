@@ -22,7 +22,8 @@ from .schemes import REGISTRY, SCHEMES  # noqa: E402
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Capacity planner for diffusion language model inference.")
 
-FormatOpt = typer.Option("table", "--format", "-f", help="table | json | csv | markdown")
+FormatOpt = typer.Option("table", "--format", "-f", help="table | json | csv | markdown | html (analyze, sweep)")
+PlotOpt = typer.Option(None, "--plot", help="draw the chart to FILE.png / FILE.svg, or - for the terminal (needs dlmcost[plot] for files)")
 HardwareOpt = typer.Option(None, "--hardware", help="extra GPU YAML file or folder (repeatable; also $DLMCOST_HARDWARE)")
 # Options analyze and sweep share (sweep's size knobs take comma lists instead).
 CfgOpt = typer.Option(0.0, "--cfg", help="classifier-free guidance scale; > 0 doubles the batch")
@@ -41,6 +42,8 @@ CacheDelayOpt = typer.Option(None, "--cache-delay", help="multi-block: passes be
 RefreshOpt = typer.Option(None, "--refresh-every", help="multi-block, windowed-refresh: full refresh every R passes [0: never]")
 WindowOpt = typer.Option(None, "--window", help="windowed-refresh: tokens recomputed either side of the block [16]")
 DrafterOpt = typer.Option(None, "--drafter", help="draft-verify: the drafter model (default: self-speculative)")
+AnswerOpt = typer.Option(None, "--answer-tokens", help="expected tokens until end-of-sequence; throughput counts "
+                         "these, and schemes that stop at the end-of-sequence block run only that far [the whole generation]")
 SCHEME_CHOICES = " | ".join(SCHEMES)
 
 
@@ -48,10 +51,38 @@ def _console() -> Console:
     return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 100)
 
 
-def _check_format(fmt: str) -> str:
-    if fmt not in report.FORMATS:
-        raise UsageError(f"unknown format '{fmt}'; choose one of: {', '.join(report.FORMATS)}")
+def _check_format(fmt: str, charts: bool = False) -> str:
+    formats = [f for f in report.FORMATS if charts or f not in report.CHART_FORMATS]
+    if fmt not in formats:
+        raise UsageError(f"unknown format '{fmt}'; choose one of: {', '.join(formats)}")
     return fmt
+
+
+def _check_plot(plot: Optional[str], fmt: str) -> None:
+    """Before any work: a missing extra or a bad path fails first, with nothing else printed."""
+    if plot == "":
+        raise UsageError("--plot needs a file name (.png, .svg) or - for the terminal")
+    if not plot and fmt != "html":
+        return
+    from . import plot as plotting  # matplotlib itself only when a file is drawn
+
+    if plot == "-" and fmt not in ("table", "markdown"):
+        raise UsageError("--plot - draws on stdout after the table; with --format json/csv/html write a file")
+    if (plot and plot != "-") or fmt == "html":
+        plotting.require("--plot" if plot else "--format html")
+    if plot and plot != "-":
+        plotting.check_path(plot)
+
+
+def _draw(chart, plot: Optional[str], console: Console) -> None:
+    if plot == "-":
+        from .termplot import render
+
+        console.file.write(render(chart))
+    elif plot:
+        from .plot import save
+
+        save(chart, plot)
 
 
 def _check_cfg(cfg: float) -> None:
@@ -104,26 +135,40 @@ def analyze(
     refresh_every: Optional[int] = RefreshOpt,
     window: Optional[int] = WindowOpt,
     drafter: Optional[str] = DrafterOpt,
+    answer_tokens: Optional[int] = AnswerOpt,
     efficiency: str = EfficiencyOpt,
     ops: bool = typer.Option(False, "--ops", help="also print per-pass and per-op tables"),
     fmt: str = FormatOpt,
     revision: Optional[str] = RevisionOpt,
     hub: bool = HubOpt,
     hardware: Optional[list[str]] = HardwareOpt,
+    plot: Optional[str] = PlotOpt,
 ):
     """Cost of one workload on one or more GPUs."""
-    _check_format(fmt)
+    _check_format(fmt, charts=True)
     _check_cfg(cfg)
-    result = api.analyze(
-        model, gpu, efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
+    _check_plot(plot, fmt)
+    options = dict(
+        efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
         scheme=scheme, prompt=prompt, gen=gen, steps=steps, tpf=tpf, block=block, batch=batch,
         precision=precision, kv_dtype=kv_dtype, cfg=cfg > 0 or None, store_pass=store_pass,
         logits=logits, expert_load=expert_load, tp=tp, ep=ep, mla_form=mla_form, active_blocks=active_blocks,
         cache_delay=cache_delay, refresh_every=refresh_every, window=window, drafter=drafter,
+        answer_tokens=answer_tokens,
     )
+    result = api.analyze(model, gpu, **options)
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    report.render_analyze(result.model_dump(), fmt, _console(), show_ops=ops)
+    data = result.model_dump()
+    chart = None
+    if plot or fmt == "html":
+        from . import charts
+
+        ar = api.analyze(model, gpu, **{**options, **charts.AR_WORKLOAD})  # for the AR decode step's point
+        chart = charts.roofline(data, ar.model_dump(), show_ops=ops, db=HardwareDB.load(hardware))
+    console = _console()
+    report.render_analyze(data, fmt, console, show_ops=ops, charts=[chart] if chart else None)
+    _draw(chart, plot, console)
 
 
 @app.command()
@@ -151,6 +196,7 @@ def sweep(
     refresh_every: Optional[int] = RefreshOpt,
     window: Optional[int] = WindowOpt,
     drafter: Optional[str] = DrafterOpt,
+    answer_tokens: Optional[int] = AnswerOpt,
     efficiency: str = EfficiencyOpt,
     sort: Optional[str] = typer.Option(None, "--sort", help="column to sort by, e.g. tokens_per_s, time_s (prefix - to reverse)"),
     top: Optional[int] = typer.Option(None, "--top", help="show only the first N rows of the table"),
@@ -158,10 +204,18 @@ def sweep(
     revision: Optional[str] = RevisionOpt,
     hub: bool = HubOpt,
     hardware: Optional[list[str]] = HardwareOpt,
+    plot: Optional[str] = PlotOpt,
+    x: Optional[str] = typer.Option(None, "--x", help="chart: knob on the x axis (default: the first varied of block, batch, gen...)"),
+    y: Optional[str] = typer.Option(None, "--y", help="chart: metric on the y axis [tokens_per_s]"),
+    color: Optional[str] = typer.Option(None, "--color", help="chart: knob drawn as one line per value [scheme]"),
+    facet: Optional[str] = typer.Option(None, "--facet", help="chart: knob drawn as one panel per value [gpu]"),
 ):
     """Evaluate every combination of comma-separated knobs (vectorised)."""
-    _check_format(fmt)
+    _check_format(fmt, charts=True)
     _check_cfg(cfg)
+    _check_plot(plot, fmt)
+    if (x or y or color or facet) and not (plot or fmt == "html"):
+        raise UsageError("--x/--y/--color/--facet shape the chart: add --plot FILE or --format html")
     if top is not None and top <= 0:
         raise UsageError("--top must be positive")
     result = api.sweep(
@@ -172,7 +226,7 @@ def sweep(
         logits=logits, expert_load=expert_load, tps=_parse_list(tp, int, "tp"), eps=_parse_list(ep, int, "ep"),
         mla_form=mla_form, efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
         active_blocks=active_blocks, cache_delay=cache_delay, refresh_every=refresh_every, window=window,
-        drafter=drafter,
+        drafter=drafter, answer_tokens=answer_tokens,
     )
     rows = api.sweep_rows(result)
     if sort:
@@ -180,8 +234,14 @@ def sweep(
         if rows and key not in rows[0]:
             raise UsageError(f"--sort: unknown column '{key}'; choose from: {', '.join(rows[0])}")
         rows.sort(key=lambda r: (r[key] is None, r[key]), reverse=sort.startswith("-"))
-    meta = result.model_dump(exclude={"rows"})
-    report.render_sweep(meta, rows, fmt, _console(), rows[:top] if top else rows)
+    chart = None
+    if plot or fmt == "html":
+        from . import charts
+
+        chart = charts.sweep(rows, result.model.id, x=x, y=y, color=color, facet=facet)
+    console = _console()
+    report.render_sweep(result.model_dump(exclude={"rows"}), rows, fmt, console, rows[:top] if top else rows, charts=[chart] if chart else None)
+    _draw(chart, plot, console)
 
 
 @app.command()
@@ -238,6 +298,140 @@ def model(
     report.render_model(info, fmt, _console())
     if verify and info["verify"].get("warning"):
         print(f"warning: {info['verify']['warning']}", file=sys.stderr)
+
+
+@app.command()
+def plan(
+    model: Optional[str] = typer.Argument(None, help="bundled id, local file, or Hub id (default: the scenario's, else LLaDA-8B-Instruct)"),
+    scenario: Optional[str] = typer.Option(None, "--scenario", "-s", help="scenario YAML (options below override it)"),
+    rate: Optional[float] = typer.Option(None, "--rate", help="requests/s, Poisson arrivals"),
+    users: Optional[int] = typer.Option(None, "--users", help="concurrent users (closed loop) instead of --rate"),
+    think: Optional[float] = typer.Option(None, "--think", help="closed loop: seconds a user waits between requests [0]"),
+    prompt: Optional[str] = typer.Option(None, "--prompt", help="prompt tokens: N, 'p50:N,p90:M', or @FILE [256]"),
+    answer: Optional[str] = typer.Option(None, "--answer", help="answer tokens: N, 'p50:N,p90:M', or @FILE (default: the model's)"),
+    p50: Optional[float] = typer.Option(None, "--p50", help="target: p50 end-to-end latency, s"),
+    p95: Optional[float] = typer.Option(None, "--p95", help="target: p95 end-to-end latency, s"),
+    p99: Optional[float] = typer.Option(None, "--p99", help="target: p99 end-to-end latency, s"),
+    first_block: Optional[float] = typer.Option(None, "--first-block-p95", help="target: p95 time to first block (AR: first token), s"),
+    min_user_tps: Optional[float] = typer.Option(None, "--min-user-tps", help="target: median answer tokens/s per user"),
+    max_usd_mtok: Optional[float] = typer.Option(None, "--max-usd-per-mtok", help="target: $ per million output tokens"),
+    max_gpus: Optional[int] = typer.Option(None, "--max-gpus", help="target: GPUs in total"),
+    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="comma list or 'all' (default: every GPU with a price)"),
+    tp: Optional[str] = typer.Option(None, "--tp", help="comma list of tensor-parallel sizes [1,2,4,8]"),
+    precision: Optional[str] = typer.Option(None, "--precision", help="comma list [bf16,fp8]"),
+    scheme: Optional[str] = typer.Option(None, "--scheme", help="comma list of schemes (default: the model's)"),
+    block: Optional[str] = typer.Option(None, "--block", help="comma list of block lengths"),
+    tpf: Optional[str] = typer.Option(None, "--tpf", help="comma list of tokens per forward"),
+    steps: Optional[str] = typer.Option(None, "--steps", help="comma list of total steps at the median answer"),
+    max_batch: Optional[str] = typer.Option(None, "--max-batch", help="comma list of batch limits per replica [256]"),
+    price: Optional[list[str]] = typer.Option(None, "--price", help="NAME=USD per GPU-hour, e.g. h100=2.49 (repeatable)"),
+    power_utilisation: Optional[float] = typer.Option(None, "--power-utilisation", help="fraction of board power drawn [1.0]"),
+    requests: Optional[int] = typer.Option(None, "--requests", help="simulated requests per run [2000]"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="random seed [0]"),
+    top: int = typer.Option(15, "--top", help="rows of the table (json/csv list all)"),
+    efficiency: str = EfficiencyOpt,
+    fmt: str = FormatOpt,
+    hardware: Optional[list[str]] = HardwareOpt,
+):
+    """Fewest GPUs and replicas meeting latency / cost targets at a given traffic, ranked by $/Mtok.
+
+    Exit 0 when a deployment meets the targets, 8 when none does (nearest miss on stderr)."""
+    _check_format(fmt)
+    if top <= 0:
+        raise UsageError("--top must be positive")
+    from . import plan as planner
+    from .errors import NoDeploymentError
+
+    decoding = None
+    if any(v is not None for v in (scheme, block, tpf, steps)):
+        decoding = _plan_decodings(scheme, block, tpf, steps)
+    overrides = dict(
+        traffic=dict(rate=rate, users=users, think_s=think, prompt=prompt, answer=answer),
+        targets=dict(p50_latency_s=p50, p95_latency_s=p95, p99_latency_s=p99, p95_first_block_s=first_block,
+                     min_tokens_per_s_per_user=min_user_tps, max_usd_per_mtok=max_usd_mtok, max_gpus=max_gpus),
+        search=dict(gpus=gpu, tp=_parse_list(tp, int, "tp"), precisions=_parse_list(precision, str, "precision"),
+                    decoding=decoding, max_batch=_parse_list(max_batch, int, "max-batch")),
+        simulation=dict(requests=requests, seed=seed), power_utilisation=power_utilisation,
+    )
+    if rate is not None and users is None:
+        overrides["traffic"]["users"] = None
+    progress = _Progress() if sys.stderr.isatty() else None
+    try:
+        result = planner.run(scenario, overrides, model=model, prices=price or [], hardware=hardware,
+                             efficiency=efficiency, progress=progress)
+    finally:
+        if progress:
+            progress.clear()
+    record = planner.to_record(result)
+    report.render_plan(record, fmt, _console(), top=top)
+    if not result.deployments:
+        miss = result.nearest_miss
+        if miss is None:
+            raise NoDeploymentError("no deployment meets the targets: no candidate could run (unsupported precision, "
+                                    "a layout that does not split the model, or weights that do not fit)")
+        failed = "; ".join(m.describe() for m in miss.misses)
+        raise NoDeploymentError(f"no deployment meets the targets; nearest miss: {miss.gpu} {miss.replicas}x tp{miss.tp} "
+                                f"{miss.precision} {miss.decoding} batch<={miss.max_batch}: {failed}")
+
+
+def _plan_decodings(scheme, block, tpf, steps) -> list[dict]:
+    """--scheme/--block/--tpf/--steps comma lists -> every combination (AR ignores block and tpf)."""
+    schemes = _parse_list(scheme, str, "scheme") or [None]
+    blocks = _parse_list(block, int, "block") or [None]
+    if tpf is not None and steps is not None:
+        raise UsageError("give --tpf or --steps, not both")
+    speeds = [("tpf", v) for v in _parse_list(tpf, float, "tpf") or []] or \
+        [("steps", v) for v in _parse_list(steps, float, "steps") or []] or [(None, None)]
+    out = []
+    for sc in schemes:
+        if sc is None:
+            raise UsageError("--block/--tpf/--steps need --scheme")
+        if sc == "ar":
+            out.append(dict(scheme="ar"))
+            continue
+        for b in blocks:
+            for kind, v in speeds:
+                out.append(dict(scheme=sc, block=b, **({kind: v} if kind else {})))
+    return out
+
+
+class _Progress:
+    """'planning 12/80' on a terminal's stderr, from the first second on; erased at the end."""
+
+    def __init__(self):
+        import time
+
+        self._clock = time.monotonic
+        self._start = self._clock()
+        self._shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._clock() - self._start >= 1.0:
+            sys.stderr.write(f"\rplanning: {done}/{total} candidate deployments simulated")
+            sys.stderr.flush()
+            self._shown = True
+
+    def clear(self) -> None:
+        if self._shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+plot_app = typer.Typer(no_args_is_help=True, help="Draw a chart in the terminal (the arguments of analyze or sweep).")
+app.add_typer(plot_app, name="plot")
+FORWARD = dict(allow_extra_args=True, ignore_unknown_options=True, help_option_names=[])
+
+
+@plot_app.command("roofline", context_settings=FORWARD)
+def plot_roofline(ctx: typer.Context):
+    """`dlmcost analyze ARGS --plot -`: the table, then the roofline drawn in text."""
+    typer.main.get_command(app).main(args=["analyze", *ctx.args, "--plot", "-"], standalone_mode=False)
+
+
+@plot_app.command("sweep", context_settings=FORWARD)
+def plot_sweep(ctx: typer.Context):
+    """`dlmcost sweep ARGS --plot -`: the table, then the chart drawn in text."""
+    typer.main.get_command(app).main(args=["sweep", *ctx.args, "--plot", "-"], standalone_mode=False)
 
 
 def _one_line(text: str) -> str:

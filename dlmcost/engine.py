@@ -65,67 +65,71 @@ class Grid:
 class Cost:
     """Sums over a set of passes, per configuration: `ops[i, op, metric]` (op axis: the models'
     ops in OP_NAMES order, `Evaluation.op_names`; metric axis METRICS), the forward passes, and
-    the optimistic bound (ideal rates, ops overlapped)."""
+    the optimistic bound (ideal rates, ops overlapped).
 
-    ops: np.ndarray
+    The array is stored metric-major (`data[metric, op, i]`, configurations contiguous, which is
+    how the engine writes and adds it); `ops` is the (configuration, op, metric) view of it."""
+
+    data: np.ndarray
     count: np.ndarray
     bound_s: np.ndarray
 
     @classmethod
     def zeros(cls, n: int, n_ops: int) -> "Cost":
-        return cls(np.zeros((n, n_ops, len(METRICS))), np.zeros(n), np.zeros(n))
+        return cls(np.zeros((len(METRICS), n_ops, n)), np.zeros(n), np.zeros(n))
+
+    @property
+    def ops(self) -> np.ndarray:
+        return self.data.transpose(2, 1, 0)
 
     def __add__(self, other: "Cost") -> "Cost":
-        return Cost(self.ops + other.ops, self.count + other.count, self.bound_s + other.bound_s)
+        return Cost(self.data + other.data, self.count + other.count, self.bound_s + other.bound_s)
 
     def put(self, rows: np.ndarray, other: "Cost") -> None:
-        self.ops[rows], self.count[rows], self.bound_s[rows] = other.ops, other.count, other.bound_s
+        self.data[:, :, rows], self.count[rows], self.bound_s[rows] = other.data, other.count, other.bound_s
 
     def metric(self, name: str) -> np.ndarray:
         """(N, ops) array of one metric."""
-        return self.ops[:, :, METRICS.index(name)]
+        return self.data[METRICS.index(name)].T
 
     @property
     def flops(self) -> np.ndarray:
-        return self.ops[:, :, FLOPS].sum(axis=1)
+        return self.data[FLOPS].sum(axis=0)
 
     @property
     def bytes(self) -> np.ndarray:
-        return self.ops[:, :, 1:ADDITIVE].sum(axis=(1, 2))
+        return self.data[1:ADDITIVE].sum(axis=(0, 1))
 
     @property
     def time_s(self) -> np.ndarray:
-        return self.ops[:, :, TIME].sum(axis=1)
+        return self.data[TIME].sum(axis=0)
 
     def flops_of_kind(self, kind: str, op_names: list[str]) -> np.ndarray:
         mask = np.array([OP_KINDS[name] == kind for name in op_names])
-        return self.ops[:, mask, FLOPS].sum(axis=1)
+        return self.data[FLOPS, mask].sum(axis=0)
 
 
 @dataclass
 class FamilyCost(Cost):
-    """A family's sums plus its first and last pass shapes (for reports)."""
+    """A family's sums over the configurations that run it (`rows` of the grid, ascending), plus
+    its first and last pass shapes (for reports)."""
 
+    rows: np.ndarray | None = None
     q_first: np.ndarray | None = None
     c_first: np.ndarray | None = None
     q_last: np.ndarray | None = None
     c_last: np.ndarray | None = None
     mla_absorbed: np.ndarray | None = None  # MLA models: the form each configuration used
 
-    @classmethod
-    def zeros(cls, n: int, n_ops: int) -> "FamilyCost":
-        z = Cost.zeros(n, n_ops)
-        return cls(z.ops, z.count, z.bound_s, *(np.zeros(n) for _ in range(4)), np.zeros(n, bool))
-
-    def put(self, rows: np.ndarray, other: "FamilyCost") -> None:
-        super().put(rows, other)
-        for name in ("q_first", "c_first", "q_last", "c_last", "mla_absorbed"):
-            getattr(self, name)[rows] = getattr(other, name)
+    def index(self, row: int) -> int | None:
+        """Position of grid row `row` in this family, or None if that configuration lacks it."""
+        k = int(np.searchsorted(self.rows, row))
+        return k if k < len(self.rows) and self.rows[k] == row else None
 
 
 @dataclass
 class Evaluation:
-    families: dict[str, FamilyCost]  # by family name; zero where a configuration's scheme lacks it
+    families: dict[tuple[str, str], FamilyCost]  # by (scheme, family name)
     total: Cost
     family_order: dict[str, list[str]]  # scheme -> its family names, in schedule order
     q_max: np.ndarray  # largest pass and logits per sequence (memory)
@@ -139,12 +143,12 @@ class Evaluation:
 
 @dataclass
 class PassCost:
-    """One pass per configuration: additive metrics (N, ops, 5) and the parts of each op's time."""
+    """One pass per configuration: additive metrics (5, ops, N) and the parts of each op's time."""
 
     values: np.ndarray
-    compute_s: np.ndarray  # (N, ops): FLOPs over the achievable rate
-    memory_s: np.ndarray  # (N, ops): bytes over the achievable bandwidth
-    overhead_s: np.ndarray  # (N, ops): kernel launches and, for collectives, link time
+    compute_s: np.ndarray  # (ops, N): FLOPs over the achievable rate
+    memory_s: np.ndarray  # (ops, N): bytes over the achievable bandwidth
+    overhead_s: np.ndarray  # (ops, N): kernel launches and, for collectives, link time
     bound_compute_s: np.ndarray  # (N,): sum FLOPs / peak
     bound_memory_s: np.ndarray  # (N,): sum bytes / bandwidth
 
@@ -156,22 +160,22 @@ class PassCost:
 def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: list[str]) -> PassCost:
     """Each op of one pass per configuration, placed on the op axis `names`."""
     n = np.broadcast_shapes(*(np.shape(v) for v in shape.values()), (len(grid),))[0]
-    values = np.zeros((n, len(names), ADDITIVE))
-    compute, memory, overhead = (np.zeros((n, len(names))) for _ in range(3))
+    values = np.empty((ADDITIVE, len(names), n))
+    compute, memory, overhead = (np.zeros((len(names), n)) for _ in range(3))
     r = grid.rates
     bound_compute = np.zeros(n)
     for op in pass_ops(m, grid.pass_input(shape)):
         i = names.index(op.name)
-        values[:, i] = np.stack([op.flops, op.weight_bytes, op.kv_read_bytes, op.kv_write_bytes,
-                                 op.activation_bytes], axis=-1)
+        v = values[:, i]
+        v[0], v[1], v[2], v[3], v[4] = op.flops, op.weight_bytes, op.kv_read_bytes, op.kv_write_bytes, op.activation_bytes
         if op.kind in KINDS:
-            compute[:, i] = compute_time(op.flops, op.kind, r)
+            compute[i] = compute_time(op.flops, op.kind, r)
             bound_compute += op.flops / r.peak[op.kind]
         else:  # collectives: no arithmetic, no HBM traffic; the link is their roofline
-            overhead[:, i] = link_time(op.link_bytes, op.collectives, r)
-        memory[:, i] = memory_time(op.bytes, r)
-        overhead[:, i] += op.kernels * r.overhead_s
-    return PassCost(values, compute, memory, overhead, bound_compute, values[:, :, 1:].sum(axis=(1, 2)) / r.bandwidth)
+            overhead[i] = link_time(op.link_bytes, op.collectives, r)
+        memory[i] = memory_time(v[1:].sum(axis=0), r)
+        overhead[i] += op.kernels * r.overhead_s
+    return PassCost(values, compute, memory, overhead, bound_compute, values[1:].sum(axis=(0, 1)) / r.bandwidth)
 
 
 # --- a family, exactly --------------------------------------------------------------------------
@@ -186,18 +190,17 @@ def closed_form_rows(m: ModelSpec, grid: Grid, fam: PassFamily) -> np.ndarray:
 def _closed_form(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
     a, b = pass_cost(m, grid, fam.at(0.0), names), pass_cost(m, grid, fam.at(1.0), names)
     n, r = fam.n, fam.r
-    ops = np.empty((len(grid), len(names), len(METRICS)))
+    data = np.empty((len(METRICS), len(names), len(grid)))
     # sum_affine(a, b, n) * r, in place: the value arrays are the largest in the engine
     b.values -= a.values
-    b.values *= (n * (n - 1) / 2)[:, None, None]
-    a.values *= n[:, None, None]
+    b.values *= n * (n - 1) / 2
+    a.values *= n
     a.values += b.values
-    np.multiply(a.values, r[:, None, None], out=ops[:, :, :ADDITIVE])
-    n2 = n[:, None]
-    ops[:, :, TIME] = r[:, None] * (sum_max_affine(a.compute_s, b.compute_s, a.memory_s, b.memory_s, n2)
-                                    + sum_affine(a.overhead_s, b.overhead_s, n2))
+    np.multiply(a.values, r, out=data[:ADDITIVE])
+    data[TIME] = r * (sum_max_affine(a.compute_s, b.compute_s, a.memory_s, b.memory_s, n)
+                      + sum_affine(a.overhead_s, b.overhead_s, n))
     bound = r * sum_max_affine(a.bound_compute_s, b.bound_compute_s, a.bound_memory_s, b.bound_memory_s, n)
-    return Cost(ops, n * r, bound)
+    return Cost(data, n * r, bound)
 
 
 def _pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
@@ -207,11 +210,11 @@ def _pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -
     start = np.cumsum(n) - n
     j = np.arange(n.sum()) - start[owner]
     p = pass_cost(m, grid.take(owner), fam.take(owner).at(j.astype(float)), names)
-    per_pass = np.concatenate([p.values, p.time_s[:, :, None]], axis=2)
+    per_pass = np.concatenate([p.values, p.time_s[None]], axis=0)
     r = fam.r
-    ops = r[:, None, None] * np.add.reduceat(per_pass, start, axis=0)
+    data = r * np.add.reduceat(per_pass, start, axis=2)
     bound = r * np.add.reduceat(np.maximum(p.bound_compute_s, p.bound_memory_s), start)
-    return Cost(ops, n * r, bound)
+    return Cost(data, n * r, bound)
 
 
 def _family_sums(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
@@ -232,13 +235,13 @@ def family_cost(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> 
         absorbed = _family_sums(m, replace(grid, mla_absorbed=np.ones(len(grid), bool)), fam, names)
         expanded = _family_sums(m, replace(grid, mla_absorbed=np.zeros(len(grid), bool)), fam, names)
         use = np.where(grid.mla_auto, absorbed.time_s <= expanded.time_s, grid.mla_absorbed)
-        cost = Cost(np.where(use[:, None, None], absorbed.ops, expanded.ops), absorbed.count,
+        cost = Cost(np.where(use, absorbed.data, expanded.data), absorbed.count,
                     np.where(use, absorbed.bound_s, expanded.bound_s))
     else:
         use = grid.mla_absorbed if m.mla else np.zeros(len(grid), bool)
         cost = _family_sums(m, grid, fam, names)
     last = np.maximum(fam.n - 1, 0.0)
-    return FamilyCost(cost.ops, cost.count, cost.bound_s, fam.q0, fam.c0, fam.q0 + fam.dq * last,
+    return FamilyCost(cost.data, cost.count, cost.bound_s, None, fam.q0, fam.c0, fam.q0 + fam.dq * last,
                       fam.c0 + fam.dc * last, use)
 
 
@@ -252,8 +255,9 @@ def evaluate(models: ModelSpec | dict[str, ModelSpec], grid: Grid) -> Evaluation
         models = {"main": models}
     n = len(grid)
     names = op_names(models.values())
-    families: dict[str, FamilyCost] = {}
+    families: dict[tuple[str, str], FamilyCost] = {}
     order: dict[str, list[str]] = {}
+    total = Cost.zeros(n, len(names))
     q_max, logits_max, cached = np.zeros(n), np.zeros(n), np.zeros(n)
     for name in np.unique(grid.scheme):
         scheme = REGISTRY[str(name)]
@@ -267,10 +271,11 @@ def evaluate(models: ModelSpec | dict[str, ModelSpec], grid: Grid) -> Evaluation
             used = np.flatnonzero(fam.count > 0)
             if used.size:  # most schemes use only some of their families in a given configuration
                 cost = family_cost(models[fam.model], grid.take(rows[used]), fam.take(used), names)
-                families.setdefault(fam.name, FamilyCost.zeros(n, len(names))).put(rows[used], cost)
-    total = Cost.zeros(n, len(names))
-    for fam_cost in families.values():
-        total = total + fam_cost
+                cost.rows = rows[used]
+                families[scheme.name, fam.name] = cost
+                total.data[:, :, cost.rows] += cost.data  # rows are distinct within a family
+                total.count[cost.rows] += cost.count
+                total.bound_s[cost.rows] += cost.bound_s
     return Evaluation(families, total, order, q_max, logits_max, cached, names)
 
 
@@ -292,8 +297,8 @@ def memory_bound_time_fraction(ev: Evaluation, ridge: np.ndarray) -> np.ndarray:
     mem_time = np.zeros_like(ev.total.count)
     for fam in ev.families.values():
         flops, nbytes = fam.flops, fam.bytes
-        ai = np.divide(flops, nbytes, out=np.zeros_like(mem_time), where=nbytes > 0)
-        mem_time += np.where((fam.count > 0) & (ai < ridge), fam.time_s, 0.0)
+        ai = np.divide(flops, nbytes, out=np.zeros_like(flops), where=nbytes > 0)
+        mem_time[fam.rows] += np.where(ai < ridge[fam.rows], fam.time_s, 0.0)
     return mem_time / ev.total.time_s
 
 
@@ -326,7 +331,7 @@ def knee(m: ModelSpec, grid: Grid, context: np.ndarray, block: np.ndarray, vary:
         cand = np.maximum(cand, 1.0)
         q, gg = (cand, g) if vary == "block" else (blk, replace(g, batch=cand))
         p = pass_cost(m, gg, dict(q=q, c=ctx, kv_write=zero, logits=q, causal=zero.astype(bool)), op_names([m]))
-        ai = p.values[:, :, 0].sum(axis=1) / p.values[:, :, 1:].sum(axis=(1, 2))
+        ai = p.values[0].sum(axis=0) / p.values[1:].sum(axis=(0, 1))
         below = (ai < g.rates.ridge).reshape(n, ways)
         cand = cand.reshape(n, ways)
         last_below = np.where(below.any(axis=1), np.max(np.where(below, cand, 0.0), axis=1), lo)

@@ -63,6 +63,18 @@ class ConfigError(DlmcostError):
     exit_code = 7
 
 
+class NoDeploymentError(DlmcostError):
+    """`plan`: no deployment in the search space meets the targets (CI can gate on this code)."""
+
+    exit_code = 8
+
+
+class MissingExtraError(DlmcostError):
+    """An optional feature whose extra is not installed (`--plot`, `--format html` need `plot`)."""
+
+    exit_code = 9
+
+
 class HubError(DlmcostError):
     """Base for failures talking to the Hugging Face Hub; subclasses carry distinct exit codes."""
 

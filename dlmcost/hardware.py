@@ -48,6 +48,30 @@ class Efficiency(BaseModel):
         return v
 
 
+class Price(BaseModel):
+    """Rental price of one GPU for one hour, USD: a dated public on-demand list price, an estimate.
+
+    `usd` is the planner's default (a typical on-demand rate); `low`/`high` bracket the public
+    range seen for the same part (cheapest credible on-demand, hyperscaler list)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    usd: float = Field(gt=0, le=1000)
+    low: float | None = Field(default=None, gt=0, le=1000)
+    high: float | None = Field(default=None, gt=0, le=1000)
+    as_of: str = Field(min_length=4)  # date of the source snapshot, e.g. 2026-09-25
+    source: str = Field(min_length=1)
+    estimate: bool = True  # list prices move often (2025-2026 saw cuts and rises): never a constant
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Price":
+        if self.low is not None and self.low > self.usd:
+            raise ValueError(f"low ({self.low}) is above the typical price ({self.usd})")
+        if self.high is not None and self.high < self.usd:
+            raise ValueError(f"high ({self.high}) is below the typical price ({self.usd})")
+        return self
+
+
 class GPU(BaseModel):
     """One accelerator. Units are in the field names; derived SI values are properties."""
 
@@ -65,6 +89,8 @@ class GPU(BaseModel):
     efficiency: Efficiency
     sources: dict[str, str]
     notes: str = ""
+    price_per_hour: Price | None = None  # per GPU; None: no public price (plan needs --price)
+    board_power_w: float | None = Field(default=None, gt=0, le=100_000)  # vendor envelope (TDP/TBP)
 
     @field_validator("peak_tflops")
     @classmethod
@@ -85,6 +111,12 @@ class GPU(BaseModel):
         for needed in ("memory", "bandwidth", "peak_tflops", "efficiency"):
             if not self.sources.get(needed):
                 raise ValueError(f"sources.{needed} is missing: every number needs its source")
+        return self
+
+    @model_validator(mode="after")
+    def _power_source(self) -> "GPU":
+        if self.board_power_w is not None and not self.sources.get("board_power_w"):
+            raise ValueError("sources.board_power_w is missing: every number needs its source")
         return self
 
     # --- derived SI quantities -------------------------------------------------------------

@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-FORMATS = ("table", "json", "csv", "markdown")
+FORMATS = ("table", "json", "csv", "markdown", "html")
+CHART_FORMATS = ("html",)  # formats only analyze and sweep offer (they draw charts)
 VERDICT_STYLE = {"memory-bound": "cyan", "compute-bound": "magenta"}
 
 
@@ -182,7 +183,12 @@ def analyze_csv_rows(a: dict) -> list[dict]:
     return [{k: row.get(k, "") for k in keys} for row in out]
 
 
-def render_analyze(a: dict, fmt: str, console: Console, show_ops: bool = False) -> None:
+def render_analyze(a: dict, fmt: str, console: Console, show_ops: bool = False, charts: list | None = None) -> None:
+    if fmt == "html":
+        from .html import analyze_page
+
+        console.file.write(analyze_page(a, charts or [], show_ops))
+        return
     if fmt == "json":
         console.file.write(to_json(a) + "\n")
         return
@@ -238,7 +244,21 @@ def sweep_table(rows: list[dict], all_rows: list[dict]) -> tuple[list[str], list
     return headers, [[c for c, k in zip(row, keep) if k] for row in cells]
 
 
-def render_sweep(result: dict, rows: list[dict], fmt: str, console: Console, shown: list[dict]) -> None:
+def sweep_summary(result: dict) -> str:
+    return (f"{result['evaluated']} configurations evaluated; skipped {result['skipped_impossible']} impossible "
+            f"(block not dividing the generation, fewer steps than blocks, a TP/EP layout that does not "
+            f"split the model) and "
+            f"{result['skipped_unsupported']} on GPUs without the precision; efficiency profile: "
+            f"{result['efficiency_profile']}")
+
+
+def render_sweep(result: dict, rows: list[dict], fmt: str, console: Console, shown: list[dict],
+                 charts: list | None = None) -> None:
+    if fmt == "html":
+        from .html import sweep_page
+
+        console.file.write(sweep_page(result, rows, shown, charts or []))
+        return
     if fmt == "json":
         meta = {k: v for k, v in result.items() if k != "columns"}
         console.file.write(to_json(dict(**meta, rows=rows)) + "\n")
@@ -246,11 +266,7 @@ def render_sweep(result: dict, rows: list[dict], fmt: str, console: Console, sho
     if fmt == "csv":
         console.file.write(to_csv(rows))
         return
-    skipped = (f"{result['evaluated']} configurations evaluated; skipped {result['skipped_impossible']} impossible "
-               f"(block not dividing the generation, fewer steps than blocks, a TP/EP layout that does not "
-               f"split the model) and "
-               f"{result['skipped_unsupported']} on GPUs without the precision; efficiency profile: "
-               f"{result['efficiency_profile']}")
+    skipped = sweep_summary(result)
     headers, body = sweep_table(shown, rows)
     if fmt == "markdown":
         console.file.write(f"{result['model']['id']}: {skipped}\n\n" + to_markdown(headers, ([plain(c) for c in r] for r in body)))
@@ -362,3 +378,102 @@ def _fmt_value(v) -> str:
     if isinstance(v, float):
         return f"{v:.6g}"
     return str(v)
+
+
+# --- plan --------------------------------------------------------------------------------------
+
+PLAN_HEADERS = ["GPU", "scheme/\nb/tpf", "R×TP\nprec", "B", "p50\ns", "p95\ns", "1st\nblk s", "tok/s\n/user",
+                "cap\nreq/s", "head\n%", "$/h", "$/Mtok", "J/tok"]
+
+
+def plan_table(records: list[dict], show_decoding: bool) -> tuple[list[str], list[list]]:
+    """Headers and cells, two significant digits (json/csv carry full values); the decoding column
+    only when several decodings were searched, so that the table stays within 100 columns.
+    '*' after $/Mtok marks the cost/latency Pareto front."""
+    def g2(x):
+        return "-" if x is None else f"{x:.2g}" if abs(x) < 100 else f"{x:.0f}"
+
+    cells = [[r["gpu"], r["decoding"], f"{r['replicas']}×{r['tp']} {r['precision']}", str(r["max_batch"]),
+              g2(r["p50_latency_s"]), g2(r["p95_latency_s"]), g2(r["p95_first_block_s"]),
+              num(r["tokens_per_s_per_user"]), num(r["capacity_rps"]), f"{100 * r['headroom']:.0f}",
+              f"{r['usd_per_hour']:.4g}", g2(r["usd_per_mtok"]) + ("*" if r.get("pareto") else ""),
+              g2(r["joules_per_token"])] for r in records]
+    keep = [True, show_decoding] + [True] * (len(PLAN_HEADERS) - 2)
+    return [h for h, k in zip(PLAN_HEADERS, keep) if k], [[c for c, k in zip(row, keep) if k] for row in cells]
+
+
+PLAN_CSV_KEYS = ("gpu", "replicas", "tp", "gpus", "precision", "scheme", "block", "tpf", "decoding", "max_batch",
+                 "p50_latency_s", "p95_latency_s", "p99_latency_s", "p95_first_block_s", "tokens_per_s_per_user",
+                 "served_rps", "capacity_rps", "headroom", "usd_per_hour", "usd_per_mtok", "joules_per_token",
+                 "price_per_gpu_hour", "price_source", "pareto")
+
+
+def plan_rows(records: list[dict]) -> list[list]:
+    return [[r["gpu"], r["decoding"], f"{r['replicas']}×{r['tp']}", r["precision"], str(r["max_batch"]),
+             f"{r['p50_latency_s']:.3g}", f"{r['p95_latency_s']:.3g}", f"{r['p95_first_block_s']:.3g}",
+             num(r["tokens_per_s_per_user"]), num(r["capacity_rps"]), f"{100 * r['headroom']:.0f}",
+             f"{r['usd_per_hour']:.4g}", f"{r['usd_per_mtok']:.3g}", num(r["joules_per_token"]),
+             "*" if r.get("pareto") else ""] for r in records]
+
+
+def plan_header(p: dict) -> str:
+    t = p["traffic"]
+    load = f"{t['rate']:g} req/s (Poisson)" if t.get("rate") else f"{t['users']} users (think {t['think_s']:g} s)"
+    targets = ", ".join(f"{k}={v:g}" for k, v in p["targets"].items()) or "none"
+    s = p["search"]
+    def lengths(v):
+        return ",".join(f"{k}:{x}" for k, x in v.items()) if isinstance(v, dict) else str(v)
+
+    return (f"{p['model']} · {load} · prompt {lengths(t['prompt'])} · answer {lengths(t['answer'])} tokens\n"
+            f"targets: {targets}\n"
+            f"searched {p['evaluated']} candidates ({len(s['gpus'])} GPU{'s' if len(s['gpus']) > 1 else ''} × tp {s['tp']} × {s['precisions']} × "
+            f"{', '.join(s['decodings'])} × batch ≤ {s['max_batch']}); {s['requests']} simulated requests, "
+            f"seed {s['seed']}")
+
+
+def plan_csv_rows(p: dict) -> list[dict]:
+    rows = [("plan", r) for r in p["deployments"]] + [("ar_baseline", r) for r in p["ar_baseline"]]
+    return [dict(set=name, **{k: r.get(k) for k in PLAN_CSV_KEYS}) for name, r in rows]
+
+
+def render_plan(p: dict, fmt: str, console: Console, top: int = 15) -> None:
+    if fmt == "json":
+        console.file.write(to_json(p) + "\n")
+        return
+    if fmt == "csv":
+        console.file.write(to_csv(plan_csv_rows(p)))
+        return
+    shown = p["deployments"][:top]
+    baseline = p["ar_baseline"][:3]
+    miss = [p["nearest_miss"]] if not p["deployments"] and p["nearest_miss"] else []
+    multi = len(p["search"]["decodings"]) > 1
+    caption = ("ranked by $/Mtok at the offered load (* = on the cost/latency Pareto front); R×TP: replicas × "
+               "tensor-parallel GPUs; B: batch limit; 1st blk: time to the first streamed block (AR: token); "
+               "tok/s/user: median answer tokens / latency; cap: saturation throughput, head: its margin over "
+               "the load; prices: dated list-price estimates; J/tok: board power envelope")
+    sections = []
+    if shown:
+        more = f" (first {len(shown)} of {len(p['deployments'])}; json/csv list all)" if len(p["deployments"]) > len(shown) else ""
+        sections.append((f"deployments meeting the targets{more}", plan_table(shown, multi), caption))
+    if baseline:
+        sections.append(("AR baseline at the same targets (the same model decoding one token per pass)",
+                         plan_table(baseline, False), None))
+    if miss:
+        sections.append(("no deployment meets the targets; nearest miss", plan_table(miss, True), None))
+    no_ar = not baseline and any(r["scheme"] != "ar" for r in p["deployments"])
+    if fmt == "markdown":
+        out = [plan_header(p).replace("\n", "  \n") + "\n"]
+        for title, (headers, rows), _ in sections:
+            out.append(f"\n{title}\n\n" + to_markdown(headers, rows))
+        if no_ar:
+            out.append("\nAR baseline: no autoregressive deployment meets the targets\n")
+        console.file.write("".join(out))
+        return
+    console.print(plan_header(p))
+    for title, (headers, rows), cap in sections:
+        t = table(title, headers, rows, caption=cap)
+        for col in t.columns[: 2 if headers[1] != "R×TP\nprec" else 1]:
+            col.max_width = 12  # long GPU names / decodings give way first: the numbers stay whole
+        console.print(t)
+    if no_ar:
+        console.print("AR baseline: no autoregressive deployment meets the targets", style="yellow")

@@ -67,6 +67,8 @@ class WorkloadSummary(Record):
     refresh_every: int
     window: int
     drafter: str | None
+    answer_tokens: int = Field(description="useful tokens per sequence (up to end-of-sequence); throughput counts these")
+    stops_at_eos: bool = Field(description="whether the scheme stops after the block holding end-of-sequence")
 
 
 class PassResult(Record):

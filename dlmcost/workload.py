@@ -46,12 +46,21 @@ class Workload(BaseModel):
     refresh_every: int = Field(default=0, ge=0, le=MAX_TOKENS)  # full refresh every R passes (0: never)
     window: int = Field(default=16, ge=0, le=MAX_TOKENS)  # windowed-refresh: tokens either side
     drafter: str | None = None  # draft-verify: the drafter model (None: self-speculative)
+    # expected tokens until end-of-sequence (None: the whole generation); throughput counts these
+    answer_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
 
     @model_validator(mode="after")
     def _steps_xor_tpf(self) -> "Workload":
         if self.steps is not None and self.tpf is not None:
             raise ValueError("give --steps or --tpf, not both")
+        if self.answer_tokens is not None and self.answer_tokens > self.gen:
+            raise ValueError(f"--answer-tokens {self.answer_tokens} is longer than the generation ({self.gen})")
         return self
+
+    @property
+    def answer(self) -> int:
+        """Useful tokens per sequence: up to end-of-sequence."""
+        return self.answer_tokens or self.gen
 
     # --- derived sizes ---------------------------------------------------------------------
     @property
@@ -77,8 +86,10 @@ class Workload(BaseModel):
         return self.batch * (2 if self.cfg else 1)
 
     def knobs(self) -> dict:
-        """The scheme knobs as engine columns."""
-        return dict(prompt=self.prompt, gen=self.gen, steps=self.total_steps, block=self.block_len,
+        """The scheme knobs as engine columns: the generation the scheme actually runs (up to
+        the block holding end-of-sequence, for a scheme that stops there) and its steps."""
+        run = float(REGISTRY[self.scheme].tokens_run(self.answer, self.gen, self.block_len))
+        return dict(prompt=self.prompt, gen=run, steps=self.total_steps * run / self.gen, block=self.block_len,
                     store_pass=self.store_pass, logits_committed=self.logits == "committed",
                     active_blocks=self.active_blocks, cache_delay=self.cache_delay,
                     refresh_every=self.refresh_every, window=self.window, drafter=self.drafter is not None)

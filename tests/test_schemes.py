@@ -231,3 +231,33 @@ def test_peak_activations_follow_the_largest_pass(scheme, q_max):
     r = analyze(scheme=scheme, prompt=100, gen=128, block=32, steps=32, **kw)
     widest = max((m.n_heads + 2 * m.n_kv_heads) * m.head_dim, 3 * m.ffn_dim)
     assert r["memory"]["activation_bytes"] == pytest.approx(q_max * (2 * m.d_model + widest) * 2)
+
+
+# --- useful tokens (--answer-tokens) ------------------------------------------------------------
+
+
+def test_answer_tokens_stop_after_the_eos_block_or_pay_the_whole_canvas():
+    """A 40-token answer in a 256-token generation: block diffusion (b = 32) stops after the
+    second block, AR after the 40th token, vanilla masked diffusion still runs every position."""
+    base = dict(prompt=256, gen=256, block=32)
+    block = analyze(scheme="block", answer_tokens=40, **base)
+    assert block["nfe"] == 1 + 64  # prefill + 2 blocks x 32 steps
+    short = analyze(scheme="block", prompt=256, gen=64, block=32, steps=64)
+    assert block["time_s"] == pytest.approx(short["time_s"], rel=1e-12)
+    assert block["tokens_per_s"] == pytest.approx(40 / block["time_s"])
+    ar40 = analyze(scheme="ar", prompt=256, gen=40)
+    assert block["ar_time_s"] == pytest.approx(ar40["time_s"], rel=1e-12)
+    mdm, mdm_all = analyze(scheme="mdm", answer_tokens=40, **base), analyze(scheme="mdm", **base)
+    assert mdm["time_s"] == pytest.approx(mdm_all["time_s"], rel=1e-12)
+    assert mdm["tokens_per_s"] == pytest.approx(mdm_all["tokens_per_s"] * 40 / 256)
+    with pytest.raises(UsageError, match="longer than the generation"):
+        analyze(scheme="block", answer_tokens=300, **base)
+
+
+def test_sweep_answer_tokens_match_analyze():
+    res = api.sweep(LLADA, gpus="h100", schemes=["block", "draft-verify"], gens=[128, 256], blocks=[32],
+                    answer_tokens=100, tpf=4)
+    for row in api.sweep_rows(res):
+        r = analyze(scheme=row["scheme"], gen=row["gen"], block=32, tpf=4, answer_tokens=100)
+        assert row["time_s"] == pytest.approx(r["time_s"], rel=1e-12)
+        assert row["tokens_per_s"] == pytest.approx(r["tokens_per_s"], rel=1e-12)

@@ -127,11 +127,25 @@ class Scheme:
     cached_tokens: Callable[[Knobs], np.ndarray]  # K/V resident per sequence (memory)
     checks: Callable[[Knobs], list[Check]] = lambda k: []
     logit_knobs: tuple[str, ...] = ()  # knobs that matter only when logits are limited to committed tokens
-    stops_at_eos: bool = True  # can stop after the block that holds end-of-sequence
+    # What it runs when the answer ends before the generation length (end-of-sequence): "token"
+    # stops right after it, "block" after the block that holds it, "never" runs the whole canvas.
+    stops: str = "block"
     default_block: int | None = None  # block length when neither the user nor the model's sampler sets one
 
     def uses(self, knob: str, logits_committed: bool = False) -> bool:
         return knob in self.knobs or (logits_committed and knob in self.logit_knobs)
+
+    @property
+    def stops_at_eos(self) -> bool:
+        return self.stops != "never"
+
+    def tokens_run(self, answer, gen, block):
+        """Generated positions the scheme computes for an answer of `answer` tokens (arrays)."""
+        if self.stops == "token":
+            return np.asarray(answer, float)
+        if self.stops == "block":
+            return np.minimum(np.ceil(np.asarray(answer, float) / block) * block, gen)
+        return np.asarray(gen, float)
 
 
 REGISTRY: dict[str, Scheme] = {}

@@ -1,5 +1,6 @@
 """Fast-dLLM's approximate caches (Wu et al. 2025, arXiv 2505.22618; NVlabs/Fast-dLLM): one full
-pass refreshes the cache at the start of each block, then the block's remaining steps reuse it."""
+pass refreshes the cache at the start of each block, then the block's remaining steps reuse it.
+The reference `generate` runs every block of the canvas, whatever the answer's length."""
 
 import numpy as np
 
@@ -14,7 +15,7 @@ def block_refresh(k: Knobs, kv_write, dkv_write=0.0, n=None, r=1.0):
 
 
 @scheme("prefix-cache", summary="Fast-dLLM prefix cache: a refresh per block, then the block and all after it",
-        knobs=("steps", "block"), cached_tokens=whole_sequence, checks=block_checks)
+        knobs=("steps", "block"), cached_tokens=whole_sequence, checks=block_checks, stops="never")
 def prefix_cache(k: Knobs):
     # block i: the cache holds the prompt and the i finished blocks; the pass covers the rest
     b = k.block
@@ -24,7 +25,7 @@ def prefix_cache(k: Knobs):
 
 
 @scheme("dual-cache", summary="Fast-dLLM dual cache: a refresh per block, then only the block's tokens",
-        knobs=("steps", "block"), cached_tokens=whole_sequence, checks=block_checks)
+        knobs=("steps", "block"), cached_tokens=whole_sequence, checks=block_checks, stops="never")
 def dual_cache(k: Knobs):
     # everything but the current block is cached, before and after it
     b = k.block

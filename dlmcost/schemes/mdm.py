@@ -7,7 +7,7 @@ from .base import Knobs, block_checks, family, scheme
 
 @scheme("mdm", summary="vanilla masked diffusion (LLaDA generate, Dream diffusion_generate): S full passes",
         knobs=("steps",), logit_knobs=("block",), cached_tokens=lambda k: np.zeros_like(k.gen),
-        checks=block_checks, stops_at_eos=False)
+        checks=block_checks, stops="never")
 def mdm(k: Knobs):
     # Semi-AR blocks only limit which positions may commit; every pass still runs the whole canvas.
     logits = np.where(k.logits_committed, k.block, k.canvas)

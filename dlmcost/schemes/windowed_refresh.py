@@ -24,7 +24,7 @@ def _checks(k: Knobs):
 @scheme("windowed-refresh", summary="dInfer vicinity refresh / dKV-Cache: a full pass per block (and every R "
         "steps), else the block plus w tokens either side",
         knobs=("steps", "block", "window", "refresh_every"), cached_tokens=whole_sequence, checks=_checks,
-        default_block=64)
+        default_block=64, stops="never")
 def windowed_refresh(k: Knobs):
     b = k.block
     later = k.steps_per_block - 1  # steps per block after its opening refresh

@@ -1,0 +1,243 @@
+"""A planning scenario: traffic, targets, search space and prices, from a YAML file and/or options.
+
+    model: GSAI-ML/LLaDA-8B-Instruct
+    traffic: {rate: 20, prompt: 256, answer: {p50: 128, p90: 256}}   # or users: 64, think_s: 2
+    targets: {p95_latency_s: 5, p95_first_block_s: 1, max_usd_per_mtok: 2}
+    search: {gpus: [h100, mi300x], tp: [1, 2], precisions: [bf16, fp8],
+             decoding: [{scheme: block, block: 32, tpf: 2}], max_batch: [64, 256]}
+    prices: {h100: 2.49}
+    simulation: {requests: 2000, seed: 0}
+
+Options given on the command line replace the file's values.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .. import yamlsafe
+from ..errors import UsageError
+from ..hardware import HardwareDB
+from ..models import ModelSpec
+from ..workload import SCHEMES
+from .results import Targets
+from .search import DEFAULT_REQUESTS, Pricing, SearchSpace
+from .steptime import Decoding
+from .traffic import Traffic, parse_lengths
+
+DEFAULT_TPS = [1, 2, 4, 8]
+DEFAULT_PRECISIONS = ["bf16", "fp8"]
+DEFAULT_MAX_BATCH = [256]
+MAX_SCENARIO_BYTES = 1_000_000
+
+Lengths = Union[int, str, dict]
+_STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class TrafficSpec(BaseModel):
+    model_config = _STRICT
+    rate: Optional[float] = Field(default=None, gt=0, le=1e7)
+    users: Optional[int] = Field(default=None, gt=0, le=10_000_000)
+    think_s: float = Field(default=0.0, ge=0, le=1e6)
+    prompt: Lengths = 256
+    answer: Optional[Lengths] = None  # default: the model's sampler generation length
+
+
+class TargetSpec(BaseModel):
+    model_config = _STRICT
+    p50_latency_s: Optional[float] = Field(default=None, gt=0)
+    p95_latency_s: Optional[float] = Field(default=None, gt=0)
+    p99_latency_s: Optional[float] = Field(default=None, gt=0)
+    p95_first_block_s: Optional[float] = Field(default=None, gt=0)
+    min_tokens_per_s_per_user: Optional[float] = Field(default=None, gt=0)
+    max_usd_per_mtok: Optional[float] = Field(default=None, gt=0)
+    max_gpus: Optional[int] = Field(default=None, gt=0, le=1_000_000)
+
+
+class DecodingSpec(BaseModel):
+    model_config = _STRICT
+    scheme: str
+    block: Optional[int] = Field(default=None, gt=0, le=1_000_000)
+    tpf: Optional[float] = Field(default=None, gt=0, le=1_000_000)
+    steps: Optional[float] = Field(default=None, gt=0, le=10_000_000)
+
+
+class SearchSpec(BaseModel):
+    model_config = _STRICT
+    gpus: Optional[Union[str, list[str]]] = None
+    tp: Optional[list[int]] = None
+    precisions: Optional[list[str]] = None
+    decoding: Optional[list[DecodingSpec]] = None
+    max_batch: Optional[list[int]] = None
+
+
+class SimulationSpec(BaseModel):
+    model_config = _STRICT
+    requests: int = Field(default=DEFAULT_REQUESTS, ge=100, le=1_000_000)
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+
+
+class ScenarioSpec(BaseModel):
+    model_config = _STRICT
+    model: Optional[str] = None
+    traffic: TrafficSpec = TrafficSpec()
+    targets: TargetSpec = TargetSpec()
+    search: SearchSpec = SearchSpec()
+    prices: dict[str, float] = {}
+    power_utilisation: float = Field(default=1.0, gt=0, le=1.5)
+    simulation: SimulationSpec = SimulationSpec()
+
+
+def _validated(model_cls, data, where: str):
+    try:
+        return model_cls.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise UsageError(f"{where}: field '{loc}': {err['msg']}") from None
+
+
+def read_scenario(path: str | None, overrides: dict) -> ScenarioSpec:
+    """The scenario file (if any) with the non-None `overrides` (section -> field -> value) on top."""
+    data: dict = {}
+    if path:
+        p = Path(path)
+        try:
+            if p.stat().st_size > MAX_SCENARIO_BYTES:
+                raise UsageError(f"scenario file {path} is larger than {MAX_SCENARIO_BYTES // 1000} kB")
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read scenario file {path}: {exc.__class__.__name__}") from None
+        try:
+            data = yamlsafe.safe_load(text)
+        except yamlsafe.YAMLError as exc:
+            first = str(exc).splitlines()[0] if str(exc) else "syntax error"
+            raise UsageError(f"scenario file {path} is not valid YAML: {first}") from None
+        except RecursionError:
+            raise UsageError(f"scenario file {path} is nested too deeply") from None
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise UsageError(f"scenario file {path} must be a YAML mapping, got {type(data).__name__}")
+        _relative_to(p.parent, data)
+    for section, values in overrides.items():
+        if isinstance(values, dict):
+            given = {k: v for k, v in values.items() if v is not None}
+            if given:
+                current = data.get(section)
+                data[section] = {**(current if isinstance(current, dict) else {}), **given}
+        elif values is not None:
+            data[section] = values
+    return _validated(ScenarioSpec, data, f"scenario {path}" if path else "scenario")
+
+
+def _relative_to(folder: Path, data: dict) -> None:
+    """Length files named in a scenario are found next to it (as `{file: PATH}` or '@PATH')."""
+    traffic = data.get("traffic")
+    if not isinstance(traffic, dict):
+        return
+    for key in ("prompt", "answer"):
+        value = traffic.get(key)
+        if isinstance(value, dict) and set(value) == {"file"} and isinstance(value["file"], str):
+            traffic[key] = {"file": str(folder / value["file"])}
+        elif isinstance(value, str) and value.strip().startswith("@"):
+            traffic[key] = "@" + str(folder / value.strip()[1:])
+
+
+def build_traffic(spec: ScenarioSpec, model: ModelSpec) -> Traffic:
+    t = spec.traffic
+    if t.rate is None and t.users is None:
+        raise UsageError("traffic: give a request rate (--rate, requests/s) or concurrent users (--users)")
+    answer = t.answer if t.answer is not None else (model.sampler.gen if model.sampler else 256)
+    return Traffic(parse_lengths(t.prompt, "prompt lengths"), parse_lengths(answer, "answer lengths"),
+                   rate=t.rate, users=t.users, think_s=t.think_s)
+
+
+def build_targets(spec: ScenarioSpec) -> Targets:
+    return Targets(**spec.targets.model_dump())
+
+
+def build_decodings(spec: ScenarioSpec, model: ModelSpec, traffic: Traffic) -> list[Decoding]:
+    """The decodings to consider: given, or the model's sampler default. `steps` (total steps at
+    the median answer length) becomes tokens per forward = median answer / steps."""
+    given = spec.search.decoding
+    if not given:
+        s = model.sampler
+        if s is None:
+            return [Decoding("ar", None, 1.0)]
+        tpf = s.gen / s.steps if s.steps else 1.0
+        return [Decoding(s.scheme, s.block if s.scheme != "ar" else None, tpf)]
+    import numpy as np
+
+    median_answer = float(np.median(traffic.answer.sample(np.random.default_rng(0), 1001)))
+    out = []
+    for d in given:
+        if d.scheme not in SCHEMES:
+            raise UsageError(f"decoding: unknown scheme '{d.scheme}'; choose from: {', '.join(SCHEMES)}")
+        if d.tpf is not None and d.steps is not None:
+            raise UsageError("decoding: give steps or tpf, not both")
+        if d.scheme == "ar":
+            out.append(Decoding("ar", None, 1.0))
+            continue
+        tpf = d.tpf if d.tpf is not None else (median_answer / d.steps if d.steps else 1.0)
+        block = d.block
+        if block is None and d.scheme in ("prefix-cache", "dual-cache", "block"):
+            if not (model.sampler and model.sampler.block):
+                raise UsageError(f"decoding: the {d.scheme} scheme needs a block length (--block)")
+            block = model.sampler.block  # the model's own
+        if block is not None and tpf > block:
+            raise UsageError(f"decoding: {tpf:g} tokens per forward exceeds the block of {block} "
+                             "(at least one step per block)")
+        out.append(Decoding(d.scheme, block, tpf))
+    return list(dict.fromkeys(out))
+
+
+def parse_price(text: str) -> tuple[str, float]:
+    name, sep, value = text.partition("=")
+    try:
+        usd = float(value)
+    except ValueError:
+        usd = float("nan")
+    if not sep or not name.strip() or not (0 < usd <= 1000):
+        raise UsageError(f"--price: expected NAME=USD per GPU-hour (0 < USD <= 1000), got '{text}'")
+    return name.strip(), usd
+
+
+def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: HardwareDB) -> tuple[SearchSpace, Pricing]:
+    usd, source = {}, {}
+    for g in db.gpus.values():
+        if g.price_per_hour is not None:
+            usd[g.key] = g.price_per_hour.usd
+            source[g.key] = f"list price as of {g.price_per_hour.as_of} (estimate)"
+    for name, value in spec.prices.items():
+        if not (0 < value <= 1000):
+            raise UsageError(f"prices: {name} must be a price per GPU-hour in (0, 1000], got {value}")
+        key = db.get(name).key
+        usd[key], source[key] = value, "user"
+    s = spec.search
+    if s.gpus is None:
+        gpus = [g for g in db.gpus.values() if g.key in usd]
+    else:
+        gpus = db.select(s.gpus, [])
+        unpriced = [g.name for g in gpus if g.key not in usd]
+        if unpriced:
+            raise UsageError(f"no price for {', '.join(unpriced)}; give one with --price NAME=USD")
+    if not gpus:
+        raise UsageError("no GPU with a price to plan on; give --price NAME=USD")
+    tps = s.tp or DEFAULT_TPS
+    if any(t <= 0 or t > 1024 for t in tps):
+        raise UsageError("search.tp: tensor-parallel sizes must be in 1..1024")
+    max_batches = s.max_batch or DEFAULT_MAX_BATCH
+    if any(b <= 0 or b > 4096 for b in max_batches):
+        raise UsageError("search.max_batch: batch limits must be in 1..4096")
+    precisions = s.precisions or DEFAULT_PRECISIONS
+    from ..precision import get_precision
+
+    for p in precisions:
+        get_precision(p)
+    space = SearchSpace(gpus, sorted(set(tps)), list(dict.fromkeys(precisions)), decodings, sorted(set(max_batches)))
+    power = {g.key: g.board_power_w for g in gpus}
+    return space, Pricing(usd, source, power, spec.power_utilisation)

@@ -1,0 +1,181 @@
+"""Traffic a deployment must serve: arrivals and the prompt / answer lengths of each request.
+
+Arrivals are either open-loop Poisson at `rate` requests/s, or closed-loop: `users` clients, each
+sending its next request `think_s` seconds after the previous answer arrived. Lengths are a fixed
+value, a few percentiles (sampled by linear interpolation of the quantile function between them),
+or a file of observed lengths (sampled with replacement). Everything is drawn from one seeded
+generator, so a plan is reproducible.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import UsageError
+
+MAX_LENGTH = 1_000_000
+MAX_CLASSES_PER_LENGTH = 3  # length bins per axis: the step-time table is evaluated per bin
+
+
+@dataclass(frozen=True)
+class LengthDist:
+    """A distribution of token counts: `values` at cumulative probabilities `quantiles`.
+
+    fixed: one value at q=1; percentiles: the given points; file: the empirical sample."""
+
+    kind: str  # "fixed" | "percentiles" | "file"
+    values: tuple[float, ...]
+    quantiles: tuple[float, ...] = ()
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        if self.kind == "fixed":
+            return np.full(n, self.values[0])
+        if self.kind == "file":
+            return np.asarray(self.values)[rng.integers(0, len(self.values), n)]
+        u = rng.random(n)
+        return np.round(np.interp(u, self.quantiles, self.values))
+
+    @property
+    def mean_hint(self) -> float:
+        return float(np.mean(self.values))
+
+
+def parse_lengths(spec, what: str) -> LengthDist:
+    """An int, a mapping {p50: 128, p90: 512} (or {file: path}), or a string of the same:
+    '256', 'p50:128,p90:512', '@lengths.txt'."""
+    if isinstance(spec, bool):
+        raise UsageError(f"{what}: expected a token count, percentiles or a file, got {spec!r}")
+    if isinstance(spec, (int, float)):
+        return LengthDist("fixed", (_length(spec, what),))
+    if isinstance(spec, str):
+        text = spec.strip()
+        if text.startswith("@"):
+            return _from_file(Path(text[1:]), what)
+        if ":" in text:
+            pairs = {}
+            for part in (p.strip() for p in text.split(",") if p.strip()):
+                key, _, value = part.partition(":")
+                pairs[key.strip()] = value.strip()
+            return _from_percentiles(pairs, what)
+        try:
+            return LengthDist("fixed", (_length(float(text), what),))
+        except ValueError:
+            raise UsageError(f"{what}: '{text}' is not a token count, 'p50:N,p90:M' or '@FILE'") from None
+    if isinstance(spec, dict):
+        if set(spec) == {"file"}:
+            return _from_file(Path(str(spec["file"])), what)
+        return _from_percentiles(spec, what)
+    raise UsageError(f"{what}: expected a token count, percentiles or a file, got {type(spec).__name__}")
+
+
+def _length(value, what: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{what}: '{value}' is not a number") from None
+    if not math.isfinite(v) or v < 0 or v > MAX_LENGTH or v != round(v):
+        raise UsageError(f"{what}: lengths must be whole token counts in 0..{MAX_LENGTH:,}, got {value}")
+    return v
+
+
+def _from_percentiles(pairs: dict, what: str) -> LengthDist:
+    points = []
+    for key, value in pairs.items():
+        k = str(key).strip().lower()
+        try:
+            p = float(k[1:]) if k.startswith("p") else float("nan")
+        except ValueError:
+            p = float("nan")
+        if not (0 <= p <= 100):
+            raise UsageError(f"{what}: percentile keys look like p50 or p99.9, got '{key}'")
+        points.append((p / 100, _length(value, what)))
+    if not points:
+        raise UsageError(f"{what}: no percentiles given")
+    points.sort()
+    qs, vs = zip(*points)
+    if any(b < a for a, b in zip(vs, vs[1:])):
+        raise UsageError(f"{what}: percentile values must not decrease with the percentile")
+    # below the lowest given percentile: its value; above the highest: its value (no extrapolation)
+    qs, vs = (0.0,) + qs + (1.0,), (vs[0],) + vs + (vs[-1],)
+    return LengthDist("percentiles", tuple(vs), tuple(qs))
+
+
+def _from_file(path: Path, what: str) -> LengthDist:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{what}: cannot read lengths file {path}: {exc.__class__.__name__}") from None
+    tokens = text.replace(",", " ").split()
+    if not tokens:
+        raise UsageError(f"{what}: lengths file {path} holds no numbers")
+    if len(tokens) > 10_000_000:
+        raise UsageError(f"{what}: lengths file {path} is too large (more than 10 million values)")
+    return LengthDist("file", tuple(_length(t, what) for t in tokens))
+
+
+@dataclass(frozen=True)
+class Traffic:
+    prompt: LengthDist
+    answer: LengthDist
+    rate: float | None = None  # requests/s, Poisson (open loop)
+    users: int | None = None  # concurrent clients (closed loop)
+    think_s: float = 0.0  # closed loop: pause between an answer and the user's next request
+
+    def __post_init__(self):
+        if (self.rate is None) == (self.users is None):
+            raise UsageError("traffic: give a request rate (requests/s) or a number of concurrent users, not both")
+        if self.rate is not None and not (math.isfinite(self.rate) and 0 < self.rate <= 1e7):
+            raise UsageError(f"traffic: the request rate must be a positive number of requests/s, got {self.rate}")
+        if self.users is not None and not (isinstance(self.users, int) and 0 < self.users <= 10_000_000):
+            raise UsageError(f"traffic: users must be a positive whole number, got {self.users}")
+        if not (math.isfinite(self.think_s) and 0 <= self.think_s <= 1e6):
+            raise UsageError(f"traffic: think time must be >= 0 seconds, got {self.think_s}")
+
+    @property
+    def closed_loop(self) -> bool:
+        return self.users is not None
+
+
+@dataclass(frozen=True)
+class RequestSample:
+    """The requests one simulation replays: unit-rate arrival gaps and length-class indices.
+
+    The same sample is reused for every deployment (common random numbers), scaled to the
+    per-replica rate, so that two deployments differ only by their hardware, never by luck."""
+
+    unit_gaps: np.ndarray  # exponential(1) inter-arrival gaps (open loop); divide by the rate
+    prompt_class: np.ndarray
+    answer_class: np.ndarray
+    prompt_values: np.ndarray  # token count of each prompt class
+    answer_values: np.ndarray  # token count of each answer class (before rounding to the block)
+    class_share: np.ndarray  # fraction of requests in each (prompt, answer) class, flattened
+
+
+def _bins(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Up to MAX_CLASSES_PER_LENGTH quantile bins; each represented by its mean (rounded up)."""
+    uniq = np.unique(values)
+    if len(uniq) <= MAX_CLASSES_PER_LENGTH:
+        return np.searchsorted(uniq, values), uniq.astype(float)
+    edges = np.quantile(values, np.linspace(0, 1, MAX_CLASSES_PER_LENGTH + 1)[1:-1])
+    idx = np.searchsorted(edges, values, side="right")
+    reps = np.array([np.ceil(values[idx == k].mean()) if np.any(idx == k) else np.nan
+                     for k in range(MAX_CLASSES_PER_LENGTH)])
+    keep = ~np.isnan(reps)
+    remap = np.cumsum(keep) - 1
+    return remap[idx], reps[keep]
+
+
+def sample_requests(traffic: Traffic, n: int, seed: int) -> RequestSample:
+    rng = np.random.default_rng(seed)
+    gaps = rng.exponential(1.0, n)
+    prompts = traffic.prompt.sample(rng, n)
+    answers = np.maximum(traffic.answer.sample(rng, n), 1.0)  # an answer has at least one token
+    p_idx, p_vals = _bins(prompts)
+    a_idx, a_vals = _bins(answers)
+    flat = p_idx * len(a_vals) + a_idx
+    share = np.bincount(flat, minlength=len(p_vals) * len(a_vals)) / n
+    return RequestSample(gaps, p_idx, a_idx, p_vals, a_vals, share)

@@ -1,0 +1,282 @@
+"""Charts: the plotted points are the results' numbers, read back from the matplotlib objects,
+the SVG and the terminal text; every chart renders for every scheme, an MoE and a TP layout.
+
+Expected coordinates are computed here from the hardware files' raw numbers (TFLOP/s, TB/s)
+and the results' arithmetic intensities with the roofline formula written out again.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from dlmcost import api, charts, html, plot, termplot  # noqa: E402
+from dlmcost.errors import UsageError  # noqa: E402
+from dlmcost.hardware import HardwareDB  # noqa: E402
+
+LLADA = "GSAI-ML/LLaDA-8B-Instruct"
+MOE = "inclusionAI/LLaDA2.0-mini"
+SCHEMES = ("ar", "mdm", "prefix-cache", "dual-cache", "block")
+# (model, analyze options) for every scheme, an MoE and a two-GPU tensor-parallel layout
+CASES = [(LLADA, dict(scheme=s, gen=256, steps=64, block=32)) for s in SCHEMES] + [
+    (MOE, dict(gpus="h100,b200")), (LLADA, dict(scheme="block", block=32, tp=2, precision="fp8"))]
+CASE_IDS = list(SCHEMES) + ["moe", "tp2-fp8"]
+SVG_NS = {"svg": "http://www.w3.org/2000/svg"}
+
+
+def analyze_pair(model: str, opts: dict):
+    opts = dict(opts)
+    gpus = opts.pop("gpus", "h100,b200")
+    result = api.analyze(model, gpus, **opts)
+    ar = api.analyze(model, gpus, **{**opts, **charts.AR_WORKLOAD})
+    return result, ar
+
+
+def roof_by_hand(gpu_key: str, compute: str, ai: float) -> float:
+    """min(peak, AI * bandwidth) from the YAML's TFLOP/s and TB/s."""
+    g = HardwareDB.load().get(gpu_key)
+    return min(g.peak_tflops[compute] * 1e12, ai * g.bandwidth_tb_s * 1e12)
+
+
+def lines_by_gid(fig) -> dict:
+    return {line.get_gid(): line for ax in fig.axes for line in ax.get_lines() if line.get_gid()}
+
+
+def test_attainable_flops_by_hand():
+    # H100 SXM bf16: 989.5 TFLOP/s, 3.35 TB/s; ridge 295.4 FLOP/B
+    assert charts.attainable_flops(1.0, 989.5e12, 3.35e12) == pytest.approx(3.35e12)
+    assert charts.attainable_flops(100.0, 989.5e12, 3.35e12) == pytest.approx(335e12)
+    assert charts.attainable_flops(1000.0, 989.5e12, 3.35e12) == pytest.approx(989.5e12)
+
+
+@pytest.mark.parametrize(("model", "opts"), CASES, ids=CASE_IDS)
+def test_roofline_points_are_the_results_numbers(model, opts, tmp_path):
+    result, ar = analyze_pair(model, opts)
+    compute = "fp8" if result["workload"]["precision"] == "fp8" else "bf16"
+    chart = charts.roofline(result, ar, show_ops=True)
+    fig = plot.figure(chart)
+    lines = lines_by_gid(fig)
+    for r in result["results"]:
+        key = r["gpu_key"]
+        for p in r["passes"]:
+            x, y = lines[f"pass:{p['name']}:{key}"].get_xydata()[0]
+            assert x == pytest.approx(p["arithmetic_intensity"], rel=1e-12)
+            assert y == pytest.approx(roof_by_hand(key, compute, p["arithmetic_intensity"]), rel=1e-12)
+        # the roof bends at the ridge, at the peak
+        g = HardwareDB.load().get(key)
+        rx, ry = lines[f"roof:{key}"].get_xydata()[1]
+        assert rx == pytest.approx(g.peak_tflops[compute] / g.bandwidth_tb_s)
+        assert ry == pytest.approx(g.peak_tflops[compute] * 1e12)
+        assert (f"roof-bf16:{key}" in lines) == (compute != "bf16")
+        ops = [o for o in r["ops"] if o["arithmetic_intensity"] > 0]
+        xy = lines[f"ops:{key}"].get_xydata()
+        assert [pt[0] for pt in xy] == pytest.approx([o["arithmetic_intensity"] for o in ops])
+        assert [pt[1] for pt in xy] == pytest.approx([roof_by_hand(key, compute, o["arithmetic_intensity"]) for o in ops])
+        if result["workload"]["scheme"] != "ar":
+            ar_step = next(p for q in ar["results"] if q["gpu_key"] == key for p in q["passes"] if p["name"] == "step")
+            x, y = lines[f"ar-step:{key}"].get_xydata()[0]
+            assert x == pytest.approx(ar_step["arithmetic_intensity"])
+            assert y == pytest.approx(roof_by_hand(key, compute, x))
+    page = html.analyze_page(result, [chart], show_ops=True)
+    assert page.count("<svg") == 1 and all(f"pass:{p['name']}:" in page for p in result["results"][0]["passes"])
+    out = tmp_path / "roofline.png"
+    plot.save(chart, str(out))
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = termplot.render(chart, width=100)
+    assert "attainable FLOP/s" in text and "step pass" in text
+
+
+def test_roofline_ar_decode_step_by_hand():
+    """LLaDA-8B AR decode at batch 1 reads every weight once per token: AI ~ 1 FLOP/byte, so its
+    point sits at ~ 3.35 TFLOP/s on the H100's roof (3.35 TB/s x 1 FLOP/B)."""
+    result, ar = analyze_pair(LLADA, dict(scheme="block", block=32, gpus="h100"))
+    line = lines_by_gid(plot.figure(charts.roofline(result, ar)))["ar-step:h100-sxm"]
+    x, y = line.get_xydata()[0]
+    assert 0.9 < x < 1.1
+    assert y == pytest.approx(3.35e12 * x)
+
+
+def test_roofline_marker_area_follows_time_share():
+    result, ar = analyze_pair(LLADA, dict(scheme="block", block=32, gen=256, steps=64, gpus="h100"))
+    chart = charts.roofline(result, ar)
+    r = result["results"][0]
+    sizes = {s.gid.split(":")[1]: s.size for s in chart.panels[0].series if s.gid and s.gid.startswith("pass:")}
+    shares = {p["name"]: p["count"] * p["time_s"] / r["time_s"] for p in r["passes"]}
+    assert sum(shares.values()) == pytest.approx(1.0)  # the families make up the whole generation
+    assert (sizes["step"] > sizes["prefill"]) == (shares["step"] > shares["prefill"])
+    for name, share in shares.items():
+        assert sizes[name] == pytest.approx(5 + 13 * share ** 0.5)
+
+
+def test_roofline_black_and_white_markers_and_title():
+    result, ar = analyze_pair(LLADA, dict(scheme="block", block=32, gpus="h100,b200,mi300x"))
+    chart = charts.roofline(result, ar, show_ops=True)
+    legend = [s for s in chart.panels[0].series if s.label]
+    point_markers = [s.marker for s in legend if s.marker]
+    assert len(point_markers) == len(set(point_markers)) >= 4  # prefill, step, AR step, ops
+    roof_styles = [s.linestyle for s in legend if s.gid.startswith("roof:")]
+    assert len(roof_styles) == len(set(roof_styles)) == 3  # roofs differ without colour too
+    assert "block" in chart.title and "b 32" in chart.title and LLADA in chart.title
+    assert {n.text for n in chart.panels[0].notes} >= {f"H100 SXM: knee b={result['results'][0]['knee']['block']}"}
+
+
+def test_roofline_seven_gpus_fp8_roofs_differ_and_carry_the_knee():
+    result, ar = analyze_pair(LLADA, dict(precision="fp8", gpus=None))
+    assert len(result["results"]) == 7
+    chart = charts.roofline(result, ar)
+    roofs = [s for s in chart.panels[0].series if s.gid.startswith("roof:")]
+    assert len({str(s.linestyle) for s in roofs}) == 7
+    for s, r in zip(roofs, result["results"]):
+        assert s.label == f"{r['gpu']} roof (fp8), knee b={r['knee']['block']}"
+    bf16 = [s for s in chart.panels[0].series if s.gid.startswith("roof-bf16:")]
+    assert len(bf16) == 7 and all(s.width < roofs[0].width for s in bf16)
+    assert not any("knee" in n.text for n in chart.panels[0].notes)  # in the legend, not colliding at ridges
+    text = termplot.render(chart, width=100)
+    assert all(f"knee b={r['knee']['block']}" in text for r in result["results"])
+
+
+def svg_point(svg_text: str, gid: str) -> tuple[float, float]:
+    root = ET.fromstring(svg_text)
+    group = root.find(f".//svg:g[@id='{gid}']", SVG_NS)
+    use = group.find(".//svg:use", SVG_NS)
+    return float(use.get("x")), float(use.get("y"))
+
+
+def expected_svg_point(chart, gid: str) -> tuple[float, float]:
+    """Where matplotlib's own transform puts a data point in SVG user units (1/72 inch, y down)."""
+    fig = plot.figure(chart)
+    plot.svg(chart, fig)  # lay out as for the SVG
+    line = lines_by_gid(fig)[gid]
+    px, py = line.axes.transData.transform(line.get_xydata()[0])
+    scale = 72.0 / fig.dpi
+    return px * scale, fig.bbox.height * scale - py * scale
+
+
+def test_svg_and_html_points_sit_at_the_data():
+    result, ar = analyze_pair(LLADA, dict(scheme="dual-cache", block=32, gpus="h100"))
+    chart = charts.roofline(result, ar)
+    want = expected_svg_point(chart, "pass:step:h100-sxm")
+    assert svg_point(plot.svg(chart), "pass:step:h100-sxm") == pytest.approx(want, abs=0.01)
+    page = html.analyze_page(result, [chart])
+    inline = re.search(r"<svg.*?</svg>", page, re.S).group(0)
+    assert svg_point(inline, "pass:step:h100-sxm") == pytest.approx(want, abs=0.01)
+    # and that position is the intensity on a log axis: invert the axis mapping by hand
+    fig = plot.figure(chart)
+    plot.svg(chart, fig)
+    ax = fig.axes[0]
+    (x0, x1), bbox = ax.get_xlim(), ax.get_window_extent()
+    scale = 72.0 / fig.dpi
+    sx, _ = svg_point(inline, "pass:step:h100-sxm")
+    frac = (sx / scale - bbox.x0) / bbox.width
+    ai = 10 ** (math.log10(x0) + frac * (math.log10(x1) - math.log10(x0)))
+    step = next(p for p in result["results"][0]["passes"] if p["name"] == "step")
+    assert ai == pytest.approx(step["arithmetic_intensity"], rel=1e-3)
+
+
+def sweep_rows(**kw):
+    return api.sweep_rows(api.sweep(LLADA, **kw))
+
+
+def test_sweep_defaults_tokens_per_s_against_block_per_scheme_per_gpu():
+    rows = sweep_rows(gpus="h100,b200", blocks=[1, 8, 32], schemes=list(SCHEMES))
+    assert charts.sweep_axes(rows) == ("block", "tokens_per_s", "scheme", "gpu")
+    chart = charts.sweep(rows, LLADA)
+    assert [p.title for p in chart.panels] == ["gpu = H100 SXM", "gpu = B200"]
+    panel = chart.panels[0]
+    assert panel.xlog  # 1..32 spans more than LOG_SPAN
+    lines = lines_by_gid(plot.figure(chart))
+    for scheme in ("prefix-cache", "dual-cache", "block"):
+        want = sorted((r["block"], r["tokens_per_s"]) for r in rows if r["scheme"] == scheme and r["gpu"] == "H100 SXM")
+        got = lines[f"line:H100 SXM:{scheme}"].get_xydata()
+        assert [pt[0] for pt in got] == [w[0] for w in want]
+        assert [pt[1] for pt in got] == pytest.approx([w[1] for w in want], rel=1e-12)
+    # AR ignores the block: a flat line at its one value, across the panel
+    ar = [r for r in rows if r["scheme"] == "ar" and r["gpu"] == "B200"]
+    assert len(ar) == 1
+    flat = lines["line:B200:ar:flat"].get_xydata()
+    assert [pt[1] for pt in flat] == [ar[0]["tokens_per_s"]] * 2 and [pt[0] for pt in flat] == [1.0, 32.0]
+    markers = [s.marker for s in panel.series if s.label and not s.gid.endswith(":flat")]
+    assert len(markers) == len(set(markers))
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_sweep_chart_renders_for_each_scheme(scheme, tmp_path):
+    rows = sweep_rows(gpus="h100", schemes=[scheme], batches=[1, 4, 16], blocks=[32], gens=[256])
+    chart = charts.sweep(rows, LLADA, y="time_s")
+    (line,) = chart.panels[0].series
+    assert line.x == [1.0, 4.0, 16.0]
+    assert line.y == [r["time_s"] for r in sorted(rows, key=lambda r: r["batch"])]
+    plot.save(chart, str(tmp_path / "s.svg"))
+    assert "<svg" in (tmp_path / "s.svg").read_text()
+    assert "latency (s)" in termplot.render(chart, width=90)
+
+
+def test_sweep_chart_moe_and_tp():
+    rows = api.sweep_rows(api.sweep(MOE, gpus="h100,b200", tps=[1, 2, 4], schemes=["block"]))
+    chart = charts.sweep(rows, MOE, y="tokens_per_s_per_gpu")
+    assert charts.sweep_axes(rows, y="tokens_per_s_per_gpu")[0] == "tp"
+    assert charts.sweep_axes(rows)[2:] == ("gpu", None)  # one line per GPU in one panel
+    line = lines_by_gid(plot.figure(chart))["line:B200"]
+    b200 = sorted((r for r in rows if r["gpu"] == "B200"), key=lambda r: r["tp"])
+    assert line.get_xdata().tolist() == [r["tp"] for r in b200]
+    assert line.get_ydata().tolist() == [r["tokens_per_s_per_gpu"] for r in b200]
+    termplot.render(chart)
+
+
+def test_sweep_axis_options_are_checked():
+    rows = sweep_rows(gpus="h100", blocks=[8, 32])
+    with pytest.raises(UsageError, match="--x: 'foo' is not a knob"):
+        charts.sweep(rows, LLADA, x="foo")
+    with pytest.raises(UsageError, match="--y: 'verdict' is not a numeric column"):
+        charts.sweep(rows, LLADA, y="verdict")
+    with pytest.raises(UsageError, match="different knobs"):
+        charts.sweep(rows, LLADA, x="block", color="block")
+    with pytest.raises(UsageError, match="no configuration"):
+        charts.sweep([], LLADA)
+    # a categorical x: one tick per GPU
+    chart = charts.sweep(sweep_rows(gpus="h100,b200,mi300x", schemes=["block"], blocks=[32]), LLADA, x="gpu")
+    assert [t for _, t in chart.panels[0].xticks] == ["H100 SXM", "B200", "MI300X"]
+    plot.figure(chart)
+
+
+PLAN = [
+    dict(gpu="H100 SXM", usd_per_mtok=2.0, p95_latency_s=1.5, pareto=True, is_ar_baseline=False),
+    dict(gpu="B200", usd_per_mtok=1.2, p95_latency_s=4.0, pareto=True, is_ar_baseline=False),
+    dict(gpu="H200 SXM", usd_per_mtok=3.5, p95_latency_s=0.6, pareto=True, is_ar_baseline=False),
+    dict(gpu="MI300X", usd_per_mtok=2.5, p95_latency_s=5.0, pareto=False, is_ar_baseline=False),
+    dict(gpu="L4", usd_per_mtok=40.0, p95_latency_s=90.0, pareto=False, is_ar_baseline=False),
+    dict(gpu="H100 SXM", usd_per_mtok=6.0, p95_latency_s=9.0, pareto=False, is_ar_baseline=True),
+]
+
+
+def test_plan_front_on_synthetic_rows(tmp_path):
+    chart = charts.plan_front(PLAN)
+    lines = lines_by_gid(plot.figure(chart))
+    front = lines["plan:pareto"].get_xydata().tolist()
+    assert front == [[0.6, 3.5], [1.5, 2.0], [4.0, 1.2]]  # sorted by latency, cost falling
+    assert lines["plan:ar-baseline"].get_xydata().tolist() == [[9.0, 6.0]]
+    assert sorted(lines["plan:candidates"].get_xydata().tolist()) == [[5.0, 2.5], [90.0, 40.0]]
+    panel = chart.panels[0]
+    assert panel.xlog and panel.ylog  # 0.6..90 s and $1.2..40 span decades
+    markers = [s.marker for s in panel.series]
+    assert len(markers) == len(set(markers))
+    assert lines["plan:candidates"].get_markerfacecolor() == "none"  # hollow: differs without colour
+    plot.save(chart, str(tmp_path / "plan.png"))
+    assert "Pareto front" in termplot.render(chart)
+    with pytest.raises(UsageError, match="lack"):
+        charts.plan_front([dict(gpu="x")])
+
+
+def test_terminal_chart_places_markers_on_the_grid():
+    """A point at the panel's extremes lands in the first and last columns; text is printable."""
+    panel = charts.Panel("x", "y", [charts.Series([1.0, 100.0], [1.0, 100.0], label="pts", marker="s")], xlog=True, ylog=True)
+    lines = termplot.render_panel(panel, width=60, height=10)
+    grid = [ln.split("|", 1)[1] for ln in lines if "|" in ln]
+    assert grid[-1].lstrip().startswith("#") or grid[-2].lstrip().startswith("#")
+    assert any(row.rstrip().endswith("#") for row in grid[:2])
+    assert all(c.isprintable() for ln in lines for c in ln)

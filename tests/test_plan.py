@@ -1,0 +1,409 @@
+"""`dlmcost plan`: the replica simulation against queueing closed forms and hand-worked
+schedules, the money and energy formulas, a hand-checked plan, monotonicity, bad scenarios."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from dlmcost import api, errors
+from dlmcost.cli import main
+from dlmcost.hardware import GPU, HardwareDB
+from dlmcost.plan import results
+from dlmcost.plan.simulate import ClassTable, simulate
+from dlmcost.plan.traffic import parse_lengths
+
+MODEL = "GSAI-ML/LLaDA-8B-Instruct"
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    monkeypatch.delenv("DLMCOST_HARDWARE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def run(capsys, *args):
+    capsys.readouterr()
+    rc = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def one_class(nfe: int, pass_s, first: int = 1, share: float = 0.0) -> ClassTable:
+    """A single request class whose pass takes pass_s(b) seconds at batch b."""
+    cap = 64
+    return ClassTable([nfe], [first], [share], [[0.0] + [pass_s(b) for b in range(1, cap + 1)]])
+
+
+# --- the simulation against closed forms ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("rho", [0.5, 0.8])
+def test_batch_one_is_md1_pollaczek_khinchine(rho):
+    """Batch limit 1, Poisson arrivals, deterministic service D = NFE x pass time: an M/D/1
+    queue, mean wait W = rho D / (2 (1 - rho))."""
+    nfe, tau = 10, 0.1
+    service = nfe * tau
+    n = 60_000
+    rng = np.random.default_rng(7)
+    arrivals = np.cumsum(rng.exponential(service / rho, n))
+    r = simulate(one_class(nfe, lambda b: tau), np.zeros(n, int), 1, arrivals_s=arrivals)
+    wait = (r.latency_s - service)[n // 10:]
+    expected = rho * service / (2 * (1 - rho))
+    assert wait.mean() == pytest.approx(expected, rel=0.06)
+    assert wait.min() >= -1e-9  # nobody is served faster than D
+
+
+def test_closed_loop_all_in_one_batch_is_exact():
+    """N users, think time 0, batch >= N: every iteration runs N requests, so every request
+    takes NFE x pass(N) exactly."""
+    users, nfe = 12, 50
+    r = simulate(one_class(nfe, lambda b: 0.01 + 0.002 * b), np.zeros(600, int), 64, users=users)
+    assert np.allclose(r.latency_s, nfe * (0.01 + 0.002 * users))
+
+
+def test_saturation_throughput_is_batch_over_generation_time():
+    """Always-full batch of B: B requests per NFE x pass(B) seconds."""
+    nfe, cap = 20, 8
+    r = simulate(one_class(nfe, lambda b: 0.05 + 0.01 * b), np.zeros(4000, int), cap, users=100)
+    done = np.sort(r.done_s)[400:]
+    throughput = (len(done) - 1) / (done[-1] - done[0])
+    assert throughput == pytest.approx(cap / (nfe * (0.05 + 0.01 * cap)), rel=0.01)
+
+
+def test_join_at_step_boundary_by_hand():
+    """A (t=0) and B (t=1.5), NFE 4, first block after 2 passes; pass 1 s alone, 1.5 s for two.
+    A runs alone 0-1, 1-2; B joins at the boundary t=2; both run 2-3.5, 3.5-5 (A done at 5);
+    B runs alone 5-6, 6-7. Latencies 5 and 5.5; first blocks at t=2 (A) and t=5 (B)."""
+    table = ClassTable([4], [2], [0.0], [[0.0, 1.0, 1.5]])
+    r = simulate(table, np.zeros(2, int), 2, arrivals_s=np.array([0.0, 1.5]))
+    assert r.done_s.tolist() == pytest.approx([5.0, 7.0])
+    assert r.latency_s.tolist() == pytest.approx([5.0, 5.5])
+    assert r.ttfb_s.tolist() == pytest.approx([2.0, 3.5])
+    assert r.busy_s == pytest.approx(7.0)
+
+
+def test_memory_share_limits_admission():
+    """Two requests whose memory shares sum above 1 never share a batch: they run one after
+    the other even though the batch limit would allow both."""
+    table = ClassTable([3], [1], [0.6], [[0.0, 1.0, 1.0]])
+    r = simulate(table, np.zeros(2, int), 8, arrivals_s=np.array([0.0, 0.0]))
+    assert r.done_s.tolist() == pytest.approx([3.0, 6.0])
+
+
+def test_simulation_is_deterministic(capsys):
+    args = ["plan", MODEL, "--rate", "10", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "-f", "json"]
+    a, b = run(capsys, *args), run(capsys, *args)
+    assert a[0] == 0 and a[1] == b[1]
+
+
+# --- money and energy ---------------------------------------------------------------------------
+
+
+def test_money_and_energy_formulas_by_hand():
+    # 8 GPUs at $3.99/h serving 1000 output tokens/s: 31.92 $/h; 31.92 / 3.6e6 tokens * 1e6
+    assert results.usd_per_hour(8, 3.99) == pytest.approx(31.92)
+    assert results.usd_per_mtok(31.92, 1000.0) == pytest.approx(8.866666, rel=1e-6)
+    # 8 x 700 W at full envelope over 1000 tok/s = 5.6 J/token; at 60% draw 3.36
+    assert results.joules_per_token(8, 700.0, 1.0, 1000.0) == pytest.approx(5.6)
+    assert results.joules_per_token(8, 700.0, 0.6, 1000.0) == pytest.approx(3.36)
+    assert results.joules_per_token(8, None, 1.0, 1000.0) is None
+
+
+def test_hand_checked_plan(capsys):
+    """One H100 at $2/h, batch limit 8, fixed lengths, no latency target: the fewest replicas
+    keep utilisation below 1, R = floor(rate / capacity) + 1, with the capacity of one replica
+    = 8 / (time of a batch-8 generation) taken from `api.analyze` (not from plan's code)."""
+    a = api.analyze(MODEL, "h100", scheme="block", block=32, tpf=2, prompt=256, gen=128, batch=8)["results"][0]
+    capacity = 8 / a["time_s"]
+    rate = 2.5 * capacity
+    rc, out, _ = run(capsys, "plan", MODEL, "--rate", rate, "--gpu", "h100", "--tp", "1", "--precision", "bf16",
+                     "--scheme", "block", "--block", "32", "--tpf", "2", "--prompt", "256", "--answer", "128",
+                     "--max-batch", "8", "--price", "h100=2", "--max-usd-per-mtok", "1000", "-f", "json")
+    assert rc == 0
+    best = json.loads(out)["deployments"][0]
+    replicas = math.floor(rate / capacity) + 1
+    assert best["replicas"] == replicas == 3
+    assert best["capacity_rps"] == pytest.approx(replicas * capacity, rel=1e-6)
+    assert best["usd_per_hour"] == pytest.approx(2.0 * replicas)
+    tokens_per_s = rate * 128
+    assert best["usd_per_mtok"] == pytest.approx(2.0 * replicas / (tokens_per_s * 3600) * 1e6)
+    assert best["joules_per_token"] == pytest.approx(700 * replicas / tokens_per_s)
+    assert best["headroom"] == pytest.approx(replicas * capacity / rate - 1)
+    # a lone request (no queue) takes NFE passes of the batch-1 pass time at least
+    alone = api.analyze(MODEL, "h100", scheme="block", block=32, tpf=2, prompt=256, gen=128, batch=1)["results"][0]
+    assert best["p50_latency_s"] >= alone["time_s"] * (1 - 1e-9)
+
+
+# --- monotonicity --------------------------------------------------------------------------------
+
+SMALL = ["plan", MODEL, "--gpu", "h100,l40s", "--tp", "1,2", "--precision", "bf16", "--scheme", "block",
+         "--block", "32", "--tpf", "2", "--answer", "128", "-f", "json"]
+
+
+def _best(capsys, *extra):
+    rc, out, err = run(capsys, *SMALL, *extra)
+    assert rc == 0, err
+    return json.loads(out)["deployments"]
+
+
+def test_more_traffic_never_needs_fewer_gpus(capsys):
+    gpus = []
+    for rate in (2, 5, 10, 20, 40):
+        deployments = _best(capsys, "--rate", rate, "--p95", "3")
+        gpus.append(min(d["gpus"] for d in deployments))
+        # per candidate as well
+    assert gpus == sorted(gpus), gpus
+    assert gpus[-1] > gpus[0]
+
+
+def test_looser_target_never_costs_more(capsys):
+    costs = [_best(capsys, "--rate", "20", "--p95", p95)[0]["usd_per_mtok"] for p95 in (1.0, 2.0, 4.0, 16.0)]
+    assert costs == sorted(costs, reverse=True), costs
+
+
+# --- outputs and exit codes ----------------------------------------------------------------------
+
+
+def test_example_scenario_runs(capsys):
+    rc, out, err = run(capsys, "plan", "--scenario", "examples/plan-scenario.yaml", "-f", "json")
+    assert rc == 0, err
+    p = json.loads(out)
+    assert p["deployments"] and p["ar_baseline"] and p["pareto"]
+    for d in p["deployments"]:
+        assert d["meets_targets"] and d["gpus"] <= 16 and d["p95_latency_s"] <= 4
+        assert d["p95_first_block_s"] <= 1.5 and d["usd_per_mtok"] <= 5
+    costs = [d["usd_per_mtok"] for d in p["deployments"]]
+    assert costs == sorted(costs)
+    assert any(d["price_source"] == "user" for d in p["deployments"] if d["gpu"] == "H100 SXM")
+    front = p["pareto"]  # no deployment is both cheaper and faster than a front member
+    for f in front:
+        assert not any(d["usd_per_mtok"] < f["usd_per_mtok"] and d["p95_latency_s"] < f["p95_latency_s"]
+                       for d in p["deployments"])
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "markdown"])
+def test_other_formats(capsys, fmt):
+    rc, out, err = run(capsys, "plan", "--scenario", "examples/plan-scenario.yaml", "--gpu", "h100", "-f", fmt)
+    assert rc == 0 and out and not err
+    if fmt == "csv":
+        assert out.splitlines()[0].startswith("set,gpu,replicas")
+    if fmt == "table":
+        assert max(len(line) for line in out.splitlines()) <= 100
+
+
+def test_impossible_targets_exit_8_with_nearest_miss(capsys):
+    rc, out, err = run(capsys, "plan", MODEL, "--rate", "5", "--gpu", "h100", "--tp", "1", "--p95", "0.001")
+    assert rc == errors.NoDeploymentError.exit_code == 8
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: no deployment meets the targets; nearest miss: H100 SXM")
+    assert "p95_latency_s" in lines[0]
+
+
+@pytest.mark.parametrize("args, code, needle", [
+    (["--rate", "-3"], 2, "rate"),
+    (["--rate", "0"], 2, "rate"),
+    (["--rate", "5", "--users", "3"], 2, "not both"),
+    ([], 2, "request rate"),
+    (["--rate", "5", "--gpu", "h900"], 4, "unknown GPU"),
+    (["--rate", "5", "--gpu", "h20"], 2, "no price for H20"),
+    (["--rate", "5", "--price", "h100"], 2, "--price"),
+    (["--rate", "5", "--price", "h100=-1"], 2, "--price"),
+    (["--rate", "5", "--p95", "-1"], 2, "p95_latency_s"),
+    (["--rate", "5", "--prompt", "p50:300,p90:100"], 2, "must not decrease"),
+    (["--rate", "5", "--prompt", "lots"], 2, "not a token count"),
+    (["--rate", "5", "--answer", "@/nonexistent/lengths.txt"], 2, "cannot read lengths file"),
+    (["--rate", "5", "--scheme", "turbo"], 2, "unknown scheme"),
+    (["--rate", "5", "--tpf", "2"], 2, "need --scheme"),
+    (["--rate", "5", "--scheme", "block", "--block", "4", "--tpf", "8"], 2, "exceeds the block"),
+    (["--rate", "5", "--scenario", "/nonexistent.yaml"], 2, "cannot read scenario"),
+])
+def test_bad_options_one_line(capsys, args, code, needle):
+    rc, out, err = run(capsys, "plan", MODEL, *args)
+    assert rc == code, err
+    assert err.count("\n") == 1 and err.startswith("error: ") and needle in err, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("traffic: {rate: 5\n", "not valid YAML"),
+    ("- just\n- a list\n", "must be a YAML mapping"),
+    ("traffic: {rate: 5}\ntargets: {p95: 2}\n", "targets.p95"),
+    ("traffic: {rate: -1}\n", "traffic.rate"),
+    ("traffic: {rate: 5}\nsearch: {tp: [0]}\n", "tp"),
+    ("traffic: {rate: 5}\nprices: {h100: abc}\n", "prices.h100"),
+    ("a: &a [*a, *a]\n", "scenario"),
+])
+def test_bad_scenario_files(capsys, tmp_path, text, needle):
+    path = tmp_path / "scenario.yaml"
+    path.write_text(text)
+    rc, out, err = run(capsys, "plan", MODEL, "--scenario", path, "--gpu", "h100")
+    assert rc == 2, err
+    assert err.count("\n") == 1 and err.startswith("error: ") and needle in err, err
+
+
+def test_lengths_from_file_and_percentiles(tmp_path):
+    f = tmp_path / "lengths.txt"
+    f.write_text("100\n200, 300\n")
+    d = parse_lengths(f"@{f}", "answer")
+    assert sorted(set(d.sample(np.random.default_rng(0), 1000).tolist())) == [100, 200, 300]
+    p = parse_lengths({"p50": 100, "p90": 500}, "prompt")
+    s = p.sample(np.random.default_rng(0), 100_000)
+    assert np.percentile(s, 50) == pytest.approx(100, abs=2) and np.percentile(s, 90) == pytest.approx(500, abs=5)
+    assert np.percentile(s, 70) == pytest.approx(300, abs=8)  # linear between the given points
+
+
+def test_closed_loop_plan(capsys):
+    rc, out, err = run(capsys, *SMALL, "--users", "32", "--think", "1", "--p95", "5")
+    assert rc == 0, err
+    best = json.loads(out)["deployments"][0]
+    assert best["served_rps"] > 0 and best["p95_latency_s"] <= 5
+
+
+# --- prices and power in the hardware files ------------------------------------------------------
+
+
+def test_every_bundled_price_and_power_has_a_source():
+    for g in HardwareDB.load().gpus.values():
+        if g.price_per_hour:
+            p = g.price_per_hour
+            assert p.estimate and p.source and p.as_of
+            assert (p.low or p.usd) <= p.usd <= (p.high or p.usd)
+        if g.board_power_w:
+            assert g.sources.get("board_power_w")
+    db = HardwareDB.load()
+    assert db.get("h100").price_per_hour.usd == 3.99 and db.get("h100").board_power_w == 700
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"price_per_hour": {"usd": 2.0, "low": 3.0, "as_of": "2026", "source": "x"}}, "low"),
+    ({"price_per_hour": {"usd": -2.0, "as_of": "2026", "source": "x"}}, "greater than 0"),
+    ({"price_per_hour": {"usd": 2.0, "as_of": "2026"}}, "source"),
+    ({"board_power_w": 700}, "sources.board_power_w"),
+])
+def test_price_and_power_validation(change, needle):
+    from pydantic import ValidationError
+
+    base = HardwareDB.load().get("h100").model_dump()
+    base.pop("price_per_hour"), base.pop("board_power_w")
+    base["sources"].pop("board_power_w", None)
+    with pytest.raises(ValidationError, match=needle):
+        GPU.model_validate({**base, **change})
+
+
+def test_no_deployment_code_is_distinct():
+    codes = [c.exit_code for c in (errors.UsageError, errors.WorkloadError, errors.UnknownGPUError,
+                                   errors.HardwareFileError, errors.UnknownModelError, errors.ConfigError,
+                                   errors.HubError, errors.HubUnreachable)]
+    assert errors.NoDeploymentError.exit_code == 8 and 8 not in codes and errors.EXIT_INTERNAL != 8
+
+
+def test_closed_loop_served_rate_by_hand():
+    """Closed loop, one class, everything in one batch: each user completes one request per
+    NFE x pass(N) + think seconds, so the served rate is N / (that)."""
+    from dlmcost.plan import search
+    from dlmcost.plan.traffic import Traffic, sample_requests
+
+    traffic = Traffic(parse_lengths(0, "p"), parse_lengths(10, "a"), users=8, think_s=1.0)
+    sample = sample_requests(traffic, 2000, 0)
+    table = one_class(10, lambda b: 0.1)
+    cand = search.Candidate(None, "bf16", 1, None, 64, table, np.array([10.0]), 64)
+    ev = search._run(cand, sample, traffic, replicas=1)
+    assert ev.served_rps == pytest.approx(8 / (10 * 0.1 + 1.0), rel=1e-6)
+    assert np.allclose(ev.latency, 1.0)
+    ev3 = search._run(cand, sample, traffic, replicas=3)  # 3, 3 and 2 users: the busiest has 3
+    assert ev3.served_rps == pytest.approx(3 / 2.0 * (8 / 3) / 3, rel=1e-6)
+
+
+def test_user_hardware_file_overrides_price(capsys, tmp_path):
+    """A user's hardware file replaces the bundled entry, price included; --price beats both."""
+    import yaml
+
+    data = yaml.safe_load(open("hardware/nvidia-h100-sxm.yaml"))
+    data["price_per_hour"]["usd"] = 1.5
+    data["price_per_hour"]["low"] = None
+    (tmp_path / "h100.yaml").write_text(yaml.safe_dump(data))
+    base = ["plan", MODEL, "--rate", "5", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "-f", "json"]
+    rc, out, err = run(capsys, *base, "--hardware", tmp_path / "h100.yaml")
+    assert rc == 0, err
+    best = json.loads(out)["deployments"][0]
+    assert best["price_per_gpu_hour"] == 1.5 and best["usd_per_hour"] == pytest.approx(1.5 * best["gpus"])
+    rc, out, err = run(capsys, *base, "--hardware", tmp_path / "h100.yaml", "--price", "h100=2.25")
+    assert json.loads(out)["deployments"][0]["price_per_gpu_hour"] == 2.25
+
+
+def test_blockwise_scheme_without_block_takes_the_models(capsys):
+    rc, out, err = run(capsys, "plan", MODEL, "--rate", "5", "--gpu", "h100", "--tp", "1", "--precision", "bf16",
+                       "--scheme", "dual-cache", "--tpf", "2", "-f", "json")
+    assert rc == 0, err
+    assert json.loads(out)["deployments"][0]["block"] == 32  # LLaDA's sampler block
+    rc, out, err = run(capsys, "plan", "Qwen/Qwen2.5-7B", "--rate", "5", "--gpu", "h100", "--scheme", "block")
+    assert rc == 2 and "needs a block length" in err
+
+
+def test_no_candidate_can_run_exits_8(capsys):
+    rc, out, err = run(capsys, "plan", MODEL, "--rate", "5", "--gpu", "h100", "--precision", "fp4")
+    assert rc == 8 and err.startswith("error: no deployment meets the targets: no candidate could run")
+
+
+def test_progress_only_after_a_second(monkeypatch, capsys):
+    from dlmcost import cli
+
+    clock = iter([0.0, 0.5, 1.5, 2.0])
+    monkeypatch.setattr("time.monotonic", lambda: next(clock))
+    p = cli._Progress()
+    p(1, 10)  # at 0.5 s: nothing yet
+    assert capsys.readouterr().err == ""
+    p(5, 10)
+    assert "5/10" in capsys.readouterr().err
+    p.clear()
+    assert capsys.readouterr().err == "\r\033[K"
+
+
+def test_passes_to_first_block_by_hand():
+    """Block diffusion, prompt 256, answer 128, block 32, 2 tokens per forward, no store pass:
+    1 prefill + 64 steps = 65 passes; the first of 4 blocks is final after 1 + 64/4 = 17.
+    AR: prefill + 128 decode steps = 129 passes; its first token after 2. mdm with 128 steps over
+    4 blocks of 32 (semi-autoregressive commits): 32 passes to the first block."""
+    from dlmcost.models import resolve_model
+    from dlmcost.plan import search
+    from dlmcost.plan.steptime import Decoding
+    from dlmcost.plan.traffic import Traffic, sample_requests
+
+    spec = resolve_model(MODEL)
+    db = HardwareDB.load()
+    traffic = Traffic(parse_lengths(256, "p"), parse_lengths(128, "a"), rate=1.0)
+    sample = sample_requests(traffic, 200, 0)
+    space = search.SearchSpace([db.get("h100")], [1], ["bf16"], [], [8])
+    for decoding, nfe, first in ((Decoding("block", 32, 2.0), 65, 17), (Decoding("ar", None, 1.0), 129, 2),
+                                 (Decoding("mdm", 32, 1.0), 128, 32)):
+        (cand,), skipped = search._candidates(spec, space, decoding, sample, "realistic", None)
+        assert (cand.table.nfe, cand.table.first_passes) == ([nfe], [first]), decoding
+        # the pass time at batch b is the engine's generation time at batch b over its NFE
+        a = api.analyze(spec, "h100", scheme=decoding.scheme, block=decoding.block, prompt=256, gen=128, batch=4,
+                        **({} if decoding.scheme == "ar" else {"tpf": decoding.tpf}))["results"][0]
+        assert cand.table.pass_s[0][4] == pytest.approx(a["time_s"] / a["nfe"], rel=1e-9)
+
+
+def test_scenario_length_file_is_found_next_to_it(capsys, tmp_path, monkeypatch):
+    (tmp_path / "answers.txt").write_text("64 128 256\n")
+    (tmp_path / "s.yaml").write_text("traffic: {rate: 2, answer: {file: answers.txt}}\n"
+                                     "search: {gpus: [h100], tp: [1], precisions: [bf16]}\n")
+    monkeypatch.chdir("/")
+    rc, out, err = run(capsys, "plan", MODEL, "--scenario", tmp_path / "s.yaml", "-f", "json")
+    assert rc == 0, err
+
+
+def test_more_traffic_never_needs_fewer_gpus_per_candidate(capsys):
+    """The same candidate (GPU, TP, precision, decoding, batch limit) never needs fewer GPUs
+    for more requests/s (compared where it meets the targets at both rates)."""
+    need: dict[tuple, list[int]] = {}
+    for rate in (2, 8, 32):
+        for d in _best(capsys, "--rate", rate, "--p95", "3", "--max-batch", "16,256"):
+            need.setdefault((d["gpu"], d["tp"], d["precision"], d["decoding"], d["max_batch"]), []).append(d["gpus"])
+    assert sum(len(v) > 1 for v in need.values()) >= 4
+    for key, gpus in need.items():
+        assert gpus == sorted(gpus), (key, gpus)

@@ -1,0 +1,130 @@
+"""`--plot`, `dlmcost plot ...`, `--format html` from the command line, the missing-extra path,
+and that the base `analyze` imports no plotting code."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from dlmcost.cli import main
+
+LLADA = "GSAI-ML/LLaDA-8B-Instruct"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch):
+    monkeypatch.delenv("DLMCOST_HARDWARE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture
+def cli(capsys):
+    def run(*args):
+        capsys.readouterr()
+        rc = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return rc, out, err
+
+    return run
+
+
+def python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def test_base_analyze_imports_no_plotting_code():
+    code = ("import sys; from dlmcost.cli import main; rc = main(['analyze', '--gpu', 'h100', '--format', 'json']); "
+            "print([m for m in sys.modules if m.split('.')[0] == 'matplotlib' or m in "
+            "('dlmcost.charts', 'dlmcost.plot', 'dlmcost.termplot', 'dlmcost.html')], file=sys.stderr)")
+    done = python(code)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("args", [["analyze", "--gpu", "h100", "--plot", "{tmp}/r.png"],
+                                  ["sweep", "--gpu", "h100", "--block", "8,32", "--plot", "{tmp}/s.svg"],
+                                  ["analyze", "--gpu", "h100", "--format", "html"]])
+def test_without_the_extra_one_line_and_exit_9(args, tmp_path):
+    """matplotlib hidden (sys.modules entry None makes its import fail): one line, exit 9,
+    nothing on stdout, no file written."""
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    done = python("import sys; sys.modules['matplotlib'] = None; from dlmcost.cli import main; "
+                  f"sys.exit(main({argv!r}))")
+    assert done.returncode == 9
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: ")
+    assert "pip install 'dlmcost[plot]'" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_terminal_plot_needs_no_extra():
+    done = python("import sys; sys.modules['matplotlib'] = None; from dlmcost.cli import main; "
+                  "sys.exit(main(['analyze', '--gpu', 'h100', '--plot', '-']))")
+    assert done.returncode == 0, done.stderr
+    assert "attainable FLOP/s" in done.stdout
+
+
+def test_analyze_plot_png_and_svg(cli, tmp_path):
+    rc, out, err = cli("analyze", "--gpu", "h100,b200", "--scheme", "block", "--block", "32", "--ops",
+                       "--plot", tmp_path / "r.png")
+    assert rc == 0, err
+    assert "H100 SXM" in out  # the table still prints
+    assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+    rc, _, err = cli("analyze", "--gpu", "h100", "--plot", tmp_path / "r.svg", "--format", "json")
+    assert rc == 0, err
+    assert "<svg" in (tmp_path / "r.svg").read_text()
+
+
+def test_terminal_roofline_and_plot_command(cli):
+    rc, out, err = cli("analyze", "--gpu", "h100", "--scheme", "dual-cache", "--plot", "-")
+    assert rc == 0, err
+    assert "attainable FLOP/s (log)" in out and "H100 SXM: knee" in out
+    assert "\x1b" not in out
+    rc2, out2, _ = cli("plot", "roofline", "--gpu", "h100", "--scheme", "dual-cache")
+    assert rc2 == 0 and out2 == out
+    rc, out, err = cli("plot", "sweep", "--gpu", "h100", "--block", "1,8,32", "--y", "time_s")
+    assert rc == 0, err
+    assert "latency (s)" in out and "block length b" in out
+
+
+def test_sweep_plot_file_and_axis_options(cli, tmp_path):
+    rc, _, err = cli("sweep", "--gpu", "h100,b200", "--block", "1,8,32", "--batch", "1,4",
+                     "--plot", tmp_path / "s.png", "--x", "batch", "--color", "block", "--facet", "gpu")
+    assert rc == 0, err
+    assert (tmp_path / "s.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["sweep", "--x", "block"], "add --plot FILE or --format html"),
+    (["sweep", "--plot", "-", "--x", "nope"], "--x: 'nope' is not a knob"),
+    (["sweep", "--plot", "-", "--y", "gpu"], "--y: 'gpu' is not a numeric column"),
+    (["analyze", "--plot", "r.pdf"], "must end in .png or .svg"),
+    (["analyze", "--plot", ""], "--plot needs a file name"),
+    (["analyze", "--plot", "/no/such/dir/r.png"], "does not exist"),
+    (["analyze", "--plot", "-", "--format", "json"], "--plot - draws on stdout"),
+    (["gpus", "--format", "html"], "unknown format 'html'"),
+    (["models", "--format", "html"], "unknown format 'html'"),
+])
+def test_bad_plot_options_one_line_exit_2(cli, args, message):
+    rc, out, err = cli(*args)
+    assert rc == 2
+    assert err.count("\n") == 1 and message in err, err
+
+
+def test_html_pages_are_self_contained(cli):
+    for args in (["analyze", "--gpu", "h100,b200", "--ops", "--tp", "2"],
+                 ["sweep", "--gpu", "h100,b200", "--block", "1,8,32"]):
+        rc, out, err = cli(*args, "--format", "html")
+        assert rc == 0, err
+        assert out.startswith("<!DOCTYPE html>") and out.rstrip().endswith("</html>")
+        assert out.count("<svg") == 1 and "<table>" in out
+        # nothing fetched: no scripts, links, external images, fonts or URLs other than XML namespaces
+        assert not re.search(r"<script|<link|<img|@import|url\((?!#)|@font-face", out)  # url(#id): in-page clip paths
+        urls = set(re.findall(r"https?://[^\"' )]+", out))
+        assert urls <= {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"}, urls
+    rc, out, _ = cli("analyze", "--gpu", "h100", "--format", "json")
+    assert json.loads(out)["results"][0]["gpu"] == "H100 SXM"  # json unaffected
