@@ -69,7 +69,9 @@ def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, flo
 
 def stack_rates(rows: list[dict[str, float]]) -> Rates:
     col = {k: np.array([r[k] for r in rows], dtype=float) for k in rows[0]}
-    kinds = {"linear": "linear", "lm_head": "linear", "attention": "attention", "other": "other"}
+    # The LM head (and self-conditioning, the same vocabulary-sized GEMM) stays in bf16 as
+    # checkpoints keep it (see cost.HEAD_BYTES), so it runs at the bf16 GEMM rates, like attention.
+    kinds = {"linear": "linear", "lm_head": "attention", "attention": "attention", "other": "other"}
     return Rates(
         peak={kind: col[f"peak_{src}"] for kind, src in kinds.items()},
         eff={kind: col[f"eff_{src}"] for kind, src in kinds.items()},
