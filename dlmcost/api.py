@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from .cost import KINDS
 from .engine import KNEE_LIMIT, Evaluation, Grid, evaluate, generation_verdict, knee, memory_bound_time_fraction
 from .errors import UsageError, WorkloadError, first_error
-from .hardware import GPU, SEED_TABLE_GPUS as DEFAULT_GPUS, HardwareDB
+from .hardware import GPU, DEFAULT_GPUS, HardwareDB
 from .memory import grid_memory
 from .models import ModelSpec, resolve_model
 from .precision import get_precision, kv_bytes

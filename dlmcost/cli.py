@@ -111,7 +111,7 @@ def _parse_list(text: Optional[str], kind, name: str) -> Optional[list]:
 @app.command()
 def analyze(
     model: str = typer.Argument("GSAI-ML/LLaDA-8B-Instruct", help="bundled id, local .json/.yaml, or Hub id"),
-    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="GPU name/alias, comma list, or 'all' (default: the seed table's GPUs)"),
+    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="GPU name/alias, comma list, or 'all' (default: h100,h200,b200,b300,mi300x,mi355x,mi455x)"),
     scheme: Optional[str] = typer.Option(None, "--scheme", help=f"{SCHEME_CHOICES} (default: the model's)"),
     prompt: Optional[int] = typer.Option(None, "--prompt", help="prompt tokens Lp [256]"),
     gen: Optional[int] = typer.Option(None, "--gen", help="generated tokens Lg (default: the model's sampler)"),

@@ -75,7 +75,7 @@ class PassInput:
     causal: np.ndarray
     wbytes: np.ndarray
     kvbytes: np.ndarray
-    all_experts: np.ndarray  # bool: read every expert (the second seed's assumption)
+    all_experts: np.ndarray  # bool: read every expert (the conservative assumption)
     tp: np.ndarray | float = 1.0
     ep: np.ndarray | float = 1.0
     mla_absorbed: np.ndarray | bool = True  # MLA: weight-absorbed (MQA over the latent) or expanded

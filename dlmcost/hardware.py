@@ -134,7 +134,7 @@ class GPU(BaseModel):
 
     @cached_property
     def ridge_flops_per_byte(self) -> dict[str, float]:
-        """Ridge point per precision: peak FLOP/s over bandwidth (the seed's AI*)."""
+        """Ridge point per precision: peak FLOP/s over bandwidth (AI*)."""
         return {k: ridge_flops_per_byte(v, self.bandwidth_bytes_per_s) for k, v in self.peak_flops.items()}
 
     @property
@@ -279,5 +279,5 @@ class HardwareDB:
         return list(out.values())
 
 
-# The accelerators of the second seed's roofline table: the default set for `analyze`.
-SEED_TABLE_GPUS = ["h100", "h200", "b200", "b300", "mi300x", "mi355x", "mi455x"]
+# Current datacentre flagships of each vendor: the default set for `analyze`.
+DEFAULT_GPUS = ["h100", "h200", "b200", "b300", "mi300x", "mi355x", "mi455x"]

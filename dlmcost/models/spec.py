@@ -114,7 +114,7 @@ class ModelSpec(BaseModel):
 
     @property
     def group_size(self) -> float:
-        """G = query heads per K/V head (the seed's AI_attn for one query token)."""
+        """G = query heads per K/V head (attention intensity for one query token)."""
         return self.n_heads / self.n_kv_heads
 
     @property
