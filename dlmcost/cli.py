@@ -14,17 +14,32 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 
-from . import api, report  # noqa: E402
-from .errors import EXIT_INTERNAL, EXIT_USAGE, DlmcostError, UsageError  # noqa: E402
+from . import __version__, api, gates, report  # noqa: E402
+from .errors import EXIT_INTERNAL, EXIT_USAGE, DlmcostError, RequirementError, UsageError  # noqa: E402
 from .hardware import HardwareDB  # noqa: E402
 from .schemes import REGISTRY, SCHEMES  # noqa: E402
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Capacity planner for diffusion language model inference.")
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
+                  help="Capacity planner for diffusion language model inference.",
+                  epilog="Exit codes: 0 ok; 2 bad usage; 3-7 bad workload, GPU, hardware file, model or config; "
+                         "8 ran fine but a result missed --require (plan: no deployment meets the targets); "
+                         "9 missing extra; 10-15 Hugging Face Hub; 70 internal error.")
 
-FormatOpt = typer.Option("table", "--format", "-f", help="table | json | csv | markdown | html (analyze, sweep)")
-PlotOpt = typer.Option(None, "--plot", help="draw the chart to FILE.png / FILE.svg, or - for the terminal (needs dlmcost[plot] for files)")
-HardwareOpt = typer.Option(None, "--hardware", help="extra GPU YAML file or folder (repeatable; also $DLMCOST_HARDWARE)")
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"dlmcost {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True,
+                                       help="print the version and exit")):
+    """Capacity planner for diffusion language model inference."""
+
+FormatOpt = typer.Option("table", "--format", "-f", metavar="FORMAT", help="table | json | csv | markdown | html (analyze, sweep)")
+PlotOpt = typer.Option(None, "--plot", metavar="FILE", help="draw the chart to FILE.png / FILE.svg, or - for the terminal (needs dlmcost[plot] for files)")
+HardwareOpt = typer.Option(None, "--hardware", metavar="PATH", help="extra GPU YAML file or folder (repeatable; also $DLMCOST_HARDWARE)")
 # Options analyze and sweep share (sweep's size knobs take comma lists instead).
 CfgOpt = typer.Option(0.0, "--cfg", help="classifier-free guidance scale; > 0 doubles the batch")
 StorePassOpt = typer.Option(None, "--store-pass/--no-store-pass", help="block scheme: extra K/V store pass per block")
@@ -32,7 +47,7 @@ LogitsOpt = typer.Option("all", "--logits", help="all: logits for every query po
 ExpertLoadOpt = typer.Option("expected", "--expert-load", help="MoE: expected distinct experts, or all")
 MlaFormOpt = typer.Option("auto", "--mla-form", help="MLA attention: auto | absorbed | expanded")
 EfficiencyOpt = typer.Option("realistic", "--efficiency", help="realistic | ideal | path to an efficiency YAML")
-RevisionOpt = typer.Option(None, "--revision", help="Hub revision (branch, tag or commit)")
+RevisionOpt = typer.Option(None, "--revision", metavar="REV", help="Hub revision (branch, tag or commit)")
 HubOpt = typer.Option(False, "--hub", help="fetch from the Hub even if the id is bundled")
 TpfOpt = typer.Option(None, "--tpf", help="tokens per forward (S = Lg / tpf) when --steps is not given; "
                       "draft-verify: mean accepted tokens per iteration")
@@ -43,10 +58,28 @@ RefreshOpt = typer.Option(None, "--refresh-every", help="multi-block, windowed-r
 WindowOpt = typer.Option(None, "--window", help="windowed-refresh: tokens recomputed either side of the block [16]")
 DrafterOpt = typer.Option(None, "--drafter", help="draft-verify: the drafter model (default: self-speculative)")
 SCHEME_CHOICES = " | ".join(SCHEMES)
+RequireOpt = typer.Option(None, "--require", "-r", metavar="EXPR",
+                          help="fail (exit 8) unless every row meets EXPR, e.g. 'tokens_per_s >= 300', 'fits', "
+                               "'time_s < 2' (repeatable; keys: dlmcost sweep -f csv columns)")
+GATE_LINES = 20  # failing rows listed on stderr; the rest are counted
+
+
+PIPE_WIDTH = 100  # tables written to a pipe or file fit this many columns unless $COLUMNS says otherwise
 
 
 def _console() -> Console:
-    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 100)
+    """Width: $COLUMNS if set (also when piped), else the terminal's, else PIPE_WIDTH. No colour
+    and no bold/dim at all under NO_COLOR (https://no-color.org) or TERM=dumb; no highlighting
+    of digits inside text."""
+    width = None
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) >= 20:
+        width = int(columns)
+    elif not sys.stdout.isatty():
+        width = PIPE_WIDTH
+    plain = "NO_COLOR" in os.environ and os.environ["NO_COLOR"] != "" or os.environ.get("TERM") == "dumb"
+    return Console(soft_wrap=False, width=width, highlight=False, color_system=None if plain else "auto",
+                   no_color=plain)
 
 
 def _check_format(fmt: str, charts: bool = False) -> str:
@@ -140,11 +173,13 @@ def analyze(
     hub: bool = HubOpt,
     hardware: Optional[list[str]] = HardwareOpt,
     plot: Optional[str] = PlotOpt,
+    require: Optional[list[str]] = RequireOpt,
 ):
     """Cost of one workload on one or more GPUs."""
     _check_format(fmt, charts=True)
     _check_cfg(cfg)
     _check_plot(plot, fmt)
+    requirements = gates.parse_all(require)
     options = dict(
         efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
         scheme=scheme, prompt=prompt, gen=gen, steps=steps, tpf=tpf, block=block, batch=batch,
@@ -165,27 +200,28 @@ def analyze(
     console = _console()
     report.render_analyze(data, fmt, console, show_ops=ops, charts=[chart] if chart else None)
     _draw(chart, plot, console)
+    _gate(gates.failures(requirements, gates.analyze_rows(data), lambda r: r["gpu"]), requirements)
 
 
 @app.command()
 def sweep(
-    model: str = typer.Option("GSAI-ML/LLaDA-8B-Instruct", "--model", "-m", help="bundled id, local file, or Hub id"),
-    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="comma list or 'all'"),
-    scheme: Optional[str] = typer.Option(None, "--scheme", help="comma list (default: every scheme the model can run)"),
-    prompt: Optional[str] = typer.Option(None, "--prompt", help="comma list of prompt lengths"),
-    gen: Optional[str] = typer.Option(None, "--gen", help="comma list of generation lengths"),
-    steps: Optional[str] = typer.Option(None, "--steps", help="comma list of total steps (default: S = Lg / tpf)"),
+    model: str = typer.Option("GSAI-ML/LLaDA-8B-Instruct", "--model", "-m", metavar="ID[,ID...]", help="bundled id, local file, or Hub id; a comma list sweeps each (e.g. a dLLM and an AR model)"),
+    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", metavar="LIST", help="comma list or 'all'"),
+    scheme: Optional[str] = typer.Option(None, "--scheme", metavar="LIST", help="comma list (default: every scheme the model can run)"),
+    prompt: Optional[str] = typer.Option(None, "--prompt", metavar="LIST", help="comma list of prompt lengths"),
+    gen: Optional[str] = typer.Option(None, "--gen", metavar="LIST", help="comma list of generation lengths"),
+    steps: Optional[str] = typer.Option(None, "--steps", metavar="LIST", help="comma list of total steps (default: S = Lg / tpf)"),
     tpf: Optional[float] = TpfOpt,
-    block: Optional[str] = typer.Option(None, "--block", help="comma list of block lengths"),
-    batch: Optional[str] = typer.Option(None, "--batch", help="comma list of batch sizes"),
-    precision: Optional[str] = typer.Option(None, "--precision", help="comma list of precisions"),
-    kv_dtype: str = typer.Option("bf16", "--kv-dtype"),
+    block: Optional[str] = typer.Option(None, "--block", metavar="LIST", help="comma list of block lengths"),
+    batch: Optional[str] = typer.Option(None, "--batch", metavar="LIST", help="comma list of batch sizes"),
+    precision: Optional[str] = typer.Option(None, "--precision", metavar="LIST", help="comma list of precisions"),
+    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="K/V cache dtype: bf16 | fp8 | int8 | fp4"),
     cfg: float = CfgOpt,
     store_pass: Optional[bool] = StorePassOpt,
     logits: str = LogitsOpt,
     expert_load: str = ExpertLoadOpt,
-    tp: Optional[str] = typer.Option(None, "--tp", help="comma list of tensor-parallel sizes"),
-    ep: Optional[str] = typer.Option(None, "--ep", help="comma list of expert-parallel sizes (each dividing tp)"),
+    tp: Optional[str] = typer.Option(None, "--tp", metavar="LIST", help="comma list of tensor-parallel sizes"),
+    ep: Optional[str] = typer.Option(None, "--ep", metavar="LIST", help="comma list of expert-parallel sizes (each dividing tp)"),
     mla_form: str = MlaFormOpt,
     active_blocks: Optional[float] = ActiveBlocksOpt,
     cache_delay: Optional[float] = CacheDelayOpt,
@@ -193,50 +229,118 @@ def sweep(
     window: Optional[int] = WindowOpt,
     drafter: Optional[str] = DrafterOpt,
     efficiency: str = EfficiencyOpt,
-    sort: Optional[str] = typer.Option(None, "--sort", help="column to sort by, e.g. tokens_per_s, time_s (prefix - to reverse)"),
-    top: Optional[int] = typer.Option(None, "--top", help="show only the first N rows of the table"),
-    fmt: str = FormatOpt,
+    sort: Optional[str] = typer.Option(None, "--sort", metavar="KEY", help="column to sort by, e.g. tokens_per_s, time_s (prefix - to reverse)"),
+    limit: Optional[int] = typer.Option(None, "--limit", "--top", metavar="N", help="table rows to show (0: all; default: what fits a terminal, all when piped)"),
+    require: Optional[list[str]] = RequireOpt,
+    allow_large: bool = typer.Option(False, "--allow-large", help=f"stream a grid above {api.MAX_SWEEP_CONFIGS:,} configurations (csv or jsonl, no --sort)"),
+    fmt: str = typer.Option("table", "--format", "-f", metavar="FORMAT", help="table | json | jsonl (one row per line, streamed) | csv (streamed) | markdown | html"),
     revision: Optional[str] = RevisionOpt,
     hub: bool = HubOpt,
     hardware: Optional[list[str]] = HardwareOpt,
     plot: Optional[str] = PlotOpt,
-    x: Optional[str] = typer.Option(None, "--x", help="chart: knob on the x axis (default: the first varied of block, batch, gen...)"),
-    y: Optional[str] = typer.Option(None, "--y", help="chart: metric on the y axis [tokens_per_s]"),
-    color: Optional[str] = typer.Option(None, "--color", help="chart: knob drawn as one line per value [scheme]"),
-    facet: Optional[str] = typer.Option(None, "--facet", help="chart: knob drawn as one panel per value [gpu]"),
+    x: Optional[str] = typer.Option(None, "--x", metavar="KNOB", help="chart: knob on the x axis (default: the first varied of block, batch, gen...)"),
+    y: Optional[str] = typer.Option(None, "--y", metavar="KEY", help="chart: metric on the y axis (default: tokens_per_s)"),
+    color: Optional[str] = typer.Option(None, "--color", metavar="KNOB", help="chart: knob drawn as one line per value (default: scheme)"),
+    facet: Optional[str] = typer.Option(None, "--facet", metavar="KNOB", help="chart: knob drawn as one panel per value (default: gpu)"),
 ):
-    """Evaluate every combination of comma-separated knobs (vectorised)."""
-    _check_format(fmt, charts=True)
+    """Evaluate every combination of comma-separated knobs (vectorised).
+
+    csv and jsonl are written chunk by chunk, so memory stays bounded however large the grid."""
+    if fmt != "jsonl":
+        _check_format(fmt, charts=True)
     _check_cfg(cfg)
     _check_plot(plot, fmt)
     if (x or y or color or facet) and not (plot or fmt == "html"):
         raise UsageError("--x/--y/--color/--facet shape the chart: add --plot FILE or --format html")
-    if top is not None and top <= 0:
-        raise UsageError("--top must be positive")
-    result = api.sweep(
-        model, gpus=gpu, schemes=_parse_list(scheme, str, "scheme"), prompts=_parse_list(prompt, int, "prompt"),
+    if limit is not None and limit < 0:
+        raise UsageError("--limit must be 0 (all rows) or positive")
+    requirements = gates.parse_all(require)
+    models = [m.strip() for m in model.split(",") if m.strip()] or [model]
+    if len(models) > 1 and (plot or fmt == "html"):
+        raise UsageError("charts show one model: give one --model with --plot or --format html")
+    streaming = fmt in ("csv", "jsonl") and not sort
+    if allow_large and not streaming:
+        raise UsageError("--allow-large streams rows: use it with --format csv or jsonl and without --sort")
+    options = dict(
+        gpus=gpu, schemes=_parse_list(scheme, str, "scheme"), prompts=_parse_list(prompt, int, "prompt"),
         gens=_parse_list(gen, int, "gen"), steps=_parse_list(steps, float, "steps"), tpf=tpf,
         blocks=_parse_list(block, int, "block"), batches=_parse_list(batch, int, "batch"),
         precisions=_parse_list(precision, str, "precision"), kv_dtype=kv_dtype, cfg=cfg > 0, store_pass=store_pass,
         logits=logits, expert_load=expert_load, tps=_parse_list(tp, int, "tp"), eps=_parse_list(ep, int, "ep"),
         mla_form=mla_form, efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
         active_blocks=active_blocks, cache_delay=cache_delay, refresh_every=refresh_every, window=window,
-        drafter=drafter,
+        drafter=drafter, max_configs=None if allow_large else api.MAX_SWEEP_CONFIGS,
     )
-    rows = api.sweep_rows(result)
-    if sort:
-        key = sort.lstrip("-")
-        if rows and key not in rows[0]:
-            raise UsageError(f"--sort: unknown column '{key}'; choose from: {', '.join(rows[0])}")
-        rows.sort(key=lambda r: (r[key] is None, r[key]), reverse=sort.startswith("-"))
+    console = _console()
+    if streaming:
+        failed = _stream_sweep(models, options, fmt, console, requirements)
+    else:
+        failed, documents = [], []
+        for m in models:
+            meta, chunks = api.iter_sweep(m, **options)
+            rows = [row.model_dump() for chunk in chunks for row in chunk]
+            if sort:
+                key = sort.lstrip("-")
+                if rows and key not in rows[0]:
+                    raise UsageError(f"--sort: unknown column '{key}'; choose from: {', '.join(rows[0])}")
+                rows.sort(key=lambda r: (r[key] is None, r[key]), reverse=sort.startswith("-"))
+            failed += gates.failures(requirements, rows, gates.sweep_label)
+            documents.append((meta, rows))
+        if fmt == "json" and len(documents) > 1:
+            console.file.write(report.to_json([dict(**meta.model_dump(exclude={"rows"}), rows=rows)
+                                               for meta, rows in documents]) + "\n")
+        else:
+            for meta, rows in documents:
+                _render_sweep(meta, rows, fmt, console, limit, plot, dict(x=x, y=y, color=color, facet=facet))
+    _gate(failed, requirements)
+
+
+def _render_sweep(meta, rows: list[dict], fmt: str, console: Console, limit: Optional[int], plot: Optional[str],
+                  axes: dict) -> None:
+    if limit is None and fmt == "table" and sys.stdout.isatty():
+        limit = max(5, console.height - 12)  # what fits under the header, the notes and the caption
+    shown = rows[:limit] if limit else rows
     chart = None
     if plot or fmt == "html":
         from . import charts
 
-        chart = charts.sweep(rows, result.model.id, x=x, y=y, color=color, facet=facet)
-    console = _console()
-    report.render_sweep(result.model_dump(exclude={"rows"}), rows, fmt, console, rows[:top] if top else rows, charts=[chart] if chart else None)
+        chart = charts.sweep(rows, meta.model.id, **axes)
+    report.render_sweep(meta.model_dump(exclude={"rows"}), rows, fmt, console, shown, charts=[chart] if chart else None)
     _draw(chart, plot, console)
+
+
+def _stream_sweep(models: list[str], options: dict, fmt: str, console: Console, requirements) -> list[str]:
+    """csv / jsonl one chunk at a time (with a leading `model` column when several models are
+    swept); returns the requirement failures."""
+    import csv
+    import json
+
+    failed, writer = [], None
+    for m in models:
+        _, chunks = api.iter_sweep(m, **options)
+        for chunk in chunks:
+            rows = [row.model_dump() for row in chunk]
+            if len(models) > 1:
+                rows = [dict(model=m, **r) for r in rows]
+            failed += gates.failures(requirements, rows, gates.sweep_label)
+            if fmt == "jsonl":
+                console.file.write("".join(json.dumps(r, allow_nan=False) + "\n" for r in rows))
+            else:
+                if writer is None and rows:
+                    writer = csv.DictWriter(console.file, fieldnames=list(rows[0]), lineterminator="\n")
+                    writer.writeheader()
+                writer.writerows(rows)
+    return failed
+
+
+def _gate(failed: list[str], requirements) -> None:
+    """Exit 8 (EXIT_REQUIREMENT) when a row misses a --require; the rows go to stderr."""
+    if not failed:
+        return
+    shown = failed[:GATE_LINES]
+    more = [f"... and {len(failed) - len(shown):,} more"] if len(failed) > len(shown) else []
+    raise RequirementError(f"{len(failed):,} result row(s) miss a requirement "
+                           f"({'; '.join(q.text for q in requirements)}):", shown + more)
 
 
 @app.command()
@@ -278,8 +382,8 @@ def models(fmt: str = FormatOpt):
 def model(
     model_id: str = typer.Argument(..., metavar="MODEL", help="bundled id, local .json/.yaml, or Hub id"),
     fmt: str = FormatOpt,
-    revision: Optional[str] = typer.Option(None, "--revision"),
-    hub: bool = typer.Option(False, "--hub"),
+    revision: Optional[str] = RevisionOpt,
+    hub: bool = HubOpt,
     verify: bool = typer.Option(False, "--verify", help="compare with the checkpoint's safetensors parameter count (Hub)"),
 ):
     """Show the parsed spec of one model: shapes, parameters, K/V bytes per token."""
@@ -311,14 +415,14 @@ def plan(
     min_user_tps: Optional[float] = typer.Option(None, "--min-user-tps", help="target: median answer tokens/s per user"),
     max_usd_mtok: Optional[float] = typer.Option(None, "--max-usd-per-mtok", help="target: $ per million output tokens"),
     max_gpus: Optional[int] = typer.Option(None, "--max-gpus", help="target: GPUs in total"),
-    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="comma list or 'all' (default: every GPU with a price)"),
-    tp: Optional[str] = typer.Option(None, "--tp", help="comma list of tensor-parallel sizes [1,2,4,8]"),
-    precision: Optional[str] = typer.Option(None, "--precision", help="comma list [bf16,fp8]"),
-    scheme: Optional[str] = typer.Option(None, "--scheme", help="comma list of schemes (default: the model's)"),
-    block: Optional[str] = typer.Option(None, "--block", help="comma list of block lengths"),
-    tpf: Optional[str] = typer.Option(None, "--tpf", help="comma list of tokens per forward"),
-    steps: Optional[str] = typer.Option(None, "--steps", help="comma list of total steps at the median answer"),
-    max_batch: Optional[str] = typer.Option(None, "--max-batch", help="comma list of batch limits per replica [256]"),
+    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", metavar="LIST", help="comma list or 'all' (default: every GPU with a price)"),
+    tp: Optional[str] = typer.Option(None, "--tp", metavar="LIST", help="comma list of tensor-parallel sizes [1,2,4,8]"),
+    precision: Optional[str] = typer.Option(None, "--precision", metavar="LIST", help="comma list [bf16,fp8]"),
+    scheme: Optional[str] = typer.Option(None, "--scheme", metavar="LIST", help="comma list of schemes (default: the model's)"),
+    block: Optional[str] = typer.Option(None, "--block", metavar="LIST", help="comma list of block lengths"),
+    tpf: Optional[str] = typer.Option(None, "--tpf", metavar="LIST", help="comma list of tokens per forward"),
+    steps: Optional[str] = typer.Option(None, "--steps", metavar="LIST", help="comma list of total steps at the median answer"),
+    max_batch: Optional[str] = typer.Option(None, "--max-batch", metavar="LIST", help="comma list of batch limits per replica [256]"),
     price: Optional[list[str]] = typer.Option(None, "--price", help="NAME=USD per GPU-hour, e.g. h100=2.49 (repeatable)"),
     power_utilisation: Optional[float] = typer.Option(None, "--power-utilisation", help="fraction of board power drawn [1.0]"),
     requests: Optional[int] = typer.Option(None, "--requests", help="simulated requests per run [2000]"),
@@ -437,6 +541,12 @@ def _one_line(text: str) -> str:
 def _click_exit(exc: BaseException) -> int | None:
     """Exit code for click's own exceptions (typer may vendor click, so match by class name)."""
     kind = {c.__name__ for c in type(exc).__mro__}
+    if "NoArgsIsHelpError" in kind:  # bare `dlmcost` (or `dlmcost plot`): the help, and success
+        try:
+            print(exc.format_message())
+        except BrokenPipeError:
+            pass
+        return 0
     if "Exit" in kind:
         return int(getattr(exc, "exit_code", 0) or 0)
     if "Abort" in kind:
@@ -455,6 +565,8 @@ def main(argv: list[str] | None = None) -> int:
         command.main(args=argv, prog_name="dlmcost", standalone_mode=False)
     except DlmcostError as exc:
         print(f"error: {_one_line(exc.message)}", file=sys.stderr)
+        for line in getattr(exc, "details", ()):
+            print(f"  {_one_line(line)}", file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:
         return 0
@@ -471,7 +583,30 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run() -> None:
-    sys.exit(main())
+    try:
+        code = main()
+    except SystemExit as exc:
+        # click answers EPIPE on stdout with exit 1 after wrapping stdout in its PacifyFlushWrapper
+        if type(sys.stdout).__name__ != "PacifyFlushWrapper":
+            raise
+        code = _reader_left(0) if exc.code == 1 else exc.code
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        code = _reader_left(code)
+    sys.exit(code)
+
+
+def _reader_left(code: int) -> int:
+    """The reader of a pipe stopped early (`dlmcost sweep | head`): what it read is what it wanted,
+    so this is success, as for csv and json; point stdout at /dev/null so the interpreter's own
+    final flush stays quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return code
 
 
 if __name__ == "__main__":

@@ -241,7 +241,7 @@ def test_bad_efficiency_file(fails, tmp_path, content):
     (["sweep", "--kv-dtype", "fp3"], 2),
     (["sweep", "--format", "xml"], 2),
     (["sweep", "--sort", "nosuchcolumn"], 2),
-    (["sweep", "--top", "0"], 2),
+    (["sweep", "--top", "-1"], 2),
     (["sweep", "--logits", "some"], 2),
     (["sweep", "--expert-load", "most"], 2),
     (["sweep", "--tpf", "-1"], 2),
