@@ -14,7 +14,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 
-from . import __version__, api, gates, report  # noqa: E402
+from . import __version__, api, examples, gates, report  # noqa: E402
 from .errors import EXIT_INTERNAL, EXIT_USAGE, DlmcostError, RequirementError, UsageError  # noqa: E402
 from .hardware import HardwareDB  # noqa: E402
 from .schemes import REGISTRY, SCHEMES  # noqa: E402
@@ -141,7 +141,7 @@ def _parse_list(text: Optional[str], kind, name: str) -> Optional[list]:
     return out
 
 
-@app.command()
+@app.command(epilog="Examples:\n\n\b\n  dlmcost analyze --gpu h100 --gen 256 --tpf 3 --scheme dual-cache\n  dlmcost analyze --gpu h100 -r 'tokens_per_s >= 300' -r fits -f json")
 def analyze(
     model: str = typer.Argument("GSAI-ML/LLaDA-8B-Instruct", help="bundled id, local .json/.yaml, or Hub id"),
     gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="GPU name/alias, comma list, or 'all' (default: h100,h200,b200,b300,mi300x,mi355x,mi455x)"),
@@ -180,6 +180,7 @@ def analyze(
     _check_cfg(cfg)
     _check_plot(plot, fmt)
     requirements = gates.parse_all(require)
+    model, efficiency = examples.locate(model), examples.locate(efficiency)
     options = dict(
         efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
         scheme=scheme, prompt=prompt, gen=gen, steps=steps, tpf=tpf, block=block, batch=batch,
@@ -203,7 +204,7 @@ def analyze(
     _gate(gates.failures(requirements, gates.analyze_rows(data), lambda r: r["gpu"]), requirements)
 
 
-@app.command()
+@app.command(epilog="Examples:\n\n\b\n  dlmcost sweep --gpu h100,b200 --block 8,32 --batch 1,16 --sort -tokens_per_s --limit 10\n  dlmcost sweep -m GSAI-ML/LLaDA-8B-Instruct,meta-llama/Meta-Llama-3-8B --gpu h100 -f csv > rows.csv")
 def sweep(
     model: str = typer.Option("GSAI-ML/LLaDA-8B-Instruct", "--model", "-m", metavar="ID[,ID...]", help="bundled id, local file, or Hub id; a comma list sweeps each (e.g. a dLLM and an AR model)"),
     gpu: Optional[str] = typer.Option(None, "--gpu", "-g", metavar="LIST", help="comma list or 'all'"),
@@ -255,7 +256,8 @@ def sweep(
     if limit is not None and limit < 0:
         raise UsageError("--limit must be 0 (all rows) or positive")
     requirements = gates.parse_all(require)
-    models = [m.strip() for m in model.split(",") if m.strip()] or [model]
+    models = [examples.locate(m.strip()) for m in model.split(",") if m.strip()] or [model]
+    efficiency = examples.locate(efficiency)
     if len(models) > 1 and (plot or fmt == "html"):
         raise UsageError("charts show one model: give one --model with --plot or --format html")
     streaming = fmt in ("csv", "jsonl") and not sort
@@ -343,7 +345,7 @@ def _gate(failed: list[str], requirements) -> None:
                            f"({'; '.join(q.text for q in requirements)}):", shown + more)
 
 
-@app.command()
+@app.command(epilog="Examples:\n\n\b\n  dlmcost schemes -f markdown")
 def schemes(fmt: str = FormatOpt):
     """List the decoding schemes: what each runs and the knobs it reads."""
     _check_format(fmt)
@@ -351,7 +353,7 @@ def schemes(fmt: str = FormatOpt):
                                 stops_at_eos=s.stops_at_eos) for s in REGISTRY.values()], fmt, _console())
 
 
-@app.command()
+@app.command(epilog="Examples:\n\n\b\n  dlmcost schema sweep > sweep.schema.json")
 def schema(which: str = typer.Argument("analyze", help="analyze | sweep")):
     """Print the JSON Schema of `--format json` output (generated from the result types)."""
     from .results import SCHEMAS
@@ -361,7 +363,7 @@ def schema(which: str = typer.Argument("analyze", help="analyze | sweep")):
     print(report.to_json(SCHEMAS[which].model_json_schema()))
 
 
-@app.command()
+@app.command(epilog="Examples:\n\n\b\n  dlmcost gpus -f csv")
 def gpus(
     fmt: str = FormatOpt,
     hardware: Optional[list[str]] = HardwareOpt,
@@ -371,14 +373,14 @@ def gpus(
     report.render_gpus(HardwareDB.load(hardware).gpus.values(), fmt, _console())
 
 
-@app.command()
+@app.command(epilog="Examples:\n\n\b\n  dlmcost models")
 def models(fmt: str = FormatOpt):
     """List the bundled model ids (usable offline)."""
     _check_format(fmt)
     report.render_models(api.list_models(), fmt, _console())
 
 
-@app.command()
+@app.command(epilog="Examples:\n\n\b\n  dlmcost model examples/tiny-dlm.yaml\n  dlmcost model GSAI-ML/LLaDA-8B-Instruct -f json")
 def model(
     model_id: str = typer.Argument(..., metavar="MODEL", help="bundled id, local .json/.yaml, or Hub id"),
     fmt: str = FormatOpt,
@@ -390,7 +392,7 @@ def model(
     _check_format(fmt)
     from .models import resolve_model
 
-    spec = resolve_model(model_id, revision=revision, hub=hub)
+    spec = resolve_model(examples.locate(model_id), revision=revision, hub=hub)
     info = api.model_info(spec)
     if verify:
         info["verify"] = api.verify_model(spec, revision=revision)
@@ -399,7 +401,7 @@ def model(
         print(f"warning: {info['verify']['warning']}", file=sys.stderr)
 
 
-@app.command()
+@app.command(epilog="Examples:\n\n\b\n  dlmcost plan --rate 5 --p95 10 --gpu h100,b200\n  dlmcost plan --scenario examples/plan-scenario.yaml --plot plan.png")
 def plan(
     model: Optional[str] = typer.Argument(None, help="bundled id, local file, or Hub id (default: the scenario's, else LLaDA-8B-Instruct)"),
     scenario: Optional[str] = typer.Option(None, "--scenario", "-s", help="scenario YAML (options below override it)"),
@@ -423,21 +425,23 @@ def plan(
     tpf: Optional[str] = typer.Option(None, "--tpf", metavar="LIST", help="comma list of tokens per forward"),
     steps: Optional[str] = typer.Option(None, "--steps", metavar="LIST", help="comma list of total steps at the median answer"),
     max_batch: Optional[str] = typer.Option(None, "--max-batch", metavar="LIST", help="comma list of batch limits per replica [256]"),
-    price: Optional[list[str]] = typer.Option(None, "--price", help="NAME=USD per GPU-hour, e.g. h100=2.49 (repeatable)"),
+    price: Optional[list[str]] = typer.Option(None, "--price", metavar="NAME=USD", help="NAME=USD per GPU-hour, e.g. h100=2.49 (repeatable)"),
     power_utilisation: Optional[float] = typer.Option(None, "--power-utilisation", help="fraction of board power drawn [1.0]"),
     requests: Optional[int] = typer.Option(None, "--requests", help="simulated requests per run [2000]"),
     seed: Optional[int] = typer.Option(None, "--seed", help="random seed [0]"),
-    top: int = typer.Option(15, "--top", help="rows of the table (json/csv list all)"),
+    top: int = typer.Option(15, "--limit", "--top", metavar="N", help="rows of the table (json/csv list all)"),
     efficiency: str = EfficiencyOpt,
     fmt: str = FormatOpt,
     hardware: Optional[list[str]] = HardwareOpt,
+    plot: Optional[str] = PlotOpt,
 ):
     """Fewest GPUs and replicas meeting latency / cost targets at a given traffic, ranked by $/Mtok.
 
     Exit 0 when a deployment meets the targets, 8 when none does (nearest miss on stderr)."""
-    _check_format(fmt)
+    _check_format(fmt, charts=True)
+    _check_plot(plot, fmt)
     if top <= 0:
-        raise UsageError("--top must be positive")
+        raise UsageError("--limit must be positive")
     from . import plan as planner
     from .errors import NoDeploymentError
 
@@ -454,15 +458,25 @@ def plan(
     )
     if rate is not None and users is None:
         overrides["traffic"]["users"] = None
+    efficiency = examples.locate(efficiency)
     progress = _Progress() if sys.stderr.isatty() else None
     try:
-        result = planner.run(scenario, overrides, model=model, prices=price or [], hardware=hardware,
+        result = planner.run(examples.locate(scenario), overrides, model=examples.locate(model), prices=price or [], hardware=hardware,
                              efficiency=efficiency, progress=progress)
     finally:
         if progress:
             progress.clear()
     record = planner.to_record(result)
-    report.render_plan(record, fmt, _console(), top=top)
+    console = _console()
+    chart = _plan_chart(record) if plot or fmt == "html" else None
+    if fmt == "html":
+        from .html import plan_page
+
+        console.file.write(plan_page(record, [chart] if chart else [], top))
+    else:
+        report.render_plan(record, fmt, console, top=top)
+    if chart:
+        _draw(chart, plot, console)
     if not result.deployments:
         miss = result.nearest_miss
         if miss is None:
@@ -471,6 +485,16 @@ def plan(
         failed = "; ".join(m.describe() for m in miss.misses)
         raise NoDeploymentError(f"no deployment meets the targets; nearest miss: {miss.gpu} {miss.replicas}x tp{miss.tp} "
                                 f"{miss.precision} {miss.decoding} batch<={miss.max_batch}: {failed}")
+
+
+def _plan_chart(record: dict):
+    """$/Mtok against p95 latency: the deployments meeting the targets and the AR baseline
+    (None when there is nothing to draw: the command then exits 8 with the nearest miss)."""
+    from . import charts
+
+    rows = [dict(r, is_ar_baseline=False) for r in record["deployments"]]
+    rows += [dict(r, is_ar_baseline=True, pareto=False) for r in record["ar_baseline"]]
+    return charts.plan_front(rows, title=f"plan: {record['model']}, cost against p95 latency") if rows else None
 
 
 def _plan_decodings(scheme, block, tpf, steps) -> list[dict]:

@@ -384,14 +384,21 @@ def render_schemes(entries: list[dict], fmt: str, console: Console) -> None:
 
 def gpu_records(gpus) -> list[dict]:
     return [dict(name=g.name, key=g.key, aliases=list(g.aliases), vendor=g.vendor, status=g.status,
-                 memory_bytes=g.memory_bytes, bandwidth_bytes_per_s=g.bandwidth_bytes_per_s,
+                 memory_bytes=g.memory_bytes,
+                 memory_as_listed=f"{g.memory_gb:g} GB" if g.memory_gb is not None else f"{g.memory_gib:g} GiB",
+                 bandwidth_bytes_per_s=g.bandwidth_bytes_per_s,
                  peak_flops=dict(g.peak_flops), ridge_flops_per_byte=dict(g.ridge_flops_per_byte),
                  scale_up_bytes_per_s=g.link_bytes_per_s, efficiency=g.efficiency.model_dump(), notes=g.notes)
             for g in gpus]
 
 
-GPU_HEADERS = ["GPU", "mem\nGB", "BW\nTB/s", "bf16\nTF/s", "fp8\nTF/s", "fp4\nTF/s",
+GPU_HEADERS = ["GPU", "mem\nGB", "listed\nas", "BW\nTB/s", "bf16\nTF/s", "fp8\nTF/s", "fp4\nTF/s",
                "ridge\nbf16", "ridge\nfp8", "ridge\nfp4", "status"]
+
+
+GPU_CAPTION = ("mem: GB = 1e9 bytes, the unit of every memory figure dlmcost prints (JSON: memory_bytes); listed as: "
+               "the vendor's figure, whose 'GB' is often binary (an H100's 80 GB is 80 GiB = 85.9 GB); dense "
+               "tensor-core peaks (no sparsity); ridge = peak / bandwidth in FLOP/byte")
 
 
 def render_gpus(gpus, fmt: str, console: Console) -> None:
@@ -406,7 +413,7 @@ def render_gpus(gpus, fmt: str, console: Console) -> None:
     def ridge(r, k):
         return f"{r['ridge_flops_per_byte'][k]:.0f}" if k in r["ridge_flops_per_byte"] else "—"
 
-    rows = [[r["name"], gb(r["memory_bytes"]), f"{r['bandwidth_bytes_per_s'] / 1e12:.3g}",
+    rows = [[r["name"], gb(r["memory_bytes"]), r["memory_as_listed"], f"{r['bandwidth_bytes_per_s'] / 1e12:.3g}",
              peak(r, "bf16"), peak(r, "fp8"), peak(r, "fp4"), ridge(r, "bf16"), ridge(r, "fp8"), ridge(r, "fp4"),
              r["status"]] for r in recs]
     if fmt == "csv":
@@ -415,7 +422,7 @@ def render_gpus(gpus, fmt: str, console: Console) -> None:
         console.file.write(to_markdown(GPU_HEADERS, rows))
     else:
         console.print(table(None, GPU_HEADERS, rows,
-                            caption="dense tensor-core peaks (no sparsity); ridge = peak / bandwidth in FLOP/byte"))
+                            caption=GPU_CAPTION))
 
 
 MODEL_HEADERS = ["model", "family", "params", "active", "KV\nKiB/tok", "default\nscheme", "config"]
