@@ -58,7 +58,7 @@ def analyze_page(a: dict, charts: list[Chart], show_ops: bool = False) -> str:
 
 def sweep_page(result: dict, rows: list[dict], shown: list[dict], charts: list[Chart]) -> str:
     headers, body = report.sweep_table(shown, rows)
-    note = f"<p>showing {len(shown)} of {len(rows)} rows (--top)</p>" if len(shown) < len(rows) else ""
+    note = f"<p>showing {len(shown)} of {len(rows)} rows (--limit)</p>" if len(shown) < len(rows) else ""
     return page(f"dlmcost sweep: {result['model']['id']}", report.sweep_summary(result),
                 [figures(charts), note, table(headers, body)])
 

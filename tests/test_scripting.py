@@ -382,3 +382,12 @@ def test_plan_draws_its_cost_latency_front(tmp_path):
     assert out.stat().st_size > 1000
     html = run(*args, "-f", "html")
     assert html.returncode == 0 and "<svg" in html.stdout and "deployments meeting the targets" in html.stdout
+
+
+def test_readme_links_stay_inside_the_repository():
+    text = (ROOT / "README.md").read_text()
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text):
+        if target.startswith(("http://", "https://")):
+            continue
+        path = (ROOT / target).resolve()
+        assert path.is_relative_to(ROOT) and path.exists(), target
