@@ -401,6 +401,9 @@ GPU_CAPTION = ("mem: GB = 1e9 bytes, the unit of every memory figure dlmcost pri
                "tensor-core peaks (no sparsity); ridge = peak / bandwidth in FLOP/byte")
 
 
+GPU_PRIORITY = [0, 0, 3, 0, 1, 2, 2, 3, 4, 4, 2]
+
+
 def render_gpus(gpus, fmt: str, console: Console) -> None:
     recs = gpu_records(gpus)
     if fmt == "json":
@@ -421,8 +424,9 @@ def render_gpus(gpus, fmt: str, console: Console) -> None:
     elif fmt == "markdown":
         console.file.write(to_markdown(GPU_HEADERS, rows))
     else:
-        console.print(table(None, GPU_HEADERS, rows,
-                            caption=GPU_CAPTION))
+        columns = _columns(GPU_HEADERS, GPU_PRIORITY)
+        columns[-1].right = False  # status is a word
+        print_fitted(console, columns, rows, GPU_CAPTION)
 
 
 MODEL_HEADERS = ["model", "family", "params", "active", "KV\nKiB/tok", "default\nscheme", "config"]
@@ -474,6 +478,7 @@ def _fmt_value(v) -> str:
 
 PLAN_HEADERS = ["GPU", "scheme/\nb/tpf", "R×TP\nprec", "B", "p50\ns", "p95\ns", "1st\nblk s", "tok/s\n/user",
                 "cap\nreq/s", "head\n%", "$/h", "$/Mtok", "J/tok"]
+PLAN_PRIORITY = [0, 0, 0, 3, 2, 0, 3, 2, 4, 4, 3, 0, 4]  # larger: dropped sooner on a narrow terminal
 
 
 def plan_table(records: list[dict], show_decoding: bool) -> tuple[list[str], list[list]]:
@@ -554,16 +559,17 @@ def render_plan(p: dict, fmt: str, console: Console, top: int = 15) -> None:
     if fmt == "markdown":
         out = [plan_header(p).replace("\n", "  \n") + "\n"]
         for title, (headers, rows), _ in sections:
-            out.append(f"\n{title}\n\n" + to_markdown(headers, rows))
+            out.append(f"\n{title}\n\n" + to_markdown(headers, rows, [h not in ("GPU", "scheme/\nb/tpf", "R×TP\nprec") for h in headers]))
         if no_ar:
             out.append("\nAR baseline: no autoregressive deployment meets the targets\n")
+        out.append(f"\n{caption}\n")
         console.file.write("".join(out))
         return
     console.print(plan_header(p))
     for title, (headers, rows), cap in sections:
-        t = table(title, headers, rows, caption=cap)
-        for col in t.columns[: 2 if headers[1] != "R×TP\nprec" else 1]:
-            col.max_width = 12  # long GPU names / decodings give way first: the numbers stay whole
-        console.print(t)
+        console.print(title, highlight=False, style="bold")
+        left = 2 if headers[1] != "R×TP\nprec" else 1
+        print_fitted(console, _columns(headers, [PLAN_PRIORITY[PLAN_HEADERS.index(h)] for h in headers], left),
+                     rows, cap)
     if no_ar:
         console.print("AR baseline: no autoregressive deployment meets the targets", style="yellow")

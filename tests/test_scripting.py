@@ -209,6 +209,16 @@ def test_tables_fit_the_terminal_by_dropping_columns_not_numbers(cols):
         assert "hidden at 80 columns" in visible(out) and "Lp (= 256 in every row)" in visible(out)
 
 
+@pytest.mark.parametrize("args", [["gpus"], ["plan", "--rate", "2", "--p95", "30", "--gpu", "h100,rtx-pro-6000",
+                                           "--requests", "200", "--scheme", "dual-cache,ar", "--block", "32", "--tpf", "2"],
+                                  ["analyze", "--gpu", "all"]])
+def test_other_tables_fit_80_columns_without_eliding(args):
+    code, out = in_pty(args, cols=80)
+    lines = visible(out).splitlines()
+    assert code == 0 and all(len(line) <= 80 for line in lines), max(lines, key=len)
+    assert not any("…" in line for line in lines if "─" not in line and not line.startswith("…"))
+
+
 def test_piped_tables_follow_columns():
     r = run(*SWEEP, env={"COLUMNS": "80"})
     assert r.returncode == 0 and max(len(x) for x in r.stdout.splitlines()) <= 80
