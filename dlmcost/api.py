@@ -173,9 +173,9 @@ def workload_warnings(spec: ModelSpec, w: Workload) -> list[str]:
     if spec.max_context and w.prompt + w.gen > spec.max_context:
         out.append(f"prompt + generation = {w.prompt + w.gen} tokens exceeds {spec.id}'s trained context of "
                    f"{spec.max_context}; the numbers assume the model could run it")
-    if spec.sampler and w.scheme not in spec.sampler.schemes:
-        out.append(f"{spec.id} does not decode with '{w.scheme}' (it runs: {', '.join(spec.sampler.schemes)}); "
-                   f"the numbers are for a model of its shape that could")
+    if spec.sampler and tuple(spec.sampler.schemes) == ("ar",) and w.scheme != "ar":
+        out.append(f"{spec.id} is an autoregressive model: it does not decode with '{w.scheme}'; the numbers "
+                   f"are for a diffusion model of its shape")
     if not spec.verified:
         out.append(f"{spec.id}'s config is unverified (dimensions from a third-party port)")
     if not spec.mla and w.tp > spec.n_kv_heads:
