@@ -286,7 +286,8 @@ def sweep(
                 if rows and key not in rows[0]:
                     raise UsageError(f"--sort: unknown column '{key}'; choose from: {', '.join(rows[0])}")
                 rows.sort(key=lambda r: (r[key] is None, r[key]), reverse=sort.startswith("-"))
-            failed += gates.failures(requirements, rows, gates.sweep_label)
+            label = gates.sweep_label if len(models) == 1 else (lambda r, m=m: f"{m}: {gates.sweep_label(r)}")
+            failed += gates.failures(requirements, rows, label)
             documents.append((meta, rows))
         if fmt == "json" and len(documents) > 1:
             console.file.write(report.to_json([dict(**meta.model_dump(exclude={"rows"}), rows=rows)

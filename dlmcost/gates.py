@@ -121,4 +121,5 @@ def failures(requirements: list[Requirement], rows, label) -> list[str]:
 def sweep_label(row: dict) -> str:
     knobs = " ".join(f"{k}={row[k]:g}" if isinstance(row[k], float) else f"{k}={row[k]}"
                      for k in ("prompt", "gen", "steps", "block", "batch", "tp", "precision") if row.get(k) is not None)
-    return f"{row['gpu']} {row['scheme']} {knobs}"
+    model = f"{row['model']}: " if "model" in row else ""
+    return f"{model}{row['gpu']} {row['scheme']} {knobs}"
