@@ -11,6 +11,7 @@ vectorised call of the engine (`_evaluate`, shared), and return typed records (r
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -187,6 +188,10 @@ def workload_warnings(spec: ModelSpec, w: Workload) -> list[str]:
     if spec.max_context and w.prompt + w.gen > spec.max_context:
         out.append(f"prompt + generation = {w.prompt + w.gen} tokens exceeds {spec.id}'s trained context of "
                    f"{spec.max_context}; the numbers assume the model could run it")
+    verified_by_ar = w.scheme == "draft-verify" and w.drafter  # an AR verifier of a drafter's proposals
+    if spec.sampler and tuple(spec.sampler.schemes) == ("ar",) and w.scheme != "ar" and not verified_by_ar:
+        out.append(f"{spec.id} is an autoregressive model: it does not decode with '{w.scheme}'; the numbers "
+                   f"are for a diffusion model of its shape")
     if not spec.verified:
         out.append(f"{spec.id}'s config is unverified (dimensions from a third-party port)")
     if not spec.mla and w.tp > spec.n_kv_heads:
@@ -335,17 +340,27 @@ def _validated(name: str, values: list) -> list:
     return values
 
 
-def sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, prompts=None, gens=None, steps=None,
-          tpf: float | None = None, blocks=None, batches=None, precisions=None, kv_dtype: str = "bf16",
-          cfg: bool = False, store_pass: bool | None = None, logits: str = "all", expert_load: str = "expected",
-          tps=None, eps=None, mla_form: str = "auto", efficiency: str = "realistic", stack: str | Stack | None = None,
-          hardware: list[str] | None = None, revision: str | None = None, hub: bool = False,
-          **scheme_knobs) -> SweepResult:
+def sweep(model: str | ModelSpec = DEFAULT_MODEL, **options) -> SweepResult:
     """Every combination of the given lists, evaluated vectorised (in chunks of SWEEP_CHUNK).
 
     Impossible combinations (a block that does not divide the generation, fewer steps than
     blocks, a layout that does not split the model) are skipped and counted; GPUs without the
-    precision's tensor cores likewise. A scheme is evaluated once for each knob it ignores."""
+    precision's tensor cores likewise. A scheme is evaluated once for each knob it ignores.
+    The options are `iter_sweep`'s."""
+    meta, chunks = iter_sweep(model, **options)
+    return meta.model_copy(update={"rows": [row for chunk in chunks for row in chunk]})
+
+
+def iter_sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, prompts=None, gens=None,
+               steps=None, tpf: float | None = None, blocks=None, batches=None, precisions=None,
+               kv_dtype: str = "bf16", cfg: bool = False, store_pass: bool | None = None, logits: str = "all",
+               expert_load: str = "expected", tps=None, eps=None, mla_form: str = "auto",
+               efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
+               revision: str | None = None, hub: bool = False, max_configs: int | None = MAX_SWEEP_CONFIGS,
+               **scheme_knobs) -> tuple[SweepResult, Iterator[list[SweepRow]]]:
+    """`sweep` as a stream: the summary (counts, no rows) and a generator of row lists, one per
+    chunk of SWEEP_CHUNK configurations, so a caller writing rows out holds one chunk at a time.
+    Everything is validated before the summary is returned; `max_configs=None` lifts the limit."""
     spec = _spec(model, revision, hub)
     answer_tokens = scheme_knobs.pop("answer_tokens", None)
     _validated("answer_tokens", [answer_tokens])
@@ -388,15 +403,16 @@ def sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, pr
                   for k, v in knobs.items()] for sc in scheme_list}
     per_pair = {sc: int(np.prod(s)) for sc, s in sizes.items()}
     total = len(pairs) * sum(per_pair.values())
-    if total > MAX_SWEEP_CONFIGS:
-        raise UsageError(f"the sweep asks for {total:,} configurations; at most {MAX_SWEEP_CONFIGS:,}: shorten some lists")
+    if max_configs is not None and total > max_configs:
+        raise UsageError(f"the sweep asks for {total:,} configurations; at most {max_configs:,}: shorten some lists, "
+                         f"or stream it with --format csv or jsonl and --allow-large")
     unsupported = unsupported_pairs * sum(per_pair.values())
     settings = dict(kv_dtype=shared.kv_dtype, cfg=cfg, store_pass=None, logits=logits, expert_load=expert_load,
                     mla_form=mla_form, tpf=tpf, answer_tokens=answer_tokens)
     if not pairs or not scheme_list:
         return SweepResult(model=model_summary(spec), efficiency_profile=profile.name,
                            stack=st.name if st else STACK_NONE, evaluated=0,
-                           skipped_impossible=0, skipped_unsupported=unsupported, settings=settings)
+                           skipped_impossible=0, skipped_unsupported=unsupported, settings=settings), iter(())
 
     # Per scheme, the product of the knobs it depends on (index arrays, no per-row Python loop).
     parts = [(sc, np.indices([len(pairs)] + sizes[sc]).reshape(len(knobs) + 1, -1)) for sc in scheme_list]
@@ -436,21 +452,26 @@ def sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, pr
 
     capacity = np.array([gpu_list[gi].memory_bytes for gi, _ in pairs])
     wbytes = np.array([get_precision(precision_list[pi]).weight_bytes for _, pi in pairs])
-    rows: list[SweepRow] = []
-    for start in range(0, len(keep), SWEEP_CHUNK):
-        sel = keep[start:start + SWEEP_CHUNK]
-        pi = pair_idx[sel]
-        batch = vals["batch"][sel]
-        cols = dict(scheme=scheme_col[sel], **{k: getattr(knob_cols, k)[sel] for k in KNOB_COLUMNS},
-                    answer=answer[sel], configured_gen=gen[sel], configured_steps=steps_arr[sel], batch=batch * (2 if cfg else 1), ar_batch=batch, wbytes=wbytes[pi], kvbytes=kv_bytes(kv_dtype),
-                    all_experts=expert_load == "all", tp=vals["tp"][sel], ep=vals["ep"][sel],
-                    mla_absorbed=mla_form != "expanded", mla_auto=mla_form == "auto")
-        frame = _evaluate(spec, drafter, cols, rate_rows, pi, capacity[pi], st)
-        rows += _sweep_rows(frame, cols, [gpu_list[gi].name for gi, _ in pairs], [precision_list[p] for _, p in pairs],
-                            pi, ignores["steps"][sel], ignores["block"][sel], cfg)
-    return SweepResult(model=model_summary(spec), efficiency_profile=profile.name,
+    gpu_names, pair_precisions = [gpu_list[gi].name for gi, _ in pairs], [precision_list[p] for _, p in pairs]
+
+    def chunks() -> Iterator[list[SweepRow]]:
+        for start in range(0, len(keep), SWEEP_CHUNK):
+            sel = keep[start:start + SWEEP_CHUNK]
+            pi = pair_idx[sel]
+            batch = vals["batch"][sel]
+            cols = dict(scheme=scheme_col[sel], **{k: getattr(knob_cols, k)[sel] for k in KNOB_COLUMNS},
+                        answer=answer[sel], configured_gen=gen[sel], configured_steps=steps_arr[sel],
+                        batch=batch * (2 if cfg else 1), ar_batch=batch, wbytes=wbytes[pi], kvbytes=kv_bytes(kv_dtype),
+                        all_experts=expert_load == "all", tp=vals["tp"][sel], ep=vals["ep"][sel],
+                        mla_absorbed=mla_form != "expanded", mla_auto=mla_form == "auto")
+            frame = _evaluate(spec, drafter, cols, rate_rows, pi, capacity[pi], st)
+            yield _sweep_rows(frame, cols, gpu_names, pair_precisions, pi, ignores["steps"][sel],
+                              ignores["block"][sel], cfg)
+
+    meta = SweepResult(model=model_summary(spec), efficiency_profile=profile.name,
                        stack=st.name if st else STACK_NONE, evaluated=len(keep),
-                       skipped_impossible=impossible, skipped_unsupported=unsupported, settings=settings, rows=rows)
+                       skipped_impossible=impossible, skipped_unsupported=unsupported, settings=settings)
+    return meta, chunks()
 
 
 def _sweep_rows(frame: Frame, cols: dict, gpu_names: list[str], precisions: list[str], pair: np.ndarray,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 EXIT_USAGE = 2  # typer/click's own code for bad options; our usage errors share it
 EXIT_INTERNAL = 70  # sysexits EX_SOFTWARE: a bug in dlmcost
+EXIT_REQUIREMENT = 8  # the run worked, but a result misses what the user required (CI gates)
 
 
 class DlmcostError(Exception):
@@ -56,10 +57,19 @@ class ConfigError(DlmcostError):
     exit_code = 7
 
 
-class NoDeploymentError(DlmcostError):
-    """`plan`: no deployment in the search space meets the targets (CI can gate on this code)."""
+class RequirementError(DlmcostError):
+    """The command ran, but a result misses a requirement (`--require`, or `plan`'s targets).
+    `details`: the failing rows, one line each, printed under the error line."""
 
-    exit_code = 8
+    exit_code = EXIT_REQUIREMENT
+
+    def __init__(self, message: str, details: list[str] = ()):
+        super().__init__(message)
+        self.details = list(details)
+
+
+class NoDeploymentError(RequirementError):
+    """`plan`: no deployment in the search space meets the targets (CI can gate on this code)."""
 
 
 class MissingExtraError(DlmcostError):

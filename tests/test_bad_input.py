@@ -243,7 +243,7 @@ def test_bad_efficiency_file(fails, tmp_path, content):
     (["sweep", "--kv-dtype", "fp3"], 2),
     (["sweep", "--format", "xml"], 2),
     (["sweep", "--sort", "nosuchcolumn"], 2),
-    (["sweep", "--top", "0"], 2),
+    (["sweep", "--top", "-1"], 2),
     (["sweep", "--logits", "some"], 2),
     (["sweep", "--expert-load", "most"], 2),
     (["sweep", "--tpf", "-1"], 2),
@@ -630,14 +630,14 @@ def test_non_finite_results_are_refused_before_printing(fails, monkeypatch, comm
 
         monkeypatch.setattr(api, "analyze", overflowing)
     else:
-        real = api.sweep
+        real = api.iter_sweep
 
         def overflowing(*args, **kwargs):
-            out = real(*args, **kwargs)
-            first = out.rows[0].model_copy(update={"time_s": float("inf")})
-            return out.model_copy(update={"rows": [first, *out.rows[1:]]})
+            meta, chunks = real(*args, **kwargs)
+            rows = [row for chunk in chunks for row in chunk]
+            return meta, iter([[rows[0].model_copy(update={"time_s": float("inf")}), *rows[1:]]])
 
-        monkeypatch.setattr(api, "sweep", overflowing)
+        monkeypatch.setattr(api, "iter_sweep", overflowing)
     args = ["analyze", "--gpu", "h100"] if command == "analyze" else ["sweep", "--gpu", "h100"]
     for fmt in ("json", "table"):
         assert "overflow" in fails(*args, "--format", fmt, code=errors.WorkloadError.exit_code)
