@@ -20,12 +20,19 @@ Conventions taken from the docs:
   * Time per op: max(FLOPs / (peak * eff), bytes / (bandwidth * eff_mem)) + kernels * overhead;
     collectives: link bytes / (link * eff_link) + collectives * latency. A pass is the sum of its
     ops; the bound is max(sum FLOPs / peak, sum bytes / bandwidth) per pass.
+  * The LM head and the embedding table stay bf16 whatever the precision (checkpoints keep them
+    unquantised): the head's weights and the gathered embedding rows at 2 bytes per element, and
+    the head's GEMM at the bf16 peak and bf16 GEMM efficiency (as attention).
+  * Expert parallelism (ep = M > 1) is costed at the busiest GPU: of the d distinct experts a
+    pass touches, it holds the most, E[max | d] (busiest_given_touched), reads those and computes
+    E[max] * T*k/d token copies, which are what its all-to-all sends.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import yaml
@@ -36,6 +43,7 @@ ACT_BYTES = 2.0  # bytes per activation element between kernels
 # precision -> (bytes per weight, which tensor-core peak its GEMMs run at)
 PRECISIONS = {"bf16": (2.0, "bf16"), "fp8": (1.0, "fp8"), "fp4": (0.5, "fp4"),
               "w8a16": (1.0, "bf16"), "w4a16": (0.5, "bf16")}
+HEAD_BYTES = 2.0  # the LM head and the embedding table: bf16 whatever the precision
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5, "int4": 0.5}
 BYTE_KINDS = ("weights", "kv_read", "kv_write", "activations")
 FLOP_KINDS = ("linear", "attention", "lm_head", "other")
@@ -55,10 +63,11 @@ def gpu_rates(yaml_name: str, precision: str, profile: str = "realistic") -> dic
     # elementwise work runs on the vector FP32 units; a part that lists none falls back to bf16
     vector_peak = peaks.get("fp32", peaks["bf16"])
     return dict(
-        peak={"linear": peaks[gemm_key], "lm_head": peaks[gemm_key], "attention": peaks["bf16"],
+        # the LM head is a bf16 GEMM whatever the precision (its weights stay bf16)
+        peak={"linear": peaks[gemm_key], "lm_head": peaks["bf16"], "attention": peaks["bf16"],
               "other": vector_peak},
         eff={"linear": 1.0 if ideal else gemm.get(gemm_key, gemm.get("bf16", 1.0)),
-             "lm_head": 1.0 if ideal else gemm.get(gemm_key, gemm.get("bf16", 1.0)),
+             "lm_head": 1.0 if ideal else gemm.get("bf16", 1.0),
              "attention": 1.0 if ideal else gemm.get("bf16", 1.0),
              "other": 1.0},
         bandwidth=float(data["bandwidth_tb_s"]) * 1e12,
@@ -198,6 +207,42 @@ def passes(scheme: str, Lp: int, Lg: int, S: float, b: int, store_pass: bool = F
     return out
 
 
+# --- expert parallelism: the busiest GPU -------------------------------------------------------
+
+
+@lru_cache(maxsize=None)
+def busiest_given_touched(E: int, M: int) -> tuple[float, ...]:
+    """E[experts on the busiest of M GPUs | d distinct experts touched], for d = 0..E, each GPU
+    holding s = E/M. Given d, the touched set is a uniform d-subset of the E experts, so the
+    number of d-subsets with at most x-1 on every GPU is the coefficient of z^d in
+    (sum_{j<x} C(s, j) z^j)^M: P(max < x | d) is that over C(E, d), and
+    E[max | d] = sum_{x=1}^{s} P(max >= x | d). Exact integer arithmetic, one float at the end."""
+    s = E // M
+    assert s * M == E
+    above = [0] * (E + 1)  # sum over x of the d-subsets whose max is >= x
+    for x in range(1, s + 1):
+        part = [math.comb(s, j) for j in range(x)]  # one GPU with fewer than x touched
+        power = [1]
+        for _ in range(M):
+            prod = [0] * (len(power) + len(part) - 1)
+            for i, u in enumerate(power):
+                for j, v in enumerate(part):
+                    prod[i + j] += u * v
+            power = prod
+        for dd in range(E + 1):
+            below = power[dd] if dd < len(power) else 0
+            above[dd] += math.comb(E, dd) - below
+    return tuple(above[dd] / math.comb(E, dd) for dd in range(E + 1))
+
+
+def expected_busiest(E: int, M: int, d: float) -> float:
+    """E[max | d] at a real d (the expected distinct count), linear between integers."""
+    table = busiest_given_touched(E, M)
+    lo = min(math.floor(d), E)
+    frac = d - lo
+    return table[lo] + (table[lo + 1] - table[lo]) * frac if frac > 0 else table[lo]
+
+
 # --- the ops of one pass ----------------------------------------------------------------------
 
 
@@ -321,18 +366,28 @@ def pass_ops(m, p: Pass, st: Setup) -> list[Op]:
         ops.append(Op("router", "linear", flops=L_moe * 2 * T * d * E, weights=L_moe * router_w * st.w,
                       activations=L_moe * T * (d + E) * a, kernels=L_moe))
         # uniform routing: an expert is missed by a token with probability 1 - k/E
-        touched = E if st.all_experts else E * (1 - (1 - k / E) ** T)
+        distinct = E * (1 - (1 - k / E) ** T)
         expert_w = nmat * d * fe
-        # each GPU holds E/ep experts, each a (tp/ep)-way slice: touched/E of them per pass
-        weights_gpu = (E / ep) * (touched / E) * expert_w * (ep / N)
-        ops.append(Op("experts", "linear", flops=L_moe * 2 * T * k * expert_w / N,
-                      weights=L_moe * weights_gpu * st.w,
-                      activations=L_moe * 2 * (T * k / ep) * (d + nmat * fe * ep / N) * a, kernels=L_moe))
+        share = ep / N  # each GPU holds E/ep whole experts, each a (tp/ep)-way slice of it
+        if ep == 1:
+            # every GPU holds a 1/N slice of all E experts: it reads the d touched, computes all T*k copies
+            read = E if st.all_experts else distinct
+            copies = T * k
+        else:
+            # the pass waits for the GPU holding the most touched experts: it reads those (all of
+            # its E/ep under --expert-load all) and computes their copies, T*k/d per touched expert
+            busiest = expected_busiest(E, ep, distinct)
+            read = E / ep if st.all_experts else busiest
+            copies = busiest * T * k / distinct
+        ops.append(Op("experts", "linear", flops=L_moe * 2 * copies * expert_w * share,
+                      weights=L_moe * read * expert_w * share * st.w,
+                      activations=L_moe * 2 * copies * (d + nmat * fe * share) * a, kernels=L_moe))
         if moe.shared_ffn_dim:
             w = nmat * d * moe.shared_ffn_dim / N
             ops.append(Op("shared_experts", "linear", flops=L_moe * 2 * T * w, weights=L_moe * w * st.w,
                           activations=L_moe * 2 * T * (d + nmat * moe.shared_ffn_dim / N) * a, kernels=L_moe))
-        a2a = L_moe * 2 * (T * k / ep) * (ep - 1) / ep * d * a
+        # dispatch and combine of the busiest GPU's copies, (ep-1)/ep of them to or from other GPUs
+        a2a = L_moe * 2 * copies * (ep - 1) / ep * d * a
         ops.append(Op("ep_all_to_all", "comm", link_bytes=a2a, collectives=L_moe * 2 if ep > 1 else 0))
 
     # norms, residual adds, rope, SiLU*mul, softmax
@@ -347,14 +402,14 @@ def pass_ops(m, p: Pass, st: Setup) -> list[Op]:
     per_layer = T * (2 * 4 * d + 2 * d + 3 * rope)  # 2 norms at 4 FLOP/element, 2 adds, rope
     ew_flops = (L * per_layer + 4 * T * ffn_width / N + L * 5 * B * keys * H
                 + 4 * T * d)  # + the final norm
-    ew_weights = (L * 2 * d + d) * a + T * d * st.w  # norm weights, the gathered embedding rows
+    ew_weights = (L * 2 * d + d) * a + T * d * HEAD_BYTES  # norm weights, the gathered bf16 embedding rows
     ew_act = (L * 10 * T * d + T * d + 2 * T * d) * a  # per layer 10*T*d; embedding out, final norm
     ops.append(Op("elementwise", "other", flops=ew_flops, weights=ew_weights, activations=ew_act, kernels=L))
 
     V = m.vocab_size / N
     n_log = B * p.logits
     runs = 1 if p.logits > 0 else 0
-    ops.append(Op("lm_head", "lm_head", flops=2 * n_log * d * V, weights=runs * V * d * st.w,
+    ops.append(Op("lm_head", "lm_head", flops=2 * n_log * d * V, weights=runs * V * d * HEAD_BYTES,
                   activations=n_log * (d + V) * a, kernels=runs))
 
     if N > 1:

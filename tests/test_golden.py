@@ -7,7 +7,11 @@ and without a drafter) on a dense model (LLaDA-8B), an MoE (LLaDA2.0-mini, whose
 and multi-block tail passes touch a different number of experts as q shrinks) and an MLA model
 (DeepSeek-V3, both forms and the automatic choice), with batch > 1, CFG, TP/EP, fp8/fp4/
 weight-only precisions, committed logits, every expert loaded, fractional steps per block and
-the ideal profile.
+the ideal profile. Expert parallelism (costed at the busiest GPU) also runs on Mixtral (one
+expert per GPU at ep 8) and Qwen3-30B-A3B (16 per GPU); quantised precisions keep the LM head
+and embedding in bf16. Two cases are expected to fail until a dlmcost bug is fixed
+(CLOSED_FORM_EP_BUG below); hand-checked values for both conventions are in
+test_golden_conventions.py.
 
 Agreement is to a relative 1e-9 on every JSON-level number compared: NFE, FLOPs and bytes by
 kind, time and its bound, each op's totals, each pass family's entry and the AR baseline time.
@@ -30,6 +34,8 @@ MOE = "inclusionAI/LLaDA2.0-mini"
 MLA = "deepseek-ai/DeepSeek-V3"
 SDAR = "JetLM/SDAR-4B-Chat"  # qk-norm, block diffusion with a store pass
 DREAM = "Dream-org/Dream-v0-Instruct-7B"  # q/k/v biases
+MIXTRAL = "mistralai/Mixtral-8x7B-Instruct-v0.1"  # 8 experts, top 2: one per GPU at ep 8
+QWEN3_MOE = "Qwen/Qwen3-30B-A3B"  # 128 experts, top 8, qk-norm
 
 # --gpu alias -> its file in hardware/ (the oracle reads the YAML itself)
 GPU_FILES = {"h100": "nvidia-h100-sxm.yaml", "mi300x": "amd-mi300x.yaml", "b200": "nvidia-b200.yaml",
@@ -40,11 +46,20 @@ BASE = dict(prompt=64, gen=64, steps=32, block=16, batch=1, cfg=False, precision
             store_pass=False, logits="all", expert_load="expected", tp=1, ep=1, mla_form="auto")
 
 
-def case(name, model, gpus, profile="realistic", tpf=None, **knobs):
+def case(name, model, gpus, profile="realistic", tpf=None, marks=(), **knobs):
     w = {**BASE, **knobs}
     if tpf is not None:
         w["steps"] = None
-    return pytest.param(model, gpus, profile, tpf, w, id=name)
+    return pytest.param(model, gpus, profile, tpf, w, id=name, marks=marks)
+
+
+# dlmcost sums a family whose q shrinks while q + c stays fixed (prefix-cache steps, the multi-block
+# tail) in closed form
+# when an MoE model reads every expert, as if its cost were affine in T; under expert parallelism
+# the busiest GPU's token copies, E[max | d(T)] * T*k / d(T), are not, so those sums drift (1e-3).
+CLOSED_FORM_EP_BUG = pytest.mark.xfail(
+    strict=True, reason="dlmcost bug: engine.closed_form_rows treats --expert-load all as affine in "
+                        "T under ep > 1, where the busiest GPU's copies are not")
 
 
 CASES = [
@@ -91,7 +106,11 @@ CASES = [
     case("moe-prefix-all-experts", MOE, "h100", scheme="prefix-cache", prompt=32, block=8, expert_load="all"),
     case("moe-prefix-tp2-ep2", MOE, "h100,b200", scheme="prefix-cache", prompt=32, block=8, tp=2, ep=2),
     case("moe-prefix-all-experts-tp2-ep2", MOE, "h100", scheme="prefix-cache", prompt=32, block=8,
-         expert_load="all", tp=2, ep=2),
+         expert_load="all", tp=2, ep=2, marks=CLOSED_FORM_EP_BUG),
+    # every expert read, q fixed per pass: the busiest GPU's copies still follow E[max | d]
+    case("moe-block-all-experts-tp4-ep4", MOE, "h100", scheme="block", batch=2, expert_load="all", tp=4, ep=4),
+    case("moe-mdm-all-experts-tp2-ep2-fp8", MOE, "h100", scheme="mdm", expert_load="all", tp=2, ep=2,
+         precision="fp8"),
     case("moe-prefix-tp4-ep1", MOE, "h100", scheme="prefix-cache", prompt=32, block=8, tp=4),
     case("moe-ar", MOE, "h100", scheme="ar", gen=32),
     case("moe-mdm", MOE, "h100,mi300x", scheme="mdm", batch=2),
@@ -100,6 +119,15 @@ CASES = [
     case("moe-block-store-committed", MOE, "h100", scheme="block", store_pass=True, logits="committed"),
     case("moe-block-tp8-ep4-fp8", MOE, "h100,b200", scheme="block", batch=16, tp=8, ep=4, precision="fp8"),
     case("moe-block-all-experts", MOE, "h100", scheme="block", batch=4, expert_load="all"),
+    # --- expert parallelism at the busiest GPU: one expert per GPU (Mixtral), 16 per GPU (Qwen3) --
+    case("mixtral-ar-tp8-ep8", MIXTRAL, "h100,b200", scheme="ar", gen=16, tp=8, ep=8),
+    case("mixtral-prefix-tp8-ep8-batch2", MIXTRAL, "h100", scheme="prefix-cache", prompt=32, block=8,
+         batch=2, tp=8, ep=8),
+    case("mixtral-ar-tp8-ep4-w4a16", MIXTRAL, "h100", scheme="ar", gen=16, batch=3, tp=8, ep=4,
+         precision="w4a16"),
+    case("qwen3-moe-prefix-tp8-ep8-fp8", QWEN3_MOE, "h100", scheme="prefix-cache", prompt=32, block=8,
+         tp=8, ep=8, precision="fp8"),
+    case("qwen3-moe-ar-tp4-ep2", QWEN3_MOE, "h100", scheme="ar", gen=16, batch=4, tp=4, ep=2),
     # --- MLA (DeepSeek-V3): both forms, and auto choosing per pass family ---------------------
     case("mla-ar-auto", MLA, "h200", scheme="ar", gen=16, prompt=128),
     case("mla-ar-expanded", MLA, "h200", scheme="ar", gen=16, prompt=128, mla_form="expanded"),
@@ -130,6 +158,8 @@ CASES = [
     # a window of 3.25 blocks drains over 3 tail positions whose q (and experts touched) shrink
     case("moe-multi-block", MOE, "h100,mi300x", scheme="multi-block", block=8, active_blocks=3, cache_delay=1,
          refresh_every=0),
+    case("moe-multi-block-all-experts-tp2-ep2", MOE, "h100", scheme="multi-block", block=8, active_blocks=3,
+         cache_delay=1, refresh_every=0, expert_load="all", tp=2, ep=2, marks=CLOSED_FORM_EP_BUG),
     case("moe-multi-block-refresh", MOE, "h100", scheme="multi-block", block=8, active_blocks=2, cache_delay=1,
          refresh_every=3),
     case("mla-multi-block", MLA, "h200", scheme="multi-block", gen=32, steps=16, block=8, active_blocks=2,
