@@ -38,11 +38,14 @@ BYTE_LABELS = dict(weight_bytes="weights", kv_read_bytes="kv_read", kv_write_byt
                    activation_bytes="activations")
 KNOB_COLUMNS = ("prompt", "gen", "steps", "block", "store_pass", "logits_committed", "active_blocks", "cache_delay",
                 "refresh_every", "window", "drafter")
-SETTING_COLUMNS = ("batch", "wbytes", "kvbytes", "all_experts", "tp", "ep", "mla_absorbed", "mla_auto")
+SETTING_COLUMNS = ("batch", "wbytes", "kvbytes", "all_experts", "tp", "ep", "mla_absorbed", "mla_auto",
+                   "kv_single_tensor", "ring_buffer", "quantize_head")
+FLAG_COLUMNS = ("all_experts", "mla_absorbed", "mla_auto", "kv_single_tensor", "ring_buffer", "quantize_head")
 _W = Workload()
 COLUMN_DEFAULTS = dict(tp=1.0, ep=1.0, mla_absorbed=True, mla_auto=True, logits_committed=False, store_pass=False,
                        active_blocks=_W.active_blocks, cache_delay=_W.cache_delay, refresh_every=_W.refresh_every,
-                       window=_W.window, drafter=False, all_experts=False)
+                       window=_W.window, drafter=False, all_experts=False, kv_single_tensor=False, ring_buffer=True,
+                       quantize_head=False)
 SWEEP_CHUNK = 65_536  # configurations evaluated at once: bounds the engine's memory
 MAX_SWEEP_CONFIGS = 200_000  # configurations one sweep evaluates unless asked for more; refused before any work
 
@@ -53,7 +56,7 @@ def build_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray, stack:
     cols = {**COLUMN_DEFAULTS, **cols}
     arr = lambda k, dtype: np.broadcast_to(np.asarray(cols[k], dtype=dtype), (n,)).copy()  # noqa: E731
     knobs = make_knobs(**{k: arr(k, None) for k in KNOB_COLUMNS})
-    settings = {k: arr(k, bool if k in ("all_experts", "mla_absorbed", "mla_auto") else float) for k in SETTING_COLUMNS}
+    settings = {k: arr(k, bool if k in FLAG_COLUMNS else float) for k in SETTING_COLUMNS}
     return Grid(scheme=arr("scheme", None).astype(str), knobs=knobs, **settings,
                 rates=stack_rates(rate_rows).take(np.asarray(rate_index)), stack=stack)
 
@@ -78,7 +81,8 @@ def _ar_baseline(spec: ModelSpec, cols: dict, rate_rows: list[dict], rate_index:
     of the same model, prompt, batch (no CFG copy: AR has no guidance), precision, layout and
     GPU, under the same software stack; each distinct one costed once."""
     n = len(rate_index)
-    keys = ("prompt", "answer", "ar_batch", "wbytes", "kvbytes", "all_experts", "tp", "ep", "mla_absorbed", "mla_auto")
+    keys = ("prompt", "answer", "ar_batch", "wbytes", "kvbytes", "all_experts", "tp", "ep", "mla_absorbed", "mla_auto",
+            "kv_single_tensor", "ring_buffer", "quantize_head")
     table = np.column_stack([np.broadcast_to(np.asarray({**COLUMN_DEFAULTS, **cols}[k], float), (n,)) for k in keys]
                             + [np.asarray(rate_index, float)])
     unique, inverse = np.unique(table, axis=0, return_inverse=True)
@@ -132,7 +136,8 @@ def _columns(w: Workload) -> dict:
     return dict(scheme=w.scheme, **w.knobs(), answer=w.answer, batch=w.effective_batch, ar_batch=w.batch,
                 wbytes=get_precision(w.precision).weight_bytes, kvbytes=kv_bytes(w.kv_dtype),
                 all_experts=w.expert_load == "all", tp=w.tp, ep=w.ep,
-                mla_absorbed=w.mla_form != "expanded", mla_auto=w.mla_form == "auto")
+                mla_absorbed=w.mla_form != "expanded", mla_auto=w.mla_form == "auto",
+                kv_single_tensor=w.kv_single_tensor, ring_buffer=w.ring_buffer, quantize_head=w.quantize_head)
 
 
 # --- analyze ------------------------------------------------------------------------------------
@@ -408,7 +413,8 @@ def iter_sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=Non
                          f"or stream it with --format csv or jsonl and --allow-large")
     unsupported = unsupported_pairs * sum(per_pair.values())
     settings = dict(kv_dtype=shared.kv_dtype, cfg=cfg, store_pass=None, logits=logits, expert_load=expert_load,
-                    mla_form=mla_form, tpf=tpf, answer_tokens=answer_tokens)
+                    mla_form=mla_form, tpf=tpf, answer_tokens=answer_tokens, kv_single_tensor=shared.kv_single_tensor,
+                    ring_buffer=shared.ring_buffer, quantize_head=shared.quantize_head)
     if not pairs or not scheme_list:
         return SweepResult(model=model_summary(spec), efficiency_profile=profile.name,
                            stack=st.name if st else STACK_NONE, evaluated=0,
@@ -463,7 +469,9 @@ def iter_sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=Non
                         answer=answer[sel], configured_gen=gen[sel], configured_steps=steps_arr[sel],
                         batch=batch * (2 if cfg else 1), ar_batch=batch, wbytes=wbytes[pi], kvbytes=kv_bytes(kv_dtype),
                         all_experts=expert_load == "all", tp=vals["tp"][sel], ep=vals["ep"][sel],
-                        mla_absorbed=mla_form != "expanded", mla_auto=mla_form == "auto")
+                        mla_absorbed=mla_form != "expanded", mla_auto=mla_form == "auto",
+                        kv_single_tensor=shared.kv_single_tensor, ring_buffer=shared.ring_buffer,
+                        quantize_head=shared.quantize_head)
             frame = _evaluate(spec, drafter, cols, rate_rows, pi, capacity[pi], st)
             yield _sweep_rows(frame, cols, gpu_names, pair_precisions, pi, ignores["steps"][sel],
                               ignores["block"][sel], cfg)

@@ -71,6 +71,12 @@ CacheDelayOpt = typer.Option(None, "--cache-delay", help="multi-block: passes be
 RefreshOpt = typer.Option(None, "--refresh-every", help="multi-block, windowed-refresh: full refresh every R passes [0: never]")
 WindowOpt = typer.Option(None, "--window", help="windowed-refresh: tokens recomputed either side of the block [16]")
 DrafterOpt = typer.Option(None, "--drafter", help="draft-verify: the drafter model (default: self-speculative)")
+KvSingleOpt = typer.Option(False, "--kv-single-tensor",
+                           help="layers whose values are their keys (K = V) cache one tensor (default: two, as engines do)")
+RingBufferOpt = typer.Option(False, "--no-ring-buffer",
+                             help="sliding-window layers keep their whole context (default: at most their window)")
+QuantizeHeadOpt = typer.Option(False, "--quantize-head",
+                               help="quantise the LM head and embedding with the weights (default: bf16, as checkpoints)")
 AnswerOpt = typer.Option(None, "--answer-tokens", help="expected tokens until end-of-sequence; throughput counts "
                          "these, and schemes that stop at the end-of-sequence block run only that far [the whole generation]")
 SCHEME_CHOICES = " | ".join(SCHEMES)
@@ -215,6 +221,9 @@ def analyze(
     window: Optional[int] = WindowOpt,
     drafter: Optional[str] = DrafterOpt,
     answer_tokens: Optional[int] = AnswerOpt,
+    kv_single_tensor: bool = KvSingleOpt,
+    no_ring_buffer: bool = RingBufferOpt,
+    quantize_head: bool = QuantizeHeadOpt,
     efficiency: str = EfficiencyOpt,
     stack: Optional[str] = StackOpt,
     ops: bool = typer.Option(False, "--ops", help="also print per-pass and per-op tables"),
@@ -240,7 +249,8 @@ def analyze(
         precision=precision, kv_dtype=kv_dtype, cfg=cfg > 0 or None, store_pass=store_pass,
         logits=logits, expert_load=expert_load, tp=tp, ep=ep, mla_form=mla_form, active_blocks=active_blocks,
         cache_delay=cache_delay, refresh_every=refresh_every, window=window, drafter=drafter,
-        answer_tokens=answer_tokens,
+        answer_tokens=answer_tokens, kv_single_tensor=kv_single_tensor or None,
+        ring_buffer=False if no_ring_buffer else None, quantize_head=quantize_head or None,
     )
     result = api.analyze(model, gpu, **options)
     _check_finite(result.model_dump())
@@ -285,6 +295,9 @@ def sweep(
     window: Optional[int] = WindowOpt,
     drafter: Optional[str] = DrafterOpt,
     answer_tokens: Optional[int] = AnswerOpt,
+    kv_single_tensor: bool = KvSingleOpt,
+    no_ring_buffer: bool = RingBufferOpt,
+    quantize_head: bool = QuantizeHeadOpt,
     efficiency: str = EfficiencyOpt,
     stack: Optional[str] = StackOpt,
     sort: Optional[str] = typer.Option(None, "--sort", metavar="KEY", help="column to sort by, e.g. tokens_per_s, time_s (prefix - to reverse)"),
@@ -331,7 +344,8 @@ def sweep(
         logits=logits, expert_load=expert_load, tps=_parse_list(tp, int, "tp"), eps=_parse_list(ep, int, "ep"),
         mla_form=mla_form, efficiency=efficiency, stack=stack, hardware=hardware, revision=revision, hub=hub,
         active_blocks=active_blocks, cache_delay=cache_delay, refresh_every=refresh_every, window=window,
-        drafter=drafter, answer_tokens=answer_tokens, max_configs=None if allow_large else api.MAX_SWEEP_CONFIGS,
+        drafter=drafter, answer_tokens=answer_tokens, kv_single_tensor=kv_single_tensor or None,
+        ring_buffer=False if no_ring_buffer else None, quantize_head=quantize_head or None, max_configs=None if allow_large else api.MAX_SWEEP_CONFIGS,
     )
     console = _console()
     if streaming:

@@ -61,6 +61,9 @@ class Grid:
     ep: np.ndarray
     mla_absorbed: np.ndarray  # MLA: the form to use where not chosen automatically
     mla_auto: np.ndarray  # MLA: pick the faster form per pass family
+    kv_single_tensor: np.ndarray  # K = V layers cache one tensor
+    ring_buffer: np.ndarray  # sliding layers keep at most their window in the cache (memory)
+    quantize_head: np.ndarray  # the LM head and embedding at the weights' precision (else bf16)
     rates: Rates
     stack: Stack | None = None  # software stack (one for the whole grid); None: the bare roofline
 
@@ -73,7 +76,8 @@ class Grid:
 
     def pass_input(self, shape: dict[str, np.ndarray]) -> PassInput:
         return PassInput(B=self.batch, wbytes=self.wbytes, kvbytes=self.kvbytes, all_experts=self.all_experts,
-                         tp=self.tp, ep=self.ep, mla_absorbed=self.mla_absorbed, **shape)
+                         tp=self.tp, ep=self.ep, mla_absorbed=self.mla_absorbed,
+                         kv_single_tensor=self.kv_single_tensor, quantize_head=self.quantize_head, **shape)
 
 
 @dataclass
@@ -209,8 +213,10 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
         v[0], v[1], v[2], v[3], v[4] = op.flops, op.weight_bytes, op.kv_read_bytes, op.kv_write_bytes, op.activation_bytes
         traffic = v[1:].sum(axis=0)
         if op.kind in KINDS:
-            compute[i] = compute_time(op.flops, op.kind, r)
-            bound_compute += op.flops / r.peak[op.kind]
+            # a bf16 head runs at the bf16 rates; a quantised one at the weights' GEMM rates
+            kind = np.where(grid.quantize_head, "linear", op.kind) if op.kind == "lm_head" else op.kind
+            compute[i] = np.where(kind == "linear", compute_time(op.flops, "linear", r), compute_time(op.flops, op.kind, r))
+            bound_compute += np.where(kind == "linear", op.flops / r.peak["linear"], op.flops / r.peak[op.kind])
             if st is not None:
                 compute[i] /= compute_factor(op.kind, rows, st)
                 traffic = traffic * traffic_factor(op.kind, st)
@@ -234,7 +240,9 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
 
 def closed_form_rows(m: ModelSpec, grid: Grid, fam: PassFamily) -> np.ndarray:
     """Configurations whose per-op costs are affine in j (see the module docstring)."""
-    tokens_linear = np.ones(len(grid), bool) if m.moe is None else grid.all_experts
+    # an MoE model's cost is linear in tokens only when every expert is read anyway and no
+    # expert-parallel rank is the busiest (its share of the token copies depends on the batch)
+    tokens_linear = np.ones(len(grid), bool) if m.moe is None else grid.all_experts & (grid.ep == 1)
     windowed = window_affine(m, fam.q0, fam.dq, fam.c0, fam.dc, fam.n)  # sliding layers bend at the window
     return (fam.constant_q | (fam.constant_keys & tokens_linear)) & windowed | (fam.n <= 1)
 

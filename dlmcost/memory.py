@@ -24,7 +24,10 @@ from .models.spec import ModelSpec
 from .precision import ACTIVATION_BYTES
 
 RESERVE_FRACTION = 0.10
-SAMPLER_BYTES = 4.0  # the sampler's fp32 softmax over the logits (LLaDA/Dream compute it in fp32 or wider)
+# Bytes per logit the head and the sampler hold at once without a software stack to say
+# otherwise: bf16 logits and an fp32 softmax. A stack sets its sampler's own figure (the
+# reference LLaDA sampler: 18, bf16 logits plus an fp64 copy and an fp64 softmax).
+LOGIT_BYTES = ACTIVATION_BYTES + 4.0
 
 
 def widest_intermediate(m: ModelSpec) -> int:
@@ -39,14 +42,15 @@ def widest_intermediate(m: ModelSpec) -> int:
 
 
 def memory_breakdown(m: ModelSpec, capacity_bytes, batch, cached_tokens, q_max, logits_max, wbytes, kvbytes,
-                     tp=1.0, ep=1.0, kv_single_tensor=False, ring_buffer=True) -> dict:
+                     tp=1.0, ep=1.0, kv_single_tensor=False, ring_buffer=True, logit_bytes=LOGIT_BYTES,
+                     quantize_head=False) -> dict:
     """Bytes per GPU, `fits`, and the largest effective batch (CFG copy included) that fits."""
     batch = np.asarray(batch, float)
     tp = np.asarray(tp, float)
-    weights = weight_bytes_per_gpu(m, wbytes, tp, ep)
+    weights = weight_bytes_per_gpu(m, wbytes, tp, ep, quantize_head)
     kv_per_seq = kv_cache_elements_per_gpu(m, cached_tokens, tp, kv_single_tensor, ring_buffer) * np.asarray(kvbytes, float)
     act_per_seq = np.asarray(q_max, float) * (2 * m.d_model + widest_intermediate(m) / tp) * ACTIVATION_BYTES
-    logits_per_seq = np.asarray(logits_max, float) * m.vocab_size / tp * (ACTIVATION_BYTES + SAMPLER_BYTES)
+    logits_per_seq = np.asarray(logits_max, float) * m.vocab_size / tp * logit_bytes
     per_seq = kv_per_seq + act_per_seq + logits_per_seq
     total = weights + batch * per_seq
     usable = np.asarray(capacity_bytes, float) * (1 - RESERVE_FRACTION)
@@ -68,8 +72,10 @@ def grid_memory(m: ModelSpec, grid, ev, capacity_bytes, drafter: ModelSpec | Non
     """memory_breakdown for every configuration of an engine Grid, with the peak pass shapes and
     resident tokens the Evaluation took from each configuration's scheme. A drafter model's
     weights and K/V cache are resident beside the main model's."""
+    logit_bytes = grid.stack.sampler_logits_bytes if grid.stack is not None else LOGIT_BYTES
     out = memory_breakdown(m, capacity_bytes, grid.batch, ev.cached_tokens, ev.q_max, ev.logits_max, grid.wbytes,
-                           grid.kvbytes, grid.tp, grid.ep)
+                           grid.kvbytes, grid.tp, grid.ep, kv_single_tensor=grid.kv_single_tensor,
+                           ring_buffer=grid.ring_buffer, logit_bytes=logit_bytes, quantize_head=grid.quantize_head)
     if drafter is not None:
         extra = memory_breakdown(drafter, capacity_bytes, grid.batch, ev.cached_tokens, 0.0, 0.0, grid.wbytes,
                                  grid.kvbytes, grid.tp, 1.0)

@@ -46,6 +46,10 @@ class Workload(BaseModel):
     refresh_every: int = Field(default=0, ge=0, le=MAX_TOKENS)  # full refresh every R passes (0: never)
     window: int = Field(default=16, ge=0, le=MAX_TOKENS)  # windowed-refresh: tokens either side
     drafter: str | None = None  # draft-verify: the drafter model (None: self-speculative)
+    # how an engine stores things (see docs/methodology.md, "Per-layer kinds")
+    kv_single_tensor: bool = False  # layers whose values are their keys cache one tensor, not two
+    ring_buffer: bool = True  # sliding-window layers keep at most their window (transformers, vLLM, SGLang)
+    quantize_head: bool = False  # the LM head and embedding at the weights' precision (checkpoints keep bf16)
     # expected tokens until end-of-sequence (None: the whole generation); throughput counts these
     answer_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
 

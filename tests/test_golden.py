@@ -9,8 +9,7 @@ and multi-block tail passes touch a different number of experts as q shrinks) an
 weight-only precisions, committed logits, every expert loaded, fractional steps per block and
 the ideal profile. Expert parallelism (costed at the busiest GPU) also runs on Mixtral (one
 expert per GPU at ep 8) and Qwen3-30B-A3B (16 per GPU); quantised precisions keep the LM head
-and embedding in bf16. Two cases are expected to fail until a dlmcost bug is fixed
-(CLOSED_FORM_EP_BUG below); hand-checked values for both conventions are in
+and embedding in bf16; hand-checked values for both conventions are in
 test_golden_conventions.py.
 
 Agreement is to a relative 1e-9 on every JSON-level number compared: NFE, FLOPs and bytes by
@@ -51,15 +50,6 @@ def case(name, model, gpus, profile="realistic", tpf=None, marks=(), **knobs):
     if tpf is not None:
         w["steps"] = None
     return pytest.param(model, gpus, profile, tpf, w, id=name, marks=marks)
-
-
-# dlmcost sums a family whose q shrinks while q + c stays fixed (prefix-cache steps, the multi-block
-# tail) in closed form
-# when an MoE model reads every expert, as if its cost were affine in T; under expert parallelism
-# the busiest GPU's token copies, E[max | d(T)] * T*k / d(T), are not, so those sums drift (1e-3).
-CLOSED_FORM_EP_BUG = pytest.mark.xfail(
-    strict=True, reason="dlmcost bug: engine.closed_form_rows treats --expert-load all as affine in "
-                        "T under ep > 1, where the busiest GPU's copies are not")
 
 
 CASES = [
@@ -106,7 +96,7 @@ CASES = [
     case("moe-prefix-all-experts", MOE, "h100", scheme="prefix-cache", prompt=32, block=8, expert_load="all"),
     case("moe-prefix-tp2-ep2", MOE, "h100,b200", scheme="prefix-cache", prompt=32, block=8, tp=2, ep=2),
     case("moe-prefix-all-experts-tp2-ep2", MOE, "h100", scheme="prefix-cache", prompt=32, block=8,
-         expert_load="all", tp=2, ep=2, marks=CLOSED_FORM_EP_BUG),
+         expert_load="all", tp=2, ep=2),
     # every expert read, q fixed per pass: the busiest GPU's copies still follow E[max | d]
     case("moe-block-all-experts-tp4-ep4", MOE, "h100", scheme="block", batch=2, expert_load="all", tp=4, ep=4),
     case("moe-mdm-all-experts-tp2-ep2-fp8", MOE, "h100", scheme="mdm", expert_load="all", tp=2, ep=2,
@@ -159,7 +149,7 @@ CASES = [
     case("moe-multi-block", MOE, "h100,mi300x", scheme="multi-block", block=8, active_blocks=3, cache_delay=1,
          refresh_every=0),
     case("moe-multi-block-all-experts-tp2-ep2", MOE, "h100", scheme="multi-block", block=8, active_blocks=3,
-         cache_delay=1, refresh_every=0, expert_load="all", tp=2, ep=2, marks=CLOSED_FORM_EP_BUG),
+         cache_delay=1, refresh_every=0, expert_load="all", tp=2, ep=2),
     case("moe-multi-block-refresh", MOE, "h100", scheme="multi-block", block=8, active_blocks=2, cache_delay=1,
          refresh_every=3),
     case("mla-multi-block", MLA, "h200", scheme="multi-block", gen=32, steps=16, block=8, active_blocks=2,

@@ -393,3 +393,20 @@ def test_model_command_shows_layer_kinds_and_the_vision_tower_apart():
                               "1": "5 x full, head_dim 512, K = V, 2 K/V heads; dense + MoE"}
     assert info["vision_params"] == 545_889_024 and info["params_total"] == 25_232_800_000
     assert "layers" not in api.model_info(load_bundled("GSAI-ML/LLaDA-8B-Instruct"))
+
+
+def test_storage_options_from_the_command_line():
+    """--kv-single-tensor halves a K = V layer's cache, --no-ring-buffer keeps a sliding layer's
+    whole context, --quantize-head stores the head and embedding at the weights' precision."""
+    from dlmcost import api
+
+    model, kw = "google/diffusiongemma-26B-A4B-it", dict(prompt=2048, gen=256)
+    base = api.analyze(model, "h100", **kw)["results"][0]["memory"]
+    one = api.analyze(model, "h100", kv_single_tensor=True, **kw)["results"][0]["memory"]
+    full = api.analyze(model, "h100", ring_buffer=False, **kw)["results"][0]["memory"]
+    assert one["kv_cache_bytes"] < base["kv_cache_bytes"] < full["kv_cache_bytes"]
+    spec = api.resolve_model(model)
+    table = spec.vocab_size * spec.d_model  # tied: one table for the embedding and the head
+    bf16 = api.analyze(model, "h100", precision="fp8", **kw)["results"][0]["memory"]["weights_bytes"]
+    quantised = api.analyze(model, "h100", precision="fp8", quantize_head=True, **kw)["results"][0]["memory"]["weights_bytes"]
+    assert bf16 - quantised == pytest.approx(table * (2 - 1))

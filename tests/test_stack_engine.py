@@ -119,3 +119,17 @@ def test_bad_stack_is_one_line_exit_5(tmp_path, capsys):
     f.write_text("name: [")
     assert main(["analyze", "--gpu", "h100", "--stack", str(f)]) == 5
     assert capsys.readouterr().err.startswith("error: stack file")
+
+
+def test_logits_buffer_follows_the_stacks_sampler():
+    """The reference LLaDA sampler holds bf16 logits, an fp64 copy and an fp64 softmax: 18 bytes
+    per logit (hf-eager); a serving stack 2 + 4 = 6. mdm at Lp 256, Lg 128 computes logits for
+    all 384 positions over LLaDA's 126,464-token vocabulary."""
+    from dlmcost import api
+
+    kw = dict(scheme="mdm", prompt=256, gen=128, steps=128)
+    eager = api.analyze("GSAI-ML/LLaDA-8B-Instruct", "h100", stack="hf-eager", **kw)["results"][0]["memory"]
+    served = api.analyze("GSAI-ML/LLaDA-8B-Instruct", "h100", stack="sglang", **kw)["results"][0]["memory"]
+    assert eager["logits_bytes"] == 384 * 126_464 * 18
+    assert served["logits_bytes"] == 384 * 126_464 * 6
+    assert eager["max_batch"] < served["max_batch"]
