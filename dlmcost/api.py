@@ -199,10 +199,11 @@ def workload_warnings(spec: ModelSpec, w: Workload) -> list[str]:
                    f"are for a diffusion model of its shape")
     if not spec.verified:
         out.append(f"{spec.id}'s config is unverified (dimensions from a third-party port)")
-    if not spec.mla and w.tp > spec.n_kv_heads:
-        out.append(f"tp={w.tp} exceeds the model's {spec.n_kv_heads} K/V heads: each is replicated on "
-                   f"{w.tp // spec.n_kv_heads} GPUs, so per-GPU K/V reads and cache stop shrinking beyond "
-                   f"tp={spec.n_kv_heads}")
+    fewest_kv = min(k.n_kv_heads for _, k in spec.attention_groups)  # a hybrid's global layers may have fewer
+    if not spec.mla and w.tp > fewest_kv:
+        out.append(f"tp={w.tp} exceeds the model's {fewest_kv} K/V heads: each is replicated on "
+                   f"{w.tp // fewest_kv} GPUs, so per-GPU K/V reads and cache stop shrinking beyond "
+                   f"tp={fewest_kv}")
     return out
 
 
@@ -431,9 +432,14 @@ def iter_sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=Non
     ignores = {k: np.isin(scheme_col, [sc for sc in scheme_list if not REGISTRY[sc].uses(k, committed)])
                for k in ("steps", "block")}
     gen = vals["gen"]
-    # an ignored block is one block of the whole generation; default steps: S = Lg / tpf
+    # an ignored block is one block of the whole generation; default steps: S = Lg / tpf, or the
+    # model's sampler's steps per token for the schemes it lists (as analyze takes its defaults)
     block = np.where(np.isnan(vals["block"]) | ignores["block"], gen, vals["block"])
-    steps_arr = np.where(np.isnan(vals["steps"]), gen / (tpf or 1.0), vals["steps"])
+    default_steps = gen / (tpf or 1.0)
+    if tpf is None and sampler and sampler.steps:
+        own = np.isin(scheme_col, [sc for sc in sampler.schemes if not REGISTRY[sc].default_block])
+        default_steps = np.where(own, sampler.steps * gen / sampler.gen, default_steps)
+    steps_arr = np.where(np.isnan(vals["steps"]), default_steps, vals["steps"])
     steps_arr = np.where(scheme_col == "ar", gen, steps_arr)
     store = sampler.store_pass if (store_pass is None and sampler) else bool(store_pass)
     settings["store_pass"] = store

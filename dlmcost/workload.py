@@ -136,10 +136,12 @@ def check_parallel(m, tp, ep) -> np.ndarray | str | None:
     replicated a whole number of times; ep must divide tp and the number of experts."""
     tp, ep = np.asarray(tp, float), np.asarray(ep, float)
     n_experts = m.moe.n_experts if m.moe else 1
+    # every attention kind's K/V heads (a hybrid's sliding and global layers may differ)
+    kv_heads = sorted({k.n_kv_heads for _, k in m.attention_groups}) if not m.mla else []
     checks = [
         (np.mod(m.n_heads, tp) == 0, f"{m.n_heads} attention heads do not split over tp={{tp:g}} GPUs"),
-        ((m.mla is not None) | (np.mod(m.n_kv_heads, tp) == 0) | (np.mod(tp, m.n_kv_heads) == 0),
-         f"{m.n_kv_heads} K/V heads neither split over nor replicate evenly on tp={{tp:g}} GPUs"),
+        *[((np.mod(h, tp) == 0) | (np.mod(tp, h) == 0),
+           f"{h} K/V heads neither split over nor replicate evenly on tp={{tp:g}} GPUs") for h in kv_heads],
         ((m.n_dense_layers == 0) | (np.mod(m.ffn_dim, tp) == 0), f"FFN width {m.ffn_dim} does not split over tp={{tp:g}} GPUs"),
         ((ep == 1) | ((m.moe is not None) & (np.mod(tp, ep) == 0)),
          "expert parallelism needs an MoE model and ep dividing tp (ep={ep:g}, tp={tp:g})"),
