@@ -213,10 +213,12 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
         v[0], v[1], v[2], v[3], v[4] = op.flops, op.weight_bytes, op.kv_read_bytes, op.kv_write_bytes, op.activation_bytes
         traffic = v[1:].sum(axis=0)
         if op.kind in KINDS:
-            # a bf16 head runs at the bf16 rates; a quantised one at the weights' GEMM rates
-            kind = np.where(grid.quantize_head, "linear", op.kind) if op.kind == "lm_head" else op.kind
-            compute[i] = np.where(kind == "linear", compute_time(op.flops, "linear", r), compute_time(op.flops, op.kind, r))
-            bound_compute += np.where(kind == "linear", op.flops / r.peak["linear"], op.flops / r.peak[op.kind])
+            compute[i] = compute_time(op.flops, op.kind, r)
+            peak = r.peak[op.kind]
+            if op.kind == "lm_head" and grid.quantize_head.any():  # a quantised head runs at the weights' rates
+                compute[i] = np.where(grid.quantize_head, compute_time(op.flops, "linear", r), compute[i])
+                peak = np.where(grid.quantize_head, r.peak["linear"], peak)
+            bound_compute += op.flops / peak
             if st is not None:
                 compute[i] /= compute_factor(op.kind, rows, st)
                 traffic = traffic * traffic_factor(op.kind, st)
@@ -352,19 +354,22 @@ def evaluate(models: ModelSpec | dict[str, ModelSpec], grid: Grid) -> Evaluation
     for name in np.unique(grid.scheme):
         scheme = REGISTRY[str(name)]
         rows = np.flatnonzero(grid.scheme == name)
-        knobs = grid.knobs.take(rows)
-        schedule = scheme.passes(knobs)
+        sub = grid if len(rows) == n else grid.take(rows)
+        schedule = scheme.passes(sub.knobs)
         order[scheme.name] = [f.name for f in schedule]
         q_max[rows], logits_max[rows] = peak_shape(schedule)
-        cached[rows] = scheme.cached_tokens(knobs)
+        cached[rows] = scheme.cached_tokens(sub.knobs)
         for fam in schedule:
             used = np.flatnonzero(fam.count > 0)
-            if used.size:  # most schemes use only some of their families in a given configuration
-                cost = family_cost(models[fam.model], grid.take(rows[used]), fam.take(used), names)
-                cost.rows = rows[used]
-                families[scheme.name, fam.name] = cost
-                for key in ("count", "flops", "bytes", "time_s", "bound_s"):  # rows are distinct in a family
-                    getattr(total, key)[cost.rows] += getattr(cost, key)
+            if not used.size:  # most schemes use only some of their families in a given configuration
+                continue
+            whole = len(used) == len(rows)  # no copy when every configuration of the scheme runs it
+            cost = family_cost(models[fam.model], sub if whole else sub.take(used), fam if whole else fam.take(used),
+                               names)
+            cost.rows = rows[used]
+            families[scheme.name, fam.name] = cost
+            for key in ("count", "flops", "bytes", "time_s", "bound_s"):  # rows are distinct in a family
+                getattr(total, key)[cost.rows] += getattr(cost, key)
     return Evaluation(families, total, order, q_max, logits_max, cached, names)
 
 

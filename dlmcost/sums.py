@@ -21,8 +21,9 @@ def sum_positive_part(d0, d1, n):
     positive on one run of indices [lo, hi), and the sum is that run's arithmetic series."""
     with np.errstate(divide="ignore", invalid="ignore"):
         root = -d0 / d1  # where the term crosses zero (inf or nan when d1 = 0: not used then)
-        lo = np.where(d1 > 0, np.clip(np.ceil(root), 0, n), 0.0)  # rising: positive from ceil(root)
-        hi = np.where(d1 < 0, np.clip(np.floor(root) + 1, 0, n),  # falling: positive up to floor(root)
+        # (np.minimum/np.maximum: np.clip is several times slower on large arrays)
+        lo = np.where(d1 > 0, np.minimum(np.maximum(np.ceil(root), 0), n), 0.0)  # rising: from ceil(root)
+        hi = np.where(d1 < 0, np.minimum(np.maximum(np.floor(root) + 1, 0), n),  # falling: up to floor(root)
                       np.where((d1 == 0) & (d0 <= 0), 0.0, n))
     count = np.maximum(hi - lo, 0.0)
     return count * d0 + d1 * (lo + hi - 1) * count / 2
