@@ -604,6 +604,7 @@ def plan(
     seed: Optional[int] = typer.Option(None, "--seed", help="random seed [0]"),
     top: int = typer.Option(15, "--limit", "--top", metavar="N", help="rows of the table (json/csv list all)"),
     efficiency: str = EfficiencyOpt,
+    stack: Optional[str] = StackOpt,
     fmt: str = FormatOpt,
     hardware: Optional[list[str]] = HardwareOpt,
     plot: Optional[str] = PlotOpt,
@@ -635,7 +636,7 @@ def plan(
     progress = _Progress() if sys.stderr.isatty() else None
     try:
         result = planner.run(examples.locate(scenario), overrides, model=examples.locate(model), prices=price or [], hardware=hardware,
-                             efficiency=efficiency, progress=progress)
+                             efficiency=efficiency, stack=stack, progress=progress)
     finally:
         if progress:
             progress.clear()

@@ -380,7 +380,7 @@ def test_passes_to_first_block_by_hand():
     space = search.SearchSpace([db.get("h100")], [1], ["bf16"], [], [8])
     for decoding, nfe, first in ((Decoding("block", 32, 2.0), 65, 17), (Decoding("ar", None, 1.0), 129, 2),
                                  (Decoding("mdm", 32, 1.0), 128, 32)):
-        (cand,), skipped = search._candidates(spec, space, decoding, sample, "realistic", None)
+        (cand,), skipped = search._candidates(spec, space, decoding, sample, "realistic", None, None)
         assert (cand.table.nfe, cand.table.first_passes) == ([nfe], [first]), decoding
         # the pass time at batch b is the engine's generation time at batch b over its NFE
         a = api.analyze(spec, "h100", scheme=decoding.scheme, block=decoding.block, prompt=256, gen=128, batch=4,

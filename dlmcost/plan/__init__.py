@@ -17,8 +17,8 @@ from .search import PlanResult
 
 
 def run(scenario_path: str | None, overrides: dict, *, model: str | None = None, prices: list[str] = (),
-        hardware: list[str] | None = None, efficiency: str = "realistic", baseline: bool = True,
-        progress: Callable[[int, int], None] | None = None) -> PlanResult:
+        hardware: list[str] | None = None, efficiency: str = "realistic", stack: str | None = None,
+        baseline: bool = True, progress: Callable[[int, int], None] | None = None) -> PlanResult:
     """Read the scenario, search the deployments, return the ranked result."""
     from ..hardware import HardwareDB
     from ..models import resolve_model
@@ -37,7 +37,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | None = None,
     db = HardwareDB.load(hardware)
     space, pricing = build_space_and_pricing(spec, build_decodings(spec, model_spec, traffic), db)
     result = plan(model_spec, traffic, targets, space, pricing, requests=spec.simulation.requests,
-                  seed=spec.simulation.seed, efficiency=efficiency, hardware=hardware, baseline=baseline,
+                  seed=spec.simulation.seed, efficiency=efficiency, stack=stack, hardware=hardware, baseline=baseline,
                   progress=progress)
     result.model = model_spec.id
     result.traffic = spec.traffic.model_dump() | dict(answer=spec.traffic.answer if spec.traffic.answer is not None

@@ -244,7 +244,7 @@ def _fewest_replicas(c: Candidate, sample: RequestSample, traffic: Traffic, targ
 
 
 def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSample, efficiency: str,
-                hardware: list[str] | None) -> tuple[list[Candidate], int]:
+                stack: str | None, hardware: list[str] | None) -> tuple[list[Candidate], int]:
     prompts = [int(v) for v in sample.prompt_values]
     if decoding.scheme == "ar" or not decoding.block:
         answers = [int(v) for v in sample.answer_values]
@@ -255,7 +255,7 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
     cap = max(space.max_batches)
     names = [g.name for g in space.gpus]
     pt = pass_table(model, decoding, names, space.precisions, space.tps, prompts, distinct, batch_grid(cap),
-                    efficiency=efficiency, hardware=hardware)
+                    efficiency=efficiency, stack=stack, hardware=hardware)
     tokens = np.tile(sample.answer_values.astype(float), len(prompts))  # useful tokens per request class
     out, skipped = [], 0
     for gi, g in enumerate(space.gpus):
@@ -273,7 +273,7 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
 
 def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing: Pricing, *,
          requests: int = DEFAULT_REQUESTS, seed: int = 0, efficiency: str = "realistic",
-         hardware: list[str] | None = None, baseline: bool = True,
+         stack: str | None = None, hardware: list[str] | None = None, baseline: bool = True,
          progress: Callable[[int, int], None] | None = None) -> PlanResult:
     """Every candidate's cheapest deployment; those meeting the targets ranked by $/Mtok."""
     sample = sample_requests(traffic, requests, seed)
@@ -285,7 +285,7 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
     skipped = 0
     for name, decodings in sets:
         for dec in decodings:
-            found, n_skip = _candidates(model, space, dec, sample, efficiency, hardware)
+            found, n_skip = _candidates(model, space, dec, sample, efficiency, stack, hardware)
             candidates += [(name, c) for c in found]
             skipped += n_skip
     results: dict[str, list[Deployment]] = {"plan": [], "baseline": []}

@@ -46,12 +46,12 @@ class PassTable:
 
 def pass_table(model, decoding: Decoding, gpus: list[str], precisions: list[str], tps: list[int],
                prompts: list[int], answers: list[int], batches: list[int], *, efficiency: str = "realistic",
-               hardware: list[str] | None = None) -> PassTable:
+               stack: str | None = None, hardware: list[str] | None = None) -> PassTable:
     """One `api.sweep` over every combination; time_s / nfe of each row is the mean pass time."""
     result = api.sweep(model, gpus=gpus, schemes=[decoding.scheme], prompts=prompts, gens=answers,
                        tpf=decoding.tpf if decoding.scheme != "ar" else None,
                        blocks=[decoding.block] if decoding.block else None, batches=batches,
-                       precisions=precisions, tps=tps, efficiency=efficiency, hardware=hardware)
+                       precisions=precisions, tps=tps, efficiency=efficiency, stack=stack, hardware=hardware)
     cols = api.sweep_columns(result)
     shape = (len(gpus), len(precisions), len(tps), len(prompts), len(answers))
     pass_s = np.full(shape + (len(batches),), np.nan)
