@@ -5,7 +5,9 @@
 * a larger batch never lowers the arithmetic intensity of a pass (or of any op in it);
 * random option values through `cli.main` never print a traceback and exit with a documented code.
 
-Settings are modest (tens of examples, no deadline) so the file runs in well under a minute.
+Settings come from the "dlmcost" hypothesis profile in tests/conftest.py: deterministic and modest
+(a few dozen examples per property, no deadline) so the file runs in a few seconds;
+DLMCOST_FUZZ_SCALE=10 runs ten times as many random examples.
 """
 
 from __future__ import annotations
@@ -14,12 +16,11 @@ import contextlib
 import io
 import json
 import math
-import os
 import warnings
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from dlmcost import api, errors
@@ -37,11 +38,9 @@ BLOCKS = [1, 2, 4, 8, 16, 32, 64]
 DOCUMENTED = {0, errors.EXIT_USAGE, errors.WorkloadError.exit_code, errors.UnknownGPUError.exit_code,
               errors.HardwareFileError.exit_code, errors.UnknownModelError.exit_code, errors.ConfigError.exit_code}
 
-# Deterministic and modest by default; DLMCOST_FUZZ_SCALE=10 runs ten times as many random examples.
-SCALE = float(os.environ.get("DLMCOST_FUZZ_SCALE", "1"))
-SETTINGS = settings(max_examples=int(60 * SCALE), deadline=None, derandomize=SCALE == 1, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-FEW = settings(SETTINGS, max_examples=int(40 * SCALE))
+# The suite's profile (tests/conftest.py); the slower properties run two thirds as many examples.
+SETTINGS = settings()
+FEW = settings(SETTINGS, max_examples=max(1, SETTINGS.max_examples * 2 // 3))
 
 
 @pytest.fixture(scope="module", autouse=True)

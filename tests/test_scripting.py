@@ -1,5 +1,8 @@
 """Issue 11: the installed `dlmcost` command in shell scripts, CI and 80-column terminals.
-Every test runs the console script as a user would (a pseudo-terminal where width/colour matter)."""
+Where a real process is the point (pipes closed early, pseudo-terminals where width/colour
+matter, the console script itself, a fresh venv, peak memory, what a fresh process imports) the
+tests run the installed console script; the rest call `cli.main` in-process (`cli` fixture), which
+is what the script runs, and fast."""
 
 from __future__ import annotations
 
@@ -32,8 +35,28 @@ def sh(cmd: str, **env) -> subprocess.CompletedProcess:
 
 
 def run(*args, env=None, cwd=None) -> subprocess.CompletedProcess:
+    """The installed console script in a child process."""
     return subprocess.run([DLMCOST, *args], capture_output=True, text=True, timeout=120, cwd=cwd,
                           env={**os.environ, **(env or {})})
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """`cli.main` in-process with the same calling convention and result as `run`."""
+    from dlmcost.cli import main
+
+    def call(*args, env=None, cwd=None) -> subprocess.CompletedProcess:
+        with monkeypatch.context() as mp:
+            for key, value in (env or {}).items():
+                mp.setenv(key, value)
+            if cwd is not None:
+                mp.chdir(cwd)
+            capsys.readouterr()
+            code = main([str(a) for a in args])
+            out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(list(args), code, out, err)
+
+    return call
 
 
 def in_pty(args: list[str], cols: int = 80, rows: int = 40, env: dict | None = None) -> tuple[int, str]:
@@ -96,8 +119,8 @@ COMMANDS = ["analyze", "sweep", "schemes", "schema", "gpus", "models", "model", 
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_help_has_an_example_and_every_option_says_what_it_is(command):
-    text = run(command, "--help", env={"COLUMNS": "200"}).stdout
+def test_help_has_an_example_and_every_option_says_what_it_is(command, cli):
+    text = cli(command, "--help", env={"COLUMNS": "200"}).stdout
     assert "Examples:" in text and f"dlmcost {command}" in text.split("Examples:")[1]
     assert "<list[str]>" not in text and "<bool>" not in text
     options = text.split("Options:")[1].split("Examples:")[0]
@@ -107,26 +130,26 @@ def test_help_has_an_example_and_every_option_says_what_it_is(command):
             assert re.search(r"\S\s{2,}\S", line.strip()), f"no help text: {line!r}"
 
 
-def test_shell_completion_is_offered():
-    assert "--show-completion" in run("--help").stdout
+def test_shell_completion_is_offered(cli):
+    assert "--show-completion" in cli("--help").stdout
 
 
-def test_require_gates_with_exit_8_and_lists_failing_rows():
-    ok = run("analyze", "--gpu", "h100", "-r", "tokens_per_s >= 1", "-r", "fits", "-f", "json")
+def test_require_gates_with_exit_8_and_lists_failing_rows(cli):
+    ok = cli("analyze", "--gpu", "h100", "-r", "tokens_per_s >= 1", "-r", "fits", "-f", "json")
     assert ok.returncode == 0, ok.stderr
     tps = json.loads(ok.stdout)["results"][0]["tokens_per_s"]
-    bad = run("analyze", "--gpu", "h100,b200", "-r", f"tokens_per_s >= {tps * 1.01}", "-f", "csv")
+    bad = cli("analyze", "--gpu", "h100,b200", "-r", f"tokens_per_s >= {tps * 1.01}", "-f", "csv")
     assert bad.returncode == EXIT_REQUIREMENT == 8
     assert "H100 SXM" in bad.stderr and "B200" not in bad.stderr.split("\n", 1)[1]  # B200 is faster
-    sw = run("sweep", "--gpu", "h100", "--batch", "1,100000", "-r", "fits", "-f", "csv")
+    sw = cli("sweep", "--gpu", "h100", "--batch", "1,100000", "-r", "fits", "-f", "csv")
     assert sw.returncode == 8 and "batch=100000" in sw.stderr and "batch=1 " not in sw.stderr
     assert sw.stdout.count("\n") == 1 + len(sw.stdout.splitlines()) - 1  # rows still printed
 
 
 @pytest.mark.parametrize("expr", ["__import__('os').system('true')", "tokens_per_s >= 1 or 1", "nosuch > 1",
                                   "tokens_per_s >= fast", "not time_s > 1", "fits >= true"])
-def test_require_rejects_anything_but_the_small_language(expr):
-    r = run("analyze", "--gpu", "h100", "-r", expr)
+def test_require_rejects_anything_but_the_small_language(expr, cli):
+    r = cli("analyze", "--gpu", "h100", "-r", expr)
     assert r.returncode == 2 and r.stderr.startswith("error: --require")
 
 
@@ -219,8 +242,8 @@ def test_other_tables_fit_80_columns_without_eliding(args):
     assert not any("…" in line for line in lines if "─" not in line and not line.startswith("…"))
 
 
-def test_piped_tables_follow_columns():
-    r = run(*SWEEP, env={"COLUMNS": "80"})
+def test_piped_tables_follow_columns(cli):
+    r = cli(*SWEEP, env={"COLUMNS": "80"})
     assert r.returncode == 0 and max(len(x) for x in r.stdout.splitlines()) <= 80
 
 
@@ -257,11 +280,11 @@ def test_header_digits_are_not_highlighted():
     assert ESC not in header and "8.02B params" in header
 
 
-def test_speedup_column_is_ar_latency_over_latency():
-    a = json.loads(run("analyze", "--gpu", "h100", "--scheme", "dual-cache", "--gen", "256", "--block", "32",
+def test_speedup_column_is_ar_latency_over_latency(cli):
+    a = json.loads(cli("analyze", "--gpu", "h100", "--scheme", "dual-cache", "--gen", "256", "--block", "32",
                        "--tpf", "3", "-f", "json").stdout)["results"][0]
     expected = f"{a['ar_time_s'] / a['time_s']:.3g}"
-    md = run("analyze", "--gpu", "h100", "--scheme", "dual-cache", "--gen", "256", "--block", "32", "--tpf", "3",
+    md = cli("analyze", "--gpu", "h100", "--scheme", "dual-cache", "--gen", "256", "--block", "32", "--tpf", "3",
              "-f", "markdown").stdout
     header = [ln for ln in md.splitlines() if ln.startswith("| GPU")][0]
     row = [ln for ln in md.splitlines() if ln.startswith("| H100")][0]
@@ -272,8 +295,8 @@ def test_speedup_column_is_ar_latency_over_latency():
     assert "|---|---:|" in md and "speed-up vs AR: AR decode latency / this latency" in md  # aligned, legend
 
 
-def test_knee_never_exceeds_the_generation_length():
-    r = run("analyze", "inclusionAI/LLaDA2.0-flash", "--gpu", "h100", "--tp", "4", "--precision", "fp8", "-f", "markdown")
+def test_knee_never_exceeds_the_generation_length(cli):
+    r = cli("analyze", "inclusionAI/LLaDA2.0-flash", "--gpu", "h100", "--tp", "4", "--precision", "fp8", "-f", "markdown")
     row = [ln for ln in r.stdout.splitlines() if ln.startswith("| H100")][0]
     knee = row.strip("|").split("|")[-1].strip()
     gen = int(re.search(r"gen (\d+)", r.stdout).group(1))
@@ -281,25 +304,25 @@ def test_knee_never_exceeds_the_generation_length():
     assert "tp 4" in r.stdout  # the tensor-parallel size is stated
 
 
-def test_hidden_settings_are_stated():
-    block = run("analyze", "JetLM/SDAR-4B-Chat", "--gpu", "h100").stdout
+def test_hidden_settings_are_stated(cli):
+    block = cli("analyze", "JetLM/SDAR-4B-Chat", "--gpu", "h100").stdout
     assert "store pass" in block
-    ar = run("analyze", "meta-llama/Meta-Llama-3-8B", "--gpu", "h100", "--scheme", "dual-cache")
+    ar = cli("analyze", "meta-llama/Meta-Llama-3-8B", "--gpu", "h100", "--scheme", "dual-cache")
     assert ar.returncode == 0 and "is an autoregressive model: it does not decode with 'dual-cache'" in ar.stderr
 
 
-def test_analyze_csv_keeps_the_ops():
-    r = run("analyze", "--gpu", "h100", "-f", "csv", "--ops")
+def test_analyze_csv_keeps_the_ops(cli):
+    r = cli("analyze", "--gpu", "h100", "-f", "csv", "--ops")
     lines = r.stdout.splitlines()
     kinds = {ln.split(",")[0] for ln in lines[1:]}
     assert lines[0].startswith("row,") and kinds == {"result", "pass", "op"}
 
 
-def test_memory_is_in_si_gb_everywhere():
-    r = run("gpus", "-f", "json")
+def test_memory_is_in_si_gb_everywhere(cli):
+    r = cli("gpus", "-f", "json")
     h100 = next(g for g in json.loads(r.stdout) if g["name"] == "H100 SXM")
     assert h100["memory_bytes"] == 80 * 2**30 and h100["memory_as_listed"] == "80 GiB"
-    table = run("gpus", env={"COLUMNS": "200"}).stdout
+    table = cli("gpus", env={"COLUMNS": "200"}).stdout
     assert re.search(r"H100 SXM\s+85\.9\s+80 GiB", table) and re.search(r"MI325X\s+256\s+256 GB", table)
     assert "GB = 1e9 bytes" in table
 
@@ -307,15 +330,15 @@ def test_memory_is_in_si_gb_everywhere():
 # --- claims --------------------------------------------------------------------------------
 
 
-def test_sweep_takes_a_comma_list_of_models():
-    r = run("sweep", "-m", "GSAI-ML/LLaDA-8B-Instruct,meta-llama/Meta-Llama-3-8B", "--gpu", "h100", "-f", "csv")
+def test_sweep_takes_a_comma_list_of_models(cli):
+    r = cli("sweep", "-m", "GSAI-ML/LLaDA-8B-Instruct,meta-llama/Meta-Llama-3-8B", "--gpu", "h100", "-f", "csv")
     assert r.returncode == 0, r.stderr
     models = {ln.split(",")[0] for ln in r.stdout.splitlines()[1:]}
     assert models == {"GSAI-ML/LLaDA-8B-Instruct", "meta-llama/Meta-Llama-3-8B"}
 
 
-def test_example_files_work_from_any_folder(tmp_path):
-    r = run("model", "examples/tiny-dlm.yaml", cwd=tmp_path)
+def test_example_files_work_from_any_folder(tmp_path, cli):
+    r = cli("model", "examples/tiny-dlm.yaml", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
 
 
@@ -386,14 +409,14 @@ def test_product_files_cite_no_internal_documents():
     assert not bad, "\n".join(bad)
 
 
-def test_plan_draws_its_cost_latency_front(tmp_path):
+def test_plan_draws_its_cost_latency_front(tmp_path, cli):
     pytest.importorskip("matplotlib")
     out = tmp_path / "plan.png"
     args = ["plan", "--rate", "2", "--p95", "30", "--gpu", "h100,b200", "--tp", "1", "--requests", "200"]
-    r = run(*args, "--plot", str(out))
+    r = cli(*args, "--plot", str(out))
     assert r.returncode == 0, r.stderr
     assert out.stat().st_size > 1000
-    html = run(*args, "-f", "html")
+    html = cli(*args, "-f", "html")
     assert html.returncode == 0 and "<svg" in html.stdout and "deployments meeting the targets" in html.stdout
 
 
