@@ -25,7 +25,8 @@ from dlmcost.engine import evaluate
 from dlmcost.hardware import HardwareDB
 from dlmcost.models import load_bundled
 from dlmcost.precision import get_precision
-from dlmcost.roofline import Profile, gpu_rates
+from dlmcost.profiles import Profile
+from dlmcost.roofline import gpu_rates
 
 # The same third-party imports dlmcost's CLI makes, names included: pydantic resolves
 # `BaseModel` & co. lazily, so `import pydantic` alone would leave most of it out.

@@ -11,6 +11,7 @@ vectorised call of the engine (`_evaluate`, shared), and return typed records (r
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,14 +19,17 @@ from pydantic import ValidationError
 
 from .cost import KINDS, OP_KINDS
 from .engine import KNEE_LIMIT, METRICS, Evaluation, Grid, evaluate, generation_verdict, knee, memory_bound_time_fraction
-from .errors import UsageError, WorkloadError, first_error
-from .hardware import GPU, SEED_TABLE_GPUS as DEFAULT_GPUS, HardwareDB
+from .errors import UsageError, WorkloadError
+from .files import validation_message
+from .hardware import GPU, DEFAULT_GPUS, HardwareDB
 from .memory import grid_memory
 from .models import ModelSpec, resolve_model
 from .precision import get_precision, kv_bytes
 from .results import (AnalyzeResult, GPUResult, Knee, Memory, ModelSummary, OpResult, PassResult, SweepResult,
                       SweepRow, Unsupported, WorkloadSummary)
-from .roofline import Profile, gpu_rates, load_profile, stack_rates, verdict
+from .profiles import Profile, load_profile
+from .stacks import STACK_NONE, Stack, load_stack
+from .roofline import gpu_rates, stack_rates, verdict
 from .schemes import REGISTRY, SCHEMES
 from .workload import Workload, check_parallel, make_knobs, scheme_ok, scheme_problem
 
@@ -40,10 +44,10 @@ COLUMN_DEFAULTS = dict(tp=1.0, ep=1.0, mla_absorbed=True, mla_auto=True, logits_
                        active_blocks=_W.active_blocks, cache_delay=_W.cache_delay, refresh_every=_W.refresh_every,
                        window=_W.window, drafter=False, all_experts=False)
 SWEEP_CHUNK = 65_536  # configurations evaluated at once: bounds the engine's memory
-MAX_SWEEP_CONFIGS = 5_000_000  # a grid beyond this is almost surely a typo; refused before any work
+MAX_SWEEP_CONFIGS = 200_000  # configurations one sweep evaluates unless asked for more; refused before any work
 
 
-def build_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray) -> Grid:
+def build_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray, stack: Stack | None = None) -> Grid:
     """A Grid from per-configuration columns (scalars broadcast); rates looked up by index."""
     n = len(rate_index)
     cols = {**COLUMN_DEFAULTS, **cols}
@@ -51,7 +55,7 @@ def build_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray) -> Gri
     knobs = make_knobs(**{k: arr(k, None) for k in KNOB_COLUMNS})
     settings = {k: arr(k, bool if k in ("all_experts", "mla_absorbed", "mla_auto") else float) for k in SETTING_COLUMNS}
     return Grid(scheme=arr("scheme", None).astype(str), knobs=knobs, **settings,
-                rates=stack_rates(rate_rows).take(np.asarray(rate_index)))
+                rates=stack_rates(rate_rows).take(np.asarray(rate_index)), stack=stack)
 
 
 # --- the evaluation analyze and sweep share -----------------------------------------------------
@@ -68,10 +72,11 @@ class Frame:
     memory_bound_fraction: np.ndarray
 
 
-def _ar_baseline(spec: ModelSpec, cols: dict, rate_rows: list[dict], rate_index: np.ndarray) -> np.ndarray:
+def _ar_baseline(spec: ModelSpec, cols: dict, rate_rows: list[dict], rate_index: np.ndarray,
+                 stack: Stack | None = None) -> np.ndarray:
     """AR decode time (prefill + one cached step per answer token: AR stops at end-of-sequence)
     of the same model, prompt, batch (no CFG copy: AR has no guidance), precision, layout and
-    GPU; each distinct one costed once."""
+    GPU, under the same software stack; each distinct one costed once."""
     n = len(rate_index)
     keys = ("prompt", "answer", "ar_batch", "wbytes", "kvbytes", "all_experts", "tp", "ep", "mla_absorbed", "mla_auto")
     table = np.column_stack([np.broadcast_to(np.asarray({**COLUMN_DEFAULTS, **cols}[k], float), (n,)) for k in keys]
@@ -79,16 +84,16 @@ def _ar_baseline(spec: ModelSpec, cols: dict, rate_rows: list[dict], rate_index:
     unique, inverse = np.unique(table, axis=0, return_inverse=True)
     u = dict(zip(keys, unique.T))
     grid = build_grid(dict(u, scheme="ar", gen=u["answer"], steps=u["answer"], block=u["answer"], batch=u["ar_batch"]),
-                      rate_rows, unique[:, -1].astype(int))
+                      rate_rows, unique[:, -1].astype(int), stack)
     return evaluate(spec, grid).total.time_s[inverse.ravel()]
 
 
 def _evaluate(spec: ModelSpec, drafter: ModelSpec | None, cols: dict, rate_rows: list[dict], rate_index: np.ndarray,
-              capacity_bytes: np.ndarray) -> Frame:
-    grid = build_grid(cols, rate_rows, rate_index)
+              capacity_bytes: np.ndarray, stack: Stack | None = None) -> Frame:
+    grid = build_grid(cols, rate_rows, rate_index, stack)
     models = {"main": spec} | ({"drafter": drafter} if drafter else {})
     ev = evaluate(models, grid)
-    return Frame(grid, ev, _ar_baseline(spec, cols, rate_rows, rate_index),
+    return Frame(grid, ev, _ar_baseline(spec, cols, rate_rows, rate_index, stack),
                  grid_memory(spec, grid, ev, capacity_bytes, drafter),
                  memory_bound_time_fraction(ev, grid.rates.ridge))
 
@@ -133,17 +138,27 @@ def _columns(w: Workload) -> dict:
 # --- analyze ------------------------------------------------------------------------------------
 
 
+def resolve_stack(stack: str | Stack | None, profile: Profile) -> Stack | None:
+    """The stack to apply: a name or file (None: the default, `stacks.DEFAULT_STACK`); `none`,
+    or the `ideal` efficiency profile (an upper bound), give the bare roofline."""
+    if profile.name == "ideal" or stack == STACK_NONE:
+        return None
+    return load_stack(stack)
+
+
 def analyze(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None = None, *,
-            efficiency: str = "realistic", hardware: list[str] | None = None, revision: str | None = None,
-            hub: bool = False, **workload) -> AnalyzeResult:
+            efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
+            revision: str | None = None, hub: bool = False, **workload) -> AnalyzeResult:
     """Cost of one workload on each GPU. Unset workload fields take the model's sampler defaults
-    (or, for schemes with a reference engine of their own, that engine's)."""
+    (or, for schemes with a reference engine of their own, that engine's). `stack`: a software
+    stack name or file (default `stacks.DEFAULT_STACK`; `none`: the bare hardware roofline)."""
     spec = _spec(model, revision, hub)
     w = workload_for(spec, **workload)
     drafter = _drafter(w, spec)
     db = HardwareDB.load(hardware)
     selected = db.select(gpus, DEFAULT_GPUS)
     profile = load_profile(efficiency)
+    st = resolve_stack(stack, profile)
     problem = scheme_problem(w) or check_parallel(spec, w.tp, w.ep)
     if problem:
         raise WorkloadError(problem)
@@ -153,7 +168,7 @@ def analyze(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None
     if supported:
         n = len(supported)
         frame = _evaluate(spec, drafter, _columns(w), [r for _, r in supported], np.arange(n),
-                          np.array([g.memory_bytes for g, _ in supported]))
+                          np.array([g.memory_bytes for g, _ in supported]), st)
         grid = frame.grid
         ctx = grid.knobs.prompt + grid.knobs.gen / 2
         knee_block = knee(spec, grid, ctx, grid.knobs.block, "block")
@@ -164,7 +179,7 @@ def analyze(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None
     results = [by_key.get(g.key) or Unsupported(gpu=g.name, gpu_key=g.key, error=unsupported_reason(g, w.precision, w.tp))
                for g in selected]
     return AnalyzeResult(model=model_summary(spec), workload=workload_summary(w), efficiency_profile=profile.name,
-                         warnings=workload_warnings(spec, w), results=results)
+                         stack=st.name if st else STACK_NONE, warnings=workload_warnings(spec, w), results=results)
 
 
 def workload_warnings(spec: ModelSpec, w: Workload) -> list[str]:
@@ -173,6 +188,10 @@ def workload_warnings(spec: ModelSpec, w: Workload) -> list[str]:
     if spec.max_context and w.prompt + w.gen > spec.max_context:
         out.append(f"prompt + generation = {w.prompt + w.gen} tokens exceeds {spec.id}'s trained context of "
                    f"{spec.max_context}; the numbers assume the model could run it")
+    verified_by_ar = w.scheme == "draft-verify" and w.drafter  # an AR verifier of a drafter's proposals
+    if spec.sampler and tuple(spec.sampler.schemes) == ("ar",) and w.scheme != "ar" and not verified_by_ar:
+        out.append(f"{spec.id} is an autoregressive model: it does not decode with '{w.scheme}'; the numbers "
+                   f"are for a diffusion model of its shape")
     if not spec.verified:
         out.append(f"{spec.id}'s config is unverified (dimensions from a third-party port)")
     if not spec.mla and w.tp > spec.n_kv_heads:
@@ -269,8 +288,8 @@ def workload_for(spec: ModelSpec, **given) -> Workload:
         raise WorkloadError("the block scheme needs --block")
     try:
         w = Workload(**given)
-    except ValidationError as exc:
-        raise UsageError(first_error(exc, "workload")) from None
+    except ValidationError as exc:  # -> one readable line, by the shared formatter
+        raise UsageError(f"invalid workload: {validation_message(exc, top='workload')}") from None
     get_precision(w.precision)  # unknown names -> one clear UsageError each
     kv_bytes(w.kv_dtype)
     if w.total_steps > 10_000_000:
@@ -317,21 +336,31 @@ def _validated(name: str, values: list) -> list:
         try:
             Workload(**{name: v}, **({"gen": v} if name == "answer_tokens" else {}))
         except ValidationError as exc:
-            raise UsageError(f"--{name}: {first_error(exc, name)}") from None
+            raise UsageError(f"--{name}: {validation_message(exc, top=name)}") from None
     return values
 
 
-def sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, prompts=None, gens=None, steps=None,
-          tpf: float | None = None, blocks=None, batches=None, precisions=None, kv_dtype: str = "bf16",
-          cfg: bool = False, store_pass: bool | None = None, logits: str = "all", expert_load: str = "expected",
-          tps=None, eps=None, mla_form: str = "auto", efficiency: str = "realistic",
-          hardware: list[str] | None = None, revision: str | None = None, hub: bool = False,
-          **scheme_knobs) -> SweepResult:
+def sweep(model: str | ModelSpec = DEFAULT_MODEL, **options) -> SweepResult:
     """Every combination of the given lists, evaluated vectorised (in chunks of SWEEP_CHUNK).
 
     Impossible combinations (a block that does not divide the generation, fewer steps than
     blocks, a layout that does not split the model) are skipped and counted; GPUs without the
-    precision's tensor cores likewise. A scheme is evaluated once for each knob it ignores."""
+    precision's tensor cores likewise. A scheme is evaluated once for each knob it ignores.
+    The options are `iter_sweep`'s."""
+    meta, chunks = iter_sweep(model, **options)
+    return meta.model_copy(update={"rows": [row for chunk in chunks for row in chunk]})
+
+
+def iter_sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, prompts=None, gens=None,
+               steps=None, tpf: float | None = None, blocks=None, batches=None, precisions=None,
+               kv_dtype: str = "bf16", cfg: bool = False, store_pass: bool | None = None, logits: str = "all",
+               expert_load: str = "expected", tps=None, eps=None, mla_form: str = "auto",
+               efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
+               revision: str | None = None, hub: bool = False, max_configs: int | None = MAX_SWEEP_CONFIGS,
+               **scheme_knobs) -> tuple[SweepResult, Iterator[list[SweepRow]]]:
+    """`sweep` as a stream: the summary (counts, no rows) and a generator of row lists, one per
+    chunk of SWEEP_CHUNK configurations, so a caller writing rows out holds one chunk at a time.
+    Everything is validated before the summary is returned; `max_configs=None` lifts the limit."""
     spec = _spec(model, revision, hub)
     answer_tokens = scheme_knobs.pop("answer_tokens", None)
     _validated("answer_tokens", [answer_tokens])
@@ -342,6 +371,7 @@ def sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, pr
     sampler = spec.sampler
     gpu_list = HardwareDB.load(hardware).select(gpus, DEFAULT_GPUS)
     profile = load_profile(efficiency)
+    st = resolve_stack(stack, profile)
     scheme_list = _as_list(schemes, list(sampler.schemes) if sampler and sampler.schemes else list(SCHEMES))
     for sc in scheme_list:
         if sc not in REGISTRY:
@@ -373,15 +403,16 @@ def sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, pr
                   for k, v in knobs.items()] for sc in scheme_list}
     per_pair = {sc: int(np.prod(s)) for sc, s in sizes.items()}
     total = len(pairs) * sum(per_pair.values())
-    if total > MAX_SWEEP_CONFIGS:
-        raise UsageError(f"the sweep has {total:,} configurations, more than the {MAX_SWEEP_CONFIGS:,} dlmcost "
-                         f"evaluates at once; split it into smaller sweeps")
+    if max_configs is not None and total > max_configs:
+        raise UsageError(f"the sweep asks for {total:,} configurations; at most {max_configs:,}: shorten some lists, "
+                         f"or stream it with --format csv or jsonl and --allow-large")
     unsupported = unsupported_pairs * sum(per_pair.values())
     settings = dict(kv_dtype=shared.kv_dtype, cfg=cfg, store_pass=None, logits=logits, expert_load=expert_load,
                     mla_form=mla_form, tpf=tpf, answer_tokens=answer_tokens)
     if not pairs or not scheme_list:
-        return SweepResult(model=model_summary(spec), efficiency_profile=profile.name, evaluated=0,
-                           skipped_impossible=0, skipped_unsupported=unsupported, settings=settings)
+        return SweepResult(model=model_summary(spec), efficiency_profile=profile.name,
+                           stack=st.name if st else STACK_NONE, evaluated=0,
+                           skipped_impossible=0, skipped_unsupported=unsupported, settings=settings), iter(())
 
     # Per scheme, the product of the knobs it depends on (index arrays, no per-row Python loop).
     parts = [(sc, np.indices([len(pairs)] + sizes[sc]).reshape(len(knobs) + 1, -1)) for sc in scheme_list]
@@ -421,20 +452,26 @@ def sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, pr
 
     capacity = np.array([gpu_list[gi].memory_bytes for gi, _ in pairs])
     wbytes = np.array([get_precision(precision_list[pi]).weight_bytes for _, pi in pairs])
-    rows: list[SweepRow] = []
-    for start in range(0, len(keep), SWEEP_CHUNK):
-        sel = keep[start:start + SWEEP_CHUNK]
-        pi = pair_idx[sel]
-        batch = vals["batch"][sel]
-        cols = dict(scheme=scheme_col[sel], **{k: getattr(knob_cols, k)[sel] for k in KNOB_COLUMNS},
-                    answer=answer[sel], configured_gen=gen[sel], configured_steps=steps_arr[sel], batch=batch * (2 if cfg else 1), ar_batch=batch, wbytes=wbytes[pi], kvbytes=kv_bytes(kv_dtype),
-                    all_experts=expert_load == "all", tp=vals["tp"][sel], ep=vals["ep"][sel],
-                    mla_absorbed=mla_form != "expanded", mla_auto=mla_form == "auto")
-        frame = _evaluate(spec, drafter, cols, rate_rows, pi, capacity[pi])
-        rows += _sweep_rows(frame, cols, [gpu_list[gi].name for gi, _ in pairs], [precision_list[p] for _, p in pairs],
-                            pi, ignores["steps"][sel], ignores["block"][sel], cfg)
-    return SweepResult(model=model_summary(spec), efficiency_profile=profile.name, evaluated=len(keep),
-                       skipped_impossible=impossible, skipped_unsupported=unsupported, settings=settings, rows=rows)
+    gpu_names, pair_precisions = [gpu_list[gi].name for gi, _ in pairs], [precision_list[p] for _, p in pairs]
+
+    def chunks() -> Iterator[list[SweepRow]]:
+        for start in range(0, len(keep), SWEEP_CHUNK):
+            sel = keep[start:start + SWEEP_CHUNK]
+            pi = pair_idx[sel]
+            batch = vals["batch"][sel]
+            cols = dict(scheme=scheme_col[sel], **{k: getattr(knob_cols, k)[sel] for k in KNOB_COLUMNS},
+                        answer=answer[sel], configured_gen=gen[sel], configured_steps=steps_arr[sel],
+                        batch=batch * (2 if cfg else 1), ar_batch=batch, wbytes=wbytes[pi], kvbytes=kv_bytes(kv_dtype),
+                        all_experts=expert_load == "all", tp=vals["tp"][sel], ep=vals["ep"][sel],
+                        mla_absorbed=mla_form != "expanded", mla_auto=mla_form == "auto")
+            frame = _evaluate(spec, drafter, cols, rate_rows, pi, capacity[pi], st)
+            yield _sweep_rows(frame, cols, gpu_names, pair_precisions, pi, ignores["steps"][sel],
+                              ignores["block"][sel], cfg)
+
+    meta = SweepResult(model=model_summary(spec), efficiency_profile=profile.name,
+                       stack=st.name if st else STACK_NONE, evaluated=len(keep),
+                       skipped_impossible=impossible, skipped_unsupported=unsupported, settings=settings)
+    return meta, chunks()
 
 
 def _sweep_rows(frame: Frame, cols: dict, gpu_names: list[str], precisions: list[str], pair: np.ndarray,
@@ -489,6 +526,12 @@ def model_info(spec: ModelSpec) -> dict:
         qk_norm=spec.qk_norm, n_dense_layers=spec.n_dense_layers, n_moe_layers=spec.n_moe_layers,
     )
     info["kv_bytes_per_token"] = {k: spec.kv_bytes_per_token(v) for k, v in KV_DTYPE_BYTES.items() if k not in ("fp16", "int4")}
+    if spec.layers:  # per-layer kinds (hybrids): one line per group
+        info["layers"] = {f"{i}": f"{n} x {kind.describe()}" for i, (n, kind) in enumerate(spec.layers)}
+    if spec.logit_softcap:
+        info["logit_softcap"] = spec.logit_softcap
+    if spec.vision_params:
+        info["vision_params"] = spec.vision_params  # reported apart: planning is text-only
     if spec.moe:
         info["moe"] = spec.moe.model_dump()
     if spec.mla:

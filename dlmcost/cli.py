@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import codecs
+import errno
 import math
 import os
 import sys
+import warnings
 from typing import Optional
 
 # dlmcost defines no pydantic plugins, and the CLI is a process of its own: spare pydantic its
@@ -14,17 +17,42 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 
-from . import api, report  # noqa: E402
-from .errors import EXIT_INTERNAL, EXIT_USAGE, DlmcostError, UsageError  # noqa: E402
+from . import __version__, api, examples, gates, report  # noqa: E402
+from .errors import (  # noqa: E402
+    EXIT_INTERNAL,
+    EXIT_OUTPUT,
+    EXIT_USAGE,
+    DlmcostError,
+    DlmcostWarning,
+    RequirementError,
+    UsageError,
+    WorkloadError,
+)
 from .hardware import HardwareDB  # noqa: E402
 from .schemes import REGISTRY, SCHEMES  # noqa: E402
+from .terminal import shown  # noqa: E402
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Capacity planner for diffusion language model inference.")
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
+                  help="Capacity planner for diffusion language model inference.",
+                  epilog="Exit codes: 0 ok; 2 bad usage; 3-7 bad workload, GPU, hardware file, model or config; "
+                         "8 ran fine but a result missed --require (plan: no deployment meets the targets); "
+                         "9 missing extra; 10-15 Hugging Face Hub; 70 internal error.")
 
-FormatOpt = typer.Option("table", "--format", "-f", help="table | json | csv | markdown | html (analyze, sweep)")
-PlotOpt = typer.Option(None, "--plot", help="draw the chart to FILE.png / FILE.svg, or - for the terminal (needs dlmcost[plot] for files)")
-HardwareOpt = typer.Option(None, "--hardware", help="extra GPU YAML file or folder (repeatable; also $DLMCOST_HARDWARE)")
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"dlmcost {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True,
+                                       help="print the version and exit")):
+    """Capacity planner for diffusion language model inference."""
+
+FormatOpt = typer.Option("table", "--format", "-f", metavar="FORMAT", help="table | json | csv | markdown | html (analyze, sweep)")
+PlotOpt = typer.Option(None, "--plot", metavar="FILE", help="draw the chart to FILE.png / FILE.svg, or - for the terminal (needs dlmcost[plot] for files)")
+HardwareOpt = typer.Option(None, "--hardware", metavar="PATH", help="extra GPU YAML file or folder (repeatable; also $DLMCOST_HARDWARE)")
 # Options analyze and sweep share (sweep's size knobs take comma lists instead).
 CfgOpt = typer.Option(0.0, "--cfg", help="classifier-free guidance scale; > 0 doubles the batch")
 StorePassOpt = typer.Option(None, "--store-pass/--no-store-pass", help="block scheme: extra K/V store pass per block")
@@ -32,7 +60,8 @@ LogitsOpt = typer.Option("all", "--logits", help="all: logits for every query po
 ExpertLoadOpt = typer.Option("expected", "--expert-load", help="MoE: expected distinct experts, or all")
 MlaFormOpt = typer.Option("auto", "--mla-form", help="MLA attention: auto | absorbed | expanded")
 EfficiencyOpt = typer.Option("realistic", "--efficiency", help="realistic | ideal | path to an efficiency YAML")
-RevisionOpt = typer.Option(None, "--revision", help="Hub revision (branch, tag or commit)")
+StackOpt = typer.Option(None, "--stack", help="software stack: hf-eager | compiled | sglang (default) | none | a stack YAML")
+RevisionOpt = typer.Option(None, "--revision", metavar="REV", help="Hub revision (branch, tag or commit)")
 HubOpt = typer.Option(False, "--hub", help="fetch from the Hub even if the id is bundled")
 TpfOpt = typer.Option(None, "--tpf", help="tokens per forward (S = Lg / tpf) when --steps is not given; "
                       "draft-verify: mean accepted tokens per iteration")
@@ -45,10 +74,58 @@ DrafterOpt = typer.Option(None, "--drafter", help="draft-verify: the drafter mod
 AnswerOpt = typer.Option(None, "--answer-tokens", help="expected tokens until end-of-sequence; throughput counts "
                          "these, and schemes that stop at the end-of-sequence block run only that far [the whole generation]")
 SCHEME_CHOICES = " | ".join(SCHEMES)
+HubTimeoutOpt = typer.Option(None, "--hub-timeout", help="seconds all Hub requests of the command may take "
+                             "together [30; also $DLMCOST_HUB_TIMEOUT]")
+VerboseOpt = typer.Option(False, "--verbose", help="show the Hub client's own retries and warnings on stderr")
+
+
+RequireOpt = typer.Option(None, "--require", "-r", metavar="EXPR",
+                          help="fail (exit 8) unless every row meets EXPR, e.g. 'tokens_per_s >= 300', 'fits', "
+                               "'time_s < 2' (repeatable; keys: dlmcost sweep -f csv columns)")
+GATE_LINES = 20  # failing rows listed on stderr; the rest are counted
+
+
+PIPE_WIDTH = 100  # tables written to a pipe or file fit this many columns unless $COLUMNS says otherwise
 
 
 def _console() -> Console:
-    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 100)
+    """Width: $COLUMNS if set (also when piped), else the terminal's, else PIPE_WIDTH. No colour
+    and no bold/dim at all under NO_COLOR (https://no-color.org) or TERM=dumb; no highlighting
+    of digits inside text."""
+    width = None
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) >= 20:
+        width = int(columns)
+    elif not sys.stdout.isatty():
+        width = PIPE_WIDTH
+    plain = "NO_COLOR" in os.environ and os.environ["NO_COLOR"] != "" or os.environ.get("TERM") == "dumb"
+    return Console(soft_wrap=False, width=width, highlight=False, color_system=None if plain else "auto",
+                   no_color=plain)
+
+
+def _hub_options(verbose: bool, hub_timeout: Optional[float]) -> None:
+    from .models import hub
+
+    hub.configure(verbose=verbose, budget_s=hub_timeout)
+
+
+def _check_finite(result, where: str = "result") -> None:
+    """Every number printed is finite: an overflow anywhere is a clear error, never `inf` in a
+    table or a JSON encoder's exception (iterative: results are a few levels deep)."""
+    stack = [(where, result)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise WorkloadError(f"the {path} came out as {value} (an overflow): inputs at the edge of their ranges?")
+        if getattr(value, "dtype", None) is not None and value.dtype.kind == "f" and value.size:
+            import numpy as np  # already loaded by api; sweep columns hold NaN for ignored knobs
+
+            if np.isinf(value).any():
+                raise WorkloadError(f"the {path} came out as inf (an overflow): inputs at the edge of their ranges?")
+        if isinstance(value, dict):
+            stack += [(f"{path}.{k}", v) for k, v in value.items()]
+        elif isinstance(value, (list, tuple)):
+            stack += [(path, v) for v in value]
 
 
 def _check_format(fmt: str, charts: bool = False) -> str:
@@ -86,8 +163,10 @@ def _draw(chart, plot: Optional[str], console: Console) -> None:
 
 
 def _check_cfg(cfg: float) -> None:
-    if not math.isfinite(cfg) or cfg < 0:
-        raise UsageError("--cfg must be a non-negative number")
+    if not math.isfinite(cfg):
+        raise UsageError(f"--cfg must be a finite number, got {cfg}")
+    if cfg < 0:
+        raise UsageError(f"--cfg must be >= 0 (0 turns classifier-free guidance off), got {cfg:g}")
 
 
 def _parse_list(text: Optional[str], kind, name: str) -> Optional[list]:
@@ -110,10 +189,10 @@ def _parse_list(text: Optional[str], kind, name: str) -> Optional[list]:
     return out
 
 
-@app.command()
+@app.command(epilog="Examples:\n\n\b\n  dlmcost analyze --gpu h100 --gen 256 --tpf 3 --scheme dual-cache\n  dlmcost analyze --gpu h100 -r 'tokens_per_s >= 300' -r fits -f json")
 def analyze(
     model: str = typer.Argument("GSAI-ML/LLaDA-8B-Instruct", help="bundled id, local .json/.yaml, or Hub id"),
-    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="GPU name/alias, comma list, or 'all' (default: the seed table's GPUs)"),
+    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="GPU name/alias, comma list, or 'all' (default: H100, H200, B200, B300, MI300X, MI355X, MI455X)"),
     scheme: Optional[str] = typer.Option(None, "--scheme", help=f"{SCHEME_CHOICES} (default: the model's)"),
     prompt: Optional[int] = typer.Option(None, "--prompt", help="prompt tokens Lp [256]"),
     gen: Optional[int] = typer.Option(None, "--gen", help="generated tokens Lg (default: the model's sampler)"),
@@ -137,19 +216,26 @@ def analyze(
     drafter: Optional[str] = DrafterOpt,
     answer_tokens: Optional[int] = AnswerOpt,
     efficiency: str = EfficiencyOpt,
+    stack: Optional[str] = StackOpt,
     ops: bool = typer.Option(False, "--ops", help="also print per-pass and per-op tables"),
     fmt: str = FormatOpt,
     revision: Optional[str] = RevisionOpt,
     hub: bool = HubOpt,
     hardware: Optional[list[str]] = HardwareOpt,
     plot: Optional[str] = PlotOpt,
+    hub_timeout: Optional[float] = HubTimeoutOpt,
+    verbose: bool = VerboseOpt,
+    require: Optional[list[str]] = RequireOpt,
 ):
     """Cost of one workload on one or more GPUs."""
+    _hub_options(verbose, hub_timeout)
     _check_format(fmt, charts=True)
     _check_cfg(cfg)
     _check_plot(plot, fmt)
+    requirements = gates.parse_all(require)
+    model, efficiency = examples.locate(model), examples.locate(efficiency)
     options = dict(
-        efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
+        efficiency=efficiency, stack=stack, hardware=hardware, revision=revision, hub=hub,
         scheme=scheme, prompt=prompt, gen=gen, steps=steps, tpf=tpf, block=block, batch=batch,
         precision=precision, kv_dtype=kv_dtype, cfg=cfg > 0 or None, store_pass=store_pass,
         logits=logits, expert_load=expert_load, tp=tp, ep=ep, mla_form=mla_form, active_blocks=active_blocks,
@@ -157,8 +243,9 @@ def analyze(
         answer_tokens=answer_tokens,
     )
     result = api.analyze(model, gpu, **options)
+    _check_finite(result.model_dump())
     for warning in result.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        _stderr(f"warning: {warning}")
     data = result.model_dump()
     chart = None
     if plot or fmt == "html":
@@ -169,27 +256,28 @@ def analyze(
     console = _console()
     report.render_analyze(data, fmt, console, show_ops=ops, charts=[chart] if chart else None)
     _draw(chart, plot, console)
+    _gate(gates.failures(requirements, gates.analyze_rows(data), lambda r: r["gpu"]), requirements)
 
 
-@app.command()
+@app.command(epilog="Examples:\n\n\b\n  dlmcost sweep --gpu h100,b200 --block 8,32 --batch 1,16 --sort -tokens_per_s --limit 10\n  dlmcost sweep -m GSAI-ML/LLaDA-8B-Instruct,meta-llama/Meta-Llama-3-8B --gpu h100 -f csv > rows.csv")
 def sweep(
-    model: str = typer.Option("GSAI-ML/LLaDA-8B-Instruct", "--model", "-m", help="bundled id, local file, or Hub id"),
-    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="comma list or 'all'"),
-    scheme: Optional[str] = typer.Option(None, "--scheme", help="comma list (default: every scheme the model can run)"),
-    prompt: Optional[str] = typer.Option(None, "--prompt", help="comma list of prompt lengths"),
-    gen: Optional[str] = typer.Option(None, "--gen", help="comma list of generation lengths"),
-    steps: Optional[str] = typer.Option(None, "--steps", help="comma list of total steps (default: S = Lg / tpf)"),
+    model: str = typer.Option("GSAI-ML/LLaDA-8B-Instruct", "--model", "-m", metavar="ID[,ID...]", help="bundled id, local file, or Hub id; a comma list sweeps each (e.g. a dLLM and an AR model)"),
+    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", metavar="LIST", help="comma list or 'all'"),
+    scheme: Optional[str] = typer.Option(None, "--scheme", metavar="LIST", help="comma list (default: every scheme the model can run)"),
+    prompt: Optional[str] = typer.Option(None, "--prompt", metavar="LIST", help="comma list of prompt lengths"),
+    gen: Optional[str] = typer.Option(None, "--gen", metavar="LIST", help="comma list of generation lengths"),
+    steps: Optional[str] = typer.Option(None, "--steps", metavar="LIST", help="comma list of total steps (default: S = Lg / tpf)"),
     tpf: Optional[float] = TpfOpt,
-    block: Optional[str] = typer.Option(None, "--block", help="comma list of block lengths"),
-    batch: Optional[str] = typer.Option(None, "--batch", help="comma list of batch sizes"),
-    precision: Optional[str] = typer.Option(None, "--precision", help="comma list of precisions"),
-    kv_dtype: str = typer.Option("bf16", "--kv-dtype"),
+    block: Optional[str] = typer.Option(None, "--block", metavar="LIST", help="comma list of block lengths"),
+    batch: Optional[str] = typer.Option(None, "--batch", metavar="LIST", help="comma list of batch sizes"),
+    precision: Optional[str] = typer.Option(None, "--precision", metavar="LIST", help="comma list of precisions"),
+    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="K/V cache dtype: bf16 | fp8 | int8 | fp4"),
     cfg: float = CfgOpt,
     store_pass: Optional[bool] = StorePassOpt,
     logits: str = LogitsOpt,
     expert_load: str = ExpertLoadOpt,
-    tp: Optional[str] = typer.Option(None, "--tp", help="comma list of tensor-parallel sizes"),
-    ep: Optional[str] = typer.Option(None, "--ep", help="comma list of expert-parallel sizes (each dividing tp)"),
+    tp: Optional[str] = typer.Option(None, "--tp", metavar="LIST", help="comma list of tensor-parallel sizes"),
+    ep: Optional[str] = typer.Option(None, "--ep", metavar="LIST", help="comma list of expert-parallel sizes (each dividing tp)"),
     mla_form: str = MlaFormOpt,
     active_blocks: Optional[float] = ActiveBlocksOpt,
     cache_delay: Optional[float] = CacheDelayOpt,
@@ -198,53 +286,131 @@ def sweep(
     drafter: Optional[str] = DrafterOpt,
     answer_tokens: Optional[int] = AnswerOpt,
     efficiency: str = EfficiencyOpt,
-    sort: Optional[str] = typer.Option(None, "--sort", help="column to sort by, e.g. tokens_per_s, time_s (prefix - to reverse)"),
-    top: Optional[int] = typer.Option(None, "--top", help="show only the first N rows of the table"),
-    fmt: str = FormatOpt,
+    stack: Optional[str] = StackOpt,
+    sort: Optional[str] = typer.Option(None, "--sort", metavar="KEY", help="column to sort by, e.g. tokens_per_s, time_s (prefix - to reverse)"),
+    limit: Optional[int] = typer.Option(None, "--limit", "--top", metavar="N", help="table rows to show (0: all; default: what fits a terminal, all when piped)"),
+    require: Optional[list[str]] = RequireOpt,
+    allow_large: bool = typer.Option(False, "--allow-large", help=f"stream a grid above {api.MAX_SWEEP_CONFIGS:,} configurations (csv or jsonl, no --sort)"),
+    fmt: str = typer.Option("table", "--format", "-f", metavar="FORMAT", help="table | json | jsonl (one row per line, streamed) | csv (streamed) | markdown | html"),
     revision: Optional[str] = RevisionOpt,
     hub: bool = HubOpt,
     hardware: Optional[list[str]] = HardwareOpt,
     plot: Optional[str] = PlotOpt,
-    x: Optional[str] = typer.Option(None, "--x", help="chart: knob on the x axis (default: the first varied of block, batch, gen...)"),
-    y: Optional[str] = typer.Option(None, "--y", help="chart: metric on the y axis [tokens_per_s]"),
-    color: Optional[str] = typer.Option(None, "--color", help="chart: knob drawn as one line per value [scheme]"),
-    facet: Optional[str] = typer.Option(None, "--facet", help="chart: knob drawn as one panel per value [gpu]"),
+    x: Optional[str] = typer.Option(None, "--x", metavar="KNOB", help="chart: knob on the x axis (default: the first varied of block, batch, gen...)"),
+    y: Optional[str] = typer.Option(None, "--y", metavar="KEY", help="chart: metric on the y axis (default: tokens_per_s)"),
+    color: Optional[str] = typer.Option(None, "--color", metavar="KNOB", help="chart: knob drawn as one line per value (default: scheme)"),
+    facet: Optional[str] = typer.Option(None, "--facet", metavar="KNOB", help="chart: knob drawn as one panel per value (default: gpu)"),
+    hub_timeout: Optional[float] = HubTimeoutOpt,
+    verbose: bool = VerboseOpt,
 ):
-    """Evaluate every combination of comma-separated knobs (vectorised)."""
-    _check_format(fmt, charts=True)
+    """Evaluate every combination of comma-separated knobs (vectorised).
+
+    csv and jsonl are written chunk by chunk, so memory stays bounded however large the grid."""
+    _hub_options(verbose, hub_timeout)
+    if fmt != "jsonl":
+        _check_format(fmt, charts=True)
     _check_cfg(cfg)
     _check_plot(plot, fmt)
     if (x or y or color or facet) and not (plot or fmt == "html"):
         raise UsageError("--x/--y/--color/--facet shape the chart: add --plot FILE or --format html")
-    if top is not None and top <= 0:
-        raise UsageError("--top must be positive")
-    result = api.sweep(
-        model, gpus=gpu, schemes=_parse_list(scheme, str, "scheme"), prompts=_parse_list(prompt, int, "prompt"),
+    if limit is not None and limit < 0:
+        raise UsageError("--limit must be 0 (all rows) or positive")
+    requirements = gates.parse_all(require)
+    models = [examples.locate(m.strip()) for m in model.split(",") if m.strip()] or [model]
+    efficiency = examples.locate(efficiency)
+    if len(models) > 1 and (plot or fmt == "html"):
+        raise UsageError("charts show one model: give one --model with --plot or --format html")
+    streaming = fmt in ("csv", "jsonl") and not sort
+    if allow_large and not streaming:
+        raise UsageError("--allow-large streams rows: use it with --format csv or jsonl and without --sort")
+    options = dict(
+        gpus=gpu, schemes=_parse_list(scheme, str, "scheme"), prompts=_parse_list(prompt, int, "prompt"),
         gens=_parse_list(gen, int, "gen"), steps=_parse_list(steps, float, "steps"), tpf=tpf,
         blocks=_parse_list(block, int, "block"), batches=_parse_list(batch, int, "batch"),
         precisions=_parse_list(precision, str, "precision"), kv_dtype=kv_dtype, cfg=cfg > 0, store_pass=store_pass,
         logits=logits, expert_load=expert_load, tps=_parse_list(tp, int, "tp"), eps=_parse_list(ep, int, "ep"),
-        mla_form=mla_form, efficiency=efficiency, hardware=hardware, revision=revision, hub=hub,
+        mla_form=mla_form, efficiency=efficiency, stack=stack, hardware=hardware, revision=revision, hub=hub,
         active_blocks=active_blocks, cache_delay=cache_delay, refresh_every=refresh_every, window=window,
-        drafter=drafter, answer_tokens=answer_tokens,
+        drafter=drafter, answer_tokens=answer_tokens, max_configs=None if allow_large else api.MAX_SWEEP_CONFIGS,
     )
-    rows = api.sweep_rows(result)
-    if sort:
-        key = sort.lstrip("-")
-        if rows and key not in rows[0]:
-            raise UsageError(f"--sort: unknown column '{key}'; choose from: {', '.join(rows[0])}")
-        rows.sort(key=lambda r: (r[key] is None, r[key]), reverse=sort.startswith("-"))
+    console = _console()
+    if streaming:
+        failed = _stream_sweep(models, options, fmt, console, requirements)
+    else:
+        failed, documents = [], []
+        for m in models:
+            meta, chunks = api.iter_sweep(m, **options)
+            rows = [row.model_dump() for chunk in chunks for row in chunk]
+            _check_finite(rows, "sweep")
+            if sort:
+                key = sort.lstrip("-")
+                if rows and key not in rows[0]:
+                    raise UsageError(f"--sort: unknown column '{key}'; choose from: {', '.join(rows[0])}")
+                rows.sort(key=lambda r: (r[key] is None, r[key]), reverse=sort.startswith("-"))
+            label = gates.sweep_label if len(models) == 1 else (lambda r, m=m: f"{m}: {gates.sweep_label(r)}")
+            failed += gates.failures(requirements, rows, label)
+            documents.append((meta, rows))
+        if fmt == "json" and len(documents) > 1:
+            console.file.write(report.to_json([dict(**meta.model_dump(exclude={"rows"}), rows=rows)
+                                               for meta, rows in documents]) + "\n")
+        else:
+            for meta, rows in documents:
+                _render_sweep(meta, rows, fmt, console, limit, plot, dict(x=x, y=y, color=color, facet=facet))
+    _gate(failed, requirements)
+
+
+def _render_sweep(meta, rows: list[dict], fmt: str, console: Console, limit: Optional[int], plot: Optional[str],
+                  axes: dict) -> None:
+    if limit is None and fmt == "table" and sys.stdout.isatty():
+        limit = max(5, console.height - 12)  # what fits under the header, the notes and the caption
+    shown = rows[:limit] if limit else rows
     chart = None
     if plot or fmt == "html":
         from . import charts
 
-        chart = charts.sweep(rows, result.model.id, x=x, y=y, color=color, facet=facet)
-    console = _console()
-    report.render_sweep(result.model_dump(exclude={"rows"}), rows, fmt, console, rows[:top] if top else rows, charts=[chart] if chart else None)
+        chart = charts.sweep(rows, meta.model.id, **axes)
+    report.render_sweep(meta.model_dump(exclude={"rows"}), rows, fmt, console, shown, charts=[chart] if chart else None)
     _draw(chart, plot, console)
 
 
-@app.command()
+def _stream_sweep(models: list[str], options: dict, fmt: str, console: Console, requirements) -> list[str]:
+    """csv / jsonl one chunk at a time (with a leading `model` column when several models are
+    swept); returns the requirement failures."""
+    import csv
+    import json
+
+    failed, writer = [], None
+    for m in models:
+        _, chunks = api.iter_sweep(m, **options)
+        for chunk in chunks:
+            rows = [row.model_dump() for row in chunk]
+            _check_finite(rows, "sweep")
+            # names from users' files (a GPU's) reach the terminal too: control characters escaped
+            rows = [{k: report.safe(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows]
+            if len(models) > 1:
+                rows = [dict(model=m, **r) for r in rows]
+            failed += gates.failures(requirements, rows, gates.sweep_label)
+            if fmt == "jsonl":
+                console.file.write("".join(json.dumps(r, allow_nan=False) + "\n" for r in rows))
+            else:
+                if writer is None and rows:
+                    writer = csv.DictWriter(console.file, fieldnames=list(rows[0]), lineterminator="\n")
+                    writer.writeheader()
+                writer.writerows(rows)
+    return failed
+
+
+def _gate(failed: list[str], requirements) -> None:
+    """Exit 8 (EXIT_REQUIREMENT) when a row misses a --require; the rows go to stderr."""
+    if not failed:
+        return
+    shown = failed[:GATE_LINES]
+    more = [f"... and {len(failed) - len(shown):,} more"] if len(failed) > len(shown) else []
+    raise RequirementError(f"{len(failed):,} result row(s) miss a requirement "
+                           f"({'; '.join(q.text for q in requirements)}):", shown + more)
+
+
+@app.command(epilog="Examples:\n\n\b\n  dlmcost schemes -f markdown")
 def schemes(fmt: str = FormatOpt):
     """List the decoding schemes: what each runs and the knobs it reads."""
     _check_format(fmt)
@@ -252,7 +418,7 @@ def schemes(fmt: str = FormatOpt):
                                 stops_at_eos=s.stops_at_eos) for s in REGISTRY.values()], fmt, _console())
 
 
-@app.command()
+@app.command(epilog="Examples:\n\n\b\n  dlmcost schema sweep > sweep.schema.json")
 def schema(which: str = typer.Argument("analyze", help="analyze | sweep")):
     """Print the JSON Schema of `--format json` output (generated from the result types)."""
     from .results import SCHEMAS
@@ -262,7 +428,7 @@ def schema(which: str = typer.Argument("analyze", help="analyze | sweep")):
     print(report.to_json(SCHEMAS[which].model_json_schema()))
 
 
-@app.command()
+@app.command(epilog="Examples:\n\n\b\n  dlmcost gpus -f csv")
 def gpus(
     fmt: str = FormatOpt,
     hardware: Optional[list[str]] = HardwareOpt,
@@ -272,35 +438,129 @@ def gpus(
     report.render_gpus(HardwareDB.load(hardware).gpus.values(), fmt, _console())
 
 
-@app.command()
+@app.command(epilog="Examples:\n\n\b\n  dlmcost models")
 def models(fmt: str = FormatOpt):
     """List the bundled model ids (usable offline)."""
     _check_format(fmt)
     report.render_models(api.list_models(), fmt, _console())
 
 
-@app.command()
+@app.command(epilog="Examples:\n\n\b\n  dlmcost model examples/tiny-dlm.yaml\n  dlmcost model GSAI-ML/LLaDA-8B-Instruct -f json")
 def model(
     model_id: str = typer.Argument(..., metavar="MODEL", help="bundled id, local .json/.yaml, or Hub id"),
     fmt: str = FormatOpt,
-    revision: Optional[str] = typer.Option(None, "--revision"),
-    hub: bool = typer.Option(False, "--hub"),
+    revision: Optional[str] = RevisionOpt,
+    hub: bool = HubOpt,
     verify: bool = typer.Option(False, "--verify", help="compare with the checkpoint's safetensors parameter count (Hub)"),
+    hub_timeout: Optional[float] = HubTimeoutOpt,
+    verbose: bool = VerboseOpt,
 ):
     """Show the parsed spec of one model: shapes, parameters, K/V bytes per token."""
+    _hub_options(verbose, hub_timeout)
     _check_format(fmt)
     from .models import resolve_model
 
-    spec = resolve_model(model_id, revision=revision, hub=hub)
+    spec = resolve_model(examples.locate(model_id), revision=revision, hub=hub)
     info = api.model_info(spec)
     if verify:
         info["verify"] = api.verify_model(spec, revision=revision)
     report.render_model(info, fmt, _console())
     if verify and info["verify"].get("warning"):
-        print(f"warning: {info['verify']['warning']}", file=sys.stderr)
+        _stderr(f"warning: {info['verify']['warning']}")
+
+
+MESSAGE_LIMIT = 1000  # characters of one error line: user text inside is cut shorter still
 
 
 @app.command()
+def calibrate(
+    measurements: str = typer.Argument(..., help="measurements YAML (points: model, gpu, workload, measured)"),
+    stack: Optional[str] = typer.Option(None, "--stack", help="stack to start from: name or file (default: the default stack)"),
+    fit: str = typer.Option("fixed,gemm", "--fit", help="parameters to fit: host, fixed, gemm, attention, elementwise"),
+    out: str = typer.Option(..., "--out", "-o", help="stack YAML to write"),
+    name: Optional[str] = typer.Option(None, "--name", help="name of the written stack [calibrated]"),
+    only: Optional[str] = typer.Option(None, "--only", help="use only the points whose `stack:` is this name"),
+    fmt: str = FormatOpt,
+    hardware: Optional[list[str]] = HardwareOpt,
+):
+    """Fit a stack profile's free parameters to measured times (least squares on log time)."""
+    _check_format(fmt)
+    from pathlib import Path
+
+    from . import calibrate as cal
+    from .measurements import load_points
+    from .stacks import load_stack
+
+    points, base_dir = load_points(measurements)
+    if only is not None:
+        points = [p for p in points if p.stack == only]
+        if not points:
+            raise UsageError(f"--only {only}: no point of {measurements} has stack '{only}'")
+    result = cal.calibrate(points, base_dir, load_stack(stack), cal.parse_fit(fit), name or "calibrated", hardware)
+    cal.write_stack(result["data"], Path(out))
+    from .report_stacks import render_calibration
+
+    render_calibration(result, out, fmt, _console())
+
+
+@app.command()
+def measure(
+    model: str = typer.Argument(..., help="bundled id or local model file (random weights; nothing is downloaded)"),
+    gpu: str = typer.Option(..., "--gpu", "-g", help="hardware entry to predict against (a GPU, or your own file for a CPU)"),
+    scheme: Optional[str] = typer.Option(None, "--scheme", help="decoding scheme (default: the model's)"),
+    prompt: Optional[int] = typer.Option(None, "--prompt", help="prompt tokens"),
+    gen: Optional[int] = typer.Option(None, "--gen", help="generated tokens"),
+    steps: Optional[float] = typer.Option(None, "--steps", help="total denoising steps"),
+    tpf: Optional[float] = TpfOpt,
+    block: Optional[int] = typer.Option(None, "--block", help="block length"),
+    batch: str = typer.Option("1", "--batch", help="comma list of batch sizes (one measurement each)"),
+    stack: Optional[str] = typer.Option(None, "--stack", help="stack to predict with and to calibrate from"),
+    backend: str = typer.Option("numpy", "--backend", help="numpy (CPU) | torch (pip install 'dlmcost[measure]')"),
+    device: Optional[str] = typer.Option(None, "--device", help="torch device: cuda | cpu (default: cuda if present)"),
+    warmup: int = typer.Option(1, "--warmup", help="untimed runs per pass shape"),
+    repeats: int = typer.Option(3, "--repeats", help="timed runs per pass shape (median)"),
+    layers: Optional[int] = typer.Option(None, "--layers", help="build only N layers and scale to the model's depth"),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="write the measurements (a file `calibrate` reads)"),
+    profile_out: Optional[str] = typer.Option(None, "--profile-out", help="write a stack calibrated to these measurements"),
+    fmt: str = FormatOpt,
+    hardware: Optional[list[str]] = HardwareOpt,
+):
+    """Time the forward passes of a schedule on this machine and compare with the prediction."""
+    _check_format(fmt)
+    from pathlib import Path
+
+    import yaml
+
+    from . import calibrate as cal
+    from . import measure as ms
+    from .measurements import MeasurementFile
+    from .models import resolve_model
+    from .report_stacks import render_calibration, render_measure
+    from .stacks import load_stack
+
+    spec = resolve_model(model)
+    base = load_stack(stack)
+    be = ms.get_backend(backend, device)
+    results = []
+    for b in _parse_list(batch, int, "batch"):
+        wl = dict(scheme=scheme, prompt=prompt, gen=gen, steps=steps, tpf=tpf, block=block, batch=b)
+        res = ms.measure_workload(spec, gpu, {k: v for k, v in wl.items() if v is not None}, base, be,
+                                  warmup=warmup, repeats=repeats, layers=layers, hardware=hardware)
+        results.append(res)
+        render_measure(res, fmt, _console())
+    model_ref = str(Path(model).resolve()) if Path(model).is_file() else model
+    doc = ms.as_points(results, model_ref, gpu)
+    if out:
+        MeasurementFile.model_validate(doc)
+        Path(out).write_text("# Written by `dlmcost measure`.\n" + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    if profile_out:
+        points = MeasurementFile.model_validate(doc).points
+        result = cal.calibrate_what_data_pins(points, Path.cwd(), base, f"{base.name}-measured", hardware)
+        cal.write_stack(result["data"], Path(profile_out))
+        render_calibration(result, profile_out, fmt, _console())
+
+
+@app.command(epilog="Examples:\n\n\b\n  dlmcost plan --rate 5 --p95 10 --gpu h100,b200\n  dlmcost plan --scenario examples/plan-scenario.yaml --plot plan.png")
 def plan(
     model: Optional[str] = typer.Argument(None, help="bundled id, local file, or Hub id (default: the scenario's, else LLaDA-8B-Instruct)"),
     scenario: Optional[str] = typer.Option(None, "--scenario", "-s", help="scenario YAML (options below override it)"),
@@ -316,29 +576,31 @@ def plan(
     min_user_tps: Optional[float] = typer.Option(None, "--min-user-tps", help="target: median answer tokens/s per user"),
     max_usd_mtok: Optional[float] = typer.Option(None, "--max-usd-per-mtok", help="target: $ per million output tokens"),
     max_gpus: Optional[int] = typer.Option(None, "--max-gpus", help="target: GPUs in total"),
-    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="comma list or 'all' (default: every GPU with a price)"),
-    tp: Optional[str] = typer.Option(None, "--tp", help="comma list of tensor-parallel sizes [1,2,4,8]"),
-    precision: Optional[str] = typer.Option(None, "--precision", help="comma list [bf16,fp8]"),
-    scheme: Optional[str] = typer.Option(None, "--scheme", help="comma list of schemes (default: the model's)"),
-    block: Optional[str] = typer.Option(None, "--block", help="comma list of block lengths"),
-    tpf: Optional[str] = typer.Option(None, "--tpf", help="comma list of tokens per forward"),
-    steps: Optional[str] = typer.Option(None, "--steps", help="comma list of total steps at the median answer"),
-    max_batch: Optional[str] = typer.Option(None, "--max-batch", help="comma list of batch limits per replica [256]"),
-    price: Optional[list[str]] = typer.Option(None, "--price", help="NAME=USD per GPU-hour, e.g. h100=2.49 (repeatable)"),
+    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", metavar="LIST", help="comma list or 'all' (default: every GPU with a price)"),
+    tp: Optional[str] = typer.Option(None, "--tp", metavar="LIST", help="comma list of tensor-parallel sizes [1,2,4,8]"),
+    precision: Optional[str] = typer.Option(None, "--precision", metavar="LIST", help="comma list [bf16,fp8]"),
+    scheme: Optional[str] = typer.Option(None, "--scheme", metavar="LIST", help="comma list of schemes (default: the model's)"),
+    block: Optional[str] = typer.Option(None, "--block", metavar="LIST", help="comma list of block lengths"),
+    tpf: Optional[str] = typer.Option(None, "--tpf", metavar="LIST", help="comma list of tokens per forward"),
+    steps: Optional[str] = typer.Option(None, "--steps", metavar="LIST", help="comma list of total steps at the median answer"),
+    max_batch: Optional[str] = typer.Option(None, "--max-batch", metavar="LIST", help="comma list of batch limits per replica [256]"),
+    price: Optional[list[str]] = typer.Option(None, "--price", metavar="NAME=USD", help="NAME=USD per GPU-hour, e.g. h100=2.49 (repeatable)"),
     power_utilisation: Optional[float] = typer.Option(None, "--power-utilisation", help="fraction of board power drawn [1.0]"),
     requests: Optional[int] = typer.Option(None, "--requests", help="simulated requests per run [2000]"),
     seed: Optional[int] = typer.Option(None, "--seed", help="random seed [0]"),
-    top: int = typer.Option(15, "--top", help="rows of the table (json/csv list all)"),
+    top: int = typer.Option(15, "--limit", "--top", metavar="N", help="rows of the table (json/csv list all)"),
     efficiency: str = EfficiencyOpt,
     fmt: str = FormatOpt,
     hardware: Optional[list[str]] = HardwareOpt,
+    plot: Optional[str] = PlotOpt,
 ):
     """Fewest GPUs and replicas meeting latency / cost targets at a given traffic, ranked by $/Mtok.
 
     Exit 0 when a deployment meets the targets, 8 when none does (nearest miss on stderr)."""
-    _check_format(fmt)
+    _check_format(fmt, charts=True)
+    _check_plot(plot, fmt)
     if top <= 0:
-        raise UsageError("--top must be positive")
+        raise UsageError("--limit must be positive")
     from . import plan as planner
     from .errors import NoDeploymentError
 
@@ -355,15 +617,25 @@ def plan(
     )
     if rate is not None and users is None:
         overrides["traffic"]["users"] = None
+    efficiency = examples.locate(efficiency)
     progress = _Progress() if sys.stderr.isatty() else None
     try:
-        result = planner.run(scenario, overrides, model=model, prices=price or [], hardware=hardware,
+        result = planner.run(examples.locate(scenario), overrides, model=examples.locate(model), prices=price or [], hardware=hardware,
                              efficiency=efficiency, progress=progress)
     finally:
         if progress:
             progress.clear()
     record = planner.to_record(result)
-    report.render_plan(record, fmt, _console(), top=top)
+    console = _console()
+    chart = _plan_chart(record) if plot or fmt == "html" else None
+    if fmt == "html":
+        from .html import plan_page
+
+        console.file.write(plan_page(record, [chart] if chart else [], top))
+    else:
+        report.render_plan(record, fmt, console, top=top)
+    if chart:
+        _draw(chart, plot, console)
     if not result.deployments:
         miss = result.nearest_miss
         if miss is None:
@@ -372,6 +644,17 @@ def plan(
         failed = "; ".join(m.describe() for m in miss.misses)
         raise NoDeploymentError(f"no deployment meets the targets; nearest miss: {miss.gpu} {miss.replicas}x tp{miss.tp} "
                                 f"{miss.precision} {miss.decoding} batch<={miss.max_batch}: {failed}")
+
+
+def _plan_chart(record: dict):
+    """$/Mtok against p95 latency: the deployments meeting the targets and the AR baseline
+    (None when there is nothing to draw: the command then exits 8 with the nearest miss)."""
+    from . import charts
+
+    rows = [dict(r, is_ar_baseline=False) for r in record["deployments"]]
+    # the AR baseline as the table shows it: its three cheapest deployments
+    rows += [dict(r, is_ar_baseline=True, pareto=False) for r in record["ar_baseline"][:3]]
+    return charts.plan_front(rows, title=f"plan: {record['model']}, cost against p95 latency") if rows else None
 
 
 def _plan_decodings(scheme, block, tpf, steps) -> list[dict]:
@@ -435,48 +718,157 @@ def plot_sweep(ctx: typer.Context):
 
 
 def _one_line(text: str) -> str:
-    """User input quoted in a message (a GPU name with a newline...) must not break the one line."""
-    return text.replace("\r", "\\r").replace("\n", "\\n")
+    """A message as one safe line: control characters (a newline, ESC...) escaped, length bounded."""
+    return shown(text, MESSAGE_LIMIT)
+
+
+def _stderr(line: str) -> None:
+    """One line on stderr; nowhere if stderr is closed (never on stdout instead)."""
+    stream = sys.stderr
+    if stream is None:
+        return
+    try:
+        stream.write(_one_line(line) + "\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
+_GLYPHS = {"\u00b7": ".", "\u2014": "-", "\u2013": "-", "\u00d7": "x", "\u2026": "...", "\u2500": "-",
+           "\u2502": "|", "\u2501": "="}
+
+
+def _ascii_fallback(exc: UnicodeError) -> tuple[str, int]:
+    """Codec error handler: the glyphs dlmcost prints, as ASCII; anything else as an escape."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    bad = exc.object[exc.start:exc.end]
+    return "".join(_GLYPHS.get(c, f"\\u{ord(c):04x}") for c in bad), exc.end
+
+
+codecs.register_error("dlmcost-ascii", _ascii_fallback)
+
+
+def _prepare_streams() -> None:
+    """A stdout that cannot encode UTF-8 (LANG=C, PYTHONIOENCODING=ascii) gets ASCII glyphs
+    instead of an encoding error; stderr gets escapes."""
+    for stream, handler in ((sys.stdout, "dlmcost-ascii"), (sys.stderr, "backslashreplace")):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors=handler)
+            except (OSError, ValueError):
+                pass
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    if issubclass(category, DlmcostWarning):
+        _stderr(f"warning: {message}")
 
 
 def _click_exit(exc: BaseException) -> int | None:
     """Exit code for click's own exceptions (typer may vendor click, so match by class name)."""
     kind = {c.__name__ for c in type(exc).__mro__}
+    if "NoArgsIsHelpError" in kind:  # bare `dlmcost` (or `dlmcost plot`): the help, and success
+        try:
+            print(exc.format_message())
+        except BrokenPipeError:
+            pass
+        return 0
     if "Exit" in kind:
         return int(getattr(exc, "exit_code", 0) or 0)
     if "Abort" in kind:
-        print("error: aborted", file=sys.stderr)
+        _stderr("error: aborted")
         return 130
     if "ClickException" in kind:
-        print(f"error: {_one_line(exc.format_message())}", file=sys.stderr)
+        _stderr(f"error: {exc.format_message()}")
         return EXIT_USAGE
     return None
 
 
+_OUTPUT_ERRNOS = {getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EFBIG", "EIO", "EBADF") if hasattr(errno, n)}
+
+
+def _output_failed(exc: OSError) -> int:
+    _stderr(f"error: cannot write the output: {exc.strerror or type(exc).__name__}")
+    return EXIT_OUTPUT
+
+
+def _silence_stdout() -> None:
+    """After a failed write, point stdout at /dev/null so the interpreter's final flush is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one line on stderr and a distinct exit code for every failure."""
+    if sys.stdout is None:  # started with stdout closed: nowhere to print a result
+        _stderr("error: standard output is closed: nowhere to write the result")
+        return EXIT_OUTPUT
+    _prepare_streams()
     command = typer.main.get_command(app)
     try:
-        command.main(args=argv, prog_name="dlmcost", standalone_mode=False)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            warnings.simplefilter("always", DlmcostWarning)
+            command.main(args=argv, prog_name="dlmcost", standalone_mode=False)
+            sys.stdout.flush()  # a full disk shows up here, not at exit
     except DlmcostError as exc:
-        print(f"error: {_one_line(exc.message)}", file=sys.stderr)
+        _stderr(f"error: {exc.message}")
+        for line in getattr(exc, "details", ()):
+            _stderr(f"  {line}")
         return exc.exit_code
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader went away (`| head`): nothing more to say
+        _silence_stdout()
         return 0
     except KeyboardInterrupt:
         return 130
+    except OSError as exc:
+        if exc.errno in _OUTPUT_ERRNOS:  # file reads raise DlmcostErrors: this is the output
+            _silence_stdout()
+            return _output_failed(exc)
+        _stderr(f"internal error: {exc.__class__.__name__}: {exc} (please report)")
+        return EXIT_INTERNAL
     except Exception as exc:  # noqa: BLE001
         code = _click_exit(exc)
         if code is not None:
             return code
         # a bug: still one line, never a traceback
-        print(f"internal error: {exc.__class__.__name__}: {_one_line(str(exc))} (please report)", file=sys.stderr)
+        _stderr(f"internal error: {exc.__class__.__name__}: {exc} (please report)")
         return EXIT_INTERNAL
     return 0
 
 
 def run() -> None:
-    sys.exit(main())
+    try:
+        code = main()
+    except SystemExit as exc:
+        # click answers EPIPE on stdout with exit 1 after wrapping stdout in its PacifyFlushWrapper
+        if type(sys.stdout).__name__ != "PacifyFlushWrapper":
+            raise
+        code = _reader_left(0) if exc.code == 1 else exc.code
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        code = _reader_left(code)
+    sys.exit(code)
+
+
+def _reader_left(code: int) -> int:
+    """The reader of a pipe stopped early (`dlmcost sweep | head`): what it read is what it wanted,
+    so this is success, as for csv and json; point stdout at /dev/null so the interpreter's own
+    final flush stays quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return code
 
 
 if __name__ == "__main__":

@@ -12,6 +12,15 @@ linear (no expected-distinct-experts term) — they have closed forms (sums.py).
 MoE model's prefix-cache steps, whose q shrinks block by block, every pass is evaluated and the
 passes are added up. Which path a family takes follows from its declared shape law and the model;
 nothing is probed numerically.
+
+With a software stack (`Grid.stack`, docs/stacks.md) each op's compute time is divided by the
+stack's factor (GEMM curve at B x q rows, attention efficiency), elementwise traffic is scaled,
+the sampler's logits traffic joins the LM head, and two more entries join the op axis:
+`host_wait` (GPU idle while the host dispatches: max(host - GPU, 0) per pass, or all host time
+when launches do not overlap) and `per_forward` (the fixed cost per forward). Closed-form
+families take the GEMM factor at the family's mean q, and the host comparison against the GPU
+time interpolated between the family's first and last pass (exact when no op changes roofline
+side within the family); pass-by-pass families are exact.
 """
 
 from __future__ import annotations
@@ -20,11 +29,16 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from .cost import KINDS, OP_KINDS, OP_NAMES, PassInput, pass_ops
+from .cost import KINDS, OP_KINDS, OP_NAMES, PassInput, pass_ops, window_affine
 from .models.spec import ModelSpec
 from .roofline import Rates, compute_time, link_time, memory_time
 from .schemes import REGISTRY, Knobs, PassFamily, peak_shape
-from .sums import sum_affine, sum_max_affine
+from .stack_time import compute_factor, fixed_time, host_time, host_wait, sampler_time, traffic_factor
+from .stacks import Stack
+from .sums import sum_affine, sum_max_affine, sum_positive_part
+
+# Entries a stack adds to the op axis (no FLOPs, no bytes: time only).
+STACK_OPS = ("host_wait", "per_forward")
 
 # The metric axis of a cost array; the first five add up over passes as they are.
 METRICS = ("flops", "weight_bytes", "kv_read_bytes", "kv_write_bytes", "activation_bytes", "time_s")
@@ -48,10 +62,11 @@ class Grid:
     mla_absorbed: np.ndarray  # MLA: the form to use where not chosen automatically
     mla_auto: np.ndarray  # MLA: pick the faster form per pass family
     rates: Rates
+    stack: Stack | None = None  # software stack (one for the whole grid); None: the bare roofline
 
     def take(self, idx) -> "Grid":
-        arrays = {f.name: getattr(self, f.name)[idx] for f in fields(self) if f.name not in ("knobs", "rates")}
-        return Grid(**arrays, knobs=self.knobs.take(idx), rates=self.rates.take(idx))
+        arrays = {f.name: getattr(self, f.name)[idx] for f in fields(self) if f.name not in ("knobs", "rates", "stack")}
+        return Grid(**arrays, knobs=self.knobs.take(idx), rates=self.rates.take(idx), stack=self.stack)
 
     def __len__(self) -> int:
         return len(self.batch)
@@ -105,7 +120,7 @@ class Cost:
         return self.data[TIME].sum(axis=0)
 
     def flops_of_kind(self, kind: str, op_names: list[str]) -> np.ndarray:
-        mask = np.array([OP_KINDS[name] == kind for name in op_names])
+        mask = np.array([OP_KINDS.get(name) == kind for name in op_names])
         return self.data[FLOPS, mask].sum(axis=0)
 
 
@@ -177,24 +192,40 @@ class PassCost:
         return np.maximum(self.compute_s, self.memory_s) + self.overhead_s
 
 
-def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: list[str]) -> PassCost:
-    """Each op of one pass per configuration, placed on the op axis `names`."""
+def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: list[str],
+              factor_q: np.ndarray | None = None) -> PassCost:
+    """Each op of one pass per configuration, placed on the op axis `names`. Under a stack, the
+    GEMM factor is read at B x `factor_q` rows (default: this pass's q)."""
     n = np.broadcast_shapes(*(np.shape(v) for v in shape.values()), (len(grid),))[0]
     values = np.empty((ADDITIVE, len(names), n))
     compute, memory, overhead = (np.zeros((len(names), n)) for _ in range(3))
-    r = grid.rates
+    r, st = grid.rates, grid.stack
+    if st is not None:
+        rows = grid.batch * (shape["q"] if factor_q is None else factor_q)
     bound_compute = np.zeros(n)
     for op in pass_ops(m, grid.pass_input(shape)):
         i = names.index(op.name)
         v = values[:, i]
         v[0], v[1], v[2], v[3], v[4] = op.flops, op.weight_bytes, op.kv_read_bytes, op.kv_write_bytes, op.activation_bytes
+        traffic = v[1:].sum(axis=0)
         if op.kind in KINDS:
             compute[i] = compute_time(op.flops, op.kind, r)
             bound_compute += op.flops / r.peak[op.kind]
+            if st is not None:
+                compute[i] /= compute_factor(op.kind, rows, st)
+                traffic = traffic * traffic_factor(op.kind, st)
         else:  # collectives: no arithmetic, no HBM traffic; the link is their roofline
             overhead[i] = link_time(op.link_bytes, op.collectives, r)
-        memory[i] = memory_time(v[1:].sum(axis=0), r)
+        memory[i] = memory_time(traffic, r)
         overhead[i] += op.kernels * r.overhead_s
+        if st is not None and op.name == "lm_head":  # the sampler reads what the head wrote
+            overhead[i] += sampler_time(grid.batch * shape["logits"] * m.vocab_size / grid.tp, r.bandwidth, r.eff_mem, st)
+    if st is not None and STACK_OPS[0] in names:
+        h, f = names.index("host_wait"), names.index("per_forward")
+        values[:, [h, f]] = 0.0
+        gpu = (np.maximum(compute, memory) + overhead).sum(axis=0)
+        overhead[h] = host_wait(gpu, host_time(m.n_layers, st), st)
+        overhead[f] = fixed_time(st)
     return PassCost(values, compute, memory, overhead, bound_compute, values[1:].sum(axis=(0, 1)) / r.bandwidth)
 
 
@@ -204,12 +235,15 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
 def closed_form_rows(m: ModelSpec, grid: Grid, fam: PassFamily) -> np.ndarray:
     """Configurations whose per-op costs are affine in j (see the module docstring)."""
     tokens_linear = np.ones(len(grid), bool) if m.moe is None else grid.all_experts
-    return fam.constant_q | (fam.constant_keys & tokens_linear) | (fam.n <= 1)
+    windowed = window_affine(m, fam.q0, fam.dq, fam.c0, fam.dc, fam.n)  # sliding layers bend at the window
+    return (fam.constant_q | (fam.constant_keys & tokens_linear)) & windowed | (fam.n <= 1)
 
 
 def _closed_form(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
-    a, b = pass_cost(m, grid, fam.at(0.0), names), pass_cost(m, grid, fam.at(1.0), names)
     n, r = fam.n, fam.r
+    mean_q = fam.q0 + fam.dq * np.maximum(n - 1, 0) / 2  # the stack's GEMM factor is read here
+    a, b = pass_cost(m, grid, fam.at(0.0), names, mean_q), pass_cost(m, grid, fam.at(1.0), names, mean_q)
+    host_wait = _closed_form_host_wait(m, grid, a, b, n, names)
     data = np.empty((len(METRICS), len(names), len(grid)))
     # sum_affine(a, b, n) * r, in place: the value arrays are the largest in the engine
     b.values -= a.values
@@ -219,8 +253,36 @@ def _closed_form(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) ->
     np.multiply(a.values, r, out=data[:ADDITIVE])
     data[TIME] = r * (sum_max_affine(a.compute_s, b.compute_s, a.memory_s, b.memory_s, n)
                       + sum_affine(a.overhead_s, b.overhead_s, n))
+    if host_wait is not None:
+        data[TIME, names.index("host_wait")] = r * host_wait
     bound = r * sum_max_affine(a.bound_compute_s, b.bound_compute_s, a.bound_memory_s, b.bound_memory_s, n)
     return Cost(data, n * r, bound)
+
+
+def _closed_form_host_wait(m: ModelSpec, grid: Grid, a: PassCost, b: PassCost, n: np.ndarray,
+                           names: list[str]) -> np.ndarray | None:
+    """Sum over the family of the GPU's wait for the host (its entry in a, b is zeroed: it is not
+    affine in j). The GPU time is taken linear between the first and the last pass."""
+    st = grid.stack
+    if st is None or "host_wait" not in names:
+        return None
+    h = names.index("host_wait")
+    a.overhead_s[h] = b.overhead_s[h] = 0.0
+    last = np.maximum(n - 1, 0)
+
+    ops = [k for k, name in enumerate(names) if name not in STACK_OPS]  # GPU work only
+
+    def gpu_at(j):
+        lerp = lambda x0, x1: x0[ops] + (x1[ops] - x0[ops]) * j  # noqa: E731
+        return (np.maximum(lerp(a.compute_s, b.compute_s), lerp(a.memory_s, b.memory_s))
+                + lerp(a.overhead_s, b.overhead_s)).sum(axis=0)
+
+    host = host_time(m.n_layers, st)
+    if not st.host.overlaps_gpu:
+        return n * host
+    g0, g_last = gpu_at(0.0), gpu_at(last)
+    slope = np.divide(g_last - g0, last, out=np.zeros_like(g0), where=last > 0)
+    return sum_positive_part(host - g0, -slope, n)
 
 
 def _pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
@@ -274,7 +336,7 @@ def evaluate(models: ModelSpec | dict[str, ModelSpec], grid: Grid) -> Evaluation
     if isinstance(models, ModelSpec):
         models = {"main": models}
     n = len(grid)
-    names = op_names(models.values())
+    names = op_names(models.values()) + (list(STACK_OPS) if grid.stack is not None else [])
     families: dict[tuple[str, str], FamilyCost] = {}
     order: dict[str, list[str]] = {}
     total = Totals(*(np.zeros(n) for _ in range(5)))

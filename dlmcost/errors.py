@@ -10,13 +10,7 @@ from __future__ import annotations
 
 EXIT_USAGE = 2  # typer/click's own code for bad options; our usage errors share it
 EXIT_INTERNAL = 70  # sysexits EX_SOFTWARE: a bug in dlmcost
-
-
-def first_error(exc, what: str = "(top level)") -> str:
-    """The first problem of a pydantic ValidationError as 'field 'x.y': message' (one line)."""
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"]) or what
-    return f"invalid {where}: {err['msg']}"
+EXIT_REQUIREMENT = 8  # the run worked, but a result misses what the user required (CI gates)
 
 
 class DlmcostError(Exception):
@@ -63,10 +57,19 @@ class ConfigError(DlmcostError):
     exit_code = 7
 
 
-class NoDeploymentError(DlmcostError):
-    """`plan`: no deployment in the search space meets the targets (CI can gate on this code)."""
+class RequirementError(DlmcostError):
+    """The command ran, but a result misses a requirement (`--require`, or `plan`'s targets).
+    `details`: the failing rows, one line each, printed under the error line."""
 
-    exit_code = 8
+    exit_code = EXIT_REQUIREMENT
+
+    def __init__(self, message: str, details: list[str] = ()):
+        super().__init__(message)
+        self.details = list(details)
+
+
+class NoDeploymentError(RequirementError):
+    """`plan`: no deployment in the search space meets the targets (CI can gate on this code)."""
 
 
 class MissingExtraError(DlmcostError):
@@ -99,3 +102,10 @@ class HubFileNotFound(HubError):
 
 class HubUnreachable(HubError):
     exit_code = 15
+
+
+class DlmcostWarning(UserWarning):
+    """Something the user should know that does not stop the command (printed as `warning: ...`)."""
+
+
+EXIT_OUTPUT = 74  # sysexits EX_IOERR: the result could not be written (stdout closed, disk full)

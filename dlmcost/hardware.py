@@ -10,14 +10,17 @@ the bundled one.
 from __future__ import annotations
 
 import os
-from functools import cached_property
+import stat
+import warnings
+from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from . import yamlsafe
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator, model_validator
 
-from .errors import HardwareFileError, UnknownGPUError, UsageError
+from . import files
+from .errors import DlmcostWarning, HardwareFileError, UnknownGPUError, UsageError
+from .terminal import shown
 
 # Precisions a peak can be given for. `fp32` is the non-tensor-core (vector) rate, used for
 # elementwise work; the others are dense tensor-core rates (no 2:4 sparsity).
@@ -25,17 +28,23 @@ PEAK_KEYS = ("bf16", "fp8", "fp4", "int8", "fp32")
 
 HARDWARE_ENV = "DLMCOST_HARDWARE"
 
+# A number in a hardware or efficiency file: an int or a float, never a boolean (`true` is not
+# 1 TB/s) nor a string. The ranges below are plausible for any accelerator, so that a typo or a
+# tiny value like 5e-324 cannot overflow the arithmetic to inf.
+Number = Annotated[float, Strict()]
+MIN_FRACTION = 0.01  # an achievable fraction of a peak below 1% is a typo
+
 
 class Efficiency(BaseModel):
     """Achievable fractions of the peaks, for the `realistic` profile (from published measurements)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    memory_bandwidth: float = Field(gt=0, le=1)
-    gemm: dict[str, float]  # precision -> achievable fraction of the dense peak
-    overhead_us_per_op: float = Field(ge=0, le=1000)
-    link: float = Field(default=0.8, gt=0, le=1)
-    collective_latency_us: float = Field(default=10.0, ge=0, le=10000)
+    memory_bandwidth: Number = Field(ge=MIN_FRACTION, le=1)
+    gemm: dict[str, Number]  # precision -> achievable fraction of the dense peak
+    overhead_us_per_op: Number = Field(ge=0, le=1000)
+    link: Number = Field(default=0.8, ge=MIN_FRACTION, le=1)
+    collective_latency_us: Number = Field(default=10.0, ge=0, le=10000)
 
     @field_validator("gemm")
     @classmethod
@@ -43,8 +52,8 @@ class Efficiency(BaseModel):
         for key, frac in v.items():
             if key not in PEAK_KEYS:
                 raise ValueError(f"unknown precision {key!r} (known: {', '.join(PEAK_KEYS)})")
-            if not (0 < frac <= 1):
-                raise ValueError(f"gemm.{key} must be in (0, 1], got {frac}")
+            if not (MIN_FRACTION <= frac <= 1):
+                raise ValueError(f"gemm.{key} must be a fraction in [{MIN_FRACTION}, 1], got {frac}")
         return v
 
 
@@ -81,11 +90,11 @@ class GPU(BaseModel):
     aliases: list[str] = []
     vendor: str
     status: Literal["verified", "corroborated", "estimated", "provisional"]
-    memory_gb: float | None = Field(default=None, gt=0, le=100_000)  # vendor GB (1e9 bytes)
-    memory_gib: float | None = Field(default=None, gt=0, le=100_000)  # GiB (2^30 bytes)
-    bandwidth_tb_s: float = Field(gt=0, le=1000)  # decimal TB/s
-    peak_tflops: dict[str, float]  # precision -> dense TFLOP/s (TOPS for int8)
-    scale_up_gb_s: float = Field(default=0.0, ge=0, le=100_000)  # per direction, per GPU
+    memory_gb: Number | None = Field(default=None, ge=0.1, le=100_000)  # vendor GB (1e9 bytes)
+    memory_gib: Number | None = Field(default=None, ge=0.1, le=100_000)  # GiB (2^30 bytes)
+    bandwidth_tb_s: Number = Field(ge=0.01, le=1000)  # decimal TB/s
+    peak_tflops: dict[str, Number]  # precision -> dense TFLOP/s (TOPS for int8)
+    scale_up_gb_s: Number = Field(default=0.0, ge=0, le=100_000)  # per direction, per GPU
     efficiency: Efficiency
     sources: dict[str, str]
     notes: str = ""
@@ -100,8 +109,15 @@ class GPU(BaseModel):
         for key, tflops in v.items():
             if key not in PEAK_KEYS:
                 raise ValueError(f"unknown precision {key!r} (known: {', '.join(PEAK_KEYS)})")
-            if not (0 < tflops < 1e6):
-                raise ValueError(f"peak_tflops.{key} must be a positive TFLOP/s figure, got {tflops}")
+            if not (0.01 <= tflops < 1e6):
+                raise ValueError(f"peak_tflops.{key} must be a TFLOP/s figure in [0.01, 1e6), got {tflops}")
+        return v
+
+    @field_validator("scale_up_gb_s")
+    @classmethod
+    def _link(cls, v: float) -> float:
+        if 0 < v < 0.1:
+            raise ValueError(f"must be 0 (no scale-up link) or at least 0.1 GB/s, got {v}")
         return v
 
     @model_validator(mode="after")
@@ -134,7 +150,7 @@ class GPU(BaseModel):
 
     @cached_property
     def ridge_flops_per_byte(self) -> dict[str, float]:
-        """Ridge point per precision: peak FLOP/s over bandwidth (the seed's AI*)."""
+        """Ridge point per precision: peak FLOP/s over bandwidth (AI* of the roofline model)."""
         return {k: ridge_flops_per_byte(v, self.bandwidth_bytes_per_s) for k, v in self.peak_flops.items()}
 
     @property
@@ -170,15 +186,10 @@ def bundled_hardware_dir() -> Path:
 
 def read_gpu_file(path: Path) -> dict:
     """The raw mapping of a hardware YAML (parsed, not yet validated)."""
-    try:
-        data = yamlsafe.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HardwareFileError(f"cannot read hardware file {path}: {exc}") from None
-    except yamlsafe.YAMLError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else "syntax error"
-        raise HardwareFileError(f"hardware file {path} is not valid YAML: {first}") from None
+    data = files.read_document(path, limit=files.HARDWARE_LIMIT, error=HardwareFileError, what="hardware file",
+                               fmt="yaml")
     if not isinstance(data, dict):
-        raise HardwareFileError(f"hardware file {path} must be a YAML mapping, got {type(data).__name__}")
+        raise HardwareFileError(f"hardware file {shown(path)} must be a YAML mapping, got {type(data).__name__}")
     return data
 
 
@@ -186,9 +197,7 @@ def validate_gpu(data: dict, path: Path) -> GPU:
     try:
         return GPU.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise HardwareFileError(f"hardware file {path}: field '{where}': {err['msg']}") from None
+        raise HardwareFileError(f"hardware file {shown(path)}: {files.validation_message(exc)}") from None
 
 
 def load_gpu_file(path: Path) -> GPU:
@@ -196,11 +205,19 @@ def load_gpu_file(path: Path) -> GPU:
 
 
 def _yaml_files(path: Path) -> list[Path]:
-    if path.is_dir():
-        return sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
-    if path.is_file():
-        return [path]
-    raise HardwareFileError(f"hardware path {path} does not exist")
+    """The hardware files a path names: itself, or the .yaml/.yml regular files of a folder."""
+    p = files.expand(path, HardwareFileError, "hardware path")
+    try:
+        mode = os.stat(p).st_mode
+    except OSError as exc:
+        raise HardwareFileError(f"hardware path {shown(path)}: {files.os_problem(exc)}") from None
+    except ValueError:
+        raise HardwareFileError(f"hardware path {shown(path)}: a path cannot contain a NUL character") from None
+    if stat.S_ISDIR(mode):
+        return sorted(f for f in p.iterdir() if f.suffix in (".yaml", ".yml") and f.is_file())
+    if not stat.S_ISREG(mode):
+        raise HardwareFileError(f"hardware path {shown(path)} is {files.kind_of(mode)}, not a YAML file or folder")
+    return [p]
 
 
 def user_hardware_paths(extra: list[str] | None = None) -> list[Path]:
@@ -208,57 +225,44 @@ def user_hardware_paths(extra: list[str] | None = None) -> list[Path]:
     return paths + [Path(p) for p in (extra or [])]
 
 
+@lru_cache(maxsize=1)
+def bundled_gpus() -> tuple[GPU, ...]:
+    """The shipped database, read and validated once per process."""
+    return tuple(load_gpu_file(f) for f in _yaml_files(bundled_hardware_dir()))
+
+
 class HardwareDB:
-    """All known accelerators, by normalised name, with alias lookup.
+    """All known accelerators, by normalised name, with alias lookup. A user's GPU with the name
+    of a bundled one replaces it; an alias that already names another GPU keeps naming that one
+    (with a warning, so that the shadowed alias does not go unnoticed)."""
 
-    Files a user supplies are validated when loaded, so a broken one fails every command. The
-    bundled files (validated by the test suite) are validated when first used: `analyze` on a
-    few GPUs does not pay for the other thirty."""
-
-    def __init__(self, gpus: list[GPU], bundled: list[tuple[Path, dict]] = ()):
-        self._raw: dict[str, tuple[Path, dict]] = {}
-        self._gpus: dict[str, GPU] = {}
-        aliases: dict[str, str] = {}
-        entries = [(normalise(str(d.get("name", ""))), d.get("aliases"), (p, d)) for p, d in bundled]
-        entries += [(g.key, g.aliases, g) for g in gpus]
-        for key, names, entry in entries:  # later entries (user files) replace earlier ones...
-            if isinstance(entry, GPU):
-                self._gpus[key] = entry
-                self._raw.pop(key, None)
-            else:
-                self._raw[key] = entry
-                self._gpus.pop(key, None)
-            for alias in names if isinstance(names, list) else []:  # ...and keep their aliases
-                aliases.setdefault(normalise(str(alias)), key)
-        self._order = list(dict.fromkeys(e[0] for e in entries))
-        self._lookup: dict[str, str] = {**aliases, **{key: key for key in self._order}}
+    def __init__(self, gpus: list[GPU], bundled: tuple[GPU, ...] = ()):
+        self.gpus: dict[str, GPU] = {}
+        for gpu in (*bundled, *gpus):  # later entries (user files) replace earlier ones
+            self.gpus[gpu.key] = gpu
+        self._lookup: dict[str, str] = {key: key for key in self.gpus}  # a name beats an alias
+        for user, gpu in [(False, g) for g in bundled] + [(True, g) for g in gpus]:
+            for alias in gpu.aliases:
+                owner = self._lookup.setdefault(normalise(alias), gpu.key)
+                if user and owner != gpu.key:
+                    other = shown(self.gpus[owner].name)
+                    warnings.warn(f"alias '{shown(alias)}' of GPU '{shown(gpu.name)}' already names {other}; "
+                                  f"--gpu {shown(alias)} keeps meaning {other}", DlmcostWarning, stacklevel=3)
 
     @classmethod
     def load(cls, extra_paths: list[str] | None = None) -> "HardwareDB":
-        bundled = [(f, read_gpu_file(f)) for f in _yaml_files(bundled_hardware_dir())]
         user = [load_gpu_file(f) for path in user_hardware_paths(extra_paths) for f in _yaml_files(path)]
-        return cls(user, bundled)
-
-    def _gpu(self, key: str) -> GPU:
-        if key not in self._gpus:
-            path, data = self._raw[key]
-            self._gpus[key] = validate_gpu(data, path)
-        return self._gpus[key]
-
-    @property
-    def gpus(self) -> dict[str, GPU]:
-        """Every accelerator, validated, in file order."""
-        return {key: self._gpu(key) for key in self._order}
+        return cls(user, bundled_gpus())
 
     def get(self, name: str) -> GPU:
         key = self._lookup.get(normalise(name))
         if key is None:
             import difflib  # only on the error path
 
-            close = difflib.get_close_matches(normalise(name), list(self._lookup), n=3, cutoff=0.5)
+            close = difflib.get_close_matches(normalise(name)[:100], list(self._lookup), n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else "; `dlmcost gpus` lists them"
-            raise UnknownGPUError(f"unknown GPU '{name}'{hint}")
-        return self._gpu(key)
+            raise UnknownGPUError(f"unknown GPU '{shown(name)}'{hint}")
+        return self.gpus[key]
 
     def select(self, spec: str | list[str] | None, default: list[str]) -> list[GPU]:
         """`all`, a comma list, a list, or None for the default set; duplicates removed."""
@@ -279,5 +283,5 @@ class HardwareDB:
         return list(out.values())
 
 
-# The accelerators of the second seed's roofline table: the default set for `analyze`.
-SEED_TABLE_GPUS = ["h100", "h200", "b200", "b300", "mi300x", "mi355x", "mi455x"]
+# The default GPU set of `analyze` and `sweep`: current NVIDIA and AMD datacentre parts.
+DEFAULT_GPUS = ["h100", "h200", "b200", "b300", "mi300x", "mi355x", "mi455x"]

@@ -58,6 +58,21 @@ def analyze_page(a: dict, charts: list[Chart], show_ops: bool = False) -> str:
 
 def sweep_page(result: dict, rows: list[dict], shown: list[dict], charts: list[Chart]) -> str:
     headers, body = report.sweep_table(shown, rows)
-    note = f"<p>showing {len(shown)} of {len(rows)} rows (--top)</p>" if len(shown) < len(rows) else ""
+    note = f"<p>showing {len(shown)} of {len(rows)} rows (--limit)</p>" if len(shown) < len(rows) else ""
     return page(f"dlmcost sweep: {result['model']['id']}", report.sweep_summary(result),
                 [figures(charts), note, table(headers, body)])
+
+
+def plan_page(p: dict, charts: list[Chart], top: int) -> str:
+    """`plan --format html`: the header, the cost/latency chart, the ranked table and the AR baseline."""
+    sections = [figures(charts)]
+    if p["deployments"]:
+        headers, rows = report.plan_table(p["deployments"][:top], len(p["search"]["decodings"]) > 1)
+        sections.append("<h2>deployments meeting the targets</h2>" + table(headers, rows))
+    if p["ar_baseline"]:
+        headers, rows = report.plan_table(p["ar_baseline"][:3], False)
+        sections.append("<h2>AR baseline at the same targets</h2>" + table(headers, rows))
+    if not p["deployments"] and p.get("nearest_miss"):
+        headers, rows = report.plan_table([p["nearest_miss"]], True)
+        sections.append("<h2>no deployment meets the targets; nearest miss</h2>" + table(headers, rows))
+    return page(f"dlmcost plan: {p['model']}", report.plan_header(p), sections)

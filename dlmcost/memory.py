@@ -3,7 +3,9 @@
 All per GPU of a tp-way group (cost.py's split: heads, FFN columns, experts, vocabulary):
 
     weights      = resident weights per GPU (cost.weight_bytes_per_gpu; every expert resident)
-    kv_cache     = B * cached_tokens * kv_bytes_per_token_per_gpu   (scheme's resident tokens)
+    kv_cache     = B * sum over layers of kept tokens * K/V bytes per token per GPU
+                   (kept = the scheme's resident tokens; a sliding layer with a ring buffer keeps
+                   at most its window; cost.kv_cache_elements_per_gpu)
     activations  = B * q_max * 2 * (2*d_model + widest intermediate / tp)
     logits       = B * logits_max * vocab / tp * (2 + 4)   (bf16 logits + fp32 probabilities)
     usable       = capacity * (1 - RESERVE_FRACTION)
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cost import kv_elements_per_token_per_gpu, weight_bytes_per_gpu
+from .cost import kv_cache_elements_per_gpu, weight_bytes_per_gpu
 from .models.spec import ModelSpec
 from .precision import ACTIVATION_BYTES
 
@@ -26,7 +28,9 @@ SAMPLER_BYTES = 4.0  # the sampler's fp32 softmax over the logits (LLaDA/Dream c
 
 
 def widest_intermediate(m: ModelSpec) -> int:
-    widths = [(m.n_heads + 2 * m.n_kv_heads) * m.head_dim]
+    """The widest tensor a layer writes per token: Q/K/V of the widest attention kind, or an FFN's
+    intermediate (a dense + MoE layer runs its branches one after the other)."""
+    widths = [(m.n_heads + 2 * k.n_kv_heads) * k.head_dim for _, k in m.attention_groups]
     if m.n_dense_layers:
         widths.append(m.mlp_matrices * m.ffn_dim)
     if m.moe:
@@ -35,12 +39,12 @@ def widest_intermediate(m: ModelSpec) -> int:
 
 
 def memory_breakdown(m: ModelSpec, capacity_bytes, batch, cached_tokens, q_max, logits_max, wbytes, kvbytes,
-                     tp=1.0, ep=1.0) -> dict:
+                     tp=1.0, ep=1.0, kv_single_tensor=False, ring_buffer=True) -> dict:
     """Bytes per GPU, `fits`, and the largest effective batch (CFG copy included) that fits."""
     batch = np.asarray(batch, float)
     tp = np.asarray(tp, float)
     weights = weight_bytes_per_gpu(m, wbytes, tp, ep)
-    kv_per_seq = np.asarray(cached_tokens, float) * kv_elements_per_token_per_gpu(m, tp) * np.asarray(kvbytes, float)
+    kv_per_seq = kv_cache_elements_per_gpu(m, cached_tokens, tp, kv_single_tensor, ring_buffer) * np.asarray(kvbytes, float)
     act_per_seq = np.asarray(q_max, float) * (2 * m.d_model + widest_intermediate(m) / tp) * ACTIVATION_BYTES
     logits_per_seq = np.asarray(logits_max, float) * m.vocab_size / tp * (ACTIVATION_BYTES + SAMPLER_BYTES)
     per_seq = kv_per_seq + act_per_seq + logits_per_seq

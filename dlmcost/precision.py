@@ -32,8 +32,9 @@ PRECISIONS: dict[str, Precision] = {
 
 KV_DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5, "int4": 0.5}
 
-# Attention (QK^T, AV) runs in bf16 on every scheme: the seed notes that quantised attention
-# FLOPs are not generally usable yet. Elementwise work runs on the vector FP32 units.
+# Attention (QK^T, AV) runs in bf16 on every scheme: quantised attention kernels (FP8
+# FlashAttention-3 and the like) are not yet the common serving path. Elementwise work runs on
+# the vector FP32 units.
 ATTENTION_COMPUTE = "bf16"
 ELEMENTWISE_COMPUTE = "fp32"
 

@@ -9,8 +9,11 @@ from typing import Any, Iterable
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+
+from .terminal import shown
 
 FORMATS = ("table", "json", "csv", "markdown", "html")
 CHART_FORMATS = ("html",)  # formats only analyze and sweep offer (they draw charts)
@@ -39,7 +42,11 @@ def num(x: float | None, digits: int = 3) -> str:
 
 
 def ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1e3:.4g}"
+    """Milliseconds to four digits, whole from 10,000 on (never exponent notation)."""
+    if seconds is None:
+        return "-"
+    v = seconds * 1e3
+    return f"{v:.0f}" if abs(v) >= 1e4 else f"{v:.4g}"
 
 
 def gb(nbytes: float | None) -> str:
@@ -70,6 +77,16 @@ def to_json(obj: Any) -> str:
     return json.dumps(obj, indent=2, default=_jsonable, allow_nan=False)
 
 
+def safe(text) -> str:
+    """Text from input (a model id, a GPU name...) for the terminal: control characters escaped."""
+    return shown(text, None)
+
+
+def markup_safe(text) -> str:
+    """The same, for `console.print` of a string: rich markup in it shown literally."""
+    return escape(safe(text))
+
+
 def to_csv(rows: list[dict]) -> str:
     import csv  # only for --format csv
 
@@ -77,27 +94,31 @@ def to_csv(rows: list[dict]) -> str:
     if rows:
         writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({k: safe(v) if isinstance(v, str) else v for k, v in row.items()} for row in rows)
     return buf.getvalue()
 
 
-def to_markdown(headers: list[str], rows: Iterable[list[str]]) -> str:
-    lines = ["| " + " | ".join(h.replace("\n", " ") for h in headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+def to_markdown(headers: list[str], rows: Iterable[list[str]], right: Iterable[bool] | None = None) -> str:
+    """A pipe table; `right` marks the columns to right-align (numbers)."""
+    align = list(right) if right is not None else [False] * len(headers)
+    lines = ["| " + " | ".join(h.replace("\n", " ") for h in headers) + " |",
+             "|" + "|".join("---:" if r else "---" for r in align) + "|"]
+    lines += ["| " + " | ".join(safe(c) for c in r) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
 
 def table(title: str | None, headers: list[str], rows: Iterable[list], caption: str | None = None,
           wrap_last: bool = False) -> Table:
     """Compact tables (one space between columns) so that they stay within 100 columns."""
-    t = Table(title=title, caption=caption, title_justify="left", caption_justify="left", header_style="bold",
+    t = Table(title=Text(safe(title)) if title is not None else None, caption=caption, title_justify="left", caption_justify="left", header_style="bold",
               box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
     for i, h in enumerate(headers):
         last = i == len(headers) - 1
-        t.add_column(h, justify="left" if i < 2 else "right", no_wrap=not (wrap_last and last),
-                     overflow="fold" if wrap_last and last else "ellipsis")
+        wraps = wrap_last and last  # free text: left-aligned, wrapped at word boundaries
+        t.add_column(h, justify="left" if i < 2 or wraps else "right", no_wrap=not wraps,
+                     overflow="fold" if wraps else "ellipsis")
     for r in rows:
-        t.add_row(*[c if isinstance(c, Text) else str(c) for c in r])
+        t.add_row(*[c if isinstance(c, Text) else Text(safe(c)) for c in r])  # never parsed as markup
     return t
 
 
@@ -105,10 +126,48 @@ def plain(cell) -> str:
     return cell.plain if isinstance(cell, Text) else str(cell)
 
 
+def print_fitted(console: Console, columns: list, rows: list[list], caption: str | None = None) -> None:
+    """A results table within the console's width: the least important columns are dropped whole
+    (and named) rather than the numbers elided."""
+    from . import textable
+
+    keep, dropped = textable.fit(columns, rows, console.width)
+    color = getattr(console, "_color_system", None) if not console.no_color else None
+    console.file.write(textable.render(columns, rows, keep, color))
+    if dropped:
+        console.print(f"(hidden at {console.width} columns: {', '.join(dropped)}; widen the terminal, "
+                      f"set COLUMNS, or use --format csv)", highlight=False, style="dim")
+    if caption:
+        console.print(caption, highlight=False, style="dim")
+
+
+def _columns(headers: list[str], priority: list[int], left: int = 1):
+    from .textable import Column
+
+    return [Column(h, p, right=i >= left) for i, (h, p) in enumerate(zip(headers, priority))]
+
+
 # --- analyze ---------------------------------------------------------------------------------------
 
-ANALYZE_HEADERS = ["GPU", "latency\nms", "tok/s", "vs AR\n×", "AI\nFLOP/B", "ridge\nFLOP/B", "bound",
-                   "mem\nGB", "fits", "max\nB", "knee\nb"]
+ANALYZE_HEADERS = ["GPU", "latency\nms", "tok/s", "speed-up\nvs AR ×", "AI\nFLOP/B", "ridge\nFLOP/B", "bound",
+                   "mem\nGB", "fits", "max\nbatch", "knee\nblock"]
+# Which columns a narrow terminal drops first (larger = sooner; 0 = never).
+ANALYZE_PRIORITY = [0, 0, 0, 2, 3, 4, 1, 2, 0, 3, 4]
+ANALYZE_CAPTION = ("latency: whole generation; tok/s: the whole tensor-parallel group's; speed-up vs AR: AR decode "
+                   "latency / this latency (same model, GPU, prompt, gen, batch; above 1 = faster than AR); "
+                   "verdict: time-weighted over passes; mem: GB = 1e9 bytes; max batch: largest batch that fits "
+                   "in memory; knee block: largest block whose cached step stays memory-bound (all: every block "
+                   "up to the generation length)")
+
+
+def speedup(time_ratio_to_ar: float) -> str:
+    """The table shows AR latency / latency (above 1 = faster); JSON keeps `time_ratio_to_ar`."""
+    return f"{1 / time_ratio_to_ar:.3g}" if time_ratio_to_ar else "-"
+
+
+def count(x: float | None) -> str:
+    """Step and pass counts: whole numbers as such, fractions to four digits (85.33, not 85.3333)."""
+    return "-" if x is None else f"{x:.4g}"
 
 
 def analyze_rows(a: dict) -> list[list]:
@@ -118,27 +177,30 @@ def analyze_rows(a: dict) -> list[list]:
             rows.append([r["gpu"], "-", "-", "-", "-", "-", Text("unsupported", style="yellow"), "-", "-", "-", "-"])
             continue
         k = r["knee"]["block"]
+        knee = ">limit" if k is None else "all" if k >= a["workload"]["gen"] else str(k)
         rows.append([
-            r["gpu"], ms(r["time_s"]), num(r["tokens_per_s"], 4), f"{r['time_ratio_to_ar']:.3g}",
+            r["gpu"], ms(r["time_s"]), num(r["tokens_per_s"], 4), speedup(r["time_ratio_to_ar"]),
             num(r["arithmetic_intensity"]), num(r["ridge_flops_per_byte"]), verdict_text(r["verdict"]),
             gb(r["memory"]["total_bytes"]), "yes" if r["memory"]["fits"] else Text("NO", style="red bold"),
-            str(r["memory"]["max_batch"]), ">limit" if k is None else str(k),
+            str(r["memory"]["max_batch"]), knee,
         ])
     return rows
 
 
 def analyze_header(a: dict) -> str:
     m, w = a["model"], a["workload"]
-    steps = f"S={w['steps']:g}" if w["scheme"] != "ar" else "one pass per token"
+    steps = f"S={count(w['steps'])}" if w["scheme"] != "ar" else "one pass per token"
+    store = f" · store pass {'on' if w['store_pass'] else 'off'}" if w["scheme"] == "block" else ""
+    parallel = f" · tp {w['tp']}" + (f" ep {w['ep']}" if w["ep"] > 1 else "") + (" (tok/s per group)" if w["tp"] > 1 else "")
     cfg = " · CFG (batch doubled)" if w["cfg"] else ""
     unverified = " (UNVERIFIED config)" if not m["verified"] else ""
     return (
-        f"{m['id']}{unverified} · {m['params_total'] / 1e9:.2f}B params ({m['params_active'] / 1e9:.2f}B active) · "
-        f"source: {m['source']}{' @ ' + m['revision'] if m.get('revision') else ''}\n"
+        f"{safe(m['id'])}{unverified} · {m['params_total'] / 1e9:.2f}B params ({m['params_active'] / 1e9:.2f}B active) · "
+        f"source: {safe(m['source'])}{' @ ' + safe(m['revision']) if m.get('revision') else ''}\n"
         f"scheme {w['scheme']} · prompt {w['prompt']} · gen {w['gen']} · {steps} · block {w['block']} "
-        f"({w['n_blocks']:g} blocks) · batch {w['batch']}{cfg} · {w['precision']} weights · "
+        f"({count(w['n_blocks'])} blocks){store} · batch {w['batch']}{cfg}{parallel} · {w['precision']} weights · "
         f"K/V {w['kv_dtype']} · logits: {w['logits']}\n"
-        f"efficiency profile: {a['efficiency_profile']}"
+        f"efficiency profile: {safe(a['efficiency_profile'])} · stack: {safe(a['stack'])}"
     )
 
 
@@ -151,7 +213,7 @@ def pass_rows(result: dict) -> list[list]:
     for p in result["passes"]:
         c = f"{p['c']:g}" if p["c"] == p["c_last"] else f"{p['c']:g}–{p['c_last']:g}"
         q = f"{p['q']:g}" if p["q"] == p["q_last"] else f"{p['q']:g}–{p['q_last']:g}"
-        rows.append([p["name"], f"{p['count']:g}", q, c, num(p["flops"] / 1e9), num(p["bytes"] / 1e6),
+        rows.append([p["name"], count(p["count"]), q, c, num(p["flops"] / 1e9), num(p["bytes"] / 1e6),
                      num(p["weight_bytes"] / 1e6), num(p["kv_read_bytes"] / 1e6), num(p["arithmetic_intensity"]),
                      verdict_text(p["verdict"]), f"{p['time_s'] * 1e3:.4g}"])
     return rows
@@ -183,6 +245,19 @@ def analyze_csv_rows(a: dict) -> list[dict]:
     return [{k: row.get(k, "") for k in keys} for row in out]
 
 
+def analyze_ops_csv_rows(a: dict) -> list[dict]:
+    """`--format csv --ops`: one table with a `row` column, 'result' (the summary row of each GPU),
+    'pass' (each pass family) or 'op' (each op over the generation), so it stays one CSV."""
+    out = []
+    for summary, r in zip(analyze_csv_rows(a), a["results"]):
+        out.append(dict(row="result", **summary))
+        if r["supported"]:
+            out += [dict(row="pass", gpu=r["gpu"], **p) for p in r["passes"]]
+            out += [dict(row="op", gpu=r["gpu"], **o) for o in r["ops"]]
+    keys = list(dict.fromkeys(k for row in out for k in row))
+    return [{k: row.get(k, "") for k in keys} for row in out]
+
+
 def render_analyze(a: dict, fmt: str, console: Console, show_ops: bool = False, charts: list | None = None) -> None:
     if fmt == "html":
         from .html import analyze_page
@@ -193,26 +268,25 @@ def render_analyze(a: dict, fmt: str, console: Console, show_ops: bool = False, 
         console.file.write(to_json(a) + "\n")
         return
     if fmt == "csv":
-        console.file.write(to_csv(analyze_csv_rows(a)))
+        console.file.write(to_csv(analyze_csv_rows(a) if not show_ops else analyze_ops_csv_rows(a)))
         return
     rows = analyze_rows(a)
     if fmt == "markdown":
-        out = [analyze_header(a).replace("\n", "  \n") + "\n", to_markdown(ANALYZE_HEADERS, ([plain(c) for c in r] for r in rows))]
+        out = [analyze_header(a).replace("\n", "  \n") + "\n",
+               to_markdown(ANALYZE_HEADERS, ([plain(c) for c in r] for r in rows), [i >= 1 and h != "bound" and h != "fits" for i, h in enumerate(ANALYZE_HEADERS)]),
+               f"\n{ANALYZE_CAPTION}\n"]
         if show_ops:
             for r in a["results"]:
                 if r.get("supported"):
-                    out.append(f"\n**{r['gpu']}** passes\n\n" + to_markdown(PASS_HEADERS, ([plain(c) for c in x] for x in pass_rows(r))))
-                    out.append("\n" + to_markdown(OP_HEADERS, op_rows(r)))
+                    out.append(f"\n**{safe(r['gpu'])}** passes\n\n" + to_markdown(PASS_HEADERS, ([plain(c) for c in x] for x in pass_rows(r)), [i >= 1 and h != "bound" for i, h in enumerate(PASS_HEADERS)]))
+                    out.append("\n" + to_markdown(OP_HEADERS, op_rows(r), [i >= 1 for i in range(len(OP_HEADERS))]))
         console.file.write("".join(out))
         return
-    console.print(analyze_header(a))
-    console.print(table(None, ANALYZE_HEADERS, rows,
-                        caption="latency: whole generation; vs AR: latency / AR decode latency (same model, GPU, "
-                                "prompt, gen, batch); verdict: time-weighted over passes; knee b: largest block "
-                                "whose cached step stays memory-bound"))
+    console.print(escape(analyze_header(a)), highlight=False)
+    print_fitted(console, _columns(ANALYZE_HEADERS, ANALYZE_PRIORITY), rows, ANALYZE_CAPTION)
     for r in a["results"]:
         if not r.get("supported"):
-            console.print(f"{r['gpu']}: {r['error']}", style="yellow")
+            console.print(Text(safe(f"{r['gpu']}: {r['error']}"), style="yellow"))
     if show_ops:
         for r in a["results"]:
             if r.get("supported"):
@@ -222,26 +296,34 @@ def render_analyze(a: dict, fmt: str, console: Console, show_ops: bool = False, 
 
 # --- sweep -----------------------------------------------------------------------------------------
 
-SWEEP_HEADERS = ["GPU", "scheme", "Lp", "Lg", "S", "b", "B", "prec", "tp/ep", "NFE", "latency\nms", "tok/s", "vs AR\n×",
-                 "AI\nFLOP/B", "bound", "fit"]
+SWEEP_HEADERS = ["GPU", "scheme", "Lp", "Lg", "S", "b", "B", "prec", "tp/ep", "NFE", "latency\nms", "tok/s",
+                 "speed-up\nvs AR ×", "AI\nFLOP/B", "bound", "fit"]
+# Which columns a narrow terminal drops first (larger = sooner; 0 = never); a knob that is the
+# same in every row goes before anything else (its value is named in the note).
+SWEEP_PRIORITY = [0, 0, 3, 3, 2, 1, 1, 1, 1, 5, 0, 0, 3, 4, 2, 0]
+SWEEP_CAPTION = ("Lp/Lg: prompt/generated tokens; S: denoising steps; b: block length; B: batch; tok/s: the "
+                 "tensor-parallel group's; speed-up vs AR: AR decode latency / latency (above 1 = faster); "
+                 "fit: weights + K/V + activations within the GPU's memory")
+SWEEP_KNOBS = {2: "prompt", 3: "gen", 4: "steps", 5: "block", 6: "batch", 7: "precision"}
 
 
 def sweep_table(rows: list[dict], all_rows: list[dict]) -> tuple[list[str], list[list]]:
-    """Headers and cells; the precision and TP/EP columns appear only when the sweep varies them,
-    so that the table stays within 100 columns."""
-    def opt(v):
-        return "-" if v is None else f"{v:g}"
+    """Headers and cells; the precision and TP/EP columns appear only when the sweep varies them."""
+    headers, cells, _ = _sweep_cells(rows, all_rows)
+    return headers, cells
 
+
+def _sweep_cells(rows: list[dict], all_rows: list[dict]) -> tuple[list[str], list[list], list[int]]:
     show_prec = len({r["precision"] for r in all_rows}) > 1
     show_tp = any(r["tp"] > 1 or r["ep"] > 1 for r in all_rows)
-    keep = [True] * 7 + [show_prec, show_tp] + [True] * 6
-    cells = [[r["gpu"], r["scheme"], str(r["prompt"]), str(r["gen"]), opt(r["steps"]), opt(r["block"]), str(r["batch"]),
-              r["precision"], f"{r['tp']}/{r['ep']}", f"{r['nfe']:g}", ms(r["time_s"]), num(r["tokens_per_s"], 4),
-              f"{r['time_ratio_to_ar']:.3g}", num(r["arithmetic_intensity"]), verdict_text(r["verdict"]),
+    keep = [True] * 7 + [show_prec, show_tp] + [True] * 7
+    cells = [[r["gpu"], r["scheme"], str(r["prompt"]), str(r["gen"]), count(r["steps"]),
+              "-" if r["block"] is None else str(r["block"]), str(r["batch"]), r["precision"], f"{r['tp']}/{r['ep']}",
+              count(r["nfe"]), ms(r["time_s"]), num(r["tokens_per_s"], 4), speedup(r["time_ratio_to_ar"]),
+              num(r["arithmetic_intensity"]), verdict_text(r["verdict"]),
               "yes" if r["fits"] else Text("NO", style="red bold")] for r in rows]
-    keep.append(True)
-    headers = [h for h, k in zip(SWEEP_HEADERS, keep) if k]
-    return headers, [[c for c, k in zip(row, keep) if k] for row in cells]
+    index = [i for i, k in enumerate(keep) if k]
+    return [SWEEP_HEADERS[i] for i in index], [[row[i] for i in index] for row in cells], index
 
 
 def sweep_summary(result: dict) -> str:
@@ -249,7 +331,12 @@ def sweep_summary(result: dict) -> str:
             f"(block not dividing the generation, fewer steps than blocks, a TP/EP layout that does not "
             f"split the model) and "
             f"{result['skipped_unsupported']} on GPUs without the precision; efficiency profile: "
-            f"{result['efficiency_profile']}")
+            f"{safe(result['efficiency_profile'])}; stack: {safe(result['stack'])}")
+
+
+def more_rows_note(shown: int, total: int) -> str:
+    return (f"… {total - shown:,} more rows ({total:,} in all): --limit N shows N (0: all), --sort KEY picks "
+            f"which come first, --format csv prints every row")
 
 
 def render_sweep(result: dict, rows: list[dict], fmt: str, console: Console, shown: list[dict],
@@ -267,15 +354,25 @@ def render_sweep(result: dict, rows: list[dict], fmt: str, console: Console, sho
         console.file.write(to_csv(rows))
         return
     skipped = sweep_summary(result)
-    headers, body = sweep_table(shown, rows)
+    headers, body, index = _sweep_cells(shown, rows)
     if fmt == "markdown":
-        console.file.write(f"{result['model']['id']}: {skipped}\n\n" + to_markdown(headers, ([plain(c) for c in r] for r in body)))
+        console.file.write(f"{safe(result['model']['id'])}: {skipped}\n\n"
+                           + to_markdown(headers, ([plain(c) for c in r] for r in body),
+                                         [SWEEP_HEADERS.index(h) >= 2 and h not in ("prec", "bound", "fit") for h in headers])
+                           + (f"\n{more_rows_note(len(shown), len(rows))}\n" if len(shown) < len(rows) else "")
+                           + f"\n{SWEEP_CAPTION}\n")
         return
-    console.print(f"{result['model']['id']} · {skipped}")
+    console.print(f"{markup_safe(result['model']['id'])} · {escape(skipped)}", highlight=False)
+    columns = _columns(headers, [SWEEP_PRIORITY[i] for i in index], left=2)
+    for c, i in zip(columns, index):
+        c.right = 2 <= i != 7
+        knob = SWEEP_KNOBS.get(i)
+        if knob is not None and len({r[knob] for r in rows}) == 1:
+            c.priority, c.same = 6, plain(body[0][index.index(i)]) if body else None
+    print_fitted(console, columns, body)
     if len(shown) < len(rows):
-        console.print(f"showing {len(shown)} of {len(rows)} rows (--top); json/csv print every row")
-    console.print(table(None, headers, body))
-
+        console.print(more_rows_note(len(shown), len(rows)), highlight=False, style="yellow")
+    console.print(SWEEP_CAPTION, highlight=False, style="dim")
 
 # --- schemes ---------------------------------------------------------------------------------------
 
@@ -292,7 +389,8 @@ def render_schemes(entries: list[dict], fmt: str, console: Console) -> None:
     rows = [[e["name"], e["knobs"], "yes" if e["stops_at_eos"] else "no", e["summary"]] for e in entries]
     if fmt == "markdown":
         console.file.write(to_markdown(SCHEME_HEADERS, rows))
-    else:
+    else:  # one knob per line, so that the summary keeps most of the 100 columns
+        rows = [[name, knobs.replace(", ", "\n"), *rest] for name, knobs, *rest in rows]
         console.print(table(None, SCHEME_HEADERS, rows, wrap_last=True))
 
 
@@ -301,14 +399,24 @@ def render_schemes(entries: list[dict], fmt: str, console: Console) -> None:
 
 def gpu_records(gpus) -> list[dict]:
     return [dict(name=g.name, key=g.key, aliases=list(g.aliases), vendor=g.vendor, status=g.status,
-                 memory_bytes=g.memory_bytes, bandwidth_bytes_per_s=g.bandwidth_bytes_per_s,
+                 memory_bytes=g.memory_bytes,
+                 memory_as_listed=f"{g.memory_gb:g} GB" if g.memory_gb is not None else f"{g.memory_gib:g} GiB",
+                 bandwidth_bytes_per_s=g.bandwidth_bytes_per_s,
                  peak_flops=dict(g.peak_flops), ridge_flops_per_byte=dict(g.ridge_flops_per_byte),
                  scale_up_bytes_per_s=g.link_bytes_per_s, efficiency=g.efficiency.model_dump(), notes=g.notes)
             for g in gpus]
 
 
-GPU_HEADERS = ["GPU", "mem\nGB", "BW\nTB/s", "bf16\nTF/s", "fp8\nTF/s", "fp4\nTF/s",
+GPU_HEADERS = ["GPU", "mem\nGB", "listed\nas", "BW\nTB/s", "bf16\nTF/s", "fp8\nTF/s", "fp4\nTF/s",
                "ridge\nbf16", "ridge\nfp8", "ridge\nfp4", "status"]
+
+
+GPU_CAPTION = ("mem: GB = 1e9 bytes, the unit of every memory figure dlmcost prints (JSON: memory_bytes); listed as: "
+               "the vendor's figure, whose 'GB' is often binary (an H100's 80 GB is 80 GiB = 85.9 GB); dense "
+               "tensor-core peaks (no sparsity); ridge = peak / bandwidth in FLOP/byte")
+
+
+GPU_PRIORITY = [0, 0, 3, 0, 1, 2, 2, 3, 4, 4, 2]
 
 
 def render_gpus(gpus, fmt: str, console: Console) -> None:
@@ -323,7 +431,7 @@ def render_gpus(gpus, fmt: str, console: Console) -> None:
     def ridge(r, k):
         return f"{r['ridge_flops_per_byte'][k]:.0f}" if k in r["ridge_flops_per_byte"] else "—"
 
-    rows = [[r["name"], gb(r["memory_bytes"]), f"{r['bandwidth_bytes_per_s'] / 1e12:.3g}",
+    rows = [[r["name"], gb(r["memory_bytes"]), r["memory_as_listed"], f"{r['bandwidth_bytes_per_s'] / 1e12:.3g}",
              peak(r, "bf16"), peak(r, "fp8"), peak(r, "fp4"), ridge(r, "bf16"), ridge(r, "fp8"), ridge(r, "fp4"),
              r["status"]] for r in recs]
     if fmt == "csv":
@@ -331,8 +439,9 @@ def render_gpus(gpus, fmt: str, console: Console) -> None:
     elif fmt == "markdown":
         console.file.write(to_markdown(GPU_HEADERS, rows))
     else:
-        console.print(table(None, GPU_HEADERS, rows,
-                            caption="dense tensor-core peaks (no sparsity); ridge = peak / bandwidth in FLOP/byte"))
+        columns = _columns(GPU_HEADERS, GPU_PRIORITY)
+        columns[-1].right = False  # status is a word
+        print_fitted(console, columns, rows, GPU_CAPTION)
 
 
 MODEL_HEADERS = ["model", "family", "params", "active", "KV\nKiB/tok", "default\nscheme", "config"]
@@ -384,6 +493,7 @@ def _fmt_value(v) -> str:
 
 PLAN_HEADERS = ["GPU", "scheme/\nb/tpf", "R×TP\nprec", "B", "p50\ns", "p95\ns", "1st\nblk s", "tok/s\n/user",
                 "cap\nreq/s", "head\n%", "$/h", "$/Mtok", "J/tok"]
+PLAN_PRIORITY = [0, 0, 0, 3, 2, 0, 3, 2, 4, 4, 3, 0, 4]  # larger: dropped sooner on a narrow terminal
 
 
 def plan_table(records: list[dict], show_decoding: bool) -> tuple[list[str], list[list]]:
@@ -464,16 +574,17 @@ def render_plan(p: dict, fmt: str, console: Console, top: int = 15) -> None:
     if fmt == "markdown":
         out = [plan_header(p).replace("\n", "  \n") + "\n"]
         for title, (headers, rows), _ in sections:
-            out.append(f"\n{title}\n\n" + to_markdown(headers, rows))
+            out.append(f"\n{title}\n\n" + to_markdown(headers, rows, [h not in ("GPU", "scheme/\nb/tpf", "R×TP\nprec") for h in headers]))
         if no_ar:
             out.append("\nAR baseline: no autoregressive deployment meets the targets\n")
+        out.append(f"\n{caption}\n")
         console.file.write("".join(out))
         return
     console.print(plan_header(p))
     for title, (headers, rows), cap in sections:
-        t = table(title, headers, rows, caption=cap)
-        for col in t.columns[: 2 if headers[1] != "R×TP\nprec" else 1]:
-            col.max_width = 12  # long GPU names / decodings give way first: the numbers stay whole
-        console.print(t)
+        console.print(title, highlight=False, style="bold")
+        left = 2 if headers[1] != "R×TP\nprec" else 1
+        print_fitted(console, _columns(headers, [PLAN_PRIORITY[PLAN_HEADERS.index(h)] for h in headers], left),
+                     rows, cap)
     if no_ar:
         console.print("AR baseline: no autoregressive deployment meets the targets", style="yellow")

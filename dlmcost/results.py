@@ -169,6 +169,7 @@ class AnalyzeResult(Record):
     model: ModelSummary
     workload: WorkloadSummary
     efficiency_profile: str
+    stack: str = Field(description="software stack applied (docs/stacks.md); none: the bare hardware roofline")
     warnings: list[str]
     results: list[Union[GPUResult, Unsupported]]
 
@@ -204,6 +205,7 @@ class SweepRow(Record):
 class SweepResult(Record):
     model: ModelSummary
     efficiency_profile: str
+    stack: str = Field(description="software stack applied (docs/stacks.md); none: the bare hardware roofline")
     evaluated: int
     skipped_impossible: int
     skipped_unsupported: int

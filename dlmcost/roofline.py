@@ -13,52 +13,15 @@ AI = FLOPs / bytes; a pass is memory-bound when AI < ridge = peak / bandwidth.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from . import yamlsafe
-from pydantic import ValidationError
 
-from .errors import UsageError
-from .hardware import GPU, Efficiency
+from .hardware import GPU
 from .precision import ATTENTION_COMPUTE, ELEMENTWISE_COMPUTE, Precision
 
-PROFILES = ("realistic", "ideal")
-
-
-@dataclass(frozen=True)
-class Profile:
-    """An efficiency profile: `ideal`, `realistic` (each GPU's published figures), or a user file
-    whose `Efficiency` block applies to every GPU."""
-
-    name: str
-    custom: Efficiency | None = None
-
-    def efficiency(self, gpu: GPU) -> Efficiency:
-        if self.name == "ideal":
-            return Efficiency(memory_bandwidth=1.0, gemm={}, overhead_us_per_op=0.0, link=1.0, collective_latency_us=0.0)
-        return self.custom or gpu.efficiency
-
-
-def load_profile(spec: str) -> Profile:
-    if spec in PROFILES:
-        return Profile(spec)
-    path = Path(spec)
-    if not path.is_file():
-        raise UsageError(f"unknown efficiency profile '{spec}': use {', '.join(PROFILES)} or a YAML file")
-    try:
-        data = yamlsafe.safe_load(path.read_text(encoding="utf-8"))
-        if not isinstance(data, dict):
-            raise UsageError(f"efficiency file {path} must be a mapping like the `efficiency:` block of a hardware file")
-        return Profile(f"custom:{path.name}", Efficiency.model_validate(data))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read efficiency file {path}: {exc.__class__.__name__}") from None
-    except yamlsafe.YAMLError as exc:
-        raise UsageError(f"efficiency file {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise UsageError(f"efficiency file {path}: field '{where}': {err['msg']}") from None
+if TYPE_CHECKING:  # reading profiles belongs to profiles.py; only its type is named here
+    from .profiles import Profile
 
 
 @dataclass(frozen=True)
@@ -106,7 +69,9 @@ def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, flo
 
 def stack_rates(rows: list[dict[str, float]]) -> Rates:
     col = {k: np.array([r[k] for r in rows], dtype=float) for k in rows[0]}
-    kinds = {"linear": "linear", "lm_head": "linear", "attention": "attention", "other": "other"}
+    # The LM head (and self-conditioning, the same vocabulary-sized GEMM) stays in bf16 as
+    # checkpoints keep it (see cost.HEAD_BYTES), so it runs at the bf16 GEMM rates, like attention.
+    kinds = {"linear": "linear", "lm_head": "attention", "attention": "attention", "other": "other"}
     return Rates(
         peak={kind: col[f"peak_{src}"] for kind, src in kinds.items()},
         eff={kind: col[f"eff_{src}"] for kind, src in kinds.items()},

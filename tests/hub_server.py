@@ -15,6 +15,12 @@ and fails the way the Hub does, with the `X-Error-Code` header the client maps t
 X-Repo-Commit so the client caches the miss). A repo may also fail every request with a status (500)
 or sleep before answering (to exceed the client's timeout).
 
+And it misbehaves the ways a hostile or broken server can (`Misbehaviour`): an ETag or commit
+that is a path (`"../../../../x"`), from the first HEAD or only from a later one; a HEAD without
+ETag; a 429 with a long Retry-After on downloads; a body dripped one byte at a time; a gzip bomb
+under a small announced size; a body longer than the size the HEAD announced; a HEAD announcing
+a huge file.
+
 Usage:
 
     with FakeHub() as hub:                 # 127.0.0.1, a free port, a background thread
@@ -33,6 +39,7 @@ import re
 import socket
 import struct
 import threading
+import zlib
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -140,6 +147,37 @@ def sharded(tensors: dict[str, tuple[str, tuple[int, ...]]], shards: int) -> dic
     return files
 
 
+def gzip_bomb(size: int) -> bytes:
+    """gzip of `size` zero bytes (built in 1 MiB steps: about 1 KB per MiB)."""
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    zeros = b"\0" * (1 << 20)
+    parts = [comp.compress(zeros) for _ in range(size >> 20)]
+    return b"".join(parts) + comp.flush()
+
+
+def raw_safetensors(header_json: str, size: int = 1 << 20) -> Safetensors:
+    """A safetensors file from a header written by hand (for shapes json.dumps cannot write)."""
+    body = header_json.encode()
+    body += b" " * (-len(body) % 8)
+    return Safetensors(header=struct.pack("<Q", len(body)) + body, size=max(size, 8 + len(body)))
+
+
+@dataclass
+class Misbehaviour:
+    """Ways a file answer can go wrong (all off by default)."""
+
+    etag: str | None = None  # ETag header instead of the real one
+    commit: str | None = None  # X-Repo-Commit header instead of the real one
+    after_heads: int = 0  # misbehave only from this many HEADs on (a first good answer, then a bad one)
+    no_etag: bool = False  # HEAD without ETag
+    retry_after: int | None = None  # GET answers 429 with this Retry-After
+    ratelimit: str | None = None  # GET answers 429 with this RateLimit header ('"api";r=0;t=3600')
+    drip_s: float = 0.0  # GET sends its body one byte every drip_s seconds
+    gzip_size: int = 0  # GET sends a gzip bomb of this many bytes (Content-Encoding: gzip)
+    extra_bytes: int = 0  # GET sends this many bytes more than the HEAD announced
+    announce_size: int | None = None  # HEAD announces this Content-Length
+
+
 # --- repos ---------------------------------------------------------------------------------------
 
 
@@ -152,6 +190,8 @@ class FakeRepo:
     fail_status: int | None = None  # every request answers this status (e.g. 500)
     delay_s: float = 0.0  # sleep this long before answering (a slow Hub)
     params: int | None = None  # the Hub's safetensors parameter total (model_info)
+    misbehave: Misbehaviour | None = None
+    heads: int = 0  # HEADs answered so far
 
     def resolve(self, revision: str) -> str | None:
         if revision in self.branches:
@@ -322,6 +362,21 @@ class _Handler(BaseHTTPRequestHandler):
 
         headers = {"ETag": f'"{etag}"', "X-Repo-Commit": commit, "Accept-Ranges": "bytes"}
         ctype = "application/json" if path.endswith(".json") else "application/octet-stream"
+        bad = repo.misbehave
+        if self.command == "HEAD":
+            repo.heads += 1
+        if bad and repo.heads > bad.after_heads:
+            if bad.etag is not None:
+                headers["ETag"] = bad.etag
+            if bad.commit is not None:
+                headers["X-Repo-Commit"] = bad.commit
+            if bad.no_etag:
+                del headers["ETag"]
+            if self.command == "HEAD" and bad.announce_size is not None:
+                size = bad.announce_size
+            if self.command == "GET" and self._misbehave_get(bad, reader(0, size - 1) if size <= MAX_RANGE else b"",
+                                                           headers, ctype):
+                return
         m = _RANGE.match(self.headers.get("Range", "").strip())
         if self.command == "GET" and m:
             start = int(m[1])
@@ -341,6 +396,41 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(500, None, "test server: whole-file download of a weight file")
             return
         self._send(200, reader(0, size - 1), headers, ctype)
+
+
+    def _misbehave_get(self, bad: Misbehaviour, body: bytes, headers: dict[str, str], ctype: str) -> bool:
+        """Answer a file GET badly; False if this misbehaviour leaves GETs alone."""
+        if bad.retry_after is not None:
+            self._error(429, None, "Too Many Requests", {"Retry-After": str(bad.retry_after)})
+            return True
+        if bad.ratelimit is not None:
+            self._error(429, None, "Too Many Requests", {"RateLimit": bad.ratelimit,
+                                                         "RateLimit-Policy": '"api";q=1000;w=300'})
+            return True
+        if bad.gzip_size:
+            bomb = gzip_bomb(bad.gzip_size)
+            self._send(200, bomb, {**headers, "Content-Encoding": "gzip", "Content-Length": str(len(bomb))}, ctype)
+            return True
+        if bad.extra_bytes:
+            body = body + b" " * bad.extra_bytes
+            self._send(200, body, {**headers, "Content-Length": str(len(body))}, ctype)
+            return True
+        if bad.drip_s:
+            try:
+                self.send_response(200)
+                for k, v in {**headers, "Content-Type": ctype, "Content-Length": str(len(body))}.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                for i in range(len(body)):
+                    self.wfile.write(body[i:i + 1])
+                    self.wfile.flush()
+                    if self.server.stopping.wait(bad.drip_s):
+                        break
+            except OSError:
+                pass
+            self.close_connection = True
+            return True
+        return False
 
 
 class _Server(ThreadingHTTPServer):

@@ -7,6 +7,8 @@ alias bombs, run in a subprocess under a timeout so that a hang fails instead of
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import subprocess
 import sys
@@ -241,7 +243,7 @@ def test_bad_efficiency_file(fails, tmp_path, content):
     (["sweep", "--kv-dtype", "fp3"], 2),
     (["sweep", "--format", "xml"], 2),
     (["sweep", "--sort", "nosuchcolumn"], 2),
-    (["sweep", "--top", "0"], 2),
+    (["sweep", "--top", "-1"], 2),
     (["sweep", "--logits", "some"], 2),
     (["sweep", "--expert-load", "most"], 2),
     (["sweep", "--tpf", "-1"], 2),
@@ -385,3 +387,316 @@ def test_yaml_alias_bomb_fails_fast(args):
     assert p.returncode in DOCUMENTED - {0}, p.stderr
     assert "Traceback" not in p.stderr and "internal error" not in p.stderr
     assert len(p.stderr.splitlines()) == 1 and p.stderr.startswith("error:"), p.stderr
+
+
+# --- hostile input: one test per class (files that block or never end, terminal escapes, output) ----
+
+FAST_S = 15  # a case that hangs fails here instead of blocking the suite
+UNSAFE = ("\x1b", "\x07", "\x9b", "\x00")
+
+
+def run_dlmcost(*args: str, timeout: float = FAST_S, stdin=None, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                **env: str) -> subprocess.CompletedProcess:
+    """`python -m dlmcost` in a subprocess under a timeout (for cases that would hang or that need
+    real file descriptors)."""
+    full = {k: v for k, v in os.environ.items() if k not in ("DLMCOST_HARDWARE", "COLUMNS")}
+    full.update(HF_HUB_OFFLINE="1", **env)
+    try:
+        return subprocess.run([sys.executable, "-m", "dlmcost", *args], stdin=stdin, stdout=stdout, stderr=stderr,
+                              timeout=timeout, env=full)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"dlmcost {' '.join(args)[:200]} still running after {timeout} s")
+
+
+BLOCKING_CASES = {  # name: (args, exit code, word in the message)
+    "fifo-model": (["model", "{fifo}"], errors.ConfigError.exit_code, "named pipe"),
+    "fifo-config-in-folder": (["model", "{dir}"], errors.ConfigError.exit_code, "named pipe"),
+    "fifo-hardware": (["gpus", "--hardware", "{fifo}"], errors.HardwareFileError.exit_code, "named pipe"),
+    "fifo-efficiency": (["analyze", "--gpu", "h100", "--efficiency", "{fifo}"], errors.EXIT_USAGE, "named pipe"),
+    "dev-zero-model": (["model", "{zero}"], errors.ConfigError.exit_code, "character device"),
+    "dev-zero-hardware": (["gpus", "--hardware", "{zero_yaml}"], errors.HardwareFileError.exit_code,
+                          "character device"),
+    "dev-zero-efficiency": (["analyze", "--gpu", "h100", "--efficiency", "{zero_yaml}"], errors.EXIT_USAGE,
+                            "character device"),
+    "moe-billion-layers": (["model", "{slow}/moe_billion_layers.json"], errors.ConfigError.exit_code, "layers"),
+}
+
+
+@pytest.fixture(scope="module")
+def blocking_results(tmp_path_factory):
+    """Every case in its own process, all at once (each would hang or fill memory if the check
+    regressed; together they take the time of one)."""
+    tmp = tmp_path_factory.mktemp("blocking")
+    os.mkfifo(tmp / "pipe.json")
+    (tmp / "model_dir").mkdir()
+    os.mkfifo(tmp / "model_dir" / "config.json")
+    for name in ("zero.json", "zero.yaml"):
+        (tmp / name).symlink_to("/dev/zero")
+    subst = {"{fifo}": str(tmp / "pipe.json"), "{dir}": str(tmp / "model_dir"), "{zero}": str(tmp / "zero.json"),
+             "{zero_yaml}": str(tmp / "zero.yaml"), "{slow}": str(CORPUS / "slow")}
+    env = {k: v for k, v in os.environ.items() if k != "DLMCOST_HARDWARE"} | {"HF_HUB_OFFLINE": "1"}
+    procs = {}
+    for name, (args, _, _) in BLOCKING_CASES.items():
+        argv = [subst.get(a, a).replace("{slow}", subst["{slow}"]) for a in args]
+        procs[name] = subprocess.Popen([sys.executable, "-m", "dlmcost", *argv], stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    out = {}
+    for name, proc in procs.items():
+        try:
+            stdout, stderr = proc.communicate(timeout=FAST_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            out[name] = None
+            continue
+        out[name] = (proc.returncode, stdout, stderr.decode())
+    return out
+
+
+@pytest.mark.parametrize("name", BLOCKING_CASES)
+def test_files_that_block_or_never_end_fail_fast(blocking_results, name):
+    _, code, word = BLOCKING_CASES[name]
+    result = blocking_results[name]
+    assert result is not None, f"{name}: still running after {FAST_S} s"
+    rc, stdout, err = result
+    assert rc == code, err
+    assert err.count("\n") == 1 and err.startswith("error: ") and word in err, err
+    assert stdout == b""
+
+
+def test_oversize_files_and_folders_are_named_for_what_they_are(fails, tmp_path):
+    with open(tmp_path / "big.json", "wb") as fh:  # sparse: over the limit without writing it
+        fh.truncate((16 << 20) + 1)
+    with open(tmp_path / "big.yaml", "wb") as fh:
+        fh.truncate((1 << 20) + 1)
+    assert "limit is 16 MiB" in fails("model", tmp_path / "big.json", code=errors.ConfigError.exit_code)
+    assert "limit is 1 MiB" in fails("gpus", "--hardware", tmp_path / "big.yaml", code=errors.HardwareFileError.exit_code)
+    assert "limit is 1 MiB" in fails("analyze", "--efficiency", tmp_path / "big.yaml", code=errors.EXIT_USAGE)
+    assert "folder" in fails("analyze", "--gpu", "h100", "--efficiency", tmp_path, code=errors.EXIT_USAGE)
+
+
+@pytest.mark.parametrize("name", ["huge_int_5000_digits.json", "huge_int_5000_digits.yaml"])
+def test_integer_over_4300_digits_in_model_file(fails, name):
+    assert "4,300 digits" in fails("model", CORPUS / "models" / name, code=errors.ConfigError.exit_code)
+
+
+def test_integer_over_4300_digits_in_hardware_and_efficiency_files(fails, tmp_path):
+    assert "4,300 digits" in fails("gpus", "--hardware", CORPUS / "hardware" / "huge_int_bandwidth.yaml")
+    eff = tmp_path / "eff.yaml"
+    eff.write_text("memory_bandwidth: 0.8\ngemm: {bf16: 0.8}\noverhead_us_per_op: " + "9" * 5000 + "\n")
+    assert "4,300 digits" in fails("analyze", "--gpu", "h100", "--efficiency", eff, code=errors.EXIT_USAGE)
+
+
+@pytest.mark.parametrize("name, word", [
+    ("tiny_bandwidth.yaml", "bandwidth_tb_s"), ("tiny_peak.yaml", "peak_tflops"),
+    ("tiny_gemm_efficiency.yaml", "gemm"), ("tiny_link.yaml", "scale_up_gb_s"),
+    ("bool_bandwidth.yaml", "bandwidth_tb_s"), ("bool_efficiency.yaml", "memory_bandwidth"),
+])
+def test_tiny_and_boolean_hardware_values_are_refused(fails, name, word):
+    assert word in fails("gpus", "--hardware", CORPUS / "hardware" / name, code=errors.HardwareFileError.exit_code)
+
+
+@pytest.mark.parametrize("content, word", [
+    ("memory_bandwidth: 0.8\ngemm: {bf16: 1.0e-300}\noverhead_us_per_op: 3\n", "gemm"),
+    ("memory_bandwidth: 5.0e-324\ngemm: {bf16: 0.8}\noverhead_us_per_op: 3\n", "memory_bandwidth"),
+    ("memory_bandwidth: true\ngemm: {bf16: 0.8}\noverhead_us_per_op: 3\n", "memory_bandwidth"),
+    ("memory_bandwidth: 0.8\ngemm: {bf16: true}\noverhead_us_per_op: 3\n", "gemm"),
+], ids=["tiny-gemm", "tiny-bandwidth", "bool-bandwidth", "bool-gemm"])
+def test_tiny_and_boolean_efficiency_values_are_refused(fails, tmp_path, content, word):
+    path = tmp_path / "eff.yaml"
+    path.write_text(content)
+    assert word in fails("analyze", "--gpu", "h100", "--efficiency", path, code=errors.EXIT_USAGE)
+
+
+def test_paths_too_long_or_with_unknown_user(fails):
+    long = "x" * 5000 + ".json"
+    assert "longer than the file system allows" in fails("model", long, code=errors.ConfigError.exit_code)
+    assert "longer than the file system allows" in fails("gpus", "--hardware", long,
+                                                         code=errors.HardwareFileError.exit_code)
+    assert "longer than the file system allows" in fails("analyze", "--gpu", "h100", "--efficiency", long,
+                                                         code=errors.EXIT_USAGE)
+    for args, code in ((["model", "~nosuchuser_dlmcost/x.json"], errors.ConfigError.exit_code),
+                       (["gpus", "--hardware", "~nosuchuser_dlmcost/x.yaml"], errors.HardwareFileError.exit_code),
+                       (["analyze", "--efficiency", "~nosuchuser_dlmcost/x.yaml"], errors.EXIT_USAGE)):
+        assert "home folder" in fails(*args, code=code)
+    # a NUL cannot come through argv, but can through main() and the environment of a Python caller
+    fails("model", "a\x00b.json", code=errors.UnknownModelError.exit_code)
+    assert "NUL" in fails("gpus", "--hardware", "a\x00b", code=errors.HardwareFileError.exit_code)
+    assert "NUL" in fails("analyze", "--efficiency", "a\x00b.yaml", code=errors.EXIT_USAGE)
+
+
+def test_long_key_and_bom_are_fine(capsys, tmp_path):
+    """A 5,000-character key is not 'nested too deeply'; a BOM is accepted in JSON as in YAML."""
+    cfg = json.loads((CORPUS.parent.parent / "dlmcost" / "models" / "configs" / "Qwen__Qwen2.5-7B.json").read_text())
+    (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + json.dumps(cfg).encode())
+    (tmp_path / "bom.yaml").write_bytes(b"\xef\xbb\xbf" + json.dumps(cfg).encode())  # JSON is YAML
+    cfg["k" * 5000] = 1  # (a YAML key is at most 1,024 characters: JSON only)
+    (tmp_path / "long_key.json").write_text(json.dumps(cfg))
+    for name in ("long_key.json", "bom.json", "bom.yaml"):
+        assert main(["model", str(tmp_path / name), "--format", "json"]) == 0, capsys.readouterr().err
+        assert json.loads(capsys.readouterr().out)["n_layers"] == cfg["num_hidden_layers"]
+
+
+def test_deep_nesting_message(fails, tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text('{"model_type": "qwen2", "x": ' + "[" * 500 + "]" * 500 + "}")
+    assert "nested more than" in fails("model", path, code=errors.ConfigError.exit_code)
+
+
+# terminal safety: control characters and rich markup from input
+
+
+def _hostile_gpu_file(tmp_path, name: str, aliases: str = "[]") -> Path:
+    text = (Path(__file__).resolve().parents[1] / "hardware" / "nvidia-h100-sxm.yaml").read_text()
+    lines = [ln for ln in text.splitlines() if not ln.startswith(("name:", "aliases:"))]
+    path = tmp_path / "gpu.yaml"
+    path.write_text(f"name: {json.dumps(name)}\naliases: {aliases}\n" + "\n".join(lines) + "\n")
+    return path
+
+
+EVIL = "EVIL\x1b]0;pwned\x07\x1b[2J\x9b[/bold][red]x"
+
+
+@pytest.mark.parametrize("args", [
+    ["analyze", "--gpu", EVIL],
+    ["analyze", "--gpu", "h100", "--revision", EVIL, "acme/" + EVIL],
+    ["model", "acme/x" + EVIL],
+    ["model", "x" + EVIL + ".json"],
+    ["analyze", "--gpu", "h100", "--efficiency", EVIL + ".yaml"],
+    ["gpus", "--hardware", EVIL + ".yaml"],
+    ["analyze", "--gpu", "h100", "--scheme", EVIL],
+    ["analyze", "--gpu", "h100", "--precision", EVIL],
+    ["sweep", "--gpu", "h100", "--block", EVIL],
+], ids=["gpu", "revision", "hub-id", "model-file", "efficiency-file", "hardware-file", "scheme", "precision",
+        "sweep-list"])
+def test_control_characters_in_errors_are_escaped(capsys, args):
+    rc = main(args)
+    out, err = capsys.readouterr()
+    assert rc not in (0, errors.EXIT_INTERNAL), err
+    assert not any(c in out + err for c in UNSAFE), repr(err)
+    assert err.count("\n") == 1 and err.startswith("error: "), repr(err)
+    assert "internal error" not in err
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "csv", "json"])
+def test_control_characters_and_markup_in_names_from_files(capsys, tmp_path, fmt):
+    gpu = _hostile_gpu_file(tmp_path, EVIL)
+    model = tmp_path / "[bold]m\x1b]0;pwned\x07\x1b[2J\x9b[red].json"  # a file name cannot hold '/'  
+    model.write_text((CORPUS.parent.parent / "dlmcost" / "models" / "configs" / "Qwen__Qwen2.5-7B.json").read_text())
+    for args in (["gpus", "--hardware", gpu], ["analyze", model, "--hardware", gpu, "--gpu", "all", "--ops"],
+                 ["model", model], ["sweep", "--model", model, "--hardware", gpu, "--gpu", "all", "--gen", "64"]):
+        rc = main([str(a) for a in args] + ["--format", fmt])
+        out, err = capsys.readouterr()
+        assert rc == 0, err
+        assert not any(c in out + err for c in UNSAFE), repr(out[:500])
+        if fmt == "table":  # shown literally, not interpreted (nor crashing on the closing tag)
+            assert "EVIL\\x1b" in out or "[bold]m" in out, out[:300]
+            if args[0] != "gpus":
+                assert "[bold]m" in out, out[:300]
+
+
+def test_long_unknown_gpu_is_cut_in_the_message(fails):
+    msg = fails("analyze", "--gpu", "a" * 120_000, code=errors.UnknownGPUError.exit_code)
+    assert len(msg) < 2000 and "120,000 characters" in msg
+
+
+def test_user_alias_shadowing_a_bundled_gpu_warns(capsys, tmp_path):
+    gpu = _hostile_gpu_file(tmp_path, "My GPU", aliases="[h100, mine]")
+    assert main(["analyze", "--hardware", str(gpu), "--gpu", "mine", "--format", "json"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("warning: ") and "h100" in err and "H100" in err, err
+
+
+def test_sweep_grid_is_bounded_before_it_is_built(fails):
+    values = ",".join(str(i) for i in range(1, 51))
+    msg = fails("sweep", "--gpu", "all", "--prompt", values, "--batch", values, "--block", values,
+                "--gen", "64,128", code=errors.EXIT_USAGE)
+    assert "configurations" in msg and "200,000" in msg
+
+
+@pytest.mark.parametrize("command", ["analyze", "sweep"])
+def test_non_finite_results_are_refused_before_printing(fails, monkeypatch, command):
+    """Hardware ranges keep the arithmetic finite; should anything still overflow, the CLI says so
+    instead of printing `inf` or failing in the JSON encoder."""
+    from dlmcost import api
+
+    if command == "analyze":
+        real = api.analyze
+
+        def overflowing(*args, **kwargs):
+            out = real(*args, **kwargs)
+            first = out.results[0].model_copy(update={"time_s": float("inf")})
+            return out.model_copy(update={"results": [first, *out.results[1:]]})
+
+        monkeypatch.setattr(api, "analyze", overflowing)
+    else:
+        real = api.iter_sweep
+
+        def overflowing(*args, **kwargs):
+            meta, chunks = real(*args, **kwargs)
+            rows = [row for chunk in chunks for row in chunk]
+            return meta, iter([[rows[0].model_copy(update={"time_s": float("inf")}), *rows[1:]]])
+
+        monkeypatch.setattr(api, "iter_sweep", overflowing)
+    args = ["analyze", "--gpu", "h100"] if command == "analyze" else ["sweep", "--gpu", "h100"]
+    for fmt in ("json", "table"):
+        assert "overflow" in fails(*args, "--format", fmt, code=errors.WorkloadError.exit_code)
+
+
+def test_cfg_inf_message(fails):
+    assert "finite" in fails("analyze", "--cfg", "inf", code=errors.EXIT_USAGE)
+
+
+# output errors
+
+
+def test_stdout_on_a_full_disk():
+    with open("/dev/full", "wb") as full:
+        p = run_dlmcost("gpus", stdout=full)
+    assert p.returncode == errors.EXIT_OUTPUT, p.stderr
+    assert p.stderr.decode().startswith("error: ") and b"No space left" in p.stderr
+
+
+def test_stdout_closed():
+    p = subprocess.run(f"{sys.executable} -m dlmcost gpus >&-", shell=True, capture_output=False,
+                       stderr=subprocess.PIPE, timeout=FAST_S, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert p.returncode == errors.EXIT_OUTPUT
+    assert p.stderr.decode().startswith("error: ") and b"closed" in p.stderr
+
+
+def test_stderr_closed_keeps_errors_off_stdout():
+    p = subprocess.run(f"{sys.executable} -m dlmcost analyze --gpu nosuch 2>&-", shell=True, stdout=subprocess.PIPE,
+                       timeout=FAST_S, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert p.returncode == errors.UnknownGPUError.exit_code
+    assert p.stdout == b""
+
+
+def test_broken_pipe_is_quiet():
+    p = subprocess.run(f"{sys.executable} -m dlmcost gpus | head -c 10 >/dev/null",
+                       shell=True, stderr=subprocess.PIPE, timeout=FAST_S, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert b"internal error" not in p.stderr and b"Traceback" not in p.stderr and b"Exception" not in p.stderr
+
+
+def test_non_utf8_stdout_gets_ascii():
+    """The glyphs (·, ×, —, table rules) fall back to ASCII; the three commands run at once."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LANG": "C", "LC_ALL": "C", "PYTHONIOENCODING": "ascii"}
+    cmds = [["analyze", "--gpu", "h100"], ["gpus"], ["analyze", "--gpu", "h100", "-f", "markdown"]]
+    procs = [subprocess.Popen([sys.executable, "-m", "dlmcost", *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=env) for cmd in cmds]
+    for cmd, proc in zip(cmds, procs):
+        out, err = proc.communicate(timeout=FAST_S)
+        assert proc.returncode == 0, (cmd, err)
+        out.decode("ascii")  # nothing but ASCII
+        assert b"H100" in out
+
+
+def test_narrow_terminal_still_prints_the_rows(capsys, monkeypatch):
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    out = Tty()
+    monkeypatch.setenv("COLUMNS", "10")
+    monkeypatch.setattr(sys, "stdout", out)
+    assert main(["gpus"]) == 0
+    assert "H100" in out.getvalue() and "B200" in out.getvalue()

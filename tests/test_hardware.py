@@ -3,7 +3,7 @@
 import pytest
 
 from dlmcost.errors import UnknownGPUError
-from dlmcost.hardware import SEED_TABLE_GPUS, HardwareDB, bundled_hardware_dir, ridge_flops_per_byte
+from dlmcost.hardware import DEFAULT_GPUS, HardwareDB, bundled_hardware_dir, ridge_flops_per_byte
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def test_aliases(db):
     assert db.get("H100").name == "H100 SXM"
     assert db.get("a100").name == "A100 80GB SXM"
     assert db.get("b200").name == "B200"
-    for name in SEED_TABLE_GPUS:
+    for name in DEFAULT_GPUS:
         db.get(name)
 
 

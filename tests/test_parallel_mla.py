@@ -5,7 +5,7 @@ import pytest
 
 from dlmcost import api
 from dlmcost.cli import main
-from dlmcost.cost import PassInput, attention, ep_all_to_all, experts, mla_kv_up, tp_collectives, weight_bytes_per_gpu
+from dlmcost.cost import PassInput, attention, busiest_rank_experts, ep_all_to_all, experts, mla_kv_up, tp_collectives, weight_bytes_per_gpu
 from dlmcost.errors import WorkloadError
 from dlmcost.memory import RESERVE_FRACTION
 from dlmcost.models import bundled_ids, load_bundled
@@ -87,7 +87,13 @@ def test_expert_parallel_all_to_all_and_expert_weights_by_hand():
     m = load_bundled(MINI)
     T, k, d = 64, 8, 2048
     op = ep_all_to_all(m, inp(B=16, q=4, tp=8, ep=8))
-    assert op.link_bytes[0] == pytest.approx(19 * 2 * (T * k / 8) * (7 / 8) * d * 2)
+    # The step waits for the busiest of 8 ranks (32 experts each): it holds max-rank experts of the
+    # d touched, each receiving T*k/d copies. 64 tokens touch d = 256(1 - (248/256)^64) experts.
+    touched = 256 * (1 - (1 - 8 / 256) ** 64)
+    busiest = busiest_rank_experts(256, 8, np.array([64.0]), 8)[0]
+    assert touched / 8 < busiest < 32  # above the average rank, below a full one
+    copies = busiest * T * k / touched
+    assert op.link_bytes[0] == pytest.approx(19 * 2 * copies * (7 / 8) * d * 2)
     full = experts(m, inp(B=16, q=4, tp=8, ep=8, all_experts=True))
     assert full.weight_bytes[0] == pytest.approx(19 * (256 / 8) * m.expert_weights * 2)
     sliced = experts(m, inp(B=16, q=4, tp=8, ep=1, all_experts=True))

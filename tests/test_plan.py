@@ -219,7 +219,7 @@ def test_impossible_targets_exit_8_with_nearest_miss(capsys):
     (["--rate", "5", "--scheme", "turbo"], 2, "unknown scheme"),
     (["--rate", "5", "--tpf", "2"], 2, "need --scheme"),
     (["--rate", "5", "--scheme", "block", "--block", "4", "--tpf", "8"], 2, "exceeds the block"),
-    (["--rate", "5", "--scenario", "/nonexistent.yaml"], 2, "cannot read scenario"),
+    (["--rate", "5", "--scenario", "/nonexistent.yaml"], 2, "scenario file /nonexistent.yaml: does not exist"),
 ])
 def test_bad_options_one_line(capsys, args, code, needle):
     rc, out, err = run(capsys, "plan", MODEL, *args)

@@ -56,7 +56,7 @@ def analyze(model=LLADA, **w):
 
 def test_registry_is_the_single_list_of_schemes():
     assert SCHEMES == ("ar", "mdm", "prefix-cache", "dual-cache", "block", "multi-block", "windowed-refresh",
-                       "draft-verify")
+                       "draft-verify", "diffgemma")
     assert set(Workload.model_fields["scheme"].annotation.__args__) == set(SCHEMES)
     for s in REGISTRY.values():
         assert s.summary and set(s.knobs) <= {"steps", "block", "store_pass", "active_blocks", "cache_delay",

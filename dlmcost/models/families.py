@@ -36,6 +36,11 @@ LLADA2_SAMPLER = SamplerDefaults(
     scheme="block", gen=256, block=32, schemes=BLOCK_SCHEMES,
     note="LLaDA2.0: block 32 (threshold 0.95 gives ~2.5-3.2 tokens per forward: try --tpf)",
 )
+DIFFUSION_GEMMA_SAMPLER = SamplerDefaults(
+    scheme="diffgemma", gen=256, steps=48, block=256, schemes=("diffgemma", "block", "ar"),
+    note="DiffusionGemma generation_config: 256-token canvas, at most 48 denoising steps per canvas "
+         "(vLLM benchmarks 16)",
+)
 AR_SAMPLER = SamplerDefaults(scheme="ar", gen=256, schemes=AR_SCHEMES, note="autoregressive decode with a KV cache")
 
 
@@ -166,8 +171,141 @@ def parse_sdar(cfg: Config) -> dict:
     return _parse_hf_dense(cfg, "sdar", qkv_bias=False, qk_norm=True)  # Qwen3-based: q/k norms
 
 
+MAX_LAYERS = 100_000  # the ModelSpec bound, checked here before any per-layer loop runs
+
+
+def parse_qwen3_moe(cfg: Config) -> dict:
+    """Qwen3-MoE: every `decoder_sparse_step`-th layer not in `mlp_only_layers` is MoE (no shared
+    expert); the others use the dense `intermediate_size`."""
+    spec = _parse_hf_dense(cfg, "qwen3_moe", qkv_bias=False, qk_norm=True)
+    _missing(cfg, ["num_experts", "num_experts_per_tok", "moe_intermediate_size"], "Qwen3-MoE")
+    n = spec["n_layers"]
+    step = get_int(cfg, "decoder_sparse_step", 1)
+    dense_only = cfg.get("mlp_only_layers") or []
+    if not isinstance(dense_only, list) or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n
+                                               for i in dense_only):
+        raise ConfigError(f"config field 'mlp_only_layers' must list layer indices below {n}")
+    spec["moe"] = dict(
+        n_experts=get_int(cfg, "num_experts"),
+        experts_per_token=get_int(cfg, "num_experts_per_tok"),
+        expert_ffn_dim=get_int(cfg, "moe_intermediate_size"),
+        n_moe_layers=sum(1 for i in range(n) if i not in dense_only and (i + 1) % step == 0),
+    )
+    return spec
+
+
+# --- Gemma: per-layer attention kinds -----------------------------------------------------------
+
+LAYER_TYPES = ("sliding_attention", "full_attention")
+
+
+def _layer_types(cfg: Config, n_layers: int, pattern: int | None) -> list[str]:
+    """`layer_types` as given (checked), else every `pattern`-th layer full and the rest sliding
+    (Gemma 2: pattern 2, sliding first; Gemma 3: `sliding_window_pattern`, default 6)."""
+    types = cfg.get("layer_types")
+    if types is None:
+        if pattern is None:
+            raise ConfigError("config is missing required field 'layer_types'")
+        return ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n_layers)]
+    if not isinstance(types, list) or len(types) != n_layers:
+        got = f"{len(types)} entries" if isinstance(types, list) else type(types).__name__
+        raise ConfigError(f"config field 'layer_types' must list one of {', '.join(LAYER_TYPES)} for each of the "
+                          f"{n_layers} layers, got {got}")
+    bad = sorted({str(t) for t in types if t not in LAYER_TYPES})
+    if bad:
+        raise ConfigError(f"config field 'layer_types' has unknown kind(s) {', '.join(bad)}; expected {', '.join(LAYER_TYPES)}")
+    return types
+
+
+def _groups(types: list[str], kinds: dict[str, dict]) -> list[list]:
+    """Layer kinds in order of first appearance with their counts: [(count, kind), ...]."""
+    counts: dict[str, int] = {}
+    for t in types:
+        counts[t] = counts.get(t, 0) + 1
+    return [[n, kinds[t]] for t, n in counts.items()]
+
+
+def _softcap(cfg: Config, key: str) -> float | None:
+    value = cfg.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigError(f"config field '{key}' must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _parse_gemma(cfg: Config, family: str, *, pattern: int | None, qk_norm: bool) -> dict:
+    """Gemma 2/3 text: GeGLU MLP, 4 RMSNorms per layer, tied embeddings, sliding-window and
+    global layers sharing head_dim and K/V heads; soft-capped logits where configured."""
+    spec = _parse_hf_dense(cfg, family, qkv_bias=False, qk_norm=qk_norm)
+    spec["tie_embeddings"] = get_bool(cfg, "tie_word_embeddings", True)
+    window = get_int(cfg, "sliding_window")
+    kind = dict(head_dim=spec["head_dim"], n_kv_heads=spec["n_kv_heads"])
+    types = _layer_types(cfg, spec["n_layers"], pattern)
+    spec.update(norms_per_layer=4, logit_softcap=_softcap(cfg, "final_logit_softcapping"),
+                layers=_groups(types, {"sliding_attention": dict(kind, attention="sliding", window=window),
+                                       "full_attention": kind}))
+    return spec
+
+
+def parse_gemma2(cfg: Config) -> dict:
+    return _parse_gemma(cfg, "gemma2", pattern=2, qk_norm=False)  # Gemma 2: soft-capping, no q/k norms
+
+
+def parse_gemma3_text(cfg: Config) -> dict:
+    cfg = cfg.get("text_config") or cfg  # Gemma3ForConditionalGeneration nests the text model
+    pattern = get_int(cfg, "sliding_window_pattern", 6)
+    return _parse_gemma(cfg, "gemma3", pattern=pattern, qk_norm=True)  # Gemma 3: q/k norms
+
+
+def _vision_params(vision: Any) -> int:
+    """A ViT tower's parameters, estimated from its config (reported apart from the text model):
+    per layer 4*d^2 for Q, K, V, O (heads * head_dim = d) and 3*d*f for a gated MLP, 2 norms;
+    plus the 16x16x3 patch embedding and the d_vision x d_text projection is left out."""
+    if not isinstance(vision, dict):
+        return 0
+    d, f = get_int(vision, "hidden_size"), get_int(vision, "intermediate_size")
+    layers, patch = get_int(vision, "num_hidden_layers"), get_int(vision, "patch_size", 16)
+    return layers * (4 * d * d + 3 * d * f + 2 * d) + 3 * patch * patch * d
+
+
+def parse_diffusion_gemma(cfg: Config) -> dict:
+    """DiffusionGemma (Gemma 4 backbone, `diffusion_gemma`): the text model in `text_config`.
+
+    Sliding layers: `head_dim`, `num_key_value_heads`, window `sliding_window`. Full layers:
+    `global_head_dim`, `num_global_key_value_heads`, and no v_proj (values from the key
+    projection; not a config key: the checkpoints' weights require it). Every layer runs the
+    dense GeGLU MLP (`intermediate_size`) and, in parallel, the routed MoE branch (`num_experts`,
+    `top_k_experts`, `moe_intermediate_size`)."""
+    text = cfg.get("text_config")
+    if not isinstance(text, dict):
+        raise ConfigError("DiffusionGemma config is missing required field(s): text_config")
+    _missing(text, ["global_head_dim", "num_global_key_value_heads", "num_experts", "top_k_experts",
+                    "moe_intermediate_size", "sliding_window", "layer_types", "head_dim"], "DiffusionGemma")
+    spec = _parse_hf_dense(text, "diffgemma", qkv_bias=False, qk_norm=True)
+    spec["tie_embeddings"] = get_bool(text, "tie_word_embeddings", True)
+    n = spec["n_layers"]
+    both = dict(dense_mlp=True, moe=True)
+    sliding = dict(both, attention="sliding", window=get_int(text, "sliding_window"),
+                   head_dim=spec["head_dim"], n_kv_heads=spec["n_kv_heads"])
+    full = dict(both, attention="full", head_dim=get_int(text, "global_head_dim"),
+                n_kv_heads=get_int(text, "num_global_key_value_heads"), k_eq_v=True)
+    spec.update(
+        norms_per_layer=4,
+        logit_softcap=_softcap(text, "final_logit_softcapping"),
+        self_conditioning=True,
+        layers=_groups(_layer_types(text, n, None), {"sliding_attention": sliding, "full_attention": full}),
+        moe=dict(n_experts=get_int(text, "num_experts"), experts_per_token=get_int(text, "top_k_experts"),
+                 expert_ffn_dim=get_int(text, "moe_intermediate_size"), n_moe_layers=n),
+        vision_params=_vision_params(cfg.get("vision_config")),
+    )
+    return spec
+
+
 def _moe_layer_count(cfg: Config, n_layers: int) -> int:
     """MoE layers from `first_k_dense_replace` and `moe_layer_freq` (an int stride or a 0/1 list)."""
+    if n_layers > MAX_LAYERS:
+        raise ConfigError(f"config has {n_layers:,} layers; at most {MAX_LAYERS:,} are supported")
     first_dense = get_int(cfg, "first_k_dense_replace", 0, minimum=0)
     freq = cfg.get("moe_layer_freq", 1)
     if isinstance(freq, list):
@@ -288,6 +426,12 @@ FAMILIES: list[Family] = [
     Family("sdar", ("sdar",), ("SDARForCausalLM",), parse_sdar, SDAR_SAMPLER, "SDAR block diffusion (Qwen3 keys)"),
     Family("qwen2", ("qwen2",), ("Qwen2ForCausalLM",), parse_qwen2, AR_SAMPLER, "Qwen2 / Qwen2.5"),
     Family("qwen3", ("qwen3",), ("Qwen3ForCausalLM",), parse_qwen3, AR_SAMPLER, "Qwen3 (dense)"),
+    Family("qwen3_moe", ("qwen3_moe",), ("Qwen3MoeForCausalLM",), parse_qwen3_moe, AR_SAMPLER, "Qwen3-MoE"),
+    Family("gemma2", ("gemma2",), ("Gemma2ForCausalLM",), parse_gemma2, AR_SAMPLER, "Gemma 2 (sliding + global)"),
+    Family("gemma3", ("gemma3_text", "gemma3"), ("Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"),
+           parse_gemma3_text, AR_SAMPLER, "Gemma 3 text (sliding + global)"),
+    Family("diffgemma", ("diffusion_gemma",), ("DiffusionGemmaForBlockDiffusion",), parse_diffusion_gemma,
+           DIFFUSION_GEMMA_SAMPLER, "DiffusionGemma (Gemma 4: sliding + global, dense + MoE)"),
     Family("llama", ("llama", "mistral"), ("LlamaForCausalLM", "MistralForCausalLM"), parse_llama, AR_SAMPLER, "Llama / Mistral"),
     Family("mixtral", ("mixtral",), ("MixtralForCausalLM",), parse_mixtral, AR_SAMPLER, "Mixtral (MoE)"),
     Family("llada2", ("llada2_moe",), ("LLaDA2MoeModelLM",), parse_llada2, LLADA2_SAMPLER, "LLaDA2.0 (llada2_moe)"),

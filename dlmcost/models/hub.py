@@ -12,19 +12,26 @@ with the HEAD first, a Hub that is down or slow ends in one clear error within t
 the cached copy.
 
 Every failure leaves as one line naming what to do next, in a `dlmcost.errors` class with its own
-exit code; nothing from the client library (or a traceback) gets through.
+exit code; nothing from the client library (or a traceback) gets through, and its own retry
+messages and warnings stay off stderr unless `--verbose`.
+
+All requests of one call share a time budget (30 s by default; `--hub-timeout` or
+DLMCOST_HUB_TIMEOUT), and every answer passes `hubguard`'s checks (plain-hex ETags and commits,
+bounded bodies, bounded `Retry-After` waits). `--verify` reads at most `MAX_SHARDS` shard headers.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import math
 import os
 import re
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from .. import files
 from ..errors import (
     ConfigError,
     DlmcostError,
@@ -35,10 +42,45 @@ from ..errors import (
     HubRevisionNotFound,
     HubUnreachable,
     UnknownModelError,
+    UsageError,
 )
+from ..terminal import shown
 
 CONFIG_NAME = "config.json"
+INDEX_NAME = "model.safetensors.index.json"
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+BUDGET_ENV = "DLMCOST_HUB_TIMEOUT"
+DEFAULT_BUDGET_S = 30.0  # all requests of one command together
+MAX_SHARDS = 1000  # safetensors files `--verify` reads headers of (the largest real checkpoints have a few hundred)
+MAX_DIM = 1 << 40  # one tensor dimension
+MAX_PARAMS = 10**15  # one checkpoint
+
+_settings: dict[str, Any] = {"verbose": False, "budget_s": None}
+
+
+def configure(*, verbose: bool = False, budget_s: float | None = None) -> None:
+    """The CLI's --verbose and --hub-timeout, for this command (None: DLMCOST_HUB_TIMEOUT or 30 s)."""
+    _settings["verbose"] = bool(verbose)
+    _settings["budget_s"] = None if budget_s is None else _check_budget(budget_s, "--hub-timeout")
+
+
+def _check_budget(value: Any, where: str) -> float:
+    try:
+        budget = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{where} must be a number of seconds, got '{shown(value, 40)}'") from None
+    if not (math.isfinite(budget) and 0 < budget <= 86400):
+        raise UsageError(f"{where} must be a number of seconds in (0, 86400], got {shown(value, 40)}")
+    return budget
+
+
+def hub_budget() -> float:
+    """Seconds all Hub requests of one call may take together."""
+    if _settings["budget_s"] is not None:
+        return _settings["budget_s"]
+    env = os.environ.get(BUDGET_ENV)
+    return _check_budget(env, BUDGET_ENV) if env else DEFAULT_BUDGET_S
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -49,8 +91,19 @@ def _one_line(text: Any, limit: int = 200) -> str:
     for line in str(text).splitlines():
         line = " ".join(line.split())
         if line:
-            return line if len(line) <= limit else line[: limit - 3] + "..."
+            return shown(line, limit)
     return ""
+
+
+def _check_token_file() -> None:
+    """The client reads HF_TOKEN_PATH whole: make sure it is a small regular file first."""
+    from huggingface_hub import constants
+
+    if os.environ.get("HF_TOKEN"):
+        return
+    path = getattr(constants, "HF_TOKEN_PATH", None)
+    if path and os.path.lexists(path):
+        files.read_bytes(path, limit=files.TOKEN_LIMIT, error=HubError, what="the Hugging Face token file (HF_TOKEN_PATH)")
 
 
 def _load_hub() -> None:
@@ -66,6 +119,8 @@ def _load_hub() -> None:
             f"huggingface_hub failed to load ({type(exc).__name__}: {_one_line(exc)}): check the HF_* "
             f"environment variables (HF_HUB_ETAG_TIMEOUT and HF_HUB_DOWNLOAD_TIMEOUT take whole seconds)"
         ) from None
+    _check_token_file()
+    hub_budget()  # a bad DLMCOST_HUB_TIMEOUT is a usage error before any request
 
 
 def _endpoint() -> str:
@@ -131,20 +186,28 @@ def _commit_from_path(path: str | os.PathLike) -> str | None:
 
 @contextmanager
 def _quiet() -> Iterator[None]:
-    """No progress bars and no library warnings on stderr: dlmcost reports failures itself."""
+    """No progress bars, no retry chatter and no library warnings on stderr (dlmcost reports
+    failures itself) unless --verbose; and every request inside under hubguard's checks."""
+    import huggingface_hub.file_download  # noqa: F401 - its import sets the library's log level: first
     from huggingface_hub import utils as hf_utils
 
+    from .hubguard import guarded
+
+    verbose = _settings["verbose"]
     bars_were_off = hf_utils.are_progress_bars_disabled()
     hf_logger = logging.getLogger("huggingface_hub")
     level = hf_logger.level
-    if not bars_were_off:
+    if not bars_were_off and not verbose:
         hf_utils.disable_progress_bars()
-    if not os.environ.get("HF_HUB_VERBOSITY"):
-        hf_logger.setLevel(logging.ERROR)
+    if not verbose:
+        hf_logger.setLevel(logging.CRITICAL)
     try:
-        yield
+        with warnings.catch_warnings(), guarded(hub_budget(), _endpoint()):
+            if not verbose:
+                warnings.simplefilter("ignore")
+            yield
     finally:
-        if not bars_were_off:
+        if not bars_were_off and not verbose:
             hf_utils.enable_progress_bars()
         hf_logger.setLevel(level)
 
@@ -229,8 +292,8 @@ def _translate(exc: BaseException, repo_id: str, revision: str, what: str,
             f"check HF_ENDPOINT and retry")
     if isinstance(exc, cls("FileMetadataError")):
         return HubUnreachable(
-            f"{endpoint} does not answer like the Hugging Face Hub for {repo_id} (no commit or ETag "
-            f"header) and nothing is cached: check HF_ENDPOINT and proxy settings")
+            f"{endpoint} does not answer like the Hugging Face Hub for {what} of {repo_id}: {detail} "
+            f"(a Hub answer has ETag, X-Repo-Commit and a size); check HF_ENDPOINT and proxy settings")
     if _is_timeout(exc):
         waited = f" after {timeout_s:g} s" if timeout_s is not None else ""
         return HubUnreachable(
@@ -240,6 +303,10 @@ def _translate(exc: BaseException, repo_id: str, revision: str, what: str,
         return HubUnreachable(
             f"cannot reach the Hub ({endpoint}) for {repo_id}: {detail}; check the network, proxy and "
             f"HF_ENDPOINT, or set HF_HUB_OFFLINE=1 to use models already in the cache")
+    if "Consistency check failed" in str(exc):  # body size differs from the announced size
+        return HubUnreachable(
+            f"the Hub ({endpoint}) sent {what} of {repo_id} with a size other than the one it announced: "
+            f"retry; if it persists, check HF_ENDPOINT and any proxy in between")
     if isinstance(exc, OSError):  # the local side: an unwritable HF_HOME, a full disk...
         return HubError(
             f"cannot use the Hugging Face cache ({_cache_dir()}) for {repo_id}: {type(exc).__name__}: "
@@ -279,37 +346,46 @@ def _locate_config(repo_id: str, revision: str, timeout_s: float | None) -> tupl
                 f"cache): pass a local config file instead")
         raise hf_utils.OfflineModeIsEnabled(f"{repo_id} is not cached")
 
-    # One HEAD, no retries: a Hub that is down or slow falls back to the cache at once.
+    # One HEAD, no retries: a Hub that is down or slow falls back to the cache at once. Its answer
+    # (ETag, commit: hubguard refuses anything but plain hex) and size are checked before any download.
+    from .hubguard import HostileAnswer
+
     timeout = _etag_timeout(timeout_s)
     url = hf_hub_url(repo_id, CONFIG_NAME, revision=revision)
     try:
-        get_hf_file_metadata(url, timeout=timeout)
+        meta = get_hf_file_metadata(url, timeout=timeout)
     except Exception as exc:
-        definite = (hf_utils.RevisionNotFoundError, hf_utils.EntryNotFoundError, hf_utils.HFValidationError)
+        definite = (hf_utils.RevisionNotFoundError, hf_utils.EntryNotFoundError, hf_utils.HFValidationError,
+                    HostileAnswer)
         if cached and not isinstance(exc, definite):
             # Down, slow, unreachable, or refusing us (an expired token, say): like hf_hub_download,
             # use the copy we already have for this revision.
             return cached, "cache"
         raise
+    missing = [name for name, value in (("ETag", meta.etag), ("X-Repo-Commit", meta.commit_hash)) if not value]
+    if missing:
+        raise HubUnreachable(
+            f"{_endpoint()} does not answer like the Hugging Face Hub for {CONFIG_NAME} of {shown(repo_id)}: its "
+            f"answer has no {' or '.join(missing)} header; check HF_ENDPOINT and proxy settings")
+    if meta.size is not None and meta.size > files.CONFIG_LIMIT:
+        raise ConfigError(f"{CONFIG_NAME} of {shown(repo_id)} is {meta.size:,} bytes; a model config is at most "
+                          f"{files.CONFIG_LIMIT >> 20} MiB")
     path = hf_hub_download(repo_id, CONFIG_NAME, revision=revision, etag_timeout=timeout)
+    _check_inside_cache(path)
     return path, "hub"
 
 
+def _check_inside_cache(path: str) -> None:
+    """Belt and braces: the file the client returns lies inside the Hugging Face cache."""
+    cache = os.path.realpath(_cache_dir())
+    if os.path.commonpath([cache, os.path.realpath(os.path.dirname(path))]) != cache:
+        raise HubError(f"the Hub client placed a file outside the Hugging Face cache ({shown(path)}); refusing it")
+
+
 def _parse_json(path: str, repo_id: str) -> Any:
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{CONFIG_NAME} of {repo_id} is not valid JSON: not UTF-8 text ({exc.reason})") from None
-    except OSError as exc:
-        raise HubError(f"cannot read the cached {CONFIG_NAME} of {repo_id} ({path}): {_one_line(exc)}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{CONFIG_NAME} of {repo_id} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
-    except RecursionError:
-        raise ConfigError(f"{CONFIG_NAME} of {repo_id} is nested too deeply to be a model config") from None
+    what = f"{CONFIG_NAME} of {shown(repo_id)}"
+    data = files.read_bytes(path, limit=files.CONFIG_LIMIT, error=ConfigError, what=what)
+    return files.parse(files.decode(data, error=ConfigError, what=what), fmt="json", error=ConfigError, what=what)
 
 
 def fetch_config(repo_id: str, revision: str | None = None,
@@ -341,6 +417,45 @@ def _etag_timeout_safe(timeout_s: float | None) -> float | None:
 # --- checkpoint parameter count -----------------------------------------------------------------
 
 
+def _check_shard_count(repo_id: str, revision: str | None, timeout: float) -> None:
+    """Read the shard index first (bounded), so that an index naming 20,000 files is refused before
+    20,000 header requests."""
+    from huggingface_hub import hf_hub_download
+
+    path = hf_hub_download(repo_id, INDEX_NAME, revision=revision, etag_timeout=timeout)
+    _check_inside_cache(path)
+    what = f"{INDEX_NAME} of {shown(repo_id)}"
+    index = files.read_document(path, limit=files.INDEX_LIMIT, error=HubFileNotFound, what=what, fmt="json")
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict):
+        raise HubFileNotFound(f"{what} has no weight_map of tensor names to files")
+    shards = {str(v) for v in weight_map.values()}
+    if len(shards) > MAX_SHARDS:
+        raise HubFileNotFound(f"{what} names {len(shards):,} shard files; --verify reads at most {MAX_SHARDS:,}")
+
+
+def _count_params(meta: Any, repo_id: str) -> dict[str, int]:
+    """Parameters per dtype from the headers, every shape checked: whole, non-negative, bounded."""
+    by_dtype: dict[str, int] = {}
+    total = 0
+    for fname, fmeta in (getattr(meta, "files_metadata", None) or {}).items():
+        for name, tensor in (getattr(fmeta, "tensors", None) or {}).items():
+            shape = getattr(tensor, "shape", None)
+            if not isinstance(shape, list) or not all(
+                    isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_DIM for d in shape):
+                raise HubError(f"the safetensors header of {shown(fname)} in {shown(repo_id)} gives tensor "
+                               f"{shown(name, 80)} the shape {shown(shape, 80)}: dimensions must be whole "
+                               f"numbers in [0, {MAX_DIM:,}]")
+            count = math.prod(shape)
+            total += count
+            if total > MAX_PARAMS:
+                raise HubError(f"the safetensors headers of {shown(repo_id)} add up to more than "
+                               f"{MAX_PARAMS:.0e} parameters: not a real checkpoint")
+            key = str(getattr(tensor, "dtype", "?"))
+            by_dtype[key] = by_dtype.get(key, 0) + count
+    return by_dtype
+
+
 def verify_params(repo_id: str, revision: str | None = None, *, timeout_s: float | None = None) -> dict:
     """The checkpoint's parameter count, read from its safetensors headers (no weights downloaded).
 
@@ -365,11 +480,14 @@ def verify_params(repo_id: str, revision: str | None = None, *, timeout_s: float
             info = api.model_info(repo_id, revision=revision, timeout=timeout)
             commit = getattr(info, "sha", None)
             pinned = commit if isinstance(commit, str) and _COMMIT.fullmatch(commit) else revision
+            siblings = {getattr(s, "rfilename", None) for s in (getattr(info, "siblings", None) or [])}
+            if INDEX_NAME in siblings and "model.safetensors" not in siblings:
+                _check_shard_count(repo_id, pinned, timeout)
             meta = api.get_safetensors_metadata(repo_id, revision=pinned)
     except Exception as exc:  # noqa: BLE001
         raise _translate(exc, repo_id, rev, "safetensors weights", _etag_timeout_safe(timeout_s)) from None
 
-    by_dtype = {str(k): int(v) for k, v in (meta.parameter_count or {}).items()}
+    by_dtype = _count_params(meta, repo_id)
     if sum(by_dtype.values()) <= 0:
         raise HubFileNotFound(f"the safetensors headers of {repo_id}{'' if rev == 'main' else f' at revision {rev!r}'} "
                               f"list no tensors: there is no parameter count to compare with")

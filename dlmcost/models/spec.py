@@ -3,6 +3,11 @@
 Every model source (bundled config, local JSON/YAML, Hub config.json, dlmcost's own schema)
 ends up here. Weight counts per matrix live here too, so the parameter totals that
 `dlmcost model` prints and the weight bytes the cost engine streams come from the same numbers.
+
+Layers are described by kind: `layers` is a list of groups `(count, LayerKind)` (attention full,
+sliding-window or MLA, its head_dim and K/V heads, K = V; a dense MLP, the routed MoE branch, or
+both in parallel). A model whose layers are all alike leaves `layers` empty and its kinds follow
+from the uniform fields, so a hybrid is a config, not a code change.
 """
 
 from __future__ import annotations
@@ -58,7 +63,7 @@ class SamplerDefaults(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    scheme: Literal["ar", "mdm", "prefix-cache", "dual-cache", "block"]
+    scheme: Literal["ar", "mdm", "prefix-cache", "dual-cache", "block", "diffgemma"]
     gen: int = Field(default=256, **_COUNT)
     steps: int | None = Field(default=None, **_COUNT)  # None: one token per forward (S = gen)
     block: int | None = Field(default=None, **_COUNT)  # None: one block = the whole generation
@@ -67,8 +72,58 @@ class SamplerDefaults(BaseModel):
     note: str = ""
 
 
+class LayerKind(BaseModel):
+    """What one layer runs. Attention: `full`, `sliding` (each query sees `window` keys, itself
+    included) or `mla` (the model's MLASpec). `k_eq_v`: values come from the key projection (no
+    v_proj weights). FFN: a dense MLP of the model's `ffn_dim`, the model's routed MoE branch, or
+    both in parallel (their outputs are added)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    attention: Literal["full", "sliding", "mla"] = "full"
+    window: int | None = Field(default=None, gt=0, le=100_000_000)
+    head_dim: int = Field(**_DIM)
+    n_kv_heads: int = Field(**_COUNT)
+    k_eq_v: bool = False
+    dense_mlp: bool = True
+    moe: bool = False
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "LayerKind":
+        if (self.attention == "sliding") != (self.window is not None):
+            raise ValueError("a sliding-window layer needs a window, and only a sliding layer has one")
+        if self.attention == "mla" and self.k_eq_v:
+            raise ValueError("k_eq_v does not apply to MLA layers")
+        if not (self.dense_mlp or self.moe):
+            raise ValueError("a layer needs a dense MLP, an MoE branch or both")
+        return self
+
+    @property
+    def kv_tensors(self) -> int:
+        """Tensors the projection produces per K/V head: K and V, or K alone when V = K."""
+        return 1 if self.k_eq_v else 2
+
+    def describe(self) -> str:
+        """One line, e.g. 'sliding 1024, head_dim 256, 8 K/V heads; dense + MoE'."""
+        attn = f"sliding {self.window}" if self.attention == "sliding" else self.attention
+        kv = "K = V, " if self.k_eq_v else ""
+        ffn = " + ".join(name for name, on in (("dense", self.dense_mlp), ("MoE", self.moe)) if on)
+        return f"{attn}, head_dim {self.head_dim}, {kv}{self.n_kv_heads} K/V heads; {ffn}"
+
+    @property
+    def attention_key(self) -> tuple:
+        """Layers with equal keys cost the same in every attention op."""
+        return (self.attention, self.window, self.head_dim, self.n_kv_heads, self.k_eq_v)
+
+
+LayerGroup = tuple[int, LayerKind]
+
+
 class ModelSpec(BaseModel):
-    """The architecture numbers of one model. Counts are of parameters (elements), not bytes."""
+    """The architecture numbers of one model. Counts are of parameters (elements), not bytes.
+
+    `n_kv_heads` and `head_dim` are those of the uniform layers (or, in a hybrid, of the first
+    group); `layers` overrides them per group."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -85,9 +140,14 @@ class ModelSpec(BaseModel):
     tie_embeddings: bool = False
     qkv_bias: bool = False
     qk_norm: bool = False
+    norms_per_layer: int = Field(default=2, ge=0, le=16)  # RMSNorms of width d per layer (Gemma: 4)
+    logit_softcap: float | None = Field(default=None, gt=0)  # final logits: cap * tanh(logits / cap)
+    self_conditioning: bool = False  # DiffusionGemma: later denoising steps feed softmax(logits) @ embedding back
     max_context: int | None = Field(default=None, gt=0, le=100_000_000)
     moe: MoESpec | None = None
     mla: MLASpec | None = None
+    layers: tuple[LayerGroup, ...] = ()  # (count, kind) groups; () = n_layers layers alike
+    vision_params: int = Field(default=0, ge=0)  # a vision tower, reported apart (text-only planning)
     sampler: SamplerDefaults | None = None
     source: str = "local"  # local | bundled | cache | hub | schema
     revision: str | None = None
@@ -95,49 +155,82 @@ class ModelSpec(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> "ModelSpec":
-        if self.mla is None and self.n_heads % self.n_kv_heads:
-            raise ValueError(f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})")
+        for count, kind in self.layer_groups:
+            if count <= 0:
+                raise ValueError(f"layer group counts must be positive, got {count}")
+            if kind.attention != "mla" and self.n_heads % kind.n_kv_heads:
+                raise ValueError(f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({kind.n_kv_heads})")
+            if kind.attention == "mla" and self.mla is None:
+                raise ValueError("an MLA layer needs the model's mla block")
+            if kind.moe and self.moe is None:
+                raise ValueError("an MoE layer needs the model's moe block")
+        if self.layers and sum(n for n, _ in self.layers) != self.n_layers:
+            raise ValueError(f"layer groups hold {sum(n for n, _ in self.layers)} layers, n_layers is {self.n_layers}")
         if self.moe and self.moe.n_moe_layers > self.n_layers:
             raise ValueError("moe.n_moe_layers cannot exceed n_layers")
+        if self.layers and self.moe and self.moe.n_moe_layers != self.n_moe_layers:
+            raise ValueError(f"moe.n_moe_layers ({self.moe.n_moe_layers}) differs from the {self.n_moe_layers} MoE layers listed")
         if self.n_dense_layers and self.ffn_dim == 0:
             raise ValueError("ffn_dim is required for dense layers")
         return self
 
     # --- layer structure ----------------------------------------------------------------
     @property
+    def layer_groups(self) -> tuple[LayerGroup, ...]:
+        """`layers`, or for a uniform model: the dense layers, then the MoE layers."""
+        if self.layers:
+            return self.layers
+        n_moe = self.moe.n_moe_layers if self.moe else 0
+        dense = LayerKind(attention="mla" if self.mla else "full", head_dim=self.head_dim, n_kv_heads=self.n_kv_heads)
+        groups = ((self.n_layers - n_moe, dense), (n_moe, dense.model_copy(update=dict(dense_mlp=False, moe=True))))
+        return tuple((n, k) for n, k in groups if n)
+
+    @property
+    def attention_groups(self) -> list[LayerGroup]:
+        """Layers merged by attention kind (counts added first, so sums stay exact)."""
+        merged: dict[tuple, list] = {}
+        for n, kind in self.layer_groups:
+            merged.setdefault(kind.attention_key, [0, kind])[0] += n
+        return [(n, kind) for n, kind in merged.values()]
+
+    @property
     def n_moe_layers(self) -> int:
-        return self.moe.n_moe_layers if self.moe else 0
+        return sum(n for n, k in self.layer_groups if k.moe)
 
     @property
     def n_dense_layers(self) -> int:
-        return self.n_layers - self.n_moe_layers
+        """Layers with a dense MLP (in a dense + MoE hybrid, every layer)."""
+        return sum(n for n, k in self.layer_groups if k.dense_mlp)
 
     @property
     def group_size(self) -> float:
-        """G = query heads per K/V head (the seed's AI_attn for one query token)."""
+        """G = query heads per K/V head (attention's arithmetic intensity for one query token)."""
         return self.n_heads / self.n_kv_heads
 
     @property
     def mlp_matrices(self) -> int:
         return 3 if self.gated_mlp else 2
 
-    # --- weights per matrix group, per layer (elements) ----------------------------------
-    @property
-    def attn_in_weights(self) -> int:
+    # --- attention weights of one layer of a kind (elements) -----------------------------
+    def attn_in_weights(self, kind: LayerKind) -> int:
         """Q, K, V projections (GQA/MHA) or all of MLA's projections, with biases and norms."""
-        if self.mla:
+        if kind.attention == "mla":
             return self.mla_q_down_weights + self.mla_q_up_weights + self.mla_kv_down_weights + self.mla_kv_up_weights
-        return self.q_weights + self.kv_weights
+        return self.q_weights(kind) + self.kv_weights(kind)
 
-    @property
-    def q_weights(self) -> int:
+    def q_weights(self, kind: LayerKind) -> int:
         """GQA: the Q projection (+ bias, + q-norm)."""
-        return self.n_heads * self.head_dim * (self.d_model + self.qkv_bias) + (self.head_dim if self.qk_norm else 0)
+        return self.n_heads * kind.head_dim * (self.d_model + self.qkv_bias) + (kind.head_dim if self.qk_norm else 0)
 
-    @property
-    def kv_weights(self) -> int:
-        """GQA: the K and V projections (+ biases, + k-norm); replicated under TP beyond n_kv_heads."""
-        return 2 * self.n_kv_heads * self.head_dim * (self.d_model + self.qkv_bias) + (self.head_dim if self.qk_norm else 0)
+    def kv_weights(self, kind: LayerKind) -> int:
+        """GQA: the K and V projections (K alone when V = K; + biases, + k-norm); replicated under
+        TP beyond n_kv_heads."""
+        width = kind.kv_tensors * kind.n_kv_heads * kind.head_dim
+        return width * (self.d_model + self.qkv_bias) + (kind.head_dim if self.qk_norm else 0)
+
+    def attn_out_weights(self, kind: LayerKind) -> int:
+        v = self.mla.v_head_dim if kind.attention == "mla" else kind.head_dim
+        return self.n_heads * v * self.d_model
 
     # MLA (DeepSeek): q = W_qb(norm(W_qa x)); latent = W_kva x (+ rope key); K_nope, V = W_kvb(latent).
     @property
@@ -162,11 +255,7 @@ class ModelSpec(BaseModel):
         m = self.mla
         return m.kv_lora_rank * self.n_heads * (m.qk_nope_head_dim + m.v_head_dim) if m else 0
 
-    @property
-    def attn_out_weights(self) -> int:
-        v = self.mla.v_head_dim if self.mla else self.head_dim
-        return self.n_heads * v * self.d_model
-
+    # --- FFN weights of one layer (elements) ---------------------------------------------
     @property
     def dense_mlp_weights(self) -> int:
         return self.mlp_matrices * self.d_model * self.ffn_dim
@@ -188,7 +277,7 @@ class ModelSpec(BaseModel):
 
     @property
     def norm_weights_per_layer(self) -> int:
-        return 2 * self.d_model
+        return self.norms_per_layer * self.d_model
 
     @property
     def embedding_weights(self) -> int:
@@ -203,10 +292,11 @@ class ModelSpec(BaseModel):
     @property
     def params_nonembedding(self) -> int:
         """Transformer blocks and the final norm: excludes the embedding and the LM head."""
-        per_layer = self.attn_in_weights + self.attn_out_weights + self.norm_weights_per_layer
+        attention = sum(n * (self.attn_in_weights(k) + self.attn_out_weights(k)) for n, k in self.attention_groups)
         moe_layer = self.moe.n_experts * self.expert_weights + self.shared_expert_weights + self.router_weights if self.moe else 0
         return (
-            self.n_layers * per_layer
+            attention
+            + self.n_layers * self.norm_weights_per_layer
             + self.n_dense_layers * self.dense_mlp_weights
             + self.n_moe_layers * moe_layer
             + self.d_model
@@ -214,6 +304,7 @@ class ModelSpec(BaseModel):
 
     @property
     def params_total(self) -> int:
+        """Text model only; `vision_params` is reported apart."""
         return self.params_nonembedding + self.embedding_weights + self.lm_head_weights
 
     @property
@@ -225,11 +316,17 @@ class ModelSpec(BaseModel):
         return self.params_total - self.n_moe_layers * idle * self.expert_weights
 
     # --- K/V cache ---------------------------------------------------------------------
+    def kv_elements_per_layer(self, kind: LayerKind) -> int:
+        """Cached elements per token in one layer: K and V per K/V head (engines store both even
+        for K = V layers; cost.py has the one-tensor option), or MLA's latent."""
+        if kind.attention == "mla":
+            return self.mla.cache_elements_per_layer
+        return 2 * kind.n_kv_heads * kind.head_dim
+
     @property
     def kv_elements_per_token(self) -> int:
-        """Cached elements per token over all layers: K and V per KV head, or MLA's latent."""
-        per_layer = self.mla.cache_elements_per_layer if self.mla else 2 * self.n_kv_heads * self.head_dim
-        return self.n_layers * per_layer
+        """Cached elements per token over all layers (every token kept: no sliding ring buffer)."""
+        return sum(n * self.kv_elements_per_layer(k) for n, k in self.attention_groups)
 
     def kv_bytes_per_token(self, kv_bytes_per_element: float) -> float:
         return self.kv_elements_per_token * kv_bytes_per_element

@@ -18,7 +18,7 @@ from typing import Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .. import yamlsafe
+from .. import files
 from ..errors import UsageError
 from ..hardware import HardwareDB
 from ..models import ModelSpec
@@ -95,9 +95,7 @@ def _validated(model_cls, data, where: str):
     try:
         return model_cls.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise UsageError(f"{where}: field '{loc}': {err['msg']}") from None
+        raise UsageError(f"{where}: {files.validation_message(exc)}") from None
 
 
 def read_scenario(path: str | None, overrides: dict) -> ScenarioSpec:
@@ -105,19 +103,7 @@ def read_scenario(path: str | None, overrides: dict) -> ScenarioSpec:
     data: dict = {}
     if path:
         p = Path(path)
-        try:
-            if p.stat().st_size > MAX_SCENARIO_BYTES:
-                raise UsageError(f"scenario file {path} is larger than {MAX_SCENARIO_BYTES // 1000} kB")
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"cannot read scenario file {path}: {exc.__class__.__name__}") from None
-        try:
-            data = yamlsafe.safe_load(text)
-        except yamlsafe.YAMLError as exc:
-            first = str(exc).splitlines()[0] if str(exc) else "syntax error"
-            raise UsageError(f"scenario file {path} is not valid YAML: {first}") from None
-        except RecursionError:
-            raise UsageError(f"scenario file {path} is nested too deeply") from None
+        data = files.read_document(p, limit=MAX_SCENARIO_BYTES, error=UsageError, what="scenario file", fmt="yaml")
         if data is None:
             data = {}
         if not isinstance(data, dict):

@@ -74,15 +74,16 @@ class PassFamily:
     dlogits: np.ndarray
     causal: np.ndarray  # bool: query i sees c + i keys (else all c + q)
     model: str = "main"  # which model runs it: "main", or "drafter" (draft-verify)
+    self_condition: bool = False  # every pass feeds softmax(logits) @ embedding back (DiffusionGemma)
 
     def at(self, j) -> dict[str, np.ndarray]:
         """The shape of pass j of this family."""
         return dict(q=self.q0 + self.dq * j, c=self.c0 + self.dc * j, kv_write=self.kvw0 + self.dkvw * j,
-                    logits=self.logits0 + self.dlogits * j, causal=self.causal)
+                    logits=self.logits0 + self.dlogits * j, causal=self.causal, self_condition=self.self_condition)
 
     def take(self, rows) -> "PassFamily":
         return replace(self, **{f.name: getattr(self, f.name)[rows] for f in fields(self)
-                                if f.name not in ("name", "model")})
+                                if f.name not in ("name", "model", "self_condition")})
 
     @property
     def count(self) -> np.ndarray:
@@ -100,7 +101,7 @@ class PassFamily:
 
 
 def family(name: str, k: Knobs, *, n=1.0, r=1.0, q, dq=0.0, c=0.0, dc=0.0, kv_write=0.0, dkv_write=0.0,
-           logits=None, dlogits=None, causal=False, model: str = "main") -> PassFamily:
+           logits=None, dlogits=None, causal=False, model: str = "main", self_condition: bool = False) -> PassFamily:
     """A PassFamily with scalars broadcast to the configurations of `k`; logits default to every
     query position (what the reference implementations compute). A family that repeats zero
     times has n = 0."""
@@ -112,7 +113,7 @@ def family(name: str, k: Knobs, *, n=1.0, r=1.0, q, dq=0.0, c=0.0, dc=0.0, kv_wr
     return PassFamily(
         name, np.where(r > 0, n, 0.0), r, arr(q), arr(dq), arr(c), arr(dc), arr(kv_write), arr(dkv_write),
         arr(logits), arr(0.0 if dlogits is None else dlogits),
-        np.broadcast_to(np.asarray(causal, dtype=bool), shape).copy(), model)
+        np.broadcast_to(np.asarray(causal, dtype=bool), shape).copy(), model, self_condition)
 
 
 Check = tuple[np.ndarray, str]  # (ok mask, message with {placeholders} filled from the knobs)

@@ -1,0 +1,76 @@
+"""`dlmcost calibrate`: recovers known parameters from synthetic measurements, refuses what the
+data cannot pin, and writes a file that --stack accepts."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dlmcost.calibrate import calibrate, with_parameters
+from dlmcost.cli import main
+from dlmcost.errors import UsageError
+from dlmcost.measurements import Point, analysis_for, compare
+from dlmcost.stacks import load_stack
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = str(ROOT / "examples" / "tiny-dlm.yaml")
+WORKLOADS = [  # host-bound AR decode and GPU-bound full-canvas passes of different sizes
+    dict(scheme="ar", prompt=64, gen=64, batch=1),
+    dict(scheme="mdm", prompt=512, gen=512, steps=16, block=32, batch=4),
+    dict(scheme="mdm", prompt=1024, gen=1024, steps=8, block=128, batch=8),
+    dict(scheme="mdm", prompt=128, gen=128, steps=8, block=16, batch=16),
+]
+
+
+def synthetic_points(truth):
+    pts = []
+    for i, wl in enumerate(WORKLOADS):
+        stub = Point(id=f"p{i}", model=TINY, gpu="h100", workload=wl, measured=dict(ms_per_forward=1.0))
+        a, _ = analysis_for(stub, ROOT, stack=truth)
+        ms = compare(stub, a)["predicted_ms"]
+        pts.append(Point(id=f"p{i}", model=TINY, gpu="h100", workload=wl, measured=dict(ms_per_forward=ms)))
+    return pts
+
+
+def test_recovers_known_parameters():
+    base = load_stack("hf-eager")
+    truth = with_parameters(base, dict(fixed=2500.0, gemm=0.6))
+    res = calibrate(synthetic_points(truth), ROOT, base, ["fixed", "gemm"], "fit")
+    assert res["values"]["fixed"] == pytest.approx(2500.0, rel=1e-3)
+    assert res["values"]["gemm"] == pytest.approx(0.6, rel=1e-3)
+    assert all(r["error"] < 1.001 for r in res["after"])
+    assert any(r["error"] > 1.05 for r in res["before"])
+
+
+def test_refuses_more_parameters_than_points():
+    base = load_stack("hf-eager")
+    pts = synthetic_points(base)[:2]
+    with pytest.raises(UsageError, match="2 measurement.s. cannot pin 3 parameters"):
+        calibrate(pts, ROOT, base, ["fixed", "gemm", "attention"], "fit")
+
+
+def test_refuses_parameter_the_data_does_not_touch():
+    # under CUDA graphs nothing waits on the host: host time cannot be pinned
+    base = load_stack("compiled")
+    with pytest.raises(UsageError, match="do not depend on host"):
+        calibrate(synthetic_points(base), ROOT, base, ["host", "fixed"], "fit")
+
+
+def test_cli_writes_a_stack_that_loads(tmp_path, capsys):
+    truth = with_parameters(load_stack("hf-eager"), dict(fixed=2500.0, gemm=0.6))
+    data = dict(points=[p.model_dump(exclude_defaults=True) for p in synthetic_points(truth)])
+    src = tmp_path / "m.yaml"
+    src.write_text(yaml.safe_dump(data))
+    out = tmp_path / "fit.yaml"
+    code = main(["calibrate", str(src), "--stack", "hf-eager", "--fit", "fixed,gemm", "-o", str(out), "-f", "json"])
+    assert code == 0
+    s = load_stack(str(out))
+    assert s.host.fixed_us_per_forward == pytest.approx(2500.0, rel=1e-3)
+    assert "fitted by" in s.sources["fixed"]
+    assert '"after_error"' in capsys.readouterr().out
+
+
+def test_cli_bad_fit_name_is_one_line(tmp_path, capsys):
+    code = main(["calibrate", str(ROOT / "validation" / "published.yaml"), "--fit", "bogus", "-o", str(tmp_path / "x.yaml")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: --fit") and err.count("\n") == 1

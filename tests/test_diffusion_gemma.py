@@ -1,0 +1,98 @@
+"""The DiffusionGemma scheme against pass lists written out by hand from its decoding loop
+(transformers' `diffusion_gemma` reference; README, "Per-layer kinds" and the scheme table).
+
+Expected totals add, over the hand-written passes, the per-op costs of one pass (cost.pass_ops,
+pinned on its own in test_layer_kinds.py), so a test fails if the scheme builds the wrong passes
+or the engine adds them up wrongly (closed-form sums included)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dlmcost import api
+from dlmcost.cost import PassInput, pass_ops
+from dlmcost.models import load_bundled
+
+DG = "google/diffusiongemma-26B-A4B-it"
+
+
+def one(x):
+    return np.array([float(x)])
+
+
+def totals(passes, m):
+    """(q, c, kv_write, logits, causal, self_condition, count) per pass -> FLOPs, bytes, NFE."""
+    flops = nbytes = nfe = 0.0
+    for q, c, kvw, logits, causal, sc, count in passes:
+        p = PassInput(B=one(1), q=one(q), c=one(c), kv_write=one(kvw), logits=one(logits), causal=np.array([causal]),
+                      wbytes=one(2), kvbytes=one(2), all_experts=np.array([False]), self_condition=np.array([sc]))
+        ops = pass_ops(m, p)
+        flops += count * sum(float(o.flops[0]) for o in ops)
+        nbytes += count * sum(float(o.bytes[0]) for o in ops)
+        nfe += count
+    return flops, nbytes, nfe
+
+
+def check(result, passes, m):
+    flops, nbytes, nfe = totals(passes, m)
+    assert result["nfe"] == pytest.approx(nfe, rel=1e-12)
+    assert result["flops"] == pytest.approx(flops, rel=1e-12)
+    assert result["bytes"] == pytest.approx(nbytes, rel=1e-12)
+
+
+def run(**w):
+    return api.analyze(DG, "h100", **w)["results"][0]
+
+
+def test_one_canvas_pass_list():
+    m = load_bundled(DG)
+    # prompt 300: causal encoder prefill, no logits; one 256-token canvas, 16 steps: the first
+    # without self-conditioning, 15 with; the last canvas is not stored (reference engines)
+    passes = [
+        (300, 0, 300, 0, True, False, 1),
+        (256, 300, 0, 256, False, False, 1),
+        (256, 300, 0, 256, False, True, 15),
+    ]
+    r = run(prompt=300, gen=256, steps=16)
+    check(r, passes, m)
+    assert [(f["name"], f["count"]) for f in r["passes"] if f["count"]] == [("prefill", 1), ("step", 1), ("step-sc", 15)]
+    # vLLM stores every canvas, the last one too: one causal q = 256 pass writing its K/V
+    vllm = run(prompt=300, gen=256, steps=16, store_pass=True)
+    check(vllm, passes + [(256, 300, 256, 0, True, False, 1)], m)
+
+
+def test_two_canvases_cross_the_sliding_window():
+    m = load_bundled(DG)
+    # prompt 900 + canvas 0 stored = 1156 cached tokens for canvas 1: past the 1024 window
+    passes = [
+        (900, 0, 900, 0, True, False, 1),
+        (256, 900, 0, 256, False, False, 1), (256, 900, 0, 256, False, True, 23),
+        (256, 900, 256, 0, True, False, 1),  # canvas 0 stored, canvas 1 not
+        (256, 1156, 0, 256, False, False, 1), (256, 1156, 0, 256, False, True, 23),
+    ]
+    r = run(prompt=900, gen=512, steps=48)
+    check(r, passes, m)
+    assert r["memory"]["kv_cache_bytes"] == pytest.approx(  # prompt + canvas 0 resident, sliding layers capped
+        (25 * 1024 * 2 * 8 * 256 + 5 * 1156 * 2 * 2 * 512) * 2)
+
+
+def test_defaults_come_from_generation_config():
+    w = api.analyze(DG, "h100")["workload"]
+    assert (w["scheme"], w["gen"], w["block"], w["steps"], w["store_pass"]) == ("diffgemma", 256, 256, 48, False)
+
+
+def test_three_canvases_and_ar_decode_across_the_window_sum_pass_by_pass():
+    """Families whose cache crosses a sliding window are not affine in j: three canvases (c =
+    600, 856, 1112 around W = 1024) and AR decode over Gemma 3's 512 window."""
+    m = load_bundled(DG)
+    passes = [(600, 0, 600, 0, True, False, 1)]
+    for i in range(3):
+        c = 600 + 256 * i
+        passes += [(256, c, 0, 256, False, False, 1), (256, c, 0, 256, False, True, 7)]
+        if i < 2:
+            passes.append((256, c, 256, 0, True, False, 1))
+    check(run(prompt=600, gen=768, steps=24), passes, m)
+    g3 = load_bundled("google/gemma-3-1b-it")
+    ar = [(500, 0, 500, 1, True, False, 1)] + [(1, 500 + t, 1, 1, True, False, 1) for t in range(40)]
+    check(api.analyze(g3, "h100", scheme="ar", prompt=500, gen=40)["results"][0], ar, g3)

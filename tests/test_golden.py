@@ -1,0 +1,317 @@
+"""Golden end-to-end numbers: `api.analyze` against the brute-force reference in oracle.py.
+
+The expected values are computed here, pass by pass and op by op, from the documented formulas
+(tests/oracle.py imports nothing from dlmcost), for every scheme (ar, mdm, prefix-cache,
+dual-cache, block with and without a store pass, multi-block, windowed-refresh, draft-verify with
+and without a drafter) on a dense model (LLaDA-8B), an MoE (LLaDA2.0-mini, whose prefix-cache
+and multi-block tail passes touch a different number of experts as q shrinks) and an MLA model
+(DeepSeek-V3, both forms and the automatic choice), with batch > 1, CFG, TP/EP, fp8/fp4/
+weight-only precisions, committed logits, every expert loaded, fractional steps per block and
+the ideal profile. Expert parallelism (costed at the busiest GPU) also runs on Mixtral (one
+expert per GPU at ep 8) and Qwen3-30B-A3B (16 per GPU); quantised precisions keep the LM head
+and embedding in bf16. Two cases are expected to fail until a dlmcost bug is fixed
+(CLOSED_FORM_EP_BUG below); hand-checked values for both conventions are in
+test_golden_conventions.py.
+
+Agreement is to a relative 1e-9 on every JSON-level number compared: NFE, FLOPs and bytes by
+kind, time and its bound, each op's totals, each pass family's entry and the AR baseline time.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import oracle
+from dlmcost import api
+from dlmcost.models import load_bundled
+
+REL = 1e-9
+
+LLADA = "GSAI-ML/LLaDA-8B-Instruct"
+MOE = "inclusionAI/LLaDA2.0-mini"
+MLA = "deepseek-ai/DeepSeek-V3"
+SDAR = "JetLM/SDAR-4B-Chat"  # qk-norm, block diffusion with a store pass
+DREAM = "Dream-org/Dream-v0-Instruct-7B"  # q/k/v biases
+MIXTRAL = "mistralai/Mixtral-8x7B-Instruct-v0.1"  # 8 experts, top 2: one per GPU at ep 8
+QWEN3_MOE = "Qwen/Qwen3-30B-A3B"  # 128 experts, top 8, qk-norm
+
+# --gpu alias -> its file in hardware/ (the oracle reads the YAML itself)
+GPU_FILES = {"h100": "nvidia-h100-sxm.yaml", "mi300x": "amd-mi300x.yaml", "b200": "nvidia-b200.yaml",
+             "tpu7x": "google-tpu7x.yaml", "h200": "nvidia-h200-sxm.yaml", "a100": "nvidia-a100-80gb-sxm4.yaml"}
+
+# Every knob explicit, so nothing depends on the models' sampler defaults.
+BASE = dict(prompt=64, gen=64, steps=32, block=16, batch=1, cfg=False, precision="bf16", kv_dtype="bf16",
+            store_pass=False, logits="all", expert_load="expected", tp=1, ep=1, mla_form="auto")
+
+
+def case(name, model, gpus, profile="realistic", tpf=None, marks=(), **knobs):
+    w = {**BASE, **knobs}
+    if tpf is not None:
+        w["steps"] = None
+    return pytest.param(model, gpus, profile, tpf, w, id=name, marks=marks)
+
+
+# dlmcost sums a family whose q shrinks while q + c stays fixed (prefix-cache steps, the multi-block
+# tail) in closed form
+# when an MoE model reads every expert, as if its cost were affine in T; under expert parallelism
+# the busiest GPU's token copies, E[max | d(T)] * T*k / d(T), are not, so those sums drift (1e-3).
+CLOSED_FORM_EP_BUG = pytest.mark.xfail(
+    strict=True, reason="dlmcost bug: engine.closed_form_rows treats --expert-load all as affine in "
+                        "T under ep > 1, where the busiest GPU's copies are not")
+
+
+CASES = [
+    # --- dense (LLaDA-8B): every scheme ------------------------------------------------------
+    case("dense-ar", LLADA, "h100,mi300x,tpu7x", scheme="ar", gen=32),
+    case("dense-ar-noprompt", LLADA, "h100", scheme="ar", prompt=0, gen=16),
+    case("dense-mdm", LLADA, "h100,mi300x,tpu7x", scheme="mdm"),
+    case("dense-mdm-committed", LLADA, "h100", scheme="mdm", logits="committed"),
+    case("dense-prefix", LLADA, "h100,mi300x,tpu7x", scheme="prefix-cache"),
+    case("dense-prefix-committed", LLADA, "h100", scheme="prefix-cache", logits="committed"),
+    case("dense-prefix-tpf", LLADA, "h100,mi300x", tpf=3, scheme="prefix-cache"),
+    case("dense-prefix-one-step-per-block", LLADA, "h100", scheme="prefix-cache", steps=4),
+    case("dense-dual", LLADA, "h100,mi300x,tpu7x", scheme="dual-cache"),
+    case("dense-dual-tpf-committed", LLADA, "h100", tpf=2.5, scheme="dual-cache", gen=80, logits="committed"),
+    case("dense-block", LLADA, "h100,mi300x,tpu7x", scheme="block"),
+    case("dense-block-store", LLADA, "h100,mi300x", scheme="block", store_pass=True),
+    case("dense-block-tpf-noprompt", LLADA, "h100", tpf=2.5, scheme="block", prompt=0, gen=80),
+    # variations: batch, CFG, precisions, K/V dtype, TP, the ideal profile
+    case("dense-mdm-batch-cfg-fp8", LLADA, "h100,mi300x,b200", scheme="mdm", batch=3, cfg=True,
+         precision="fp8", kv_dtype="fp8"),
+    case("dense-dual-batch-w4a16", LLADA, "h100,a100", scheme="dual-cache", batch=8, precision="w4a16"),
+    case("dense-block-fp4", LLADA, "b200", scheme="block", batch=4, precision="fp4", kv_dtype="fp4"),
+    # q shrinks block by block: the GEMMs cross from compute- to memory-bound inside the family
+    case("dense-prefix-crossing", LLADA, "h100,mi300x", scheme="prefix-cache", batch=8),
+    # long canvases: softmax makes elementwise work compute-bound on the A100's vector units;
+    # attention turns compute-bound (at bf16 efficiency while the GEMMs run at fp8's)
+    case("dense-mdm-long-context", LLADA, "a100,h100", scheme="mdm", prompt=8128, gen=64, steps=2, block=64),
+    case("dense-mdm-long-fp8", LLADA, "h100,b200", scheme="mdm", prompt=8128, gen=64, steps=2, block=64,
+         precision="fp8"),
+    case("dense-prefix-tp2", LLADA, "h100,b200", scheme="prefix-cache", batch=2, tp=2),
+    case("dense-block-store-tp4-fp8", LLADA, "h100,mi300x", scheme="block", store_pass=True, tp=4,
+         precision="fp8"),
+    case("dense-ar-tp2-cfg", LLADA, "h100", scheme="ar", gen=16, batch=2, cfg=True, tp=2),
+    case("dense-dual-ideal", LLADA, "h100,mi300x", profile="ideal", scheme="dual-cache", batch=4),
+    case("dense-mdm-ideal-tp2", LLADA, "h100", profile="ideal", scheme="mdm", tp=2),
+    # q/k/v biases (Dream) and qk-norm (SDAR) in the projection weights
+    case("dream-mdm-bias", DREAM, "h100", scheme="mdm"),
+    case("sdar-block-store-qknorm", SDAR, "h100", scheme="block", block=4, steps=32, store_pass=True,
+         gen=32, batch=2),
+    # --- MoE (LLaDA2.0-mini): prefix-cache touches fewer experts each block as q shrinks ------
+    case("moe-prefix", MOE, "h100,mi300x", scheme="prefix-cache", prompt=32, block=8),
+    case("moe-prefix-batch-cfg", MOE, "h100", scheme="prefix-cache", prompt=32, block=8, batch=2, cfg=True),
+    case("moe-prefix-tpf", MOE, "h100", tpf=2.5, scheme="prefix-cache", prompt=32, gen=80, block=16),
+    case("moe-prefix-all-experts", MOE, "h100", scheme="prefix-cache", prompt=32, block=8, expert_load="all"),
+    case("moe-prefix-tp2-ep2", MOE, "h100,b200", scheme="prefix-cache", prompt=32, block=8, tp=2, ep=2),
+    case("moe-prefix-all-experts-tp2-ep2", MOE, "h100", scheme="prefix-cache", prompt=32, block=8,
+         expert_load="all", tp=2, ep=2, marks=CLOSED_FORM_EP_BUG),
+    # every expert read, q fixed per pass: the busiest GPU's copies still follow E[max | d]
+    case("moe-block-all-experts-tp4-ep4", MOE, "h100", scheme="block", batch=2, expert_load="all", tp=4, ep=4),
+    case("moe-mdm-all-experts-tp2-ep2-fp8", MOE, "h100", scheme="mdm", expert_load="all", tp=2, ep=2,
+         precision="fp8"),
+    case("moe-prefix-tp4-ep1", MOE, "h100", scheme="prefix-cache", prompt=32, block=8, tp=4),
+    case("moe-ar", MOE, "h100", scheme="ar", gen=32),
+    case("moe-mdm", MOE, "h100,mi300x", scheme="mdm", batch=2),
+    case("moe-dual", MOE, "h100", scheme="dual-cache", block=8),
+    case("moe-block", MOE, "h100,mi300x,tpu7x", scheme="block", batch=2),
+    case("moe-block-store-committed", MOE, "h100", scheme="block", store_pass=True, logits="committed"),
+    case("moe-block-tp8-ep4-fp8", MOE, "h100,b200", scheme="block", batch=16, tp=8, ep=4, precision="fp8"),
+    case("moe-block-all-experts", MOE, "h100", scheme="block", batch=4, expert_load="all"),
+    # --- expert parallelism at the busiest GPU: one expert per GPU (Mixtral), 16 per GPU (Qwen3) --
+    case("mixtral-ar-tp8-ep8", MIXTRAL, "h100,b200", scheme="ar", gen=16, tp=8, ep=8),
+    case("mixtral-prefix-tp8-ep8-batch2", MIXTRAL, "h100", scheme="prefix-cache", prompt=32, block=8,
+         batch=2, tp=8, ep=8),
+    case("mixtral-ar-tp8-ep4-w4a16", MIXTRAL, "h100", scheme="ar", gen=16, batch=3, tp=8, ep=4,
+         precision="w4a16"),
+    case("qwen3-moe-prefix-tp8-ep8-fp8", QWEN3_MOE, "h100", scheme="prefix-cache", prompt=32, block=8,
+         tp=8, ep=8, precision="fp8"),
+    case("qwen3-moe-ar-tp4-ep2", QWEN3_MOE, "h100", scheme="ar", gen=16, batch=4, tp=4, ep=2),
+    # --- MLA (DeepSeek-V3): both forms, and auto choosing per pass family ---------------------
+    case("mla-ar-auto", MLA, "h200", scheme="ar", gen=16, prompt=128),
+    case("mla-ar-expanded", MLA, "h200", scheme="ar", gen=16, prompt=128, mla_form="expanded"),
+    case("mla-mdm-absorbed", MLA, "h200", scheme="mdm", gen=32, steps=8, block=8, mla_form="absorbed"),
+    case("mla-mdm-expanded", MLA, "h200", scheme="mdm", gen=32, steps=8, block=8, mla_form="expanded"),
+    case("mla-prefix-auto", MLA, "h200,b200", scheme="prefix-cache", gen=32, steps=16, block=8),
+    case("mla-prefix-expanded", MLA, "h200", scheme="prefix-cache", gen=32, steps=16, block=8,
+         mla_form="expanded"),
+    case("mla-dual-absorbed", MLA, "h200", scheme="dual-cache", gen=32, steps=16, block=8,
+         mla_form="absorbed"),
+    case("mla-dual-auto-batch", MLA, "h200", scheme="dual-cache", gen=32, steps=16, block=8, batch=8),
+    case("mla-block-store-expanded", MLA, "h200", scheme="block", gen=32, steps=16, block=8,
+         store_pass=True, mla_form="expanded"),
+    case("mla-block-tp8-ep8-fp8", MLA, "h200,b200", scheme="block", gen=32, steps=16, block=8, batch=8,
+         tp=8, ep=8, precision="fp8"),
+    case("mla-block-tp8-ep1-auto", MLA, "h200", scheme="block", gen=32, steps=16, block=8, tp=8),
+    # --- multi-block: A blocks in flight, K/V cached d passes late, full refresh every R ------
+    case("dense-multi-block", LLADA, "h100,mi300x", scheme="multi-block", block=8, active_blocks=2,
+         cache_delay=1, refresh_every=0),
+    case("dense-multi-block-refresh", LLADA, "h100", scheme="multi-block", block=8, active_blocks=2,
+         cache_delay=1, refresh_every=5),
+    case("dense-multi-block-no-cache", LLADA, "h100", scheme="multi-block", block=8, active_blocks=2,
+         cache_delay=1, refresh_every=1),
+    case("dense-multi-block-whole-window", LLADA, "h100", scheme="multi-block", block=8, active_blocks=8,
+         cache_delay=0, refresh_every=0, batch=4),
+    case("dense-multi-block-tpf-tp2", LLADA, "h100", tpf=2.5, scheme="multi-block", gen=80, block=8,
+         active_blocks=3, cache_delay=2, refresh_every=4, tp=2, batch=2),
+    # a window of 3.25 blocks drains over 3 tail positions whose q (and experts touched) shrink
+    case("moe-multi-block", MOE, "h100,mi300x", scheme="multi-block", block=8, active_blocks=3, cache_delay=1,
+         refresh_every=0),
+    case("moe-multi-block-all-experts-tp2-ep2", MOE, "h100", scheme="multi-block", block=8, active_blocks=3,
+         cache_delay=1, refresh_every=0, expert_load="all", tp=2, ep=2, marks=CLOSED_FORM_EP_BUG),
+    case("moe-multi-block-refresh", MOE, "h100", scheme="multi-block", block=8, active_blocks=2, cache_delay=1,
+         refresh_every=3),
+    case("mla-multi-block", MLA, "h200", scheme="multi-block", gen=32, steps=16, block=8, active_blocks=2,
+         cache_delay=2, refresh_every=4),
+    # --- windowed-refresh: the block and w tokens either side, full refresh per block / every R
+    case("dense-windowed", LLADA, "h100,mi300x", scheme="windowed-refresh", window=8, refresh_every=0),
+    case("dense-windowed-refresh", LLADA, "h100", scheme="windowed-refresh", window=8, refresh_every=3),
+    case("dense-windowed-tpf-committed", LLADA, "h100", tpf=2.5, scheme="windowed-refresh", gen=80, window=4,
+         refresh_every=2, logits="committed"),
+    case("dense-windowed-clipped", LLADA, "h100", scheme="windowed-refresh", window=100, refresh_every=0),
+    case("moe-windowed-tp2-ep2", MOE, "h100", scheme="windowed-refresh", window=16, refresh_every=4, tp=2,
+         ep=2, batch=4),
+    case("mla-windowed", MLA, "h200", scheme="windowed-refresh", gen=32, steps=16, block=8, window=4,
+         refresh_every=2),
+    # --- draft-verify: k = block drafts per iteration, tpf = accepted tokens per iteration ------
+    case("dense-draft-verify-self", LLADA, "h100,mi300x", tpf=4, scheme="draft-verify", block=8),
+    case("dense-draft-verify-fractional", LLADA, "h100", tpf=2.5, scheme="draft-verify", block=4, batch=4),
+    case("moe-draft-verify-drafter", "inclusionAI/LLaDA2.0-flash", "h100,b200", tpf=3, scheme="draft-verify",
+         block=8, drafter=MOE),
+    case("moe-draft-verify-drafter-tp2-fp8", "inclusionAI/LLaDA2.0-flash", "h100", tpf=2.5,
+         scheme="draft-verify", block=4, drafter=MOE, tp=2, precision="fp8", batch=2),
+    case("mla-draft-verify-self", MLA, "h200", tpf=3, scheme="draft-verify", gen=36, block=4),
+]
+
+
+def _api_kwargs(w: dict, tpf) -> dict:
+    kw = dict(w)
+    if tpf is not None:
+        kw["tpf"] = tpf
+    return {k: v for k, v in kw.items() if v is not None}
+
+
+def _oracle(spec, gpu: str, profile: str, tpf, w: dict) -> dict:
+    steps = w["steps"] if tpf is None else w["gen"] / tpf
+    drafter = load_bundled(w["drafter"]) if w.get("drafter") else None
+    return oracle.generation(spec, GPU_FILES[gpu], **{**w, "steps": steps, "drafter": drafter}, profile=profile)
+
+
+def _plain(result) -> dict:
+    """A result as a dictionary (typed results are dumped; dictionaries pass through)."""
+    return result.model_dump() if hasattr(result, "model_dump") else result
+
+
+def _close(actual: float, expected: float, scale: float) -> bool:
+    """Relative 1e-9; an expected zero must be zero to 1e-9 of the quantity's scale."""
+    if expected == 0.0:
+        return abs(actual) <= REL * scale
+    return math.isclose(actual, expected, rel_tol=REL, abs_tol=0.0)
+
+
+def _diff(r: dict, e: dict) -> list[str]:
+    """Every compared JSON-level number that disagrees, as readable lines."""
+    bad = []
+
+    def check(label, actual, expected, scale=None):
+        if not _close(actual, expected, scale if scale is not None else abs(expected)):
+            rel = (actual - expected) / expected if expected else float("inf")
+            bad.append(f"{label}: dlmcost {actual!r} oracle {expected!r} (rel {rel:+.3e})")
+
+    for key in ("nfe", "flops", "bytes", "time_s", "time_bound_s"):
+        check(key, r[key], e[key])
+    for key in e["flops_breakdown"]:
+        check(f"flops_breakdown.{key}", r["flops_breakdown"][key], e["flops_breakdown"][key], e["flops"])
+    for key in e["bytes_breakdown"]:
+        check(f"bytes_breakdown.{key}", r["bytes_breakdown"][key], e["bytes_breakdown"][key], e["bytes"])
+    ops = {o["name"]: o for o in r["ops"]}
+    if set(ops) != set(e["ops"]):
+        bad.append(f"ops: dlmcost {sorted(ops)} oracle {sorted(e['ops'])}")
+    for name, eo in e["ops"].items():
+        if name in ops:
+            check(f"ops.{name}.flops", ops[name]["flops"], eo["flops"], e["flops"])
+            check(f"ops.{name}.bytes", ops[name]["bytes"], eo["bytes"], e["bytes"])
+            check(f"ops.{name}.time_s", ops[name]["time_s"], eo["time_s"], e["time_s"])
+    passes = {p["name"]: p for p in r["passes"]}
+    if set(passes) != set(e["passes"]):
+        bad.append(f"passes: dlmcost {sorted(passes)} oracle {sorted(e['passes'])}")
+    for name, ep in e["passes"].items():
+        if name not in passes:
+            continue
+        rp = passes[name]
+        for key, value in ep.items():
+            if key == "mla_form":
+                if rp.get("mla_form") != value:
+                    bad.append(f"passes.{name}.mla_form: dlmcost {rp.get('mla_form')} oracle {value}")
+            else:
+                scale = ep["bytes"] if "bytes" in key else ep["flops"] if "flops" in key else abs(value)
+                check(f"passes.{name}.{key}", rp[key], value, scale)
+    return bad
+
+
+def _compare(model, gpus, profile, tpf, w) -> list[str]:
+    spec = load_bundled(model)
+    # the hardware roofline: software-stack terms are pinned on their own (test_stack_engine.py)
+    got = api.analyze(spec, gpus, efficiency=profile, stack="none", **_api_kwargs(w, tpf))
+    results = [_plain(res) for res in got["results"]]
+    assert [res["supported"] for res in results] == [True] * len(results)
+    problems = []
+    for gpu, res in zip(gpus.split(","), results):
+        expected = _oracle(spec, gpu, profile, tpf, w)
+        problems += [f"{gpu}: {line}" for line in _diff(res, expected)]
+        # the AR baseline every result is compared with: same model, sizes, batch, layout, GPU,
+        # without CFG's unconditional copy (AR has no guidance)
+        ar = _oracle(spec, gpu, profile, None, {**{k: w[k] for k in BASE}, "scheme": "ar", "steps": None,
+                                                 "block": None, "store_pass": False, "cfg": False})
+        if not _close(res["ar_time_s"], ar["time_s"], ar["time_s"]):
+            problems.append(f"{gpu}: ar_time_s: dlmcost {res['ar_time_s']!r} oracle {ar['time_s']!r}")
+    return problems
+
+
+@pytest.mark.parametrize("model,gpus,profile,tpf,w", CASES)
+def test_analyze_matches_the_brute_force_oracle(model, gpus, profile, tpf, w):
+    problems = _compare(model, gpus, profile, tpf, w)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_moe_prefix_cache_case_is_not_affine():
+    """The MoE prefix-cache cases above need pass-by-pass summing: the expert weight bytes of a
+    step fall block by block (q shrinks from Lg to b), so a straight line through the first two
+    blocks misses the last one by far more than the 1e-9 tolerance."""
+    spec = load_bundled(MOE)
+    first_of_block = {}
+    for p in oracle.passes("prefix-cache", 32, 64, 32, 8):
+        if p.family == "step":
+            first_of_block.setdefault(p.c, p)
+    shapes = list(first_of_block.values())
+    assert len(shapes) == 8
+    experts = [next(o for o in oracle.pass_ops(spec, p, oracle.Setup(B=1)) if o.name == "experts").weights
+               for p in shapes]
+    line = experts[0] + (experts[1] - experts[0]) * (len(shapes) - 1)
+    assert abs(line - experts[-1]) > 0.05 * experts[-1]
+
+
+def test_the_oracle_walks_every_pass():
+    """NFE from the explicit schedule, against the documented counts per scheme."""
+    Lp, Lg, S, b = 64, 64, 32, 16
+    nb = Lg // b
+    assert len(oracle.passes("ar", Lp, Lg, Lg, Lg)) == 1 + Lg
+    assert len(oracle.passes("mdm", Lp, Lg, S, b)) == S
+    assert len(oracle.passes("prefix-cache", Lp, Lg, S, b)) == S
+    assert len(oracle.passes("dual-cache", Lp, Lg, S, b)) == S
+    assert len(oracle.passes("block", Lp, Lg, S, b)) == 1 + S
+    assert len(oracle.passes("block", Lp, Lg, S, b, store_pass=True)) == 1 + S + nb
+    frac = oracle.passes("prefix-cache", Lp, Lg, Lg / 3, b)
+    assert sum(p.weight for p in frac) == pytest.approx(Lg / 3, rel=1e-12)
+
+
+def test_the_oracle_stays_independent_of_the_code_it_checks():
+    """oracle.py may read ModelSpec fields it is handed, but imports nothing from dlmcost."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(oracle.__file__).read_text(encoding="utf-8"))
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not [name for name in imported if name.split(".")[0] == "dlmcost"]

@@ -1,0 +1,178 @@
+"""A Hub that misbehaves, driven through the real huggingface_hub client (tests/hub_server.py).
+
+Each case is one class of hostile or broken answer. All run in one process (with a 2 s total Hub
+time budget, so that the slow ones end fast) against a fresh cache in a deep HF_HOME; afterwards
+nothing may exist outside HF_HOME.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hub_server import LLADA_CONFIG, FakeHub, FakeRepo, Misbehaviour, raw_safetensors  # noqa: E402
+from test_hub import assert_error, hub_env, run_calls, run_cli  # noqa: E402
+
+from dlmcost.models.hub import MAX_SHARDS  # noqa: E402
+
+BUDGET_S = 2
+CONFIG = LLADA_CONFIG.read_bytes()
+PATH_ETAG = '"../../../../escaped"'
+
+
+def _index(shards: int) -> bytes:
+    weight_map = {f"t{i}": f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(shards)}
+    return json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map}).encode()
+
+
+def _shape_file(shape: str) -> dict:
+    header = '{"__metadata__": {"format": "pt"}, "w": {"dtype": "BF16", "shape": %s, "data_offsets": [0, 2]}}' % shape
+    return {"config.json": CONFIG, "model.safetensors": raw_safetensors(header)}
+
+
+def hostile_repos() -> dict[str, FakeRepo]:
+    def repo(bad: Misbehaviour, files: dict | None = None) -> FakeRepo:
+        return FakeRepo(files or {"config.json": CONFIG}, misbehave=bad)
+
+    return {
+        "evil/etag": repo(Misbehaviour(etag=PATH_ETAG)),
+        "evil/commit": repo(Misbehaviour(commit="../../../../escaped")),
+        "evil/etag-later": repo(Misbehaviour(etag=PATH_ETAG, after_heads=1)),
+        "evil/no-etag": repo(Misbehaviour(no_etag=True)),
+        "evil/rate-limited": repo(Misbehaviour(retry_after=3600)),
+        "evil/ratelimit-header": repo(Misbehaviour(ratelimit='"api";r=0;t=3600')),
+        "evil/drip": repo(Misbehaviour(drip_s=0.25)),
+        "evil/slow-drip": repo(Misbehaviour(drip_s=3)),  # slower than the read timeout: the client retries
+        "evil/gzip-bomb": repo(Misbehaviour(gzip_size=64 << 20, announce_size=4000)),
+        "evil/huge": repo(Misbehaviour(announce_size=1 << 30)),
+        "evil/long-body": repo(Misbehaviour(extra_bytes=5000)),
+        "evil/shards": FakeRepo({"config.json": CONFIG, "model.safetensors.index.json": _index(20_000)}),
+        "evil/shape-inf": FakeRepo(_shape_file("[1e400]")),
+        "evil/shape-neg": FakeRepo(_shape_file("[-5, 4]")),
+        "evil/shape-float": FakeRepo(_shape_file("[2.5]")),
+    }
+
+
+CASES = {name: {"repo": name} for name in hostile_repos() if not name.startswith("evil/shape")
+         and name not in ("evil/shards", "evil/slow-drip")}
+CASES |= {name: {"fn": "verify", "repo": name} for name in ("evil/shards", "evil/shape-inf", "evil/shape-neg",
+                                                             "evil/shape-float")}
+
+
+@pytest.fixture(scope="module")
+def hub():
+    with FakeHub(hostile_repos()) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def results(hub, tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile")
+    home = root / "a" / "b" / "c" / "d" / "hf_home"
+    env = hub_env(hub.url, home, DLMCOST_HUB_TIMEOUT=str(BUDGET_S))
+    found, stderr = run_calls(env, CASES)
+    return {"root": root, "home": home, "stderr": stderr, "requests": hub.requests, **found}
+
+
+def test_nothing_written_outside_hf_home(results):
+    """The hostile ETag and commit would put a blob (and a lock) next to HF_HOME's parents."""
+    outside = [p for p in results["root"].rglob("*") if results["home"] not in (p, *p.parents)
+               and not p.is_dir()]
+    assert outside == []
+    assert not any("escaped" in p.name for p in results["root"].rglob("*"))
+
+
+def test_client_says_nothing_on_stderr(results):
+    assert results["stderr"] == ""
+
+
+@pytest.mark.parametrize("name, what", [("evil/etag", "ETag"), ("evil/commit", "commit"),
+                                        ("evil/etag-later", "ETag")])
+def test_path_in_etag_or_commit_is_refused(results, name, what):
+    assert_error(results[name], "HostileAnswer", 15, what, "refusing")
+    assert ".." in results[name]["message"]
+
+
+def test_head_without_etag_says_so(results):
+    res = results["evil/no-etag"]
+    assert_error(res, "HubUnreachable", 15, "does not answer like the Hugging Face Hub", "ETag")
+    assert "network" not in res["message"] and "HF_HOME" not in res["message"]
+
+
+@pytest.mark.parametrize("name", ["evil/rate-limited", "evil/ratelimit-header"])
+def test_long_retry_after_is_not_slept(results, name):
+    res = results[name]
+    assert_error(res, "HubUnreachable", 15, "3600", "rate-limiting")
+    assert res["elapsed"] < BUDGET_S
+
+
+def test_dripping_body_ends_with_the_budget(results):
+    res = results["evil/drip"]
+    assert_error(res, "BudgetSpent", 15, f"{BUDGET_S} s", "--hub-timeout")
+    assert res["elapsed"] < BUDGET_S + 2
+
+
+def test_gzip_bomb_is_cut_off(results):
+    assert_error(results["evil/gzip-bomb"], "HostileAnswer", 15, "MiB", "decompression")
+
+
+def test_announced_huge_config_is_not_downloaded(results):
+    assert_error(results["evil/huge"], "ConfigError", 7, "1,073,741,824 bytes")
+    assert ("GET", "/evil/huge/resolve/main/config.json") not in results["requests"]
+
+
+def test_body_longer_than_announced(results):
+    res = results["evil/long-body"]
+    assert_error(res, "HubUnreachable", 15, "size other than the one it announced")
+    assert "HF_HOME" not in res["message"]
+
+
+def test_huge_shard_index_is_refused_before_fetching_headers(results):
+    assert_error(results["evil/shards"], "HubFileNotFound", 14, "20,000 shard files", f"{MAX_SHARDS:,}")
+    shard_requests = [p for _, p in results["requests"] if p.startswith("/evil/shards/") and "-of-" in p]
+    assert shard_requests == []
+
+
+@pytest.mark.parametrize("name, shape", [("evil/shape-inf", "inf"), ("evil/shape-neg", "-5"),
+                                         ("evil/shape-float", "2.5")])
+def test_bad_tensor_shapes_are_refused(results, name, shape):
+    assert_error(results[name], "HubError", 10, "shape", shape)
+
+
+# --- the CLI: one line on stderr, options and environment ---------------------------------------
+
+
+def test_cli_client_chatter_only_with_verbose(hub, tmp_path):
+    """The client retries a read that times out, saying so on stderr each time: dlmcost prints its
+    one line instead, unless --verbose. (Both runs at once, to keep the suite fast.)"""
+    procs = [subprocess.Popen([sys.executable, "-m", "dlmcost", "model", "evil/slow-drip", *extra],
+                              env=hub_env(hub.url, tmp_path / f"home{i}", DLMCOST_HUB_TIMEOUT="2",
+                                          HF_HUB_DOWNLOAD_TIMEOUT="1"),  # own caches: no shared lock
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i, extra in enumerate(([], ["--verbose"]))]
+    (out, err), (_, verbose_err) = (p.communicate(timeout=30) for p in procs)
+    assert [p.returncode for p in procs] == [15, 15]
+    assert out == "" and err.count("\n") == 1 and err.startswith("error: ") and "time budget" in err, err
+    assert "resume download" in verbose_err and verbose_err.count("\n") > 1, verbose_err
+
+
+@pytest.mark.parametrize("args, env, needle", [
+    (["--hub-timeout", "0"], {}, "--hub-timeout"),
+    (["--hub-timeout", "nan"], {}, "--hub-timeout"),
+    ([], {"DLMCOST_HUB_TIMEOUT": "soon"}, "DLMCOST_HUB_TIMEOUT"),
+])
+def test_cli_bad_budget_is_a_usage_error(hub, tmp_path, args, env, needle):
+    proc = run_cli(hub_env(hub.url, tmp_path, **env), "model", "evil/etag", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: ") and needle in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_cli_token_file_that_is_a_device(hub, tmp_path):
+    proc = run_cli(hub_env(hub.url, tmp_path, HF_TOKEN_PATH="/dev/zero"), "model", "evil/etag")
+    assert proc.returncode == 10, proc.stderr
+    assert "HF_TOKEN_PATH" in proc.stderr and "character device" in proc.stderr

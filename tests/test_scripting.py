@@ -1,0 +1,406 @@
+"""Issue 11: the installed `dlmcost` command in shell scripts, CI and 80-column terminals.
+Every test runs the console script as a user would (a pseudo-terminal where width/colour matter)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import dlmcost
+from dlmcost import api, gates, report
+from dlmcost.errors import EXIT_REQUIREMENT, UsageError
+
+ROOT = Path(__file__).resolve().parents[1]
+DLMCOST = str(Path(sys.executable).parent / "dlmcost")
+ESC = "\x1b"
+
+
+def sh(cmd: str, **env) -> subprocess.CompletedProcess:
+    e = {**os.environ, **env}
+    return subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, env=e,
+                          cwd=env.pop("cwd", None) if "cwd" in env else None, timeout=120)
+
+
+def run(*args, env=None, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([DLMCOST, *args], capture_output=True, text=True, timeout=120, cwd=cwd,
+                          env={**os.environ, **(env or {})})
+
+
+def in_pty(args: list[str], cols: int = 80, rows: int = 40, env: dict | None = None) -> tuple[int, str]:
+    """Run in a pseudo-terminal of the given size; returns (exit code, everything written)."""
+    import fcntl
+    import struct
+    import termios
+
+    pid, fd = pty.fork()
+    if pid == 0:
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        e = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
+        e.update({"TERM": "xterm-256color", **(env or {})})
+        os.execve(DLMCOST, [DLMCOST, *args], e)
+    out = b""
+    while True:
+        r, _, _ = select.select([fd], [], [], 60)
+        if not r:
+            break
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), out.decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+def visible(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+# --- scripts and CI --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "jsonl", "json", "markdown"])
+def test_pipe_closed_early_exits_0(fmt):
+    r = sh(f"{DLMCOST} sweep --gpu all --block 4,8,16,32 --batch 1,2,4 -f {fmt} | head -1")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+
+
+def test_bare_command_prints_help_and_succeeds():
+    r = run()
+    assert r.returncode == 0 and "Usage: dlmcost" in r.stdout and "error" not in r.stderr
+
+
+def test_version_has_one_source():
+    from importlib.metadata import version
+
+    r = run("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"dlmcost {dlmcost.__version__}"
+    assert version("dlmcost") == dlmcost.__version__
+    assert "version = " not in (ROOT / "pyproject.toml").read_text().split("[project]")[1].split("[")[0]
+
+
+COMMANDS = ["analyze", "sweep", "schemes", "schema", "gpus", "models", "model", "plan"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_has_an_example_and_every_option_says_what_it_is(command):
+    text = run(command, "--help", env={"COLUMNS": "200"}).stdout
+    assert "Examples:" in text and f"dlmcost {command}" in text.split("Examples:")[1]
+    assert "<list[str]>" not in text and "<bool>" not in text
+    options = text.split("Options:")[1].split("Examples:")[0]
+    for line in options.splitlines():
+        if re.match(r"^  -", line):
+            # option, metavar, then two spaces and help text on the same line (width 200)
+            assert re.search(r"\S\s{2,}\S", line.strip()), f"no help text: {line!r}"
+
+
+def test_shell_completion_is_offered():
+    assert "--show-completion" in run("--help").stdout
+
+
+def test_require_gates_with_exit_8_and_lists_failing_rows():
+    ok = run("analyze", "--gpu", "h100", "-r", "tokens_per_s >= 1", "-r", "fits", "-f", "json")
+    assert ok.returncode == 0, ok.stderr
+    tps = json.loads(ok.stdout)["results"][0]["tokens_per_s"]
+    bad = run("analyze", "--gpu", "h100,b200", "-r", f"tokens_per_s >= {tps * 1.01}", "-f", "csv")
+    assert bad.returncode == EXIT_REQUIREMENT == 8
+    assert "H100 SXM" in bad.stderr and "B200" not in bad.stderr.split("\n", 1)[1]  # B200 is faster
+    sw = run("sweep", "--gpu", "h100", "--batch", "1,100000", "-r", "fits", "-f", "csv")
+    assert sw.returncode == 8 and "batch=100000" in sw.stderr and "batch=1 " not in sw.stderr
+    assert sw.stdout.count("\n") == 1 + len(sw.stdout.splitlines()) - 1  # rows still printed
+
+
+@pytest.mark.parametrize("expr", ["__import__('os').system('true')", "tokens_per_s >= 1 or 1", "nosuch > 1",
+                                  "tokens_per_s >= fast", "not time_s > 1", "fits >= true"])
+def test_require_rejects_anything_but_the_small_language(expr):
+    r = run("analyze", "--gpu", "h100", "-r", expr)
+    assert r.returncode == 2 and r.stderr.startswith("error: --require")
+
+
+def test_requirement_semantics_by_hand():
+    row = dict(gpu="X", scheme="mdm", tokens_per_s=300.0, fits=True, time_s=2.0, supported=True)
+    assert gates.parse("tokens_per_s >= 300").holds(row)
+    assert not gates.parse("tokens_per_s > 300").holds(row)
+    assert gates.parse("fits").holds(row) and not gates.parse("not fits").holds(row)
+    assert gates.parse("scheme == mdm").holds(row) and gates.parse("scheme != ar").holds(row)
+    assert gates.parse("time_s < 2.5").holds(row) and not gates.parse("time_s <= 1_9").holds(dict(row, time_s=20))
+    assert not gates.parse("tokens_per_s >= 1").holds(dict(gpu="Y", supported=False))
+    with pytest.raises(UsageError):
+        gates.parse("tokens_per_s >= nan")
+
+
+def test_ci_script_installs_dlmcost_in_a_fresh_venv_and_gates(tmp_path):
+    pytest.importorskip("hatchling")  # the local build backend (no download)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python*/site-packages"))
+    # the test environment's dependencies, but not its (editable) dlmcost
+    deps = [p for p in sys.path if p.endswith("site-packages")]
+    (site / "deps.pth").write_text("\n".join(deps) + "\n")
+    env = dict(PATH=f"{venv}/bin:/usr/bin:/bin", DLMCOST_PACKAGE=str(ROOT), HOME=str(tmp_path),
+               DLMCOST_PIP_ARGS=f"--no-deps --no-build-isolation --no-index --prefix {venv}",
+               PYTHONNOUSERSITE="1")
+    # python3 -m pip must be the fresh venv's python running the test environment's pip
+    r = subprocess.run(["bash", str(ROOT / "examples/ci-check.sh")], capture_output=True, text=True,
+                       env=env, cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ok: throughput floor 300" in r.stdout
+    installed = site / "dlmcost"
+    assert (installed / "_examples" / "tiny-dlm.yaml").is_file() and (installed / "_hardware").is_dir()
+    r = subprocess.run(["bash", str(ROOT / "examples/ci-check.sh")], capture_output=True, text=True,
+                       env={**env, "MIN_TOKENS_PER_S": "100000"}, cwd=tmp_path, timeout=300)
+    assert r.returncode == 8 and "tokens_per_s >= 100000" in r.stderr
+    # the README's example file works from any folder once installed
+    r = subprocess.run([f"{venv}/bin/dlmcost", "model", "examples/tiny-dlm.yaml", "-f", "json"], capture_output=True,
+                       text=True, env=env, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0 and json.loads(r.stdout)["id"]
+
+
+def test_workflow_example_runs_the_script():
+    text = (ROOT / "examples/github-actions.yml").read_text()
+    assert "examples/ci-check.sh" in text and "--require" in text
+
+
+def test_huggingface_hub_is_not_imported_without_the_hub():
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "dlmcost", "analyze", "--gpu", "h100", "-f", "json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "huggingface" not in r.stderr
+
+
+def test_packaging_metadata():
+    from importlib.metadata import metadata
+
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 'license = "MIT"' in text and (ROOT / "LICENSE").read_text().startswith("MIT License")
+    for field in ("classifiers", "keywords"):  # no project URLs: the project has no public home yet
+        assert field in text
+
+
+# --- tables --------------------------------------------------------------------------------
+
+
+SWEEP = ["sweep", "--gpu", "h100,rtx-pro-6000,b200", "--block", "8,32", "--batch", "1,16", "--precision", "bf16,fp8",
+         "--tp", "1,2"]
+
+
+@pytest.mark.parametrize("cols", [80, 120])
+def test_tables_fit_the_terminal_by_dropping_columns_not_numbers(cols):
+    code, out = in_pty([*SWEEP, "--limit", "0"], cols=cols)
+    assert code == 0
+    lines = visible(out).splitlines()
+    assert all(len(line) <= cols for line in lines), max(lines, key=len)
+    table = [ln for ln in lines if ln.startswith(("H100", "RTX", "B200"))]
+    assert table and not any("…" in ln for ln in table)
+    assert any("RTX PRO 6000 Blackwell" in ln for ln in table)  # long names whole
+    if cols == 80:
+        assert "hidden at 80 columns" in visible(out) and "Lp (= 256 in every row)" in visible(out)
+
+
+@pytest.mark.parametrize("args", [["gpus"], ["plan", "--rate", "2", "--p95", "30", "--gpu", "h100,rtx-pro-6000",
+                                           "--requests", "200", "--scheme", "dual-cache,ar", "--block", "32", "--tpf", "2"],
+                                  ["analyze", "--gpu", "all"]])
+def test_other_tables_fit_80_columns_without_eliding(args):
+    code, out = in_pty(args, cols=80)
+    lines = visible(out).splitlines()
+    assert code == 0 and all(len(line) <= 80 for line in lines), max(lines, key=len)
+    assert not any("…" in line for line in lines if "─" not in line and not line.startswith("…"))
+
+
+def test_piped_tables_follow_columns():
+    r = run(*SWEEP, env={"COLUMNS": "80"})
+    assert r.returncode == 0 and max(len(x) for x in r.stdout.splitlines()) <= 80
+
+
+def test_terminal_shows_the_rows_that_fit_and_says_how_to_get_more():
+    code, out = in_pty(["sweep", "--gpu", "all", "--block", "4,8,16,32", "--batch", "1,2,4"], cols=120, rows=30)
+    text = visible(out)
+    assert code == 0 and len(text.splitlines()) <= 30 + 6
+    assert re.search(r"… [\d,]+ more rows \([\d,]+ in all\): --limit N", text) and "--format csv" in text
+
+
+def test_drawing_a_4000_row_sweep_table_takes_under_a_second():
+    result = api.sweep(gpus="all", blocks=[4, 8, 16, 32], batches=[1, 2, 4, 8, 16], gens=[128, 256, 512])
+    rows = api.sweep_rows(result)[:4000]
+    assert len(rows) == 4000
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=120)
+    start = time.perf_counter()
+    report.render_sweep(result.model_dump(exclude={"rows"}), rows, "table", console, rows)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 1.0, elapsed
+    assert console.file.getvalue().count("\n") > 4000
+
+
+@pytest.mark.parametrize("env", [{"NO_COLOR": "1"}, {"TERM": "dumb"}])
+def test_no_color_and_dumb_terminals_get_no_escape_codes(env):
+    code, out = in_pty(["analyze", "--gpu", "h100,b200", "--batch", "100000"], cols=120, env=env)
+    assert code == 0 and ESC not in out
+
+
+def test_header_digits_are_not_highlighted():
+    code, out = in_pty(["analyze", "--gpu", "h100"], cols=120)
+    header = out.split("\n")[0]
+    assert ESC not in header and "8.02B params" in header
+
+
+def test_speedup_column_is_ar_latency_over_latency():
+    a = json.loads(run("analyze", "--gpu", "h100", "--scheme", "dual-cache", "--gen", "256", "--block", "32",
+                       "--tpf", "3", "-f", "json").stdout)["results"][0]
+    expected = f"{a['ar_time_s'] / a['time_s']:.3g}"
+    md = run("analyze", "--gpu", "h100", "--scheme", "dual-cache", "--gen", "256", "--block", "32", "--tpf", "3",
+             "-f", "markdown").stdout
+    header = [ln for ln in md.splitlines() if ln.startswith("| GPU")][0]
+    row = [ln for ln in md.splitlines() if ln.startswith("| H100")][0]
+    cells = dict(zip([c.strip() for c in header.split("|")], [c.strip() for c in row.split("|")]))
+    assert cells["speed-up vs AR ×"] == expected and float(expected) > 1  # faster than AR here
+    assert "max batch" in cells and "knee block" in cells
+    assert "S=85.33" in md and "85.3333" not in md  # 256 / 3 steps
+    assert "|---|---:|" in md and "speed-up vs AR: AR decode latency / this latency" in md  # aligned, legend
+
+
+def test_knee_never_exceeds_the_generation_length():
+    r = run("analyze", "inclusionAI/LLaDA2.0-flash", "--gpu", "h100", "--tp", "4", "--precision", "fp8", "-f", "markdown")
+    row = [ln for ln in r.stdout.splitlines() if ln.startswith("| H100")][0]
+    knee = row.strip("|").split("|")[-1].strip()
+    gen = int(re.search(r"gen (\d+)", r.stdout).group(1))
+    assert knee == "all" or int(knee) <= gen
+    assert "tp 4" in r.stdout  # the tensor-parallel size is stated
+
+
+def test_hidden_settings_are_stated():
+    block = run("analyze", "JetLM/SDAR-4B-Chat", "--gpu", "h100").stdout
+    assert "store pass" in block
+    ar = run("analyze", "meta-llama/Meta-Llama-3-8B", "--gpu", "h100", "--scheme", "dual-cache")
+    assert ar.returncode == 0 and "is an autoregressive model: it does not decode with 'dual-cache'" in ar.stderr
+
+
+def test_analyze_csv_keeps_the_ops():
+    r = run("analyze", "--gpu", "h100", "-f", "csv", "--ops")
+    lines = r.stdout.splitlines()
+    kinds = {ln.split(",")[0] for ln in lines[1:]}
+    assert lines[0].startswith("row,") and kinds == {"result", "pass", "op"}
+
+
+def test_memory_is_in_si_gb_everywhere():
+    r = run("gpus", "-f", "json")
+    h100 = next(g for g in json.loads(r.stdout) if g["name"] == "H100 SXM")
+    assert h100["memory_bytes"] == 80 * 2**30 and h100["memory_as_listed"] == "80 GiB"
+    table = run("gpus", env={"COLUMNS": "200"}).stdout
+    assert re.search(r"H100 SXM\s+85\.9\s+80 GiB", table) and re.search(r"MI325X\s+256\s+256 GB", table)
+    assert "GB = 1e9 bytes" in table
+
+
+# --- claims --------------------------------------------------------------------------------
+
+
+def test_sweep_takes_a_comma_list_of_models():
+    r = run("sweep", "-m", "GSAI-ML/LLaDA-8B-Instruct,meta-llama/Meta-Llama-3-8B", "--gpu", "h100", "-f", "csv")
+    assert r.returncode == 0, r.stderr
+    models = {ln.split(",")[0] for ln in r.stdout.splitlines()[1:]}
+    assert models == {"GSAI-ML/LLaDA-8B-Instruct", "meta-llama/Meta-Llama-3-8B"}
+
+
+def test_example_files_work_from_any_folder(tmp_path):
+    r = run("model", "examples/tiny-dlm.yaml", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+
+
+# --- big outputs ---------------------------------------------------------------------------
+
+
+def test_sweep_streams_chunks_and_sweep_is_built_on_them(monkeypatch):
+    monkeypatch.setattr(api, "SWEEP_CHUNK", 7)
+    meta, chunks = api.iter_sweep(gpus="h100,b200", blocks=[8, 32], batches=[1, 2, 4])
+    parts = list(chunks)
+    assert len(parts) > 1 and all(len(p) <= 7 for p in parts)
+    assert sum(map(len, parts)) == meta.evaluated
+    whole = api.sweep(gpus="h100,b200", blocks=[8, 32], batches=[1, 2, 4])
+    assert [r.model_dump() for p in parts for r in p] == api.sweep_rows(whole)
+
+
+def test_large_grids_are_refused_unless_streamed_with_allow_large(monkeypatch, capsys):
+    from dlmcost.cli import main
+
+    monkeypatch.setattr(api, "MAX_SWEEP_CONFIGS", 10)
+    args = ["sweep", "--gpu", "h100", "--block", "8,32", "--batch", "1,2,4,8"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "24 configurations; at most 10" in err and "--allow-large" in err
+    assert main([*args, "--allow-large"]) == 2  # a table holds every row: refused
+    capsys.readouterr()
+    assert main([*args, "--allow-large", "-f", "jsonl"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) > 10 and all(json.loads(x)["gpu"] == "H100 SXM" for x in out)
+
+
+def _streamed_peak_mb(batches: int) -> tuple[int, float]:
+    """Rows written and peak memory of a csv sweep in a fresh process (chunks of 8,192 configurations)."""
+    code = ("import resource,sys; import dlmcost.api as api; api.SWEEP_CHUNK = 8192; from dlmcost.cli import main; "
+            "main(['sweep','--gpu','all','--block','1,2,4,8,16,32,64,128','--batch',"
+            f"','.join(str(b) for b in range(1,{batches}+1)),'--gen','128,256','-f','csv']); "
+            "sys.stdout.flush(); print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    return r.stdout.count(b"\n"), int(r.stderr.decode().strip().splitlines()[-1]) / 1024
+
+
+def test_streamed_csv_memory_does_not_grow_with_the_grid():
+    small_rows, small_mb = _streamed_peak_mb(16)
+    big_rows, big_mb = _streamed_peak_mb(64)
+    assert big_rows > 3.5 * small_rows > 50_000
+    assert big_mb - small_mb < 40, (small_mb, big_mb)  # 4x the rows, about the same memory
+
+
+# --- product text ----------------------------------------------------------------------------
+
+
+FORBIDDEN = re.compile(r"(?<![\w/])reference/|\.\./shared|DESIGN\.md|\bseeds?\b(?!\s*[=:\[\]{)])|\bseed's\b|seed (blog|table)")
+ALLOWED_SEED = re.compile(r"random seed|--seed|seed=|seed:|\"seed\"|'seed'|`seed`|seed \[|seed \{|\(seed\)|, seed|seeded|"
+                          r"seed\)|seed: int|\.seed|\[.seed.\]|`--seed`")
+
+
+def test_product_files_cite_no_internal_documents():
+    files = [p for d in ("hardware", "dlmcost", "docs", "examples") for p in (ROOT / d).rglob("*")
+             if p.is_file() and p.suffix in (".py", ".md", ".yaml", ".yml", ".json", ".sh", ".txt", ".html")]
+    files.append(ROOT / "README.md")
+    bad = []
+    for path in files:
+        for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            for m in FORBIDDEN.finditer(line):
+                if "seed" in m.group(0) and ALLOWED_SEED.search(line):
+                    continue
+                bad.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:100]}")
+    assert not bad, "\n".join(bad)
+
+
+def test_plan_draws_its_cost_latency_front(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "plan.png"
+    args = ["plan", "--rate", "2", "--p95", "30", "--gpu", "h100,b200", "--tp", "1", "--requests", "200"]
+    r = run(*args, "--plot", str(out))
+    assert r.returncode == 0, r.stderr
+    assert out.stat().st_size > 1000
+    html = run(*args, "-f", "html")
+    assert html.returncode == 0 and "<svg" in html.stdout and "deployments meeting the targets" in html.stdout
+
+
+def test_readme_links_stay_inside_the_repository():
+    text = (ROOT / "README.md").read_text()
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text):
+        if target.startswith(("http://", "https://")):
+            continue
+        path = (ROOT / target).resolve()
+        assert path.is_relative_to(ROOT) and path.exists(), target

@@ -1,0 +1,121 @@
+"""The engine under a software stack (`--stack`), against hand-computed and brute-force values."""
+
+import json
+
+import pytest
+
+from dlmcost import api
+from dlmcost.cli import main
+from dlmcost.stacks import validate_stack
+
+SOURCES = {k: "test" for k in ("host", "fixed", "gemm_efficiency", "attention_efficiency",
+                                "elementwise_bytes_factor", "sampler_logits_bytes")}
+H100_PEAK, H100_GEMM_EFF, H100_BW, H100_MEM_EFF = 989.5e12, 0.80, 3.35e12, 0.80  # hardware/nvidia-h100-sxm.yaml
+
+
+def neutral(**over):
+    """A stack that changes nothing: the bare roofline."""
+    host = dict(us_per_layer=0, overlaps_gpu=True, fixed_us_per_forward=0)
+    host.update(over.pop("host", {}))
+    data = dict(name="t", host=host, gemm_efficiency=dict(rows=[1], efficiency=[1.0]), attention_efficiency=1.0,
+                elementwise_bytes_factor=1.0, sampler_logits_bytes=0.0, sources=SOURCES)
+    data.update(over)
+    return validate_stack(data)
+
+
+WORKLOADS = [dict(scheme="ar", prompt=256, gen=64), dict(scheme="mdm", prompt=256, gen=256, steps=64),
+             dict(scheme="block", prompt=256, gen=256, block=32, steps=64),
+             dict(scheme="prefix-cache", prompt=256, gen=256, block=32, steps=64)]
+
+
+def run(stack, **wl):
+    return api.analyze("GSAI-ML/LLaDA-8B-Instruct", gpus="h100", stack=stack, **wl)["results"][0]
+
+
+def op(result, name):
+    return next(o for o in result["ops"] if o["name"] == name)
+
+
+@pytest.mark.parametrize("wl", WORKLOADS)
+def test_neutral_stack_is_the_bare_roofline(wl):
+    assert run(neutral(), **wl)["time_s"] == pytest.approx(run("none", **wl)["time_s"], rel=1e-12)
+
+
+@pytest.mark.parametrize("wl", WORKLOADS)
+def test_fixed_cost_per_forward(wl):
+    base, r = run("none", **wl), run(neutral(host=dict(fixed_us_per_forward=500)), **wl)
+    assert r["time_s"] == pytest.approx(base["time_s"] + base["nfe"] * 500e-6, rel=1e-12)
+    assert op(r, "per_forward")["time_s"] == pytest.approx(base["nfe"] * 500e-6)
+
+
+def test_host_bound_passes_take_the_host_time():
+    # 10 ms per layer x 32 layers = 0.32 s per pass, far above the GPU time of any pass here
+    r = run(neutral(host=dict(us_per_layer=10_000, fixed_us_per_forward=100)), **WORKLOADS[0])
+    assert r["time_s"] == pytest.approx(r["nfe"] * (32 * 10e-3 + 100e-6), rel=1e-12)
+    serial = run(neutral(host=dict(us_per_layer=10_000, overlaps_gpu=False)), **WORKLOADS[0])
+    assert serial["time_s"] == pytest.approx(run("none", **WORKLOADS[0])["time_s"] + r["nfe"] * 0.32, rel=1e-12)
+
+
+def test_host_wait_summed_in_closed_form_matches_pass_by_pass():
+    """AR decode at batch 64: each step reads more K/V, so its GPU time rises through the host
+    time mid-generation. Brute force: step j's GPU time = T(gen=j+1) - T(gen=j) on the bare
+    roofline; the stack's total is prefill + sum_j max(step_j, host)."""
+    wl = dict(scheme="ar", prompt=256, batch=64)
+    T = [run("none", gen=g, **wl)["time_s"] for g in range(1, 33)]
+    prefill = run("none", gen=1, **wl)["passes"][0]["time_s"]
+    steps = [T[0] - prefill] + [b - a for a, b in zip(T, T[1:])]
+    host = (steps[0] + steps[-1]) / 2  # crossed halfway
+    assert steps[0] < host < steps[-1]
+    s = neutral(host=dict(us_per_layer=host / 32 * 1e6))
+    want = max(prefill, host) + sum(max(t, host) for t in steps)
+    assert run(s, gen=32, **wl)["time_s"] == pytest.approx(want, rel=1e-9)
+
+
+def test_gemm_factor_divides_compute():
+    # full-canvas passes of 512 tokens: the MLP is compute-bound with or without the factor 0.5,
+    # so its time grows by exactly its compute time FLOPs / (peak x hardware efficiency)
+    wl = WORKLOADS[1]
+    half = neutral(gemm_efficiency=dict(rows=[1], efficiency=[0.5]))
+    base, r = op(run("none", **wl), "mlp"), op(run(half, **wl), "mlp")
+    assert r["time_s"] - base["time_s"] == pytest.approx(base["flops"] / (H100_PEAK * H100_GEMM_EFF), rel=1e-9)
+
+
+def test_gemm_curve_is_read_at_batch_times_q_rows():
+    # a curve that is 1 up to 511 rows and 0.5 from 512: a 512-token canvas at batch 1 reads 0.5
+    curve = neutral(gemm_efficiency=dict(rows=[511, 512], efficiency=[1.0, 0.5]))
+    small = neutral(gemm_efficiency=dict(rows=[1], efficiency=[0.5]))
+    assert op(run(curve, **WORKLOADS[1]), "mlp")["time_s"] == pytest.approx(op(run(small, **WORKLOADS[1]), "mlp")["time_s"])
+
+
+def test_sampler_and_elementwise_traffic():
+    wl = WORKLOADS[1]  # 64 passes, logits for all 512 positions of the canvas
+    base = run("none", **wl)
+    r = run(neutral(sampler_logits_bytes=10), **wl)
+    extra = 64 * 512 * 126464 * 10 / (H100_BW * H100_MEM_EFF)
+    assert op(r, "lm_head")["time_s"] - op(base, "lm_head")["time_s"] == pytest.approx(extra, rel=1e-9)
+    e = run(neutral(elementwise_bytes_factor=3.0), **wl)
+    ew = op(base, "elementwise")  # memory-bound: time = bytes / bandwidth (+ kernel overheads)
+    assert op(e, "elementwise")["time_s"] - ew["time_s"] == pytest.approx(2 * ew["bytes"] / (H100_BW * H100_MEM_EFF),
+                                                                          rel=1e-9)
+
+
+def test_default_stack_named_and_ideal_has_none(capsys):
+    a = api.analyze("GSAI-ML/LLaDA-8B-Instruct", gpus="h100")
+    assert a["stack"] == "sglang" and any(o["name"] == "host_wait" for o in a["results"][0]["ops"])
+    assert api.analyze("GSAI-ML/LLaDA-8B-Instruct", gpus="h100", efficiency="ideal")["stack"] == "none"
+    assert main(["analyze", "--gpu", "h100", "--stack", "hf-eager", "-f", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["stack"] == "hf-eager"
+    assert main(["analyze", "--gpu", "h100", "--stack", "none"]) == 0
+    assert "stack: none" in capsys.readouterr().out
+    assert main(["sweep", "--gpu", "h100", "--batch", "1,2", "--stack", "compiled", "-f", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["stack"] == "compiled"
+
+
+def test_bad_stack_is_one_line_exit_5(tmp_path, capsys):
+    assert main(["analyze", "--gpu", "h100", "--stack", "nope"]) == 5
+    err = capsys.readouterr().err
+    assert err.startswith("error: unknown stack 'nope'") and err.count("\n") == 1
+    f = tmp_path / "s.yaml"
+    f.write_text("name: [")
+    assert main(["analyze", "--gpu", "h100", "--stack", str(f)]) == 5
+    assert capsys.readouterr().err.startswith("error: stack file")
