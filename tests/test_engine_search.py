@@ -21,7 +21,8 @@ from dlmcost.engine import KNEE_LIMIT, evaluate, knee
 from dlmcost.hardware import HardwareDB
 from dlmcost.models import load_bundled
 from dlmcost.precision import get_precision
-from dlmcost.roofline import Profile, gpu_rates
+from dlmcost.profiles import Profile
+from dlmcost.roofline import gpu_rates
 
 LLADA = "GSAI-ML/LLaDA-8B-Instruct"
 MOE = "inclusionAI/LLaDA2.0-mini"
