@@ -96,3 +96,40 @@ def test_each_configuration_sums_only_the_families_it_runs():
     ev = evaluate(m, only_last)
     assert [ev.families["block", "store"].index(i) for i in range(2)] == [None, 0]
     assert ev.ops(0)[:, 0].sum() < ev.ops(1)[:, 0].sum()  # the store passes add FLOPs to row 1 only
+
+
+def test_a_sweep_mixing_expert_parallel_layouts_matches_each_layout_alone():
+    """Rows with ep = 1 and ep > 1 in one grid take different expert-load paths; each row must
+    equal the same configuration analysed on its own."""
+    res = api.sweep(MOE, gpus="h100", schemes=["block"], prompts=[32], gens=[64], blocks=[16], steps=[16],
+                    batches=[4], tps=[2], eps=[1, 2])
+    rows = api.sweep_rows(res)
+    assert sorted(row["ep"] for row in rows) == [1, 2]
+    for row in rows:
+        alone = api.analyze(MOE, "h100", scheme="block", prompt=32, gen=64, block=16, steps=16, batch=4, tp=2,
+                            ep=row["ep"])["results"][0]
+        for key in ("time_s", "flops_per_token", "bytes_per_token", "nfe"):
+            assert row[key] == pytest.approx(alone[key], rel=1e-12), (row["ep"], key)
+
+
+def test_memory_bound_time_fraction_is_the_time_share_of_memory_bound_families():
+    """Docs: the share of the generation's time spent in pass families whose average AI is below
+    the ridge. Dual-cache: the per-block refresh is compute-bound, the cached steps memory-bound."""
+    r = api.analyze(LLADA, "h100", scheme="dual-cache", prompt=256, gen=256, block=32, steps=64)["results"][0]
+    verdicts = {p["name"]: p["verdict"] for p in r["passes"]}
+    assert verdicts == {"refresh": "compute-bound", "step": "memory-bound"}
+    memory_time = sum(p["count"] * p["time_s"] for p in r["passes"] if p["verdict"] == "memory-bound")
+    assert r["memory_bound_time_fraction"] == pytest.approx(memory_time / r["time_s"], rel=1e-12)
+
+
+def test_a_family_a_configuration_does_not_run_leaves_peak_memory_alone():
+    """multi-block with R = 0 runs no full refresh: its largest pass is the window (A'*b tokens),
+    not the canvas, so activations scale by q_max against mdm's full canvas (F8)."""
+    kw = dict(prompt=64, gen=256, block=32, steps=64)
+    mb = api.analyze(LLADA, "h100", scheme="multi-block", active_blocks=2, cache_delay=0, refresh_every=0,
+                     **kw)["results"][0]
+    mdm = api.analyze(LLADA, "h100", scheme="mdm", **kw)["results"][0]
+    q_window, canvas = 2 * 32, 64 + 256
+    assert max(p["q"] for p in mb["passes"]) == q_window
+    assert mb["memory"]["activation_bytes"] / mdm["memory"]["activation_bytes"] == pytest.approx(
+        q_window / canvas, rel=1e-12)
