@@ -85,11 +85,24 @@ def _ar_baseline(spec: ModelSpec, cols: dict, rate_rows: list[dict], rate_index:
             "kv_single_tensor", "ring_buffer", "quantize_head")
     table = np.column_stack([np.broadcast_to(np.asarray({**COLUMN_DEFAULTS, **cols}[k], float), (n,)) for k in keys]
                             + [np.asarray(rate_index, float)])
-    unique, inverse = np.unique(table, axis=0, return_inverse=True)
+    unique, inverse = unique_rows(table)
     u = dict(zip(keys, unique.T))
     grid = build_grid(dict(u, scheme="ar", gen=u["answer"], steps=u["answer"], block=u["answer"], batch=u["ar_batch"]),
                       rate_rows, unique[:, -1].astype(int), stack)
     return evaluate(spec, grid).total.time_s[inverse.ravel()]
+
+
+def unique_rows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(table, axis=0, return_inverse=True) by a lexicographic sort (np.unique imports
+    numpy.ma, which costs the command line 10+ ms of start-up)."""
+    if not len(table):
+        return table, np.zeros(0, int)
+    order = np.lexsort(table.T[::-1])
+    ranked = table[order]
+    new = np.r_[True, np.any(ranked[1:] != ranked[:-1], axis=1)]
+    inverse = np.empty(len(table), int)
+    inverse[order] = np.cumsum(new) - 1
+    return ranked[new], inverse
 
 
 def _evaluate(spec: ModelSpec, drafter: ModelSpec | None, cols: dict, rate_rows: list[dict], rate_index: np.ndarray,

@@ -111,7 +111,7 @@ def scheme_ok(scheme: np.ndarray, knobs: Knobs) -> np.ndarray:
     """The registry's checks over arrays of configurations: an 'ok' mask."""
     scheme = np.asarray(scheme)
     ok = np.ones(len(scheme), bool)
-    for name in np.unique(scheme):
+    for name in dict.fromkeys(scheme.tolist()):
         rows = np.flatnonzero(scheme == name)
         for passed, _ in REGISTRY[str(name)].checks(knobs.take(rows)):
             ok[rows[~np.asarray(passed, bool)]] = False
