@@ -96,3 +96,30 @@ def test_three_canvases_and_ar_decode_across_the_window_sum_pass_by_pass():
     g3 = load_bundled("google/gemma-3-1b-it")
     ar = [(500, 0, 500, 1, True, False, 1)] + [(1, 500 + t, 1, 1, True, False, 1) for t in range(40)]
     check(api.analyze(g3, "h100", scheme="ar", prompt=500, gen=40)["results"][0], ar, g3)
+
+
+def test_self_conditioning_all_reduce_under_tensor_parallelism():
+    """With tp = N the self-conditioning GEMM's output (n = B*logits rows of d, vocabulary-split)
+    is all-reduced like any row-split product: a ring sends 2(N-1)/N of it per GPU, one more
+    collective; nothing at tp = 1 or on a pass without self-conditioning."""
+    import numpy as np
+
+    from dlmcost.cost import PassInput, tp_collectives
+    from dlmcost.models import load_bundled
+
+    m = load_bundled("google/diffusiongemma-26B-A4B-it")
+    B, logits, d = 3, 256, m.d_model
+
+    def link(tp, sc):
+        a = lambda x: np.array([float(x)])  # noqa: E731
+        p = PassInput(B=a(B), q=a(256), c=a(100), kv_write=a(0), logits=a(logits), causal=np.array([False]),
+                      wbytes=a(2), kvbytes=a(2), all_experts=np.array([False]), tp=a(tp), ep=a(1),
+                      self_condition=np.array([sc]))
+        op = tp_collectives(m, p)
+        return float(op.link_bytes[0]), float(op.collectives[0])
+
+    for tp in (2, 4):
+        (with_sc, n_with), (without, n_without) = link(tp, True), link(tp, False)
+        assert with_sc - without == 2 * (tp - 1) / tp * B * logits * d * 2
+        assert n_with - n_without == 1
+    assert link(1, True) == link(1, False) == (0.0, 0.0)
