@@ -338,9 +338,6 @@ def workload_summary(w: Workload) -> WorkloadSummary:
 
 # --- sweep --------------------------------------------------------------------------------------
 
-LIST_KNOBS = ("prompt", "gen", "steps", "block", "batch", "tp", "ep")
-
-
 def _as_list(value, default: list) -> list:
     if value is None:
         return default

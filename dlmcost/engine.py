@@ -42,7 +42,6 @@ STACK_OPS = ("host_wait", "per_forward")
 
 # The metric axis of a cost array; the first five add up over passes as they are.
 METRICS = ("flops", "weight_bytes", "kv_read_bytes", "kv_write_bytes", "activation_bytes", "time_s")
-BYTE_KINDS = METRICS[1:5]
 ADDITIVE = len(METRICS) - 1
 FLOPS, TIME = METRICS.index("flops"), METRICS.index("time_s")
 

@@ -84,7 +84,7 @@ def parse(text: str) -> Requirement:
     if key not in ROW_KEYS:
         raise UsageError(f"--require: unknown key '{key}'; choose from: {', '.join(ROW_KEYS)}")
     if negate and op:
-        raise UsageError(f"--require: 'not' applies to a bare key only, e.g. 'not fits'")
+        raise UsageError("--require: 'not' applies to a bare key only, e.g. 'not fits'")
     return Requirement(text.strip(), key, op, _value(raw, key, op) if op else None, bool(negate))
 
 

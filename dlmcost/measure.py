@@ -62,9 +62,6 @@ class NumpyBackend:
         """(B, q, heads, hd) <-> (B, heads, q, hd)."""
         return x.transpose(0, 2, 1, 3)
 
-    def concat(self, xs, axis):
-        return np.concatenate(xs, axis=axis)
-
     def repeat_heads(self, x, n):
         return np.repeat(x, n, axis=1) if n > 1 else x
 
@@ -114,9 +111,6 @@ class TorchBackend(NumpyBackend):
 
     def heads_first(self, x):
         return x.permute(0, 2, 1, 3)
-
-    def concat(self, xs, axis):
-        return self.torch.cat(xs, dim=axis)
 
     def repeat_heads(self, x, n):
         return x.repeat_interleave(n, dim=1) if n > 1 else x

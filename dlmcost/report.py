@@ -518,14 +518,6 @@ PLAN_CSV_KEYS = ("gpu", "replicas", "tp", "gpus", "precision", "scheme", "block"
                  "price_per_gpu_hour", "price_source", "pareto")
 
 
-def plan_rows(records: list[dict]) -> list[list]:
-    return [[r["gpu"], r["decoding"], f"{r['replicas']}×{r['tp']}", r["precision"], str(r["max_batch"]),
-             f"{r['p50_latency_s']:.3g}", f"{r['p95_latency_s']:.3g}", f"{r['p95_first_block_s']:.3g}",
-             num(r["tokens_per_s_per_user"]), num(r["capacity_rps"]), f"{100 * r['headroom']:.0f}",
-             f"{r['usd_per_hour']:.4g}", f"{r['usd_per_mtok']:.3g}", num(r["joules_per_token"]),
-             "*" if r.get("pareto") else ""] for r in records]
-
-
 def plan_header(p: dict) -> str:
     t = p["traffic"]
     load = f"{t['rate']:g} req/s (Poisson)" if t.get("rate") else f"{t['users']} users (think {t['think_s']:g} s)"

@@ -204,8 +204,6 @@ def test_huggingface_hub_is_not_imported_without_the_hub():
 
 
 def test_packaging_metadata():
-    from importlib.metadata import metadata
-
     text = (ROOT / "pyproject.toml").read_text()
     assert 'license = "MIT"' in text and (ROOT / "LICENSE").read_text().startswith("MIT License")
     for field in ("classifiers", "keywords"):  # no project URLs: the project has no public home yet
