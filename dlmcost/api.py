@@ -194,9 +194,9 @@ def analyze(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None
         knee_batch = knee(spec, grid, ctx, decode_q, "batch")
         for i, (gpu, rate) in enumerate(supported):
             by_key[gpu.key] = _gpu_result(w, gpu, rate, frame, i, knee_block[i], knee_batch[i], ctx[i], spec.mla is not None)
-    results = [by_key.get(g.key) or Unsupported(gpu=g.name, gpu_key=g.key, error=unsupported_reason(g, w.precision, w.tp))
+    results = [by_key.get(g.key) or Unsupported.model_construct(gpu=g.name, gpu_key=g.key, error=unsupported_reason(g, w.precision, w.tp))
                for g in selected]
-    return AnalyzeResult(model=model_summary(spec), workload=workload_summary(w), efficiency_profile=profile.name,
+    return AnalyzeResult.model_construct(model=model_summary(spec), workload=workload_summary(w), efficiency_profile=profile.name,
                          stack=st.name if st else STACK_NONE, warnings=workload_warnings(spec, w), results=results)
 
 
@@ -233,7 +233,7 @@ def _pass_results(frame: Frame, scheme: str, row: int, ridge: float, mla: bool) 
         flops, nbytes = float(fam.flops[i]), float(fam.bytes[i])
         ai = flops / nbytes if nbytes else 0.0
         by = {key: float(fam.metric(key)[i].sum()) * per for key in BYTE_LABELS}
-        out.append(PassResult(
+        out.append(PassResult.model_construct(
             name=name, count=count, flops=flops * per, bytes=nbytes * per,
             q=float(fam.q_first[i]), c=float(fam.c_first[i]), q_last=float(fam.q_last[i]), c_last=float(fam.c_last[i]),
             **{f"flops_{kind}": float(fam.flops_of_kind(kind, names)[i]) * per for kind in KINDS},
@@ -255,7 +255,7 @@ def _gpu_result(w: Workload, gpu: GPU, rate: dict, frame: Frame, i: int, knee_bl
     ops = frame.ev.ops(i)
     op_flops, op_bytes, op_time = ops[:, 0], ops[:, 1:5].sum(axis=1), ops[:, 5]
     kinds = [OP_KINDS[name] for name in frame.ev.op_names]
-    return GPUResult(
+    return GPUResult.model_construct(
         gpu=gpu.name, gpu_key=gpu.key, gpu_status=gpu.status, ridge_flops_per_byte=ridge,
         nfe=nfe, tokens_per_nfe=tokens / nfe, flops=flops, bytes=nbytes,
         flops_breakdown={k: float(sum(f for f, kind in zip(op_flops, kinds) if kind == k)) for k in KINDS},
@@ -267,13 +267,13 @@ def _gpu_result(w: Workload, gpu: GPU, rate: dict, frame: Frame, i: int, knee_bl
         gpus=w.tp, tokens_per_s=tokens / time_s, tokens_per_s_per_gpu=tokens / time_s / w.tp,
         flops_per_token=flops * w.tp / tokens, bytes_per_token=nbytes * w.tp / tokens,
         ar_time_s=ar_time, ar_tokens_per_s=tokens / ar_time, time_ratio_to_ar=time_s / ar_time,
-        knee=Knee(block=None if knee_block < 0 else int(knee_block), batch=None if knee_batch < 0 else int(knee_batch),
+        knee=Knee.model_construct(block=None if knee_block < 0 else int(knee_block), batch=None if knee_batch < 0 else int(knee_batch),
                   context_tokens=float(ctx), limit=KNEE_LIMIT),
-        memory=Memory(**{k: (bool(v[i]) if k == "fits" else float(v[i])) for k, v in mem.items()
+        memory=Memory.model_construct(**{k: (bool(v[i]) if k == "fits" else float(v[i])) for k, v in mem.items()
                          if k != "max_effective_batch"},
                       max_batch=int(mem["max_effective_batch"][i] // (2 if w.cfg else 1))),
         passes=_pass_results(frame, w.scheme, i, ridge, mla),
-        ops=[OpResult(name=name, flops=float(op_flops[k]), bytes=float(op_bytes[k]),
+        ops=[OpResult.model_construct(name=name, flops=float(op_flops[k]), bytes=float(op_bytes[k]),
                       arithmetic_intensity=float(op_flops[k] / op_bytes[k]) if op_bytes[k] else 0.0,
                       time_s=float(op_time[k]), time_share=float(op_time[k]) / time_s)
              for k, name in enumerate(frame.ev.op_names)],
@@ -317,7 +317,7 @@ def workload_for(spec: ModelSpec, **given) -> Workload:
 
 
 def model_summary(spec: ModelSpec) -> ModelSummary:
-    return ModelSummary(
+    return ModelSummary.model_construct(
         id=spec.id, family=spec.family, source=spec.source, revision=spec.revision, verified=spec.verified,
         params_total=spec.params_total, params_nonembedding=spec.params_nonembedding,
         params_active=spec.params_active, kv_bytes_per_token=spec.kv_bytes_per_token(2.0),
@@ -326,7 +326,7 @@ def model_summary(spec: ModelSpec) -> ModelSummary:
 
 
 def workload_summary(w: Workload) -> WorkloadSummary:
-    return WorkloadSummary(
+    return WorkloadSummary.model_construct(
         scheme=w.scheme, prompt=w.prompt, gen=w.gen, steps=w.total_steps, block=w.block_len,
         n_blocks=w.n_blocks, batch=w.batch, effective_batch=w.effective_batch, cfg=w.cfg,
         precision=w.precision, kv_dtype=w.kv_dtype, store_pass=w.store_pass, logits=w.logits,
@@ -427,7 +427,7 @@ def iter_sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=Non
                     mla_form=mla_form, tpf=tpf, answer_tokens=answer_tokens, kv_single_tensor=shared.kv_single_tensor,
                     ring_buffer=shared.ring_buffer, quantize_head=shared.quantize_head)
     if not pairs or not scheme_list:
-        return SweepResult(model=model_summary(spec), efficiency_profile=profile.name,
+        return SweepResult.model_construct(model=model_summary(spec), efficiency_profile=profile.name,
                            stack=st.name if st else STACK_NONE, evaluated=0,
                            skipped_impossible=0, skipped_unsupported=unsupported, settings=settings), iter(())
 
@@ -492,7 +492,7 @@ def iter_sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=Non
             yield _sweep_rows(frame, cols, gpu_names, pair_precisions, pi, ignores["steps"][sel],
                               ignores["block"][sel], cfg)
 
-    meta = SweepResult(model=model_summary(spec), efficiency_profile=profile.name,
+    meta = SweepResult.model_construct(model=model_summary(spec), efficiency_profile=profile.name,
                        stack=st.name if st else STACK_NONE, evaluated=len(keep),
                        skipped_impossible=impossible, skipped_unsupported=unsupported, settings=settings)
     return meta, chunks()

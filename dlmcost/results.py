@@ -14,7 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # dlmcost builds these from its own computed values (`model_construct`: no validation, so a
+    # table never pays for building validators it does not use); their schema is built when
+    # first needed: a JSON dump, `dlmcost schema`, or the tests that validate every kind of
+    # result strictly against it (tests/test_results.py).
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     def __getitem__(self, key: str):
         if key not in type(self).model_fields:

@@ -1,10 +1,13 @@
 """Regenerate (or, with --check, verify) every generated part of the documentation.
 
-    python docs/generate.py          rewrite example outputs and docs/schema/*.schema.json
+    python docs/generate.py          rewrite example outputs, docs/schema/*.schema.json and
+                                     dlmcost/compiled_yaml.json
     python docs/generate.py --check  exit 1 if anything is stale (what CI runs, via tests/test_docs.py)
 
 Example outputs live between cogapp markers in these files; each is the real output of the
-command written above it. The JSON Schema files are `dlmcost schema analyze|sweep`.
+command written above it. The JSON Schema files are `dlmcost schema analyze|sweep`. The compiled
+table holds the parsed bundled YAML files (hardware, stacks, the models' manifest): see
+dlmcost/compiled.py; regenerate it after editing one of them, or start-up parses that file again.
 """
 
 from __future__ import annotations
@@ -53,10 +56,17 @@ def run_cog(check: bool) -> int:
 
 
 def main(argv: list[str]) -> int:
+    from dlmcost import compiled
+
     check = "--check" in argv
+    # first, so that the examples below are produced with the current table
+    table = compiled.build()
+    table_stale = not compiled.TABLE.exists() or compiled.TABLE.read_text(encoding="utf-8") != table
+    if table_stale and not check:
+        compiled.TABLE.write_text(table, encoding="utf-8")
     status = run_cog(check)
     if check:
-        for path in stale_schemas():
+        for path in stale_schemas() + ([compiled.TABLE] if table_stale else []):
             print(f"stale: {path} (regenerate with `python docs/generate.py`)", file=sys.stderr)
             status = status or 1
     else:
