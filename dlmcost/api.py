@@ -523,7 +523,7 @@ def _sweep_rows(frame: Frame, cols: dict, gpu_names: list[str], precisions: list
 
 def sweep_rows(result: SweepResult) -> list[dict]:
     """One plain dict per row (knobs a scheme ignores are None)."""
-    return [row.model_dump() for row in result.rows]
+    return [row.plain() for row in result.rows]
 
 
 def sweep_columns(result: SweepResult) -> dict[str, np.ndarray]:

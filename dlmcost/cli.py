@@ -254,16 +254,16 @@ def analyze(
         ring_buffer=False if no_ring_buffer else None, quantize_head=quantize_head or None,
     )
     result = api.analyze(model, gpu, **options)
-    _check_finite(result.model_dump())
+    data = result.plain()
+    _check_finite(data)
     for warning in result.warnings:
         _stderr(f"warning: {warning}")
-    data = result.model_dump()
     chart = None
     if plot or fmt == "html":
         from . import charts
 
         ar = api.analyze(model, gpu, **{**options, **charts.AR_WORKLOAD})  # for the AR decode step's point
-        chart = charts.roofline(data, ar.model_dump(), show_ops=ops, db=HardwareDB.load(hardware))
+        chart = charts.roofline(data, ar.plain(), show_ops=ops, db=HardwareDB.load(hardware))
     console = _console()
     report.render_analyze(data, fmt, console, show_ops=ops, charts=[chart] if chart else None)
     _draw(chart, plot, console)
@@ -355,7 +355,7 @@ def sweep(
         failed, documents = [], []
         for m in models:
             meta, chunks = api.iter_sweep(m, **options)
-            rows = [row.model_dump() for chunk in chunks for row in chunk]
+            rows = [row.plain() for chunk in chunks for row in chunk]
             _check_finite(rows, "sweep")
             if sort:
                 key = sort.lstrip("-")
@@ -398,7 +398,7 @@ def _stream_sweep(models: list[str], options: dict, fmt: str, console: Console, 
     for m in models:
         _, chunks = api.iter_sweep(m, **options)
         for chunk in chunks:
-            rows = [row.model_dump() for row in chunk]
+            rows = [row.plain() for row in chunk]
             _check_finite(rows, "sweep")
             # names from users' files (a GPU's) reach the terminal too: control characters escaped
             rows = [{k: report.safe(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows]

@@ -34,6 +34,22 @@ class Record(BaseModel):
     def keys(self):
         return type(self).model_fields.keys()
 
+    def plain(self) -> dict:
+        """The record as plain Python data: what `model_dump()` returns for these records (no
+        aliases, no custom serializers; tests/test_results.py checks that they agree), without
+        building pydantic's serializer, which takes longer than a whole table takes to compute."""
+        return {key: _plain(value) for key, value in self.__dict__.items()}
+
+
+def _plain(value):
+    if isinstance(value, Record):
+        return value.plain()
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
 
 class ModelSummary(Record):
     id: str

@@ -35,6 +35,9 @@ def test_analyze_result_survives_a_strict_round_trip(model, workload):
     back = AnalyzeResult.model_validate_json(result.model_dump_json(), strict=True)
     assert back == result
     assert back.model_dump() == result.model_dump()
+    # what the tables and gates read instead of model_dump(): the same data, the same key order
+    assert result.plain() == result.model_dump()
+    assert list(result.plain()["results"][0]) == list(result.model_dump()["results"][0])
 
 
 def test_sweep_result_survives_a_strict_round_trip():
@@ -43,6 +46,7 @@ def test_sweep_result_survives_a_strict_round_trip():
     assert len(result.rows) > 10
     back = SweepResult.model_validate_json(result.model_dump_json(), strict=True)
     assert back == result
+    assert result.plain() == result.model_dump()
 
 
 def test_a_result_is_built_without_validation_but_dumps_with_its_schema():
