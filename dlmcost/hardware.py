@@ -7,8 +7,6 @@ database ships inside the wheel (`dlmcost/_hardware`); in a source checkout the 
 the bundled one.
 """
 
-from __future__ import annotations
-
 import os
 import stat
 import warnings

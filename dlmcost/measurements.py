@@ -18,8 +18,6 @@ Time per forward is the compared quantity: measured = 1000 x tokens_per_forward 
 predicted time / its forward passes.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Literal
 

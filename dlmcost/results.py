@@ -6,8 +6,6 @@ tensor-parallel group unless the key says `_per_token` (whole group). Records al
 mappings (`result["time_s"]`) for scripts written against plain dictionaries.
 """
 
-from __future__ import annotations
-
 from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field

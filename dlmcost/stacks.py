@@ -10,8 +10,6 @@ every field is range-checked; a bad file is one `error:` line (exit code 5, like
 file).
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator

@@ -6,8 +6,6 @@ each scheme's own checks from the registry, and the parallel layout's — to who
 (and counting) the impossible rows instead of failing.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 import numpy as np

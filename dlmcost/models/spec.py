@@ -10,8 +10,6 @@ both in parallel). A model whose layers are all alike leaves `layers` empty and 
 from the uniform fields, so a hybrid is a config, not a code change.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator

@@ -11,8 +11,6 @@
 Options given on the command line replace the file's values.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Optional, Union
 
