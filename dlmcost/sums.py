@@ -18,7 +18,22 @@ def sum_affine(v0, v1, n):
 
 def sum_positive_part(d0, d1, n):
     """sum_{j<n} max(d0 + d1 j, 0), exactly: the affine term changes sign at most once, so it is
-    positive on one run of indices [lo, hi), and the sum is that run's arithmetic series."""
+    positive on one run of indices [lo, hi), and the sum is that run's arithmetic series. Most
+    terms keep one sign over the whole family (an op memory-bound in every pass, or compute-bound
+    in every pass): those are the whole series or nothing, and only the terms that cross zero
+    between the first and the last pass need the run's ends."""
+    d0, d1, n = np.broadcast_arrays(np.asarray(d0, float), np.asarray(d1, float), np.asarray(n, float))
+    last = d0 + d1 * (n - 1)
+    first_positive, last_positive = d0 >= 0, last >= 0
+    out = np.where(first_positive & last_positive, sum_affine(d0, d0 + d1, n), 0.0)
+    crossing = np.flatnonzero((first_positive != last_positive) & (n > 1))
+    if crossing.size:
+        out.flat[crossing] = _positive_run_sum(d0.flat[crossing], d1.flat[crossing], n.flat[crossing])
+    return out
+
+
+def _positive_run_sum(d0, d1, n):
+    """sum_{j<n} max(d0 + d1 j, 0) for any terms, by the run [lo, hi) where the term is positive."""
     with np.errstate(divide="ignore", invalid="ignore"):
         root = -d0 / d1  # where the term crosses zero (inf or nan when d1 = 0: not used then)
         # (np.minimum/np.maximum: np.clip is several times slower on large arrays)

@@ -24,6 +24,13 @@ def test_sum_positive_part_matches_brute_force():
         n = int(rng.integers(0, 40))
         brute = sum(max(d0 + d1 * j, 0.0) for j in range(n))
         assert sum_positive_part(d0, d1, n) == pytest.approx(brute, abs=1e-9)
+    # vectorised, with integer terms so that some hit zero exactly at an index, d1 = 0, n = 0 and 1
+    d0 = rng.integers(-20, 21, (3, 400)).astype(float)
+    d1 = rng.integers(-4, 5, (3, 400)).astype(float)
+    n = rng.integers(0, 12, 400).astype(float)
+    brute = np.array([[sum(max(d0[i, k] + d1[i, k] * j, 0.0) for j in range(int(n[k]))) for k in range(400)]
+                      for i in range(3)])
+    assert np.array_equal(sum_positive_part(d0, d1, n), brute)
     a = sum_max_affine(1.0, 3.0, 10.0, 9.0, 20)  # a = 1 + 2j, b = 10 - j
     assert a == pytest.approx(sum(max(1 + 2 * j, 10 - j) for j in range(20)))
 
