@@ -301,9 +301,12 @@ def _pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -
     start = np.cumsum(n) - n
     j = np.arange(n.sum()) - start[owner]
     p = pass_cost(m, grid.take(owner), fam.take(owner).at(j.astype(float)), names)
-    per_pass = np.concatenate([p.values, p.time_s[None]], axis=0)
     r = fam.r
-    data = r * np.add.reduceat(per_pass, start, axis=2)
+    # summed straight into the result (the per-pass arrays are the engine's largest: no copy of them)
+    data = np.empty((len(METRICS), len(names), len(grid)))
+    np.add.reduceat(p.values, start, axis=2, out=data[:ADDITIVE])
+    np.add.reduceat(p.time_s, start, axis=1, out=data[TIME])
+    data *= r
     bound = r * np.add.reduceat(np.maximum(p.bound_compute_s, p.bound_memory_s), start)
     return Cost(data, n * r, bound)
 
