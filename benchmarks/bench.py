@@ -94,21 +94,28 @@ def bench_engine(n: int, repeats: int) -> None:
                   f"configs/CPU-s (target >= 1,000,000)")
 
 
-def walls(cmds: dict[str, list[str]], repeats: int) -> dict[str, list[float]]:
-    """Wall times of each command, interleaved run by run so that load on a shared machine
-    hits every side of a ratio alike. Every side runs as a user's would: with bytecode caches
-    (PYTHONDONTWRITEBYTECODE removed; one untimed warm-up run writes the .pyc files, as
+def child_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def walls(cmds: dict[str, list[str]], repeats: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall and CPU times of each command, interleaved run by run so that load on a shared
+    machine hits every side of a ratio alike. Every side runs as a user's would: with bytecode
+    caches (PYTHONDONTWRITEBYTECODE removed; one untimed warm-up run writes the .pyc files, as
     `pip install` does for every installed package)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     times = {name: [] for name in cmds}
+    cpus = {name: [] for name in cmds}
     for cmd in cmds.values():
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     for _ in range(repeats):
         for name, cmd in cmds.items():
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), child_cpu_s()
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
             times[name].append(time.perf_counter() - t0)
-    return times
+            cpus[name].append(child_cpu_s() - c0)
+    return times, cpus
 
 
 def floor_imports() -> tuple[str, list[str]]:
@@ -126,19 +133,25 @@ def bench_cli(repeats: int, llm_analysis: str | None) -> None:
     cmds = {"floor": [sys.executable, "-c", floor], "analyze": [sys.executable, "-m", "dlmcost", "analyze"]}
     if llm_analysis:
         cmds["llm-analysis"] = [llm_analysis, *LLM_ANALYSIS]
-    t = walls(cmds, repeats)
+    t, cpu = walls(cmds, repeats)
     med = {k: statistics.median(v) for k, v in t.items()}
     low = {k: min(v) for k, v in t.items()}
-    print(f"cli     import floor (every module of {', '.join(libraries)} that analyze loads): "
-          f"median {med['floor'] * 1e3:.0f} ms, min {low['floor'] * 1e3:.0f} ms")
-    print(f"cli     dlmcost analyze (default model, 7 GPUs): median {med['analyze'] * 1e3:.0f} ms, "
-          f"min {low['analyze'] * 1e3:.0f} ms -> {med['analyze'] / med['floor']:.2f}x the floor by medians, "
-          f"{low['analyze'] / low['floor']:.2f}x by minima (target <= 1.1x)")
+    cmed = {k: statistics.median(v) for k, v in cpu.items()}
+
+    def line(name: str, what: str) -> str:
+        return (f"cli     {what}: wall median {med[name] * 1e3:.0f} ms, min {low[name] * 1e3:.0f} ms; "
+                f"CPU median {cmed[name] * 1e3:.0f} ms")
+
+    def ratios(a: str, b: str) -> str:
+        return (f"{med[a] / med[b]:.2f}x by wall medians, {low[a] / low[b]:.2f}x by wall minima, "
+                f"{cmed[a] / cmed[b]:.2f}x by CPU medians")
+
+    print(line("floor", f"import floor (every module of {', '.join(libraries)} that analyze loads)"))
+    print(line("analyze", "dlmcost analyze (default model, 7 GPUs)") + f" -> {ratios('analyze', 'floor')} "
+          "(target <= 1.1x)")
     if llm_analysis:
-        print(f"cli     llm-analysis infer (Llama-2-7B, H100): median {med['llm-analysis'] * 1e3:.0f} ms, "
-              f"min {low['llm-analysis'] * 1e3:.0f} ms -> dlmcost analyze / llm-analysis = "
-              f"{med['analyze'] / med['llm-analysis']:.2f}x by medians, "
-              f"{low['analyze'] / low['llm-analysis']:.2f}x by minima (target <= 0.6x)")
+        print(line("llm-analysis", "llm-analysis infer (Llama-2-7B, H100)") + " -> dlmcost analyze / llm-analysis = "
+              f"{ratios('analyze', 'llm-analysis')} (target <= 0.6x)")
     else:
         print("cli     llm-analysis: not measured (give --llm-analysis PYTHON, an interpreter with llm-analysis)")
 

@@ -1,7 +1,7 @@
 """The `dlmcost` command: parse options, call `api`, render with `report`. No arithmetic here."""
 
-from __future__ import annotations
-
+# (no `from __future__ import annotations`: typer would evaluate every option's annotation string
+# on each run, a compile() each)
 import codecs
 import copy
 import errno
