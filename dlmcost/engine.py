@@ -205,6 +205,7 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
     r, st = grid.rates, grid.stack
     if st is not None:
         rows = grid.batch * (shape["q"] if factor_q is None else factor_q)
+        factors: dict[str, np.ndarray] = {}  # per op kind: every GEMM of a pass has the same rows
     bound_compute = np.zeros(n)
     for op in pass_ops(m, grid.pass_input(shape)):
         i = names.index(op.name)
@@ -219,7 +220,9 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
                 peak = np.where(grid.quantize_head, r.peak["linear"], peak)
             bound_compute += op.flops / peak
             if st is not None:
-                compute[i] /= compute_factor(op.kind, rows, st)
+                if op.kind not in factors:
+                    factors[op.kind] = compute_factor(op.kind, rows, st)
+                compute[i] /= factors[op.kind]
                 traffic = traffic * traffic_factor(op.kind, st)
         else:  # collectives: no arithmetic, no HBM traffic; the link is their roofline
             overhead[i] = link_time(op.link_bytes, op.collectives, r)

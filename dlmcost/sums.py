@@ -13,7 +13,10 @@ import numpy as np
 
 def sum_affine(v0, v1, n):
     """sum_{j<n} (v0 + (v1-v0) j)."""
-    return n * v0 + (v1 - v0) * (n * (n - 1) / 2)
+    out = np.subtract(v1, v0, dtype=float)  # written in place from here: the engine's arrays are op x configuration
+    out *= n * (n - 1) / 2
+    out += np.multiply(v0, n)
+    return out
 
 
 def sum_positive_part(d0, d1, n):
