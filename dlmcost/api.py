@@ -18,7 +18,8 @@ import numpy as np
 from pydantic import ValidationError
 
 from .cost import KINDS, OP_KINDS
-from .engine import KNEE_LIMIT, METRICS, Evaluation, Grid, evaluate, generation_verdict, knee, memory_bound_time_fraction
+from .engine import (KNEE_LIMIT, METRICS, Evaluation, Grid, evaluate, first_pass, generation_verdict, knee,
+                     memory_bound_time_fraction)
 from .errors import UsageError, WorkloadError
 from .files import validation_message
 from .hardware import GPU, DEFAULT_GPUS, HardwareDB
@@ -73,6 +74,7 @@ class Frame:
     ar_time_s: np.ndarray
     memory: dict
     memory_bound_fraction: np.ndarray
+    models: dict[str, ModelSpec]  # by role: "main", and "drafter" for draft-verify with a drafter
 
 
 def _ar_baseline(spec: ModelSpec, cols: dict, rate_rows: list[dict], rate_index: np.ndarray,
@@ -112,7 +114,7 @@ def _evaluate(spec: ModelSpec, drafter: ModelSpec | None, cols: dict, rate_rows:
     ev = evaluate(models, grid)
     return Frame(grid, ev, _ar_baseline(spec, cols, rate_rows, rate_index, stack),
                  grid_memory(spec, grid, ev, capacity_bytes, drafter),
-                 memory_bound_time_fraction(ev, grid.rates.ridge))
+                 memory_bound_time_fraction(ev, grid.rates.ridge), models)
 
 
 def _rates_or_none(gpu: GPU, precision: str, profile: Profile, tp: int = 1):
@@ -362,21 +364,61 @@ def sweep(model: str | ModelSpec = DEFAULT_MODEL, **options) -> SweepResult:
     Impossible combinations (a block that does not divide the generation, fewer steps than
     blocks, a layout that does not split the model) are skipped and counted; GPUs without the
     precision's tensor cores likewise. A scheme is evaluated once for each knob it ignores.
-    The options are `iter_sweep`'s."""
+    The options are `_sweep_chunks`'s."""
     meta, chunks = iter_sweep(model, **options)
     return meta.model_copy(update={"rows": [row for chunk in chunks for row in chunk]})
 
 
-def iter_sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, prompts=None, gens=None,
+def iter_sweep(model: str | ModelSpec = DEFAULT_MODEL, **options) -> tuple[SweepResult, Iterator[list[SweepRow]]]:
+    """`sweep` as a stream: the summary (counts, no rows) and a generator of row lists, one per
+    chunk of SWEEP_CHUNK configurations, so a caller writing rows out holds one chunk at a time.
+    Everything is validated before the summary is returned; `max_configs=None` lifts the limit.
+    The options are `_sweep_chunks`'s."""
+    meta, chunks = _sweep_chunks(model, **options)
+    return meta, (_sweep_rows(chunk) for chunk in chunks)
+
+
+def sweep_first_pass(model: str | ModelSpec = DEFAULT_MODEL, **options) -> dict[str, np.ndarray]:
+    """`sweep_columns(sweep(...))` (one array per SweepRow key; empty when nothing was evaluated)
+    plus, per configuration, `first_pass_s`: the time of its first pass at its batch (a prompt
+    prefill, or the pass that opens the first block; `engine.first_pass`), and `prompt_passes`:
+    how many of its NFE passes see only the prompt. A serving simulation times the first pass
+    apart from the others, whose mean is (time_s - first_pass_s) / (nfe - 1)."""
+    _, chunks = _sweep_chunks(model, **options)
+    parts = []
+    for chunk in chunks:
+        cols = _sweep_arrays(chunk)
+        cols["first_pass_s"], cols["prompt_passes"] = first_pass(chunk.frame.models, chunk.frame.grid, chunk.frame.ev)
+        parts.append(cols)
+    if not parts:
+        return {}
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+@dataclass
+class _SweepChunk:
+    """One evaluated chunk of a sweep, with what its rows need beside the frame."""
+
+    frame: Frame
+    cols: dict
+    gpu_names: list[str]
+    precisions: list[str]
+    pair: np.ndarray
+    steps_ignored: np.ndarray
+    block_ignored: np.ndarray
+    cfg: bool
+
+
+def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, prompts=None, gens=None,
                steps=None, tpf: float | None = None, blocks=None, batches=None, precisions=None,
                kv_dtype: str = "bf16", cfg: bool = False, store_pass: bool | None = None, logits: str = "all",
                expert_load: str = "expected", tps=None, eps=None, mla_form: str = "auto",
                efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
                revision: str | None = None, hub: bool = False, max_configs: int | None = MAX_SWEEP_CONFIGS,
-               **scheme_knobs) -> tuple[SweepResult, Iterator[list[SweepRow]]]:
-    """`sweep` as a stream: the summary (counts, no rows) and a generator of row lists, one per
-    chunk of SWEEP_CHUNK configurations, so a caller writing rows out holds one chunk at a time.
-    Everything is validated before the summary is returned; `max_configs=None` lifts the limit."""
+               **scheme_knobs) -> tuple[SweepResult, Iterator[_SweepChunk]]:
+    """The work of a sweep: the summary (counts, no rows) and a generator of evaluated chunks of
+    SWEEP_CHUNK configurations. Everything is validated before the summary is returned;
+    `max_configs=None` lifts the limit."""
     spec = _spec(model, revision, hub)
     answer_tokens = scheme_knobs.pop("answer_tokens", None)
     _validated("answer_tokens", [answer_tokens])
@@ -476,7 +518,7 @@ def iter_sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=Non
     wbytes = np.array([get_precision(precision_list[pi]).weight_bytes for _, pi in pairs])
     gpu_names, pair_precisions = [gpu_list[gi].name for gi, _ in pairs], [precision_list[p] for _, p in pairs]
 
-    def chunks() -> Iterator[list[SweepRow]]:
+    def chunks() -> Iterator[_SweepChunk]:
         for start in range(0, len(keep), SWEEP_CHUNK):
             sel = keep[start:start + SWEEP_CHUNK]
             pi = pair_idx[sel]
@@ -489,7 +531,7 @@ def iter_sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=Non
                         kv_single_tensor=shared.kv_single_tensor, ring_buffer=shared.ring_buffer,
                         quantize_head=shared.quantize_head)
             frame = _evaluate(spec, drafter, cols, rate_rows, pi, capacity[pi], st)
-            yield _sweep_rows(frame, cols, gpu_names, pair_precisions, pi, ignores["steps"][sel],
+            yield _SweepChunk(frame, cols, gpu_names, pair_precisions, pi, ignores["steps"][sel],
                               ignores["block"][sel], cfg)
 
     meta = SweepResult.model_construct(model=model_summary(spec), efficiency_profile=profile.name,
@@ -498,17 +540,19 @@ def iter_sweep(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=Non
     return meta, chunks()
 
 
-def _sweep_rows(frame: Frame, cols: dict, gpu_names: list[str], precisions: list[str], pair: np.ndarray,
-                steps_ignored: np.ndarray, block_ignored: np.ndarray, cfg: bool) -> list[SweepRow]:
+def _sweep_arrays(chunk: _SweepChunk) -> dict[str, np.ndarray]:
+    """A chunk's rows as one array per SweepRow key."""
+    frame, cols, pair, cfg = chunk.frame, chunk.cols, chunk.pair, chunk.cfg
+    steps_ignored, block_ignored = chunk.steps_ignored, chunk.block_ignored
     t, mem = frame.ev.total, frame.memory
     time_s, flops, nbytes = t.time_s, t.flops, t.bytes
     batch, gen, tp = cols["ar_batch"], cols["configured_gen"], cols["tp"]
     tokens = batch * cols["answer"]  # useful tokens: up to end-of-sequence
     frac = frame.memory_bound_fraction
     columns = dict(
-        gpu=np.array(gpu_names)[pair], scheme=cols["scheme"], prompt=cols["prompt"].astype(int), gen=gen.astype(int),
+        gpu=np.array(chunk.gpu_names)[pair], scheme=cols["scheme"], prompt=cols["prompt"].astype(int), gen=gen.astype(int),
         steps=np.where(steps_ignored, None, cols["configured_steps"]), block=np.where(block_ignored, None, cols["block"].astype(int)),
-        batch=batch.astype(int), tp=tp.astype(int), ep=cols["ep"].astype(int), precision=np.array(precisions)[pair],
+        batch=batch.astype(int), tp=tp.astype(int), ep=cols["ep"].astype(int), precision=np.array(chunk.precisions)[pair],
         nfe=t.count, tokens_per_nfe=tokens / t.count, time_s=time_s, tokens_per_s=tokens / time_s,
         tokens_per_s_per_gpu=tokens / time_s / tp, flops_per_token=flops * tp / tokens,
         bytes_per_token=nbytes * tp / tokens, arithmetic_intensity=flops / nbytes,
@@ -516,6 +560,11 @@ def _sweep_rows(frame: Frame, cols: dict, gpu_names: list[str], precisions: list
         time_ratio_to_ar=time_s / frame.ar_time_s, fits=mem["fits"], memory_total_bytes=mem["total_bytes"],
         max_batch=np.floor(mem["max_effective_batch"] / (2 if cfg else 1)).astype(int),
     )
+    return columns
+
+
+def _sweep_rows(chunk: _SweepChunk) -> list[SweepRow]:
+    columns = _sweep_arrays(chunk)
     names = list(columns)
     return [SweepRow.model_construct(**dict(zip(names, values)))
             for values in zip(*(columns[k].tolist() for k in names))]

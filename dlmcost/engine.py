@@ -32,7 +32,7 @@ import numpy as np
 from .cost import KINDS, OP_KINDS, OP_NAMES, PassInput, pass_ops, window_affine
 from .models.spec import ModelSpec
 from .roofline import Rates, compute_time, link_time, memory_time
-from .schemes import REGISTRY, Knobs, PassFamily, peak_shape
+from .schemes import REGISTRY, Knobs, PassFamily, peak_shape, prompt_passes
 from .stack_time import compute_factor, fixed_time, host_time, host_wait, sampler_time, traffic_factor
 from .stacks import Stack
 from .sums import sum_affine, sum_max_affine, sum_positive_part
@@ -377,6 +377,40 @@ def evaluate(models: ModelSpec | dict[str, ModelSpec], grid: Grid) -> Evaluation
             for key in ("count", "flops", "bytes", "time_s", "bound_s"):  # rows are distinct in a family
                 getattr(total, key)[cost.rows] += getattr(cost, key)
     return Evaluation(families, total, order, q_max, logits_max, cached, names)
+
+
+def first_pass(models: ModelSpec | dict[str, ModelSpec], grid: Grid, ev: Evaluation) -> tuple[np.ndarray, np.ndarray]:
+    """Per configuration of an evaluated grid: the time of its first pass (pass j = 0 of the first
+    family of its schedule that it runs: a prompt prefill, or the pass that opens the first block),
+    and how many of its passes see only the prompt (`schemes.prompt_passes`).
+
+    The pass is costed as `evaluate` costs its family (same stack, same MLA form), so the rest of
+    the generation takes `ev.total.time_s` minus it exactly."""
+    if isinstance(models, ModelSpec):
+        models = {"main": models}
+    n = len(grid)
+    time_s, prompt = np.full(n, np.nan), np.zeros(n)
+    for scheme in REGISTRY.values():
+        rows = np.flatnonzero(grid.scheme == scheme.name)
+        if not rows.size:
+            continue
+        sub = grid if len(rows) == n else grid.take(rows)
+        schedule = scheme.passes(sub.knobs)
+        prompt[rows] = prompt_passes(schedule, sub.knobs)
+        open_rows = np.ones(len(rows), bool)  # configurations whose first family is not found yet
+        for fam in schedule:
+            pick = np.flatnonzero(open_rows & (fam.count > 0))
+            if not pick.size:
+                continue
+            open_rows[pick] = False
+            one = replace(fam.take(pick), n=np.ones(len(pick)), r=np.ones(len(pick)))
+            g, m = sub.take(pick), models[fam.model]
+            if m.mla:  # the form `evaluate` chose for the whole family
+                chosen = ev.families[scheme.name, fam.name]
+                form = chosen.mla_absorbed[np.searchsorted(chosen.rows, rows[pick])]
+                g = replace(g, mla_absorbed=form, mla_auto=np.zeros(len(pick), bool))
+            time_s[rows[pick]] = family_cost(m, g, one, ev.op_names).time_s
+    return time_s, prompt
 
 
 def op_names(models) -> list[str]:

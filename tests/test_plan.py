@@ -366,8 +366,10 @@ def test_progress_only_after_a_second(monkeypatch, capsys):
 def test_passes_to_first_block_by_hand():
     """Block diffusion, prompt 256, answer 128, block 32, 2 tokens per forward, no store pass:
     1 prefill + 64 steps = 65 passes; the first of 4 blocks is final after 1 + 64/4 = 17.
-    AR: prefill + 128 decode steps = 129 passes; its first token after 2. mdm with 128 steps over
-    4 blocks of 32 (semi-autoregressive commits): 32 passes to the first block."""
+    AR: prefill + 128 decode steps = 129 passes; its first token comes with the prefill's logits,
+    after 1. mdm with 128 steps over 4 blocks of 32 (semi-autoregressive commits): 32 passes to
+    the first block. multi-block (A = 2 blocks in flight, default) with a prompt prefill: 1 + 64/4.
+    dual-cache: no prompt-only pass, a refresh then 15 cached steps per block: 64/4 = 16."""
     from dlmcost.models import resolve_model
     from dlmcost.plan import search
     from dlmcost.plan.steptime import Decoding
@@ -378,14 +380,21 @@ def test_passes_to_first_block_by_hand():
     traffic = Traffic(parse_lengths(256, "p"), parse_lengths(128, "a"), rate=1.0)
     sample = sample_requests(traffic, 200, 0)
     space = search.SearchSpace([db.get("h100")], [1], ["bf16"], [], [8])
-    for decoding, nfe, first in ((Decoding("block", 32, 2.0), 65, 17), (Decoding("ar", None, 1.0), 129, 2),
-                                 (Decoding("mdm", 32, 1.0), 128, 32)):
+    cases = ((Decoding("block", 32, 2.0), 65, 17, "prefill"), (Decoding("ar", None, 1.0), 129, 1, "prefill"),
+             (Decoding("mdm", 32, 1.0), 128, 32, "step"), (Decoding("multi-block", 32, 2.0), 65, 17, "prefill"),
+             (Decoding("dual-cache", 32, 2.0), 64, 16, "refresh"))
+    for decoding, nfe, first, first_family in cases:
         (cand,), skipped = search._candidates(spec, space, decoding, sample, "realistic", None, None)
         assert (cand.table.nfe, cand.table.first_passes) == ([nfe], [first]), decoding
-        # the pass time at batch b is the engine's generation time at batch b over its NFE
+        # at batch b: the first pass is the engine's first family's pass (every pass of these
+        # families has the same shape), the others share the rest of the generation's time
         a = api.analyze(spec, "h100", scheme=decoding.scheme, block=decoding.block, prompt=256, gen=128, batch=4,
                         **({} if decoding.scheme == "ar" else {"tpf": decoding.tpf}))["results"][0]
-        assert cand.table.pass_s[0][4] == pytest.approx(a["time_s"] / a["nfe"], rel=1e-9)
+        opening = a["passes"][0]
+        assert opening["name"] == first_family
+        assert cand.table.first_pass_s[0][4] == pytest.approx(opening["time_s"], rel=1e-9), decoding
+        rest = (a["time_s"] - opening["time_s"]) / (a["nfe"] - 1)
+        assert cand.table.pass_s[0][4] == pytest.approx(rest, rel=1e-9), decoding
 
 
 def test_scenario_length_file_is_found_next_to_it(capsys, tmp_path, monkeypatch):

@@ -18,7 +18,7 @@ import numpy as np
 from ..hardware import GPU
 from .results import Deployment, Targets, check_targets, joules_per_token, pareto_front, usd_per_hour, usd_per_mtok
 from .simulate import ClassTable, simulate
-from .steptime import Decoding, PassTable, pass_table
+from .steptime import Decoding, PassTable, pass_table, passes_to_first_output
 from .traffic import RequestSample, Traffic, sample_requests
 
 WARMUP_FRACTION = 0.10  # requests discarded at the start (empty server) ...
@@ -90,21 +90,17 @@ def _class_tables(pt: PassTable, gi: int, pi: int, ti: int, decoding: Decoding, 
         return None
     grid = pt.batches
     b = np.arange(max_batch + 1)
-    rows_nfe, rows_first, rows_share, rows_pass = [], [], [], []
-    for lp_i, lp in enumerate(prompts):
+    rows_nfe, rows_first, rows_share, rows_first_s, rows_pass = [], [], [], [], []
+    for lp_i in range(len(prompts)):
         for lg, col in zip(answers, answer_col):
             n = float(nfe[lp_i, col])
-            # passes until the first block is final: the prompt prefill (AR, block diffusion),
-            # then one block's share of the remaining passes (AR: a block is one token)
-            prefill = 1.0 if decoding.scheme in ("ar", "block") and lp > 0 else 0.0
-            block = 1 if decoding.scheme == "ar" else (decoding.block or lg)
-            first = prefill + (n - prefill) / (lg / block)
             rows_nfe.append(int(round(n)))
-            rows_first.append(max(1, min(int(math.ceil(first - 1e-9)), int(round(n)))))
+            rows_first.append(passes_to_first_output(decoding, n, float(pt.prompt_passes[gi, pi, ti, lp_i, col]), lg))
             rows_share.append(1.0 / float(mem[lp_i, col]))
+            rows_first_s.append(np.interp(b, grid, pt.first_s[gi, pi, ti, lp_i, col]).tolist())
             rows_pass.append(np.interp(b, grid, pt.pass_s[gi, pi, ti, lp_i, col]).tolist())
     limit = int(min(max_batch, float(mem.min())))
-    return ClassTable(rows_nfe, rows_first, rows_share, rows_pass), limit
+    return ClassTable(rows_nfe, rows_first, rows_share, rows_pass, rows_first_s), limit
 
 
 @dataclass(frozen=True)
@@ -161,9 +157,10 @@ def _floor_fails(c: Candidate, sample: RequestSample, targets: Targets) -> bool:
     """Latency targets a request misses even when served alone (batch 1, no queue): more
     replicas cannot help. Percentiles over the request mix."""
     cls = sample.prompt_class * len(sample.answer_values) + sample.answer_class
-    t1 = np.array([row[1] for row in c.table.pass_s])[cls]
-    latency = np.array(c.table.nfe)[cls] * t1
-    first = np.array(c.table.first_passes)[cls] * t1
+    table = c.table
+    t1, first1 = (np.array([row[1] for row in rows])[cls] for rows in (table.pass_s, table.first_pass_s))
+    latency = first1 + (np.array(table.nfe)[cls] - 1) * t1
+    first = first1 + (np.array(table.first_passes)[cls] - 1) * t1
     checks = [(targets.p50_latency_s, np.percentile(latency, 50)), (targets.p95_latency_s, np.percentile(latency, 95)),
               (targets.p99_latency_s, np.percentile(latency, 99)), (targets.p95_first_block_s, np.percentile(first, 95))]
     if any(limit is not None and value > limit for limit, value in checks):

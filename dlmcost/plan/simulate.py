@@ -8,14 +8,24 @@ has room: at most `batch_cap` requests, and the sum of their memory shares (1 / 
 batch of their length class that fits the GPU) at most 1. Waiting requests are served first come,
 first served. An idle server starts a new arrival at once.
 
-The iteration time is the cost engine's pass time at the current batch size b, averaged over the
-requests in flight: with classes c_i, tau = sum_i pass_s[c_i][b] / b. When a pass costs a shared
-part (weights) plus a per-sequence part, this is exactly the cost of the mixed batch.
+The iteration time is the sum over the requests in flight of each one's share of its current
+pass at the batch size b: a request in its first pass (the iteration it was admitted in: a
+prompt prefill, or the pass that opens its first block) costs first_pass_s[c][b] / b, any other
+pass pass_s[c][b] / b, where first_pass_s[c][b] is the engine's time of the first pass for b
+requests of class c and pass_s[c][b] the mean of their other passes. So
+
+    tau = sum_i pass_s[c_i][b] / b + sum_(i admitted now) (first_pass_s[c_i][b] - pass_s[c_i][b]) / b.
+
+When a pass costs a shared part (weights) plus a per-sequence part, this is exactly the cost of
+the mixed batch: the shared part is counted once. The prefill runs whole in one iteration (no
+chunked prefill), so it lengthens that iteration for every request in flight.
 
 Because every request in flight advances one pass per iteration, a request admitted at
 iteration k finishes at iteration k + NFE and streams its first block at k + first_passes, fixed
-at admission. The simulation therefore only stops at arrivals and completions (O(requests)
-events, a heap each), and converts iteration numbers to times afterwards.
+at admission; and iterations differ in length only where a request was admitted. The simulation
+therefore only stops at arrivals and completions (O(requests) events, a heap each), records the
+iteration times as segments (the admission iteration, then a run of equal ones), and converts
+iteration numbers to times afterwards.
 """
 
 from __future__ import annotations
@@ -30,13 +40,20 @@ import numpy as np
 
 @dataclass(frozen=True)
 class ClassTable:
-    """Per request class c: passes, passes until the first block is streamed, memory share,
-    and pass_s[c][b] = seconds per iteration when b requests (all of class c) are in flight."""
+    """Per request class c: passes, passes until the first block is streamed (counting the
+    first), memory share, and the seconds of an iteration in which b requests (all of class c)
+    run a pass: pass_s[c][b] for their later passes (the mean), first_pass_s[c][b] for their
+    first (None: the same as the later ones)."""
 
     nfe: list[int]
     first_passes: list[int]
     mem_share: list[float]
     pass_s: list[list[float]]  # index b = 0..batch_cap (b = 0 unused)
+    first_pass_s: list[list[float]] | None = None
+
+    def __post_init__(self):
+        if self.first_pass_s is None:
+            object.__setattr__(self, "first_pass_s", self.pass_s)
 
 
 @dataclass(frozen=True)
@@ -63,6 +80,9 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     n = len(request_class)
     cls = request_class.tolist()
     nfe, first, share, pass_s = table.nfe, table.first_passes, table.mem_share, table.pass_s
+    # what a request in its first pass adds to the iteration, over b: first_pass_s - pass_s
+    lift = [[f - p for f, p in zip(fc, pc)] for fc, pc in zip(table.first_pass_s, pass_s)]
+    uniform = not any(any(row) for row in lift)
     arrival = [math.inf] * n  # closed loop: filled in as users send
     done = [math.nan] * n
     first_it = [0] * n
@@ -105,6 +125,7 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
                 queue.append(heapq.heappop(pending)[1])
                 next_t = pending[0][0] if pending else math.inf
         # admit at this boundary, first come first served
+        admitted = []
         while queue and len(inflight) < batch_cap:
             i = queue[0]
             c = cls[i]
@@ -115,22 +136,29 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
             counts[c] += 1
             heapq.heappush(inflight, (it + nfe[c], i))
             first_it[i] = it + first[c]
+            admitted.append(c)
         b = len(inflight)
         if b == 0:
             now = next_t  # idle until the next request
             continue
         tau = pass0[b] if single else sum(k * pass_s[c][b] for c, k in enumerate(counts) if k) / b
-        seg_it.append(it)
-        seg_t.append(now)
-        seg_tau.append(tau)
+        # this iteration: the admitted requests run their first pass (all of it: no chunked prefill)
+        tau0 = tau + sum(lift[c][b] for c in admitted) / b if admitted and not uniform else tau
         m = inflight[0][0] - it  # iterations to the next completion
         if not queue and b < batch_cap and next_t < math.inf:  # an arrival could join before then
-            m_a = math.ceil((next_t - now) / tau - 1e-9)
+            m_a = 1 + math.ceil((next_t - now - tau0) / tau - 1e-9)  # the first boundary at or after it
             if m_a < m:
                 m = m_a if m_a > 1 else 1
+        seg_it.append(it)
+        seg_t.append(now)
+        seg_tau.append(tau0)
+        if tau0 != tau and m > 1:  # the admission iteration, then m - 1 iterations of tau
+            seg_it.append(it + 1)
+            seg_t.append(now + tau0)
+            seg_tau.append(tau)
         it += m
-        now += m * tau
-        busy += m * tau
+        now += tau0 + (m - 1) * tau
+        busy += tau0 + (m - 1) * tau
         while inflight and inflight[0][0] == it:
             i = heapq.heappop(inflight)[1]
             c = cls[i]

@@ -1,17 +1,21 @@
 """Pass times from the cost engine, through the public API (one vectorised sweep).
 
 This is the only place `plan` talks to the cost engine: everything it needs per (GPU, precision,
-TP, prompt, answer, batch) is the mean time of one forward pass of a request's schedule at that
-batch (the generation's time / its NFE), the NFE, and the largest batch that fits in memory.
+TP, prompt, answer, batch) is the time of a request's first pass at that batch (a prompt prefill,
+or the pass that opens the first block), the mean time of its other passes ((the generation's
+time - the first pass) / (NFE - 1)), the NFE, how many passes see only the prompt, and the
+largest batch that fits in memory.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import api
+from ..schemes import get_scheme
 
 
 @dataclass(frozen=True)
@@ -32,33 +36,36 @@ class Decoding:
 
 @dataclass(frozen=True)
 class PassTable:
-    """Indexed [gpu, precision, tp, prompt class, answer class] (+ [batch] for pass_s); NaN
-    where the engine skipped the combination (unsupported precision, layout that does not split)."""
+    """Indexed [gpu, precision, tp, prompt class, answer class] (+ [batch] for first_s and
+    pass_s); NaN where the engine skipped the combination (unsupported precision, layout that does
+    not split). first_s: the first pass; pass_s: the mean of the others (the first pass again
+    when it is the only one)."""
 
     gpus: list[str]
     precisions: list[str]
     tps: list[int]
     batches: np.ndarray
+    first_s: np.ndarray
     pass_s: np.ndarray
     nfe: np.ndarray
+    prompt_passes: np.ndarray
     max_batch: np.ndarray
 
 
 def pass_table(model, decoding: Decoding, gpus: list[str], precisions: list[str], tps: list[int],
                prompts: list[int], answers: list[int], batches: list[int], *, efficiency: str = "realistic",
                stack: str | None = None, hardware: list[str] | None = None) -> PassTable:
-    """One `api.sweep` over every combination; time_s / nfe of each row is the mean pass time."""
-    result = api.sweep(model, gpus=gpus, schemes=[decoding.scheme], prompts=prompts, gens=answers,
-                       tpf=decoding.tpf if decoding.scheme != "ar" else None,
-                       blocks=[decoding.block] if decoding.block else None, batches=batches,
-                       precisions=precisions, tps=tps, efficiency=efficiency, stack=stack, hardware=hardware)
-    cols = api.sweep_columns(result)
+    """One `api.sweep_first_pass` over every combination."""
+    cols = api.sweep_first_pass(model, gpus=gpus, schemes=[decoding.scheme], prompts=prompts, gens=answers,
+                                tpf=decoding.tpf if decoding.scheme != "ar" else None,
+                                blocks=[decoding.block] if decoding.block else None, batches=batches,
+                                precisions=precisions, tps=tps, efficiency=efficiency, stack=stack,
+                                hardware=hardware)
     shape = (len(gpus), len(precisions), len(tps), len(prompts), len(answers))
-    pass_s = np.full(shape + (len(batches),), np.nan)
-    nfe = np.full(shape, np.nan)
-    max_batch = np.full(shape, np.nan)
+    first_s, pass_s = np.full(shape + (len(batches),), np.nan), np.full(shape + (len(batches),), np.nan)
+    nfe, prompt_passes, max_batch = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
     if not cols:
-        return PassTable(gpus, precisions, tps, np.asarray(batches), pass_s, nfe, max_batch)
+        return PassTable(gpus, precisions, tps, np.asarray(batches), first_s, pass_s, nfe, prompt_passes, max_batch)
 
     def index(values, keys):
         lookup = {k: i for i, k in enumerate(keys)}
@@ -70,7 +77,25 @@ def pass_table(model, decoding: Decoding, gpus: list[str], precisions: list[str]
     lp = index(cols["prompt"].astype(int), prompts)
     lg = index(cols["gen"].astype(int), answers)
     b = index(cols["batch"].astype(int), batches)
-    pass_s[g, p, t, lp, lg, b] = cols["time_s"] / cols["nfe"]
-    nfe[g, p, t, lp, lg] = cols["nfe"]
+    n, first = cols["nfe"], cols["first_pass_s"]
+    first_s[g, p, t, lp, lg, b] = first
+    pass_s[g, p, t, lp, lg, b] = np.where(n > 1, (cols["time_s"] - first) / np.maximum(n - 1, 1), first)
+    nfe[g, p, t, lp, lg] = n
+    prompt_passes[g, p, t, lp, lg] = cols["prompt_passes"]
     max_batch[g, p, t, lp, lg] = cols["max_batch"]
-    return PassTable(gpus, precisions, tps, np.asarray(batches), pass_s, nfe, max_batch)
+    return PassTable(gpus, precisions, tps, np.asarray(batches), first_s, pass_s, nfe, prompt_passes, max_batch)
+
+
+def passes_to_first_output(decoding: Decoding, nfe: float, prompt_passes: float, canvas: int) -> int:
+    """Passes (from the first, 1..NFE) until the first streamed output is final.
+
+    A scheme that streams tokens (it stops right after the end-of-sequence token: AR,
+    draft-verify) emits its first token with the logits of its prompt prefill; without a prompt,
+    after the passes that yield one token. A scheme that streams blocks (SGLang's dLLM serving
+    streams one block at a time) finishes its first block after the passes over the prompt alone
+    and one block's share of the others: P + (NFE - P) / (canvas / block)."""
+    if get_scheme(decoding.scheme).stops == "token":
+        first = 1.0 if prompt_passes > 0 else nfe / canvas
+    else:
+        first = prompt_passes + (nfe - prompt_passes) / (canvas / (decoding.block or canvas))
+    return max(1, min(int(math.ceil(first - 1e-9)), int(round(nfe))))

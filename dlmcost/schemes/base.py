@@ -13,6 +13,11 @@ rest of the program needs: the knobs it reads (sweep evaluates it once for the o
 tokens per sequence it keeps in the K/V cache (memory), its validity rules, and whether it stops
 after the block that holds the end-of-sequence token. The peak pass shape for memory is derived
 from the families themselves (`peak_shape`), so it cannot disagree with the schedule.
+
+A scheme lists its families so that the first one a configuration uses holds that configuration's
+first pass (j = 0): a prompt prefill, or the pass that opens the first block. Serving simulations
+time that pass on its own (`engine.first_pass`); `prompt_passes` counts the passes that see only
+the prompt.
 """
 
 from __future__ import annotations
@@ -192,3 +197,13 @@ def peak_shape(families: list[PassFamily]) -> tuple[np.ndarray, np.ndarray]:
         q_max = np.maximum(q_max, np.where(used, np.maximum(f.q0, f.q0 + f.dq * last), 0.0))
         logits_max = np.maximum(logits_max, np.where(used, np.maximum(f.logits0, f.logits0 + f.dlogits * last), 0.0))
     return q_max, logits_max
+
+
+def prompt_passes(families: list[PassFamily], k: Knobs) -> np.ndarray:
+    """Passes per configuration that see only the prompt (q = Lp, no cache read): prefills of the
+    prompt's K/V, run before any pass over the answer."""
+    out = np.zeros(k.gen.shape)
+    for f in families:
+        only_prompt = (f.q0 == k.prompt) & (f.dq == 0) & (f.c0 == 0) & (f.dc == 0) & (k.prompt > 0)
+        out += np.where(only_prompt, f.count, 0.0)
+    return out
