@@ -544,15 +544,16 @@ def _sweep_arrays(chunk: _SweepChunk) -> dict[str, np.ndarray]:
     """A chunk's rows as one array per SweepRow key."""
     frame, cols, pair, cfg = chunk.frame, chunk.cols, chunk.pair, chunk.cfg
     steps_ignored, block_ignored = chunk.steps_ignored, chunk.block_ignored
+    gpu_names, precisions = chunk.gpu_names, chunk.precisions
     t, mem = frame.ev.total, frame.memory
     time_s, flops, nbytes = t.time_s, t.flops, t.bytes
     batch, gen, tp = cols["ar_batch"], cols["configured_gen"], cols["tp"]
     tokens = batch * cols["answer"]  # useful tokens: up to end-of-sequence
     frac = frame.memory_bound_fraction
     columns = dict(
-        gpu=np.array(chunk.gpu_names)[pair], scheme=cols["scheme"], prompt=cols["prompt"].astype(int), gen=gen.astype(int),
+        gpu=np.array(gpu_names)[pair], scheme=cols["scheme"], prompt=cols["prompt"].astype(int), gen=gen.astype(int),
         steps=np.where(steps_ignored, None, cols["configured_steps"]), block=np.where(block_ignored, None, cols["block"].astype(int)),
-        batch=batch.astype(int), tp=tp.astype(int), ep=cols["ep"].astype(int), precision=np.array(chunk.precisions)[pair],
+        batch=batch.astype(int), tp=tp.astype(int), ep=cols["ep"].astype(int), precision=np.array(precisions)[pair],
         nfe=t.count, tokens_per_nfe=tokens / t.count, time_s=time_s, tokens_per_s=tokens / time_s,
         tokens_per_s_per_gpu=tokens / time_s / tp, flops_per_token=flops * tp / tokens,
         bytes_per_token=nbytes * tp / tokens, arithmetic_intensity=flops / nbytes,

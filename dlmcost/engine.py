@@ -379,7 +379,8 @@ def evaluate(models: ModelSpec | dict[str, ModelSpec], grid: Grid) -> Evaluation
     return Evaluation(families, total, order, q_max, logits_max, cached, names)
 
 
-def first_pass(models: ModelSpec | dict[str, ModelSpec], grid: Grid, ev: Evaluation) -> tuple[np.ndarray, np.ndarray]:
+def first_pass(models: ModelSpec | dict[str, ModelSpec], grid: Grid,
+               ev: Evaluation) -> tuple[np.ndarray, np.ndarray]:
     """Per configuration of an evaluated grid: the time of its first pass (pass j = 0 of the first
     family of its schedule that it runs: a prompt prefill, or the pass that opens the first block),
     and how many of its passes see only the prompt (`schemes.prompt_passes`).

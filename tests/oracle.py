@@ -105,7 +105,8 @@ def passes(scheme: str, Lp: int, Lg: int, S: float, b: int, store_pass: bool = F
            committed: bool = False, active_blocks: float = 2, cache_delay: float = 1, refresh_every: int = 0,
            window: int = 16, drafter: bool = False) -> list[Pass]:
     """Every forward pass of one generation (for the three newer schemes grouped by family
-    rather than in running order, which the totals do not depend on)."""
+    rather than in running order, which the totals do not depend on; but every list starts with
+    the generation's first pass)."""
     out: list[Pass] = []
     nb = Lg // b
     s = S / nb  # denoising steps per block (an average when fractional)
@@ -156,9 +157,6 @@ def passes(scheme: str, Lp: int, Lg: int, S: float, b: int, store_pass: bool = F
         s_c = (S - refreshes) / nb
         if cached and Lp > 0:  # the prompt's K/V, written once (no logits)
             out.append(Pass("prefill", Lp, 0, Lp, 0, False))
-        for _ in range(refreshes):
-            # rewrites the cache: the prompt and, on average over the generation, (nb-1)/2 blocks
-            out.append(Pass("refresh", full, 0, Lp + (nb - 1) * b / 2 if cached else 0, full, False))
         if cached:
             # A blocks in flight plus the d/s' finished ones still waiting to be cached
             in_flight = min(active_blocks + cache_delay / s_c, nb)
@@ -168,6 +166,9 @@ def passes(scheme: str, Lp: int, Lg: int, S: float, b: int, store_pass: bool = F
                 q = b * blocks
                 for w in repeat(s_c):
                     out.append(Pass(fam, q, Lp + i * b, b / s_c, q, False, w))  # a block enters per s'
+        for _ in range(refreshes):  # passes R, 2R, ...: after the first cached ones (all passes when R = 1)
+            # rewrites the cache: the prompt and, on average over the generation, (nb-1)/2 blocks
+            out.append(Pass("refresh", full, 0, Lp + (nb - 1) * b / 2 if cached else 0, full, False))
     elif scheme == "windowed-refresh":
         # per block: a full refresh (as the dual cache), then s-1 steps over the block and w
         # tokens either side, every R-th of them a full refresh instead
@@ -508,11 +509,8 @@ def generation(m, gpu_yaml: str, *, scheme: str, prompt: int, gen: int, steps: f
                drafter=None, profile: str = "realistic") -> dict:
     """The expected JSON-level numbers of one result (one GPU) of `dlmcost analyze`; `drafter`
     is the drafter's ModelSpec (draft-verify), None for self-speculative."""
-    b = block or gen
-    S = float(gen) if scheme == "ar" or steps is None else float(steps)
-    schedule = passes(scheme, prompt, gen, S, b, store_pass=store_pass and scheme == "block",
-                      committed=logits == "committed", active_blocks=active_blocks, cache_delay=cache_delay,
-                      refresh_every=refresh_every, window=window, drafter=drafter is not None)
+    schedule = _schedule(scheme, prompt, gen, steps, block, store_pass, logits, active_blocks, cache_delay,
+                         refresh_every, window, drafter)
     g = gpu_rates(gpu_yaml, precision, profile)
     base = dict(B=batch * (2 if cfg else 1), precision=precision, kv_dtype=kv_dtype,
                 all_experts=expert_load == "all", tp=tp, ep=ep)
@@ -558,3 +556,37 @@ def generation(m, gpu_yaml: str, *, scheme: str, prompt: int, gen: int, steps: f
             entry["mla_form"] = t.mla_form
         out["passes"][name] = entry
     return out
+
+
+def _schedule(scheme, prompt, gen, steps, block, store_pass, logits, active_blocks, cache_delay, refresh_every,
+              window, drafter) -> list[Pass]:
+    b = block or gen
+    S = float(gen) if scheme == "ar" or steps is None else float(steps)
+    return passes(scheme, prompt, gen, S, b, store_pass=store_pass and scheme == "block",
+                  committed=logits == "committed", active_blocks=active_blocks, cache_delay=cache_delay,
+                  refresh_every=refresh_every, window=window, drafter=drafter is not None)
+
+
+def first_pass(m, gpu_yaml: str, *, scheme: str, prompt: int, gen: int, steps: float | None = None,
+               block: int | None = None, batch: int = 1, cfg: bool = False, precision: str = "bf16",
+               kv_dtype: str = "bf16", store_pass: bool = False, logits: str = "all",
+               expert_load: str = "expected", tp: int = 1, ep: int = 1, mla_form: str = "auto",
+               active_blocks: float = 2, cache_delay: float = 1, refresh_every: int = 0, window: int = 16,
+               drafter=None, profile: str = "realistic") -> dict:
+    """The generation's first pass (the head of its pass list), costed alone at the MLA form its
+    family gets in `generation`, and how many passes see only the prompt (q = Lp, nothing cached)."""
+    schedule = _schedule(scheme, prompt, gen, steps, block, store_pass, logits, active_blocks, cache_delay,
+                         refresh_every, window, drafter)
+    whole = generation(m, gpu_yaml, scheme=scheme, prompt=prompt, gen=gen, steps=steps, block=block, batch=batch,
+                       cfg=cfg, precision=precision, kv_dtype=kv_dtype, store_pass=store_pass, logits=logits,
+                       expert_load=expert_load, tp=tp, ep=ep, mla_form=mla_form, active_blocks=active_blocks,
+                       cache_delay=cache_delay, refresh_every=refresh_every, window=window, drafter=drafter,
+                       profile=profile)
+    head = schedule[0]
+    head = Pass(head.family, head.q, head.c, head.kv_write, head.logits, head.causal, 1.0, head.model)
+    form = whole["passes"][head.family].get("mla_form", "absorbed")
+    st = Setup(B=batch * (2 if cfg else 1), precision=precision, kv_dtype=kv_dtype, all_experts=expert_load == "all",
+               tp=tp, ep=ep, mla_absorbed=form == "absorbed")
+    alone = walk(m, [head], st, gpu_rates(gpu_yaml, precision, profile), drafter)[head.family]
+    only_prompt = sum(p.weight for p in schedule if prompt > 0 and p.q == prompt and p.c == 0)
+    return dict(time_s=alone.time_s, prompt_passes=only_prompt, nfe=whole["nfe"], total_s=whole["time_s"])

@@ -24,6 +24,7 @@ import pytest
 
 import oracle
 from dlmcost import api
+from dlmcost.hardware import HardwareDB
 from dlmcost.models import load_bundled
 
 REL = 1e-9
@@ -63,6 +64,8 @@ CASES = [
     case("dense-prefix-tpf", LLADA, "h100,mi300x", tpf=3, scheme="prefix-cache"),
     case("dense-prefix-one-step-per-block", LLADA, "h100", scheme="prefix-cache", steps=4),
     case("dense-dual", LLADA, "h100,mi300x,tpu7x", scheme="dual-cache"),
+    # a cached step as long as the prompt is not a pass over the prompt alone
+    case("dense-dual-prompt-is-a-block", LLADA, "h100", scheme="dual-cache", prompt=16),
     case("dense-dual-tpf-committed", LLADA, "h100", tpf=2.5, scheme="dual-cache", gen=80, logits="committed"),
     case("dense-block", LLADA, "h100,mi300x,tpu7x", scheme="block"),
     case("dense-block-store", LLADA, "h100,mi300x", scheme="block", store_pass=True),
@@ -121,6 +124,8 @@ CASES = [
     # --- MLA (DeepSeek-V3): both forms, and auto choosing per pass family ---------------------
     case("mla-ar-auto", MLA, "h200", scheme="ar", gen=16, prompt=128),
     case("mla-ar-expanded", MLA, "h200", scheme="ar", gen=16, prompt=128, mla_form="expanded"),
+    # the first step (nothing cached) alone would be faster expanded; the family runs absorbed
+    case("mla-ar-noprompt-auto", MLA, "h200", scheme="ar", gen=16, prompt=0, batch=8),
     case("mla-mdm-absorbed", MLA, "h200", scheme="mdm", gen=32, steps=8, block=8, mla_form="absorbed"),
     case("mla-mdm-expanded", MLA, "h200", scheme="mdm", gen=32, steps=8, block=8, mla_form="expanded"),
     case("mla-prefix-auto", MLA, "h200,b200", scheme="prefix-cache", gen=32, steps=16, block=8),
@@ -139,6 +144,8 @@ CASES = [
          cache_delay=1, refresh_every=0),
     case("dense-multi-block-refresh", LLADA, "h100", scheme="multi-block", block=8, active_blocks=2,
          cache_delay=1, refresh_every=5),
+    case("dense-multi-block-noprompt-refresh", LLADA, "h100", scheme="multi-block", prompt=0, block=8,
+         active_blocks=2, cache_delay=1, refresh_every=5),
     case("dense-multi-block-no-cache", LLADA, "h100", scheme="multi-block", block=8, active_blocks=2,
          cache_delay=1, refresh_every=1),
     case("dense-multi-block-whole-window", LLADA, "h100", scheme="multi-block", block=8, active_blocks=8,
@@ -263,6 +270,29 @@ def _compare(model, gpus, profile, tpf, w) -> list[str]:
 def test_analyze_matches_the_brute_force_oracle(model, gpus, profile, tpf, w):
     problems = _compare(model, gpus, profile, tpf, w)
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("model,gpus,profile,tpf,w", CASES)
+def test_first_pass_matches_the_brute_force_oracle(model, gpus, profile, tpf, w):
+    """What `dlmcost plan` times apart: the first pass of the generation (the head of the oracle's
+    pass list, costed alone) and the passes over the prompt alone, through `api.sweep_first_pass`."""
+    spec = load_bundled(model)
+    knobs = {k: w[k] for k in ("active_blocks", "cache_delay", "refresh_every", "window", "drafter") if k in w}
+    got = api.sweep_first_pass(spec, gpus=gpus, schemes=[w["scheme"]], prompts=[w["prompt"]], gens=[w["gen"]],
+                               steps=None if w["steps"] is None else [w["steps"]], tpf=tpf, blocks=[w["block"]],
+                               batches=[w["batch"]], precisions=[w["precision"]], tps=[w["tp"]], eps=[w["ep"]],
+                               kv_dtype=w["kv_dtype"], cfg=w["cfg"], store_pass=w["store_pass"], logits=w["logits"],
+                               expert_load=w["expert_load"], mla_form=w["mla_form"], efficiency=profile,
+                               stack="none", **knobs)
+    assert got["gpu"].tolist() == [HardwareDB.load().get(g).name for g in gpus.split(",")]
+    for i, gpu in enumerate(gpus.split(",")):
+        steps = w["steps"] if tpf is None else w["gen"] / tpf
+        drafter = load_bundled(w["drafter"]) if w.get("drafter") else None
+        e = oracle.first_pass(spec, GPU_FILES[gpu], **{**w, "steps": steps, "drafter": drafter}, profile=profile)
+        assert got["nfe"][i] == pytest.approx(e["nfe"], rel=REL)
+        assert got["time_s"][i] == pytest.approx(e["total_s"], rel=REL)
+        assert got["first_pass_s"][i] == pytest.approx(e["time_s"], rel=REL), gpu
+        assert got["prompt_passes"][i] == e["prompt_passes"]
 
 
 def test_the_moe_prefix_cache_case_is_not_affine():

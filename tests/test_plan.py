@@ -86,6 +86,111 @@ def test_join_at_step_boundary_by_hand():
     assert r.busy_s == pytest.approx(7.0)
 
 
+def two_pass_kinds(nfe: int, first: int, first_pass_s, pass_s, cap: int = 8) -> ClassTable:
+    """One request class whose first pass takes first_pass_s(b) and every later pass pass_s(b)
+    seconds when b requests run it together."""
+    return ClassTable([nfe], [first], [0.0], [[0.0] + [pass_s(b) for b in range(1, cap + 1)]],
+                      [[0.0] + [first_pass_s(b) for b in range(1, cap + 1)]])
+
+
+def test_lone_request_prefill_then_steady_passes():
+    """An idle replica: the first block is final after the prefill pass and the first block's
+    passes at batch 1, the answer after the prefill and every later pass."""
+    nfe, first, prefill, step = 9, 3, 2.0, 0.25
+    table = two_pass_kinds(nfe, first, lambda b: prefill * b, lambda b: step * b)
+    r = simulate(table, np.zeros(2, int), 4, arrivals_s=np.array([0.0, 100.0]))  # the second finds it idle
+    assert r.ttfb_s.tolist() == pytest.approx([prefill + (first - 1) * step] * 2)
+    assert r.latency_s.tolist() == pytest.approx([prefill + (nfe - 1) * step] * 2)
+    assert r.busy_s == pytest.approx(2 * (prefill + (nfe - 1) * step))
+
+
+def test_prefill_of_a_joining_request_lengthens_everyones_iteration():
+    """A (t=0) and B (t=1.2), NFE 4, first block after 2 passes. Per request at batch b, a
+    first pass costs first(b) / b and a later one step(b) / b; alone: first 2, step 1; two in
+    flight: first(2) = 3, step(2) = 1.5 (a shared part counted once).
+    A's prefill 0-2; B joins at t=2: A's step (1.5/2) + B's prefill (3/2) = 2.25, to 4.25 (A's
+    first block; 3.5 if B's prefill cost a step); then 2 x 1.5 to 7.25 (A done, B's first block at
+    5.75); B alone 7.25-8.25."""
+    first = {1: 2.0, 2: 3.0}
+    step = {1: 1.0, 2: 1.5}
+    table = ClassTable([4], [2], [0.0], [[0.0, step[1], step[2]]], [[0.0, first[1], first[2]]])
+    r = simulate(table, np.zeros(2, int), 2, arrivals_s=np.array([0.0, 1.2]))
+    t1 = first[1]  # A's prefill, alone
+    t2 = t1 + step[2] / 2 + first[2] / 2  # A's second pass beside B's prefill
+    t4 = t2 + 2 * step[2]  # two more passes each: A is done
+    t5 = t4 + step[1]  # B's last pass, alone
+    assert r.done_s.tolist() == pytest.approx([t4, t5])
+    assert r.ttfb_s.tolist() == pytest.approx([t2, t2 + step[2] - 1.2])
+    assert r.latency_s.tolist() == pytest.approx([t4, t5 - 1.2])
+    assert r.busy_s == pytest.approx(t5)
+
+
+@pytest.mark.parametrize("users", [1, 5, 12])
+def test_burst_admitted_together_pays_the_batch_prefill(users):
+    """N requests at t = 0 in one batch: the first iteration is their prefill at batch N, then
+    NFE - 1 steps at batch N: TTFB = first(N) + (first_passes - 1) step(N), latency =
+    first(N) + (NFE - 1) step(N)."""
+    nfe, first_passes = 30, 4
+    first = lambda b: 0.5 + 0.3 * b  # noqa: E731
+    step = lambda b: 0.02 + 0.001 * b  # noqa: E731
+    table = two_pass_kinds(nfe, first_passes, first, step, cap=16)
+    r = simulate(table, np.zeros(users, int), 16, arrivals_s=np.zeros(users))
+    assert np.allclose(r.ttfb_s, first(users) + (first_passes - 1) * step(users))
+    assert np.allclose(r.latency_s, first(users) + (nfe - 1) * step(users))
+
+
+def test_batch_one_md1_with_a_prefill():
+    """Batch limit 1 with a first pass unlike the others: still M/D/1, D = first + (NFE-1) step."""
+    nfe, prefill, step, rho = 10, 0.4, 0.05, 0.7
+    service = prefill + (nfe - 1) * step
+    n = 60_000
+    arrivals = np.cumsum(np.random.default_rng(3).exponential(service / rho, n))
+    r = simulate(two_pass_kinds(nfe, 2, lambda b: prefill, lambda b: step), np.zeros(n, int), 1, arrivals_s=arrivals)
+    wait = (r.latency_s - service)[n // 10:]
+    assert wait.mean() == pytest.approx(rho * service / (2 * (1 - rho)), rel=0.06)
+    assert wait.min() >= -1e-9
+    assert np.allclose(r.ttfb_s - (r.latency_s - service), prefill + step)
+
+
+def test_mixed_classes_and_arrivals_against_a_brute_force_replay():
+    """Random arrivals of two classes with different prefills, batch limit 3: every iteration
+    replayed one by one (each in-flight request's pass share summed) gives the same times as
+    the event-driven simulation."""
+    rng = np.random.default_rng(11)
+    cap = 3
+    nfe, first_passes = [5, 8], [2, 3]
+    first = [[0.0] + [0.8 + 0.1 * b for b in range(1, cap + 1)], [0.0] + [1.5 + 0.2 * b for b in range(1, cap + 1)]]
+    steady = [[0.0] + [0.1 + 0.05 * b for b in range(1, cap + 1)], [0.0] + [0.2 + 0.02 * b for b in range(1, cap + 1)]]
+    table = ClassTable(nfe, first_passes, [0.0, 0.0], steady, first)
+    n = 300
+    cls = rng.integers(0, 2, n)
+    arrivals = np.cumsum(rng.exponential(0.6, n))
+    r = simulate(table, cls, cap, arrivals_s=arrivals)
+
+    # brute force: iteration by iteration, a request's pass k = 0 is its first
+    now, waiting, inflight, done, ttfb, nxt = 0.0, [], {}, {}, {}, 0
+    while len(done) < n:
+        while nxt < n and arrivals[nxt] <= now + 1e-12:
+            waiting.append(nxt)
+            nxt += 1
+        while waiting and len(inflight) < cap:
+            inflight[waiting.pop(0)] = 0
+        if not inflight:
+            now = arrivals[nxt]
+            continue
+        b = len(inflight)
+        now += sum((first if k == 0 else steady)[cls[i]][b] / b for i, k in inflight.items())
+        for i in list(inflight):
+            inflight[i] += 1
+            if inflight[i] == first_passes[cls[i]]:
+                ttfb[i] = now
+            if inflight[i] == nfe[cls[i]]:
+                done[i] = now
+                del inflight[i]
+    assert r.done_s.tolist() == pytest.approx([done[i] for i in range(n)])
+    assert r.first_block_s.tolist() == pytest.approx([ttfb[i] for i in range(n)])
+
+
 def test_memory_share_limits_admission():
     """Two requests whose memory shares sum above 1 never share a batch: they run one after
     the other even though the batch limit would allow both."""
@@ -316,6 +421,25 @@ def test_closed_loop_served_rate_by_hand():
     assert np.allclose(ev.latency, 1.0)
     ev3 = search._run(cand, sample, traffic, replicas=3)  # 3, 3 and 2 users: the busiest has 3
     assert ev3.served_rps == pytest.approx(3 / 2.0 * (8 / 3) / 3, rel=1e-6)
+
+
+def test_lone_request_floor_counts_the_prefill():
+    """A candidate is given up when a lone request (batch 1) misses a latency target: prefill 1 s
+    + 9 steps of 0.1 s = 1.9 s end to end, first block (3 passes) at 1.2 s."""
+    from dlmcost.plan import search
+    from dlmcost.plan.results import Targets
+    from dlmcost.plan.traffic import Traffic, sample_requests
+
+    traffic = Traffic(parse_lengths(100, "p"), parse_lengths(10, "a"), rate=1.0)
+    sample = sample_requests(traffic, 100, 0)
+    table = two_pass_kinds(10, 3, lambda b: 1.0 * b, lambda b: 0.1 * b)
+    cand = search.Candidate(None, "bf16", 1, None, 8, table, np.array([10.0]), 8)
+    lone, first = 1.0 + 9 * 0.1, 1.0 + 2 * 0.1
+    for name, limit, fails in (("p95_latency_s", lone * 0.99, True), ("p95_latency_s", lone * 1.01, False),
+                               ("p50_latency_s", lone * 0.99, True), ("p95_first_block_s", first * 0.99, True),
+                               ("p95_first_block_s", first * 1.01, False)):
+        assert search._floor_fails(cand, sample, Targets(**{name: limit})) is fails, (name, limit)
+    assert search._floor_fails(cand, sample, Targets(min_tokens_per_s_per_user=10 / lone * 1.01))
 
 
 def test_user_hardware_file_overrides_price(capsys, tmp_path):

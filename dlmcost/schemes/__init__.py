@@ -11,7 +11,8 @@ from .base import REGISTRY, SCHEME_KNOBS, Knobs, PassFamily, Scheme, peak_shape,
 
 SCHEMES: tuple[str, ...] = tuple(REGISTRY)
 
-__all__ = ["REGISTRY", "SCHEMES", "SCHEME_KNOBS", "Knobs", "PassFamily", "Scheme", "get_scheme", "peak_shape", "prompt_passes"]
+__all__ = ["REGISTRY", "SCHEMES", "SCHEME_KNOBS", "Knobs", "PassFamily", "Scheme", "get_scheme", "peak_shape",
+           "prompt_passes"]
 
 
 def get_scheme(name: str) -> Scheme:

@@ -52,4 +52,4 @@ def multi_block(k: Knobs):
     step = family("step", k, n=m, r=np.where(cached, s, 0.0), q=window * b, c=k.prompt, dc=b, kv_write=kv_write)
     tail = family("tail", k, n=nb - m, r=np.where(cached, s, 0.0), q=b * (nb - m), dq=-b, c=k.prompt + m * b, dc=b,
                   kv_write=kv_write)
-    return [prefill, refresh, step, tail]
+    return [prefill, step, tail, refresh]  # in the order their first passes run (pass R is the first refresh)
