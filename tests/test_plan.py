@@ -152,31 +152,23 @@ def test_batch_one_md1_with_a_prefill():
     assert np.allclose(r.ttfb_s - (r.latency_s - service), prefill + step)
 
 
-def test_mixed_classes_and_arrivals_against_a_brute_force_replay():
-    """Random arrivals of two classes with different prefills, batch limit 3: every iteration
-    replayed one by one (each in-flight request's pass share summed) gives the same times as
-    the event-driven simulation."""
-    rng = np.random.default_rng(11)
-    cap = 3
-    nfe, first_passes = [5, 8], [2, 3]
-    first = [[0.0] + [0.8 + 0.1 * b for b in range(1, cap + 1)], [0.0] + [1.5 + 0.2 * b for b in range(1, cap + 1)]]
-    steady = [[0.0] + [0.1 + 0.05 * b for b in range(1, cap + 1)], [0.0] + [0.2 + 0.02 * b for b in range(1, cap + 1)]]
-    table = ClassTable(nfe, first_passes, [0.0, 0.0], steady, first)
-    n = 300
-    cls = rng.integers(0, 2, n)
-    arrivals = np.cumsum(rng.exponential(0.6, n))
-    r = simulate(table, cls, cap, arrivals_s=arrivals)
-
-    # brute force: iteration by iteration, a request's pass k = 0 is its first
-    now, waiting, inflight, done, ttfb, nxt = 0.0, [], {}, {}, {}, 0
+def replay(nfe, first_passes, first, steady, cls, cap, arrivals=None, users=None, think_s=0.0):
+    """Brute force: iteration by iteration, every in-flight request's share of its pass summed (a
+    request's pass 0 is its first); open loop (arrivals) or closed loop (users, think time)."""
+    n = len(cls)
+    arrival = list(arrivals) if arrivals is not None else [0.0] * min(users, n) + [math.inf] * (n - min(users, n))
+    issued = n if arrivals is not None else min(users, n)
+    now, waiting, inflight, done, ttfb, queued = 0.0, [], {}, {}, {}, set()
     while len(done) < n:
-        while nxt < n and arrivals[nxt] <= now + 1e-12:
-            waiting.append(nxt)
-            nxt += 1
+        for i in range(n):
+            if i not in queued and arrival[i] <= now + 1e-12:
+                waiting.append(i)
+                queued.add(i)
+        waiting.sort(key=lambda i: (arrival[i], i))
         while waiting and len(inflight) < cap:
             inflight[waiting.pop(0)] = 0
         if not inflight:
-            now = arrivals[nxt]
+            now = min(arrival[i] for i in range(n) if i not in queued)
             continue
         b = len(inflight)
         now += sum((first if k == 0 else steady)[cls[i]][b] / b for i, k in inflight.items())
@@ -187,8 +179,33 @@ def test_mixed_classes_and_arrivals_against_a_brute_force_replay():
             if inflight[i] == nfe[cls[i]]:
                 done[i] = now
                 del inflight[i]
-    assert r.done_s.tolist() == pytest.approx([done[i] for i in range(n)])
-    assert r.first_block_s.tolist() == pytest.approx([ttfb[i] for i in range(n)])
+                if issued < n:  # closed loop: the user asks again after thinking
+                    arrival[issued] = now + think_s
+                    issued += 1
+    return [done[i] for i in range(n)], [ttfb[i] for i in range(n)]
+
+
+@pytest.mark.parametrize("loop", ["open", "closed"])
+def test_mixed_classes_against_a_brute_force_replay(loop):
+    """Two classes with different prefills, batch limit 3, random arrivals (or 4 users who think
+    0.3 s between answer and question): the event-driven simulation gives the brute-force replay's times."""
+    rng = np.random.default_rng(11)
+    cap = 3
+    nfe, first_passes = [5, 8], [2, 3]
+    first = [[0.0] + [0.8 + 0.1 * b for b in range(1, cap + 1)], [0.0] + [1.5 + 0.2 * b for b in range(1, cap + 1)]]
+    steady = [[0.0] + [0.1 + 0.05 * b for b in range(1, cap + 1)], [0.0] + [0.2 + 0.02 * b for b in range(1, cap + 1)]]
+    table = ClassTable(nfe, first_passes, [0.0, 0.0], steady, first)
+    n = 200
+    cls = rng.integers(0, 2, n)
+    if loop == "open":
+        arrivals = np.cumsum(rng.exponential(0.6, n))
+        r = simulate(table, cls, cap, arrivals_s=arrivals)
+        done, ttfb = replay(nfe, first_passes, first, steady, cls, cap, arrivals=arrivals)
+    else:
+        r = simulate(table, cls, cap, users=4, think_s=0.3)
+        done, ttfb = replay(nfe, first_passes, first, steady, cls, cap, users=4, think_s=0.3)
+    assert r.done_s.tolist() == pytest.approx(done)
+    assert r.first_block_s.tolist() == pytest.approx(ttfb)
 
 
 def test_memory_share_limits_admission():

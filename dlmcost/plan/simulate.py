@@ -83,6 +83,7 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     # what a request in its first pass adds to the iteration, over b: first_pass_s - pass_s
     lift = [[f - p for f, p in zip(fc, pc)] for fc, pc in zip(table.first_pass_s, pass_s)]
     uniform = not any(any(row) for row in lift)
+    lift0 = lift[0]
     arrival = [math.inf] * n  # closed loop: filled in as users send
     done = [math.nan] * n
     first_it = [0] * n
@@ -124,8 +125,10 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
             else:
                 queue.append(heapq.heappop(pending)[1])
                 next_t = pending[0][0] if pending else math.inf
-        # admit at this boundary, first come first served
-        admitted = []
+        # admit at this boundary, first come first served (requests queue in id order, so the
+        # ones admitted here are ids first_new, first_new + 1, ...)
+        waiting = len(queue)
+        first_new = queue[0] if waiting else 0
         while queue and len(inflight) < batch_cap:
             i = queue[0]
             c = cls[i]
@@ -136,14 +139,19 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
             counts[c] += 1
             heapq.heappush(inflight, (it + nfe[c], i))
             first_it[i] = it + first[c]
-            admitted.append(c)
         b = len(inflight)
         if b == 0:
             now = next_t  # idle until the next request
             continue
         tau = pass0[b] if single else sum(k * pass_s[c][b] for c, k in enumerate(counts) if k) / b
         # this iteration: the admitted requests run their first pass (all of it: no chunked prefill)
-        tau0 = tau + sum(lift[c][b] for c in admitted) / b if admitted and not uniform else tau
+        new = waiting - len(queue)
+        if uniform or not new:
+            tau0 = tau
+        elif single:
+            tau0 = tau + new * lift0[b] / b
+        else:
+            tau0 = tau + sum(lift[cls[i]][b] for i in range(first_new, first_new + new)) / b
         m = inflight[0][0] - it  # iterations to the next completion
         if not queue and b < batch_cap and next_t < math.inf:  # an arrival could join before then
             m_a = 1 + math.ceil((next_t - now - tau0) / tau - 1e-9)  # the first boundary at or after it
@@ -157,8 +165,9 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
             seg_t.append(now + tau0)
             seg_tau.append(tau)
         it += m
-        now += tau0 + (m - 1) * tau
-        busy += tau0 + (m - 1) * tau
+        elapsed = tau0 + (m - 1) * tau
+        now += elapsed
+        busy += elapsed
         while inflight and inflight[0][0] == it:
             i = heapq.heappop(inflight)[1]
             c = cls[i]
