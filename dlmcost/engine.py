@@ -21,6 +21,9 @@ when launches do not overlap) and `per_forward` (the fixed cost per forward). Cl
 families take the GEMM factor at the family's mean q, and the host comparison against the GPU
 time interpolated between the family's first and last pass (exact when no op changes roofline
 side within the family); pass-by-pass families are exact.
+
+`first_pass` costs a configuration's first pass alone (a prompt prefill, or the pass opening the
+first block), which serving simulations time apart from the rest of the generation.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`dlmcost plan`: from traffic and latency targets to GPUs, replicas and dollars.
 
     traffic.py   arrivals (Poisson or closed loop) and prompt / answer lengths
-    steptime.py  pass times from the cost engine (the one adapter to `api.sweep`)
+    steptime.py  first-pass and later-pass times from the cost engine (the one adapter to the API)
     simulate.py  one replica: continuous batching at step granularity, discrete events
     search.py    the fewest replicas per candidate deployment, ranking, AR baseline
     results.py   result types, target checks, $/hour, $/Mtok, J/token, Pareto front
