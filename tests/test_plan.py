@@ -538,6 +538,33 @@ def test_passes_to_first_block_by_hand():
         assert cand.table.pass_s[0][4] == pytest.approx(rest, rel=1e-9), decoding
 
 
+@pytest.mark.parametrize("batch", [1, 4])
+def test_time_to_first_output_against_the_engine(batch):
+    """Engine numbers through the whole plan path: `batch` requests arriving together on an
+    idle H100. AR: the first token at the end of the prefill, a batch-b prefill (api.analyze's
+    prefill pass); done after the generation's time at batch b. Block diffusion (prompt 256,
+    answer 128, block 32, 2 tokens per forward): the first block after the prefill and 16 of the
+    64 steps, whose mean is (generation - prefill) / 64."""
+    from dlmcost.models import resolve_model
+    from dlmcost.plan import search
+    from dlmcost.plan.steptime import Decoding
+    from dlmcost.plan.traffic import Traffic, sample_requests
+
+    spec = resolve_model(MODEL)
+    traffic = Traffic(parse_lengths(256, "p"), parse_lengths(128, "a"), rate=1.0)
+    sample = sample_requests(traffic, 10, 0)
+    space = search.SearchSpace([HardwareDB.load().get("h100")], [1], ["bf16"], [], [8])
+    for decoding, steps_to_first in ((Decoding("ar", None, 1.0), 0), (Decoding("block", 32, 2.0), 16)):
+        (cand,), _ = search._candidates(spec, space, decoding, sample, "realistic", None, None)
+        a = api.analyze(spec, "h100", scheme=decoding.scheme, block=decoding.block, prompt=256, gen=128,
+                        batch=batch, **({} if decoding.scheme == "ar" else {"tpf": decoding.tpf}))["results"][0]
+        prefill = next(p["time_s"] for p in a["passes"] if p["name"] == "prefill")
+        step = (a["time_s"] - prefill) / (a["nfe"] - 1)
+        r = simulate(cand.table, np.zeros(batch, int), 8, arrivals_s=np.zeros(batch))
+        assert r.ttfb_s.tolist() == pytest.approx([prefill + steps_to_first * step] * batch, rel=1e-9), decoding
+        assert r.latency_s.tolist() == pytest.approx([a["time_s"]] * batch, rel=1e-9), decoding
+
+
 def test_scenario_length_file_is_found_next_to_it(capsys, tmp_path, monkeypatch):
     (tmp_path / "answers.txt").write_text("64 128 256\n")
     (tmp_path / "s.yaml").write_text("traffic: {rate: 2, answer: {file: answers.txt}}\n"
