@@ -16,7 +16,6 @@ from typing import Optional
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 import typer  # noqa: E402
-from rich.console import Console  # noqa: E402
 
 from . import __version__, api, examples, gates, report  # noqa: E402
 from .errors import (  # noqa: E402
@@ -30,6 +29,7 @@ from .errors import (  # noqa: E402
     WorkloadError,
 )
 from .hardware import HardwareDB  # noqa: E402
+from .output import Output  # noqa: E402
 from .schemes import REGISTRY, SCHEMES  # noqa: E402
 from .terminal import shown  # noqa: E402
 
@@ -92,22 +92,9 @@ RequireOpt = typer.Option(None, "--require", "-r", metavar="EXPR",
 GATE_LINES = 20  # failing rows listed on stderr; the rest are counted
 
 
-PIPE_WIDTH = 100  # tables written to a pipe or file fit this many columns unless $COLUMNS says otherwise
-
-
-def _console() -> Console:
-    """Width: $COLUMNS if set (also when piped), else the terminal's, else PIPE_WIDTH. No colour
-    and no bold/dim at all under NO_COLOR (https://no-color.org) or TERM=dumb; no highlighting
-    of digits inside text."""
-    width = None
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) >= 20:
-        width = int(columns)
-    elif not sys.stdout.isatty():
-        width = PIPE_WIDTH
-    plain = "NO_COLOR" in os.environ and os.environ["NO_COLOR"] != "" or os.environ.get("TERM") == "dumb"
-    return Console(soft_wrap=False, width=width, highlight=False, color_system=None if plain else "auto",
-                   no_color=plain)
+def _output() -> Output:
+    """Standard output with its width and colour (output.py: $COLUMNS, the terminal, NO_COLOR...)."""
+    return Output.stdout()
 
 
 def _hub_options(verbose: bool, hub_timeout: Optional[float]) -> None:
@@ -158,11 +145,11 @@ def _check_plot(plot: Optional[str], fmt: str) -> None:
         plotting.check_path(plot)
 
 
-def _draw(chart, plot: Optional[str], console: Console) -> None:
+def _draw(chart, plot: Optional[str], out: Output) -> None:
     if plot == "-":
         from .termplot import render
 
-        console.file.write(render(chart))
+        out.write(render(chart))
     elif plot:
         from .plot import save
 
@@ -264,9 +251,9 @@ def analyze(
 
         ar = api.analyze(model, gpu, **{**options, **charts.AR_WORKLOAD})  # for the AR decode step's point
         chart = charts.roofline(data, ar.plain(), show_ops=ops, db=HardwareDB.load(hardware))
-    console = _console()
-    report.render_analyze(data, fmt, console, show_ops=ops, charts=[chart] if chart else None)
-    _draw(chart, plot, console)
+    out = _output()
+    report.render_analyze(data, fmt, out, show_ops=ops, charts=[chart] if chart else None)
+    _draw(chart, plot, out)
     _gate(gates.failures(requirements, gates.analyze_rows(data), lambda r: r["gpu"]), requirements)
 
 
@@ -348,9 +335,9 @@ def sweep(
         drafter=drafter, answer_tokens=answer_tokens, kv_single_tensor=kv_single_tensor or None,
         ring_buffer=False if no_ring_buffer else None, quantize_head=quantize_head or None, max_configs=None if allow_large else api.MAX_SWEEP_CONFIGS,
     )
-    console = _console()
+    out = _output()
     if streaming:
-        failed = _stream_sweep(models, options, fmt, console, requirements)
+        failed = _stream_sweep(models, options, fmt, out, requirements)
     else:
         failed, documents = [], []
         for m in models:
@@ -366,29 +353,29 @@ def sweep(
             failed += gates.failures(requirements, rows, label)
             documents.append((meta, rows))
         if fmt == "json" and len(documents) > 1:
-            console.file.write(report.to_json([dict(**meta.model_dump(exclude={"rows"}), rows=rows)
-                                               for meta, rows in documents]) + "\n")
+            out.write(report.to_json([dict(**meta.model_dump(exclude={"rows"}), rows=rows)
+                                      for meta, rows in documents]) + "\n")
         else:
             for meta, rows in documents:
-                _render_sweep(meta, rows, fmt, console, limit, plot, dict(x=x, y=y, color=color, facet=facet))
+                _render_sweep(meta, rows, fmt, out, limit, plot, dict(x=x, y=y, color=color, facet=facet))
     _gate(failed, requirements)
 
 
-def _render_sweep(meta, rows: list[dict], fmt: str, console: Console, limit: Optional[int], plot: Optional[str],
+def _render_sweep(meta, rows: list[dict], fmt: str, out: Output, limit: Optional[int], plot: Optional[str],
                   axes: dict) -> None:
     if limit is None and fmt == "table" and sys.stdout.isatty():
-        limit = max(5, console.height - 12)  # what fits under the header, the notes and the caption
+        limit = max(5, out.height - 12)  # what fits under the header, the notes and the caption
     shown = rows[:limit] if limit else rows
     chart = None
     if plot or fmt == "html":
         from . import charts
 
         chart = charts.sweep(rows, meta.model.id, **axes)
-    report.render_sweep(meta.model_dump(exclude={"rows"}), rows, fmt, console, shown, charts=[chart] if chart else None)
-    _draw(chart, plot, console)
+    report.render_sweep(meta.model_dump(exclude={"rows"}), rows, fmt, out, shown, charts=[chart] if chart else None)
+    _draw(chart, plot, out)
 
 
-def _stream_sweep(models: list[str], options: dict, fmt: str, console: Console, requirements) -> list[str]:
+def _stream_sweep(models: list[str], options: dict, fmt: str, out: Output, requirements) -> list[str]:
     """csv / jsonl one chunk at a time (with a leading `model` column when several models are
     swept); returns the requirement failures."""
     import csv
@@ -406,10 +393,10 @@ def _stream_sweep(models: list[str], options: dict, fmt: str, console: Console, 
                 rows = [dict(model=m, **r) for r in rows]
             failed += gates.failures(requirements, rows, gates.sweep_label)
             if fmt == "jsonl":
-                console.file.write("".join(json.dumps(r, allow_nan=False) + "\n" for r in rows))
+                out.write("".join(json.dumps(r, allow_nan=False) + "\n" for r in rows))
             else:
                 if writer is None and rows:
-                    writer = csv.DictWriter(console.file, fieldnames=list(rows[0]), lineterminator="\n")
+                    writer = csv.DictWriter(out.file, fieldnames=list(rows[0]), lineterminator="\n")
                     writer.writeheader()
                 writer.writerows(rows)
     return failed
@@ -430,7 +417,7 @@ def schemes(fmt: str = FormatOpt):
     """List the decoding schemes: what each runs and the knobs it reads."""
     _check_format(fmt)
     report.render_schemes([dict(name=s.name, summary=s.summary, knobs=", ".join(s.knobs) or "-",
-                                stops_at_eos=s.stops_at_eos) for s in REGISTRY.values()], fmt, _console())
+                                stops_at_eos=s.stops_at_eos) for s in REGISTRY.values()], fmt, _output())
 
 
 @app.command(epilog="Examples:\n\n\b\n  dlmcost schema sweep > sweep.schema.json")
@@ -450,14 +437,14 @@ def gpus(
 ):
     """List the accelerators with their dense peaks and ridge points."""
     _check_format(fmt)
-    report.render_gpus(HardwareDB.load(hardware).gpus.values(), fmt, _console())
+    report.render_gpus(HardwareDB.load(hardware).gpus.values(), fmt, _output())
 
 
 @app.command(epilog="Examples:\n\n\b\n  dlmcost models")
 def models(fmt: str = FormatOpt):
     """List the bundled model ids (usable offline)."""
     _check_format(fmt)
-    report.render_models(api.list_models(), fmt, _console())
+    report.render_models(api.list_models(), fmt, _output())
 
 
 @app.command(epilog="Examples:\n\n\b\n  dlmcost model examples/tiny-dlm.yaml\n  dlmcost model GSAI-ML/LLaDA-8B-Instruct -f json")
@@ -479,7 +466,7 @@ def model(
     info = api.model_info(spec)
     if verify:
         info["verify"] = api.verify_model(spec, revision=revision)
-    report.render_model(info, fmt, _console())
+    report.render_model(info, fmt, _output())
     if verify and info["verify"].get("warning"):
         _stderr(f"warning: {info['verify']['warning']}")
 
@@ -515,7 +502,7 @@ def calibrate(
     cal.write_stack(result["data"], Path(out))
     from .report_stacks import render_calibration
 
-    render_calibration(result, out, fmt, _console())
+    render_calibration(result, out, fmt, _output())
 
 
 @app.command()
@@ -562,7 +549,7 @@ def measure(
         res = ms.measure_workload(spec, gpu, {k: v for k, v in wl.items() if v is not None}, base, be,
                                   warmup=warmup, repeats=repeats, layers=layers, hardware=hardware)
         results.append(res)
-        render_measure(res, fmt, _console())
+        render_measure(res, fmt, _output())
     model_ref = str(Path(model).resolve()) if Path(model).is_file() else model
     doc = ms.as_points(results, model_ref, gpu)
     if out:
@@ -572,7 +559,7 @@ def measure(
         points = MeasurementFile.model_validate(doc).points
         result = cal.calibrate_what_data_pins(points, Path.cwd(), base, f"{base.name}-measured", hardware)
         cal.write_stack(result["data"], Path(profile_out))
-        render_calibration(result, profile_out, fmt, _console())
+        render_calibration(result, profile_out, fmt, _output())
 
 
 @app.command(epilog="Examples:\n\n\b\n  dlmcost plan --rate 5 --p95 10 --gpu h100,b200\n  dlmcost plan --scenario examples/plan-scenario.yaml --plot plan.png")
@@ -642,16 +629,16 @@ def plan(
         if progress:
             progress.clear()
     record = planner.to_record(result)
-    console = _console()
+    out = _output()
     chart = _plan_chart(record) if plot or fmt == "html" else None
     if fmt == "html":
         from .html import plan_page
 
-        console.file.write(plan_page(record, [chart] if chart else [], top))
+        out.write(plan_page(record, [chart] if chart else [], top))
     else:
-        report.render_plan(record, fmt, console, top=top)
+        report.render_plan(record, fmt, out, top=top)
     if chart:
-        _draw(chart, plot, console)
+        _draw(chart, plot, out)
     if not result.deployments:
         miss = result.nearest_miss
         if miss is None:

@@ -1,4 +1,4 @@
-"""Rendering: rich tables, JSON, CSV and Markdown. No arithmetic beyond unit scaling."""
+"""Rendering: text tables (textable.py), JSON, CSV and Markdown. No arithmetic beyond unit scaling."""
 
 from __future__ import annotations
 
@@ -7,13 +7,9 @@ import json
 import math
 from typing import Any, Iterable
 
-from rich import box
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
-
+from .output import Output, Styled
 from .terminal import shown
+from .textable import Column
 
 FORMATS = ("table", "json", "csv", "markdown", "html")
 CHART_FORMATS = ("html",)  # formats only analyze and sweep offer (they draw charts)
@@ -53,11 +49,11 @@ def gb(nbytes: float | None) -> str:
     return "-" if nbytes is None else f"{nbytes / 1e9:.4g}" if nbytes < 1e12 else f"{nbytes / 1e9:.0f}"
 
 
-def verdict_text(v: str | None) -> Text:
+def verdict_text(v: str | None) -> Styled:
     """Tables say 'memory' / 'compute' under a 'bound' header to stay within 100 columns."""
     if not v:
-        return Text("-")
-    return Text(v.removesuffix("-bound"), style=VERDICT_STYLE.get(v, ""))
+        return Styled("-")
+    return Styled(v.removesuffix("-bound"), VERDICT_STYLE.get(v, ""))
 
 
 # --- generic output --------------------------------------------------------------------------------
@@ -82,11 +78,6 @@ def safe(text) -> str:
     return shown(text, None)
 
 
-def markup_safe(text) -> str:
-    """The same, for `console.print` of a string: rich markup in it shown literally."""
-    return escape(safe(text))
-
-
 def to_csv(rows: list[dict]) -> str:
     import csv  # only for --format csv
 
@@ -107,43 +98,33 @@ def to_markdown(headers: list[str], rows: Iterable[list[str]], right: Iterable[b
     return "\n".join(lines) + "\n"
 
 
-def table(title: str | None, headers: list[str], rows: Iterable[list], caption: str | None = None,
-          wrap_last: bool = False) -> Table:
-    """Compact tables (one space between columns) so that they stay within 100 columns."""
-    t = Table(title=Text(safe(title)) if title is not None else None, caption=caption, title_justify="left", caption_justify="left", header_style="bold",
-              box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
-    for i, h in enumerate(headers):
-        last = i == len(headers) - 1
-        wraps = wrap_last and last  # free text: left-aligned, wrapped at word boundaries
-        t.add_column(h, justify="left" if i < 2 or wraps else "right", no_wrap=not wraps,
-                     overflow="fold" if wraps else "ellipsis")
-    for r in rows:
-        t.add_row(*[c if isinstance(c, Text) else Text(safe(c)) for c in r])  # never parsed as markup
-    return t
-
-
 def plain(cell) -> str:
-    return cell.plain if isinstance(cell, Text) else str(cell)
+    """A cell as text (a styled one without its style; a multi-line one joined by newlines)."""
+    return "\n".join(cell) if isinstance(cell, (list, tuple)) else str.__str__(cell) if isinstance(cell, str) else str(cell)
 
 
-def print_fitted(console: Console, columns: list, rows: list[list], caption: str | None = None) -> None:
-    """A results table within the console's width: the least important columns are dropped whole
-    (and named) rather than the numbers elided."""
+def hidden_note(width: int, dropped: list[str]) -> str:
+    return f"(hidden at {width} columns: {', '.join(dropped)}; widen the terminal, set COLUMNS, or use --format csv)"
+
+
+def print_fitted(out: Output, columns: list[Column], rows: list[list], caption: str | None = None,
+                 title: str | None = None) -> None:
+    """A table within the output's width: the least important columns are dropped whole (and
+    named) rather than the numbers elided; free-text columns wrap. `title` above it in bold,
+    `caption` below it dimmed."""
     from . import textable
 
-    keep, dropped = textable.fit(columns, rows, console.width)
-    color = getattr(console, "_color_system", None) if not console.no_color else None
-    console.file.write(textable.render(columns, rows, keep, color))
+    if title is not None:
+        out.line(safe(title), style="bold")
+    keep, dropped = textable.fit(columns, rows, out.width)
+    out.write(textable.render(columns, rows, keep, out.color, out.width))
     if dropped:
-        console.print(f"(hidden at {console.width} columns: {', '.join(dropped)}; widen the terminal, "
-                      f"set COLUMNS, or use --format csv)", highlight=False, style="dim")
+        out.line(hidden_note(out.width, dropped), style="dim")
     if caption:
-        console.print(caption, highlight=False, style="dim")
+        out.line(caption, style="dim")
 
 
-def _columns(headers: list[str], priority: list[int], left: int = 1):
-    from .textable import Column
-
+def table_columns(headers: list[str], priority: list[int], left: int = 1) -> list[Column]:
     return [Column(h, p, right=i >= left) for i, (h, p) in enumerate(zip(headers, priority))]
 
 
@@ -174,14 +155,14 @@ def analyze_rows(a: dict) -> list[list]:
     rows = []
     for r in a["results"]:
         if not r.get("supported"):
-            rows.append([r["gpu"], "-", "-", "-", "-", "-", Text("unsupported", style="yellow"), "-", "-", "-", "-"])
+            rows.append([r["gpu"], "-", "-", "-", "-", "-", Styled("unsupported", "yellow"), "-", "-", "-", "-"])
             continue
         k = r["knee"]["block"]
         knee = ">limit" if k is None else "all" if k >= a["workload"]["gen"] else str(k)
         rows.append([
             r["gpu"], ms(r["time_s"]), num(r["tokens_per_s"], 4), speedup(r["time_ratio_to_ar"]),
             num(r["arithmetic_intensity"]), num(r["ridge_flops_per_byte"]), verdict_text(r["verdict"]),
-            gb(r["memory"]["total_bytes"]), "yes" if r["memory"]["fits"] else Text("NO", style="red bold"),
+            gb(r["memory"]["total_bytes"]), "yes" if r["memory"]["fits"] else Styled("NO", "red bold"),
             str(r["memory"]["max_batch"]), knee,
         ])
     return rows
@@ -206,6 +187,8 @@ def analyze_header(a: dict) -> str:
 
 PASS_HEADERS = ["pass", "count", "q", "c", "GFLOP\n/pass", "MB\n/pass", "weights\nMB", "KV read\nMB",
                 "AI\nFLOP/B", "bound", "ms\n/pass"]
+# A narrow terminal keeps what a pass costs (count, time, verdict) and drops its make-up first.
+PASS_PRIORITY = [0, 0, 2, 2, 1, 1, 3, 3, 2, 0, 0]
 
 
 def pass_rows(result: dict) -> list[list]:
@@ -220,6 +203,7 @@ def pass_rows(result: dict) -> list[list]:
 
 
 OP_HEADERS = ["op", "TFLOP", "GB\nmoved", "AI\nFLOP/B", "time\nms", "share\n%"]
+OP_PRIORITY = [0, 1, 1, 2, 0, 0]
 
 
 def op_rows(result: dict) -> list[list]:
@@ -258,40 +242,41 @@ def analyze_ops_csv_rows(a: dict) -> list[dict]:
     return [{k: row.get(k, "") for k in keys} for row in out]
 
 
-def render_analyze(a: dict, fmt: str, console: Console, show_ops: bool = False, charts: list | None = None) -> None:
+def render_analyze(a: dict, fmt: str, out: Output, show_ops: bool = False, charts: list | None = None) -> None:
     if fmt == "html":
         from .html import analyze_page
 
-        console.file.write(analyze_page(a, charts or [], show_ops))
+        out.write(analyze_page(a, charts or [], show_ops))
         return
     if fmt == "json":
-        console.file.write(to_json(a) + "\n")
+        out.write(to_json(a) + "\n")
         return
     if fmt == "csv":
-        console.file.write(to_csv(analyze_csv_rows(a) if not show_ops else analyze_ops_csv_rows(a)))
+        out.write(to_csv(analyze_csv_rows(a) if not show_ops else analyze_ops_csv_rows(a)))
         return
     rows = analyze_rows(a)
     if fmt == "markdown":
-        out = [analyze_header(a).replace("\n", "  \n") + "\n",
-               to_markdown(ANALYZE_HEADERS, ([plain(c) for c in r] for r in rows), [i >= 1 and h != "bound" and h != "fits" for i, h in enumerate(ANALYZE_HEADERS)]),
-               f"\n{ANALYZE_CAPTION}\n"]
+        parts = [analyze_header(a).replace("\n", "  \n") + "\n",
+                 to_markdown(ANALYZE_HEADERS, ([plain(c) for c in r] for r in rows), [i >= 1 and h != "bound" and h != "fits" for i, h in enumerate(ANALYZE_HEADERS)]),
+                 f"\n{ANALYZE_CAPTION}\n"]
         if show_ops:
             for r in a["results"]:
                 if r.get("supported"):
-                    out.append(f"\n**{safe(r['gpu'])}** passes\n\n" + to_markdown(PASS_HEADERS, ([plain(c) for c in x] for x in pass_rows(r)), [i >= 1 and h != "bound" for i, h in enumerate(PASS_HEADERS)]))
-                    out.append("\n" + to_markdown(OP_HEADERS, op_rows(r), [i >= 1 for i in range(len(OP_HEADERS))]))
-        console.file.write("".join(out))
+                    parts.append(f"\n**{safe(r['gpu'])}** passes\n\n" + to_markdown(PASS_HEADERS, ([plain(c) for c in x] for x in pass_rows(r)), [i >= 1 and h != "bound" for i, h in enumerate(PASS_HEADERS)]))
+                    parts.append("\n" + to_markdown(OP_HEADERS, op_rows(r), [i >= 1 for i in range(len(OP_HEADERS))]))
+        out.write("".join(parts))
         return
-    console.print(escape(analyze_header(a)), highlight=False)
-    print_fitted(console, _columns(ANALYZE_HEADERS, ANALYZE_PRIORITY), rows, ANALYZE_CAPTION)
+    out.line(analyze_header(a))
+    print_fitted(out, table_columns(ANALYZE_HEADERS, ANALYZE_PRIORITY), rows, ANALYZE_CAPTION)
     for r in a["results"]:
         if not r.get("supported"):
-            console.print(Text(safe(f"{r['gpu']}: {r['error']}"), style="yellow"))
+            out.line(safe(f"{r['gpu']}: {r['error']}"), style="yellow")
     if show_ops:
         for r in a["results"]:
             if r.get("supported"):
-                console.print(table(f"{r['gpu']}: passes", PASS_HEADERS, pass_rows(r)))
-                console.print(table(f"{r['gpu']}: ops over the whole generation", OP_HEADERS, op_rows(r)))
+                print_fitted(out, table_columns(PASS_HEADERS, PASS_PRIORITY), pass_rows(r), title=f"{r['gpu']}: passes")
+                print_fitted(out, table_columns(OP_HEADERS, OP_PRIORITY), op_rows(r),
+                             title=f"{r['gpu']}: ops over the whole generation")
 
 
 # --- sweep -----------------------------------------------------------------------------------------
@@ -321,7 +306,7 @@ def _sweep_cells(rows: list[dict], all_rows: list[dict]) -> tuple[list[str], lis
               "-" if r["block"] is None else str(r["block"]), str(r["batch"]), r["precision"], f"{r['tp']}/{r['ep']}",
               count(r["nfe"]), ms(r["time_s"]), num(r["tokens_per_s"], 4), speedup(r["time_ratio_to_ar"]),
               num(r["arithmetic_intensity"]), verdict_text(r["verdict"]),
-              "yes" if r["fits"] else Text("NO", style="red bold")] for r in rows]
+              "yes" if r["fits"] else Styled("NO", "red bold")] for r in rows]
     index = [i for i, k in enumerate(keep) if k]
     return [SWEEP_HEADERS[i] for i in index], [[row[i] for i in index] for row in cells], index
 
@@ -339,59 +324,61 @@ def more_rows_note(shown: int, total: int) -> str:
             f"which come first, --format csv prints every row")
 
 
-def render_sweep(result: dict, rows: list[dict], fmt: str, console: Console, shown: list[dict],
+def render_sweep(result: dict, rows: list[dict], fmt: str, out: Output, shown: list[dict],
                  charts: list | None = None) -> None:
     if fmt == "html":
         from .html import sweep_page
 
-        console.file.write(sweep_page(result, rows, shown, charts or []))
+        out.write(sweep_page(result, rows, shown, charts or []))
         return
     if fmt == "json":
         meta = {k: v for k, v in result.items() if k != "columns"}
-        console.file.write(to_json(dict(**meta, rows=rows)) + "\n")
+        out.write(to_json(dict(**meta, rows=rows)) + "\n")
         return
     if fmt == "csv":
-        console.file.write(to_csv(rows))
+        out.write(to_csv(rows))
         return
     skipped = sweep_summary(result)
     headers, body, index = _sweep_cells(shown, rows)
     if fmt == "markdown":
-        console.file.write(f"{safe(result['model']['id'])}: {skipped}\n\n"
+        out.write(f"{safe(result['model']['id'])}: {skipped}\n\n"
                            + to_markdown(headers, ([plain(c) for c in r] for r in body),
                                          [SWEEP_HEADERS.index(h) >= 2 and h not in ("prec", "bound", "fit") for h in headers])
                            + (f"\n{more_rows_note(len(shown), len(rows))}\n" if len(shown) < len(rows) else "")
                            + f"\n{SWEEP_CAPTION}\n")
         return
-    console.print(f"{markup_safe(result['model']['id'])} · {escape(skipped)}", highlight=False)
-    columns = _columns(headers, [SWEEP_PRIORITY[i] for i in index], left=2)
+    out.line(f"{safe(result['model']['id'])} · {skipped}")
+    columns = table_columns(headers, [SWEEP_PRIORITY[i] for i in index], left=2)
     for c, i in zip(columns, index):
         c.right = 2 <= i != 7
         knob = SWEEP_KNOBS.get(i)
         if knob is not None and len({r[knob] for r in rows}) == 1:
             c.priority, c.same = 6, plain(body[0][index.index(i)]) if body else None
-    print_fitted(console, columns, body)
+    print_fitted(out, columns, body)
     if len(shown) < len(rows):
-        console.print(more_rows_note(len(shown), len(rows)), highlight=False, style="yellow")
-    console.print(SWEEP_CAPTION, highlight=False, style="dim")
+        out.line(more_rows_note(len(shown), len(rows)), style="yellow")
+    out.line(SWEEP_CAPTION, style="dim")
 
 # --- schemes ---------------------------------------------------------------------------------------
 
-SCHEME_HEADERS = ["scheme", "knobs", "stops at EOS", "what it runs"]
+SCHEME_HEADERS = ["scheme", "knobs", "stops\nat EOS", "what it runs"]
 
 
-def render_schemes(entries: list[dict], fmt: str, console: Console) -> None:
+def render_schemes(entries: list[dict], fmt: str, out: Output) -> None:
     if fmt == "json":
-        console.file.write(to_json(entries) + "\n")
+        out.write(to_json(entries) + "\n")
         return
     if fmt == "csv":
-        console.file.write(to_csv(entries))
+        out.write(to_csv(entries))
         return
     rows = [[e["name"], e["knobs"], "yes" if e["stops_at_eos"] else "no", e["summary"]] for e in entries]
     if fmt == "markdown":
-        console.file.write(to_markdown(SCHEME_HEADERS, rows))
-    else:  # one knob per line, so that the summary keeps most of the 100 columns
-        rows = [[name, knobs.replace(", ", "\n"), *rest] for name, knobs, *rest in rows]
-        console.print(table(None, SCHEME_HEADERS, rows, wrap_last=True))
+        out.write(to_markdown(SCHEME_HEADERS, rows))
+    else:  # one knob per line, so that the description, wrapped, keeps most of the width
+        rows = [[name, knobs.split(", "), *rest] for name, knobs, *rest in rows]
+        columns = [Column("scheme", 0, right=False), Column("knobs", 1, right=False),
+                   Column("stops\nat EOS", 2, right=False), Column("what it runs", 0, wrap=True)]
+        print_fitted(out, columns, rows)
 
 
 # --- gpus / models / model ---------------------------------------------------------------------
@@ -419,10 +406,10 @@ GPU_CAPTION = ("mem: GB = 1e9 bytes, the unit of every memory figure dlmcost pri
 GPU_PRIORITY = [0, 0, 3, 0, 1, 2, 2, 3, 4, 4, 2]
 
 
-def render_gpus(gpus, fmt: str, console: Console) -> None:
+def render_gpus(gpus, fmt: str, out: Output) -> None:
     recs = gpu_records(gpus)
     if fmt == "json":
-        console.file.write(to_json(recs) + "\n")
+        out.write(to_json(recs) + "\n")
         return
 
     def peak(r, k):
@@ -435,48 +422,54 @@ def render_gpus(gpus, fmt: str, console: Console) -> None:
              peak(r, "bf16"), peak(r, "fp8"), peak(r, "fp4"), ridge(r, "bf16"), ridge(r, "fp8"), ridge(r, "fp4"),
              r["status"]] for r in recs]
     if fmt == "csv":
-        console.file.write(to_csv([dict(zip((h.replace("\n", " ") for h in GPU_HEADERS), r)) for r in rows]))
+        out.write(to_csv([dict(zip((h.replace("\n", " ") for h in GPU_HEADERS), r)) for r in rows]))
     elif fmt == "markdown":
-        console.file.write(to_markdown(GPU_HEADERS, rows))
+        out.write(to_markdown(GPU_HEADERS, rows))
     else:
-        columns = _columns(GPU_HEADERS, GPU_PRIORITY)
+        columns = table_columns(GPU_HEADERS, GPU_PRIORITY)
         columns[-1].right = False  # status is a word
-        print_fitted(console, columns, rows, GPU_CAPTION)
+        print_fitted(out, columns, rows, GPU_CAPTION)
 
 
 MODEL_HEADERS = ["model", "family", "params", "active", "KV\nKiB/tok", "default\nscheme", "config"]
+# A narrow terminal keeps the id, the size and the K/V bytes (what memory planning needs).
+MODEL_PRIORITY = [0, 3, 0, 1, 0, 2, 1]
+MODEL_CAPTION = ("KV: bf16 K/V cache per token, all layers; config status from the bundled MANIFEST (unverified = "
+                 "third-party dimensions)")
 
 
-def render_models(entries: list[dict], fmt: str, console: Console) -> None:
+def render_models(entries: list[dict], fmt: str, out: Output) -> None:
     if fmt == "json":
-        console.file.write(to_json(entries) + "\n")
+        out.write(to_json(entries) + "\n")
         return
     rows = [[e["id"], e["family"], f"{e['params_total'] / 1e9:.2f}B", f"{e['params_active'] / 1e9:.2f}B",
              f"{e['kv_bytes_per_token'] / 1024:.4g}", e["default_scheme"],
-             Text(e["status"], style="yellow" if e["status"] == "unverified" else "")] for e in entries]
+             Styled(e["status"], "yellow" if e["status"] == "unverified" else "")] for e in entries]
     if fmt == "csv":
-        console.file.write(to_csv(entries))
+        out.write(to_csv(entries))
     elif fmt == "markdown":
-        console.file.write(to_markdown(MODEL_HEADERS, ([plain(c) for c in r] for r in rows)))
+        out.write(to_markdown(MODEL_HEADERS, ([plain(c) for c in r] for r in rows)))
     else:
-        console.print(table(None, MODEL_HEADERS, rows, caption="KV: bf16 K/V cache per token, all layers; "
-                            "config status from the bundled MANIFEST (unverified = third-party dimensions)"))
+        columns = table_columns(MODEL_HEADERS, MODEL_PRIORITY, left=2)
+        columns[-2].right = columns[-1].right = False  # words
+        print_fitted(out, columns, rows, MODEL_CAPTION)
 
 
-def render_model(info: dict, fmt: str, console: Console) -> None:
+def render_model(info: dict, fmt: str, out: Output) -> None:
     if fmt == "json":
-        console.file.write(to_json(info) + "\n")
+        out.write(to_json(info) + "\n")
         return
     rows = [[k, _fmt_value(v)] for k, v in info.items() if not isinstance(v, dict)]
     for k, v in info.items():
         if isinstance(v, dict):
             rows += [[f"{k}.{kk}", _fmt_value(vv)] for kk, vv in v.items()]
     if fmt == "csv":
-        console.file.write(to_csv([{r[0]: r[1] for r in rows}]))
+        out.write(to_csv([{r[0]: r[1] for r in rows}]))
     elif fmt == "markdown":
-        console.file.write(to_markdown(["field", "value"], rows))
+        out.write(to_markdown(["field", "value"], rows))
     else:
-        console.print(table(info["id"], ["field", "value"], rows, wrap_last=True))
+        columns = [Column("field", 0, right=False), Column("value", 0, right=False, wrap=True)]
+        print_fitted(out, columns, rows, title=info["id"])
 
 
 def _fmt_value(v) -> str:
@@ -538,12 +531,12 @@ def plan_csv_rows(p: dict) -> list[dict]:
     return [dict(set=name, **{k: r.get(k) for k in PLAN_CSV_KEYS}) for name, r in rows]
 
 
-def render_plan(p: dict, fmt: str, console: Console, top: int = 15) -> None:
+def render_plan(p: dict, fmt: str, out: Output, top: int = 15) -> None:
     if fmt == "json":
-        console.file.write(to_json(p) + "\n")
+        out.write(to_json(p) + "\n")
         return
     if fmt == "csv":
-        console.file.write(to_csv(plan_csv_rows(p)))
+        out.write(to_csv(plan_csv_rows(p)))
         return
     shown = p["deployments"][:top]
     baseline = p["ar_baseline"][:3]
@@ -564,19 +557,18 @@ def render_plan(p: dict, fmt: str, console: Console, top: int = 15) -> None:
         sections.append(("no deployment meets the targets; nearest miss", plan_table(miss, True), None))
     no_ar = not baseline and any(r["scheme"] != "ar" for r in p["deployments"])
     if fmt == "markdown":
-        out = [plan_header(p).replace("\n", "  \n") + "\n"]
+        parts = [plan_header(p).replace("\n", "  \n") + "\n"]
         for title, (headers, rows), _ in sections:
-            out.append(f"\n{title}\n\n" + to_markdown(headers, rows, [h not in ("GPU", "scheme/\nb/tpf", "R×TP\nprec") for h in headers]))
+            parts.append(f"\n{title}\n\n" + to_markdown(headers, rows, [h not in ("GPU", "scheme/\nb/tpf", "R×TP\nprec") for h in headers]))
         if no_ar:
-            out.append("\nAR baseline: no autoregressive deployment meets the targets\n")
-        out.append(f"\n{caption}\n")
-        console.file.write("".join(out))
+            parts.append("\nAR baseline: no autoregressive deployment meets the targets\n")
+        parts.append(f"\n{caption}\n")
+        out.write("".join(parts))
         return
-    console.print(plan_header(p))
+    out.line(plan_header(p))
     for title, (headers, rows), cap in sections:
-        console.print(title, highlight=False, style="bold")
         left = 2 if headers[1] != "R×TP\nprec" else 1
-        print_fitted(console, _columns(headers, [PLAN_PRIORITY[PLAN_HEADERS.index(h)] for h in headers], left),
-                     rows, cap)
+        print_fitted(out, table_columns(headers, [PLAN_PRIORITY[PLAN_HEADERS.index(h)] for h in headers], left),
+                     rows, cap, title=title)
     if no_ar:
-        console.print("AR baseline: no autoregressive deployment meets the targets", style="yellow")
+        out.line("AR baseline: no autoregressive deployment meets the targets", style="yellow")

@@ -3,11 +3,13 @@ Kept apart from report.py (the analyze/sweep renderers); reuses its formatting h
 
 from __future__ import annotations
 
-from rich.console import Console
-
-from .report import plain, table, to_csv, to_json, to_markdown
+from .output import Output
+from .report import table_columns, print_fitted, to_csv, to_json, to_markdown
 
 POINT_HEADERS = ["point", "GPU", "measured\nms/fwd", "before\nms/fwd", "before\nerror", "after\nms/fwd", "after\nerror"]
+POINT_PRIORITY = [0, 1, 0, 2, 2, 0, 0]  # a narrow terminal keeps the measurement and the fitted prediction
+MEASURE_HEADERS = ["pass family", "q", "c", "count", "measured\nms", "predicted\nms", "ratio\npred/meas"]
+MEASURE_PRIORITY = [0, 1, 1, 2, 0, 0, 0]
 
 
 def _err(r: dict) -> str:
@@ -19,40 +21,42 @@ def calibration_rows(result: dict) -> list[list[str]]:
              f"{a['predicted_ms']:.4g}", _err(a)] for b, a in zip(result["before"], result["after"])]
 
 
-def render_calibration(result: dict, out: str, fmt: str, console: Console) -> None:
+def render_calibration(result: dict, written: str, fmt: str, out: Output) -> None:
     rows = calibration_rows(result)
     if fmt == "json":
-        doc = dict(stack=result["data"]["name"], written=out, fitted=result["values"],
+        doc = dict(stack=result["data"]["name"], written=written, fitted=result["values"],
                    rms_log_error=result["rms_log_error"],
                    points=[dict(id=b["id"], gpu=b["gpu"], measured_ms=b["measured_ms"], before_ms=b["predicted_ms"],
                                 before_error=b["error"], after_ms=a["predicted_ms"], after_error=a["error"])
                            for b, a in zip(result["before"], result["after"])])
-        console.file.write(to_json(doc) + "\n")
+        out.write(to_json(doc) + "\n")
         return
     if fmt == "csv":
-        console.file.write(to_csv([dict(zip((h.replace("\n", " ") for h in POINT_HEADERS), r)) for r in rows]))
+        out.write(to_csv([dict(zip((h.replace("\n", " ") for h in POINT_HEADERS), r)) for r in rows]))
         return
     if fmt == "markdown":
-        console.file.write(to_markdown(POINT_HEADERS, rows))
+        out.write(to_markdown(POINT_HEADERS, rows))
         return
     fitted = ", ".join(f"{k}={v:.4g}" for k, v in result["values"].items())
-    console.print(table(f"calibrated stack '{result['data']['name']}' written to {out}", POINT_HEADERS, rows,
-                        caption=f"fitted: {fitted} (host/fixed in us; gemm = multiplier on the GEMM curve); "
-                                f"RMS log error {result['rms_log_error']:.3f}; error = max(pred/meas, meas/pred)"))
+    print_fitted(out, table_columns(POINT_HEADERS, POINT_PRIORITY, left=2), rows,
+                 caption=f"fitted: {fitted} (host/fixed in us; gemm = multiplier on the GEMM curve); "
+                         f"RMS log error {result['rms_log_error']:.3f}; error = max(pred/meas, meas/pred)",
+                 title=f"calibrated stack '{result['data']['name']}' written to {written}")
 
 
-def render_measure(result: dict, fmt: str, console: Console) -> None:
-    headers = ["pass family", "q", "c", "count", "measured\nms", "predicted\nms", "ratio\npred/meas"]
+def render_measure(result: dict, fmt: str, out: Output) -> None:
+    headers = MEASURE_HEADERS
     rows = [[f["name"], f"{f['q']:g}", f"{f['c']:g}", f"{f['count']:g}", f"{f['measured_ms']:.4g}",
              f"{f['predicted_ms']:.4g}", f"{f['predicted_ms'] / f['measured_ms']:.3g}"] for f in result["families"]]
     if fmt == "json":
-        console.file.write(to_json(result) + "\n")
+        out.write(to_json(result) + "\n")
     elif fmt == "csv":
-        console.file.write(to_csv([dict(zip((h.replace("\n", " ") for h in headers), r)) for r in rows]))
+        out.write(to_csv([dict(zip((h.replace("\n", " ") for h in headers), r)) for r in rows]))
     elif fmt == "markdown":
-        console.file.write(to_markdown(headers, rows))
+        out.write(to_markdown(headers, rows))
     else:
-        console.print(table(f"{result['model']} on {result['device']} ({result['backend']} backend), "
-                            f"stack '{result['stack']}'", headers, [[plain(c) for c in r] for r in rows],
-                            caption=f"median of {result['repeats']} timed runs after {result['warmup']} warm-up; "
-                                    "predicted = the stack's time for the same pass"))
+        print_fitted(out, table_columns(headers, MEASURE_PRIORITY), rows,
+                     caption=f"median of {result['repeats']} timed runs after {result['warmup']} warm-up; "
+                             "predicted = the stack's time for the same pass",
+                     title=f"{result['model']} on {result['device']} ({result['backend']} backend), "
+                           f"stack '{result['stack']}'")

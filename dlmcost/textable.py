@@ -1,19 +1,17 @@
-"""Fast plain-text tables for results that can run to thousands of rows (analyze, sweep).
+"""Plain-text tables for every table dlmcost prints on a terminal.
 
-rich lays out every cell of a Table (about 2 ms a row), so a 4,000-row sweep took seconds to
-draw; these tables are a handful of string joins. They also fit the width they are given by
-dropping the least important columns, whole, instead of eliding the numbers to '…', and report
-which columns they dropped.
+A handful of string joins (a 4,000-row sweep draws in milliseconds; rich laid out every cell at
+about 2 ms a row). They fit the width they are given by dropping the least important columns,
+whole, instead of eliding numbers to '…', and report which columns they dropped. A column of
+free text (a description) is instead wrapped at word boundaries into the width that is left.
 """
 
 from __future__ import annotations
 
-from .terminal import shown
-
 from dataclasses import dataclass
 
-from rich.style import Style
-from rich.text import Text
+from .output import Styled, paint, wrap
+from .terminal import shown
 
 GAP = 2  # spaces between columns
 
@@ -24,6 +22,8 @@ class Column:
     priority: int  # 0 = never dropped; larger numbers are dropped first
     right: bool = True  # numbers are right-aligned
     same: str | None = None  # the value in every row, when it is the same (said when the column is dropped)
+    wrap: bool = False  # free text: left-aligned and wrapped into the width the other columns leave
+    min_width: int = 24  # a wrapped column narrower than this is dropped instead (if its priority allows)
 
 
 def _printable(s: str) -> str:
@@ -32,31 +32,40 @@ def _printable(s: str) -> str:
     return s if s.isprintable() else shown(s, None)
 
 
-def _plain(cell) -> str:
-    return _printable(cell.plain if isinstance(cell, Text) else str(cell))
+def _lines(cell) -> list[str]:
+    """A cell's lines: a list or tuple of strings is one line each (the knobs of a scheme)."""
+    if isinstance(cell, (list, tuple)):
+        return [_printable(str(c)) for c in cell] or [""]
+    return [_printable(str.__str__(cell) if isinstance(cell, str) else str(cell))]
 
 
-def widths(columns: list[Column], cells: list[list[str]]) -> list[int]:
+def _natural(columns: list[Column], cells: list[list[list[str]]]) -> list[int]:
     out = [max(len(line) for line in c.header.split("\n")) for c in columns]
     for row in cells:
-        for i, s in enumerate(row):
-            if len(s) > out[i]:
-                out[i] = len(s)
+        for i, lines in enumerate(row):
+            for s in lines:
+                if len(s) > out[i]:
+                    out[i] = len(s)
     return out
+
+
+def _needed(column: Column, natural: int) -> int:
+    """The width a column needs to be kept: a wrapped one can give up all but `min_width`."""
+    return min(natural, max(column.min_width, len(column.header))) if column.wrap else natural
 
 
 def fit(columns: list[Column], rows: list[list], width: int | None) -> tuple[list[int], list[str]]:
     """Indices of the columns kept within `width`, and the headers of those dropped
     (highest priority number first, the rightmost of equals first)."""
-    cells = [[_plain(c) for c in r] for r in rows]
-    w = widths(columns, cells)
+    natural = _natural(columns, [[_lines(c) for c in r] for r in rows])
+    need = [_needed(c, n) for c, n in zip(columns, natural)]
     keep = list(range(len(columns)))
     dropped = []
     if width is None:
         return keep, dropped
     order = sorted((i for i, c in enumerate(columns) if c.priority > 0), key=lambda i: (-columns[i].priority, -i))
     for i in order:
-        if sum(w[k] for k in keep) + GAP * (len(keep) - 1) <= width:
+        if sum(need[k] for k in keep) + GAP * (len(keep) - 1) <= width:
             break
         keep.remove(i)
         name = columns[i].header.replace("\n", " ")
@@ -64,31 +73,47 @@ def fit(columns: list[Column], rows: list[list], width: int | None) -> tuple[lis
     return keep, dropped
 
 
-def render(columns: list[Column], rows: list[list], keep: list[int], color_system: str | None) -> str:
-    """The table as text: two header lines, a rule, the rows. Styled cells (rich Text) keep their
-    style when `color_system` is set (a terminal that takes colour), and are plain otherwise."""
+def _widths(cols: list[Column], natural: list[int], width: int | None) -> list[int]:
+    """Column widths: natural, except that wrapped columns share what the others leave of `width`,
+    never less than the width `fit` counted them at."""
+    wrapped = [j for j, c in enumerate(cols) if c.wrap]
+    if width is None or not wrapped:
+        return natural
+    out = list(natural)
+    spare = width - GAP * (len(cols) - 1) - sum(n for j, n in enumerate(natural) if j not in wrapped)
+    for k, j in enumerate(sorted(wrapped, key=lambda j: natural[j])):  # the narrowest take their fill first
+        out[j] = max(min(natural[j], spare // (len(wrapped) - k)), _needed(cols[j], natural[j]))
+        spare -= out[j]
+    return out
+
+
+def render(columns: list[Column], rows: list[list], keep: list[int], color: bool, width: int | None = None) -> str:
+    """The table as text: the header lines (bold when `color`), a rule, the rows. Styled cells
+    keep their style when `color` is on (a terminal that takes colour) and are plain otherwise;
+    wrapped columns are wrapped into `width`."""
     cols = [columns[i] for i in keep]
-    cells = [[_plain(r[i]) for i in keep] for r in rows]
-    w = widths(cols, cells)
+    cells = [[_lines(r[i]) for i in keep] for r in rows]
+    w = _widths(cols, _natural(cols, cells), width)
     heads = [c.header.split("\n") for c in cols]
     depth = max(len(h) for h in heads)
     lines = []
     for level in range(depth):
         parts = []
-        for c, h, width in zip(cols, heads, w):
+        for c, h, cw in zip(cols, heads, w):
             text = h[level - (depth - len(h))] if level >= depth - len(h) else ""
-            parts.append(text.rjust(width) if c.right else text.ljust(width))
+            parts.append(text.rjust(cw) if c.right and not c.wrap else text.ljust(cw))
         line = (" " * GAP).join(parts).rstrip()
-        lines.append(Style(bold=True).render(line, color_system=color_system) if color_system else line)
-    lines.append((" " * GAP).join("─" * width for width in w))
-    styled = color_system is not None
+        lines.append(paint(line, "bold") if color else line)
+    lines.append((" " * GAP).join("─" * cw for cw in w))
     for raw, row in zip(rows, cells):
-        parts = []
-        for j, (i, c, width) in enumerate(zip(keep, cols, w)):
-            s = row[j].rjust(width) if c.right else row[j].ljust(width)
-            cell = raw[i]
-            if styled and isinstance(cell, Text) and cell.style:
-                s = Style.parse(str(cell.style)).render(s, color_system=color_system)
-            parts.append(s)
-        lines.append((" " * GAP).join(parts).rstrip())
+        blocks = []
+        for j, (i, c, cw) in enumerate(zip(keep, cols, w)):
+            text = row[j]
+            if c.wrap:
+                text = [piece for s in text for piece in wrap(s, cw)]
+            style = raw[i].style if color and isinstance(raw[i], Styled) else None
+            blocks.append([paint(s.rjust(cw) if c.right and not c.wrap else s.ljust(cw), style) for s in text])
+        for k in range(max(len(b) for b in blocks)):
+            parts = [b[k] if k < len(b) else " " * cw for b, cw in zip(blocks, w)]
+            lines.append((" " * GAP).join(parts).rstrip())
     return "\n".join(lines) + "\n"

@@ -256,14 +256,14 @@ def test_drawing_a_4000_row_sweep_table_takes_under_a_second():
     result = api.sweep(gpus="all", blocks=[4, 8, 16, 32], batches=[1, 2, 4, 8, 16], gens=[128, 256, 512])
     rows = api.sweep_rows(result)[:4000]
     assert len(rows) == 4000
-    from rich.console import Console
+    from dlmcost.output import Output
 
-    console = Console(file=io.StringIO(), width=120)
+    out = Output(io.StringIO(), width=120)
     start = time.perf_counter()
-    report.render_sweep(result.model_dump(exclude={"rows"}), rows, "table", console, rows)
+    report.render_sweep(result.model_dump(exclude={"rows"}), rows, "table", out, rows)
     elapsed = time.perf_counter() - start
     assert elapsed < 1.0, elapsed
-    assert console.file.getvalue().count("\n") > 4000
+    assert out.stream.getvalue().count("\n") > 4000
 
 
 @pytest.mark.parametrize("env", [{"NO_COLOR": "1"}, {"TERM": "dumb"}])
