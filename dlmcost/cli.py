@@ -396,7 +396,7 @@ def _stream_sweep(models: list[str], options: dict, fmt: str, out: Output, requi
                 out.write("".join(json.dumps(r, allow_nan=False) + "\n" for r in rows))
             else:
                 if writer is None and rows:
-                    writer = csv.DictWriter(out.file, fieldnames=list(rows[0]), lineterminator="\n")
+                    writer = csv.DictWriter(out.stream, fieldnames=list(rows[0]), lineterminator="\n")
                     writer.writeheader()
                 writer.writerows(rows)
     return failed

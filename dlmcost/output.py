@@ -80,11 +80,9 @@ def wrap(text: str, width: int) -> list[str]:
         if length > width:  # fold: whole pieces of `width`, the last one continues the line
             if begin:
                 lines.append(text[start:begin])
-            start, used = begin, 0
-            while len(word.rstrip()) > width:
-                lines.append(word[:width])
-                word, start = word[width:], start + width
-            used = len(word)
+            pieces = [word[k:k + width] for k in range(0, len(word), width)]
+            lines += pieces[:-1]
+            start, used = begin + width * (len(pieces) - 1), len(pieces[-1])
         elif used and begin:
             lines.append(text[start:begin])
             start, used = begin, len(word)
@@ -124,9 +122,7 @@ class Output:
         env = os.environ if environ is None else environ
         stream = sys.stdout
         tty = _isatty(stream)
-        term = env.get("TERM", "").strip().lower()
-        dumb = term in ("dumb", "unknown")
-        plain = env.get("NO_COLOR", "") != "" or term == "dumb"
+        no_color = env.get("NO_COLOR", "") != "" or env.get("TERM", "").strip().lower() in ("dumb", "unknown")
 
         compatible = env.get("TTY_COMPATIBLE", "")
         force = env.get("FORCE_COLOR")
@@ -141,17 +137,10 @@ class Output:
         else:  # a terminal: a small $COLUMNS is still taken there (a narrow window, as rich did)
             width = (int(columns) if columns.isdigit() else 0) or (size[0] if size else 0) or 80
         height = (int(lines) if lines.isdigit() else 0) or (size[1] if size else 0) or 25
-        return cls(stream, width, height, color=terminal and not dumb and not plain)
-
-    @property
-    def file(self) -> IO[str]:  # what csv.writer and the like take
-        return self.stream
+        return cls(stream, width, height, color=terminal and not no_color)
 
     def write(self, text: str) -> None:
         self.stream.write(text)
-
-    def styled(self, text: str, style: str | None) -> str:
-        return paint(text, style) if self.color else text
 
     def line(self, text: str = "", style: str | None = None) -> None:
         """Prose (a header, a note, a caption): control characters shown escaped whatever the
@@ -160,4 +149,4 @@ class Output:
         for part in str(text).split("\n"):
             part = shown(part, None)
             out += wrap(part, self.width) if self.width else [part]
-        self.stream.write("".join(self.styled(s, style) + "\n" for s in out))
+        self.stream.write("".join((paint(s, style) if self.color else s) + "\n" for s in out))

@@ -4,8 +4,8 @@ Model ids, GPU names, file names and revisions come from users and from files ot
 wrote. Sent raw to a terminal or a CI log, `ESC ] 0 ; ... BEL` sets the window title and
 `ESC [ 2 J` clears the screen. `shown()` writes every C0 and C1 control character, DEL and the
 bidirectional-override marks as escapes (`\\x1b`, `\\n`, `\\u202e`), and cuts text longer than
-`limit` characters, saying how long it was. (Rich markup in such text is a separate matter:
-report.py gives rich `Text` objects, which are never parsed for markup.)
+`limit` characters, saying how long it was. Nothing dlmcost prints is parsed for markup
+(output.py writes text as it is), so brackets in a name are shown as they are.
 """
 
 from __future__ import annotations

@@ -578,8 +578,24 @@ def test_control_characters_in_errors_are_escaped(capsys, args):
     assert "internal error" not in err
 
 
-@pytest.mark.parametrize("fmt", ["table", "markdown", "csv", "json"])
-def test_control_characters_and_markup_in_names_from_files(capsys, tmp_path, fmt):
+# The escape codes dlmcost itself writes on a colour terminal (output.py); nothing else may appear.
+OWN_STYLES = ("\x1b[1;31m", "\x1b[1m", "\x1b[2m", "\x1b[33m", "\x1b[35m", "\x1b[36m", "\x1b[0m")
+
+
+def _without_own_styles(text: str) -> str:
+    for code in OWN_STYLES:
+        text = text.replace(code, "")
+    return text
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "csv", "json", "table-in-colour"])
+def test_control_characters_and_markup_in_names_from_files(capsys, monkeypatch, tmp_path, fmt):
+    if fmt == "table-in-colour":  # the styled path: bold headers, coloured cells, dimmed notes
+        monkeypatch.setenv("FORCE_COLOR", "1")
+        monkeypatch.delenv("NO_COLOR", raising=False)
+        monkeypatch.setenv("TERM", "xterm-256color")
+        monkeypatch.setenv("COLUMNS", "80")  # narrow: columns dropped, text wrapped
+        fmt = "table"
     gpu = _hostile_gpu_file(tmp_path, EVIL)
     model = tmp_path / "[bold]m\x1b]0;pwned\x07\x1b[2J\x9b[red].json"  # a file name cannot hold '/'  
     model.write_text((CORPUS.parent.parent / "dlmcost" / "models" / "configs" / "Qwen__Qwen2.5-7B.json").read_text())
@@ -588,6 +604,8 @@ def test_control_characters_and_markup_in_names_from_files(capsys, tmp_path, fmt
         rc = main([str(a) for a in args] + ["--format", fmt])
         out, err = capsys.readouterr()
         assert rc == 0, err
+        assert ("\x1b[1m" in out) == ("FORCE_COLOR" in os.environ)
+        out = _without_own_styles(out)
         assert not any(c in out + err for c in UNSAFE), repr(out[:500])
         if fmt == "table":  # shown literally, not interpreted (nor crashing on the closing tag)
             assert "EVIL\\x1b" in out or "[bold]m" in out, out[:300]

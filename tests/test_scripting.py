@@ -203,6 +203,28 @@ def test_huggingface_hub_is_not_imported_without_the_hub():
     assert r.returncode == 0 and "huggingface" not in r.stderr
 
 
+PLAIN_COMMANDS = [["analyze"], ["analyze", "-f", "json"], ["analyze", "-f", "csv"], ["analyze", "-f", "markdown"],
+                  ["analyze", "--ops"], ["sweep", "--block", "8,32"], ["sweep", "-f", "csv"], ["sweep", "-f", "json"],
+                  ["schemes"], ["gpus"], ["models"], ["model", "GSAI-ML/LLaDA-8B-Instruct"],
+                  ["analyze", "--gpu", "nosuch"], ["sweep", "--bogus"]]  # and the errors
+
+
+def test_output_formats_do_not_import_rich():
+    """Issue #7: rich is typer's business (--help may use it), not the results'. Each command
+    in a fresh interpreter; the first, `dlmcost analyze`, as the installed script runs it."""
+    r = subprocess.run([DLMCOST, "analyze"], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert r.returncode == 0 and "dlmcost.report" in r.stderr
+    assert not re.search(r"\|\s+rich(\.|$)", r.stderr, re.M)
+    probe = ("import contextlib, io, sys\nfrom dlmcost.cli import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+             "    main(sys.argv[1:])\nprint(sorted(m for m in sys.modules if m.split('.')[0] == 'rich'))")
+    procs = [subprocess.Popen([sys.executable, "-c", probe, *args], stdout=subprocess.PIPE, text=True)
+             for args in PLAIN_COMMANDS]
+    loaded = {" ".join(args): p.communicate(timeout=120)[0].strip() for args, p in zip(PLAIN_COMMANDS, procs)}
+    assert all(v == "[]" for v in loaded.values()), loaded
+
+
 def test_packaging_metadata():
     text = (ROOT / "pyproject.toml").read_text()
     assert 'license = "MIT"' in text and (ROOT / "LICENSE").read_text().startswith("MIT License")
@@ -230,14 +252,63 @@ def test_tables_fit_the_terminal_by_dropping_columns_not_numbers(cols):
         assert "hidden at 80 columns" in visible(out) and "Lp (= 256 in every row)" in visible(out)
 
 
-@pytest.mark.parametrize("args", [["gpus"], ["plan", "--rate", "2", "--p95", "30", "--gpu", "h100,rtx-pro-6000",
-                                           "--requests", "200", "--scheme", "dual-cache,ar", "--block", "32", "--tpf", "2"],
-                                  ["analyze", "--gpu", "all"]])
-def test_other_tables_fit_80_columns_without_eliding(args):
-    code, out = in_pty(args, cols=80)
+# Every table dlmcost prints (issue #11): the small ones (schemes, models, model, analyze --ops,
+# plan) as well as the results tables; the sweep's have a test of their own above.
+TABLE_COMMANDS = {
+    "schemes": ["schemes"],
+    "models": ["models"],
+    "gpus": ["gpus"],
+    "model": ["model", "GSAI-ML/LLaDA-8B-Instruct"],
+    "analyze-ops": ["analyze", "--gpu", "all", "--ops"],
+    "plan": ["plan", "--rate", "2", "--p95", "30", "--gpu", "h100,rtx-pro-6000", "--requests", "200", "--scheme",
+             "dual-cache,ar", "--block", "32", "--tpf", "2"],
+}
+NUMBER = re.compile(r"[-+]?\d(?:[\d.,e+–×%B*]*[\d%B*])?")  # "1.5e+04", "2.49*", "8.02B", "1–4", not "4,"
+
+
+def _tables(lines: list[str]) -> list[tuple[int, list[str]]]:
+    """(columns, the lines after its rule up to the next rule) of each table in the output."""
+    rules = [i for i, ln in enumerate(lines) if ln.startswith("─")]
+    return [(len(lines[i].split()), lines[i + 1:j]) for i, j in zip(rules, rules[1:] + [len(lines)])]
+
+
+@pytest.mark.parametrize("cols, env", [(80, {}), (120, {}), (80, {"NO_COLOR": "1"}), (120, {"TERM": "dumb"})],
+                         ids=["80", "120", "80-no-color", "120-dumb"])
+@pytest.mark.parametrize("name", TABLE_COMMANDS)
+def test_every_table_fits_the_terminal_by_dropping_columns_not_digits(cli, name, cols, env):
+    """In a terminal of `cols` columns: no line wider, no '…' anywhere (a number is never elided,
+    nor a name), every number one the full-width table has, and a note under each table that
+    lost columns, naming them; colour only where the terminal takes it."""
+    args = TABLE_COMMANDS[name]
+    code, out = in_pty(args, cols=cols, env=env)
+    assert code == 0, out[-500:]
+    assert (ESC in out) == (not env), "bold headers on a colour terminal, no escape codes under NO_COLOR/dumb"
     lines = visible(out).splitlines()
-    assert code == 0 and all(len(line) <= 80 for line in lines), max(lines, key=len)
-    assert not any("…" in line for line in lines if "─" not in line and not line.startswith("…"))
+    assert all(len(line) <= cols for line in lines), max(lines, key=len)
+    assert not any("…" in line for line in lines), [line for line in lines if "…" in line]
+    wide = cli(*args, env={"COLUMNS": "400"}).stdout.splitlines()
+    assert len(_tables(lines)) == len(_tables(wide)) >= 1
+    for (n, body), (n_all, _) in zip(_tables(lines), _tables(wide)):
+        note = [ln for ln in body if ln.startswith("(hidden at ")]
+        if n < n_all:
+            assert note and note[0].startswith(f"(hidden at {cols} columns: "), body
+        else:
+            assert n == n_all and not note
+    shown = " ".join(lines).replace(f"(hidden at {cols} columns", "")
+    assert set(NUMBER.findall(shown)) <= set(NUMBER.findall(" ".join(wide)))
+
+
+def test_an_80_column_terminal_drops_what_a_serving_engineer_needs_least():
+    """The columns kept at 80: a model's size and K/V bytes per token and its config status; a
+    pass's count, time and bound; a scheme's knobs and what it runs, wrapped."""
+    _, out = in_pty(["models"], cols=80, env={"NO_COLOR": "1"})
+    assert "(hidden at 80 columns: family, default scheme;" in out
+    assert re.search(r"^inclusionAI/LLaDA-MoE-7B-A1B-Instruct +7\.36B +1\.72B +128 +unverified$", out, re.M)
+    _, out = in_pty(["analyze", "--gpu", "h100", "--ops"], cols=80, env={"NO_COLOR": "1"})
+    assert re.search(r"^step +128 +384 +0 .* compute +12\.28$", out, re.M)
+    _, out = in_pty(["schemes"], cols=80, env={"NO_COLOR": "1"})
+    assert "hidden" not in out and re.search(r"^block +steps +yes +block diffusion", out, re.M)
+    assert re.search(r"^ +store_pass ", out, re.M)  # one knob a line, never a literal '\\n'
 
 
 def test_piped_tables_follow_columns(cli):
