@@ -9,6 +9,8 @@ The facts, read once when a command starts (the same rules rich applies, which d
 before):
 - width: $COLUMNS when it is a number of at least 20 (also when piped); else PIPE_WIDTH when
   stdout is not a terminal; else the terminal's width ($COLUMNS, the size it reports, or 80).
+  (One change: under TERM=dumb rich assumed 80 columns whatever the terminal reported; the
+  reported size is used now.)
 - height (how many sweep rows a terminal shows): $LINES, else the terminal's, else 25.
 - colour: only on a terminal (or with FORCE_COLOR / TTY_COMPATIBLE=1), and never under
   NO_COLOR (https://no-color.org) or TERM=dumb / unknown, which get no bold or dim either.
@@ -27,8 +29,8 @@ PIPE_WIDTH = 100  # tables written to a pipe or file fit this many columns unles
 MIN_COLUMNS = 20  # a smaller $COLUMNS is ignored (it is more likely junk than a terminal)
 
 # ANSI SGR parameters of the styles dlmcost uses; the same codes rich wrote ("red bold": 1;31).
-_SGR = {"bold": "1", "dim": "2", "italic": "3", "red": "31", "yellow": "33", "magenta": "35", "cyan": "36"}
-_ATTRIBUTES = ("bold", "dim", "italic")  # written before the colour, as rich does
+_SGR = {"bold": "1", "dim": "2", "red": "31", "yellow": "33", "magenta": "35", "cyan": "36"}
+_ATTRIBUTES = ("bold", "dim")  # written before the colour, as rich does
 
 
 class Styled(str):
@@ -41,10 +43,6 @@ class Styled(str):
         self = super().__new__(cls, text)
         self.style = style
         return self
-
-    @property
-    def plain(self) -> str:
-        return str.__str__(self)
 
 
 def sgr(style: str | None) -> str:
@@ -91,7 +89,7 @@ def wrap(text: str, width: int) -> list[str]:
 
 
 def _terminal_size() -> tuple[int, int] | None:
-    for fd in (0, 1, 2):  # stdin first, as rich: `dlmcost ... | less` still knows the terminal
+    for fd in (0, 1, 2):  # stdin, stdout, stderr in turn, as rich asked
         try:
             return tuple(os.get_terminal_size(fd))
         except (AttributeError, ValueError, OSError):

@@ -7,6 +7,7 @@ import json
 import math
 from typing import Any, Iterable
 
+from . import textable
 from .output import Output, Styled
 from .terminal import shown
 from .textable import Column
@@ -99,12 +100,10 @@ def to_markdown(headers: list[str], rows: Iterable[list[str]], right: Iterable[b
 
 
 def plain(cell) -> str:
-    """A cell as text (a styled one without its style; a multi-line one joined by newlines)."""
-    return "\n".join(cell) if isinstance(cell, (list, tuple)) else str.__str__(cell) if isinstance(cell, str) else str(cell)
-
-
-def hidden_note(width: int, dropped: list[str]) -> str:
-    return f"(hidden at {width} columns: {', '.join(dropped)}; widen the terminal, set COLUMNS, or use --format csv)"
+    """A cell as text: a styled one without its style, a multi-line one joined by newlines."""
+    if isinstance(cell, (list, tuple)):
+        return "\n".join(cell)
+    return str.__str__(cell) if isinstance(cell, str) else str(cell)
 
 
 def print_fitted(out: Output, columns: list[Column], rows: list[list], caption: str | None = None,
@@ -112,14 +111,13 @@ def print_fitted(out: Output, columns: list[Column], rows: list[list], caption: 
     """A table within the output's width: the least important columns are dropped whole (and
     named) rather than the numbers elided; free-text columns wrap. `title` above it in bold,
     `caption` below it dimmed."""
-    from . import textable
-
     if title is not None:
         out.line(safe(title), style="bold")
     keep, dropped = textable.fit(columns, rows, out.width)
     out.write(textable.render(columns, rows, keep, out.color, out.width))
     if dropped:
-        out.line(hidden_note(out.width, dropped), style="dim")
+        out.line(f"(hidden at {out.width} columns: {', '.join(dropped)}; widen the terminal, set COLUMNS, "
+                 f"or use --format csv)", style="dim")
     if caption:
         out.line(caption, style="dim")
 
@@ -274,7 +272,8 @@ def render_analyze(a: dict, fmt: str, out: Output, show_ops: bool = False, chart
     if show_ops:
         for r in a["results"]:
             if r.get("supported"):
-                print_fitted(out, table_columns(PASS_HEADERS, PASS_PRIORITY), pass_rows(r), title=f"{r['gpu']}: passes")
+                print_fitted(out, table_columns(PASS_HEADERS, PASS_PRIORITY), pass_rows(r),
+                             title=f"{r['gpu']}: passes")
                 print_fitted(out, table_columns(OP_HEADERS, OP_PRIORITY), op_rows(r),
                              title=f"{r['gpu']}: ops over the whole generation")
 
@@ -342,10 +341,10 @@ def render_sweep(result: dict, rows: list[dict], fmt: str, out: Output, shown: l
     headers, body, index = _sweep_cells(shown, rows)
     if fmt == "markdown":
         out.write(f"{safe(result['model']['id'])}: {skipped}\n\n"
-                           + to_markdown(headers, ([plain(c) for c in r] for r in body),
-                                         [SWEEP_HEADERS.index(h) >= 2 and h not in ("prec", "bound", "fit") for h in headers])
-                           + (f"\n{more_rows_note(len(shown), len(rows))}\n" if len(shown) < len(rows) else "")
-                           + f"\n{SWEEP_CAPTION}\n")
+                  + to_markdown(headers, ([plain(c) for c in r] for r in body),
+                                [SWEEP_HEADERS.index(h) >= 2 and h not in ("prec", "bound", "fit") for h in headers])
+                  + (f"\n{more_rows_note(len(shown), len(rows))}\n" if len(shown) < len(rows) else "")
+                  + f"\n{SWEEP_CAPTION}\n")
         return
     out.line(f"{safe(result['model']['id'])} · {skipped}")
     columns = table_columns(headers, [SWEEP_PRIORITY[i] for i in index], left=2)
@@ -432,7 +431,7 @@ def render_gpus(gpus, fmt: str, out: Output) -> None:
 
 
 MODEL_HEADERS = ["model", "family", "params", "active", "KV\nKiB/tok", "default\nscheme", "config"]
-# A narrow terminal keeps the id, the size and the K/V bytes (what memory planning needs).
+# A narrow terminal keeps the id, the size, the K/V bytes (what memory planning needs) and the config status.
 MODEL_PRIORITY = [0, 3, 0, 1, 0, 2, 1]
 MODEL_CAPTION = ("KV: bf16 K/V cache per token, all layers; config status from the bundled MANIFEST (unverified = "
                  "third-party dimensions)")
