@@ -113,8 +113,8 @@ def print_fitted(out: Output, columns: list[Column], rows: list[list], caption: 
     `caption` below it dimmed."""
     if title is not None:
         out.line(safe(title), style="bold")
-    keep, dropped = textable.fit(columns, rows, out.width)
-    out.write(textable.render(columns, rows, keep, out.color, out.width))
+    text, dropped = textable.draw(columns, rows, out.width, out.color)
+    out.write(text)
     if dropped:
         out.line(f"(hidden at {out.width} columns: {', '.join(dropped)}; widen the terminal, set COLUMNS, "
                  f"or use --format csv)", style="dim")

@@ -34,6 +34,8 @@ def _printable(s: str) -> str:
 
 def _lines(cell) -> list[str]:
     """A cell's lines: a list or tuple of strings is one line each (the knobs of a scheme)."""
+    if type(cell) is str:  # nearly every cell: the fast path
+        return [cell if cell.isprintable() else shown(cell, None)]
     if isinstance(cell, (list, tuple)):
         return [_printable(str(c)) for c in cell] or [""]
     return [_printable(str.__str__(cell) if isinstance(cell, str) else str(cell))]
@@ -54,10 +56,9 @@ def _needed(column: Column, natural: int) -> int:
     return min(natural, max(column.min_width, len(column.header))) if column.wrap else natural
 
 
-def fit(columns: list[Column], rows: list[list], width: int | None) -> tuple[list[int], list[str]]:
+def fit(columns: list[Column], natural: list[int], width: int | None) -> tuple[list[int], list[str]]:
     """Indices of the columns kept within `width`, and the headers of those dropped
     (highest priority number first, the rightmost of equals first)."""
-    natural = _natural(columns, [[_lines(c) for c in r] for r in rows])
     need = [_needed(c, n) for c, n in zip(columns, natural)]
     keep = list(range(len(columns)))
     dropped = []
@@ -87,33 +88,42 @@ def _widths(cols: list[Column], natural: list[int], width: int | None) -> list[i
     return out
 
 
-def render(columns: list[Column], rows: list[list], keep: list[int], color: bool, width: int | None = None) -> str:
-    """The table as text: the header lines (bold when `color`), a rule, the rows. Styled cells
-    keep their style when `color` is on (a terminal that takes colour) and are plain otherwise;
-    wrapped columns are wrapped into `width`."""
+def draw(columns: list[Column], rows: list[list], width: int | None, color: bool) -> tuple[str, list[str]]:
+    """The table as text within `width` (None: every column, unwrapped), and the names of the
+    columns dropped to fit. Text: the header lines (bold when `color`), a rule, the rows; styled
+    cells keep their style when `color` is on (a terminal that takes colour)."""
+    cells = [[_lines(c) for c in r] for r in rows]
+    keep, dropped = fit(columns, _natural(columns, cells), width)
     cols = [columns[i] for i in keep]
-    cells = [[_lines(r[i]) for i in keep] for r in rows]
+    cells = [[row[i] for i in keep] for row in cells]
     w = _widths(cols, _natural(cols, cells), width)
     heads = [c.header.split("\n") for c in cols]
     depth = max(len(h) for h in heads)
+    gap = " " * GAP
     lines = []
     for level in range(depth):
         parts = []
         for c, h, cw in zip(cols, heads, w):
             text = h[level - (depth - len(h))] if level >= depth - len(h) else ""
             parts.append(text.rjust(cw) if c.right and not c.wrap else text.ljust(cw))
-        line = (" " * GAP).join(parts).rstrip()
+        line = gap.join(parts).rstrip()
         lines.append(paint(line, "bold") if color else line)
-    lines.append((" " * GAP).join("─" * cw for cw in w))
+    lines.append(gap.join("─" * cw for cw in w))
+    right = [c.right and not c.wrap for c in cols]
+    wraps = [j for j, c in enumerate(cols) if c.wrap]
     for raw, row in zip(rows, cells):
-        blocks = []
-        for j, (i, c, cw) in enumerate(zip(keep, cols, w)):
-            text = row[j]
-            if c.wrap:
-                text = [piece for s in text for piece in wrap(s, cw)]
-            style = raw[i].style if color and isinstance(raw[i], Styled) else None
-            blocks.append([paint(s.rjust(cw) if c.right and not c.wrap else s.ljust(cw), style) for s in text])
-        for k in range(max(len(b) for b in blocks)):
-            parts = [b[k] if k < len(b) else " " * cw for b, cw in zip(blocks, w)]
-            lines.append((" " * GAP).join(parts).rstrip())
-    return "\n".join(lines) + "\n"
+        for j in wraps:
+            row[j] = [piece for s in row[j] for piece in wrap(s, w[j])]
+        styles = [raw[i].style if color and type(raw[i]) is Styled else None for i in keep]
+        if all(len(lines_) == 1 for lines_ in row):  # one line: the common case, kept quick
+            parts = [(s[0].rjust(cw) if r else s[0].ljust(cw)) for s, cw, r in zip(row, w, right)]
+            if color:
+                parts = [paint(p, st) for p, st in zip(parts, styles)]
+            lines.append(gap.join(parts).rstrip())
+            continue
+        for k in range(max(len(b) for b in row)):
+            parts = []
+            for s, cw, r, st in zip(row, w, right, styles):
+                parts.append(paint(s[k].rjust(cw) if r else s[k].ljust(cw), st) if k < len(s) else " " * cw)
+            lines.append(gap.join(parts).rstrip())
+    return "\n".join(lines) + "\n", dropped

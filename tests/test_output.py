@@ -100,8 +100,8 @@ def test_styled_text_is_its_string():
 
 
 def _table(columns, rows, width, color=False):
-    keep, dropped = textable.fit(columns, rows, width)
-    return textable.render(columns, rows, keep, color, width).splitlines(), dropped
+    text, dropped = textable.draw(columns, rows, width, color)
+    return text.splitlines(), dropped
 
 
 def test_a_wrapped_column_takes_the_width_left():
