@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import unicodedata
 from typing import IO
 
 from .terminal import shown
@@ -60,30 +61,58 @@ def paint(text: str, style: str | None) -> str:
     return f"{start}{text}\x1b[0m" if start and text else text
 
 
+def cell_len(text: str) -> int:
+    """Terminal columns `text` takes: East Asian wide and full-width characters two, combining
+    marks none, anything else one (a GPU name in Chinese must not push the table out of line)."""
+    if text.isascii():
+        return len(text)
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def pad(text: str, width: int, right: bool = False) -> str:
+    """`text` padded with spaces to `width` terminal columns, on the left when `right`."""
+    fill = " " * (width - cell_len(text))
+    return fill + text if right else text + fill
+
+
+def _chop(word: str, width: int) -> list[str]:
+    """`word` in pieces of at most `width` terminal columns."""
+    if word.isascii():
+        return [word[k:k + width] for k in range(0, len(word), width)]
+    pieces, piece, used = [], "", 0
+    for c in word:
+        n = cell_len(c)
+        if used + n > width and piece:
+            pieces.append(piece)
+            piece, used = "", 0
+        piece, used = piece + c, used + n
+    return pieces + [piece]
+
+
 _WORD = re.compile(r"\s*\S+\s*")
 
 
 def wrap(text: str, width: int) -> list[str]:
-    """One line of text as lines of at most `width` characters, broken at spaces; a word
+    """One line of text as lines of at most `width` terminal columns, broken at spaces; a word
     longer than a line is cut into pieces (rich's rule, so that the output did not change)."""
-    if width <= 0 or len(text) <= width:
+    if width <= 0 or cell_len(text) <= width:
         return [text.rstrip()]
     lines, start, used = [], 0, 0
     for m in _WORD.finditer(text):
         word, begin = m.group(), m.start()
-        length = len(word.rstrip())
+        length = cell_len(word.rstrip())
         if length <= width - used:
-            used += len(word)
+            used += cell_len(word)
             continue
         if length > width:  # fold: whole pieces of `width`, the last one continues the line
             if begin:
                 lines.append(text[start:begin])
-            pieces = [word[k:k + width] for k in range(0, len(word), width)]
+            pieces = _chop(word, width)
             lines += pieces[:-1]
-            start, used = begin + width * (len(pieces) - 1), len(pieces[-1])
+            start, used = begin + len(word) - len(pieces[-1]), cell_len(pieces[-1])
         elif used and begin:
             lines.append(text[start:begin])
-            start, used = begin, len(word)
+            start, used = begin, cell_len(word)
     lines.append(text[start:])
     return [line.rstrip() for line in lines]
 

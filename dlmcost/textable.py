@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .output import Styled, paint, wrap
+from .output import Styled, cell_len, pad, paint, wrap
 from .terminal import shown
 
 GAP = 2  # spaces between columns
@@ -46,8 +46,9 @@ def _natural(columns: list[Column], cells: list[list[list[str]]]) -> list[int]:
     for row in cells:
         for i, lines in enumerate(row):
             for s in lines:
-                if len(s) > out[i]:
-                    out[i] = len(s)
+                n = len(s) if s.isascii() else cell_len(s)
+                if n > out[i]:
+                    out[i] = n
     return out
 
 
@@ -116,7 +117,8 @@ def draw(columns: list[Column], rows: list[list], width: int | None, color: bool
             row[j] = [piece for s in row[j] for piece in wrap(s, w[j])]
         styles = [raw[i].style if color and type(raw[i]) is Styled else None for i in keep]
         if all(len(lines_) == 1 for lines_ in row):  # one line: the common case, kept quick
-            parts = [(s[0].rjust(cw) if r else s[0].ljust(cw)) for s, cw, r in zip(row, w, right)]
+            parts = [((s[0].rjust(cw) if r else s[0].ljust(cw)) if s[0].isascii() else pad(s[0], cw, r))
+                     for s, cw, r in zip(row, w, right)]
             if color:
                 parts = [paint(p, st) for p, st in zip(parts, styles)]
             lines.append(gap.join(parts).rstrip())
@@ -124,6 +126,6 @@ def draw(columns: list[Column], rows: list[list], width: int | None, color: bool
         for k in range(max(len(b) for b in row)):
             parts = []
             for s, cw, r, st in zip(row, w, right, styles):
-                parts.append(paint(s[k].rjust(cw) if r else s[k].ljust(cw), st) if k < len(s) else " " * cw)
+                parts.append(paint(pad(s[k], cw, r), st) if k < len(s) else " " * cw)
             lines.append(gap.join(parts).rstrip())
     return "\n".join(lines) + "\n", dropped

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dlmcost import report, textable
-from dlmcost.output import PIPE_WIDTH, Output, Styled, paint, wrap
+from dlmcost.output import PIPE_WIDTH, Output, Styled, cell_len, paint, wrap
 from dlmcost.textable import Column
 
 
@@ -29,6 +29,14 @@ def rich_lines(text: str, width: int) -> list[str]:
 
 @given(st.text(alphabet="ab ·-1.", max_size=80), st.integers(1, 30))
 def test_wrap_breaks_lines_where_rich_did(text, width):
+    assert wrap(text, width) == rich_lines(text, width)
+
+
+@given(st.text(alphabet="a 测试ＧＰＵé·", max_size=60), st.integers(2, 30))
+def test_wide_characters_take_two_columns(text, width):
+    from rich.cells import cell_len as rich_cell_len
+
+    assert cell_len(text) == rich_cell_len(text)
     assert wrap(text, width) == rich_lines(text, width)
 
 
@@ -136,3 +144,15 @@ def test_control_characters_in_cells_are_escaped():
     lines, _ = _table(columns, rows, 40)
     text = "\n".join(lines)
     assert "\x1b" not in text and "\x07" not in text and "\x9b" not in text and "x\\x1b[2J" in text
+
+
+def test_a_name_in_wide_characters_keeps_the_columns_in_line():
+    from rich.cells import cell_len as rich_cell_len
+
+    columns = [Column("GPU", 0, right=False), Column("TB/s", 0), Column("status", 0, right=False, wrap=True)]
+    rows = [["测试加速器", "3.35", "verified"], ["H100 SXM", "3.35", "新的 wide 测试 words " * 3]]
+    lines, _ = _table(columns, rows, 44)
+    assert all(rich_cell_len(ln) <= 44 for ln in lines) and len(lines) > 4, lines
+    # "3.35" ends at the same terminal column in both rows
+    ends = {rich_cell_len(ln[:ln.index("3.35") + 4]) for ln in lines if "3.35" in ln}
+    assert len(ends) == 1 and len([ln for ln in lines if "3.35" in ln]) == 2
