@@ -19,7 +19,7 @@ import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# Stable rendering: rich reads these when the CLI creates its console.
+# Stable rendering: dlmcost/output.py reads these when a command starts.
 STABLE_ENV = dict(COLUMNS="100", LINES="50", NO_COLOR="1", TERM="dumb")
 
 
