@@ -463,12 +463,13 @@ def knee(m: ModelSpec, grid: Grid, context: np.ndarray, block: np.ndarray, vary:
     g = grid.take(rows)
     ctx, blk = context[rows], block[rows]
     zero = np.zeros(len(rows))
+    names = op_names([m])
     while np.any(hi - lo > 1):
         step = np.maximum(np.ceil((hi - lo) / (ways + 1)), 1.0)
         cand = np.minimum(lo[:, None] + step[:, None] * np.arange(1, ways + 1), hi[:, None] - 1).ravel()
         cand = np.maximum(cand, 1.0)
         q, gg = (cand, g) if vary == "block" else (blk, replace(g, batch=cand))
-        p = pass_cost(m, gg, dict(q=q, c=ctx, kv_write=zero, logits=q, causal=zero.astype(bool)), op_names([m]))
+        p = pass_cost(m, gg, dict(q=q, c=ctx, kv_write=zero, logits=q, causal=zero.astype(bool)), names)
         ai = p.values[0].sum(axis=0) / p.values[1:].sum(axis=(0, 1))
         below = (ai < g.rates.ridge).reshape(n, ways)
         cand = cand.reshape(n, ways)
