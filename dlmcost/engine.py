@@ -260,12 +260,12 @@ def _closed_form(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) ->
     a, b = pass_cost(m, grid, fam.at(0.0), names, mean_q), pass_cost(m, grid, fam.at(1.0), names, mean_q)
     host_wait = _closed_form_host_wait(m, grid, a, b, n, names)
     data = np.empty((len(METRICS), len(names), len(grid)))
-    # sum_affine(a, b, n) * r, in place: the value arrays are the largest in the engine
-    b.values -= a.values
-    b.values *= n * (n - 1) / 2
-    a.values *= n
-    a.values += b.values
-    np.multiply(a.values, r, out=data[:ADDITIVE])
+    # sum_affine(a, b, n) * r = a r (n - T) + b r T with T = n (n - 1) / 2: three passes over the
+    # value arrays (the largest in the engine) with per-configuration coefficients
+    tri = n * (n - 1) / 2
+    np.multiply(a.values, r * (n - tri), out=data[:ADDITIVE])
+    b.values *= r * tri
+    data[:ADDITIVE] += b.values
     data[TIME] = r * (sum_max_affine(a.compute_s, b.compute_s, a.memory_s, b.memory_s, n)
                       + sum_affine(a.overhead_s, b.overhead_s, n))
     if host_wait is not None:
