@@ -199,9 +199,10 @@ class PassCost:
 
 
 def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: list[str],
-              factor_q: np.ndarray | None = None) -> PassCost:
+              factor_q: np.ndarray | None = None, host_wait_of_pass: bool = True) -> PassCost:
     """Each op of one pass per configuration, placed on the op axis `names`. Under a stack, the
-    GEMM factor is read at B x `factor_q` rows (default: this pass's q)."""
+    GEMM factor is read at B x `factor_q` rows (default: this pass's q); `host_wait_of_pass=False`
+    leaves the host wait at zero for a caller that sums it over a family itself."""
     n = np.broadcast_shapes(*(np.shape(v) for v in shape.values()), (len(grid),))[0]
     values = np.empty((ADDITIVE, len(names), n))
     compute, memory, overhead = (np.zeros((len(names), n)) for _ in range(3))
@@ -236,8 +237,9 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
     if st is not None and STACK_OPS[0] in names:
         h, f = names.index("host_wait"), names.index("per_forward")
         values[:, [h, f]] = 0.0
-        gpu = (np.maximum(compute, memory) + overhead).sum(axis=0)
-        overhead[h] = host_wait(gpu, host_time(m.n_layers, st), st)
+        if host_wait_of_pass:
+            gpu = (np.maximum(compute, memory) + overhead).sum(axis=0)
+            overhead[h] = host_wait(gpu, host_time(m.n_layers, st), st)
         overhead[f] = fixed_time(st)
     return PassCost(values, compute, memory, overhead, bound_compute, values[1:].sum(axis=(0, 1)) / r.bandwidth)
 
@@ -257,7 +259,8 @@ def closed_form_rows(m: ModelSpec, grid: Grid, fam: PassFamily) -> np.ndarray:
 def _closed_form(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
     n, r = fam.n, fam.r
     mean_q = fam.q0 + fam.dq * np.maximum(n - 1, 0) / 2  # the stack's GEMM factor is read here
-    a, b = pass_cost(m, grid, fam.at(0.0), names, mean_q), pass_cost(m, grid, fam.at(1.0), names, mean_q)
+    # the host wait is not affine in j: summed on its own below
+    a, b = (pass_cost(m, grid, fam.at(j), names, mean_q, host_wait_of_pass=False) for j in (0.0, 1.0))
     host_wait = _closed_form_host_wait(m, grid, a, b, n, names)
     data = np.empty((len(METRICS), len(names), len(grid)))
     # sum_affine(a, b, n) * r = a r (n - T) + b r T with T = n (n - 1) / 2: three passes over the
@@ -276,16 +279,16 @@ def _closed_form(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) ->
 
 def _closed_form_host_wait(m: ModelSpec, grid: Grid, a: PassCost, b: PassCost, n: np.ndarray,
                            names: list[str]) -> np.ndarray | None:
-    """Sum over the family of the GPU's wait for the host (its entry in a, b is zeroed: it is not
+    """Sum over the family of the GPU's wait for the host (a and b leave it at zero: it is not
     affine in j). The GPU time is taken linear between the first and the last pass."""
     st = grid.stack
     if st is None or "host_wait" not in names:
         return None
-    h = names.index("host_wait")
-    a.overhead_s[h] = b.overhead_s[h] = 0.0
     last = np.maximum(n - 1, 0)
 
     ops = [k for k, name in enumerate(names) if name not in STACK_OPS]  # GPU work only
+    if ops == list(range(len(ops))):  # the stack's ops come last (as evaluate lists them): a view
+        ops = slice(0, len(ops))
 
     def gpu_at(j):
         lerp = lambda x0, x1: x0[ops] + (x1[ops] - x0[ops]) * j  # noqa: E731
@@ -295,7 +298,8 @@ def _closed_form_host_wait(m: ModelSpec, grid: Grid, a: PassCost, b: PassCost, n
     host = host_time(m.n_layers, st)
     if not st.host.overlaps_gpu:
         return n * host
-    g0, g_last = gpu_at(0.0), gpu_at(last)
+    g0 = (np.maximum(a.compute_s[ops], a.memory_s[ops]) + a.overhead_s[ops]).sum(axis=0)  # gpu_at(0)
+    g_last = gpu_at(last)
     slope = np.divide(g_last - g0, last, out=np.zeros_like(g0), where=last > 0)
     return sum_positive_part(host - g0, -slope, n)
 
