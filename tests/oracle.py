@@ -23,6 +23,11 @@ Conventions taken from the docs:
   * The LM head and the embedding table stay bf16 whatever the precision (checkpoints keep them
     unquantised): the head's weights and the gathered embedding rows at 2 bytes per element, and
     the head's GEMM at the bf16 peak and bf16 GEMM efficiency (as attention).
+  * Under a software stack (docs/stacks.md, "The time of a pass"; pass_times): compute time
+    divided by the GEMM curve at B*q rows (linear, LM head) or the attention efficiency,
+    elementwise bytes times the stack's factor, the sampler's B*positions*V/N logits streamed at
+    its bytes per logit on the LM head, and per pass max(GPU, host) or GPU + host, plus the
+    fixed cost (entries host_wait and per_forward).
   * Expert parallelism (ep = M > 1) is costed at the busiest GPU: of the d distinct experts a
     pass touches, it holds the most, E[max | d] (busiest_given_touched), reads those and computes
     E[max] * T*k/d token copies, which are what its all-to-all sends.
@@ -443,6 +448,53 @@ def pass_bound(ops: list[Op], g: dict) -> float:
     return max(compute, memory)
 
 
+# --- a software stack (docs/stacks.md, "The time of a pass") --------------------------------------
+#
+# A stack is a plain dict here: us_per_layer, overlaps_gpu, fixed_us (host), gemm (a list of
+# (rows, efficiency) points), attention, elementwise (bytes factor), sampler_bytes (per logit).
+
+
+def stack_gemm_factor(stack: dict, rows: float) -> float:
+    """The GEMM curve at M rows: linear in log M between its points, flat beyond its ends."""
+    points = [(math.log(r), e) for r, e in stack["gemm"]]
+    x = math.log(max(rows, 1.0))
+    if x <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return points[-1][1]
+
+
+def stacked_op_time(op: Op, g: dict, stack: dict, rows: float) -> float:
+    """max(FLOPs / (peak * eff * f_stack), bytes' / (bandwidth * eff_mem)) + kernels * overhead."""
+    if op.kind == "comm":
+        return op_time(op, g)
+    factor = {"linear": stack_gemm_factor(stack, rows), "lm_head": stack_gemm_factor(stack, rows),
+              "attention": stack["attention"], "other": 1.0}[op.kind]
+    nbytes = op.bytes * (stack["elementwise"] if op.kind == "other" else 1.0)
+    compute = op.flops / (g["peak"][op.kind] * g["eff"][op.kind] * factor)
+    memory = nbytes / (g["bandwidth"] * g["eff_mem"])
+    return max(compute, memory) + op.kernels * g["overhead_s"]
+
+
+def pass_times(m, p: Pass, st: Setup, g: dict, stack: dict | None) -> dict[str, float]:
+    """Seconds of every op of one pass; under a stack also the sampler (on the LM head: B x
+    positions x vocabulary / N logits at sampler_bytes each, streamed), `host_wait` (GPU idle
+    while the host dispatches L layers) and `per_forward` (the fixed cost)."""
+    ops = pass_ops(m, p, st)
+    if stack is None:
+        return {op.name: op_time(op, g) for op in ops}
+    times = {op.name: stacked_op_time(op, g, stack, st.B * p.q) for op in ops}
+    logits = st.B * p.logits * m.vocab_size / st.tp
+    times["lm_head"] += logits * stack["sampler_bytes"] / (g["bandwidth"] * g["eff_mem"])
+    gpu = sum(times.values())
+    host = m.n_layers * stack["us_per_layer"] * 1e-6
+    times["host_wait"] = max(host - gpu, 0.0) if stack["overlaps_gpu"] else host
+    times["per_forward"] = stack["fixed_us"] * 1e-6
+    return times
+
+
 # --- a whole generation -----------------------------------------------------------------------
 
 
@@ -474,7 +526,7 @@ class Totals:
                 mine[name] = mine.get(name, 0.0) + theirs[name]
 
 
-def walk(m, schedule: list[Pass], st: Setup, g: dict, drafter=None) -> dict[str, Totals]:
+def walk(m, schedule: list[Pass], st: Setup, g: dict, drafter=None, stack: dict | None = None) -> dict[str, Totals]:
     """Cost every pass (a drafter's passes with the drafter's architecture); totals per family."""
     fams: dict[str, Totals] = {}
     for p in schedule:
@@ -484,15 +536,19 @@ def walk(m, schedule: list[Pass], st: Setup, g: dict, drafter=None) -> dict[str,
         t.last = p
         wgt = p.weight
         t.count += wgt
-        ops = pass_ops(drafter if p.model == "drafter" else m, p, st)
-        for op in ops:
-            if op.kind != "comm":
+        model = drafter if p.model == "drafter" else m
+        ops = pass_ops(model, p, st)
+        times = pass_times(model, p, st, g, stack)
+        # a stack's time-only entries: no FLOPs, no bytes
+        entries = ops + [Op(name, "host") for name in ("host_wait", "per_forward") if name in times]
+        for op in entries:
+            if op.kind in FLOP_KINDS:
                 t.flops[op.kind] += wgt * op.flops
             t.bytes["weights"] += wgt * op.weights
             t.bytes["kv_read"] += wgt * op.kv_read
             t.bytes["kv_write"] += wgt * op.kv_write
             t.bytes["activations"] += wgt * op.activations
-            secs = op_time(op, g)
+            secs = times[op.name]
             t.time_s += wgt * secs
             t.op_flops[op.name] = t.op_flops.get(op.name, 0.0) + wgt * op.flops
             t.op_bytes[op.name] = t.op_bytes.get(op.name, 0.0) + wgt * op.bytes
@@ -506,9 +562,10 @@ def generation(m, gpu_yaml: str, *, scheme: str, prompt: int, gen: int, steps: f
                kv_dtype: str = "bf16", store_pass: bool = False, logits: str = "all",
                expert_load: str = "expected", tp: int = 1, ep: int = 1, mla_form: str = "auto",
                active_blocks: float = 2, cache_delay: float = 1, refresh_every: int = 0, window: int = 16,
-               drafter=None, profile: str = "realistic") -> dict:
+               drafter=None, profile: str = "realistic", stack: dict | None = None) -> dict:
     """The expected JSON-level numbers of one result (one GPU) of `dlmcost analyze`; `drafter`
-    is the drafter's ModelSpec (draft-verify), None for self-speculative."""
+    is the drafter's ModelSpec (draft-verify), None for self-speculative; `stack` a software
+    stack as a plain dict (see pass_times), None for the bare roofline."""
     schedule = _schedule(scheme, prompt, gen, steps, block, store_pass, logits, active_blocks, cache_delay,
                          refresh_every, window, drafter)
     g = gpu_rates(gpu_yaml, precision, profile)
@@ -516,15 +573,15 @@ def generation(m, gpu_yaml: str, *, scheme: str, prompt: int, gen: int, steps: f
                 all_experts=expert_load == "all", tp=tp, ep=ep)
     if m.mla and mla_form == "auto":
         # both forms costed for every pass family; each family keeps the faster (absorbed on a tie)
-        absorbed = walk(m, schedule, Setup(**base, mla_absorbed=True), g, drafter)
-        expanded = walk(m, schedule, Setup(**base, mla_absorbed=False), g, drafter)
+        absorbed = walk(m, schedule, Setup(**base, mla_absorbed=True), g, drafter, stack)
+        expanded = walk(m, schedule, Setup(**base, mla_absorbed=False), g, drafter, stack)
         fams = {}
         for name in absorbed:
             use_abs = absorbed[name].time_s <= expanded[name].time_s
             fams[name] = absorbed[name] if use_abs else expanded[name]
             fams[name].mla_form = "absorbed" if use_abs else "expanded"
     else:
-        fams = walk(m, schedule, Setup(**base, mla_absorbed=mla_form != "expanded"), g, drafter)
+        fams = walk(m, schedule, Setup(**base, mla_absorbed=mla_form != "expanded"), g, drafter, stack)
         if m.mla:
             for t in fams.values():
                 t.mla_form = "expanded" if mla_form == "expanded" else "absorbed"

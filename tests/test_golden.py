@@ -12,6 +12,10 @@ expert per GPU at ep 8) and Qwen3-30B-A3B (16 per GPU); quantised precisions kee
 and embedding in bf16; hand-checked values for both conventions are in
 test_golden_conventions.py.
 
+Under a software stack (the last cases: GEMM curve, attention and elementwise factors, the
+sampler, host wait per pass, fixed cost per forward) the oracle applies docs/stacks.md's rule
+pass by pass.
+
 Agreement is to a relative 1e-9 on every JSON-level number compared: NFE, FLOPs and bytes by
 kind, time and its bound, each op's totals, each pass family's entry and the AR baseline time.
 """
@@ -249,7 +253,7 @@ def _diff(r: dict, e: dict) -> list[str]:
 
 def _compare(model, gpus, profile, tpf, w) -> list[str]:
     spec = load_bundled(model)
-    # the hardware roofline: software-stack terms are pinned on their own (test_stack_engine.py)
+    # the hardware roofline: software-stack terms are pinned below and in test_stack_engine.py
     got = api.analyze(spec, gpus, efficiency=profile, stack="none", **_api_kwargs(w, tpf))
     results = [_plain(res) for res in got["results"]]
     assert [res["supported"] for res in results] == [True] * len(results)
@@ -293,6 +297,71 @@ def test_first_pass_matches_the_brute_force_oracle(model, gpus, profile, tpf, w)
         assert got["time_s"][i] == pytest.approx(e["total_s"], rel=REL)
         assert got["first_pass_s"][i] == pytest.approx(e["time_s"], rel=REL), gpu
         assert got["prompt_passes"][i] == e["prompt_passes"]
+
+
+# --- under a software stack -------------------------------------------------------------------
+#
+# The stack's terms (docs/stacks.md, "The time of a pass": GEMM curve at B x q rows, attention
+# efficiency, elementwise byte factor, the sampler's B x positions x V / N logits, host wait and
+# fixed cost per forward) against the oracle's pass-by-pass rule. A GEMM curve that changes
+# between every shape's rows, batch > 1 and TP 2 so that each factor of each term shows.
+
+GOLDEN_STACK = dict(gemm=[(1, 0.3), (64, 0.5), (1024, 0.9)], attention=0.7, elementwise=1.5, sampler_bytes=10.0,
+                    fixed_us=200.0)
+
+
+def _stack_file(stack: dict):
+    from dlmcost.stacks import validate_stack
+
+    keys = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "elementwise_bytes_factor",
+            "sampler_logits_bytes")
+    return validate_stack(dict(
+        name="golden", host=dict(us_per_layer=stack["us_per_layer"], overlaps_gpu=stack["overlaps_gpu"],
+                                 fixed_us_per_forward=stack["fixed_us"]),
+        gemm_efficiency=dict(rows=[r for r, _ in stack["gemm"]], efficiency=[e for _, e in stack["gemm"]]),
+        attention_efficiency=stack["attention"], elementwise_bytes_factor=stack["elementwise"],
+        sampler_logits_bytes=stack["sampler_bytes"], sources=dict.fromkeys(keys, "test")))
+
+
+def _host_between_the_passes(spec, w: dict) -> float:
+    """Microseconds per layer that put the host time halfway between the fastest and the slowest
+    pass's GPU time, so the host wait is positive for some passes and zero for others (the max()
+    per pass is what is tested)."""
+    st = oracle.Setup(B=w["batch"], tp=w["tp"])
+    g = oracle.gpu_rates(GPU_FILES["h100"], "bf16")
+    stack = {**GOLDEN_STACK, "us_per_layer": 0.0, "overlaps_gpu": True}
+    gpu = [sum(t for k, t in oracle.pass_times(spec, p, st, g, stack).items() if k not in ("host_wait", "per_forward"))
+           for p in oracle.passes(w["scheme"], w["prompt"], w["gen"], w["steps"], w["block"], store_pass=w["store_pass"])]
+    assert max(gpu) > 1.2 * min(gpu)
+    return (min(gpu) + max(gpu)) / 2 / spec.n_layers * 1e6
+
+
+STACK_CASES = [
+    # MoE prefix-cache steps are summed pass by pass (q shrinks block by block); the refresh
+    # passes and the AR baseline's steps in closed form
+    pytest.param(MOE, dict(scheme="prefix-cache", batch=4, tp=2), True, id="moe-prefix-cache-overlapped"),
+    pytest.param(MOE, dict(scheme="prefix-cache", batch=4, tp=2), False, id="moe-prefix-cache-serial"),
+    # dense, closed form throughout (q fixed in every family): prefill at 4 x 64 rows, steps at 4 x 16
+    pytest.param(LLADA, dict(scheme="block", batch=4, tp=2, store_pass=True), True, id="dense-block"),
+]
+
+
+@pytest.mark.parametrize("model,knobs,overlaps", STACK_CASES)
+def test_analyze_under_a_stack_matches_the_oracle(model, knobs, overlaps):
+    spec = load_bundled(model)
+    w = {**BASE, **knobs}
+    stack = {**GOLDEN_STACK, "us_per_layer": _host_between_the_passes(spec, w), "overlaps_gpu": overlaps}
+    res = _plain(api.analyze(spec, "h100", stack=_stack_file(stack), **_api_kwargs(w, None))["results"][0])
+    expected = oracle.generation(spec, GPU_FILES["h100"], **w, stack=stack)
+    problems = _diff(res, expected)
+    ar = oracle.generation(spec, GPU_FILES["h100"], **{**w, "scheme": "ar", "steps": None, "block": None,
+                                                        "store_pass": False}, stack=stack)
+    if not _close(res["ar_time_s"], ar["time_s"], ar["time_s"]):
+        problems.append(f"ar_time_s: dlmcost {res['ar_time_s']!r} oracle {ar['time_s']!r}")
+    assert not problems, "\n".join(problems)
+    # each stack term is there to be checked: some passes wait for the host, others do not
+    assert 0 < expected["ops"]["host_wait"]["time_s"] < expected["nfe"] * spec.n_layers * stack["us_per_layer"] * 1e-6 \
+        or not overlaps
 
 
 def test_the_moe_prefix_cache_case_is_not_affine():

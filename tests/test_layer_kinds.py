@@ -410,3 +410,49 @@ def test_storage_options_from_the_command_line():
     bf16 = api.analyze(model, "h100", precision="fp8", **kw)["results"][0]["memory"]["weights_bytes"]
     quantised = api.analyze(model, "h100", precision="fp8", quantize_head=True, **kw)["results"][0]["memory"]["weights_bytes"]
     assert bf16 - quantised == pytest.approx(table * (2 - 1))
+
+
+# --- a model with two attention kinds: each op runs at its own kind's rate ------------------------
+
+
+@pytest.mark.parametrize("stack_factors", [None, (0.25, 0.5)])
+def test_mixed_attention_ops_run_at_their_kinds_rates(stack_factors):
+    """Gemma 3 1B has 22 sliding (window 512) and 4 full layers, so its Q/K/V projection,
+    attention and output projection are each summed over two layer groups. Each stays a GEMM
+    (linear, at the GEMM rate and under a stack the GEMM curve) or attention (the attention rate
+    and efficiency). Two full canvases of 2048 tokens at batch 2 are compute-bound, so an op's time
+    is FLOPs / (peak x efficiency x stack factor) + a kernel per layer. Dimensions from the
+    bundled config.json, FLOPs by hand (attention: every query's keys counted over the mask)."""
+    import oracle
+    from dlmcost.stacks import validate_stack
+
+    cfg = json.loads((CONFIG_DIR / "google__gemma-3-1b-it.json").read_text())
+    L, d, H, kvh, hd, W = (cfg[k] for k in ("num_hidden_layers", "hidden_size", "num_attention_heads",
+                                            "num_key_value_heads", "head_dim", "sliding_window"))
+    full_layers = L // cfg["sliding_window_pattern"]  # every 6th layer is global: 4 of 26
+    B, q, S = 2, 2048, 2
+    T = B * q
+    keys_sliding = sum(min(t, W - 1) + 1 + min(q - 1 - t, W - 1) for t in range(q))  # bidirectional window
+    # Q/K/V weights per layer: d x (H + 2 K/V heads) x head_dim, plus Gemma 3's q- and k-norm
+    # scales (head_dim each), which dlmcost counts with the projection
+    flops = {"qkv_proj": 2 * T * L * (d * (H + 2 * kvh) * hd + 2 * hd), "o_proj": 2 * T * L * H * hd * d,
+             "attention": 4 * B * H * hd * (full_layers * q * q + (L - full_layers) * keys_sliding)}
+    g = oracle.gpu_rates("nvidia-h100-sxm.yaml", "bf16")
+    factor = {"linear": 1.0, "attention": 1.0}
+    stack = "none"
+    if stack_factors:
+        factor = {"linear": stack_factors[0], "attention": stack_factors[1]}
+        keys = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "elementwise_bytes_factor",
+                "sampler_logits_bytes")
+        stack = validate_stack(dict(
+            name="t", host=dict(us_per_layer=0, overlaps_gpu=True, fixed_us_per_forward=0),
+            gemm_efficiency=dict(rows=[1], efficiency=[stack_factors[0]]), attention_efficiency=stack_factors[1],
+            elementwise_bytes_factor=1.0, sampler_logits_bytes=0.0, sources=dict.fromkeys(keys, "test")))
+    r = api.analyze("google/gemma-3-1b-it", "h100", stack=stack, scheme="mdm", prompt=1024, gen=1024, steps=S,
+                    batch=B)["results"][0]
+    ops = {o["name"]: o for o in r["ops"]}
+    for name, kind in (("qkv_proj", "linear"), ("attention", "attention"), ("o_proj", "linear")):
+        assert ops[name]["flops"] == pytest.approx(S * flops[name], rel=1e-12)
+        compute = flops[name] / (g["peak"][kind] * g["eff"][kind] * factor[kind])
+        assert ops[name]["bytes"] / S / (g["bandwidth"] * g["eff_mem"]) < compute  # compute-bound
+        assert ops[name]["time_s"] == pytest.approx(S * (compute + L * g["overhead_s"]), rel=1e-9), name
