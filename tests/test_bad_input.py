@@ -422,10 +422,57 @@ BLOCKING_CASES = {  # name: (args, exit code, word in the message)
 }
 
 
+# Runs the blocking cases, each in its own forked process, all at once, under one deadline: the
+# command-line entry point (`cli.run`, what `python -m dlmcost` calls) with the case's arguments,
+# stdin from /dev/null, stdout and stderr to files. One interpreter imports dlmcost once; the forks
+# share that import, and a case that hangs is killed at the deadline without holding up the others.
+BLOCKING_DRIVER = r"""
+import json, os, signal, sys, tempfile, time
+from dlmcost import cli
+cases, limit = json.loads(sys.argv[1]), float(sys.argv[2])
+sys.stdout.flush()
+running, files = {}, {}
+for name, argv in cases.items():
+    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    pid = os.fork()
+    if pid == 0:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0); os.dup2(out.fileno(), 1); os.dup2(err.fileno(), 2)
+        sys.argv = ["dlmcost", *argv]
+        try:
+            cli.run()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:
+            code = 70
+        try:
+            sys.stdout.flush(); sys.stderr.flush()
+        finally:
+            os._exit(code)
+    running[pid], files[name] = name, (out, err)
+done, deadline = {}, time.monotonic() + limit
+while running and time.monotonic() < deadline:
+    pid, status = os.waitpid(-1, os.WNOHANG)
+    if pid == 0:
+        time.sleep(0.01)
+        continue
+    done[running.pop(pid)] = os.waitstatus_to_exitcode(status)
+for pid in running:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+result = {}
+for name, (out, err) in files.items():
+    out.seek(0); err.seek(0)
+    result[name] = [done[name], out.read().decode("latin-1"), err.read().decode("utf-8", "replace")] if name in done else None
+print(json.dumps(result))
+"""
+
+
 @pytest.fixture(scope="module")
 def blocking_results(tmp_path_factory):
     """Every case in its own process, all at once (each would hang or fill memory if the check
-    regressed; together they take the time of one)."""
+    regressed; together they take the time of one). None: still running at the deadline."""
     tmp = tmp_path_factory.mktemp("blocking")
     os.mkfifo(tmp / "pipe.json")
     (tmp / "model_dir").mkdir()
@@ -435,22 +482,12 @@ def blocking_results(tmp_path_factory):
     subst = {"{fifo}": str(tmp / "pipe.json"), "{dir}": str(tmp / "model_dir"), "{zero}": str(tmp / "zero.json"),
              "{zero_yaml}": str(tmp / "zero.yaml"), "{slow}": str(CORPUS / "slow")}
     env = {k: v for k, v in os.environ.items() if k != "DLMCOST_HARDWARE"} | {"HF_HUB_OFFLINE": "1"}
-    procs = {}
-    for name, (args, _, _) in BLOCKING_CASES.items():
-        argv = [subst.get(a, a).replace("{slow}", subst["{slow}"]) for a in args]
-        procs[name] = subprocess.Popen([sys.executable, "-m", "dlmcost", *argv], stdin=subprocess.DEVNULL,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    out = {}
-    for name, proc in procs.items():
-        try:
-            stdout, stderr = proc.communicate(timeout=FAST_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            out[name] = None
-            continue
-        out[name] = (proc.returncode, stdout, stderr.decode())
-    return out
+    cases = {name: [subst.get(a, a).replace("{slow}", subst["{slow}"]) for a in args]
+             for name, (args, _, _) in BLOCKING_CASES.items()}
+    driver = subprocess.run([sys.executable, "-c", BLOCKING_DRIVER, json.dumps(cases), str(FAST_S)],
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=FAST_S + 60)
+    assert driver.returncode == 0, driver.stderr
+    return json.loads(driver.stdout)
 
 
 @pytest.mark.parametrize("name", BLOCKING_CASES)
@@ -461,7 +498,7 @@ def test_files_that_block_or_never_end_fail_fast(blocking_results, name):
     rc, stdout, err = result
     assert rc == code, err
     assert err.count("\n") == 1 and err.startswith("error: ") and word in err, err
-    assert stdout == b""
+    assert stdout == ""
 
 
 def test_oversize_files_and_folders_are_named_for_what_they_are(fails, tmp_path):

@@ -674,15 +674,8 @@ def test_console_script_no_color():
     assert "H100 SXM" in p.stdout
 
 
-def test_console_script_closed_pipe():
-    """`dlmcost sweep ... | head -1`: no traceback when the reader goes away early."""
-    proc = subprocess.Popen([_script(), "sweep", "--block", "1,2,4,8,16,32,64", "--gpu", "all", "--format", "csv"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
-    proc.stdout.readline()
-    proc.stdout.close()
-    _, err = proc.communicate(timeout=120)
-    assert b"Traceback" not in err, err.decode(errors="replace")
-    assert b"internal error" not in err, err.decode(errors="replace")
+# `dlmcost sweep ... | head -1` (the console script, a reader that goes away early): exit 0 and
+# nothing on stderr for every format, in test_scripting.py::test_pipe_closed_early_exits_0.
 
 
 def test_python_m_no_color_piped():
