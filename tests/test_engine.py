@@ -209,3 +209,57 @@ def test_generation_beyond_trained_context_is_a_warning():
     assert any("trained context of 4096" in w for w in a["warnings"])
     assert a["results"][0]["time_s"] > 0
     assert api.analyze(LLADA, "h100", prompt=100, gen=128)["warnings"] == []
+
+
+# --- the roofline's rules at their edges ----------------------------------------------------------
+
+
+def test_verdict_is_memory_bound_strictly_below_the_ridge():
+    """docs/methodology.md: memory-bound if AI < ridge, else compute-bound (the ridge itself is
+    compute-bound: the two roofs meet there)."""
+    from dlmcost.roofline import verdict
+
+    got = verdict(np.array([294.0, 295.0, 296.0]), 295.0)
+    assert list(got) == ["memory-bound", "compute-bound", "compute-bound"]
+
+
+@pytest.mark.parametrize("gemm, eff", [
+    ({"fp8": 0.6, "bf16": 0.5}, 0.6),  # the precision's own figure
+    ({"bf16": 0.5}, 0.5),  # none for fp8: the bf16 figure
+    ({}, 1.0),  # none at all: the dense peak
+])
+def test_efficiency_file_gemm_fractions_and_their_fallbacks(tmp_path, gemm, eff):
+    """An efficiency file's `gemm:` fractions per precision; a precision it does not list runs at
+    its bf16 fraction, and a file without one at the peak. fp8 LLaDA-8B full canvases of 2,048
+    tokens at batch 4: the MLP is compute-bound, so its time is FLOPs / (fp8 peak x fraction)."""
+    import oracle
+    import yaml
+
+    path = tmp_path / "eff.yaml"
+    path.write_text(yaml.safe_dump(dict(memory_bandwidth=0.8, gemm=gemm, overhead_us_per_op=0)))
+    r = api.analyze(LLADA, "h100", efficiency=str(path), stack="none", scheme="mdm", prompt=1024, gen=1024,
+                    block=1024, steps=2, batch=4, precision="fp8")["results"][0]
+    mlp = next(o for o in r["ops"] if o["name"] == "mlp")
+    g = oracle.gpu_rates("nvidia-h100-sxm.yaml", "fp8")
+    peak = g["peak"]["linear"]
+    assert mlp["bytes"] / (g["bandwidth"] * 0.8) < mlp["flops"] / peak  # compute-bound even at the peak
+    assert mlp["time_s"] == pytest.approx(mlp["flops"] / (peak * eff), rel=1e-12)
+
+
+def test_a_gpu_without_a_scale_up_link(recwarn):
+    """examples/generic-cpu.yaml lists no scale-up link: at tp 1 nothing crosses it (no link time,
+    no 0/0 on the way, no warning on the user's terminal) and tp 2 is reported unsupported."""
+    from pathlib import Path
+
+    cpu = str(Path(__file__).resolve().parents[1] / "examples" / "generic-cpu.yaml")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = api.analyze("examples/tiny-dlm.yaml", "generic-cpu", hardware=[cpu], stack="none", scheme="ar",
+                        prompt=16, gen=4)["results"][0]
+        swept = api.sweep("examples/tiny-dlm.yaml", gpus="generic-cpu", hardware=[cpu], tps=[1, 2], schemes=["ar"],
+                          gens=[4], prompts=[16])
+    assert np.isfinite(r["time_s"]) and r["time_s"] > 0
+    assert next(o for o in r["ops"] if o["name"] == "tp_collectives")["time_s"] == 0.0
+    assert [row.tp for row in swept.rows] == [1] and swept.skipped_unsupported == 1

@@ -48,6 +48,10 @@ def test_factors_hand_computed():
     assert np.allclose(st.compute_factor("lm_head", 10, s), 0.35)
     assert np.allclose(st.compute_factor("attention", [10, 1000], s), [0.5, 0.5])
     assert np.allclose(st.compute_factor("other", 10, s), 1.0)
+    # arrays in, arrays out: one factor per configuration, whatever the op's kind
+    rows = np.array([[10.0, 1000.0, 5.0]])
+    for kind in ("linear", "lm_head", "attention", "other"):
+        assert st.compute_factor(kind, rows, s).shape == rows.shape
     assert st.traffic_factor("other", s) == 2.0 and st.traffic_factor("linear", s) == 1.0
 
 
