@@ -166,10 +166,19 @@ def test_cli_client_chatter_only_with_verbose(hub, tmp_path):
     (["--hub-timeout", "nan"], {}, "--hub-timeout"),
     ([], {"DLMCOST_HUB_TIMEOUT": "soon"}, "DLMCOST_HUB_TIMEOUT"),
 ])
-def test_cli_bad_budget_is_a_usage_error(hub, tmp_path, args, env, needle):
-    proc = run_cli(hub_env(hub.url, tmp_path, **env), "model", "evil/etag", *args)
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.startswith("error: ") and needle in proc.stderr and proc.stderr.count("\n") == 1
+def test_cli_bad_budget_is_a_usage_error(monkeypatch, capsys, args, env, needle):
+    """Refused while parsing, before the Hub client is imported or asked anything: in-process,
+    offline (a request would fail differently)."""
+    from dlmcost.cli import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    capsys.readouterr()
+    rc = main(["model", "evil/etag", *args])
+    out, err = capsys.readouterr()
+    assert rc == 2, err
+    assert out == "" and err.startswith("error: ") and needle in err and err.count("\n") == 1
 
 
 def test_cli_token_file_that_is_a_device(hub, tmp_path):

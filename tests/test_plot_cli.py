@@ -48,24 +48,23 @@ def test_base_analyze_imports_no_plotting_code():
 @pytest.mark.parametrize("args", [["analyze", "--gpu", "h100", "--plot", "{tmp}/r.png"],
                                   ["sweep", "--gpu", "h100", "--block", "8,32", "--plot", "{tmp}/s.svg"],
                                   ["analyze", "--gpu", "h100", "--format", "html"]])
-def test_without_the_extra_one_line_and_exit_9(args, tmp_path):
-    """matplotlib hidden (sys.modules entry None makes its import fail): one line, exit 9,
-    nothing on stdout, no file written."""
-    argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
-    done = python("import sys; sys.modules['matplotlib'] = None; from dlmcost.cli import main; "
-                  f"sys.exit(main({argv!r}))")
-    assert done.returncode == 9
-    assert done.stdout == ""
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: ")
-    assert "pip install 'dlmcost[plot]'" in done.stderr
+def test_without_the_extra_one_line_and_exit_9(args, tmp_path, cli, monkeypatch):
+    """matplotlib hidden (a sys.modules entry None makes `import matplotlib...` fail, whether or
+    not an earlier test imported it): one line, exit 9, nothing on stdout, no file written."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    rc, out, err = cli(*(a.replace("{tmp}", str(tmp_path)) for a in args))
+    assert rc == 9
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("error: ")
+    assert "pip install 'dlmcost[plot]'" in err
     assert list(tmp_path.iterdir()) == []
 
 
-def test_terminal_plot_needs_no_extra():
-    done = python("import sys; sys.modules['matplotlib'] = None; from dlmcost.cli import main; "
-                  "sys.exit(main(['analyze', '--gpu', 'h100', '--plot', '-']))")
-    assert done.returncode == 0, done.stderr
-    assert "attainable FLOP/s" in done.stdout
+def test_terminal_plot_needs_no_extra(cli, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    rc, out, err = cli("analyze", "--gpu", "h100", "--plot", "-")
+    assert rc == 0, err
+    assert "attainable FLOP/s" in out
 
 
 def test_analyze_plot_png_and_svg(cli, tmp_path):
