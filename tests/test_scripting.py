@@ -216,13 +216,40 @@ def test_output_formats_do_not_import_rich():
                        env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
     assert r.returncode == 0 and "dlmcost.report" in r.stderr
     assert not re.search(r"\|\s+rich(\.|$)", r.stderr, re.M)
-    probe = ("import contextlib, io, sys\nfrom dlmcost.cli import main\n"
-             "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
-             "    main(sys.argv[1:])\nprint(sorted(m for m in sys.modules if m.split('.')[0] == 'rich'))")
-    procs = [subprocess.Popen([sys.executable, "-c", probe, *args], stdout=subprocess.PIPE, text=True)
-             for args in PLAIN_COMMANDS]
-    loaded = {" ".join(args): p.communicate(timeout=120)[0].strip() for args, p in zip(PLAIN_COMMANDS, procs)}
-    assert all(v == "[]" for v in loaded.values()), loaded
+    # the others forked from one interpreter that has imported dlmcost.cli and nothing else, so
+    # each command starts where a fresh `from dlmcost.cli import main` would (one start-up, not 14)
+    r = subprocess.run([sys.executable, "-c", RICH_PROBE, json.dumps(PLAIN_COMMANDS)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    loaded = json.loads(r.stdout)
+    assert loaded.pop("<parent>") == [] and len(loaded) == len(PLAIN_COMMANDS), loaded
+    assert all(v == [] for v in loaded.values()), loaded
+
+
+RICH_PROBE = r"""
+import contextlib, io, json, os, sys
+from dlmcost.cli import main
+def rich():
+    return sorted(m for m in sys.modules if m.split(".")[0] == "rich")
+out = {"<parent>": rich()}
+for args in json.loads(sys.argv[1]):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            main(args)
+        os.write(w, json.dumps(rich()).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    out[" ".join(args)] = json.loads(data) if data else "no answer (the command raised)"
+print(json.dumps(out))
+"""
 
 
 def test_packaging_metadata():
