@@ -232,8 +232,9 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
             overhead[i] = link_time(op.link_bytes, op.collectives, r)
         memory[i] = memory_time(traffic, r)
         overhead[i] += op.kernels * r.overhead_s
-        if st is not None and op.name == "lm_head":  # the sampler reads what the head wrote
-            overhead[i] += sampler_time(grid.batch * shape["logits"] * m.vocab_size / grid.tp, r.bandwidth, r.eff_mem, st)
+        if st is not None and op.name == "lm_head":  # the sampler reads what the head wrote, all of
+            # the vocabulary: tensor parallelism all-gathers the split logits before sampling
+            overhead[i] += sampler_time(grid.batch * shape["logits"] * m.vocab_size, r.bandwidth, r.eff_mem, st)
     if st is not None and STACK_OPS[0] in names:
         h, f = names.index("host_wait"), names.index("per_forward")
         values[:, [h, f]] = 0.0

@@ -7,7 +7,9 @@ All per GPU of a tp-way group (cost.py's split: heads, FFN columns, experts, voc
                    (kept = the scheme's resident tokens; a sliding layer with a ring buffer keeps
                    at most its window; cost.kv_cache_elements_per_gpu)
     activations  = B * q_max * 2 * (2*d_model + widest intermediate / tp)
-    logits       = B * logits_max * vocab / tp * (2 + 4)   (bf16 logits + fp32 probabilities)
+    logits       = B * logits_max * vocab * (2 + 4)   (bf16 logits + fp32 probabilities; the whole
+                   vocabulary on each GPU: tensor parallelism all-gathers the split logits for
+                   the sampler)
     usable       = capacity * (1 - RESERVE_FRACTION)
     max_batch    = floor((usable - weights) / per-sequence bytes)
 
@@ -50,7 +52,7 @@ def memory_breakdown(m: ModelSpec, capacity_bytes, batch, cached_tokens, q_max, 
     weights = weight_bytes_per_gpu(m, wbytes, tp, ep, quantize_head)
     kv_per_seq = kv_cache_elements_per_gpu(m, cached_tokens, tp, kv_single_tensor, ring_buffer) * np.asarray(kvbytes, float)
     act_per_seq = np.asarray(q_max, float) * (2 * m.d_model + widest_intermediate(m) / tp) * ACTIVATION_BYTES
-    logits_per_seq = np.asarray(logits_max, float) * m.vocab_size / tp * logit_bytes
+    logits_per_seq = np.asarray(logits_max, float) * m.vocab_size * logit_bytes  # gathered: all of V
     per_seq = kv_per_seq + act_per_seq + logits_per_seq
     total = weights + batch * per_seq
     usable = np.asarray(capacity_bytes, float) * (1 - RESERVE_FRACTION)

@@ -480,13 +480,14 @@ def stacked_op_time(op: Op, g: dict, stack: dict, rows: float) -> float:
 
 def pass_times(m, p: Pass, st: Setup, g: dict, stack: dict | None) -> dict[str, float]:
     """Seconds of every op of one pass; under a stack also the sampler (on the LM head: B x
-    positions x vocabulary / N logits at sampler_bytes each, streamed), `host_wait` (GPU idle
+    positions x the whole vocabulary logits at sampler_bytes each, streamed: the split logits are
+    all-gathered before sampling), `host_wait` (GPU idle
     while the host dispatches L layers) and `per_forward` (the fixed cost)."""
     ops = pass_ops(m, p, st)
     if stack is None:
         return {op.name: op_time(op, g) for op in ops}
     times = {op.name: stacked_op_time(op, g, stack, st.B * p.q) for op in ops}
-    logits = st.B * p.logits * m.vocab_size / st.tp
+    logits = st.B * p.logits * m.vocab_size
     times["lm_head"] += logits * stack["sampler_bytes"] / (g["bandwidth"] * g["eff_mem"])
     gpu = sum(times.values())
     host = m.n_layers * stack["us_per_layer"] * 1e-6

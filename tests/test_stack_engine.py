@@ -87,10 +87,13 @@ def test_gemm_curve_is_read_at_batch_times_q_rows():
     assert op(run(curve, **WORKLOADS[1]), "mlp")["time_s"] == pytest.approx(op(run(small, **WORKLOADS[1]), "mlp")["time_s"])
 
 
-def test_sampler_and_elementwise_traffic():
-    wl = WORKLOADS[1]  # 64 passes, logits for all 512 positions of the canvas
+@pytest.mark.parametrize("tp", [1, 4])
+def test_sampler_and_elementwise_traffic(tp):
+    wl = dict(WORKLOADS[1], tp=tp)  # 64 passes, logits for all 512 positions of the canvas
     base = run("none", **wl)
     r = run(neutral(sampler_logits_bytes=10), **wl)
+    # the whole vocabulary on every GPU, whatever the TP size: the split logits are all-gathered
+    # before sampling (SGLang's logits processor; vLLM gathers to the rank that samples)
     extra = 64 * 512 * 126464 * 10 / (H100_BW * H100_MEM_EFF)
     assert op(r, "lm_head")["time_s"] - op(base, "lm_head")["time_s"] == pytest.approx(extra, rel=1e-9)
     e = run(neutral(elementwise_bytes_factor=3.0), **wl)
@@ -133,3 +136,6 @@ def test_logits_buffer_follows_the_stacks_sampler():
     assert eager["logits_bytes"] == 384 * 126_464 * 18
     assert served["logits_bytes"] == 384 * 126_464 * 6
     assert eager["max_batch"] < served["max_batch"]
+    # under tensor parallelism too: the gathered logits are the whole vocabulary on each GPU
+    tp4 = api.analyze("GSAI-ML/LLaDA-8B-Instruct", "h100", stack="sglang", tp=4, **kw)["results"][0]["memory"]
+    assert tp4["logits_bytes"] == 384 * 126_464 * 6
