@@ -1,3 +1,20 @@
-from .cli import run
+"""The `dlmcost` command and `python -m dlmcost`."""
 
-run()
+import gc
+
+
+def main() -> None:
+    # A command imports a few thousand objects that live until it exits (typer, pydantic's
+    # validators, numpy, dlmcost's tables) and then runs for milliseconds. Tracing them for
+    # reference cycles is wasted work: collection is off while they are imported, and what was
+    # imported is frozen out of later collections; collection is on again for the command itself.
+    gc.disable()
+    from .cli import run
+
+    gc.freeze()
+    gc.enable()
+    run()
+
+
+if __name__ == "__main__":
+    main()

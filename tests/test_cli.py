@@ -719,3 +719,21 @@ def test_no_color_on_a_terminal():
     assert rc == 0
     assert "H100 SXM" in plain
     assert not ANSI_COLOUR.search(plain), repr(plain[:300])
+
+
+def test_the_command_entry_runs_with_the_garbage_collector_on(monkeypatch):
+    """`dlmcost` (dlmcost.__main__:main) switches cyclic collection off only while importing,
+    freezes what it imported, and runs the command with collection on."""
+    import gc
+
+    from dlmcost import __main__ as entry
+    from dlmcost import cli
+
+    seen = []
+    monkeypatch.setattr(cli, "run", lambda: seen.append(gc.isenabled()))
+    try:
+        entry.main()
+    finally:
+        gc.unfreeze()
+        gc.enable()
+    assert seen == [True]
