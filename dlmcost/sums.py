@@ -36,14 +36,14 @@ def sum_positive_part(d0, d1, n):
 
 
 def _positive_run_sum(d0, d1, n):
-    """sum_{j<n} max(d0 + d1 j, 0) for any terms, by the run [lo, hi) where the term is positive."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        root = -d0 / d1  # where the term crosses zero (inf or nan when d1 = 0: not used then)
-        # (np.minimum/np.maximum: np.clip is several times slower on large arrays)
-        lo = np.where(d1 > 0, np.minimum(np.maximum(np.ceil(root), 0), n), 0.0)  # rising: from ceil(root)
-        hi = np.where(d1 < 0, np.minimum(np.maximum(np.floor(root) + 1, 0), n),  # falling: up to floor(root)
-                      np.where((d1 == 0) & (d0 <= 0), 0.0, n))
-    count = np.maximum(hi - lo, 0.0)
+    """sum_{j<n} max(d0 + d1 j, 0) for terms that change sign between j = 0 and j = n - 1 (so
+    d1 != 0): the arithmetic series over the run [lo, hi) where the term is positive."""
+    root = -d0 / d1  # where the term crosses zero, within [0, n - 1]
+    rising = d1 > 0
+    # (clipped to [0, n] against rounding when the crossing is at an end)
+    lo = np.where(rising, np.minimum(np.ceil(root), n), 0.0)  # rising: from ceil(root) on
+    hi = np.where(rising, n, np.maximum(np.floor(root) + 1, 0.0))  # falling: up to floor(root)
+    count = hi - lo
     return count * d0 + d1 * (lo + hi - 1) * count / 2
 
 

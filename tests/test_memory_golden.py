@@ -1,0 +1,68 @@
+"""Memory per GPU against the brute-force pass lists: the peak activations and logits come from
+the largest query and logit counts of any pass the oracle enumerates (not from the schemes'
+own peak_shape), the resident K/V from each scheme's documented cached tokens
+(docs/methodology.md, "Memory"), each written out here:
+
+    activations = B · q_max · (2d + widest intermediate / N) · 2 bytes
+    logits      = B · ℓ_max · V · s_logit          (6 bytes per logit under the sglang stack)
+    kv_cache    = B · cached tokens · layers · 2 · K/V heads per GPU · head_dim · kv bytes
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import oracle
+from dlmcost import api
+
+LLADA = "GSAI-ML/LLaDA-8B-Instruct"
+# LLaDA-8B: d 4096, 32 layers, 32 K/V heads of 128, a gated MLP of 12,288 (3 x 12,288 wide: wider
+# than Q/K/V's 3 x 4,096), vocabulary 126,464
+D, LAYERS, KV_HEADS, HEAD_DIM, WIDEST, VOCAB = 4096, 32, 32, 128, 3 * 12288, 126_464
+LP, LG, S, BLOCK = 200, 128, 64, 32
+SHORT_PROMPT = 16  # shorter than the answer: a shrinking family's first pass can outgrow a refresh
+
+CASES = [  # scheme, extra knobs, the oracle's knobs, cached tokens per sequence
+    ("ar", {}, {}, LP + LG),
+    ("prefix-cache", dict(prompt=SHORT_PROMPT), dict(Lp=SHORT_PROMPT), SHORT_PROMPT + LG),
+    ("dual-cache", dict(prompt=SHORT_PROMPT), dict(Lp=SHORT_PROMPT), SHORT_PROMPT + LG),
+    ("mdm", {}, {}, 0),
+    ("prefix-cache", {}, {}, LP + LG),
+    ("dual-cache", {}, {}, LP + LG),
+    ("block", dict(store_pass=True), dict(store_pass=True), LP + LG),
+    ("multi-block", dict(active_blocks=2, cache_delay=1, refresh_every=8),
+     dict(active_blocks=2, cache_delay=1, refresh_every=8), LP + LG),
+    ("multi-block", dict(active_blocks=2, cache_delay=1, refresh_every=1),  # no cache: every pass whole
+     dict(active_blocks=2, cache_delay=1, refresh_every=1), 0),
+    ("windowed-refresh", dict(window=16, refresh_every=4), dict(window=16, refresh_every=4), LP + LG),
+]
+
+
+@pytest.mark.parametrize("scheme, knobs, oracle_knobs, cached", CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+@pytest.mark.parametrize("batch, tp", [(1, 1), (4, 2)])
+def test_memory_matches_the_largest_pass_of_the_brute_force_list(scheme, knobs, oracle_knobs, cached, batch, tp):
+    lp = oracle_knobs.get("Lp", LP)
+    passes = oracle.passes(scheme, lp, LG, S, BLOCK, **{k: v for k, v in oracle_knobs.items() if k != "Lp"})
+    q_max = max(p.q for p in passes)
+    logits_max = max(p.logits for p in passes)
+    mem = api.analyze(LLADA, "h100", scheme=scheme, **{"prompt": LP, **knobs}, gen=LG, steps=S, block=BLOCK,
+                      batch=batch, tp=tp)["results"][0]["memory"]
+    assert mem["activation_bytes"] == pytest.approx(batch * q_max * (2 * D + WIDEST / tp) * 2, rel=1e-12)
+    assert mem["logits_bytes"] == pytest.approx(batch * logits_max * VOCAB * 6, rel=1e-12)
+    assert mem["kv_cache_bytes"] == pytest.approx(batch * cached * LAYERS * 2 * KV_HEADS / tp * HEAD_DIM * 2,
+                                                  rel=1e-12)
+
+
+@pytest.mark.parametrize("store_pass, cached", [(False, LP + LG - BLOCK), (True, LP + LG)])
+def test_diffgemma_keeps_the_prompt_and_the_stored_canvases(store_pass, cached):
+    # every canvas but the last is stored (its K/V cached for the next); with the store pass on
+    # the last one too
+    mem = api.analyze(LLADA, "h100", scheme="diffgemma", prompt=LP, gen=LG, steps=S, block=BLOCK,
+                      store_pass=store_pass)["results"][0]["memory"]
+    assert mem["kv_cache_bytes"] == pytest.approx(cached * LAYERS * 2 * KV_HEADS * HEAD_DIM * 2, rel=1e-12)
+
+
+def test_an_ar_prompt_of_one_token_is_still_prefilled():
+    r = api.analyze("meta-llama/Meta-Llama-3-8B", "h100", scheme="ar", prompt=1, gen=16)["results"][0]
+    assert r["nfe"] == 1 + 16
