@@ -34,7 +34,12 @@ def _table() -> dict[str, str]:
 def lookup(text: str):
     """The parsed data of this YAML text if it is a bundled file's, else None."""
     parsed = _table().get(text)
-    return json.loads(parsed) if isinstance(parsed, str) else None
+    if not isinstance(parsed, str):
+        return None
+    try:
+        return json.loads(parsed)
+    except ValueError:  # a damaged entry: parsed as without the table, like a damaged table
+        return None
 
 
 def bundled_yaml_files() -> list[Path]:

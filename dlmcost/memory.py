@@ -7,9 +7,9 @@ All per GPU of a tp-way group (cost.py's split: heads, FFN columns, experts, voc
                    (kept = the scheme's resident tokens; a sliding layer with a ring buffer keeps
                    at most its window; cost.kv_cache_elements_per_gpu)
     activations  = B * q_max * 2 * (2*d_model + widest intermediate / tp)
-    logits       = B * logits_max * vocab * (2 + 4)   (bf16 logits + fp32 probabilities; the whole
-                   vocabulary on each GPU: tensor parallelism all-gathers the split logits for
-                   the sampler)
+    logits       = B * logits_max * vocab * logit bytes   (the stack's sampler_logits_bytes; without
+                   a stack 2 + 4: bf16 logits + fp32 probabilities; the whole vocabulary on each
+                   GPU: tensor parallelism all-gathers the split logits for the sampler)
     usable       = capacity * (1 - RESERVE_FRACTION)
     max_batch    = floor((usable - weights) / per-sequence bytes)
 

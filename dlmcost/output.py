@@ -155,15 +155,16 @@ class Output:
         force = env.get("FORCE_COLOR")
         terminal = compatible == "1" or (compatible != "0" and (force != "" if force is not None else tty))
 
+        # isdecimal, not isdigit: '²' is a digit that int() rejects (a traceback, exit 70)
         columns, lines = env.get("COLUMNS", ""), env.get("LINES", "")
         size = _terminal_size() if tty else None
-        if columns.isdigit() and int(columns) >= MIN_COLUMNS:
+        if columns.isdecimal() and int(columns) >= MIN_COLUMNS:
             width = int(columns)
         elif not tty:
             width = PIPE_WIDTH
         else:  # a terminal: a small $COLUMNS is still taken there (a narrow window, as rich did)
-            width = (int(columns) if columns.isdigit() else 0) or (size[0] if size else 0) or 80
-        height = (int(lines) if lines.isdigit() else 0) or (size[1] if size else 0) or 25
+            width = (int(columns) if columns.isdecimal() else 0) or (size[0] if size else 0) or 80
+        height = (int(lines) if lines.isdecimal() else 0) or (size[1] if size else 0) or 25
         return cls(stream, width, height, color=terminal and not no_color)
 
     def write(self, text: str) -> None:

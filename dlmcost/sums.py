@@ -12,7 +12,8 @@ import numpy as np
 
 
 def sum_affine(v0, v1, n):
-    """sum_{j<n} (v0 + (v1-v0) j)."""
+    """sum_{j<n} (v0 + (v1-v0) j). `n` must broadcast into the shape of v1 - v0 (a count per
+    configuration against op x configuration values), not widen it: the result is built in place."""
     out = np.subtract(v1, v0, dtype=float)  # written in place from here: the engine's arrays are op x configuration
     out *= n * (n - 1) / 2
     out += np.multiply(v0, n)

@@ -25,9 +25,10 @@ Conventions taken from the docs:
     the head's GEMM at the bf16 peak and bf16 GEMM efficiency (as attention).
   * Under a software stack (docs/stacks.md, "The time of a pass"; pass_times): compute time
     divided by the GEMM curve at B*q rows (linear, LM head) or the attention efficiency,
-    elementwise bytes times the stack's factor, the sampler's B*positions*V/N logits streamed at
-    its bytes per logit on the LM head, and per pass max(GPU, host) or GPU + host, plus the
-    fixed cost (entries host_wait and per_forward).
+    elementwise bytes times the stack's factor, the sampler's B*positions*V logits (the whole
+    vocabulary: tensor parallelism gathers them first) streamed at its bytes per logit on the
+    LM head, and per pass max(GPU, host) or GPU + host, plus the fixed cost (entries host_wait
+    and per_forward).
   * Expert parallelism (ep = M > 1) is costed at the busiest GPU: of the d distinct experts a
     pass touches, it holds the most, E[max | d] (busiest_given_touched), reads those and computes
     E[max] * T*k/d token copies, which are what its all-to-all sends.

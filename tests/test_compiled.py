@@ -65,3 +65,15 @@ def test_only_data_that_survives_json_is_compiled(tmp_path, monkeypatch):
     odd.write_text("as_of: 2026-09-25\n1: one\n", encoding="utf-8")
     monkeypatch.setattr(compiled, "bundled_yaml_files", lambda: [odd])
     assert json.loads(compiled.build()) == {}
+
+
+def test_a_damaged_entry_only_costs_time(tmp_path, monkeypatch):
+    path = bundled_hardware_dir() / "nvidia-h100-sxm.yaml"
+    damaged = tmp_path / "compiled_yaml.json"
+    damaged.write_text(json.dumps({path.read_bytes().decode("utf-8-sig"): "{not json"}), encoding="utf-8")
+    monkeypatch.setattr(compiled, "TABLE", damaged)
+    compiled._table.cache_clear()
+    try:
+        assert files.read_document(path, limit=1 << 20, error=HardwareFileError, what="x") == _parse(path)
+    finally:
+        compiled._table.cache_clear()

@@ -302,7 +302,7 @@ def test_first_pass_matches_the_brute_force_oracle(model, gpus, profile, tpf, w)
 # --- under a software stack -------------------------------------------------------------------
 #
 # The stack's terms (docs/stacks.md, "The time of a pass": GEMM curve at B x q rows, attention
-# efficiency, elementwise byte factor, the sampler's B x positions x V / N logits, host wait and
+# efficiency, elementwise byte factor, the sampler's B x positions x V logits (all of V), host wait and
 # fixed cost per forward) against the oracle's pass-by-pass rule. A GEMM curve that changes
 # between every shape's rows, batch > 1 and TP 2 so that each factor of each term shows.
 

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dlmcost import report, textable
-from dlmcost.output import PIPE_WIDTH, Output, Styled, cell_len, paint, wrap
+from dlmcost.output import MIN_COLUMNS, PIPE_WIDTH, Output, Styled, cell_len, paint, wrap
 from dlmcost.textable import Column
 
 
@@ -89,6 +89,16 @@ def test_width_and_colour_follow_the_environment(monkeypatch, env, tty, width, c
     rich = Console(file=stream, color_system="auto", _environ=base)
     plain = base.get("NO_COLOR", "") != "" or base.get("TERM") == "dumb"
     assert color == (rich.color_system is not None and not plain)
+
+
+@pytest.mark.parametrize("tty", [False, True])
+def test_columns_and_lines_that_are_not_numbers_are_ignored(monkeypatch, tty):
+    # '²' passes str.isdigit but int() rejects it: the command used to end in an internal error
+    monkeypatch.setattr("sys.stdout", Tty() if tty else io.StringIO())
+    out = Output.stdout({"COLUMNS": "²", "LINES": "³", "TERM": "xterm-256color"})
+    assert out.width >= MIN_COLUMNS if tty else out.width == PIPE_WIDTH
+    assert out.height > 0
+    assert Output.stdout({"COLUMNS": "١٢٠"}).width == 120  # Arabic-Indic digits are a number to int()
 
 
 def test_lines_are_wrapped_escaped_and_styled_per_line():
