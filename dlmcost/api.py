@@ -11,6 +11,7 @@ vectorised call of the engine (`_evaluate`, shared), and return typed records (r
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -364,7 +365,7 @@ def sweep(model: str | ModelSpec = DEFAULT_MODEL, **options) -> SweepResult:
     Impossible combinations (a block that does not divide the generation, fewer steps than
     blocks, a layout that does not split the model) are skipped and counted; GPUs without the
     precision's tensor cores likewise. A scheme is evaluated once for each knob it ignores.
-    The options are `_sweep_chunks`'s."""
+    The options are in the signature (`help(api.sweep)`)."""
     meta, chunks = iter_sweep(model, **options)
     return meta.model_copy(update={"rows": [row for chunk in chunks for row in chunk]})
 
@@ -373,7 +374,7 @@ def iter_sweep(model: str | ModelSpec = DEFAULT_MODEL, **options) -> tuple[Sweep
     """`sweep` as a stream: the summary (counts, no rows) and a generator of row lists, one per
     chunk of SWEEP_CHUNK configurations, so a caller writing rows out holds one chunk at a time.
     Everything is validated before the summary is returned; `max_configs=None` lifts the limit.
-    The options are `_sweep_chunks`'s."""
+    The options are in the signature (`help(api.sweep)`)."""
     meta, chunks = _sweep_chunks(model, **options)
     return meta, (_sweep_rows(chunk) for chunk in chunks)
 
@@ -538,6 +539,13 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
                        stack=st.name if st else STACK_NONE, evaluated=len(keep),
                        skipped_impossible=impossible, skipped_unsupported=unsupported, settings=settings)
     return meta, chunks()
+
+
+# sweep, iter_sweep and sweep_first_pass take _sweep_chunks' options: show them in their
+# signatures (help(), inspect, editors) rather than a bare **options
+for _public in (sweep, iter_sweep, sweep_first_pass):
+    _public.__signature__ = inspect.signature(_sweep_chunks).replace(
+        return_annotation=inspect.signature(_public).return_annotation)
 
 
 def _sweep_arrays(chunk: _SweepChunk) -> dict[str, np.ndarray]:

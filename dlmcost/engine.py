@@ -393,8 +393,8 @@ def first_pass(models: ModelSpec | dict[str, ModelSpec], grid: Grid,
     family of its schedule that it runs: a prompt prefill, or the pass that opens the first block),
     and how many of its passes see only the prompt (`schemes.prompt_passes`).
 
-    The pass is costed as `evaluate` costs its family (same stack, same MLA form), so the rest of
-    the generation takes `ev.total.time_s` minus it exactly."""
+    The pass is costed as `evaluate` costs its family (same stack, same MLA form); a caller takes
+    the rest of the generation as `ev.total.time_s` minus it."""
     if isinstance(models, ModelSpec):
         models = {"main": models}
     n = len(grid)
