@@ -737,3 +737,25 @@ def test_the_command_entry_runs_with_the_garbage_collector_on(monkeypatch):
         gc.unfreeze()
         gc.enable()
     assert seen == [True]
+
+
+@pytest.mark.parametrize("given, kept", [(None, "__all__"), ("", "")])
+def test_the_command_entry_skips_pydantic_plugin_discovery_unless_asked(monkeypatch, given, kept):
+    import gc
+
+    from dlmcost import __main__ as entry
+    from dlmcost import cli
+
+    if given is None:
+        monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
+    else:
+        monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", given)
+    monkeypatch.setattr(cli, "run", lambda: None)
+    try:
+        entry.main()
+    finally:
+        gc.unfreeze()
+        gc.enable()
+    import os
+
+    assert os.environ["PYDANTIC_DISABLE_PLUGINS"] == kept
