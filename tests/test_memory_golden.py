@@ -63,6 +63,10 @@ def test_diffgemma_keeps_the_prompt_and_the_stored_canvases(store_pass, cached):
     assert mem["kv_cache_bytes"] == pytest.approx(cached * LAYERS * 2 * KV_HEADS * HEAD_DIM * 2, rel=1e-12)
 
 
-def test_an_ar_prompt_of_one_token_is_still_prefilled():
-    r = api.analyze("meta-llama/Meta-Llama-3-8B", "h100", scheme="ar", prompt=1, gen=16)["results"][0]
-    assert r["nfe"] == 1 + 16
+@pytest.mark.parametrize("prompt, prefills", [(0, 0), (1, 1), (5, 1)])
+def test_an_ar_prompt_is_prefilled_once_however_short(prompt, prefills):
+    r = api.analyze("meta-llama/Meta-Llama-3-8B", "h100", scheme="ar", prompt=prompt, gen=16)["results"][0]
+    assert r["nfe"] == prefills + 16
+    # the serving simulation's count of passes that see only the prompt
+    cols = api.sweep_first_pass("meta-llama/Meta-Llama-3-8B", gpus="h100", schemes=["ar"], prompts=[prompt], gens=[16])
+    assert cols["prompt_passes"].tolist() == [prefills]
