@@ -74,7 +74,7 @@ def run(command: str, *, head: int | None = None, section: str | None = None, ra
         raise SystemExit(f"{command!r} exited {code}: {text}")
     if expected:
         text += f"\n$ echo $?\n{code}"
-    cog.outl(f"```text\n$ {command}\n```\n\n{text}" if raw else f"```text\n$ {command}\n{text}\n```")
+    cog.outl(f"`$ {command}`\n\n{text}" if raw else f"```text\n$ {command}\n{text}\n```")
 
 
 def python_file(path: str) -> None:
