@@ -404,3 +404,19 @@ def test_the_oracle_stays_independent_of_the_code_it_checks():
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert not [name for name in imported if name.split(".")[0] == "dlmcost"]
+
+
+def test_first_pass_of_a_mixed_sweep_equals_each_configuration_alone():
+    """engine.first_pass takes each scheme's rows out of a grid that mixes schemes and sizes: every
+    row's first pass must equal the same configuration evaluated alone."""
+    grid = dict(gpus="h100,mi300x", schemes=["ar", "mdm", "prefix-cache", "block"], prompts=[0, 64], gens=[64],
+                blocks=[16, 64], batches=[1, 8])
+    mixed = api.sweep_first_pass(LLADA, **grid)
+    assert len(mixed["scheme"]) > 8
+    for i in range(len(mixed["scheme"])):
+        alone = api.sweep_first_pass(LLADA, gpus=mixed["gpu"][i], schemes=[mixed["scheme"][i]],
+                                     prompts=[int(mixed["prompt"][i])], gens=[64],
+                                     blocks=[int(mixed["block"][i]) if mixed["block"][i] is not None else 16],
+                                     batches=[int(mixed["batch"][i])])
+        assert alone["first_pass_s"].tolist() == pytest.approx([mixed["first_pass_s"][i]], rel=1e-12)
+        assert alone["prompt_passes"].tolist() == [mixed["prompt_passes"][i]]

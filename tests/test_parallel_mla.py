@@ -162,3 +162,25 @@ def test_kv_replication_is_called_out():
     a = api.analyze(MINI, "h100", tp=8)
     assert any("replicated on 2 GPUs" in w for w in a["warnings"])
     assert not any("replicated" in w for w in api.analyze(MINI, "h100", tp=4)["warnings"])
+
+
+@pytest.mark.parametrize("model_id", bundled_ids())
+@pytest.mark.parametrize("absorbed", [True, False])
+def test_every_op_runs_at_the_rate_of_its_declared_kind(model_id, absorbed):
+    """The time model reads each op's kind from the op itself; the per-kind FLOP breakdown reads
+    OP_KINDS. The two must agree for every op every bundled model has (an MoE expert costed as
+    `other` would run at the vector rate and drop out of the linear FLOPs)."""
+    from dlmcost.cost import OP_KINDS, pass_ops
+
+    ops = pass_ops(load_bundled(model_id), inp(tp=2, ep=2, absorbed=absorbed))
+    assert {op.name: op.kind for op in ops} == {op.name: OP_KINDS[op.name] for op in ops}
+
+
+def test_softcapped_logits_are_split_across_the_tensor_parallel_group():
+    # Gemma 2 9B: vocabulary 256,128 (its config.json); B 2 x 8 logit positions; tp 4 -> each GPU caps a quarter
+    from dlmcost.cost import logit_softcap
+
+    m = load_bundled("google/gemma-2-9b")
+    op = logit_softcap(m, inp(B=2, q=8, tp=4))
+    n = 2 * 8 * 256_128 / 4
+    assert op.flops[0] == pytest.approx(3 * n) and op.activation_bytes[0] == pytest.approx(n * (2 + 4))
