@@ -197,10 +197,12 @@ def analyze(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None
         knee_batch = knee(spec, grid, ctx, decode_q, "batch")
         for i, (gpu, rate) in enumerate(supported):
             by_key[gpu.key] = _gpu_result(w, gpu, rate, frame, i, knee_block[i], knee_batch[i], ctx[i], spec.mla is not None)
-    results = [by_key.get(g.key) or Unsupported.model_construct(gpu=g.name, gpu_key=g.key, error=unsupported_reason(g, w.precision, w.tp))
+    results = [by_key.get(g.key) or Unsupported.model_construct(gpu=g.name, gpu_key=g.key,
+                                                                 error=unsupported_reason(g, w.precision, w.tp))
                for g in selected]
-    return AnalyzeResult.model_construct(model=model_summary(spec), workload=workload_summary(w), efficiency_profile=profile.name,
-                         stack=st.name if st else STACK_NONE, warnings=workload_warnings(spec, w), results=results)
+    return AnalyzeResult.model_construct(model=model_summary(spec), workload=workload_summary(w),
+                                         efficiency_profile=profile.name, stack=st.name if st else STACK_NONE,
+                                         warnings=workload_warnings(spec, w), results=results)
 
 
 def workload_warnings(spec: ModelSpec, w: Workload) -> list[str]:
@@ -270,7 +272,8 @@ def _gpu_result(w: Workload, gpu: GPU, rate: dict, frame: Frame, i: int, knee_bl
         gpus=w.tp, tokens_per_s=tokens / time_s, tokens_per_s_per_gpu=tokens / time_s / w.tp,
         flops_per_token=flops * w.tp / tokens, bytes_per_token=nbytes * w.tp / tokens,
         ar_time_s=ar_time, ar_tokens_per_s=tokens / ar_time, time_ratio_to_ar=time_s / ar_time,
-        knee=Knee.model_construct(block=None if knee_block < 0 else int(knee_block), batch=None if knee_batch < 0 else int(knee_batch),
+        knee=Knee.model_construct(block=None if knee_block < 0 else int(knee_block),
+                                  batch=None if knee_batch < 0 else int(knee_batch),
                   context_tokens=float(ctx), limit=KNEE_LIMIT),
         memory=Memory.model_construct(**{k: (bool(v[i]) if k == "fits" else float(v[i])) for k, v in mem.items()
                          if k != "max_effective_batch"},

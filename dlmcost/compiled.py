@@ -6,8 +6,9 @@ keeps, in `compiled_yaml.json` beside it, each bundled file's parsed data keyed 
 whole text. `files.read_document` looks a YAML file's text up there and, on a hit, returns the
 stored data instead of parsing: the same text always parses to the same data, so a hit is exactly
 the parse, whichever path the text came from (the key is the text itself, compared in full, not a
-hash of it), and a miss (an edited or a user's file) is simply parsed. A stale table therefore costs time, never correctness;
-`python docs/generate.py --check` (run by the tests) keeps the shipped one current.
+hash of it), and a miss (an edited or a user's file) is simply parsed. A stale table therefore
+costs time, never correctness; `python docs/generate.py --check` (run by the tests) keeps the
+shipped one current.
 
 Only data that survives a JSON round trip unchanged is stored (YAML dates or non-string keys
 would not), so a hit can never differ from a parse.
