@@ -274,14 +274,14 @@ def _gpu_result(w: Workload, gpu: GPU, rate: dict, frame: Frame, i: int, knee_bl
         ar_time_s=ar_time, ar_tokens_per_s=tokens / ar_time, time_ratio_to_ar=time_s / ar_time,
         knee=Knee.model_construct(block=None if knee_block < 0 else int(knee_block),
                                   batch=None if knee_batch < 0 else int(knee_batch),
-                  context_tokens=float(ctx), limit=KNEE_LIMIT),
+                                  context_tokens=float(ctx), limit=KNEE_LIMIT),
         memory=Memory.model_construct(**{k: (bool(v[i]) if k == "fits" else float(v[i])) for k, v in mem.items()
-                         if k != "max_effective_batch"},
-                      max_batch=int(mem["max_effective_batch"][i] // (2 if w.cfg else 1))),
+                                         if k != "max_effective_batch"},
+                                      max_batch=int(mem["max_effective_batch"][i] // (2 if w.cfg else 1))),
         passes=_pass_results(frame, w.scheme, i, ridge, mla),
         ops=[OpResult.model_construct(name=name, flops=float(op_flops[k]), bytes=float(op_bytes[k]),
-                      arithmetic_intensity=float(op_flops[k] / op_bytes[k]) if op_bytes[k] else 0.0,
-                      time_s=float(op_time[k]), time_share=float(op_time[k]) / time_s)
+                                      arithmetic_intensity=float(op_flops[k] / op_bytes[k]) if op_bytes[k] else 0.0,
+                                      time_s=float(op_time[k]), time_share=float(op_time[k]) / time_s)
              for k, name in enumerate(frame.ev.op_names)],
     )
 
@@ -474,8 +474,8 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
                     ring_buffer=shared.ring_buffer, quantize_head=shared.quantize_head)
     if not pairs or not scheme_list:
         return SweepResult.model_construct(model=model_summary(spec), efficiency_profile=profile.name,
-                           stack=st.name if st else STACK_NONE, evaluated=0,
-                           skipped_impossible=0, skipped_unsupported=unsupported, settings=settings), iter(())
+                                           stack=st.name if st else STACK_NONE, evaluated=0, skipped_impossible=0,
+                                           skipped_unsupported=unsupported, settings=settings), iter(())
 
     # Per scheme, the product of the knobs it depends on (index arrays, no per-row Python loop).
     parts = [(sc, np.indices([len(pairs)] + sizes[sc]).reshape(len(knobs) + 1, -1)) for sc in scheme_list]
@@ -539,8 +539,8 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
                               ignores["block"][sel], cfg)
 
     meta = SweepResult.model_construct(model=model_summary(spec), efficiency_profile=profile.name,
-                       stack=st.name if st else STACK_NONE, evaluated=len(keep),
-                       skipped_impossible=impossible, skipped_unsupported=unsupported, settings=settings)
+                                       stack=st.name if st else STACK_NONE, evaluated=len(keep),
+                                       skipped_impossible=impossible, skipped_unsupported=unsupported, settings=settings)
     return meta, chunks()
 
 
