@@ -133,3 +133,15 @@ def test_a_family_a_configuration_does_not_run_leaves_peak_memory_alone():
     assert max(p["q"] for p in mb["passes"]) == q_window
     assert mb["memory"]["activation_bytes"] / mdm["memory"]["activation_bytes"] == pytest.approx(
         q_window / canvas, rel=1e-12)
+
+
+@pytest.mark.parametrize("workload", [dict(scheme="ar", prompt=64, gen=128),
+                                      dict(scheme="block", prompt=64, gen=128, block=32, steps=64, store_pass=True)])
+def test_memory_bound_time_adds_up_over_several_memory_bound_families(workload):
+    # a short prompt's prefill, the decode steps (and block diffusion's store passes) are all
+    # memory-bound at batch 1: each family's time counts, not only the last one's
+    r = api.analyze(LLADA, "h100", **workload)["results"][0]
+    memory = [p for p in r["passes"] if p["verdict"] == "memory-bound"]
+    assert len(memory) >= 2
+    memory_time = sum(p["count"] * p["time_s"] for p in memory)
+    assert r["memory_bound_time_fraction"] == pytest.approx(memory_time / r["time_s"], rel=1e-12)
