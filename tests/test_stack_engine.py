@@ -139,3 +139,25 @@ def test_logits_buffer_follows_the_stacks_sampler():
     # under tensor parallelism too: the gathered logits are the whole vocabulary on each GPU
     tp4 = api.analyze("GSAI-ML/LLaDA-8B-Instruct", "h100", stack="sglang", tp=4, **kw)["results"][0]["memory"]
     assert tp4["logits_bytes"] == 384 * 126_464 * 6
+
+
+def test_a_closed_form_family_reads_the_gemm_curve_at_its_mean_rows():
+    """docs/stacks.md: a closed-form family takes the GEMM factor at B x its mean q. prefix-cache,
+    Lp 0, Lg 128, block 32: the step family's q shrinks 128, 96, 64, 32 over the blocks (mean 80),
+    so at batch 64 it reads the curve at 64 x 80 = 5,120 rows. A curve that falls steeply around
+    5,120 rows and a flat one at the value it has there must give that family the same time."""
+    import math
+
+    import numpy as np
+
+    rows, eff = [5000, 5300], [1.0, 0.25]
+    at_mean = float(np.interp(math.log(64 * 80), [math.log(r) for r in rows], eff))
+    wl = dict(scheme="prefix-cache", prompt=0, gen=128, block=32, steps=64, batch=64)
+    steep = run(neutral(gemm_efficiency=dict(rows=rows, efficiency=eff)), **wl)
+    flat = run(neutral(gemm_efficiency=dict(rows=[1], efficiency=[at_mean])), **wl)
+    step = lambda r: next(p for p in r["passes"] if p["name"] == "step")  # noqa: E731
+    assert (step(steep)["q"], step(steep)["q_last"]) == (128, 32)
+    assert step(steep)["time_s"] == pytest.approx(step(flat)["time_s"], rel=1e-12)
+    # and the curve matters here: at the first pass's rows alone (8,192) it would be 0.25
+    slow = run(neutral(gemm_efficiency=dict(rows=[1], efficiency=[0.25])), **wl)
+    assert step(slow)["time_s"] > 1.2 * step(flat)["time_s"]
