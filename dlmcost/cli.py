@@ -799,7 +799,8 @@ def _output_failed(exc: OSError) -> int:
 
 
 def _silence_stdout() -> None:
-    """After a failed write, point stdout at /dev/null so the interpreter's final flush is quiet."""
+    """After a failed write or a closed pipe, point stdout at /dev/null so the interpreter's final
+    flush is quiet."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -881,13 +882,9 @@ def run() -> None:
 
 def _reader_left(code: int) -> int:
     """The reader of a pipe stopped early (`dlmcost sweep | head`): what it read is what it wanted,
-    so this is success, as for csv and json; point stdout at /dev/null so the interpreter's own
+    so this is success, as for csv and json; stdout goes to /dev/null so the interpreter's own
     final flush stays quiet."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
+    _silence_stdout()
     return code
 
 
