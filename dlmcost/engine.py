@@ -38,7 +38,7 @@ from .roofline import Rates, compute_time, link_time, memory_time
 from .schemes import REGISTRY, Knobs, PassFamily, peak_shape, prompt_passes
 from .stack_time import compute_factor, fixed_time, host_time, host_wait, sampler_time, traffic_factor
 from .stacks import Stack
-from .sums import sum_affine, sum_max_affine, sum_positive_part
+from .sums import sum_max_ends
 
 # Entries a stack adds to the op axis (no FLOPs, no bytes: time only).
 STACK_OPS = ("host_wait", "per_forward")
@@ -258,51 +258,40 @@ def closed_form_rows(m: ModelSpec, grid: Grid, fam: PassFamily) -> np.ndarray:
 
 
 def _closed_form(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
+    """Sums of a family whose per-op costs are affine in j, from its first and last pass alone
+    (sums.py): the sum of an affine term is n (first + last) / 2."""
     n, r = fam.n, fam.r
-    mean_q = fam.q0 + fam.dq * np.maximum(n - 1, 0) / 2  # the stack's GEMM factor is read here
-    # the host wait is not affine in j: summed on its own below
-    a, b = (pass_cost(m, grid, fam.at(j), names, mean_q, host_wait_of_pass=False) for j in (0.0, 1.0))
-    host_wait = _closed_form_host_wait(m, grid, a, b, n, names)
+    last = np.maximum(n - 1, 0)
+    mean_q = fam.q0 + fam.dq * last / 2  # the stack's GEMM factor is read here
+    # (the host wait is not affine in j: left at zero in both, and summed on its own below)
+    a, z = (pass_cost(m, grid, fam.at(j), names, mean_q, host_wait_of_pass=False) for j in (0.0, last))
+    half = n * r / 2
     data = np.empty((len(METRICS), len(names), len(grid)))
-    # sum_affine(a, b, n) * r = a r (n - T) + b r T with T = n (n - 1) / 2: three passes over the
-    # value arrays (the largest in the engine) with per-configuration coefficients
-    tri = n * (n - 1) / 2
-    np.multiply(a.values, r * (n - tri), out=data[:ADDITIVE])
-    b.values *= r * tri
-    data[:ADDITIVE] += b.values
-    data[TIME] = r * (sum_max_affine(a.compute_s, b.compute_s, a.memory_s, b.memory_s, n)
-                      + sum_affine(a.overhead_s, b.overhead_s, n))
-    if host_wait is not None:
-        data[TIME, names.index("host_wait")] = r * host_wait
-    bound = r * sum_max_affine(a.bound_compute_s, b.bound_compute_s, a.bound_memory_s, b.bound_memory_s, n)
+    np.add(a.values, z.values, out=data[:ADDITIVE])  # the engine's largest arrays: two passes over them
+    data[:ADDITIVE] *= half
+    time_s = data[TIME]
+    np.add(a.overhead_s, z.overhead_s, out=time_s)
+    time_s *= half
+    time_s += r * sum_max_ends(a.compute_s, z.compute_s, a.memory_s, z.memory_s, n)
+    if grid.stack is not None and "host_wait" in names:
+        time_s[names.index("host_wait")] = r * _closed_form_host_wait(m, grid.stack, a, z, n, names)
+    bound = r * sum_max_ends(a.bound_compute_s, z.bound_compute_s, a.bound_memory_s, z.bound_memory_s, n)
     return Cost(data, n * r, bound)
 
 
-def _closed_form_host_wait(m: ModelSpec, grid: Grid, a: PassCost, b: PassCost, n: np.ndarray,
-                           names: list[str]) -> np.ndarray | None:
-    """Sum over the family of the GPU's wait for the host (a and b leave it at zero: it is not
+def _closed_form_host_wait(m: ModelSpec, st: Stack, first: PassCost, last: PassCost, n: np.ndarray,
+                           names: list[str]) -> np.ndarray:
+    """Sum over the family of the GPU's wait for the host (the passes leave it at zero: it is not
     affine in j). The GPU time is taken linear between the first and the last pass."""
-    st = grid.stack
-    if st is None or "host_wait" not in names:
-        return None
-    last = np.maximum(n - 1, 0)
-
-    ops = [k for k, name in enumerate(names) if name not in STACK_OPS]  # GPU work only
-    if ops == list(range(len(ops))):  # the stack's ops come last (as evaluate lists them): a view
-        ops = slice(0, len(ops))
-
-    def gpu_at(j):
-        lerp = lambda x0, x1: x0[ops] + (x1[ops] - x0[ops]) * j  # noqa: E731
-        return (np.maximum(lerp(a.compute_s, b.compute_s), lerp(a.memory_s, b.memory_s))
-                + lerp(a.overhead_s, b.overhead_s)).sum(axis=0)
-
     host = host_time(m.n_layers, st)
     if not st.host.overlaps_gpu:
         return n * host
-    g0 = (np.maximum(a.compute_s[ops], a.memory_s[ops]) + a.overhead_s[ops]).sum(axis=0)  # gpu_at(0)
-    g_last = gpu_at(last)
-    slope = np.divide(g_last - g0, last, out=np.zeros_like(g0), where=last > 0)
-    return sum_positive_part(host - g0, -slope, n)
+    ops = [k for k, name in enumerate(names) if name not in STACK_OPS]  # GPU work only
+    if ops == list(range(len(ops))):  # the stack's ops come last (as evaluate lists them): a view
+        ops = slice(0, len(ops))
+    gpu_first, gpu_last = ((np.maximum(p.compute_s[ops], p.memory_s[ops]) + p.overhead_s[ops]).sum(axis=0)
+                           for p in (first, last))
+    return sum_max_ends(host - gpu_first, host - gpu_last, 0.0, 0.0, n)
 
 
 def _pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:

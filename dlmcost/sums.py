@@ -4,36 +4,15 @@ A family's FLOPs and bytes are affine in j (the cache grows by b per block while
 or q shrinks by b while q + c stays fixed), and so are the compute and memory times of each op;
 the time of an op is max(compute, memory), whose sum over j has a closed form because the
 difference of two affine terms changes sign at most once. All functions broadcast over arrays.
+
+The engine gives each quantity at the family's first (j = 0) and last (j = n - 1) pass: the sum
+of an affine term is then n (first + last) / 2, and a max() of two affine terms is the larger one
+throughout unless their order differs between the ends (`sum_max_ends`).
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-
-def sum_affine(v0, v1, n):
-    """sum_{j<n} (v0 + (v1-v0) j). `n` must broadcast into the shape of v1 - v0 (a count per
-    configuration against op x configuration values), not widen it: the result is built in place."""
-    out = np.subtract(v1, v0, dtype=float)  # written in place from here: the engine's arrays are op x configuration
-    out *= n * (n - 1) / 2
-    out += np.multiply(v0, n)
-    return out
-
-
-def sum_positive_part(d0, d1, n):
-    """sum_{j<n} max(d0 + d1 j, 0), exactly: the affine term changes sign at most once, so it is
-    positive on one run of indices [lo, hi), and the sum is that run's arithmetic series. Most
-    terms keep one sign over the whole family (an op memory-bound in every pass, or compute-bound
-    in every pass): those are the whole series or nothing, and only the terms that cross zero
-    between the first and the last pass need the run's ends."""
-    d0, d1, n = np.broadcast_arrays(np.asarray(d0, float), np.asarray(d1, float), np.asarray(n, float))
-    last = d0 + d1 * (n - 1)
-    first_positive, last_positive = d0 >= 0, last >= 0
-    out = np.where(first_positive & last_positive, sum_affine(d0, d0 + d1, n), 0.0)
-    crossing = np.flatnonzero((first_positive != last_positive) & (n > 1))
-    if crossing.size:
-        out.flat[crossing] = _positive_run_sum(d0.flat[crossing], d1.flat[crossing], n.flat[crossing])
-    return out
 
 
 def _positive_run_sum(d0, d1, n):
@@ -48,6 +27,21 @@ def _positive_run_sum(d0, d1, n):
     return count * d0 + d1 * (lo + hi - 1) * count / 2
 
 
-def sum_max_affine(a0, a1, b0, b1, n):
-    """sum_{j<n} max(a(j), b(j)) for affine a, b given at j=0 and j=1."""
-    return sum_affine(b0, b1, n) + sum_positive_part(a0 - b0, (a1 - a0) - (b1 - b0), n)
+def sum_max_ends(a0, a_last, b0, b_last, n):
+    """sum_{j<n} max(a(j), b(j)) for a, b affine in j, given at j = 0 and j = n - 1. Where the same
+    term is the larger at both ends it is the larger throughout, and the sum is n (first + last)
+    / 2 of the max; only where the order flips (a compute-bound op turning memory-bound within
+    the family, or back) is the positive run of a - b summed on its own. Written for the engine's
+    op x configuration arrays: a handful of passes over them, and gathers of the few that flip."""
+    n = np.asarray(n, float)
+    shape = np.broadcast_shapes(*(np.shape(x) for x in (a0, a_last, b0, b_last, n)))
+    out = np.maximum(a0, b0, out=np.empty(shape or (1,)))
+    out += np.maximum(a_last, b_last)
+    out *= n / 2
+    # the order flips only where n > 1 (one pass: the ends are the same pass)
+    flips = np.nonzero(np.broadcast_to(np.greater(a0, b0) != np.greater(a_last, b_last), out.shape))
+    if flips[0].size:
+        a0, a_last, b0, b_last, n = (np.broadcast_to(x, out.shape)[flips] for x in (a0, a_last, b0, b_last, n))
+        d0, d_last = a0 - b0, a_last - b_last
+        out[flips] = n * (b0 + b_last) / 2 + _positive_run_sum(d0, (d_last - d0) / (n - 1), n)
+    return out if shape else out[0]

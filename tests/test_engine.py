@@ -8,7 +8,7 @@ from dlmcost.engine import _closed_form, _pass_by_pass, closed_form_rows, op_nam
 from dlmcost.memory import RESERVE_FRACTION
 from dlmcost.models import load_bundled
 from dlmcost.schemes import REGISTRY
-from dlmcost.sums import sum_max_affine, sum_positive_part
+from dlmcost.sums import sum_max_ends
 
 LLADA = "GSAI-ML/LLaDA-8B-Instruct"
 
@@ -17,22 +17,26 @@ def run(gpu="h100", **w):
     return api.analyze(LLADA, gpu, **w)["results"][0]
 
 
-def test_sum_positive_part_matches_brute_force():
+def test_sum_max_ends_matches_brute_force():
+    """sum_j max(a(j), b(j)) from the values at the first and last pass, against adding up every
+    j: random real terms (the order flips inside the family or not), then integer terms, so that
+    some differences hit zero exactly at an index or at an end, with slopes of 0, n = 1, and the
+    host-wait form (b = 0 given as scalars)."""
     rng = np.random.default_rng(0)
     for _ in range(500):
-        d0, d1 = rng.normal(size=2) * 10
-        n = int(rng.integers(0, 40))
-        brute = sum(max(d0 + d1 * j, 0.0) for j in range(n))
-        assert sum_positive_part(d0, d1, n) == pytest.approx(brute, abs=1e-9)
-    # vectorised, with integer terms so that some hit zero exactly at an index, d1 = 0, n = 0 and 1
-    d0 = rng.integers(-20, 21, (3, 400)).astype(float)
-    d1 = rng.integers(-4, 5, (3, 400)).astype(float)
-    n = rng.integers(0, 12, 400).astype(float)
-    brute = np.array([[sum(max(d0[i, k] + d1[i, k] * j, 0.0) for j in range(int(n[k]))) for k in range(400)]
-                      for i in range(3)])
-    assert np.array_equal(sum_positive_part(d0, d1, n), brute)
-    a = sum_max_affine(1.0, 3.0, 10.0, 9.0, 20)  # a = 1 + 2j, b = 10 - j
-    assert a == pytest.approx(sum(max(1 + 2 * j, 10 - j) for j in range(20)))
+        a0, da, b0, db = rng.normal(size=4) * 10
+        n = int(rng.integers(1, 40))
+        brute = sum(max(a0 + da * j, b0 + db * j) for j in range(n))
+        assert sum_max_ends(a0, a0 + da * (n - 1), b0, b0 + db * (n - 1), n) == pytest.approx(brute, rel=1e-12)
+    a0, b0 = (rng.integers(-20, 21, (3, 400)).astype(float) for _ in range(2))
+    da, db = (rng.integers(-4, 5, (3, 400)).astype(float) for _ in range(2))
+    n = rng.integers(1, 12, 400).astype(float)
+    brute = np.array([[sum(max(a0[i, k] + da[i, k] * j, b0[i, k] + db[i, k] * j) for j in range(int(n[k])))
+                       for k in range(400)] for i in range(3)])
+    assert np.array_equal(sum_max_ends(a0, a0 + da * (n - 1), b0, b0 + db * (n - 1), n), brute)
+    d0, dd = a0[0], da[0]
+    brute = np.array([sum(max(d0[k] + dd[k] * j, 0.0) for j in range(int(n[k]))) for k in range(400)])
+    assert np.array_equal(sum_max_ends(d0, d0 + dd * (n - 1), 0.0, 0.0, n), brute)
 
 
 @pytest.mark.parametrize("scheme,nfe", [
