@@ -227,11 +227,12 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
                 if op.kind not in factors:
                     factors[op.kind] = compute_factor(op.kind, rows, st)
                 compute[i] /= factors[op.kind]
-                traffic = traffic * traffic_factor(op.kind, st)
+                traffic *= traffic_factor(op.kind, st)
+            np.multiply(op.kernels, r.overhead_s, out=overhead[i])
         else:  # collectives: no arithmetic, no HBM traffic; the link is their roofline
             overhead[i] = link_time(op.link_bytes, op.collectives, r)
+            overhead[i] += op.kernels * r.overhead_s
         memory[i] = memory_time(traffic, r)
-        overhead[i] += op.kernels * r.overhead_s
         if st is not None and op.name == "lm_head":  # the sampler reads what the head wrote, all of
             # the vocabulary: tensor parallelism all-gathers the split logits before sampling
             overhead[i] += sampler_time(grid.batch * shape["logits"] * m.vocab_size, r.bandwidth, r.eff_mem, st)
@@ -294,21 +295,35 @@ def _closed_form_host_wait(m: ModelSpec, st: Stack, first: PassCost, last: PassC
     return sum_max_ends(host - gpu_first, host - gpu_last, 0.0, 0.0, n)
 
 
+# Passes evaluated at once on the pass-by-pass path: the per-pass arrays (metrics x ops x passes)
+# stay a few megabytes, in cache, instead of hundreds for a big grid.
+PASS_CHUNK = 1 << 15
+
+
 def _pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
-    """Evaluate every pass j of the family (ragged over configurations), then add them up."""
+    """Evaluate every pass j of the family (ragged over configurations), then add them up, a
+    chunk of configurations at a time."""
     n = fam.n.astype(int)
-    owner = np.repeat(np.arange(len(grid)), n)
-    start = np.cumsum(n) - n
-    j = np.arange(n.sum()) - start[owner]
-    p = pass_cost(m, grid.take(owner), fam.take(owner).at(j.astype(float)), names)
-    r = fam.r
-    # summed straight into the result (the per-pass arrays are the engine's largest: no copy of them)
     data = np.empty((len(METRICS), len(names), len(grid)))
-    np.add.reduceat(p.values, start, axis=2, out=data[:ADDITIVE])
-    np.add.reduceat(p.time_s, start, axis=1, out=data[TIME])
+    bound = np.empty(len(grid))
+    ends = np.cumsum(n)
+    cuts = np.searchsorted(ends, np.arange(PASS_CHUNK, ends[-1], PASS_CHUNK), side="right")
+    for lo, hi in zip([0, *cuts], [*cuts, len(grid)]):
+        if lo == hi:
+            continue
+        rows = slice(lo, hi)
+        nc = n[rows]
+        owner = np.repeat(np.arange(hi - lo), nc)
+        start = np.cumsum(nc) - nc
+        j = np.arange(nc.sum()) - start[owner]
+        p = pass_cost(m, grid.take(owner + lo), fam.take(owner + lo).at(j.astype(float)), names)
+        # summed straight into the result (no copy of the per-pass arrays)
+        np.add.reduceat(p.values, start, axis=2, out=data[:ADDITIVE, :, rows])
+        np.add.reduceat(p.time_s, start, axis=1, out=data[TIME, :, rows])
+        np.add.reduceat(np.maximum(p.bound_compute_s, p.bound_memory_s), start, out=bound[rows])
+    r = fam.r
     data *= r
-    bound = r * np.add.reduceat(np.maximum(p.bound_compute_s, p.bound_memory_s), start)
-    return Cost(data, n * r, bound)
+    return Cost(data, n * r, r * bound)
 
 
 def _family_sums(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:

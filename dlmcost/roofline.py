@@ -13,6 +13,7 @@ AI = FLOPs / bytes; a pass is memory-bound when AI < ridge = peak / bandwidth.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,6 +39,15 @@ class Rates:
     link_bandwidth: np.ndarray  # scale-up bytes/s per direction per GPU
     eff_link: np.ndarray
     collective_latency_s: np.ndarray
+
+    @cached_property
+    def achievable_flops(self) -> dict[str, np.ndarray]:
+        """FLOP/s an op of each kind reaches: peak x efficiency (computed once per set of rates)."""
+        return {kind: self.peak[kind] * self.eff[kind] for kind in self.peak}
+
+    @cached_property
+    def achievable_bandwidth(self) -> np.ndarray:
+        return self.bandwidth * self.eff_mem
 
     def take(self, idx: np.ndarray) -> "Rates":
         return Rates({k: v[idx] for k, v in self.peak.items()}, {k: v[idx] for k, v in self.eff.items()},
@@ -84,7 +94,7 @@ def stack_rates(rows: list[dict[str, float]]) -> Rates:
 def compute_time(flops, kind: str, rates: Rates):
     if kind == "comm":  # collectives do no arithmetic; their cost is link_time
         return np.zeros_like(rates.bandwidth)
-    return flops / (rates.peak[kind] * rates.eff[kind])
+    return flops / rates.achievable_flops[kind]
 
 
 def link_time(link_bytes, collectives, rates: Rates):
@@ -96,7 +106,7 @@ def link_time(link_bytes, collectives, rates: Rates):
 
 
 def memory_time(nbytes, rates: Rates):
-    return nbytes / (rates.bandwidth * rates.eff_mem)
+    return nbytes / rates.achievable_bandwidth
 
 
 def verdict(ai, ridge) -> np.ndarray:
