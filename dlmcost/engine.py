@@ -199,9 +199,11 @@ class PassCost:
 
 
 def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: list[str],
-              factor_q: np.ndarray | None = None, host_wait_of_pass: bool = True) -> PassCost:
+              factor_q: np.ndarray | None = None, host_wait_of_pass: bool = True,
+              factors: dict[str, np.ndarray] | None = None) -> PassCost:
     """Each op of one pass per configuration, placed on the op axis `names`. Under a stack, the
-    GEMM factor is read at B x `factor_q` rows (default: this pass's q); `host_wait_of_pass=False`
+    GEMM factor is read at B x `factor_q` rows (default: this pass's q); calls that read it at the
+    same rows may share `factors` (per op kind, filled by the first). `host_wait_of_pass=False`
     leaves the host wait at zero for a caller that sums it over a family itself."""
     n = np.broadcast_shapes(*(np.shape(v) for v in shape.values()), (len(grid),))[0]
     values = np.empty((ADDITIVE, len(names), n))
@@ -209,7 +211,7 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
     r, st = grid.rates, grid.stack
     if st is not None:
         rows = grid.batch * (shape["q"] if factor_q is None else factor_q)
-        factors: dict[str, np.ndarray] = {}  # per op kind: every GEMM of a pass has the same rows
+        factors = {} if factors is None else factors  # per op kind: every GEMM of a pass has the same rows
     bound_compute = np.zeros(n)
     for op in pass_ops(m, grid.pass_input(shape)):
         i = names.index(op.name)
@@ -265,7 +267,9 @@ def _closed_form(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) ->
     last = np.maximum(n - 1, 0)
     mean_q = fam.q0 + fam.dq * last / 2  # the stack's GEMM factor is read here
     # (the host wait is not affine in j: left at zero in both, and summed on its own below)
-    a, z = (pass_cost(m, grid, fam.at(j), names, mean_q, host_wait_of_pass=False) for j in (0.0, last))
+    factors: dict[str, np.ndarray] = {}  # read once for both passes
+    a, z = (pass_cost(m, grid, fam.at(j), names, mean_q, host_wait_of_pass=False, factors=factors)
+            for j in (0.0, last))
     half = n * r / 2
     data = np.empty((len(METRICS), len(names), len(grid)))
     np.add(a.values, z.values, out=data[:ADDITIVE])  # the engine's largest arrays: two passes over them
