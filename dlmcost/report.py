@@ -311,11 +311,15 @@ def _sweep_cells(rows: list[dict], all_rows: list[dict]) -> tuple[list[str], lis
 
 
 def sweep_summary(result: dict) -> str:
-    return (f"{result['evaluated']} configurations evaluated; skipped {result['skipped_impossible']} impossible "
-            f"(block not dividing the generation, fewer steps than blocks, a TP/EP layout that does not "
-            f"split the model) and "
-            f"{result['skipped_unsupported']} on GPUs without the precision; efficiency profile: "
-            f"{safe(result['efficiency_profile'])}; stack: {safe(result['stack'])}")
+    """The sweep's header line; skipped configurations are named only when there are any."""
+    parts = [f"{result['evaluated']} configurations evaluated"]
+    if result["skipped_impossible"]:
+        parts.append(f"skipped {result['skipped_impossible']} impossible (block not dividing the generation, fewer "
+                     f"steps than blocks, a TP/EP layout that does not split the model)")
+    if result["skipped_unsupported"]:
+        parts.append(f"skipped {result['skipped_unsupported']} on GPUs without the precision")
+    parts += [f"efficiency profile: {safe(result['efficiency_profile'])}", f"stack: {safe(result['stack'])}"]
+    return "; ".join(parts)
 
 
 def more_rows_note(shown: int, total: int) -> str:

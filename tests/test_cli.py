@@ -291,7 +291,10 @@ def test_sweep_markdown(cli):
 
 def test_sweep_impossible_rows_are_skipped_not_fatal(cli):
     r = ok(cli("sweep", "--block", "3", "--gen", "128"))
-    assert "skipped" in r.out
+    j = ok(cli("sweep", "--block", "3", "--gen", "128", "--format", "json")).json()
+    assert f"skipped {j['skipped_impossible']} impossible (block not dividing" in " ".join(r.out.split())
+    assert "without the precision" not in r.out  # a count of 0 is not mentioned
+    assert "skipped" not in ok(cli("sweep", "--block", "8", "--gen", "128")).out
     j = ok(cli("sweep", "--block", "3", "--gen", "128", "--format", "json")).json()
     assert j["skipped_impossible"] > 0
     assert len(j["rows"]) == j["evaluated"]
@@ -325,7 +328,9 @@ def test_sweep_sort_and_top(cli):
 def test_sweep_unsupported_precision_counted(cli):
     j = ok(cli("sweep", "--gpu", "a100,h100", "--precision", "bf16,fp8", "--scheme", "mdm",
                "--format", "json")).json()
-    assert j["skipped_unsupported"] > 0
+    assert j["skipped_unsupported"] == 1  # fp8 on the A100
+    r = ok(cli("sweep", "--gpu", "a100,h100", "--precision", "bf16,fp8", "--scheme", "mdm"))
+    assert "skipped 1 on GPUs without the precision" in " ".join(r.out.split()) and "impossible" not in r.out
     assert {(row["gpu"], row["precision"]) for row in j["rows"]} == {
         ("A100 80GB SXM", "bf16"), ("H100 SXM", "bf16"), ("H100 SXM", "fp8")}
 
