@@ -77,6 +77,19 @@ def run(command: str, *, head: int | None = None, section: str | None = None, ra
     cog.outl(f"`$ {command}`\n\n{text}" if raw else f"```text\n$ {command}\n{text}\n```")
 
 
+def run_many(*commands: tuple[str, int]) -> None:
+    """Emit one fenced block of several commands, each `(command, head)`: its first `head` lines."""
+    import cog
+
+    blocks = []
+    for command, head in commands:
+        text, code = output(command, head=head)
+        if code:
+            raise SystemExit(f"{command!r} exited {code}: {text}")
+        blocks.append(f"$ {command}\n{text}")
+    cog.outl("```text\n" + "\n".join(blocks) + "\n```")
+
+
 def python_file(path: str) -> None:
     """Emit a Python file of the repository and, below it, what it prints when run."""
     import cog
