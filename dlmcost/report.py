@@ -476,7 +476,9 @@ def render_model(info: dict, fmt: str, out: Output) -> None:
 
 
 def _fmt_value(v) -> str:
-    if isinstance(v, bool) or v is None:
+    if v is None:  # not set (no pinned revision, a sampler setting the model card leaves open)
+        return "-"
+    if isinstance(v, bool):
         return str(v)
     if isinstance(v, int) and abs(v) >= 10**6:
         return f"{v:,}"

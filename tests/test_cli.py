@@ -425,6 +425,8 @@ def test_model_table(cli):
     assert LLADA in r.out
     assert "params_total" in r.out and "8,015,581,184" in r.out
     assert "524288" in r.out
+    # unset fields (a bundled config pins no revision) print as "-", never Python's None
+    assert re.search(r"^revision +-$", r.out, re.M) and "None" not in r.out
 
 
 def test_model_json(cli):
