@@ -67,6 +67,15 @@ def test_mdm_flops_per_token_and_the_seeds_simplification():
     assert linear_per_token / seed == pytest.approx(lp + lg, rel=1e-3)
 
 
+def _h100_rates():
+    from dlmcost.hardware import HardwareDB
+    from dlmcost.precision import get_precision
+    from dlmcost.profiles import Profile
+    from dlmcost.roofline import gpu_rates
+
+    return gpu_rates(HardwareDB.load().get("h100"), get_precision("bf16"), Profile("realistic"))
+
+
 def _one_config_grid(m, **workload):
     from dlmcost.hardware import HardwareDB
     from dlmcost.precision import get_precision
@@ -110,6 +119,38 @@ def test_moe_prefix_cache_is_not_summed_in_closed_form():
     r = api.analyze(m, "h100", scheme="prefix-cache", prompt=16, gen=64, steps=16, block=8)["results"][0]
     got = [p for p in r["passes"] if p["name"] == "step"][0]
     assert got["bytes"] * got["count"] == pytest.approx(explicit.bytes[0], rel=1e-12)
+
+
+@pytest.mark.parametrize("stack", [None, "sglang"])
+@pytest.mark.parametrize("chunk", [1, 3, 1 << 15])
+def test_pass_by_pass_in_chunks_equals_each_pass_added_up(monkeypatch, stack, chunk):
+    """The pass-by-pass path evaluates its passes a chunk of configurations at a time (a chunk of
+    1 pass puts every boundary inside a configuration's run): the sums equal each pass of each
+    configuration costed on its own and added up."""
+    from dlmcost import engine
+    from dlmcost.stacks import load_stack
+
+    m = load_bundled("inclusionAI/LLaDA2.0-mini")
+    cols = api._columns(api.workload_for(m, scheme="prefix-cache", prompt=16, gen=64, steps=16, block=8))
+    cols |= dict(gen=np.array([64.0, 32, 64, 16]), block=np.array([8.0, 16, 4, 16]), steps=np.array([16.0, 8, 32, 4]),
+                 batch=np.array([1.0, 4, 2, 8]), prompt=np.array([16.0, 100, 0, 7]))
+    grid = api.build_grid(cols, [_h100_rates()], np.zeros(4, int),
+                          load_stack(stack) if stack else None)
+    step = [f for f in REGISTRY["prefix-cache"].passes(grid.knobs) if f.name == "step"][0]
+    names = op_names([m]) + (list(engine.STACK_OPS) if stack else [])
+    monkeypatch.setattr(engine, "PASS_CHUNK", chunk)
+    got = engine._pass_by_pass(m, grid, step, names)
+    for i in range(4):
+        g, fam = grid.take([i]), step.take([i])
+        passes = [engine.pass_cost(m, g, fam.at(float(j)), names) for j in range(int(fam.n[0]))]
+        r = fam.r[0]
+        values = r * sum(p.values[:, :, 0] for p in passes)
+        time_s = r * sum(p.time_s[:, 0] for p in passes)
+        bound = r * sum(max(p.bound_compute_s[0], p.bound_memory_s[0]) for p in passes)
+        assert got.data[:-1, :, i] == pytest.approx(values, rel=1e-12, abs=1e-30)
+        assert got.data[-1, :, i] == pytest.approx(time_s, rel=1e-12, abs=1e-30)
+        assert got.bound_s[i] == pytest.approx(bound, rel=1e-12)
+        assert got.count[i] == fam.n[0] * r
 
 
 def test_ideal_time_of_one_pass_by_hand():
