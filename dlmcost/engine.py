@@ -268,8 +268,10 @@ def _closed_form(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) ->
     mean_q = fam.q0 + fam.dq * last / 2  # the stack's GEMM factor is read here
     # (the host wait is not affine in j: left at zero in both, and summed on its own below)
     factors: dict[str, np.ndarray] = {}  # read once for both passes
-    a, z = (pass_cost(m, grid, fam.at(j), names, mean_q, host_wait_of_pass=False, factors=factors)
-            for j in (0.0, last))
+    a = pass_cost(m, grid, fam.at(0.0), names, mean_q, host_wait_of_pass=False, factors=factors)
+    # a family of one shape everywhere (a prefill, mdm's full passes): its first pass is its last
+    z = a if np.all(n <= 1) else pass_cost(m, grid, fam.at(last), names, mean_q, host_wait_of_pass=False,
+                                           factors=factors)
     half = n * r / 2
     data = np.empty((len(METRICS), len(names), len(grid)))
     np.add(a.values, z.values, out=data[:ADDITIVE])  # the engine's largest arrays: two passes over them
