@@ -420,3 +420,20 @@ def test_first_pass_of_a_mixed_sweep_equals_each_configuration_alone():
                                      batches=[int(mixed["batch"][i])])
         assert alone["first_pass_s"].tolist() == pytest.approx([mixed["first_pass_s"][i]], rel=1e-12)
         assert alone["prompt_passes"].tolist() == [mixed["prompt_passes"][i]]
+
+
+def test_a_mixed_sweep_matches_the_oracle_row_by_row():
+    """One grid in which the same family has one shape in some configurations and several in
+    others (one block or four, with and without a prompt): every row against the oracle, on the
+    bare roofline as the oracle costs it."""
+    spec = load_bundled(LLADA)
+    swept = api.sweep(spec, gpus="h100", schemes=["block", "dual-cache", "ar"], prompts=[0, 64], gens=[32, 128],
+                      blocks=[32], steps=[32], batches=[1, 4], stack="none")
+    rows = api.sweep_rows(swept)
+    assert {(r["scheme"], r["gen"]) for r in rows} == {(s, g) for s in ("block", "dual-cache", "ar") for g in (32, 128)}
+    for r in rows:
+        w = {**BASE, "scheme": r["scheme"], "prompt": r["prompt"], "gen": r["gen"], "batch": r["batch"],
+             "steps": None if r["scheme"] == "ar" else 32, "block": None if r["scheme"] == "ar" else 32}
+        e = _oracle(spec, "h100", "realistic", None, w)
+        assert r["time_s"] == pytest.approx(e["time_s"], rel=REL), r
+        assert r["flops_per_token"] * r["gen"] * r["batch"] == pytest.approx(e["flops"], rel=REL), r
