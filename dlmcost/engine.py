@@ -207,6 +207,7 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
     leaves the host wait at zero for a caller that sums it over a family itself."""
     n = np.broadcast_shapes(*(np.shape(v) for v in shape.values()), (len(grid),))[0]
     values = np.empty((ADDITIVE, len(names), n))
+    written = np.zeros(len(names), bool)
     compute, memory, overhead = (np.zeros((len(names), n)) for _ in range(3))
     r, st = grid.rates, grid.stack
     if st is not None:
@@ -215,6 +216,7 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
     bound_compute = np.zeros(n)
     for op in pass_ops(m, grid.pass_input(shape)):
         i = names.index(op.name)
+        written[i] = True
         v = values[:, i]
         v[0], v[1], v[2], v[3], v[4] = op.flops, op.weight_bytes, op.kv_read_bytes, op.kv_write_bytes, op.activation_bytes
         traffic = v[1:].sum(axis=0)
@@ -238,9 +240,12 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
         if st is not None and op.name == "lm_head":  # the sampler reads what the head wrote, all of
             # the vocabulary: tensor parallelism all-gathers the split logits before sampling
             overhead[i] += sampler_time(grid.batch * shape["logits"] * m.vocab_size, r.bandwidth, r.eff_mem, st)
+    # no FLOPs or bytes on the rows of ops this pass lacks: the stack's time-only entries, and the
+    # ops of another model on the axis (a drafter of another architecture: an MoE verifier's
+    # experts, a dense drafter's MLP)
+    values[:, ~written] = 0.0
     if st is not None and STACK_OPS[0] in names:
         h, f = names.index("host_wait"), names.index("per_forward")
-        values[:, [h, f]] = 0.0
         if host_wait_of_pass:
             gpu = (np.maximum(compute, memory) + overhead).sum(axis=0)
             overhead[h] = host_wait(gpu, host_time(m.n_layers, st), st)

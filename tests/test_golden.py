@@ -183,6 +183,12 @@ CASES = [
     case("moe-draft-verify-drafter-tp2-fp8", "inclusionAI/LLaDA2.0-flash", "h100", tpf=2.5,
          scheme="draft-verify", block=4, drafter=MOE, tp=2, precision="fp8", batch=2),
     case("mla-draft-verify-self", MLA, "h200", tpf=3, scheme="draft-verify", gen=36, block=4),
+    # a drafter of another architecture: each model's passes have only its own ops (an MoE verifier
+    # has no dense MLP, a dense drafter no experts)
+    case("moe-verifier-dense-drafter", QWEN3_MOE, "h100", tpf=3, scheme="draft-verify", block=8,
+         drafter="Qwen/Qwen3-8B"),
+    case("dense-verifier-moe-drafter", "Qwen/Qwen3-8B", "h100", tpf=2, scheme="draft-verify", block=4,
+         drafter=QWEN3_MOE, batch=2),
 ]
 
 
