@@ -10,8 +10,9 @@ A family's sums are exact. Where every per-op quantity is affine in the pass ind
 (any cache growth), or q + c fixed under a bidirectional mask for a model whose cost per token is
 linear (no expected-distinct-experts term) — they have closed forms (sums.py). Elsewhere, e.g. an
 MoE model's prefix-cache steps, whose q shrinks block by block, every pass is evaluated and the
-passes are added up. Which path a family takes follows from its declared shape law and the model;
-nothing is probed numerically.
+passes are added up; on the bare roofline only the ops not linear in the tokens (the experts'),
+the others staying in closed form. Which path a family takes follows from its declared shape law
+and the model; nothing is probed numerically.
 
 With a software stack (`Grid.stack`, docs/stacks.md) each op's compute time is divided by the
 stack's factor (GEMM curve at B x q rows, attention efficiency), elementwise traffic is scaled,
@@ -32,7 +33,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from .cost import KINDS, OP_KINDS, OP_NAMES, PassInput, pass_ops, window_affine
+from .cost import KINDS, OP_KINDS, OP_NAMES, TOKEN_NONLINEAR_OPS, PassInput, pass_ops, window_affine
 from .models.spec import ModelSpec
 from .roofline import Rates, compute_time, link_time, memory_time
 from .schemes import REGISTRY, Knobs, PassFamily, peak_shape, prompt_passes
@@ -53,8 +54,8 @@ FLOPS, TIME = METRICS.index("flops"), METRICS.index("time_s")
 class Grid:
     """N configurations, one per array element (CFG already folded into `batch`)."""
 
-    scheme: np.ndarray  # scheme name per configuration
-    knobs: Knobs
+    scheme: np.ndarray | None  # scheme name per configuration (None: a grid of single passes)
+    knobs: Knobs | None
     batch: np.ndarray
     wbytes: np.ndarray
     kvbytes: np.ndarray
@@ -72,6 +73,13 @@ class Grid:
     def take(self, idx) -> "Grid":
         arrays = {f.name: getattr(self, f.name)[idx] for f in fields(self) if f.name not in ("knobs", "rates", "stack")}
         return Grid(**arrays, knobs=self.knobs.take(idx), rates=self.rates.take(idx), stack=self.stack)
+
+    def take_for_passes(self, idx) -> "Grid":
+        """`take` for costing passes one by one (one entry per pass): what `pass_cost` reads,
+        without the schedule's knobs and scheme names (which it does not)."""
+        skip = ("knobs", "rates", "stack", "scheme")
+        arrays = {f.name: getattr(self, f.name)[idx] for f in fields(self) if f.name not in skip}
+        return Grid(**arrays, scheme=None, knobs=None, rates=self.rates.take(idx), stack=self.stack)
 
     def __len__(self) -> int:
         return len(self.batch)
@@ -200,11 +208,12 @@ class PassCost:
 
 def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: list[str],
               factor_q: np.ndarray | None = None, host_wait_of_pass: bool = True,
-              factors: dict[str, np.ndarray] | None = None) -> PassCost:
+              factors: dict[str, np.ndarray] | None = None, only=None) -> PassCost:
     """Each op of one pass per configuration, placed on the op axis `names`. Under a stack, the
     GEMM factor is read at B x `factor_q` rows (default: this pass's q); calls that read it at the
     same rows may share `factors` (per op kind, filled by the first). `host_wait_of_pass=False`
-    leaves the host wait at zero for a caller that sums it over a family itself."""
+    leaves the host wait at zero for a caller that sums it over a family itself. `only`: cost just
+    the ops of these names (the others' rows stay zero)."""
     n = np.broadcast_shapes(*(np.shape(v) for v in shape.values()), (len(grid),))[0]
     values = np.empty((ADDITIVE, len(names), n))
     written = np.zeros(len(names), bool)
@@ -214,7 +223,7 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
         rows = grid.batch * (shape["q"] if factor_q is None else factor_q)
         factors = {} if factors is None else factors  # per op kind: every GEMM of a pass has the same rows
     bound_compute = np.zeros(n)
-    for op in pass_ops(m, grid.pass_input(shape)):
+    for op in pass_ops(m, grid.pass_input(shape), only):
         i = names.index(op.name)
         written[i] = True
         v = values[:, i]
@@ -265,18 +274,26 @@ def closed_form_rows(m: ModelSpec, grid: Grid, fam: PassFamily) -> np.ndarray:
     return (fam.constant_q | (fam.constant_keys & tokens_linear)) & windowed | (fam.n <= 1)
 
 
-def _closed_form(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
-    """Sums of a family whose per-op costs are affine in j, from its first and last pass alone
-    (sums.py): the sum of an affine term is n (first + last) / 2."""
-    n, r = fam.n, fam.r
-    last = np.maximum(n - 1, 0)
-    mean_q = fam.q0 + fam.dq * last / 2  # the stack's GEMM factor is read here
-    # (the host wait is not affine in j: left at zero in both, and summed on its own below)
+def _first_and_last(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str],
+                    only=None) -> tuple[PassCost, PassCost]:
+    """The family's first (j = 0) and last (j = n - 1) pass, `only` some ops if given; under a
+    stack both read the GEMM factor at B x the family's mean q and leave the host wait at zero
+    (it is not affine in j: summed on its own, `_closed_form_host_wait`)."""
+    last = np.maximum(fam.n - 1, 0)
+    mean_q = fam.q0 + fam.dq * last / 2
     factors: dict[str, np.ndarray] = {}  # read once for both passes
-    a = pass_cost(m, grid, fam.at(0.0), names, mean_q, host_wait_of_pass=False, factors=factors)
+    a = pass_cost(m, grid, fam.at(0.0), names, mean_q, host_wait_of_pass=False, factors=factors, only=only)
     # a family of one shape everywhere (a prefill, mdm's full passes): its first pass is its last
-    z = a if np.all(n <= 1) else pass_cost(m, grid, fam.at(last), names, mean_q, host_wait_of_pass=False,
-                                           factors=factors)
+    z = a if np.all(fam.n <= 1) else pass_cost(m, grid, fam.at(last), names, mean_q, host_wait_of_pass=False,
+                                               factors=factors, only=only)
+    return a, z
+
+
+def _sums_of_first_and_last(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str], a: PassCost,
+                            z: PassCost) -> np.ndarray:
+    """The (metric, op, configuration) sums of a family whose per-op costs are affine in j, from
+    its first and last pass (sums.py): the sum of an affine term is n (first + last) / 2."""
+    n, r = fam.n, fam.r
     half = n * r / 2
     data = np.empty((len(METRICS), len(names), len(grid)))
     np.add(a.values, z.values, out=data[:ADDITIVE])  # the engine's largest arrays: two passes over them
@@ -287,8 +304,14 @@ def _closed_form(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) ->
     time_s += r * sum_max_ends(a.compute_s, z.compute_s, a.memory_s, z.memory_s, n)
     if grid.stack is not None and "host_wait" in names:
         time_s[names.index("host_wait")] = r * _closed_form_host_wait(m, grid.stack, a, z, n, names)
-    bound = r * sum_max_ends(a.bound_compute_s, z.bound_compute_s, a.bound_memory_s, z.bound_memory_s, n)
-    return Cost(data, n * r, bound)
+    return data
+
+
+def _closed_form(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
+    """Sums of a family whose per-op costs are affine in j, from its first and last pass alone."""
+    a, z = _first_and_last(m, grid, fam, names)
+    bound = fam.r * sum_max_ends(a.bound_compute_s, z.bound_compute_s, a.bound_memory_s, z.bound_memory_s, fam.n)
+    return Cost(_sums_of_first_and_last(m, grid, fam, names, a, z), fam.count, bound)
 
 
 def _closed_form_host_wait(m: ModelSpec, st: Stack, first: PassCost, last: PassCost, n: np.ndarray,
@@ -311,38 +334,77 @@ def _closed_form_host_wait(m: ModelSpec, st: Stack, first: PassCost, last: PassC
 PASS_CHUNK = 1 << 15
 
 
-def _pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
-    """Evaluate every pass j of the family (ragged over configurations), then add them up, a
-    chunk of configurations at a time."""
-    n = fam.n.astype(int)
-    data = np.empty((len(METRICS), len(names), len(grid)))
-    bound = np.empty(len(grid))
+def _pass_chunks(n: np.ndarray):
+    """Every pass j < n[i] of every configuration i, a chunk of configurations at a time: yields
+    (the chunk's configurations as a slice, each pass's configuration, where each configuration's
+    passes start within the chunk, each pass's j)."""
     ends = np.cumsum(n)
     cuts = np.searchsorted(ends, np.arange(PASS_CHUNK, ends[-1], PASS_CHUNK), side="right")
-    for lo, hi in zip([0, *cuts], [*cuts, len(grid)]):
-        if lo == hi:
-            continue
-        rows = slice(lo, hi)
-        nc = n[rows]
-        owner = np.repeat(np.arange(hi - lo), nc)
-        start = np.cumsum(nc) - nc
-        j = np.arange(nc.sum()) - start[owner]
-        p = pass_cost(m, grid.take(owner + lo), fam.take(owner + lo).at(j.astype(float)), names)
+    for lo, hi in zip([0, *cuts], [*cuts, len(n)]):
+        if lo < hi:
+            nc = n[lo:hi]
+            owner = np.repeat(np.arange(hi - lo), nc)
+            start = np.cumsum(nc) - nc
+            yield slice(lo, hi), owner + lo, start, (np.arange(nc.sum()) - start[owner]).astype(float)
+
+
+def _pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
+    """Evaluate every pass j of the family (ragged over configurations), then add them up."""
+    data = np.empty((len(METRICS), len(names), len(grid)))
+    bound = np.empty(len(grid))
+    for rows, owner, start, j in _pass_chunks(fam.n.astype(int)):
+        p = pass_cost(m, grid.take_for_passes(owner), fam.take(owner).at(j), names)
         # summed straight into the result (no copy of the per-pass arrays)
         np.add.reduceat(p.values, start, axis=2, out=data[:ADDITIVE, :, rows])
         np.add.reduceat(p.time_s, start, axis=1, out=data[TIME, :, rows])
         np.add.reduceat(np.maximum(p.bound_compute_s, p.bound_memory_s), start, out=bound[rows])
-    r = fam.r
-    data *= r
-    return Cost(data, n * r, r * bound)
+    data *= fam.r
+    return Cost(data, fam.count, fam.r * bound)
+
+
+def _experts_pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
+    """A family whose ops are affine in j but for those not linear in the tokens (an MoE model's
+    experts, `TOKEN_NONLINEAR_OPS`, in passes whose q changes): the others are summed in closed
+    form, these pass by pass. On the bare roofline each op's time is its own, so the split is
+    exact; the optimistic bound, a max over each pass's totals, takes the other ops' totals
+    linear between the first and the last pass."""
+    per_pass = [name for name in names if name in TOKEN_NONLINEAR_OPS]
+    rows_of = [names.index(name) for name in per_pass]
+    a, z = _first_and_last(m, grid, fam, names, only=set(names) - set(per_pass))
+    data = _sums_of_first_and_last(m, grid, fam, names, a, z)  # zero on the per-pass ops' rows
+    n, r = fam.n, fam.r
+    extra = np.empty((len(METRICS), len(per_pass), len(grid)))
+    bound = np.empty(len(grid))
+    for rows, owner, start, j in _pass_chunks(n.astype(int)):
+        p = pass_cost(m, grid.take_for_passes(owner), fam.take(owner).at(j), per_pass, only=per_pass)
+        np.add.reduceat(p.values, start, axis=2, out=extra[:ADDITIVE, :, rows])
+        np.add.reduceat(p.time_s, start, axis=1, out=extra[TIME, :, rows])
+        t = j / np.maximum(n[owner] - 1, 1)  # the pass's place between the first and the last
+        compute = a.bound_compute_s[owner] + (z.bound_compute_s - a.bound_compute_s)[owner] * t
+        memory = a.bound_memory_s[owner] + (z.bound_memory_s - a.bound_memory_s)[owner] * t
+        np.add.reduceat(np.maximum(compute + p.bound_compute_s, memory + p.bound_memory_s), start, out=bound[rows])
+    data[:, rows_of] += r * extra
+    return Cost(data, fam.count, r * bound)
+
+
+def experts_pass_by_pass_rows(m: ModelSpec, grid: Grid, fam: PassFamily, closed: np.ndarray) -> np.ndarray:
+    """Configurations not in closed form only because of the ops not linear in the tokens: an MoE
+    model's bidirectional passes with q + c fixed (and no sliding window bending), on the bare
+    roofline (a stack's GEMM factor follows each pass's q, and its host wait the whole pass)."""
+    if m.moe is None or grid.stack is not None:
+        return np.zeros(len(grid), bool)
+    return ~closed & fam.constant_keys & window_affine(m, fam.q0, fam.dq, fam.c0, fam.dc, fam.n)
 
 
 def _family_sums(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
     closed = closed_form_rows(m, grid, fam)
     if closed.all():
         return _closed_form(m, grid, fam, names)
+    experts = experts_pass_by_pass_rows(m, grid, fam, closed)
     out = Cost.zeros(len(grid), len(names))
-    for rows, path in ((np.flatnonzero(closed), _closed_form), (np.flatnonzero(~closed), _pass_by_pass)):
+    for rows, path in ((closed, _closed_form), (experts, _experts_pass_by_pass),
+                       (~closed & ~experts, _pass_by_pass)):
+        rows = np.flatnonzero(rows)
         if rows.size:
             out.put(rows, path(m, grid.take(rows), fam.take(rows), names))
     return out

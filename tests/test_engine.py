@@ -121,25 +121,29 @@ def test_moe_prefix_cache_is_not_summed_in_closed_form():
     assert got["bytes"] * got["count"] == pytest.approx(explicit.bytes[0], rel=1e-12)
 
 
-@pytest.mark.parametrize("stack", [None, "sglang"])
+@pytest.mark.parametrize("path,stack,ep", [("_pass_by_pass", None, 1), ("_pass_by_pass", "sglang", 1),
+                                           ("_experts_pass_by_pass", None, 1), ("_experts_pass_by_pass", None, 2)])
 @pytest.mark.parametrize("chunk", [1, 3, 1 << 15])
-def test_pass_by_pass_in_chunks_equals_each_pass_added_up(monkeypatch, stack, chunk):
-    """The pass-by-pass path evaluates its passes a chunk of configurations at a time (a chunk of
-    1 pass puts every boundary inside a configuration's run): the sums equal each pass of each
-    configuration costed on its own and added up."""
+def test_pass_by_pass_in_chunks_equals_each_pass_added_up(monkeypatch, path, stack, ep, chunk):
+    """The paths that evaluate passes one by one (every op, or on the bare roofline only the
+    experts', the rest in closed form) take a chunk of configurations at a time (a chunk of 1 pass
+    puts every boundary inside a configuration's run): the sums equal each pass of each
+    configuration costed on its own and added up, with and without expert parallelism."""
     from dlmcost import engine
     from dlmcost.stacks import load_stack
 
     m = load_bundled("inclusionAI/LLaDA2.0-mini")
     cols = api._columns(api.workload_for(m, scheme="prefix-cache", prompt=16, gen=64, steps=16, block=8))
     cols |= dict(gen=np.array([64.0, 32, 64, 16]), block=np.array([8.0, 16, 4, 16]), steps=np.array([16.0, 8, 32, 4]),
-                 batch=np.array([1.0, 4, 2, 8]), prompt=np.array([16.0, 100, 0, 7]))
+                 batch=np.array([1.0, 4, 2, 8]), prompt=np.array([16.0, 100, 0, 7]), tp=float(ep), ep=float(ep))
     grid = api.build_grid(cols, [_h100_rates()], np.zeros(4, int),
                           load_stack(stack) if stack else None)
     step = [f for f in REGISTRY["prefix-cache"].passes(grid.knobs) if f.name == "step"][0]
     names = op_names([m]) + (list(engine.STACK_OPS) if stack else [])
+    assert (closed_form_rows(m, grid, step) == (step.n <= 1)).all()  # one block: a single shape
+    assert engine.experts_pass_by_pass_rows(m, grid, step, np.zeros(4, bool)).all() == (stack is None)
     monkeypatch.setattr(engine, "PASS_CHUNK", chunk)
-    got = engine._pass_by_pass(m, grid, step, names)
+    got = getattr(engine, path)(m, grid, step, names)
     for i in range(4):
         g, fam = grid.take([i]), step.take([i])
         passes = [engine.pass_cost(m, g, fam.at(float(j)), names) for j in range(int(fam.n[0]))]

@@ -176,6 +176,44 @@ def test_every_op_runs_at_the_rate_of_its_declared_kind(model_id, absorbed):
     assert {op.name: op.kind for op in ops} == {op.name: OP_KINDS[op.name] for op in ops}
 
 
+@pytest.mark.parametrize("model_id", bundled_ids())
+def test_ops_can_be_picked_by_name(model_id):
+    """`pass_ops(..., only=)` picks ops by their cost function's name: each function's name is
+    the name of the op it returns."""
+    from dlmcost.cost import op_functions, pass_ops
+
+    m = load_bundled(model_id)
+    ops = pass_ops(m, inp(tp=2, ep=2))
+    assert [f.__name__ for f in op_functions(m)] == [op.name for op in ops]
+    picked = {ops[0].name, ops[-1].name}
+    assert [op.name for op in pass_ops(m, inp(tp=2, ep=2), only=picked)] == [ops[0].name, ops[-1].name]
+
+
+MOE_IDS = [i for i in bundled_ids() if load_bundled(i).moe is not None]
+
+
+@pytest.mark.parametrize("model_id", MOE_IDS)
+@pytest.mark.parametrize("ep", [1, 2])
+def test_only_the_declared_ops_are_not_linear_in_the_tokens(model_id, ep):
+    """The engine sums every op but TOKEN_NONLINEAR_OPS in closed form along a family whose q
+    shrinks while q + c stays fixed (an MoE model's prefix-cache steps). Checked by differences
+    at q = 64, 48, 32, 16 (c = 192 - q): second differences vanish for every other op, and not
+    for the experts, nor (with expert parallelism) the all-to-all."""
+    from dlmcost.cost import TOKEN_NONLINEAR_OPS, pass_ops
+
+    m = load_bundled(model_id)
+    tp = max(ep, 2) if m.mla is None else ep
+    passes = [pass_ops(m, inp(B=3, q=q, c=192 - q, tp=tp, ep=ep)) for q in (64, 48, 32, 16)]
+    fields = ("flops", "weight_bytes", "kv_read_bytes", "kv_write_bytes", "activation_bytes", "link_bytes",
+              "collectives", "kernels")
+    for k, op in enumerate(passes[0]):
+        v = np.array([[float(getattr(p[k], f)[0]) for f in fields] for p in passes])
+        second = v[2:] - 2 * v[1:-1] + v[:-2]
+        linear = np.allclose(second, 0.0, rtol=0, atol=1e-9 * max(np.abs(v).max(), 1.0))
+        expected = op.name not in TOKEN_NONLINEAR_OPS or (op.name == "ep_all_to_all" and ep == 1)
+        assert linear == expected, op.name
+
+
 def test_softcapped_logits_are_split_across_the_tensor_parallel_group():
     # Gemma 2 9B: vocabulary 256,128 (its config.json); B 2 x 8 logit positions; tp 4 -> each GPU caps a quarter
     from dlmcost.cost import logit_softcap
