@@ -222,13 +222,14 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
     if st is not None:
         rows = grid.batch * (shape["q"] if factor_q is None else factor_q)
         factors = {} if factors is None else factors  # per op kind: every GEMM of a pass has the same rows
-    bound_compute = np.zeros(n)
+    bound_compute, bound_bytes = np.zeros(n), np.zeros(n)
     for op in pass_ops(m, grid.pass_input(shape), only):
         i = names.index(op.name)
         written[i] = True
         v = values[:, i]
         v[0], v[1], v[2], v[3], v[4] = op.flops, op.weight_bytes, op.kv_read_bytes, op.kv_write_bytes, op.activation_bytes
         traffic = v[1:].sum(axis=0)
+        bound_bytes += traffic
         if op.kind in KINDS:
             compute[i] = compute_time(op.flops, op.kind, r)
             peak = r.peak[op.kind]
@@ -259,7 +260,7 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
             gpu = (np.maximum(compute, memory) + overhead).sum(axis=0)
             overhead[h] = host_wait(gpu, host_time(m.n_layers, st), st)
         overhead[f] = fixed_time(st)
-    return PassCost(values, compute, memory, overhead, bound_compute, values[1:].sum(axis=(0, 1)) / r.bandwidth)
+    return PassCost(values, compute, memory, overhead, bound_compute, bound_bytes / r.bandwidth)
 
 
 # --- a family, exactly --------------------------------------------------------------------------
@@ -301,7 +302,9 @@ def _sums_of_first_and_last(m: ModelSpec, grid: Grid, fam: PassFamily, names: li
     time_s = data[TIME]
     np.add(a.overhead_s, z.overhead_s, out=time_s)
     time_s *= half
-    time_s += r * sum_max_ends(a.compute_s, z.compute_s, a.memory_s, z.memory_s, n)
+    op_time = sum_max_ends(a.compute_s, z.compute_s, a.memory_s, z.memory_s, n)
+    op_time *= r
+    time_s += op_time
     if grid.stack is not None and "host_wait" in names:
         time_s[names.index("host_wait")] = r * _closed_form_host_wait(m, grid.stack, a, z, n, names)
     return data
