@@ -386,17 +386,19 @@ def _experts_pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, names: list
         compute = a.bound_compute_s[owner] + (z.bound_compute_s - a.bound_compute_s)[owner] * t
         memory = a.bound_memory_s[owner] + (z.bound_memory_s - a.bound_memory_s)[owner] * t
         np.add.reduceat(np.maximum(compute + p.bound_compute_s, memory + p.bound_memory_s), start, out=bound[rows])
-    data[:, rows_of] += r * extra
+    data[:, rows_of] = r * extra  # (their rows are zero in the closed form)
     return Cost(data, fam.count, r * bound)
 
 
 def experts_pass_by_pass_rows(m: ModelSpec, grid: Grid, fam: PassFamily, closed: np.ndarray) -> np.ndarray:
     """Configurations not in closed form only because of the ops not linear in the tokens: an MoE
-    model's bidirectional passes with q + c fixed (and no sliding window bending), on the bare
-    roofline (a stack's GEMM factor follows each pass's q, and its host wait the whole pass)."""
-    if m.moe is None or grid.stack is not None:
+    model's bidirectional passes with q + c fixed, on the bare roofline (a stack's GEMM factor
+    follows each pass's q, and its host wait the whole pass), for a model without sliding-window
+    layers (whose keys per query bend as q moves)."""
+    sliding = any(kind.attention == "sliding" for _, kind in m.attention_groups)
+    if m.moe is None or sliding or grid.stack is not None:
         return np.zeros(len(grid), bool)
-    return ~closed & fam.constant_keys & window_affine(m, fam.q0, fam.dq, fam.c0, fam.dc, fam.n)
+    return ~closed & fam.constant_keys
 
 
 def _family_sums(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:

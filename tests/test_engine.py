@@ -123,7 +123,7 @@ def test_moe_prefix_cache_is_not_summed_in_closed_form():
 
 @pytest.mark.parametrize("path,stack,ep", [("_pass_by_pass", None, 1), ("_pass_by_pass", "sglang", 1),
                                            ("_experts_pass_by_pass", None, 1), ("_experts_pass_by_pass", None, 2)])
-@pytest.mark.parametrize("chunk", [1, 3, 1 << 15])
+@pytest.mark.parametrize("chunk", [1, 3, 10, 1 << 15])  # 10: a chunk of two configurations, then an empty one
 def test_pass_by_pass_in_chunks_equals_each_pass_added_up(monkeypatch, path, stack, ep, chunk):
     """The paths that evaluate passes one by one (every op, or on the bare roofline only the
     experts', the rest in closed form) take a chunk of configurations at a time (a chunk of 1 pass
@@ -135,7 +135,7 @@ def test_pass_by_pass_in_chunks_equals_each_pass_added_up(monkeypatch, path, sta
     m = load_bundled("inclusionAI/LLaDA2.0-mini")
     cols = api._columns(api.workload_for(m, scheme="prefix-cache", prompt=16, gen=64, steps=16, block=8))
     cols |= dict(gen=np.array([64.0, 32, 64, 16]), block=np.array([8.0, 16, 4, 16]), steps=np.array([16.0, 8, 32, 4]),
-                 batch=np.array([1.0, 4, 2, 8]), prompt=np.array([16.0, 100, 0, 7]), tp=float(ep), ep=float(ep))
+                 batch=np.array([1.0, 512, 2, 8]), prompt=np.array([16.0, 100, 0, 7]), tp=float(ep), ep=float(ep))
     grid = api.build_grid(cols, [_h100_rates()], np.zeros(4, int),
                           load_stack(stack) if stack else None)
     step = [f for f in REGISTRY["prefix-cache"].passes(grid.knobs) if f.name == "step"][0]
@@ -155,6 +155,30 @@ def test_pass_by_pass_in_chunks_equals_each_pass_added_up(monkeypatch, path, sta
         assert got.data[-1, :, i] == pytest.approx(time_s, rel=1e-12, abs=1e-30)
         assert got.bound_s[i] == pytest.approx(bound, rel=1e-12)
         assert got.count[i] == fam.n[0] * r
+
+
+def test_only_the_experts_go_pass_by_pass_exactly_where_nothing_else_bends():
+    """The split path (experts pass by pass, the rest in closed form) is for an MoE model's
+    bidirectional families with q + c fixed, no sliding window, on the bare roofline. Families by
+    hand: q shrinking with c growing (the split), q shrinking over a fixed cache, a causal one, a
+    single shape (closed form anyway)."""
+    from dlmcost import engine
+    from dlmcost.schemes.base import family
+    from dlmcost.stacks import load_stack
+
+    def rows(model_id, stack=None):
+        m = load_bundled(model_id)
+        cols = api._columns(api.workload_for(m, scheme="prefix-cache", prompt=16, gen=64, steps=16, block=16))
+        cols |= dict(batch=np.array([1.0, 2, 3, 4]))
+        grid = api.build_grid(cols, [_h100_rates()], np.zeros(4, int), load_stack(stack) if stack else None)
+        fam = family("f", grid.knobs, n=np.array([4.0, 4, 4, 1]), q=64.0, dq=np.array([-16.0, -16, -16, 0]),
+                     c=0.0, dc=np.array([16.0, 0, 16, 0]), causal=np.array([False, False, True, False]))
+        return engine.experts_pass_by_pass_rows(m, grid, fam, engine.closed_form_rows(m, grid, fam)).tolist()
+
+    assert rows("inclusionAI/LLaDA2.0-mini") == [True, False, False, False]
+    assert rows("inclusionAI/LLaDA2.0-mini", stack="sglang") == [False] * 4
+    assert rows(LLADA) == [False] * 4  # dense: the closed form covers the first family already
+    assert rows("google/diffusiongemma-26B-A4B-it") == [False] * 4  # MoE, but sliding layers bend as q moves
 
 
 def test_ideal_time_of_one_pass_by_hand():
