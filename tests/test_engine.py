@@ -336,3 +336,15 @@ def test_a_gpu_without_a_scale_up_link(recwarn):
     assert np.isfinite(r["time_s"]) and r["time_s"] > 0
     assert next(o for o in r["ops"] if o["name"] == "tp_collectives")["time_s"] == 0.0
     assert [row.tp for row in swept.rows] == [1] and swept.skipped_unsupported == 1
+
+
+def test_first_pass_and_evaluate_take_a_model_or_a_dict_of_roles():
+    from dlmcost import engine
+
+    m = load_bundled(LLADA)
+    _, grid = _one_config_grid(m, scheme="block", prompt=32, gen=64, steps=16, block=16)
+    ev = engine.evaluate(m, grid)
+    assert ev.total.time_s.tolist() == engine.evaluate({"main": m}, grid).total.time_s.tolist()
+    first, prompt = engine.first_pass(m, grid, ev)
+    assert (first.tolist(), prompt.tolist()) == tuple(x.tolist() for x in engine.first_pass({"main": m}, grid, ev))
+    assert 0 < first[0] < ev.total.time_s[0] and prompt.tolist() == [1.0]  # block: the prefill sees the prompt

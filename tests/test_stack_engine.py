@@ -71,6 +71,22 @@ def test_host_wait_summed_in_closed_form_matches_pass_by_pass():
     assert run(s, gen=32, **wl)["time_s"] == pytest.approx(want, rel=1e-9)
 
 
+def test_host_wait_of_each_configuration_in_a_sweep_is_its_own():
+    """The closed-form host wait per configuration of a grid: every row of a sweep whose AR steps
+    cross the host time (batch 64), or stay host-bound (batch 1), equals the configuration run
+    alone (a host wait compared with the whole grid's GPU time would differ)."""
+    wl = dict(scheme="ar", prompt=256)
+    s = neutral(host=dict(us_per_layer=303.0))  # 9.7 ms a pass: batch 64 steps rise through it
+    swept = api.sweep_rows(api.sweep("GSAI-ML/LLaDA-8B-Instruct", gpus="h100", schemes=["ar"], prompts=[256],
+                                     gens=[16, 32], batches=[1, 64], stack=s))
+    assert len(swept) == 4
+    for row in swept:
+        alone = run(s, gen=row["gen"], batch=row["batch"], **wl)
+        assert row["time_s"] == pytest.approx(alone["time_s"], rel=1e-12), row
+    bare = run("none", gen=32, batch=1, **wl)
+    assert run(s, gen=32, batch=1, **wl)["time_s"] > bare["time_s"] * 1.01  # the host shows at batch 1
+
+
 def test_gemm_factor_divides_compute():
     # full-canvas passes of 512 tokens: the MLP is compute-bound with or without the factor 0.5,
     # so its time grows by exactly its compute time FLOPs / (peak x hardware efficiency)
