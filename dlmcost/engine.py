@@ -111,9 +111,6 @@ class Cost:
     def ops(self) -> np.ndarray:
         return self.data.transpose(2, 1, 0)
 
-    def __add__(self, other: "Cost") -> "Cost":
-        return Cost(self.data + other.data, self.count + other.count, self.bound_s + other.bound_s)
-
     def put(self, rows: np.ndarray, other: "Cost") -> None:
         self.data[:, :, rows], self.count[rows], self.bound_s[rows] = other.data, other.count, other.bound_s
 
