@@ -181,6 +181,28 @@ def test_only_the_experts_go_pass_by_pass_exactly_where_nothing_else_bends():
     assert rows("google/diffusiongemma-26B-A4B-it") == [False] * 4  # MoE, but sliding layers bend as q moves
 
 
+@pytest.mark.parametrize("quantize_head", [False, True])
+def test_a_quantised_head_runs_at_the_weights_gemm_rate(quantize_head):
+    """fp8 weights: the LM head is bf16 and runs at the bf16 peak unless --quantize-head, which
+    stores it at 1 byte a weight and runs it at the fp8 peak. One mdm pass of 64 x 64 positions
+    on the ideal H100 (989.5 / 1979 TFLOP/s, 3.35 TB/s): compute-bound either way, so its time is
+    2 B l d V / peak; the optimistic bound reads the same peak."""
+    B, ell, d, V = 64, 64, 4096, 126464
+    r = api.analyze(LLADA, "h100", efficiency="ideal", stack="none", scheme="mdm", prompt=0, gen=ell, steps=1,
+                    block=ell, batch=B, precision="fp8", quantize_head=quantize_head)["results"][0]
+    head = next(o for o in r["ops"] if o["name"] == "lm_head")
+    flops = 2 * B * ell * d * V
+    peak = 1979e12 if quantize_head else 989.5e12
+    assert head["flops"] == flops
+    assert head["bytes"] == pytest.approx(V * d * (1 if quantize_head else 2) + B * ell * (d + V) * 2, rel=1e-12)
+    assert head["time_s"] == pytest.approx(flops / peak, rel=1e-12)
+    bf16 = api.analyze(LLADA, "h100", efficiency="ideal", stack="none", scheme="mdm", prompt=0, gen=ell, steps=1,
+                       block=ell, batch=B, precision="fp8", quantize_head=False)["results"][0]
+    # the bound: every op's FLOPs over its peak; only the head's share moves with its peak
+    moved = flops / 989.5e12 - flops / peak
+    assert r["time_bound_s"] == pytest.approx(bf16["time_bound_s"] - moved, rel=1e-9)
+
+
 def test_ideal_time_of_one_pass_by_hand():
     r = run(scheme="mdm", prompt=0, gen=64, steps=1, block=64, efficiency="ideal")
     h100_bf16, h100_fp32, bw = 989.5e12, 67e12, 3.35e12
