@@ -412,6 +412,21 @@ def test_storage_options_from_the_command_line():
     assert bf16 - quantised == pytest.approx(table * (2 - 1))
 
 
+def test_one_tensor_for_k_eq_v_layers_in_the_passes_traffic():
+    """--kv-single-tensor also changes what the passes move, not only the cache's size.
+    DiffusionGemma's 5 full layers (K = V, 2 K/V heads of 512, its config) then write and read one
+    bf16 tensor instead of two: AR, prompt 64, 2 steps: writes 64 + 1 + 1 tokens, the steps read
+    64 and 65 cached ones; the 25 sliding layers (K != V) are unchanged."""
+    from dlmcost import api
+
+    kw = dict(stack="none", scheme="ar", prompt=64, gen=2)
+    model = "google/diffusiongemma-26B-A4B-it"
+    attention_bytes = [next(o["bytes"] for o in api.analyze(model, "h100", kv_single_tensor=single, **kw)
+                            ["results"][0]["ops"] if o["name"] == "attention") for single in (False, True)]
+    one_tensor_per_token = 5 * 2 * 512 * 2
+    assert attention_bytes[0] - attention_bytes[1] == (66 + 64 + 65) * one_tensor_per_token
+
+
 # --- a model with two attention kinds: each op runs at its own kind's rate ------------------------
 
 
