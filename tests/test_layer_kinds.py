@@ -289,6 +289,30 @@ def test_softcap_and_self_conditioning_by_hand():
     assert "logit_softcap" not in {o.name for o in pass_ops(load_bundled("Qwen/Qwen3-8B"), off)}
 
 
+@pytest.mark.parametrize("tp", [1, 4])
+def test_self_conditioning_is_split_by_vocabulary_under_tensor_parallelism(tp):
+    """The embedding table is vocabulary-split like the head (Megatron's vocab-parallel embedding):
+    each GPU multiplies its V/tp probabilities by its V/tp x d rows, and the n x d partial sums are
+    all-reduced (tp_collectives). DiffusionGemma 26B-A4B: V 262,144, d 2,816 (its config.json);
+    B 3 x 256 logit positions; the head bf16 under fp8 weights."""
+    m = load_bundled(DG)
+    V, d, n = 262144, 2816, 3 * 256
+    sc = self_condition(m, inp(B=3, q=256, c=500, logits=256, wbytes=1.0, tp=tp, self_condition=np.array([True])))
+    assert sc.flops[0] == 2 * n * V * d / tp
+    assert sc.weight_bytes[0] == V * d * 2 / tp
+    assert sc.activation_bytes[0] == n * V / tp * (4 + 2 + 2) + n * d * 2
+    assert sc.kernels[0] == 2
+
+
+def test_softcap_is_one_kernel_in_a_pass_with_logits_and_none_without():
+    """One kernel per pass that computes logits (docs: one per pass for the head's ops), even for a
+    single logit position (AR decode); a pass with no logits (the causal encoder) launches none."""
+    m = load_bundled(DG)
+    assert logit_softcap(m, inp(B=2, q=300, logits=0, causal=True)).kernels[0] == 0
+    for logits in (1, 256):
+        assert logit_softcap(m, inp(B=2, q=256, logits=logits)).kernels[0] == 1
+
+
 def test_head_and_embedding_stay_bf16_unless_quantised():
     m = load_bundled("GSAI-ML/LLaDA-8B-Instruct")  # untied: 126464 x 4096 head and embedding
     V, d = 126464, 4096
@@ -338,6 +362,14 @@ def test_mixtral_ep8_decode_reads_a_whole_expert_on_the_busiest_gpu():
     whole = api.analyze("mistralai/Mixtral-8x7B-Instruct-v0.1", "h100", scheme="ar", tp=8, ep=8)["results"][0]
     step = next(f for f in whole["passes"] if f["count"] > 1)
     assert 11.5e9 < step["bytes"] < 11.8e9  # per decode step on the busiest GPU (3.2 GB when costed at the average)
+
+
+def test_busiest_rank_with_several_ep_sizes_in_one_call():
+    """A sweep over ep costs rows of different ep together. One token touches exactly k = 2 of
+    E = 8 experts: ep 1 -> both on the one rank; ep 2 (4 per rank) -> the pair shares a rank with
+    probability 2 C(4,2) / C(8,2) = 12/28; ep 4 (2 per rank) -> 4 C(2,2) / 28 = 4/28; ep 8 -> 1."""
+    got = busiest_rank_experts(8, 2, np.ones(4), np.array([1.0, 2.0, 4.0, 8.0]))
+    assert got == pytest.approx([2.0, 1 + 12 / 28, 1 + 4 / 28, 1.0], abs=1e-12)
 
 
 def test_big_batches_spread_evenly():

@@ -177,3 +177,31 @@ def test_a_closed_form_family_reads_the_gemm_curve_at_its_mean_rows():
     # and the curve matters here: at the first pass's rows alone (8,192) it would be 0.25
     slow = run(neutral(gemm_efficiency=dict(rows=[1], efficiency=[0.25])), **wl)
     assert step(slow)["time_s"] > 1.2 * step(flat)["time_s"]
+
+
+@pytest.mark.parametrize("gen", [1024, 256])
+def test_closed_form_host_wait_interpolates_between_the_first_and_last_pass(gen):
+    """docs/stacks.md: a closed-form family compares the host time with the GPU time interpolated
+    linearly between its first and last pass. prefix-cache, Lp 0, block 128, 3 steps per block:
+    the step family's n = Lg/128 passes shrink q = Lg - 128 j at c = 128 j, each repeated r = 2
+    times. Lg 1024 (n = 8): its GEMMs cross the ridge on the way (T from 1,024 to 128 rows), so the
+    GPU time is not linear in j and moving either end point of the interpolation changes the sum.
+    Lg 256 (n = 2): the two end points are the family, and the sum is exact. The end points come
+    from single passes of the same shapes on the bare roofline: mdm's one canvas pass (q = Lg,
+    c = 0, every position's logits) and a dual-cache step (q = 128 over c = Lg - 128 cached)."""
+    n = gen // 128
+    wl = dict(scheme="prefix-cache", prompt=0, gen=gen, block=128, steps=3 * n)
+    first = run("none", scheme="mdm", prompt=0, gen=gen, steps=1, block=gen)["passes"][0]
+    last = next(p for p in run("none", scheme="dual-cache", prompt=0, gen=gen, block=128, steps=3 * n)["passes"]
+                if p["name"] == "step")
+    assert (first["q"], first["c"], last["q"], last["c"]) == (gen, 0, 128, gen - 128)
+    if n == 8:
+        assert (first["verdict"], last["verdict"]) == ("compute-bound", "memory-bound")
+    g0, g_last = first["time_s"], last["time_s"]  # a pass entry's time is per pass
+    host = (g0 + g_last) / 2  # the interpolated GPU time falls below it half-way
+    want = 2 * sum(max(host - (g0 + (g_last - g0) * j / (n - 1)), 0.0) for j in range(n))
+    step = lambda r: next(p for p in r["passes"] if p["name"] == "step")  # noqa: E731
+    bare = step(run(neutral(), **wl))
+    hosted = step(run(neutral(host=dict(us_per_layer=host / 32 * 1e6)), **wl))
+    assert (bare["count"], bare["q_last"]) == (2 * n, 128)
+    assert (hosted["time_s"] - bare["time_s"]) * 2 * n == pytest.approx(want, rel=1e-9)
