@@ -372,6 +372,22 @@ def test_busiest_rank_with_several_ep_sizes_in_one_call():
     assert got == pytest.approx([2.0, 1 + 12 / 28, 1 + 4 / 28, 1.0], abs=1e-12)
 
 
+def test_top1_moe_one_token_under_expert_parallelism():
+    """Top-1 routing (Switch, Llama 4): one token touches exactly one expert (d = 1), which sits
+    whole on the busiest of ep = tp = 2 GPUs: that GPU reads it and computes the token's one copy,
+    and the all-to-all sends half of the copies (the other GPU's share) there and back."""
+    m = ModelSpec(id="top1", family="custom", n_layers=2, d_model=64, n_heads=4, n_kv_heads=2, head_dim=16,
+                  ffn_dim=96, vocab_size=1000,
+                  moe=dict(n_experts=4, experts_per_token=1, expert_ffn_dim=32, n_moe_layers=2),
+                  layers=[[2, dict(head_dim=16, n_kv_heads=2, moe=True)]])
+    expert = 3 * 64 * 32
+    p = inp(B=1, q=1, c=50, causal=True, tp=2, ep=2)
+    op = experts(m, p)
+    assert op.flops[0] == pytest.approx(2 * 2 * 1 * expert)
+    assert op.weight_bytes[0] == pytest.approx(2 * expert * 2)
+    assert ep_all_to_all(m, p).link_bytes[0] == pytest.approx(2 * 2 * 1 * 1 / 2 * 64 * 2)
+
+
 def test_big_batches_spread_evenly():
     assert busiest_rank_experts(256, 8, np.array([1e6]), 8)[0] == pytest.approx(32.0)
     assert busiest_rank_experts(256, 8, np.array([4.0]), 1)[0] == pytest.approx(256 * (1 - (1 - 8 / 256) ** 4))

@@ -222,3 +222,13 @@ def test_softcapped_logits_are_split_across_the_tensor_parallel_group():
     op = logit_softcap(m, inp(B=2, q=8, tp=4))
     n = 2 * 8 * 256_128 / 4
     assert op.flops[0] == pytest.approx(3 * n) and op.activation_bytes[0] == pytest.approx(n * (2 + 4))
+
+
+def test_mla_cache_per_token_is_the_replicated_latent():
+    # DeepSeek-V3 (its config.json): 61 layers of kv_lora_rank 512 + rope 64 cached elements, the
+    # same on every GPU of the TP group (the latent is not split by heads)
+    from dlmcost.cost import kv_elements_per_token_per_gpu
+
+    m = load_bundled(DSV3)
+    for tp in (1.0, 8.0):
+        assert kv_elements_per_token_per_gpu(m, tp) == 61 * (512 + 64)
