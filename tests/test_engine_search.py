@@ -62,6 +62,18 @@ def test_block_knee_is_the_last_integer_below_a_ridge_placed_by_hand(model):
     assert got.tolist() == expected
 
 
+def test_block_knee_search_runs_until_the_gap_is_one():
+    """Block 1,017,793 alone in a grid: the 32-way rounds leave gaps of 31,745, 962 and then 2
+    between the last candidate below the ridge and the first above it; the search must go on to a
+    gap of 1 (in a grid, other rows' longer searches would hide an early stop)."""
+    m = load_bundled(LLADA)
+    ctx, b = 300.0, 1_017_793
+    grid = grid_of(m, 1, scheme="block", prompt=200, gen=200, block=8, steps=200)
+    ridge = (step_ai(m, 1, b, ctx) + step_ai(m, 1, b + 1, ctx)) / 2
+    grid = replace(grid, rates=replace(grid.rates, ridge=np.array([ridge])))
+    assert knee(m, grid, np.full(1, ctx), np.full(1, 8.0), "block").tolist() == [b]
+
+
 def test_batch_knee_is_the_last_integer_batch_below_a_ridge_placed_by_hand():
     m = load_bundled(LLADA)
     ctx, q = 300.0, 4.0
