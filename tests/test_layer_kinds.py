@@ -129,6 +129,7 @@ def test_cache_size_with_and_without_one_tensor_and_ring_buffer():
     }
     for (single, ring), want in expect.items():
         assert kv_cache_elements_per_gpu(m, tokens, 1.0, single, ring) == want
+    assert kv_cache_elements_per_gpu(m, tokens, 1.0) == expect[False, True]  # by default: two tensors, ring buffer
     assert kv_cache_elements_per_gpu(m, 600, 1.0) == 600 * (25 * sliding + 5 * full_two)  # below the window
     assert m.kv_bytes_per_token(2.0) == (25 * sliding + 5 * full_two) * 2  # 220 KiB, every token kept
     assert kv_elements_per_token_per_gpu(m, 2.0) == 25 * 2 * 4 * 256 + 5 * 2 * 1 * 512  # tp=2: heads split
