@@ -23,6 +23,7 @@ from dlmcost.models import load_bundled
 from dlmcost.precision import get_precision
 from dlmcost.profiles import Profile
 from dlmcost.roofline import gpu_rates
+from dlmcost.schemes import REGISTRY
 
 LLADA = "GSAI-ML/LLaDA-8B-Instruct"
 MOE = "inclusionAI/LLaDA2.0-mini"
@@ -171,3 +172,22 @@ def test_first_pass_takes_a_bare_model_spec():
     assert prefill["count"] == 1 and prefill["q"] == 300
     assert time_s.tolist() == pytest.approx([prefill["time_s"]] * 2, rel=1e-12)
     assert prompt.tolist() == [1, 1]
+
+
+def test_a_family_summed_in_closed_form_for_some_rows_and_pass_by_pass_for_others():
+    """Gemma 3 1B's sliding layers (W = 512) keep AR decode affine while the cache stays inside
+    the window (prompt 100: c = 100..139) and bend when it crosses it (prompt 490: c = 490..529),
+    so one grid sums the decode family both ways; each row must equal its configuration alone."""
+    from dlmcost.engine import closed_form_rows
+
+    g3 = "google/gemma-3-1b-it"
+    m = load_bundled(g3)
+    grid = grid_of(m, 2, scheme="ar", prompt=100, gen=40)
+    grid = replace(grid, knobs=replace(grid.knobs, prompt=np.array([100.0, 490.0])))
+    decode = REGISTRY["ar"].passes(grid.knobs)[-1]
+    assert closed_form_rows(m, grid, decode).tolist() == [True, False]
+    ev = evaluate(m, grid)
+    for i, prompt in enumerate((100, 490)):
+        alone = api.analyze(g3, "h100", scheme="ar", prompt=prompt, gen=40, stack="none")["results"][0]
+        assert ev.total.time_s[i] == pytest.approx(alone["time_s"], rel=1e-12)
+        assert ev.total.flops[i] == pytest.approx(alone["flops"], rel=1e-12)
