@@ -191,3 +191,19 @@ def test_a_family_summed_in_closed_form_for_some_rows_and_pass_by_pass_for_other
         alone = api.analyze(g3, "h100", scheme="ar", prompt=prompt, gen=40, stack="none")["results"][0]
         assert ev.total.time_s[i] == pytest.approx(alone["time_s"], rel=1e-12)
         assert ev.total.flops[i] == pytest.approx(alone["flops"], rel=1e-12)
+
+
+def test_mla_form_left_to_dlmcost_in_some_rows_and_given_in_others():
+    """The engine takes the MLA form per configuration: a grid whose first row leaves it to
+    dlmcost and whose others ask for absorbed and expanded gives each row what that configuration
+    gets alone (the auto row the faster form)."""
+    dsv3 = "deepseek-ai/DeepSeek-V3"
+    m = load_bundled(dsv3)
+    wl = dict(scheme="block", prompt=64, gen=64, block=16, steps=16, tp=8)
+    grid = grid_of(m, 3, **wl)
+    grid = replace(grid, mla_auto=np.array([True, False, False]), mla_absorbed=np.array([True, True, False]))
+    ev = evaluate(m, grid)
+    alone = {form: api.analyze(dsv3, "h100", mla_form=form, stack="none", **wl)["results"][0]["time_s"]
+             for form in ("auto", "absorbed", "expanded")}
+    assert alone["absorbed"] != pytest.approx(alone["expanded"], rel=1e-6)
+    assert ev.total.time_s.tolist() == pytest.approx([alone["auto"], alone["absorbed"], alone["expanded"]], rel=1e-12)
