@@ -476,6 +476,32 @@ def test_one_tensor_for_k_eq_v_layers_in_the_passes_traffic():
     assert attention_bytes[0] - attention_bytes[1] == (66 + 64 + 65) * one_tensor_per_token
 
 
+def test_storage_options_change_the_passes_traffic_and_rates():
+    """The same options in the time model. One 256-token canvas over a 300-token prompt at batch
+    8, 16 steps (one plain, 15 self-conditioning; no stack): --kv-single-tensor reads one tensor
+    instead of two in the 5 full layers (K = V; 2 K/V heads x 512 each), so each step reads
+    5 x 8 x 300 x 1,024 x 2 bytes fewer; --quantize-head under fp8 reads the V x d table at 1 byte
+    and runs the head's and the self-conditioning's GEMMs at the fp8 rate (H100: 1,979 TFLOP/s x
+    0.72; 3.35 TB/s x 0.80; 3 us a kernel)."""
+    V, d, n = 262144, 2816, 8 * 256
+    kw = dict(prompt=300, gen=256, steps=16, batch=8, stack="none")
+    steps = lambda r: [p for p in r["passes"] if p["name"].startswith("step")]  # noqa: E731
+    two, one = (api.analyze(DG, "h100", kv_single_tensor=s, **kw)["results"][0] for s in (False, True))
+    for a, b in zip(steps(two), steps(one)):
+        assert (a["c"], a["q"]) == (300, 256)
+        assert a["kv_read_bytes"] - b["kv_read_bytes"] == 5 * 8 * 300 * 1024 * 2
+    r = api.analyze(DG, "h100", precision="fp8", quantize_head=True, **kw)["results"][0]
+    ops = {o["name"]: o for o in r["ops"]}
+    flops, fp8, bw = 2 * n * V * d, 1979e12 * 0.72, 3.35e12 * 0.80
+    head = max(flops / fp8, (V * d * 1 + n * (d + V) * 2) / bw) + 3e-6
+    sc = max(flops / fp8, (V * d * 1 + n * V * (4 + 2 + 2) + n * d * 2) / bw) + 2 * 3e-6
+    assert ops["lm_head"]["time_s"] == pytest.approx(16 * head, rel=1e-9)
+    assert ops["self_condition"]["time_s"] == pytest.approx(15 * sc, rel=1e-9)
+    bf16_head = {o["name"]: o for o in api.analyze(DG, "h100", precision="fp8", **kw)["results"][0]["ops"]}
+    for name in ("attention", "experts", "qkv_proj"):  # the other ops keep their rates
+        assert ops[name]["time_s"] == pytest.approx(bf16_head[name]["time_s"], rel=1e-12)
+
+
 # --- a model with two attention kinds: each op runs at its own kind's rate ------------------------
 
 
