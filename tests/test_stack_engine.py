@@ -227,3 +227,17 @@ def test_a_moe_prefix_cache_family_reads_the_gemm_curve_at_each_passs_rows(gen):
     fam = step(alone(scheme="prefix-cache", gen=gen, block=32, steps=2 * gen // 32))
     assert (fam["count"], fam["q"], fam["q_last"]) == (len(passes), gen, 32)
     assert fam["time_s"] == pytest.approx(sum(p["time_s"] for p in passes) / len(passes), rel=1e-12)
+
+
+def test_host_wait_of_a_sweep_row_equals_its_configuration_alone():
+    """The closed-form host wait is per configuration: a sweep over batches 16 and 64 of AR decode,
+    whose GPU waits for a 9.6 ms host in both, gives each row what its configuration gets alone."""
+    s = neutral(host=dict(us_per_layer=300))  # 9.6 ms a pass
+    wl = dict(prompt=256, gen=32)
+    rows = api.sweep_rows(api.sweep("GSAI-ML/LLaDA-8B-Instruct", gpus="h100", schemes=["ar"], prompts=[256],
+                                    gens=[32], batches=[16, 64], stack=s))
+    assert sorted(row["batch"] for row in rows) == [16, 64]
+    for row in rows:
+        alone = run(s, scheme="ar", batch=row["batch"], **wl)
+        assert op(alone, "host_wait")["time_s"] > 0
+        assert row["time_s"] == pytest.approx(alone["time_s"], rel=1e-12)
