@@ -502,6 +502,22 @@ def test_storage_options_change_the_passes_traffic_and_rates():
         assert ops[name]["time_s"] == pytest.approx(bf16_head[name]["time_s"], rel=1e-12)
 
 
+@pytest.mark.parametrize("quantize_head", [False, True])
+def test_time_bound_puts_a_quantised_head_at_the_weights_peak(quantize_head):
+    """time_bound_s: per pass max(sum of FLOPs / their kind's peak, bytes / bandwidth) at peak rates
+    (H100: fp8 GEMMs 1,979 TFLOP/s, bf16 attention 989.5, fp32 vector 67; 3.35 TB/s). The head and
+    the self-conditioning GEMM run at bf16 unless --quantize-head puts them at the precision's
+    peak. One canvas at batch 64: its steps are compute-bound."""
+    kw = dict(prompt=300, gen=256, steps=16, batch=64, stack="none")
+    r = api.analyze(DG, "h100", precision="fp8", quantize_head=quantize_head, **kw)["results"][0]
+    peak = dict(linear=1979e12, attention=989.5e12, lm_head=1979e12 if quantize_head else 989.5e12, other=67e12)
+    want = sum(p["count"] * max(sum(p["flops_" + k] / peak[k] for k in peak), p["bytes"] / 3.35e12)
+               for p in r["passes"])
+    assert r["time_bound_s"] == pytest.approx(want, rel=1e-12)
+    step = next(p for p in r["passes"] if p["name"] == "step-sc")
+    assert sum(step["flops_" + k] / peak[k] for k in peak) > step["bytes"] / 3.35e12
+
+
 # --- a model with two attention kinds: each op runs at its own kind's rate ------------------------
 
 
