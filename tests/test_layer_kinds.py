@@ -397,7 +397,7 @@ def test_big_batches_spread_evenly():
 def test_window_affine_marks_families_whose_sums_bend():
     from dlmcost.cost import window_affine
     m = toy([(1, SLIDING)])  # W = 8
-    for q, c0, dc, n in itertools.product([1, 3], [0, 2, 5, 9], [0, 1, 3], [1, 2, 5]):
+    for q, c0, dc, n in itertools.product([1, 3], [0, 2, 5, 6, 9], [0, 1, 3], [1, 2, 5]):  # 6 = W - 2
         keys = [attention(m, inp(q=q, c=c0 + dc * j, causal=True)).flops[0] for j in range(n)]
         reads = [attention(m, inp(q=q, c=c0 + dc * j, causal=True)).kv_read_bytes[0] for j in range(n)]
         affine = all(np.allclose(np.diff(v, 2), 0) for v in (keys, reads))
@@ -406,6 +406,11 @@ def test_window_affine_marks_families_whose_sums_bend():
     assert not window_affine(m, 1, 0, 0, 1, 20)  # AR decode across the window
     assert window_affine(m, 1, 0, 7, 1, 20)  # decode entirely beyond it
     assert window_affine(toy([(1, FULL)]), 1, 0, 0, 1, 20)  # no sliding layer
+    # two sliding kinds: decode from c = 3 bends at the W = 8 layers, not at the W = 64 ones
+    wide = dict(SLIDING, window=64)
+    assert window_affine(toy([(1, wide)]), 1, 0, 3, 1, 20)
+    assert not window_affine(toy([(1, SLIDING), (1, wide)]), 1, 0, 3, 1, 20)
+    assert not window_affine(toy([(1, wide), (1, SLIDING)]), 1, 0, 3, 1, 20)
 
 
 def test_a_hybrid_is_a_config(tmp_path, capsys):

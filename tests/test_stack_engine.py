@@ -207,18 +207,19 @@ def test_closed_form_host_wait_interpolates_between_the_first_and_last_pass(gen)
     assert (hosted["time_s"] - bare["time_s"]) * 2 * n == pytest.approx(want, rel=1e-9)
 
 
+@pytest.mark.parametrize("model", ["inclusionAI/LLaDA2.0-mini", "google/gemma-3-1b-it"])
 @pytest.mark.parametrize("gen", [32, 64])
-def test_a_moe_prefix_cache_family_reads_the_gemm_curve_at_each_passs_rows(gen):
-    """docs/stacks.md: families summed pass by pass (an MoE model's prefix-cache steps, whose
-    expected distinct experts are not affine in q) read the GEMM curve at each pass's own B x q;
-    a one-pass family (Lg 32 = one block) reads it at its q. LLaDA2.0-mini, batch 64, block 32,
+def test_a_prefix_cache_family_summed_pass_by_pass_reads_the_gemm_curve_at_each_passs_rows(gen, model):
+    """docs/stacks.md: families summed pass by pass (prefix-cache steps of an MoE model, whose
+    expected distinct experts are not affine in q, or of a model with sliding layers, whose q
+    changes) read the GEMM curve at each pass's own B x q; a one-pass family (Lg 32 = one block)
+    reads it at its q. Batch 64, block 32,
     Lp 0: step passes q = 64 (rows 4,096, factor 1) then q = 32 over c = 32 (rows 2,048, 0.5); the
     curve keeps falling below (0.2 at 1,024 rows), so any other reading point changes the time.
     Each pass alone, under the same stack: an mdm canvas pass (q = Lg, c = 0) and a dual-cache
     step (q = 32 over c = 32), both with logits for every query position."""
-    moe = "inclusionAI/LLaDA2.0-mini"
     curve = neutral(gemm_efficiency=dict(rows=[1024, 2048, 4096], efficiency=[0.2, 0.5, 1.0]))
-    alone = lambda **wl: api.analyze(moe, "h100", stack=curve, batch=64, prompt=0, **wl)["results"][0]  # noqa: E731
+    alone = lambda **wl: api.analyze(model, "h100", stack=curve, batch=64, prompt=0, **wl)["results"][0]  # noqa: E731
     step = lambda r: next(p for p in r["passes"] if p["name"] == "step")  # noqa: E731
     passes = [step(alone(scheme="mdm", gen=gen, steps=1, block=gen))]
     if gen == 64:
