@@ -160,20 +160,6 @@ def test_memory_bound_time_adds_up_over_several_memory_bound_families(workload):
     assert r["memory_bound_time_fraction"] == pytest.approx(memory_time / r["time_s"], rel=1e-12)
 
 
-def test_first_pass_takes_a_bare_model_spec():
-    """engine.first_pass, like evaluate, takes one ModelSpec for the main model: the AR prompt
-    prefill's time, the same as the prefill family of an analysis without a stack."""
-    from dlmcost.engine import first_pass
-
-    m = load_bundled(LLADA)
-    grid = grid_of(m, 2, scheme="ar", prompt=300, gen=8)
-    time_s, prompt = first_pass(m, grid, evaluate(m, grid))
-    prefill = api.analyze(LLADA, "h100", scheme="ar", prompt=300, gen=8, stack="none")["results"][0]["passes"][0]
-    assert prefill["count"] == 1 and prefill["q"] == 300
-    assert time_s.tolist() == pytest.approx([prefill["time_s"]] * 2, rel=1e-12)
-    assert prompt.tolist() == [1, 1]
-
-
 def test_a_family_summed_in_closed_form_for_some_rows_and_pass_by_pass_for_others():
     """Gemma 3 1B's sliding layers (W = 512) keep AR decode affine while the cache stays inside
     the window (prompt 100: c = 100..139) and bend when it crosses it (prompt 490: c = 490..529),

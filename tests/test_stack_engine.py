@@ -213,9 +213,9 @@ def test_a_prefix_cache_family_summed_pass_by_pass_reads_the_gemm_curve_at_each_
     """docs/stacks.md: families summed pass by pass (prefix-cache steps of an MoE model, whose
     expected distinct experts are not affine in q, or of a model with sliding layers, whose q
     changes) read the GEMM curve at each pass's own B x q; a one-pass family (Lg 32 = one block)
-    reads it at its q. Batch 64, block 32,
-    Lp 0: step passes q = 64 (rows 4,096, factor 1) then q = 32 over c = 32 (rows 2,048, 0.5); the
-    curve keeps falling below (0.2 at 1,024 rows), so any other reading point changes the time.
+    reads it at its q. Batch 64, block 32, Lp 0: step passes q = 64 (rows 4,096, factor 1) then
+    q = 32 over c = 32 (rows 2,048, 0.5); the curve keeps falling below (0.2 at 1,024 rows), so any
+    other reading point changes the time.
     Each pass alone, under the same stack: an mdm canvas pass (q = Lg, c = 0) and a dual-cache
     step (q = 32 over c = 32), both with logits for every query position."""
     curve = neutral(gemm_efficiency=dict(rows=[1024, 2048, 4096], efficiency=[0.2, 0.5, 1.0]))
@@ -228,17 +228,3 @@ def test_a_prefix_cache_family_summed_pass_by_pass_reads_the_gemm_curve_at_each_
     fam = step(alone(scheme="prefix-cache", gen=gen, block=32, steps=2 * gen // 32))
     assert (fam["count"], fam["q"], fam["q_last"]) == (len(passes), gen, 32)
     assert fam["time_s"] == pytest.approx(sum(p["time_s"] for p in passes) / len(passes), rel=1e-12)
-
-
-def test_host_wait_of_a_sweep_row_equals_its_configuration_alone():
-    """The closed-form host wait is per configuration: a sweep over batches 16 and 64 of AR decode,
-    whose GPU waits for a 9.6 ms host in both, gives each row what its configuration gets alone."""
-    s = neutral(host=dict(us_per_layer=300))  # 9.6 ms a pass
-    wl = dict(prompt=256, gen=32)
-    rows = api.sweep_rows(api.sweep("GSAI-ML/LLaDA-8B-Instruct", gpus="h100", schemes=["ar"], prompts=[256],
-                                    gens=[32], batches=[16, 64], stack=s))
-    assert sorted(row["batch"] for row in rows) == [16, 64]
-    for row in rows:
-        alone = run(s, scheme="ar", batch=row["batch"], **wl)
-        assert op(alone, "host_wait")["time_s"] > 0
-        assert row["time_s"] == pytest.approx(alone["time_s"], rel=1e-12)
