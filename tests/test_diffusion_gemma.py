@@ -90,7 +90,7 @@ def test_self_conditioning_all_reduce_under_tensor_parallelism():
     m = load_bundled("google/diffusiongemma-26B-A4B-it")
     B, logits, d = 3, 256, m.d_model
 
-    def link(tp, sc):
+    def link(tp, sc, logits=logits):
         a = lambda x: np.array([float(x)])  # noqa: E731
         p = PassInput(B=a(B), q=a(256), c=a(100), kv_write=a(0), logits=a(logits), causal=np.array([False]),
                       wbytes=a(2), kvbytes=a(2), all_experts=np.array([False]), tp=a(tp), ep=a(1),
@@ -103,3 +103,6 @@ def test_self_conditioning_all_reduce_under_tensor_parallelism():
         assert with_sc - without == 2 * (tp - 1) / tp * B * logits * d * 2
         assert n_with - n_without == 1
     assert link(1, True) == link(1, False) == (0.0, 0.0)
+    # one logit position still self-conditions (and is all-reduced); a pass without logits does not
+    assert link(4, True, logits=1)[0] - link(4, False, logits=1)[0] == 2 * 3 / 4 * B * 1 * d * 2
+    assert link(4, True, logits=0) == link(4, False, logits=0)
