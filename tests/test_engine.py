@@ -27,7 +27,8 @@ def test_sum_max_ends_matches_brute_force():
         a0, da, b0, db = rng.normal(size=4) * 10
         n = int(rng.integers(1, 40))
         brute = sum(max(a0 + da * j, b0 + db * j) for j in range(n))
-        assert sum_max_ends(a0, a0 + da * (n - 1), b0, b0 + db * (n - 1), n) == pytest.approx(brute, rel=1e-12)
+        got = sum_max_ends(a0, a0 + da * (n - 1), b0, b0 + db * (n - 1), n)
+        assert np.ndim(got) == 0 and got == pytest.approx(brute, rel=1e-12)  # scalars in, a scalar out
     a0, b0 = (rng.integers(-20, 21, (3, 400)).astype(float) for _ in range(2))
     da, db = (rng.integers(-4, 5, (3, 400)).astype(float) for _ in range(2))
     n = rng.integers(1, 12, 400).astype(float)
