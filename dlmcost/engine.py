@@ -330,34 +330,33 @@ def _closed_form_host_wait(m: ModelSpec, st: Stack, first: PassCost, last: PassC
 
 
 # Passes evaluated at once on the pass-by-pass path: the per-pass arrays (metrics x ops x passes)
-# stay a few megabytes, in cache, instead of hundreds for a big grid.
+# stay a few megabytes, in cache, however many passes a grid or one configuration has.
 PASS_CHUNK = 1 << 15
 
 
 def _pass_chunks(n: np.ndarray):
-    """Every pass j < n[i] of every configuration i, a chunk of configurations at a time: yields
-    (the chunk's configurations as a slice, each pass's configuration, where each configuration's
-    passes start within the chunk, each pass's j)."""
+    """Every pass j < n[i] of every configuration i, PASS_CHUNK passes at a time (a configuration's
+    run may span chunks): yields each pass's configuration and j, where each configuration's run
+    starts within the chunk, and the configurations the chunk covers (a slice: they follow on)."""
     ends = np.cumsum(n)
-    cuts = np.searchsorted(ends, np.arange(PASS_CHUNK, ends[-1], PASS_CHUNK), side="right")
-    for lo, hi in zip([0, *cuts], [*cuts, len(n)]):
-        if lo < hi:
-            nc = n[lo:hi]
-            owner = np.repeat(np.arange(hi - lo), nc)
-            start = np.cumsum(nc) - nc
-            yield slice(lo, hi), owner + lo, start, (np.arange(nc.sum()) - start[owner]).astype(float)
+    first = ends - n  # each configuration's first pass in the whole sequence
+    for lo in range(0, int(ends[-1]), PASS_CHUNK):
+        hi = min(lo + PASS_CHUNK, int(ends[-1]))
+        configs = slice(int(np.searchsorted(ends, lo, side="right")), int(np.searchsorted(ends, hi - 1, side="right")) + 1)
+        run_start = np.maximum(first[configs], lo)
+        owner = np.repeat(np.arange(configs.start, configs.stop), np.minimum(ends[configs], hi) - run_start)
+        yield owner, (np.arange(lo, hi) - first[owner]).astype(float), run_start - lo, configs
 
 
 def _pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
     """Evaluate every pass j of the family (ragged over configurations), then add them up."""
-    data = np.empty((len(METRICS), len(names), len(grid)))
-    bound = np.empty(len(grid))
-    for rows, owner, start, j in _pass_chunks(fam.n.astype(int)):
+    data = np.zeros((len(METRICS), len(names), len(grid)))
+    bound = np.zeros(len(grid))
+    for owner, j, start, configs in _pass_chunks(fam.n.astype(int)):
         p = pass_cost(m, grid.take_for_passes(owner), fam.take(owner).at(j), names)
-        # summed straight into the result (no copy of the per-pass arrays)
-        np.add.reduceat(p.values, start, axis=2, out=data[:ADDITIVE, :, rows])
-        np.add.reduceat(p.time_s, start, axis=1, out=data[TIME, :, rows])
-        np.add.reduceat(np.maximum(p.bound_compute_s, p.bound_memory_s), start, out=bound[rows])
+        data[:ADDITIVE, :, configs] += np.add.reduceat(p.values, start, axis=2)
+        data[TIME, :, configs] += np.add.reduceat(p.time_s, start, axis=1)
+        bound[configs] += np.add.reduceat(np.maximum(p.bound_compute_s, p.bound_memory_s), start)
     data *= fam.r
     return Cost(data, fam.count, fam.r * bound)
 
@@ -373,16 +372,16 @@ def _experts_pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, names: list
     a, z = _first_and_last(m, grid, fam, names, only=set(names) - set(per_pass))
     data = _sums_of_first_and_last(m, grid, fam, names, a, z)  # zero on the per-pass ops' rows
     n, r = fam.n, fam.r
-    extra = np.empty((len(METRICS), len(per_pass), len(grid)))
-    bound = np.empty(len(grid))
-    for rows, owner, start, j in _pass_chunks(n.astype(int)):
+    extra = np.zeros((len(METRICS), len(per_pass), len(grid)))
+    bound = np.zeros(len(grid))
+    for owner, j, start, configs in _pass_chunks(n.astype(int)):
         p = pass_cost(m, grid.take_for_passes(owner), fam.take(owner).at(j), per_pass, only=per_pass)
-        np.add.reduceat(p.values, start, axis=2, out=extra[:ADDITIVE, :, rows])
-        np.add.reduceat(p.time_s, start, axis=1, out=extra[TIME, :, rows])
+        extra[:ADDITIVE, :, configs] += np.add.reduceat(p.values, start, axis=2)
+        extra[TIME, :, configs] += np.add.reduceat(p.time_s, start, axis=1)
         t = j / np.maximum(n[owner] - 1, 1)  # the pass's place between the first and the last
         compute = a.bound_compute_s[owner] + (z.bound_compute_s - a.bound_compute_s)[owner] * t
         memory = a.bound_memory_s[owner] + (z.bound_memory_s - a.bound_memory_s)[owner] * t
-        np.add.reduceat(np.maximum(compute + p.bound_compute_s, memory + p.bound_memory_s), start, out=bound[rows])
+        bound[configs] += np.add.reduceat(np.maximum(compute + p.bound_compute_s, memory + p.bound_memory_s), start)
     data[:, rows_of] = r * extra  # (their rows are zero in the closed form)
     return Cost(data, fam.count, r * bound)
 

@@ -379,3 +379,34 @@ def test_generation_verdict_is_memory_bound_from_half_the_time_on():
 
     got = generation_verdict(np.array([0.0, 0.4999, 0.5, 1.0]))
     assert got.tolist() == ["compute-bound", "compute-bound", "memory-bound", "memory-bound"]
+
+
+def test_passes_of_one_configuration_are_costed_in_bounded_memory(monkeypatch):
+    """One configuration can have millions of passes to cost one by one (an MoE model's
+    prefix-cache steps with one-token blocks, under a stack): they are taken PASS_CHUNK at a time,
+    so memory does not grow with them. 20,000 passes at 256 a time stay under 4 MB of numpy
+    allocations; the same in one chunk take over 10 MB (what the bound guards against)."""
+    import tracemalloc
+
+    from dlmcost import engine
+    from dlmcost.stacks import load_stack
+
+    m = load_bundled("inclusionAI/LLaDA2.0-mini")
+    cols = api._columns(api.workload_for(m, scheme="prefix-cache", prompt=0, gen=20000, steps=40000, block=1))
+    grid = api.build_grid(cols, [_h100_rates()], np.zeros(1, int), load_stack("sglang"))
+    step = [f for f in REGISTRY["prefix-cache"].passes(grid.knobs) if f.name == "step"][0]
+    names = op_names([m]) + list(engine.STACK_OPS)
+    assert step.n[0] == 20000
+
+    def peak_bytes(chunk):
+        monkeypatch.setattr(engine, "PASS_CHUNK", chunk)
+        tracemalloc.start()
+        try:
+            cost = engine._pass_by_pass(m, grid, step, names)
+            return tracemalloc.get_traced_memory()[1], cost.time_s[0]
+        finally:
+            tracemalloc.stop()
+
+    (small, t_small), (whole, t_whole) = peak_bytes(256), peak_bytes(1 << 20)
+    assert small < 4e6 < 10e6 < whole
+    assert t_small == pytest.approx(t_whole, rel=1e-12)
