@@ -93,11 +93,6 @@ RequireOpt = typer.Option(None, "--require", "-r", metavar="EXPR",
 GATE_LINES = 20  # failing rows listed on stderr; the rest are counted
 
 
-def _output() -> Output:
-    """Standard output with its width and colour (output.py: $COLUMNS, the terminal, NO_COLOR...)."""
-    return Output.stdout()
-
-
 def _hub_options(verbose: bool, hub_timeout: Optional[float]) -> None:
     from .models import hub
 
@@ -252,7 +247,7 @@ def analyze(
 
         ar = api.analyze(model, gpu, **{**options, **charts.AR_WORKLOAD})  # for the AR decode step's point
         chart = charts.roofline(data, ar.plain(), show_ops=ops, db=HardwareDB.load(hardware))
-    out = _output()
+    out = Output.stdout()
     report.render_analyze(data, fmt, out, show_ops=ops, charts=[chart] if chart else None)
     _draw(chart, plot, out)
     _gate(gates.failures(requirements, gates.analyze_rows(data), lambda r: r["gpu"]), requirements)
@@ -336,7 +331,7 @@ def sweep(
         drafter=drafter, answer_tokens=answer_tokens, kv_single_tensor=kv_single_tensor or None,
         ring_buffer=False if no_ring_buffer else None, quantize_head=quantize_head or None, max_configs=None if allow_large else api.MAX_SWEEP_CONFIGS,
     )
-    out = _output()
+    out = Output.stdout()
     if streaming:
         failed = _stream_sweep(models, options, fmt, out, requirements)
     else:
@@ -418,7 +413,7 @@ def schemes(fmt: str = FormatOpt):
     """List the decoding schemes: what each runs and the knobs it reads."""
     _check_format(fmt)
     report.render_schemes([dict(name=s.name, summary=s.summary, knobs=", ".join(s.knobs) or "-",
-                                stops_at_eos=s.stops_at_eos) for s in REGISTRY.values()], fmt, _output())
+                                stops_at_eos=s.stops_at_eos) for s in REGISTRY.values()], fmt, Output.stdout())
 
 
 @app.command(epilog="Examples:\n\n\b\n  dlmcost schema sweep > sweep.schema.json")
@@ -438,14 +433,14 @@ def gpus(
 ):
     """List the accelerators with their dense peaks and ridge points."""
     _check_format(fmt)
-    report.render_gpus(HardwareDB.load(hardware).gpus.values(), fmt, _output())
+    report.render_gpus(HardwareDB.load(hardware).gpus.values(), fmt, Output.stdout())
 
 
 @app.command(epilog="Examples:\n\n\b\n  dlmcost models")
 def models(fmt: str = FormatOpt):
     """List the bundled model ids (usable offline)."""
     _check_format(fmt)
-    report.render_models(api.list_models(), fmt, _output())
+    report.render_models(api.list_models(), fmt, Output.stdout())
 
 
 @app.command(epilog="Examples:\n\n\b\n  dlmcost model examples/tiny-dlm.yaml\n  dlmcost model GSAI-ML/LLaDA-8B-Instruct -f json")
@@ -467,7 +462,7 @@ def model(
     info = api.model_info(spec)
     if verify:
         info["verify"] = api.verify_model(spec, revision=revision)
-    report.render_model(info, fmt, _output())
+    report.render_model(info, fmt, Output.stdout())
     if verify and info["verify"].get("warning"):
         _stderr(f"warning: {info['verify']['warning']}")
 
@@ -503,7 +498,7 @@ def calibrate(
     cal.write_stack(result["data"], Path(out))
     from .report_stacks import render_calibration
 
-    render_calibration(result, out, fmt, _output())
+    render_calibration(result, out, fmt, Output.stdout())
 
 
 @app.command()
@@ -550,7 +545,7 @@ def measure(
         res = ms.measure_workload(spec, gpu, {k: v for k, v in wl.items() if v is not None}, base, be,
                                   warmup=warmup, repeats=repeats, layers=layers, hardware=hardware)
         results.append(res)
-        render_measure(res, fmt, _output())
+        render_measure(res, fmt, Output.stdout())
     model_ref = str(Path(model).resolve()) if Path(model).is_file() else model
     doc = ms.as_points(results, model_ref, gpu)
     if out:
@@ -560,7 +555,7 @@ def measure(
         points = MeasurementFile.model_validate(doc).points
         result = cal.calibrate_what_data_pins(points, Path.cwd(), base, f"{base.name}-measured", hardware)
         cal.write_stack(result["data"], Path(profile_out))
-        render_calibration(result, profile_out, fmt, _output())
+        render_calibration(result, profile_out, fmt, Output.stdout())
 
 
 @app.command(epilog="Examples:\n\n\b\n  dlmcost plan --rate 5 --p95 10 --gpu h100,b200\n  dlmcost plan --scenario examples/plan-scenario.yaml --plot plan.png")
@@ -630,7 +625,7 @@ def plan(
         if progress:
             progress.clear()
     record = planner.to_record(result)
-    out = _output()
+    out = Output.stdout()
     chart = _plan_chart(record) if plot or fmt == "html" else None
     if fmt == "html":
         from .html import plan_page

@@ -71,8 +71,7 @@ class Grid:
     stack: Stack | None = None  # software stack (one for the whole grid); None: the bare roofline
 
     def take(self, idx) -> "Grid":
-        arrays = {f.name: getattr(self, f.name)[idx] for f in fields(self) if f.name not in ("knobs", "rates", "stack")}
-        return Grid(**arrays, knobs=self.knobs.take(idx), rates=self.rates.take(idx), stack=self.stack)
+        return replace(self.take_for_passes(idx), scheme=self.scheme[idx], knobs=self.knobs.take(idx))
 
     def take_for_passes(self, idx) -> "Grid":
         """`take` for costing passes one by one (one entry per pass): what `pass_cost` reads,
