@@ -60,13 +60,6 @@ OP_KINDS = {
 }
 OP_NAMES = tuple(OP_KINDS)
 
-# The ops whose FLOPs or bytes are not linear in a pass's tokens T: the expected number of distinct
-# experts touched (expected_experts) and the busiest expert-parallel rank. Every other op is
-# linear in T at fixed keys per query, so along a family whose q + c is fixed (bidirectional)
-# only these need evaluating pass by pass.
-TOKEN_NONLINEAR_OPS = ("experts", "ep_all_to_all")
-
-
 @dataclass
 class OpCost:
     name: str
@@ -322,7 +315,11 @@ def mlp(m: ModelSpec, p: PassInput) -> OpCost:
 
 
 def expected_experts(n_experts: int, k: int, tokens: np.ndarray) -> np.ndarray:
-    """Distinct experts a batch of `tokens` touches under uniform routing: E*(1-(1-k/E)^tokens)."""
+    """Distinct experts a batch of `tokens` touches under uniform routing: E*(1-(1-k/E)^tokens).
+
+    Without expert parallelism this is the only quantity of a pass not linear in its tokens T at
+    fixed keys per query: the experts' weight bytes are proportional to it, and every FLOP and
+    every other byte is linear in T. The engine relies on that (engine._touched_experts_pass_by_pass)."""
     return n_experts * -np.expm1(tokens * np.log1p(-k / n_experts)) if k < n_experts else np.full_like(tokens, float(n_experts))
 
 
@@ -504,31 +501,26 @@ def ep_all_to_all(m: ModelSpec, p: PassInput) -> OpCost:
     return _op("ep_all_to_all", "comm", 0.0, 0.0, 0.0, 0.0, link_bytes=link, collectives=m.n_moe_layers * 2 * (ep > 1))
 
 
-def op_functions(m: ModelSpec) -> list:
-    """The cost function of each op a forward pass of `m` has, in execution order."""
-    ops = [qkv_proj]
+def pass_ops(m: ModelSpec, p: PassInput) -> list[OpCost]:
+    """All ops of one forward pass, in execution order."""
+    ops = [qkv_proj(m, p)]
     if m.mla:
-        ops.append(mla_kv_up)
-    ops += [attention, o_proj]
+        ops.append(mla_kv_up(m, p))
+    ops += [attention(m, p), o_proj(m, p)]
     if m.n_dense_layers:
-        ops.append(mlp)
+        ops.append(mlp(m, p))
     if m.moe:
-        ops += [router, experts]
+        ops += [router(m, p), experts(m, p)]
         if m.moe.shared_ffn_dim:
-            ops.append(shared_experts)
-        ops.append(ep_all_to_all)
-    ops += [elementwise, lm_head]
+            ops.append(shared_experts(m, p))
+        ops.append(ep_all_to_all(m, p))
+    ops += [elementwise(m, p), lm_head(m, p)]
     if m.logit_softcap:
-        ops.append(logit_softcap)
+        ops.append(logit_softcap(m, p))
     if m.self_conditioning:  # zero in the passes that do not use it (a canvas's first step)
-        ops.append(self_condition)
-    ops.append(tp_collectives)
+        ops.append(self_condition(m, p))
+    ops.append(tp_collectives(m, p))
     return ops
-
-
-def pass_ops(m: ModelSpec, p: PassInput, only=None) -> list[OpCost]:
-    """All ops of one forward pass, in execution order (`only`: just the ops of these names)."""
-    return [f(m, p) for f in op_functions(m) if only is None or f.__name__ in only]
 
 
 def weight_bytes_per_gpu(m: ModelSpec, wbytes, tp, ep, quantize_head=False) -> np.ndarray:

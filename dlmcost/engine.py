@@ -33,7 +33,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from .cost import KINDS, OP_KINDS, OP_NAMES, TOKEN_NONLINEAR_OPS, PassInput, pass_ops, window_affine
+from .cost import KINDS, OP_KINDS, OP_NAMES, PassInput, expected_experts, pass_ops, window_affine
 from .models.spec import ModelSpec
 from .roofline import Rates, compute_time, link_time, memory_time
 from .schemes import REGISTRY, Knobs, PassFamily, peak_shape, prompt_passes
@@ -47,7 +47,7 @@ STACK_OPS = ("host_wait", "per_forward")
 # The metric axis of a cost array; the first five add up over passes as they are.
 METRICS = ("flops", "weight_bytes", "kv_read_bytes", "kv_write_bytes", "activation_bytes", "time_s")
 ADDITIVE = len(METRICS) - 1
-FLOPS, TIME = METRICS.index("flops"), METRICS.index("time_s")
+FLOPS, WEIGHT_BYTES, TIME = METRICS.index("flops"), METRICS.index("weight_bytes"), METRICS.index("time_s")
 
 
 @dataclass(frozen=True)
@@ -204,12 +204,11 @@ class PassCost:
 
 def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: list[str],
               factor_q: np.ndarray | None = None, host_wait_of_pass: bool = True,
-              factors: dict[str, np.ndarray] | None = None, only=None) -> PassCost:
+              factors: dict[str, np.ndarray] | None = None) -> PassCost:
     """Each op of one pass per configuration, placed on the op axis `names`. Under a stack, the
     GEMM factor is read at B x `factor_q` rows (default: this pass's q); calls that read it at the
     same rows may share `factors` (per op kind, filled by the first). `host_wait_of_pass=False`
-    leaves the host wait at zero for a caller that sums it over a family itself. `only`: cost just
-    the ops of these names (the others' rows stay zero)."""
+    leaves the host wait at zero for a caller that sums it over a family itself."""
     n = np.broadcast_shapes(*(np.shape(v) for v in shape.values()), (len(grid),))[0]
     values = np.empty((ADDITIVE, len(names), n))
     written = np.zeros(len(names), bool)
@@ -219,7 +218,7 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
         rows = grid.batch * (shape["q"] if factor_q is None else factor_q)
         factors = {} if factors is None else factors  # per op kind: every GEMM of a pass has the same rows
     bound_compute, bound_bytes = np.zeros(n), np.zeros(n)
-    for op in pass_ops(m, grid.pass_input(shape), only):
+    for op in pass_ops(m, grid.pass_input(shape)):
         i = names.index(op.name)
         written[i] = True
         v = values[:, i]
@@ -271,18 +270,17 @@ def closed_form_rows(m: ModelSpec, grid: Grid, fam: PassFamily) -> np.ndarray:
     return (fam.constant_q | (fam.constant_keys & tokens_linear)) & windowed | (fam.n <= 1)
 
 
-def _first_and_last(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str],
-                    only=None) -> tuple[PassCost, PassCost]:
-    """The family's first (j = 0) and last (j = n - 1) pass, `only` some ops if given; under a
+def _first_and_last(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> tuple[PassCost, PassCost]:
+    """The family's first (j = 0) and last (j = n - 1) pass; under a
     stack both read the GEMM factor at B x the family's mean q and leave the host wait at zero
     (it is not affine in j: summed on its own, `_closed_form_host_wait`)."""
     last = np.maximum(fam.n - 1, 0)
     mean_q = fam.q0 + fam.dq * last / 2
     factors: dict[str, np.ndarray] = {}  # read once for both passes
-    a = pass_cost(m, grid, fam.at(0.0), names, mean_q, host_wait_of_pass=False, factors=factors, only=only)
+    a = pass_cost(m, grid, fam.at(0.0), names, mean_q, host_wait_of_pass=False, factors=factors)
     # a family of one shape everywhere (a prefill, mdm's full passes): its first pass is its last
     z = a if np.all(fam.n <= 1) else pass_cost(m, grid, fam.at(last), names, mean_q, host_wait_of_pass=False,
-                                               factors=factors, only=only)
+                                               factors=factors)
     return a, z
 
 
@@ -360,49 +358,64 @@ def _pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -
     return Cost(data, fam.count, fam.r * bound)
 
 
-def _experts_pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
-    """A family whose ops are affine in j but for those not linear in the tokens (an MoE model's
-    experts, `TOKEN_NONLINEAR_OPS`, in passes whose q changes): the others are summed in closed
-    form, these pass by pass. On the bare roofline each op's time is its own, so the split is
-    exact; the optimistic bound, a max over each pass's totals, takes the other ops' totals
-    linear between the first and the last pass."""
-    per_pass = [name for name in names if name in TOKEN_NONLINEAR_OPS]
-    rows_of = [names.index(name) for name in per_pass]
-    a, z = _first_and_last(m, grid, fam, names, only=set(names) - set(per_pass))
-    data = _sums_of_first_and_last(m, grid, fam, names, a, z)  # zero on the per-pass ops' rows
+def _touched_experts_pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
+    """A family affine in j but for one quantity: an MoE model's passes whose q moves (q + c
+    fixed, bidirectional) without expert parallelism, on the bare roofline. Every op's FLOPs and
+    bytes are then affine in j except the experts' weight bytes, which follow the expected number
+    of distinct experts touched, d(B q_j) (cost.expected_experts). So the family is
+    summed in closed form from its first and last pass, and corrected pass by pass by the gap
+    between the experts' weight bytes and their chord (the straight line between the ends):
+
+        gap_j = w d(B q_j) - (wb_first + (wb_last - wb_first) j / (n - 1)),  w = wb_first / d(B q_0)
+
+    The experts' weight bytes add up the gaps; their time is max(compute, memory) pass by pass,
+    compute on its chord and memory on its chord plus gap_j / achievable bandwidth; the pass's
+    optimistic bound likewise, with gap_j / bandwidth. Exact: each op's time is its own."""
+    a, z = _first_and_last(m, grid, fam, names)
+    data = _sums_of_first_and_last(m, grid, fam, names, a, z)
+    e = names.index("experts")
+    moe, rates = m.moe, grid.rates
     n, r = fam.n, fam.r
-    extra = np.zeros((len(METRICS), len(per_pass), len(grid)))
-    bound = np.zeros(len(grid))
+    wb_first, wb_last = a.values[WEIGHT_BYTES, e], z.values[WEIGHT_BYTES, e]
+    per_touched = wb_first / expected_experts(moe.n_experts, moe.experts_per_token, grid.batch * fam.q0)
+    gaps, op_time, bound = (np.zeros(len(grid)) for _ in range(3))
+    ends = dict(wb=(wb_first, wb_last), compute=(a.compute_s[e], z.compute_s[e]),
+                memory=(a.memory_s[e], z.memory_s[e]), bound_compute=(a.bound_compute_s, z.bound_compute_s),
+                bound_memory=(a.bound_memory_s, z.bound_memory_s))
+    span = np.maximum(n - 1, 1)
     for owner, j, start, configs in _pass_chunks(n.astype(int)):
-        p = pass_cost(m, grid.take_for_passes(owner), fam.take(owner).at(j), per_pass, only=per_pass)
-        extra[:ADDITIVE, :, configs] += np.add.reduceat(p.values, start, axis=2)
-        extra[TIME, :, configs] += np.add.reduceat(p.time_s, start, axis=1)
-        t = j / np.maximum(n[owner] - 1, 1)  # the pass's place between the first and the last
-        compute = a.bound_compute_s[owner] + (z.bound_compute_s - a.bound_compute_s)[owner] * t
-        memory = a.bound_memory_s[owner] + (z.bound_memory_s - a.bound_memory_s)[owner] * t
-        bound[configs] += np.add.reduceat(np.maximum(compute + p.bound_compute_s, memory + p.bound_memory_s), start)
-    data[:, rows_of] = r * extra  # (their rows are zero in the closed form)
+        t = j / span[owner]  # the pass's place between the first and the last
+        chord = {key: first[owner] + (last - first)[owner] * t for key, (first, last) in ends.items()}
+        tokens = grid.batch[owner] * (fam.q0[owner] + fam.dq[owner] * j)
+        gap = per_touched[owner] * expected_experts(moe.n_experts, moe.experts_per_token, tokens) - chord["wb"]
+        time_s = np.maximum(chord["compute"], chord["memory"] + gap / rates.achievable_bandwidth[owner])
+        pass_bound = np.maximum(chord["bound_compute"], chord["bound_memory"] + gap / rates.bandwidth[owner])
+        for total, per_pass in ((gaps, gap), (op_time, time_s), (bound, pass_bound)):
+            total[configs] += np.add.reduceat(per_pass, start)
+    data[WEIGHT_BYTES, e] += r * gaps
+    data[TIME, e] = r * (op_time + n * (a.overhead_s[e] + z.overhead_s[e]) / 2)
     return Cost(data, fam.count, r * bound)
 
 
-def experts_pass_by_pass_rows(m: ModelSpec, grid: Grid, fam: PassFamily, closed: np.ndarray) -> np.ndarray:
-    """Configurations not in closed form only because of the ops not linear in the tokens: an MoE
-    model's bidirectional passes with q + c fixed, on the bare roofline (a stack's GEMM factor
-    follows each pass's q, and its host wait the whole pass), for a model without sliding-window
-    layers (whose keys per query bend as q moves)."""
+def touched_experts_rows(m: ModelSpec, grid: Grid, fam: PassFamily, closed: np.ndarray) -> np.ndarray:
+    """Configurations not in closed form only because of the experts' weight bytes: an MoE
+    model's bidirectional passes with q + c fixed, without expert parallelism (whose busiest rank
+    bends the FLOPs too), on the bare roofline (a stack's GEMM factor follows each pass's q, and
+    its host wait the whole pass), for a model without sliding-window layers (whose keys per query
+    bend as q moves)."""
     sliding = any(kind.attention == "sliding" for _, kind in m.attention_groups)
     if m.moe is None or sliding or grid.stack is not None:
         return np.zeros(len(grid), bool)
-    return ~closed & fam.constant_keys
+    return ~closed & fam.constant_keys & (grid.ep == 1)
 
 
 def _family_sums(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
     closed = closed_form_rows(m, grid, fam)
     if closed.all():
         return _closed_form(m, grid, fam, names)
-    experts = experts_pass_by_pass_rows(m, grid, fam, closed)
+    experts = touched_experts_rows(m, grid, fam, closed)
     out = Cost.zeros(len(grid), len(names))
-    for rows, path in ((closed, _closed_form), (experts, _experts_pass_by_pass),
+    for rows, path in ((closed, _closed_form), (experts, _touched_experts_pass_by_pass),
                        (~closed & ~experts, _pass_by_pass)):
         rows = np.flatnonzero(rows)
         if rows.size:

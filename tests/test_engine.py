@@ -123,13 +123,13 @@ def test_moe_prefix_cache_is_not_summed_in_closed_form():
 
 
 @pytest.mark.parametrize("path,stack,ep", [("_pass_by_pass", None, 1), ("_pass_by_pass", "sglang", 1),
-                                           ("_experts_pass_by_pass", None, 1), ("_experts_pass_by_pass", None, 2)])
+                                           ("_touched_experts_pass_by_pass", None, 1), ("_pass_by_pass", None, 2)])
 @pytest.mark.parametrize("chunk", [1, 3, 10, 1 << 15])  # 10: a chunk of two configurations, then an empty one
 def test_pass_by_pass_in_chunks_equals_each_pass_added_up(monkeypatch, path, stack, ep, chunk):
-    """The paths that evaluate passes one by one (every op, or on the bare roofline only the
-    experts', the rest in closed form) take a chunk of configurations at a time (a chunk of 1 pass
-    puts every boundary inside a configuration's run): the sums equal each pass of each
-    configuration costed on its own and added up, with and without expert parallelism."""
+    """The paths that evaluate passes one by one (every op, or on the bare roofline without expert
+    parallelism the closed form corrected by each pass's experts touched) take a chunk of
+    configurations at a time (a chunk of 1 pass puts every boundary inside a configuration's run):
+    the sums equal each pass of each configuration costed on its own and added up."""
     from dlmcost import engine
     from dlmcost.stacks import load_stack
 
@@ -142,7 +142,7 @@ def test_pass_by_pass_in_chunks_equals_each_pass_added_up(monkeypatch, path, sta
     step = [f for f in REGISTRY["prefix-cache"].passes(grid.knobs) if f.name == "step"][0]
     names = op_names([m]) + (list(engine.STACK_OPS) if stack else [])
     assert (closed_form_rows(m, grid, step) == (step.n <= 1)).all()  # one block: a single shape
-    assert engine.experts_pass_by_pass_rows(m, grid, step, np.zeros(4, bool)).all() == (stack is None)
+    assert engine.touched_experts_rows(m, grid, step, np.zeros(4, bool)).all() == (stack is None and ep == 1)
     monkeypatch.setattr(engine, "PASS_CHUNK", chunk)
     got = getattr(engine, path)(m, grid, step, names)
     for i in range(4):
@@ -159,25 +159,26 @@ def test_pass_by_pass_in_chunks_equals_each_pass_added_up(monkeypatch, path, sta
 
 
 def test_only_the_experts_go_pass_by_pass_exactly_where_nothing_else_bends():
-    """The split path (experts pass by pass, the rest in closed form) is for an MoE model's
-    bidirectional families with q + c fixed, no sliding window, on the bare roofline. Families by
-    hand: q shrinking with c growing (the split), q shrinking over a fixed cache, a causal one, a
-    single shape (closed form anyway)."""
+    """The split path (closed form corrected pass by pass by the experts touched) is for an MoE
+    model's bidirectional families with q + c fixed, no sliding window, no expert parallelism, on
+    the bare roofline. Families by hand: q shrinking with c growing (the split), q shrinking over a
+    fixed cache, a causal one, a single shape (closed form anyway)."""
     from dlmcost import engine
     from dlmcost.schemes.base import family
     from dlmcost.stacks import load_stack
 
-    def rows(model_id, stack=None):
+    def rows(model_id, stack=None, ep=1):
         m = load_bundled(model_id)
         cols = api._columns(api.workload_for(m, scheme="prefix-cache", prompt=16, gen=64, steps=16, block=16))
-        cols |= dict(batch=np.array([1.0, 2, 3, 4]))
+        cols |= dict(batch=np.array([1.0, 2, 3, 4]), tp=float(ep), ep=float(ep))
         grid = api.build_grid(cols, [_h100_rates()], np.zeros(4, int), load_stack(stack) if stack else None)
         fam = family("f", grid.knobs, n=np.array([4.0, 4, 4, 1]), q=64.0, dq=np.array([-16.0, -16, -16, 0]),
                      c=0.0, dc=np.array([16.0, 0, 16, 0]), causal=np.array([False, False, True, False]))
-        return engine.experts_pass_by_pass_rows(m, grid, fam, engine.closed_form_rows(m, grid, fam)).tolist()
+        return engine.touched_experts_rows(m, grid, fam, engine.closed_form_rows(m, grid, fam)).tolist()
 
     assert rows("inclusionAI/LLaDA2.0-mini") == [True, False, False, False]
     assert rows("inclusionAI/LLaDA2.0-mini", stack="sglang") == [False] * 4
+    assert rows("inclusionAI/LLaDA2.0-mini", ep=2) == [False] * 4  # the busiest rank bends the FLOPs too
     assert rows(LLADA) == [False] * 4  # dense: the closed form covers the first family already
     assert rows("google/diffusiongemma-26B-A4B-it") == [False] * 4  # MoE, but sliding layers bend as q moves
 
