@@ -74,3 +74,37 @@ def test_cli_bad_fit_name_is_one_line(tmp_path, capsys):
     code = main(["calibrate", str(ROOT / "validation" / "published.yaml"), "--fit", "bogus", "-o", str(tmp_path / "x.yaml")])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: --fit") and err.count("\n") == 1
+
+
+GOOD = dict(id="ok", model=TINY, gpu="h100", workload=dict(scheme="ar", prompt=64, gen=64),
+            measured=dict(ms_per_forward=1.0))
+AR = dict(scheme="ar", prompt=64, gen=64)
+
+
+@pytest.mark.parametrize("bad, code, message", [
+    (dict(gpu="nogpu"), 4, "unknown GPU 'nogpu'; `dlmcost gpus` lists them"),
+    (dict(workload=dict(AR, gen=0)), 2, "invalid workload: field 'gen': Input should be greater than 0"),
+    (dict(workload=dict(AR, scheme="block", block=48)), 3, "block length 48 does not divide the generation length 64"),
+    (dict(workload=dict(AR, tp=3)), 3, "16 attention heads do not split over tp=3 GPUs"),
+    (dict(gpu="a100", workload=dict(AR, precision="fp8")), 2, "point bad: a100 cannot run this workload"),
+    (dict(workload=dict(AR, precision="bogus")), 2, "unknown precision 'bogus'; choose one of: bf16, fp8, fp4, w8a16, w4a16"),
+    (dict(workload=dict(AR, kv_dtype="zz")), 2, "unknown K/V dtype 'zz'; choose one of: bf16, fp16, fp8, int8, fp4, int4"),
+])
+def test_cli_a_bad_point_is_one_line_with_its_code(tmp_path, capsys, bad, code, message):
+    # the bad point sits between good ones; the messages and codes are those of `analyze`
+    src = tmp_path / "m.yaml"
+    src.write_text(yaml.safe_dump(dict(points=[GOOD, dict(GOOD, id="bad", **bad), GOOD])))
+    out = tmp_path / "fit.yaml"
+    assert main(["calibrate", str(src), "--fit", "fixed", "-o", str(out)]) == code
+    assert capsys.readouterr().err == f"error: {message}\n"
+    assert not out.exists()
+
+
+def test_cli_the_first_bad_point_is_reported(tmp_path, capsys):
+    # points are checked in file order, each fully (workload, then whether its GPU can run it)
+    first = dict(GOOD, id="first", gpu="a100", workload=dict(AR, precision="fp8"))
+    second = dict(GOOD, id="second", workload=dict(AR, tp=3))
+    src = tmp_path / "m.yaml"
+    src.write_text(yaml.safe_dump(dict(points=[first, second])))
+    assert main(["calibrate", str(src), "--fit", "fixed", "-o", str(tmp_path / "x.yaml")]) == 2
+    assert capsys.readouterr().err == "error: point first: a100 cannot run this workload\n"
