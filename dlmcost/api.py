@@ -63,6 +63,12 @@ def build_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray, stack:
                 rates=stack_rates(rate_rows).take(np.asarray(rate_index)), stack=stack)
 
 
+def workloads_grid(workloads: list[Workload], rate_rows: list[dict], stack: Stack | None = None) -> Grid:
+    """One grid of validated workloads (of one model): row i is workloads[i] on rate_rows[i]."""
+    cols = [_columns(w) for w in workloads]
+    return build_grid({k: [c[k] for c in cols] for k in cols[0]}, rate_rows, np.arange(len(cols)), stack)
+
+
 # --- the evaluation analyze and sweep share -----------------------------------------------------
 
 
@@ -167,28 +173,50 @@ def resolve_stack(stack: str | Stack | None, profile: Profile) -> Stack | None:
     return load_stack(stack)
 
 
+@dataclass
+class Prepared:
+    """One workload validated as `analyze` validates it, and the GPUs asked for: what evaluating
+    it needs, for callers that evaluate many workloads in one grid (calibrate)."""
+
+    spec: ModelSpec
+    workload: Workload
+    drafter: ModelSpec | None
+    selected: list[GPU]  # the GPUs asked for, in order
+    profile: Profile
+    stack: Stack | None
+    supported: list[tuple[GPU, dict]]  # those that can run it, with their rates
+
+
+def prepare(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None = None, *,
+            efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
+            revision: str | None = None, hub: bool = False, **workload) -> Prepared:
+    """Everything `analyze` checks before it evaluates (same arguments, same errors)."""
+    spec = _spec(model, revision, hub)
+    w = workload_for(spec, **workload)
+    drafter = _drafter(w, spec)
+    selected = HardwareDB.load(hardware).select(gpus, DEFAULT_GPUS)
+    profile = load_profile(efficiency)
+    st = resolve_stack(stack, profile)
+    problem = scheme_problem(w) or check_parallel(spec, w.tp, w.ep)
+    if problem:
+        raise WorkloadError(problem)
+    supported = [(g, r) for g in selected if (r := _rates_or_none(g, w.precision, profile, w.tp)) is not None]
+    return Prepared(spec, w, drafter, selected, profile, st, supported)
+
+
 def analyze(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None = None, *,
             efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
             revision: str | None = None, hub: bool = False, **workload) -> AnalyzeResult:
     """Cost of one workload on each GPU. Unset workload fields take the model's sampler defaults
     (or, for schemes with a reference engine of their own, that engine's). `stack`: a software
     stack name or file (default `stacks.DEFAULT_STACK`; `none`: the bare hardware roofline)."""
-    spec = _spec(model, revision, hub)
-    w = workload_for(spec, **workload)
-    drafter = _drafter(w, spec)
-    db = HardwareDB.load(hardware)
-    selected = db.select(gpus, DEFAULT_GPUS)
-    profile = load_profile(efficiency)
-    st = resolve_stack(stack, profile)
-    problem = scheme_problem(w) or check_parallel(spec, w.tp, w.ep)
-    if problem:
-        raise WorkloadError(problem)
-
-    supported = [(g, r) for g in selected if (r := _rates_or_none(g, w.precision, profile, w.tp)) is not None]
+    p = prepare(model, gpus, efficiency=efficiency, stack=stack, hardware=hardware, revision=revision, hub=hub,
+                **workload)
+    spec, w, st, supported = p.spec, p.workload, p.stack, p.supported
     by_key = {}
     if supported:
         n = len(supported)
-        frame = _evaluate(spec, drafter, _columns(w), [r for _, r in supported], np.arange(n),
+        frame = _evaluate(spec, p.drafter, _columns(w), [r for _, r in supported], np.arange(n),
                           np.array([g.memory_bytes for g, _ in supported]), st)
         grid = frame.grid
         ctx = grid.knobs.prompt + grid.knobs.gen / 2
@@ -199,9 +227,9 @@ def analyze(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None
             by_key[gpu.key] = _gpu_result(w, gpu, rate, frame, i, knee_block[i], knee_batch[i], ctx[i], spec.mla is not None)
     results = [by_key.get(g.key) or Unsupported.model_construct(gpu=g.name, gpu_key=g.key,
                                                                  error=unsupported_reason(g, w.precision, w.tp))
-               for g in selected]
+               for g in p.selected]
     return AnalyzeResult.model_construct(model=model_summary(spec), workload=workload_summary(w),
-                                         efficiency_profile=profile.name, stack=st.name if st else STACK_NONE,
+                                         efficiency_profile=p.profile.name, stack=st.name if st else STACK_NONE,
                                          warnings=workload_warnings(spec, w), results=results)
 
 
