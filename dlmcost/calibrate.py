@@ -19,13 +19,16 @@ reason, and the user can drop parameters.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import yaml
 
+from . import api
+from .engine import evaluate
 from .errors import UsageError
-from .measurements import Point, analysis_for, compare, resolve_point_model
+from .measurements import Point, cannot_run, comparison, resolve_point_model
 from .stacks import Stack, validate_stack
 
 PARAMETERS = ("host", "fixed", "gemm", "attention", "elementwise")
@@ -66,22 +69,54 @@ def with_parameters(base: Stack, values: dict[str, float]) -> Stack:
 
 
 class Problem:
-    """The points, their models resolved once, and the stack being fitted."""
+    """The points, validated once, and the stack being fitted.
+
+    A residual needs only each point's total predicted time and pass count under the trial
+    stack, so the points are validated once (as `analyze` validates them, with its errors) and
+    each residual evaluation is one vectorised engine call per model: the points of a model form
+    one grid whose stack is swapped per trial. The numbers are those of `analyze` point by point
+    (tests/test_calibrate.py compares the two)."""
 
     def __init__(self, points: list[Point], base_dir: Path, base: Stack, fit: list[str],
                  hardware: list[str] | None = None):
         self.points, self.base, self.fit, self.hardware = points, base, fit, hardware
-        self.specs = [resolve_point_model(p, base_dir) for p in points]
         self.base_dir = base_dir
+        self.specs = _specs(points, base_dir)
         self.theta0 = np.log([_get(base, n) or ZERO_START.get(n, 1e-3) for n in fit])
+        self.prepared = []
+        for p, spec in zip(points, self.specs):  # in file order: the first bad point is the one reported
+            prepared = api.prepare(spec, gpus=p.gpu, hardware=hardware, stack=base, **dict(p.workload))
+            if not prepared.supported:
+                raise cannot_run(p)
+            self.prepared.append(prepared)
+        groups: dict[tuple, list[int]] = {}
+        for i, pr in enumerate(self.prepared):  # a drafter is part of the model
+            groups.setdefault((id(pr.spec), pr.workload.drafter), []).append(i)
+        self.groups = []
+        for rows in groups.values():
+            first = self.prepared[rows[0]]
+            models = {"main": first.spec} | ({"drafter": first.drafter} if first.drafter else {})
+            grid = api.workloads_grid([self.prepared[i].workload for i in rows],
+                                      [self.prepared[i].supported[0][1] for i in rows], base)
+            self.groups.append((models, grid, np.array(rows)))
 
     def stack(self, theta) -> Stack:
         return with_parameters(self.base, dict(zip(self.fit, np.exp(theta))))
 
+    def totals(self, stack: Stack) -> tuple[np.ndarray, np.ndarray]:
+        """Each point's predicted time of its whole workload (s) and its forward passes."""
+        time_s, nfe = np.empty(len(self.points)), np.empty(len(self.points))
+        for models, grid, rows in self.groups:
+            total = evaluate(models, replace(grid, stack=stack)).total
+            time_s[rows], nfe[rows] = total.time_s, total.count
+        return time_s, nfe
+
     def rows(self, theta) -> list[dict]:
         s = self.stack(theta)
-        return [compare(p, analysis_for(p, self.base_dir, self.hardware, s, spec)[0])
-                for p, spec in zip(self.points, self.specs)]
+        time_s, nfe = self.totals(s)
+        return [comparison(p, pr.supported[0][0].name, s.name, float(nfe[i]), float(time_s[i]),
+                           float(pr.workload.batch))
+                for i, (p, pr) in enumerate(zip(self.points, self.prepared))]
 
     def residuals(self, theta) -> np.ndarray:
         return np.log([r["ratio"] for r in self.rows(theta)])
@@ -93,6 +128,15 @@ class Problem:
             step[j] = 1e-4  # backward difference: the efficiency caps at 1 are upper bounds
             J[:, j] = (r0 - self.residuals(theta - step)) / 1e-4
         return J
+
+
+def _specs(points: list[Point], base_dir: Path) -> list:
+    """Each point's model, each distinct model resolved once."""
+    resolved = {}
+    for p in points:
+        if p.model not in resolved:
+            resolved[p.model] = resolve_point_model(p, base_dir)
+    return [resolved[p.model] for p in points]
 
 
 def unpinned(J: np.ndarray, names: list[str]) -> list[str]:

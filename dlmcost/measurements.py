@@ -113,27 +113,37 @@ def analysis_for(p: Point, base: Path, hardware: list[str] | None = None, stack=
     return api.analyze(spec, gpus=p.gpu, hardware=hardware, stack=stack, **dict(p.workload)), spec
 
 
+def cannot_run(p: Point) -> UsageError:
+    return UsageError(f"point {p.id}: {p.gpu} cannot run this workload")
+
+
 def compare(p: Point, analysis, roofline=None) -> dict:
     """Measured vs predicted time per forward for one point; `roofline`: the same workload's
     analysis without a stack, for comparison."""
     r = next((x for x in analysis["results"] if x.get("supported")), None)
     if r is None:
-        raise UsageError(f"point {p.id}: {p.gpu} cannot run this workload")
-    nfe, batch = r["nfe"], float(analysis["workload"]["batch"])
+        raise cannot_run(p)
+    roof = next((x for x in roofline["results"] if x.get("supported")), None) if roofline else None
+    return comparison(p, r["gpu"], analysis["stack"], r["nfe"], r["time_s"], float(analysis["workload"]["batch"]),
+                      roofline_ms=1e3 * roof["time_s"] / roof["nfe"] if roof else None)
+
+
+def comparison(p: Point, gpu: str, stack: str, nfe: float, time_s: float, batch: float,
+               roofline_ms: float | None = None) -> dict:
+    """`compare` from the predicted totals of the point's workload on `gpu`: `nfe` forward passes
+    taking `time_s` in all; `batch`: the workload's batch (without a CFG copy)."""
     meas_ms = measured_ms_per_forward(p)
     if p.measured.latency_s is not None:
         meas_ms = 1e3 * p.measured.latency_s / nfe
     elif p.answer_tokens is not None and p.measured.tokens_per_s is not None:
         meas_ms = 1e3 * batch * p.answer_tokens / p.measured.tokens_per_s / nfe
-    pred_ms = 1e3 * r["time_s"] / nfe
+    pred_ms = 1e3 * time_s / nfe
 
     def tokens_per_s(ms: float) -> float:
         if p.answer_tokens is not None:
             return batch * p.answer_tokens / (ms * nfe / 1e3)
         return 1e3 * p.tokens_per_forward / ms
 
-    roof = next((x for x in roofline["results"] if x.get("supported")), None) if roofline else None
-    return dict(id=p.id, gpu=r["gpu"], stack=analysis["stack"], measured_ms=meas_ms, predicted_ms=pred_ms,
-                roofline_ms=1e3 * roof["time_s"] / roof["nfe"] if roof else None,
+    return dict(id=p.id, gpu=gpu, stack=stack, measured_ms=meas_ms, predicted_ms=pred_ms, roofline_ms=roofline_ms,
                 measured_tokens_per_s=tokens_per_s(meas_ms), predicted_tokens_per_s=tokens_per_s(pred_ms),
                 ratio=pred_ms / meas_ms, error=max(pred_ms / meas_ms, meas_ms / pred_ms))

@@ -3,13 +3,14 @@ data cannot pin, and writes a file that --stack accepts."""
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
-from dlmcost.calibrate import calibrate, with_parameters
+from dlmcost.calibrate import PARAMETERS, Problem, calibrate, with_parameters
 from dlmcost.cli import main
 from dlmcost.errors import UsageError
-from dlmcost.measurements import Point, analysis_for, compare
+from dlmcost.measurements import Point, analysis_for, compare, load_points
 from dlmcost.stacks import load_stack
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,3 +109,32 @@ def test_cli_the_first_bad_point_is_reported(tmp_path, capsys):
     src.write_text(yaml.safe_dump(dict(points=[first, second])))
     assert main(["calibrate", str(src), "--fit", "fixed", "-o", str(tmp_path / "x.yaml")]) == 2
     assert capsys.readouterr().err == "error: point first: a100 cannot run this workload\n"
+
+
+def point_by_point_rows(problem: Problem, theta) -> list[dict]:
+    """The rows as calibrate first computed them: a whole `analyze` of each point."""
+    s = problem.stack(theta)
+    return [compare(p, analysis_for(p, problem.base_dir, problem.hardware, s, spec)[0])
+            for p, spec in zip(problem.points, problem.specs)]
+
+
+def test_vectorised_residuals_equal_analyze_point_by_point():
+    # the published points (dense, MoE, tp, cached and answer-token schedules on five GPUs) and a
+    # few more: CFG (batch doubled, answer tokens counted once), a latency measurement, a GPU list whose
+    # first entry cannot run the precision, a block schedule with a store pass
+    points, base_dir = load_points(ROOT / "validation" / "published.yaml")
+    extra = [dict(scheme="mdm", prompt=64, gen=64, steps=16, block=16, batch=2, cfg=True),
+             dict(scheme="block", prompt=64, gen=64, steps=16, block=16, store_pass=True)]
+    points += [Point(id="cfg", model=TINY, gpu="h100", workload=extra[0], measured=dict(tokens_per_s=900.0),
+                     answer_tokens=40),
+               Point(id="latency", model=TINY, gpu="b200", workload=extra[1], measured=dict(latency_s=0.02)),
+               Point(id="fp8", model=TINY, gpu="a100,h100", workload=dict(AR, precision="fp8"),
+                     measured=dict(ms_per_forward=0.5))]
+    problem = Problem(points, base_dir, load_stack("hf-eager"), list(PARAMETERS))
+    for theta in (problem.theta0, problem.theta0 + [0.4, -0.3, -0.5, -0.2, 0.3]):
+        fast, slow = problem.rows(theta), point_by_point_rows(problem, theta)
+        assert [r["gpu"] for r in fast] == [r["gpu"] for r in slow] and fast[-1]["gpu"] == "H100 SXM"
+        for f, s in zip(fast, slow):
+            assert f.keys() == s.keys()
+            assert f == {k: pytest.approx(v, rel=1e-12) if isinstance(v, float) else v for k, v in s.items()}
+        assert problem.residuals(theta) == pytest.approx(np.log([r["ratio"] for r in slow]), rel=0, abs=1e-12)
