@@ -15,6 +15,7 @@ import io
 import os
 import re
 import shlex
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -77,17 +78,36 @@ def run(command: str, *, head: int | None = None, section: str | None = None, ra
     cog.outl(f"`$ {command}`\n\n{text}" if raw else f"```text\n$ {command}\n{text}\n```")
 
 
-def run_many(*commands: tuple[str, int]) -> None:
-    """Emit one fenced block of several commands, each `(command, head)`: its first `head` lines."""
+def run_many(*commands: tuple[str, int | None], scratch: tuple[str, ...] | None = None) -> None:
+    """Emit one fenced block of several commands, each `(command, head)`: its first `head` lines
+    (None: all). `scratch`: run them in a fresh temporary folder (see `scratch_dir`) holding
+    these folders of the repository, for commands that write files."""
     import cog
 
     blocks = []
-    for command, head in commands:
-        text, code = output(command, head=head)
-        if code:
-            raise SystemExit(f"{command!r} exited {code}: {text}")
-        blocks.append(f"$ {command}\n{text}")
+    with scratch_dir(*scratch) if scratch is not None else contextlib.nullcontext():
+        for command, head in commands:
+            text, code = output(command, head=head)
+            if code:
+                raise SystemExit(f"{command!r} exited {code}: {text}")
+            blocks.append(f"$ {command}\n{text}")
     cog.outl("```text\n" + "\n".join(blocks) + "\n```")
+
+
+@contextlib.contextmanager
+def scratch_dir(*folders: str):
+    """A temporary working folder with links to these folders of the repository: a command that
+    writes a file (`calibrate -o my-stack.yaml`) writes it there, not into the checkout, and what
+    it prints names the file by a path that is the same on every machine. Removed afterwards."""
+    saved = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="dlmcost-docs-") as tmp:
+        for folder in folders:
+            os.symlink(ROOT / folder, Path(tmp) / folder, target_is_directory=True)
+        os.chdir(tmp)
+        try:
+            yield Path(tmp)
+        finally:
+            os.chdir(saved)
 
 
 def python_file(path: str) -> None:
