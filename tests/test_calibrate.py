@@ -138,3 +138,19 @@ def test_vectorised_residuals_equal_analyze_point_by_point():
             assert f.keys() == s.keys()
             assert f == {k: pytest.approx(v, rel=1e-12) if isinstance(v, float) else v for k, v in s.items()}
         assert problem.residuals(theta) == pytest.approx(np.log([r["ratio"] for r in slow]), rel=0, abs=1e-12)
+
+
+def test_published_sglang_fit_is_a_minimum_and_reports_its_rms():
+    # the example of docs/stacks.md: the printed RMS log error is that of the fitted predictions,
+    # and moving either fitted parameter by 1% either way fits the points worse
+    points, base_dir = load_points(ROOT / "validation" / "published.yaml")
+    points = [p for p in points if p.stack == "sglang"]
+    base = load_stack("sglang")
+    res = calibrate(points, base_dir, base, ["fixed", "gemm"], "fit")
+    logs = np.log([a["predicted_ms"] / a["measured_ms"] for a in res["after"]])
+    assert res["rms_log_error"] == pytest.approx(np.sqrt(np.mean(logs ** 2)), rel=1e-9)
+    problem = Problem(points, base_dir, base, ["fixed", "gemm"])
+    best = np.log([res["values"]["fixed"], res["values"]["gemm"]])
+    cost = lambda theta: float(problem.residuals(theta) @ problem.residuals(theta))  # noqa: E731
+    for step in ([0.01, 0], [-0.01, 0], [0, 0.01], [0, -0.01]):
+        assert cost(best + step) > cost(best)
