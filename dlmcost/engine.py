@@ -477,6 +477,30 @@ def evaluate(models: ModelSpec | dict[str, ModelSpec], grid: Grid) -> Evaluation
     return Evaluation(families, total, order, q_max, logits_max, cached, names)
 
 
+def passes_one_by_one(models: ModelSpec | dict[str, ModelSpec], grid: Grid) -> np.ndarray:
+    """Per configuration: how many passes `evaluate` costs one by one, the `n` of each family it
+    runs outside closed form (`closed_form_rows`), twice where an MLA model's form is left to
+    dlmcost (`family_cost` then costs both). Schedules and masks only, nothing is costed: the API
+    checks this against its limit before evaluating (a few million passes take seconds)."""
+    if isinstance(models, ModelSpec):
+        models = {"main": models}
+    out = np.zeros(len(grid))
+    for scheme in REGISTRY.values():
+        rows = np.flatnonzero(grid.scheme == scheme.name)
+        if not rows.size:
+            continue
+        sub = grid.take(rows)
+        for fam in scheme.passes(sub.knobs):
+            used = fam.count > 0
+            if not used.any():
+                continue
+            m = models[fam.model]
+            forms = 2 if m.mla and sub.mla_auto[used].any() else 1
+            one_by_one = used & ~closed_form_rows(m, sub, fam)
+            out[rows] += np.where(one_by_one, fam.n.astype(int) * forms, 0)
+    return out
+
+
 def first_pass(models: ModelSpec | dict[str, ModelSpec], grid: Grid,
                ev: Evaluation) -> tuple[np.ndarray, np.ndarray]:
     """Per configuration of an evaluated grid: the time of its first pass (pass j = 0 of the first
