@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from .cost import KINDS, OP_KINDS
 from .engine import (KNEE_LIMIT, METRICS, Evaluation, Grid, evaluate, first_pass, generation_verdict, knee,
-                     memory_bound_time_fraction)
+                     memory_bound_time_fraction, passes_one_by_one)
 from .errors import UsageError, WorkloadError
 from .files import validation_message
 from .hardware import GPU, DEFAULT_GPUS, HardwareDB
@@ -50,6 +50,11 @@ COLUMN_DEFAULTS = dict(tp=1.0, ep=1.0, mla_absorbed=True, mla_auto=True, logits_
                        quantize_head=False)
 SWEEP_CHUNK = 65_536  # configurations evaluated at once: bounds the engine's memory
 MAX_SWEEP_CONFIGS = 200_000  # configurations one sweep evaluates unless asked for more; refused before any work
+# Passes one command (analyze, sweep, plan) may cost one by one, summed over its configurations and
+# their AR baselines (`engine.passes_one_by_one`: the families without a closed-form sum). Each takes
+# up to about a microsecond, so this bounds that work to some 20 s; refused before any work.
+MAX_PASSES_ONE_BY_ONE = 20_000_000
+SWEEP_FEWER = "shorten some lists (GPUs, precisions, batches, lengths), use larger blocks, or fewer tokens or steps"
 
 
 def build_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray, stack: Stack | None = None) -> Grid:
@@ -89,6 +94,13 @@ def _ar_baseline(spec: ModelSpec, cols: dict, rate_rows: list[dict], rate_index:
     """AR decode time (prefill + one cached step per answer token: AR stops at end-of-sequence)
     of the same model, prompt, batch (no CFG copy: AR has no guidance), precision, layout and
     GPU, under the same software stack; each distinct one costed once."""
+    grid, inverse = _ar_grid(cols, rate_rows, rate_index, stack)
+    return evaluate(spec, grid).total.time_s[inverse]
+
+
+def _ar_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray,
+             stack: Stack | None) -> tuple[Grid, np.ndarray]:
+    """The distinct AR baselines of these columns (`_ar_baseline`), and which one each row takes."""
     n = len(rate_index)
     keys = ("prompt", "answer", "ar_batch", "wbytes", "kvbytes", "all_experts", "tp", "ep", "mla_absorbed", "mla_auto",
             "kv_single_tensor", "ring_buffer", "quantize_head")
@@ -98,7 +110,7 @@ def _ar_baseline(spec: ModelSpec, cols: dict, rate_rows: list[dict], rate_index:
     u = dict(zip(keys, unique.T))
     grid = build_grid(dict(u, scheme="ar", gen=u["answer"], steps=u["answer"], block=u["answer"], batch=u["ar_batch"]),
                       rate_rows, unique[:, -1].astype(int), stack)
-    return evaluate(spec, grid).total.time_s[inverse.ravel()]
+    return grid, inverse.ravel()
 
 
 def unique_rows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -114,14 +126,35 @@ def unique_rows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ranked[new], inverse
 
 
+def _models(spec: ModelSpec, drafter: ModelSpec | None) -> dict[str, ModelSpec]:
+    return {"main": spec} | ({"drafter": drafter} if drafter else {})
+
+
 def _evaluate(spec: ModelSpec, drafter: ModelSpec | None, cols: dict, rate_rows: list[dict], rate_index: np.ndarray,
               capacity_bytes: np.ndarray, stack: Stack | None = None) -> Frame:
     grid = build_grid(cols, rate_rows, rate_index, stack)
-    models = {"main": spec} | ({"drafter": drafter} if drafter else {})
+    models = _models(spec, drafter)
     ev = evaluate(models, grid)
     return Frame(grid, ev, _ar_baseline(spec, cols, rate_rows, rate_index, stack),
                  grid_memory(spec, grid, ev, capacity_bytes, drafter),
                  memory_bound_time_fraction(ev, grid.rates.ridge), models)
+
+
+def _passes_one_by_one(spec: ModelSpec, drafter: ModelSpec | None, cols: dict, rate_rows: list[dict],
+                       rate_index: np.ndarray, stack: Stack | None) -> int:
+    """The passes `_evaluate` of these columns would cost one by one, its configurations' and
+    their AR baselines', counted without costing any (schedules only)."""
+    grid = build_grid(cols, rate_rows, rate_index, stack)
+    ar, _ = _ar_grid(cols, rate_rows, rate_index, stack)
+    return int(passes_one_by_one(_models(spec, drafter), grid).sum() + passes_one_by_one(spec, ar).sum())
+
+
+def check_passes(passes: int, limit: int | None, fewer: str) -> None:
+    """Refuse a call that would cost more than `limit` passes one by one (None: no limit), before
+    it starts; `fewer` says what to reduce."""
+    if limit is not None and passes > limit:
+        raise UsageError(f"this would cost {passes:,} passes one by one (pass families without a closed-form sum, "
+                         f"such as an MoE model's prefix-cache steps); at most {limit:,} in one call: {fewer}")
 
 
 def _rates_or_none(gpu: GPU, precision: str, profile: Profile, tp: int = 1):
@@ -206,17 +239,22 @@ def prepare(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None
 
 def analyze(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None = None, *,
             efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
-            revision: str | None = None, hub: bool = False, **workload) -> AnalyzeResult:
+            revision: str | None = None, hub: bool = False, max_passes: int | None = MAX_PASSES_ONE_BY_ONE,
+            **workload) -> AnalyzeResult:
     """Cost of one workload on each GPU. Unset workload fields take the model's sampler defaults
     (or, for schemes with a reference engine of their own, that engine's). `stack`: a software
-    stack name or file (default `stacks.DEFAULT_STACK`; `none`: the bare hardware roofline)."""
+    stack name or file (default `stacks.DEFAULT_STACK`; `none`: the bare hardware roofline).
+    `max_passes`: the passes costed one by one it may take, over all GPUs (None: no limit)."""
     p = prepare(model, gpus, efficiency=efficiency, stack=stack, hardware=hardware, revision=revision, hub=hub,
                 **workload)
     spec, w, st, supported = p.spec, p.workload, p.stack, p.supported
     by_key = {}
     if supported:
         n = len(supported)
-        frame = _evaluate(spec, p.drafter, _columns(w), [r for _, r in supported], np.arange(n),
+        cols, rate_rows = _columns(w), [r for _, r in supported]
+        check_passes(_passes_one_by_one(spec, p.drafter, cols, rate_rows, np.arange(n), st), max_passes,
+                     "choose fewer GPUs, larger blocks, or fewer tokens or steps")
+        frame = _evaluate(spec, p.drafter, cols, rate_rows, np.arange(n),
                           np.array([g.memory_bytes for g, _ in supported]), st)
         grid = frame.grid
         ctx = grid.knobs.prompt + grid.knobs.gen / 2
@@ -406,7 +444,7 @@ def iter_sweep(model: str | ModelSpec = DEFAULT_MODEL, **options) -> tuple[Sweep
     chunk of SWEEP_CHUNK configurations, so a caller writing rows out holds one chunk at a time.
     Everything is validated before the summary is returned; `max_configs=None` lifts the limit.
     The options are in the signature (`help(api.sweep)`)."""
-    meta, chunks = _sweep_chunks(model, **options)
+    meta, chunks, _ = _sweep_chunks(model, **options)
     return meta, (_sweep_rows(chunk) for chunk in chunks)
 
 
@@ -416,7 +454,7 @@ def sweep_first_pass(model: str | ModelSpec = DEFAULT_MODEL, **options) -> dict[
     prefill, or the pass that opens the first block; `engine.first_pass`), and `prompt_passes`:
     how many of its NFE passes see only the prompt. A serving simulation times the first pass
     apart from the others, whose mean is (time_s - first_pass_s) / (nfe - 1)."""
-    _, chunks = _sweep_chunks(model, **options)
+    _, chunks, _ = _sweep_chunks(model, **options)
     parts = []
     for chunk in chunks:
         cols = _sweep_arrays(chunk)
@@ -425,6 +463,14 @@ def sweep_first_pass(model: str | ModelSpec = DEFAULT_MODEL, **options) -> dict[
     if not parts:
         return {}
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def sweep_passes(model: str | ModelSpec = DEFAULT_MODEL, **options) -> int:
+    """The passes a sweep of these options would cost one by one (what `max_passes` limits), its
+    options validated but nothing evaluated: `plan` adds them up over its sweeps before it runs
+    any of them."""
+    _, _, passes = _sweep_chunks(model, **{**options, "max_passes": None})
+    return passes
 
 
 @dataclass
@@ -447,10 +493,11 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
                expert_load: str = "expected", tps=None, eps=None, mla_form: str = "auto",
                efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
                revision: str | None = None, hub: bool = False, max_configs: int | None = MAX_SWEEP_CONFIGS,
-               **scheme_knobs) -> tuple[SweepResult, Iterator[_SweepChunk]]:
-    """The work of a sweep: the summary (counts, no rows) and a generator of evaluated chunks of
-    SWEEP_CHUNK configurations. Everything is validated before the summary is returned;
-    `max_configs=None` lifts the limit."""
+               max_passes: int | None = MAX_PASSES_ONE_BY_ONE,
+               **scheme_knobs) -> tuple[SweepResult, Iterator[_SweepChunk], int]:
+    """The work of a sweep: the summary (counts, no rows), a generator of evaluated chunks of
+    SWEEP_CHUNK configurations, and the passes they cost one by one. Everything is validated
+    before the summary is returned; `max_configs=None` and `max_passes=None` lift the limits."""
     spec = _spec(model, revision, hub)
     answer_tokens = scheme_knobs.pop("answer_tokens", None)
     _validated("answer_tokens", [answer_tokens])
@@ -503,7 +550,7 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     if not pairs or not scheme_list:
         return SweepResult.model_construct(model=model_summary(spec), efficiency_profile=profile.name,
                                            stack=st.name if st else STACK_NONE, evaluated=0, skipped_impossible=0,
-                                           skipped_unsupported=unsupported, settings=settings), iter(())
+                                           skipped_unsupported=unsupported, settings=settings), iter(()), 0
 
     # Per scheme, the product of the knobs it depends on (index arrays, no per-row Python loop).
     parts = [(sc, np.indices([len(pairs)] + sizes[sc]).reshape(len(knobs) + 1, -1)) for sc in scheme_list]
@@ -550,18 +597,23 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     wbytes = np.array([get_precision(precision_list[pi]).weight_bytes for _, pi in pairs])
     gpu_names, pair_precisions = [gpu_list[gi].name for gi, _ in pairs], [precision_list[p] for _, p in pairs]
 
+    def columns(sel: np.ndarray) -> dict:
+        batch = vals["batch"][sel]
+        return dict(scheme=scheme_col[sel], **{k: getattr(knob_cols, k)[sel] for k in KNOB_COLUMNS},
+                    answer=answer[sel], configured_gen=gen[sel], configured_steps=steps_arr[sel],
+                    batch=batch * (2 if cfg else 1), ar_batch=batch, wbytes=wbytes[pair_idx[sel]],
+                    kvbytes=kv_bytes(kv_dtype), all_experts=expert_load == "all", tp=vals["tp"][sel], ep=vals["ep"][sel],
+                    mla_absorbed=mla_form != "expanded", mla_auto=mla_form == "auto",
+                    kv_single_tensor=shared.kv_single_tensor, ring_buffer=shared.ring_buffer,
+                    quantize_head=shared.quantize_head)
+
+    selections = [keep[start:start + SWEEP_CHUNK] for start in range(0, len(keep), SWEEP_CHUNK)]
+    passes = sum(_passes_one_by_one(spec, drafter, columns(sel), rate_rows, pair_idx[sel], st) for sel in selections)
+    check_passes(passes, max_passes, SWEEP_FEWER)
+
     def chunks() -> Iterator[_SweepChunk]:
-        for start in range(0, len(keep), SWEEP_CHUNK):
-            sel = keep[start:start + SWEEP_CHUNK]
-            pi = pair_idx[sel]
-            batch = vals["batch"][sel]
-            cols = dict(scheme=scheme_col[sel], **{k: getattr(knob_cols, k)[sel] for k in KNOB_COLUMNS},
-                        answer=answer[sel], configured_gen=gen[sel], configured_steps=steps_arr[sel],
-                        batch=batch * (2 if cfg else 1), ar_batch=batch, wbytes=wbytes[pi], kvbytes=kv_bytes(kv_dtype),
-                        all_experts=expert_load == "all", tp=vals["tp"][sel], ep=vals["ep"][sel],
-                        mla_absorbed=mla_form != "expanded", mla_auto=mla_form == "auto",
-                        kv_single_tensor=shared.kv_single_tensor, ring_buffer=shared.ring_buffer,
-                        quantize_head=shared.quantize_head)
+        for sel in selections:
+            pi, cols = pair_idx[sel], columns(sel)
             frame = _evaluate(spec, drafter, cols, rate_rows, pi, capacity[pi], st)
             yield _SweepChunk(frame, cols, gpu_names, pair_precisions, pi, ignores["steps"][sel],
                               ignores["block"][sel], cfg)
@@ -569,12 +621,12 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     meta = SweepResult.model_construct(model=model_summary(spec), efficiency_profile=profile.name,
                                        stack=st.name if st else STACK_NONE, evaluated=len(keep),
                                        skipped_impossible=impossible, skipped_unsupported=unsupported, settings=settings)
-    return meta, chunks()
+    return meta, chunks(), passes
 
 
 # sweep, iter_sweep and sweep_first_pass take _sweep_chunks' options: show them in their
 # signatures (help(), inspect, editors) rather than a bare **options
-for _public in (sweep, iter_sweep, sweep_first_pass):
+for _public in (sweep, iter_sweep, sweep_first_pass, sweep_passes):
     _public.__signature__ = inspect.signature(_sweep_chunks).replace(
         return_annotation=inspect.signature(_public).return_annotation)
 

@@ -15,10 +15,11 @@ from typing import Callable
 
 import numpy as np
 
+from .. import api
 from ..hardware import GPU
 from .results import Deployment, Targets, check_targets, joules_per_token, pareto_front, usd_per_hour, usd_per_mtok
 from .simulate import ClassTable, simulate
-from .steptime import Decoding, PassTable, pass_table, passes_to_first_output
+from .steptime import Decoding, PassTable, pass_table, passes_to_first_output, table_passes
 from .traffic import RequestSample, Traffic, sample_requests
 
 WARMUP_FRACTION = 0.10  # requests discarded at the start (empty server) ...
@@ -240,19 +241,28 @@ def _fewest_replicas(c: Candidate, sample: RequestSample, traffic: Traffic, targ
     return at(good)
 
 
-def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSample, efficiency: str,
-                stack: str | None, hardware: list[str] | None) -> tuple[list[Candidate], int]:
+def _canvases(decoding: Decoding, sample: RequestSample) -> tuple[list[int], list[int]]:
+    """The prompt classes, and the canvas each answer class runs."""
     prompts = [int(v) for v in sample.prompt_values]
     if decoding.scheme == "ar" or not decoding.block:
-        answers = [int(v) for v in sample.answer_values]
-    else:  # the canvas is a whole number of blocks (the padding costs time but yields no tokens)
-        answers = [int(math.ceil(v / decoding.block) * decoding.block) for v in sample.answer_values]
+        return prompts, [int(v) for v in sample.answer_values]
+    # the canvas is a whole number of blocks (the padding costs time but yields no tokens)
+    return prompts, [int(math.ceil(v / decoding.block) * decoding.block) for v in sample.answer_values]
+
+
+def _table_args(space: SearchSpace, decoding: Decoding, prompts: list[int], canvases: list[int]) -> tuple:
+    """`pass_table`'s positional arguments: every GPU, precision, TP, prompt, distinct canvas and batch."""
+    return (decoding, [g.name for g in space.gpus], space.precisions, space.tps, prompts, sorted(set(canvases)),
+            batch_grid(max(space.max_batches)))
+
+
+def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSample, efficiency: str,
+                stack: str | None, hardware: list[str] | None) -> tuple[list[Candidate], int]:
+    prompts, answers = _canvases(decoding, sample)
     distinct = sorted(set(answers))
     answer_col = [distinct.index(a) for a in answers]
-    cap = max(space.max_batches)
-    names = [g.name for g in space.gpus]
-    pt = pass_table(model, decoding, names, space.precisions, space.tps, prompts, distinct, batch_grid(cap),
-                    efficiency=efficiency, stack=stack, hardware=hardware)
+    pt = pass_table(model, *_table_args(space, decoding, prompts, answers), efficiency=efficiency, stack=stack,
+                    hardware=hardware)
     tokens = np.tile(sample.answer_values.astype(float), len(prompts))  # useful tokens per request class
     out, skipped = [], 0
     for gi, g in enumerate(space.gpus):
@@ -278,6 +288,11 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
     sets = [("plan", space.decodings)]
     if baseline and any(d.scheme != "ar" for d in space.decodings):
         sets.append(("baseline", [ar]))
+    # the limit on passes costed one by one holds for the whole search: its sweeps added up first
+    passes = sum(table_passes(model, *_table_args(space, dec, *_canvases(dec, sample)), efficiency=efficiency,
+                              stack=stack, hardware=hardware) for _, decodings in sets for dec in decodings)
+    api.check_passes(passes, api.MAX_PASSES_ONE_BY_ONE, "choose fewer GPUs, TP sizes, precisions or decodings, "
+                     "larger blocks, shorter answers, or a smaller --max-batch")
     candidates: list[tuple[str, Candidate]] = []
     skipped = 0
     for name, decodings in sets:

@@ -52,15 +52,31 @@ class PassTable:
     max_batch: np.ndarray
 
 
+def _sweep_options(decoding: Decoding, gpus: list[str], precisions: list[str], tps: list[int], prompts: list[int],
+                   answers: list[int], batches: list[int], efficiency: str, stack: str | None,
+                   hardware: list[str] | None) -> dict:
+    """The sweep a pass table is read from: every combination."""
+    return dict(gpus=gpus, schemes=[decoding.scheme], prompts=prompts, gens=answers,
+                tpf=decoding.tpf if decoding.scheme != "ar" else None,
+                blocks=[decoding.block] if decoding.block else None, batches=batches, precisions=precisions, tps=tps,
+                efficiency=efficiency, stack=stack, hardware=hardware)
+
+
+def table_passes(model, decoding: Decoding, gpus: list[str], precisions: list[str], tps: list[int],
+                 prompts: list[int], answers: list[int], batches: list[int], *, efficiency: str = "realistic",
+                 stack: str | None = None, hardware: list[str] | None = None) -> int:
+    """The passes `pass_table` of the same arguments costs one by one (`api.sweep_passes`),
+    counted without costing any."""
+    return api.sweep_passes(model, **_sweep_options(decoding, gpus, precisions, tps, prompts, answers, batches,
+                                                    efficiency, stack, hardware))
+
+
 def pass_table(model, decoding: Decoding, gpus: list[str], precisions: list[str], tps: list[int],
                prompts: list[int], answers: list[int], batches: list[int], *, efficiency: str = "realistic",
                stack: str | None = None, hardware: list[str] | None = None) -> PassTable:
     """One `api.sweep_first_pass` over every combination."""
-    cols = api.sweep_first_pass(model, gpus=gpus, schemes=[decoding.scheme], prompts=prompts, gens=answers,
-                                tpf=decoding.tpf if decoding.scheme != "ar" else None,
-                                blocks=[decoding.block] if decoding.block else None, batches=batches,
-                                precisions=precisions, tps=tps, efficiency=efficiency, stack=stack,
-                                hardware=hardware)
+    cols = api.sweep_first_pass(model, **_sweep_options(decoding, gpus, precisions, tps, prompts, answers, batches,
+                                                        efficiency, stack, hardware))
     shape = (len(gpus), len(precisions), len(tps), len(prompts), len(answers))
     first_s, pass_s = np.full(shape + (len(batches),), np.nan), np.full(shape + (len(batches),), np.nan)
     nfe, prompt_passes, max_batch = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)

@@ -1,0 +1,169 @@
+"""The limit on passes costed one by one (api.MAX_PASSES_ONE_BY_ONE, docs/limits.md).
+
+Most pass families are summed in closed form; the others (an MoE model's prefix-cache steps,
+sliding-window layers whose keys bend at the window, ...) are costed pass by pass, which takes
+time in proportion. A call that would cost too many is refused before any work, with one
+`error:` line and exit code 2; the count is checked against hand counts and against the passes
+the engine actually costs."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlmcost import api, engine, errors
+from dlmcost.cli import main
+from dlmcost.models import resolve_model
+from dlmcost.schemes import SCHEMES
+
+MOE = "inclusionAI/LLaDA2.0-mini"
+# prefix-cache over 8 blocks of 8 tokens, 4 steps per block: the refresh opening each block has a
+# fixed shape (closed form); the 3 other steps of block i cover the 64 - 8i tokens from it on,
+# so an MoE model's experts change pass by pass: one pass per block, 8 in all
+PREFIX = dict(scheme="prefix-cache", prompt=16, gen=64, block=8, steps=32)
+# 5,000,000 blocks of one token, 2 steps each: 5,000,000 passes one by one per GPU
+HUGE = ["--scheme", "prefix-cache", "--gen", "5000000", "--block", "1", "--steps", "10000000", "--prompt", "0"]
+
+
+@pytest.fixture
+def costed(monkeypatch):
+    """The passes the engine costs one by one, counted as it yields them."""
+    counted = [0]
+    chunks = engine._pass_chunks
+
+    def counting(n):
+        for chunk in chunks(n):
+            counted[0] += len(chunk[0])
+            yield chunk
+
+    monkeypatch.setattr(engine, "_pass_chunks", counting)
+    return counted
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Fail if anything is evaluated: a refusal must come before the work."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("evaluated before the limit was checked")
+
+    monkeypatch.setattr(api, "evaluate", refuse)
+    monkeypatch.setattr(api, "_evaluate", refuse)
+
+
+def refused(capsys, args) -> str:
+    capsys.readouterr()
+    rc = main(args)
+    out, err = capsys.readouterr()
+    assert rc == errors.EXIT_USAGE == 2, err
+    assert out == "" and "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
+
+
+# --- the count ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", [None, "none"])  # pass by pass whole under a stack, experts only without
+def test_moe_prefix_cache_costs_one_pass_per_block_by_hand(costed, stack):
+    a = api.analyze(MOE, "h100,h200", stack=stack, **PREFIX)
+    assert costed[0] == 2 * 8  # two GPUs, 8 blocks each; the AR baseline's passes have one shape (q = 1)
+    assert a.results[0].passes[1].name == "step" and a.results[0].passes[1].count == 8 * 3
+    with pytest.raises(errors.UsageError):
+        api.analyze(MOE, "h100,h200", stack=stack, max_passes=15, **PREFIX)
+    # one step per block: only the refreshes run; the steps' family has its 8 shapes, none run
+    costed[0] = 0
+    api.analyze(MOE, "h100,h200", stack=stack, max_passes=0, **dict(PREFIX, steps=8))
+    assert costed[0] == 0
+
+
+def test_mla_costs_each_pass_in_both_forms_when_left_to_choose(costed):
+    spec = resolve_model("deepseek-ai/DeepSeek-V3")
+    api.analyze(spec, "h200", mla_form="auto", **PREFIX)
+    assert costed[0] == 2 * 8
+    costed[0] = 0
+    api.analyze(spec, "h200", mla_form="absorbed", **PREFIX)
+    assert costed[0] == 8
+    api.analyze(spec, "h200", mla_form="absorbed", max_passes=8, **PREFIX)
+    with pytest.raises(errors.UsageError, match="16 passes one by one"):
+        api.analyze(spec, "h200", mla_form="auto", max_passes=15, **PREFIX)
+
+
+def test_sliding_window_decode_goes_pass_by_pass_once_it_crosses_the_window(costed):
+    """gemma-3-1b's sliding layers see 512 tokens: an AR decode from an empty prompt stays in
+    closed form up to c = 511 (gen 512), and goes pass by pass beyond, for the decode and for
+    its AR baseline (the same passes again)."""
+    spec = resolve_model("google/gemma-3-1b-it")
+    assert {kind.window for _, kind in spec.attention_groups if kind.attention == "sliding"} == {512}
+    api.analyze(spec, "h100", scheme="ar", prompt=0, gen=512, max_passes=0)
+    assert costed[0] == 0
+    api.analyze(spec, "h100", scheme="ar", prompt=0, gen=513, max_passes=2 * 513)
+    assert costed[0] == 2 * 513
+    with pytest.raises(errors.UsageError, match="1,026 passes"):
+        api.analyze(spec, "h100", scheme="ar", prompt=0, gen=513, max_passes=2 * 513 - 1)
+
+
+def test_a_dense_model_without_sliding_layers_is_never_refused(costed):
+    """Everything in closed form: no pass costed one by one, even at the token limit."""
+    for scheme in SCHEMES:
+        if scheme in ("diffgemma", "draft-verify"):
+            continue  # (need a model of their own / steps no larger than the generation)
+        api.analyze("GSAI-ML/LLaDA-8B-Instruct", "h100", scheme=scheme, prompt=0, gen=5_000_000, block=1,
+                    steps=10_000_000 if scheme != "ar" else None, max_passes=0)
+    assert costed[0] == 0
+
+
+@pytest.mark.parametrize("model", [MOE, "google/gemma-3-1b-it", "deepseek-ai/DeepSeek-V3",
+                                   "google/diffusiongemma-26B-A4B-it", "GSAI-ML/LLaDA-8B-Instruct"])
+@pytest.mark.parametrize("stack", [None, "none"])
+def test_the_count_is_what_the_engine_costs_over_a_sweep(costed, model, stack):
+    spec = resolve_model(model)
+    options = dict(gpus="h100", schemes=list(SCHEMES), prompts=[0, 16], gens=[64, 640], blocks=[8, 32], steps=[None, 320],
+                   stack=stack, active_blocks=4)
+    expected = api.sweep_passes(spec, **options)
+    assert costed[0] == 0  # counted, nothing costed
+    api.sweep(spec, **options)
+    assert costed[0] == expected
+    if model != "GSAI-ML/LLaDA-8B-Instruct":
+        assert expected > 0
+    with pytest.raises(errors.UsageError):
+        api.sweep(spec, max_passes=expected - 1, **options)
+
+
+# --- the refusal ----------------------------------------------------------------------------------
+
+
+def test_analyze_refuses_before_any_work(capsys, no_work):
+    line = refused(capsys, ["analyze", MOE, *HUGE])  # 7 default GPUs
+    assert "35,000,000 passes one by one" in line and f"at most {api.MAX_PASSES_ONE_BY_ONE:,}" in line
+    assert "fewer GPUs" in line
+
+
+def test_analyze_just_under_the_limit_runs():
+    passes = 2 * 8
+    api.analyze(MOE, "h100,h200", max_passes=passes, **PREFIX)
+    with pytest.raises(errors.UsageError) as exc:
+        api.analyze(MOE, "h100,h200", max_passes=passes - 1, **PREFIX)
+    assert exc.value.exit_code == 2
+
+
+def test_sweep_refuses_summed_over_its_configurations(capsys, no_work):
+    # 6 configurations of 5,000,000 passes each: 30,000,000 together (4 of them: the limit itself)
+    line = refused(capsys, ["sweep", "-m", MOE, *HUGE, "--gpu", "h100,h200", "--batch", "1,2,3", "-f", "csv",
+                            "--allow-large"])
+    assert "30,000,000 passes one by one" in line and "shorten some lists" in line
+    assert api.sweep_passes(MOE, gpus="h100,h200", schemes=["prefix-cache"], gens=[5_000_000], blocks=[1],
+                            steps=[10_000_000], prompts=[0], batches=[1, 2]) == api.MAX_PASSES_ONE_BY_ONE
+
+
+def test_several_models_share_the_limit(capsys, no_work):
+    # 15,000,000 passes per model, under the limit each, over it together
+    line = refused(capsys, ["sweep", "-m", f"{MOE},{MOE}", *HUGE, "--gpu", "h100,h200,b200", "-f", "csv"])
+    assert "30,000,000 passes one by one" in line and "fewer models" in line
+
+
+def test_plan_adds_up_its_sweeps_before_running_any(capsys, no_work):
+    line = refused(capsys, ["plan", MOE, "--scheme", "prefix-cache", "--block", "2", "--answer", "1000000",
+                            "--rate", "1", "--p95", "1000", "--gpu", "h100"])
+    assert "passes one by one" in line and "shorter answers" in line
+
