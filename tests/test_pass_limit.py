@@ -8,6 +8,8 @@ the engine actually costs."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from dlmcost import api, engine, errors
@@ -167,3 +169,26 @@ def test_plan_adds_up_its_sweeps_before_running_any(capsys, no_work):
                             "--rate", "1", "--p95", "1000", "--gpu", "h100"])
     assert "passes one by one" in line and "shorter answers" in line
 
+
+def test_the_documented_limit_is_the_code_s():
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    limit = f"{api.MAX_PASSES_ONE_BY_ONE:,}"
+    assert f"| passes costed one by one in one `analyze`, `sweep` or `plan` (below) | {limit} | 2 |" in (
+        docs / "limits.md").read_text()
+    assert f"more than {limit} passes one by one" in (docs / "methodology.md").read_text()
+
+
+@pytest.mark.parametrize("model, options, passes", [
+    # one pass per block
+    (MOE, dict(schemes=["prefix-cache"], gens=[9_999_999], blocks=[1], steps=[10_000_000]), 9_999_999),
+    # every decode step crosses the 512-token window: all of them, for the decode and for its baseline
+    ("google/gemma-3-1b-it", dict(schemes=["ar"], gens=[10_000_000]), 2 * 10_000_000),
+    # per canvas: the first step, the later steps (one family), the store (all canvases but the
+    # last); then the AR baseline
+    ("google/diffusiongemma-26B-A4B-it", dict(schemes=["diffgemma"], gens=[9_999_999], blocks=[1],
+                                              steps=[10_000_000]), 3 * 9_999_999 - 1 + 9_999_999),
+])
+def test_the_documented_single_configurations(model, options, passes):
+    assert api.sweep_passes(model, gpus="h100", prompts=[0], **options) == passes
+    assert f"{passes:,}" in (Path(__file__).resolve().parent.parent / "docs" / "limits.md").read_text()
+    assert (passes <= api.MAX_PASSES_ONE_BY_ONE) == (model != "google/diffusiongemma-26B-A4B-it")
