@@ -26,7 +26,7 @@ import numpy as np
 import yaml
 
 from . import api
-from .engine import evaluate
+from .engine import evaluate, passes_one_by_one
 from .errors import UsageError
 from .measurements import Point, cannot_run, comparison, resolve_point_model
 from .stacks import Stack, validate_stack
@@ -99,6 +99,12 @@ class Problem:
             grid = api.workloads_grid([self.prepared[i].workload for i in rows],
                                       [self.prepared[i].supported[0][1] for i in rows], base)
             self.groups.append((models, grid, np.array(rows)))
+        # the limit on passes costed one by one (docs/limits.md), checked before any work: the fit
+        # evaluates the points at most (MAX_ITER + 3) x (parameters + 1) times
+        evaluations = (MAX_ITER + 3) * (len(fit) + 1)
+        passes = sum(int(passes_one_by_one(models, grid).sum()) for models, grid, _ in self.groups)
+        api.check_passes(passes * evaluations, api.MAX_PASSES_ONE_BY_ONE, f"fitting evaluates the points up to "
+                         f"{evaluations} times: use fewer or shorter measurement points, or larger blocks")
 
     def stack(self, theta) -> Stack:
         return with_parameters(self.base, dict(zip(self.fit, np.exp(theta))))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from dlmcost import api, engine, errors
 from dlmcost.cli import main
@@ -173,7 +174,7 @@ def test_plan_adds_up_its_sweeps_before_running_any(capsys, no_work):
 def test_the_documented_limit_is_the_code_s():
     docs = Path(__file__).resolve().parent.parent / "docs"
     limit = f"{api.MAX_PASSES_ONE_BY_ONE:,}"
-    assert f"| passes costed one by one in one `analyze`, `sweep` or `plan` (below) | {limit} | 2 |" in (
+    assert f"| passes costed one by one in one `analyze`, `sweep`, `plan` or `calibrate` (below) | {limit} | 2 |" in (
         docs / "limits.md").read_text()
     assert f"more than {limit} passes one by one" in (docs / "methodology.md").read_text()
 
@@ -192,3 +193,20 @@ def test_the_documented_single_configurations(model, options, passes):
     assert api.sweep_passes(model, gpus="h100", prompts=[0], **options) == passes
     assert f"{passes:,}" in (Path(__file__).resolve().parent.parent / "docs" / "limits.md").read_text()
     assert (passes <= api.MAX_PASSES_ONE_BY_ONE) == (model != "google/diffusiongemma-26B-A4B-it")
+
+
+def test_calibrate_counts_every_evaluation_of_its_fit_before_any(tmp_path, capsys, monkeypatch):
+    from dlmcost import calibrate
+
+    monkeypatch.setattr(calibrate, "evaluate", lambda *a, **k: pytest.fail("evaluated before the limit was checked"))
+    # 200,000 one-token blocks of 2 steps each: 200,000 passes one by one per evaluation of the point
+    point = dict(id="p", model=MOE, gpu="h100", measured=dict(ms_per_forward=10.0),
+                 workload=dict(scheme="prefix-cache", prompt=0, gen=200_000, block=1, steps=400_000))
+    path = tmp_path / "points.yaml"
+    path.write_text(yaml.safe_dump(dict(points=[point])))
+    evaluations = (calibrate.MAX_ITER + 3) * 2  # one parameter
+    assert calibrate.MAX_ITER == 60  # as docs/limits.md says
+    line = refused(capsys, ["calibrate", str(path), "--stack", "sglang", "--fit", "fixed", "-o",
+                            str(tmp_path / "out.yaml")])
+    assert f"{200_000 * evaluations:,} passes one by one" in line and f"up to {evaluations} times" in line
+    assert not (tmp_path / "out.yaml").exists()
