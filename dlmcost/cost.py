@@ -60,6 +60,11 @@ OP_KINDS = {
 }
 OP_NAMES = tuple(OP_KINDS)
 
+# The ops that read the cached tokens c, the K/V written or the mask; every other op depends on
+# the pass's q, its logits and the settings alone. Along a family whose q and logits are fixed,
+# only these change from pass to pass (the engine costs the rest once).
+CACHE_OPS = ("attention", "mla_kv_up", "elementwise")
+
 @dataclass
 class OpCost:
     name: str
@@ -501,25 +506,31 @@ def ep_all_to_all(m: ModelSpec, p: PassInput) -> OpCost:
     return _op("ep_all_to_all", "comm", 0.0, 0.0, 0.0, 0.0, link_bytes=link, collectives=m.n_moe_layers * 2 * (ep > 1))
 
 
-def pass_ops(m: ModelSpec, p: PassInput) -> list[OpCost]:
-    """All ops of one forward pass, in execution order."""
-    ops = [qkv_proj(m, p)]
+def pass_ops(m: ModelSpec, p: PassInput, only=None) -> list[OpCost]:
+    """All ops of one forward pass, in execution order (`only`: just the ops of these names)."""
+    return [f(m, p) for f in op_functions(m) if only is None or f.__name__ in only]
+
+
+def op_functions(m: ModelSpec) -> list:
+    """The cost function of each op a forward pass of `m` has, in execution order; each is
+    named after the op it returns."""
+    ops = [qkv_proj]
     if m.mla:
-        ops.append(mla_kv_up(m, p))
-    ops += [attention(m, p), o_proj(m, p)]
+        ops.append(mla_kv_up)
+    ops += [attention, o_proj]
     if m.n_dense_layers:
-        ops.append(mlp(m, p))
+        ops.append(mlp)
     if m.moe:
-        ops += [router(m, p), experts(m, p)]
+        ops += [router, experts]
         if m.moe.shared_ffn_dim:
-            ops.append(shared_experts(m, p))
-        ops.append(ep_all_to_all(m, p))
-    ops += [elementwise(m, p), lm_head(m, p)]
+            ops.append(shared_experts)
+        ops.append(ep_all_to_all)
+    ops += [elementwise, lm_head]
     if m.logit_softcap:
-        ops.append(logit_softcap(m, p))
+        ops.append(logit_softcap)
     if m.self_conditioning:  # zero in the passes that do not use it (a canvas's first step)
-        ops.append(self_condition(m, p))
-    ops.append(tp_collectives(m, p))
+        ops.append(self_condition)
+    ops.append(tp_collectives)
     return ops
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from .cost import KINDS, OP_KINDS, OP_NAMES, PassInput, expected_experts, pass_ops, window_affine
+from .cost import CACHE_OPS, KINDS, OP_KINDS, OP_NAMES, PassInput, expected_experts, pass_ops, window_affine
 from .models.spec import ModelSpec
 from .roofline import Rates, compute_time, link_time, memory_time
 from .schemes import REGISTRY, Knobs, PassFamily, peak_shape, prompt_passes
@@ -204,34 +204,41 @@ class PassCost:
 
 def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: list[str],
               factor_q: np.ndarray | None = None, host_wait_of_pass: bool = True,
-              factors: dict[str, np.ndarray] | None = None) -> PassCost:
+              factors: dict[str, np.ndarray] | None = None, like: PassCost | None = None) -> PassCost:
     """Each op of one pass per configuration, placed on the op axis `names`. Under a stack, the
     GEMM factor is read at B x `factor_q` rows (default: this pass's q); calls that read it at the
     same rows may share `factors` (per op kind, filled by the first). `host_wait_of_pass=False`
-    leaves the host wait at zero for a caller that sums it over a family itself."""
+    leaves the host wait at zero for a caller that sums it over a family itself. `like`: a pass
+    of the same q and logits costed the same way (another pass of a family whose q and logits are
+    fixed): only the ops that read the cache (cost.CACHE_OPS) are costed, the rest copied."""
     n = np.broadcast_shapes(*(np.shape(v) for v in shape.values()), (len(grid),))[0]
-    values = np.empty((ADDITIVE, len(names), n))
-    written = np.zeros(len(names), bool)
-    compute, memory, overhead = (np.zeros((len(names), n)) for _ in range(3))
     r, st = grid.rates, grid.stack
+    if like is None:
+        values = np.empty((ADDITIVE, len(names), n))
+        compute, memory, overhead = (np.zeros((len(names), n)) for _ in range(3))
+        bound_compute, bound_bytes = np.zeros(n), np.zeros(n)
+    else:
+        values, compute, memory, overhead = (x.copy() for x in (like.values, like.compute_s, like.memory_s, like.overhead_s))
+        bound_compute, bound_bytes = like.bound_compute_s.copy(), like.bound_memory_s * r.bandwidth
+    written = np.zeros(len(names), bool)
     if st is not None:
         rows = grid.batch * (shape["q"] if factor_q is None else factor_q)
         factors = {} if factors is None else factors  # per op kind: every GEMM of a pass has the same rows
-    bound_compute, bound_bytes = np.zeros(n), np.zeros(n)
-    for op in pass_ops(m, grid.pass_input(shape)):
+    for op in pass_ops(m, grid.pass_input(shape), CACHE_OPS if like is not None else None):
         i = names.index(op.name)
         written[i] = True
         v = values[:, i]
+        if like is not None:  # take out the copied op's share of the pass's totals
+            bound_bytes -= v[1:].sum(axis=0)
+            bound_compute -= v[0] / _peak(grid, op.kind)
         v[0], v[1], v[2], v[3], v[4] = op.flops, op.weight_bytes, op.kv_read_bytes, op.kv_write_bytes, op.activation_bytes
         traffic = v[1:].sum(axis=0)
         bound_bytes += traffic
         if op.kind in KINDS:
             compute[i] = compute_time(op.flops, op.kind, r)
-            peak = r.peak[op.kind]
             if op.kind == "lm_head" and grid.quantize_head.any():  # a quantised head runs at the weights' rates
                 compute[i] = np.where(grid.quantize_head, compute_time(op.flops, "linear", r), compute[i])
-                peak = np.where(grid.quantize_head, r.peak["linear"], peak)
-            bound_compute += op.flops / peak
+            bound_compute += op.flops / _peak(grid, op.kind)
             if st is not None:
                 if op.kind not in factors:
                     factors[op.kind] = compute_factor(op.kind, rows, st)
@@ -248,7 +255,8 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
     # no FLOPs or bytes on the rows of ops this pass lacks: the stack's time-only entries, and the
     # ops of another model on the axis (a drafter of another architecture: an MoE verifier's
     # experts, a dense drafter's MLP)
-    values[:, ~written] = 0.0
+    if like is None:
+        values[:, ~written] = 0.0
     if st is not None and STACK_OPS[0] in names:
         h, f = names.index("host_wait"), names.index("per_forward")
         if host_wait_of_pass:
@@ -256,6 +264,16 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
             overhead[h] = host_wait(gpu, host_time(m.n_layers, st), st)
         overhead[f] = fixed_time(st)
     return PassCost(values, compute, memory, overhead, bound_compute, bound_bytes / r.bandwidth)
+
+
+def _peak(grid: Grid, kind: str):
+    """The peak FLOP/s of an op kind, for the optimistic bound (a quantised head runs at the
+    weights' rate); collectives do no arithmetic."""
+    if kind not in KINDS:
+        return np.inf
+    if kind == "lm_head" and grid.quantize_head.any():
+        return np.where(grid.quantize_head, grid.rates.peak["linear"], grid.rates.peak[kind])
+    return grid.rates.peak[kind]
 
 
 # --- a family, exactly --------------------------------------------------------------------------
@@ -278,9 +296,11 @@ def _first_and_last(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str])
     mean_q = fam.q0 + fam.dq * last / 2
     factors: dict[str, np.ndarray] = {}  # read once for both passes
     a = pass_cost(m, grid, fam.at(0.0), names, mean_q, host_wait_of_pass=False, factors=factors)
-    # a family of one shape everywhere (a prefill, mdm's full passes): its first pass is its last
-    z = a if np.all(fam.n <= 1) else pass_cost(m, grid, fam.at(last), names, mean_q, host_wait_of_pass=False,
-                                               factors=factors)
+    if np.all(fam.n <= 1):  # one shape everywhere (a prefill, mdm's full passes): the first pass is the last
+        return a, a
+    same_q = not (np.any(fam.dq) or np.any(fam.dlogits))  # the last pass differs in its cache alone
+    z = pass_cost(m, grid, fam.at(last), names, mean_q, host_wait_of_pass=False, factors=factors,
+                  like=a if same_q else None)
     return a, z
 
 

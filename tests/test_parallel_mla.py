@@ -206,6 +206,32 @@ def test_without_expert_parallelism_only_the_experts_weight_bytes_bend_with_the_
     assert per_touched == pytest.approx([per_touched[0]] * 4, rel=1e-12)
 
 
+@pytest.mark.parametrize("model_id", bundled_ids())
+@pytest.mark.parametrize("absorbed", [True, False])
+def test_only_the_declared_ops_read_the_cache(model_id, absorbed):
+    """Along a family whose q and logits are fixed the engine costs the ops outside
+    cost.CACHE_OPS once, for the first pass, and reuses them for the last. Checked: changing the
+    cached tokens, the K/V written and the mask (q = 24, 32 logits, B = 3, under TP and EP where
+    the model allows) changes no field of any other op, and does change the attention's."""
+    from dataclasses import replace
+
+    from dlmcost.cost import CACHE_OPS, pass_ops
+
+    m = load_bundled(model_id)
+    tp, ep = (1, 1) if m.mla else (2, 2 if m.moe else 1)
+    base = inp(B=3, q=24, c=100, tp=tp, ep=ep, absorbed=absorbed, logits=32)
+    other = replace(base, c=np.array([7000.0]), kv_write=np.array([24.0]), causal=np.array([True]))
+    fields = ("flops", "weight_bytes", "kv_read_bytes", "kv_write_bytes", "activation_bytes", "link_bytes",
+              "collectives", "kernels")
+    for a, b in zip(pass_ops(m, base), pass_ops(m, other)):
+        same = all(np.array_equal(np.broadcast_to(getattr(a, f), (1,)), np.broadcast_to(getattr(b, f), (1,)))
+                   for f in fields)
+        if a.name not in CACHE_OPS:
+            assert same, a.name
+        if a.name == "attention":
+            assert not same
+
+
 def test_softcapped_logits_are_split_across_the_tensor_parallel_group():
     # Gemma 2 9B: vocabulary 256,128 (its config.json); B 2 x 8 logit positions; tp 4 -> each GPU caps a quarter
     from dlmcost.cost import logit_softcap
