@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import ValidationError
 
+from .columns import column
 from .cost import KINDS, OP_KINDS
 from .engine import (KNEE_LIMIT, METRICS, Evaluation, Grid, evaluate, first_pass, generation_verdict, knee,
                      memory_bound_time_fraction, passes_one_by_one)
@@ -61,10 +62,9 @@ def build_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray, stack:
     """A Grid from per-configuration columns (scalars broadcast); rates looked up by index."""
     n = len(rate_index)
     cols = {**COLUMN_DEFAULTS, **cols}
-    arr = lambda k, dtype: np.broadcast_to(np.asarray(cols[k], dtype=dtype), (n,)).copy()  # noqa: E731
-    knobs = make_knobs(**{k: arr(k, None) for k in KNOB_COLUMNS})
-    settings = {k: arr(k, bool if k in FLAG_COLUMNS else float) for k in SETTING_COLUMNS}
-    return Grid(scheme=arr("scheme", None).astype(str), knobs=knobs, **settings,
+    knobs = make_knobs(n, **{k: cols[k] for k in KNOB_COLUMNS})
+    settings = {k: column(cols[k], n, bool if k in FLAG_COLUMNS else float) for k in SETTING_COLUMNS}
+    return Grid(scheme=column(cols["scheme"], n).astype(str), knobs=knobs, **settings,
                 rates=stack_rates(rate_rows).take(np.asarray(rate_index)), stack=stack)
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from .columns import take
 from .cost import CACHE_OPS, KINDS, OP_KINDS, OP_NAMES, PassInput, expected_experts, pass_ops, window_affine
 from .models.spec import ModelSpec
 from .roofline import Rates, compute_time, link_time, memory_time
@@ -71,13 +72,13 @@ class Grid:
     stack: Stack | None = None  # software stack (one for the whole grid); None: the bare roofline
 
     def take(self, idx) -> "Grid":
-        return replace(self.take_for_passes(idx), scheme=self.scheme[idx], knobs=self.knobs.take(idx))
+        return replace(self.take_for_passes(idx), scheme=take(self.scheme, idx), knobs=self.knobs.take(idx))
 
     def take_for_passes(self, idx) -> "Grid":
         """`take` for costing passes one by one (one entry per pass): what `pass_cost` reads,
         without the schedule's knobs and scheme names (which it does not)."""
         skip = ("knobs", "rates", "stack", "scheme")
-        arrays = {f.name: getattr(self, f.name)[idx] for f in fields(self) if f.name not in skip}
+        arrays = {f.name: take(getattr(self, f.name), idx) for f in fields(self) if f.name not in skip}
         return Grid(**arrays, scheme=None, knobs=None, rates=self.rates.take(idx), stack=self.stack)
 
     def __len__(self) -> int:

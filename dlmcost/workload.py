@@ -11,6 +11,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .columns import column
 from .schemes import REGISTRY, SCHEMES, Knobs
 
 Scheme = Literal[SCHEMES]  # type: ignore[valid-type]  # the registry's names
@@ -97,12 +98,12 @@ class Workload(BaseModel):
                     refresh_every=self.refresh_every, window=self.window, drafter=self.drafter is not None)
 
 
-def make_knobs(**columns) -> Knobs:
-    """Knobs from columns broadcast to a common length (floats; flags as booleans)."""
-    n = max(np.size(v) for v in columns.values())
+def make_knobs(n: int | None = None, **columns) -> Knobs:
+    """Knobs from columns broadcast to n configurations (default: the longest column), floats
+    and flags as booleans; a scalar stays one value (columns.column)."""
+    n = max(np.size(v) for v in columns.values()) if n is None else n
     flags = ("store_pass", "logits_committed", "drafter")
-    return Knobs(**{k: np.broadcast_to(np.asarray(v, dtype=bool if k in flags else float), (n,)).copy()
-                    for k, v in columns.items()})
+    return Knobs(**{k: column(v, n, bool if k in flags else float) for k, v in columns.items()})
 
 
 def scheme_ok(scheme: np.ndarray, knobs: Knobs) -> np.ndarray:

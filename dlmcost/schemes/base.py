@@ -27,6 +27,8 @@ from typing import Callable
 
 import numpy as np
 
+from ..columns import take
+
 # Knobs a scheme may read, beyond the prompt and generation lengths every scheme uses.
 SCHEME_KNOBS = ("steps", "block", "store_pass", "active_blocks", "cache_delay", "refresh_every", "window")
 
@@ -61,7 +63,7 @@ class Knobs:
         return self.prompt + self.gen
 
     def take(self, rows) -> "Knobs":
-        return Knobs(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})
+        return Knobs(**{f.name: take(getattr(self, f.name), rows) for f in fields(self)})
 
 
 @dataclass(frozen=True)
