@@ -197,6 +197,7 @@ class PassCost:
     overhead_s: np.ndarray  # (ops, N): kernel launches and, for collectives, link time
     bound_compute_s: np.ndarray  # (N,): sum FLOPs / peak
     bound_memory_s: np.ndarray  # (N,): sum bytes / bandwidth
+    rows: list[int] | None = None  # the op rows held, when not every op of the axis (pass_cost's `like`)
 
     @property
     def time_s(self) -> np.ndarray:
@@ -209,29 +210,35 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
     """Each op of one pass per configuration, placed on the op axis `names`. Under a stack, the
     GEMM factor is read at B x `factor_q` rows (default: this pass's q); calls that read it at the
     same rows may share `factors` (per op kind, filled by the first). `host_wait_of_pass=False`
-    leaves the host wait at zero for a caller that sums it over a family itself. `like`: a pass
-    of the same q and logits costed the same way (another pass of a family whose q and logits are
-    fixed): only the ops that read the cache (cost.CACHE_OPS) are costed, the rest copied."""
+    leaves the host wait at zero for a caller that sums it over a family itself.
+
+    `like`: a pass of the same q and logits costed the same way (the first pass of a family whose
+    q and logits are fixed). Only the ops that read the cache (cost.CACHE_OPS) differ from it:
+    just they are costed, and the pass returned holds their rows alone (`rows`; the others are
+    like's), with the whole pass's bound totals and no host wait (the caller sums it)."""
     n = np.broadcast_shapes(*(np.shape(v) for v in shape.values()), (len(grid),))[0]
     r, st = grid.rates, grid.stack
+    ops = pass_ops(m, grid.pass_input(shape), CACHE_OPS if like is not None else None)
+    at = [names.index(op.name) for op in ops]  # each op's row on the axis
+    size = len(names) if like is None else len(ops)
+    values = np.empty((ADDITIVE, size, n))
+    written = np.zeros(size, bool)
+    compute, memory, overhead = (np.zeros((size, n)) for _ in range(3))
     if like is None:
-        values = np.empty((ADDITIVE, len(names), n))
-        compute, memory, overhead = (np.zeros((len(names), n)) for _ in range(3))
         bound_compute, bound_bytes = np.zeros(n), np.zeros(n)
-    else:
-        values, compute, memory, overhead = (x.copy() for x in (like.values, like.compute_s, like.memory_s, like.overhead_s))
+    else:  # like's totals, each op costed here taken out and put back
         bound_compute, bound_bytes = like.bound_compute_s.copy(), like.bound_memory_s * r.bandwidth
-    written = np.zeros(len(names), bool)
     if st is not None:
         rows = grid.batch * (shape["q"] if factor_q is None else factor_q)
         factors = {} if factors is None else factors  # per op kind: every GEMM of a pass has the same rows
-    for op in pass_ops(m, grid.pass_input(shape), CACHE_OPS if like is not None else None):
-        i = names.index(op.name)
+    for k, op in enumerate(ops):
+        i = at[k] if like is None else k
         written[i] = True
+        if like is not None:
+            before = like.values[:, at[k]]
+            bound_bytes -= before[1:].sum(axis=0)
+            bound_compute -= before[0] / _peak(grid, op.kind)
         v = values[:, i]
-        if like is not None:  # take out the copied op's share of the pass's totals
-            bound_bytes -= v[1:].sum(axis=0)
-            bound_compute -= v[0] / _peak(grid, op.kind)
         v[0], v[1], v[2], v[3], v[4] = op.flops, op.weight_bytes, op.kv_read_bytes, op.kv_write_bytes, op.activation_bytes
         traffic = v[1:].sum(axis=0)
         bound_bytes += traffic
@@ -253,18 +260,20 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
         if st is not None and op.name == "lm_head":  # the sampler reads what the head wrote, all of
             # the vocabulary: tensor parallelism all-gathers the split logits before sampling
             overhead[i] += sampler_time(grid.batch * shape["logits"] * m.vocab_size, r.bandwidth, r.eff_mem, st)
+    bound_memory = bound_bytes / r.bandwidth
+    if like is not None:
+        return PassCost(values, compute, memory, overhead, bound_compute, bound_memory, at)
     # no FLOPs or bytes on the rows of ops this pass lacks: the stack's time-only entries, and the
     # ops of another model on the axis (a drafter of another architecture: an MoE verifier's
     # experts, a dense drafter's MLP)
-    if like is None:
-        values[:, ~written] = 0.0
+    values[:, ~written] = 0.0
     if st is not None and STACK_OPS[0] in names:
         h, f = names.index("host_wait"), names.index("per_forward")
         if host_wait_of_pass:
             gpu = (np.maximum(compute, memory) + overhead).sum(axis=0)
             overhead[h] = host_wait(gpu, host_time(m.n_layers, st), st)
         overhead[f] = fixed_time(st)
-    return PassCost(values, compute, memory, overhead, bound_compute, bound_bytes / r.bandwidth)
+    return PassCost(values, compute, memory, overhead, bound_compute, bound_memory)
 
 
 def _peak(grid: Grid, kind: str):
@@ -308,18 +317,28 @@ def _first_and_last(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str])
 def _sums_of_first_and_last(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str], a: PassCost,
                             z: PassCost) -> np.ndarray:
     """The (metric, op, configuration) sums of a family whose per-op costs are affine in j, from
-    its first and last pass (sums.py): the sum of an affine term is n (first + last) / 2."""
+    its first and last pass (sums.py): the sum of an affine term is n (first + last) / 2, and of
+    an op the same in every pass, n times it (z holding only the rows that differ: `z.rows`)."""
     n, r = fam.n, fam.r
     half = n * r / 2
     data = np.empty((len(METRICS), len(names), len(grid)))
-    np.add(a.values, z.values, out=data[:ADDITIVE])  # the engine's largest arrays: two passes over them
-    data[:ADDITIVE] *= half
     time_s = data[TIME]
-    np.add(a.overhead_s, z.overhead_s, out=time_s)
-    time_s *= half
-    op_time = sum_max_ends(a.compute_s, z.compute_s, a.memory_s, z.memory_s, n)
-    op_time *= r
-    time_s += op_time
+    if z.rows is None:
+        np.add(a.values, z.values, out=data[:ADDITIVE])  # the engine's largest arrays: two passes over them
+        data[:ADDITIVE] *= half
+        np.add(a.overhead_s, z.overhead_s, out=time_s)
+        time_s *= half
+        time_s += r * sum_max_ends(a.compute_s, z.compute_s, a.memory_s, z.memory_s, n)
+    else:
+        count = n * r
+        np.multiply(a.values, count, out=data[:ADDITIVE])
+        np.maximum(a.compute_s, a.memory_s, out=time_s)
+        time_s += a.overhead_s
+        time_s *= count
+        k = z.rows
+        data[:ADDITIVE, k] = (a.values[:, k] + z.values) * half
+        data[TIME, k] = ((a.overhead_s[k] + z.overhead_s) * half
+                         + r * sum_max_ends(a.compute_s[k], z.compute_s, a.memory_s[k], z.memory_s, n))
     if grid.stack is not None and "host_wait" in names:
         time_s[names.index("host_wait")] = r * _closed_form_host_wait(m, grid.stack, a, z, n, names)
     return data
@@ -342,8 +361,13 @@ def _closed_form_host_wait(m: ModelSpec, st: Stack, first: PassCost, last: PassC
     ops = [k for k, name in enumerate(names) if name not in STACK_OPS]  # GPU work only
     if ops == list(range(len(ops))):  # the stack's ops come last (as evaluate lists them): a view
         ops = slice(0, len(ops))
-    gpu_first, gpu_last = ((np.maximum(p.compute_s[ops], p.memory_s[ops]) + p.overhead_s[ops]).sum(axis=0)
-                           for p in (first, last))
+    gpu_first = (np.maximum(first.compute_s[ops], first.memory_s[ops]) + first.overhead_s[ops]).sum(axis=0)
+    if last.rows is None:
+        gpu_last = (np.maximum(last.compute_s[ops], last.memory_s[ops]) + last.overhead_s[ops]).sum(axis=0)
+    else:  # the first pass's, with the rows that differ swapped
+        k = last.rows
+        gpu_last = gpu_first + (last.time_s - (np.maximum(first.compute_s[k], first.memory_s[k])
+                                               + first.overhead_s[k])).sum(axis=0)
     return sum_max_ends(host - gpu_first, host - gpu_last, 0.0, 0.0, n)
 
 
