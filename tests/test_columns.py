@@ -1,0 +1,31 @@
+"""Grid columns: a constant column of a large grid is a stride-0 view (no copy), equal to the
+copy it replaces, and stays one when rows are taken; small grids and varying columns copy."""
+
+import numpy as np
+import pytest
+
+from dlmcost.columns import SHARE_FROM, column, take
+
+
+@pytest.mark.parametrize("n", [1, SHARE_FROM - 1, SHARE_FROM, 5 * SHARE_FROM])
+def test_a_constant_column_equals_its_copy_and_is_a_view_when_large(n):
+    c = column(2.5, n, float)
+    assert c.shape == (n,) and c.dtype == float and np.all(c == 2.5)
+    assert (c.strides == (0,)) == (n >= SHARE_FROM)
+    rows = np.arange(0, n, 2)
+    t = take(c, rows)
+    assert t.shape == rows.shape and np.all(t == 2.5)
+    assert (t.strides == (0,)) == (rows.size >= SHARE_FROM)
+    mask = np.zeros(n, bool)
+    mask[::3] = True
+    assert take(c, mask).shape == (mask.sum(),) and np.all(take(c, mask) == 2.5)
+    assert take(c, slice(1, 4)).shape == (min(n, 4) - min(n, 1),)
+
+
+def test_a_varying_column_is_copied_and_taken_by_index():
+    src = np.arange(5.0)
+    c = column(src, 5)
+    src[0] = 99.0  # the grid owns its column
+    assert c.tolist() == [0, 1, 2, 3, 4]
+    assert take(c, [4, 0]).tolist() == [4.0, 0.0]
+    assert column(True, 3, bool).dtype == bool
