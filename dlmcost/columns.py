@@ -19,10 +19,13 @@ def column(value, n: int, dtype=None) -> np.ndarray:
 
 
 def take(a: np.ndarray, rows) -> np.ndarray:
-    """a[rows] (rows: indices or a slice); a constant column stays a stride-0 view."""
-    if a.ndim == 1 and a.size and a.strides[0] == 0 and not isinstance(rows, slice):
-        rows = np.asarray(rows)
-        n = np.count_nonzero(rows) if rows.dtype == bool else rows.size
-        if n >= SHARE_FROM:
-            return np.broadcast_to(a[0], (n,))
-    return a[rows]
+    """a[rows] along the last axis (rows: indices, a mask or a slice); a constant column stays a
+    stride-0 view. Indices go through np.take, several times faster than fancy indexing."""
+    if isinstance(rows, slice):
+        return a[..., rows]
+    rows = np.asarray(rows)
+    if rows.dtype == bool:
+        rows = np.flatnonzero(rows)
+    if a.ndim == 1 and a.size and a.strides[0] == 0 and rows.size >= SHARE_FROM:
+        return np.broadcast_to(a[0], (rows.size,))
+    return np.take(a, rows, axis=-1)

@@ -9,10 +9,10 @@ through here: a sweep is the same formulas over a bigger grid.
 A family's sums are exact. Where every per-op quantity is affine in the pass index j — q fixed
 (any cache growth), or q + c fixed under a bidirectional mask for a model whose cost per token is
 linear (no expected-distinct-experts term) — they have closed forms (sums.py). Elsewhere, e.g. an
-MoE model's prefix-cache steps, whose q shrinks block by block, every pass is evaluated and the
-passes are added up; on the bare roofline only the ops not linear in the tokens (the experts'),
-the others staying in closed form. Which path a family takes follows from its declared shape law
-and the model; nothing is probed numerically.
+MoE model's prefix-cache steps, whose q shrinks block by block, each pass's time is taken on its
+own: from the chords of the closed form and the experts touched by that pass where only the
+experts' weight bytes bend (no expert parallelism), else by evaluating the whole pass. Which path
+a family takes follows from its declared shape law and the model; nothing is probed numerically.
 
 With a software stack (`Grid.stack`, docs/stacks.md) each op's compute time is divided by the
 stack's factor (GEMM curve at B x q rows, attention efficiency), elementwise traffic is scaled,
@@ -298,13 +298,14 @@ def closed_form_rows(m: ModelSpec, grid: Grid, fam: PassFamily) -> np.ndarray:
     return (fam.constant_q | (fam.constant_keys & tokens_linear)) & windowed | (fam.n <= 1)
 
 
-def _first_and_last(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> tuple[PassCost, PassCost]:
-    """The family's first (j = 0) and last (j = n - 1) pass; under a
-    stack both read the GEMM factor at B x the family's mean q and leave the host wait at zero
-    (it is not affine in j: summed on its own, `_closed_form_host_wait`)."""
+def _first_and_last(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str],
+                    stack_factor: bool = True) -> tuple[PassCost, PassCost]:
+    """The family's first (j = 0) and last (j = n - 1) pass; under a stack both read the GEMM
+    factor at B x the family's mean q (`stack_factor=False`: none, for a caller that applies it
+    pass by pass) and leave the host wait at zero (it is not affine in j: summed on its own)."""
     last = np.maximum(fam.n - 1, 0)
     mean_q = fam.q0 + fam.dq * last / 2
-    factors: dict[str, np.ndarray] = {}  # read once for both passes
+    factors: dict[str, np.ndarray] = {} if stack_factor else dict.fromkeys(KINDS, 1.0)  # read once for both
     a = pass_cost(m, grid, fam.at(0.0), names, mean_q, host_wait_of_pass=False, factors=factors)
     if np.all(fam.n <= 1):  # one shape everywhere (a prefill, mdm's full passes): the first pass is the last
         return a, a
@@ -387,7 +388,7 @@ def _pass_chunks(n: np.ndarray):
         configs = slice(int(np.searchsorted(ends, lo, side="right")), int(np.searchsorted(ends, hi - 1, side="right")) + 1)
         run_start = np.maximum(first[configs], lo)
         owner = np.repeat(np.arange(configs.start, configs.stop), np.minimum(ends[configs], hi) - run_start)
-        yield owner, (np.arange(lo, hi) - first[owner]).astype(float), run_start - lo, configs
+        yield owner, (np.arange(lo, hi) - np.take(first, owner)).astype(float), run_start - lo, configs
 
 
 def _pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
@@ -405,51 +406,68 @@ def _pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -
 
 def _touched_experts_pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> Cost:
     """A family affine in j but for one quantity: an MoE model's passes whose q moves (q + c
-    fixed, bidirectional) without expert parallelism, on the bare roofline. Every op's FLOPs and
-    bytes are then affine in j except the experts' weight bytes, which follow the expected number
-    of distinct experts touched, d(B q_j) (cost.expected_experts). So the family is
-    summed in closed form from its first and last pass, and corrected pass by pass by the gap
-    between the experts' weight bytes and their chord (the straight line between the ends):
+    fixed, bidirectional) without expert parallelism. Every op's FLOPs and bytes are then affine
+    in j except the experts' weight bytes, which follow the expected number of distinct experts
+    touched, d(B q_j) (cost.expected_experts). So the family is summed in closed form from its
+    first and last pass, and corrected pass by pass by the gap between the experts' weight bytes
+    and their chord (the straight line between the ends):
 
         gap_j = w d(B q_j) - (wb_first + (wb_last - wb_first) j / (n - 1)),  w = wb_first / d(B q_0)
 
-    The experts' weight bytes add up the gaps; their time is max(compute, memory) pass by pass,
-    compute on its chord and memory on its chord plus gap_j / achievable bandwidth; the pass's
-    optimistic bound likewise, with gap_j / bandwidth. Exact: each op's time is its own."""
-    a, z = _first_and_last(m, grid, fam, names)
+    The experts' weight bytes add up the gaps. Times are taken pass by pass from the chords:
+    compute on its chord, memory on its chord (the experts' plus gap_j / achievable bandwidth),
+    overhead on its chord; the optimistic bound likewise, with gap_j / bandwidth. On the bare
+    roofline that is needed for the experts alone (every other op's time is its own and affine).
+    Under a stack every op's compute is divided by its factor at B q_j, and the host wait compares
+    the host time with the pass's GPU time. Exact, as evaluating each pass is."""
+    st, rates = grid.stack, grid.rates
+    a, z = _first_and_last(m, grid, fam, names, stack_factor=False)  # a stack's factor follows each pass
     data = _sums_of_first_and_last(m, grid, fam, names, a, z)
     e = names.index("experts")
-    moe, rates = m.moe, grid.rates
-    n, r = fam.n, fam.r
+    moe, n, r = m.moe, fam.n, fam.r
     wb_first, wb_last = a.values[WEIGHT_BYTES, e], z.values[WEIGHT_BYTES, e]
     per_touched = wb_first / expected_experts(moe.n_experts, moe.experts_per_token, grid.batch * fam.q0)
-    gaps, op_time, bound = (np.zeros(len(grid)) for _ in range(3))
-    ends = dict(wb=(wb_first, wb_last), compute=(a.compute_s[e], z.compute_s[e]),
-                memory=(a.memory_s[e], z.memory_s[e]), bound_compute=(a.bound_compute_s, z.bound_compute_s),
-                bound_memory=(a.bound_memory_s, z.bound_memory_s))
+    timed = [e] if st is None else [k for k, name in enumerate(names) if name not in STACK_OPS]
+    kinds = {kind: [i for i, k in enumerate(timed) if OP_KINDS[names[k]] == kind] for kind in KINDS}
+    experts = timed.index(e)
     span = np.maximum(n - 1, 1)
+    # each quantity on its chord: first + slope j, slope = (last - first) / (n - 1)
+    per_op_first = np.stack([a.compute_s[timed], a.memory_s[timed], a.overhead_s[timed]])
+    per_op_slope = (np.stack([z.compute_s[timed], z.memory_s[timed], z.overhead_s[timed]]) - per_op_first) / span
+    pass_first = np.stack([wb_first, a.bound_compute_s, a.bound_memory_s])
+    pass_slope = (np.stack([wb_last, z.bound_compute_s, z.bound_memory_s]) - pass_first) / span
+    gaps, bound, host = (np.zeros(len(grid)) for _ in range(3))
+    op_time = np.zeros((len(timed), len(grid)))
     for owner, j, start, configs in _pass_chunks(n.astype(int)):
-        t = j / span[owner]  # the pass's place between the first and the last
-        chord = {key: first[owner] + (last - first)[owner] * t for key, (first, last) in ends.items()}
-        tokens = grid.batch[owner] * (fam.q0[owner] + fam.dq[owner] * j)
-        gap = per_touched[owner] * expected_experts(moe.n_experts, moe.experts_per_token, tokens) - chord["wb"]
-        time_s = np.maximum(chord["compute"], chord["memory"] + gap / rates.achievable_bandwidth[owner])
-        pass_bound = np.maximum(chord["bound_compute"], chord["bound_memory"] + gap / rates.bandwidth[owner])
-        for total, per_pass in ((gaps, gap), (op_time, time_s), (bound, pass_bound)):
-            total[configs] += np.add.reduceat(per_pass, start)
+        compute, memory, overhead = take(per_op_first, owner) + take(per_op_slope, owner) * j
+        wb, bound_compute, bound_memory = take(pass_first, owner) + take(pass_slope, owner) * j
+        tokens = take(grid.batch, owner) * (take(fam.q0, owner) + take(fam.dq, owner) * j)
+        gap = take(per_touched, owner) * expected_experts(moe.n_experts, moe.experts_per_token, tokens) - wb
+        memory[experts] += gap / take(rates.achievable_bandwidth, owner)
+        if st is not None:
+            for kind, rows in kinds.items():
+                if rows:
+                    compute[rows] /= compute_factor(kind, tokens, st)
+        time_s = np.maximum(compute, memory) + overhead
+        op_time[:, configs] += np.add.reduceat(time_s, start, axis=1)
+        gaps[configs] += np.add.reduceat(gap, start)
+        bound[configs] += np.add.reduceat(np.maximum(bound_compute, bound_memory + gap / take(rates.bandwidth, owner)), start)
+        if st is not None:
+            host[configs] += np.add.reduceat(host_wait(time_s.sum(axis=0), host_time(m.n_layers, st), st), start)
     data[WEIGHT_BYTES, e] += r * gaps
-    data[TIME, e] = r * (op_time + n * (a.overhead_s[e] + z.overhead_s[e]) / 2)
+    data[TIME, timed] = r * op_time
+    if st is not None:
+        data[TIME, names.index("host_wait")] = r * host
     return Cost(data, fam.count, r * bound)
 
 
 def touched_experts_rows(m: ModelSpec, grid: Grid, fam: PassFamily, closed: np.ndarray) -> np.ndarray:
     """Configurations not in closed form only because of the experts' weight bytes: an MoE
     model's bidirectional passes with q + c fixed, without expert parallelism (whose busiest rank
-    bends the FLOPs too), on the bare roofline (a stack's GEMM factor follows each pass's q, and
-    its host wait the whole pass), for a model without sliding-window layers (whose keys per query
-    bend as q moves)."""
+    bends the FLOPs too), for a model without sliding-window layers (whose keys per query bend as
+    q moves)."""
     sliding = any(kind.attention == "sliding" for _, kind in m.attention_groups)
-    if m.moe is None or sliding or grid.stack is not None:
+    if m.moe is None or sliding:
         return np.zeros(len(grid), bool)
     return ~closed & fam.constant_keys & (grid.ep == 1)
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .columns import take
 from .hardware import GPU
 from .precision import ATTENTION_COMPUTE, ELEMENTWISE_COMPUTE, Precision
 
@@ -50,9 +51,9 @@ class Rates:
         return self.bandwidth * self.eff_mem
 
     def take(self, idx: np.ndarray) -> "Rates":
-        return Rates({k: v[idx] for k, v in self.peak.items()}, {k: v[idx] for k, v in self.eff.items()},
-                     self.bandwidth[idx], self.eff_mem[idx], self.overhead_s[idx], self.ridge[idx],
-                     self.link_bandwidth[idx], self.eff_link[idx], self.collective_latency_s[idx])
+        return Rates({k: take(v, idx) for k, v in self.peak.items()}, {k: take(v, idx) for k, v in self.eff.items()},
+                     *(take(getattr(self, name), idx) for name in ("bandwidth", "eff_mem", "overhead_s", "ridge",
+                                                                  "link_bandwidth", "eff_link", "collective_latency_s")))
 
 
 def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, float] | None:

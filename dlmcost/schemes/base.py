@@ -89,7 +89,7 @@ class PassFamily:
                     logits=self.logits0 + self.dlogits * j, causal=self.causal, self_condition=self.self_condition)
 
     def take(self, rows) -> "PassFamily":
-        return replace(self, **{f.name: getattr(self, f.name)[rows] for f in fields(self)
+        return replace(self, **{f.name: take(getattr(self, f.name), rows) for f in fields(self)
                                 if f.name not in ("name", "model", "self_condition")})
 
     @property
