@@ -9,6 +9,7 @@ from typing import Any, Iterable
 
 from . import textable
 from .output import Output, Styled
+from .schemes import REGISTRY
 from .terminal import shown
 from .textable import Column
 
@@ -170,14 +171,16 @@ def analyze_header(a: dict) -> str:
     m, w = a["model"], a["workload"]
     steps = f"S={count(w['steps'])}" if w["scheme"] != "ar" else "one pass per token"
     store = f" · store pass {'on' if w['store_pass'] else 'off'}" if w["scheme"] == "block" else ""
+    # the block only where the scheme's cost depends on it (as sweep shows `-` for the others)
+    block = f" · block {w['block']} ({count(w['n_blocks'])} blocks)" if "block" in REGISTRY[w["scheme"]].knobs else ""
     parallel = f" · tp {w['tp']}" + (f" ep {w['ep']}" if w["ep"] > 1 else "") + (" (tok/s per group)" if w["tp"] > 1 else "")
     cfg = " · CFG (batch doubled)" if w["cfg"] else ""
     unverified = " (UNVERIFIED config)" if not m["verified"] else ""
     return (
         f"{safe(m['id'])}{unverified} · {m['params_total'] / 1e9:.2f}B params ({m['params_active'] / 1e9:.2f}B active) · "
         f"source: {safe(m['source'])}{' @ ' + safe(m['revision']) if m.get('revision') else ''}\n"
-        f"scheme {w['scheme']} · prompt {w['prompt']} · gen {w['gen']} · {steps} · block {w['block']} "
-        f"({count(w['n_blocks'])} blocks){store} · batch {w['batch']}{cfg}{parallel} · {w['precision']} weights · "
+        f"scheme {w['scheme']} · prompt {w['prompt']} · gen {w['gen']} · {steps}{block}{store} · "
+        f"batch {w['batch']}{cfg}{parallel} · {w['precision']} weights · "
         f"K/V {w['kv_dtype']} · logits: {w['logits']}\n"
         f"efficiency profile: {safe(a['efficiency_profile'])} · stack: {safe(a['stack'])}"
     )

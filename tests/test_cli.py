@@ -86,6 +86,15 @@ def test_analyze_default_table(cli):
     assert all(("compute" in line) or ("memory" in line) for line in rows)
 
 
+@pytest.mark.parametrize("scheme,shown", [("mdm", False), ("ar", False), ("block", True), ("prefix-cache", True)])
+def test_analyze_header_shows_the_block_only_where_the_scheme_costs_it(cli, scheme, shown):
+    """mdm and ar ignore the block (sweep prints `-` for it): the header leaves it out; gen 128 in
+    blocks of 32 is 4 blocks."""
+    header = ok(cli("analyze", "--gpu", "h100", "--scheme", scheme, "--gen", "128", "--block", "32",
+                    "--steps", "128")).out.splitlines()[1]
+    assert ("block 32 (4 blocks)" in header) == shown, header
+
+
 def test_analyze_json_shape(cli):
     a = ok(cli("analyze", "--gpu", "h100", "--format", "json")).json()
     m = a["model"]
