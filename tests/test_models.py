@@ -1,4 +1,4 @@
-"""Parameter counts and K/V sizes against the published totals (reference MANIFEST)."""
+"""Parameter counts and K/V sizes against the published totals (the bundled MANIFEST.yaml and the model cards)."""
 
 import pytest
 

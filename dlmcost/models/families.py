@@ -15,7 +15,7 @@ from .spec import SamplerDefaults
 
 Config = dict[str, Any]
 
-# Sampler defaults from the reference MANIFEST (upstream generate() defaults and demos).
+# Sampler defaults from the bundled manifest (configs/MANIFEST.yaml: upstream generate() defaults and demos).
 DIFFUSION_SCHEMES = ("mdm", "prefix-cache", "dual-cache", "ar")
 BLOCK_SCHEMES = ("block", "ar")
 AR_SCHEMES = ("ar",)

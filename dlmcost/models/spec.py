@@ -57,7 +57,7 @@ class MLASpec(BaseModel):
 
 
 class SamplerDefaults(BaseModel):
-    """Upstream sampler settings for a model (see reference MANIFEST): the workload defaults."""
+    """Upstream sampler settings for a model (see configs/MANIFEST.yaml): the workload defaults."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
