@@ -584,3 +584,40 @@ def test_more_traffic_never_needs_fewer_gpus_per_candidate(capsys):
     assert sum(len(v) > 1 for v in need.values()) >= 4
     for key, gpus in need.items():
         assert gpus == sorted(gpus), (key, gpus)
+
+
+def test_deployment_statistics_by_hand():
+    """What a deployment reports from its simulated requests (docs/plan.md, Output; Money and
+    energy): latency percentiles (numpy's linear interpolation between order statistics), p95
+    time to first block, the median of answer tokens / latency per request, and $/Mtok, J/token
+    at the offered load with the mean answer length. Requests here take 1, 2, ..., 100 s."""
+    from dlmcost.plan import search
+    from dlmcost.plan.steptime import Decoding
+    from dlmcost.report import plan_table
+
+    gpu = HardwareDB.load().get("h100")
+    latency = np.arange(1.0, 101.0)
+    tokens = np.where(np.arange(100) < 90, 10.0, 1000.0)  # mean 109, median 10
+    ev = search.Evaluation(latency=latency, ttfb=latency / 100, tokens=tokens, served_rps=0.5)
+    cand = search.Candidate(gpu, "bf16", 2, Decoding("block", 32, 2.0), 64, None, np.array([109.0]), 48)
+    pricing = search.Pricing({gpu.key: 3.0}, {gpu.key: "test"}, {gpu.key: 700.0}, power_utilisation=0.5)
+    d = search._deployment(cand, ev, replicas=3, capacity_rps=2.0, pricing=pricing, targets=results.Targets())
+    # rank p/100 * (n - 1) in the sorted list 1..100, interpolated: 1 + 0.5 * 99 = 50.5, ...
+    assert d.p50_latency_s == pytest.approx(50.5)
+    assert d.p95_latency_s == pytest.approx(95.05)
+    assert d.p99_latency_s == pytest.approx(99.01)
+    assert d.p95_first_block_s == pytest.approx(0.9505)
+    # per request tokens / latency: 10/1 ... 10/90 and 1000/91 ... 1000/100 (all above 10), so
+    # sorted: 10/90, 10/89, ..., 10/1, then the ten long answers; the middle two are 10/41, 10/40
+    per_user = np.concatenate([10 / latency[:90], 1000 / latency[90:]])
+    assert sorted(per_user)[49:51] == pytest.approx([10 / 41, 10 / 40])
+    assert d.tokens_per_s_per_user == pytest.approx((10 / 41 + 10 / 40) / 2)
+    # 3 replicas x tp 2 = 6 GPUs; served 3 x 0.5 req/s x 109 mean answer tokens = 163.5 tok/s
+    assert (d.served_rps, d.capacity_rps) == (1.5, 6.0)
+    assert d.headroom == pytest.approx(6.0 / 1.5 - 1)
+    assert d.usd_per_hour == pytest.approx(18.0)
+    assert d.usd_per_mtok == pytest.approx(18.0 / (163.5 * 3600) * 1e6)
+    assert d.joules_per_token == pytest.approx(6 * 700 * 0.5 / 163.5)
+    # the table: two significant digits, headroom in percent (capacity / load - 1 = 300%)
+    _, (cells,) = plan_table([d.record()], show_decoding=False)
+    assert cells[1:9] == ["3×2 bf16", "48", "50", "95", "0.95", f"{(10 / 41 + 10 / 40) / 2:.3g}", "6", "300"]

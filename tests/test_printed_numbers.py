@@ -377,3 +377,22 @@ def test_pass_and_op_table_cells(capsys):
     assert len(shown) >= 6
     for o in shown:
         assert rows[o["name"]][5] == f"{100 * o['time_s'] / r['time_s']:.1f}"
+
+
+def test_verdicts_near_their_thresholds():
+    """Dual cache with 336-token blocks: a cached step's AI is 0.93 of the ridge (memory-bound),
+    and with 4 steps per block 46% of the time is in those steps, so the generation is
+    compute-bound; with 6 steps per block, 59%: memory-bound."""
+    ridge = h100_ridge_bf16()
+    for steps_per_block, expected in ((4, "compute-bound"), (6, "memory-bound")):
+        knobs = dict(scheme="dual-cache", prompt=256, gen=4 * 336, block=336, steps=4 * steps_per_block)
+        r = analyze(**knobs)
+        refresh, step = r["passes"]
+        assert 0.9 * ridge < step["flops"] / step["bytes"] < ridge and step["verdict"] == "memory-bound"
+        assert refresh["flops"] / refresh["bytes"] > ridge and refresh["verdict"] == "compute-bound"
+        share = step["count"] * step["time_s"] / r["time_s"]
+        assert 0.4 < share < 0.6
+        assert r["memory_bound_time_fraction"] == pytest.approx(share, rel=1e-12)
+        assert r["verdict"] == expected == ("memory-bound" if share >= 0.5 else "compute-bound")
+        row = sweep_row(**knobs)
+        assert row["memory_bound_time_fraction"] == pytest.approx(share, rel=1e-12) and row["verdict"] == expected
