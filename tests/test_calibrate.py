@@ -1,6 +1,7 @@
 """`dlmcost calibrate`: recovers known parameters from synthetic measurements, refuses what the
 data cannot pin, and writes a file that --stack accepts."""
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -154,3 +155,34 @@ def test_published_sglang_fit_is_a_minimum_and_reports_its_rms():
     cost = lambda theta: float(problem.residuals(theta) @ problem.residuals(theta))  # noqa: E731
     for step in ([0.01, 0], [-0.01, 0], [0, 0.01], [0, -0.01]):
         assert cost(best + step) > cost(best)
+
+
+def test_measured_time_per_forward_error_and_rms_by_hand():
+    """docs/validation.md and docs/stacks.md: measured ms per forward is the given ms, or
+    1000 x tokens per forward / tokens/s, or 1000 x latency / NFE, or with answer tokens
+    1000 x batch x answer / tokens/s / NFE; predicted = 1000 x time_s / NFE; error =
+    max(pred/meas, meas/pred); the fit's RMS log error = sqrt(mean of ln(pred/meas)^2) after it."""
+    from dlmcost import api
+
+    wl = dict(scheme="mdm", prompt=128, gen=128, steps=8, block=16, batch=4)
+    a = api.analyze(TINY, "h100", stack="hf-eager", **wl)["results"][0]
+    nfe, pred_ms = a["nfe"], 1e3 * a["time_s"] / a["nfe"]
+    assert nfe == 8
+    given = [  # (measured, tokens_per_forward, answer_tokens) and the measured ms by hand
+        (dict(ms_per_forward=2 * pred_ms), 1.0, None, 2 * pred_ms),
+        (dict(tokens_per_s=4e3 / (1.25 * pred_ms)), 4.0, None, 1.25 * pred_ms),
+        (dict(latency_s=0.8 * pred_ms * nfe / 1e3), 1.0, None, 0.8 * pred_ms),
+        (dict(tokens_per_s=4 * 100 / (0.5 * pred_ms * nfe / 1e3)), 1.0, 100, 0.5 * pred_ms),
+    ]
+    points = [Point(id=f"p{i}", model=TINY, gpu="h100", workload=wl, measured=m, tokens_per_forward=tpf,
+                    answer_tokens=ans) for i, (m, tpf, ans, _) in enumerate(given)]
+    for p, (*_, meas_ms) in zip(points, given):
+        row = compare(p, api.analyze(TINY, "h100", stack="hf-eager", **wl))
+        assert row["measured_ms"] == pytest.approx(meas_ms, rel=1e-12)
+        assert row["predicted_ms"] == pytest.approx(pred_ms, rel=1e-12)
+        assert row["ratio"] == pytest.approx(pred_ms / meas_ms, rel=1e-12)
+        assert row["error"] == pytest.approx(max(pred_ms / meas_ms, meas_ms / pred_ms), rel=1e-12)
+    res = calibrate(points, ROOT, load_stack("hf-eager"), ["fixed"], "fit")
+    assert [r["error"] for r in res["before"]] == pytest.approx([2.0, 1.25, 1.25, 2.0], rel=1e-12)
+    logs = [math.log(r["predicted_ms"] / r["measured_ms"]) for r in res["after"]]
+    assert res["rms_log_error"] == pytest.approx(math.sqrt(sum(x * x for x in logs) / len(logs)), rel=1e-9)

@@ -132,3 +132,38 @@ def test_torch_backend_agrees_with_numpy(micro):
         pn = mn.forward(x.copy(), cn, 3, causal, 2, 5)
         pt = mt.forward(torch.from_numpy(x.copy()), ct, 3, causal, 2, 5)
         assert np.allclose(pn, pt.numpy(), atol=1e-5)
+
+
+def test_measured_and_predicted_numbers_by_hand(micro, monkeypatch):
+    """With the clock replaced by a known pass time (1 ms per layer built + 0.01 ms per query
+    token + 0.001 ms per cached key), every measure number follows from docs/stacks.md's rule by
+    hand: a family is timed at its first and last shape and averaged; with --layers 1 of the
+    model's 2, time = head-only pass + (1-layer pass - head-only pass) x 2 / 1; measured ms per
+    forward is the count-weighted mean over families; predicted ms is analyze's pass time."""
+    import dlmcost.measure as measure
+    from dlmcost import api
+
+    def fake_time(model, B, q, c, causal, logits, kv_write, warmup, repeats):
+        return 1e-3 * model.n_layers + 1e-5 * q + 1e-6 * c
+
+    monkeypatch.setattr(measure, "time_pass", fake_time)
+    spec = resolve_model(str(micro))
+    wl = dict(scheme="block", prompt=16, gen=32, block=16, batch=2)
+    res = measure_workload(spec, "generic-cpu", wl, load_stack("compiled"), get_backend("numpy"), layers=1,
+                           hardware=[CPU])
+    a = api.analyze(spec, "generic-cpu", hardware=[CPU], stack="compiled", **wl)["results"][0]
+    prefill, step = res["families"]
+
+    def by_hand(q, c):  # 2 layers' worth of the 1 built, plus the head-only part
+        return 2 * 1e-3 + 1e-5 * q + 1e-6 * c
+
+    assert prefill["measured_ms"] == pytest.approx(1e3 * by_hand(16, 0))
+    # block steps: q = 16 over the prompt (16 keys), then over the prompt and the first block (32)
+    assert step["measured_ms"] == pytest.approx(1e3 * (by_hand(16, 16) + by_hand(16, 32)) / 2)
+    counts = {p["name"]: p["count"] for p in a["passes"]}
+    assert (prefill["count"], step["count"]) == (counts["prefill"], counts["step"]) == (1, 32)
+    assert res["measured_ms_per_forward"] == pytest.approx(
+        (1 * prefill["measured_ms"] + 32 * step["measured_ms"]) / 33)
+    for fam, p in zip(res["families"], a["passes"]):
+        assert fam["predicted_ms"] == pytest.approx(1e3 * p["time_s"], rel=1e-12)
+    assert res["predicted_ms_per_forward"] == pytest.approx(1e3 * a["time_s"] / 33, rel=1e-12)
