@@ -396,3 +396,24 @@ def test_verdicts_near_their_thresholds():
         assert r["verdict"] == expected == ("memory-bound" if share >= 0.5 else "compute-bound")
         row = sweep_row(**knobs)
         assert row["memory_bound_time_fraction"] == pytest.approx(share, rel=1e-12) and row["verdict"] == expected
+
+
+def test_analyze_header_numbers(capsys):
+    """The header: parameters and active parameters in billions, S = Lg / tpf and nb = Lg / b."""
+    capsys.readouterr()
+    assert main(["analyze", MINI, "--gpu", "h100", "--scheme", "block", "--gen", "256", "--block", "32",
+                 "--tpf", "3"]) == 0
+    out = capsys.readouterr().out
+    assert f"{MINI_TOTAL / 1e9:.2f}B params ({MINI_ACTIVE / 1e9:.2f}B active)" in out
+    assert f"S={256 / 3:.2f} · block 32 ({256 // 32} blocks)" in out
+
+
+@pytest.mark.parametrize("precision,peak", [("bf16", "bf16"), ("fp8", "fp8"), ("w4a16", "bf16")])
+def test_ridge_is_the_precisions_gemm_peak_over_bandwidth(precision, peak):
+    """(F6) at the peak the precision's GEMMs run at: weight-only formats compute in bf16."""
+    g = h100()
+    ridge = g["peak_tflops"][peak] * 1e12 / (g["bandwidth_tb_s"] * 1e12)
+    assert analyze(scheme="ar", prompt=64, gen=16, precision=precision)["ridge_flops_per_byte"] == pytest.approx(
+        ridge, rel=1e-12)
+    assert sweep_row(scheme="ar", prompt=64, gen=16, precision=precision)["ridge_flops_per_byte"] == pytest.approx(
+        ridge, rel=1e-12)
