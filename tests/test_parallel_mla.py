@@ -7,7 +7,6 @@ from dlmcost import api
 from dlmcost.cli import main
 from dlmcost.cost import PassInput, attention, busiest_rank_experts, ep_all_to_all, experts, mla_kv_up, tp_collectives, weight_bytes_per_gpu
 from dlmcost.errors import WorkloadError
-from dlmcost.memory import RESERVE_FRACTION
 from dlmcost.models import bundled_ids, load_bundled
 
 MINI = "inclusionAI/LLaDA2.0-mini"  # 16 heads, 4 KV heads, 256 experts (k = 8)
@@ -134,7 +133,7 @@ def test_capacity_per_gpu_fits_and_max_batch_by_hand():
     assert mem["weights_bytes"] == pytest.approx(weights)
     kv_per_seq = 1256 * m.n_layers * 2 * 2 * 128 * 2  # 4 KV heads / tp 2 = 2 per GPU
     assert mem["kv_cache_bytes"] == pytest.approx(kv_per_seq)
-    usable = 80 * 2**30 * (1 - RESERVE_FRACTION)
+    usable = 80 * 2**30 * 0.9  # docs: usable = capacity · 0.9 (F8)
     assert mem["max_batch"] == int((usable - weights) // mem["per_sequence_bytes"])
     flash = api.analyze("inclusionAI/LLaDA2.0-flash", "h100", scheme="block", block=32)["results"][0]
     assert not flash["memory"]["fits"] and flash["memory"]["max_batch"] == 0  # 206 GB of weights on one 80 GiB GPU
