@@ -166,4 +166,17 @@ def test_measured_and_predicted_numbers_by_hand(micro, monkeypatch):
         (1 * prefill["measured_ms"] + 32 * step["measured_ms"]) / 33)
     for fam, p in zip(res["families"], a["passes"]):
         assert fam["predicted_ms"] == pytest.approx(1e3 * p["time_s"], rel=1e-12)
+    step_pred = a["passes"][1]["time_s"]
     assert res["predicted_ms_per_forward"] == pytest.approx(1e3 * a["time_s"] / 33, rel=1e-12)
+    # the table's ratio column is predicted / measured
+    import csv
+    import io
+
+    from dlmcost.output import Output
+    from dlmcost.report_stacks import render_measure
+
+    buf = io.StringIO()
+    render_measure(res, "csv", Output(buf))
+    shown = [row["ratio pred/meas"] for row in csv.DictReader(io.StringIO(buf.getvalue()))]
+    assert shown == [f"{f['predicted_ms'] / f['measured_ms']:.3g}" for f in (prefill, step)]
+    assert shown[1] == f"{1e3 * step_pred / (1e3 * (by_hand(16, 16) + by_hand(16, 32)) / 2):.3g}"
