@@ -13,7 +13,9 @@ other users of the cores).
    interpreter with llm-analysis installed is given (`--llm-analysis PYTHON`; e.g.
    `python3 -m venv /tmp/lla && /tmp/lla/bin/pip install llm-analysis`). Target: <= 0.6x.
 
-    python benchmarks/bench.py [--configs N] [--repeats R] [--llm-analysis PYTHON] [--part engine|cli]
+4. Drawing a table: a 4000-row sweep table rendered whole. Target: <= 1 s.
+
+    python benchmarks/bench.py [--configs N] [--repeats R] [--llm-analysis PYTHON] [--part engine|cli|render]
 """
 
 from __future__ import annotations
@@ -162,17 +164,38 @@ def bench_cli(repeats: int, llm_analysis: str | None) -> None:
         print("cli     llm-analysis: not measured (give --llm-analysis PYTHON, an interpreter with llm-analysis)")
 
 
+def bench_render(repeats: int) -> None:
+    import io
+
+    from dlmcost import api, report
+    from dlmcost.output import Output
+
+    result = api.sweep(gpus="all", blocks=[4, 8, 16, 32], batches=[1, 2, 4, 8, 16], gens=[128, 256, 512])
+    rows = api.sweep_rows(result)[:4000]
+    meta = result.model_dump(exclude={"rows"})
+    times = []
+    for _ in range(repeats):
+        out = Output(io.StringIO(), width=120)
+        t0 = time.perf_counter()
+        report.render_sweep(meta, rows, "table", out, rows)
+        times.append(time.perf_counter() - t0)
+    print(f"render  a {len(rows):,}-row sweep table: wall median {statistics.median(times):.3f} s, "
+          f"max {max(times):.3f} s (target <= 1 s)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--configs", type=int, default=200_000)
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--llm-analysis", metavar="PYTHON", help="an interpreter with llm-analysis installed")
-    ap.add_argument("--part", choices=("engine", "cli"), help="run only this part")
+    ap.add_argument("--part", choices=("engine", "cli", "render"), help="run only this part")
     args = ap.parse_args()
-    if args.part != "cli":
+    if args.part in (None, "engine"):
         bench_engine(args.configs, args.repeats)
-    if args.part != "engine":
+    if args.part in (None, "cli"):
         bench_cli(args.repeats, args.llm_analysis)
+    if args.part in (None, "render"):
+        bench_render(args.repeats)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import pytest
 from dlmcost.cli import main
 
 LLADA = "GSAI-ML/LLaDA-8B-Instruct"
-SEED_GPU_NAMES = ["H100 SXM", "H200 SXM", "B200", "B300", "MI300X", "MI355X", "MI455X"]
+DEFAULT_GPU_NAMES = ["H100 SXM", "H200 SXM", "B200", "B300", "MI300X", "MI355X", "MI455X"]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # SGR colour parameters: 30-37/39 and 90-97 (foreground), 40-47/49 and 100-107 (background), 38;x / 48;x.
 ANSI_COLOUR = re.compile(r"\x1b\[(?:[0-9;]*;)?(?:3[0-9]|4[0-9]|9[0-7]|10[0-7])(?:;[0-9;]*)?m")
@@ -77,12 +77,12 @@ def ok(run: Run) -> Run:
 def test_analyze_default_table(cli):
     r = ok(cli("analyze"))
     assert LLADA in r.out
-    for name in SEED_GPU_NAMES:
+    for name in DEFAULT_GPU_NAMES:
         assert name in r.out
     assert "compute" in r.out or "memory" in r.out
     # one verdict per GPU row
-    rows = [line for line in r.out.splitlines() if line.split("  ")[0].strip() in SEED_GPU_NAMES]
-    assert len(rows) == len(SEED_GPU_NAMES)
+    rows = [line for line in r.out.splitlines() if line.split("  ")[0].strip() in DEFAULT_GPU_NAMES]
+    assert len(rows) == len(DEFAULT_GPU_NAMES)
     assert all(("compute" in line) or ("memory" in line) for line in rows)
 
 
@@ -166,10 +166,10 @@ def test_analyze_cfg_doubles_effective_batch(cli):
 def test_analyze_csv_one_line_per_gpu(cli):
     r = ok(cli("analyze", "--format", "csv"))
     rows = list(csv.DictReader(io.StringIO(r.out)))
-    assert [row["gpu"] for row in rows] == SEED_GPU_NAMES
+    assert [row["gpu"] for row in rows] == DEFAULT_GPU_NAMES
     header = r.out.splitlines()[0].split(",")
     assert "gpu" in header and "time_s" in header and "tokens_per_s" in header
-    assert len(r.out.strip().splitlines()) == 1 + len(SEED_GPU_NAMES)
+    assert len(r.out.strip().splitlines()) == 1 + len(DEFAULT_GPU_NAMES)
     for row in rows:
         assert float(row["time_s"]) > 0
         assert row["verdict"] in VERDICTS
@@ -326,7 +326,7 @@ def test_sweep_sort_and_top(cli):
     times = [row["time_s"] for row in asc["rows"]]
     assert times == sorted(times)
     r = ok(cli("sweep", "--block", "1,8,32", "--sort", "-tokens_per_s", "--top", "2"))
-    data_lines = [line for line in r.out.splitlines() if line.split("  ")[0].strip() in SEED_GPU_NAMES]
+    data_lines = [line for line in r.out.splitlines() if line.split("  ")[0].strip() in DEFAULT_GPU_NAMES]
     assert len(data_lines) == 2
     best = j["rows"][0]
     assert best["gpu"] in data_lines[0]

@@ -1,4 +1,4 @@
-"""Per-op FLOPs and bytes against hand-computed values, and the seeds' closed forms as limits."""
+"""Per-op FLOPs and bytes against hand-computed values, and the back-of-envelope closed forms as limits."""
 
 import numpy as np
 import pytest
@@ -58,16 +58,16 @@ def test_pass_weight_bytes_equal_the_parameter_count():
     assert total == pytest.approx(2 * (m.params_nonembedding + m.lm_head_weights) + 2 * m.d_model, rel=1e-12)
 
 
-def test_seed_attention_intensity_limit_b_times_G():
-    """AI_attn -> b*G for a block of b queries over a long cache (second seed)."""
+def test_attention_intensity_limit_b_times_G():
+    """AI_attn -> b*G for a block of b queries over a long cache."""
     m = load_bundled("Dream-org/Dream-v0-Instruct-7B")  # G = 28/4 = 7
     for b in (1, 4, 32):
         op = attention(m, inp(B=8, q=b, c=10_000_000))
         assert op.flops[0] / op.bytes[0] == pytest.approx(b * m.group_size, rel=1e-3)
 
 
-def test_seed_moe_intensity_B_b_k_over_E_when_all_experts_read():
-    """AI_moe = B*b*k/E (weights only) under the second seed's every-expert assumption."""
+def test_moe_intensity_B_b_k_over_E_when_all_experts_read():
+    """AI_moe = B*b*k/E (weights only) when every expert's weights are read."""
     m = load_bundled("inclusionAI/LLaDA2.0-mini")  # E = 256, k = 8
     for B, b in [(64, 1), (64, 32), (4, 8)]:
         op = experts(m, inp(B=B, q=b, all_experts=True))

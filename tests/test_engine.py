@@ -56,15 +56,15 @@ def test_cfg_doubles_the_batch():
     assert cfg["flops"] == pytest.approx(2 * one["flops"], rel=1e-9)
 
 
-def test_mdm_flops_per_token_and_the_seeds_simplification():
-    """The first seed's S*2*N/Lg leaves out the sequence length every full pass processes."""
+def test_mdm_flops_per_token_and_the_2N_per_token_simplification():
+    """The back-of-envelope S*2*N/Lg leaves out the sequence length every full pass processes."""
     m = load_bundled(LLADA)
     lp, lg, S = 64, 128, 32
     r = run(scheme="mdm", prompt=lp, gen=lg, steps=S)
     linear_per_token = r["flops_breakdown"]["linear"] / lg
     assert linear_per_token == pytest.approx(S * 2 * m.params_nonembedding * (lp + lg) / lg, rel=1e-3)
-    seed = S * 2 * m.params_nonembedding / lg
-    assert linear_per_token / seed == pytest.approx(lp + lg, rel=1e-3)
+    simplified = S * 2 * m.params_nonembedding / lg
+    assert linear_per_token / simplified == pytest.approx(lp + lg, rel=1e-3)
 
 
 def _h100_rates():

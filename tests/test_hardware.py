@@ -11,11 +11,11 @@ def db():
     return HardwareDB.load()
 
 
-def test_seed_ridge_points(db):
-    # The second seed: H100 bf16 989 TFLOP/s / 3.35 TB/s ~ 295; H200 ~ 206.
+def test_ridge_points_of_published_peaks(db):
+    # H100 bf16 989 TFLOP/s / 3.35 TB/s ~ 295; H200 ~ 206.
     assert db.get("h100").ridge_flops_per_byte["bf16"] == pytest.approx(295, abs=1)
     assert db.get("h200").ridge_flops_per_byte["bf16"] == pytest.approx(206, abs=1)
-    # The seed's B200 fp4 ridge (9 PF / 8 TB/s = 1125) is the same formula on its table's numbers;
+    # A B200 fp4 ridge from 9 PF / 8 TB/s would be 1125 (the same formula on rounder numbers);
     # the database uses NVIDIA's HGX figure of 7.7 TB/s, which moves it to ~1169 (documented).
     assert ridge_flops_per_byte(9.0e15, 8.0e12) == pytest.approx(1125)
     assert db.get("b200").ridge_flops_per_byte["fp4"] == pytest.approx(9000 / 7.7, rel=1e-6)
