@@ -130,6 +130,22 @@ def _models(spec: ModelSpec, drafter: ModelSpec | None) -> dict[str, ModelSpec]:
     return {"main": spec} | ({"drafter": drafter} if drafter else {})
 
 
+def generation_numbers(frame: Frame, tokens: np.ndarray, tp: np.ndarray, cfg: bool) -> dict[str, np.ndarray]:
+    """What analyze and sweep derive from each configuration's totals (docs/methodology.md, "Per
+    token"): `tokens` is the useful tokens (batch x answer tokens; CFG's extra copy makes none)
+    and `tp` the GPUs of the group."""
+    t, mem = frame.ev.total, frame.memory
+    frac = frame.memory_bound_fraction
+    return dict(
+        nfe=t.count, tokens_per_nfe=tokens / t.count, time_s=t.time_s, tokens_per_s=tokens / t.time_s,
+        tokens_per_s_per_gpu=tokens / t.time_s / tp, flops_per_token=t.flops * tp / tokens,
+        bytes_per_token=t.bytes * tp / tokens, arithmetic_intensity=t.flops / t.bytes,
+        memory_bound_time_fraction=frac, verdict=generation_verdict(frac),
+        ar_tokens_per_s=tokens / frame.ar_time_s, time_ratio_to_ar=t.time_s / frame.ar_time_s,
+        max_batch=np.floor(mem["max_effective_batch"] / (2 if cfg else 1)).astype(int),
+    )
+
+
 def _evaluate(spec: ModelSpec, drafter: ModelSpec | None, cols: dict, rate_rows: list[dict], rate_index: np.ndarray,
               capacity_bytes: np.ndarray, stack: Stack | None = None) -> Frame:
     grid = build_grid(cols, rate_rows, rate_index, stack)
@@ -318,32 +334,27 @@ def _gpu_result(w: Workload, gpu: GPU, rate: dict, frame: Frame, i: int, knee_bl
                 ctx: float, mla: bool) -> GPUResult:
     t = frame.ev.total
     ridge = rate["ridge"]
+    derived = {k: v[i] for k, v in generation_numbers(frame, np.float64(w.batch * w.answer), np.float64(w.tp),
+                                                      w.cfg).items()}
     flops, nbytes, time_s = float(t.flops[i]), float(t.bytes[i]), float(t.time_s[i])
-    tokens = w.batch * w.answer  # useful tokens: up to end-of-sequence
-    nfe = float(t.count[i])
-    ar_time = float(frame.ar_time_s[i])
     mem = frame.memory
     ops = frame.ev.ops(i)
     op_flops, op_bytes, op_time = ops[:, 0], ops[:, 1:5].sum(axis=1), ops[:, 5]
     kinds = [OP_KINDS[name] for name in frame.ev.op_names]
+    number = {k: float(derived[k]) for k in ("nfe", "tokens_per_nfe", "arithmetic_intensity", "memory_bound_time_fraction",
+                                             "tokens_per_s", "tokens_per_s_per_gpu", "flops_per_token", "bytes_per_token",
+                                             "ar_tokens_per_s", "time_ratio_to_ar")}
     return GPUResult.model_construct(
-        gpu=gpu.name, gpu_key=gpu.key, gpu_status=gpu.status, ridge_flops_per_byte=ridge,
-        nfe=nfe, tokens_per_nfe=tokens / nfe, flops=flops, bytes=nbytes,
+        gpu=gpu.name, gpu_key=gpu.key, gpu_status=gpu.status, ridge_flops_per_byte=ridge, flops=flops, bytes=nbytes,
         flops_breakdown={k: float(sum(f for f, kind in zip(op_flops, kinds) if kind == k)) for k in KINDS},
         bytes_breakdown={label: float(ops[:, METRICS.index(k)].sum()) for k, label in BYTE_LABELS.items()},
-        arithmetic_intensity=flops / nbytes,
-        verdict=str(generation_verdict(frame.memory_bound_fraction[i])),
-        memory_bound_time_fraction=float(frame.memory_bound_fraction[i]),
-        time_s=time_s, time_bound_s=float(t.bound_s[i]),
-        gpus=w.tp, tokens_per_s=tokens / time_s, tokens_per_s_per_gpu=tokens / time_s / w.tp,
-        flops_per_token=flops * w.tp / tokens, bytes_per_token=nbytes * w.tp / tokens,
-        ar_time_s=ar_time, ar_tokens_per_s=tokens / ar_time, time_ratio_to_ar=time_s / ar_time,
+        verdict=str(derived["verdict"]), time_s=time_s, time_bound_s=float(t.bound_s[i]), gpus=w.tp,
+        ar_time_s=float(frame.ar_time_s[i]), **number,
         knee=Knee.model_construct(block=None if knee_block < 0 else int(knee_block),
                                   batch=None if knee_batch < 0 else int(knee_batch),
                                   context_tokens=float(ctx), limit=KNEE_LIMIT),
         memory=Memory.model_construct(**{k: (bool(v[i]) if k == "fits" else float(v[i])) for k, v in mem.items()
-                                         if k != "max_effective_batch"},
-                                      max_batch=int(mem["max_effective_batch"][i] // (2 if w.cfg else 1))),
+                                         if k != "max_effective_batch"}, max_batch=int(derived["max_batch"])),
         passes=_pass_results(frame, w.scheme, i, ridge, mla),
         ops=[OpResult.model_construct(name=name, flops=float(op_flops[k]), bytes=float(op_bytes[k]),
                                       arithmetic_intensity=float(op_flops[k] / op_bytes[k]) if op_bytes[k] else 0.0,
@@ -636,21 +647,18 @@ def _sweep_arrays(chunk: _SweepChunk) -> dict[str, np.ndarray]:
     frame, cols, pair, cfg = chunk.frame, chunk.cols, chunk.pair, chunk.cfg
     steps_ignored, block_ignored = chunk.steps_ignored, chunk.block_ignored
     gpu_names, precisions = chunk.gpu_names, chunk.precisions
-    t, mem = frame.ev.total, frame.memory
-    time_s, flops, nbytes = t.time_s, t.flops, t.bytes
+    mem = frame.memory
     batch, gen, tp = cols["ar_batch"], cols["configured_gen"], cols["tp"]
-    tokens = batch * cols["answer"]  # useful tokens: up to end-of-sequence
-    frac = frame.memory_bound_fraction
+    derived = generation_numbers(frame, batch * cols["answer"], tp, cfg)  # useful tokens: up to end-of-sequence
     columns = dict(
         gpu=np.array(gpu_names)[pair], scheme=cols["scheme"], prompt=cols["prompt"].astype(int), gen=gen.astype(int),
         steps=np.where(steps_ignored, None, cols["configured_steps"]), block=np.where(block_ignored, None, cols["block"].astype(int)),
         batch=batch.astype(int), tp=tp.astype(int), ep=cols["ep"].astype(int), precision=np.array(precisions)[pair],
-        nfe=t.count, tokens_per_nfe=tokens / t.count, time_s=time_s, tokens_per_s=tokens / time_s,
-        tokens_per_s_per_gpu=tokens / time_s / tp, flops_per_token=flops * tp / tokens,
-        bytes_per_token=nbytes * tp / tokens, arithmetic_intensity=flops / nbytes,
-        ridge_flops_per_byte=frame.grid.rates.ridge, memory_bound_time_fraction=frac, verdict=generation_verdict(frac),
-        time_ratio_to_ar=time_s / frame.ar_time_s, fits=mem["fits"], memory_total_bytes=mem["total_bytes"],
-        max_batch=np.floor(mem["max_effective_batch"] / (2 if cfg else 1)).astype(int),
+        **{k: derived[k] for k in ("nfe", "tokens_per_nfe", "time_s", "tokens_per_s", "tokens_per_s_per_gpu",
+                                   "flops_per_token", "bytes_per_token", "arithmetic_intensity")},
+        ridge_flops_per_byte=frame.grid.rates.ridge,
+        **{k: derived[k] for k in ("memory_bound_time_fraction", "verdict", "time_ratio_to_ar")},
+        fits=mem["fits"], memory_total_bytes=mem["total_bytes"], max_batch=derived["max_batch"],
     )
     return columns
 
