@@ -328,6 +328,19 @@ def expected_experts(n_experts: int, k: int, tokens: np.ndarray) -> np.ndarray:
     return n_experts * -np.expm1(tokens * np.log1p(-k / n_experts)) if k < n_experts else np.full_like(tokens, float(n_experts))
 
 
+def expected_experts_sum(n_experts: int, k: int, tokens0: np.ndarray, dtokens: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """sum over j < n of expected_experts(tokens0 + dtokens j): E (n - sum y^T_j), y = 1 - k/E, a
+    geometric series, summed from its end with the fewest tokens so that no power exceeds 1:
+    y^T_min (1 - y^(|dT| n)) / (1 - y^|dT|) (n y^T0 when dT = 0)."""
+    if k >= n_experts:
+        return n_experts * np.asarray(n, float)
+    log_y = np.log1p(-k / n_experts)
+    fewest = np.minimum(tokens0, tokens0 + dtokens * (n - 1))
+    step = np.abs(dtokens) * log_y
+    ratio = np.divide(np.expm1(n * step), np.expm1(step), out=np.array(n, float), where=step != 0)
+    return n_experts * (n - np.exp(fewest * log_y) * ratio)
+
+
 def _busiest_given_touched(n_experts: int, ep: int) -> np.ndarray:
     """E[experts on the busiest of ep ranks | d distinct experts touched], for d = 0..E.
 

@@ -34,7 +34,8 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from .columns import take
-from .cost import CACHE_OPS, KINDS, OP_KINDS, OP_NAMES, PassInput, expected_experts, pass_ops, window_affine
+from .cost import (CACHE_OPS, KINDS, OP_KINDS, OP_NAMES, PassInput, expected_experts, expected_experts_sum, pass_ops,
+                   window_affine)
 from .models.spec import ModelSpec
 from .roofline import Rates, compute_time, link_time, memory_time
 from .schemes import REGISTRY, Knobs, PassFamily, peak_shape, prompt_passes
@@ -409,52 +410,72 @@ def _touched_experts_pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, nam
     fixed, bidirectional) without expert parallelism. Every op's FLOPs and bytes are then affine
     in j except the experts' weight bytes, which follow the expected number of distinct experts
     touched, d(B q_j) (cost.expected_experts). So the family is summed in closed form from its
-    first and last pass, and corrected pass by pass by the gap between the experts' weight bytes
-    and their chord (the straight line between the ends):
+    first and last pass, and corrected by the gap between the experts' weight bytes and their
+    chord (the straight line between the ends):
 
         gap_j = w d(B q_j) - (wb_first + (wb_last - wb_first) j / (n - 1)),  w = wb_first / d(B q_0)
 
-    The experts' weight bytes add up the gaps. Times are taken pass by pass from the chords:
-    compute on its chord, memory on its chord (the experts' plus gap_j / achievable bandwidth),
-    overhead on its chord; the optimistic bound likewise, with gap_j / bandwidth. On the bare
-    roofline that is needed for the experts alone (every other op's time is its own and affine).
-    Under a stack every op's compute is divided by its factor at B q_j, and the host wait compares
-    the host time with the pass's GPU time. Exact, as evaluating each pass is."""
+    The gaps add up in closed form (cost.expected_experts_sum). Times are taken pass by pass from
+    the chords: compute on its chord, memory on its chord (the experts' plus gap_j / achievable
+    bandwidth), overhead on its chord; the optimistic bound likewise, with gap_j / bandwidth. On
+    the bare roofline only the experts' time needs that (every other op's time is its own and
+    affine), and only where an end is compute-bound: memory minus compute is concave in j (so is
+    the gap: d is concave in the tokens, which are affine in j), so a family memory-bound at both
+    ends is memory-bound throughout, and its time is the chords' plus the gaps'. Under a stack
+    every op's compute is divided by its factor at B q_j, and the host wait compares the host
+    time with the pass's GPU time. Exact, as evaluating each pass is."""
     st, rates = grid.stack, grid.rates
     a, z = _first_and_last(m, grid, fam, names, stack_factor=False)  # a stack's factor follows each pass
     data = _sums_of_first_and_last(m, grid, fam, names, a, z)
     e = names.index("experts")
-    moe, n, r = m.moe, fam.n, fam.r
+    E, k, n, r = m.moe.n_experts, m.moe.experts_per_token, fam.n, fam.r
+    tokens0, dtokens = grid.batch * fam.q0, grid.batch * fam.dq
     wb_first, wb_last = a.values[WEIGHT_BYTES, e], z.values[WEIGHT_BYTES, e]
-    per_touched = wb_first / expected_experts(moe.n_experts, moe.experts_per_token, grid.batch * fam.q0)
-    timed = [e] if st is None else [k for k, name in enumerate(names) if name not in STACK_OPS]
-    kinds = {kind: [i for i, k in enumerate(timed) if OP_KINDS[names[k]] == kind] for kind in KINDS}
-    experts = timed.index(e)
-    span = np.maximum(n - 1, 1)
-    # each quantity on its chord: first + slope j, slope = (last - first) / (n - 1)
-    per_op_first = np.stack([a.compute_s[timed], a.memory_s[timed], a.overhead_s[timed]])
-    per_op_slope = (np.stack([z.compute_s[timed], z.memory_s[timed], z.overhead_s[timed]]) - per_op_first) / span
-    pass_first = np.stack([wb_first, a.bound_compute_s, a.bound_memory_s])
-    pass_slope = (np.stack([wb_last, z.bound_compute_s, z.bound_memory_s]) - pass_first) / span
-    gaps, bound, host = (np.zeros(len(grid)) for _ in range(3))
-    op_time = np.zeros((len(timed), len(grid)))
-    for owner, j, start, configs in _pass_chunks(n.astype(int)):
-        compute, memory, overhead = take(per_op_first, owner) + take(per_op_slope, owner) * j
-        wb, bound_compute, bound_memory = take(pass_first, owner) + take(pass_slope, owner) * j
-        tokens = take(grid.batch, owner) * (take(fam.q0, owner) + take(fam.dq, owner) * j)
-        gap = take(per_touched, owner) * expected_experts(moe.n_experts, moe.experts_per_token, tokens) - wb
-        memory[experts] += gap / take(rates.achievable_bandwidth, owner)
-        if st is not None:
-            for kind, rows in kinds.items():
-                if rows:
-                    compute[rows] /= compute_factor(kind, tokens, st)
-        time_s = np.maximum(compute, memory) + overhead
-        op_time[:, configs] += np.add.reduceat(time_s, start, axis=1)
-        gaps[configs] += np.add.reduceat(gap, start)
-        bound[configs] += np.add.reduceat(np.maximum(bound_compute, bound_memory + gap / take(rates.bandwidth, owner)), start)
-        if st is not None:
-            host[configs] += np.add.reduceat(host_wait(time_s.sum(axis=0), host_time(m.n_layers, st), st), start)
+    per_touched = wb_first / expected_experts(E, k, tokens0)
+    gaps = per_touched * expected_experts_sum(E, k, tokens0, dtokens, n) - n * (wb_first + wb_last) / 2
     data[WEIGHT_BYTES, e] += r * gaps
+    timed = [e] if st is None else [i for i, name in enumerate(names) if name not in STACK_OPS]
+    op_time = np.empty((len(timed), len(grid)))
+    bound, host = np.empty(len(grid)), np.zeros(len(grid))
+    if st is None:
+        memory_bound = ((a.memory_s[e] >= a.compute_s[e]) & (z.memory_s[e] >= z.compute_s[e])
+                        & (a.bound_memory_s >= a.bound_compute_s) & (z.bound_memory_s >= z.bound_compute_s))
+        op_time[0] = n * (a.memory_s[e] + z.memory_s[e] + a.overhead_s[e] + z.overhead_s[e]) / 2 \
+            + gaps / rates.achievable_bandwidth
+        bound[:] = n * (a.bound_memory_s + z.bound_memory_s) / 2 + gaps / rates.bandwidth
+        rows = np.flatnonzero(~memory_bound)
+    else:
+        rows = np.arange(len(grid))
+    if rows.size:  # the rest, pass by pass
+        span = np.maximum(n - 1, 1)
+        # what is affine in j, on its chord: first + slope j, slope = (last - first) / (n - 1)
+        first = np.concatenate([[wb_first, a.bound_compute_s, a.bound_memory_s, tokens0],
+                                a.compute_s[timed], a.memory_s[timed], a.overhead_s[timed]])
+        slope = (np.concatenate([[wb_last, z.bound_compute_s, z.bound_memory_s, tokens0 + dtokens * (n - 1)],
+                                 z.compute_s[timed], z.memory_s[timed], z.overhead_s[timed]]) - first) / span
+        first, slope = take(first, rows), take(slope, rows)
+        per_config = take(np.stack([per_touched, rates.achievable_bandwidth, rates.bandwidth]), rows)
+        kinds = {kind: [i for i, op in enumerate(timed) if OP_KINDS[names[op]] == kind] for kind in KINDS}
+        t = len(timed)
+        sums = np.zeros((t + 2, rows.size))  # each timed op's time, the bound, the host wait
+        for owner, j, start, configs in _pass_chunks(take(n, rows).astype(int)):
+            chord = take(first, owner) + take(slope, owner) * j
+            wb, bound_compute, bound_memory, tokens = chord[:4]
+            compute, memory, overhead = chord[4:4 + t], chord[4 + t:4 + 2 * t], chord[4 + 2 * t:]
+            w, achievable_bandwidth, bandwidth = take(per_config, owner)
+            gap = w * expected_experts(E, k, tokens) - wb
+            memory[timed.index(e)] += gap / achievable_bandwidth
+            if st is not None:
+                for kind, ops in kinds.items():
+                    if ops:
+                        compute[ops] /= compute_factor(kind, tokens, st)
+            time_s = np.maximum(compute, memory) + overhead
+            sums[:t, configs] += np.add.reduceat(time_s, start, axis=1)
+            sums[t, configs] += np.add.reduceat(np.maximum(bound_compute, bound_memory + gap / bandwidth), start)
+            if st is not None:
+                sums[t + 1, configs] += np.add.reduceat(host_wait(time_s.sum(axis=0), host_time(m.n_layers, st), st),
+                                                        start)
+        op_time[:, rows], bound[rows], host[rows] = sums[:t], sums[t], sums[t + 1]
     data[TIME, timed] = r * op_time
     if st is not None:
         data[TIME, names.index("host_wait")] = r * host
@@ -541,10 +562,12 @@ def evaluate(models: ModelSpec | dict[str, ModelSpec], grid: Grid) -> Evaluation
 
 
 def passes_one_by_one(models: ModelSpec | dict[str, ModelSpec], grid: Grid) -> np.ndarray:
-    """Per configuration: how many passes `evaluate` costs one by one, the `n` of each family it
-    runs outside closed form (`closed_form_rows`), twice where an MLA model's form is left to
-    dlmcost (`family_cost` then costs both). Schedules and masks only, nothing is costed: the API
-    checks this against its limit before evaluating (a few million passes take seconds)."""
+    """Per configuration: at most how many passes `evaluate` costs one by one, the `n` of each
+    family it runs outside closed form (`closed_form_rows`), twice where an MLA model's form is
+    left to dlmcost (`family_cost` then costs both); on the bare roofline an MoE family
+    memory-bound at both ends turns out to need none (`_touched_experts_pass_by_pass`). Schedules
+    and masks only, nothing is costed: the API checks this against its limit before evaluating
+    (a few million passes take seconds)."""
     if isinstance(models, ModelSpec):
         models = {"main": models}
     out = np.zeros(len(grid))

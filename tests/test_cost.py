@@ -74,6 +74,19 @@ def test_moe_intensity_B_b_k_over_E_when_all_experts_read():
         assert op.flops[0] / op.weight_bytes[0] == pytest.approx(B * b * 8 / 256)
 
 
+@pytest.mark.parametrize("E,k", [(256, 8), (64, 2), (8, 8), (128, 1)])
+def test_expected_experts_summed_over_a_family_equals_each_pass_added_up(E, k):
+    """The closed form of sum_j E (1 - (1 - k/E)^(T0 + dT j)) against the terms added one by one,
+    with T growing, shrinking and fixed, one pass and many, few tokens and many."""
+    from dlmcost.cost import expected_experts_sum
+
+    cases = [(1, 3, 0), (5, 40, 7), (12, 2048, -128), (30, 1, 1), (3, 100000, -30000), (64, 7, 0)]
+    for n, T0, dT in cases:
+        brute = sum(E * (1 - (1 - k / E) ** (T0 + dT * j)) for j in range(n))
+        got = expected_experts_sum(E, k, np.array([float(T0)]), np.array([float(dT)]), np.array([float(n)]))[0]
+        assert got == pytest.approx(brute, rel=1e-12), (n, T0, dT)
+
+
 def test_expected_distinct_experts():
     E, k = 256, 8
     assert expected_experts(E, k, np.array([1.0]))[0] == pytest.approx(k)

@@ -67,10 +67,12 @@ def refused(capsys, args) -> str:
 # --- the count ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("stack", [None, "none"])  # pass by pass whole under a stack, experts only without
-def test_moe_prefix_cache_costs_one_pass_per_block_by_hand(costed, stack):
+@pytest.mark.parametrize("stack", [None, "none"])  # every pass under a stack; on the bare roofline a family
+def test_moe_prefix_cache_costs_one_pass_per_block_by_hand(costed, stack):  # memory-bound at both ends: none
     a = api.analyze(MOE, "h100,h200", stack=stack, **PREFIX)
-    assert costed[0] == 2 * 8  # two GPUs, 8 blocks each; the AR baseline's passes have one shape (q = 1)
+    # two GPUs, 8 blocks each; the AR baseline's passes have one shape (q = 1); batch 1 on the bare
+    # roofline: the experts are memory-bound at both ends, so throughout, and no pass is costed alone
+    assert costed[0] == (2 * 8 if stack is None else 0)
     assert a.results[0].passes[1].name == "step" and a.results[0].passes[1].count == 8 * 3
     with pytest.raises(errors.UsageError):
         api.analyze(MOE, "h100,h200", stack=stack, max_passes=15, **PREFIX)
@@ -126,7 +128,9 @@ def test_the_count_is_what_the_engine_costs_over_a_sweep(costed, model, stack):
     expected = api.sweep_passes(spec, **options)
     assert costed[0] == 0  # counted, nothing costed
     api.sweep(spec, **options)
-    assert costed[0] == expected
+    # every pass counted is costed one by one under a stack; on the bare roofline an MoE family
+    # memory-bound at both ends is summed without it: the count bounds the work from above
+    assert costed[0] == expected if stack is None else costed[0] <= expected
     if model != "GSAI-ML/LLaDA-8B-Instruct":
         assert expected > 0
     with pytest.raises(errors.UsageError):
