@@ -527,6 +527,20 @@ def family_cost(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> 
 # --- a grid of configurations -----------------------------------------------------------------
 
 
+def _by_scheme(grid: Grid):
+    """Each registered scheme the grid's configurations use: the scheme, their rows (ascending)
+    and the grid of them. (Not np.unique: it imports numpy.ma, 10+ ms of start-up; and the search
+    stops once every row is placed.)"""
+    left = len(grid)
+    for scheme in REGISTRY.values():
+        if not left:
+            return
+        rows = np.flatnonzero(grid.scheme == scheme.name)
+        if rows.size:
+            left -= rows.size
+            yield scheme, rows, grid if rows.size == len(grid) else grid.take(rows)
+
+
 def evaluate(models: ModelSpec | dict[str, ModelSpec], grid: Grid) -> Evaluation:
     """Every family of every configuration in the grid, and their totals. `models` maps the
     role of a family ("main", or "drafter" for draft-verify) to its ModelSpec."""
@@ -538,11 +552,7 @@ def evaluate(models: ModelSpec | dict[str, ModelSpec], grid: Grid) -> Evaluation
     order: dict[str, list[str]] = {}
     total = Totals(*(np.zeros(n) for _ in range(5)))
     q_max, logits_max, cached = np.zeros(n), np.zeros(n), np.zeros(n)
-    for scheme in REGISTRY.values():  # (not np.unique: it imports numpy.ma, 10+ ms of start-up)
-        rows = np.flatnonzero(grid.scheme == scheme.name)
-        if not rows.size:
-            continue
-        sub = grid if len(rows) == n else grid.take(rows)
+    for scheme, rows, sub in _by_scheme(grid):
         schedule = scheme.passes(sub.knobs)
         order[scheme.name] = [f.name for f in schedule]
         q_max[rows], logits_max[rows] = peak_shape(schedule)
@@ -571,11 +581,7 @@ def passes_one_by_one(models: ModelSpec | dict[str, ModelSpec], grid: Grid) -> n
     if isinstance(models, ModelSpec):
         models = {"main": models}
     out = np.zeros(len(grid))
-    for scheme in REGISTRY.values():
-        rows = np.flatnonzero(grid.scheme == scheme.name)
-        if not rows.size:
-            continue
-        sub = grid.take(rows)
+    for scheme, rows, sub in _by_scheme(grid):
         for fam in scheme.passes(sub.knobs):
             used = fam.count > 0
             if not used.any():
@@ -599,11 +605,7 @@ def first_pass(models: ModelSpec | dict[str, ModelSpec], grid: Grid,
         models = {"main": models}
     n = len(grid)
     time_s, prompt = np.full(n, np.nan), np.zeros(n)
-    for scheme in REGISTRY.values():
-        rows = np.flatnonzero(grid.scheme == scheme.name)
-        if not rows.size:
-            continue
-        sub = grid if len(rows) == n else grid.take(rows)
+    for scheme, rows, sub in _by_scheme(grid):
         schedule = scheme.passes(sub.knobs)
         prompt[rows] = prompt_passes(schedule, sub.knobs)
         open_rows = np.ones(len(rows), bool)  # configurations whose first family is not found yet
