@@ -25,7 +25,11 @@ def take(a: np.ndarray, rows) -> np.ndarray:
         return a[..., rows]
     rows = np.asarray(rows)
     if rows.dtype == bool:
+        if rows.shape != a.shape[-1:]:  # a[mask] refuses a mask of another length; flatnonzero would not
+            raise IndexError(f"a mask of {rows.size} rows for {a.shape[-1]} configurations")
         rows = np.flatnonzero(rows)
+    elif rows.size == 0:  # an empty list is float to numpy, which np.take refuses (a[[]] takes nothing)
+        rows = rows.astype(np.intp)
     if a.ndim == 1 and a.size and a.strides[0] == 0 and rows.size >= SHARE_FROM:
         return np.broadcast_to(a[0], (rows.size,))
     return np.take(a, rows, axis=-1)

@@ -29,3 +29,15 @@ def test_a_varying_column_is_copied_and_taken_by_index():
     assert c.tolist() == [0, 1, 2, 3, 4]
     assert take(c, [4, 0]).tolist() == [4.0, 0.0]
     assert column(True, 3, bool).dtype == bool
+
+
+def test_take_accepts_what_indexing_accepts_and_refuses_what_it_refuses():
+    """take replaced a[rows] in Grid, Knobs, PassFamily and Rates: an empty list takes nothing
+    (numpy reads [] as floats, which np.take alone refuses), and a mask of the wrong length is
+    an error rather than the rows of its True entries."""
+    for c in (np.arange(5.0), column(1.0, SHARE_FROM + 1), np.zeros((3, 5))):
+        assert take(c, []).shape == c.shape[:-1] + (0,)
+        assert take(c, np.array([], int)).shape == c.shape[:-1] + (0,)
+        with pytest.raises(IndexError):
+            take(c, [True, False, True])
+    assert take(np.arange(6.0).reshape(2, 3), [False, True, True]).tolist() == [[1, 2], [4, 5]]
