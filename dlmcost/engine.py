@@ -190,7 +190,8 @@ class Evaluation:
 
 @dataclass
 class PassCost:
-    """One pass per configuration: additive metrics (5, ops, N) and the parts of each op's time."""
+    """One pass per configuration: additive metrics (5, ops, N) and the parts of each op's time
+    (ops: the op axis, or the ops of `op_rows` alone)."""
 
     values: np.ndarray
     compute_s: np.ndarray  # (ops, N): FLOPs over the achievable rate
@@ -198,7 +199,9 @@ class PassCost:
     overhead_s: np.ndarray  # (ops, N): kernel launches and, for collectives, link time
     bound_compute_s: np.ndarray  # (N,): sum FLOPs / peak
     bound_memory_s: np.ndarray  # (N,): sum bytes / bandwidth
-    rows: list[int] | None = None  # the op rows held, when not every op of the axis (pass_cost's `like`)
+    # the ops held, as rows of the op axis, when not every op of it (pass_cost's `like`); the other
+    # fields then have one row per held op (a family's `rows` are its configurations instead)
+    op_rows: list[int] | None = None
 
     @property
     def time_s(self) -> np.ndarray:
@@ -215,7 +218,7 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
 
     `like`: a pass of the same q and logits costed the same way (the first pass of a family whose
     q and logits are fixed). Only the ops that read the cache (cost.CACHE_OPS) differ from it:
-    just they are costed, and the pass returned holds their rows alone (`rows`; the others are
+    just they are costed, and the pass returned holds their rows alone (`op_rows`; the others are
     like's), with the whole pass's bound totals and no host wait (the caller sums it)."""
     n = np.broadcast_shapes(*(np.shape(v) for v in shape.values()), (len(grid),))[0]
     r, st = grid.rates, grid.stack
@@ -303,7 +306,9 @@ def _first_and_last(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str],
                     stack_factor: bool = True) -> tuple[PassCost, PassCost]:
     """The family's first (j = 0) and last (j = n - 1) pass; under a stack both read the GEMM
     factor at B x the family's mean q (`stack_factor=False`: none, for a caller that applies it
-    pass by pass) and leave the host wait at zero (it is not affine in j: summed on its own)."""
+    pass by pass) and leave the host wait at zero (it is not affine in j: summed on its own).
+    Where q and logits are fixed in every configuration the last pass holds only the ops that
+    read the cache (`op_rows`, pass_cost's `like`); elsewhere it holds every op."""
     last = np.maximum(fam.n - 1, 0)
     mean_q = fam.q0 + fam.dq * last / 2
     factors: dict[str, np.ndarray] = {} if stack_factor else dict.fromkeys(KINDS, 1.0)  # read once for both
@@ -320,12 +325,12 @@ def _sums_of_first_and_last(m: ModelSpec, grid: Grid, fam: PassFamily, names: li
                             z: PassCost) -> np.ndarray:
     """The (metric, op, configuration) sums of a family whose per-op costs are affine in j, from
     its first and last pass (sums.py): the sum of an affine term is n (first + last) / 2, and of
-    an op the same in every pass, n times it (z holding only the rows that differ: `z.rows`)."""
+    an op the same in every pass, n times it (z holding only the ops that differ: `z.op_rows`)."""
     n, r = fam.n, fam.r
     half = n * r / 2
     data = np.empty((len(METRICS), len(names), len(grid)))
     time_s = data[TIME]
-    if z.rows is None:
+    if z.op_rows is None:
         np.add(a.values, z.values, out=data[:ADDITIVE])  # the engine's largest arrays: two passes over them
         data[:ADDITIVE] *= half
         np.add(a.overhead_s, z.overhead_s, out=time_s)
@@ -337,7 +342,7 @@ def _sums_of_first_and_last(m: ModelSpec, grid: Grid, fam: PassFamily, names: li
         np.maximum(a.compute_s, a.memory_s, out=time_s)
         time_s += a.overhead_s
         time_s *= count
-        k = z.rows
+        k = z.op_rows
         data[:ADDITIVE, k] = (a.values[:, k] + z.values) * half
         data[TIME, k] = ((a.overhead_s[k] + z.overhead_s) * half
                          + r * sum_max_ends(a.compute_s[k], z.compute_s, a.memory_s[k], z.memory_s, n))
@@ -364,10 +369,10 @@ def _closed_form_host_wait(m: ModelSpec, st: Stack, first: PassCost, last: PassC
     if ops == list(range(len(ops))):  # the stack's ops come last (as evaluate lists them): a view
         ops = slice(0, len(ops))
     gpu_first = (np.maximum(first.compute_s[ops], first.memory_s[ops]) + first.overhead_s[ops]).sum(axis=0)
-    if last.rows is None:
+    if last.op_rows is None:
         gpu_last = (np.maximum(last.compute_s[ops], last.memory_s[ops]) + last.overhead_s[ops]).sum(axis=0)
     else:  # the first pass's, with the rows that differ swapped
-        k = last.rows
+        k = last.op_rows
         gpu_last = gpu_first + (last.time_s - (np.maximum(first.compute_s[k], first.memory_s[k])
                                                + first.overhead_s[k])).sum(axis=0)
     return sum_max_ends(host - gpu_first, host - gpu_last, 0.0, 0.0, n)
@@ -425,7 +430,9 @@ def _touched_experts_pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, nam
     every op's compute is divided by its factor at B q_j, and the host wait compares the host
     time with the pass's GPU time. Exact, as evaluating each pass is."""
     st, rates = grid.stack, grid.rates
-    a, z = _first_and_last(m, grid, fam, names, stack_factor=False)  # a stack's factor follows each pass
+    # a stack's factor follows each pass; q moves in every configuration here (a fixed q is in
+    # closed form), so z holds every op and is indexed on the op axis like a
+    a, z = _first_and_last(m, grid, fam, names, stack_factor=False)
     data = _sums_of_first_and_last(m, grid, fam, names, a, z)
     e = names.index("experts")
     E, k, n, r = m.moe.n_experts, m.moe.experts_per_token, fam.n, fam.r
@@ -507,10 +514,16 @@ def _family_sums(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) ->
     return out
 
 
+def both_mla_forms(m: ModelSpec, mla_auto: np.ndarray) -> bool:
+    """Whether `family_cost` costs a family twice, in both MLA forms: an MLA model with the form
+    left to dlmcost in any of the configurations costed together (`passes_one_by_one` counts so)."""
+    return m.mla is not None and bool(mla_auto.any())
+
+
 def family_cost(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> FamilyCost:
     """Sums of one family. For MLA models with the form left to dlmcost, both forms are costed
     and each configuration keeps the faster one for this family of passes."""
-    if m.mla and grid.mla_auto.any():
+    if both_mla_forms(m, grid.mla_auto):
         absorbed = _family_sums(m, replace(grid, mla_absorbed=np.ones(len(grid), bool)), fam, names)
         expanded = _family_sums(m, replace(grid, mla_absorbed=np.zeros(len(grid), bool)), fam, names)
         use = np.where(grid.mla_auto, absorbed.time_s <= expanded.time_s, grid.mla_absorbed)
@@ -587,7 +600,7 @@ def passes_one_by_one(models: ModelSpec | dict[str, ModelSpec], grid: Grid) -> n
             if not used.any():
                 continue
             m = models[fam.model]
-            forms = 2 if m.mla and sub.mla_auto[used].any() else 1
+            forms = 2 if both_mla_forms(m, sub.mla_auto[used]) else 1  # as family_cost decides
             one_by_one = used & ~closed_form_rows(m, sub, fam)
             out[rows] += np.where(one_by_one, fam.n.astype(int) * forms, 0)
     return out
