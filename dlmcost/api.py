@@ -51,8 +51,8 @@ COLUMN_DEFAULTS = dict(tp=1.0, ep=1.0, mla_absorbed=True, mla_auto=True, logits_
                        quantize_head=False)
 SWEEP_CHUNK = 65_536  # configurations evaluated at once: bounds the engine's memory
 MAX_SWEEP_CONFIGS = 200_000  # configurations one sweep evaluates unless asked for more; refused before any work
-# Passes one command (analyze, sweep, plan) may cost one by one, summed over its configurations and
-# their AR baselines (`engine.passes_one_by_one`: the families without a closed-form sum). Each takes
+# Passes one command (analyze, sweep, plan, calibrate) may cost one by one, summed over its
+# configurations and their AR baselines (`engine.passes_one_by_one`: the families without a closed-form sum). Each takes
 # up to about a microsecond, so this bounds that work to some 20 s; refused before any work.
 MAX_PASSES_ONE_BY_ONE = 20_000_000
 SWEEP_FEWER = "shorten some lists (GPUs, precisions, batches, lengths), use larger blocks, or fewer tokens or steps"
@@ -482,6 +482,13 @@ def sweep_passes(model: str | ModelSpec = DEFAULT_MODEL, **options) -> int:
     any of them."""
     _, _, passes = _sweep_chunks(model, **{**options, "max_passes": None})
     return passes
+
+
+def check_sweeps_passes(models: list[str | ModelSpec], **options) -> None:
+    """The limit on passes costed one by one for one command that sweeps several models with the
+    same options: the limit is the command's, so their sweeps are added up before any runs."""
+    check_passes(sum(sweep_passes(m, **options) for m in models), MAX_PASSES_ONE_BY_ONE,
+                 f"sweep fewer models, or {SWEEP_FEWER}")
 
 
 @dataclass
