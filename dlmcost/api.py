@@ -69,7 +69,8 @@ def build_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray, stack:
 
 
 def workloads_grid(workloads: list[Workload], rate_rows: list[dict], stack: Stack | None = None) -> Grid:
-    """One grid of validated workloads (of one model): row i is workloads[i] on rate_rows[i]."""
+    """One grid of validated workloads (of one model, at least one): row i is workloads[i] on
+    rate_rows[i]."""
     cols = [_columns(w) for w in workloads]
     return build_grid({k: [c[k] for c in cols] for k in cols[0]}, rate_rows, np.arange(len(cols)), stack)
 
@@ -239,7 +240,9 @@ class Prepared:
 def prepare(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None = None, *,
             efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
             revision: str | None = None, hub: bool = False, **workload) -> Prepared:
-    """Everything `analyze` checks before it evaluates (same arguments, same errors)."""
+    """Everything `analyze` checks before it evaluates (same arguments, same errors), but the
+    limit on passes costed one by one: that depends on how often the caller evaluates (calibrate's
+    fit many times), so each caller checks its own."""
     spec = _spec(model, revision, hub)
     w = workload_for(spec, **workload)
     drafter = _drafter(w, spec)
