@@ -41,3 +41,24 @@ def test_take_accepts_what_indexing_accepts_and_refuses_what_it_refuses():
         with pytest.raises(IndexError):
             take(c, [True, False, True])
     assert take(np.arange(6.0).reshape(2, 3), [False, True, True]).tolist() == [[1, 2], [4, 5]]
+
+
+@pytest.mark.parametrize("model, options", [
+    ("inclusionAI/LLaDA2.0-mini", dict(schemes=["prefix-cache", "block", "mdm"], blocks=[4, 8], stack="sglang")),
+    ("inclusionAI/LLaDA2.0-mini", dict(schemes=["prefix-cache", "dual-cache"], blocks=[8], stack="none", eps=[1, 2],
+                                       tps=[2])),
+    ("deepseek-ai/DeepSeek-V3", dict(schemes=["ar", "block"], blocks=[8], stack="none")),  # MLA, both forms
+    ("google/gemma-3-1b-it", dict(schemes=["ar", "block"], blocks=[8], gens=[64, 640], stack="sglang")),  # sliding
+    ("Qwen/Qwen3-8B", dict(schemes=["draft-verify"], blocks=[4], tpf=2, drafter="Qwen/Qwen3-30B-A3B")),
+])
+def test_a_sweep_with_every_constant_column_a_view_prints_the_same_rows(monkeypatch, model, options):
+    """Constant columns are views only from SHARE_FROM configurations on, which the other tests'
+    small grids never reach: here every constant column and every take of one is a read-only view,
+    so an in-place write to one anywhere in the engine raises, and any other difference shows."""
+    from dlmcost import api, columns
+
+    options = dict(dict(gpus="h100,h200", prompts=[16], gens=[64], batches=[1, 3]), **options)
+    copied = [r.plain() for r in api.sweep(model, **options).rows]
+    monkeypatch.setattr(columns, "SHARE_FROM", 1)
+    viewed = [r.plain() for r in api.sweep(model, **options).rows]
+    assert len(copied) >= 4 and viewed == copied
