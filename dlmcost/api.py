@@ -483,7 +483,7 @@ def sweep_passes(model: str | ModelSpec = DEFAULT_MODEL, **options) -> int:
     """The passes a sweep of these options would cost one by one (what `max_passes` limits), its
     options validated but nothing evaluated: `plan` adds them up over its sweeps before it runs
     any of them."""
-    _, _, passes = _sweep_chunks(model, **{**options, "max_passes": None})
+    _, _, passes = _sweep_chunks(model, **{**options, "max_passes": float("inf")})  # counted, never refused
     return passes
 
 
@@ -515,10 +515,12 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
                efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
                revision: str | None = None, hub: bool = False, max_configs: int | None = MAX_SWEEP_CONFIGS,
                max_passes: int | None = MAX_PASSES_ONE_BY_ONE,
-               **scheme_knobs) -> tuple[SweepResult, Iterator[_SweepChunk], int]:
+               **scheme_knobs) -> tuple[SweepResult, Iterator[_SweepChunk], int | None]:
     """The work of a sweep: the summary (counts, no rows), a generator of evaluated chunks of
     SWEEP_CHUNK configurations, and the passes they cost one by one. Everything is validated
-    before the summary is returned; `max_configs=None` and `max_passes=None` lift the limits."""
+    before the summary is returned; `max_configs=None` and `max_passes=None` lift the limits (the
+    passes are then not counted: None; a caller that checked a total of several sweeps already,
+    as plan and a sweep of several models do, passes None so that each is counted once)."""
     spec = _spec(model, revision, hub)
     answer_tokens = scheme_knobs.pop("answer_tokens", None)
     _validated("answer_tokens", [answer_tokens])
@@ -629,8 +631,10 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
                     quantize_head=shared.quantize_head)
 
     selections = [keep[start:start + SWEEP_CHUNK] for start in range(0, len(keep), SWEEP_CHUNK)]
-    passes = sum(_passes_one_by_one(spec, drafter, columns(sel), rate_rows, pair_idx[sel], st) for sel in selections)
-    check_passes(passes, max_passes, SWEEP_FEWER)
+    passes = None
+    if max_passes is not None:
+        passes = sum(_passes_one_by_one(spec, drafter, columns(sel), rate_rows, pair_idx[sel], st) for sel in selections)
+        check_passes(passes, max_passes, SWEEP_FEWER)
 
     def chunks() -> Iterator[_SweepChunk]:
         for sel in selections:

@@ -331,8 +331,9 @@ def sweep(
         drafter=drafter, answer_tokens=answer_tokens, kv_single_tensor=kv_single_tensor or None,
         ring_buffer=False if no_ring_buffer else None, quantize_head=quantize_head or None, max_configs=None if allow_large else api.MAX_SWEEP_CONFIGS,
     )
-    if len(models) > 1:  # (one model's sweep checks its own)
+    if len(models) > 1:  # the limit is the command's: checked on the total, so each sweep need not count again
         api.check_sweeps_passes(models, **options)
+        options["max_passes"] = None
     out = Output.stdout()
     if streaming:
         failed = _stream_sweep(models, options, fmt, out, requirements)

@@ -214,3 +214,31 @@ def test_calibrate_counts_every_evaluation_of_its_fit_before_any(tmp_path, capsy
                             str(tmp_path / "out.yaml")])
     assert f"{200_000 * evaluations:,} passes one by one" in line and f"up to {evaluations} times" in line
     assert not (tmp_path / "out.yaml").exists()
+
+
+@pytest.fixture
+def countings(monkeypatch):
+    """How many times a sweep's chunk of configurations has its passes counted."""
+    calls = [0]
+    count = api._passes_one_by_one
+
+    def counting(*args, **kwargs):
+        calls[0] += 1
+        return count(*args, **kwargs)
+
+    monkeypatch.setattr(api, "_passes_one_by_one", counting)
+    return calls
+
+
+def test_each_sweep_is_counted_once(capsys, countings):
+    """The count costs about a tenth of a sweep: a command that checks the total of several
+    sweeps (several models, plan's decodings and baseline) does not count each again."""
+    assert main(["sweep", "-m", f"{MOE},GSAI-ML/LLaDA-8B-Instruct", "--gpu", "h100", "--block", "8",
+                 "--scheme", "prefix-cache", "-f", "csv"]) == 0
+    assert countings[0] == 2  # one chunk per model
+    countings[0] = 0
+    api.sweep(MOE, gpus="h100", schemes=["prefix-cache"], max_passes=None)
+    assert countings[0] == 0  # no limit: nothing to count
+    assert main(["plan", MOE, "--scheme", "prefix-cache", "--block", "8", "--answer", "64", "--prompt", "16",
+                 "--rate", "1", "--p95", "1000", "--gpu", "h100", "--requests", "200"]) == 0
+    assert countings[0] == 2  # the decoding's sweep and its AR baseline's

@@ -262,7 +262,7 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
     distinct = sorted(set(answers))
     answer_col = [distinct.index(a) for a in answers]
     pt = pass_table(model, *_table_args(space, decoding, prompts, answers), efficiency=efficiency, stack=stack,
-                    hardware=hardware)
+                    hardware=hardware, max_passes=None)  # plan checked the total of its sweeps
     tokens = np.tile(sample.answer_values.astype(float), len(prompts))  # useful tokens per request class
     out, skipped = [], 0
     for gi, g in enumerate(space.gpus):

@@ -73,10 +73,13 @@ def table_passes(model, decoding: Decoding, gpus: list[str], precisions: list[st
 
 def pass_table(model, decoding: Decoding, gpus: list[str], precisions: list[str], tps: list[int],
                prompts: list[int], answers: list[int], batches: list[int], *, efficiency: str = "realistic",
-               stack: str | None = None, hardware: list[str] | None = None) -> PassTable:
-    """One `api.sweep_first_pass` over every combination."""
-    cols = api.sweep_first_pass(model, **_sweep_options(decoding, gpus, precisions, tps, prompts, answers, batches,
-                                                        efficiency, stack, hardware))
+               stack: str | None = None, hardware: list[str] | None = None,
+               max_passes: int | None = api.MAX_PASSES_ONE_BY_ONE) -> PassTable:
+    """One `api.sweep_first_pass` over every combination (`max_passes`: its limit on passes
+    costed one by one; None for a caller that checked its sweeps' total, `table_passes`)."""
+    cols = api.sweep_first_pass(model, max_passes=max_passes,
+                                **_sweep_options(decoding, gpus, precisions, tps, prompts, answers, batches,
+                                                 efficiency, stack, hardware))
     shape = (len(gpus), len(precisions), len(tps), len(prompts), len(answers))
     first_s, pass_s = np.full(shape + (len(batches),), np.nan), np.full(shape + (len(batches),), np.nan)
     nfe, prompt_passes, max_batch = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
