@@ -127,7 +127,8 @@ def unique_rows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ranked[new], inverse
 
 
-def _models(spec: ModelSpec, drafter: ModelSpec | None) -> dict[str, ModelSpec]:
+def models_by_role(spec: ModelSpec, drafter: ModelSpec | None) -> dict[str, ModelSpec]:
+    """What `engine.evaluate` takes: each family's model by its role (a drafter only if any)."""
     return {"main": spec} | ({"drafter": drafter} if drafter else {})
 
 
@@ -150,7 +151,7 @@ def generation_numbers(frame: Frame, tokens: np.ndarray, tp: np.ndarray, cfg: bo
 def _evaluate(spec: ModelSpec, drafter: ModelSpec | None, cols: dict, rate_rows: list[dict], rate_index: np.ndarray,
               capacity_bytes: np.ndarray, stack: Stack | None = None) -> Frame:
     grid = build_grid(cols, rate_rows, rate_index, stack)
-    models = _models(spec, drafter)
+    models = models_by_role(spec, drafter)
     ev = evaluate(models, grid)
     return Frame(grid, ev, _ar_baseline(spec, cols, rate_rows, rate_index, stack),
                  grid_memory(spec, grid, ev, capacity_bytes, drafter),
@@ -163,7 +164,7 @@ def _passes_one_by_one(spec: ModelSpec, drafter: ModelSpec | None, cols: dict, r
     their AR baselines', counted without costing any (schedules only)."""
     grid = build_grid(cols, rate_rows, rate_index, stack)
     ar, _ = _ar_grid(cols, rate_rows, rate_index, stack)
-    return int(passes_one_by_one(_models(spec, drafter), grid).sum() + passes_one_by_one(spec, ar).sum())
+    return int(passes_one_by_one(models_by_role(spec, drafter), grid).sum() + passes_one_by_one(spec, ar).sum())
 
 
 def check_passes(passes: int, limit: int | None, fewer: str) -> None:

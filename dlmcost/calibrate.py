@@ -95,7 +95,7 @@ class Problem:
         self.groups = []
         for rows in groups.values():
             first = self.prepared[rows[0]]
-            models = {"main": first.spec} | ({"drafter": first.drafter} if first.drafter else {})
+            models = api.models_by_role(first.spec, first.drafter)
             grid = api.workloads_grid([self.prepared[i].workload for i in rows],
                                       [self.prepared[i].supported[0][1] for i in rows], base)
             self.groups.append((models, grid, np.array(rows)))
