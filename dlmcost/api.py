@@ -272,8 +272,9 @@ def analyze(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None
     if supported:
         n = len(supported)
         cols, rate_rows = _columns(w), [r for _, r in supported]
-        check_passes(_passes_one_by_one(spec, p.drafter, cols, rate_rows, np.arange(n), st), max_passes,
-                     "choose fewer GPUs, larger blocks, or fewer tokens or steps")
+        if max_passes is not None:  # (no limit: nothing to count, as in a sweep)
+            check_passes(_passes_one_by_one(spec, p.drafter, cols, rate_rows, np.arange(n), st), max_passes,
+                         "choose fewer GPUs, larger blocks, or fewer tokens or steps")
         frame = _evaluate(spec, p.drafter, cols, rate_rows, np.arange(n),
                           np.array([g.memory_bytes for g, _ in supported]), st)
         grid = frame.grid

@@ -238,6 +238,7 @@ def test_each_sweep_is_counted_once(capsys, countings):
     assert countings[0] == 2  # one chunk per model
     countings[0] = 0
     api.sweep(MOE, gpus="h100", schemes=["prefix-cache"], max_passes=None)
+    api.analyze(MOE, "h100", max_passes=None, **PREFIX)
     assert countings[0] == 0  # no limit: nothing to count
     assert main(["plan", MOE, "--scheme", "prefix-cache", "--block", "8", "--answer", "64", "--prompt", "16",
                  "--rate", "1", "--p95", "1000", "--gpu", "h100", "--requests", "200"]) == 0
