@@ -282,8 +282,10 @@ def analyze(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None
         knee_block = knee(spec, grid, ctx, grid.knobs.block, "block")
         decode_q = np.full(n, 1.0) if w.scheme == "ar" else grid.knobs.block
         knee_batch = knee(spec, grid, ctx, decode_q, "batch")
+        derived = generation_numbers(frame, np.float64(w.batch * w.answer), np.float64(w.tp), w.cfg)
         for i, (gpu, rate) in enumerate(supported):
-            by_key[gpu.key] = _gpu_result(w, gpu, rate, frame, i, knee_block[i], knee_batch[i], ctx[i], spec.mla is not None)
+            by_key[gpu.key] = _gpu_result(w, gpu, rate, frame, i, {k: v[i] for k, v in derived.items()},
+                                          knee_block[i], knee_batch[i], ctx[i], spec.mla is not None)
     results = [by_key.get(g.key) or Unsupported.model_construct(gpu=g.name, gpu_key=g.key,
                                                                  error=unsupported_reason(g, w.precision, w.tp))
                for g in p.selected]
@@ -335,12 +337,11 @@ def _pass_results(frame: Frame, scheme: str, row: int, ridge: float, mla: bool) 
     return out
 
 
-def _gpu_result(w: Workload, gpu: GPU, rate: dict, frame: Frame, i: int, knee_block: float, knee_batch: float,
-                ctx: float, mla: bool) -> GPUResult:
+def _gpu_result(w: Workload, gpu: GPU, rate: dict, frame: Frame, i: int, derived: dict, knee_block: float,
+                knee_batch: float, ctx: float, mla: bool) -> GPUResult:
+    """Configuration i of an analyze frame (`derived`: its generation_numbers)."""
     t = frame.ev.total
     ridge = rate["ridge"]
-    derived = {k: v[i] for k, v in generation_numbers(frame, np.float64(w.batch * w.answer), np.float64(w.tp),
-                                                      w.cfg).items()}
     flops, nbytes, time_s = float(t.flops[i]), float(t.bytes[i]), float(t.time_s[i])
     mem = frame.memory
     ops = frame.ev.ops(i)

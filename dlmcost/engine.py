@@ -438,7 +438,8 @@ def _touched_experts_pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, nam
     E, k, n, r = m.moe.n_experts, m.moe.experts_per_token, fam.n, fam.r
     tokens0, dtokens = grid.batch * fam.q0, grid.batch * fam.dq
     wb_first, wb_last = a.values[WEIGHT_BYTES, e], z.values[WEIGHT_BYTES, e]
-    per_touched = wb_first / expected_experts(E, k, tokens0)
+    touched_first = expected_experts(E, k, tokens0)  # > 0: a pass of the family has tokens
+    per_touched = np.divide(wb_first, touched_first, out=np.zeros_like(wb_first), where=touched_first > 0)
     gaps = per_touched * expected_experts_sum(E, k, tokens0, dtokens, n) - n * (wb_first + wb_last) / 2
     data[WEIGHT_BYTES, e] += r * gaps
     timed = [e] if st is None else [i for i, name in enumerate(names) if name not in STACK_OPS]
