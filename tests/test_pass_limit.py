@@ -94,6 +94,28 @@ def test_mla_costs_each_pass_in_both_forms_when_left_to_choose(costed):
         api.analyze(spec, "h200", mla_form="auto", max_passes=15, **PREFIX)
 
 
+def test_a_grid_mixing_mla_forms_counts_both_forms_where_evaluate_costs_them(costed):
+    """A grid of workloads (calibrate's points) may mix MLA forms: a family is costed in both forms
+    for all the configurations that run it as soon as one of them leaves the form to dlmcost, even
+    one that runs it only once. Here a single one-block step (auto, in closed form) and PREFIX's
+    8 steps taken one by one (absorbed): 2 x 8 passes, all on the second configuration."""
+    from dlmcost.hardware import HardwareDB
+    from dlmcost.precision import get_precision
+    from dlmcost.profiles import Profile
+    from dlmcost.roofline import gpu_rates
+    from dlmcost.stacks import load_stack
+
+    spec = resolve_model("deepseek-ai/DeepSeek-V3")
+    once = api.workload_for(spec, mla_form="auto", **dict(PREFIX, gen=8, steps=2))
+    steps = api.workload_for(spec, mla_form="absorbed", **PREFIX)
+    rates = gpu_rates(HardwareDB.load().get("h200"), get_precision("bf16"), Profile("realistic"))
+    # under a stack every pass counted is costed (on the bare roofline some need none)
+    grid = api.workloads_grid([once, steps], [rates, rates], load_stack("sglang"))
+    assert engine.passes_one_by_one(spec, grid).tolist() == [0, 2 * 8]
+    engine.evaluate(spec, grid)
+    assert costed[0] == 2 * 8
+
+
 def test_sliding_window_decode_goes_pass_by_pass_once_it_crosses_the_window(costed):
     """gemma-3-1b's sliding layers see 512 tokens: an AR decode from an empty prompt stays in
     closed form up to c = 511 (gen 512), and goes pass by pass beyond, for the decode and for
