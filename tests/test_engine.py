@@ -411,3 +411,31 @@ def test_passes_of_one_configuration_are_costed_in_bounded_memory(monkeypatch):
     (small, t_small), (whole, t_whole) = peak_bytes(256), peak_bytes(1 << 20)
     assert small < 4e6 < 10e6 < whole
     assert t_small == pytest.approx(t_whole, rel=1e-12)
+
+
+@pytest.mark.parametrize("stack", [None, "sglang"])
+def test_a_family_of_fixed_q_with_moving_logits_is_summed_whole(stack):
+    """Only a family whose q and logits are both fixed costs its last pass from the ops that read
+    the cache alone; one whose logits move (q fixed, the LM head over 32, 24, 16 then 8 positions,
+    a family by hand) must cost the head at each end too. Its closed form (two configurations,
+    the second repeated 3 times) equals every pass costed on its own and added up."""
+    from dlmcost import engine
+    from dlmcost.schemes.base import family
+    from dlmcost.stacks import load_stack
+
+    m = load_bundled(LLADA)
+    cols = api._columns(api.workload_for(m, scheme="prefix-cache", prompt=16, gen=64, steps=16, block=16))
+    cols |= dict(batch=np.array([1.0, 8.0]))
+    grid = api.build_grid(cols, [_h100_rates()], np.zeros(2, int), load_stack(stack) if stack else None)
+    fam = family("f", grid.knobs, n=4.0, r=np.array([1.0, 3.0]), q=32.0, c=16.0, dc=32.0, logits=32.0, dlogits=-8.0)
+    names = op_names([m]) + (list(engine.STACK_OPS) if stack else [])
+    assert closed_form_rows(m, grid, fam).all()
+    got = _closed_form(m, grid, fam, names)
+    for i in range(2):
+        g, f = grid.take([i]), fam.take([i])
+        passes = [engine.pass_cost(m, g, f.at(float(j)), names) for j in range(4)]
+        r = f.r[0]
+        assert got.data[:-1, :, i] == pytest.approx(r * sum(p.values[:, :, 0] for p in passes), rel=1e-12, abs=1e-30)
+        assert got.data[-1, :, i] == pytest.approx(r * sum(p.time_s[:, 0] for p in passes), rel=1e-12, abs=1e-30)
+        assert got.bound_s[i] == pytest.approx(r * sum(max(p.bound_compute_s[0], p.bound_memory_s[0]) for p in passes),
+                                               rel=1e-12)
