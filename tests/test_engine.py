@@ -439,3 +439,32 @@ def test_a_family_of_fixed_q_with_moving_logits_is_summed_whole(stack):
         assert got.data[-1, :, i] == pytest.approx(r * sum(p.time_s[:, 0] for p in passes), rel=1e-12, abs=1e-30)
         assert got.bound_s[i] == pytest.approx(r * sum(max(p.bound_compute_s[0], p.bound_memory_s[0]) for p in passes),
                                                rel=1e-12)
+
+
+def test_a_grid_mixing_quantised_and_bf16_heads_moves_only_the_head():
+    """--quantize-head changes the LM head alone, per configuration: one grid of two mdm passes of
+    8 x 1024 positions with fp8 weights on the ideal H100, the head quantised in the first only.
+    Attention is compute-bound at its own (bf16) peak in both, 989.5 TFLOP/s, not the fp8 GEMM
+    peak the quantised head takes (1979); every op but the head and the elementwise ops (which read
+    the embedding's rows, quantised with the head) costs the same in both; the head runs at 1979
+    and 989.5 TFLOP/s."""
+    from dlmcost import engine
+    from dlmcost.engine import METRICS
+    from dlmcost.hardware import HardwareDB
+    from dlmcost.precision import get_precision
+    from dlmcost.profiles import Profile
+    from dlmcost.roofline import gpu_rates
+
+    m = load_bundled(LLADA)
+    rates = gpu_rates(HardwareDB.load().get("h100"), get_precision("fp8"), Profile("ideal"))
+    w = [api.workload_for(m, scheme="mdm", prompt=0, gen=1024, steps=1, block=1024, batch=8, precision="fp8",
+                          quantize_head=q) for q in (True, False)]
+    ev = engine.evaluate(m, api.workloads_grid(w, [rates, rates]))
+    names, flops, time_s = ev.op_names, METRICS.index("flops"), METRICS.index("time_s")
+    quantised, plain = ev.ops(0), ev.ops(1)
+    head, attention = names.index("lm_head"), names.index("attention")
+    others = [k for k, name in enumerate(names) if name not in ("lm_head", "elementwise")]  # (the embedding's rows too)
+    assert quantised[others].tolist() == plain[others].tolist()
+    assert plain[attention, time_s] == pytest.approx(plain[attention, flops] / 989.5e12, rel=1e-12)
+    assert quantised[head, time_s] == pytest.approx(quantised[head, flops] / 1979e12, rel=1e-12)
+    assert plain[head, time_s] == pytest.approx(plain[head, flops] / 989.5e12, rel=1e-12)
