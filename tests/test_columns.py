@@ -62,3 +62,11 @@ def test_a_sweep_with_every_constant_column_a_view_prints_the_same_rows(monkeypa
     monkeypatch.setattr(columns, "SHARE_FROM", 1)
     viewed = [r.plain() for r in api.sweep(model, **options).rows]
     assert len(copied) >= 4 and viewed == copied
+
+
+def test_taking_rows_of_a_constant_column_gives_a_view_from_share_from_rows_on():
+    c = column(7.0, 2 * SHARE_FROM, float)
+    for size in (SHARE_FROM - 1, SHARE_FROM):
+        t = take(c, np.arange(size))
+        assert t.shape == (size,) and np.all(t == 7.0)
+        assert (t.strides == (0,)) == (size >= SHARE_FROM)
