@@ -22,7 +22,6 @@ bounded bodies, bounded `Retry-After` waits). `--verify` reads at most `MAX_SHAR
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 import re
@@ -189,6 +188,8 @@ def _quiet() -> Iterator[None]:
     """No progress bars, no retry chatter and no library warnings on stderr (dlmcost reports
     failures itself) unless --verbose; and every request inside under hubguard's checks."""
     import huggingface_hub.file_download  # noqa: F401 - its import sets the library's log level: first
+    import logging  # (here: the CLI imports this module on every command, and logging costs 1 ms)
+
     from huggingface_hub import utils as hf_utils
 
     from .hubguard import guarded
