@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from .columns import column
 from .cost import KINDS, OP_KINDS
-from .engine import (KNEE_LIMIT, METRICS, Evaluation, Grid, evaluate, first_pass, generation_verdict, knee,
+from .engine import (KNEE_LIMIT, METRICS, Evaluation, Grid, evaluate, first_pass, generation_verdict, knees,
                      memory_bound_time_fraction, passes_one_by_one)
 from .errors import UsageError, WorkloadError
 from .files import validation_message
@@ -279,9 +279,8 @@ def analyze(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None
                           np.array([g.memory_bytes for g, _ in supported]), st)
         grid = frame.grid
         ctx = grid.knobs.prompt + grid.knobs.gen / 2
-        knee_block = knee(spec, grid, ctx, grid.knobs.block, "block")
         decode_q = np.full(n, 1.0) if w.scheme == "ar" else grid.knobs.block
-        knee_batch = knee(spec, grid, ctx, decode_q, "batch")
+        knee_block, knee_batch = knees(spec, grid, ctx, decode_q)
         derived = generation_numbers(frame, np.float64(w.batch * w.answer), np.float64(w.tp), w.cfg)
         for i, (gpu, rate) in enumerate(supported):
             by_key[gpu.key] = _gpu_result(w, gpu, rate, frame, i, {k: v[i] for k, v in derived.items()},
