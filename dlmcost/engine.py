@@ -684,7 +684,7 @@ def knee(m: ModelSpec, grid: Grid, context: np.ndarray, block: np.ndarray, vary)
     rows = np.repeat(np.arange(n), ways)
     g = grid.take(rows)
     ctx, blk = context[rows], block[rows]
-    by_batch = np.repeat(np.broadcast_to(np.asarray(vary) == "batch" if isinstance(vary, str) else vary, (n,)), ways)
+    by_batch = np.repeat(np.broadcast_to((vary == "batch") if isinstance(vary, str) else vary, (n,)), ways)
     zero = np.zeros(len(rows))
     names = op_names([m])
     while np.any(hi - lo > 1):
