@@ -36,6 +36,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from .columns import column
 from .models.spec import LayerKind, ModelSpec
 from .precision import ACTIVATION_BYTES as AB
 
@@ -210,8 +211,10 @@ def _op(name, kind, flops, weight_bytes, activation_bytes, kernels, kv_read=0.0,
     values = [np.asarray(x, dtype=float) for x in (
         flops, weight_bytes, kv_read, kv_write, activation_bytes, kernels, link_bytes, collectives)]
     shape = np.broadcast_shapes(*(v.shape for v in values))
-    # read-only broadcast views where a term is a scalar: nothing downstream writes into an OpCost
-    return OpCost(name, kind, *(v if v.shape == shape else np.broadcast_to(v, shape) for v in values))
+    # a scalar term as a column (columns.column: a read-only view in large grids, a copy in small
+    # ones, where a view costs more to set up); nothing downstream writes into an OpCost
+    return OpCost(name, kind, *(v if v.shape == shape else column(v, shape[0]) if v.ndim == 0 and len(shape) == 1
+                                else np.broadcast_to(v, shape) for v in values))
 
 
 def _gemm(name: str, p: PassInput, weights, d_in, d_out, layers: int, tokens=None) -> OpCost:

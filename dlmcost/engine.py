@@ -34,8 +34,8 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from .columns import take
-from .cost import (CACHE_OPS, KINDS, OP_KINDS, OP_NAMES, PassInput, expected_experts, expected_experts_sum, pass_ops,
-                   window_affine)
+from .cost import (CACHE_OPS, KINDS, OP_KINDS, OP_NAMES, PassInput, expected_experts, expected_experts_sum, op_functions,
+                   pass_ops, window_affine)
 from .models.spec import ModelSpec
 from .roofline import Rates, compute_time, link_time, memory_time
 from .schemes import REGISTRY, Knobs, PassFamily, peak_shape, prompt_passes
@@ -639,11 +639,9 @@ def first_pass(models: ModelSpec | dict[str, ModelSpec], grid: Grid,
 
 
 def op_names(models) -> list[str]:
-    """The ops of these models' passes (a one-token pass shows which ops a model has)."""
-    one = np.ones(1)
-    p = PassInput(B=one, q=one, c=one, kv_write=one, logits=one, causal=np.zeros(1, bool), wbytes=one, kvbytes=one,
-                  all_experts=np.zeros(1, bool))
-    present = {op.name for m in models for op in pass_ops(m, p)}
+    """The ops of these models' passes, in OP_NAMES order (each cost function is named after its
+    op: cost.op_functions)."""
+    present = {f.__name__ for m in models for f in op_functions(m)}
     return [name for name in OP_NAMES if name in present]
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from dlmcost import api
 from dlmcost.cli import main
-from dlmcost.cost import PassInput, attention, busiest_rank_experts, ep_all_to_all, experts, mla_kv_up, tp_collectives, weight_bytes_per_gpu
+from dlmcost.cost import OP_NAMES, PassInput, attention, busiest_rank_experts, ep_all_to_all, experts, mla_kv_up, tp_collectives, weight_bytes_per_gpu
 from dlmcost.errors import WorkloadError
 from dlmcost.models import bundled_ids, load_bundled
 
@@ -173,6 +173,19 @@ def test_every_op_runs_at_the_rate_of_its_declared_kind(model_id, absorbed):
 
     ops = pass_ops(load_bundled(model_id), inp(tp=2, ep=2, absorbed=absorbed))
     assert {op.name: op.kind for op in ops} == {op.name: OP_KINDS[op.name] for op in ops}
+
+
+@pytest.mark.parametrize("model_id", bundled_ids())
+def test_each_cost_function_is_named_after_its_op(model_id):
+    """engine.op_names and pass_ops' `only` (the cache ops) go by the cost functions' names: each
+    is the name of the op it returns, in the order pass_ops returns them."""
+    from dlmcost.cost import op_functions, pass_ops
+    from dlmcost.engine import op_names
+
+    m = load_bundled(model_id)
+    ops = pass_ops(m, inp(tp=2, ep=2))
+    assert [f.__name__ for f in op_functions(m)] == [op.name for op in ops]
+    assert op_names([m]) == [name for name in OP_NAMES if name in {op.name for op in ops}]
 
 
 MOE_IDS = [i for i in bundled_ids() if load_bundled(i).moe is not None]
