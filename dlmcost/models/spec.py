@@ -10,6 +10,7 @@ both in parallel). A model whose layers are all alike leaves `layers` empty and 
 from the uniform fields, so a hybrid is a config, not a code change.
 """
 
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -117,6 +118,15 @@ class LayerKind(BaseModel):
 LayerGroup = tuple[int, LayerKind]
 
 
+@lru_cache(maxsize=256)
+def _uniform_groups(n_layers: int, n_moe: int, mla: bool, head_dim: int, n_kv_heads: int) -> tuple[LayerGroup, ...]:
+    """A uniform model's layer groups: the dense layers, then the MoE layers (built once per
+    shape: the cost functions ask for them many times a pass, and a LayerKind costs ~10 us)."""
+    dense = LayerKind(attention="mla" if mla else "full", head_dim=head_dim, n_kv_heads=n_kv_heads)
+    groups = ((n_layers - n_moe, dense), (n_moe, dense.model_copy(update=dict(dense_mlp=False, moe=True))))
+    return tuple((n, k) for n, k in groups if n)
+
+
 class ModelSpec(BaseModel):
     """The architecture numbers of one model. Counts are of parameters (elements), not bytes.
 
@@ -178,10 +188,8 @@ class ModelSpec(BaseModel):
         """`layers`, or for a uniform model: the dense layers, then the MoE layers."""
         if self.layers:
             return self.layers
-        n_moe = self.moe.n_moe_layers if self.moe else 0
-        dense = LayerKind(attention="mla" if self.mla else "full", head_dim=self.head_dim, n_kv_heads=self.n_kv_heads)
-        groups = ((self.n_layers - n_moe, dense), (n_moe, dense.model_copy(update=dict(dense_mlp=False, moe=True))))
-        return tuple((n, k) for n, k in groups if n)
+        return _uniform_groups(self.n_layers, self.moe.n_moe_layers if self.moe else 0, self.mla is not None,
+                               self.head_dim, self.n_kv_heads)
 
     @property
     def attention_groups(self) -> list[LayerGroup]:
