@@ -18,7 +18,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 import typer  # noqa: E402
 
-from . import __version__, api, examples, gates, report  # noqa: E402
+from . import __version__, api, examples, report  # noqa: E402
 from .errors import (  # noqa: E402
     EXIT_INTERNAL,
     EXIT_OUTPUT,
@@ -225,7 +225,7 @@ def analyze(
     _check_format(fmt, charts=True)
     _check_cfg(cfg)
     _check_plot(plot, fmt)
-    requirements = gates.parse_all(require)
+    requirements = _requirements(require)
     model, efficiency = examples.locate(model), examples.locate(efficiency)
     options = dict(
         efficiency=efficiency, stack=stack, hardware=hardware, revision=revision, hub=hub,
@@ -250,7 +250,10 @@ def analyze(
     out = Output.stdout()
     report.render_analyze(data, fmt, out, show_ops=ops, charts=[chart] if chart else None)
     _draw(chart, plot, out)
-    _gate(gates.failures(requirements, gates.analyze_rows(data), lambda r: r["gpu"]), requirements)
+    if requirements:
+        from . import gates
+
+        _gate(gates.failures(requirements, gates.analyze_rows(data), lambda r: r["gpu"]), requirements)
 
 
 @app.command(epilog="Examples:\n\n\b\n  dlmcost sweep --gpu h100,b200 --block 8,32 --batch 1,16 --sort -tokens_per_s --limit 10\n  dlmcost sweep -m GSAI-ML/LLaDA-8B-Instruct,meta-llama/Meta-Llama-3-8B --gpu h100 -f csv > rows.csv")
@@ -312,6 +315,8 @@ def sweep(
         raise UsageError("--x/--y/--color/--facet shape the chart: add --plot FILE or --format html")
     if limit is not None and limit < 0:
         raise UsageError("--limit must be 0 (all rows) or positive")
+    from . import gates
+
     requirements = gates.parse_all(require)
     models = [examples.locate(m.strip()) for m in model.split(",") if m.strip()] or [model]
     efficiency = examples.locate(efficiency)
@@ -380,6 +385,8 @@ def _stream_sweep(models: list[str], options: dict, fmt: str, out: Output, requi
     import csv
     import json
 
+    from . import gates
+
     failed, writer = [], None
     for m in models:
         _, chunks = api.iter_sweep(m, **options)
@@ -399,6 +406,16 @@ def _stream_sweep(models: list[str], options: dict, fmt: str, out: Output, requi
                     writer.writeheader()
                 writer.writerows(rows)
     return failed
+
+
+def _requirements(require: list[str] | None) -> list:
+    """--require's expressions, parsed (the parser is imported only when there are some: most
+    commands have none, and analyze's start-up counts)."""
+    if not require:
+        return []
+    from . import gates
+
+    return gates.parse_all(require)
 
 
 def _gate(failed: list[str], requirements) -> None:
