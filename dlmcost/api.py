@@ -90,18 +90,12 @@ class Frame:
     models: dict[str, ModelSpec]  # by role: "main", and "drafter" for draft-verify with a drafter
 
 
-def _ar_baseline(spec: ModelSpec, cols: dict, rate_rows: list[dict], rate_index: np.ndarray,
-                 stack: Stack | None = None) -> np.ndarray:
-    """AR decode time (prefill + one cached step per answer token: AR stops at end-of-sequence)
-    of the same model, prompt, batch (no CFG copy: AR has no guidance), precision, layout and
-    GPU, under the same software stack; each distinct one costed once."""
-    grid, inverse = _ar_grid(cols, rate_rows, rate_index, stack)
-    return evaluate(spec, grid).total.time_s[inverse]
-
-
 def _ar_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray,
              stack: Stack | None) -> tuple[Grid, np.ndarray]:
-    """The distinct AR baselines of these columns (`_ar_baseline`), and which one each row takes."""
+    """The AR decode baselines of these columns (prefill + one cached step per answer token: AR
+    stops at end-of-sequence) of the same model, prompt, batch (no CFG copy: AR has no guidance),
+    precision, layout and GPU, under the same software stack: each distinct one once, and which
+    one each row takes."""
     n = len(rate_index)
     keys = ("prompt", "answer", "ar_batch", "wbytes", "kvbytes", "all_experts", "tp", "ep", "mla_absorbed", "mla_auto",
             "kv_single_tensor", "ring_buffer", "quantize_head")
@@ -148,23 +142,32 @@ def generation_numbers(frame: Frame, tokens: np.ndarray, tp: np.ndarray, cfg: bo
     )
 
 
-def _evaluate(spec: ModelSpec, drafter: ModelSpec | None, cols: dict, rate_rows: list[dict], rate_index: np.ndarray,
-              capacity_bytes: np.ndarray, stack: Stack | None = None) -> Frame:
-    grid = build_grid(cols, rate_rows, rate_index, stack)
-    models = models_by_role(spec, drafter)
+@dataclass
+class Grids:
+    """What one evaluation costs: the configurations' grid and their distinct AR baselines'
+    (`ar_of[i]`: row i's), built once whether they are counted, evaluated or both."""
+
+    grid: Grid
+    ar: Grid
+    ar_of: np.ndarray
+
+
+def _grids(cols: dict, rate_rows: list[dict], rate_index: np.ndarray, stack: Stack | None = None) -> Grids:
+    return Grids(build_grid(cols, rate_rows, rate_index, stack), *_ar_grid(cols, rate_rows, rate_index, stack))
+
+
+def _evaluate(spec: ModelSpec, drafter: ModelSpec | None, grids: Grids, capacity_bytes: np.ndarray) -> Frame:
+    grid, models = grids.grid, models_by_role(spec, drafter)
     ev = evaluate(models, grid)
-    return Frame(grid, ev, _ar_baseline(spec, cols, rate_rows, rate_index, stack),
+    return Frame(grid, ev, evaluate(spec, grids.ar).total.time_s[grids.ar_of],
                  grid_memory(spec, grid, ev, capacity_bytes, drafter),
                  memory_bound_time_fraction(ev, grid.rates.ridge), models)
 
 
-def _passes_one_by_one(spec: ModelSpec, drafter: ModelSpec | None, cols: dict, rate_rows: list[dict],
-                       rate_index: np.ndarray, stack: Stack | None) -> int:
-    """The passes `_evaluate` of these columns would cost one by one, its configurations' and
+def _passes_one_by_one(spec: ModelSpec, drafter: ModelSpec | None, grids: Grids) -> int:
+    """The passes `_evaluate` of these grids would cost one by one, its configurations' and
     their AR baselines', counted without costing any (schedules only)."""
-    grid = build_grid(cols, rate_rows, rate_index, stack)
-    ar, _ = _ar_grid(cols, rate_rows, rate_index, stack)
-    return int(passes_one_by_one(models_by_role(spec, drafter), grid).sum() + passes_one_by_one(spec, ar).sum())
+    return int(passes_one_by_one(models_by_role(spec, drafter), grids.grid).sum() + passes_one_by_one(spec, grids.ar).sum())
 
 
 def check_passes(passes: int, limit: int | None, fewer: str) -> None:
@@ -271,12 +274,11 @@ def analyze(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None
     by_key = {}
     if supported:
         n = len(supported)
-        cols, rate_rows = _columns(w), [r for _, r in supported]
+        grids = _grids(_columns(w), [r for _, r in supported], np.arange(n), st)
         if max_passes is not None:  # (no limit: nothing to count, as in a sweep)
-            check_passes(_passes_one_by_one(spec, p.drafter, cols, rate_rows, np.arange(n), st), max_passes,
+            check_passes(_passes_one_by_one(spec, p.drafter, grids), max_passes,
                          "choose fewer GPUs, larger blocks, or fewer tokens or steps")
-        frame = _evaluate(spec, p.drafter, cols, rate_rows, np.arange(n),
-                          np.array([g.memory_bytes for g, _ in supported]), st)
+        frame = _evaluate(spec, p.drafter, grids, np.array([g.memory_bytes for g, _ in supported]))
         grid = frame.grid
         ctx = grid.knobs.prompt + grid.knobs.gen / 2
         decode_q = np.full(n, 1.0) if w.scheme == "ar" else grid.knobs.block
@@ -635,13 +637,14 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     selections = [keep[start:start + SWEEP_CHUNK] for start in range(0, len(keep), SWEEP_CHUNK)]
     passes = None
     if max_passes is not None:
-        passes = sum(_passes_one_by_one(spec, drafter, columns(sel), rate_rows, pair_idx[sel], st) for sel in selections)
+        passes = sum(_passes_one_by_one(spec, drafter, _grids(columns(sel), rate_rows, pair_idx[sel], st))
+                     for sel in selections)
         check_passes(passes, max_passes, SWEEP_FEWER)
 
     def chunks() -> Iterator[_SweepChunk]:
         for sel in selections:
             pi, cols = pair_idx[sel], columns(sel)
-            frame = _evaluate(spec, drafter, cols, rate_rows, pi, capacity[pi], st)
+            frame = _evaluate(spec, drafter, _grids(cols, rate_rows, pi, st), capacity[pi])
             yield _SweepChunk(frame, cols, gpu_names, pair_precisions, pi, ignores["steps"][sel],
                               ignores["block"][sel], cfg)
 
