@@ -94,7 +94,12 @@ def read_bytes(path: str | os.PathLike, *, limit: int, error: type[DlmcostError]
         if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between stat and open
             raise error(f"{what} {name} is not a regular file")
         try:
-            data = fh.read(limit + 1)
+            # as many bytes as the stat saw, plus one to notice a file that grew since: asking for
+            # `limit + 1` at once would allocate the whole limit (16 MiB for a config) per file
+            want = min(st.st_size, limit) + 1
+            data = fh.read(want)
+            if len(data) == want and want <= limit:  # it grew (or /proc, which says 0): read on
+                data += fh.read(limit + 1 - want)
         except OSError as exc:
             raise error(f"{what} {name}: {os_problem(exc)}") from None
     if len(data) > limit:  # grew after the stat
