@@ -94,6 +94,8 @@ GATE_LINES = 20  # failing rows listed on stderr; the rest are counted
 
 
 def _hub_options(verbose: bool, hub_timeout: Optional[float]) -> None:
+    if not (verbose or hub_timeout is not None or "dlmcost.models.hub" in sys.modules):
+        return  # the defaults, which the Hub client module starts with when a Hub id first loads it
     from .models import hub
 
     hub.configure(verbose=verbose, budget_s=hub_timeout)
