@@ -66,7 +66,9 @@ OP_NAMES = tuple(OP_KINDS)
 # only these change from pass to pass (the engine costs the rest once).
 CACHE_OPS = ("attention", "mla_kv_up", "elementwise")
 
-@dataclass
+# eq=False on classes of arrays: == on arrays is elementwise, so a generated __eq__ (and
+# __hash__) could only raise; identity is the only equality they have.
+@dataclass(eq=False)
 class OpCost:
     name: str
     kind: str  # one of KINDS: FLOP category and which peak it runs at
@@ -85,7 +87,7 @@ class OpCost:
         return self.weight_bytes + self.kv_read_bytes + self.kv_write_bytes + self.activation_bytes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PassInput:
     """One pass shape per configuration (arrays), plus the per-configuration settings."""
 

@@ -52,7 +52,9 @@ ADDITIVE = len(METRICS) - 1
 FLOPS, WEIGHT_BYTES, TIME = METRICS.index("flops"), METRICS.index("weight_bytes"), METRICS.index("time_s")
 
 
-@dataclass(frozen=True)
+# eq=False on classes of arrays: == on arrays is elementwise, so a generated __eq__ (and
+# __hash__) could only raise; identity is the only equality they have.
+@dataclass(frozen=True, eq=False)
 class Grid:
     """N configurations, one per array element (CFG already folded into `batch`)."""
 
@@ -91,7 +93,7 @@ class Grid:
                          kv_single_tensor=self.kv_single_tensor, quantize_head=self.quantize_head, **shape)
 
 
-@dataclass
+@dataclass(eq=False)
 class Cost:
     """Sums over a set of passes, per configuration: `ops[i, op, metric]` (op axis: the models'
     ops in OP_NAMES order, `Evaluation.op_names`; metric axis METRICS), the forward passes, and
@@ -136,7 +138,7 @@ class Cost:
         return self.data[FLOPS, mask].sum(axis=0)
 
 
-@dataclass
+@dataclass(eq=False)
 class FamilyCost(Cost):
     """A family's sums over the configurations that run it (`rows` of the grid, ascending), plus
     its first and last pass shapes (for reports)."""
@@ -154,7 +156,7 @@ class FamilyCost(Cost):
         return k if k < len(self.rows) and self.rows[k] == row else None
 
 
-@dataclass
+@dataclass(eq=False)
 class Totals:
     """A configuration's whole generation: sums over every family it runs."""
 
@@ -165,7 +167,7 @@ class Totals:
     bound_s: np.ndarray
 
 
-@dataclass
+@dataclass(eq=False)
 class Evaluation:
     families: dict[tuple[str, str], FamilyCost]  # by (scheme, family name)
     total: Totals
@@ -188,7 +190,7 @@ class Evaluation:
 # --- one pass -----------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(eq=False)
 class PassCost:
     """One pass per configuration: additive metrics (5, ops, N) and the parts of each op's time
     (ops: the op axis, or the ops of `op_rows` alone)."""

@@ -26,7 +26,9 @@ if TYPE_CHECKING:  # reading profiles belongs to profiles.py; only its type is n
     from .profiles import Profile
 
 
-@dataclass(frozen=True)
+# eq=False on classes of arrays: == on arrays is elementwise, so a generated __eq__ (and
+# __hash__) could only raise; identity is the only equality they have.
+@dataclass(frozen=True, eq=False)
 class Rates:
     """Per-configuration hardware rates (arrays): peak FLOP/s and achievable fraction per op
     kind, bandwidth and its achievable fraction, per-kernel overhead in seconds."""

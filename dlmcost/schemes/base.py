@@ -33,7 +33,9 @@ from ..columns import take
 SCHEME_KNOBS = ("steps", "block", "store_pass", "active_blocks", "cache_delay", "refresh_every", "window")
 
 
-@dataclass(frozen=True)
+# eq=False on classes of arrays: == on arrays is elementwise, so a generated __eq__ (and
+# __hash__) could only raise; identity is the only equality they have.
+@dataclass(frozen=True, eq=False)
 class Knobs:
     """The settings of N configurations of one scheme (arrays of length N)."""
 
@@ -66,7 +68,7 @@ class Knobs:
         return Knobs(**{f.name: take(getattr(self, f.name), rows) for f in fields(self)})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PassFamily:
     name: str
     n: np.ndarray  # distinct shapes (0: family unused in that configuration)
