@@ -18,37 +18,26 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import ValidationError
 
-from .columns import column
 from .cost import KINDS, OP_KINDS
-from .engine import (KNEE_LIMIT, METRICS, Evaluation, Grid, evaluate, first_pass, generation_verdict, knees,
-                     memory_bound_time_fraction, passes_one_by_one)
+from .engine import KNEE_LIMIT, METRICS, first_pass, knees, passes_one_by_one
 from .errors import UsageError, WorkloadError
 from .files import validation_message
+from .frames import KNOB_COLUMNS, Frame, Grids, evaluate_frame, generation_numbers, make_grids, models_by_role, workload_columns
+from .frames import build_grid, workloads_grid  # noqa: F401  (the engine's grids, for scripts and calibrate)
 from .hardware import GPU, DEFAULT_GPUS, HardwareDB
-from .memory import grid_memory
 from .models import ModelSpec, resolve_model
 from .precision import get_precision, kv_bytes
 from .results import (AnalyzeResult, GPUResult, Knee, Memory, ModelSummary, OpResult, PassResult, SweepResult,
                       SweepRow, Unsupported, WorkloadSummary)
 from .profiles import Profile, load_profile
 from .stacks import STACK_NONE, Stack, load_stack
-from .roofline import gpu_rates, stack_rates, verdict
+from .roofline import gpu_rates, verdict
 from .schemes import REGISTRY, SCHEMES
 from .workload import Workload, check_parallel, make_knobs, scheme_ok, scheme_problem
 
 DEFAULT_MODEL = "GSAI-ML/LLaDA-8B-Instruct"
 BYTE_LABELS = dict(weight_bytes="weights", kv_read_bytes="kv_read", kv_write_bytes="kv_write",
                    activation_bytes="activations")
-KNOB_COLUMNS = ("prompt", "gen", "steps", "block", "store_pass", "logits_committed", "active_blocks", "cache_delay",
-                "refresh_every", "window", "drafter")
-SETTING_COLUMNS = ("batch", "wbytes", "kvbytes", "all_experts", "tp", "ep", "mla_absorbed", "mla_auto",
-                   "kv_single_tensor", "ring_buffer", "quantize_head")
-FLAG_COLUMNS = ("all_experts", "mla_absorbed", "mla_auto", "kv_single_tensor", "ring_buffer", "quantize_head")
-_W = Workload()
-COLUMN_DEFAULTS = dict(tp=1.0, ep=1.0, mla_absorbed=True, mla_auto=True, logits_committed=False, store_pass=False,
-                       active_blocks=_W.active_blocks, cache_delay=_W.cache_delay, refresh_every=_W.refresh_every,
-                       window=_W.window, drafter=False, all_experts=False, kv_single_tensor=False, ring_buffer=True,
-                       quantize_head=False)
 SWEEP_CHUNK = 65_536  # configurations evaluated at once: bounds the engine's memory
 MAX_SWEEP_CONFIGS = 200_000  # configurations one sweep evaluates unless asked for more; refused before any work
 # Passes one command (analyze, sweep, plan, calibrate) may cost one by one, summed over its
@@ -56,112 +45,6 @@ MAX_SWEEP_CONFIGS = 200_000  # configurations one sweep evaluates unless asked f
 # up to about a microsecond, so this bounds that work to some 20 s; refused before any work.
 MAX_PASSES_ONE_BY_ONE = 20_000_000
 SWEEP_FEWER = "shorten some lists (GPUs, precisions, batches, lengths), use larger blocks, or fewer tokens or steps"
-
-
-def build_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray, stack: Stack | None = None) -> Grid:
-    """A Grid from per-configuration columns (scalars broadcast); rates looked up by index."""
-    n = len(rate_index)
-    cols = {**COLUMN_DEFAULTS, **cols}
-    knobs = make_knobs(n, **{k: cols[k] for k in KNOB_COLUMNS})
-    settings = {k: column(cols[k], n, bool if k in FLAG_COLUMNS else float) for k in SETTING_COLUMNS}
-    return Grid(scheme=column(cols["scheme"], n).astype(str), knobs=knobs, **settings,
-                rates=stack_rates(rate_rows).take(np.asarray(rate_index)), stack=stack)
-
-
-def workloads_grid(workloads: list[Workload], rate_rows: list[dict], stack: Stack | None = None) -> Grid:
-    """One grid of validated workloads (of one model, at least one): row i is workloads[i] on
-    rate_rows[i]."""
-    cols = [_columns(w) for w in workloads]
-    return build_grid({k: [c[k] for c in cols] for k in cols[0]}, rate_rows, np.arange(len(cols)), stack)
-
-
-# --- the evaluation analyze and sweep share -----------------------------------------------------
-
-
-@dataclass
-class Frame:
-    """Evaluated configurations: the engine's sums, the AR decode baseline of each, memory."""
-
-    grid: Grid
-    ev: Evaluation
-    ar_time_s: np.ndarray
-    memory: dict
-    memory_bound_fraction: np.ndarray
-    models: dict[str, ModelSpec]  # by role: "main", and "drafter" for draft-verify with a drafter
-
-
-def _ar_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray,
-             stack: Stack | None) -> tuple[Grid, np.ndarray]:
-    """The AR decode baselines of these columns (prefill + one cached step per answer token: AR
-    stops at end-of-sequence) of the same model, prompt, batch (no CFG copy: AR has no guidance),
-    precision, layout and GPU, under the same software stack: each distinct one once, and which
-    one each row takes."""
-    n = len(rate_index)
-    keys = ("prompt", "answer", "ar_batch", "wbytes", "kvbytes", "all_experts", "tp", "ep", "mla_absorbed", "mla_auto",
-            "kv_single_tensor", "ring_buffer", "quantize_head")
-    table = np.column_stack([np.broadcast_to(np.asarray({**COLUMN_DEFAULTS, **cols}[k], float), (n,)) for k in keys]
-                            + [np.asarray(rate_index, float)])
-    unique, inverse = unique_rows(table)
-    u = dict(zip(keys, unique.T))
-    grid = build_grid(dict(u, scheme="ar", gen=u["answer"], steps=u["answer"], block=u["answer"], batch=u["ar_batch"]),
-                      rate_rows, unique[:, -1].astype(int), stack)
-    return grid, inverse.ravel()
-
-
-def unique_rows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """np.unique(table, axis=0, return_inverse=True) by a lexicographic sort (np.unique imports
-    numpy.ma, which costs the command line 10+ ms of start-up)."""
-    if not len(table):
-        return table, np.zeros(0, int)
-    order = np.lexsort(table.T[::-1])
-    ranked = table[order]
-    new = np.r_[True, np.any(ranked[1:] != ranked[:-1], axis=1)]
-    inverse = np.empty(len(table), int)
-    inverse[order] = np.cumsum(new) - 1
-    return ranked[new], inverse
-
-
-def models_by_role(spec: ModelSpec, drafter: ModelSpec | None) -> dict[str, ModelSpec]:
-    """What `engine.evaluate` takes: each family's model by its role (a drafter only if any)."""
-    return {"main": spec} | ({"drafter": drafter} if drafter else {})
-
-
-def generation_numbers(frame: Frame, tokens: np.ndarray, tp: np.ndarray, cfg: bool) -> dict[str, np.ndarray]:
-    """What analyze and sweep derive from each configuration's totals (docs/methodology.md, "Per
-    token"): `tokens` is the useful tokens (batch x answer tokens; CFG's extra copy makes none)
-    and `tp` the GPUs of the group."""
-    t, mem = frame.ev.total, frame.memory
-    frac = frame.memory_bound_fraction
-    return dict(
-        nfe=t.count, tokens_per_nfe=tokens / t.count, time_s=t.time_s, tokens_per_s=tokens / t.time_s,
-        tokens_per_s_per_gpu=tokens / t.time_s / tp, flops_per_token=t.flops * tp / tokens,
-        bytes_per_token=t.bytes * tp / tokens, arithmetic_intensity=t.flops / t.bytes,
-        memory_bound_time_fraction=frac, verdict=generation_verdict(frac),
-        ar_tokens_per_s=tokens / frame.ar_time_s, time_ratio_to_ar=t.time_s / frame.ar_time_s,
-        max_batch=np.floor(mem["max_effective_batch"] / (2 if cfg else 1)).astype(int),
-    )
-
-
-@dataclass
-class Grids:
-    """What one evaluation costs: the configurations' grid and their distinct AR baselines'
-    (`ar_of[i]`: row i's), built once whether they are counted, evaluated or both."""
-
-    grid: Grid
-    ar: Grid
-    ar_of: np.ndarray
-
-
-def _grids(cols: dict, rate_rows: list[dict], rate_index: np.ndarray, stack: Stack | None = None) -> Grids:
-    return Grids(build_grid(cols, rate_rows, rate_index, stack), *_ar_grid(cols, rate_rows, rate_index, stack))
-
-
-def _evaluate(spec: ModelSpec, drafter: ModelSpec | None, grids: Grids, capacity_bytes: np.ndarray) -> Frame:
-    grid, models = grids.grid, models_by_role(spec, drafter)
-    ev = evaluate(models, grid)
-    return Frame(grid, ev, evaluate(spec, grids.ar).total.time_s[grids.ar_of],
-                 grid_memory(spec, grid, ev, capacity_bytes, drafter),
-                 memory_bound_time_fraction(ev, grid.rates.ridge), models)
 
 
 def _passes_one_by_one(spec: ModelSpec, drafter: ModelSpec | None, grids: Grids) -> int:
@@ -205,15 +88,6 @@ def _drafter(w: Workload, spec: ModelSpec) -> ModelSpec | None:
         raise WorkloadError(f"the drafter's vocabulary ({drafter.vocab_size}) differs from the verifier's "
                             f"({spec.vocab_size}): it cannot propose the verifier's tokens")
     return drafter
-
-
-def _columns(w: Workload) -> dict:
-    """Engine columns of one validated workload."""
-    return dict(scheme=w.scheme, **w.knobs(), answer=w.answer, batch=w.effective_batch, ar_batch=w.batch,
-                wbytes=get_precision(w.precision).weight_bytes, kvbytes=kv_bytes(w.kv_dtype),
-                all_experts=w.expert_load == "all", tp=w.tp, ep=w.ep,
-                mla_absorbed=w.mla_form != "expanded", mla_auto=w.mla_form == "auto",
-                kv_single_tensor=w.kv_single_tensor, ring_buffer=w.ring_buffer, quantize_head=w.quantize_head)
 
 
 # --- analyze ------------------------------------------------------------------------------------
@@ -274,11 +148,11 @@ def analyze(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None
     by_key = {}
     if supported:
         n = len(supported)
-        grids = _grids(_columns(w), [r for _, r in supported], np.arange(n), st)
+        grids = make_grids(workload_columns(w), [r for _, r in supported], np.arange(n), st)
         if max_passes is not None:  # (no limit: nothing to count, as in a sweep)
             check_passes(_passes_one_by_one(spec, p.drafter, grids), max_passes,
                          "choose fewer GPUs, larger blocks, or fewer tokens or steps")
-        frame = _evaluate(spec, p.drafter, grids, np.array([g.memory_bytes for g, _ in supported]))
+        frame = evaluate_frame(spec, p.drafter, grids, np.array([g.memory_bytes for g, _ in supported]))
         grid = frame.grid
         ctx = grid.knobs.prompt + grid.knobs.gen / 2
         decode_q = np.full(n, 1.0) if w.scheme == "ar" else grid.knobs.block
@@ -637,14 +511,14 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     selections = [keep[start:start + SWEEP_CHUNK] for start in range(0, len(keep), SWEEP_CHUNK)]
     passes = None
     if max_passes is not None:
-        passes = sum(_passes_one_by_one(spec, drafter, _grids(columns(sel), rate_rows, pair_idx[sel], st))
+        passes = sum(_passes_one_by_one(spec, drafter, make_grids(columns(sel), rate_rows, pair_idx[sel], st))
                      for sel in selections)
         check_passes(passes, max_passes, SWEEP_FEWER)
 
     def chunks() -> Iterator[_SweepChunk]:
         for sel in selections:
             pi, cols = pair_idx[sel], columns(sel)
-            frame = _evaluate(spec, drafter, _grids(cols, rate_rows, pi, st), capacity[pi])
+            frame = evaluate_frame(spec, drafter, make_grids(cols, rate_rows, pi, st), capacity[pi])
             yield _SweepChunk(frame, cols, gpu_names, pair_precisions, pi, ignores["steps"][sel],
                               ignores["block"][sel], cfg)
 

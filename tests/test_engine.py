@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from dlmcost import api
+from dlmcost import api, frames
 from dlmcost.engine import _closed_form, _pass_by_pass, closed_form_rows, op_names
 from dlmcost.models import load_bundled
 from dlmcost.schemes import REGISTRY
@@ -84,7 +84,7 @@ def _one_config_grid(m, **workload):
 
     w = api.workload_for(m, **workload)
     rates = gpu_rates(HardwareDB.load().get("h100"), get_precision("bf16"), Profile("realistic"))
-    return w, api.build_grid(api._columns(w), [rates], np.array([0]))
+    return w, frames.build_grid(frames.workload_columns(w), [rates], np.array([0]))
 
 
 @pytest.mark.parametrize("model,scheme,block", [
@@ -135,10 +135,10 @@ def test_pass_by_pass_in_chunks_equals_each_pass_added_up(monkeypatch, path, sta
     from dlmcost.stacks import load_stack
 
     m = load_bundled("inclusionAI/LLaDA2.0-mini")
-    cols = api._columns(api.workload_for(m, scheme="prefix-cache", prompt=16, gen=64, steps=16, block=8))
+    cols = frames.workload_columns(api.workload_for(m, scheme="prefix-cache", prompt=16, gen=64, steps=16, block=8))
     cols |= dict(gen=np.array([64.0, 32, 64, 16]), block=np.array([8.0, 16, 4, 16]), steps=np.array([16.0, 8, 32, 4]),
                  batch=np.array([1.0, 512, 2, 8]), prompt=np.array([16.0, 100, 0, 7]), tp=float(ep), ep=float(ep))
-    grid = api.build_grid(cols, [_h100_rates()], np.zeros(4, int),
+    grid = frames.build_grid(cols, [_h100_rates()], np.zeros(4, int),
                           load_stack(stack) if stack else None)
     step = [f for f in REGISTRY["prefix-cache"].passes(grid.knobs) if f.name == "step"][0]
     names = op_names([m]) + (list(engine.STACK_OPS) if stack else [])
@@ -170,9 +170,9 @@ def test_only_the_experts_go_pass_by_pass_exactly_where_nothing_else_bends():
 
     def rows(model_id, stack=None, ep=1):
         m = load_bundled(model_id)
-        cols = api._columns(api.workload_for(m, scheme="prefix-cache", prompt=16, gen=64, steps=16, block=16))
+        cols = frames.workload_columns(api.workload_for(m, scheme="prefix-cache", prompt=16, gen=64, steps=16, block=16))
         cols |= dict(batch=np.array([1.0, 2, 3, 4]), tp=float(ep), ep=float(ep))
-        grid = api.build_grid(cols, [_h100_rates()], np.zeros(4, int), load_stack(stack) if stack else None)
+        grid = frames.build_grid(cols, [_h100_rates()], np.zeros(4, int), load_stack(stack) if stack else None)
         fam = family("f", grid.knobs, n=np.array([4.0, 4, 4, 1]), q=64.0, dq=np.array([-16.0, -16, -16, 0]),
                      c=0.0, dc=np.array([16.0, 0, 16, 0]), causal=np.array([False, False, True, False]))
         return engine.touched_experts_rows(m, grid, fam, engine.closed_form_rows(m, grid, fam)).tolist()
@@ -394,8 +394,8 @@ def test_passes_of_one_configuration_are_costed_in_bounded_memory(monkeypatch):
     from dlmcost.stacks import load_stack
 
     m = load_bundled("inclusionAI/LLaDA2.0-mini")
-    cols = api._columns(api.workload_for(m, scheme="prefix-cache", prompt=0, gen=20000, steps=40000, block=1))
-    grid = api.build_grid(cols, [_h100_rates()], np.zeros(1, int), load_stack("sglang"))
+    cols = frames.workload_columns(api.workload_for(m, scheme="prefix-cache", prompt=0, gen=20000, steps=40000, block=1))
+    grid = frames.build_grid(cols, [_h100_rates()], np.zeros(1, int), load_stack("sglang"))
     step = [f for f in REGISTRY["prefix-cache"].passes(grid.knobs) if f.name == "step"][0]
     names = op_names([m]) + list(engine.STACK_OPS)
     assert step.n[0] == 20000
@@ -425,9 +425,9 @@ def test_a_family_of_fixed_q_with_moving_logits_is_summed_whole(stack):
     from dlmcost.stacks import load_stack
 
     m = load_bundled(LLADA)
-    cols = api._columns(api.workload_for(m, scheme="prefix-cache", prompt=16, gen=64, steps=16, block=16))
+    cols = frames.workload_columns(api.workload_for(m, scheme="prefix-cache", prompt=16, gen=64, steps=16, block=16))
     cols |= dict(batch=np.array([1.0, 8.0]))
-    grid = api.build_grid(cols, [_h100_rates()], np.zeros(2, int), load_stack(stack) if stack else None)
+    grid = frames.build_grid(cols, [_h100_rates()], np.zeros(2, int), load_stack(stack) if stack else None)
     fam = family("f", grid.knobs, n=4.0, r=np.array([1.0, 3.0]), q=32.0, c=16.0, dc=32.0, logits=32.0, dlogits=-8.0)
     names = op_names([m]) + (list(engine.STACK_OPS) if stack else [])
     assert closed_form_rows(m, grid, fam).all()
@@ -460,7 +460,7 @@ def test_a_grid_mixing_quantised_and_bf16_heads_moves_only_the_head():
     rates = gpu_rates(HardwareDB.load().get("h100"), get_precision("fp8"), Profile("ideal"))
     w = [api.workload_for(m, scheme="mdm", prompt=0, gen=1024, steps=1, block=1024, batch=8, precision="fp8",
                           quantize_head=q) for q in (True, False)]
-    ev = engine.evaluate(m, api.workloads_grid(w, [rates, rates]))
+    ev = engine.evaluate(m, frames.workloads_grid(w, [rates, rates]))
     names, flops, time_s = ev.op_names, METRICS.index("flops"), METRICS.index("time_s")
     quantised, plain = ev.ops(0), ev.ops(1)
     head, attention = names.index("lm_head"), names.index("attention")

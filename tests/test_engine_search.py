@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from dlmcost import api
+from dlmcost import api, frames
 from dlmcost.cost import PassInput, pass_ops
 from dlmcost.engine import KNEE_LIMIT, evaluate, knee
 from dlmcost.hardware import HardwareDB
@@ -33,7 +33,7 @@ def grid_of(m, rows: int, **workload):
     """`rows` copies of one workload on the H100 (columns may be overridden per row afterwards)."""
     w = api.workload_for(m, **workload)
     rates = gpu_rates(HardwareDB.load().get("h100"), get_precision("bf16"), Profile("realistic"))
-    return api.build_grid(api._columns(w), [rates], np.zeros(rows, int))
+    return frames.build_grid(frames.workload_columns(w), [rates], np.zeros(rows, int))
 
 
 def step_ai(m, B, q, c):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dlmcost import api, engine, errors
+from dlmcost import api, engine, errors, frames
 from dlmcost.cli import main
 from dlmcost.models import resolve_model
 from dlmcost.schemes import SCHEMES
@@ -49,8 +49,7 @@ def no_work(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("evaluated before the limit was checked")
 
-    monkeypatch.setattr(api, "evaluate", refuse)
-    monkeypatch.setattr(api, "_evaluate", refuse)
+    monkeypatch.setattr(frames, "evaluate", refuse)  # what analyze's and sweep's evaluations call
 
 
 def refused(capsys, args) -> str:
@@ -110,7 +109,7 @@ def test_a_grid_mixing_mla_forms_counts_both_forms_where_evaluate_costs_them(cos
     steps = api.workload_for(spec, mla_form="absorbed", **PREFIX)
     rates = gpu_rates(HardwareDB.load().get("h200"), get_precision("bf16"), Profile("realistic"))
     # under a stack every pass counted is costed (on the bare roofline some need none)
-    grid = api.workloads_grid([once, steps], [rates, rates], load_stack("sglang"))
+    grid = frames.workloads_grid([once, steps], [rates, rates], load_stack("sglang"))
     assert engine.passes_one_by_one(spec, grid).tolist() == [0, 2 * 8]
     engine.evaluate(spec, grid)
     assert costed[0] == 2 * 8
