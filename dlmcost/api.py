@@ -19,12 +19,13 @@ import numpy as np
 from pydantic import ValidationError
 
 from .cost import KINDS, OP_KINDS
-from .engine import KNEE_LIMIT, METRICS, first_pass, knees, passes_one_by_one
+from . import limits
+from .engine import KNEE_LIMIT, METRICS, first_pass, knees
 from .errors import UsageError, WorkloadError
 from .files import validation_message
-from .frames import KNOB_COLUMNS, Frame, Grids, evaluate_frame, generation_numbers, make_grids, models_by_role, workload_columns
-from .frames import build_grid, workloads_grid  # noqa: F401  (the engine's grids, for scripts and calibrate)
+from .frames import KNOB_COLUMNS, Frame, evaluate_frame, generation_numbers, make_grids, workload_columns
 from .hardware import GPU, DEFAULT_GPUS, HardwareDB
+from .limits import MAX_PASSES_ONE_BY_ONE, MAX_SWEEP_CONFIGS
 from .models import ModelSpec, resolve_model
 from .precision import get_precision, kv_bytes
 from .results import (AnalyzeResult, GPUResult, Knee, Memory, ModelSummary, OpResult, PassResult, SweepResult,
@@ -35,30 +36,13 @@ from .roofline import gpu_rates, verdict
 from .schemes import REGISTRY, SCHEMES
 from .workload import Workload, check_parallel, make_knobs, scheme_ok, scheme_problem
 
+# Also part of the API, for scripts that build and check their own grids as calibrate does:
+from .frames import build_grid, models_by_role, workloads_grid  # noqa: F401
+from .limits import check_passes  # noqa: F401
+
 DEFAULT_MODEL = "GSAI-ML/LLaDA-8B-Instruct"
 BYTE_LABELS = dict(weight_bytes="weights", kv_read_bytes="kv_read", kv_write_bytes="kv_write",
                    activation_bytes="activations")
-SWEEP_CHUNK = 65_536  # configurations evaluated at once: bounds the engine's memory
-MAX_SWEEP_CONFIGS = 200_000  # configurations one sweep evaluates unless asked for more; refused before any work
-# Passes one command (analyze, sweep, plan, calibrate) may cost one by one, summed over its
-# configurations and their AR baselines (`engine.passes_one_by_one`: the families without a closed-form sum). Each takes
-# up to about a microsecond, so this bounds that work to some 20 s; refused before any work.
-MAX_PASSES_ONE_BY_ONE = 20_000_000
-SWEEP_FEWER = "shorten some lists (GPUs, precisions, batches, lengths), use larger blocks, or fewer tokens or steps"
-
-
-def _passes_one_by_one(spec: ModelSpec, drafter: ModelSpec | None, grids: Grids) -> int:
-    """The passes `_evaluate` of these grids would cost one by one, its configurations' and
-    their AR baselines', counted without costing any (schedules only)."""
-    return int(passes_one_by_one(models_by_role(spec, drafter), grids.grid).sum() + passes_one_by_one(spec, grids.ar).sum())
-
-
-def check_passes(passes: int, limit: int | None, fewer: str) -> None:
-    """Refuse a call that would cost more than `limit` passes one by one (None: no limit), before
-    it starts; `fewer` says what to reduce."""
-    if limit is not None and passes > limit:
-        raise UsageError(f"this would cost {passes:,} passes one by one (pass families without a closed-form sum, "
-                         f"such as an MoE model's prefix-cache steps); at most {limit:,} in one call: {fewer}")
 
 
 def _rates_or_none(gpu: GPU, precision: str, profile: Profile, tp: int = 1):
@@ -150,8 +134,8 @@ def analyze(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None
         n = len(supported)
         grids = make_grids(workload_columns(w), [r for _, r in supported], np.arange(n), st)
         if max_passes is not None:  # (no limit: nothing to count, as in a sweep)
-            check_passes(_passes_one_by_one(spec, p.drafter, grids), max_passes,
-                         "choose fewer GPUs, larger blocks, or fewer tokens or steps")
+            limits.check_passes(limits.count_passes(spec, p.drafter, grids), max_passes,
+                                "choose fewer GPUs, larger blocks, or fewer tokens or steps")
         frame = evaluate_frame(spec, p.drafter, grids, np.array([g.memory_bytes for g, _ in supported]))
         grid = frame.grid
         ctx = grid.knobs.prompt + grid.knobs.gen / 2
@@ -368,8 +352,8 @@ def sweep_passes(model: str | ModelSpec = DEFAULT_MODEL, **options) -> int:
 def check_sweeps_passes(models: list[str | ModelSpec], **options) -> None:
     """The limit on passes costed one by one for one command that sweeps several models with the
     same options: the limit is the command's, so their sweeps are added up before any runs."""
-    check_passes(sum(sweep_passes(m, **options) for m in models), MAX_PASSES_ONE_BY_ONE,
-                 f"sweep fewer models, or {SWEEP_FEWER}")
+    limits.check_passes(sum(sweep_passes(m, **options) for m in models), limits.MAX_PASSES_ONE_BY_ONE,
+                        f"sweep fewer models, or {limits.SWEEP_FEWER}")
 
 
 @dataclass
@@ -441,9 +425,7 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
                   for k, v in knobs.items()] for sc in scheme_list}
     per_pair = {sc: int(np.prod(s)) for sc, s in sizes.items()}
     total = len(pairs) * sum(per_pair.values())
-    if max_configs is not None and total > max_configs:
-        raise UsageError(f"the sweep asks for {total:,} configurations; at most {max_configs:,}: shorten some lists, "
-                         f"or stream it with --format csv or jsonl and --allow-large")
+    limits.check_configs(total, max_configs)
     unsupported = unsupported_pairs * sum(per_pair.values())
     settings = dict(kv_dtype=shared.kv_dtype, cfg=cfg, store_pass=None, logits=logits, expert_load=expert_load,
                     mla_form=mla_form, tpf=tpf, answer_tokens=answer_tokens, kv_single_tensor=shared.kv_single_tensor,
@@ -508,12 +490,13 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
                     kv_single_tensor=shared.kv_single_tensor, ring_buffer=shared.ring_buffer,
                     quantize_head=shared.quantize_head)
 
-    selections = [keep[start:start + SWEEP_CHUNK] for start in range(0, len(keep), SWEEP_CHUNK)]
+    size = limits.SWEEP_CHUNK
+    selections = [keep[start:start + size] for start in range(0, len(keep), size)]
     passes = None
     if max_passes is not None:
-        passes = sum(_passes_one_by_one(spec, drafter, make_grids(columns(sel), rate_rows, pair_idx[sel], st))
+        passes = sum(limits.count_passes(spec, drafter, make_grids(columns(sel), rate_rows, pair_idx[sel], st))
                      for sel in selections)
-        check_passes(passes, max_passes, SWEEP_FEWER)
+        limits.check_passes(passes, max_passes, limits.SWEEP_FEWER)
 
     def chunks() -> Iterator[_SweepChunk]:
         for sel in selections:

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from . import api
+from . import api, frames, limits
 from .engine import evaluate, passes_one_by_one
 from .errors import UsageError
 from .measurements import Point, cannot_run, comparison, resolve_point_model
@@ -95,16 +95,16 @@ class Problem:
         self.groups = []
         for rows in groups.values():
             first = self.prepared[rows[0]]
-            models = api.models_by_role(first.spec, first.drafter)
-            grid = api.workloads_grid([self.prepared[i].workload for i in rows],
+            models = frames.models_by_role(first.spec, first.drafter)
+            grid = frames.workloads_grid([self.prepared[i].workload for i in rows],
                                       [self.prepared[i].supported[0][1] for i in rows], base)
             self.groups.append((models, grid, np.array(rows)))
         # the limit on passes costed one by one (docs/limits.md), checked before any work: the fit
         # evaluates the points at most (MAX_ITER + 3) x (parameters + 1) times
         evaluations = (MAX_ITER + 3) * (len(fit) + 1)
         passes = sum(int(passes_one_by_one(models, grid).sum()) for models, grid, _ in self.groups)
-        api.check_passes(passes * evaluations, api.MAX_PASSES_ONE_BY_ONE, f"fitting evaluates the points up to "
-                         f"{evaluations} times: use fewer or shorter measurement points, or larger blocks")
+        limits.check_passes(passes * evaluations, limits.MAX_PASSES_ONE_BY_ONE, f"fitting evaluates the points up to "
+                            f"{evaluations} times: use fewer or shorter measurement points, or larger blocks")
 
     def stack(self, theta) -> Stack:
         return with_parameters(self.base, dict(zip(self.fit, np.exp(theta))))

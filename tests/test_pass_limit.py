@@ -1,4 +1,4 @@
-"""The limit on passes costed one by one (api.MAX_PASSES_ONE_BY_ONE, docs/limits.md).
+"""The limit on passes costed one by one (limits.MAX_PASSES_ONE_BY_ONE, docs/limits.md).
 
 Most pass families are summed in closed form; the others (an MoE model's prefix-cache steps,
 sliding-window layers whose keys bend at the window, ...) are costed pass by pass, which takes
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dlmcost import api, engine, errors, frames
+from dlmcost import api, engine, errors, frames, limits
 from dlmcost.cli import main
 from dlmcost.models import resolve_model
 from dlmcost.schemes import SCHEMES
@@ -163,7 +163,7 @@ def test_the_count_is_what_the_engine_costs_over_a_sweep(costed, model, stack):
 
 def test_analyze_refuses_before_any_work(capsys, no_work):
     line = refused(capsys, ["analyze", MOE, *HUGE])  # 7 default GPUs
-    assert "35,000,000 passes one by one" in line and f"at most {api.MAX_PASSES_ONE_BY_ONE:,}" in line
+    assert "35,000,000 passes one by one" in line and f"at most {limits.MAX_PASSES_ONE_BY_ONE:,}" in line
     assert "fewer GPUs" in line
 
 
@@ -181,7 +181,7 @@ def test_sweep_refuses_summed_over_its_configurations(capsys, no_work):
                             "--allow-large"])
     assert "30,000,000 passes one by one" in line and "shorten some lists" in line
     assert api.sweep_passes(MOE, gpus="h100,h200", schemes=["prefix-cache"], gens=[5_000_000], blocks=[1],
-                            steps=[10_000_000], prompts=[0], batches=[1, 2]) == api.MAX_PASSES_ONE_BY_ONE
+                            steps=[10_000_000], prompts=[0], batches=[1, 2]) == limits.MAX_PASSES_ONE_BY_ONE
 
 
 def test_several_models_share_the_limit(capsys, no_work):
@@ -198,7 +198,7 @@ def test_plan_adds_up_its_sweeps_before_running_any(capsys, no_work):
 
 def test_the_documented_limit_is_the_code_s():
     docs = Path(__file__).resolve().parent.parent / "docs"
-    limit = f"{api.MAX_PASSES_ONE_BY_ONE:,}"
+    limit = f"{limits.MAX_PASSES_ONE_BY_ONE:,}"
     assert f"| passes costed one by one in one `analyze`, `sweep`, `plan` or `calibrate` (below) | {limit} | 2 |" in (
         docs / "limits.md").read_text()
     assert f"more than {limit} passes one by one" in (docs / "methodology.md").read_text()
@@ -217,7 +217,7 @@ def test_the_documented_limit_is_the_code_s():
 def test_the_documented_single_configurations(model, options, passes):
     assert api.sweep_passes(model, gpus="h100", prompts=[0], **options) == passes
     assert f"{passes:,}" in (Path(__file__).resolve().parent.parent / "docs" / "limits.md").read_text()
-    assert (passes <= api.MAX_PASSES_ONE_BY_ONE) == (model != "google/diffusiongemma-26B-A4B-it")
+    assert (passes <= limits.MAX_PASSES_ONE_BY_ONE) == (model != "google/diffusiongemma-26B-A4B-it")
 
 
 def test_calibrate_counts_every_evaluation_of_its_fit_before_any(tmp_path, capsys, monkeypatch):
@@ -241,13 +241,13 @@ def test_calibrate_counts_every_evaluation_of_its_fit_before_any(tmp_path, capsy
 def countings(monkeypatch):
     """How many times a sweep's chunk of configurations has its passes counted."""
     calls = [0]
-    count = api._passes_one_by_one
+    count = limits.count_passes
 
     def counting(*args, **kwargs):
         calls[0] += 1
         return count(*args, **kwargs)
 
-    monkeypatch.setattr(api, "_passes_one_by_one", counting)
+    monkeypatch.setattr(limits, "count_passes", counting)
     return calls
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import dlmcost
-from dlmcost import api, gates, report
+from dlmcost import api, gates, limits, report
 from dlmcost.errors import EXIT_REQUIREMENT, UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -441,7 +441,7 @@ def test_example_files_work_from_any_folder(tmp_path, cli):
 
 
 def test_sweep_streams_chunks_and_sweep_is_built_on_them(monkeypatch):
-    monkeypatch.setattr(api, "SWEEP_CHUNK", 7)
+    monkeypatch.setattr(limits, "SWEEP_CHUNK", 7)
     meta, chunks = api.iter_sweep(gpus="h100,b200", blocks=[8, 32], batches=[1, 2, 4])
     parts = list(chunks)
     assert len(parts) > 1 and all(len(p) <= 7 for p in parts)
@@ -467,7 +467,7 @@ def test_large_grids_are_refused_unless_streamed_with_allow_large(monkeypatch, c
 
 def _streamed_peak_mb(batches: int) -> tuple[int, float]:
     """Rows written and peak memory of a csv sweep in a fresh process (chunks of 2,048 configurations)."""
-    code = ("import resource,sys; import dlmcost.api as api; api.SWEEP_CHUNK = 2048; from dlmcost.cli import main; "
+    code = ("import resource,sys; import dlmcost.limits as limits; limits.SWEEP_CHUNK = 2048; from dlmcost.cli import main; "
             "main(['sweep','--gpu','all','--block','1,2,4,8,16,32,64,128','--batch',"
             f"','.join(str(b) for b in range(1,{batches}+1)),'--gen','128,256','-f','csv']); "
             "sys.stdout.flush(); print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)")

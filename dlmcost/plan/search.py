@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from .. import api
+from .. import limits
 from ..hardware import GPU
 from .results import Deployment, Targets, check_targets, joules_per_token, pareto_front, usd_per_hour, usd_per_mtok
 from .simulate import ClassTable, simulate
@@ -291,8 +291,8 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
     # the limit on passes costed one by one holds for the whole search: its sweeps added up first
     passes = sum(table_passes(model, *_table_args(space, dec, *_canvases(dec, sample)), efficiency=efficiency,
                               stack=stack, hardware=hardware) for _, decodings in sets for dec in decodings)
-    api.check_passes(passes, api.MAX_PASSES_ONE_BY_ONE, "choose fewer GPUs, TP sizes, precisions or decodings, "
-                     "larger blocks, shorter answers, or a smaller --max-batch")
+    limits.check_passes(passes, limits.MAX_PASSES_ONE_BY_ONE, "choose fewer GPUs, TP sizes, precisions or decodings, "
+                        "larger blocks, shorter answers, or a smaller --max-batch")
     candidates: list[tuple[str, Candidate]] = []
     skipped = 0
     for name, decodings in sets:

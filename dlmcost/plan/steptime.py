@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import api
+from .. import api, limits
 from ..schemes import get_scheme
 
 
@@ -74,7 +74,7 @@ def table_passes(model, decoding: Decoding, gpus: list[str], precisions: list[st
 def pass_table(model, decoding: Decoding, gpus: list[str], precisions: list[str], tps: list[int],
                prompts: list[int], answers: list[int], batches: list[int], *, efficiency: str = "realistic",
                stack: str | None = None, hardware: list[str] | None = None,
-               max_passes: int | None = api.MAX_PASSES_ONE_BY_ONE) -> PassTable:
+               max_passes: int | None = limits.MAX_PASSES_ONE_BY_ONE) -> PassTable:
     """One `api.sweep_first_pass` over every combination (`max_passes`: its limit on passes
     costed one by one; None for a caller that checked its sweeps' total, `table_passes`)."""
     cols = api.sweep_first_pass(model, max_passes=max_passes,
