@@ -21,101 +21,33 @@ from pydantic import ValidationError
 from .cost import KINDS, OP_KINDS
 from . import limits
 from .engine import KNEE_LIMIT, METRICS, first_pass, knees
-from .errors import UsageError, WorkloadError
+from .errors import UsageError
 from .files import validation_message
 from .frames import KNOB_COLUMNS, Frame, evaluate_frame, generation_numbers, make_grids, workload_columns
 from .hardware import GPU, DEFAULT_GPUS, HardwareDB
+from .inputs import (DEFAULT_MODEL, prepare, rates_or_none, resolve_drafter, resolve_spec, resolve_stack,
+                     unsupported_reason, workload_for)
 from .limits import MAX_PASSES_ONE_BY_ONE, MAX_SWEEP_CONFIGS
-from .models import ModelSpec, resolve_model
+from .models import ModelSpec
 from .precision import get_precision, kv_bytes
 from .results import (AnalyzeResult, GPUResult, Knee, Memory, ModelSummary, OpResult, PassResult, SweepResult,
                       SweepRow, Unsupported, WorkloadSummary)
-from .profiles import Profile, load_profile
-from .stacks import STACK_NONE, Stack, load_stack
-from .roofline import gpu_rates, verdict
+from .profiles import load_profile
+from .stacks import STACK_NONE, Stack
+from .roofline import verdict
 from .schemes import REGISTRY, SCHEMES
-from .workload import Workload, check_parallel, make_knobs, scheme_ok, scheme_problem
+from .workload import Workload, check_parallel, make_knobs, scheme_ok
 
 # Also part of the API, for scripts that build and check their own grids as calibrate does:
 from .frames import build_grid, models_by_role, workloads_grid  # noqa: F401
+from .inputs import Prepared  # noqa: F401
 from .limits import check_passes  # noqa: F401
 
-DEFAULT_MODEL = "GSAI-ML/LLaDA-8B-Instruct"
 BYTE_LABELS = dict(weight_bytes="weights", kv_read_bytes="kv_read", kv_write_bytes="kv_write",
                    activation_bytes="activations")
 
 
-def _rates_or_none(gpu: GPU, precision: str, profile: Profile, tp: int = 1):
-    if tp > 1 and gpu.link_bytes_per_s <= 0:
-        return None
-    return gpu_rates(gpu, get_precision(precision), profile)
-
-
-def unsupported_reason(gpu: GPU, precision: str, tp: int = 1) -> str:
-    compute = get_precision(precision).compute
-    if not gpu.supports(compute):
-        return f"{gpu.name} has no {compute} tensor cores (precision {precision} unsupported)"
-    return f"{gpu.name} has no scale-up link in its hardware file (tp={tp} needs one)"
-
-
-def _spec(model: str | ModelSpec, revision: str | None, hub: bool) -> ModelSpec:
-    return model if isinstance(model, ModelSpec) else resolve_model(model, revision=revision, hub=hub)
-
-
-def _drafter(w: Workload, spec: ModelSpec) -> ModelSpec | None:
-    if w.drafter is None:
-        return None
-    if w.scheme != "draft-verify":
-        raise UsageError("--drafter applies to the draft-verify scheme only")
-    drafter = resolve_model(w.drafter)
-    if drafter.vocab_size != spec.vocab_size:
-        raise WorkloadError(f"the drafter's vocabulary ({drafter.vocab_size}) differs from the verifier's "
-                            f"({spec.vocab_size}): it cannot propose the verifier's tokens")
-    return drafter
-
-
 # --- analyze ------------------------------------------------------------------------------------
-
-
-def resolve_stack(stack: str | Stack | None, profile: Profile) -> Stack | None:
-    """The stack to apply: a name or file (None: the default, `stacks.DEFAULT_STACK`); `none`,
-    or the `ideal` efficiency profile (an upper bound), give the bare roofline."""
-    if profile.name == "ideal" or stack == STACK_NONE:
-        return None
-    return load_stack(stack)
-
-
-@dataclass
-class Prepared:
-    """One workload validated as `analyze` validates it, and the GPUs asked for: what evaluating
-    it needs, for callers that evaluate many workloads in one grid (calibrate)."""
-
-    spec: ModelSpec
-    workload: Workload
-    drafter: ModelSpec | None
-    selected: list[GPU]  # the GPUs asked for, in order
-    profile: Profile
-    stack: Stack | None
-    supported: list[tuple[GPU, dict]]  # those that can run it, with their rates
-
-
-def prepare(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None = None, *,
-            efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
-            revision: str | None = None, hub: bool = False, **workload) -> Prepared:
-    """Everything `analyze` checks before it evaluates (same arguments, same errors), but the
-    limit on passes costed one by one: that depends on how often the caller evaluates (calibrate's
-    fit many times), so each caller checks its own."""
-    spec = _spec(model, revision, hub)
-    w = workload_for(spec, **workload)
-    drafter = _drafter(w, spec)
-    selected = HardwareDB.load(hardware).select(gpus, DEFAULT_GPUS)
-    profile = load_profile(efficiency)
-    st = resolve_stack(stack, profile)
-    problem = scheme_problem(w) or check_parallel(spec, w.tp, w.ep)
-    if problem:
-        raise WorkloadError(problem)
-    supported = [(g, r) for g in selected if (r := _rates_or_none(g, w.precision, profile, w.tp)) is not None]
-    return Prepared(spec, w, drafter, selected, profile, st, supported)
 
 
 def analyze(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None = None, *,
@@ -226,42 +158,6 @@ def _gpu_result(w: Workload, gpu: GPU, rate: dict, frame: Frame, i: int, derived
                                       time_s=float(op_time[k]), time_share=float(op_time[k]) / time_s)
              for k, name in enumerate(frame.ev.op_names)],
     )
-
-
-# --- workload defaults and summaries --------------------------------------------------------------
-
-
-def workload_for(spec: ModelSpec, **given) -> Workload:
-    """A Workload whose unset fields come from the model's sampler defaults; a scheme with a
-    reference engine of its own (a `default_block`) takes its block from there instead."""
-    given = {k: v for k, v in given.items() if v is not None}
-    sampler = spec.sampler
-    if sampler:
-        given.setdefault("scheme", sampler.scheme)
-        given.setdefault("gen", sampler.gen)
-    scheme = REGISTRY.get(given.get("scheme", Workload.model_fields["scheme"].default))
-    own_block = scheme.default_block if scheme else None
-    gen = given.get("gen", Workload.model_fields["gen"].default)
-    if own_block and "block" not in given and isinstance(gen, int) and (scheme.name == "draft-verify" or gen % own_block == 0):
-        given["block"] = own_block
-    elif sampler and not own_block:
-        if sampler.block and "block" not in given and gen % sampler.block == 0:
-            given["block"] = sampler.block
-        if given.get("scheme") == "block":
-            given.setdefault("store_pass", sampler.store_pass)
-        if sampler.steps and "steps" not in given and "tpf" not in given and gen == sampler.gen:
-            given["steps"] = sampler.steps
-    if given.get("scheme") == "block" and "block" not in given:
-        raise WorkloadError("the block scheme needs --block")
-    try:
-        w = Workload(**given)
-    except ValidationError as exc:  # -> one readable line, by the shared formatter
-        raise UsageError(f"invalid workload: {validation_message(exc, top='workload')}") from None
-    get_precision(w.precision)  # unknown names -> one clear UsageError each
-    kv_bytes(w.kv_dtype)
-    if w.total_steps > 10_000_000:
-        raise UsageError(f"{w.total_steps:.3g} steps is absurd (tokens per forward too small?); at most 10,000,000")
-    return w
 
 
 def model_summary(spec: ModelSpec) -> ModelSummary:
@@ -383,13 +279,13 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     before the summary is returned; `max_configs=None` and `max_passes=None` lift the limits (the
     passes are then not counted: None; a caller that checked a total of several sweeps already,
     as plan and a sweep of several models do, passes None so that each is counted once)."""
-    spec = _spec(model, revision, hub)
+    spec = resolve_spec(model, revision, hub)
     answer_tokens = scheme_knobs.pop("answer_tokens", None)
     _validated("answer_tokens", [answer_tokens])
     # the settings shared by every row are validated by the same rules as analyze's
     shared = workload_for(spec, kv_dtype=kv_dtype, logits=logits, expert_load=expert_load, mla_form=mla_form,
                           tpf=tpf, cfg=cfg or None, **scheme_knobs)
-    drafter = _drafter(shared.model_copy(update=dict(scheme="draft-verify")), spec) if shared.drafter else None
+    drafter = resolve_drafter(shared.model_copy(update=dict(scheme="draft-verify")), spec) if shared.drafter else None
     sampler = spec.sampler
     gpu_list = HardwareDB.load(hardware).select(gpus, DEFAULT_GPUS)
     profile = load_profile(efficiency)
@@ -413,7 +309,7 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     rate_rows, pairs, unsupported_pairs = [], [], 0
     for gi, g in enumerate(gpu_list):
         for pi, p in enumerate(precision_list):
-            r = _rates_or_none(g, p, profile)
+            r = rates_or_none(g, p, profile)
             if r is None:
                 unsupported_pairs += 1
             else:

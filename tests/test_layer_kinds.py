@@ -19,7 +19,7 @@ from dlmcost.cost import (
     weight_bytes_per_gpu,
 )
 from dlmcost.errors import ConfigError
-from dlmcost.models import ModelSpec, load_bundled, spec_from_mapping
+from dlmcost.models import ModelSpec, load_bundled, resolve_model, spec_from_mapping
 from dlmcost.models.load import CONFIG_DIR
 
 DG = "google/diffusiongemma-26B-A4B-it"
@@ -459,7 +459,7 @@ def test_storage_options_from_the_command_line():
     one = api.analyze(model, "h100", kv_single_tensor=True, **kw)["results"][0]["memory"]
     full = api.analyze(model, "h100", ring_buffer=False, **kw)["results"][0]["memory"]
     assert one["kv_cache_bytes"] < base["kv_cache_bytes"] < full["kv_cache_bytes"]
-    spec = api.resolve_model(model)
+    spec = resolve_model(model)
     table = spec.vocab_size * spec.d_model  # tied: one table for the embedding and the head
     bf16 = api.analyze(model, "h100", precision="fp8", **kw)["results"][0]["memory"]["weights_bytes"]
     quantised = api.analyze(model, "h100", precision="fp8", quantize_head=True, **kw)["results"][0]["memory"]["weights_bytes"]
