@@ -3,8 +3,8 @@
 `evaluate(models, grid)` takes N configurations as arrays. Each configuration's scheme (the
 registry in `schemes/`) turns its knobs into pass families; every family is costed op by op and
 summed over its passes into one array `Cost.ops[configuration, op, metric]`, so that selecting,
-adding and scattering results is plain numpy indexing. `analyze` and `sweep` (api.py) both go
-through here: a sweep is the same formulas over a bigger grid.
+adding and scattering results is plain numpy indexing. `analyze` and `sweep` (api.py, sweep.py)
+both go through here: a sweep is the same formulas over a bigger grid.
 
 A family's sums are exact. Where every per-op quantity is affine in the pass index j — q fixed
 (any cache growth), or q + c fixed under a bidirectional mask for a model whose cost per token is
