@@ -337,8 +337,6 @@ def test_cli_slow_hub_times_out_by_env(hub, tmp_path):
 
 
 @requires_cli
-@pytest.mark.skipif("def verify_model" not in (ROOT / "dlmcost" / "api.py").read_text(encoding="utf-8"),
-                    reason="TODO: dlmcost.api.verify_model not written yet")
 def test_cli_model_verify(hub, tmp_path):
     proc = run_cli(hub_env(hub.url, tmp_path), "model", CLONE, "--verify", "--format", "json")
     assert proc.returncode == 0, proc.stderr
