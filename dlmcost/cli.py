@@ -18,7 +18,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 import typer  # noqa: E402
 
-from . import __version__, api, examples, report  # noqa: E402
+from . import __version__, api, examples, limits, report  # noqa: E402
 from .errors import (  # noqa: E402
     EXIT_INTERNAL,
     EXIT_OUTPUT,
@@ -292,7 +292,7 @@ def sweep(
     sort: Optional[str] = typer.Option(None, "--sort", metavar="KEY", help="column to sort by, e.g. tokens_per_s, time_s (prefix - to reverse)"),
     limit: Optional[int] = typer.Option(None, "--limit", "--top", metavar="N", help="table rows to show (0: all; default: what fits a terminal, all when piped)"),
     require: Optional[list[str]] = RequireOpt,
-    allow_large: bool = typer.Option(False, "--allow-large", help=f"stream a grid above {api.MAX_SWEEP_CONFIGS:,} configurations (csv or jsonl, no --sort)"),
+    allow_large: bool = typer.Option(False, "--allow-large", help=f"stream a grid above {limits.MAX_SWEEP_CONFIGS:,} configurations (csv or jsonl, no --sort)"),
     fmt: str = typer.Option("table", "--format", "-f", metavar="FORMAT", help="table | json | jsonl (one row per line, streamed) | csv (streamed) | markdown | html"),
     revision: Optional[str] = RevisionOpt,
     hub: bool = HubOpt,
@@ -336,7 +336,7 @@ def sweep(
         mla_form=mla_form, efficiency=efficiency, stack=stack, hardware=hardware, revision=revision, hub=hub,
         active_blocks=active_blocks, cache_delay=cache_delay, refresh_every=refresh_every, window=window,
         drafter=drafter, answer_tokens=answer_tokens, kv_single_tensor=kv_single_tensor or None,
-        ring_buffer=False if no_ring_buffer else None, quantize_head=quantize_head or None, max_configs=None if allow_large else api.MAX_SWEEP_CONFIGS,
+        ring_buffer=False if no_ring_buffer else None, quantize_head=quantize_head or None, max_configs=None if allow_large else limits.MAX_SWEEP_CONFIGS,
     )
     if len(models) > 1:  # the limit is the command's: checked on the total, so each sweep need not count again
         api.check_sweeps_passes(models, **options)

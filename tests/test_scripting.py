@@ -453,7 +453,7 @@ def test_sweep_streams_chunks_and_sweep_is_built_on_them(monkeypatch):
 def test_large_grids_are_refused_unless_streamed_with_allow_large(monkeypatch, capsys):
     from dlmcost.cli import main
 
-    monkeypatch.setattr(api, "MAX_SWEEP_CONFIGS", 10)
+    monkeypatch.setattr(limits, "MAX_SWEEP_CONFIGS", 10)
     args = ["sweep", "--gpu", "h100", "--block", "8,32", "--batch", "1,2,4,8"]
     assert main(args) == 2
     err = capsys.readouterr().err
