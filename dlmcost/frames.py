@@ -60,7 +60,7 @@ def workload_columns(w: Workload) -> dict:
                 kv_single_tensor=w.kv_single_tensor, ring_buffer=w.ring_buffer, quantize_head=w.quantize_head)
 
 
-@dataclass
+@dataclass(eq=False)  # of arrays: see engine.Grid
 class Frame:
     """Evaluated configurations: the engine's sums, the AR decode baseline of each, memory."""
 
@@ -124,7 +124,7 @@ def generation_numbers(frame: Frame, tokens: np.ndarray, tp: np.ndarray, cfg: bo
     )
 
 
-@dataclass
+@dataclass(eq=False)  # of arrays: see engine.Grid
 class Grids:
     """What one evaluation costs: the configurations' grid and their distinct AR baselines'
     (`ar_of[i]`: row i's), built once whether they are counted, evaluated or both."""

@@ -103,7 +103,7 @@ def check_sweeps_passes(models: list[str | ModelSpec], **options) -> None:
                         f"sweep fewer models, or {limits.SWEEP_FEWER}")
 
 
-@dataclass
+@dataclass(eq=False)  # of arrays: see engine.Grid
 class _SweepChunk:
     """One evaluated chunk of a sweep, with what its rows need beside the frame."""
 
