@@ -13,6 +13,9 @@ names of the others; `dlmcost model` and `dlmcost models` read model_info.py.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from . import limits
@@ -29,9 +32,32 @@ from .stacks import STACK_NONE, Stack
 from .frames import build_grid, models_by_role, workloads_grid  # noqa: F401  (engine grids, as calibrate builds)
 from .inputs import Prepared, resolve_stack, workload_for  # noqa: F401
 from .limits import MAX_SWEEP_CONFIGS, check_passes  # noqa: F401  (set limits in limits.py: read there)
-from .model_info import VERIFY_WARN_FRACTION, list_models, model_info, verify_model  # noqa: F401
-from .sweep import (check_sweeps_passes, iter_sweep, sweep, sweep_columns, sweep_first_pass,  # noqa: F401
-                    sweep_passes, sweep_rows)
+
+# ...and those of `sweep` and of `dlmcost model`/`models`, whose modules load when one of these
+# names is first used, so that `dlmcost analyze` does not import them (`api.sweep` works as any
+# attribute; so does `from dlmcost.api import sweep`).
+_ELSEWHERE = {
+    "sweep": ("check_sweeps_passes", "iter_sweep", "sweep", "sweep_columns", "sweep_first_pass", "sweep_passes",
+              "sweep_rows"),
+    "model_info": ("VERIFY_WARN_FRACTION", "list_models", "model_info", "verify_model"),
+}
+if TYPE_CHECKING:  # for editors and type checkers, which do not run __getattr__
+    from .model_info import VERIFY_WARN_FRACTION, list_models, model_info, verify_model  # noqa: F401
+    from .sweep import (check_sweeps_passes, iter_sweep, sweep, sweep_columns, sweep_first_pass,  # noqa: F401
+                        sweep_passes, sweep_rows)
+
+
+def __getattr__(name: str):
+    module = next((m for m, names in _ELSEWHERE.items() if name in names), None)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __package__), name)
+    globals()[name] = value  # found directly from now on
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *(name for names in _ELSEWHERE.values() for name in names)})
 
 
 # --- analyze ------------------------------------------------------------------------------------

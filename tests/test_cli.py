@@ -775,3 +775,25 @@ def test_the_command_entry_skips_pydantic_plugin_discovery_unless_asked(monkeypa
     import os
 
     assert os.environ["PYDANTIC_DISABLE_PLUGINS"] == kept
+
+
+def test_analyze_loads_only_what_it_uses():
+    """Start-up: a bundled model's analyze imports neither the sweep, the model commands, the Hub
+    client, the YAML parser (bundled files come parsed) nor rich; api's names for them still work."""
+    unused = ["dlmcost.sweep", "dlmcost.model_info", "dlmcost.models.hub", "huggingface_hub", "yaml", "rich"]
+    code = ("import contextlib, io, json, sys\nfrom dlmcost.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n    rc = main(['analyze'])\n"
+            f"print(json.dumps([rc, [m for m in {unused!r} if m in sys.modules]]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert json.loads(done.stdout) == [0, []], done.stderr
+
+
+def test_api_names_from_other_modules_load_on_first_use():
+    from dlmcost import api, model_info, sweep
+
+    for module, names in api._ELSEWHERE.items():
+        for name in names:
+            assert getattr(api, name) is getattr({"sweep": sweep, "model_info": model_info}[module], name)
+            assert name in dir(api)
+    with pytest.raises(AttributeError, match="no attribute 'sweeps'"):
+        api.sweeps  # noqa: B018
