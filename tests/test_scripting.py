@@ -9,9 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
-import pty
 import re
-import select
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +19,9 @@ import pytest
 import dlmcost
 from dlmcost import api, gates, limits, report
 from dlmcost.errors import EXIT_REQUIREMENT, UsageError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ptyserver  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DLMCOST = str(Path(sys.executable).parent / "dlmcost")
@@ -59,31 +60,12 @@ def cli(capsys, monkeypatch):
 
 
 def in_pty(args: list[str], cols: int = 80, rows: int = 40, env: dict | None = None) -> tuple[int, str]:
-    """Run in a pseudo-terminal of the given size; returns (exit code, everything written)."""
-    import fcntl
-    import struct
-    import termios
-
-    pid, fd = pty.fork()
-    if pid == 0:
-        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-        e = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
-        e.update({"TERM": "xterm-256color", **(env or {})})
-        os.execve(DLMCOST, [DLMCOST, *args], e)
-    out = b""
-    while True:
-        r, _, _ = select.select([fd], [], [], 60)
-        if not r:
-            break
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), out.decode("utf-8", "replace").replace("\r\n", "\n")
+    """Run the console script in a pseudo-terminal of the given size; returns (exit code, everything
+    written). A real process each time, forked from one that has imported dlmcost (tests/ptyserver.py)."""
+    e = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
+    e.update({"TERM": "xterm-256color", **(env or {})})
+    code, out = ptyserver.run(DLMCOST, args, cols=cols, rows=rows, env=e)
+    return code, out.decode("utf-8", "replace").replace("\r\n", "\n")
 
 
 def visible(text: str) -> str:
