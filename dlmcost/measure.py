@@ -17,6 +17,7 @@ only: MoE routing and MLA are not built (a clear error says so).
 
 from __future__ import annotations
 
+import copy
 import statistics
 import time
 
@@ -39,7 +40,9 @@ class NumpyBackend:
         self.pool = np.random.default_rng(seed).standard_normal(self.POOL, dtype=np.float32)
 
     def randn(self, *shape, scale=1.0):
-        return np.resize(self.pool, shape) * np.float32(scale)
+        w = np.resize(self.pool, shape)  # a new array, so scaled in place: one LM head, not two
+        w *= np.float32(scale)
+        return w
 
     def zeros(self, *shape):
         return np.zeros(shape, dtype=self.dtype)
@@ -92,7 +95,7 @@ class TorchBackend(NumpyBackend):
 
     def randn(self, *shape, scale=1.0):
         t = self.torch
-        return (t.randn(shape, generator=self.gen, device=self.device, dtype=t.float32) * scale).to(self.dtype)
+        return t.randn(shape, generator=self.gen, device=self.device, dtype=t.float32).mul_(scale).to(self.dtype)
 
     def zeros(self, *shape):
         return self.torch.zeros(shape, device=self.device, dtype=self.dtype)
@@ -160,6 +163,12 @@ class RandomModel:
         ) for _ in range(self.n_layers)]
         self.norm = be.randn(d, scale=0.0) + 1
         self.head = be.randn(d, spec.vocab_size, scale=s)
+
+    def without_layers(self) -> "RandomModel":
+        """The same model with no layers, sharing its final norm and LM head (no second copy)."""
+        bare = copy.copy(self)
+        bare.layers, bare.n_layers = [], 0
+        return bare
 
     def caches(self, B: int, c: int, q: int):
         sp, be = self.spec, self.be
@@ -250,7 +259,7 @@ def measure_workload(spec: ModelSpec, gpu: str, workload: dict, stack, backend, 
         raise UsageError(f"{gpu} cannot run this workload")
     w = a["workload"]
     full = RandomModel(spec, backend, layers)
-    head_only = RandomModel(spec, backend, 0) if full.n_layers < spec.n_layers else None
+    head_only = full.without_layers() if full.n_layers < spec.n_layers else None
     families, total_meas, total_pred, count = [], 0.0, 0.0, 0.0
     for entry in r["passes"]:
         meas = []

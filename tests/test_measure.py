@@ -56,6 +56,29 @@ def test_forward_matches_a_direct_computation(micro):
     assert np.allclose(probs[0], want, atol=1e-5)
 
 
+def test_random_weights_are_the_pool_scaled_and_leave_it_unchanged():
+    be = NumpyBackend()
+    pool = be.pool.copy()
+    for shape in [(5,), (3, 4), (be.POOL,), (2, be.POOL // 2 + 3)]:
+        w = be.randn(*shape, scale=0.5)
+        flat = np.concatenate([pool] * 3)[:w.size]  # the pool repeated, then scaled
+        assert w.shape == shape and w.dtype == np.float32 and np.array_equal(w.reshape(-1), flat * np.float32(0.5))
+    assert np.array_equal(be.pool, pool)
+
+
+def test_the_model_without_layers_shares_its_head(micro):
+    spec = resolve_model(str(micro))
+    be = NumpyBackend()
+    m = RandomModel(spec, be, layers=2)
+    bare = m.without_layers()
+    assert bare.n_layers == 0 and bare.layers == [] and bare.caches(1, 0, 3) == []
+    assert bare.head is m.head and bare.norm is m.norm and len(m.layers) == m.n_layers == 2
+    x = be.randn(1, 3, 128, scale=0.1)
+    logits = (x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6)) @ m.head
+    want = np.exp(logits - logits.max(-1, keepdims=True))
+    assert np.allclose(bare.forward(x, [], 0, False, 3, 3), want / want.sum(-1, keepdims=True), atol=1e-6)
+
+
 def test_causal_mask_hides_later_tokens():
     be = NumpyBackend()
     m = be.mask(2, 5, True)  # 3 cached keys, 2 queries
