@@ -2,6 +2,20 @@
 
 import gc
 import os
+import sys
+
+# Commands that run matrix products through numpy's BLAS, and so keep its worker threads.
+BLAS_COMMANDS = ("measure",)
+
+
+def quiet_blas(argv: list[str]) -> None:
+    """numpy's bundled OpenBLAS starts a worker thread per core when it is imported, and each one
+    spins for a while waiting for work. dlmcost's own arithmetic is elementwise on small arrays
+    and never calls BLAS, so on a two-core machine those threads only compete with the command for
+    the CPU (about 10 ms of an analyze's 160). One thread, unless the user chose a number or the
+    command times matrix products (`measure` with the numpy backend)."""
+    if not (argv[:1] and argv[0] in BLAS_COMMANDS):
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def main() -> None:
@@ -9,6 +23,7 @@ def main() -> None:
     # entry points when the first model class is built: milliseconds per run, more in a large
     # environment, for hooks a command-line tool has no use for. Setting the variable to "" keeps them.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    quiet_blas(sys.argv[1:])  # before numpy is imported: OpenBLAS reads it then
     # A command imports a few thousand objects that live until it exits (typer, pydantic's
     # validators, numpy, dlmcost's tables) and then runs for milliseconds. Tracing them for
     # reference cycles is wasted work: collection is off while they are imported, and what was

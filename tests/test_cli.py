@@ -777,6 +777,43 @@ def test_the_command_entry_skips_pydantic_plugin_discovery_unless_asked(monkeypa
     assert os.environ["PYDANTIC_DISABLE_PLUGINS"] == kept
 
 
+@pytest.mark.parametrize("argv, given, kept", [(["analyze"], None, "1"), ([], None, "1"), (["analyze"], "4", "4"),
+                                               (["measure", "--backend", "numpy"], None, None)])
+def test_the_command_entry_keeps_one_blas_thread_unless_the_command_multiplies_matrices(monkeypatch, argv, given,
+                                                                                        kept):
+    from dlmcost import __main__ as entry
+
+    if given is None:
+        monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", given)
+    entry.quiet_blas(argv)
+    assert os.environ.get("OPENBLAS_NUM_THREADS") == kept
+
+
+THREADS_AT_EXIT = ("import atexit, os, sys\n"
+                   "atexit.register(lambda: print(len(os.listdir('/proc/self/task')), file=sys.stderr))\n"
+                   "sys.argv = ['dlmcost', 'analyze', '--gpu', 'h100']\n"
+                   "from dlmcost.__main__ import main\nmain()\n")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_analyze_runs_on_one_thread():
+    """numpy's OpenBLAS starts no worker threads for a command that does not multiply matrices
+    (with the user's own OPENBLAS_NUM_THREADS=2, it does: the count below is not vacuous)."""
+    blas = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")  # OpenBLAS reads each (conftest sets them)
+    env = {k: v for k, v in os.environ.items() if k not in blas}
+    counts = []
+    for extra in ({}, {"OPENBLAS_NUM_THREADS": "2"}):
+        done = subprocess.run([sys.executable, "-c", THREADS_AT_EXIT], capture_output=True, text=True, timeout=120,
+                              env={**env, **extra})
+        assert done.returncode == 0, done.stderr
+        counts.append(int(done.stderr.split()[-1]))
+    assert counts[0] == 1
+    if counts[1] == 1:
+        pytest.skip("this numpy starts no BLAS threads")
+
+
 def test_analyze_loads_only_what_it_uses():
     """Start-up: a bundled model's analyze imports neither the sweep, the model commands, the Hub
     client, the YAML parser (bundled files come parsed) nor rich; api's names for them still work."""
