@@ -791,26 +791,46 @@ def test_the_command_entry_keeps_one_blas_thread_unless_the_command_multiplies_m
     assert os.environ.get("OPENBLAS_NUM_THREADS") == kept
 
 
-THREADS_AT_EXIT = ("import atexit, os, sys\n"
-                   "atexit.register(lambda: print(len(os.listdir('/proc/self/task')), file=sys.stderr))\n"
-                   "sys.argv = ['dlmcost', 'analyze', '--gpu', 'h100']\n"
-                   "from dlmcost.__main__ import main\nmain()\n")
+# What the command entry leaves behind at exit: its threads, and how deep in the call stack (in
+# frames) each module was first asked for.
+AT_EXIT = """
+import atexit, json, os, sys
+class Probe:
+    depth = {}
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        frame, n = sys._getframe(), 0
+        while frame:
+            frame, n = frame.f_back, n + 1
+        cls.depth.setdefault(name, n)
+sys.meta_path.insert(0, Probe)
+atexit.register(lambda: print(json.dumps([len(os.listdir('/proc/self/task')), Probe.depth]), file=sys.stderr))
+sys.argv = ['dlmcost', 'analyze', '--gpu', 'h100']
+from dlmcost.__main__ import main
+main()
+"""
+
+
+def _at_exit(env: dict) -> tuple[int, dict[str, int]]:
+    done = subprocess.run([sys.executable, "-c", AT_EXIT], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    threads, depth = json.loads(done.stderr.splitlines()[-1])
+    return threads, depth
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
-def test_analyze_runs_on_one_thread():
+def test_analyze_runs_on_one_thread_with_its_models_imported_first():
     """numpy's OpenBLAS starts no worker threads for a command that does not multiply matrices
-    (with the user's own OPENBLAS_NUM_THREADS=2, it does: the count below is not vacuous)."""
+    (with the user's own OPENBLAS_NUM_THREADS=2, it does: the count below is not vacuous); and the
+    model classes, with pydantic, are imported higher in the call stack than the command's modules
+    (__main__ says why)."""
     blas = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")  # OpenBLAS reads each (conftest sets them)
     env = {k: v for k, v in os.environ.items() if k not in blas}
-    counts = []
-    for extra in ({}, {"OPENBLAS_NUM_THREADS": "2"}):
-        done = subprocess.run([sys.executable, "-c", THREADS_AT_EXIT], capture_output=True, text=True, timeout=120,
-                              env={**env, **extra})
-        assert done.returncode == 0, done.stderr
-        counts.append(int(done.stderr.split()[-1]))
-    assert counts[0] == 1
-    if counts[1] == 1:
+    threads, depth = _at_exit(env)
+    assert threads == 1
+    assert depth["dlmcost.models"] == depth["dlmcost.cli"]  # both asked for by the entry itself
+    assert depth["pydantic"] < depth["dlmcost.engine"]  # not under the command's modules
+    if _at_exit({**env, "OPENBLAS_NUM_THREADS": "2"})[0] == 1:
         pytest.skip("this numpy starts no BLAS threads")
 
 
