@@ -51,7 +51,7 @@ def test_a_file_that_grew_after_the_stat_is_read_to_its_end(tmp_path, stat_says,
     assert read(f, 100) == bytes(range(100))
 
 
-@pytest.mark.parametrize("said", [0, 10, 50])
+@pytest.mark.parametrize("said", [0, 10, 49, 50])  # 49: the first read ends exactly at the limit
 def test_a_file_that_grew_past_the_limit_after_the_stat_is_refused(tmp_path, stat_says, said):
     f = tmp_path / "c.json"
     f.write_bytes(b"x" * 100)
@@ -67,3 +67,19 @@ def test_a_proc_file_which_stats_as_empty_is_read_whole():
     assert read(status, 1 << 20).startswith(b"Name:")
     with pytest.raises(ConfigError, match="over the limit of"):
         read(status, 16)
+
+
+def test_a_small_file_under_a_large_limit_allocates_its_size_not_the_limit(tmp_path):
+    """What the reader asks for is what the stat saw (plus one), not `limit + 1`, which a buffered
+    read allocates whole before it shrinks it (16 MiB per config file)."""
+    import tracemalloc
+
+    f = tmp_path / "c.json"
+    f.write_bytes(b"x" * 1000)
+    tracemalloc.start()
+    try:
+        assert read(f, 16 << 20) == b"x" * 1000
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak
