@@ -29,7 +29,8 @@ from .results import AnalyzeResult, Unsupported
 from .stacks import STACK_NONE, Stack
 
 # The rest of the public API, from the module each lives in (the names scripts and the CLI use):
-from .frames import build_grid, models_by_role, workloads_grid  # noqa: F401  (engine grids, as calibrate builds)
+from .frames import (Frame, Grids, build_grid, models_by_role, unique_rows,  # noqa: F401  (engine grids,
+                     workloads_grid)  # as calibrate builds)
 from .inputs import Prepared, resolve_stack, workload_for  # noqa: F401
 from .limits import MAX_SWEEP_CONFIGS, check_passes  # noqa: F401  (set limits in limits.py: read there)
 
@@ -45,6 +46,15 @@ if TYPE_CHECKING:  # for editors and type checkers, which do not run __getattr__
     from .model_info import VERIFY_WARN_FRACTION, list_models, model_info, verify_model  # noqa: F401
     from .sweep import (check_sweeps_passes, iter_sweep, sweep, sweep_columns, sweep_first_pass,  # noqa: F401
                         sweep_passes, sweep_rows)
+
+
+# `from dlmcost.api import *` takes these (each lazy name loads its module, as above); without a
+# list it would take only what is loaded already, and miss sweep and the model commands' names.
+__all__ = sorted({"AnalyzeResult", "DEFAULT_MODEL", "Frame", "Grids", "MAX_PASSES_ONE_BY_ONE", "MAX_SWEEP_CONFIGS",
+                  "ModelSpec", "Prepared", "Stack", "Unsupported", "analyze", "build_grid", "check_passes",
+                  "generation_numbers", "model_summary", "models_by_role", "prepare", "resolve_stack",
+                  "unique_rows", "unsupported_reason", "workload_for", "workload_summary", "workload_warnings",
+                  "workloads_grid", *(name for names in _ELSEWHERE.values() for name in names)})
 
 
 def __getattr__(name: str):

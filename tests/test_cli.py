@@ -851,6 +851,30 @@ def test_api_names_from_other_modules_load_on_first_use():
     for module, names in api._ELSEWHERE.items():
         for name in names:
             assert getattr(api, name) is getattr({"sweep": sweep, "model_info": model_info}[module], name)
-            assert name in dir(api)
     with pytest.raises(AttributeError, match="no attribute 'sweeps'"):
         api.sweeps  # noqa: B018
+
+
+def test_api_lists_and_star_imports_its_lazy_names_before_they_load():
+    """In a fresh interpreter (where nothing has loaded sweep.py or model_info.py yet): dir() lists
+    them, `from dlmcost.api import *` takes them, and every name api exported before it was split
+    into modules still imports."""
+    code = """
+import json, sys
+import dlmcost.api as api
+lazy = [n for names in api._ELSEWHERE.values() for n in names]
+listed = all(n in dir(api) for n in lazy) and "dlmcost.sweep" not in sys.modules
+ns = {}
+exec("from dlmcost.api import *", ns)
+print(json.dumps([listed, [n for n in lazy + getattr(api, "__all__", []) if n not in ns]]))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert json.loads(done.stdout) == [True, []], done.stderr
+    from dlmcost import api
+
+    before_the_split = ("DEFAULT_MODEL MAX_PASSES_ONE_BY_ONE MAX_SWEEP_CONFIGS Prepared analyze build_grid check_passes "
+                        "check_sweeps_passes generation_numbers iter_sweep list_models model_info model_summary "
+                        "models_by_role prepare resolve_stack sweep sweep_columns sweep_first_pass sweep_passes sweep_rows "
+                        "unique_rows unsupported_reason verify_model workload_for workload_summary workload_warnings "
+                        "workloads_grid Frame Grids VERIFY_WARN_FRACTION").split()
+    assert [n for n in before_the_split if not hasattr(api, n)] == []
