@@ -12,7 +12,8 @@ server relays everything written to the terminal and the exit status.
 
 Client side (`run`): a lazily started server per test process (one per set of the variables
 Python reads as it starts, so that a child's streams are set up as a fresh run's would be), stopped
-when its stdin closes (at the test process's exit, whatever the way).
+when its stdin closes (at the test process's exit, whatever the way), or killed when an answer is
+not read (a run past ANSWER_S, an interrupted test), so that no late answer goes to the next run.
 
 Protocol: one JSON line per request on the server's stdin ({argv, cols, rows, env, cwd}); one JSON
 line per answer on its stdout ({status, out}: the wait status and the bytes as latin-1 text).
@@ -23,6 +24,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import select
 import subprocess
 import sys
 import threading
@@ -32,7 +34,6 @@ def _serve() -> dict:
     """The server loop; returns only in a forked child, with the request it is to run."""
     import fcntl
     import pty
-    import select
     import struct
     import termios
 
@@ -75,6 +76,11 @@ if __name__ == "__main__":
     import dlmcost.cli  # noqa: F401
 
     request = _serve()
+    # Python set the standard streams up for the server's pipes; for a terminal it makes stdout
+    # line-buffered (unless -u or PYTHONUNBUFFERED, which the server was started with too), so
+    # that what a command prints and its stderr lines reach the screen in the order written
+    if not sys.stdout.write_through:
+        sys.stdout.reconfigure(line_buffering=True)
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
@@ -92,11 +98,27 @@ _servers: dict[tuple, subprocess.Popen] = {}
 _lock = threading.Lock()
 
 
+ANSWER_S = 600  # longest a run may take: the server gives up on a silent one after 60 s
+
+
 @atexit.register
 def _stop() -> None:
     for server in _servers.values():
         server.stdin.close()
-        server.wait(timeout=30)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # a run still going: its terminal closes with the server
+            server.kill()
+            server.wait()
+
+
+def _drop(key: tuple) -> None:
+    """Stop a server whose answer was not read (a timeout, an interrupted test): its late answer
+    would otherwise be read as the next request's. Its running child, if any, gets SIGHUP as its
+    terminal closes."""
+    server = _servers.pop(key)
+    server.kill()
+    server.wait()
 
 
 def run(script: str, args: list[str], cols: int, rows: int, env: dict[str, str]) -> tuple[int, bytes]:
@@ -109,9 +131,17 @@ def run(script: str, args: list[str], cols: int, rows: int, env: dict[str, str])
             server = _servers[key] = subprocess.Popen([sys.executable, __file__, script], env=env,
                                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         request = {"argv": [script, *args], "cols": cols, "rows": rows, "env": env, "cwd": os.getcwd()}
-        server.stdin.write(json.dumps(request).encode() + b"\n")
-        server.stdin.flush()
-        line = server.stdout.readline()
-    assert line, f"the pseudo-terminal server exited ({server.poll()})"
+        try:
+            server.stdin.write(json.dumps(request).encode() + b"\n")
+            server.stdin.flush()
+            ready, _, _ = select.select([server.stdout], [], [], ANSWER_S)  # one line per request: none buffered
+            line = server.stdout.readline() if ready else b""
+        except BaseException:
+            _drop(key)
+            raise
+        reason = "" if line else "exited" if server.poll() is not None else f"no answer in {ANSWER_S} s"
+        if not line:
+            _drop(key)
+    assert line, f"the pseudo-terminal server: {reason}"
     answer = json.loads(line)
     return os.waitstatus_to_exitcode(answer["status"]), answer["out"].encode("latin-1")

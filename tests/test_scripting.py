@@ -68,6 +68,20 @@ def in_pty(args: list[str], cols: int = 80, rows: int = 40, env: dict | None = N
     return code, out.decode("utf-8", "replace").replace("\r\n", "\n")
 
 
+def test_a_terminal_run_shows_stdout_and_stderr_in_the_order_written():
+    """On a terminal Python line-buffers stdout (without -u or PYTHONUNBUFFERED): the table is on
+    the screen before the failed requirement's lines on stderr, as in a real run (a pipe, block
+    buffered, would show them first). The terminal server's children set their streams up so."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "PYTHONUNBUFFERED")}
+    code, out = ptyserver.run(DLMCOST, ["analyze", "--gpu", "h100", "--require", "tokens_per_s > 1e12"], cols=100,
+                              rows=40, env={**env, "TERM": "dumb"})
+    lines = out.decode("utf-8", "replace").splitlines()
+    assert code == EXIT_REQUIREMENT
+    table = next(i for i, line in enumerate(lines) if line.startswith("H100 SXM"))
+    error = next(i for i, line in enumerate(lines) if line.startswith("error:"))
+    assert table < error, lines
+
+
 def visible(text: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
