@@ -878,3 +878,16 @@ print(json.dumps([listed, [n for n in lazy + getattr(api, "__all__", []) if n no
                         "unique_rows unsupported_reason verify_model workload_for workload_summary workload_warnings "
                         "workloads_grid Frame Grids VERIFY_WARN_FRACTION").split()
     assert [n for n in before_the_split if not hasattr(api, n)] == []
+
+
+def test_a_command_s_hub_options_do_not_outlive_it(monkeypatch, capsys):
+    """--verbose and --hub-timeout are one command's: once the Hub client is loaded, a later
+    command in the same process without them runs with its defaults again (cli._hub_options)."""
+    from dlmcost.cli import main
+    from dlmcost.models import hub
+
+    monkeypatch.setattr(hub, "_settings", dict(hub._settings))  # restored after the test
+    assert main(["analyze", "--gpu", "h100", "--hub-timeout", "5", "--verbose"]) == 0
+    assert hub._settings == {"verbose": True, "budget_s": 5.0}
+    assert main(["analyze", "--gpu", "h100"]) == 0
+    assert hub._settings == {"verbose": False, "budget_s": None}

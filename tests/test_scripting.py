@@ -451,6 +451,15 @@ def test_sweep_streams_chunks_and_sweep_is_built_on_them(monkeypatch):
     assert [r.model_dump() for p in parts for r in p] == api.sweep_rows(whole)
 
 
+def test_the_configuration_limit_admits_exactly_its_number():
+    opts = dict(gpus="h100", blocks=[8, 32], batches=[1, 2])
+    whole = api.sweep(**opts, max_configs=None)
+    n = whole.evaluated + whole.skipped_impossible  # one GPU, one precision: every configuration asked for
+    assert api.sweep(**opts, max_configs=n).evaluated == whole.evaluated > 0
+    with pytest.raises(UsageError, match=f"asks for {n:,} configurations; at most {n - 1:,}"):
+        api.sweep(**opts, max_configs=n - 1)
+
+
 def test_large_grids_are_refused_unless_streamed_with_allow_large(monkeypatch, capsys):
     from dlmcost.cli import main
 
