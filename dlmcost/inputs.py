@@ -58,7 +58,6 @@ def resolve_drafter(w: Workload, spec: ModelSpec) -> ModelSpec | None:
     return drafter
 
 
-
 def resolve_stack(stack: str | Stack | None, profile: Profile) -> Stack | None:
     """The stack to apply: a name or file (None: the default, `stacks.DEFAULT_STACK`); `none`,
     or the `ideal` efficiency profile (an upper bound), give the bare roofline."""
@@ -98,7 +97,6 @@ def prepare(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None
         raise WorkloadError(problem)
     supported = [(g, r) for g in selected if (r := rates_or_none(g, w.precision, profile, w.tp)) is not None]
     return Prepared(spec, w, drafter, selected, profile, st, supported)
-
 
 
 def workload_for(spec: ModelSpec, **given) -> Workload:

@@ -1,8 +1,11 @@
 """The limits on one command's work, checked before the work starts: configurations per sweep,
 passes costed one by one (docs/limits.md), and the chunk that bounds a sweep's memory.
 
-Callers read these names from this module when they run (`limits.SWEEP_CHUNK`), so that a test
-or a script that sets one here changes what every command does.
+The chunk, the CLI's configuration limit and the limit on a command's total of passes (a sweep of
+several models, plan, calibrate) are read from this module when they run (`limits.SWEEP_CHUNK`),
+so that a test or a script that sets one here changes them. The defaults of `max_configs` and
+`max_passes` in `api.analyze`, `api.sweep` and plan's step-time table are bound when their module
+loads (sweep.py on its first use): to change one call, pass the argument.
 """
 
 from __future__ import annotations

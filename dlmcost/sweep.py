@@ -32,6 +32,7 @@ from .schemes import REGISTRY, SCHEMES
 from .stacks import STACK_NONE, Stack
 from .workload import Workload, check_parallel, make_knobs, scheme_ok
 
+
 def _as_list(value, default: list) -> list:
     if value is None:
         return default
