@@ -136,7 +136,7 @@ def load_stack(spec: str | Stack | None = None) -> Stack:
     if spec in names:
         return read_stack_file(bundled_stack_dir() / f"{spec}.yaml")
     path = Path(spec)
-    if path.suffix in (".yaml", ".yml") and path.is_file():
+    if path.suffix in (".yaml", ".yml"):  # a file, meant as one: read (or refused) as one
         return read_stack_file(path)
     raise StackFileError(f"unknown stack '{shown(spec)}': use one of {', '.join(names)}, "
                          f"{STACK_NONE}, or a stack YAML file")

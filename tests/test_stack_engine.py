@@ -1,6 +1,7 @@
 """The engine under a software stack (`--stack`), against hand-computed and brute-force values."""
 
 import json
+import os
 
 import pytest
 
@@ -138,6 +139,20 @@ def test_bad_stack_is_one_line_exit_5(tmp_path, capsys):
     f.write_text("name: [")
     assert main(["analyze", "--gpu", "h100", "--stack", str(f)]) == 5
     assert capsys.readouterr().err.startswith("error: stack file")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_a_stack_path_that_is_not_a_readable_file_says_what_it_is(tmp_path, capsys):
+    """A .yaml path is a file meant as one: a missing one, a folder or a FIFO is named for what it
+    is (exit 5), not taken for an unknown stack name; the FIFO is never opened for reading."""
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    (tmp_path / "dir.yaml").mkdir()
+    for path, says in [(fifo, "is a named pipe (FIFO), not a regular file"), (tmp_path / "dir.yaml", "is a folder"),
+                       (tmp_path / "missing.yml", "does not exist")]:
+        assert main(["analyze", "--gpu", "h100", "--stack", str(path)]) == 5
+        err = capsys.readouterr().err
+        assert err.startswith("error: stack file") and says in err and err.count("\n") == 1, err
 
 
 def test_logits_buffer_follows_the_stacks_sampler():
