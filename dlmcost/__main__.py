@@ -14,8 +14,8 @@ def quiet_blas(argv: list[str]) -> None:
     and never calls BLAS, so on a two-core machine those threads only compete with the command for
     the CPU (about 10 ms of an analyze's 160). One thread, unless the user chose a number or the
     command times matrix products (`measure` with the numpy backend)."""
-    if not (argv[:1] and argv[0] in BLAS_COMMANDS):
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if not (argv[:1] and argv[0] in BLAS_COMMANDS) and not os.environ.get("OPENBLAS_NUM_THREADS"):
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"  # (empty, OpenBLAS's own "unset", counts as unset)
 
 
 def main() -> None:

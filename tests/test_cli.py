@@ -778,6 +778,7 @@ def test_the_command_entry_skips_pydantic_plugin_discovery_unless_asked(monkeypa
 
 
 @pytest.mark.parametrize("argv, given, kept", [(["analyze"], None, "1"), ([], None, "1"), (["analyze"], "4", "4"),
+                                               (["analyze"], "", "1"),
                                                (["measure", "--backend", "numpy"], None, None)])
 def test_the_command_entry_keeps_one_blas_thread_unless_the_command_multiplies_matrices(monkeypatch, argv, given,
                                                                                         kept):
