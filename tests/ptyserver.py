@@ -34,6 +34,7 @@ def _serve() -> dict:
     """The server loop; returns only in a forked child, with the request it is to run."""
     import fcntl
     import pty
+    import signal
     import struct
     import termios
 
@@ -53,7 +54,8 @@ def _serve() -> dict:
         out = b""
         while True:
             ready, _, _ = select.select([fd], [], [], 60)
-            if not ready:
+            if not ready:  # silent for a minute: a hung run, ended here so that waitpid returns
+                os.kill(pid, signal.SIGKILL)
                 break
             try:
                 chunk = os.read(fd, 1 << 16)
