@@ -32,13 +32,13 @@ import time
 import numpy as np
 
 from dlmcost.api import build_grid
-from dlmcost.engine import evaluate
-from dlmcost.hardware import HardwareDB
-from dlmcost.models import load_bundled
-from dlmcost.precision import get_precision
-from dlmcost.profiles import Profile
-from dlmcost.roofline import gpu_rates
-from dlmcost.stacks import load_stack
+from dlmcost.engine.evaluation import evaluate
+from dlmcost.inputs.hardware import HardwareDB
+from dlmcost.inputs.models import load_bundled
+from dlmcost.inputs.precision import get_precision
+from dlmcost.inputs.profiles import Profile
+from dlmcost.engine.roofline import gpu_rates
+from dlmcost.inputs.stacks import load_stack
 
 # The floor is found, not written down: run `dlmcost analyze` once in a child process, list every
 # third-party module it ended up loading (whole dotted names: pydantic, for one, loads most of itself
@@ -47,7 +47,7 @@ from dlmcost.stacks import load_stack
 # is what the target bounds.
 FLOOR_PROBE = """
 import contextlib, io, json, sys
-from dlmcost.cli import main
+from dlmcost.cli.commands import main
 with contextlib.redirect_stdout(io.StringIO()):
     main(["analyze"])
 ours = {"dlmcost", "__main__"}
@@ -170,8 +170,9 @@ def bench_cli(repeats: int, llm_analysis: str | None) -> None:
 def bench_render(repeats: int) -> None:
     import io
 
-    from dlmcost import api, report
-    from dlmcost.output import Output
+    from dlmcost import api
+    from dlmcost.render import report
+    from dlmcost.render.output import Output
 
     result = api.sweep(gpus="all", blocks=[4, 8, 16, 32], batches=[1, 2, 4, 8, 16], gens=[128, 256, 512])
     rows = api.sweep_rows(result)[:4000]

@@ -15,9 +15,9 @@ import statistics
 import time
 from pathlib import Path
 
-from dlmcost.calibrate import Problem, calibrate, parse_fit
-from dlmcost.measurements import analysis_for, compare, load_points
-from dlmcost.stacks import load_stack
+from dlmcost.calibration.calibrate import Problem, calibrate, parse_fit
+from dlmcost.calibration.measurements import analysis_for, compare, load_points
+from dlmcost.inputs.stacks import load_stack
 
 PUBLISHED = Path(__file__).resolve().parent.parent / "validation" / "published.yaml"
 

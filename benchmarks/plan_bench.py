@@ -17,8 +17,8 @@ import os
 import statistics
 import time
 
-from dlmcost.cli import main
-from dlmcost.hardware import HardwareDB
+from dlmcost.cli.commands import main
+from dlmcost.inputs.hardware import HardwareDB
 
 TARGET_S = 10.0
 

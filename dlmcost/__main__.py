@@ -34,12 +34,12 @@ def main() -> None:
     # returns, so recursive work (pydantic building validators) done across a chunk boundary maps
     # and unmaps one on every call: imported nine imports deep, through the command's modules,
     # that happened about 800 times per command (5 ms of an analyze's 160); from here, about 10.
-    from .models import ModelSpec  # noqa: F401
-    from .cli import run
+    from .inputs.models import ModelSpec  # noqa: F401
+    from .cli import commands
 
     gc.freeze()
     gc.enable()
-    run()
+    commands.run()
 
 
 if __name__ == "__main__":

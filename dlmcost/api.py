@@ -18,33 +18,33 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import limits
-from .engine import knees
-from .frames import evaluate_frame, generation_numbers, make_grids, workload_columns
-from .inputs import DEFAULT_MODEL, prepare, unsupported_reason
-from .limits import MAX_PASSES_ONE_BY_ONE
-from .models import ModelSpec
-from .records import gpu_result, model_summary, workload_summary, workload_warnings
+from .analysis import limits
+from .engine.evaluation import knees
+from .engine.frames import evaluate_frame, generation_numbers, make_grids, workload_columns
+from .analysis.prepare import DEFAULT_MODEL, prepare, unsupported_reason
+from .analysis.limits import MAX_PASSES_ONE_BY_ONE
+from .inputs.models import ModelSpec
+from .analysis.records import gpu_result, model_summary, workload_summary, workload_warnings
 from .results import AnalyzeResult, Unsupported
-from .stacks import STACK_NONE, Stack
+from .inputs.stacks import STACK_NONE, Stack
 
 # The rest of the public API, from the module each lives in (the names scripts and the CLI use):
-from .frames import (Frame, Grids, build_grid, models_by_role, unique_rows,  # noqa: F401  (engine grids,
+from .engine.frames import (Frame, Grids, build_grid, models_by_role, unique_rows,  # noqa: F401  (engine grids,
                      workloads_grid)  # as calibrate builds)
-from .inputs import Prepared, resolve_stack, workload_for  # noqa: F401
-from .limits import MAX_SWEEP_CONFIGS, check_passes  # noqa: F401  (set limits in limits.py: read there)
+from .analysis.prepare import Prepared, resolve_stack, workload_for  # noqa: F401
+from .analysis.limits import MAX_SWEEP_CONFIGS, check_passes  # noqa: F401  (set limits in limits.py: read there)
 
 # ...and those of `sweep` and of `dlmcost model`/`models`, whose modules load when one of these
 # names is first used, so that `dlmcost analyze` does not import them (`api.sweep` works as any
 # attribute; so does `from dlmcost.api import sweep`).
 _ELSEWHERE = {
-    "sweep": ("check_sweeps_passes", "iter_sweep", "sweep", "sweep_columns", "sweep_first_pass", "sweep_passes",
+    "analysis.sweep": ("check_sweeps_passes", "iter_sweep", "sweep", "sweep_columns", "sweep_first_pass", "sweep_passes",
               "sweep_rows"),
-    "model_info": ("VERIFY_WARN_FRACTION", "list_models", "model_info", "verify_model"),
+    "analysis.model_info": ("VERIFY_WARN_FRACTION", "list_models", "model_info", "verify_model"),
 }
 if TYPE_CHECKING:  # for editors and type checkers, which do not run __getattr__
-    from .model_info import VERIFY_WARN_FRACTION, list_models, model_info, verify_model  # noqa: F401
-    from .sweep import (check_sweeps_passes, iter_sweep, sweep, sweep_columns, sweep_first_pass,  # noqa: F401
+    from .analysis.model_info import VERIFY_WARN_FRACTION, list_models, model_info, verify_model  # noqa: F401
+    from .analysis.sweep import (check_sweeps_passes, iter_sweep, sweep, sweep_columns, sweep_first_pass,  # noqa: F401
                         sweep_passes, sweep_rows)
 
 

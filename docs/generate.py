@@ -1,13 +1,13 @@
 """Regenerate (or, with --check, verify) every generated part of the documentation.
 
     python docs/generate.py          rewrite example outputs, docs/schema/*.schema.json and
-                                     dlmcost/compiled_yaml.json
+                                     dlmcost/inputs/bundled_yaml.json
     python docs/generate.py --check  exit 1 if anything is stale (what CI runs, via tests/test_docs.py)
 
 Example outputs live between cogapp markers in these files; each is the real output of the
 command written above it. The JSON Schema files are `dlmcost schema analyze|sweep`. The compiled
 table holds the parsed bundled YAML files (hardware, stacks, the models' manifest): see
-dlmcost/compiled.py; regenerate it after editing one of them, or start-up parses that file again.
+dlmcost/inputs/bundled.py; regenerate it after editing one of them, or start-up parses that file again.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def run_cog(check: bool) -> int:
 
 
 def main(argv: list[str]) -> int:
-    from dlmcost import compiled
+    from dlmcost.inputs import bundled as compiled
 
     check = "--check" in argv
     # first, so that the examples below are produced with the current table

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "docs"))
 
-from dlmcost.measurements import analysis_for, compare, load_points  # noqa: E402
+from dlmcost.calibration.measurements import analysis_for, compare, load_points  # noqa: E402
 
 # A row reproduced with the CLI; a cogapp block, so that `docs/generate.py --check` verifies it too.
 EXAMPLE = ("dlmcost analyze GSAI-ML/LLaDA-8B-Instruct --gpu a100 --scheme prefix-cache --prompt 900 --gen 256 "

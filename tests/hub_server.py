@@ -46,7 +46,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
-LLADA_CONFIG = ROOT / "dlmcost" / "models" / "configs" / "GSAI-ML__LLaDA-8B-Instruct.json"
+LLADA_CONFIG = ROOT / "dlmcost" / "inputs" / "models" / "configs" / "GSAI-ML__LLaDA-8B-Instruct.json"
 
 GATED_TOKEN = "hf_dlmcost_test_token"
 MAX_RANGE = 1 << 20  # a range answer is at most 1 MiB: the server never builds big bodies

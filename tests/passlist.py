@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dlmcost.cost import PassInput, pass_ops
+from dlmcost.engine.cost import PassInput, pass_ops
 
 
 def one(x):

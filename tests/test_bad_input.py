@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from dlmcost import errors
-from dlmcost.cli import main
+from dlmcost.cli.commands import main
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 MODEL_FILES = sorted((CORPUS / "models").iterdir())
@@ -429,7 +429,7 @@ BLOCKING_CASES = {  # name: (args, exit code, word in the message)
 # share that import, and a case that hangs is killed at the deadline without holding up the others.
 BLOCKING_DRIVER = r"""
 import json, os, signal, sys, tempfile, time
-from dlmcost import cli
+from dlmcost.cli import commands as cli
 cases, limit = json.loads(sys.argv[1]), float(sys.argv[2])
 sys.stdout.flush()
 running, files = {}, {}
@@ -565,7 +565,7 @@ def test_paths_too_long_or_with_unknown_user(fails):
 
 def test_long_key_and_bom_are_fine(capsys, tmp_path):
     """A 5,000-character key is not 'nested too deeply'; a BOM is accepted in JSON as in YAML."""
-    cfg = json.loads((CORPUS.parent.parent / "dlmcost" / "models" / "configs" / "Qwen__Qwen2.5-7B.json").read_text())
+    cfg = json.loads((CORPUS.parent.parent / "dlmcost" / "inputs" / "models" / "configs" / "Qwen__Qwen2.5-7B.json").read_text())
     (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + json.dumps(cfg).encode())
     (tmp_path / "bom.yaml").write_bytes(b"\xef\xbb\xbf" + json.dumps(cfg).encode())  # JSON is YAML
     cfg["k" * 5000] = 1  # (a YAML key is at most 1,024 characters: JSON only)
@@ -636,7 +636,7 @@ def test_control_characters_and_markup_in_names_from_files(capsys, monkeypatch, 
         fmt = "table"
     gpu = _hostile_gpu_file(tmp_path, EVIL)
     model = tmp_path / "[bold]m\x1b]0;pwned\x07\x1b[2J\x9b[red].json"  # a file name cannot hold '/'  
-    model.write_text((CORPUS.parent.parent / "dlmcost" / "models" / "configs" / "Qwen__Qwen2.5-7B.json").read_text())
+    model.write_text((CORPUS.parent.parent / "dlmcost" / "inputs" / "models" / "configs" / "Qwen__Qwen2.5-7B.json").read_text())
     for args in (["gpus", "--hardware", gpu], ["analyze", model, "--hardware", gpu, "--gpu", "all", "--ops"],
                  ["model", model], ["sweep", "--model", model, "--hardware", gpu, "--gpu", "all", "--gen", "64"]):
         rc = main([str(a) for a in args] + ["--format", fmt])

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import yaml
 
-from dlmcost.calibrate import PARAMETERS, Problem, calibrate, with_parameters
-from dlmcost.cli import main
+from dlmcost.calibration.calibrate import PARAMETERS, Problem, calibrate, with_parameters
+from dlmcost.cli.commands import main
 from dlmcost.errors import UsageError
-from dlmcost.measurements import Point, analysis_for, compare, load_points
-from dlmcost.stacks import load_stack
+from dlmcost.calibration.measurements import Point, analysis_for, compare, load_points
+from dlmcost.inputs.stacks import load_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = str(ROOT / "examples" / "tiny-dlm.yaml")

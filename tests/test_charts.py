@@ -15,9 +15,10 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from dlmcost import api, charts, html, plot, termplot  # noqa: E402
+from dlmcost import api  # noqa: E402
+from dlmcost.render import charts, html, plot, termplot
 from dlmcost.errors import UsageError  # noqa: E402
-from dlmcost.hardware import HardwareDB  # noqa: E402
+from dlmcost.inputs.hardware import HardwareDB  # noqa: E402
 
 LLADA = "GSAI-ML/LLaDA-8B-Instruct"
 MOE = "inclusionAI/LLaDA2.0-mini"

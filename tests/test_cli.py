@@ -1,6 +1,6 @@
 """End-to-end tests of every `dlmcost` command and output format.
 
-Most tests drive `dlmcost.cli.main([...])` in-process (fast, output captured with capsys); a few run
+Most tests drive `dlmcost.cli.commands.main([...])` in-process (fast, output captured with capsys); a few run
 the installed console script (`pip install .` puts `dlmcost` on PATH) or `python -m dlmcost` in a
 subprocess to check what a user's terminal really gets.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from dlmcost.cli import main
+from dlmcost.cli.commands import main
 
 LLADA = "GSAI-ML/LLaDA-8B-Instruct"
 DEFAULT_GPU_NAMES = ["H100 SXM", "H200 SXM", "B200", "B300", "MI300X", "MI355X", "MI455X"]
@@ -403,7 +403,7 @@ def test_gpus_csv_markdown(cli, fmt):
 
 
 def test_models_lists_every_bundled_id(cli):
-    from dlmcost.models import bundled_ids
+    from dlmcost.inputs.models import bundled_ids
 
     r = ok(cli("models"))
     ids = bundled_ids()
@@ -415,7 +415,7 @@ def test_models_lists_every_bundled_id(cli):
 
 
 def test_models_json_and_other_formats(cli):
-    from dlmcost.models import bundled_ids
+    from dlmcost.inputs.models import bundled_ids
 
     recs = ok(cli("models", "--format", "json")).json()
     assert [rec["id"] for rec in recs] == bundled_ids()
@@ -492,7 +492,7 @@ sampler:
 
 @pytest.fixture
 def schema_yaml(tmp_path) -> Path:
-    from dlmcost.models.load import SCHEMA_TAG
+    from dlmcost.inputs.models.load import SCHEMA_TAG
 
     assert SCHEMA_TAG in DLMCOST_SCHEMA_YAML
     path = tmp_path / "tiny.yaml"
@@ -502,7 +502,7 @@ def schema_yaml(tmp_path) -> Path:
 
 @pytest.fixture
 def llada_json(tmp_path) -> Path:
-    from dlmcost.models.load import CONFIG_DIR
+    from dlmcost.inputs.models.load import CONFIG_DIR
 
     path = tmp_path / "config.json"
     shutil.copy(CONFIG_DIR / "GSAI-ML__LLaDA-8B-Instruct.json", path)
@@ -554,7 +554,7 @@ def test_local_yaml_without_sampler(cli, tmp_path):
 
 def test_hf_style_yaml_config(cli, tmp_path):
     """A config.json mapping written as YAML goes through the family parsers too."""
-    from dlmcost.models.load import CONFIG_DIR
+    from dlmcost.inputs.models.load import CONFIG_DIR
 
     data = json.loads((CONFIG_DIR / "Qwen__Qwen2.5-7B.json").read_text())
     import yaml
@@ -743,7 +743,7 @@ def test_the_command_entry_runs_with_the_garbage_collector_on(monkeypatch):
     import gc
 
     from dlmcost import __main__ as entry
-    from dlmcost import cli
+    from dlmcost.cli import commands as cli
 
     seen = []
     monkeypatch.setattr(cli, "run", lambda: seen.append(gc.isenabled()))
@@ -760,7 +760,7 @@ def test_the_command_entry_skips_pydantic_plugin_discovery_unless_asked(monkeypa
     import gc
 
     from dlmcost import __main__ as entry
-    from dlmcost import cli
+    from dlmcost.cli import commands as cli
 
     if given is None:
         monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
@@ -829,8 +829,8 @@ def test_analyze_runs_on_one_thread_with_its_models_imported_first():
     env = {k: v for k, v in os.environ.items() if k not in blas}
     threads, depth = _at_exit(env)
     assert threads == 1
-    assert depth["dlmcost.models"] == depth["dlmcost.cli"]  # both asked for by the entry itself
-    assert depth["pydantic"] < depth["dlmcost.engine"]  # not under the command's modules
+    assert depth["dlmcost.inputs.models"] == depth["dlmcost.cli"]  # both asked for by the entry itself
+    assert depth["pydantic"] < depth["dlmcost.engine.evaluation"]  # not under the command's modules
     if _at_exit({**env, "OPENBLAS_NUM_THREADS": "2"})[0] == 1:
         pytest.skip("this numpy starts no BLAS threads")
 
@@ -838,8 +838,8 @@ def test_analyze_runs_on_one_thread_with_its_models_imported_first():
 def test_analyze_loads_only_what_it_uses():
     """Start-up: a bundled model's analyze imports neither the sweep, the model commands, the Hub
     client, the YAML parser (bundled files come parsed) nor rich; api's names for them still work."""
-    unused = ["dlmcost.sweep", "dlmcost.model_info", "dlmcost.models.hub", "huggingface_hub", "yaml", "rich"]
-    code = ("import contextlib, io, json, sys\nfrom dlmcost.cli import main\n"
+    unused = ["dlmcost.analysis.sweep", "dlmcost.analysis.model_info", "dlmcost.inputs.models.hub", "huggingface_hub", "yaml", "rich"]
+    code = ("import contextlib, io, json, sys\nfrom dlmcost.cli.commands import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n    rc = main(['analyze'])\n"
             f"print(json.dumps([rc, [m for m in {unused!r} if m in sys.modules]]))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -847,11 +847,12 @@ def test_analyze_loads_only_what_it_uses():
 
 
 def test_api_names_from_other_modules_load_on_first_use():
-    from dlmcost import api, model_info, sweep
+    from dlmcost import api
+    from dlmcost.analysis import model_info, sweep
 
     for module, names in api._ELSEWHERE.items():
         for name in names:
-            assert getattr(api, name) is getattr({"sweep": sweep, "model_info": model_info}[module], name)
+            assert getattr(api, name) is getattr({"analysis.sweep": sweep, "analysis.model_info": model_info}[module], name)
     with pytest.raises(AttributeError, match="no attribute 'sweeps'"):
         api.sweeps  # noqa: B018
 
@@ -864,7 +865,7 @@ def test_api_lists_and_star_imports_its_lazy_names_before_they_load():
 import json, sys
 import dlmcost.api as api
 lazy = [n for names in api._ELSEWHERE.values() for n in names]
-listed = all(n in dir(api) for n in lazy) and "dlmcost.sweep" not in sys.modules
+listed = all(n in dir(api) for n in lazy) and "dlmcost.analysis.sweep" not in sys.modules
 ns = {}
 exec("from dlmcost.api import *", ns)
 print(json.dumps([listed, [n for n in lazy + getattr(api, "__all__", []) if n not in ns]]))
@@ -884,8 +885,8 @@ print(json.dumps([listed, [n for n in lazy + getattr(api, "__all__", []) if n no
 def test_a_command_s_hub_options_do_not_outlive_it(monkeypatch, capsys):
     """--verbose and --hub-timeout are one command's: once the Hub client is loaded, a later
     command in the same process without them runs with its defaults again (cli._hub_options)."""
-    from dlmcost.cli import main
-    from dlmcost.models import hub
+    from dlmcost.cli.commands import main
+    from dlmcost.inputs.models import hub
 
     monkeypatch.setattr(hub, "_settings", dict(hub._settings))  # restored after the test
     assert main(["analyze", "--gpu", "h100", "--hub-timeout", "5", "--verbose"]) == 0

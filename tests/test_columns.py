@@ -4,7 +4,7 @@ copy it replaces, and stays one when rows are taken; small grids and varying col
 import numpy as np
 import pytest
 
-from dlmcost.columns import SHARE_FROM, column, take
+from dlmcost.engine.columns import SHARE_FROM, column, take
 
 
 @pytest.mark.parametrize("n", [1, SHARE_FROM - 1, SHARE_FROM, 5 * SHARE_FROM])
@@ -55,7 +55,8 @@ def test_a_sweep_with_every_constant_column_a_view_prints_the_same_rows(monkeypa
     """Constant columns are views only from SHARE_FROM configurations on, which the other tests'
     small grids never reach: here every constant column and every take of one is a read-only view,
     so an in-place write to one anywhere in the engine raises, and any other difference shows."""
-    from dlmcost import api, columns
+    from dlmcost import api
+    from dlmcost.engine import columns
 
     options = dict(dict(gpus="h100,h200", prompts=[16], gens=[64], batches=[1, 3]), **options)
     copied = [r.plain() for r in api.sweep(model, **options).rows]

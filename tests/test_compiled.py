@@ -6,9 +6,9 @@ import json
 
 import yaml
 
-from dlmcost import compiled, files
+from dlmcost.inputs import bundled as compiled, files
 from dlmcost.errors import HardwareFileError
-from dlmcost.hardware import HardwareDB, bundled_hardware_dir
+from dlmcost.inputs.hardware import HardwareDB, bundled_hardware_dir
 
 
 def _parse(path):

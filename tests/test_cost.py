@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from dlmcost.cost import PassInput, attention, expected_experts, experts, lm_head, mlp, o_proj, pass_ops, qkv_proj
-from dlmcost.models import ModelSpec, load_bundled
+from dlmcost.engine.cost import PassInput, attention, expected_experts, experts, lm_head, mlp, o_proj, pass_ops, qkv_proj
+from dlmcost.inputs.models import ModelSpec, load_bundled
 
 TINY = ModelSpec(id="tiny", family="custom", n_layers=2, d_model=64, n_heads=8, n_kv_heads=2, head_dim=8,
                  ffn_dim=128, vocab_size=1000)
@@ -78,7 +78,7 @@ def test_moe_intensity_B_b_k_over_E_when_all_experts_read():
 def test_expected_experts_summed_over_a_family_equals_each_pass_added_up(E, k):
     """The closed form of sum_j E (1 - (1 - k/E)^(T0 + dT j)) against the terms added one by one,
     with T growing, shrinking and fixed, one pass and many, few tokens and many."""
-    from dlmcost.cost import expected_experts_sum
+    from dlmcost.engine.cost import expected_experts_sum
 
     cases = [(1, 3, 0), (5, 40, 7), (12, 2048, -128), (30, 1, 1), (3, 100000, -30000), (64, 7, 0)]
     for n, T0, dT in cases:

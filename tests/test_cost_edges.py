@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from dlmcost import api
-from dlmcost.cost import PassInput, expected_experts, self_condition
-from dlmcost.models import ModelSpec
+from dlmcost.engine.cost import PassInput, expected_experts, self_condition
+from dlmcost.inputs.models import ModelSpec
 
 TINY = ModelSpec(id="tiny", family="custom", n_layers=2, d_model=64, n_heads=8, n_kv_heads=2, head_dim=8,
                  ffn_dim=128, vocab_size=1000)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from dlmcost import api
-from dlmcost.models import load_bundled
+from dlmcost.inputs.models import load_bundled
 
 import passlist  # noqa: E402  (tests/passlist.py)
 
@@ -84,8 +84,8 @@ def test_self_conditioning_all_reduce_under_tensor_parallelism():
     """With tp = N the self-conditioning GEMM's output (n = B*logits rows of d, vocabulary-split)
     is all-reduced like any row-split product: a ring sends 2(N-1)/N of it per GPU, one more
     collective; nothing at tp = 1 or on a pass without self-conditioning."""
-    from dlmcost.cost import PassInput, tp_collectives
-    from dlmcost.models import load_bundled
+    from dlmcost.engine.cost import PassInput, tp_collectives
+    from dlmcost.inputs.models import load_bundled
 
     m = load_bundled("google/diffusiongemma-26B-A4B-it")
     B, logits, d = 3, 256, m.d_model

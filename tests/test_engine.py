@@ -3,11 +3,12 @@
 import numpy as np
 import pytest
 
-from dlmcost import api, frames
-from dlmcost.engine import _closed_form, _pass_by_pass, closed_form_rows, op_names
-from dlmcost.models import load_bundled
-from dlmcost.schemes import REGISTRY
-from dlmcost.sums import sum_max_ends
+from dlmcost import api
+from dlmcost.engine import frames
+from dlmcost.engine.evaluation import _closed_form, _pass_by_pass, closed_form_rows, op_names
+from dlmcost.inputs.models import load_bundled
+from dlmcost.engine.schemes import REGISTRY
+from dlmcost.engine.sums import sum_max_ends
 
 LLADA = "GSAI-ML/LLaDA-8B-Instruct"
 
@@ -68,19 +69,19 @@ def test_mdm_flops_per_token_and_the_2N_per_token_simplification():
 
 
 def _h100_rates():
-    from dlmcost.hardware import HardwareDB
-    from dlmcost.precision import get_precision
-    from dlmcost.profiles import Profile
-    from dlmcost.roofline import gpu_rates
+    from dlmcost.inputs.hardware import HardwareDB
+    from dlmcost.inputs.precision import get_precision
+    from dlmcost.inputs.profiles import Profile
+    from dlmcost.engine.roofline import gpu_rates
 
     return gpu_rates(HardwareDB.load().get("h100"), get_precision("bf16"), Profile("realistic"))
 
 
 def _one_config_grid(m, **workload):
-    from dlmcost.hardware import HardwareDB
-    from dlmcost.precision import get_precision
-    from dlmcost.profiles import Profile
-    from dlmcost.roofline import gpu_rates
+    from dlmcost.inputs.hardware import HardwareDB
+    from dlmcost.inputs.precision import get_precision
+    from dlmcost.inputs.profiles import Profile
+    from dlmcost.engine.roofline import gpu_rates
 
     w = api.workload_for(m, **workload)
     rates = gpu_rates(HardwareDB.load().get("h100"), get_precision("bf16"), Profile("realistic"))
@@ -131,8 +132,8 @@ def test_pass_by_pass_in_chunks_equals_each_pass_added_up(monkeypatch, path, sta
     parallelism the closed form corrected by each pass's experts touched) take a chunk of
     configurations at a time (a chunk of 1 pass puts every boundary inside a configuration's run):
     the sums equal each pass of each configuration costed on its own and added up."""
-    from dlmcost import engine
-    from dlmcost.stacks import load_stack
+    from dlmcost.engine import evaluation as engine
+    from dlmcost.inputs.stacks import load_stack
 
     m = load_bundled("inclusionAI/LLaDA2.0-mini")
     cols = frames.workload_columns(api.workload_for(m, scheme="prefix-cache", prompt=16, gen=64, steps=16, block=8))
@@ -164,9 +165,9 @@ def test_only_the_experts_go_pass_by_pass_exactly_where_nothing_else_bends():
     model's bidirectional families with q + c fixed, no sliding window, no expert parallelism, on
     the bare roofline. Families by hand: q shrinking with c growing (the split), q shrinking over a
     fixed cache, a causal one, a single shape (closed form anyway)."""
-    from dlmcost import engine
-    from dlmcost.schemes.base import family
-    from dlmcost.stacks import load_stack
+    from dlmcost.engine import evaluation as engine
+    from dlmcost.engine.schemes.base import family
+    from dlmcost.inputs.stacks import load_stack
 
     def rows(model_id, stack=None, ep=1):
         m = load_bundled(model_id)
@@ -250,7 +251,7 @@ def test_knee_is_the_last_memory_bound_block():
     assert 1 < b < 10_000
     # the pass AI crosses the ridge between b and b+1 (checked through the same engine)
     m = load_bundled(LLADA)
-    from dlmcost.cost import PassInput, pass_ops
+    from dlmcost.engine.cost import PassInput, pass_ops
     ctx = r["knee"]["context_tokens"]
 
     def ai(q):
@@ -315,7 +316,7 @@ def test_generation_beyond_trained_context_is_a_warning():
 def test_verdict_is_memory_bound_strictly_below_the_ridge():
     """docs/methodology.md: memory-bound if AI < ridge, else compute-bound (the ridge itself is
     compute-bound: the two roofs meet there)."""
-    from dlmcost.roofline import verdict
+    from dlmcost.engine.roofline import verdict
 
     got = verdict(np.array([294.0, 295.0, 296.0]), 295.0)
     assert list(got) == ["memory-bound", "compute-bound", "compute-bound"]
@@ -364,7 +365,7 @@ def test_a_gpu_without_a_scale_up_link(recwarn):
 
 
 def test_first_pass_and_evaluate_take_a_model_or_a_dict_of_roles():
-    from dlmcost import engine
+    from dlmcost.engine import evaluation as engine
 
     m = load_bundled(LLADA)
     _, grid = _one_config_grid(m, scheme="block", prompt=32, gen=64, steps=16, block=16)
@@ -377,7 +378,7 @@ def test_first_pass_and_evaluate_take_a_model_or_a_dict_of_roles():
 
 def test_generation_verdict_is_memory_bound_from_half_the_time_on():
     # docs/methodology.md: `memory-bound` when the memory-bound share of the time is at least 0.5
-    from dlmcost.engine import generation_verdict
+    from dlmcost.engine.evaluation import generation_verdict
 
     got = generation_verdict(np.array([0.0, 0.4999, 0.5, 1.0]))
     assert got.tolist() == ["compute-bound", "compute-bound", "memory-bound", "memory-bound"]
@@ -390,8 +391,8 @@ def test_passes_of_one_configuration_are_costed_in_bounded_memory(monkeypatch):
     allocations; the same in one chunk take over 10 MB (what the bound guards against)."""
     import tracemalloc
 
-    from dlmcost import engine
-    from dlmcost.stacks import load_stack
+    from dlmcost.engine import evaluation as engine
+    from dlmcost.inputs.stacks import load_stack
 
     m = load_bundled("inclusionAI/LLaDA2.0-mini")
     cols = frames.workload_columns(api.workload_for(m, scheme="prefix-cache", prompt=0, gen=20000, steps=40000, block=1))
@@ -420,9 +421,9 @@ def test_a_family_of_fixed_q_with_moving_logits_is_summed_whole(stack):
     the cache alone; one whose logits move (q fixed, the LM head over 32, 24, 16 then 8 positions,
     a family by hand) must cost the head at each end too. Its closed form (two configurations,
     the second repeated 3 times) equals every pass costed on its own and added up."""
-    from dlmcost import engine
-    from dlmcost.schemes.base import family
-    from dlmcost.stacks import load_stack
+    from dlmcost.engine import evaluation as engine
+    from dlmcost.engine.schemes.base import family
+    from dlmcost.inputs.stacks import load_stack
 
     m = load_bundled(LLADA)
     cols = frames.workload_columns(api.workload_for(m, scheme="prefix-cache", prompt=16, gen=64, steps=16, block=16))
@@ -449,12 +450,12 @@ def test_a_grid_mixing_quantised_and_bf16_heads_moves_only_the_head():
     peak the quantised head takes (1979); every op but the head and the elementwise ops (which read
     the embedding's rows, quantised with the head) costs the same in both; the head runs at 1979
     and 989.5 TFLOP/s."""
-    from dlmcost import engine
-    from dlmcost.engine import METRICS
-    from dlmcost.hardware import HardwareDB
-    from dlmcost.precision import get_precision
-    from dlmcost.profiles import Profile
-    from dlmcost.roofline import gpu_rates
+    from dlmcost.engine import evaluation as engine
+    from dlmcost.engine.evaluation import METRICS
+    from dlmcost.inputs.hardware import HardwareDB
+    from dlmcost.inputs.precision import get_precision
+    from dlmcost.inputs.profiles import Profile
+    from dlmcost.engine.roofline import gpu_rates
 
     m = load_bundled(LLADA)
     rates = gpu_rates(HardwareDB.load().get("h100"), get_precision("fp8"), Profile("ideal"))

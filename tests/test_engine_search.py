@@ -15,15 +15,16 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from dlmcost import api, frames
-from dlmcost.cost import PassInput, pass_ops
-from dlmcost.engine import KNEE_LIMIT, evaluate, knee
-from dlmcost.hardware import HardwareDB
-from dlmcost.models import load_bundled
-from dlmcost.precision import get_precision
-from dlmcost.profiles import Profile
-from dlmcost.roofline import gpu_rates
-from dlmcost.schemes import REGISTRY
+from dlmcost import api
+from dlmcost.engine import frames
+from dlmcost.engine.cost import PassInput, pass_ops
+from dlmcost.engine.evaluation import KNEE_LIMIT, evaluate, knee
+from dlmcost.inputs.hardware import HardwareDB
+from dlmcost.inputs.models import load_bundled
+from dlmcost.inputs.precision import get_precision
+from dlmcost.inputs.profiles import Profile
+from dlmcost.engine.roofline import gpu_rates
+from dlmcost.engine.schemes import REGISTRY
 
 LLADA = "GSAI-ML/LLaDA-8B-Instruct"
 MOE = "inclusionAI/LLaDA2.0-mini"
@@ -164,7 +165,7 @@ def test_a_family_summed_in_closed_form_for_some_rows_and_pass_by_pass_for_other
     """Gemma 3 1B's sliding layers (W = 512) keep AR decode affine while the cache stays inside
     the window (prompt 100: c = 100..139) and bend when it crosses it (prompt 490: c = 490..529),
     so one grid sums the decode family both ways; each row must equal its configuration alone."""
-    from dlmcost.engine import closed_form_rows
+    from dlmcost.engine.evaluation import closed_form_rows
 
     g3 = "google/gemma-3-1b-it"
     m = load_bundled(g3)

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from dlmcost import files
+from dlmcost.inputs import files
 from dlmcost.errors import ConfigError
 
 

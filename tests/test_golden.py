@@ -28,8 +28,8 @@ import pytest
 
 import oracle
 from dlmcost import api
-from dlmcost.hardware import HardwareDB
-from dlmcost.models import load_bundled
+from dlmcost.inputs.hardware import HardwareDB
+from dlmcost.inputs.models import load_bundled
 
 REL = 1e-9
 
@@ -317,7 +317,7 @@ GOLDEN_STACK = dict(gemm=[(1, 0.3), (64, 0.5), (1024, 0.9)], attention=0.7, elem
 
 
 def _stack_file(stack: dict):
-    from dlmcost.stacks import validate_stack
+    from dlmcost.inputs.stacks import validate_stack
 
     keys = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "elementwise_bytes_factor",
             "sampler_logits_bytes")

@@ -21,7 +21,7 @@ import pytest
 
 import oracle
 from dlmcost import api
-from dlmcost.models import load_bundled
+from dlmcost.inputs.models import load_bundled
 
 LLADA = "GSAI-ML/LLaDA-8B-Instruct"  # d 4096, 32 layers, 32 heads of 128 (no GQA), ffn 12288, V 126464
 MIXTRAL = "mistralai/Mixtral-8x7B-Instruct-v0.1"  # d 4096, 32 layers, 8 experts of ffn 14336, top 2

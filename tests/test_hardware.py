@@ -3,7 +3,7 @@
 import pytest
 
 from dlmcost.errors import UnknownGPUError
-from dlmcost.hardware import DEFAULT_GPUS, HardwareDB, bundled_hardware_dir, ridge_flops_per_byte
+from dlmcost.inputs.hardware import DEFAULT_GPUS, HardwareDB, bundled_hardware_dir, ridge_flops_per_byte
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hub_server import LLADA_CONFIG, FakeHub, FakeRepo, Misbehaviour, raw_safetensors  # noqa: E402
 from test_hub import assert_error, hub_env, run_calls, run_cli  # noqa: E402
 
-from dlmcost.models.hub import MAX_SHARDS  # noqa: E402
+from dlmcost.inputs.models.hub import MAX_SHARDS  # noqa: E402
 
 BUDGET_S = 2
 CONFIG = LLADA_CONFIG.read_bytes()
@@ -177,7 +177,7 @@ def test_cli_client_chatter_only_with_verbose(hub, tmp_path):
 def test_cli_bad_budget_is_a_usage_error(monkeypatch, capsys, args, env, needle):
     """Refused while parsing, before the Hub client is imported or asked anything: in-process,
     offline (a request would fail differently)."""
-    from dlmcost.cli import main
+    from dlmcost.cli.commands import main
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     for key, value in env.items():

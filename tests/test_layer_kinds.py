@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 
 from dlmcost import api
-from dlmcost.cost import (
+from dlmcost.engine.cost import (
     PassInput, attention, busiest_rank_experts, ep_all_to_all, experts, kv_cache_elements_per_gpu,
     kv_elements_per_token_per_gpu, lm_head, logit_softcap, pass_ops, qkv_proj, self_condition, tp_collectives,
     weight_bytes_per_gpu,
 )
 from dlmcost.errors import ConfigError
-from dlmcost.models import ModelSpec, load_bundled, resolve_model, spec_from_mapping
-from dlmcost.models.load import CONFIG_DIR
+from dlmcost.inputs.models import ModelSpec, load_bundled, resolve_model, spec_from_mapping
+from dlmcost.inputs.models.load import CONFIG_DIR
 
 DG = "google/diffusiongemma-26B-A4B-it"
 W = 8  # window of the toy sliding layer
@@ -249,7 +249,7 @@ def test_bad_gemma_and_qwen3_moe_configs(tmp_path, capsys):
     qwen = json.loads((CONFIG_DIR / "Qwen__Qwen3-30B-A3B.json").read_text())
     with pytest.raises(ConfigError, match="'mlp_only_layers'"):
         spec_from_mapping({**qwen, "mlp_only_layers": [99]}, model_id="bad", source="local")
-    from dlmcost.cli import main
+    from dlmcost.cli.commands import main
     cfg = _dg_config()
     cfg["text_config"]["sliding_window"] = 0
     path = tmp_path / "bad.json"
@@ -340,7 +340,7 @@ def brute_busiest(n_experts, ep, touched):
 
 @pytest.mark.parametrize("n_experts, ep", [(8, 4), (8, 2), (12, 3), (8, 8)])
 def test_busiest_rank_given_touched_experts_matches_enumeration(n_experts, ep):
-    from dlmcost.cost import _busiest_given_touched
+    from dlmcost.engine.cost import _busiest_given_touched
     table = _busiest_given_touched(n_experts, ep)
     for touched in range(n_experts + 1):
         want = brute_busiest(n_experts, ep, touched) if touched else 0.0
@@ -395,7 +395,7 @@ def test_big_batches_spread_evenly():
 
 
 def test_window_affine_marks_families_whose_sums_bend():
-    from dlmcost.cost import window_affine
+    from dlmcost.engine.cost import window_affine
     m = toy([(1, SLIDING)])  # W = 8
     for q, c0, dc, n in itertools.product([1, 3], [0, 2, 5, 6, 9], [0, 1, 3], [1, 2, 5]):  # 6 = W - 2
         keys = [attention(m, inp(q=q, c=c0 + dc * j, causal=True)).flops[0] for j in range(n)]
@@ -415,7 +415,7 @@ def test_window_affine_marks_families_whose_sums_bend():
 
 def test_a_hybrid_is_a_config(tmp_path, capsys):
     """dlmcost's own schema: sliding + global K = V layers, dense + MoE, written as layer groups."""
-    from dlmcost.cli import main
+    from dlmcost.cli.commands import main
     path = tmp_path / "hybrid.yaml"
     path.write_text("""schema: dlmcost.model/v1
 n_layers: 4
@@ -535,7 +535,7 @@ def test_mixed_attention_ops_run_at_their_kinds_rates(stack_factors):
     is FLOPs / (peak x efficiency x stack factor) + a kernel per layer. Dimensions from the
     bundled config.json, FLOPs by hand (attention: every query's keys counted over the mask)."""
     import oracle
-    from dlmcost.stacks import validate_stack
+    from dlmcost.inputs.stacks import validate_stack
 
     cfg = json.loads((CONFIG_DIR / "google__gemma-3-1b-it.json").read_text())
     L, d, H, kvh, hd, W = (cfg[k] for k in ("num_hidden_layers", "hidden_size", "num_attention_heads",

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import yaml
 
-from dlmcost.cli import main
+from dlmcost.cli.commands import main
 from dlmcost.errors import UsageError
-from dlmcost.measure import NumpyBackend, RandomModel, get_backend, measure_workload
-from dlmcost.measurements import load_points
-from dlmcost.models import resolve_model
-from dlmcost.stacks import load_stack
+from dlmcost.calibration.measure import NumpyBackend, RandomModel, get_backend, measure_workload
+from dlmcost.calibration.measurements import load_points
+from dlmcost.inputs.models import resolve_model
+from dlmcost.inputs.stacks import load_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU = str(ROOT / "examples" / "generic-cpu.yaml")
@@ -106,7 +106,7 @@ def test_whole_path_measure_calibrate_predict(micro, tmp_path, capsys):
     stack = load_stack(str(prof))
     assert "fitted by" in " ".join(stack.sources.values())
     # the calibrated stack predicts the measurements it was fitted to better than the one it started from
-    from dlmcost.measurements import analysis_for, compare
+    from dlmcost.calibration.measurements import analysis_for, compare
 
     # (least squares: in total, not necessarily point by point; CPU timings of tiny passes are noisy)
     import math
@@ -163,7 +163,7 @@ def test_measured_and_predicted_numbers_by_hand(micro, monkeypatch):
     hand: a family is timed at its first and last shape and averaged; with --layers 1 of the
     model's 2, time = head-only pass + (1-layer pass - head-only pass) x 2 / 1; measured ms per
     forward is the count-weighted mean over families; predicted ms is analyze's pass time."""
-    import dlmcost.measure as measure
+    import dlmcost.calibration.measure as measure
     from dlmcost import api
 
     def fake_time(model, B, q, c, causal, logits, kv_write, warmup, repeats):
@@ -195,8 +195,8 @@ def test_measured_and_predicted_numbers_by_hand(micro, monkeypatch):
     import csv
     import io
 
-    from dlmcost.output import Output
-    from dlmcost.report_stacks import render_measure
+    from dlmcost.render.output import Output
+    from dlmcost.render.report_stacks import render_measure
 
     buf = io.StringIO()
     render_measure(res, "csv", Output(buf))

@@ -3,7 +3,7 @@
 import pytest
 
 from dlmcost.errors import ConfigError
-from dlmcost.models import bundled_ids, load_bundled, spec_from_mapping
+from dlmcost.inputs.models import bundled_ids, load_bundled, spec_from_mapping
 
 PUBLISHED = {
     # id: (total, non-embedding or None, active or None, relative tolerance)

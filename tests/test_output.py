@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dlmcost import report, textable
-from dlmcost.output import MIN_COLUMNS, PIPE_WIDTH, Output, Styled, cell_len, paint, wrap
-from dlmcost.textable import Column
+from dlmcost.render import report, textable
+from dlmcost.render.output import MIN_COLUMNS, PIPE_WIDTH, Output, Styled, cell_len, paint, wrap
+from dlmcost.render.textable import Column
 
 
 def rich_lines(text: str, width: int) -> list[str]:

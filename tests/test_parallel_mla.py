@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from dlmcost import api
-from dlmcost.cli import main
-from dlmcost.cost import OP_NAMES, PassInput, attention, busiest_rank_experts, ep_all_to_all, experts, mla_kv_up, tp_collectives, weight_bytes_per_gpu
+from dlmcost.cli.commands import main
+from dlmcost.engine.cost import OP_NAMES, PassInput, attention, busiest_rank_experts, ep_all_to_all, experts, mla_kv_up, tp_collectives, weight_bytes_per_gpu
 from dlmcost.errors import WorkloadError
-from dlmcost.models import bundled_ids, load_bundled
+from dlmcost.inputs.models import bundled_ids, load_bundled
 
 MINI = "inclusionAI/LLaDA2.0-mini"  # 16 heads, 4 KV heads, 256 experts (k = 8)
 DSV3 = "deepseek-ai/DeepSeek-V3"
@@ -169,7 +169,7 @@ def test_every_op_runs_at_the_rate_of_its_declared_kind(model_id, absorbed):
     """The time model reads each op's kind from the op itself; the per-kind FLOP breakdown reads
     OP_KINDS. The two must agree for every op every bundled model has (an MoE expert costed as
     `other` would run at the vector rate and drop out of the linear FLOPs)."""
-    from dlmcost.cost import OP_KINDS, pass_ops
+    from dlmcost.engine.cost import OP_KINDS, pass_ops
 
     ops = pass_ops(load_bundled(model_id), inp(tp=2, ep=2, absorbed=absorbed))
     assert {op.name: op.kind for op in ops} == {op.name: OP_KINDS[op.name] for op in ops}
@@ -179,8 +179,8 @@ def test_every_op_runs_at_the_rate_of_its_declared_kind(model_id, absorbed):
 def test_each_cost_function_is_named_after_its_op(model_id):
     """engine.op_names and pass_ops' `only` (the cache ops) go by the cost functions' names: each
     is the name of the op it returns, in the order pass_ops returns them."""
-    from dlmcost.cost import op_functions, pass_ops
-    from dlmcost.engine import op_names
+    from dlmcost.engine.cost import op_functions, pass_ops
+    from dlmcost.engine.evaluation import op_names
 
     m = load_bundled(model_id)
     ops = pass_ops(m, inp(tp=2, ep=2))
@@ -199,7 +199,7 @@ def test_without_expert_parallelism_only_the_experts_weight_bytes_bend_with_the_
     q = 64, 48, 32, 16 (c = 192 - q), B = 3: second differences vanish for every other field of
     every op, and the experts' weight bytes divided by E (1 - (1 - k/E)^(B q)), computed here,
     are the same at every q."""
-    from dlmcost.cost import pass_ops
+    from dlmcost.engine.cost import pass_ops
 
     m = load_bundled(model_id)
     E, k = m.moe.n_experts, m.moe.experts_per_token
@@ -227,7 +227,7 @@ def test_only_the_declared_ops_read_the_cache(model_id, absorbed):
     the model allows) changes no field of any other op, and does change the attention's."""
     from dataclasses import replace
 
-    from dlmcost.cost import CACHE_OPS, pass_ops
+    from dlmcost.engine.cost import CACHE_OPS, pass_ops
 
     m = load_bundled(model_id)
     tp, ep = (1, 1) if m.mla else (2, 2 if m.moe else 1)
@@ -246,7 +246,7 @@ def test_only_the_declared_ops_read_the_cache(model_id, absorbed):
 
 def test_softcapped_logits_are_split_across_the_tensor_parallel_group():
     # Gemma 2 9B: vocabulary 256,128 (its config.json); B 2 x 8 logit positions; tp 4 -> each GPU caps a quarter
-    from dlmcost.cost import logit_softcap
+    from dlmcost.engine.cost import logit_softcap
 
     m = load_bundled("google/gemma-2-9b")
     op = logit_softcap(m, inp(B=2, q=8, tp=4))
@@ -257,7 +257,7 @@ def test_softcapped_logits_are_split_across_the_tensor_parallel_group():
 def test_mla_cache_per_token_is_the_replicated_latent():
     # DeepSeek-V3 (its config.json): 61 layers of kv_lora_rank 512 + rope 64 cached elements, the
     # same on every GPU of the TP group (the latent is not split by heads)
-    from dlmcost.cost import kv_elements_per_token_per_gpu
+    from dlmcost.engine.cost import kv_elements_per_token_per_gpu
 
     m = load_bundled(DSV3)
     for tp in (1.0, 8.0):

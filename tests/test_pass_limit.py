@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dlmcost import api, engine, errors, frames, limits
-from dlmcost.cli import main
-from dlmcost.models import resolve_model
-from dlmcost.schemes import SCHEMES
+from dlmcost import api, errors
+from dlmcost.engine import evaluation as engine, frames
+from dlmcost.analysis import limits
+from dlmcost.cli.commands import main
+from dlmcost.inputs.models import resolve_model
+from dlmcost.engine.schemes import SCHEMES
 
 MOE = "inclusionAI/LLaDA2.0-mini"
 # prefix-cache over 8 blocks of 8 tokens, 4 steps per block: the refresh opening each block has a
@@ -98,11 +100,11 @@ def test_a_grid_mixing_mla_forms_counts_both_forms_where_evaluate_costs_them(cos
     for all the configurations that run it as soon as one of them leaves the form to dlmcost, even
     one that runs it only once. Here a single one-block step (auto, in closed form) and PREFIX's
     8 steps taken one by one (absorbed): 2 x 8 passes, all on the second configuration."""
-    from dlmcost.hardware import HardwareDB
-    from dlmcost.precision import get_precision
-    from dlmcost.profiles import Profile
-    from dlmcost.roofline import gpu_rates
-    from dlmcost.stacks import load_stack
+    from dlmcost.inputs.hardware import HardwareDB
+    from dlmcost.inputs.precision import get_precision
+    from dlmcost.inputs.profiles import Profile
+    from dlmcost.engine.roofline import gpu_rates
+    from dlmcost.inputs.stacks import load_stack
 
     spec = resolve_model("deepseek-ai/DeepSeek-V3")
     once = api.workload_for(spec, mla_form="auto", **dict(PREFIX, gen=8, steps=2))
@@ -221,7 +223,7 @@ def test_the_documented_single_configurations(model, options, passes):
 
 
 def test_calibrate_counts_every_evaluation_of_its_fit_before_any(tmp_path, capsys, monkeypatch):
-    from dlmcost import calibrate
+    from dlmcost.calibration import calibrate
 
     monkeypatch.setattr(calibrate, "evaluate", lambda *a, **k: pytest.fail("evaluated before the limit was checked"))
     # 200,000 one-token blocks of 2 steps each: 200,000 passes one by one per evaluation of the point

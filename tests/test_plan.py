@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from dlmcost import api, errors
-from dlmcost.cli import main
-from dlmcost.hardware import GPU, HardwareDB
+from dlmcost.cli.commands import main
+from dlmcost.inputs.hardware import GPU, HardwareDB
 from dlmcost.plan import results
 from dlmcost.plan.simulate import ClassTable, simulate
 from dlmcost.plan.traffic import parse_lengths
@@ -491,7 +491,7 @@ def test_no_candidate_can_run_exits_8(capsys):
 
 
 def test_progress_only_after_a_second(monkeypatch, capsys):
-    from dlmcost import cli
+    from dlmcost.cli import commands as cli
 
     clock = iter([0.0, 0.5, 1.5, 2.0])
     monkeypatch.setattr("time.monotonic", lambda: next(clock))
@@ -511,7 +511,7 @@ def test_passes_to_first_block_by_hand():
     after 1. mdm with 128 steps over 4 blocks of 32 (semi-autoregressive commits): 32 passes to
     the first block. multi-block (A = 2 blocks in flight, default) with a prompt prefill: 1 + 64/4.
     dual-cache: no prompt-only pass, a refresh then 15 cached steps per block: 64/4 = 16."""
-    from dlmcost.models import resolve_model
+    from dlmcost.inputs.models import resolve_model
     from dlmcost.plan import search
     from dlmcost.plan.steptime import Decoding
     from dlmcost.plan.traffic import Traffic, sample_requests
@@ -545,7 +545,7 @@ def test_time_to_first_output_against_the_engine(batch):
     prefill pass); done after the generation's time at batch b. Block diffusion (prompt 256,
     answer 128, block 32, 2 tokens per forward): the first block after the prefill and 16 of the
     64 steps, whose mean is (generation - prefill) / 64."""
-    from dlmcost.models import resolve_model
+    from dlmcost.inputs.models import resolve_model
     from dlmcost.plan import search
     from dlmcost.plan.steptime import Decoding
     from dlmcost.plan.traffic import Traffic, sample_requests
@@ -593,7 +593,7 @@ def test_deployment_statistics_by_hand():
     at the offered load with the mean answer length. Requests here take 1, 2, ..., 100 s."""
     from dlmcost.plan import search
     from dlmcost.plan.steptime import Decoding
-    from dlmcost.report import plan_table
+    from dlmcost.render.report import plan_table
 
     gpu = HardwareDB.load().get("h100")
     latency = np.arange(1.0, 101.0)

@@ -21,8 +21,8 @@ import yaml
 
 import oracle
 from dlmcost import api
-from dlmcost.cli import main
-from dlmcost.models import load_bundled
+from dlmcost.cli.commands import main
+from dlmcost.inputs.models import load_bundled
 
 LLADA = "GSAI-ML/LLaDA-8B-Instruct"
 HARDWARE = Path(__file__).resolve().parents[1] / "hardware"

@@ -24,10 +24,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from dlmcost import api, errors
-from dlmcost.cli import main
-from dlmcost.cost import PassInput, pass_ops
-from dlmcost.models import bundled_ids, load_bundled
-from dlmcost.report import to_json
+from dlmcost.cli.commands import main
+from dlmcost.engine.cost import PassInput, pass_ops
+from dlmcost.inputs.models import bundled_ids, load_bundled
+from dlmcost.render.report import to_json
 
 MODEL_IDS = bundled_ids()
 DIFFUSION_SCHEMES = ["mdm", "prefix-cache", "dual-cache", "block"]

@@ -13,9 +13,9 @@ import pytest
 
 from dlmcost import api
 from dlmcost.errors import WorkloadError
-from dlmcost.schemes import REGISTRY
-from dlmcost.schemes.base import family, scheme
-from dlmcost.workload import make_knobs
+from dlmcost.engine.schemes import REGISTRY
+from dlmcost.engine.schemes.base import family, scheme
+from dlmcost.engine.workload import make_knobs
 
 LLADA = "GSAI-ML/LLaDA-8B-Instruct"
 

@@ -13,9 +13,9 @@ import pytest
 
 from dlmcost import api
 from dlmcost.errors import UsageError, WorkloadError
-from dlmcost.models import load_bundled
-from dlmcost.schemes import REGISTRY, SCHEMES
-from dlmcost.workload import Workload
+from dlmcost.inputs.models import load_bundled
+from dlmcost.engine.schemes import REGISTRY, SCHEMES
+from dlmcost.engine.workload import Workload
 
 import passlist  # noqa: E402  (tests/passlist.py)
 

@@ -6,8 +6,8 @@ import os
 import pytest
 
 from dlmcost import api
-from dlmcost.cli import main
-from dlmcost.stacks import validate_stack
+from dlmcost.cli.commands import main
+from dlmcost.inputs.stacks import validate_stack
 
 SOURCES = {k: "test" for k in ("host", "fixed", "gemm_efficiency", "attention_efficiency",
                                 "elementwise_bytes_factor", "sampler_logits_bytes")}

@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from dlmcost import stack_time as st
-from dlmcost.stacks import DEFAULT_STACK, StackFileError, bundled_stack_names, load_stack, validate_stack
+from dlmcost.engine import stack_time as st
+from dlmcost.inputs.stacks import DEFAULT_STACK, StackFileError, bundled_stack_names, load_stack, validate_stack
 
 BASE = dict(
     name="t", host=dict(us_per_layer=100, overlaps_gpu=True, fixed_us_per_forward=50),

@@ -20,8 +20,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | None = None,
         hardware: list[str] | None = None, efficiency: str = "realistic", stack: str | None = None,
         baseline: bool = True, progress: Callable[[int, int], None] | None = None) -> PlanResult:
     """Read the scenario, search the deployments, return the ranked result."""
-    from ..hardware import HardwareDB
-    from ..models import resolve_model
+    from ..inputs.hardware import HardwareDB
+    from ..inputs.models import resolve_model
     from .scenario import (build_decodings, build_space_and_pricing, build_targets, build_traffic, parse_price,
                            read_scenario)
     from .search import plan

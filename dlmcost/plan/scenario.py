@@ -16,11 +16,11 @@ from typing import Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .. import files
+from ..inputs import files
 from ..errors import UsageError
-from ..hardware import HardwareDB
-from ..models import ModelSpec
-from ..workload import SCHEMES
+from ..inputs.hardware import HardwareDB
+from ..inputs.models import ModelSpec
+from ..engine.workload import SCHEMES
 from .results import Targets
 from .search import DEFAULT_REQUESTS, Pricing, SearchSpace
 from .steptime import Decoding
@@ -218,7 +218,7 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
     if any(b <= 0 or b > 4096 for b in max_batches):
         raise UsageError("search.max_batch: batch limits must be in 1..4096")
     precisions = s.precisions or DEFAULT_PRECISIONS
-    from ..precision import get_precision
+    from ..inputs.precision import get_precision
 
     for p in precisions:
         get_precision(p)

@@ -15,8 +15,8 @@ from typing import Callable
 
 import numpy as np
 
-from .. import limits
-from ..hardware import GPU
+from ..analysis import limits
+from ..inputs.hardware import GPU
 from .results import Deployment, Targets, check_targets, joules_per_token, pareto_front, usd_per_hour, usd_per_mtok
 from .simulate import ClassTable, simulate
 from .steptime import Decoding, PassTable, pass_table, passes_to_first_output, table_passes

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import api, limits
-from ..schemes import get_scheme
+from .. import api
+from ..analysis import limits
+from ..engine.schemes import get_scheme
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,45 @@
+"""The limits on one command's work, checked before the work starts: configurations per sweep,
+passes costed one by one (docs/limits.md), and the chunk that bounds a sweep's memory.
+
+The chunk, the CLI's configuration limit and the limit on a command's total of passes (a sweep of
+several models, plan, calibrate) are read from this module when they run (`limits.SWEEP_CHUNK`),
+so that a test or a script that sets one here changes them. The defaults of `max_configs` and
+`max_passes` in `api.analyze`, `api.sweep` and plan's step-time table are bound when their module
+loads (sweep.py on its first use): to change one call, pass the argument.
+"""
+
+from __future__ import annotations
+
+from ..engine.evaluation import passes_one_by_one
+from ..errors import UsageError
+from ..engine.frames import Grids, models_by_role
+from ..inputs.models import ModelSpec
+
+SWEEP_CHUNK = 65_536  # configurations evaluated at once: bounds the engine's memory
+MAX_SWEEP_CONFIGS = 200_000  # configurations one sweep evaluates unless asked for more; refused before any work
+# Passes one command (analyze, sweep, plan, calibrate) may cost one by one, summed over its
+# configurations and their AR baselines (`engine.passes_one_by_one`: the families without a closed-form sum). Each takes
+# up to about a microsecond, so this bounds that work to some 20 s; refused before any work.
+MAX_PASSES_ONE_BY_ONE = 20_000_000
+SWEEP_FEWER = "shorten some lists (GPUs, precisions, batches, lengths), use larger blocks, or fewer tokens or steps"
+
+
+def check_configs(configs: int, limit: int | None) -> None:
+    """Refuse a sweep of more than `limit` configurations (None: no limit), before it starts."""
+    if limit is not None and configs > limit:
+        raise UsageError(f"the sweep asks for {configs:,} configurations; at most {limit:,}: shorten some lists, "
+                         f"or stream it with --format csv or jsonl and --allow-large")
+
+
+def count_passes(spec: ModelSpec, drafter: ModelSpec | None, grids: Grids) -> int:
+    """The passes `frames.evaluate_frame` of these grids would cost one by one, its
+    configurations' and their AR baselines', counted without costing any (schedules only)."""
+    return int(passes_one_by_one(models_by_role(spec, drafter), grids.grid).sum() + passes_one_by_one(spec, grids.ar).sum())
+
+
+def check_passes(passes: int, limit: int | None, fewer: str) -> None:
+    """Refuse a call that would cost more than `limit` passes one by one (None: no limit), before
+    it starts; `fewer` says what to reduce."""
+    if limit is not None and passes > limit:
+        raise UsageError(f"this would cost {passes:,} passes one by one (pass families without a closed-form sum, "
+                         f"such as an MoE model's prefix-cache steps); at most {limit:,} in one call: {fewer}")

@@ -1,0 +1,133 @@
+"""What `analyze` and `sweep` check before they evaluate: the model and its drafter, a workload
+with the model's sampler defaults, the GPUs that can run it and the software stack.
+
+`prepare` is analyze's whole validation, for callers that evaluate many workloads in one grid
+(calibrate); `sweep` validates its lists with the same `Workload` fields (sweep.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from ..errors import UsageError, WorkloadError
+from ..inputs.files import validation_message
+from ..inputs.hardware import GPU, DEFAULT_GPUS, HardwareDB
+from ..inputs.models import ModelSpec, resolve_model
+from ..inputs.precision import get_precision, kv_bytes
+from ..inputs.profiles import Profile, load_profile
+from ..engine.roofline import gpu_rates
+from ..engine.schemes import REGISTRY
+from ..inputs.stacks import STACK_NONE, Stack, load_stack
+from ..engine.workload import Workload, check_parallel, scheme_problem
+
+DEFAULT_MODEL = "GSAI-ML/LLaDA-8B-Instruct"
+
+
+def rates_or_none(gpu: GPU, precision: str, profile: Profile, tp: int = 1) -> dict | None:
+    """The GPU's rates at this precision, or None where it cannot run it (`unsupported_reason`)."""
+    if tp > 1 and gpu.link_bytes_per_s <= 0:
+        return None
+    return gpu_rates(gpu, get_precision(precision), profile)
+
+
+def unsupported_reason(gpu: GPU, precision: str, tp: int = 1) -> str:
+    """Why `rates_or_none` gave None: no tensor cores for the precision, or no link for tp > 1."""
+    compute = get_precision(precision).compute
+    if not gpu.supports(compute):
+        return f"{gpu.name} has no {compute} tensor cores (precision {precision} unsupported)"
+    return f"{gpu.name} has no scale-up link in its hardware file (tp={tp} needs one)"
+
+
+def resolve_spec(model: str | ModelSpec, revision: str | None, hub: bool) -> ModelSpec:
+    """A parsed model as is, or the model of this id or path (`models.resolve_model`)."""
+    return model if isinstance(model, ModelSpec) else resolve_model(model, revision=revision, hub=hub)
+
+
+def resolve_drafter(w: Workload, spec: ModelSpec) -> ModelSpec | None:
+    """The workload's drafter model (None without one), checked against its verifier `spec`."""
+    if w.drafter is None:
+        return None
+    if w.scheme != "draft-verify":
+        raise UsageError("--drafter applies to the draft-verify scheme only")
+    drafter = resolve_model(w.drafter)
+    if drafter.vocab_size != spec.vocab_size:
+        raise WorkloadError(f"the drafter's vocabulary ({drafter.vocab_size}) differs from the verifier's "
+                            f"({spec.vocab_size}): it cannot propose the verifier's tokens")
+    return drafter
+
+
+def resolve_stack(stack: str | Stack | None, profile: Profile) -> Stack | None:
+    """The stack to apply: a name or file (None: the default, `stacks.DEFAULT_STACK`); `none`,
+    or the `ideal` efficiency profile (an upper bound), give the bare roofline."""
+    if profile.name == "ideal" or stack == STACK_NONE:
+        return None
+    return load_stack(stack)
+
+
+@dataclass
+class Prepared:
+    """One workload validated as `analyze` validates it, and the GPUs asked for: what evaluating
+    it needs, for callers that evaluate many workloads in one grid (calibrate)."""
+
+    spec: ModelSpec
+    workload: Workload
+    drafter: ModelSpec | None
+    selected: list[GPU]  # the GPUs asked for, in order
+    profile: Profile
+    stack: Stack | None
+    supported: list[tuple[GPU, dict]]  # those that can run it, with their rates
+
+
+def prepare(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None = None, *,
+            efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
+            revision: str | None = None, hub: bool = False, **workload) -> Prepared:
+    """Everything `analyze` checks before it evaluates (same arguments, same errors), but the
+    limit on passes costed one by one: that depends on how often the caller evaluates (calibrate's
+    fit many times), so each caller checks its own."""
+    spec = resolve_spec(model, revision, hub)
+    w = workload_for(spec, **workload)
+    drafter = resolve_drafter(w, spec)
+    selected = HardwareDB.load(hardware).select(gpus, DEFAULT_GPUS)
+    profile = load_profile(efficiency)
+    st = resolve_stack(stack, profile)
+    problem = scheme_problem(w) or check_parallel(spec, w.tp, w.ep)
+    if problem:
+        raise WorkloadError(problem)
+    supported = [(g, r) for g in selected if (r := rates_or_none(g, w.precision, profile, w.tp)) is not None]
+    return Prepared(spec, w, drafter, selected, profile, st, supported)
+
+
+def workload_for(spec: ModelSpec, **given) -> Workload:
+    """A Workload whose unset fields come from the model's sampler defaults; a scheme with a
+    reference engine of its own (a `default_block`) takes its block from there instead."""
+    given = {k: v for k, v in given.items() if v is not None}
+    sampler = spec.sampler
+    if sampler:
+        given.setdefault("scheme", sampler.scheme)
+        given.setdefault("gen", sampler.gen)
+    scheme = REGISTRY.get(given.get("scheme", Workload.model_fields["scheme"].default))
+    own_block = scheme.default_block if scheme else None
+    gen = given.get("gen", Workload.model_fields["gen"].default)
+    if own_block and "block" not in given and isinstance(gen, int) and (scheme.name == "draft-verify" or gen % own_block == 0):
+        given["block"] = own_block
+    elif sampler and not own_block:
+        if sampler.block and "block" not in given and gen % sampler.block == 0:
+            given["block"] = sampler.block
+        if given.get("scheme") == "block":
+            given.setdefault("store_pass", sampler.store_pass)
+        if sampler.steps and "steps" not in given and "tpf" not in given and gen == sampler.gen:
+            given["steps"] = sampler.steps
+    if given.get("scheme") == "block" and "block" not in given:
+        raise WorkloadError("the block scheme needs --block")
+    try:
+        w = Workload(**given)
+    except ValidationError as exc:  # -> one readable line, by the shared formatter
+        raise UsageError(f"invalid workload: {validation_message(exc, top='workload')}") from None
+    get_precision(w.precision)  # unknown names -> one clear UsageError each
+    kv_bytes(w.kv_dtype)
+    if w.total_steps > 10_000_000:
+        raise UsageError(f"{w.total_steps:.3g} steps is absurd (tokens per forward too small?); at most 10,000,000")
+    return w
+

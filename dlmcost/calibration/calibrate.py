@@ -1,0 +1,242 @@
+"""Fit a stack's free parameters to measured times: least squares on log time (numpy only).
+
+Parameters (`--fit`, comma list), each fitted as the log of a positive number:
+
+    host        host.us_per_layer
+    fixed       host.fixed_us_per_forward
+    gemm        a multiplier on the whole GEMM-efficiency curve (each point capped at 1)
+    attention   attention_efficiency (capped at 1)
+    elementwise elementwise_bytes_factor
+
+Residual of point i: r_i = ln(predicted_i / measured_i) (time per forward). Gauss-Newton with
+Levenberg-Marquardt damping and a backward-difference Jacobian. Before and after fitting, every
+requested parameter must be pinned by the data: at most as many parameters as points, and the
+Jacobian's columns independent (a parameter on the non-binding side of a max(), such as host
+time when every pass is GPU-bound, changes no prediction). Otherwise the fit is refused with the
+reason, and the user can drop parameters.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from .. import api
+from ..engine import frames
+from ..analysis import limits
+from ..engine.evaluation import evaluate, passes_one_by_one
+from ..errors import UsageError
+from .measurements import Point, cannot_run, comparison, resolve_point_model
+from ..inputs.stacks import Stack, validate_stack
+
+PARAMETERS = ("host", "fixed", "gemm", "attention", "elementwise")
+# Start a parameter that is exactly zero (no host time under CUDA graphs) here so its log exists.
+ZERO_START = {"host": 1.0, "fixed": 1.0}
+MAX_ITER = 60
+RANK_TOL = 1e-6  # relative singular value below which a direction is not pinned
+
+
+def parse_fit(text: str) -> list[str]:
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [n for n in names if n not in PARAMETERS]
+    if bad or not names:
+        raise UsageError(f"--fit: unknown parameter '{(bad or [''])[0]}'; choose from {', '.join(PARAMETERS)}")
+    return list(dict.fromkeys(names))
+
+
+def _get(stack: Stack, name: str) -> float:
+    return {"host": stack.host.us_per_layer, "fixed": stack.host.fixed_us_per_forward, "gemm": 1.0,
+            "attention": stack.attention_efficiency, "elementwise": stack.elementwise_bytes_factor}[name]
+
+
+def with_parameters(base: Stack, values: dict[str, float]) -> Stack:
+    """A copy of `base` with the given parameter values (gemm = multiplier on the curve)."""
+    data = base.model_dump()
+    for name, v in values.items():
+        if name == "host":
+            data["host"]["us_per_layer"] = min(v, 1e6)
+        elif name == "fixed":
+            data["host"]["fixed_us_per_forward"] = min(v, 1e7)
+        elif name == "gemm":
+            data["gemm_efficiency"]["efficiency"] = [min(1.0, e * v) for e in data["gemm_efficiency"]["efficiency"]]
+        elif name == "attention":
+            data["attention_efficiency"] = min(1.0, v)
+        elif name == "elementwise":
+            data["elementwise_bytes_factor"] = min(16.0, v)
+    return validate_stack(data, "calibrated")
+
+
+class Problem:
+    """The points, validated once, and the stack being fitted.
+
+    A residual needs only each point's total predicted time and pass count under the trial
+    stack, so the points are validated once (as `analyze` validates them, with its errors) and
+    each residual evaluation is one vectorised engine call per model: the points of a model form
+    one grid whose stack is swapped per trial. The numbers are those of `analyze` point by point
+    (tests/test_calibrate.py compares the two)."""
+
+    def __init__(self, points: list[Point], base_dir: Path, base: Stack, fit: list[str],
+                 hardware: list[str] | None = None):
+        self.points, self.base, self.fit, self.hardware = points, base, fit, hardware
+        self.base_dir = base_dir
+        self.specs = _specs(points, base_dir)
+        self.theta0 = np.log([_get(base, n) or ZERO_START.get(n, 1e-3) for n in fit])
+        self.prepared = []
+        for p, spec in zip(points, self.specs):  # in file order: the first bad point is the one reported
+            prepared = api.prepare(spec, gpus=p.gpu, hardware=hardware, stack=base, **dict(p.workload))
+            if not prepared.supported:
+                raise cannot_run(p)
+            self.prepared.append(prepared)
+        groups: dict[tuple, list[int]] = {}
+        for i, pr in enumerate(self.prepared):  # a drafter is part of the model
+            groups.setdefault((id(pr.spec), pr.workload.drafter), []).append(i)
+        self.groups = []
+        for rows in groups.values():
+            first = self.prepared[rows[0]]
+            models = frames.models_by_role(first.spec, first.drafter)
+            grid = frames.workloads_grid([self.prepared[i].workload for i in rows],
+                                      [self.prepared[i].supported[0][1] for i in rows], base)
+            self.groups.append((models, grid, np.array(rows)))
+        # the limit on passes costed one by one (docs/limits.md), checked before any work: the fit
+        # evaluates the points at most (MAX_ITER + 3) x (parameters + 1) times
+        evaluations = (MAX_ITER + 3) * (len(fit) + 1)
+        passes = sum(int(passes_one_by_one(models, grid).sum()) for models, grid, _ in self.groups)
+        limits.check_passes(passes * evaluations, limits.MAX_PASSES_ONE_BY_ONE, f"fitting evaluates the points up to "
+                            f"{evaluations} times: use fewer or shorter measurement points, or larger blocks")
+
+    def stack(self, theta) -> Stack:
+        return with_parameters(self.base, dict(zip(self.fit, np.exp(theta))))
+
+    def totals(self, stack: Stack) -> tuple[np.ndarray, np.ndarray]:
+        """Each point's predicted time of its whole workload (s) and its forward passes."""
+        time_s, nfe = np.empty(len(self.points)), np.empty(len(self.points))
+        for models, grid, rows in self.groups:
+            total = evaluate(models, replace(grid, stack=stack)).total
+            time_s[rows], nfe[rows] = total.time_s, total.count
+        return time_s, nfe
+
+    def rows(self, theta) -> list[dict]:
+        s = self.stack(theta)
+        time_s, nfe = self.totals(s)
+        return [comparison(p, pr.supported[0][0].name, s.name, float(nfe[i]), float(time_s[i]),
+                           float(pr.workload.batch))
+                for i, (p, pr) in enumerate(zip(self.points, self.prepared))]
+
+    def residuals(self, theta) -> np.ndarray:
+        return np.log([r["ratio"] for r in self.rows(theta)])
+
+    def jacobian(self, theta, r0) -> np.ndarray:
+        J = np.empty((len(r0), len(theta)))
+        for j in range(len(theta)):
+            step = np.zeros_like(theta)
+            step[j] = 1e-4  # backward difference: the efficiency caps at 1 are upper bounds
+            J[:, j] = (r0 - self.residuals(theta - step)) / 1e-4
+        return J
+
+
+def _specs(points: list[Point], base_dir: Path) -> list:
+    """Each point's model, each distinct model resolved once."""
+    resolved = {}
+    for p in points:
+        if p.model not in resolved:
+            resolved[p.model] = resolve_point_model(p, base_dir)
+    return [resolved[p.model] for p in points]
+
+
+def unpinned(J: np.ndarray, names: list[str]) -> list[str]:
+    """Parameters the data cannot pin: columns without effect, or in the span of the others."""
+    norms = np.linalg.norm(J, axis=0)
+    scale = norms.max() if norms.size and norms.max() > 0 else 1.0
+    dead = [n for n, v in zip(names, norms) if v <= RANK_TOL * scale]
+    if dead:
+        return dead
+    s = np.linalg.svd(J / np.where(norms > 0, norms, 1.0), compute_uv=False)
+    if s.size and s.min() <= 1e-4 * s.max():
+        return list(names)  # jointly degenerate: the data cannot tell them apart
+    return []
+
+
+def _refuse(reason: str) -> UsageError:
+    return UsageError(f"cannot calibrate: {reason}; fit fewer parameters with --fit")
+
+
+def fit(problem: Problem) -> tuple[np.ndarray, dict]:
+    """Levenberg-Marquardt on ln(predicted/measured). Returns theta and a summary."""
+    n, k = len(problem.points), len(problem.fit)
+    if k > n:
+        raise _refuse(f"{n} measurement(s) cannot pin {k} parameters ({', '.join(problem.fit)})")
+    theta = problem.theta0.copy()
+    r = problem.residuals(theta)
+    J = problem.jacobian(theta, r)
+    bad = unpinned(J, problem.fit)
+    if bad:
+        raise _refuse(f"the measurements do not depend on {', '.join(bad)} at the starting profile")
+    lam = 1e-2
+    cost = float(r @ r)
+    for _ in range(MAX_ITER):
+        A = J.T @ J
+        g = J.T @ r
+        step = np.linalg.solve(A + lam * np.diag(np.diag(A) + 1e-12), -g)
+        trial = np.clip(theta + step, -20, 20)
+        r_trial = problem.residuals(trial)
+        c_trial = float(r_trial @ r_trial)
+        if c_trial < cost:
+            converged = cost - c_trial < 1e-12 * max(cost, 1e-30) or np.max(np.abs(step)) < 1e-6
+            theta, r, cost, lam = trial, r_trial, c_trial, lam / 3
+            if converged:
+                break
+            J = problem.jacobian(theta, r)
+        else:
+            lam *= 10
+            if lam > 1e8:
+                break
+    bad = unpinned(problem.jacobian(theta, r), problem.fit)
+    if bad:
+        raise _refuse(f"at the best fit the measurements no longer depend on {', '.join(bad)} "
+                      "(driven towards zero, or a bound such as max(GPU, host) switched sides)")
+    return theta, dict(rms_log_error=math.sqrt(cost / n))
+
+
+def calibrate(points: list[Point], base_dir: Path, base: Stack, fit_names: list[str], name: str,
+              hardware: list[str] | None = None) -> dict:
+    problem = Problem(points, base_dir, base, fit_names, hardware)
+    before = problem.rows(problem.theta0)
+    theta, info = fit(problem)
+    after = problem.rows(theta)
+    values = dict(zip(fit_names, np.exp(theta).tolist()))
+    fitted = with_parameters(base, values)
+    data = fitted.model_dump()
+    data["name"] = name
+    data["description"] = f"{base.name} calibrated to {len(points)} measurement(s)"
+    note = (f"fitted by `dlmcost calibrate` ({', '.join(fit_names)}) to {len(points)} measurement(s); "
+            f"RMS log error {info['rms_log_error']:.3f}")
+    key_of = {"host": "host", "fixed": "fixed", "gemm": "gemm_efficiency", "attention": "attention_efficiency",
+              "elementwise": "elementwise_bytes_factor"}
+    for n in fit_names:
+        data["sources"][key_of[n]] = note
+    return dict(stack=validate_stack(data, "calibrated"), data=data, values=values, before=before, after=after,
+                **info)
+
+
+def write_stack(data: dict, path: Path) -> None:
+    text = "# Written by `dlmcost calibrate`; a stack profile for --stack.\n" + yaml.safe_dump(data, sort_keys=False)
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.__class__.__name__}") from None
+
+
+def calibrate_what_data_pins(points: list[Point], base_dir: Path, base: Stack, name: str,
+                             hardware: list[str] | None = None, order: tuple[tuple[str, ...], ...] = (("fixed", "gemm"), ("gemm",), ("fixed",))) -> dict:
+    """Fit the largest parameter set of `order` the points can pin (for `measure --profile-out`)."""
+    last = None
+    for names in order:
+        try:
+            return calibrate(points, base_dir, base, list(names), name, hardware)
+        except UsageError as exc:
+            last = exc
+    raise last

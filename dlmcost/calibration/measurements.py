@@ -1,0 +1,149 @@
+"""Files of measured times (published or from `dlmcost measure`) and the model's prediction for each.
+
+A measurements file is YAML: `points:`, a list of
+
+    id: short-name
+    model: bundled id, or a model file (a relative path is taken from the measurements file's folder)
+    gpu: GPU name or alias
+    stack: stack the measurement ran on (validation; `calibrate` fits one stack to all points)
+    workload: {scheme, prompt, gen, steps, block, batch, tp, ep, precision, ...}  (api.analyze keywords)
+    measured: exactly one of {ms_per_forward, tokens_per_s, latency_s}
+    tokens_per_forward: tokens/s -> time per forward (default 1, as in AR decode)
+    answer_tokens: the published tokens/s counts N useful tokens per sequence (up to end-of-sequence)
+        while the schedule runs its whole canvas: time = batch x N / (tokens/s), per forward / passes
+    source / assumes / case / in_sample: provenance, shown on the validation page
+
+Time per forward is the compared quantity: measured = 1000 x tokens_per_forward / tokens_per_s
+(or as given; with answer_tokens, the generation's time / its passes), predicted = the workload's total
+predicted time / its forward passes.
+"""
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ..inputs import files
+from ..safe_text import shown
+from ..errors import UsageError
+from ..inputs.models import resolve_model
+
+MAX_FILE_BYTES = 1024 * 1024
+MAX_POINTS = 10_000
+WORKLOAD_KEYS = ("scheme", "prompt", "gen", "steps", "block", "batch", "tp", "ep", "precision", "kv_dtype",
+                 "cfg", "store_pass", "logits", "expert_load", "mla_form", "tpf")
+
+
+class Measured(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    ms_per_forward: float | None = Field(default=None, gt=0, le=1e9)
+    tokens_per_s: float | None = Field(default=None, gt=0, le=1e12)
+    latency_s: float | None = Field(default=None, gt=0, le=1e9)
+
+    @model_validator(mode="after")
+    def _one(self) -> "Measured":
+        given = [k for k in ("ms_per_forward", "tokens_per_s", "latency_s") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of ms_per_forward, tokens_per_s, latency_s")
+        return self
+
+
+class Point(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    id: str = Field(min_length=1, max_length=100)
+    model: str = Field(min_length=1, max_length=500)
+    gpu: str = Field(min_length=1, max_length=100)
+    stack: str | None = Field(default=None, max_length=500)
+    workload: dict[str, float | int | str | bool]
+    measured: Measured
+    tokens_per_forward: float = Field(default=1.0, gt=0, le=1e6)
+    answer_tokens: float | None = Field(default=None, gt=0, le=1e7)  # tokens/s counted up to EOS
+    case: Literal["dense dLLM", "AR baseline", "cached/block dLLM", "MoE", "other"] = "other"
+    source: str = ""
+    assumes: str = ""
+    in_sample: bool = False  # this point set a profile number (not an independent check)
+
+    @model_validator(mode="after")
+    def _keys(self) -> "Point":
+        unknown = sorted(set(self.workload) - set(WORKLOAD_KEYS))
+        if unknown:
+            raise ValueError(f"unknown workload keys: {', '.join(unknown)} (known: {', '.join(WORKLOAD_KEYS)})")
+        return self
+
+
+class MeasurementFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    points: list[Point] = Field(min_length=1, max_length=MAX_POINTS)
+
+
+def load_points(path: str | Path) -> tuple[list[Point], Path]:
+    """The points of a measurements file, and the folder relative model paths are taken from."""
+    path = Path(path)
+    data = files.read_document(path, limit=MAX_FILE_BYTES, error=UsageError, what="measurements file", fmt="yaml")
+    if not isinstance(data, dict):
+        raise UsageError(f"measurements file {shown(str(path))} must be a mapping with a `points:` list")
+    try:
+        return MeasurementFile.model_validate(data).points, path.resolve().parent
+    except ValidationError as exc:
+        raise UsageError(f"measurements file {shown(str(path))}: {files.validation_message(exc)}") from None
+
+
+def measured_ms_per_forward(p: Point) -> float:
+    m = p.measured
+    if m.ms_per_forward is not None:
+        return m.ms_per_forward
+    if m.tokens_per_s is not None:
+        return 1e3 * p.tokens_per_forward / m.tokens_per_s
+    return None  # latency: needs the workload's pass count (see compare)
+
+
+def resolve_point_model(p: Point, base: Path):
+    local = base / p.model
+    return resolve_model(str(local) if local.suffix in (".yaml", ".yml", ".json") and local.is_file() else p.model)
+
+
+def analysis_for(p: Point, base: Path, hardware: list[str] | None = None, stack=None, spec=None):
+    """The analysis of a point's workload under a stack (name, file, Stack, or `none`)."""
+    from .. import api
+
+    spec = spec or resolve_point_model(p, base)
+    return api.analyze(spec, gpus=p.gpu, hardware=hardware, stack=stack, **dict(p.workload)), spec
+
+
+def cannot_run(p: Point) -> UsageError:
+    return UsageError(f"point {p.id}: {p.gpu} cannot run this workload")
+
+
+def compare(p: Point, analysis, roofline=None) -> dict:
+    """Measured vs predicted time per forward for one point; `roofline`: the same workload's
+    analysis without a stack, for comparison."""
+    r = next((x for x in analysis["results"] if x.get("supported")), None)
+    if r is None:
+        raise cannot_run(p)
+    roof = next((x for x in roofline["results"] if x.get("supported")), None) if roofline else None
+    return comparison(p, r["gpu"], analysis["stack"], r["nfe"], r["time_s"], float(analysis["workload"]["batch"]),
+                      roofline_ms=1e3 * roof["time_s"] / roof["nfe"] if roof else None)
+
+
+def comparison(p: Point, gpu: str, stack: str, nfe: float, time_s: float, batch: float,
+               roofline_ms: float | None = None) -> dict:
+    """`compare` from the predicted totals of the point's workload on `gpu`: `nfe` forward passes
+    taking `time_s` in all; `batch`: the workload's batch (without a CFG copy)."""
+    meas_ms = measured_ms_per_forward(p)
+    if p.measured.latency_s is not None:
+        meas_ms = 1e3 * p.measured.latency_s / nfe
+    elif p.answer_tokens is not None and p.measured.tokens_per_s is not None:
+        meas_ms = 1e3 * batch * p.answer_tokens / p.measured.tokens_per_s / nfe
+    pred_ms = 1e3 * time_s / nfe
+
+    def tokens_per_s(ms: float) -> float:
+        if p.answer_tokens is not None:
+            return batch * p.answer_tokens / (ms * nfe / 1e3)
+        return 1e3 * p.tokens_per_forward / ms
+
+    return dict(id=p.id, gpu=gpu, stack=stack, measured_ms=meas_ms, predicted_ms=pred_ms, roofline_ms=roofline_ms,
+                measured_tokens_per_s=tokens_per_s(meas_ms), predicted_tokens_per_s=tokens_per_s(pred_ms),
+                ratio=pred_ms / meas_ms, error=max(pred_ms / meas_ms, meas_ms / pred_ms))

@@ -1,0 +1,149 @@
+"""Grids and frames: the configurations `analyze` and `sweep` evaluate, as engine columns, and
+what one evaluation of them holds.
+
+A grid's columns come from validated workloads (`workload_columns`) or from a sweep's lists;
+`make_grids` adds each configuration's AR decode baseline, and `evaluate_frame` costs both in one
+engine call each and returns a `Frame`: the sums, the baselines' times and memory, from which
+`generation_numbers` derives what both commands print per configuration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .columns import column
+from .evaluation import Evaluation, Grid, evaluate, generation_verdict, memory_bound_time_fraction
+from .memory import grid_memory
+from ..inputs.models import ModelSpec
+from ..inputs.precision import get_precision, kv_bytes
+from .roofline import stack_rates
+from ..inputs.stacks import Stack
+from .workload import Workload, make_knobs
+
+KNOB_COLUMNS = ("prompt", "gen", "steps", "block", "store_pass", "logits_committed", "active_blocks", "cache_delay",
+                "refresh_every", "window", "drafter")
+SETTING_COLUMNS = ("batch", "wbytes", "kvbytes", "all_experts", "tp", "ep", "mla_absorbed", "mla_auto",
+                   "kv_single_tensor", "ring_buffer", "quantize_head")
+FLAG_COLUMNS = ("all_experts", "mla_absorbed", "mla_auto", "kv_single_tensor", "ring_buffer", "quantize_head")
+_W = Workload()
+COLUMN_DEFAULTS = dict(tp=1.0, ep=1.0, mla_absorbed=True, mla_auto=True, logits_committed=False, store_pass=False,
+                       active_blocks=_W.active_blocks, cache_delay=_W.cache_delay, refresh_every=_W.refresh_every,
+                       window=_W.window, drafter=False, all_experts=False, kv_single_tensor=False, ring_buffer=True,
+                       quantize_head=False)
+
+
+def build_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray, stack: Stack | None = None) -> Grid:
+    """A Grid from per-configuration columns (scalars broadcast); rates looked up by index."""
+    n = len(rate_index)
+    cols = {**COLUMN_DEFAULTS, **cols}
+    knobs = make_knobs(n, **{k: cols[k] for k in KNOB_COLUMNS})
+    settings = {k: column(cols[k], n, bool if k in FLAG_COLUMNS else float) for k in SETTING_COLUMNS}
+    return Grid(scheme=column(cols["scheme"], n).astype(str), knobs=knobs, **settings,
+                rates=stack_rates(rate_rows).take(np.asarray(rate_index)), stack=stack)
+
+
+def workloads_grid(workloads: list[Workload], rate_rows: list[dict], stack: Stack | None = None) -> Grid:
+    """One grid of validated workloads (of one model, at least one): row i is workloads[i] on
+    rate_rows[i]."""
+    cols = [workload_columns(w) for w in workloads]
+    return build_grid({k: [c[k] for c in cols] for k in cols[0]}, rate_rows, np.arange(len(cols)), stack)
+
+
+def workload_columns(w: Workload) -> dict:
+    """Engine columns of one validated workload."""
+    return dict(scheme=w.scheme, **w.knobs(), answer=w.answer, batch=w.effective_batch, ar_batch=w.batch,
+                wbytes=get_precision(w.precision).weight_bytes, kvbytes=kv_bytes(w.kv_dtype),
+                all_experts=w.expert_load == "all", tp=w.tp, ep=w.ep,
+                mla_absorbed=w.mla_form != "expanded", mla_auto=w.mla_form == "auto",
+                kv_single_tensor=w.kv_single_tensor, ring_buffer=w.ring_buffer, quantize_head=w.quantize_head)
+
+
+@dataclass(eq=False)  # of arrays: see engine.Grid
+class Frame:
+    """Evaluated configurations: the engine's sums, the AR decode baseline of each, memory."""
+
+    grid: Grid
+    ev: Evaluation
+    ar_time_s: np.ndarray
+    memory: dict
+    memory_bound_fraction: np.ndarray
+    models: dict[str, ModelSpec]  # by role: "main", and "drafter" for draft-verify with a drafter
+
+
+def _ar_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray,
+             stack: Stack | None) -> tuple[Grid, np.ndarray]:
+    """The AR decode baselines of these columns (prefill + one cached step per answer token: AR
+    stops at end-of-sequence) of the same model, prompt, batch (no CFG copy: AR has no guidance),
+    precision, layout and GPU, under the same software stack: each distinct one once, and which
+    one each row takes."""
+    n = len(rate_index)
+    keys = ("prompt", "answer", "ar_batch", "wbytes", "kvbytes", "all_experts", "tp", "ep", "mla_absorbed", "mla_auto",
+            "kv_single_tensor", "ring_buffer", "quantize_head")
+    table = np.column_stack([np.broadcast_to(np.asarray({**COLUMN_DEFAULTS, **cols}[k], float), (n,)) for k in keys]
+                            + [np.asarray(rate_index, float)])
+    unique, inverse = unique_rows(table)
+    u = dict(zip(keys, unique.T))
+    grid = build_grid(dict(u, scheme="ar", gen=u["answer"], steps=u["answer"], block=u["answer"], batch=u["ar_batch"]),
+                      rate_rows, unique[:, -1].astype(int), stack)
+    return grid, inverse.ravel()
+
+
+def unique_rows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(table, axis=0, return_inverse=True) by a lexicographic sort (np.unique imports
+    numpy.ma, which costs the command line 10+ ms of start-up)."""
+    if not len(table):
+        return table, np.zeros(0, int)
+    order = np.lexsort(table.T[::-1])
+    ranked = table[order]
+    new = np.r_[True, np.any(ranked[1:] != ranked[:-1], axis=1)]
+    inverse = np.empty(len(table), int)
+    inverse[order] = np.cumsum(new) - 1
+    return ranked[new], inverse
+
+
+def models_by_role(spec: ModelSpec, drafter: ModelSpec | None) -> dict[str, ModelSpec]:
+    """What `engine.evaluate` takes: each family's model by its role (a drafter only if any)."""
+    return {"main": spec} | ({"drafter": drafter} if drafter else {})
+
+
+def generation_numbers(frame: Frame, tokens: np.ndarray, tp: np.ndarray, cfg: bool) -> dict[str, np.ndarray]:
+    """What analyze and sweep derive from each configuration's totals (docs/methodology.md, "Per
+    token"): `tokens` is the useful tokens (batch x answer tokens; CFG's extra copy makes none)
+    and `tp` the GPUs of the group."""
+    t, mem = frame.ev.total, frame.memory
+    frac = frame.memory_bound_fraction
+    return dict(
+        nfe=t.count, tokens_per_nfe=tokens / t.count, time_s=t.time_s, tokens_per_s=tokens / t.time_s,
+        tokens_per_s_per_gpu=tokens / t.time_s / tp, flops_per_token=t.flops * tp / tokens,
+        bytes_per_token=t.bytes * tp / tokens, arithmetic_intensity=t.flops / t.bytes,
+        memory_bound_time_fraction=frac, verdict=generation_verdict(frac),
+        ar_tokens_per_s=tokens / frame.ar_time_s, time_ratio_to_ar=t.time_s / frame.ar_time_s,
+        max_batch=np.floor(mem["max_effective_batch"] / (2 if cfg else 1)).astype(int),
+    )
+
+
+@dataclass(eq=False)  # of arrays: see engine.Grid
+class Grids:
+    """What one evaluation costs: the configurations' grid and their distinct AR baselines'
+    (`ar_of[i]`: row i's), built once whether they are counted, evaluated or both."""
+
+    grid: Grid
+    ar: Grid
+    ar_of: np.ndarray
+
+
+def make_grids(cols: dict, rate_rows: list[dict], rate_index: np.ndarray, stack: Stack | None = None) -> Grids:
+    """The grid of these columns and their AR baselines' (what `evaluate_frame` takes)."""
+    return Grids(build_grid(cols, rate_rows, rate_index, stack), *_ar_grid(cols, rate_rows, rate_index, stack))
+
+
+def evaluate_frame(spec: ModelSpec, drafter: ModelSpec | None, grids: Grids, capacity_bytes: np.ndarray) -> Frame:
+    """Both grids evaluated (one engine call each), and memory against each row's GPU capacity."""
+    grid, models = grids.grid, models_by_role(spec, drafter)
+    ev = evaluate(models, grid)
+    return Frame(grid, ev, evaluate(spec, grids.ar).total.time_s[grids.ar_of],
+                 grid_memory(spec, grid, ev, capacity_bytes, drafter),
+                 memory_bound_time_fraction(ev, grid.rates.ridge), models)
+

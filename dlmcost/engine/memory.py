@@ -1,0 +1,89 @@
+"""Does it fit: weights, K/V cache, peak activations and the logits buffer, per GPU.
+
+All per GPU of a tp-way group (cost.py's split: heads, FFN columns, experts, vocabulary):
+
+    weights      = resident weights per GPU (cost.weight_bytes_per_gpu; every expert resident)
+    kv_cache     = B * sum over layers of kept tokens * K/V bytes per token per GPU
+                   (kept = the scheme's resident tokens; a sliding layer with a ring buffer keeps
+                   at most its window; cost.kv_cache_elements_per_gpu)
+    activations  = B * q_max * 2 * (2*d_model + widest intermediate / tp)
+    logits       = B * logits_max * vocab * logit bytes   (the stack's sampler_logits_bytes; without
+                   a stack 2 + 4: bf16 logits + fp32 probabilities; the whole vocabulary on each
+                   GPU: tensor parallelism all-gathers the split logits for the sampler)
+    usable       = capacity * (1 - RESERVE_FRACTION)
+    max_batch    = floor((usable - weights) / per-sequence bytes)
+
+B counts the CFG copy. The reserve covers the CUDA/ROCm context, allocator fragmentation and
+workspace (vLLM's default gpu_memory_utilization is 0.9 for the same reason).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .cost import kv_cache_elements_per_gpu, weight_bytes_per_gpu
+from ..inputs.models.spec import ModelSpec
+from ..inputs.precision import ACTIVATION_BYTES
+
+RESERVE_FRACTION = 0.10
+# Bytes per logit the head and the sampler hold at once without a software stack to say
+# otherwise: bf16 logits and an fp32 softmax. A stack sets its sampler's own figure (the
+# reference LLaDA sampler: 18, bf16 logits plus an fp64 copy and an fp64 softmax).
+LOGIT_BYTES = ACTIVATION_BYTES + 4.0
+
+
+def widest_intermediate(m: ModelSpec) -> int:
+    """The widest tensor a layer writes per token: Q/K/V of the widest attention kind, or an FFN's
+    intermediate (a dense + MoE layer runs its branches one after the other)."""
+    widths = [(m.n_heads + 2 * k.n_kv_heads) * k.head_dim for _, k in m.attention_groups]
+    if m.n_dense_layers:
+        widths.append(m.mlp_matrices * m.ffn_dim)
+    if m.moe:
+        widths.append(m.mlp_matrices * (m.moe.experts_per_token * m.moe.expert_ffn_dim + m.moe.shared_ffn_dim))
+    return max(widths)
+
+
+def memory_breakdown(m: ModelSpec, capacity_bytes, batch, cached_tokens, q_max, logits_max, wbytes, kvbytes,
+                     tp=1.0, ep=1.0, kv_single_tensor=False, ring_buffer=True, logit_bytes=LOGIT_BYTES,
+                     quantize_head=False) -> dict:
+    """Bytes per GPU, `fits`, and the largest effective batch (CFG copy included) that fits."""
+    batch = np.asarray(batch, float)
+    tp = np.asarray(tp, float)
+    weights = weight_bytes_per_gpu(m, wbytes, tp, ep, quantize_head)
+    kv_per_seq = kv_cache_elements_per_gpu(m, cached_tokens, tp, kv_single_tensor, ring_buffer) * np.asarray(kvbytes, float)
+    act_per_seq = np.asarray(q_max, float) * (2 * m.d_model + widest_intermediate(m) / tp) * ACTIVATION_BYTES
+    logits_per_seq = np.asarray(logits_max, float) * m.vocab_size * logit_bytes  # gathered: all of V
+    per_seq = kv_per_seq + act_per_seq + logits_per_seq
+    total = weights + batch * per_seq
+    usable = np.asarray(capacity_bytes, float) * (1 - RESERVE_FRACTION)
+    return dict(
+        weights_bytes=weights + 0 * batch,
+        kv_cache_bytes=batch * kv_per_seq,
+        activation_bytes=batch * act_per_seq,
+        logits_bytes=batch * logits_per_seq,
+        total_bytes=total,
+        capacity_bytes=np.asarray(capacity_bytes, float) + 0 * batch,
+        usable_bytes=usable + 0 * batch,
+        fits=total <= usable,
+        per_sequence_bytes=per_seq + 0 * batch,
+        max_effective_batch=np.maximum(np.floor((usable - weights) / per_seq), 0.0),
+    )
+
+
+def grid_memory(m: ModelSpec, grid, ev, capacity_bytes, drafter: ModelSpec | None = None) -> dict:
+    """memory_breakdown for every configuration of an engine Grid, with the peak pass shapes and
+    resident tokens the Evaluation took from each configuration's scheme. A drafter model's
+    weights and K/V cache are resident beside the main model's."""
+    logit_bytes = grid.stack.sampler_logits_bytes if grid.stack is not None else LOGIT_BYTES
+    out = memory_breakdown(m, capacity_bytes, grid.batch, ev.cached_tokens, ev.q_max, ev.logits_max, grid.wbytes,
+                           grid.kvbytes, grid.tp, grid.ep, kv_single_tensor=grid.kv_single_tensor,
+                           ring_buffer=grid.ring_buffer, logit_bytes=logit_bytes, quantize_head=grid.quantize_head)
+    if drafter is not None:
+        extra = memory_breakdown(drafter, capacity_bytes, grid.batch, ev.cached_tokens, 0.0, 0.0, grid.wbytes,
+                                 grid.kvbytes, grid.tp, 1.0)
+        for key in ("weights_bytes", "kv_cache_bytes", "total_bytes", "per_sequence_bytes"):
+            out[key] = out[key] + extra[key]
+        usable = out["usable_bytes"]
+        out["fits"] = out["total_bytes"] <= usable
+        out["max_effective_batch"] = np.maximum(np.floor((usable - out["weights_bytes"]) / out["per_sequence_bytes"]), 0.0)
+    return out

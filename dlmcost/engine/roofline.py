@@ -1,0 +1,116 @@
+"""The time model: roofline time of an op on one GPU, and the memory/compute verdict.
+
+Time of one op in one pass (a kernel per layer):
+
+    t = max(FLOPs / (peak_kind * eff_kind), bytes / (bandwidth * eff_mem)) + kernels * overhead
+
+plus, for the collectives of a parallel group, link_bytes / (link * eff_link) + n * latency.
+A pass is the sum over its ops (pessimistic: no overlap between ops, nor of communication). The optimistic bound of a
+pass is max(sum FLOPs/peak, sum bytes/bandwidth) at the ideal profile. Arithmetic intensity
+AI = FLOPs / bytes; a pass is memory-bound when AI < ridge = peak / bandwidth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .columns import take
+from ..inputs.hardware import GPU
+from ..inputs.precision import ATTENTION_COMPUTE, ELEMENTWISE_COMPUTE, Precision
+
+if TYPE_CHECKING:  # reading profiles belongs to profiles.py; only its type is named here
+    from ..inputs.profiles import Profile
+
+
+# eq=False on classes of arrays: == on arrays is elementwise, so a generated __eq__ (and
+# __hash__) could only raise; identity is the only equality they have.
+@dataclass(frozen=True, eq=False)
+class Rates:
+    """Per-configuration hardware rates (arrays): peak FLOP/s and achievable fraction per op
+    kind, bandwidth and its achievable fraction, per-kernel overhead in seconds."""
+
+    peak: dict[str, np.ndarray]
+    eff: dict[str, np.ndarray]
+    bandwidth: np.ndarray
+    eff_mem: np.ndarray
+    overhead_s: np.ndarray
+    ridge: np.ndarray  # ridge of the precision's GEMM peak, FLOP/byte
+    link_bandwidth: np.ndarray  # scale-up bytes/s per direction per GPU
+    eff_link: np.ndarray
+    collective_latency_s: np.ndarray
+
+    @cached_property
+    def achievable_flops(self) -> dict[str, np.ndarray]:
+        """FLOP/s an op of each kind reaches: peak x efficiency (computed once per set of rates)."""
+        return {kind: self.peak[kind] * self.eff[kind] for kind in self.peak}
+
+    @cached_property
+    def achievable_bandwidth(self) -> np.ndarray:
+        return self.bandwidth * self.eff_mem
+
+    def take(self, idx: np.ndarray) -> "Rates":
+        return Rates({k: take(v, idx) for k, v in self.peak.items()}, {k: take(v, idx) for k, v in self.eff.items()},
+                     *(take(getattr(self, name), idx) for name in ("bandwidth", "eff_mem", "overhead_s", "ridge",
+                                                                  "link_bandwidth", "eff_link", "collective_latency_s")))
+
+
+def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, float] | None:
+    """Scalar rates of one GPU at one precision; None if it lacks the precision's tensor cores."""
+    if not gpu.supports(precision.compute):
+        return None
+    eff = profile.efficiency(gpu)
+    ideal = profile.name == "ideal"
+
+    def gemm_eff(key: str) -> float:
+        return 1.0 if ideal else eff.gemm.get(key, eff.gemm.get("bf16", 1.0))
+
+    elementwise_peak = gpu.peak_flops.get(ELEMENTWISE_COMPUTE, gpu.peak_flops["bf16"])
+    return dict(
+        peak_linear=gpu.peak_flops[precision.compute], eff_linear=gemm_eff(precision.compute),
+        peak_attention=gpu.peak_flops[ATTENTION_COMPUTE], eff_attention=gemm_eff(ATTENTION_COMPUTE),
+        peak_other=elementwise_peak, eff_other=1.0,
+        bandwidth=gpu.bandwidth_bytes_per_s, eff_mem=eff.memory_bandwidth,
+        overhead_s=eff.overhead_us_per_op * 1e-6,
+        ridge=gpu.ridge_flops_per_byte[precision.compute],
+        link_bandwidth=gpu.link_bytes_per_s, eff_link=eff.link, collective_latency_s=eff.collective_latency_us * 1e-6,
+    )
+
+
+def stack_rates(rows: list[dict[str, float]]) -> Rates:
+    col = {k: np.array([r[k] for r in rows], dtype=float) for k in rows[0]}
+    # The LM head (and self-conditioning, the same vocabulary-sized GEMM) stays in bf16 as
+    # checkpoints keep it (see cost.HEAD_BYTES), so it runs at the bf16 GEMM rates, like attention.
+    kinds = {"linear": "linear", "lm_head": "attention", "attention": "attention", "other": "other"}
+    return Rates(
+        peak={kind: col[f"peak_{src}"] for kind, src in kinds.items()},
+        eff={kind: col[f"eff_{src}"] for kind, src in kinds.items()},
+        bandwidth=col["bandwidth"], eff_mem=col["eff_mem"], overhead_s=col["overhead_s"], ridge=col["ridge"],
+        link_bandwidth=col["link_bandwidth"], eff_link=col["eff_link"],
+        collective_latency_s=col["collective_latency_s"],
+    )
+
+
+def compute_time(flops, kind: str, rates: Rates):
+    if kind == "comm":  # collectives do no arithmetic; their cost is link_time
+        return np.zeros_like(rates.bandwidth)
+    return flops / rates.achievable_flops[kind]
+
+
+def link_time(link_bytes, collectives, rates: Rates):
+    """Collectives over the scale-up link: bytes each GPU sends over the achievable per-direction
+    bandwidth, plus a fixed latency per collective."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(link_bytes > 0, link_bytes / (rates.link_bandwidth * rates.eff_link), 0.0)
+    return t + collectives * rates.collective_latency_s
+
+
+def memory_time(nbytes, rates: Rates):
+    return nbytes / rates.achievable_bandwidth
+
+
+def verdict(ai, ridge) -> np.ndarray:
+    return np.where(np.asarray(ai) < ridge, "memory-bound", "compute-bound")

@@ -1,0 +1,72 @@
+"""Parsed copies of the bundled YAML files, so that start-up does not run the YAML parser.
+
+`dlmcost analyze` reads 35 small YAML files (the accelerator database, the default software stack,
+the bundled models' manifest); parsing them costs more than the whole evaluation. This module
+keeps, in `compiled_yaml.json` beside it, each bundled file's parsed data keyed by the file's
+whole text. `files.read_document` looks a YAML file's text up there and, on a hit, returns the
+stored data instead of parsing: the same text always parses to the same data, so a hit is exactly
+the parse, whichever path the text came from (the key is the text itself, compared in full, not a
+hash of it), and a miss (an edited or a user's file) is simply parsed. A stale table therefore
+costs time, never correctness; `python docs/generate.py --check` (run by the tests) keeps the
+shipped one current.
+
+Only data that survives a JSON round trip unchanged is stored (YAML dates or non-string keys
+would not), so a hit can never differ from a parse.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+TABLE = Path(__file__).with_name("bundled_yaml.json")
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict[str, str]:
+    try:
+        table = json.loads(TABLE.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # missing or damaged: every file is parsed, as without it
+        return {}
+    return table if isinstance(table, dict) else {}
+
+
+def lookup(text: str):
+    """The parsed data of this YAML text if it is a bundled file's, else None."""
+    parsed = _table().get(text)
+    if not isinstance(parsed, str):
+        return None
+    try:
+        return json.loads(parsed)
+    except ValueError:  # a damaged entry: parsed as without the table, like a damaged table
+        return None
+
+
+def bundled_yaml_files() -> list[Path]:
+    """Every YAML file that ships with dlmcost and is read at run time."""
+    from .hardware import bundled_hardware_dir
+    from .models.load import CONFIG_DIR
+    from .stacks import bundled_stack_dir
+
+    found = [*bundled_hardware_dir().glob("*.yaml"), *bundled_stack_dir().glob("*.yaml"),
+             *CONFIG_DIR.glob("*.yaml")]
+    return sorted(found, key=lambda p: (p.parent.name, p.name))
+
+
+def build() -> str:
+    """The table's text for the bundled files as they are now."""
+    import yaml
+
+    table = {}
+    for path in bundled_yaml_files():
+        text = path.read_bytes().decode("utf-8-sig")  # as files.decode reads it
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
+        try:
+            # key order kept: a mapping's order is data (the models' manifest lists them in order)
+            parsed = json.dumps(data, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError):
+            continue  # a date, a non-finite number...: not representable, parsed at run time
+        if json.loads(parsed) == data:
+            table[text] = parsed
+    return json.dumps(table, indent=0, sort_keys=True) + "\n"

@@ -1,0 +1,285 @@
+"""Accelerator specs: the YAML database under `hardware/`, validation, aliases.
+
+One YAML file per accelerator, every number with its source (see `hardware/README.md`). The
+database ships inside the wheel (`dlmcost/_hardware`); in a source checkout the top-level
+`hardware/` folder is read. Users add or override accelerators with their own file or folder
+(`--hardware PATH` or `DLMCOST_HARDWARE=PATH[:PATH...]`); an entry with the same name replaces
+the bundled one.
+"""
+
+import os
+import stat
+import warnings
+from functools import cached_property, lru_cache
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator, model_validator
+
+from . import files
+from ..errors import DlmcostWarning, HardwareFileError, UnknownGPUError, UsageError
+from ..safe_text import shown
+
+# Precisions a peak can be given for. `fp32` is the non-tensor-core (vector) rate, used for
+# elementwise work; the others are dense tensor-core rates (no 2:4 sparsity).
+PEAK_KEYS = ("bf16", "fp8", "fp4", "int8", "fp32")
+
+HARDWARE_ENV = "DLMCOST_HARDWARE"
+
+# A number in a hardware or efficiency file: an int or a float, never a boolean (`true` is not
+# 1 TB/s) nor a string. The ranges below are plausible for any accelerator, so that a typo or a
+# tiny value like 5e-324 cannot overflow the arithmetic to inf.
+Number = Annotated[float, Strict()]
+MIN_FRACTION = 0.01  # an achievable fraction of a peak below 1% is a typo
+
+
+class Efficiency(BaseModel):
+    """Achievable fractions of the peaks, for the `realistic` profile (from published measurements)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    memory_bandwidth: Number = Field(ge=MIN_FRACTION, le=1)
+    gemm: dict[str, Number]  # precision -> achievable fraction of the dense peak
+    overhead_us_per_op: Number = Field(ge=0, le=1000)
+    link: Number = Field(default=0.8, ge=MIN_FRACTION, le=1)
+    collective_latency_us: Number = Field(default=10.0, ge=0, le=10000)
+
+    @field_validator("gemm")
+    @classmethod
+    def _fractions(cls, v: dict[str, float]) -> dict[str, float]:
+        for key, frac in v.items():
+            if key not in PEAK_KEYS:
+                raise ValueError(f"unknown precision {key!r} (known: {', '.join(PEAK_KEYS)})")
+            if not (MIN_FRACTION <= frac <= 1):
+                raise ValueError(f"gemm.{key} must be a fraction in [{MIN_FRACTION}, 1], got {frac}")
+        return v
+
+
+class Price(BaseModel):
+    """Rental price of one GPU for one hour, USD: a dated public on-demand list price, an estimate.
+
+    `usd` is the planner's default (a typical on-demand rate); `low`/`high` bracket the public
+    range seen for the same part (cheapest credible on-demand, hyperscaler list)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    usd: float = Field(gt=0, le=1000)
+    low: float | None = Field(default=None, gt=0, le=1000)
+    high: float | None = Field(default=None, gt=0, le=1000)
+    as_of: str = Field(min_length=4)  # date of the source snapshot, e.g. 2026-09-25
+    source: str = Field(min_length=1)
+    estimate: bool = True  # list prices move often (2025-2026 saw cuts and rises): never a constant
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Price":
+        if self.low is not None and self.low > self.usd:
+            raise ValueError(f"low ({self.low}) is above the typical price ({self.usd})")
+        if self.high is not None and self.high < self.usd:
+            raise ValueError(f"high ({self.high}) is below the typical price ({self.usd})")
+        return self
+
+
+class GPU(BaseModel):
+    """One accelerator. Units are in the field names; derived SI values are properties."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    name: str = Field(min_length=1)
+    aliases: list[str] = []
+    vendor: str
+    status: Literal["verified", "corroborated", "estimated", "provisional"]
+    memory_gb: Number | None = Field(default=None, ge=0.1, le=100_000)  # vendor GB (1e9 bytes)
+    memory_gib: Number | None = Field(default=None, ge=0.1, le=100_000)  # GiB (2^30 bytes)
+    bandwidth_tb_s: Number = Field(ge=0.01, le=1000)  # decimal TB/s
+    peak_tflops: dict[str, Number]  # precision -> dense TFLOP/s (TOPS for int8)
+    scale_up_gb_s: Number = Field(default=0.0, ge=0, le=100_000)  # per direction, per GPU
+    efficiency: Efficiency
+    sources: dict[str, str]
+    notes: str = ""
+    price_per_hour: Price | None = None  # per GPU; None: no public price (plan needs --price)
+    board_power_w: float | None = Field(default=None, gt=0, le=100_000)  # vendor envelope (TDP/TBP)
+
+    @field_validator("peak_tflops")
+    @classmethod
+    def _peaks(cls, v: dict[str, float]) -> dict[str, float]:
+        if "bf16" not in v:
+            raise ValueError("peak_tflops needs at least bf16")
+        for key, tflops in v.items():
+            if key not in PEAK_KEYS:
+                raise ValueError(f"unknown precision {key!r} (known: {', '.join(PEAK_KEYS)})")
+            if not (0.01 <= tflops < 1e6):
+                raise ValueError(f"peak_tflops.{key} must be a TFLOP/s figure in [0.01, 1e6), got {tflops}")
+        return v
+
+    @field_validator("scale_up_gb_s")
+    @classmethod
+    def _link(cls, v: float) -> float:
+        if 0 < v < 0.1:
+            raise ValueError(f"must be 0 (no scale-up link) or at least 0.1 GB/s, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _memory_and_sources(self) -> "GPU":
+        if (self.memory_gb is None) == (self.memory_gib is None):
+            raise ValueError("give exactly one of memory_gb (vendor GB) or memory_gib")
+        for needed in ("memory", "bandwidth", "peak_tflops", "efficiency"):
+            if not self.sources.get(needed):
+                raise ValueError(f"sources.{needed} is missing: every number needs its source")
+        return self
+
+    @model_validator(mode="after")
+    def _power_source(self) -> "GPU":
+        if self.board_power_w is not None and not self.sources.get("board_power_w"):
+            raise ValueError("sources.board_power_w is missing: every number needs its source")
+        return self
+
+    # --- derived SI quantities -------------------------------------------------------------
+    @property
+    def memory_bytes(self) -> float:
+        return self.memory_gb * 1e9 if self.memory_gb is not None else self.memory_gib * 2**30
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        return self.bandwidth_tb_s * 1e12
+
+    @cached_property
+    def peak_flops(self) -> dict[str, float]:
+        return {k: v * 1e12 for k, v in self.peak_tflops.items()}
+
+    @cached_property
+    def ridge_flops_per_byte(self) -> dict[str, float]:
+        """Ridge point per precision: peak FLOP/s over bandwidth (AI* of the roofline model)."""
+        return {k: ridge_flops_per_byte(v, self.bandwidth_bytes_per_s) for k, v in self.peak_flops.items()}
+
+    @property
+    def link_bytes_per_s(self) -> float:
+        return self.scale_up_gb_s * 1e9
+
+    def supports(self, compute_precision: str) -> bool:
+        return compute_precision in self.peak_flops
+
+    @property
+    def key(self) -> str:
+        return normalise(self.name)
+
+
+def ridge_flops_per_byte(peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
+    """AI* = peak / bandwidth: below it a kernel cannot use the full peak (memory-bound)."""
+    return peak_flops_per_s / bandwidth_bytes_per_s
+
+
+def normalise(name: str) -> str:
+    return "-".join(name.lower().replace("_", " ").split())
+
+
+# --- loading -------------------------------------------------------------------------------
+
+
+def bundled_hardware_dir() -> Path:
+    """The database shipped with dlmcost: inside the wheel, or the checkout's `hardware/`."""
+    here = Path(__file__).resolve().parents[1]  # the dlmcost package
+    packaged = here / "_hardware"
+    return packaged if packaged.is_dir() else here.parent / "hardware"
+
+
+def read_gpu_file(path: Path) -> dict:
+    """The raw mapping of a hardware YAML (parsed, not yet validated)."""
+    data = files.read_document(path, limit=files.HARDWARE_LIMIT, error=HardwareFileError, what="hardware file",
+                               fmt="yaml")
+    if not isinstance(data, dict):
+        raise HardwareFileError(f"hardware file {shown(path)} must be a YAML mapping, got {type(data).__name__}")
+    return data
+
+
+def validate_gpu(data: dict, path: Path) -> GPU:
+    try:
+        return GPU.model_validate(data)
+    except ValidationError as exc:
+        raise HardwareFileError(f"hardware file {shown(path)}: {files.validation_message(exc)}") from None
+
+
+def load_gpu_file(path: Path) -> GPU:
+    return validate_gpu(read_gpu_file(path), path)
+
+
+def _yaml_files(path: Path) -> list[Path]:
+    """The hardware files a path names: itself, or the .yaml/.yml regular files of a folder."""
+    p = files.expand(path, HardwareFileError, "hardware path")
+    try:
+        mode = os.stat(p).st_mode
+    except OSError as exc:
+        raise HardwareFileError(f"hardware path {shown(path)}: {files.os_problem(exc)}") from None
+    except ValueError:
+        raise HardwareFileError(f"hardware path {shown(path)}: a path cannot contain a NUL character") from None
+    if stat.S_ISDIR(mode):
+        return sorted(f for f in p.iterdir() if f.suffix in (".yaml", ".yml") and f.is_file())
+    if not stat.S_ISREG(mode):
+        raise HardwareFileError(f"hardware path {shown(path)} is {files.kind_of(mode)}, not a YAML file or folder")
+    return [p]
+
+
+def user_hardware_paths(extra: list[str] | None = None) -> list[Path]:
+    paths = [Path(p) for p in os.environ.get(HARDWARE_ENV, "").split(os.pathsep) if p]
+    return paths + [Path(p) for p in (extra or [])]
+
+
+@lru_cache(maxsize=1)
+def bundled_gpus() -> tuple[GPU, ...]:
+    """The shipped database, read and validated once per process."""
+    return tuple(load_gpu_file(f) for f in _yaml_files(bundled_hardware_dir()))
+
+
+class HardwareDB:
+    """All known accelerators, by normalised name, with alias lookup. A user's GPU with the name
+    of a bundled one replaces it; an alias that already names another GPU keeps naming that one
+    (with a warning, so that the shadowed alias does not go unnoticed)."""
+
+    def __init__(self, gpus: list[GPU], bundled: tuple[GPU, ...] = ()):
+        self.gpus: dict[str, GPU] = {}
+        for gpu in (*bundled, *gpus):  # later entries (user files) replace earlier ones
+            self.gpus[gpu.key] = gpu
+        self._lookup: dict[str, str] = {key: key for key in self.gpus}  # a name beats an alias
+        for user, gpu in [(False, g) for g in bundled] + [(True, g) for g in gpus]:
+            for alias in gpu.aliases:
+                owner = self._lookup.setdefault(normalise(alias), gpu.key)
+                if user and owner != gpu.key:
+                    other = shown(self.gpus[owner].name)
+                    warnings.warn(f"alias '{shown(alias)}' of GPU '{shown(gpu.name)}' already names {other}; "
+                                  f"--gpu {shown(alias)} keeps meaning {other}", DlmcostWarning, stacklevel=3)
+
+    @classmethod
+    def load(cls, extra_paths: list[str] | None = None) -> "HardwareDB":
+        user = [load_gpu_file(f) for path in user_hardware_paths(extra_paths) for f in _yaml_files(path)]
+        return cls(user, bundled_gpus())
+
+    def get(self, name: str) -> GPU:
+        key = self._lookup.get(normalise(name))
+        if key is None:
+            import difflib  # only on the error path
+
+            close = difflib.get_close_matches(normalise(name)[:100], list(self._lookup), n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else "; `dlmcost gpus` lists them"
+            raise UnknownGPUError(f"unknown GPU '{shown(name)}'{hint}")
+        return self.gpus[key]
+
+    def select(self, spec: str | list[str] | None, default: list[str]) -> list[GPU]:
+        """`all`, a comma list, a list, or None for the default set; duplicates removed."""
+        if spec is None:
+            names = default
+        elif isinstance(spec, str):
+            if spec.strip().lower() == "all":
+                return list(self.gpus.values())
+            names = [s for s in (p.strip() for p in spec.split(",")) if s]
+        else:
+            names = spec
+        if not names:
+            raise UsageError("--gpu names no GPU; give a name, a comma list, or 'all'")
+        out: dict[str, GPU] = {}
+        for n in names:
+            gpu = self.get(n)
+            out[gpu.key] = gpu
+        return list(out.values())
+
+
+# The default GPU set of `analyze` and `sweep`: current NVIDIA and AMD datacentre parts.
+DEFAULT_GPUS = ["h100", "h200", "b200", "b300", "mi300x", "mi355x", "mi455x"]

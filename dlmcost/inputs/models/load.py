@@ -1,0 +1,155 @@
+"""From a model argument to a ModelSpec: local file, bundled id, or the Hugging Face Hub.
+
+Resolution order: an existing local path; a bundled id (no network, so CI stays fast and
+deterministic) unless a revision or `hub=True` asks for the Hub; otherwise the Hugging Face cache
+and the Hub (see `hub.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .. import files
+from ...errors import ConfigError, UnknownModelError
+from ...safe_text import shown
+from .families import detect
+from .spec import ModelSpec
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+SCHEMA_TAG = "dlmcost.model/v1"  # marks a file written in dlmcost's own normalised schema
+
+
+MAX_VALUES = 200_000  # values in one config: YAML aliases can make a small file expand into a huge tree
+MAX_DEPTH = 100  # levels of nesting: real configs have three or four
+
+
+def _check_finite(value: Any) -> None:
+    """JSON allows NaN/Infinity through Python's parser; a config never should. Iterative, so a
+    maliciously deep document cannot exhaust the interpreter's stack; a path is spelled out only
+    for the message (keys may be long)."""
+    stack: list[tuple[int, tuple, Any]] = [(0, (), value)]
+    visited = 0
+    while stack:
+        visited += 1
+        if visited > MAX_VALUES:
+            raise ConfigError(f"config is too large to be a model config (over {MAX_VALUES:,} values)")
+        depth, path, v = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"config is nested more than {MAX_DEPTH} levels deep; a model config has a few")
+        if isinstance(v, float) and not math.isfinite(v):
+            where = shown("".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".") or "(top level)")
+            raise ConfigError(f"config field '{where}' is not a finite number: {v!r}")
+        if isinstance(v, dict):
+            stack += [(depth + 1, (*path, str(k)), x) for k, x in v.items()]
+        elif isinstance(v, list):
+            stack += [(depth + 1, (*path, i), x) for i, x in enumerate(v)]
+
+
+def spec_from_mapping(data: Any, *, model_id: str, source: str, revision: str | None = None,
+                      verified: bool = True) -> ModelSpec:
+    """A config.json-style mapping or a dlmcost-schema mapping -> ModelSpec."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"model config for '{shown(model_id)}' must be a mapping of fields, got {type(data).__name__}")
+    _check_finite(data)
+    if data.get("schema") == SCHEMA_TAG:
+        fields = {k: v for k, v in data.items() if k != "schema"}
+        fields.setdefault("id", model_id)
+        fields.setdefault("family", "custom")
+        fields["source"] = source
+        where = "dlmcost schema"
+    else:
+        family = detect(data)
+        fields = family.parse(data)
+        fields.update(id=model_id, source=source, revision=revision, verified=verified, sampler=family.sampler)
+        where = f"{family.description} config"
+    try:
+        return ModelSpec.model_validate(fields)
+    except ValidationError as exc:
+        raise ConfigError(f"{where} for '{shown(model_id)}': {files.validation_message(exc)}") from None
+
+
+def read_config_file(path: Path) -> Any:
+    """A local JSON or YAML model config, through the bounded reader."""
+    return files.read_document(path, limit=files.CONFIG_LIMIT, error=ConfigError, what="model file")
+
+
+def load_local(path: Path) -> ModelSpec:
+    if path.suffix.lower() not in (".json", ".yaml", ".yml"):
+        raise ConfigError(f"{shown(path)}: model files must end in .json, .yaml or .yml")
+    return spec_from_mapping(read_config_file(path), model_id=str(path), source="local")
+
+
+def _local_path(arg: str) -> Path | None:
+    """The local file an argument names (a folder means its config.json), or None if nothing is
+    there; a path that cannot even be looked up is an error that says why."""
+    path = files.expand(arg, ConfigError, "model path")
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno in (2, 20):  # ENOENT, ENOTDIR
+            return None
+        raise ConfigError(f"model path {shown(arg)}: {files.os_problem(exc)}") from None
+    except ValueError:  # an embedded NUL
+        return None
+    if stat.S_ISDIR(mode):
+        config = path / "config.json"
+        if not os.path.lexists(config):
+            raise ConfigError(f"{shown(arg)} is a folder without a config.json")
+        return config
+    return path
+
+
+# --- bundled configs -------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def bundled_manifest() -> dict[str, dict]:
+    return files.read_document(CONFIG_DIR / "MANIFEST.yaml", limit=files.CONFIG_LIMIT, error=ConfigError,
+                               what="bundled manifest")
+
+
+def bundled_ids() -> list[str]:
+    return list(bundled_manifest())
+
+
+def _bundled_key(model_id: str) -> str | None:
+    lower = {k.lower(): k for k in bundled_manifest()}
+    return lower.get(model_id.lower())
+
+
+def load_bundled(model_id: str) -> ModelSpec:
+    key = _bundled_key(model_id)
+    if key is None:
+        raise UnknownModelError(f"'{shown(model_id)}' is not a bundled model")
+    meta = bundled_manifest()[key]
+    data = json.loads((CONFIG_DIR / (key.replace("/", "__") + ".json")).read_text(encoding="utf-8"))
+    return spec_from_mapping(data, model_id=key, source="bundled", verified=meta.get("status") != "unverified")
+
+
+def resolve_model(arg: str, *, revision: str | None = None, hub: bool = False,
+                  timeout_s: float | None = None) -> ModelSpec:
+    """Local path, then bundled id (unless the Hub is asked for), then HF cache / Hub."""
+    if not arg or not arg.strip():
+        raise UnknownModelError("model name is empty")
+    path = _local_path(arg)
+    if path is not None:
+        return load_local(path)
+    if _bundled_key(arg) and not (hub or revision):
+        return load_bundled(arg)
+    if arg.endswith((".json", ".yaml", ".yml")) or "/" not in arg:
+        hint = "; `dlmcost models` lists the bundled ids" if "/" not in arg else ""
+        raise UnknownModelError(f"no such file or bundled model: '{shown(arg)}'{hint}")
+    from .hub import fetch_config  # imported lazily: huggingface_hub is slow to import
+
+    data, source, commit = fetch_config(arg, revision=revision, timeout_s=timeout_s)
+    return spec_from_mapping(data, model_id=arg, source=source, revision=commit)

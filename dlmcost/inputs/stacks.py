@@ -1,0 +1,142 @@
+"""Software-stack profiles: what the inference software adds on top of the hardware's roofline.
+
+A stack is a YAML file (bundled ones live in the repository's top-level `stacks/`, shipped in the
+wheel as `dlmcost/_stacks`), every number with its source. `--stack NAME|FILE` selects one; the
+default is `DEFAULT_STACK`. How a stack combines with a hardware file is `stack_time.py`'s job
+(docs/stacks.md, "The time of a pass").
+
+Hostile files: the text is size-capped before parsing, parsed with the safe loader only, and
+every field is range-checked; a bad file is one `error:` line (exit code 5, like a bad hardware
+file).
+"""
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from . import files
+from ..safe_text import shown
+from ..errors import DlmcostError
+
+# A serving engine is what a capacity plan buys GPUs for; research code is `hf-eager`.
+DEFAULT_STACK = "sglang"
+STACK_NONE = "none"  # --stack none: the bare hardware roofline, no software stack
+MAX_STACK_FILE_BYTES = 256 * 1024
+MAX_CURVE_POINTS = 64
+
+
+class StackFileError(DlmcostError):
+    """An unknown stack name, or a stack YAML that is unreadable or fails validation."""
+
+    exit_code = 5
+
+
+class HostCost(BaseModel):
+    """CPU time the framework spends per forward pass."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    us_per_layer: float = Field(ge=0, le=1e6)  # dispatch and launches of one decoder layer
+    overlaps_gpu: bool = True  # async launches: pass = max(GPU, host); else GPU + host
+    fixed_us_per_forward: float = Field(ge=0, le=1e7)  # sampler, host sync, step loop
+
+
+class GemmCurve(BaseModel):
+    """GEMM efficiency against the GEMM's row count M = batch x q, interpolated linearly in log M
+    and held flat beyond the end points. A fraction of the hardware file's GEMM efficiency."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    rows: list[float] = Field(min_length=1, max_length=MAX_CURVE_POINTS)
+    efficiency: list[float] = Field(min_length=1, max_length=MAX_CURVE_POINTS)
+
+    @field_validator("rows")
+    @classmethod
+    def _rows(cls, v: list[float]) -> list[float]:
+        if any(not (1 <= r <= 1e9) for r in v):
+            raise ValueError("rows must lie in [1, 1e9]")
+        if any(b <= a for a, b in zip(v, v[1:])):
+            raise ValueError("rows must be strictly increasing")
+        return v
+
+    @field_validator("efficiency")
+    @classmethod
+    def _fractions(cls, v: list[float]) -> list[float]:
+        if any(not (0 < e <= 1) for e in v):
+            raise ValueError("every efficiency must be in (0, 1]")
+        return v
+
+    @model_validator(mode="after")
+    def _same_length(self) -> "GemmCurve":
+        if len(self.rows) != len(self.efficiency):
+            raise ValueError("rows and efficiency must have the same length")
+        return self
+
+
+class Stack(BaseModel):
+    """One software stack. Every number needs a line in `sources`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    name: str = Field(min_length=1, max_length=100)
+    description: str = Field(default="", max_length=1000)
+    host: HostCost
+    gemm_efficiency: GemmCurve
+    attention_efficiency: float = Field(gt=0, le=1)  # fraction of the hardware's bf16 GEMM efficiency
+    elementwise_bytes_factor: float = Field(gt=0, le=16)  # x the engine's bf16 elementwise traffic
+    sampler_logits_bytes: float = Field(ge=0, le=64)  # bytes per logit the sampler reads + writes
+    sources: dict[str, str]
+
+    @field_validator("sources")
+    @classmethod
+    def _sourced(cls, v: dict[str, str]) -> dict[str, str]:
+        missing = [k for k in SOURCED_FIELDS if not v.get(k, "").strip()]
+        if missing:
+            raise ValueError(f"needs a source for: {', '.join(missing)}")
+        return v
+
+
+SOURCED_FIELDS = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "elementwise_bytes_factor",
+                  "sampler_logits_bytes")
+
+
+def bundled_stack_dir() -> Path:
+    """The stacks shipped with dlmcost: inside the wheel, or the checkout's `stacks/`."""
+    here = Path(__file__).resolve().parents[1]  # the dlmcost package
+    packaged = here / "_stacks"
+    return packaged if packaged.is_dir() else here.parent / "stacks"
+
+
+def bundled_stack_names() -> list[str]:
+    d = bundled_stack_dir()
+    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+
+
+def read_stack_file(path: Path) -> Stack:
+    """A stack YAML, read by the one bounded reader and validated."""
+    data = files.read_document(path, limit=MAX_STACK_FILE_BYTES, error=StackFileError, what="stack file", fmt="yaml")
+    if not isinstance(data, dict):
+        raise StackFileError(f"stack file {shown(str(path))} must be a YAML mapping, got {type(data).__name__}")
+    return validate_stack(data, shown(str(path)))
+
+
+def validate_stack(data: dict, where: str = "stack") -> Stack:
+    try:
+        return Stack.model_validate(data)
+    except ValidationError as exc:
+        raise StackFileError(f"stack file {where}: {files.validation_message(exc)}") from None
+
+
+def load_stack(spec: str | Stack | None = None) -> Stack:
+    """A bundled stack by name, or a stack YAML by path; None gives the default."""
+    if isinstance(spec, Stack):
+        return spec
+    spec = DEFAULT_STACK if spec is None else spec
+    names = bundled_stack_names()
+    if spec in names:
+        return read_stack_file(bundled_stack_dir() / f"{spec}.yaml")
+    path = Path(spec)
+    if path.suffix in (".yaml", ".yml"):  # a file, meant as one: read (or refused) as one
+        return read_stack_file(path)
+    raise StackFileError(f"unknown stack '{shown(spec)}': use one of {', '.join(names)}, "
+                         f"{STACK_NONE}, or a stack YAML file")

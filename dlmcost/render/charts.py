@@ -1,0 +1,330 @@
+"""What the pictures show, as plain data: rooflines, sweep charts and plan fronts.
+
+Every chart is built from the dictionaries that `api.analyze`, `api.sweep` + `api.sweep_rows`
+(and later `plan`) return, the same content as `--format json`; nothing here calls the cost
+engine. The one number a roofline needs that a result does not carry, the attainable FLOP/s
+at an arithmetic intensity, is computed in `attainable_flops` from the GPU's spec. The drawing
+backends (`plot.py`: matplotlib files and inline SVG; `termplot.py`: the terminal) only render
+a `Chart`, so every backend shows the same points.
+
+Importing this module imports no plotting library.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..errors import UsageError
+from ..inputs.hardware import HardwareDB
+from ..inputs.precision import get_precision
+
+# Markers distinct in black and white (matplotlib codes; termplot maps them to characters).
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h")
+# Line styles for GPU roofs, so that up to seven roofs differ without colour (matplotlib dash
+# patterns: (offset, (on, off, ...)) in line widths).
+LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (8, 2, 1, 2)))
+BF16_ROOF_STYLE = (0, (1, 2))  # thin and finely dotted, under the precision's own roofs
+KNEE_NOTES_UP_TO = 3  # more GPUs than this: the knee is in the legend only (labels would collide)
+GRAY = -1  # palette index drawn in gray
+LOG_SPAN = 20.0  # an axis whose positive values span at least this ratio is drawn log-scaled
+
+
+@dataclass
+class Series:
+    """A line (linestyle set) or a set of markers (linestyle None) in one panel."""
+
+    x: list[float]
+    y: list[float]
+    label: str | None = None  # legend text; None: no legend entry
+    color: int = 0  # palette index, GRAY for gray
+    marker: str | None = None
+    linestyle: str | tuple | None = None
+    width: float = 1.4  # line width in points
+    size: float = 6.0  # marker size in points
+    filled: bool = True
+    gid: str | None = None  # id of the element in SVG output (tests read points back by it)
+
+
+@dataclass
+class Note:
+    x: float
+    y: float
+    text: str
+    below: bool = False  # text under the point (a roof's flat part) instead of above it
+
+
+@dataclass
+class Panel:
+    xlabel: str
+    ylabel: str
+    series: list[Series] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+    title: str = ""
+    xlog: bool = False
+    ylog: bool = False
+    xticks: list[tuple[float, str]] | None = None  # categorical or few numeric values
+
+
+@dataclass
+class Chart:
+    kind: str  # roofline | sweep | plan
+    title: str
+    panels: list[Panel]
+
+
+def attainable_flops(intensity: float, peak_flops: float, bandwidth_bytes_per_s: float) -> float:
+    """The roofline: min(peak, AI * bandwidth). Below the ridge (peak / bandwidth) memory limits
+    the rate, above it the tensor cores do (Williams, Waterman & Patterson, CACM 2009)."""
+    return min(peak_flops, intensity * bandwidth_bytes_per_s)
+
+
+def _log_scaled(values) -> bool:
+    pos = [v for v in values if v is not None and v > 0]
+    return len(pos) > 1 and max(pos) / min(pos) >= LOG_SPAN
+
+
+# --- roofline --------------------------------------------------------------------------------------
+
+# analyze keeps the workload's other knobs for the AR baseline; these make it AR decode.
+AR_WORKLOAD = dict(scheme="ar", steps=None, tpf=None, block=None, store_pass=None)
+
+
+def workload_title(model_id: str, w: dict) -> str:
+    parts = [model_id, w["scheme"], f"Lp {w['prompt']}", f"Lg {w['gen']}"]
+    if w["scheme"] != "ar":
+        parts += [f"S {w['steps']:g}", f"b {w['block']}"]
+    parts += [f"B {w['batch']}" + (" (CFG ×2)" if w.get("cfg") else ""), w["precision"]]
+    if w.get("tp", 1) > 1 or w.get("ep", 1) > 1:
+        parts.append(f"tp {w['tp']} ep {w['ep']}, per GPU")
+    return " · ".join(parts)
+
+
+def _share(p: dict, r: dict) -> float:
+    """A pass family's share of the generation's time (its count × time of one pass)."""
+    return p["count"] * p["time_s"] / r["time_s"]
+
+
+def _ar_step(ar_result: dict | None, gpu_key: str) -> dict | None:
+    """The AR decode step (the 'step' family of AR's passes) on one GPU, if given."""
+    for r in (ar_result or {}).get("results", []):
+        if r.get("gpu_key") == gpu_key and r.get("supported"):
+            return next((p for p in r["passes"] if p["name"] == "step"), None)
+    return None
+
+
+def _op_notes(ops: list[dict], roof) -> list[Note]:
+    """One label per cluster of ops within 25% of each other's intensity (they would overlap)."""
+    notes: list[Note] = []
+    for o in sorted(ops, key=lambda o: o["arithmetic_intensity"]):
+        x = o["arithmetic_intensity"]
+        if notes and x <= notes[-1].x * 1.25:
+            notes[-1].text += f", {o['name']}"
+        else:
+            notes.append(Note(x, roof(x), o["name"]))
+    return notes
+
+
+def roofline(result: dict, ar_result: dict | None = None, show_ops: bool = False,
+             db: HardwareDB | None = None) -> Chart:
+    """Log-log roofline of one analyze result: each GPU's roof at the workload's compute
+    precision (bf16 dashed when different), every pass family on its roof with a marker whose
+    area is its share of the time, the AR decode step (from `ar_result`, the same workload
+    with `AR_WORKLOAD`), with `show_ops` each op over the generation, and each GPU's ridge
+    labelled with the knee block (the largest block whose cached step stays memory-bound, so
+    sits at the ridge)."""
+    db = db or HardwareDB.load()
+    w = result["workload"]
+    compute = get_precision(w["precision"]).compute
+    runs = [r for r in result["results"] if r.get("supported")]
+    if not runs:
+        raise UsageError("nothing to plot: no selected GPU supports this workload")
+    families = list(dict.fromkeys(p["name"] for r in runs for p in r["passes"]))
+    marker_of = {name: MARKERS[i % len(MARKERS)] for i, name in enumerate(families)}
+    ar_marker = "*"
+    panel = Panel(xlabel="arithmetic intensity (FLOP/byte)", ylabel="attainable FLOP/s", xlog=True, ylog=True)
+    xs = []
+    for r in runs:
+        gpu = db.get(r["gpu_key"])
+        for p in r["passes"]:
+            xs.append(p["arithmetic_intensity"])
+        step = _ar_step(ar_result, r["gpu_key"]) if w["scheme"] != "ar" else None
+        if step:
+            xs.append(step["arithmetic_intensity"])
+        if show_ops:
+            xs += [o["arithmetic_intensity"] for o in r["ops"] if o["arithmetic_intensity"] > 0]
+        xs += [gpu.ridge_flops_per_byte[compute], gpu.ridge_flops_per_byte["bf16"]]
+    lo, hi = min(x for x in xs if x > 0) / 4, max(xs) * 12  # room right of the ridges for their labels
+
+    for gi, r in enumerate(runs):
+        gpu = db.get(r["gpu_key"])
+        bw = gpu.bandwidth_bytes_per_s
+        peak = gpu.peak_flops[compute]
+
+        def roof(x: float, peak=peak, bw=bw) -> float:
+            return attainable_flops(x, peak, bw)
+
+        ridge = peak / bw
+        knee = r["knee"]["block"]
+        knee_text = f"knee b={'>limit' if knee is None else knee}"
+        panel.series.append(Series([lo, ridge, hi], [roof(lo), roof(ridge), roof(hi)],
+                                   label=f"{r['gpu']} roof ({compute}), {knee_text}", color=gi,
+                                   linestyle=LINESTYLES[gi % len(LINESTYLES)], gid=f"roof:{r['gpu_key']}"))
+        if compute != "bf16":
+            bpeak = gpu.peak_flops["bf16"]
+            panel.series.append(Series([lo, bpeak / bw, hi], [attainable_flops(x, bpeak, bw) for x in (lo, bpeak / bw, hi)],
+                                       label="bf16 roofs (attention)" if gi == 0 else None, color=gi,
+                                       linestyle=BF16_ROOF_STYLE, width=0.8, gid=f"roof-bf16:{r['gpu_key']}"))
+        if len(runs) <= KNEE_NOTES_UP_TO:
+            panel.notes.append(Note(ridge, peak, f"{r['gpu']}: {knee_text}", below=True))
+        for p in r["passes"]:
+            x = p["arithmetic_intensity"]
+            share = _share(p, r)
+            panel.series.append(Series(
+                [x], [roof(x)], label=f"{p['name']} pass" if gi == 0 else None, color=gi,
+                marker=marker_of[p["name"]], size=5 + 13 * math.sqrt(share),
+                gid=f"pass:{p['name']}:{r['gpu_key']}"))
+        step = _ar_step(ar_result, r["gpu_key"]) if w["scheme"] != "ar" else None
+        if step:
+            x = step["arithmetic_intensity"]
+            panel.series.append(Series([x], [roof(x)], label="AR decode step" if gi == 0 else None, color=gi,
+                                       marker=ar_marker, size=12, filled=False, gid=f"ar-step:{r['gpu_key']}"))
+        if show_ops:
+            ops = [o for o in r["ops"] if o["arithmetic_intensity"] > 0]  # collectives move bytes only
+            panel.series.append(Series([o["arithmetic_intensity"] for o in ops],
+                                       [roof(o["arithmetic_intensity"]) for o in ops],
+                                       label="op (whole generation)" if gi == 0 else None, color=gi, marker="x",
+                                       size=5, gid=f"ops:{r['gpu_key']}"))
+            if gi == 0:
+                panel.notes += _op_notes(ops, roof)
+    return Chart("roofline", workload_title(result["model"]["id"], w), [panel])
+
+
+# --- sweep -----------------------------------------------------------------------------------------
+
+KNOBS = ("gpu", "scheme", "prompt", "gen", "steps", "block", "batch", "tp", "ep", "precision")
+# The knob --x defaults to: the first of these the sweep varies.
+X_PREFERENCE = ("block", "batch", "gen", "prompt", "steps", "tp", "ep", "precision", "scheme", "gpu")
+COLOR_PREFERENCE = ("scheme", "precision", "gpu", "batch", "block", "gen", "prompt", "steps", "tp", "ep")
+AXIS_LABELS = dict(tokens_per_s="tokens/s", tokens_per_s_per_gpu="tokens/s per GPU", time_s="latency (s)",
+                   time_ratio_to_ar="latency / AR latency", arithmetic_intensity="arithmetic intensity (FLOP/byte)",
+                   block="block length b", batch="batch B", gen="generated tokens Lg", prompt="prompt tokens Lp",
+                   steps="steps S", memory_total_bytes="memory (bytes)", nfe="forward passes (NFE)")
+
+
+def sweep_metrics(rows: list[dict]) -> list[str]:
+    """Columns --y can plot: the numeric ones that are not knobs."""
+    return [k for k, v in rows[0].items()
+            if k not in KNOBS and isinstance(v, (int, float)) and not isinstance(v, bool)] if rows else []
+
+
+def _varying(rows: list[dict], key: str) -> bool:
+    return len({r[key] for r in rows if r[key] is not None}) > 1
+
+
+def sweep_axes(rows: list[dict], x: str | None = None, y: str | None = None, color: str | None = None,
+               facet: str | None = None) -> tuple[str, str, str | None, str | None]:
+    """Checked --x/--y/--color/--facet with defaults: x the first knob the sweep varies (block
+    before batch...), y tokens/s, color the scheme, one panel per GPU."""
+    if not rows:
+        raise UsageError("nothing to plot: the sweep evaluated no configuration")
+    for name, value in (("x", x), ("color", color), ("facet", facet)):
+        if value is not None and value not in KNOBS:
+            raise UsageError(f"--{name}: '{value}' is not a knob; choose from: {', '.join(KNOBS)}")
+    metrics = sweep_metrics(rows)
+    if y is not None and y not in metrics:
+        raise UsageError(f"--y: '{y}' is not a numeric column; choose from: {', '.join(metrics)}")
+    varying = [k for k in KNOBS if _varying(rows, k)]
+    x = x or next((k for k in X_PREFERENCE if k in varying), "gpu")
+    color = color or next((k for k in COLOR_PREFERENCE if k in varying and k != x), None)
+    facet = facet or ("gpu" if "gpu" in varying and "gpu" not in (x, color) else None)
+    if len({x, color, facet} - {None}) < len([k for k in (x, color, facet) if k]):
+        raise UsageError("--x, --color and --facet must name different knobs")
+    return x, y or "tokens_per_s", color, facet
+
+
+def _label_value(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def sweep(rows: list[dict], model_id: str, x: str | None = None, y: str | None = None,
+          color: str | None = None, facet: str | None = None) -> Chart:
+    """One panel per facet value, one line per color value (and per value of any other knob the
+    sweep varies); a row that does not depend on x (AR or MDM against the block) is a dashed
+    horizontal line across the panel."""
+    x, y, color, facet = sweep_axes(rows, x, y, color, facet)
+    others = [k for k in KNOBS if _varying(rows, k) and k not in (x, color, facet)]
+    group_keys = ([color] if color else []) + others
+    categorical = any(isinstance(r[x], str) for r in rows)
+    cats = list(dict.fromkeys(r[x] for r in rows if r[x] is not None)) if categorical else []
+    pos = {c: float(i) for i, c in enumerate(cats)}
+
+    def xval(v):
+        return pos[v] if categorical else float(v)
+
+    xs_all = [xval(r[x]) for r in rows if r[x] is not None]
+    facets = list(dict.fromkeys(r[facet] for r in rows)) if facet else [None]
+    lines = list(dict.fromkeys(tuple(r[k] for k in group_keys) for r in rows))
+    panels = []
+    for fv in facets:
+        sub = [r for r in rows if facet is None or r[facet] == fv]
+        ys = [r[y] for r in sub if r[y] is not None]
+        xticks = None
+        if categorical:
+            xticks = [(pos[c], str(c)) for c in cats]
+        elif len(set(xs_all)) <= 12:
+            xticks = [(v, f"{v:g}") for v in sorted(set(xs_all))]
+        panel = Panel(xlabel=AXIS_LABELS.get(x, x), ylabel=AXIS_LABELS.get(y, y),
+                      title=f"{facet} = {_label_value(fv)}" if facet else "",
+                      xlog=not categorical and _log_scaled(xs_all), ylog=_log_scaled(ys), xticks=xticks)
+        span = (min(xs_all), max(xs_all)) if xs_all else (0.0, 1.0)
+        for li, key in enumerate(lines):
+            pts = [r for r in sub if tuple(r[k] for k in group_keys) == key and r[y] is not None]
+            if not pts:
+                continue
+            label = ", ".join(str(v) if k in ("scheme", "gpu") else f"{k}={_label_value(v)}"
+                              for k, v in zip(group_keys, key)) or y
+            gid = f"line:{_label_value(fv)}:{label}" if facet else f"line:{label}"
+            flat = [r for r in pts if r[x] is None]
+            pts = sorted((r for r in pts if r[x] is not None), key=lambda r: xval(r[x]))
+            if pts:
+                panel.series.append(Series([xval(r[x]) for r in pts], [float(r[y]) for r in pts], label=label,
+                                           color=li, marker=MARKERS[li % len(MARKERS)], linestyle="-", gid=gid))
+            for r in flat:
+                panel.series.append(Series(list(span), [float(r[y])] * 2, label=f"{label} (any {x})", color=li,
+                                           marker=MARKERS[li % len(MARKERS)], linestyle="--", gid=gid + ":flat"))
+        panels.append(panel)
+    return Chart("sweep", f"{model_id} · {AXIS_LABELS.get(y, y)} against {AXIS_LABELS.get(x, x)}", panels)
+
+
+# --- plan front ------------------------------------------------------------------------------------
+
+PLAN_KEYS = ("gpu", "usd_per_mtok", "p95_latency_s", "pareto", "is_ar_baseline")
+
+
+def plan_front(rows: list[dict], title: str = "plan: cost against p95 latency") -> Chart:
+    """$ per million tokens against p95 latency: every candidate (hollow gray), the Pareto front
+    (filled squares joined by a line, labelled with the GPU), and the AR baseline (a star)."""
+    if not rows:
+        raise UsageError("nothing to plot: the plan has no candidate")
+    missing = [k for k in PLAN_KEYS if k not in rows[0]]
+    if missing:
+        raise UsageError(f"plan rows lack {', '.join(missing)}")
+    xs = [r["p95_latency_s"] for r in rows]
+    ys = [r["usd_per_mtok"] for r in rows]
+    panel = Panel(xlabel="p95 latency (s)", ylabel="$ per million tokens", xlog=_log_scaled(xs), ylog=_log_scaled(ys))
+    rest = [r for r in rows if not r["pareto"] and not r["is_ar_baseline"]]
+    front = sorted((r for r in rows if r["pareto"] and not r["is_ar_baseline"]), key=lambda r: r["p95_latency_s"])
+    base = [r for r in rows if r["is_ar_baseline"]]
+    if rest:
+        panel.series.append(Series([r["p95_latency_s"] for r in rest], [r["usd_per_mtok"] for r in rest],
+                                   label="candidate", color=GRAY, marker="o", filled=False, size=5, gid="plan:candidates"))
+    if front:
+        panel.series.append(Series([r["p95_latency_s"] for r in front], [r["usd_per_mtok"] for r in front],
+                                   label="Pareto front", color=0, marker="s", linestyle="-", size=7, gid="plan:pareto"))
+        panel.notes += [Note(r["p95_latency_s"], r["usd_per_mtok"], str(r["gpu"])) for r in front]
+    if base:
+        panel.series.append(Series([r["p95_latency_s"] for r in base], [r["usd_per_mtok"] for r in base],
+                                   label="AR baseline", color=1, marker="*", size=12, gid="plan:ar-baseline"))
+        panel.notes += [Note(r["p95_latency_s"], r["usd_per_mtok"], f"AR {r['gpu']}") for r in base]
+    return Chart("plan", title, [panel])

@@ -1,0 +1,114 @@
+"""Draw a `charts.Chart` with matplotlib: PNG or SVG files, and SVG text for the HTML page.
+
+matplotlib comes with the optional `plot` extra and is imported only here, when a picture is
+asked for; `require()` turns its absence into one line saying how to install it.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+from .charts import GRAY, Chart
+from ..errors import MissingExtraError, UsageError
+
+INSTALL_HINT = "pip install 'dlmcost[plot]'"
+FILE_FORMATS = (".png", ".svg")
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
+PANEL_SIZE_IN = (6.4, 4.6)
+PANELS_PER_ROW = 3
+
+
+def require(what: str = "--plot") -> None:
+    """Fail with one line (exit 8) before any work when matplotlib is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise MissingExtraError(f"{what} needs matplotlib, which is not installed: {INSTALL_HINT}") from None
+
+
+def check_path(path: str) -> Path:
+    out = Path(path)
+    if out.suffix.lower() not in FILE_FORMATS:
+        raise UsageError(f"--plot: '{path}' must end in {' or '.join(FILE_FORMATS)} (or be - for the terminal)")
+    if not out.parent.is_dir():
+        raise UsageError(f"--plot: folder '{out.parent}' does not exist")
+    return out
+
+
+def color(index: int) -> str:
+    return "#7f7f7f" if index == GRAY else PALETTE[index % len(PALETTE)]
+
+
+def figure(chart: Chart):
+    """A matplotlib Figure (no pyplot, no GUI backend) with one Axes per panel."""
+    from matplotlib.figure import Figure
+
+    n = len(chart.panels)
+    cols = min(n, PANELS_PER_ROW)
+    rows = -(-n // cols)
+    fig = Figure(figsize=(PANEL_SIZE_IN[0] * cols + 2.2, PANEL_SIZE_IN[1] * rows + 0.4), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    fig.suptitle(chart.title, fontsize=10)
+    for ax, panel in zip(axes.flat, chart.panels):
+        for s in panel.series:
+            c = color(s.color)
+            (line,) = ax.plot(s.x, s.y, linestyle=s.linestyle or "none", marker=s.marker or "None", color=c,
+                              markersize=s.size, markerfacecolor=c if s.filled else "none", markeredgecolor=c,
+                              label=s.label if s.label else "_nolegend_", linewidth=s.width, alpha=0.9)
+            if s.gid:
+                line.set_gid(s.gid)
+        for note in panel.notes:
+            ax.annotate(note.text, (note.x, note.y), textcoords="offset points", xytext=(4, -4 if note.below else 4),
+                        va="top" if note.below else "baseline", fontsize=7)
+        if panel.xlog:
+            ax.set_xscale("log")
+        if panel.ylog:
+            ax.set_yscale("log")
+        if panel.xticks:
+            ax.set_xticks([t for t, _ in panel.xticks], [label for _, label in panel.xticks])
+            ax.minorticks_off() if not panel.xlog else ax.xaxis.set_minor_formatter("")
+        ax.set_xlabel(panel.xlabel)
+        ax.set_ylabel(panel.ylabel)
+        if panel.title:
+            ax.set_title(panel.title, fontsize=9)
+        ax.grid(True, which="major", alpha=0.3)
+        if any(s.label for s in panel.series):
+            legend = ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+            for handle in legend.legend_handles:  # markers sized by time share: one size in the legend
+                handle.set_markersize(7)
+    return fig
+
+
+def save(chart: Chart, path: str) -> None:
+    out = check_path(path)
+    fig = figure(chart)
+    try:
+        if out.suffix.lower() == ".svg":
+            out.write_text(svg(chart, fig), encoding="utf-8")
+        else:
+            fig.savefig(out, format="png", dpi=110, metadata={"Software": None})
+    except OSError as exc:
+        raise UsageError(f"--plot: cannot write '{path}': {exc.strerror or exc}") from None
+
+
+def svg(chart: Chart, fig=None) -> str:
+    """Standalone SVG text: text as paths (no fonts needed), no timestamp, fixed ids."""
+    import matplotlib
+
+    fig = fig or figure(chart)
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": "dlmcost"}):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    return buf.getvalue()
+
+
+def inline_svg(chart: Chart) -> str:
+    """The SVG element alone, for embedding in HTML: no XML prolog, DOCTYPE (which names a DTD
+    URL) or RDF metadata block."""
+    text = svg(chart)
+    text = text[text.index("<svg"):]
+    return re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)

@@ -1,0 +1,582 @@
+"""Rendering: text tables (textable.py), JSON, CSV and Markdown. No arithmetic beyond unit scaling."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from typing import Any, Iterable
+
+from . import textable
+from .output import Output, Styled
+from ..engine.schemes import REGISTRY
+from ..safe_text import shown
+from .textable import Column
+
+FORMATS = ("table", "json", "csv", "markdown", "html")
+CHART_FORMATS = ("html",)  # formats only analyze and sweep offer (they draw charts)
+VERDICT_STYLE = {"memory-bound": "cyan", "compute-bound": "magenta"}
+
+
+# --- number formatting ---------------------------------------------------------------------------
+
+
+def si(x: float | None, digits: int = 3) -> str:
+    """1.23e12 -> '1.23T' (SI prefixes; the unit is in the column header)."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if x == 0:
+        return "0"
+    for div, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.{digits}g}{prefix}"
+    return f"{x:.{digits}g}"
+
+
+def num(x: float | None, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return f"{x:.{digits}g}" if abs(x) < 1e6 else si(x, digits)
+
+
+def ms(seconds: float | None) -> str:
+    """Milliseconds to four digits, whole from 10,000 on (never exponent notation)."""
+    if seconds is None:
+        return "-"
+    v = seconds * 1e3
+    return f"{v:.0f}" if abs(v) >= 1e4 else f"{v:.4g}"
+
+
+def gb(nbytes: float | None) -> str:
+    return "-" if nbytes is None else f"{nbytes / 1e9:.4g}" if nbytes < 1e12 else f"{nbytes / 1e9:.0f}"
+
+
+def verdict_text(v: str | None) -> Styled:
+    """Tables say 'memory' / 'compute' under a 'bound' header to stay within 100 columns."""
+    if not v:
+        return Styled("-")
+    return Styled(v.removesuffix("-bound"), VERDICT_STYLE.get(v, ""))
+
+
+# --- generic output --------------------------------------------------------------------------------
+
+
+def _jsonable(o: Any):
+    if hasattr(o, "model_dump"):  # typed result records
+        return o.model_dump()
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if hasattr(o, "item"):
+        return o.item()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def to_json(obj: Any) -> str:
+    return json.dumps(obj, indent=2, default=_jsonable, allow_nan=False)
+
+
+def safe(text) -> str:
+    """Text from input (a model id, a GPU name...) for the terminal: control characters escaped."""
+    return shown(text, None)
+
+
+def to_csv(rows: list[dict]) -> str:
+    import csv  # only for --format csv
+
+    buf = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows({k: safe(v) if isinstance(v, str) else v for k, v in row.items()} for row in rows)
+    return buf.getvalue()
+
+
+def to_markdown(headers: list[str], rows: Iterable[list[str]], right: Iterable[bool] | None = None) -> str:
+    """A pipe table; `right` marks the columns to right-align (numbers)."""
+    align = list(right) if right is not None else [False] * len(headers)
+    lines = ["| " + " | ".join(h.replace("\n", " ") for h in headers) + " |",
+             "|" + "|".join("---:" if r else "---" for r in align) + "|"]
+    lines += ["| " + " | ".join(safe(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def plain(cell) -> str:
+    """A cell as text: a styled one without its style, a multi-line one joined by newlines."""
+    if isinstance(cell, (list, tuple)):
+        return "\n".join(cell)
+    return str.__str__(cell) if isinstance(cell, str) else str(cell)
+
+
+def print_fitted(out: Output, columns: list[Column], rows: list[list], caption: str | None = None,
+                 title: str | None = None) -> None:
+    """A table within the output's width: the least important columns are dropped whole (and
+    named) rather than the numbers elided; free-text columns wrap. `title` above it in bold,
+    `caption` below it dimmed."""
+    if title is not None:
+        out.line(safe(title), style="bold")
+    text, dropped = textable.draw(columns, rows, out.width, out.color)
+    out.write(text)
+    if dropped:
+        out.line(f"(hidden at {out.width} columns: {', '.join(dropped)}; widen the terminal, set COLUMNS, "
+                 f"or use --format csv)", style="dim")
+    if caption:
+        out.line(caption, style="dim")
+
+
+def table_columns(headers: list[str], priority: list[int], left: int = 1) -> list[Column]:
+    return [Column(h, p, right=i >= left) for i, (h, p) in enumerate(zip(headers, priority))]
+
+
+# --- analyze ---------------------------------------------------------------------------------------
+
+ANALYZE_HEADERS = ["GPU", "latency\nms", "tok/s", "speed-up\nvs AR ×", "AI\nFLOP/B", "ridge\nFLOP/B", "bound",
+                   "mem\nGB", "fits", "max\nbatch", "knee\nblock"]
+# Which columns a narrow terminal drops first (larger = sooner; 0 = never).
+ANALYZE_PRIORITY = [0, 0, 0, 2, 3, 4, 1, 2, 0, 3, 4]
+ANALYZE_CAPTION = ("latency: whole generation; tok/s: the whole tensor-parallel group's; speed-up vs AR: AR decode "
+                   "latency / this latency (same model, GPU, prompt, gen, batch; above 1 = faster than AR); "
+                   "verdict: time-weighted over passes; mem: GB = 1e9 bytes; max batch: largest batch that fits "
+                   "in memory; knee block: largest block whose cached step stays memory-bound (all: every block "
+                   "up to the generation length)")
+
+
+def speedup(time_ratio_to_ar: float) -> str:
+    """The table shows AR latency / latency (above 1 = faster); JSON keeps `time_ratio_to_ar`."""
+    return f"{1 / time_ratio_to_ar:.3g}" if time_ratio_to_ar else "-"
+
+
+def count(x: float | None) -> str:
+    """Step and pass counts: whole numbers as such, fractions to four digits (85.33, not 85.3333)."""
+    return "-" if x is None else f"{x:.4g}"
+
+
+def analyze_rows(a: dict) -> list[list]:
+    rows = []
+    for r in a["results"]:
+        if not r.get("supported"):
+            rows.append([r["gpu"], "-", "-", "-", "-", "-", Styled("unsupported", "yellow"), "-", "-", "-", "-"])
+            continue
+        k = r["knee"]["block"]
+        knee = ">limit" if k is None else "all" if k >= a["workload"]["gen"] else str(k)
+        rows.append([
+            r["gpu"], ms(r["time_s"]), num(r["tokens_per_s"], 4), speedup(r["time_ratio_to_ar"]),
+            num(r["arithmetic_intensity"]), num(r["ridge_flops_per_byte"]), verdict_text(r["verdict"]),
+            gb(r["memory"]["total_bytes"]), "yes" if r["memory"]["fits"] else Styled("NO", "red bold"),
+            str(r["memory"]["max_batch"]), knee,
+        ])
+    return rows
+
+
+def analyze_header(a: dict) -> str:
+    m, w = a["model"], a["workload"]
+    steps = f"S={count(w['steps'])}" if w["scheme"] != "ar" else "one pass per token"
+    store = f" · store pass {'on' if w['store_pass'] else 'off'}" if w["scheme"] == "block" else ""
+    # the block only where the scheme's cost depends on it (as sweep shows `-` for the others)
+    block = f" · block {w['block']} ({count(w['n_blocks'])} blocks)" if "block" in REGISTRY[w["scheme"]].knobs else ""
+    parallel = f" · tp {w['tp']}" + (f" ep {w['ep']}" if w["ep"] > 1 else "") + (" (tok/s per group)" if w["tp"] > 1 else "")
+    cfg = " · CFG (batch doubled)" if w["cfg"] else ""
+    unverified = " (UNVERIFIED config)" if not m["verified"] else ""
+    return (
+        f"{safe(m['id'])}{unverified} · {m['params_total'] / 1e9:.2f}B params ({m['params_active'] / 1e9:.2f}B active) · "
+        f"source: {safe(m['source'])}{' @ ' + safe(m['revision']) if m.get('revision') else ''}\n"
+        f"scheme {w['scheme']} · prompt {w['prompt']} · gen {w['gen']} · {steps}{block}{store} · "
+        f"batch {w['batch']}{cfg}{parallel} · {w['precision']} weights · "
+        f"K/V {w['kv_dtype']} · logits: {w['logits']}\n"
+        f"efficiency profile: {safe(a['efficiency_profile'])} · stack: {safe(a['stack'])}"
+    )
+
+
+PASS_HEADERS = ["pass", "count", "q", "c", "GFLOP\n/pass", "MB\n/pass", "weights\nMB", "KV read\nMB",
+                "AI\nFLOP/B", "bound", "ms\n/pass"]
+# A narrow terminal keeps what a pass costs (count, time, verdict) and drops its make-up first.
+PASS_PRIORITY = [0, 0, 2, 2, 1, 1, 3, 3, 2, 0, 0]
+
+
+def pass_rows(result: dict) -> list[list]:
+    rows = []
+    for p in result["passes"]:
+        c = f"{p['c']:g}" if p["c"] == p["c_last"] else f"{p['c']:g}–{p['c_last']:g}"
+        q = f"{p['q']:g}" if p["q"] == p["q_last"] else f"{p['q']:g}–{p['q_last']:g}"
+        rows.append([p["name"], count(p["count"]), q, c, num(p["flops"] / 1e9), num(p["bytes"] / 1e6),
+                     num(p["weight_bytes"] / 1e6), num(p["kv_read_bytes"] / 1e6), num(p["arithmetic_intensity"]),
+                     verdict_text(p["verdict"]), f"{p['time_s'] * 1e3:.4g}"])
+    return rows
+
+
+OP_HEADERS = ["op", "TFLOP", "GB\nmoved", "AI\nFLOP/B", "time\nms", "share\n%"]
+OP_PRIORITY = [0, 1, 1, 2, 0, 0]
+
+
+def op_rows(result: dict) -> list[list]:
+    return [[o["name"], num(o["flops"] / 1e12), num(o["bytes"] / 1e9), num(o["arithmetic_intensity"]),
+             f"{o['time_s'] * 1e3:.4g}", f"{100 * o['time_share']:.1f}"] for o in result["ops"] if o["time_s"] > 0]
+
+
+def analyze_csv_rows(a: dict) -> list[dict]:
+    out = []
+    for r in a["results"]:
+        row = dict(model=a["model"]["id"], **{f"workload_{k}": v for k, v in a["workload"].items()}, gpu=r["gpu"],
+                   supported=r["supported"])
+        if r["supported"]:
+            for k, v in r.items():
+                if k in ("passes", "ops", "gpu", "gpu_key", "supported"):
+                    continue
+                if isinstance(v, dict):
+                    row.update({f"{k}_{kk}": vv for kk, vv in v.items()})
+                else:
+                    row[k] = v
+        out.append(row)
+    keys = list(dict.fromkeys(k for row in out for k in row))
+    return [{k: row.get(k, "") for k in keys} for row in out]
+
+
+def analyze_ops_csv_rows(a: dict) -> list[dict]:
+    """`--format csv --ops`: one table with a `row` column, 'result' (the summary row of each GPU),
+    'pass' (each pass family) or 'op' (each op over the generation), so it stays one CSV."""
+    out = []
+    for summary, r in zip(analyze_csv_rows(a), a["results"]):
+        out.append(dict(row="result", **summary))
+        if r["supported"]:
+            out += [dict(row="pass", gpu=r["gpu"], **p) for p in r["passes"]]
+            out += [dict(row="op", gpu=r["gpu"], **o) for o in r["ops"]]
+    keys = list(dict.fromkeys(k for row in out for k in row))
+    return [{k: row.get(k, "") for k in keys} for row in out]
+
+
+def render_analyze(a: dict, fmt: str, out: Output, show_ops: bool = False, charts: list | None = None) -> None:
+    if fmt == "html":
+        from .html import analyze_page
+
+        out.write(analyze_page(a, charts or [], show_ops))
+        return
+    if fmt == "json":
+        out.write(to_json(a) + "\n")
+        return
+    if fmt == "csv":
+        out.write(to_csv(analyze_csv_rows(a) if not show_ops else analyze_ops_csv_rows(a)))
+        return
+    rows = analyze_rows(a)
+    if fmt == "markdown":
+        parts = [analyze_header(a).replace("\n", "  \n") + "\n",
+                 to_markdown(ANALYZE_HEADERS, ([plain(c) for c in r] for r in rows), [i >= 1 and h != "bound" and h != "fits" for i, h in enumerate(ANALYZE_HEADERS)]),
+                 f"\n{ANALYZE_CAPTION}\n"]
+        if show_ops:
+            for r in a["results"]:
+                if r.get("supported"):
+                    parts.append(f"\n**{safe(r['gpu'])}** passes\n\n" + to_markdown(PASS_HEADERS, ([plain(c) for c in x] for x in pass_rows(r)), [i >= 1 and h != "bound" for i, h in enumerate(PASS_HEADERS)]))
+                    parts.append("\n" + to_markdown(OP_HEADERS, op_rows(r), [i >= 1 for i in range(len(OP_HEADERS))]))
+        out.write("".join(parts))
+        return
+    out.line(analyze_header(a))
+    print_fitted(out, table_columns(ANALYZE_HEADERS, ANALYZE_PRIORITY), rows, ANALYZE_CAPTION)
+    for r in a["results"]:
+        if not r.get("supported"):
+            out.line(safe(f"{r['gpu']}: {r['error']}"), style="yellow")
+    if show_ops:
+        for r in a["results"]:
+            if r.get("supported"):
+                print_fitted(out, table_columns(PASS_HEADERS, PASS_PRIORITY), pass_rows(r),
+                             title=f"{r['gpu']}: passes")
+                print_fitted(out, table_columns(OP_HEADERS, OP_PRIORITY), op_rows(r),
+                             title=f"{r['gpu']}: ops over the whole generation")
+
+
+# --- sweep -----------------------------------------------------------------------------------------
+
+SWEEP_HEADERS = ["GPU", "scheme", "Lp", "Lg", "S", "b", "B", "prec", "tp/ep", "NFE", "latency\nms", "tok/s",
+                 "speed-up\nvs AR ×", "AI\nFLOP/B", "bound", "fit"]
+# Which columns a narrow terminal drops first (larger = sooner; 0 = never); a knob that is the
+# same in every row goes before anything else (its value is named in the note).
+SWEEP_PRIORITY = [0, 0, 3, 3, 2, 1, 1, 1, 1, 5, 0, 0, 3, 4, 2, 0]
+SWEEP_CAPTION = ("Lp/Lg: prompt/generated tokens; S: denoising steps; b: block length; B: batch; tok/s: the "
+                 "tensor-parallel group's; speed-up vs AR: AR decode latency / latency (above 1 = faster); "
+                 "fit: weights + K/V + activations within the GPU's memory")
+SWEEP_KNOBS = {2: "prompt", 3: "gen", 4: "steps", 5: "block", 6: "batch", 7: "precision"}
+
+
+def sweep_table(rows: list[dict], all_rows: list[dict]) -> tuple[list[str], list[list]]:
+    """Headers and cells; the precision and TP/EP columns appear only when the sweep varies them."""
+    headers, cells, _ = _sweep_cells(rows, all_rows)
+    return headers, cells
+
+
+def _sweep_cells(rows: list[dict], all_rows: list[dict]) -> tuple[list[str], list[list], list[int]]:
+    show_prec = len({r["precision"] for r in all_rows}) > 1
+    show_tp = any(r["tp"] > 1 or r["ep"] > 1 for r in all_rows)
+    keep = [True] * 7 + [show_prec, show_tp] + [True] * 7
+    cells = [[r["gpu"], r["scheme"], str(r["prompt"]), str(r["gen"]), count(r["steps"]),
+              "-" if r["block"] is None else str(r["block"]), str(r["batch"]), r["precision"], f"{r['tp']}/{r['ep']}",
+              count(r["nfe"]), ms(r["time_s"]), num(r["tokens_per_s"], 4), speedup(r["time_ratio_to_ar"]),
+              num(r["arithmetic_intensity"]), verdict_text(r["verdict"]),
+              "yes" if r["fits"] else Styled("NO", "red bold")] for r in rows]
+    index = [i for i, k in enumerate(keep) if k]
+    return [SWEEP_HEADERS[i] for i in index], [[row[i] for i in index] for row in cells], index
+
+
+def sweep_summary(result: dict) -> str:
+    """The sweep's header line; skipped configurations are named only when there are any."""
+    parts = [f"{result['evaluated']} configurations evaluated"]
+    if result["skipped_impossible"]:
+        parts.append(f"skipped {result['skipped_impossible']} impossible (block not dividing the generation, fewer "
+                     f"steps than blocks, a TP/EP layout that does not split the model)")
+    if result["skipped_unsupported"]:
+        parts.append(f"skipped {result['skipped_unsupported']} on GPUs without the precision")
+    parts += [f"efficiency profile: {safe(result['efficiency_profile'])}", f"stack: {safe(result['stack'])}"]
+    return "; ".join(parts)
+
+
+def more_rows_note(shown: int, total: int) -> str:
+    return (f"… {total - shown:,} more rows ({total:,} in all): --limit N shows N (0: all), --sort KEY picks "
+            f"which come first, --format csv prints every row")
+
+
+def render_sweep(result: dict, rows: list[dict], fmt: str, out: Output, shown: list[dict],
+                 charts: list | None = None) -> None:
+    if fmt == "html":
+        from .html import sweep_page
+
+        out.write(sweep_page(result, rows, shown, charts or []))
+        return
+    if fmt == "json":
+        meta = {k: v for k, v in result.items() if k != "columns"}
+        out.write(to_json(dict(**meta, rows=rows)) + "\n")
+        return
+    if fmt == "csv":
+        out.write(to_csv(rows))
+        return
+    skipped = sweep_summary(result)
+    headers, body, index = _sweep_cells(shown, rows)
+    if fmt == "markdown":
+        out.write(f"{safe(result['model']['id'])}: {skipped}\n\n"
+                  + to_markdown(headers, ([plain(c) for c in r] for r in body),
+                                [SWEEP_HEADERS.index(h) >= 2 and h not in ("prec", "bound", "fit") for h in headers])
+                  + (f"\n{more_rows_note(len(shown), len(rows))}\n" if len(shown) < len(rows) else "")
+                  + f"\n{SWEEP_CAPTION}\n")
+        return
+    out.line(f"{safe(result['model']['id'])} · {skipped}")
+    columns = table_columns(headers, [SWEEP_PRIORITY[i] for i in index], left=2)
+    for c, i in zip(columns, index):
+        c.right = 2 <= i != 7
+        knob = SWEEP_KNOBS.get(i)
+        if knob is not None and len({r[knob] for r in rows}) == 1:
+            c.priority, c.same = 6, plain(body[0][index.index(i)]) if body else None
+    print_fitted(out, columns, body)
+    if len(shown) < len(rows):
+        out.line(more_rows_note(len(shown), len(rows)), style="yellow")
+    out.line(SWEEP_CAPTION, style="dim")
+
+# --- schemes ---------------------------------------------------------------------------------------
+
+SCHEME_HEADERS = ["scheme", "knobs", "stops\nat EOS", "what it runs"]
+
+
+def render_schemes(entries: list[dict], fmt: str, out: Output) -> None:
+    if fmt == "json":
+        out.write(to_json(entries) + "\n")
+        return
+    if fmt == "csv":
+        out.write(to_csv(entries))
+        return
+    rows = [[e["name"], e["knobs"], "yes" if e["stops_at_eos"] else "no", e["summary"]] for e in entries]
+    if fmt == "markdown":
+        out.write(to_markdown(SCHEME_HEADERS, rows))
+    else:  # one knob per line, so that the description, wrapped, keeps most of the width
+        rows = [[name, knobs.split(", "), *rest] for name, knobs, *rest in rows]
+        columns = [Column("scheme", 0, right=False), Column("knobs", 1, right=False),
+                   Column("stops\nat EOS", 2, right=False), Column("what it runs", 0, wrap=True)]
+        print_fitted(out, columns, rows)
+
+
+# --- gpus / models / model ---------------------------------------------------------------------
+
+
+def gpu_records(gpus) -> list[dict]:
+    return [dict(name=g.name, key=g.key, aliases=list(g.aliases), vendor=g.vendor, status=g.status,
+                 memory_bytes=g.memory_bytes,
+                 memory_as_listed=f"{g.memory_gb:g} GB" if g.memory_gb is not None else f"{g.memory_gib:g} GiB",
+                 bandwidth_bytes_per_s=g.bandwidth_bytes_per_s,
+                 peak_flops=dict(g.peak_flops), ridge_flops_per_byte=dict(g.ridge_flops_per_byte),
+                 scale_up_bytes_per_s=g.link_bytes_per_s, efficiency=g.efficiency.model_dump(), notes=g.notes)
+            for g in gpus]
+
+
+GPU_HEADERS = ["GPU", "mem\nGB", "listed\nas", "BW\nTB/s", "bf16\nTF/s", "fp8\nTF/s", "fp4\nTF/s",
+               "ridge\nbf16", "ridge\nfp8", "ridge\nfp4", "status"]
+
+
+GPU_CAPTION = ("mem: GB = 1e9 bytes, the unit of every memory figure dlmcost prints (JSON: memory_bytes); listed as: "
+               "the vendor's figure, whose 'GB' is often binary (an H100's 80 GB is 80 GiB = 85.9 GB); dense "
+               "tensor-core peaks (no sparsity); ridge = peak / bandwidth in FLOP/byte")
+
+
+GPU_PRIORITY = [0, 0, 3, 0, 1, 2, 2, 3, 4, 4, 2]
+
+
+def render_gpus(gpus, fmt: str, out: Output) -> None:
+    recs = gpu_records(gpus)
+    if fmt == "json":
+        out.write(to_json(recs) + "\n")
+        return
+
+    def peak(r, k):
+        return f"{r['peak_flops'][k] / 1e12:.0f}" if k in r["peak_flops"] else "—"
+
+    def ridge(r, k):
+        return f"{r['ridge_flops_per_byte'][k]:.0f}" if k in r["ridge_flops_per_byte"] else "—"
+
+    rows = [[r["name"], gb(r["memory_bytes"]), r["memory_as_listed"], f"{r['bandwidth_bytes_per_s'] / 1e12:.3g}",
+             peak(r, "bf16"), peak(r, "fp8"), peak(r, "fp4"), ridge(r, "bf16"), ridge(r, "fp8"), ridge(r, "fp4"),
+             r["status"]] for r in recs]
+    if fmt == "csv":
+        out.write(to_csv([dict(zip((h.replace("\n", " ") for h in GPU_HEADERS), r)) for r in rows]))
+    elif fmt == "markdown":
+        out.write(to_markdown(GPU_HEADERS, rows))
+    else:
+        columns = table_columns(GPU_HEADERS, GPU_PRIORITY)
+        columns[-1].right = False  # status is a word
+        print_fitted(out, columns, rows, GPU_CAPTION)
+
+
+MODEL_HEADERS = ["model", "family", "params", "active", "KV\nKiB/tok", "default\nscheme", "config"]
+# A narrow terminal keeps the id, the size, the K/V bytes (what memory planning needs) and the config status.
+MODEL_PRIORITY = [0, 3, 0, 1, 0, 2, 1]
+MODEL_CAPTION = ("KV: bf16 K/V cache per token, all layers; config status from the bundled MANIFEST (unverified = "
+                 "third-party dimensions)")
+
+
+def render_models(entries: list[dict], fmt: str, out: Output) -> None:
+    if fmt == "json":
+        out.write(to_json(entries) + "\n")
+        return
+    rows = [[e["id"], e["family"], f"{e['params_total'] / 1e9:.2f}B", f"{e['params_active'] / 1e9:.2f}B",
+             f"{e['kv_bytes_per_token'] / 1024:.4g}", e["default_scheme"],
+             Styled(e["status"], "yellow" if e["status"] == "unverified" else "")] for e in entries]
+    if fmt == "csv":
+        out.write(to_csv(entries))
+    elif fmt == "markdown":
+        out.write(to_markdown(MODEL_HEADERS, ([plain(c) for c in r] for r in rows)))
+    else:
+        columns = table_columns(MODEL_HEADERS, MODEL_PRIORITY, left=2)
+        columns[-2].right = columns[-1].right = False  # words
+        print_fitted(out, columns, rows, MODEL_CAPTION)
+
+
+def render_model(info: dict, fmt: str, out: Output) -> None:
+    if fmt == "json":
+        out.write(to_json(info) + "\n")
+        return
+    rows = [[k, _fmt_value(v)] for k, v in info.items() if not isinstance(v, dict)]
+    for k, v in info.items():
+        if isinstance(v, dict):
+            rows += [[f"{k}.{kk}", _fmt_value(vv)] for kk, vv in v.items()]
+    if fmt == "csv":
+        out.write(to_csv([{r[0]: r[1] for r in rows}]))
+    elif fmt == "markdown":
+        out.write(to_markdown(["field", "value"], rows))
+    else:
+        columns = [Column("field", 0, right=False), Column("value", 0, right=False, wrap=True)]
+        print_fitted(out, columns, rows, title=info["id"])
+
+
+def _fmt_value(v) -> str:
+    if v is None:  # not set (no pinned revision, a sampler setting the model card leaves open)
+        return "-"
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, int) and abs(v) >= 10**6:
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+# --- plan --------------------------------------------------------------------------------------
+
+PLAN_HEADERS = ["GPU", "scheme/\nb/tpf", "R×TP\nprec", "B", "p50\ns", "p95\ns", "1st\nblk s", "tok/s\n/user",
+                "cap\nreq/s", "head\n%", "$/h", "$/Mtok", "J/tok"]
+PLAN_PRIORITY = [0, 0, 0, 3, 2, 0, 3, 2, 4, 4, 3, 0, 4]  # larger: dropped sooner on a narrow terminal
+
+
+def plan_table(records: list[dict], show_decoding: bool) -> tuple[list[str], list[list]]:
+    """Headers and cells, two significant digits (json/csv carry full values); the decoding column
+    only when several decodings were searched, so that the table stays within 100 columns.
+    '*' after $/Mtok marks the cost/latency Pareto front."""
+    def g2(x):
+        return "-" if x is None else f"{x:.2g}" if abs(x) < 100 else f"{x:.0f}"
+
+    cells = [[r["gpu"], r["decoding"], f"{r['replicas']}×{r['tp']} {r['precision']}", str(r["max_batch"]),
+              g2(r["p50_latency_s"]), g2(r["p95_latency_s"]), g2(r["p95_first_block_s"]),
+              num(r["tokens_per_s_per_user"]), num(r["capacity_rps"]), f"{100 * r['headroom']:.0f}",
+              f"{r['usd_per_hour']:.4g}", g2(r["usd_per_mtok"]) + ("*" if r.get("pareto") else ""),
+              g2(r["joules_per_token"])] for r in records]
+    keep = [True, show_decoding] + [True] * (len(PLAN_HEADERS) - 2)
+    return [h for h, k in zip(PLAN_HEADERS, keep) if k], [[c for c, k in zip(row, keep) if k] for row in cells]
+
+
+PLAN_CSV_KEYS = ("gpu", "replicas", "tp", "gpus", "precision", "scheme", "block", "tpf", "decoding", "max_batch",
+                 "p50_latency_s", "p95_latency_s", "p99_latency_s", "p95_first_block_s", "tokens_per_s_per_user",
+                 "served_rps", "capacity_rps", "headroom", "usd_per_hour", "usd_per_mtok", "joules_per_token",
+                 "price_per_gpu_hour", "price_source", "pareto")
+
+
+def plan_header(p: dict) -> str:
+    t = p["traffic"]
+    load = f"{t['rate']:g} req/s (Poisson)" if t.get("rate") else f"{t['users']} users (think {t['think_s']:g} s)"
+    targets = ", ".join(f"{k}={v:g}" for k, v in p["targets"].items()) or "none"
+    s = p["search"]
+    def lengths(v):
+        return ",".join(f"{k}:{x}" for k, x in v.items()) if isinstance(v, dict) else str(v)
+
+    return (f"{p['model']} · {load} · prompt {lengths(t['prompt'])} · answer {lengths(t['answer'])} tokens\n"
+            f"targets: {targets}\n"
+            f"searched {p['evaluated']} candidates ({len(s['gpus'])} GPU{'s' if len(s['gpus']) > 1 else ''} × tp {s['tp']} × {s['precisions']} × "
+            f"{', '.join(s['decodings'])} × batch ≤ {s['max_batch']}); {s['requests']} simulated requests, "
+            f"seed {s['seed']}")
+
+
+def plan_csv_rows(p: dict) -> list[dict]:
+    rows = [("plan", r) for r in p["deployments"]] + [("ar_baseline", r) for r in p["ar_baseline"]]
+    return [dict(set=name, **{k: r.get(k) for k in PLAN_CSV_KEYS}) for name, r in rows]
+
+
+def render_plan(p: dict, fmt: str, out: Output, top: int = 15) -> None:
+    if fmt == "json":
+        out.write(to_json(p) + "\n")
+        return
+    if fmt == "csv":
+        out.write(to_csv(plan_csv_rows(p)))
+        return
+    shown = p["deployments"][:top]
+    baseline = p["ar_baseline"][:3]
+    miss = [p["nearest_miss"]] if not p["deployments"] and p["nearest_miss"] else []
+    multi = len(p["search"]["decodings"]) > 1
+    caption = ("ranked by $/Mtok at the offered load (* = on the cost/latency Pareto front); R×TP: replicas × "
+               "tensor-parallel GPUs; B: batch limit; 1st blk: time to the first streamed block (AR: token); "
+               "tok/s/user: median answer tokens / latency; cap: saturation throughput, head: its margin over "
+               "the load; prices: dated list-price estimates; J/tok: board power envelope")
+    sections = []
+    if shown:
+        more = f" (first {len(shown)} of {len(p['deployments'])}; json/csv list all)" if len(p["deployments"]) > len(shown) else ""
+        sections.append((f"deployments meeting the targets{more}", plan_table(shown, multi), caption))
+    if baseline:
+        sections.append(("AR baseline at the same targets (the same model decoding one token per pass)",
+                         plan_table(baseline, False), None))
+    if miss:
+        sections.append(("no deployment meets the targets; nearest miss", plan_table(miss, True), None))
+    no_ar = not baseline and any(r["scheme"] != "ar" for r in p["deployments"])
+    if fmt == "markdown":
+        parts = [plan_header(p).replace("\n", "  \n") + "\n"]
+        for title, (headers, rows), _ in sections:
+            parts.append(f"\n{title}\n\n" + to_markdown(headers, rows, [h not in ("GPU", "scheme/\nb/tpf", "R×TP\nprec") for h in headers]))
+        if no_ar:
+            parts.append("\nAR baseline: no autoregressive deployment meets the targets\n")
+        parts.append(f"\n{caption}\n")
+        out.write("".join(parts))
+        return
+    out.line(plan_header(p))
+    for title, (headers, rows), cap in sections:
+        left = 2 if headers[1] != "R×TP\nprec" else 1
+        print_fitted(out, table_columns(headers, [PLAN_PRIORITY[PLAN_HEADERS.index(h)] for h in headers], left),
+                     rows, cap, title=title)
+    if no_ar:
+        out.line("AR baseline: no autoregressive deployment meets the targets", style="yellow")
