@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from .. import api
+from ..analysis.prepare import prepare
 from ..engine import frames
 from ..analysis import limits
 from ..engine.evaluation import evaluate, passes_one_by_one
@@ -87,7 +87,7 @@ class Problem:
         self.theta0 = np.log([_get(base, n) or ZERO_START.get(n, 1e-3) for n in fit])
         self.prepared = []
         for p, spec in zip(points, self.specs):  # in file order: the first bad point is the one reported
-            prepared = api.prepare(spec, gpus=p.gpu, hardware=hardware, stack=base, **dict(p.workload))
+            prepared = prepare(spec, gpus=p.gpu, hardware=hardware, stack=base, **dict(p.workload))
             if not prepared.supported:
                 raise cannot_run(p)
             self.prepared.append(prepared)

@@ -1,7 +1,7 @@
 """`dlmcost measure`: time the forward passes a schedule runs, on this machine, with a random-weight
 model built from the ModelSpec (nothing is downloaded).
 
-Each pass family of the workload (from `api.analyze`: q, c, logit positions, K/V writes) is run as
+Each pass family of the workload (from `analyze`: q, c, logit positions, K/V writes) is run as
 one forward of the same shape: B sequences of q query tokens attending to c cached keys plus
 themselves, with the causal (AR) or bidirectional (diffusion) mask, K/V appended to a
 preallocated cache, logits for the family's positions, and a softmax over them (the sampler).
@@ -247,13 +247,13 @@ def measure_workload(spec: ModelSpec, gpu: str, workload: dict, stack, backend, 
                      repeats: int = 3, layers: int | None = None, hardware: list[str] | None = None) -> dict:
     """Measured seconds per pass family of one workload, and the predicted (the family's average
     pass under `stack`)."""
-    from .. import api
+    from ..analysis.analyze import analyze
 
     if warmup < 0 or repeats < 1:
         raise UsageError("--warmup must be >= 0 and --repeats >= 1")
     if layers is not None and not 1 <= layers <= spec.n_layers:
         raise UsageError(f"--layers must be between 1 and {spec.n_layers}")
-    a = api.analyze(spec, gpus=gpu, hardware=hardware, stack=stack, **workload)
+    a = analyze(spec, gpus=gpu, hardware=hardware, stack=stack, **workload)
     r = next((x for x in a["results"] if x.get("supported")), None)
     if r is None:
         raise UsageError(f"{gpu} cannot run this workload")

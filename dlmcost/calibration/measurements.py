@@ -6,7 +6,7 @@ A measurements file is YAML: `points:`, a list of
     model: bundled id, or a model file (a relative path is taken from the measurements file's folder)
     gpu: GPU name or alias
     stack: stack the measurement ran on (validation; `calibrate` fits one stack to all points)
-    workload: {scheme, prompt, gen, steps, block, batch, tp, ep, precision, ...}  (api.analyze keywords)
+    workload: {scheme, prompt, gen, steps, block, batch, tp, ep, precision, ...}  (analyze keywords)
     measured: exactly one of {ms_per_forward, tokens_per_s, latency_s}
     tokens_per_forward: tokens/s -> time per forward (default 1, as in AR decode)
     answer_tokens: the published tokens/s counts N useful tokens per sequence (up to end-of-sequence)
@@ -107,10 +107,10 @@ def resolve_point_model(p: Point, base: Path):
 
 def analysis_for(p: Point, base: Path, hardware: list[str] | None = None, stack=None, spec=None):
     """The analysis of a point's workload under a stack (name, file, Stack, or `none`)."""
-    from .. import api
+    from ..analysis.analyze import analyze
 
     spec = spec or resolve_point_model(p, base)
-    return api.analyze(spec, gpus=p.gpu, hardware=hardware, stack=stack, **dict(p.workload)), spec
+    return analyze(spec, gpus=p.gpu, hardware=hardware, stack=stack, **dict(p.workload)), spec
 
 
 def cannot_run(p: Point) -> UsageError:

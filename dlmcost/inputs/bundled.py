@@ -43,12 +43,29 @@ def lookup(text: str):
         return None
 
 
+# Where the bundled data lives: inside the wheel (`dlmcost/_hardware`, `_stacks`, as pyproject.toml
+# packs them), or the checkout's top-level folders. The readers of each kind of file import these.
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+CONFIG_DIR = Path(__file__).resolve().parent / "models" / "configs"
+
+
+def _data_dir(name: str) -> Path:
+    packaged = PACKAGE_DIR / f"_{name}"
+    return packaged if packaged.is_dir() else PACKAGE_DIR.parent / name
+
+
+def bundled_hardware_dir() -> Path:
+    """The accelerator database shipped with dlmcost: inside the wheel, or the checkout's `hardware/`."""
+    return _data_dir("hardware")
+
+
+def bundled_stack_dir() -> Path:
+    """The stacks shipped with dlmcost: inside the wheel, or the checkout's `stacks/`."""
+    return _data_dir("stacks")
+
+
 def bundled_yaml_files() -> list[Path]:
     """Every YAML file that ships with dlmcost and is read at run time."""
-    from .hardware import bundled_hardware_dir
-    from .models.load import CONFIG_DIR
-    from .stacks import bundled_stack_dir
-
     found = [*bundled_hardware_dir().glob("*.yaml"), *bundled_stack_dir().glob("*.yaml"),
              *CONFIG_DIR.glob("*.yaml")]
     return sorted(found, key=lambda p: (p.parent.name, p.name))

@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator, model_validator
 
 from . import files
+from .bundled import bundled_hardware_dir  # noqa: F401  (the database's folder; importers read it here)
 from ..errors import DlmcostWarning, HardwareFileError, UnknownGPUError, UsageError
 from ..safe_text import shown
 
@@ -173,13 +174,6 @@ def normalise(name: str) -> str:
 
 
 # --- loading -------------------------------------------------------------------------------
-
-
-def bundled_hardware_dir() -> Path:
-    """The database shipped with dlmcost: inside the wheel, or the checkout's `hardware/`."""
-    here = Path(__file__).resolve().parents[1]  # the dlmcost package
-    packaged = here / "_hardware"
-    return packaged if packaged.is_dir() else here.parent / "hardware"
 
 
 def read_gpu_file(path: Path) -> dict:

@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import files
+from .bundled import bundled_stack_dir
 from ..safe_text import shown
 from ..errors import DlmcostError
 
@@ -98,13 +99,6 @@ class Stack(BaseModel):
 
 SOURCED_FIELDS = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "elementwise_bytes_factor",
                   "sampler_logits_bytes")
-
-
-def bundled_stack_dir() -> Path:
-    """The stacks shipped with dlmcost: inside the wheel, or the checkout's `stacks/`."""
-    here = Path(__file__).resolve().parents[1]  # the dlmcost package
-    packaged = here / "_stacks"
-    return packaged if packaged.is_dir() else here.parent / "stacks"
 
 
 def bundled_stack_names() -> list[str]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import api
+from ..analysis.sweep import sweep_first_pass, sweep_passes
 from ..analysis import limits
 from ..engine.schemes import get_scheme
 
@@ -66,9 +66,9 @@ def _sweep_options(decoding: Decoding, gpus: list[str], precisions: list[str], t
 def table_passes(model, decoding: Decoding, gpus: list[str], precisions: list[str], tps: list[int],
                  prompts: list[int], answers: list[int], batches: list[int], *, efficiency: str = "realistic",
                  stack: str | None = None, hardware: list[str] | None = None) -> int:
-    """The passes `pass_table` of the same arguments costs one by one (`api.sweep_passes`),
+    """The passes `pass_table` of the same arguments costs one by one (`sweep_passes`),
     counted without costing any."""
-    return api.sweep_passes(model, **_sweep_options(decoding, gpus, precisions, tps, prompts, answers, batches,
+    return sweep_passes(model, **_sweep_options(decoding, gpus, precisions, tps, prompts, answers, batches,
                                                     efficiency, stack, hardware))
 
 
@@ -76,9 +76,9 @@ def pass_table(model, decoding: Decoding, gpus: list[str], precisions: list[str]
                prompts: list[int], answers: list[int], batches: list[int], *, efficiency: str = "realistic",
                stack: str | None = None, hardware: list[str] | None = None,
                max_passes: int | None = limits.MAX_PASSES_ONE_BY_ONE) -> PassTable:
-    """One `api.sweep_first_pass` over every combination (`max_passes`: its limit on passes
+    """One `sweep_first_pass` over every combination (`max_passes`: its limit on passes
     costed one by one; None for a caller that checked its sweeps' total, `table_passes`)."""
-    cols = api.sweep_first_pass(model, max_passes=max_passes,
+    cols = sweep_first_pass(model, max_passes=max_passes,
                                 **_sweep_options(decoding, gpus, precisions, tps, prompts, answers, batches,
                                                  efficiency, stack, hardware))
     shape = (len(gpus), len(precisions), len(tps), len(prompts), len(answers))

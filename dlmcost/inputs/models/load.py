@@ -18,12 +18,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from .. import files
+from ..bundled import CONFIG_DIR  # the bundled configs (re-exported: importers read it here)
 from ...errors import ConfigError, UnknownModelError
 from ...safe_text import shown
 from .families import detect
 from .spec import ModelSpec
 
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 SCHEMA_TAG = "dlmcost.model/v1"  # marks a file written in dlmcost's own normalised schema
 
 
