@@ -47,7 +47,7 @@ from dlmcost.inputs.stacks import load_stack
 # is what the target bounds.
 FLOOR_PROBE = """
 import contextlib, io, json, sys
-from dlmcost.cli.commands import main
+from dlmcost.cli import main
 with contextlib.redirect_stdout(io.StringIO()):
     main(["analyze"])
 ours = {"dlmcost", "__main__"}

@@ -17,7 +17,7 @@ import os
 import statistics
 import time
 
-from dlmcost.cli.commands import main
+from dlmcost.cli import main
 from dlmcost.inputs.hardware import HardwareDB
 
 TARGET_S = 10.0

@@ -35,11 +35,11 @@ def main() -> None:
     # and unmaps one on every call: imported nine imports deep, through the command's modules,
     # that happened about 800 times per command (5 ms of an analyze's 160); from here, about 10.
     from .inputs.models import ModelSpec  # noqa: F401
-    from .cli import commands
+    from .cli import entry
 
     gc.freeze()
     gc.enable()
-    commands.run()
+    entry.run()
 
 
 if __name__ == "__main__":

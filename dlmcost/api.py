@@ -17,6 +17,9 @@ import importlib
 from typing import TYPE_CHECKING
 
 from .analysis.analyze import analyze
+from .analysis.requests import AnalyzeRequest, Sources, SweepGrid, SweepRequest, WorkloadSettings
+from .engine.schemes import SCHEMES
+from .inputs.examples import locate as locate_example
 from .analysis.limits import MAX_PASSES_ONE_BY_ONE
 from .analysis.prepare import DEFAULT_MODEL, prepare, unsupported_reason
 from .analysis.records import model_summary, workload_summary, workload_warnings
@@ -36,8 +39,12 @@ from .analysis.limits import MAX_SWEEP_CONFIGS, check_passes  # noqa: F401  (set
 # attribute; so does `from dlmcost.api import sweep`).
 _ELSEWHERE = {
     "analysis.sweep": ("check_sweeps_passes", "iter_sweep", "sweep", "sweep_columns", "sweep_first_pass", "sweep_passes",
-              "sweep_rows"),
+                       "sweep_rows"),
     "analysis.model_info": ("VERIFY_WARN_FRACTION", "list_models", "model_info", "verify_model"),
+    "analysis.catalog": ("hardware_db", "list_gpus", "list_schemes"),
+    "analysis.requirements": ("parse_requirements", "requirement_failures", "requirement_rows", "sweep_label"),
+    "calibration.runs": ("calibrate_file", "calibrate_measured", "measure_batches", "write_measurements"),
+    "plan": ("plan_record", "run_plan"),
 }
 if TYPE_CHECKING:  # for editors and type checkers, which do not run __getattr__
     from .analysis.model_info import VERIFY_WARN_FRACTION, list_models, model_info, verify_model  # noqa: F401
@@ -52,6 +59,20 @@ __all__ = sorted({"AnalyzeResult", "DEFAULT_MODEL", "Frame", "Grids", "MAX_PASSE
                   "generation_numbers", "model_summary", "models_by_role", "prepare", "resolve_stack",
                   "unique_rows", "unsupported_reason", "workload_for", "workload_summary", "workload_warnings",
                   "workloads_grid", *(name for names in _ELSEWHERE.values() for name in names)})
+
+
+def configure_hub(*, verbose: bool = False, budget_s: float | None = None) -> None:
+    """The Hub client's settings for the commands that follow (--verbose, --hub-timeout)."""
+    from .inputs.models import hub
+
+    hub.configure(verbose=verbose, budget_s=budget_s)
+
+
+def resolve_model(model: str, revision: str | None = None, hub: bool = False) -> ModelSpec:
+    """A model argument (bundled id, local file, Hub id) as a ModelSpec."""
+    from .inputs.models import resolve_model as resolve
+
+    return resolve(model, revision=revision, hub=hub)
 
 
 def __getattr__(name: str):

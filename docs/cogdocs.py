@@ -44,7 +44,7 @@ def stable_env():
 def output(command: str, *, head: int | None = None, section: str | None = None) -> tuple[str, int]:
     """What `dlmcost ...` prints (stdout then stderr, trailing spaces stripped) and its exit code;
     `head`: only the first lines; `section`: only the table whose title ends with it ("passes")."""
-    from dlmcost.cli.commands import main
+    from dlmcost.cli import main
 
     argv = shlex.split(command)
     assert argv[0] == "dlmcost", command

@@ -15,7 +15,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from dlmcost.cli.commands import main  # noqa: E402
+from dlmcost.cli import main  # noqa: E402
 
 # (file name, the command as docs/plots.md prints it, after `dlmcost`)
 COMMANDS = [

@@ -3,7 +3,7 @@
 A terminal test needs a real process: its standard streams a pseudo-terminal of a given size, its
 own environment (TERM, NO_COLOR), its exit code. What it does not need is a fresh interpreter that
 imports dlmcost again each time (about 0.25 s a run, most of the time of ~30 runs). So one server
-process per pytest process imports `dlmcost.cli.commands` (what the console script imports before it runs a
+process per pytest process imports `dlmcost.cli` (what the console script imports before it runs a
 command) and then, for each request, forks a child in a new pseudo-terminal (`pty.fork`). The child
 leaves the server's loop, takes the request's window size, environment, working folder and argv,
 and runs `sys.exit(dlmcost.__main__.main())` as the console script does: Python's own exit path
@@ -75,7 +75,7 @@ if __name__ == "__main__":
     # sys.path as the console script has it: its own folder first (not tests/)
     sys.path[0] = os.path.dirname(sys.argv[1])
     import dlmcost.__main__  # noqa: F401
-    import dlmcost.cli.commands  # noqa: F401
+    import dlmcost.cli  # noqa: F401
 
     request = _serve()
     # Python set the standard streams up for the server's pipes; for a terminal it makes stdout

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from dlmcost import errors
-from dlmcost.cli.commands import main
+from dlmcost.cli import main
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 MODEL_FILES = sorted((CORPUS / "models").iterdir())
@@ -429,7 +429,7 @@ BLOCKING_CASES = {  # name: (args, exit code, word in the message)
 # share that import, and a case that hangs is killed at the deadline without holding up the others.
 BLOCKING_DRIVER = r"""
 import json, os, signal, sys, tempfile, time
-from dlmcost.cli import commands as cli
+from dlmcost.cli import entry as cli
 cases, limit = json.loads(sys.argv[1]), float(sys.argv[2])
 sys.stdout.flush()
 running, files = {}, {}

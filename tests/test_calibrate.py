@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from dlmcost.calibration.calibrate import PARAMETERS, Problem, calibrate, with_parameters
-from dlmcost.cli.commands import main
+from dlmcost.cli import main
 from dlmcost.errors import UsageError
 from dlmcost.calibration.measurements import Point, analysis_for, compare, load_points
 from dlmcost.inputs.stacks import load_stack

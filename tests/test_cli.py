@@ -1,6 +1,6 @@
 """End-to-end tests of every `dlmcost` command and output format.
 
-Most tests drive `dlmcost.cli.commands.main([...])` in-process (fast, output captured with capsys); a few run
+Most tests drive `dlmcost.cli.main([...])` in-process (fast, output captured with capsys); a few run
 the installed console script (`pip install .` puts `dlmcost` on PATH) or `python -m dlmcost` in a
 subprocess to check what a user's terminal really gets.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from dlmcost.cli.commands import main
+from dlmcost.cli import main
 
 LLADA = "GSAI-ML/LLaDA-8B-Instruct"
 DEFAULT_GPU_NAMES = ["H100 SXM", "H200 SXM", "B200", "B300", "MI300X", "MI355X", "MI455X"]
@@ -743,7 +743,7 @@ def test_the_command_entry_runs_with_the_garbage_collector_on(monkeypatch):
     import gc
 
     from dlmcost import __main__ as entry
-    from dlmcost.cli import commands as cli
+    from dlmcost.cli import entry as cli
 
     seen = []
     monkeypatch.setattr(cli, "run", lambda: seen.append(gc.isenabled()))
@@ -760,7 +760,7 @@ def test_the_command_entry_skips_pydantic_plugin_discovery_unless_asked(monkeypa
     import gc
 
     from dlmcost import __main__ as entry
-    from dlmcost.cli import commands as cli
+    from dlmcost.cli import entry as cli
 
     if given is None:
         monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
@@ -839,7 +839,7 @@ def test_analyze_loads_only_what_it_uses():
     """Start-up: a bundled model's analyze imports neither the sweep, the model commands, the Hub
     client, the YAML parser (bundled files come parsed) nor rich; api's names for them still work."""
     unused = ["dlmcost.analysis.sweep", "dlmcost.analysis.model_info", "dlmcost.inputs.models.hub", "huggingface_hub", "yaml", "rich"]
-    code = ("import contextlib, io, json, sys\nfrom dlmcost.cli.commands import main\n"
+    code = ("import contextlib, io, json, sys\nfrom dlmcost.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n    rc = main(['analyze'])\n"
             f"print(json.dumps([rc, [m for m in {unused!r} if m in sys.modules]]))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -847,12 +847,13 @@ def test_analyze_loads_only_what_it_uses():
 
 
 def test_api_names_from_other_modules_load_on_first_use():
+    import importlib
+
     from dlmcost import api
-    from dlmcost.analysis import model_info, sweep
 
     for module, names in api._ELSEWHERE.items():
         for name in names:
-            assert getattr(api, name) is getattr({"analysis.sweep": sweep, "analysis.model_info": model_info}[module], name)
+            assert getattr(api, name) is getattr(importlib.import_module(f"dlmcost.{module}"), name)
     with pytest.raises(AttributeError, match="no attribute 'sweeps'"):
         api.sweeps  # noqa: B018
 
@@ -884,8 +885,8 @@ print(json.dumps([listed, [n for n in lazy + getattr(api, "__all__", []) if n no
 
 def test_a_command_s_hub_options_do_not_outlive_it(monkeypatch, capsys):
     """--verbose and --hub-timeout are one command's: once the Hub client is loaded, a later
-    command in the same process without them runs with its defaults again (cli._hub_options)."""
-    from dlmcost.cli.commands import main
+    command in the same process without them runs with its defaults again (cli.options.configure_hub)."""
+    from dlmcost.cli import main
     from dlmcost.inputs.models import hub
 
     monkeypatch.setattr(hub, "_settings", dict(hub._settings))  # restored after the test

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from dlmcost.cli.commands import main  # noqa: E402
+from dlmcost.cli import main  # noqa: E402
 
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
 IN_CI = os.environ.get("CI", "").lower() == "true"

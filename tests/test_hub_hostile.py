@@ -177,7 +177,7 @@ def test_cli_client_chatter_only_with_verbose(hub, tmp_path):
 def test_cli_bad_budget_is_a_usage_error(monkeypatch, capsys, args, env, needle):
     """Refused while parsing, before the Hub client is imported or asked anything: in-process,
     offline (a request would fail differently)."""
-    from dlmcost.cli.commands import main
+    from dlmcost.cli import main
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     for key, value in env.items():

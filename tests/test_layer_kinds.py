@@ -249,7 +249,7 @@ def test_bad_gemma_and_qwen3_moe_configs(tmp_path, capsys):
     qwen = json.loads((CONFIG_DIR / "Qwen__Qwen3-30B-A3B.json").read_text())
     with pytest.raises(ConfigError, match="'mlp_only_layers'"):
         spec_from_mapping({**qwen, "mlp_only_layers": [99]}, model_id="bad", source="local")
-    from dlmcost.cli.commands import main
+    from dlmcost.cli import main
     cfg = _dg_config()
     cfg["text_config"]["sliding_window"] = 0
     path = tmp_path / "bad.json"
@@ -415,7 +415,7 @@ def test_window_affine_marks_families_whose_sums_bend():
 
 def test_a_hybrid_is_a_config(tmp_path, capsys):
     """dlmcost's own schema: sliding + global K = V layers, dense + MoE, written as layer groups."""
-    from dlmcost.cli.commands import main
+    from dlmcost.cli import main
     path = tmp_path / "hybrid.yaml"
     path.write_text("""schema: dlmcost.model/v1
 n_layers: 4

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
-from dlmcost.cli.commands import main
+from dlmcost.cli import main
 from dlmcost.errors import UsageError
 from dlmcost.calibration.measure import NumpyBackend, RandomModel, get_backend, measure_workload
 from dlmcost.calibration.measurements import load_points

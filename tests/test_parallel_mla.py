@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from dlmcost import api
-from dlmcost.cli.commands import main
+from dlmcost.cli import main
 from dlmcost.engine.cost import OP_NAMES, PassInput, attention, busiest_rank_experts, ep_all_to_all, experts, mla_kv_up, tp_collectives, weight_bytes_per_gpu
 from dlmcost.errors import WorkloadError
 from dlmcost.inputs.models import bundled_ids, load_bundled

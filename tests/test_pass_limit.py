@@ -16,7 +16,7 @@ import yaml
 from dlmcost import api, errors
 from dlmcost.engine import evaluation as engine, frames
 from dlmcost.analysis import limits
-from dlmcost.cli.commands import main
+from dlmcost.cli import main
 from dlmcost.inputs.models import resolve_model
 from dlmcost.engine.schemes import SCHEMES
 

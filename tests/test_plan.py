@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dlmcost import api, errors
-from dlmcost.cli.commands import main
+from dlmcost.cli import main
 from dlmcost.inputs.hardware import GPU, HardwareDB
 from dlmcost.plan import results
 from dlmcost.plan.simulate import ClassTable, simulate
@@ -491,11 +491,11 @@ def test_no_candidate_can_run_exits_8(capsys):
 
 
 def test_progress_only_after_a_second(monkeypatch, capsys):
-    from dlmcost.cli import commands as cli
+    from dlmcost.render.progress import Progress
 
     clock = iter([0.0, 0.5, 1.5, 2.0])
     monkeypatch.setattr("time.monotonic", lambda: next(clock))
-    p = cli._Progress()
+    p = Progress("planning")
     p(1, 10)  # at 0.5 s: nothing yet
     assert capsys.readouterr().err == ""
     p(5, 10)

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from dlmcost.cli.commands import main
+from dlmcost.cli import main
 
 LLADA = "GSAI-ML/LLaDA-8B-Instruct"
 
@@ -37,7 +37,7 @@ def python(code: str) -> subprocess.CompletedProcess:
 
 
 def test_base_analyze_imports_no_plotting_code():
-    code = ("import sys; from dlmcost.cli.commands import main; rc = main(['analyze', '--gpu', 'h100', '--format', 'json']); "
+    code = ("import sys; from dlmcost.cli import main; rc = main(['analyze', '--gpu', 'h100', '--format', 'json']); "
             "print([m for m in sys.modules if m.split('.')[0] == 'matplotlib' or m in "
             "('dlmcost.render.charts', 'dlmcost.render.plot', 'dlmcost.render.termplot', 'dlmcost.render.html')], file=sys.stderr)")
     done = python(code)

@@ -21,7 +21,7 @@ import yaml
 
 import oracle
 from dlmcost import api
-from dlmcost.cli.commands import main
+from dlmcost.cli import main
 from dlmcost.inputs.models import load_bundled
 
 LLADA = "GSAI-ML/LLaDA-8B-Instruct"

@@ -24,7 +24,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from dlmcost import api, errors
-from dlmcost.cli.commands import main
+from dlmcost.cli import main
 from dlmcost.engine.cost import PassInput, pass_ops
 from dlmcost.inputs.models import bundled_ids, load_bundled
 from dlmcost.render.report import to_json

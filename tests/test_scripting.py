@@ -45,7 +45,7 @@ def run(*args, env=None, cwd=None) -> subprocess.CompletedProcess:
 @pytest.fixture
 def cli(capsys, monkeypatch):
     """`cli.main` in-process with the same calling convention and result as `run`."""
-    from dlmcost.cli.commands import main
+    from dlmcost.cli import main
 
     def call(*args, env=None, cwd=None) -> subprocess.CompletedProcess:
         with monkeypatch.context() as mp:
@@ -213,8 +213,8 @@ def test_output_formats_do_not_import_rich():
                        env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
     assert r.returncode == 0 and "dlmcost.render.report" in r.stderr
     assert not re.search(r"\|\s+rich(\.|$)", r.stderr, re.M)
-    # the others forked from one interpreter that has imported dlmcost.cli.commands and nothing else, so
-    # each command starts where a fresh `from dlmcost.cli.commands import main` would (one start-up, not 14)
+    # the others forked from one interpreter that has imported dlmcost.cli and nothing else, so
+    # each command starts where a fresh `from dlmcost.cli import main` would (one start-up, not 14)
     r = subprocess.run([sys.executable, "-c", RICH_PROBE, json.dumps(PLAIN_COMMANDS)], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stderr
@@ -225,7 +225,7 @@ def test_output_formats_do_not_import_rich():
 
 RICH_PROBE = r"""
 import contextlib, io, json, os, sys
-from dlmcost.cli.commands import main
+from dlmcost.cli import main
 def rich():
     return sorted(m for m in sys.modules if m.split(".")[0] == "rich")
 out = {"<parent>": rich()}
@@ -463,7 +463,7 @@ def test_the_configuration_limit_admits_exactly_its_number():
 
 
 def test_large_grids_are_refused_unless_streamed_with_allow_large(monkeypatch, capsys):
-    from dlmcost.cli.commands import main
+    from dlmcost.cli import main
 
     monkeypatch.setattr(limits, "MAX_SWEEP_CONFIGS", 10)
     args = ["sweep", "--gpu", "h100", "--block", "8,32", "--batch", "1,2,4,8"]
@@ -483,7 +483,7 @@ def _streamed_peak_mb(*batches: int) -> list[tuple[int, float]]:
     from concurrent.futures import ThreadPoolExecutor
 
     def one(n: int) -> tuple[int, float]:
-        code = ("import resource,sys; import dlmcost.analysis.limits as limits; limits.SWEEP_CHUNK = 2048; from dlmcost.cli.commands import main; "
+        code = ("import resource,sys; import dlmcost.analysis.limits as limits; limits.SWEEP_CHUNK = 2048; from dlmcost.cli import main; "
                 "main(['sweep','--gpu','all','--block','1,2,4,8,16,32,64,128','--batch',"
                 f"','.join(str(b) for b in range(1,{n}+1)),'--gen','128,256','-f','csv']); "
                 "sys.stdout.flush(); print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)")

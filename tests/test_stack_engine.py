@@ -6,7 +6,7 @@ import os
 import pytest
 
 from dlmcost import api
-from dlmcost.cli.commands import main
+from dlmcost.cli import main
 from dlmcost.inputs.stacks import validate_stack
 
 SOURCES = {k: "test" for k in ("host", "fixed", "gemm_efficiency", "attention_efficiency",

@@ -8,6 +8,7 @@ import numpy as np
 from . import limits
 from .limits import MAX_PASSES_ONE_BY_ONE
 from .prepare import DEFAULT_MODEL, prepare, unsupported_reason
+from .requests import AnalyzeRequest
 from .records import gpu_result, model_summary, workload_summary, workload_warnings
 from ..engine.evaluation import knees
 from ..engine.frames import evaluate_frame, generation_numbers, make_grids, workload_columns
@@ -16,14 +17,19 @@ from ..inputs.stacks import STACK_NONE, Stack
 from ..results import AnalyzeResult, Unsupported
 
 
-def analyze(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None = None, *,
+def analyze(model: str | ModelSpec | AnalyzeRequest = DEFAULT_MODEL, gpus: str | list[str] | None = None, *,
             efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
             revision: str | None = None, hub: bool = False, max_passes: int | None = MAX_PASSES_ONE_BY_ONE,
             **workload) -> AnalyzeResult:
-    """Cost of one workload on each GPU. Unset workload fields take the model's sampler defaults
+    """Cost of one workload on each GPU, asked as arguments or as one `AnalyzeRequest` (what the
+    CLI builds; keyword `workload` fields then replace the request's). Unset workload fields take the model's sampler defaults
     (or, for schemes with a reference engine of their own, that engine's). `stack`: a software
     stack name or file (default `stacks.DEFAULT_STACK`; `none`: the bare hardware roofline).
     `max_passes`: the passes costed one by one it may take, over all GPUs (None: no limit)."""
+    if isinstance(model, AnalyzeRequest):  # a typed request (the CLI's); `workload` replaces its fields
+        request = model
+        return analyze(request.model, request.gpus, **request.sources.given(),
+                       **{**request.workload.given(), **workload})
     p = prepare(model, gpus, efficiency=efficiency, stack=stack, hardware=hardware, revision=revision, hub=hub,
                 **workload)
     spec, w, st, supported = p.spec, p.workload, p.stack, p.supported
@@ -49,3 +55,4 @@ def analyze(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None
     return AnalyzeResult.model_construct(model=model_summary(spec), workload=workload_summary(w),
                                          efficiency_profile=p.profile.name, stack=st.name if st else STACK_NONE,
                                          warnings=workload_warnings(spec, w), results=results)
+

@@ -123,3 +123,7 @@ def sweep_label(row: dict) -> str:
                      for k in ("prompt", "gen", "steps", "block", "batch", "tp", "precision") if row.get(k) is not None)
     model = f"{row['model']}: " if "model" in row else ""
     return f"{model}{row['gpu']} {row['scheme']} {knobs}"
+
+
+# the names dlmcost.api exports them by
+parse_requirements, requirement_failures, requirement_rows = parse_all, failures, analyze_rows

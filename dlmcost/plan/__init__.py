@@ -60,3 +60,7 @@ def to_record(result: PlanResult) -> dict:
 
 
 __all__ = ["run", "to_record", "Deployment", "PlanResult"]
+
+
+# the names dlmcost.api exports them by
+run_plan, plan_record = run, to_record

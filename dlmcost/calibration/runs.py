@@ -1,0 +1,62 @@
+"""What `dlmcost calibrate` and `dlmcost measure` run, from their settings to the records they
+print: the points read and filtered, the fit, the stack and measurement files written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import UsageError
+from ..inputs.models import resolve_model
+from ..inputs.stacks import load_stack
+from . import calibrate as cal
+from . import measure as ms
+from .measurements import MeasurementFile, load_points
+
+
+def calibrate_file(measurements: str, *, stack: str | None, fit: str, name: str | None, only: str | None,
+                   hardware: list[str] | None, out: str) -> dict:
+    """Fit `fit`'s parameters of `stack` to the points of a measurements file (those whose
+    `stack:` is `only`, if given) and write the fitted stack to `out`."""
+    points, base_dir = load_points(measurements)
+    if only is not None:
+        points = [p for p in points if p.stack == only]
+        if not points:
+            raise UsageError(f"--only {only}: no point of {measurements} has stack '{only}'")
+    result = cal.calibrate(points, base_dir, load_stack(stack), cal.parse_fit(fit), name or "calibrated", hardware)
+    cal.write_stack(result["data"], Path(out))
+    return result
+
+
+def measure_batches(model: str, gpu: str, workload: dict, batches: list[int], *, stack: str | None, backend: str,
+                    device: str | None, warmup: int, repeats: int, layers: int | None,
+                    hardware: list[str] | None):
+    """One measurement per batch size, each yielded as soon as it is taken."""
+    spec = resolve_model(model)
+    base = load_stack(stack)
+    be = ms.get_backend(backend, device)
+    for b in batches:
+        wl = {k: v for k, v in dict(workload, batch=b).items() if v is not None}
+        yield ms.measure_workload(spec, gpu, wl, base, be, warmup=warmup, repeats=repeats, layers=layers,
+                                  hardware=hardware)
+
+
+def write_measurements(results: list, model: str, gpu: str, out: str | None) -> dict:
+    """The measurements as the points file `calibrate` reads, written to `out` when given."""
+    import yaml
+
+    model_ref = str(Path(model).resolve()) if Path(model).is_file() else model
+    doc = ms.as_points(results, model_ref, gpu)
+    MeasurementFile.model_validate(doc)
+    if out:
+        Path(out).write_text("# Written by `dlmcost measure`.\n" + yaml.safe_dump(doc, sort_keys=False),
+                             encoding="utf-8")
+    return doc
+
+
+def calibrate_measured(doc: dict, stack: str | None, hardware: list[str] | None, out: str) -> dict:
+    """A stack calibrated to what these measurements pin, written to `out`."""
+    base = load_stack(stack)
+    points = MeasurementFile.model_validate(doc).points
+    result = cal.calibrate_what_data_pins(points, Path.cwd(), base, f"{base.name}-measured", hardware)
+    cal.write_stack(result["data"], Path(out))
+    return result

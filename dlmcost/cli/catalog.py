@@ -1,0 +1,63 @@
+"""What dlmcost knows: `schemes`, `schema`, `gpus`, `models` and one `model`."""
+
+from typing import Optional
+
+import typer
+
+from .. import api
+from ..errors import UsageError
+from ..render import report
+from ..render.output import Output
+from .app import app, examples
+from .options import FormatOpt, HardwareOpt, check_format, hub_options
+from .output import stderr
+
+
+@app.command(epilog=examples("dlmcost schemes -f markdown"))
+def schemes(fmt: str = FormatOpt):
+    """List the decoding schemes: what each runs and the knobs it reads."""
+    check_format(fmt)
+    report.render_schemes(api.list_schemes(), fmt, Output.stdout())
+
+
+@app.command(epilog=examples("dlmcost schema sweep > sweep.schema.json"))
+def schema(which: str = typer.Argument("analyze", help="analyze | sweep")):
+    """Print the JSON Schema of `--format json` output (generated from the result types)."""
+    from ..results import SCHEMAS
+
+    if which not in SCHEMAS:
+        raise UsageError(f"unknown schema '{which}'; choose one of: {', '.join(SCHEMAS)}")
+    print(report.to_json(SCHEMAS[which].model_json_schema()))
+
+
+@app.command(epilog=examples("dlmcost gpus -f csv"))
+def gpus(fmt: str = FormatOpt, hardware: Optional[list[str]] = HardwareOpt):
+    """List the accelerators with their dense peaks and ridge points."""
+    check_format(fmt)
+    report.render_gpus(api.list_gpus(hardware), fmt, Output.stdout())
+
+
+@app.command(epilog=examples("dlmcost models"))
+def models(fmt: str = FormatOpt):
+    """List the bundled model ids (usable offline)."""
+    check_format(fmt)
+    report.render_models(api.list_models(), fmt, Output.stdout())
+
+
+@app.command(epilog=examples("dlmcost model examples/tiny-dlm.yaml", "dlmcost model GSAI-ML/LLaDA-8B-Instruct -f json"))
+@hub_options
+def model(
+    model_id: str = typer.Argument(..., metavar="MODEL", help="bundled id, local .json/.yaml, or Hub id"),
+    fmt: str = FormatOpt,
+    verify: bool = typer.Option(False, "--verify", help="compare with the checkpoint's safetensors parameter count (Hub)"),
+    *, hub_source,
+):
+    """Show the parsed spec of one model: shapes, parameters, K/V bytes per token."""
+    check_format(fmt)
+    spec = api.resolve_model(api.locate_example(model_id), revision=hub_source.revision, hub=hub_source.hub)
+    info = api.model_info(spec)
+    if verify:
+        info["verify"] = api.verify_model(spec, revision=hub_source.revision)
+    report.render_model(info, fmt, Output.stdout())
+    if verify and info["verify"].get("warning"):
+        stderr(f"warning: {info['verify']['warning']}")

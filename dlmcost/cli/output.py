@@ -1,0 +1,78 @@
+"""What every command does with its result: warnings and failures as single lines on stderr,
+the finite check, charts drawn after the table, and --require turned into an exit code."""
+
+import math
+import sys
+from typing import Optional
+
+from ..errors import RequirementError, WorkloadError
+from ..render.output import Output
+from ..safe_text import shown
+
+MESSAGE_LIMIT = 1000  # characters of one error line: user text inside is cut shorter still
+GATE_LINES = 20  # failing rows listed on stderr; the rest are counted
+
+
+def stderr(line: str) -> None:
+    """One line on stderr; nowhere if stderr is closed (never on stdout instead)."""
+    stream = sys.stderr
+    if stream is None:
+        return
+    try:
+        stream.write(shown(line, MESSAGE_LIMIT) + "\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def check_finite(result, where: str = "result") -> None:
+    """Every number printed is finite: an overflow anywhere is a clear error, never `inf` in a
+    table or a JSON encoder's exception (iterative: results are a few levels deep)."""
+    stack = [(where, result)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise WorkloadError(f"the {path} came out as {value} (an overflow): inputs at the edge of their ranges?")
+        if getattr(value, "dtype", None) is not None and value.dtype.kind == "f" and value.size:
+            import numpy as np  # already loaded by the api; sweep columns hold NaN for ignored knobs
+
+            if np.isinf(value).any():
+                raise WorkloadError(f"the {path} came out as inf (an overflow): inputs at the edge of their ranges?")
+        if isinstance(value, dict):
+            stack += [(f"{path}.{k}", v) for k, v in value.items()]
+        elif isinstance(value, (list, tuple)):
+            stack += [(path, v) for v in value]
+
+
+def draw(chart, plot: Optional[str], out: Output) -> None:
+    """The chart after the table: drawn in text on stdout (`--plot -`) or saved to a file."""
+    if chart is None:
+        return
+    if plot == "-":
+        from ..render.termplot import render
+
+        out.write(render(chart))
+    elif plot:
+        from ..render.plot import save
+
+        save(chart, plot)
+
+
+def requirements_of(require: Optional[list[str]]) -> list:
+    """--require's expressions, parsed (the parser loads only when there are some: most commands
+    have none, and analyze's start-up counts)."""
+    if not require:
+        return []
+    from .. import api
+
+    return api.parse_requirements(require)
+
+
+def gate(failed: list[str], requirements) -> None:
+    """Exit 8 (EXIT_REQUIREMENT) when a row misses a --require; the rows go to stderr."""
+    if not failed:
+        return
+    listed = failed[:GATE_LINES]
+    more = [f"... and {len(failed) - len(listed):,} more"] if len(failed) > len(listed) else []
+    raise RequirementError(f"{len(failed):,} result row(s) miss a requirement "
+                           f"({'; '.join(q.text for q in requirements)}):", listed + more)

@@ -1,0 +1,155 @@
+"""`dlmcost plan`: the fewest GPUs and replicas meeting latency and cost targets at a traffic."""
+
+from typing import Optional
+
+import typer
+
+from .. import api
+from ..errors import NoDeploymentError, UsageError
+from ..render import report
+from ..render.output import Output
+from .app import app, examples
+from .options import EfficiencyOpt, HardwareOpt, StackOpt, group, output_options, parse_list
+from .output import draw
+
+# --- option groups (the traffic and the targets: what a deployment is asked to serve) -----------
+
+traffic_options = group("traffic", lambda **t: t, {
+    "rate": (Optional[float], typer.Option(None, "--rate", help="requests/s, Poisson arrivals")),
+    "users": (Optional[int], typer.Option(None, "--users", help="concurrent users (closed loop) instead of --rate")),
+    "think_s": (Optional[float], typer.Option(None, "--think", help="closed loop: seconds a user waits between requests [0]")),
+    "prompt": (Optional[str], typer.Option(None, "--prompt", help="prompt tokens: N, 'p50:N,p90:M', or @FILE [256]")),
+    "answer": (Optional[str], typer.Option(None, "--answer", help="answer tokens: N, 'p50:N,p90:M', or @FILE (default: the model's)")),
+})
+
+targets_options = group("targets", lambda **t: t, {
+    "p50_latency_s": (Optional[float], typer.Option(None, "--p50", help="target: p50 end-to-end latency, s")),
+    "p95_latency_s": (Optional[float], typer.Option(None, "--p95", help="target: p95 end-to-end latency, s")),
+    "p99_latency_s": (Optional[float], typer.Option(None, "--p99", help="target: p99 end-to-end latency, s")),
+    "p95_first_block_s": (Optional[float], typer.Option(None, "--first-block-p95", help="target: p95 time to first block (AR: first token), s")),
+    "min_tokens_per_s_per_user": (Optional[float], typer.Option(None, "--min-user-tps", help="target: median answer tokens/s per user")),
+    "max_usd_per_mtok": (Optional[float], typer.Option(None, "--max-usd-per-mtok", help="target: $ per million output tokens")),
+    "max_gpus": (Optional[int], typer.Option(None, "--max-gpus", help="target: GPUs in total")),
+})
+
+
+def _search(gpu, tp, precision, scheme, block, tpf, steps, max_batch) -> dict:
+    decoding = _decodings(scheme, block, tpf, steps) if any(v is not None for v in (scheme, block, tpf, steps)) else None
+    return dict(gpus=gpu, tp=parse_list(tp, int, "tp"), precisions=parse_list(precision, str, "precision"),
+                decoding=decoding, max_batch=parse_list(max_batch, int, "max-batch"))
+
+
+search_options = group("search", _search, {
+    "gpu": (Optional[str], typer.Option(None, "--gpu", "-g", metavar="LIST", help="comma list or 'all' (default: every GPU with a price)")),
+    "tp": (Optional[str], typer.Option(None, "--tp", metavar="LIST", help="comma list of tensor-parallel sizes [1,2,4,8]")),
+    "precision": (Optional[str], typer.Option(None, "--precision", metavar="LIST", help="comma list [bf16,fp8]")),
+    "scheme": (Optional[str], typer.Option(None, "--scheme", metavar="LIST", help="comma list of schemes (default: the model's)")),
+    "block": (Optional[str], typer.Option(None, "--block", metavar="LIST", help="comma list of block lengths")),
+    "tpf": (Optional[str], typer.Option(None, "--tpf", metavar="LIST", help="comma list of tokens per forward")),
+    "steps": (Optional[str], typer.Option(None, "--steps", metavar="LIST", help="comma list of total steps at the median answer")),
+    "max_batch": (Optional[str], typer.Option(None, "--max-batch", metavar="LIST", help="comma list of batch limits per replica [256]")),
+})
+
+
+def _decodings(scheme, block, tpf, steps) -> list[dict]:
+    """--scheme/--block/--tpf/--steps comma lists -> every combination (AR ignores block and tpf)."""
+    schemes = parse_list(scheme, str, "scheme") or [None]
+    blocks = parse_list(block, int, "block") or [None]
+    if tpf is not None and steps is not None:
+        raise UsageError("give --tpf or --steps, not both")
+    speeds = [("tpf", v) for v in parse_list(tpf, float, "tpf") or []] or \
+        [("steps", v) for v in parse_list(steps, float, "steps") or []] or [(None, None)]
+    out = []
+    for sc in schemes:
+        if sc is None:
+            raise UsageError("--block/--tpf/--steps need --scheme")
+        if sc == "ar":
+            out.append(dict(scheme="ar"))
+            continue
+        for b in blocks:
+            for kind, v in speeds:
+                out.append(dict(scheme=sc, block=b, **({kind: v} if kind else {})))
+    return out
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+@app.command(epilog=examples("dlmcost plan --rate 5 --p95 10 --gpu h100,b200",
+                             "dlmcost plan --scenario examples/plan-scenario.yaml --plot plan.png"))
+@traffic_options
+@targets_options
+@search_options
+@output_options()
+def plan(
+    model: Optional[str] = typer.Argument(None, help="bundled id, local file, or Hub id (default: the scenario's, else LLaDA-8B-Instruct)"),
+    scenario: Optional[str] = typer.Option(None, "--scenario", "-s", help="scenario YAML (options below override it)"),
+    price: Optional[list[str]] = typer.Option(None, "--price", metavar="NAME=USD", help="NAME=USD per GPU-hour, e.g. h100=2.49 (repeatable)"),
+    power_utilisation: Optional[float] = typer.Option(None, "--power-utilisation", help="fraction of board power drawn [1.0]"),
+    requests: Optional[int] = typer.Option(None, "--requests", help="simulated requests per run [2000]"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="random seed [0]"),
+    top: int = typer.Option(15, "--limit", "--top", metavar="N", help="rows of the table (json/csv list all)"),
+    efficiency: str = EfficiencyOpt,
+    stack: Optional[str] = StackOpt,
+    hardware: Optional[list[str]] = HardwareOpt,
+    *, traffic, targets, search, output,
+):
+    """Fewest GPUs and replicas meeting latency / cost targets at a given traffic, ranked by $/Mtok.
+
+    Exit 0 when a deployment meets the targets, 8 when none does (nearest miss on stderr)."""
+    if top <= 0:
+        raise UsageError("--limit must be positive")
+    if traffic["rate"] is not None and traffic["users"] is None:
+        traffic["users"] = None  # a rate given on the command line replaces the scenario's users
+    overrides = dict(traffic=traffic, targets=targets, search=search, simulation=dict(requests=requests, seed=seed),
+                     power_utilisation=power_utilisation)
+    result = _run(scenario, overrides, model, price, hardware, efficiency, stack)
+    record = api.plan_record(result)
+    out = Output.stdout()
+    chart = _chart(record) if output.charted else None
+    if output.fmt == "html":
+        from ..render.html import plan_page
+
+        out.write(plan_page(record, [chart] if chart else [], top))
+    else:
+        report.render_plan(record, output.fmt, out, top=top)
+    draw(chart, output.plot, out)
+    _exit_unless_met(result)
+
+
+def _run(scenario, overrides, model, price, hardware, efficiency, stack):
+    """The search, with a progress line on a terminal."""
+    import sys
+
+    from ..render.progress import Progress
+
+    progress = Progress("planning") if sys.stderr.isatty() else None
+    try:
+        return api.run_plan(api.locate_example(scenario), overrides, model=api.locate_example(model), prices=price or [],
+                            hardware=hardware, efficiency=api.locate_example(efficiency), stack=stack,
+                            progress=progress)
+    finally:
+        if progress:
+            progress.clear()
+
+
+def _exit_unless_met(result) -> None:
+    if result.deployments:
+        return
+    miss = result.nearest_miss
+    if miss is None:
+        raise NoDeploymentError("no deployment meets the targets: no candidate could run (unsupported precision, "
+                                "a layout that does not split the model, or weights that do not fit)")
+    failed = "; ".join(m.describe() for m in miss.misses)
+    raise NoDeploymentError(f"no deployment meets the targets; nearest miss: {miss.gpu} {miss.replicas}x tp{miss.tp} "
+                            f"{miss.precision} {miss.decoding} batch<={miss.max_batch}: {failed}")
+
+
+def _chart(record: dict):
+    """$/Mtok against p95 latency: the deployments meeting the targets and the AR baseline
+    (None when there is nothing to draw: the command then exits 8 with the nearest miss)."""
+    from ..render import charts
+
+    rows = [dict(r, is_ar_baseline=False) for r in record["deployments"]]
+    # the AR baseline as the table shows it: its three cheapest deployments
+    rows += [dict(r, is_ar_baseline=True, pareto=False) for r in record["ar_baseline"][:3]]
+    return charts.plan_front(rows, title=f"plan: {record['model']}, cost against p95 latency") if rows else None
