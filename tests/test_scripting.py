@@ -138,8 +138,11 @@ def test_require_gates_with_exit_8_and_lists_failing_rows(cli):
     bad = cli("analyze", "--gpu", "h100,b200", "-r", f"tokens_per_s >= {tps * 1.01}", "-f", "csv")
     assert bad.returncode == EXIT_REQUIREMENT == 8
     assert "H100 SXM" in bad.stderr and "B200" not in bad.stderr.split("\n", 1)[1]  # B200 is faster
+    # the value that failed it, as the table shows it (4 significant digits): not only in stdout
+    assert f"(got {tps:.4g})" in bad.stderr, bad.stderr
     sw = cli("sweep", "--gpu", "h100", "--batch", "1,100000", "-r", "fits", "-f", "csv")
     assert sw.returncode == 8 and "batch=100000" in sw.stderr and "batch=1 " not in sw.stderr
+    assert "fits (got false)" in sw.stderr
     assert sw.stdout.count("\n") == 1 + len(sw.stdout.splitlines()) - 1  # rows still printed
 
 
@@ -158,6 +161,10 @@ def test_requirement_semantics_by_hand():
     assert gates.parse("scheme == mdm").holds(row) and gates.parse("scheme != ar").holds(row)
     assert gates.parse("time_s < 2.5").holds(row) and not gates.parse("time_s <= 1_9").holds(dict(row, time_s=20))
     assert not gates.parse("tokens_per_s >= 1").holds(dict(gpu="Y", supported=False))
+    assert gates.parse("tokens_per_s >= 1000").missed_by(dict(row, tokens_per_s=10920.4)) == \
+        "tokens_per_s >= 1000 (got 10,920)"  # thousands separated, never 1.092e+04
+    assert gates.parse("fits").missed_by(dict(row, fits=False)) == "fits (got false)"
+    assert gates.parse("time_s < 1").missed_by(dict(gpu="Y", supported=False)) == "time_s < 1 (unsupported: no numbers)"
     with pytest.raises(UsageError):
         gates.parse("tokens_per_s >= nan")
 

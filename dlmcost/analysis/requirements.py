@@ -55,6 +55,23 @@ class Requirement:
             ok = OPERATORS[self.op](got, self.value)
         return ok != self.negate
 
+    def missed_by(self, row: dict) -> str:
+        """The requirement and the value that failed it: `tokens_per_s >= 1000 (got 954.9)`."""
+        if not row.get("supported", True) and self.key != "supported":
+            return f"{self.text} (unsupported: no numbers)"
+        got = row.get(self.key)
+        return f"{self.text} (got {'nothing' if got is None else _shown(got)})"
+
+
+def _shown(value) -> str:
+    """A row's value as a table shows it: 4 significant digits, thousands separated, no 1e+04."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        v = float(value)
+        return f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:.4g}"
+    return str(value)
+
 
 def _value(token: str, key: str, op: str):
     low = token.lower()
@@ -112,7 +129,7 @@ def failures(requirements: list[Requirement], rows, label) -> list[str]:
     """One line per failing row: its label and the requirements it misses."""
     out = []
     for row in rows:
-        missed = [q.text for q in requirements if not q.holds(row)]
+        missed = [q.missed_by(row) for q in requirements if not q.holds(row)]
         if missed:
             out.append(f"{label(row)}: {'; '.join(missed)}")
     return out
