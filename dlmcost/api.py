@@ -70,9 +70,9 @@ def configure_hub(*, verbose: bool = False, budget_s: float | None = None) -> No
 
 def resolve_model(model: str, revision: str | None = None, hub: bool = False) -> ModelSpec:
     """A model argument (bundled id, local file, Hub id) as a ModelSpec."""
-    from .inputs.models import resolve_model as resolve
+    from .analysis.prepare import resolve_spec
 
-    return resolve(model, revision=revision, hub=hub)
+    return resolve_spec(model, revision=revision, hub=hub)
 
 
 def __getattr__(name: str):

@@ -8,6 +8,7 @@ passes or the engine adds them up wrongly."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -242,3 +243,29 @@ def test_sweep_answer_tokens_match_analyze():
         r = analyze(scheme=row["scheme"], gen=row["gen"], block=32, tpf=4, answer_tokens=100)
         assert row["time_s"] == pytest.approx(r["time_s"], rel=1e-12)
         assert row["tokens_per_s"] == pytest.approx(r["tokens_per_s"], rel=1e-12)
+
+
+@pytest.mark.parametrize("name", [s for s in REGISTRY if s not in ("ar", "mdm", "prefix-cache", "dual-cache", "block",
+                                                                   "diffgemma")])
+def test_a_model_file_may_default_to_any_registered_scheme(tmp_path, name):
+    """The sampler's scheme is checked against the registry, not a hand-written list (which
+    refused a model file defaulting to multi-block with exit 7)."""
+    from dlmcost.cli import main
+
+    text = (Path(__file__).resolve().parents[1] / "examples" / "tiny-dlm.yaml").read_text()
+    model = tmp_path / "m.yaml"
+    model.write_text(text.replace("scheme: block", f"scheme: {name}").replace("schemes: [block, ar]",
+                                                                                f"schemes: [{name}, ar]"))
+    assert main(["model", str(model), "-f", "json"]) == 0
+
+
+def test_a_model_file_naming_an_unknown_scheme_is_refused_with_the_registry_list(tmp_path, capsys):
+    from dlmcost.cli import main
+
+    text = (Path(__file__).resolve().parents[1] / "examples" / "tiny-dlm.yaml").read_text()
+    model = tmp_path / "m.yaml"
+    model.write_text(text.replace("scheme: block", "scheme: nosuch"))
+    capsys.readouterr()
+    assert main(["analyze", str(model), "--gpu", "h100"]) == 7
+    err = capsys.readouterr().err
+    assert "unknown scheme nosuch" in err and all(s in err for s in REGISTRY)

@@ -11,15 +11,16 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from ..errors import UsageError, WorkloadError
+from ..errors import ConfigError, UsageError, WorkloadError
 from ..inputs.files import validation_message
 from ..inputs.hardware import GPU, DEFAULT_GPUS, HardwareDB
 from ..inputs.models import ModelSpec, resolve_model
 from ..inputs.precision import get_precision, kv_bytes
 from ..inputs.profiles import Profile, load_profile
 from ..engine.roofline import gpu_rates
-from ..engine.schemes import REGISTRY
+from ..engine.schemes import REGISTRY, SCHEMES
 from ..inputs.stacks import STACK_NONE, Stack, load_stack
+from ..safe_text import shown
 from ..engine.workload import Workload, check_parallel, scheme_problem
 
 DEFAULT_MODEL = "GSAI-ML/LLaDA-8B-Instruct"
@@ -40,9 +41,16 @@ def unsupported_reason(gpu: GPU, precision: str, tp: int = 1) -> str:
     return f"{gpu.name} has no scale-up link in its hardware file (tp={tp} needs one)"
 
 
-def resolve_spec(model: str | ModelSpec, revision: str | None, hub: bool) -> ModelSpec:
-    """A parsed model as is, or the model of this id or path (`models.resolve_model`)."""
-    return model if isinstance(model, ModelSpec) else resolve_model(model, revision=revision, hub=hub)
+def resolve_spec(model: str | ModelSpec, revision: str | None = None, hub: bool = False) -> ModelSpec:
+    """A parsed model as is, or the model of this id or path (`models.resolve_model`), its
+    sampler's schemes checked against the registry."""
+    spec = model if isinstance(model, ModelSpec) else resolve_model(model, revision=revision, hub=hub)
+    if spec.sampler:
+        unknown = [s for s in (spec.sampler.scheme, *spec.sampler.schemes) if s not in REGISTRY]
+        if unknown:
+            raise ConfigError(f"model {shown(spec.id)}: its sampler names the unknown scheme {shown(unknown[0])}; "
+                              f"choose from: {', '.join(SCHEMES)}")
+    return spec
 
 
 def resolve_drafter(w: Workload, spec: ModelSpec) -> ModelSpec | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import UsageError
-from ..inputs.models import resolve_model
+from ..analysis.prepare import resolve_spec
 from ..inputs.stacks import load_stack
 from . import calibrate as cal
 from . import measure as ms
@@ -31,7 +31,7 @@ def measure_batches(model: str, gpu: str, workload: dict, batches: list[int], *,
                     device: str | None, warmup: int, repeats: int, layers: int | None,
                     hardware: list[str] | None):
     """One measurement per batch size, each yielded as soon as it is taken."""
-    spec = resolve_model(model)
+    spec = resolve_spec(model)
     base = load_stack(stack)
     be = ms.get_backend(backend, device)
     for b in batches:

@@ -21,7 +21,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | None = None,
         baseline: bool = True, progress: Callable[[int, int], None] | None = None) -> PlanResult:
     """Read the scenario, search the deployments, return the ranked result."""
     from ..inputs.hardware import HardwareDB
-    from ..inputs.models import resolve_model
+    from ..analysis.prepare import resolve_spec
     from .scenario import (build_decodings, build_space_and_pricing, build_targets, build_traffic, parse_price,
                            read_scenario)
     from .search import plan
@@ -31,7 +31,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | None = None,
     if price_overrides:
         spec = spec.model_copy(update={"prices": {**spec.prices, **price_overrides}})
     model_id = model or spec.model or "GSAI-ML/LLaDA-8B-Instruct"
-    model_spec = resolve_model(model_id)
+    model_spec = resolve_spec(model_id)
     traffic = build_traffic(spec, model_spec)
     targets = build_targets(spec)
     db = HardwareDB.load(hardware)

@@ -62,7 +62,9 @@ class SamplerDefaults(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    scheme: Literal["ar", "mdm", "prefix-cache", "dual-cache", "block", "diffgemma"]
+    # a decoding scheme's name; which names exist is the scheme registry's business (the engine's),
+    # checked where a model meets the engine (analysis.prepare.resolve_spec)
+    scheme: str = Field(min_length=1, max_length=40, pattern=r"^[a-z][a-z0-9-]*$")
     gen: int = Field(default=256, **_COUNT)
     steps: int | None = Field(default=None, **_COUNT)  # None: one token per forward (S = gen)
     block: int | None = Field(default=None, **_COUNT)  # None: one block = the whole generation
