@@ -109,6 +109,7 @@ class PassResult(Record):
     kv_write_bytes: float
     activation_bytes: float
     arithmetic_intensity: float
+    achievable_ridge_flops_per_byte: float = Field(description="FLOP/byte at which the time model's compute and memory times meet: the GEMM rate reached at the pass's rows over the achievable bandwidth; below it, memory-bound")
     verdict: str
     time_s: float
     mla_form: str | None = Field(default=None, description="MLA models: absorbed or expanded")
@@ -158,6 +159,8 @@ class GPUResult(Record):
     flops_breakdown: dict[str, float]
     bytes_breakdown: dict[str, float]
     arithmetic_intensity: float
+    achievable_ridge_flops_per_byte: float = Field(description="the achievable ridge of the pass family taking the "
+                                                               "most time (the verdict compares each family's own)")
     verdict: str
     memory_bound_time_fraction: float
     time_s: float
@@ -212,6 +215,7 @@ class SweepRow(Record):
     bytes_per_token: float
     arithmetic_intensity: float
     ridge_flops_per_byte: float
+    achievable_ridge_flops_per_byte: float
     memory_bound_time_fraction: float
     verdict: str
     time_ratio_to_ar: float

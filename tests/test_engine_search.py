@@ -37,6 +37,14 @@ def grid_of(m, rows: int, **workload):
     return frames.build_grid(frames.workload_columns(w), [rates], np.zeros(rows, int))
 
 
+def with_ridge(grid, ridges):
+    """The grid with its achievable ridge (the GEMM rate the time model uses over the achievable
+    bandwidth; no stack here) placed at `ridges`, by setting the linear ops' peak."""
+    r = grid.rates
+    peak = np.asarray(ridges, float) * r.bandwidth * r.eff_mem / r.eff["linear"]
+    return replace(grid, rates=replace(r, peak={**r.peak, "linear": peak}))
+
+
 def step_ai(m, B, q, c):
     """AI of a cached bidirectional step: q tokens per sequence over c cached, logits for all q."""
     a = lambda x: np.array([float(x)])  # noqa: E731
@@ -59,7 +67,7 @@ def test_block_knee_is_the_last_integer_below_a_ridge_placed_by_hand(model):
     expected.append(-1)
     n = len(ridges)
     grid = grid_of(m, n, scheme="block", prompt=200, gen=200, block=8, steps=200)
-    grid = replace(grid, rates=replace(grid.rates, ridge=np.array(ridges)))
+    grid = with_ridge(grid, np.array(ridges))
     got = knee(m, grid, np.full(n, ctx), np.full(n, 8.0), "block")
     assert got.tolist() == expected
 
@@ -72,7 +80,7 @@ def test_block_knee_search_runs_until_the_gap_is_one():
     ctx, b = 300.0, 1_017_793
     grid = grid_of(m, 1, scheme="block", prompt=200, gen=200, block=8, steps=200)
     ridge = (step_ai(m, 1, b, ctx) + step_ai(m, 1, b + 1, ctx)) / 2
-    grid = replace(grid, rates=replace(grid.rates, ridge=np.array([ridge])))
+    grid = with_ridge(grid, np.array([ridge]))
     assert knee(m, grid, np.full(1, ctx), np.full(1, 8.0), "block").tolist() == [b]
 
 
@@ -83,7 +91,7 @@ def test_batch_knee_is_the_last_integer_batch_below_a_ridge_placed_by_hand():
     ridges = [(step_ai(m, B, q, ctx) + step_ai(m, B + 1, q, ctx)) / 2 for B in targets]
     n = len(ridges)
     grid = grid_of(m, n, scheme="block", prompt=200, gen=200, block=4, steps=200)
-    grid = replace(grid, rates=replace(grid.rates, ridge=np.array(ridges)))
+    grid = with_ridge(grid, np.array(ridges))
     got = knee(m, grid, np.full(n, ctx), np.full(n, q), "batch")
     assert got.tolist() == targets
 

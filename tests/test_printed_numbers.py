@@ -41,6 +41,25 @@ def h100_ridge_bf16() -> float:
     return g["peak_tflops"]["bf16"] * 1e12 / (g["bandwidth_tb_s"] * 1e12)  # (F6)
 
 
+def h100_achievable_ridge_bf16(rows: float) -> float:
+    """The ridge of the rates the time model uses, from the files by hand: H100's bf16 peak x its
+    GEMM efficiency x the default stack's (sglang) GEMM curve at `rows` (straight lines in log
+    rows between its points, flat beyond), over bandwidth x its memory efficiency (docs/stacks.md)."""
+    g = h100()
+    curve = yaml.safe_load((HARDWARE.parent / "stacks" / "sglang.yaml").read_text())["gemm_efficiency"]
+    xs, ys = curve["rows"], curve["efficiency"]
+    if rows <= xs[0]:
+        factor = ys[0]
+    elif rows >= xs[-1]:
+        factor = ys[-1]
+    else:
+        i = next(i for i in range(len(xs) - 1) if xs[i] <= rows <= xs[i + 1])
+        w = (math.log(rows) - math.log(xs[i])) / (math.log(xs[i + 1]) - math.log(xs[i]))
+        factor = ys[i] + w * (ys[i + 1] - ys[i])
+    compute = g["peak_tflops"]["bf16"] * 1e12 * g["efficiency"]["gemm"]["bf16"] * factor
+    return compute / (g["bandwidth_tb_s"] * 1e12 * g["efficiency"]["memory_bandwidth"])
+
+
 def h100_capacity_bytes() -> float:
     return h100()["memory_gib"] * 2**30  # the vendor's "80 GB" is GiB
 
@@ -168,18 +187,21 @@ def oracle_ai(q: float, c: float, B: float) -> float:
 
 @pytest.mark.parametrize("scheme,decode_q", [("dual-cache", 32), ("ar", 1)])
 def test_knee_by_brute_force(scheme, decode_q):
-    """knee block: the largest b with AI(q = b, c = Lp + Lg/2, batch B) below the ridge; knee
-    batch: the largest B with AI(q = b, or 1 for ar) below it."""
+    """knee block: the largest b with AI(q = b, c = Lp + Lg/2, batch B) below the achievable ridge
+    at its B·q rows; knee batch: the largest B with AI(q = b, or 1 for ar) below it."""
     r = analyze(scheme=scheme, prompt=256, gen=128, block=32, steps=128)
     context = 256 + 128 / 2
-    ridge = h100_ridge_bf16()
+    ridge = h100_achievable_ridge_bf16
     k = r["knee"]
     assert k["context_tokens"] == context and k["limit"] == 2**20
-    assert oracle_ai(k["block"], context, 1) < ridge <= oracle_ai(k["block"] + 1, context, 1)
+    b = k["block"]
+    assert oracle_ai(b, context, 1) < ridge(b) and oracle_ai(b + 1, context, 1) >= ridge(b + 1)
     if k["batch"] is None:  # still memory-bound at the limit: LLaDA's decode (G = 1) reads K/V per sequence
-        assert oracle_ai(decode_q, context, 2**20) < ridge
+        assert oracle_ai(decode_q, context, 2**20) < ridge(2**20 * decode_q)
     else:
-        assert oracle_ai(decode_q, context, k["batch"]) < ridge <= oracle_ai(decode_q, context, k["batch"] + 1)
+        B = k["batch"]
+        assert oracle_ai(decode_q, context, B) < ridge(B * decode_q)
+        assert oracle_ai(decode_q, context, B + 1) >= ridge((B + 1) * decode_q)
 
 
 # --- memory (F8) from the config's numbers -----------------------------------------------------------
@@ -247,7 +269,13 @@ def test_analyze_table_cells(capsys):
     cells = table_line(capsys, *args)
     assert cells[3] == f"{r['ar_time_s'] / r['time_s']:.3g}"
     assert cells[7] == f"{r['memory']['total_bytes'] / 1e9:.4g}"
-    assert r["knee"]["block"] >= 256 and cells[10] == "all"
+    assert r["knee"]["block"] < 256 and cells[10] == str(r["knee"]["block"])  # the knee itself
+    # a generation no longer than the knee shows 'all'
+    short = analyze(scheme="dual-cache", prompt=256, gen=128, block=32, tpf=3)
+    assert short["knee"]["block"] >= 128
+    cells = table_line(capsys, "analyze", "--gpu", "h100", "--scheme", "dual-cache", "--prompt", "256", "--gen",
+                       "128", "--block", "32", "--tpf", "3")
+    assert cells[10] == "all"
     # a generation longer than the knee shows the knee itself
     long = analyze(scheme="dual-cache", prompt=256, gen=1024, block=32, tpf=3)
     assert long["knee"]["block"] < 1024
@@ -295,13 +323,14 @@ def test_memory_with_a_drafter_adds_its_weights_and_cache():
 
 def test_knee_equal_to_the_generation_length_is_all(capsys):
     """'all': every block up to the generation length stays memory-bound, the generation's own
-    length included (LLaDA-8B, no prompt, 368 tokens: the knee is exactly 368)."""
-    r = analyze(scheme="mdm", prompt=0, gen=368, steps=368)
-    context, ridge = 0 + 368 / 2, h100_ridge_bf16()
-    assert oracle_ai(368, context, 1) < ridge <= oracle_ai(369, context, 1)
-    assert r["knee"]["block"] == 368
-    cells = table_line(capsys, "analyze", "--gpu", "h100", "--scheme", "mdm", "--prompt", "0", "--gen", "368",
-                       "--steps", "368")
+    length included (LLaDA-8B, no prompt, 184 tokens: the knee at its achievable ridge is exactly
+    184, checked by the independent oracle on both sides)."""
+    r = analyze(scheme="mdm", prompt=0, gen=184, steps=184)
+    context, ridge = 0 + 184 / 2, h100_achievable_ridge_bf16
+    assert oracle_ai(184, context, 1) < ridge(184) and oracle_ai(185, context, 1) >= ridge(185)
+    assert r["knee"]["block"] == 184
+    cells = table_line(capsys, "analyze", "--gpu", "h100", "--scheme", "mdm", "--prompt", "0", "--gen", "184",
+                       "--steps", "184")
     assert cells[10] == "all"
 
 
@@ -380,16 +409,18 @@ def test_pass_and_op_table_cells(capsys):
 
 
 def test_verdicts_near_their_thresholds():
-    """Dual cache with 336-token blocks: a cached step's AI is 0.93 of the ridge (memory-bound),
-    and with 4 steps per block 46% of the time is in those steps, so the generation is
-    compute-bound; with 6 steps per block, 59%: memory-bound."""
-    ridge = h100_ridge_bf16()
-    for steps_per_block, expected in ((4, "compute-bound"), (6, "memory-bound")):
-        knobs = dict(scheme="dual-cache", prompt=256, gen=4 * 336, block=336, steps=4 * steps_per_block)
+    """Dual cache with 160-token blocks: a cached step's AI is 0.95 of its achievable ridge (the
+    rates its time is computed with: memory-bound), and with 4 steps per block 49% of the time is
+    in those steps, so the generation is compute-bound; with 5 steps per block, 56%: memory-bound."""
+    for steps_per_block, expected in ((4, "compute-bound"), (5, "memory-bound")):
+        knobs = dict(scheme="dual-cache", prompt=256, gen=4 * 160, block=160, steps=4 * steps_per_block)
         r = analyze(**knobs)
         refresh, step = r["passes"]
+        ridge = h100_achievable_ridge_bf16(160)  # the step's rows: batch 1 x 160
         assert 0.9 * ridge < step["flops"] / step["bytes"] < ridge and step["verdict"] == "memory-bound"
-        assert refresh["flops"] / refresh["bytes"] > ridge and refresh["verdict"] == "compute-bound"
+        assert step["achievable_ridge_flops_per_byte"] == pytest.approx(ridge, rel=1e-12)
+        assert refresh["flops"] / refresh["bytes"] > h100_achievable_ridge_bf16(256 + 4 * 160)
+        assert refresh["verdict"] == "compute-bound"
         share = step["count"] * step["time_s"] / r["time_s"]
         assert 0.4 < share < 0.6
         assert r["memory_bound_time_fraction"] == pytest.approx(share, rel=1e-12)

@@ -6,7 +6,7 @@ and the warnings analyze attaches.
 from __future__ import annotations
 
 from ..engine.cost import KINDS, OP_KINDS
-from ..engine.evaluation import KNEE_LIMIT, METRICS
+from ..engine.evaluation import KNEE_LIMIT, METRICS, family_ridge
 from ..engine.frames import Frame
 from ..inputs.hardware import GPU
 from ..inputs.models import ModelSpec
@@ -39,8 +39,9 @@ def workload_warnings(spec: ModelSpec, w: Workload) -> list[str]:
     return out
 
 
-def pass_results(frame: Frame, scheme: str, row: int, ridge: float, mla: bool) -> list[PassResult]:
-    """Each pass family the configuration runs, as its average pass."""
+def pass_results(frame: Frame, scheme: str, row: int, mla: bool) -> list[PassResult]:
+    """Each pass family the configuration runs, as its average pass; its verdict compares its
+    arithmetic intensity with its achievable ridge (the rates its time is computed with)."""
     out, names = [], frame.ev.op_names
     for name in frame.ev.family_order[scheme]:
         fam = frame.ev.families.get((scheme, name))
@@ -51,12 +52,14 @@ def pass_results(frame: Frame, scheme: str, row: int, ridge: float, mla: bool) -
         per = 1.0 / count
         flops, nbytes = float(fam.flops[i]), float(fam.bytes[i])
         ai = flops / nbytes if nbytes else 0.0
+        ridge = float(family_ridge(frame.grid, fam)[i])
         by = {key: float(fam.metric(key)[i].sum()) * per for key in BYTE_LABELS}
         out.append(PassResult.model_construct(
             name=name, count=count, flops=flops * per, bytes=nbytes * per,
             q=float(fam.q_first[i]), c=float(fam.c_first[i]), q_last=float(fam.q_last[i]), c_last=float(fam.c_last[i]),
             **{f"flops_{kind}": float(fam.flops_of_kind(kind, names)[i]) * per for kind in KINDS},
-            **by, arithmetic_intensity=ai, verdict=str(verdict(ai, ridge)), time_s=float(fam.time_s[i]) * per,
+            **by, arithmetic_intensity=ai, achievable_ridge_flops_per_byte=ridge, verdict=str(verdict(ai, ridge)),
+            time_s=float(fam.time_s[i]) * per,
             mla_form=("absorbed" if fam.mla_absorbed[i] else "expanded") if mla else None,
         ))
     return out
@@ -72,7 +75,8 @@ def gpu_result(w: Workload, gpu: GPU, rate: dict, frame: Frame, i: int, derived:
     ops = frame.ev.ops(i)
     op_flops, op_bytes, op_time = ops[:, 0], ops[:, 1:5].sum(axis=1), ops[:, 5]
     kinds = [OP_KINDS[name] for name in frame.ev.op_names]
-    number = {k: float(derived[k]) for k in ("nfe", "tokens_per_nfe", "arithmetic_intensity", "memory_bound_time_fraction",
+    number = {k: float(derived[k]) for k in ("nfe", "tokens_per_nfe", "arithmetic_intensity",
+                                             "achievable_ridge_flops_per_byte", "memory_bound_time_fraction",
                                              "tokens_per_s", "tokens_per_s_per_gpu", "flops_per_token", "bytes_per_token",
                                              "ar_tokens_per_s", "time_ratio_to_ar")}
     return GPUResult.model_construct(
@@ -86,7 +90,7 @@ def gpu_result(w: Workload, gpu: GPU, rate: dict, frame: Frame, i: int, derived:
                                   context_tokens=float(ctx), limit=KNEE_LIMIT),
         memory=Memory.model_construct(**{k: (bool(v[i]) if k == "fits" else float(v[i])) for k, v in mem.items()
                                          if k != "max_effective_batch"}, max_batch=int(derived["max_batch"])),
-        passes=pass_results(frame, w.scheme, i, ridge, mla),
+        passes=pass_results(frame, w.scheme, i, mla),
         ops=[OpResult.model_construct(name=name, flops=float(op_flops[k]), bytes=float(op_bytes[k]),
                                       arithmetic_intensity=float(op_flops[k] / op_bytes[k]) if op_bytes[k] else 0.0,
                                       time_s=float(op_time[k]), time_share=float(op_time[k]) / time_s)

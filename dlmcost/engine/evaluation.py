@@ -650,15 +650,41 @@ def op_names(models) -> list[str]:
 # --- derived verdicts -------------------------------------------------------------------------
 
 
-def memory_bound_time_fraction(ev: Evaluation, ridge: np.ndarray) -> np.ndarray:
+def achievable_ridge(rates: Rates, stack: Stack | None, rows) -> np.ndarray:
+    """The ridge of the rates the time model uses, FLOP/byte: the GEMM rate a pass of `rows`
+    token rows reaches (peak x the profile's efficiency x, under a stack, its efficiency curve at
+    those rows) over the achievable bandwidth. Below it a pass takes longer to move its bytes than
+    to do its arithmetic at the speeds its latency is computed with, so the verdict and the knee
+    say what the times say (the bare ridge, peak / bandwidth, is `rates.ridge`)."""
+    rate = rates.achievable_flops["linear"]
+    if stack is not None:
+        rate = rate * compute_factor("linear", rows, stack)
+    return rate / rates.achievable_bandwidth
+
+
+def family_ridge(grid: Grid, fam: FamilyCost) -> np.ndarray:
+    """`achievable_ridge` of each configuration that runs the family, at its mean pass's rows."""
+    rows = fam.rows
+    q = (fam.q_first + fam.q_last) / 2
+    return achievable_ridge(grid.rates.take(rows), grid.stack, take(grid.batch, rows) * q)
+
+
+def memory_bound_time_fraction(ev: Evaluation, grid: Grid) -> tuple[np.ndarray, np.ndarray]:
     """The generation's verdict, time-weighted: the share of its time spent in pass families
-    whose average arithmetic intensity is below the ridge."""
+    whose average arithmetic intensity is below their achievable ridge; and, per configuration,
+    the achievable ridge of the family it spends the most time in (what a table shows beside the
+    generation's arithmetic intensity)."""
     mem_time = np.zeros_like(ev.total.count)
+    longest, ridge_of_longest = np.full_like(mem_time, -1.0), np.zeros_like(mem_time)
     for fam in ev.families.values():
         flops, nbytes = fam.flops, fam.bytes
         ai = np.divide(flops, nbytes, out=np.zeros_like(flops), where=nbytes > 0)
-        mem_time[fam.rows] += np.where(ai < ridge[fam.rows], fam.time_s, 0.0)
-    return mem_time / ev.total.time_s
+        ridge = family_ridge(grid, fam)
+        mem_time[fam.rows] += np.where(ai < ridge, fam.time_s, 0.0)
+        longer = fam.time_s > longest[fam.rows]
+        longest[fam.rows] = np.where(longer, fam.time_s, longest[fam.rows])
+        ridge_of_longest[fam.rows] = np.where(longer, ridge, ridge_of_longest[fam.rows])
+    return mem_time / ev.total.time_s, ridge_of_longest
 
 
 def generation_verdict(memory_bound_fraction) -> np.ndarray:
@@ -671,7 +697,7 @@ KNEE_LIMIT = 1 << 20  # search ceiling for the block/batch knee
 
 def knee(m: ModelSpec, grid: Grid, context: np.ndarray, block: np.ndarray, vary) -> np.ndarray:
     """Largest block (vary='block') or batch (vary='batch') whose cached block-decoding step
-    (q = b tokens per sequence over `context` cached tokens) stays below the ridge; `vary` may
+    (q = b tokens per sequence over `context` cached tokens) stays below its achievable ridge; `vary` may
     also be a boolean per row (True: batch), so that both searches share one vectorised call.
     0: compute-bound already at 1; -1: still memory-bound at KNEE_LIMIT.
 
@@ -694,7 +720,7 @@ def knee(m: ModelSpec, grid: Grid, context: np.ndarray, block: np.ndarray, vary)
         q, gg = np.where(by_batch, blk, cand), replace(g, batch=np.where(by_batch, cand, g.batch))
         p = pass_cost(m, gg, dict(q=q, c=ctx, kv_write=zero, logits=q, causal=zero.astype(bool)), names)
         ai = p.values[0].sum(axis=0) / p.values[1:].sum(axis=(0, 1))
-        below = (ai < g.rates.ridge).reshape(n, ways)
+        below = (ai < achievable_ridge(g.rates, g.stack, gg.batch * q)).reshape(n, ways)
         cand = cand.reshape(n, ways)
         last_below = np.where(below.any(axis=1), np.max(np.where(below, cand, 0.0), axis=1), lo)
         first_above = np.min(np.where(~below & (cand > last_below[:, None]), cand, np.inf), axis=1)

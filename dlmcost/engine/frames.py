@@ -70,6 +70,7 @@ class Frame:
     memory: dict
     memory_bound_fraction: np.ndarray
     models: dict[str, ModelSpec]  # by role: "main", and "drafter" for draft-verify with a drafter
+    achievable_ridge: np.ndarray  # FLOP/byte: the ridge of the rates the time model uses (its longest family's)
 
 
 def _ar_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray,
@@ -119,6 +120,7 @@ def generation_numbers(frame: Frame, tokens: np.ndarray, tp: np.ndarray, cfg: bo
         tokens_per_s_per_gpu=tokens / t.time_s / tp, flops_per_token=t.flops * tp / tokens,
         bytes_per_token=t.bytes * tp / tokens, arithmetic_intensity=t.flops / t.bytes,
         memory_bound_time_fraction=frac, verdict=generation_verdict(frac),
+        achievable_ridge_flops_per_byte=frame.achievable_ridge,
         ar_tokens_per_s=tokens / frame.ar_time_s, time_ratio_to_ar=t.time_s / frame.ar_time_s,
         max_batch=np.floor(mem["max_effective_batch"] / (2 if cfg else 1)).astype(int),
     )
@@ -143,7 +145,7 @@ def evaluate_frame(spec: ModelSpec, drafter: ModelSpec | None, grids: Grids, cap
     """Both grids evaluated (one engine call each), and memory against each row's GPU capacity."""
     grid, models = grids.grid, models_by_role(spec, drafter)
     ev = evaluate(models, grid)
+    fraction, ridge = memory_bound_time_fraction(ev, grid)
     return Frame(grid, ev, evaluate(spec, grids.ar).total.time_s[grids.ar_of],
-                 grid_memory(spec, grid, ev, capacity_bytes, drafter),
-                 memory_bound_time_fraction(ev, grid.rates.ridge), models)
+                 grid_memory(spec, grid, ev, capacity_bytes, drafter), fraction, models, ridge)
 

@@ -135,7 +135,9 @@ ANALYZE_HEADERS = ["GPU", "latency\nms", "tok/s", "speed-up\nvs AR ×", "AI\nFLO
 ANALYZE_PRIORITY = [0, 0, 0, 2, 3, 4, 1, 2, 0, 3, 4]
 ANALYZE_CAPTION = ("latency: whole generation; tok/s: the whole tensor-parallel group's; speed-up vs AR: AR decode "
                    "latency / this latency (same model, GPU, prompt, gen, batch; above 1 = faster than AR); "
-                   "verdict: time-weighted over passes; mem: GB = 1e9 bytes; max batch: largest batch that fits "
+                   "ridge: where the achievable compute and memory times meet (the GEMM rate at the longest "
+                   "pass's rows over the achievable bandwidth; peak / bandwidth in `dlmcost gpus`); verdict: "
+                   "time-weighted over passes, each against its own ridge; mem: GB = 1e9 bytes; max batch: largest batch that fits "
                    "in memory; knee block: largest block whose cached step stays memory-bound (all: every block "
                    "up to the generation length)")
 
@@ -160,7 +162,7 @@ def analyze_rows(a: dict) -> list[list]:
         knee = ">limit" if k is None else "all" if k >= a["workload"]["gen"] else str(k)
         rows.append([
             r["gpu"], ms(r["time_s"]), num(r["tokens_per_s"], 4), speedup(r["time_ratio_to_ar"]),
-            num(r["arithmetic_intensity"]), num(r["ridge_flops_per_byte"]), verdict_text(r["verdict"]),
+            num(r["arithmetic_intensity"]), num(r["achievable_ridge_flops_per_byte"]), verdict_text(r["verdict"]),
             gb(r["memory"]["total_bytes"]), "yes" if r["memory"]["fits"] else Styled("NO", "red bold"),
             str(r["memory"]["max_batch"]), knee,
         ])
