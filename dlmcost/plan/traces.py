@@ -27,6 +27,7 @@ the block holding it, or runs its whole canvas.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import math
 import re
@@ -58,10 +59,10 @@ COLUMNS = {
     "burstgpt": ("Timestamp", "Request tokens", "Response tokens"),
 }
 _BOM = b"\xef\xbb\xbf"
-_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
 _NOT_FINITE = {"nan", "inf", "infinity"}
 _DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
-                       r"(?:(Z)|([+-])(\d{2}):?(\d{2}))?")
+                       r"(?:(Z)|([+-])(\d{2}):?(\d{2}))?", re.ASCII)
 _EPOCH = date(1970, 1, 1).toordinal()
 
 
@@ -279,6 +280,8 @@ def _checked(value, text: str, at: str, column: str, whole: bool):
 
 
 def _whole(text: str, at: str, column: str) -> int:
+    if text.isascii() and text.isdigit() and len(text) < 7:  # the common case, at most 999,999
+        return int(text)
     return _number(text, at, column, whole=True)
 
 
@@ -293,11 +296,10 @@ def _azure_time(text: str, at: str, column: str) -> int:
     if m is None:
         raise TraceError(f"{at}, column {column}: '{shown(s, 40)}' is not a date and time "
                          f"(YYYY-MM-DD HH:MM:SS.fffffff)")
-    y, mo, d, h, mi, sec = (int(g) for g in m.group(1, 2, 3, 4, 5, 6))
-    try:
-        day = date(y, mo, d).toordinal() - _EPOCH
-    except ValueError:
-        raise TraceError(f"{at}, column {column}: '{shown(s, 40)}' is not a date") from None
+    day = _day(m.group(1), m.group(2), m.group(3))
+    if day is None:
+        raise TraceError(f"{at}, column {column}: '{shown(s, 40)}' is not a date")
+    h, mi, sec = int(m.group(4)), int(m.group(5)), int(m.group(6))
     if h > 23 or mi > 59 or sec > 59:
         raise TraceError(f"{at}, column {column}: '{shown(s, 40)}' is not a time of day")
     fraction = int((m.group(7) or "").ljust(9, "0"))
@@ -305,6 +307,15 @@ def _azure_time(text: str, at: str, column: str) -> int:
     if m.group(9):
         offset = (1 if m.group(9) == "+" else -1) * (int(m.group(10)) * 3600 + int(m.group(11)) * 60)
     return ((day * 86400 + h * 3600 + mi * 60 + sec - offset) * 1_000_000_000) + fraction
+
+
+@functools.lru_cache(maxsize=1024)  # a trace's rows share a few dates
+def _day(y: str, mo: str, d: str) -> int | None:
+    """Days from 1970-01-01 to the date, None for no such date."""
+    try:
+        return date(int(y), int(mo), int(d)).toordinal() - _EPOCH
+    except ValueError:
+        return None
 
 
 # --- the trace -----------------------------------------------------------------------------------
