@@ -219,6 +219,12 @@ def test_sampling_is_deterministic_and_depends_on_the_seed(tmp_path):
     assert read_trace(path, sample=4, seed=3).prompt_tokens.tolist() == expected.tolist()
 
 
+@pytest.mark.parametrize("seed", [-1, 1.5, True, "0"])
+def test_a_bad_seed_is_a_usage_error(tmp_path, seed):
+    with pytest.raises(UsageError, match="seed must be a whole number"):
+        read_trace(ten_rows(tmp_path), sample=3, seed=seed)
+
+
 @pytest.mark.parametrize("sample", [0, -2, 0.0, 1.5, float("nan"), True, "0.5", 11])
 def test_a_bad_sample_is_a_usage_error(tmp_path, sample):
     with pytest.raises(UsageError, match="sample|asked for 11 requests; it has 10"):
@@ -375,6 +381,10 @@ def test_the_row_limit(tmp_path, monkeypatch):
     fails(path, "has more than 4 rows; cut it")
     monkeypatch.setattr(traces, "MAX_TRACE_ROWS", 5)
     assert read_trace(path).rows_read == 5
+    jsonl = write(tmp_path, "m.jsonl", '{"timestamp": 0, "input_length": 1, "output_length": 1}\n' * 6)
+    fails(jsonl, "has more than 5 rows")  # no header: the sixth line is the sixth row
+    monkeypatch.setattr(traces, "MAX_TRACE_ROWS", 6)
+    assert read_trace(jsonl).rows_read == 6
 
 
 def test_the_span_limit(tmp_path):
@@ -432,6 +442,11 @@ def test_bad_canvas_settings(block, gen):
         canvas_for([1, 2], block, gen)
     with pytest.raises(UsageError, match="negative"):
         canvas_for([-1], 4)
+    with pytest.raises(UsageError, match="whole numbers"):
+        canvas_for([2.5], 4)
+    with pytest.raises(UsageError, match="whole numbers"):
+        canvas_for(["3"], 4)
+    assert canvas_for(np.array([3.0]), 4).decoded.tolist() == [4]
     with pytest.raises(UsageError, match="a Decodes"):
         canvas_for([1], 4, 8, decodes="never")
 

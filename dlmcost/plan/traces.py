@@ -111,6 +111,8 @@ def read_trace(path, fmt: str | None = None, time_scale: float = 1.0, sample: in
         raise UsageError(f"trace format '{shown(fmt)}' is not one of {', '.join(FORMATS)}")
     if sample is not None:
         _check_sample(sample)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise UsageError(f"trace sample: the random seed must be a whole number of at least 0, not {shown(repr(seed), 40)}")
     label = f"trace {shown(str(path))}"
     with files.open_bounded(path, limit=files.TRACE_LIMIT, error=TraceError, what="trace") as stream:
         lines = _lines(stream, label)
@@ -118,6 +120,7 @@ def read_trace(path, fmt: str | None = None, time_scale: float = 1.0, sample: in
         if first is None:
             raise TraceError(f"{label} is empty")
         fmt = fmt or _detect(first, label)
+        lines.most = MAX_TRACE_ROWS + (fmt != "mooncake")
         rows = _read_jsonl(first, lines, label) if fmt == "mooncake" else _read_csv(first, lines, fmt, label)
     return _trace(*rows, fmt=fmt, source=shown(str(path)), label=label, scale=scale, sample=sample, seed=seed)
 
@@ -130,6 +133,7 @@ class _Lines:
 
     def __init__(self, stream, label: str):
         self.stream, self.label, self.number = stream, label, 0
+        self.most = MAX_TRACE_ROWS + 1  # lines: a CSV header and the rows (JSON lines: the rows alone)
 
     def __iter__(self):
         return self
@@ -139,7 +143,7 @@ class _Lines:
         if not raw:
             raise StopIteration
         self.number += 1
-        if self.number > MAX_TRACE_ROWS + 1:  # + 1: the header
+        if self.number > self.most:
             raise TraceError(f"{self.label} has more than {MAX_TRACE_ROWS:,} rows; cut it (e.g. with head) "
                              f"before replaying it")
         if len(raw) > MAX_LINE_BYTES:
@@ -434,7 +438,10 @@ def canvas_for(answer_tokens, block: int, gen: int | None = None, *, decodes: De
         raise UsageError(f"canvas: decodes must be a Decodes, not {shown(repr(decodes), 40)}")
     b = _positive(block, "block length")
     g = None if gen is None else _positive(gen, "generation length")
-    answer = np.asarray(answer_tokens, dtype=np.int64)
+    given = np.asarray(answer_tokens)
+    if given.size and (given.dtype.kind not in "iuf" or not np.all(np.isfinite(given)) or np.any(given != np.round(given))):
+        raise UsageError("canvas: answer lengths must be whole numbers")
+    answer = given.astype(np.int64)
     if answer.size and answer.min() < 0:
         raise UsageError("canvas: answer lengths cannot be negative")
     useful = answer if g is None else np.minimum(answer, g)
