@@ -111,8 +111,7 @@ def read_trace(path, fmt: str | None = None, time_scale: float = 1.0, sample: in
         raise UsageError(f"trace format '{shown(fmt)}' is not one of {', '.join(FORMATS)}")
     if sample is not None:
         _check_sample(sample)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise UsageError(f"trace sample: the random seed must be a whole number of at least 0, not {shown(repr(seed), 40)}")
+    _check_seed(seed)
     label = f"trace {shown(str(path))}"
     with files.open_bounded(path, limit=files.TRACE_LIMIT, error=TraceError, what="trace") as stream:
         lines = _lines(stream, label)
@@ -346,6 +345,11 @@ def _check_sample(sample) -> None:
     else:
         raise UsageError(f"trace sample: expected a fraction in (0, 1] or a number of requests, got "
                          f"{shown(repr(sample), 40)}")
+
+
+def _check_seed(value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise UsageError(f"trace sample: the random seed must be a whole number of at least 0, not {shown(repr(value), 40)}")
 
 
 def _sample_rows(n: int, sample, seed: int, label: str) -> np.ndarray:
