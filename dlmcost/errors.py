@@ -104,6 +104,13 @@ class HubUnreachable(HubError):
     exit_code = 15
 
 
+class TraceError(DlmcostError):
+    """A request trace that cannot be replayed: unreadable, too large, an unknown format, a missing
+    column, or a bad value (the message names the row and the column)."""
+
+    exit_code = 16
+
+
 class DlmcostWarning(UserWarning):
     """Something the user should know that does not stop the command (printed as `warning: ...`)."""
 

@@ -37,7 +37,8 @@ HUB_CODES = {errors.HubError.exit_code, errors.HubRepoNotFound.exit_code, errors
 def test_exit_codes_are_distinct_per_class():
     classes = [errors.UsageError, errors.WorkloadError, errors.UnknownGPUError, errors.HardwareFileError,
                errors.UnknownModelError, errors.ConfigError, errors.HubError, errors.HubRepoNotFound,
-               errors.HubGated, errors.HubRevisionNotFound, errors.HubFileNotFound, errors.HubUnreachable]
+               errors.HubGated, errors.HubRevisionNotFound, errors.HubFileNotFound, errors.HubUnreachable,
+               errors.TraceError]
     codes = [c.exit_code for c in classes]
     assert len(set(codes)) == len(codes)
     assert 0 not in codes and errors.EXIT_INTERNAL not in codes

@@ -13,6 +13,10 @@ Files come from other people, so reading is bounded before it starts:
 - integers over Python's 4,300-digit conversion limit, nesting deeper than the interpreter's
   stack, paths too long for the file system and `~unknownuser/...` each get their own message.
 
+Files read line by line (request traces, which may run to hundreds of MB) are opened with
+`open_bounded` instead: the same checks before the open, then a binary stream that refuses to
+read past `limit` bytes however the file grows, so the caller never holds the whole file.
+
 Every failure is raised as the caller's `DlmcostError` subclass, so each kind of file keeps its
 documented exit code.
 """
@@ -20,6 +24,7 @@ documented exit code.
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import stat
@@ -35,6 +40,7 @@ CONFIG_LIMIT = 16 << 20  # a model config (local or from the Hub)
 HARDWARE_LIMIT = 1 << 20  # a hardware or efficiency YAML
 INDEX_LIMIT = 64 << 20  # a safetensors shard index from the Hub
 TOKEN_LIMIT = 64 << 10  # the Hugging Face token file
+TRACE_LIMIT = 256 << 20  # a request trace (CSV or JSON lines), read as it streams: at most 2,000,000 rows anyway
 
 
 def _mib(n: int) -> str:
@@ -72,8 +78,9 @@ def os_problem(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
 
 
-def read_bytes(path: str | os.PathLike, *, limit: int, error: type[DlmcostError], what: str) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes, without ever blocking."""
+def _open_regular(path: str | os.PathLike, *, limit: int, error: type[DlmcostError], what: str) -> tuple[io.FileIO, os.stat_result]:
+    """An unbuffered binary handle on a regular file the stat saw at most `limit` bytes long,
+    opened without blocking (a FIFO, a device or a folder is refused before the open)."""
     p = expand(path, error, what)
     name = shown(str(path))
     try:
@@ -90,21 +97,76 @@ def read_bytes(path: str | os.PathLike, *, limit: int, error: type[DlmcostError]
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except OSError as exc:
         raise error(f"{what} {name}: {os_problem(exc)}") from None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between stat and open
-            raise error(f"{what} {name} is not a regular file")
+    fh = os.fdopen(fd, "rb", buffering=0)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between stat and open
+        fh.close()
+        raise error(f"{what} {name} is not a regular file")
+    return fh, st
+
+
+def read_bytes(path: str | os.PathLike, *, limit: int, error: type[DlmcostError], what: str) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, without ever blocking."""
+    name = shown(str(path))
+    fh, st = _open_regular(path, limit=limit, error=error, what=what)
+    with fh:
         try:
             # as many bytes as the stat saw, plus one to notice a file that grew since: asking for
             # `limit + 1` at once would allocate the whole limit (16 MiB for a config) per file
             want = min(st.st_size, limit) + 1
-            data = fh.read(want)
+            data = _read_upto(fh, want)
             if len(data) == want and want <= limit:  # it grew (or /proc, which says 0): read on
-                data += fh.read(limit + 1 - want)
+                data += _read_upto(fh, limit + 1 - want)
         except OSError as exc:
             raise error(f"{what} {name}: {os_problem(exc)}") from None
     if len(data) > limit:  # grew after the stat
         raise error(f"{what} {name} is over the limit of {_mib(limit)}")
     return data
+
+
+def _read_upto(fh: io.FileIO, n: int) -> bytes:
+    """Up to `n` bytes, fewer only at the end of the file (an unbuffered read may return less)."""
+    parts, left = [], n
+    while left > 0:
+        chunk = fh.read(left)
+        if not chunk:
+            break
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
+
+
+class _Bounded(io.RawIOBase):
+    """A raw stream that raises `error` once more than `limit` bytes have come through it."""
+
+    def __init__(self, fh: io.FileIO, limit: int, error: type[DlmcostError], label: str):
+        super().__init__()
+        self._fh, self._left, self._error, self._label = fh, limit, error, label
+        self._limit = limit
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        try:
+            n = self._fh.readinto(buffer)
+        except OSError as exc:
+            raise self._error(f"{self._label}: {os_problem(exc)}") from None
+        self._left -= n or 0
+        if self._left < 0:
+            raise self._error(f"{self._label} is over the limit of {_mib(self._limit)}")
+        return n
+
+    def close(self) -> None:
+        self._fh.close()
+        super().close()
+
+
+def open_bounded(path: str | os.PathLike, *, limit: int, error: type[DlmcostError], what: str) -> io.BufferedReader:
+    """A regular file as a buffered binary stream (`readline(size)`, iteration) that never blocks
+    and raises `error` as soon as more than `limit` bytes were read, even from a file that grows
+    (or a /proc file, whose stat says 0). Close it (it is a context manager)."""
+    fh, _ = _open_regular(path, limit=limit, error=error, what=what)
+    return io.BufferedReader(_Bounded(fh, limit, error, f"{what} {shown(str(path))}"), buffer_size=1 << 16)
 
 
 def decode(data: bytes, *, error: type[DlmcostError], what: str) -> str:
