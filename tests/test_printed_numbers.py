@@ -381,10 +381,11 @@ def test_pass_and_op_table_cells(capsys):
 
 def test_verdicts_near_their_thresholds():
     """Dual cache with 336-token blocks: a cached step's AI is 0.93 of the ridge (memory-bound),
-    and with 4 steps per block 46% of the time is in those steps, so the generation is
-    compute-bound; with 6 steps per block, 59%: memory-bound."""
+    and with 3 steps per block 41% of the time is in those steps, so the generation is
+    compute-bound; with 5 steps per block, 58%: memory-bound. (The full-canvas refresh is
+    compute-bound: its share moved when the H100's GEMM rows scale arrived.)"""
     ridge = h100_ridge_bf16()
-    for steps_per_block, expected in ((4, "compute-bound"), (6, "memory-bound")):
+    for steps_per_block, expected in ((3, "compute-bound"), (5, "memory-bound")):
         knobs = dict(scheme="dual-cache", prompt=256, gen=4 * 336, block=336, steps=4 * steps_per_block)
         r = analyze(**knobs)
         refresh, step = r["passes"]
