@@ -82,6 +82,8 @@ def gpu_rates(yaml_name: str, precision: str, profile: str = "realistic") -> dic
         link=float(data.get("scale_up_gb_s", 0.0)) * 1e9,
         eff_link=1.0 if ideal else float(eff.get("link", 0.8)),
         latency_s=0.0 if ideal else float(eff.get("collective_latency_us", 10.0)) * 1e-6,
+        # a stack's GEMM curve is read at M / rows_scale rows on this GPU
+        rows_scale=1.0 if ideal else float(eff.get("gemm_rows_scale", 1.0)),
     )
 
 
@@ -265,6 +267,7 @@ class Op:
     kernels: float = 0.0
     link_bytes: float = 0.0
     collectives: float = 0.0
+    rows_per_expert: float | None = None  # routed experts: the rows each touched expert receives
 
     @property
     def bytes(self) -> float:
@@ -388,7 +391,8 @@ def pass_ops(m, p: Pass, st: Setup) -> list[Op]:
             copies = busiest * T * k / distinct
         ops.append(Op("experts", "linear", flops=L_moe * 2 * copies * expert_w * share,
                       weights=L_moe * read * expert_w * share * st.w,
-                      activations=L_moe * 2 * copies * (d + nmat * fe * share) * a, kernels=L_moe))
+                      activations=L_moe * 2 * copies * (d + nmat * fe * share) * a, kernels=L_moe,
+                      rows_per_expert=T * k / distinct))
         if moe.shared_ffn_dim:
             w = nmat * d * moe.shared_ffn_dim / N
             ops.append(Op("shared_experts", "linear", flops=L_moe * 2 * T * w, weights=L_moe * w * st.w,
@@ -451,8 +455,9 @@ def pass_bound(ops: list[Op], g: dict) -> float:
 
 # --- a software stack (docs/stacks.md, "The time of a pass") --------------------------------------
 #
-# A stack is a plain dict here: us_per_layer, overlaps_gpu, fixed_us (host), gemm (a list of
-# (rows, efficiency) points), attention, elementwise (bytes factor), sampler_bytes (per logit).
+# A stack is a plain dict here: us_per_layer, overlaps_gpu, fixed_us (host), us_per_sequence
+# (host, optional), gemm (a list of (rows, efficiency) points), attention, elementwise (bytes
+# factor), sampler_bytes (per logit), expert_rows ("routed" unless "pass").
 
 
 def stack_gemm_factor(stack: dict, rows: float) -> float:
@@ -471,6 +476,9 @@ def stacked_op_time(op: Op, g: dict, stack: dict, rows: float) -> float:
     """max(FLOPs / (peak * eff * f_stack), bytes' / (bandwidth * eff_mem)) + kernels * overhead."""
     if op.kind == "comm":
         return op_time(op, g)
+    if op.rows_per_expert is not None and stack.get("expert_rows", "routed") == "routed":
+        rows = op.rows_per_expert  # a grouped GEMM: each expert's own rows
+    rows /= g["rows_scale"]
     factor = {"linear": stack_gemm_factor(stack, rows), "lm_head": stack_gemm_factor(stack, rows),
               "attention": stack["attention"], "other": 1.0}[op.kind]
     nbytes = op.bytes * (stack["elementwise"] if op.kind == "other" else 1.0)
@@ -493,7 +501,7 @@ def pass_times(m, p: Pass, st: Setup, g: dict, stack: dict | None) -> dict[str, 
     gpu = sum(times.values())
     host = m.n_layers * stack["us_per_layer"] * 1e-6
     times["host_wait"] = max(host - gpu, 0.0) if stack["overlaps_gpu"] else host
-    times["per_forward"] = stack["fixed_us"] * 1e-6
+    times["per_forward"] = (stack["fixed_us"] + stack.get("us_per_sequence", 0.0) * st.B) * 1e-6
     return times
 
 

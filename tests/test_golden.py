@@ -308,12 +308,13 @@ def test_first_pass_matches_the_brute_force_oracle(model, gpus, profile, tpf, w)
 # --- under a software stack -------------------------------------------------------------------
 #
 # The stack's terms (docs/stacks.md, "The time of a pass": GEMM curve at B x q rows, attention
-# efficiency, elementwise byte factor, the sampler's B x positions x V logits (all of V), host wait and
-# fixed cost per forward) against the oracle's pass-by-pass rule. A GEMM curve that changes
+# efficiency, elementwise byte factor, the sampler's B x positions x V logits (all of V), host wait,
+# fixed cost per forward and per sequence, an MoE model's experts at their own rows, the H100's
+# rows scale on the curve) against the oracle's pass-by-pass rule. A GEMM curve that changes
 # between every shape's rows, batch > 1 and TP 2 so that each factor of each term shows.
 
 GOLDEN_STACK = dict(gemm=[(1, 0.3), (64, 0.5), (1024, 0.9)], attention=0.7, elementwise=1.5, sampler_bytes=10.0,
-                    fixed_us=200.0)
+                    fixed_us=200.0, us_per_sequence=7.0)
 
 
 def _stack_file(stack: dict):
@@ -323,10 +324,10 @@ def _stack_file(stack: dict):
             "sampler_logits_bytes")
     return validate_stack(dict(
         name="golden", host=dict(us_per_layer=stack["us_per_layer"], overlaps_gpu=stack["overlaps_gpu"],
-                                 fixed_us_per_forward=stack["fixed_us"]),
+                                 fixed_us_per_forward=stack["fixed_us"], us_per_sequence=stack["us_per_sequence"]),
         gemm_efficiency=dict(rows=[r for r, _ in stack["gemm"]], efficiency=[e for _, e in stack["gemm"]]),
         attention_efficiency=stack["attention"], elementwise_bytes_factor=stack["elementwise"],
-        sampler_logits_bytes=stack["sampler_bytes"], sources=dict.fromkeys(keys, "test")))
+        sampler_logits_bytes=stack["sampler_bytes"], sources=dict.fromkeys((*keys, "us_per_sequence"), "test")))
 
 
 def _host_between_the_passes(spec, w: dict) -> float:

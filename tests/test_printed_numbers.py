@@ -44,10 +44,12 @@ def h100_ridge_bf16() -> float:
 def h100_achievable_ridge_bf16(rows: float) -> float:
     """The ridge of the rates the time model uses, from the files by hand: H100's bf16 peak x its
     GEMM efficiency x the default stack's (sglang) GEMM curve at `rows` (straight lines in log
-    rows between its points, flat beyond), over bandwidth x its memory efficiency (docs/stacks.md)."""
+    rows between its points, flat beyond, read at rows / the GPU's gemm_rows_scale), over
+    bandwidth x its memory efficiency (docs/stacks.md)."""
     g = h100()
     curve = yaml.safe_load((HARDWARE.parent / "stacks" / "sglang.yaml").read_text())["gemm_efficiency"]
     xs, ys = curve["rows"], curve["efficiency"]
+    rows = max(rows / g["efficiency"].get("gemm_rows_scale", 1.0), 1.0)
     if rows <= xs[0]:
         factor = ys[0]
     elif rows >= xs[-1]:
@@ -323,14 +325,14 @@ def test_memory_with_a_drafter_adds_its_weights_and_cache():
 
 def test_knee_equal_to_the_generation_length_is_all(capsys):
     """'all': every block up to the generation length stays memory-bound, the generation's own
-    length included (LLaDA-8B, no prompt, 184 tokens: the knee at its achievable ridge is exactly
-    184, checked by the independent oracle on both sides)."""
-    r = analyze(scheme="mdm", prompt=0, gen=184, steps=184)
-    context, ridge = 0 + 184 / 2, h100_achievable_ridge_bf16
-    assert oracle_ai(184, context, 1) < ridge(184) and oracle_ai(185, context, 1) >= ridge(185)
-    assert r["knee"]["block"] == 184
-    cells = table_line(capsys, "analyze", "--gpu", "h100", "--scheme", "mdm", "--prompt", "0", "--gen", "184",
-                       "--steps", "184")
+    length included (LLaDA-8B, no prompt, 146 tokens: the knee at its achievable ridge is exactly
+    146, checked by the independent oracle on both sides)."""
+    r = analyze(scheme="mdm", prompt=0, gen=146, steps=146)
+    context, ridge = 0 + 146 / 2, h100_achievable_ridge_bf16
+    assert oracle_ai(146, context, 1) < ridge(146) and oracle_ai(147, context, 1) >= ridge(147)
+    assert r["knee"]["block"] == 146
+    cells = table_line(capsys, "analyze", "--gpu", "h100", "--scheme", "mdm", "--prompt", "0", "--gen", "146",
+                       "--steps", "146")
     assert cells[10] == "all"
 
 
@@ -409,17 +411,17 @@ def test_pass_and_op_table_cells(capsys):
 
 
 def test_verdicts_near_their_thresholds():
-    """Dual cache with 160-token blocks: a cached step's AI is 0.95 of its achievable ridge (the
+    """Dual cache with 136-token blocks: a cached step's AI is 0.94 of its achievable ridge (the
     rates its time is computed with: memory-bound), and with 4 steps per block 49% of the time is
     in those steps, so the generation is compute-bound; with 5 steps per block, 56%: memory-bound."""
     for steps_per_block, expected in ((4, "compute-bound"), (5, "memory-bound")):
-        knobs = dict(scheme="dual-cache", prompt=256, gen=4 * 160, block=160, steps=4 * steps_per_block)
+        knobs = dict(scheme="dual-cache", prompt=256, gen=4 * 136, block=136, steps=4 * steps_per_block)
         r = analyze(**knobs)
         refresh, step = r["passes"]
-        ridge = h100_achievable_ridge_bf16(160)  # the step's rows: batch 1 x 160
+        ridge = h100_achievable_ridge_bf16(136)  # the step's rows: batch 1 x 136
         assert 0.9 * ridge < step["flops"] / step["bytes"] < ridge and step["verdict"] == "memory-bound"
         assert step["achievable_ridge_flops_per_byte"] == pytest.approx(ridge, rel=1e-12)
-        assert refresh["flops"] / refresh["bytes"] > h100_achievable_ridge_bf16(256 + 4 * 160)
+        assert refresh["flops"] / refresh["bytes"] > h100_achievable_ridge_bf16(256 + 4 * 136)
         assert refresh["verdict"] == "compute-bound"
         share = step["count"] * step["time_s"] / r["time_s"]
         assert 0.4 < share < 0.6

@@ -12,6 +12,7 @@ from dlmcost.inputs.stacks import validate_stack
 SOURCES = {k: "test" for k in ("host", "fixed", "gemm_efficiency", "attention_efficiency",
                                 "elementwise_bytes_factor", "sampler_logits_bytes")}
 H100_PEAK, H100_GEMM_EFF, H100_BW, H100_MEM_EFF = 989.5e12, 0.80, 3.35e12, 0.80  # hardware/nvidia-h100-sxm.yaml
+H100_ROWS_SCALE = 2.36  # the same file's gemm_rows_scale: a stack's curve is read at M / 2.36 on an H100
 
 
 def neutral(**over):
@@ -98,8 +99,9 @@ def test_gemm_factor_divides_compute():
 
 
 def test_gemm_curve_is_read_at_batch_times_q_rows():
-    # a curve that is 1 up to 511 rows and 0.5 from 512: a 512-token canvas at batch 1 reads 0.5
-    curve = neutral(gemm_efficiency=dict(rows=[511, 512], efficiency=[1.0, 0.5]))
+    # a curve that is 1 up to 511 rows' worth and 0.5 from 512 (on an H100, whose GEMMs need 2.36x
+    # the curve's rows: 511 / 2.36 and 512 / 2.36): a 512-token canvas at batch 1 reads 0.5
+    curve = neutral(gemm_efficiency=dict(rows=[511 / H100_ROWS_SCALE, 512 / H100_ROWS_SCALE], efficiency=[1.0, 0.5]))
     small = neutral(gemm_efficiency=dict(rows=[1], efficiency=[0.5]))
     assert op(run(curve, **WORKLOADS[1]), "mlp")["time_s"] == pytest.approx(op(run(small, **WORKLOADS[1]), "mlp")["time_s"])
 
@@ -175,14 +177,15 @@ def test_logits_buffer_follows_the_stacks_sampler():
 def test_a_closed_form_family_reads_the_gemm_curve_at_its_mean_rows():
     """docs/stacks.md: a closed-form family takes the GEMM factor at B x its mean q. prefix-cache,
     Lp 0, Lg 128, block 32: the step family's q shrinks 128, 96, 64, 32 over the blocks (mean 80),
-    so at batch 64 it reads the curve at 64 x 80 = 5,120 rows. A curve that falls steeply around
-    5,120 rows and a flat one at the value it has there must give that family the same time."""
+    so at batch 64 it reads the curve at 64 x 80 = 5,120 rows (/ 2.36 on an H100: 2,169). A curve
+    that falls steeply around there and a flat one at the value it has there must give that family
+    the same time."""
     import math
 
     import numpy as np
 
-    rows, eff = [5000, 5300], [1.0, 0.25]
-    at_mean = float(np.interp(math.log(64 * 80), [math.log(r) for r in rows], eff))
+    rows, eff = [5000 / H100_ROWS_SCALE, 5300 / H100_ROWS_SCALE], [1.0, 0.25]
+    at_mean = float(np.interp(math.log(64 * 80 / H100_ROWS_SCALE), [math.log(r) for r in rows], eff))
     wl = dict(scheme="prefix-cache", prompt=0, gen=128, block=32, steps=64, batch=64)
     steep = run(neutral(gemm_efficiency=dict(rows=rows, efficiency=eff)), **wl)
     flat = run(neutral(gemm_efficiency=dict(rows=[1], efficiency=[at_mean])), **wl)

@@ -43,3 +43,4 @@ def test_docs_quote_the_current_numbers(rows):
     text = (ROOT / "docs" / "stacks.md").read_text(encoding="utf-8")
     assert f"{s['n']} published measurements" in text
     assert f"median error {s['median_error']:.2f}×, worst {s['worst_error']:.2f}×" in text
+    assert f"{s['out_median_error']:.2f}× / {s['out_worst_error']:.2f}× over the {s['n_out']} points" in text

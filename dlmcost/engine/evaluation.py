@@ -39,12 +39,19 @@ from .cost import (CACHE_OPS, KINDS, OP_KINDS, OP_NAMES, PassInput, expected_exp
 from ..inputs.models.spec import ModelSpec
 from .roofline import Rates, compute_time, link_time, memory_time
 from .schemes import REGISTRY, Knobs, PassFamily, peak_shape, prompt_passes
-from .stack_time import compute_factor, fixed_time, host_time, host_wait, sampler_time, traffic_factor
+from .stack_time import compute_factor, host_time, host_wait, op_rows, sampler_time, step_overhead, traffic_factor
 from ..inputs.stacks import Stack
 from .sums import sum_max_ends
 
 # Entries a stack adds to the op axis (no FLOPs, no bytes: time only).
 STACK_OPS = ("host_wait", "per_forward")
+# What a stack's compute factor is read once per pass for: each op kind, and an MoE model's
+# routed experts apart (their GEMMs see each expert's rows, stack_time.op_rows).
+FACTOR_KEYS = (*KINDS, "experts")
+
+
+def factor_key(op_name: str, kind: str) -> str:
+    return "experts" if op_name == "experts" else kind
 
 # The metric axis of a cost array; the first five add up over passes as they are.
 METRICS = ("flops", "weight_bytes", "kv_read_bytes", "kv_write_bytes", "activation_bytes", "time_s")
@@ -235,8 +242,8 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
     else:  # like's totals, each op costed here taken out and put back
         bound_compute, bound_bytes = like.bound_compute_s.copy(), like.bound_memory_s * r.bandwidth
     if st is not None:
-        rows = grid.batch * (shape["q"] if factor_q is None else factor_q)
-        factors = {} if factors is None else factors  # per op kind: every GEMM of a pass has the same rows
+        tokens = grid.batch * (shape["q"] if factor_q is None else factor_q)
+        factors = {} if factors is None else factors  # per FACTOR_KEYS: the GEMMs of a kind share their rows
     for k, op in enumerate(ops):
         i = at[k] if like is None else k
         written[i] = True
@@ -254,9 +261,10 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
                 compute[i] = np.where(grid.quantize_head, compute_time(op.flops, "linear", r), compute[i])
             bound_compute += op.flops / _peak(grid, op.kind)
             if st is not None:
-                if op.kind not in factors:
-                    factors[op.kind] = compute_factor(op.kind, rows, st)
-                compute[i] /= factors[op.kind]
+                key = factor_key(op.name, op.kind)
+                if key not in factors:
+                    factors[key] = compute_factor(op.kind, op_rows(op.name, tokens, m, st), st, r.gemm_rows_scale)
+                compute[i] /= factors[key]
                 traffic *= traffic_factor(op.kind, st)
             np.multiply(op.kernels, r.overhead_s, out=overhead[i])
         else:  # collectives: no arithmetic, no HBM traffic; the link is their roofline
@@ -278,7 +286,7 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
         if host_wait_of_pass:
             gpu = (np.maximum(compute, memory) + overhead).sum(axis=0)
             overhead[h] = host_wait(gpu, host_time(m.n_layers, st), st)
-        overhead[f] = fixed_time(st)
+        overhead[f] = step_overhead(grid.batch, st)
     return PassCost(values, compute, memory, overhead, bound_compute, bound_memory)
 
 
@@ -313,7 +321,7 @@ def _first_and_last(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str],
     read the cache (`op_rows`, pass_cost's `like`); elsewhere it holds every op."""
     last = np.maximum(fam.n - 1, 0)
     mean_q = fam.q0 + fam.dq * last / 2
-    factors: dict[str, np.ndarray] = {} if stack_factor else dict.fromkeys(KINDS, 1.0)  # read once for both
+    factors: dict[str, np.ndarray] = {} if stack_factor else dict.fromkeys(FACTOR_KEYS, 1.0)  # read once for both
     a = pass_cost(m, grid, fam.at(0.0), names, mean_q, host_wait_of_pass=False, factors=factors)
     if np.all(fam.n <= 1):  # one shape everywhere (a prefill, mdm's full passes): the first pass is the last
         return a, a
@@ -464,21 +472,25 @@ def _touched_experts_pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, nam
         slope = (np.concatenate([[wb_last, z.bound_compute_s, z.bound_memory_s, tokens0 + dtokens * (n - 1)],
                                  z.compute_s[timed], z.memory_s[timed], z.overhead_s[timed]]) - first) / span
         first, slope = take(first, rows), take(slope, rows)
-        per_config = take(np.stack([per_touched, rates.achievable_bandwidth, rates.bandwidth]), rows)
-        kinds = {kind: [i for i, op in enumerate(timed) if OP_KINDS[names[op]] == kind] for kind in KINDS}
+        rows_scale = np.broadcast_to(np.asarray(rates.gemm_rows_scale, float), (len(grid),))
+        per_config = take(np.stack([per_touched, rates.achievable_bandwidth, rates.bandwidth, rows_scale]), rows)
+        groups = {}  # ops that share a compute factor (pass_cost's FACTOR_KEYS), by their key
+        for i, op in enumerate(timed):
+            groups.setdefault(factor_key(names[op], OP_KINDS[names[op]]), []).append(i)
         t = len(timed)
         sums = np.zeros((t + 2, rows.size))  # each timed op's time, the bound, the host wait
         for owner, j, start, configs in _pass_chunks(take(n, rows).astype(int)):
             chord = take(first, owner) + take(slope, owner) * j
             wb, bound_compute, bound_memory, tokens = chord[:4]
             compute, memory, overhead = chord[4:4 + t], chord[4 + t:4 + 2 * t], chord[4 + 2 * t:]
-            w, achievable_bandwidth, bandwidth = take(per_config, owner)
+            w, achievable_bandwidth, bandwidth, rows_scale = take(per_config, owner)
             gap = w * expected_experts(E, k, tokens) - wb
             memory[timed.index(e)] += gap / achievable_bandwidth
             if st is not None:
-                for kind, ops in kinds.items():
-                    if ops:
-                        compute[ops] /= compute_factor(kind, tokens, st)
+                for key, ops in groups.items():
+                    kind = OP_KINDS[names[timed[ops[0]]]]
+                    if kind in KINDS:
+                        compute[ops] /= compute_factor(kind, op_rows(key, tokens, m, st), st, rows_scale)
             time_s = np.maximum(compute, memory) + overhead
             sums[:t, configs] += np.add.reduceat(time_s, start, axis=1)
             sums[t, configs] += np.add.reduceat(np.maximum(bound_compute, bound_memory + gap / bandwidth), start)
@@ -658,7 +670,7 @@ def achievable_ridge(rates: Rates, stack: Stack | None, rows) -> np.ndarray:
     say what the times say (the bare ridge, peak / bandwidth, is `rates.ridge`)."""
     rate = rates.achievable_flops["linear"]
     if stack is not None:
-        rate = rate * compute_factor("linear", rows, stack)
+        rate = rate * compute_factor("linear", rows, stack, rates.gemm_rows_scale)
     return rate / rates.achievable_bandwidth
 
 

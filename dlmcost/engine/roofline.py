@@ -42,6 +42,7 @@ class Rates:
     link_bandwidth: np.ndarray  # scale-up bytes/s per direction per GPU
     eff_link: np.ndarray
     collective_latency_s: np.ndarray
+    gemm_rows_scale: np.ndarray | float = 1.0  # rows this GPU needs on a stack's GEMM curve (hardware file)
 
     @cached_property
     def achievable_flops(self) -> dict[str, np.ndarray]:
@@ -55,7 +56,8 @@ class Rates:
     def take(self, idx: np.ndarray) -> "Rates":
         return Rates({k: take(v, idx) for k, v in self.peak.items()}, {k: take(v, idx) for k, v in self.eff.items()},
                      *(take(getattr(self, name), idx) for name in ("bandwidth", "eff_mem", "overhead_s", "ridge",
-                                                                  "link_bandwidth", "eff_link", "collective_latency_s")))
+                                                                  "link_bandwidth", "eff_link", "collective_latency_s")),
+                     take(self.gemm_rows_scale, idx) if np.ndim(self.gemm_rows_scale) else self.gemm_rows_scale)
 
 
 def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, float] | None:
@@ -77,6 +79,7 @@ def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, flo
         overhead_s=eff.overhead_us_per_op * 1e-6,
         ridge=gpu.ridge_flops_per_byte[precision.compute],
         link_bandwidth=gpu.link_bytes_per_s, eff_link=eff.link, collective_latency_s=eff.collective_latency_us * 1e-6,
+        gemm_rows_scale=1.0 if ideal else eff.gemm_rows_scale,
     )
 
 
@@ -91,6 +94,7 @@ def stack_rates(rows: list[dict[str, float]]) -> Rates:
         bandwidth=col["bandwidth"], eff_mem=col["eff_mem"], overhead_s=col["overhead_s"], ridge=col["ridge"],
         link_bandwidth=col["link_bandwidth"], eff_link=col["eff_link"],
         collective_latency_s=col["collective_latency_s"],
+        gemm_rows_scale=col["gemm_rows_scale"] if "gemm_rows_scale" in col else 1.0,
     )
 
 

@@ -2,14 +2,18 @@
 in, arrays out). The engine (engine.pass_cost) applies them op by op; docs/stacks.md, "The time of
 a pass", states the whole rule:
 
-    GPU time of op i = max(FLOPs_i / (peak_kind * eff_hw_kind * compute_factor(kind_i, M_i)),
+    GPU time of op i = max(FLOPs_i / (peak_kind * eff_hw_kind * compute_factor(kind_i, M_i / g)),
                            bytes_i * traffic_factor(kind_i) / (bandwidth * eff_mem))
                        + kernels_i * overhead + link time (collectives)
-        M_i = batch x q rows of the pass
+        M_i = batch x q rows of the pass; for an MoE model's routed experts (expert_rows
+              "routed") the rows each expert receives, B q k / d (d: experts touched)
+        g   = the GPU's rows scale on the stack's GEMM curve (hardware file, gemm_rows_scale):
+              the curve is read at M_i / g
     + sampler_time on the LM head (the sampler streams its logits)
-    pass time = GPU time + host_wait(GPU, host) + fixed_us_per_forward
+    pass time = GPU time + host_wait(GPU, host) + step_overhead(batch)
         host_wait = max(host - GPU, 0) if launches overlap the GPU, else all the host time
-        (so a pass takes max(GPU, host) + fixed, or GPU + host + fixed)
+        step_overhead = fixed_us_per_forward + us_per_sequence x batch (never overlapped)
+        (so a pass takes max(GPU, host) + step, or GPU + host + step)
 
 Hardware efficiencies (the hardware file) and stack factors multiply: the hardware file says what
 the best kernels reach on large shapes, the stack what fraction of that its kernels reach here.
@@ -19,24 +23,44 @@ from __future__ import annotations
 
 import numpy as np
 
+from .cost import expected_experts
 from ..inputs.stacks import Stack
 
 
-def gemm_factor(rows, stack: Stack) -> np.ndarray:
-    """The stack's GEMM efficiency at M rows: linear in log M between the table's points, flat
-    beyond its ends."""
+def gemm_factor(rows, stack: Stack, rows_scale=1.0) -> np.ndarray:
+    """The stack's GEMM efficiency at M rows on a GPU that needs `rows_scale` times the rows of the
+    curve's reference GPUs to reach the same efficiency (the hardware file's gemm_rows_scale): the
+    curve read at M / rows_scale, linear in log M between the table's points, flat beyond its ends."""
     curve = stack.gemm_efficiency
-    m = np.log(np.maximum(np.asarray(rows, float), 1.0))
+    m = np.log(np.maximum(np.asarray(rows, float) / np.asarray(rows_scale, float), 1.0))
     return np.interp(m, np.log(np.asarray(curve.rows, float)), np.asarray(curve.efficiency, float))
 
 
-def compute_factor(kind: str, rows, stack: Stack) -> np.ndarray:
+def compute_factor(kind: str, rows, stack: Stack, rows_scale=1.0) -> np.ndarray:
     """Multiplier on the hardware's compute efficiency for an op of this kind at M rows."""
     if kind in ("linear", "lm_head"):
-        return gemm_factor(rows, stack)
+        return gemm_factor(rows, stack, rows_scale)
+    shape = np.broadcast_shapes(np.shape(rows), np.shape(rows_scale))
     if kind == "attention":
-        return np.full(np.shape(rows), stack.attention_efficiency)
-    return np.ones(np.shape(rows))
+        return np.full(shape, stack.attention_efficiency)
+    return np.ones(shape)
+
+
+def expert_rows(tokens, n_experts: int, k: int) -> np.ndarray:
+    """Rows one routed expert's GEMM receives in a pass of `tokens` tokens: the T k token copies
+    spread over the d(T) experts they touch (cost.expected_experts), T k / d. About T k / E once
+    every expert is touched; one row each for a handful of tokens (d = T k then)."""
+    tokens = np.asarray(tokens, float)
+    d = expected_experts(n_experts, k, tokens)
+    return np.divide(tokens * k, d, out=np.ones_like(tokens * 1.0), where=d > 0)
+
+
+def op_rows(name: str, tokens, m, stack: Stack) -> np.ndarray:
+    """The GEMM rows an op of a pass of `tokens` (B x q) tokens reads its curve at: the pass's
+    tokens, or for the routed experts of an MoE model (expert_rows "routed") each expert's share."""
+    if name == "experts" and m.moe is not None and stack.expert_rows == "routed":
+        return expert_rows(tokens, m.moe.n_experts, m.moe.experts_per_token)
+    return np.asarray(tokens, float)
 
 
 def traffic_factor(kind: str, stack: Stack) -> float:
@@ -62,5 +86,14 @@ def host_wait(gpu_s, host_s, stack: Stack) -> np.ndarray:
     return np.maximum(host_s - gpu_s, 0.0) if stack.host.overlaps_gpu else host_s.copy()
 
 
+def step_overhead(batch, stack: Stack) -> np.ndarray:
+    """Seconds of host work per forward that nothing hides (the step loop's synchronisation, the
+    scheduler, the sampler's host side): fixed_us_per_forward plus us_per_sequence for each of
+    the `batch` sequences the step runs. A serving simulation that times steps itself takes a
+    step's exposed host time from here; the engine's `per_forward` entry is this."""
+    return (stack.host.fixed_us_per_forward + stack.host.us_per_sequence * np.asarray(batch, float)) * 1e-6
+
+
 def fixed_time(stack: Stack) -> float:
+    """The part of step_overhead that does not grow with the batch."""
     return stack.host.fixed_us_per_forward * 1e-6

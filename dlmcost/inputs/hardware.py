@@ -44,6 +44,11 @@ class Efficiency(BaseModel):
     overhead_us_per_op: Number = Field(ge=0, le=1000)
     link: Number = Field(default=0.8, ge=MIN_FRACTION, le=1)
     collective_latency_us: Number = Field(default=10.0, ge=0, le=10000)
+    # How many times the rows of a software stack's GEMM curve this GPU's GEMMs need to reach the
+    # curve's efficiency (the curve is read at M / gemm_rows_scale): fitted to published
+    # per-forward times where they exist, 1 elsewhere. Only passes under a stack read it; large
+    # GEMMs reach `gemm` (the maximum achievable matmul FLOPS) whatever it is.
+    gemm_rows_scale: Number = Field(default=1.0, ge=0.05, le=20)
 
     @field_validator("gemm")
     @classmethod

@@ -11,6 +11,7 @@ file).
 """
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -40,6 +41,9 @@ class HostCost(BaseModel):
     us_per_layer: float = Field(ge=0, le=1e6)  # dispatch and launches of one decoder layer
     overlaps_gpu: bool = True  # async launches: pass = max(GPU, host); else GPU + host
     fixed_us_per_forward: float = Field(ge=0, le=1e7)  # sampler, host sync, step loop
+    # the scheduler's and sampler's host work per running sequence per step (batch metadata,
+    # per-request commit of the decoded tokens): a step's host time grows with the batch
+    us_per_sequence: float = Field(default=0.0, ge=0, le=1e6)
 
 
 class GemmCurve(BaseModel):
@@ -86,19 +90,35 @@ class Stack(BaseModel):
     attention_efficiency: float = Field(gt=0, le=1)  # fraction of the hardware's bf16 GEMM efficiency
     elementwise_bytes_factor: float = Field(gt=0, le=16)  # x the engine's bf16 elementwise traffic
     sampler_logits_bytes: float = Field(ge=0, le=64)  # bytes per logit the sampler reads + writes
+    # MoE expert GEMMs read the GEMM curve at the rows each expert receives (B q k / d experts
+    # touched: a grouped GEMM runs one tile loop per expert) or, "pass", at the pass's B q rows
+    expert_rows: Literal["routed", "pass"] = "routed"
+    # requests the engine runs at once unless told otherwise (None: no limit of its own); the
+    # serving simulation reads it as the default batch cap
+    max_running_requests: int | None = Field(default=None, ge=1, le=1_000_000)
+    version: str = Field(default="", max_length=100)  # the software release the numbers describe
+    as_of: str = Field(default="", max_length=40)  # when they were checked (a date)
     sources: dict[str, str]
 
-    @field_validator("sources")
-    @classmethod
-    def _sourced(cls, v: dict[str, str]) -> dict[str, str]:
-        missing = [k for k in SOURCED_FIELDS if not v.get(k, "").strip()]
+    @model_validator(mode="after")
+    def _sourced(self) -> "Stack":
+        wanted = list(SOURCED_FIELDS)
+        # optional fields need a source only where the file sets them away from their default
+        wanted += [name for name, default in OPTIONAL_SOURCED.items() if _value(self, name) != default]
+        missing = [k for k in wanted if not self.sources.get(k, "").strip()]
         if missing:
-            raise ValueError(f"needs a source for: {', '.join(missing)}")
-        return v
+            raise ValueError(f"sources: needs a source for: {', '.join(missing)}")
+        return self
 
 
 SOURCED_FIELDS = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "elementwise_bytes_factor",
                   "sampler_logits_bytes")
+# fields with a neutral default, and that default: sourced when set otherwise
+OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "max_running_requests": None, "expert_rows": "routed"}
+
+
+def _value(stack: "Stack", name: str):
+    return getattr(stack.host, name) if name in HostCost.model_fields else getattr(stack, name)
 
 
 def bundled_stack_names() -> list[str]:

@@ -1,0 +1,160 @@
+"""Serving cost terms of a software stack, each against a value computed by hand: MoE expert GEMMs
+at the rows each expert receives, the GPU's factor on the GEMM curve, the step's host time as a
+function of the batch, the stack's limit on running requests."""
+
+import math
+
+import pytest
+
+from dlmcost import api
+from dlmcost.engine import stack_time
+from dlmcost.inputs.stacks import StackFileError, bundled_stack_names, load_stack, validate_stack
+
+SOURCES = {k: "test" for k in ("host", "fixed", "gemm_efficiency", "attention_efficiency",
+                                "elementwise_bytes_factor", "sampler_logits_bytes")}
+H20_PEAK, H20_GEMM_EFF = 148e12, 0.80  # hardware/nvidia-h20.yaml
+H20_OVERHEAD_S = 3e-6
+
+
+def neutral(**over):
+    """A stack that changes nothing but what `over` sets."""
+    host = dict(us_per_layer=0, overlaps_gpu=True, fixed_us_per_forward=0)
+    host.update(over.pop("host", {}))
+    sources = {**SOURCES, **over.pop("sources", {})}
+    data = dict(name="t", host=host, gemm_efficiency=dict(rows=[1], efficiency=[1.0]), attention_efficiency=1.0,
+                elementwise_bytes_factor=1.0, sampler_logits_bytes=0.0, sources=sources)
+    data.update(over)
+    return validate_stack(data)
+
+
+def op(result, name):
+    return next(o for o in result["ops"] if o["name"] == name)
+
+
+# LLaDA2.0-mini: 256 experts, 8 per token, 19 MoE layers. mdm over a 16 + 16 canvas at batch 128:
+# every pass holds T = 128 x 32 = 4096 tokens, so each expert receives T k / E = 4096 x 8 / 256 = 128
+# rows (all 256 experts are touched: d = 256 (1 - (1 - 8/256)^4096) = 256 to 50 digits).
+MINI = dict(scheme="mdm", prompt=16, gen=16, steps=4, batch=128)
+# a curve linear in log M from 0.4 at 64 rows to 0.8 at 256: 0.6 at 128 rows, 0.8 at 4096
+CURVE = dict(rows=[64, 256], efficiency=[0.4, 0.8])
+
+
+def mini(stack, gpus="h20", **over):
+    return api.analyze("inclusionAI/LLaDA2.0-mini", gpus=gpus, stack=stack, **{**MINI, **over})["results"][0]
+
+
+def test_expert_rows_by_hand():
+    assert stack_time.expert_rows(4096.0, 256, 8) == pytest.approx(128.0, rel=1e-12)
+    # one token: k copies over the k experts it touches, one row each
+    assert stack_time.expert_rows(1.0, 256, 8) == pytest.approx(1.0, rel=1e-12)
+    # 8 tokens, E = 4, k = 2: d = 4 (1 - (1/2)^8) = 3.984375; rows = 16 / d
+    assert stack_time.expert_rows(8.0, 4, 2) == pytest.approx(16 / 3.984375, rel=1e-12)
+
+
+def test_moe_experts_read_the_curve_at_the_rows_each_expert_receives():
+    bare = op(mini("none"), "experts")
+    routed = op(mini(neutral(gemm_efficiency=CURVE)), "experts")
+    pooled = op(mini(neutral(gemm_efficiency=CURVE, expert_rows="pass", sources={"expert_rows": "t"})), "experts")
+    # compute-bound on an H20 (AI ~128 FLOP/B against a ridge of 37) in all three: the experts'
+    # time is FLOPs / (peak x efficiency x factor) + 19 kernels x 3 us x 4 passes
+    compute = bare["flops"] / (H20_PEAK * H20_GEMM_EFF)
+    overhead = 19 * H20_OVERHEAD_S * 4
+    assert bare["time_s"] == pytest.approx(compute + overhead, rel=1e-9)
+    assert routed["time_s"] == pytest.approx(compute / 0.6 + overhead, rel=1e-9)  # 128 rows per expert
+    assert pooled["time_s"] == pytest.approx(compute / 0.8 + overhead, rel=1e-9)  # the pass's 4096 rows
+
+
+def test_dense_ops_of_an_moe_pass_keep_the_passs_rows():
+    routed = mini(neutral(gemm_efficiency=CURVE))
+    pooled = mini(neutral(gemm_efficiency=CURVE, expert_rows="pass", sources={"expert_rows": "t"}))
+    for name in ("qkv_proj", "shared_experts", "lm_head"):
+        assert op(routed, name)["time_s"] == pytest.approx(op(pooled, name)["time_s"], rel=1e-12)
+
+
+def test_gpu_rows_scale_on_the_gemm_curve(tmp_path):
+    # an H20 whose GEMMs need twice the curve's rows: each expert's 128 rows read the curve at 64
+    # (0.4); the dense GEMMs' 4096 rows at 2048 (0.8, flat beyond 256 rows)
+    text = (api_hardware_text("nvidia-h20.yaml")
+            .replace("name: H20", "name: H20 slow").replace("aliases: [", "aliases: [h20-slow]  # was: [")
+            .replace("  overhead_us_per_op: 3", "  gemm_rows_scale: 2\n  overhead_us_per_op: 3", 1))
+    (tmp_path / "h20-slow.yaml").write_text(text)
+    r = api.analyze("inclusionAI/LLaDA2.0-mini", gpus="h20-slow", stack=neutral(gemm_efficiency=CURVE),
+                    hardware=[str(tmp_path)], **MINI)["results"][0]
+    bare = op(mini("none"), "experts")
+    compute = bare["flops"] / (H20_PEAK * H20_GEMM_EFF)
+    assert op(r, "experts")["time_s"] == pytest.approx(compute / 0.4 + 19 * H20_OVERHEAD_S * 4, rel=1e-9)
+    assert op(r, "qkv_proj")["time_s"] == pytest.approx(op(mini(neutral(gemm_efficiency=CURVE)), "qkv_proj")["time_s"])
+    curve = neutral(gemm_efficiency=CURVE)
+    assert stack_time.gemm_factor(128, curve, 2.0) == pytest.approx(0.4)
+    assert stack_time.gemm_factor(4096, curve, 2.0) == pytest.approx(0.8)  # large GEMMs: the curve's top
+    assert stack_time.gemm_factor(128, curve, 0.5) == pytest.approx(0.8)  # 256 rows' worth
+
+
+def test_a_flat_curve_is_the_same_on_every_gpu():
+    flat = neutral(gemm_efficiency=dict(rows=[1], efficiency=[0.7]))
+    assert stack_time.gemm_factor(512, flat, 2.36) == pytest.approx(0.7)
+
+
+def api_hardware_text(name):
+    from dlmcost.inputs.hardware import bundled_hardware_dir
+    return (bundled_hardware_dir() / name).read_text(encoding="utf-8")
+
+
+def test_step_overhead_grows_with_the_batch():
+    s = neutral(host=dict(fixed_us_per_forward=1000, us_per_sequence=20), sources={"us_per_sequence": "t"})
+    assert stack_time.step_overhead(1, s) == pytest.approx(1020e-6)
+    assert stack_time.step_overhead(64, s) == pytest.approx(1000e-6 + 64 * 20e-6)
+    # in the engine: per_forward = (1000 + 20 B) us per pass; 4 passes at batch 128
+    r = mini(s)
+    assert op(r, "per_forward")["time_s"] == pytest.approx(4 * (1000 + 20 * 128) * 1e-6, rel=1e-12)
+
+
+def test_optional_fields_need_a_source_only_when_set():
+    with pytest.raises(StackFileError, match="us_per_sequence"):
+        neutral(host=dict(us_per_sequence=5))
+    with pytest.raises(StackFileError, match="max_running_requests"):
+        neutral(max_running_requests=1)
+    with pytest.raises(StackFileError, match="expert_rows"):
+        neutral(expert_rows="pass")
+    assert neutral().max_running_requests is None  # no limit of its own
+
+
+@pytest.mark.parametrize("name", ["sglang-dllm", "vllm-dllm", "jax-tpu"])
+def test_serving_stacks_are_bundled_dated_and_versioned(name):
+    assert name in bundled_stack_names()
+    s = load_stack(name)
+    assert s.version and s.as_of
+    assert s.max_running_requests is None or s.max_running_requests >= 1
+
+
+def test_sglang_dllm_runs_one_request_at_a_time_and_syncs_every_step():
+    s = load_stack("sglang-dllm")
+    assert s.max_running_requests == 1  # python/sglang/srt/dllm/config.py
+    assert not s.host.overlaps_gpu or s.host.fixed_us_per_forward >= 4100  # PR #40756: ~4.1 ms exposed per step
+    assert math.isclose(stack_time.step_overhead(0, s), s.host.fixed_us_per_forward * 1e-6)
+
+
+def test_logits_are_a_term_of_admission():
+    """dLLM-Serve (arXiv 2512.17077): a step's logits, batch x positions x vocabulary, limit
+    admission. mdm at Lp 256, Lg 128 holds logits for 384 positions of LLaDA's 126,464-token
+    vocabulary: 6 bytes each under sglang (bf16 + fp32), 18 under hf-eager (+ fp64 copy and
+    softmax). max_batch = floor((0.9 x 80 GiB - weights) / per-sequence bytes) (methodology F8)."""
+    kw = dict(scheme="mdm", prompt=256, gen=128, steps=128)
+    mem = {s: api.analyze("GSAI-ML/LLaDA-8B-Instruct", "h100", stack=s, **kw)["results"][0]["memory"]
+           for s in ("sglang", "hf-eager")}
+    assert mem["hf-eager"]["per_sequence_bytes"] - mem["sglang"]["per_sequence_bytes"] == 384 * 126_464 * 12
+    usable = 0.9 * 80 * 2**30
+    for m in mem.values():
+        assert m["max_batch"] == math.floor((usable - m["weights_bytes"]) / m["per_sequence_bytes"])
+    # the logits are most of a sequence's bytes here: without them the batch would be ~9x larger
+    assert mem["sglang"]["logits_bytes"] > 0.8 * mem["sglang"]["per_sequence_bytes"]
+
+
+def test_early_eos_only_where_the_scheme_can_stop():
+    """dInfer's early_stop ends answers at 219 of 256 tokens. block (32-token blocks, stops after
+    the block holding EOS): 7 blocks = 224 positions, 224 of the 256 steps, plus the prompt's
+    prefill = 225 passes. mdm, whose every step spans the canvas, runs all 256 steps."""
+    run = lambda **kw: api.analyze("GSAI-ML/LLaDA-8B-Instruct", "h100", prompt=128, gen=256, steps=256,  # noqa: E731
+                                   answer_tokens=219, **kw)["results"][0]
+    assert run(scheme="block", block=32)["nfe"] == 1 + 224
+    assert run(scheme="mdm")["nfe"] == 256
