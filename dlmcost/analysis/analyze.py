@@ -11,6 +11,7 @@ from .prepare import DEFAULT_MODEL, prepare, unsupported_reason
 from .requests import AnalyzeRequest
 from .records import gpu_result, model_summary, workload_summary, workload_warnings
 from ..engine.evaluation import knees
+from ..engine.schemes import REGISTRY
 from ..engine.frames import evaluate_frame, generation_numbers, make_grids, workload_columns
 from ..inputs.models import ModelSpec
 from ..inputs.stacks import STACK_NONE, Stack
@@ -43,7 +44,7 @@ def analyze(model: str | ModelSpec | AnalyzeRequest = DEFAULT_MODEL, gpus: str |
         frame = evaluate_frame(spec, p.drafter, grids, np.array([g.memory_bytes for g, _ in supported]))
         grid = frame.grid
         ctx = grid.knobs.prompt + grid.knobs.gen / 2
-        decode_q = np.full(n, 1.0) if w.scheme == "ar" else grid.knobs.block
+        decode_q = np.full(n, 1.0) if REGISTRY[w.scheme].autoregressive else grid.knobs.block
         knee_block, knee_batch = knees(spec, grid, ctx, decode_q)
         derived = generation_numbers(frame, np.float64(w.batch * w.answer), np.float64(w.tp), w.cfg)
         for i, (gpu, rate) in enumerate(supported):

@@ -57,8 +57,9 @@ def resolve_drafter(w: Workload, spec: ModelSpec) -> ModelSpec | None:
     """The workload's drafter model (None without one), checked against its verifier `spec`."""
     if w.drafter is None:
         return None
-    if w.scheme != "draft-verify":
-        raise UsageError("--drafter applies to the draft-verify scheme only")
+    if not REGISTRY[w.scheme].takes_drafter:
+        takers = ", ".join(s.name for s in REGISTRY.values() if s.takes_drafter)
+        raise UsageError(f"--drafter applies to the {takers} scheme only")
     drafter = resolve_model(w.drafter)
     if drafter.vocab_size != spec.vocab_size:
         raise WorkloadError(f"the drafter's vocabulary ({drafter.vocab_size}) differs from the verifier's "
@@ -118,17 +119,17 @@ def workload_for(spec: ModelSpec, **given) -> Workload:
     scheme = REGISTRY.get(given.get("scheme", Workload.model_fields["scheme"].default))
     own_block = scheme.default_block if scheme else None
     gen = given.get("gen", Workload.model_fields["gen"].default)
-    if own_block and "block" not in given and isinstance(gen, int) and (scheme.name == "draft-verify" or gen % own_block == 0):
+    if own_block and "block" not in given and isinstance(gen, int) and (not scheme.block_divides_gen or gen % own_block == 0):
         given["block"] = own_block
     elif sampler and not own_block:
         if sampler.block and "block" not in given and gen % sampler.block == 0:
             given["block"] = sampler.block
-        if given.get("scheme") == "block":
+        if scheme and scheme.needs_block:  # the sampler's store pass belongs to its block decoding
             given.setdefault("store_pass", sampler.store_pass)
         if sampler.steps and "steps" not in given and "tpf" not in given and gen == sampler.gen:
             given["steps"] = sampler.steps
-    if given.get("scheme") == "block" and "block" not in given:
-        raise WorkloadError("the block scheme needs --block")
+    if scheme and scheme.needs_block and "block" not in given:
+        raise WorkloadError(f"the {scheme.name} scheme needs --block")
     try:
         w = Workload(**given)
     except ValidationError as exc:  # -> one readable line, by the shared formatter

@@ -25,8 +25,11 @@ def workload_warnings(spec: ModelSpec, w: Workload) -> list[str]:
     if spec.max_context and w.prompt + w.gen > spec.max_context:
         out.append(f"prompt + generation = {w.prompt + w.gen} tokens exceeds {spec.id}'s trained context of "
                    f"{spec.max_context}; the numbers assume the model could run it")
-    verified_by_ar = w.scheme == "draft-verify" and w.drafter  # an AR verifier of a drafter's proposals
-    if spec.sampler and tuple(spec.sampler.schemes) == ("ar",) and w.scheme != "ar" and not verified_by_ar:
+    scheme = REGISTRY[w.scheme]
+    verified_by_ar = scheme.takes_drafter and w.drafter  # an AR verifier of a drafter's proposals
+    runs = spec.sampler.schemes if spec.sampler else ()  # registered names (checked where the model was read)
+    only_ar = bool(runs) and all(REGISTRY[s].autoregressive for s in runs)
+    if only_ar and not scheme.autoregressive and not verified_by_ar:
         out.append(f"{spec.id} is an autoregressive model: it does not decode with '{w.scheme}'; the numbers "
                    f"are for a diffusion model of its shape")
     if not spec.verified:

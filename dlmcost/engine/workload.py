@@ -77,7 +77,7 @@ class Workload(BaseModel):
     @property
     def total_steps(self) -> float:
         """S: given, or Lg / tpf; AR always takes one step per token."""
-        if self.scheme == "ar":
+        if REGISTRY[self.scheme].autoregressive:
             return float(self.gen)
         if self.steps is not None:
             return float(self.steps)

@@ -141,6 +141,11 @@ class Scheme:
     # stops right after it, "block" after the block that holds it, "never" runs the whole canvas.
     stops: str = "block"
     default_block: int | None = None  # block length when neither the user nor the model's sampler sets one
+    # What the rest of the program asks of a scheme instead of comparing its name:
+    autoregressive: bool = False  # one causal token per pass (the AR baseline; S = Lg, no block)
+    needs_block: bool = False  # a block length must be given (or come from the model's sampler)
+    takes_drafter: bool = False  # may run a separate drafter model (--drafter)
+    block_divides_gen: bool = True  # its default block applies only to generations it divides
 
     def uses(self, knob: str, logits_committed: bool = False) -> bool:
         return knob in self.knobs or (logits_committed and knob in self.logit_knobs)

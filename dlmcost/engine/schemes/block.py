@@ -8,7 +8,8 @@ from .base import Knobs, block_checks, family, scheme, whole_sequence
 
 
 @scheme("block", summary="block diffusion: a prefill, then s passes of b tokens per block over the exact cache",
-        knobs=("steps", "block", "store_pass"), cached_tokens=whole_sequence, checks=block_checks)
+        knobs=("steps", "block", "store_pass"), cached_tokens=whole_sequence, checks=block_checks,
+        needs_block=True)
 def block(k: Knobs):
     b, s = k.block, k.steps_per_block
     # Without a store pass the block's K/V is written by its last step: b/s tokens per step on

@@ -27,7 +27,8 @@ def _checks(k: Knobs):
 
 @scheme("draft-verify", summary="draft k tokens, verify them causally (TiDAR self-speculative, or a drafter "
         "model with --drafter); --tpf = mean accepted tokens per iteration",
-        knobs=("steps", "block"), cached_tokens=whole_sequence, checks=_checks, default_block=16, stops="token")
+        knobs=("steps", "block"), cached_tokens=whole_sequence, checks=_checks, default_block=16, stops="token",
+        takes_drafter=True, block_divides_gen=False)
 def draft_verify(k: Knobs):
     kd, sep = k.block, k.drafter
     iterations = np.ceil(k.steps)
