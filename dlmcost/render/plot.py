@@ -22,11 +22,19 @@ PANELS_PER_ROW = 3
 
 
 def require(what: str = "--plot") -> None:
-    """Fail with one line (exit 8) before any work when matplotlib is missing."""
+    """Fail with one line (exit 9) before any work when matplotlib is missing, or is there but
+    fails to load: any exception from its import (a RuntimeError, a broken matplotlibrc, a
+    package half upgraded) is the plot extra's failure, with its reason, not a dlmcost bug."""
     try:
         import matplotlib  # noqa: F401
+        import matplotlib.figure  # noqa: F401 - what figure() draws with; loaded here, before any work
     except ImportError:
         raise MissingExtraError(f"{what} needs matplotlib, which is not installed: {INSTALL_HINT}") from None
+    except Exception as exc:  # noqa: BLE001 - whatever the installed matplotlib raises
+        reason = " ".join(str(exc).split()) or "no message"
+        raise MissingExtraError(
+            f"{what} needs matplotlib, which failed to load ({type(exc).__name__}: {shown(reason)}): "
+            f"check MPLCONFIGDIR and its matplotlibrc, or reinstall: {INSTALL_HINT}") from None
 
 
 def check_path(path: str) -> Path:
