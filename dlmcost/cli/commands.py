@@ -34,6 +34,7 @@ from ..errors import (  # noqa: E402
 )
 from ..inputs.hardware import HardwareDB  # noqa: E402
 from ..render.output import Output  # noqa: E402
+from .output_paths import check_output_file  # noqa: E402
 from ..engine.schemes import REGISTRY, SCHEMES  # noqa: E402
 from ..safe_text import shown  # noqa: E402
 
@@ -144,6 +145,7 @@ def _check_plot(plot: Optional[str], fmt: str) -> None:
         plotting.require("--plot" if plot else "--format html")
     if plot and plot != "-":
         plotting.check_path(plot)
+        check_output_file(plot, "--plot")
 
 
 def _draw(chart, plot: Optional[str], out: Output) -> None:
@@ -155,6 +157,7 @@ def _draw(chart, plot: Optional[str], out: Output) -> None:
         from ..render.plot import save
 
         save(chart, plot)
+    out.release()
 
 
 def _check_cfg(cfg: float) -> None:
@@ -252,7 +255,7 @@ def analyze(
 
         ar = api.analyze(model, gpu, **{**options, **charts.AR_WORKLOAD})  # for the AR decode step's point
         chart = charts.roofline(data, ar.plain(), show_ops=ops, db=HardwareDB.load(hardware))
-    out = Output.stdout()
+    out = Output.stdout(hold=plot not in (None, "-"))
     report.render_analyze(data, fmt, out, show_ops=ops, charts=[chart] if chart else None)
     _draw(chart, plot, out)
     if requirements:
@@ -344,7 +347,7 @@ def sweep(
     if len(models) > 1:  # the limit is the command's: checked on the total, so each sweep need not count again
         api.check_sweeps_passes(models, **options)
         options["max_passes"] = None
-    out = Output.stdout()
+    out = Output.stdout(hold=plot not in (None, "-") and not streaming)
     if streaming:
         failed = _stream_sweep(models, options, fmt, out, requirements)
     else:
@@ -508,6 +511,7 @@ def calibrate(
 ):
     """Fit a stack profile's free parameters to measured times (least squares on log time)."""
     _check_format(fmt)
+    check_output_file(out, "--out")
     from pathlib import Path
 
     from ..calibration import calibrate as cal
@@ -550,6 +554,8 @@ def measure(
 ):
     """Time the forward passes of a schedule on this machine and compare with the prediction."""
     _check_format(fmt)
+    for path, option in ((out, "--out"), (profile_out, "--profile-out")):
+        path is None or check_output_file(path, option)
     from pathlib import Path
 
     import yaml
@@ -650,7 +656,7 @@ def plan(
         if progress:
             progress.clear()
     record = planner.to_record(result)
-    out = Output.stdout()
+    out = Output.stdout(hold=plot not in (None, "-"))
     chart = _plan_chart(record) if plot or fmt == "html" else None
     if fmt == "html":
         from ..render.html import plan_page

@@ -42,7 +42,9 @@ def check_path(path: str) -> Path:
     if out.suffix.lower() not in FILE_FORMATS:
         raise UsageError(f"--plot: '{path}' must end in {' or '.join(FILE_FORMATS)} (or be - for the terminal)")
     if not out.parent.is_dir():
-        raise UsageError(f"--plot: folder '{out.parent}' does not exist")
+        if out.parent.exists():
+            raise UsageError(f"--plot: '{shown(out.parent)}' is not a folder")
+        raise UsageError(f"--plot: folder '{shown(out.parent)}' does not exist")
     return out
 
 
