@@ -209,6 +209,7 @@ def test_ci_recipe_installs_dlmcost_in_a_fresh_venv_and_gates(tmp_path):
     assert (repo / "sweep.csv").read_text().startswith("gpu,")
     installed = site / "dlmcost"
     assert (installed / "_examples" / "tiny-dlm.yaml").is_file() and (installed / "_hardware").is_dir()
+    assert (installed / "_examples" / "measurements.yaml").is_file()  # the calibrate format, in the docs
     r = run_step(runs[1], {**env, "MIN_TOKENS_PER_S": "100000"}, repo)
     assert r.returncode == 8 and "tokens_per_s >= 100000" in r.stderr
     # the README's example file works from any folder once installed

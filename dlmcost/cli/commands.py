@@ -500,7 +500,7 @@ MESSAGE_LIMIT = 1000  # characters of one error line: user text inside is cut sh
 
 @app.command()
 def calibrate(
-    measurements: str = typer.Argument(..., help="measurements YAML (points: model, gpu, workload, measured)"),
+    measurements: str = typer.Argument(..., help="measurements YAML (points: model, gpu, workload, measured); the format, with published points: examples/measurements.yaml"),
     stack: Optional[str] = typer.Option(None, "--stack", help="stack to start from: name or file (default: the default stack)"),
     fit: str = typer.Option("fixed,gemm", "--fit", help="parameters to fit: host, fixed, gemm, attention, elementwise"),
     out: str = typer.Option(..., "--out", "-o", help="stack YAML to write"),
@@ -518,7 +518,7 @@ def calibrate(
     from ..calibration.measurements import load_points
     from ..inputs.stacks import load_stack
 
-    points, base_dir = load_points(measurements)
+    points, base_dir = load_points(examples.locate(measurements))
     if only is not None:
         points = [p for p in points if p.stack == only]
         if not points:
