@@ -48,9 +48,10 @@ def hostile_repos() -> dict[str, FakeRepo]:
         "evil/no-etag": repo(Misbehaviour(no_etag=True)),
         "evil/rate-limited": repo(Misbehaviour(retry_after=3600)),
         "evil/ratelimit-header": repo(Misbehaviour(ratelimit='"api";r=0;t=3600')),
-        # a byte well within every read timeout, but the answer outlasts the budget
+        # each byte within the read timeout, but the answer outlasts the budget
         "evil/drip": repo(Misbehaviour(drip_s=1.5)),
-        "evil/header-drip": repo(Misbehaviour(drip_headers_s=0.5)),  # headers without end, HEAD too
+        # headers without end, HEAD too: each read gets its byte, so no read timeout ever fires
+        "evil/header-drip": repo(Misbehaviour(drip_headers_s=0.5)),
         "evil/slow-drip": repo(Misbehaviour(drip_s=3)),  # slower than the read timeout: the client retries
         "evil/gzip-bomb": repo(Misbehaviour(gzip_size=64 << 20, announce_size=4000)),
         "evil/huge": repo(Misbehaviour(announce_size=1 << 30)),
@@ -126,10 +127,11 @@ def test_long_retry_after_is_not_slept(results, name):
 @pytest.mark.parametrize("name", SPENDS_THE_BUDGET)
 def test_dripping_answer_ends_with_the_budget(results, name):
     """Every read gets its byte in time, so only a deadline for the whole request ends it: at the
-    budget, not one drip later (the body) or never (headers without end)."""
+    budget, where headers without end would never end (the body's chunks were checked against the
+    budget before; the headers' reads were not)."""
     res = results[name]
     assert_error(res, "BudgetSpent", 15, f"{BUDGET_S} s", "--hub-timeout")
-    assert res["elapsed"] < BUDGET_S + 1  # the budget, plus importing the client
+    assert res["elapsed"] < BUDGET_S + 1.5  # slack for a loaded machine
 
 
 def test_gzip_bomb_is_cut_off(results):
