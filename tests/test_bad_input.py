@@ -654,7 +654,8 @@ def test_control_characters_and_markup_in_names_from_files(capsys, monkeypatch, 
                 assert "[bold]m" in joined, out[:300]
 
 
-EVIL_ID = "evil/\x1b]0;pwned\x07\u202e<script>alert(1)</script>"  # a title, a bell, a right-to-left override, a script
+# a window title, a bell, a right-to-left override, a script, and matplotlib mathtext that does not parse
+EVIL_ID = "evil/\x1b]0;pwned\x07\u202e<script>alert(1)</script> $\\frac$"
 
 
 @pytest.mark.parametrize("args", [["analyze", "--gpu", "h100", "--ops"], ["sweep", "--gpu", "h100", "--gen", "64"],
@@ -672,7 +673,7 @@ def test_control_characters_and_markup_in_a_model_id_in_html(capsys, tmp_path, a
     assert rc == 0, err
     assert not any(c in page + err for c in (*UNSAFE, "\u202e")), repr(page[:300])
     assert "<script" not in page
-    escaped = "evil/\\x1b]0;pwned\\x07\\u202e&lt;script&gt;alert(1)&lt;/script&gt;"
+    escaped = "evil/\\x1b]0;pwned\\x07\\u202e&lt;script&gt;alert(1)&lt;/script&gt; $\\frac$"
     assert page.count(escaped) >= 3, page[:600]  # <title>, <h1>, <figcaption> at least
 
 

@@ -555,7 +555,8 @@ def measure(
     """Time the forward passes of a schedule on this machine and compare with the prediction."""
     _check_format(fmt)
     for path, option in ((out, "--out"), (profile_out, "--profile-out")):
-        path is None or check_output_file(path, option)
+        if path is not None:
+            check_output_file(path, option)
     from pathlib import Path
 
     import yaml
