@@ -173,6 +173,7 @@ class Misbehaviour:
     retry_after: int | None = None  # GET answers 429 with this Retry-After
     ratelimit: str | None = None  # GET answers 429 with this RateLimit header ('"api";r=0;t=3600')
     drip_s: float = 0.0  # GET sends its body one byte every drip_s seconds
+    drip_headers_s: float = 0.0  # every answer (HEAD too) sends its headers one byte every drip_headers_s seconds, without end
     gzip_size: int = 0  # GET sends a gzip bomb of this many bytes (Content-Encoding: gzip)
     extra_bytes: int = 0  # GET sends this many bytes more than the HEAD announced
     announce_size: int | None = None  # HEAD announces this Content-Length
@@ -365,6 +366,8 @@ class _Handler(BaseHTTPRequestHandler):
         bad = repo.misbehave
         if self.command == "HEAD":
             repo.heads += 1
+        if bad and bad.drip_headers_s:
+            return self._drip_headers(bad.drip_headers_s)
         if bad and repo.heads > bad.after_heads:
             if bad.etag is not None:
                 headers["ETag"] = bad.etag
@@ -397,6 +400,19 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._send(200, reader(0, size - 1), headers, ctype)
 
+
+    def _drip_headers(self, every_s: float) -> None:
+        """A status line, then one header that never ends, one byte every `every_s` seconds: each
+        read gets its byte in time, so only a deadline for the whole request ends it."""
+        try:
+            for byte in b"HTTP/1.1 200 OK\r\nX-Drip: " + b"a" * (1 << 20):
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                if self.server.stopping.wait(every_s):
+                    break
+        except OSError:
+            pass
+        self.close_connection = True
 
     def _misbehave_get(self, bad: Misbehaviour, body: bytes, headers: dict[str, str], ctype: str) -> bool:
         """Answer a file GET badly; False if this misbehaviour leaves GETs alone."""

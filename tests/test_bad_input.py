@@ -655,6 +655,29 @@ def test_control_characters_and_markup_in_names_from_files(capsys, monkeypatch, 
                 assert "[bold]m" in joined, out[:300]
 
 
+# a window title, a bell, a right-to-left override, a script, and matplotlib mathtext that does not parse
+EVIL_ID = "evil/\x1b]0;pwned\x07\u202e<script>alert(1)</script> $\\frac$"
+
+
+@pytest.mark.parametrize("args", [["analyze", "--gpu", "h100", "--ops"], ["sweep", "--gpu", "h100", "--gen", "64"],
+                                  ["plan", "--gpu", "h100", "--rate", "1"]], ids=lambda a: a[0])
+def test_control_characters_and_markup_in_a_model_id_in_html(capsys, tmp_path, args):
+    """The id reaches the page's title, heading, header, chart caption and the chart's own text
+    (matplotlib repeats it in an SVG comment): everywhere escaped as on the terminal, and as text."""
+    pytest.importorskip("matplotlib")
+    text = (Path(__file__).resolve().parents[1] / "examples" / "tiny-dlm.yaml").read_text()
+    model = tmp_path / "evil.yaml"
+    model.write_text(re.sub(r"^id: .*$", lambda _: "id: " + json.dumps(EVIL_ID), text, flags=re.M))
+    model_arg = ["--model", str(model)] if args[0] == "sweep" else [str(model)]
+    rc = main([args[0], *model_arg, *args[1:], "--format", "html"])
+    page, err = capsys.readouterr()
+    assert rc == 0, err
+    assert not any(c in page + err for c in (*UNSAFE, "\u202e")), repr(page[:300])
+    assert "<script" not in page
+    escaped = "evil/\\x1b]0;pwned\\x07\\u202e&lt;script&gt;alert(1)&lt;/script&gt; $\\frac$"
+    assert page.count(escaped) >= 3, page[:600]  # <title>, <h1>, <figcaption> at least
+
+
 def test_long_unknown_gpu_is_cut_in_the_message(fails):
     msg = fails("analyze", "--gpu", "a" * 120_000, code=errors.UnknownGPUError.exit_code)
     assert len(msg) < 2000 and "120,000 characters" in msg

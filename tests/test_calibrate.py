@@ -72,6 +72,22 @@ def test_cli_writes_a_stack_that_loads(tmp_path, capsys):
     assert '"after_error"' in capsys.readouterr().out
 
 
+def test_the_documented_format_travels_with_dlmcost(tmp_path, capsys, monkeypatch):
+    """`examples/measurements.yaml` (the format the docs and `calibrate --help` point to) resolves
+    from a folder that has no examples/ of its own, as after `pip install`, and holds exactly the
+    published SGLang points of the validation (so the two cannot drift apart)."""
+    published = yaml.safe_load((ROOT / "validation" / "published.yaml").read_text())["points"]
+    example = yaml.safe_load((ROOT / "examples" / "measurements.yaml").read_text())["points"]
+    assert example == [p for p in published if p.get("stack") == "sglang"]
+    monkeypatch.chdir(tmp_path)
+    code = main(["calibrate", "examples/measurements.yaml", "--stack", "sglang", "-o", "fit.yaml", "-f", "json"])
+    assert code == 0, capsys.readouterr().err
+    assert load_stack(str(tmp_path / "fit.yaml")).host.fixed_us_per_forward > 0
+    assert not (tmp_path / "examples").exists()
+    main(["calibrate", "--help"])
+    assert "examples/measurements.yaml" in " ".join(capsys.readouterr().out.split())
+
+
 def test_cli_bad_fit_name_is_one_line(tmp_path, capsys):
     code = main(["calibrate", str(ROOT / "validation" / "published.yaml"), "--fit", "bogus", "-o", str(tmp_path / "x.yaml")])
     err = capsys.readouterr().err

@@ -30,6 +30,7 @@ CLONE = "acme/llada-clone"
 DRIVER = r"""
 import json, sys, time, traceback
 from dlmcost.errors import DlmcostError
+import huggingface_hub.file_download, huggingface_hub.hf_api  # loaded first: "elapsed" is the Hub's time
 out = []
 for case in json.loads(sys.argv[1]):
     t0 = time.monotonic()

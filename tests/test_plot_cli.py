@@ -4,6 +4,7 @@ and that the base `analyze` imports no plotting code."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -58,6 +59,30 @@ def test_without_the_extra_one_line_and_exit_9(args, tmp_path, cli, monkeypatch)
     assert err.count("\n") == 1 and err.startswith("error: ")
     assert "pip install 'dlmcost[plot]'" in err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("module, error", [("matplotlib", "RuntimeError('Could not parse matplotlibrc\\n line 3')"),
+                                           ("matplotlib.figure", "ValueError('\\x1b[2Jbad backend')")],
+                         ids=["runtime-error", "figure-value-error"])
+@pytest.mark.parametrize("args", [["--plot", "{tmp}/r.png"], ["--format", "html"]], ids=["plot", "html"])
+def test_a_matplotlib_that_fails_to_load_is_the_extra_exit_9(tmp_path, args, module, error):
+    """A fake matplotlib first on PYTHONPATH whose import raises something other than ImportError:
+    the plot extra's one line and exit 9 with the reason, not an internal error; nothing written."""
+    fake = tmp_path / "fake" / "matplotlib"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(f"raise {error}\n" if module == "matplotlib" else "")
+    (fake / "figure.py").write_text(f"raise {error}\n")
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake.parent), *sys.path]), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-m", "dlmcost", "analyze", "--gpu", "h100",
+                           *(a.replace("{tmp}", str(out_dir)) for a in args)],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 9, done.stderr
+    assert done.stdout == "" and list(out_dir.iterdir()) == []
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: "), done.stderr
+    assert "failed to load" in done.stderr and error.split("(")[0] in done.stderr, done.stderr
+    assert "\x1b" not in done.stderr and "internal error" not in done.stderr
 
 
 def test_terminal_plot_needs_no_extra(cli, monkeypatch):

@@ -169,7 +169,31 @@ def test_requirement_semantics_by_hand():
         gates.parse("tokens_per_s >= nan")
 
 
-def test_ci_script_installs_dlmcost_in_a_fresh_venv_and_gates(tmp_path):
+WORKFLOW = ROOT / "examples" / "github-actions.yml"
+
+
+def workflow_steps() -> tuple[dict[str, str], list[dict]]:
+    """The CI recipe's workflow-level environment (GitHub expressions left out: the test sets
+    those) and its steps."""
+    import yaml
+
+    doc = yaml.safe_load(WORKFLOW.read_text())
+    env = {k: str(v) for k, v in doc.get("env", {}).items() if "${{" not in str(v)}
+    (job,) = doc["jobs"].values()
+    return env, job["steps"]
+
+
+def run_step(step: dict, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+    """One `run:` step as GitHub runs it with `shell: bash`."""
+    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+                          capture_output=True, text=True, env={**env, **step.get("env", {})}, cwd=cwd, timeout=300)
+
+
+def test_ci_recipe_installs_dlmcost_in_a_fresh_venv_and_gates(tmp_path):
+    """The workflow's own `run:` steps, in order, in an empty folder (the user's repository: no
+    second file of ours beside it) with a fresh venv: install from the checkout (offline, as the
+    recipe installs from dlmcost's repository), gate, sweep. Then the gate again with a floor no
+    GPU meets (exit 8)."""
     pytest.importorskip("hatchling")  # the local build backend (no download)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
@@ -177,28 +201,43 @@ def test_ci_script_installs_dlmcost_in_a_fresh_venv_and_gates(tmp_path):
     # the test environment's dependencies, but not its (editable) dlmcost
     deps = [p for p in sys.path if p.endswith("site-packages")]
     (site / "deps.pth").write_text("\n".join(deps) + "\n")
-    env = dict(PATH=f"{venv}/bin:/usr/bin:/bin", DLMCOST_PACKAGE=str(ROOT), HOME=str(tmp_path),
-               DLMCOST_PIP_ARGS=f"--no-deps --no-build-isolation --no-index --prefix {venv}",
-               PYTHONNOUSERSITE="1")
-    # python3 -m pip must be the fresh venv's python running the test environment's pip
-    r = subprocess.run(["bash", str(ROOT / "examples/ci-check.sh")], capture_output=True, text=True,
-                       env=env, cwd=tmp_path, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "ok: throughput floor 300" in r.stdout
+    workflow_env, steps = workflow_steps()
+    # `python -m pip` is the fresh venv's python running the test environment's pip
+    env = dict(workflow_env, PATH=f"{venv}/bin:/usr/bin:/bin", HOME=str(tmp_path), PYTHONNOUSERSITE="1",
+               DLMCOST_SOURCE=str(ROOT), DLMCOST_PIP_ARGS=f"--no-deps --no-build-isolation --no-index --prefix {venv}")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    runs = [step for step in steps if "run" in step]
+    assert len(runs) == 3
+    done = [run_step(step, env, repo) for step in runs]  # bash -e: a step stops at its first failure
+    for step, r in zip(runs, done):
+        assert r.returncode == 0, (step["name"], r.stdout + r.stderr)
+    assert "ok: throughput floor 300" in done[1].stdout
+    assert (repo / "sweep.csv").read_text().startswith("gpu,")
     installed = site / "dlmcost"
     assert (installed / "_examples" / "tiny-dlm.yaml").is_file() and (installed / "_hardware").is_dir()
-    r = subprocess.run(["bash", str(ROOT / "examples/ci-check.sh")], capture_output=True, text=True,
-                       env={**env, "MIN_TOKENS_PER_S": "100000"}, cwd=tmp_path, timeout=300)
+    assert (installed / "_examples" / "measurements.yaml").is_file()  # the calibrate format, in the docs
+    r = run_step(runs[1], {**env, "MIN_TOKENS_PER_S": "100000"}, repo)
     assert r.returncode == 8 and "tokens_per_s >= 100000" in r.stderr
     # the README's example file works from any folder once installed
     r = subprocess.run([f"{venv}/bin/dlmcost", "model", "examples/tiny-dlm.yaml", "-f", "json"], capture_output=True,
-                       text=True, env=env, cwd=tmp_path, timeout=120)
+                       text=True, env=env, cwd=repo, timeout=120)
     assert r.returncode == 0 and json.loads(r.stdout)["id"]
 
 
-def test_workflow_example_runs_the_script():
-    text = (ROOT / "examples/github-actions.yml").read_text()
-    assert "examples/ci-check.sh" in text and "--require" in text
+def test_ci_recipe_is_one_file_and_never_installs_by_name(tmp_path):
+    """Nothing of ours beside the workflow (no script it runs, no file it reads), pip given only
+    the source the user set, and a missing DLMCOST_SOURCE stops the job with one line before pip."""
+    text = WORKFLOW.read_text()
+    assert "examples/" not in text.split("name: dlmcost gate", 1)[1] and ".sh" not in text
+    env, steps = workflow_steps()
+    install = next(step for step in steps if "pip install" in step.get("run", ""))
+    pip_lines = [line for line in install["run"].splitlines() if "pip install" in line]
+    assert pip_lines and all(line.rstrip().endswith('"$DLMCOST_SOURCE"') for line in pip_lines), pip_lines
+    assert "--require" in text
+    r = run_step(install, {**env, "PATH": "/usr/bin:/bin", "DLMCOST_SOURCE": ""}, tmp_path)
+    assert r.returncode == 2 and r.stdout.count("\n") == 1 and "DLMCOST_SOURCE" in r.stdout, r.stdout + r.stderr
+    assert "pip" not in r.stderr
 
 
 def test_huggingface_hub_is_not_imported_without_the_hub():

@@ -6,10 +6,9 @@ import typer
 
 from .. import api
 from ..render import report
-from ..render.output import Output
 from .app import app, examples
 from .options import RequireOpt, output_options, source_options, workload_options
-from .output import check_finite, draw, gate, requirements_of, stderr
+from .output import check_finite, draw, gate, held_output, requirements_of, stderr
 
 
 @app.command(epilog=examples("dlmcost analyze --gpu h100 --gen 256 --tpf 3 --scheme dual-cache",
@@ -38,7 +37,7 @@ def analyze(
 
         ar = api.analyze(request, **charts.AR_WORKLOAD)  # for the AR decode step's point
         chart = charts.roofline(data, ar.plain(), show_ops=ops, db=api.hardware_db(sources.hardware))
-    out = Output.stdout()
+    out = held_output(output.plot)
     report.render_analyze(data, output.fmt, out, show_ops=ops, charts=[chart] if chart else None)
     draw(chart, output.plot, out)
     if requirements:

@@ -8,11 +8,12 @@ from .. import api
 from ..render.output import Output
 from .app import app
 from .options import FormatOpt, HardwareOpt, TpfOpt, check_format, parse_list
+from .output_paths import check_output_file
 
 
 @app.command()
 def calibrate(
-    measurements: str = typer.Argument(..., help="measurements YAML (points: model, gpu, workload, measured)"),
+    measurements: str = typer.Argument(..., help="measurements YAML (points: model, gpu, workload, measured); the format, with published points: examples/measurements.yaml"),
     stack: Optional[str] = typer.Option(None, "--stack", help="stack to start from: name or file (default: the default stack)"),
     fit: str = typer.Option("fixed,gemm", "--fit", help="parameters to fit: host, fixed, gemm, attention, elementwise"),
     out: str = typer.Option(..., "--out", "-o", help="stack YAML to write"),
@@ -23,9 +24,10 @@ def calibrate(
 ):
     """Fit a stack profile's free parameters to measured times (least squares on log time)."""
     check_format(fmt)
+    check_output_file(out, "--out")
     from ..render.report_stacks import render_calibration
 
-    result = api.calibrate_file(measurements, stack=stack, fit=fit, name=name, only=only, hardware=hardware, out=out)
+    result = api.calibrate_file(api.locate_example(measurements), stack=stack, fit=fit, name=name, only=only, hardware=hardware, out=out)
     render_calibration(result, out, fmt, Output.stdout())
 
 
@@ -53,6 +55,9 @@ def measure(
 ):
     """Time the forward passes of a schedule on this machine and compare with the prediction."""
     check_format(fmt)
+    for path, option in ((out, "--out"), (profile_out, "--profile-out")):
+        if path is not None:
+            check_output_file(path, option)
     from ..render.report_stacks import render_calibration, render_measure
 
     workload = dict(scheme=scheme, prompt=prompt, gen=gen, steps=steps, tpf=tpf, block=block)

@@ -23,6 +23,7 @@ import typer
 
 from .. import api
 from ..errors import UsageError
+from .output_paths import check_output_file
 
 
 def group(into: str, build: Callable[..., Any], options: dict[str, tuple[Any, Any]]):
@@ -107,6 +108,7 @@ def check_plot(plot: Optional[str], fmt: str) -> None:
         plotting.require("--plot" if plot else "--format html")
     if plot and plot != "-":
         plotting.check_path(plot)
+        check_output_file(plot, "--plot")
 
 
 def _check_cfg(cfg: float) -> float:

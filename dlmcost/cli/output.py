@@ -45,17 +45,23 @@ def check_finite(result, where: str = "result") -> None:
 
 
 def draw(chart, plot: Optional[str], out: Output) -> None:
-    """The chart after the table: drawn in text on stdout (`--plot -`) or saved to a file."""
-    if chart is None:
-        return
-    if plot == "-":
+    """The chart after the table: drawn in text on stdout (`--plot -`) or saved to a file; then
+    the table held until the picture was written (`Output(hold=...)`) goes out."""
+    if chart is not None and plot == "-":
         from ..render.termplot import render
 
         out.write(render(chart))
-    elif plot:
+    elif chart is not None and plot:
         from ..render.plot import save
 
         save(chart, plot)
+    out.release()
+
+
+def held_output(plot: Optional[str], streaming: bool = False) -> Output:
+    """Standard output, held until the picture is written when there is a file to draw: a run
+    whose plot fails leaves stdout empty (a streamed sweep cannot hold its rows)."""
+    return Output.stdout(hold=plot not in (None, "-") and not streaming)
 
 
 def requirements_of(require: Optional[list[str]]) -> list:

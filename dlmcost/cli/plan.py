@@ -7,10 +7,9 @@ import typer
 from .. import api
 from ..errors import NoDeploymentError, UsageError
 from ..render import report
-from ..render.output import Output
 from .app import app, examples
 from .options import EfficiencyOpt, HardwareOpt, StackOpt, group, output_options, parse_list
-from .output import draw
+from .output import draw, held_output
 
 # --- option groups (the traffic and the targets: what a deployment is asked to serve) -----------
 
@@ -104,7 +103,7 @@ def plan(
                      power_utilisation=power_utilisation)
     result = _run(scenario, overrides, model, price, hardware, efficiency, stack)
     record = api.plan_record(result)
-    out = Output.stdout()
+    out = held_output(output.plot)
     chart = _chart(record) if output.charted else None
     if output.fmt == "html":
         from ..render.html import plan_page

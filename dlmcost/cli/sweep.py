@@ -11,7 +11,7 @@ from ..render import report
 from ..render.output import Output
 from .app import app, examples
 from .options import RequireOpt, grid_options, knob_options, output_options, source_options
-from .output import check_finite, draw, gate
+from .output import check_finite, draw, gate, held_output
 
 CHART_AXES = ("x", "y", "color", "facet")
 
@@ -56,7 +56,7 @@ def sweep(
     if len(models) > 1:  # the limit is the command's: checked on the total, so each sweep need not count again
         api.check_sweeps_passes(models, **options)
         options["max_passes"] = None
-    out = Output.stdout()
+    out = held_output(output.plot, streaming)
     if streaming:
         failed = _stream(models, options, output.fmt, out, requirements)
     else:

@@ -135,16 +135,34 @@ def _isatty(stream) -> bool:
 
 class Output:
     """The sink of one command's result: `write` puts text as it is (tables, JSON, CSV),
-    `line` puts a line of prose, wrapped to the width and styled when colour is on."""
+    `line` puts a line of prose, wrapped to the width and styled when colour is on.
 
-    def __init__(self, stream: IO[str], width: int | None = None, height: int = 25, color: bool = False):
+    `hold`: keep everything in memory until `release()`, for a result that is only complete
+    when a later step succeeds (the table before `--plot FILE` is drawn): a run that fails before
+    then leaves stdout empty."""
+
+    def __init__(self, stream: IO[str], width: int | None = None, height: int = 25, color: bool = False,
+                 hold: bool = False):
         self.stream = stream
         self.width = width  # None: never wrap, never drop a table column
         self.height = height
         self.color = color
+        self._held: list[str] | None = [] if hold else None
+
+    def _put(self, text: str) -> None:
+        if self._held is None:
+            self.stream.write(text)
+        else:
+            self._held.append(text)
+
+    def release(self) -> None:
+        """Write what was held, and write through from now on."""
+        held, self._held = self._held, None
+        if held:
+            self.stream.write("".join(held))
 
     @classmethod
-    def stdout(cls, environ=None) -> "Output":
+    def stdout(cls, environ=None, hold: bool = False) -> "Output":
         """Standard output with the width, height and colour its environment asks for."""
         env = os.environ if environ is None else environ
         stream = sys.stdout
@@ -165,10 +183,10 @@ class Output:
         else:  # a terminal: a small $COLUMNS is still taken there (a narrow window, as rich did)
             width = (int(columns) if columns.isdecimal() else 0) or (size[0] if size else 0) or 80
         height = (int(lines) if lines.isdecimal() else 0) or (size[1] if size else 0) or 25
-        return cls(stream, width, height, color=terminal and not no_color)
+        return cls(stream, width, height, color=terminal and not no_color, hold=hold)
 
     def write(self, text: str) -> None:
-        self.stream.write(text)
+        self._put(text)
 
     def line(self, text: str = "", style: str | None = None) -> None:
         """Prose (a header, a note, a caption): control characters shown escaped whatever the
@@ -177,4 +195,4 @@ class Output:
         for part in str(text).split("\n"):
             part = shown(part, None)
             out += wrap(part, self.width) if self.width else [part]
-        self.stream.write("".join((paint(s, style) if self.color else s) + "\n" for s in out))
+        self._put("".join((paint(s, style) if self.color else s) + "\n" for s in out))

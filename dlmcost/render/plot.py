@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .charts import GRAY, Chart
 from ..errors import MissingExtraError, UsageError
+from ..safe_text import shown
 
 INSTALL_HINT = "pip install 'dlmcost[plot]'"
 FILE_FORMATS = (".png", ".svg")
@@ -21,11 +22,19 @@ PANELS_PER_ROW = 3
 
 
 def require(what: str = "--plot") -> None:
-    """Fail with one line (exit 8) before any work when matplotlib is missing."""
+    """Fail with one line (exit 9) before any work when matplotlib is missing, or is there but
+    fails to load: any exception from its import (a RuntimeError, a broken matplotlibrc, a
+    package half upgraded) is the plot extra's failure, with its reason, not a dlmcost bug."""
     try:
         import matplotlib  # noqa: F401
+        import matplotlib.figure  # noqa: F401 - what figure() draws with; loaded here, before any work
     except ImportError:
         raise MissingExtraError(f"{what} needs matplotlib, which is not installed: {INSTALL_HINT}") from None
+    except Exception as exc:  # noqa: BLE001 - whatever the installed matplotlib raises
+        reason = " ".join(str(exc).split()) or "no message"
+        raise MissingExtraError(
+            f"{what} needs matplotlib, which failed to load ({type(exc).__name__}: {shown(reason)}): "
+            f"check MPLCONFIGDIR and its matplotlibrc, or reinstall: {INSTALL_HINT}") from None
 
 
 def check_path(path: str) -> Path:
@@ -33,12 +42,20 @@ def check_path(path: str) -> Path:
     if out.suffix.lower() not in FILE_FORMATS:
         raise UsageError(f"--plot: '{path}' must end in {' or '.join(FILE_FORMATS)} (or be - for the terminal)")
     if not out.parent.is_dir():
-        raise UsageError(f"--plot: folder '{out.parent}' does not exist")
+        if out.parent.exists():
+            raise UsageError(f"--plot: '{shown(out.parent)}' is not a folder")
+        raise UsageError(f"--plot: folder '{shown(out.parent)}' does not exist")
     return out
 
 
 def color(index: int) -> str:
     return "#7f7f7f" if index == GRAY else PALETTE[index % len(PALETTE)]
+
+
+def _text(value: str) -> str:
+    """Text for matplotlib: control characters shown as escapes (a model id's ESC would reach the
+    SVG), and every `$` literal (an even number of them would start mathtext, which can fail to parse)."""
+    return shown(value, None).replace("$", r"\$")
 
 
 def figure(chart: Chart):
@@ -52,29 +69,29 @@ def figure(chart: Chart):
     axes = fig.subplots(rows, cols, squeeze=False)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
-    fig.suptitle(chart.title, fontsize=10)
+    fig.suptitle(_text(chart.title), fontsize=10)
     for ax, panel in zip(axes.flat, chart.panels):
         for s in panel.series:
             c = color(s.color)
             (line,) = ax.plot(s.x, s.y, linestyle=s.linestyle or "none", marker=s.marker or "None", color=c,
                               markersize=s.size, markerfacecolor=c if s.filled else "none", markeredgecolor=c,
-                              label=s.label if s.label else "_nolegend_", linewidth=s.width, alpha=0.9)
+                              label=_text(s.label) if s.label else "_nolegend_", linewidth=s.width, alpha=0.9)
             if s.gid:
                 line.set_gid(s.gid)
         for note in panel.notes:
-            ax.annotate(note.text, (note.x, note.y), textcoords="offset points", xytext=(4, -4 if note.below else 4),
+            ax.annotate(_text(note.text), (note.x, note.y), textcoords="offset points", xytext=(4, -4 if note.below else 4),
                         va="top" if note.below else "baseline", fontsize=7)
         if panel.xlog:
             ax.set_xscale("log")
         if panel.ylog:
             ax.set_yscale("log")
         if panel.xticks:
-            ax.set_xticks([t for t, _ in panel.xticks], [label for _, label in panel.xticks])
+            ax.set_xticks([t for t, _ in panel.xticks], [_text(label) for _, label in panel.xticks])
             ax.minorticks_off() if not panel.xlog else ax.xaxis.set_minor_formatter("")
-        ax.set_xlabel(panel.xlabel)
-        ax.set_ylabel(panel.ylabel)
+        ax.set_xlabel(_text(panel.xlabel))
+        ax.set_ylabel(_text(panel.ylabel))
         if panel.title:
-            ax.set_title(panel.title, fontsize=9)
+            ax.set_title(_text(panel.title), fontsize=9)
         ax.grid(True, which="major", alpha=0.3)
         if any(s.label for s in panel.series):
             legend = ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
@@ -108,7 +125,8 @@ def svg(chart: Chart, fig=None) -> str:
 
 def inline_svg(chart: Chart) -> str:
     """The SVG element alone, for embedding in HTML: no XML prolog, DOCTYPE (which names a DTD
-    URL) or RDF metadata block."""
+    URL), RDF metadata block or comments (matplotlib repeats each text drawn as paths in one)."""
     text = svg(chart)
     text = text[text.index("<svg"):]
-    return re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
+    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
+    return re.sub(r"\s*<!--.*?-->", "", text, flags=re.S)

@@ -4,8 +4,9 @@
 an HTTP client whose transport checks every answer before the library sees it:
 
 - a total time budget for the whole call (default 30 s; `--hub-timeout`, `DLMCOST_HUB_TIMEOUT`):
-  every socket wait is cut to what is left, and a body that drips one byte at a time ends when
-  the budget does;
+  every socket operation (connect, each read and write) waits at most what is left of it, so an
+  answer whose headers or body drip one byte at a time ends when the budget does, though each
+  single read gets its byte in time (the client's own timeouts are per read);
 - a `Retry-After` longer than what is left of the budget ends the call at once instead of sleeping;
 - the ETag and commit headers of a file answer must be plain hex (the client builds cache paths
   from them: `"../../x"` would write outside HF_HOME);
@@ -133,12 +134,79 @@ class _Body:
             close()
 
 
+class _DeadlineStream:
+    """A connection whose every wait is cut to what is left of the budget; a wait that the budget
+    ends raises `BudgetSpent` (not a read timeout, which the client would retry or blame on
+    HF_HUB_ETAG_TIMEOUT)."""
+
+    def __init__(self, inner, deadline: Deadline):
+        self.inner, self.deadline = inner, deadline
+
+    def _within(self, call, timeout: float | None, *args):
+        left = self.deadline.left()
+        try:
+            return call(*args, timeout=left if timeout is None else min(timeout, left))
+        except BudgetSpent:
+            raise
+        except Exception:
+            self.deadline.left()  # the budget ended the wait: say so
+            raise
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._within(self.inner.read, timeout, max_bytes)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        return self._within(self.inner.write, timeout, buffer)
+
+    def start_tls(self, ssl_context, server_hostname=None, timeout: float | None = None):
+        tls = self._within(self.inner.start_tls, timeout, ssl_context, server_hostname)
+        return _DeadlineStream(tls, self.deadline)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def get_extra_info(self, info: str):
+        return self.inner.get_extra_info(info)
+
+
+class _DeadlineBackend:
+    """The connection pool's network backend, handing out `_DeadlineStream`s."""
+
+    def __init__(self, inner, deadline: Deadline):
+        self.inner, self.deadline = inner, deadline
+
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        left = self.deadline.left()
+        stream = self.inner.connect_tcp(host, port, timeout=left if timeout is None else min(timeout, left),
+                                        local_address=local_address, socket_options=socket_options)
+        return _DeadlineStream(stream, self.deadline)
+
+    def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        left = self.deadline.left()
+        stream = self.inner.connect_unix_socket(path, timeout=left if timeout is None else min(timeout, left),
+                                                socket_options=socket_options)
+        return _DeadlineStream(stream, self.deadline)
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(min(seconds, self.deadline.left()))
+
+
+def _with_deadline(transport, deadline: Deadline):
+    """The transport, its connection pool's sockets under the deadline (a fresh client: no
+    connection made yet). httpx2 keeps the pool in `_pool`, httpcore2 its backend in `_network_backend`;
+    tests/test_hub_hostile.py's dripping-header case fails if either moves."""
+    pool = getattr(transport, "_pool", None)
+    if pool is not None and hasattr(pool, "_network_backend"):
+        pool._network_backend = _DeadlineBackend(pool._network_backend, deadline)
+    return transport
+
+
 def _transport_class():
     import httpx2
 
     class GuardedTransport(httpx2.BaseTransport):
         def __init__(self, inner, deadline: Deadline):
-            self.inner, self.deadline = inner, deadline
+            self.inner, self.deadline = _with_deadline(inner, deadline), deadline
 
         def handle_request(self, request):
             left = self.deadline.left()

@@ -1,0 +1,74 @@
+"""Files a command will write (`--plot FILE`, `--out FILE`), checked before any work starts.
+
+A path that cannot be written fails at once with one line, so a long run is not wasted and
+nothing is printed first: a name longer than the file system allows, a folder that is missing
+or is a file, a named pipe (opening it would wait for a reader), a folder or a device where the
+file should be, a read-only file or folder. Whether the folder takes a new file is asked of the
+file system itself (a file created and removed at once), which also answers for read-only
+mounts and for root, whom permission bits do not stop.
+
+The error is a `UsageError` (exit 2, a bad option value), as for the file's other checks.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from ..errors import UsageError
+from ..safe_text import shown
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def check_output_file(path: str, what: str) -> None:
+    """Raise `UsageError` unless `path` can be written as a regular file (nothing is left behind)."""
+    if not path:
+        raise UsageError(f"{what} needs a file name")
+
+    def refuse(reason: str) -> UsageError:
+        return UsageError(f"{what}: cannot write '{shown(path)}': {reason}")
+
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise refuse(f"'{shown(folder)}' is not a folder" if os.path.lexists(folder)
+                     else f"folder '{shown(folder)}' does not exist")
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        if os.path.lexists(path):
+            raise refuse("it is a symbolic link to nothing") from None
+        _probe_new_file(path, refuse)
+        return
+    except OSError as exc:
+        raise refuse(_reason(exc)) from None
+    for is_kind, kind in _KINDS:
+        if is_kind(info.st_mode):
+            raise refuse(f"it is {kind}, not a regular file")
+    _probe_existing_file(path, refuse)
+
+
+def _probe_new_file(path: str, refuse) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except OSError as exc:
+        raise refuse(_reason(exc)) from None
+    os.close(fd)
+    os.unlink(path)
+
+
+def _probe_existing_file(path: str, refuse) -> None:
+    """Opened for writing without truncating it: the file stays as it is until the command writes."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError as exc:
+        raise refuse(_reason(exc)) from None
+
+
+def _reason(exc: OSError) -> str:
+    if exc.errno == errno.ENAMETOOLONG:
+        longest = max(len(os.fsencode(part)) for part in exc.filename.split(os.sep)) if exc.filename else 0
+        return f"the name is too long for the file system ({longest} bytes in one part)"
+    return exc.strerror or type(exc).__name__
