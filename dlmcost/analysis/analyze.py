@@ -9,8 +9,8 @@ from . import limits
 from .limits import MAX_PASSES_ONE_BY_ONE
 from .prepare import DEFAULT_MODEL, prepare, unsupported_reason
 from .records import gpu_result, model_summary, workload_summary, workload_warnings
-from ..engine.evaluation import knees
-from ..engine.frames import evaluate_frame, generation_numbers, make_grids, workload_columns
+from ..engine.evaluation import evaluate, knees
+from ..engine.frames import Grids, evaluate_frame, generation_numbers, make_grids, workload_columns
 from ..inputs.models import ModelSpec
 from ..inputs.stacks import STACK_NONE, Stack
 from ..results import AnalyzeResult, Unsupported
@@ -40,12 +40,31 @@ def analyze(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None
         decode_q = np.full(n, 1.0) if w.scheme == "ar" else grid.knobs.block
         knee_block, knee_batch = knees(spec, grid, ctx, decode_q)
         derived = generation_numbers(frame, np.float64(w.batch * w.answer), np.float64(w.tp), w.cfg)
+        ar_step = ar_step_intensity(spec, grids)
         for i, (gpu, rate) in enumerate(supported):
             by_key[gpu.key] = gpu_result(w, gpu, rate, frame, i, {k: v[i] for k, v in derived.items()},
-                                         knee_block[i], knee_batch[i], ctx[i], spec.mla is not None)
+                                         knee_block[i], knee_batch[i], ctx[i], spec.mla is not None, ar_step[i])
     results = [by_key.get(g.key) or Unsupported.model_construct(gpu=g.name, gpu_key=g.key,
                                                                  error=unsupported_reason(g, w.precision, w.tp))
                for g in p.selected]
     return AnalyzeResult.model_construct(model=model_summary(spec), workload=workload_summary(w),
                                          efficiency_profile=p.profile.name, stack=st.name if st else STACK_NONE,
                                          warnings=workload_warnings(spec, w), results=results)
+
+
+def ar_step_intensity(spec: ModelSpec, grids: Grids) -> np.ndarray:
+    """FLOP/byte of each configuration's AR decode baseline's repeated pass, its cached decode
+    step, as the average pass (the family's FLOPs over its bytes): the AR point a roofline
+    chart draws. The baselines are costed again here, one row per GPU, for their pass families
+    (the frame keeps only their times)."""
+    ev = evaluate(spec, grids.ar)
+    order = ev.family_order[str(grids.ar.scheme[0])] if len(grids.ar_of) else []
+    out = np.zeros(len(grids.ar_of))
+    for i, row in enumerate(grids.ar_of):
+        best = 0.0
+        for name in order:  # the family with the most passes (the later of equals): the decode step
+            fam = ev.families.get((str(grids.ar.scheme[0]), name))
+            k = fam.index(int(row)) if fam is not None else None
+            if k is not None and fam.count[k] >= best and fam.bytes[k]:
+                best, out[i] = fam.count[k], fam.flops[k] / fam.bytes[k]
+    return out

@@ -642,7 +642,11 @@ def plan(
     if rate is not None and users is None:
         overrides["traffic"]["users"] = None
     efficiency = examples.locate(efficiency)
-    progress = _Progress() if sys.stderr.isatty() else None
+    progress = None
+    if sys.stderr.isatty():  # rich's bar, imported only where it can show
+        from ..render.progress import Progress
+
+        progress = Progress("planning: candidate deployments")
     try:
         result = planner.run(examples.locate(scenario), overrides, model=examples.locate(model), prices=price or [], hardware=hardware,
                              efficiency=efficiency, stack=stack, progress=progress)
@@ -700,28 +704,6 @@ def _plan_decodings(scheme, block, tpf, steps) -> list[dict]:
             for kind, v in speeds:
                 out.append(dict(scheme=sc, block=b, **({kind: v} if kind else {})))
     return out
-
-
-class _Progress:
-    """'planning 12/80' on a terminal's stderr, from the first second on; erased at the end."""
-
-    def __init__(self):
-        import time
-
-        self._clock = time.monotonic
-        self._start = self._clock()
-        self._shown = False
-
-    def __call__(self, done: int, total: int) -> None:
-        if self._clock() - self._start >= 1.0:
-            sys.stderr.write(f"\rplanning: {done}/{total} candidate deployments simulated")
-            sys.stderr.flush()
-            self._shown = True
-
-    def clear(self) -> None:
-        if self._shown:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
 
 
 plot_app = typer.Typer(no_args_is_help=True, help="Draw a chart in the terminal (the arguments of analyze or sweep).")
