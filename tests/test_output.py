@@ -143,7 +143,7 @@ def test_multi_line_cells_styles_and_the_rule():
     rows = [["block", ["steps", "block"], Styled("NO", "red bold")]]
     plain, _ = _table(columns, rows, 80)
     # two spaces between columns; the rule under the header one piece per column
-    assert plain == ["scheme  knobs   x", "─────── ────── ──", "block   steps  NO", "        block"]
+    assert plain == ["scheme  knobs   x", "──────  ─────  ──", "block   steps  NO", "        block"]
     lines, _ = _table(columns, rows, 80, color=True)
     assert "\x1b[1mscheme" in lines[0] and "\x1b[1;31mNO\x1b[0m" in lines[2]
 

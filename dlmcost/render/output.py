@@ -21,6 +21,7 @@ Text is printed as rich Text, never parsed for markup: a GPU named "[bold]x[/]" 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from functools import lru_cache
 from typing import IO
@@ -91,23 +92,23 @@ def console_for(stream: IO[str], environ: dict):
                    **QUIET)
 
 
-def print_lines(console, renderable, width: int | None = None) -> None:
-    """`renderable` drawn `width` wide (default: the console's) and printed without trailing
-    spaces (rich pads a table's last column; a file or a test reads lines as they end) and
-    without cropping: a table wider than the terminal overflows it, as a long line would."""
-    from rich.segment import Segment, Segments
+_TRAILING = re.compile(r" +((?:\x1b\[[0-9;]*m)*)$", re.M)
 
-    options = console.options if width is None else console.options.update_width(width)
-    out = []
-    for line in console.render_lines(renderable, options, pad=False):
-        while line and not line[-1].control and not line[-1].text.strip():
-            line.pop()
-        if line:
-            last = line[-1]
-            line[-1] = Segment(last.text.rstrip(), last.style, last.control)
-        out += line
-        out.append(Segment.line())
-    console.print(Segments(out), crop=False)
+
+def print_lines(console, renderable, width: int | None = None) -> None:
+    """`renderable` drawn `width` wide (default: the console's) without trailing spaces (rich
+    pads a table's last column; a file or a test reads lines as they end) and without cropping:
+    a table wider than the terminal overflows it, as a long line would."""
+    if width is not None and width > console.width:
+        from rich.segment import Segments
+
+        lines = console.render_lines(renderable, console.options.update_width(width), pad=False, new_lines=True)
+        with console.capture() as capture:
+            console.print(Segments([s for line in lines for s in line]), crop=False)
+    else:
+        with console.capture() as capture:
+            console.print(renderable)
+    console.file.write(_TRAILING.sub(r"\1", capture.get()))
 
 
 # Text goes out as it is: no markup, emoji codes or highlighted numbers; no Windows console API.

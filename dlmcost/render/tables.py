@@ -19,7 +19,7 @@ from functools import lru_cache
 from .output import Styled
 from ..safe_text import shown
 
-GAP = 2  # columns between two columns of a table: rich's right padding of 1 and the box's divider
+GAP = 2  # columns between two columns of a table (rich's right padding of each but the last)
 
 
 @dataclass
@@ -86,16 +86,6 @@ def fit(columns: list[Column], natural: list[int], width: int | None) -> tuple[l
 
 
 @lru_cache(maxsize=None)
-def _box():
-    """rich.box.SIMPLE_HEAD with a gap where columns meet in the rule under the header, so that
-    each column has a rule of its own (as tables read by scripts expect). Marked ASCII so that
-    rich keeps it on a stdout that cannot encode '─' (the CLI's stdout shows it as '-' there)."""
-    from rich.box import Box
-
-    return Box("    \n    \n ─  \n    \n    \n    \n    \n    \n", ascii=True)
-
-
-@lru_cache(maxsize=None)
 def _style(name: str):
     from rich.style import Style
 
@@ -104,26 +94,46 @@ def _style(name: str):
 
 class ColumnCells:
     """One column of one-line cells as a single rich renderable: each line padded to the
-    column's width (right-aligned for numbers) in its cell's style."""
+    column's width (right-aligned for numbers) in its cell's style, then `gap` spaces (the
+    table around it has no padding of its own: rich would render every line again to add it)."""
 
-    def __init__(self, lines: list[str], styles: list[str], width: int, right: bool):
-        self.lines, self.styles, self.width, self.right = lines, styles, width, right
+    def __init__(self, lines: list[str], styles: list[str], width: int, right: bool, gap: int = 0,
+                 styled_fill: bool = True):
+        self.lines, self.styles, self.width, self.right, self.gap = lines, styles, width, right, gap
+        self.styled_fill = styled_fill  # a left-aligned cell's fill in its style (rich: a cell's, not a header's)
 
     def __rich_measure__(self, console, options):
         from rich.measure import Measurement
 
-        return Measurement(self.width, self.width)
+        return Measurement(self.width + self.gap, self.width + self.gap)
 
     def __rich_console__(self, console, options):
         from rich.cells import cell_len
         from rich.segment import Segment
 
-        new_line = Segment.line()
-        width, right = self.width, self.right
+        new_line, width, right, gap = Segment.line(), self.width, self.right, " " * self.gap
         for text, style in zip(self.lines, self.styles):
             fill = " " * (width - (len(text) if text.isascii() else cell_len(text)))
-            yield Segment(fill + text if right else text + fill, _style(style))
+            if not style:  # nearly every cell: one segment
+                yield Segment(fill + text + gap if right else text + fill + gap)
+            elif right:  # styled as rich styles a Text cell: the text, and the fill after it
+                yield Segment(fill)
+                yield Segment(text, _style(style))
+                yield Segment(gap)
+            elif self.styled_fill:
+                yield Segment(text + fill, _style(style))
+                yield Segment(gap)
+            else:
+                yield Segment(text, _style(style))
+                yield Segment(fill + gap)
             yield new_line
+
+
+def header_lines(text: str, depth: int, width: int) -> tuple[list[str], list[str]]:
+    """A column's header lines aligned at the bottom of `depth`, in bold, over a rule of the
+    column's width (each column's rule its own: rich's box rules run on across the gaps)."""
+    lines = text.split("\n")
+    return [""] * (depth - len(lines)) + lines + ["─" * width], ["bold"] * depth + [""]
 
 
 def build(columns: list[Column], rows: list[list], width: int | None, by_column: bool | None = None):
@@ -139,23 +149,28 @@ def build(columns: list[Column], rows: list[list], width: int | None, by_column:
     cols = [columns[i] for i in keep]
     need = sum(_needed(c, natural[i]) for i, c in zip(keep, cols)) + GAP * (len(keep) - 1)
     depth = max(len(c.header.split("\n")) for c in cols)
-    table = Table(box=_box(), show_edge=False, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold",
-                  show_header=True)
-    for c in cols:
-        header = "\n" * (depth - len(c.header.split("\n"))) + c.header
-        right = c.right and not c.wrap
-        table.add_column(Text(header), justify="right" if right else "left", no_wrap=not c.wrap,
-                         overflow="fold" if c.wrap else "crop")
-    if not rows:
-        return table, dropped, need
     if by_column is None:
         by_column = not any(c.wrap for c in cols) and all(len(lines) == 1 for row in cells for lines in row)
-    if by_column:
-        widths = natural_widths(cols, [[row[i] for i in keep] for row in cells])
-        table.add_row(*[ColumnCells([row[i][0] for row in cells], [cell_style(r[i]) for r in rows], w,
-                                    c.right and not c.wrap)
-                        for i, c, w in zip(keep, cols, widths)])
+    if by_column:  # headers and cells as whole columns, each followed by the gap but the last
+        table = Table(box=None, padding=0, show_header=True, header_style="")
+        for k, (i, c) in enumerate(zip(keep, cols)):
+            gap = GAP if k < len(cols) - 1 else 0
+            lines, styles = header_lines(c.header, depth, natural[i])
+            table.add_column(ColumnCells(lines, styles, natural[i], c.right, gap, styled_fill=False), no_wrap=True)
+        if rows:
+            table.add_row(*[ColumnCells([row[i][0] for row in cells], [cell_style(r[i]) for r in rows], natural[i],
+                                        c.right, GAP if k < len(cols) - 1 else 0)
+                            for k, (i, c) in enumerate(zip(keep, cols))])
         return table, dropped, need
+    table = Table(box=None, pad_edge=False, padding=(0, GAP, 0, 0), show_header=True, header_style="")
+    for i, c in zip(keep, cols):
+        right = c.right and not c.wrap
+        lines, styles = header_lines(c.header, depth, natural[i])
+        head = Text(no_wrap=True, overflow="crop")  # the rule cut to the width rich gives a wrapped column
+        for k, (line, style) in enumerate(zip(lines, styles)):
+            head.append(("\n" if k else "") + line, style=style or None)
+        table.add_column(head, justify="right" if right else "left", no_wrap=not c.wrap,
+                         overflow="fold" if c.wrap else "crop")
     for raw, row in zip(rows, cells):
         table.add_row(*[Text("\n".join(row[i]), style=cell_style(raw[i])) for i in keep])
     return table, dropped, need
