@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemaini
 from rich.progress import Progress as Bar
 
 DELAY_S = 1.0  # work shorter than this shows no bar
+REDRAW_S = 0.1  # the bar is redrawn at most this often (a search calls back for every candidate)
 
 
 class Progress:
@@ -30,6 +31,7 @@ class Progress:
         self._start = time.monotonic()
         self._bar: Bar | None = None  # from the first call after DELAY_S
         self._task = None
+        self._drawn = 0.0  # perf_counter of the last redraw
 
     def _shows(self) -> bool:
         if self._stream is not None:
@@ -50,7 +52,11 @@ class Progress:
                             get_time=time.perf_counter)
             self._bar.start()
             self._task = self._bar.add_task(self.what, total=total)
-        self._bar.update(self._task, completed=done, total=total, refresh=True)
+        now = time.perf_counter()
+        redraw = now - self._drawn >= REDRAW_S or done >= total
+        self._bar.update(self._task, completed=done, total=total, refresh=redraw)
+        if redraw:
+            self._drawn = now
 
     def clear(self) -> None:
         """Erase the bar (nothing to do if it never showed)."""
