@@ -269,3 +269,26 @@ def test_plan_labels_name_only_the_knobs_a_scheme_reads(capsys):
     record = json.loads(capsys.readouterr().out)
     assert all("/32/" not in d for d in record["search"]["decodings"])
     assert all("/32/" not in r["decoding"] for r in record["deployments"])
+
+
+def test_progress_shows_only_on_a_terminal_and_only_after_a_second(monkeypatch):
+    """A pipe or a log never sees the bar; a terminal sees it from the first second on."""
+    from dlmcost.render import progress
+
+    piped = io.StringIO()
+    monkeypatch.setattr("sys.stderr", piped)
+    p = progress.Progress("planning")
+    p._start -= 5  # long past the first second
+    p(3, 10)
+    p.clear()
+    assert piped.getvalue() == ""
+    tty = Tty()
+    monkeypatch.setattr("sys.stderr", tty)
+    p = progress.Progress("planning")
+    p(1, 10)
+    assert tty.getvalue() == ""  # within the first second
+    p._start -= 5
+    p(3, 10)
+    assert "planning" in tty.getvalue() and "3/10" in tty.getvalue()
+    p.clear()
+    assert tty.getvalue().endswith("\x1b[2K")
