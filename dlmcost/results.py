@@ -87,6 +87,10 @@ class WorkloadSummary(Record):
     drafter: str | None
     answer_tokens: int = Field(description="useful tokens per sequence (up to end-of-sequence); throughput counts these")
     stops_at_eos: bool = Field(description="whether the scheme stops after the block holding end-of-sequence")
+    knobs: list[str] = Field(description="the workload knobs the scheme's cost depends on "
+                                                     "(`dlmcost schemes`); the others are shown as given but unused")
+    compute_precision: str = Field(description="the precision the weight GEMMs run at "
+                                                               "(w8a16, w4a16: bf16)")
 
 
 class PassResult(Record):
@@ -152,6 +156,10 @@ class GPUResult(Record):
     supported: Literal[True] = True
     gpu_status: str
     ridge_flops_per_byte: float
+    peak_flops: float = Field(description="dense peak FLOP/s at the workload's compute precision")
+    attention_peak_flops: float = Field(description="dense peak FLOP/s of attention and the LM "
+                                                                 "head, which run in bf16")
+    bandwidth_bytes_per_s: float = Field(description="memory bandwidth (the roofline's slope)")
     nfe: float
     tokens_per_nfe: float
     flops: float
@@ -173,6 +181,8 @@ class GPUResult(Record):
     ar_time_s: float
     ar_tokens_per_s: float
     time_ratio_to_ar: float = Field(description="latency over AR decode latency: above 1 is slower than AR")
+    ar_step_arithmetic_intensity: float = Field(
+        description="FLOP/byte of the AR decode baseline's average cached step (the roofline's AR point)")
     knee: Knee
     memory: Memory
     passes: list[PassResult]

@@ -31,11 +31,20 @@ SVG_NS = {"svg": "http://www.w3.org/2000/svg"}
 
 
 def analyze_pair(model: str, opts: dict):
+    """The analyze result, and the same workload's AR decode analyzed apart (the independent
+    source of the AR point the chart takes from the result)."""
     opts = dict(opts)
     gpus = opts.pop("gpus", "h100,b200")
-    result = api.analyze(model, gpus, **opts)
-    ar = api.analyze(model, gpus, **{**opts, **charts.AR_WORKLOAD})
+    result = api.analyze(model, gpus, **opts).plain()
+    ar = api.analyze(model, gpus, **{**opts, **charts.AR_WORKLOAD}).plain()
     return result, ar
+
+
+def knee_cell(result: dict, gpu: int = 0) -> str:
+    """The knee as the analyze table shows it (its last column)."""
+    from dlmcost.render import report
+
+    return report.analyze_rows(result)[gpu][-1]
 
 
 def roof_by_hand(gpu_key: str, compute: str, ai: float) -> float:
@@ -59,7 +68,7 @@ def test_attainable_flops_by_hand():
 def test_roofline_points_are_the_results_numbers(model, opts, tmp_path):
     result, ar = analyze_pair(model, opts)
     compute = "fp8" if result["workload"]["precision"] == "fp8" else "bf16"
-    chart = charts.roofline(result, ar, show_ops=True)
+    chart = charts.roofline(result, show_ops=True)  # everything drawn comes from the result
     fig = plot.figure(chart)
     lines = lines_by_gid(fig)
     for r in result["results"]:
@@ -96,7 +105,7 @@ def test_roofline_ar_decode_step_by_hand():
     """LLaDA-8B AR decode at batch 1 reads every weight once per token: AI ~ 1 FLOP/byte, so its
     point sits at ~ 3.35 TFLOP/s on the H100's roof (3.35 TB/s x 1 FLOP/B)."""
     result, ar = analyze_pair(LLADA, dict(scheme="block", block=32, gpus="h100"))
-    line = lines_by_gid(plot.figure(charts.roofline(result, ar)))["ar-step:h100-sxm"]
+    line = lines_by_gid(plot.figure(charts.roofline(result)))["ar-step:h100-sxm"]
     x, y = line.get_xydata()[0]
     assert 0.9 < x < 1.1
     assert y == pytest.approx(3.35e12 * x)
@@ -104,7 +113,7 @@ def test_roofline_ar_decode_step_by_hand():
 
 def test_roofline_marker_area_follows_time_share():
     result, ar = analyze_pair(LLADA, dict(scheme="block", block=32, gen=256, steps=64, gpus="h100"))
-    chart = charts.roofline(result, ar)
+    chart = charts.roofline(result)
     r = result["results"][0]
     sizes = {s.gid.split(":")[1]: s.size for s in chart.panels[0].series if s.gid and s.gid.startswith("pass:")}
     shares = {p["name"]: p["count"] * p["time_s"] / r["time_s"] for p in r["passes"]}
@@ -116,29 +125,29 @@ def test_roofline_marker_area_follows_time_share():
 
 def test_roofline_black_and_white_markers_and_title():
     result, ar = analyze_pair(LLADA, dict(scheme="block", block=32, gpus="h100,b200,mi300x"))
-    chart = charts.roofline(result, ar, show_ops=True)
+    chart = charts.roofline(result, show_ops=True)
     legend = [s for s in chart.panels[0].series if s.label]
     point_markers = [s.marker for s in legend if s.marker]
     assert len(point_markers) == len(set(point_markers)) >= 4  # prefill, step, AR step, ops
     roof_styles = [s.linestyle for s in legend if s.gid.startswith("roof:")]
     assert len(roof_styles) == len(set(roof_styles)) == 3  # roofs differ without colour too
     assert "block" in chart.title and "b 32" in chart.title and LLADA in chart.title
-    assert {n.text for n in chart.panels[0].notes} >= {f"H100 SXM: knee b={result['results'][0]['knee']['block']}"}
+    assert {n.text for n in chart.panels[0].notes} >= {f"H100 SXM: knee b={knee_cell(result)}"}
 
 
 def test_roofline_seven_gpus_fp8_roofs_differ_and_carry_the_knee():
     result, ar = analyze_pair(LLADA, dict(precision="fp8", gpus=None))
     assert len(result["results"]) == 7
-    chart = charts.roofline(result, ar)
+    chart = charts.roofline(result)
     roofs = [s for s in chart.panels[0].series if s.gid.startswith("roof:")]
     assert len({str(s.linestyle) for s in roofs}) == 7
-    for s, r in zip(roofs, result["results"]):
-        assert s.label == f"{r['gpu']} roof (fp8), knee b={r['knee']['block']}"
+    for i, (s, r) in enumerate(zip(roofs, result["results"])):
+        assert s.label == f"{r['gpu']} roof (fp8), knee b={knee_cell(result, i)}"
     bf16 = [s for s in chart.panels[0].series if s.gid.startswith("roof-bf16:")]
     assert len(bf16) == 7 and all(s.width < roofs[0].width for s in bf16)
     assert not any("knee" in n.text for n in chart.panels[0].notes)  # in the legend, not colliding at ridges
     text = termplot.render(chart, width=100)
-    assert all(f"knee b={r['knee']['block']}" in text for r in result["results"])
+    assert all(f"knee b={knee_cell(result, i)}" in text for i in range(len(result["results"])))
 
 
 def svg_point(svg_text: str, gid: str) -> tuple[float, float]:
@@ -160,7 +169,7 @@ def expected_svg_point(chart, gid: str) -> tuple[float, float]:
 
 def test_svg_and_html_points_sit_at_the_data():
     result, ar = analyze_pair(LLADA, dict(scheme="dual-cache", block=32, gpus="h100"))
-    chart = charts.roofline(result, ar)
+    chart = charts.roofline(result)
     want = expected_svg_point(chart, "pass:step:h100-sxm")
     fig = plot.figure(chart)  # plot.svg(chart) draws this same figure; kept to read its axes below
     assert svg_point(plot.svg(chart, fig), "pass:step:h100-sxm") == pytest.approx(want, abs=0.01)
@@ -242,6 +251,66 @@ def test_sweep_axis_options_are_checked():
     chart = charts.sweep(sweep_rows(gpus="h100,b200,mi300x", schemes=["block"], blocks=[32]), LLADA, x="gpu")
     assert [t for _, t in chart.panels[0].xticks] == ["H100 SXM", "B200", "MI300X"]
     plot.figure(chart)
+
+
+def test_roofline_knee_label_is_the_tables():
+    """Issue 21: the default LLaDA-8B mdm run on an H100 has a knee beyond its 128 generated
+    tokens: the table says 'all', and so must the chart (it said 'b=367')."""
+    result, _ = analyze_pair(LLADA, dict(gpus="h100"))
+    r = result["results"][0]
+    assert r["knee"]["block"] >= result["workload"]["gen"] and knee_cell(result) == "all"
+    chart = charts.roofline(result)
+    assert any(s.label == "H100 SXM roof (bf16), knee b=all" for s in chart.panels[0].series)
+    assert "H100 SXM: knee b=all" in {n.text for n in chart.panels[0].notes}
+    assert f"b={r['knee']['block']}" not in termplot.render(chart, width=100)
+
+
+def test_roofline_needs_no_database(monkeypatch):
+    """The chart reads the peaks, the bandwidth and the AR point from the result: with the
+    hardware database out of reach it draws the same points."""
+    result, _ = analyze_pair(LLADA, dict(scheme="block", block=32, gpus="h100,b200"))
+    want = {s.gid: (s.x, s.y) for s in charts.roofline(result).panels[0].series}
+
+    def no_database(*a, **k):
+        raise AssertionError("a chart read the hardware database")
+
+    monkeypatch.setattr(HardwareDB, "load", no_database)
+    assert {s.gid: (s.x, s.y) for s in charts.roofline(result).panels[0].series} == want
+
+
+def test_titles_show_only_the_knobs_the_scheme_reads():
+    """mdm ignores the block: no 'b 32' in its chart title; block diffusion reads it."""
+    mdm, _ = analyze_pair(LLADA, dict(scheme="mdm", block=32, gpus="h100"))
+    assert " b 32" not in charts.roofline(mdm).title and "S " in charts.roofline(mdm).title
+    block, _ = analyze_pair(LLADA, dict(scheme="block", block=32, gpus="h100"))
+    assert "b 32" in charts.roofline(block).title
+    ar, _ = analyze_pair(LLADA, dict(scheme="ar", gpus="h100"))
+    assert " S " not in charts.roofline(ar).title and " b " not in charts.roofline(ar).title
+    assert not any(s.gid.startswith("ar-step:") for s in charts.roofline(ar).panels[0].series)  # AR is its own
+
+
+def test_sweep_title_states_the_fixed_knobs_and_the_panels_share_one_y_scale():
+    """Issue 21: the sweep chart's title named neither the scheme nor the lengths or steps, and
+    each GPU panel had a y scale of its own without saying so."""
+    one = charts.sweep(sweep_rows(gpus="h100,b200", schemes=["dual-cache"], blocks=[8, 32], gens=[256], steps=[64]),
+                       LLADA)
+    assert len(one.panels) == 1 and "dual-cache" in one.title and "Lg 256" in one.title and "S 64" in one.title
+    rows = sweep_rows(gpus="h100,b200,l4", schemes=["dual-cache", "prefix-cache"], blocks=[8, 32], gens=[256],
+                      steps=[64], prompts=[512])
+    chart = charts.sweep(rows, LLADA)
+    assert len(chart.panels) == 3 and "cache" not in chart.title  # the scheme varies: it is the lines' label
+    for part in ("Lp 512", "Lg 256", "S 64", "B 1", "bf16", "the same y scale in every panel"):
+        assert part in chart.title, (part, chart.title)
+    fig = plot.figure(chart)
+    limits = {tuple(ax.get_ylim()) for ax in fig.axes if ax.get_visible()}
+    assert len(limits) == 1, limits
+    ys = [r["tokens_per_s"] for r in rows]
+    (lo, hi), = limits
+    assert lo <= min(ys) and max(ys) <= hi
+    text = termplot.render(chart, width=90)
+    ticks = [[ln.split("|")[0].strip() for ln in block.splitlines() if "|" in ln]
+             for block in text.split("\ngpu = ")[1:]]
+    assert len(ticks) == 3 and ticks[0] == ticks[1] == ticks[2]
 
 
 PLAN = [

@@ -134,12 +134,10 @@ def test_the_checks_fail_on_a_circle_and_an_upward_import():
 import pytest  # noqa: E402
 
 
-@pytest.mark.xfail(strict=True, reason="in progress: render/report.py and render/html.py import each other")
 def test_no_import_circles():
     assert circles(graph()) == []
 
 
-@pytest.mark.xfail(strict=True, reason="in progress: cli reaches past api; render reads the hardware database")
 def test_imports_run_one_way_down_the_pipeline():
     assert upward(graph()) == []
 

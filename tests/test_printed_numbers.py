@@ -401,7 +401,8 @@ def test_pass_and_op_table_cells(capsys):
     rows = {cells[0]: cells for cells in ([c.strip() for c in x.strip("|").split("|")]
                                          for x in capsys.readouterr().out.splitlines() if x.startswith("| "))}
     step = next(p for p in r["passes"] if p["name"] == "step")
-    assert rows["step"][6] == f"{step['weight_bytes'] / 1e6:.3g}"
+    weights_mb = step['weight_bytes'] / 1e6  # 3 significant digits, whole with separators from 1,000 on
+    assert weights_mb > 1e3 and rows["step"][6] == f"{weights_mb:,.0f}"
     assert rows["step"][7] == f"{480 * L * 2 * H_KV * HD * 2 / 1e6:.3g}" == "252"
     assert rows["step"][10] == f"{step['time_s'] * 1e3:.4g}"
     shown = [o for o in r["ops"] if o["time_s"] > 0]  # ops that take no time are left out

@@ -246,16 +246,19 @@ def test_huggingface_hub_is_not_imported_without_the_hub():
     assert r.returncode == 0 and "huggingface" not in r.stderr
 
 
-PLAIN_COMMANDS = [["analyze"], ["analyze", "-f", "json"], ["analyze", "-f", "csv"], ["analyze", "-f", "markdown"],
-                  ["analyze", "--ops"], ["sweep", "--block", "8,32"], ["sweep", "-f", "csv"], ["sweep", "-f", "json"],
-                  ["schemes"], ["gpus"], ["models"], ["model", "GSAI-ML/LLaDA-8B-Instruct"],
+PLAIN_COMMANDS = [["analyze", "-f", "json"], ["analyze", "-f", "csv"], ["analyze", "-f", "markdown"],
+                  ["analyze", "--ops", "-f", "markdown"], ["sweep", "--block", "8,32", "-f", "markdown"],
+                  ["sweep", "-f", "csv"], ["sweep", "-f", "jsonl"], ["sweep", "-f", "json"], ["schemes", "-f", "json"],
+                  ["gpus", "-f", "csv"], ["models", "-f", "markdown"], ["model", "GSAI-ML/LLaDA-8B-Instruct", "-f", "json"],
+                  ["plan", "--rate", "1", "--gpu", "h100", "--tp", "1", "--requests", "50", "-f", "json"],
                   ["analyze", "--gpu", "nosuch"], ["sweep", "--bogus"]]  # and the errors
 
 
 def test_output_formats_do_not_import_rich():
-    """Issue #7: rich is typer's business (--help may use it), not the results'. Each command
-    in a fresh interpreter; the first, `dlmcost analyze`, as the installed script runs it."""
-    r = subprocess.run([DLMCOST, "analyze"], capture_output=True, text=True, timeout=120,
+    """Issue #7, then issue 21: rich draws the terminal's tables (and typer's --help), never the
+    machine formats (JSON, CSV, JSONL, Markdown) nor an error. Each command in a fresh
+    interpreter; the first, `dlmcost analyze -f json`, as the installed script runs it."""
+    r = subprocess.run([DLMCOST, "analyze", "-f", "json"], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
     assert r.returncode == 0 and "dlmcost.render.report" in r.stderr
     assert not re.search(r"\|\s+rich(\.|$)", r.stderr, re.M)

@@ -12,7 +12,7 @@ from .requests import AnalyzeRequest
 from .records import gpu_result, model_summary, workload_summary, workload_warnings
 from ..engine.evaluation import knees
 from ..engine.schemes import REGISTRY
-from ..engine.frames import evaluate_frame, generation_numbers, make_grids, workload_columns
+from ..engine.frames import ar_step_intensity, evaluate_frame, generation_numbers, make_grids, workload_columns
 from ..inputs.models import ModelSpec
 from ..inputs.stacks import STACK_NONE, Stack
 from ..results import AnalyzeResult, Unsupported
@@ -47,13 +47,13 @@ def analyze(model: str | ModelSpec | AnalyzeRequest = DEFAULT_MODEL, gpus: str |
         decode_q = np.full(n, 1.0) if REGISTRY[w.scheme].autoregressive else grid.knobs.block
         knee_block, knee_batch = knees(spec, grid, ctx, decode_q)
         derived = generation_numbers(frame, np.float64(w.batch * w.answer), np.float64(w.tp), w.cfg)
+        ar_step = ar_step_intensity(frame.ar, grids)
         for i, (gpu, rate) in enumerate(supported):
             by_key[gpu.key] = gpu_result(w, gpu, rate, frame, i, {k: v[i] for k, v in derived.items()},
-                                         knee_block[i], knee_batch[i], ctx[i], spec.mla is not None)
+                                         knee_block[i], knee_batch[i], ctx[i], spec.mla is not None, ar_step[i])
     results = [by_key.get(g.key) or Unsupported.model_construct(gpu=g.name, gpu_key=g.key,
                                                                  error=unsupported_reason(g, w.precision, w.tp))
                for g in p.selected]
     return AnalyzeResult.model_construct(model=model_summary(spec), workload=workload_summary(w),
                                          efficiency_profile=p.profile.name, stack=st.name if st else STACK_NONE,
                                          warnings=workload_warnings(spec, w), results=results)
-

@@ -10,6 +10,7 @@ from ..engine.evaluation import KNEE_LIMIT, METRICS, family_ridge
 from ..engine.frames import Frame
 from ..inputs.hardware import GPU
 from ..inputs.models import ModelSpec
+from ..inputs.precision import get_precision
 from ..results import GPUResult, Knee, Memory, ModelSummary, OpResult, PassResult, WorkloadSummary
 from ..engine.roofline import verdict
 from ..engine.schemes import REGISTRY
@@ -69,8 +70,9 @@ def pass_results(frame: Frame, scheme: str, row: int, mla: bool) -> list[PassRes
 
 
 def gpu_result(w: Workload, gpu: GPU, rate: dict, frame: Frame, i: int, derived: dict, knee_block: float,
-                knee_batch: float, ctx: float, mla: bool) -> GPUResult:
-    """Configuration i of an analyze frame (`derived`: its generation_numbers)."""
+                knee_batch: float, ctx: float, mla: bool, ar_step_ai: float) -> GPUResult:
+    """Configuration i of an analyze frame (`derived`: its generation_numbers; `ar_step_ai`: the
+    FLOP/byte of its AR baseline's average decode step)."""
     t = frame.ev.total
     ridge = rate["ridge"]
     flops, nbytes, time_s = float(t.flops[i]), float(t.bytes[i]), float(t.time_s[i])
@@ -83,11 +85,12 @@ def gpu_result(w: Workload, gpu: GPU, rate: dict, frame: Frame, i: int, derived:
                                              "tokens_per_s", "tokens_per_s_per_gpu", "flops_per_token", "bytes_per_token",
                                              "ar_tokens_per_s", "time_ratio_to_ar")}
     return GPUResult.model_construct(
-        gpu=gpu.name, gpu_key=gpu.key, gpu_status=gpu.status, ridge_flops_per_byte=ridge, flops=flops, bytes=nbytes,
+        gpu=gpu.name, gpu_key=gpu.key, gpu_status=gpu.status, ridge_flops_per_byte=ridge, peak_flops=rate["peak_linear"],
+        attention_peak_flops=rate["peak_attention"], bandwidth_bytes_per_s=rate["bandwidth"], flops=flops, bytes=nbytes,
         flops_breakdown={k: float(sum(f for f, kind in zip(op_flops, kinds) if kind == k)) for k in KINDS},
         bytes_breakdown={label: float(ops[:, METRICS.index(k)].sum()) for k, label in BYTE_LABELS.items()},
         verdict=str(derived["verdict"]), time_s=time_s, time_bound_s=float(t.bound_s[i]), gpus=w.tp,
-        ar_time_s=float(frame.ar_time_s[i]), **number,
+        ar_time_s=float(frame.ar_time_s[i]), ar_step_arithmetic_intensity=float(ar_step_ai), **number,
         knee=Knee.model_construct(block=None if knee_block < 0 else int(knee_block),
                                   batch=None if knee_batch < 0 else int(knee_batch),
                                   context_tokens=float(ctx), limit=KNEE_LIMIT),
@@ -119,5 +122,6 @@ def workload_summary(w: Workload) -> WorkloadSummary:
         precision=w.precision, kv_dtype=w.kv_dtype, store_pass=w.store_pass, logits=w.logits,
         expert_load=w.expert_load, tp=w.tp, ep=w.ep, mla_form=w.mla_form, active_blocks=w.active_blocks,
         cache_delay=w.cache_delay, refresh_every=w.refresh_every, window=w.window, drafter=w.drafter,
-        answer_tokens=w.answer, stops_at_eos=REGISTRY[w.scheme].stops_at_eos,
+        answer_tokens=w.answer, stops_at_eos=REGISTRY[w.scheme].stops_at_eos, knobs=list(REGISTRY[w.scheme].knobs),
+        compute_precision=get_precision(w.precision).compute,
     )

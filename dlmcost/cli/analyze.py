@@ -32,11 +32,10 @@ def analyze(
     for warning in result.warnings:
         stderr(f"warning: {warning}")
     chart = None
-    if output.charted:
+    if output.charted:  # everything it draws (peaks, bandwidth, the AR point) is in the result
         from ..render import charts
 
-        ar = api.analyze(request, **charts.AR_WORKLOAD)  # for the AR decode step's point
-        chart = charts.roofline(data, ar.plain(), show_ops=ops, db=api.hardware_db(sources.hardware))
+        chart = charts.roofline(data, show_ops=ops)
     out = held_output(output.plot)
     report.render_analyze(data, output.fmt, out, show_ops=ops, charts=[chart] if chart else None)
     draw(chart, output.plot, out)

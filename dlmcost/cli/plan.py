@@ -119,9 +119,11 @@ def _run(scenario, overrides, model, price, hardware, efficiency, stack):
     """The search, with a progress line on a terminal."""
     import sys
 
-    from ..render.progress import Progress
+    progress = None
+    if sys.stderr.isatty():  # rich's bar, imported only where it can show
+        from ..render.progress import Progress
 
-    progress = Progress("planning") if sys.stderr.isatty() else None
+        progress = Progress("planning: candidate deployments")
     try:
         return api.run_plan(api.locate_example(scenario), overrides, model=api.locate_example(model), prices=price or [],
                             hardware=hardware, efficiency=api.locate_example(efficiency), stack=stack,

@@ -71,6 +71,7 @@ class Frame:
     memory_bound_fraction: np.ndarray
     models: dict[str, ModelSpec]  # by role: "main", and "drafter" for draft-verify with a drafter
     achievable_ridge: np.ndarray  # FLOP/byte: the ridge of the rates the time model uses (its longest family's)
+    ar: Evaluation  # the AR decode baselines' evaluation (`Grids.ar`; row i's is ar_of[i]): the chart's AR point
 
 
 def _ar_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray,
@@ -146,6 +147,23 @@ def evaluate_frame(spec: ModelSpec, drafter: ModelSpec | None, grids: Grids, cap
     grid, models = grids.grid, models_by_role(spec, drafter)
     ev = evaluate(models, grid)
     fraction, ridge = memory_bound_time_fraction(ev, grid)
-    return Frame(grid, ev, evaluate(spec, grids.ar).total.time_s[grids.ar_of],
-                 grid_memory(spec, grid, ev, capacity_bytes, drafter), fraction, models, ridge)
+    ar = evaluate(spec, grids.ar)
+    return Frame(grid, ev, ar.total.time_s[grids.ar_of], grid_memory(spec, grid, ev, capacity_bytes, drafter),
+                 fraction, models, ridge, ar)
+
+
+def ar_step_intensity(ar: Evaluation, grids: Grids) -> np.ndarray:
+    """FLOP/byte of each configuration's AR decode baseline's repeated pass, its cached decode
+    step, as the average pass (the family's FLOPs over its bytes): the AR point a roofline chart
+    draws. `ar`: the baselines' evaluation (`Frame.ar`)."""
+    scheme = str(grids.ar.scheme[0]) if len(grids.ar_of) else None
+    out = np.zeros(len(grids.ar_of))
+    for i, row in enumerate(grids.ar_of):
+        most = 0.0
+        for name in ar.family_order[scheme]:  # the family with the most passes (the later of equals)
+            fam = ar.families.get((scheme, name))
+            k = fam.index(int(row)) if fam is not None else None
+            if k is not None and fam.count[k] >= most and fam.bytes[k]:
+                most, out[i] = fam.count[k], fam.flops[k] / fam.bytes[k]
+    return out
 

@@ -2,10 +2,12 @@
 results only (dlmcost.results and the plan's result types), never a database or a registry,
 and is reached from the CLI alone.
 
-    output.py         the output stream: terminal width, colour, safe text
-    textable.py       terminal tables
-    report.py         analyze's and sweep's tables and machine formats
+    output.py         the output stream, and rich's Console over it for what is drawn (width, colour)
+    tables.py         terminal tables: rich's Table, fitted to the width by dropping columns
+    labels.py         words tables and charts share (the knee, the knobs a scheme reads)
+    report.py         every command's rows, tables, machine formats and HTML pages
     report_stacks.py  measure's and calibrate's tables
     charts.py         chart data from results; plot.py draws it with matplotlib; termplot.py on a terminal
-    html.py           the HTML report
+    page.py           the parts of an HTML page; html.py the pages by the name the CLI imports
+    progress.py       rich's progress bar on a terminal's stderr, for work over a second
 """

@@ -1,9 +1,10 @@
 """What the pictures show, as plain data: rooflines, sweep charts and plan fronts.
 
 Every chart is built from the dictionaries that `api.analyze`, `api.sweep` + `api.sweep_rows`
-(and later `plan`) return, the same content as `--format json`; nothing here calls the cost
-engine. The one number a roofline needs that a result does not carry, the attainable FLOP/s
-at an arithmetic intensity, is computed in `attainable_flops` from the GPU's spec. The drawing
+and `plan` return, the same content as `--format json`; nothing here calls the cost engine or
+reads a database: a roofline's peaks, bandwidth and AR decode point are in the analyze result
+(`peak_flops`, `attention_peak_flops`, `bandwidth_bytes_per_s`, `ar_step_arithmetic_intensity`).
+The attainable FLOP/s at an arithmetic intensity is the roofline formula, `attainable_flops`. The drawing
 backends (`plot.py`: matplotlib files and inline SVG; `termplot.py`: the terminal) only render
 a `Chart`, so every backend shows the same points.
 
@@ -16,8 +17,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
-from ..inputs.hardware import HardwareDB
-from ..inputs.precision import get_precision
+from .labels import knee_label, uses
 
 # Markers distinct in black and white (matplotlib codes; termplot maps them to characters).
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h")
@@ -71,6 +71,7 @@ class Chart:
     kind: str  # roofline | sweep | plan
     title: str
     panels: list[Panel]
+    shared_y: bool = False  # every panel on one y scale (the sweep's GPU panels compare by eye)
 
 
 def attainable_flops(intensity: float, peak_flops: float, bandwidth_bytes_per_s: float) -> float:
@@ -86,14 +87,16 @@ def _log_scaled(values) -> bool:
 
 # --- roofline --------------------------------------------------------------------------------------
 
-# analyze keeps the workload's other knobs for the AR baseline; these make it AR decode.
+# The workload options of the same workload's AR decode (for scripts that analyze it apart; the
+# roofline takes its AR point from the result, `ar_step_arithmetic_intensity`).
 AR_WORKLOAD = dict(scheme="ar", steps=None, tpf=None, block=None, store_pass=None)
 
 
 def workload_title(model_id: str, w: dict) -> str:
+    """The chart's title: the model, the scheme, and only the knobs the scheme reads."""
     parts = [model_id, w["scheme"], f"Lp {w['prompt']}", f"Lg {w['gen']}"]
-    if w["scheme"] != "ar":
-        parts += [f"S {w['steps']:g}", f"b {w['block']}"]
+    parts += [f"S {w['steps']:g}"] if uses(w, "steps") else []
+    parts += [f"b {w['block']}"] if uses(w, "block") else []
     parts += [f"B {w['batch']}" + (" (CFG ×2)" if w.get("cfg") else ""), w["precision"]]
     if w.get("tp", 1) > 1 or w.get("ep", 1) > 1:
         parts.append(f"tp {w['tp']} ep {w['ep']}, per GPU")
@@ -103,14 +106,6 @@ def workload_title(model_id: str, w: dict) -> str:
 def _share(p: dict, r: dict) -> float:
     """A pass family's share of the generation's time (its count × time of one pass)."""
     return p["count"] * p["time_s"] / r["time_s"]
-
-
-def _ar_step(ar_result: dict | None, gpu_key: str) -> dict | None:
-    """The AR decode step (the 'step' family of AR's passes) on one GPU, if given."""
-    for r in (ar_result or {}).get("results", []):
-        if r.get("gpu_key") == gpu_key and r.get("supported"):
-            return next((p for p in r["passes"] if p["name"] == "step"), None)
-    return None
 
 
 def _op_notes(ops: list[dict], roof) -> list[Note]:
@@ -125,54 +120,47 @@ def _op_notes(ops: list[dict], roof) -> list[Note]:
     return notes
 
 
-def roofline(result: dict, ar_result: dict | None = None, show_ops: bool = False,
-             db: HardwareDB | None = None) -> Chart:
+def roofline(result: dict, ar_result: dict | None = None, show_ops: bool = False, db=None) -> Chart:
     """Log-log roofline of one analyze result: each GPU's roof at the workload's compute
-    precision (bf16 dashed when different), every pass family on its roof with a marker whose
-    area is its share of the time, the AR decode step (from `ar_result`, the same workload
-    with `AR_WORKLOAD`), with `show_ops` each op over the generation, and each GPU's ridge
-    labelled with the knee block (the largest block whose cached step stays memory-bound, so
-    sits at the ridge)."""
-    db = db or HardwareDB.load()
+    precision (bf16 dotted beneath when attention's peak differs), every pass family on its roof
+    with a marker whose area is its share of the time, the AR decode step (the result's AR
+    baseline; not for AR itself), with `show_ops` each op over the generation, and each GPU's
+    ridge labelled with the knee block as the table shows it. Everything drawn is in `result`
+    (`ar_result` and `db`, which earlier versions read the AR point and the peaks from, are
+    accepted and not used)."""
     w = result["workload"]
-    compute = get_precision(w["precision"]).compute
+    compute = w["compute_precision"]
     runs = [r for r in result["results"] if r.get("supported")]
     if not runs:
         raise UsageError("nothing to plot: no selected GPU supports this workload")
     families = list(dict.fromkeys(p["name"] for r in runs for p in r["passes"]))
     marker_of = {name: MARKERS[i % len(MARKERS)] for i, name in enumerate(families)}
     ar_marker = "*"
+    ar_point = bool(w["knobs"])  # AR has no knob: it is its own baseline
     panel = Panel(xlabel="arithmetic intensity (FLOP/byte)", ylabel="attainable FLOP/s", xlog=True, ylog=True)
     xs = []
     for r in runs:
-        gpu = db.get(r["gpu_key"])
-        for p in r["passes"]:
-            xs.append(p["arithmetic_intensity"])
-        step = _ar_step(ar_result, r["gpu_key"]) if w["scheme"] != "ar" else None
-        if step:
-            xs.append(step["arithmetic_intensity"])
+        xs += [p["arithmetic_intensity"] for p in r["passes"]]
+        if ar_point:
+            xs.append(r["ar_step_arithmetic_intensity"])
         if show_ops:
             xs += [o["arithmetic_intensity"] for o in r["ops"] if o["arithmetic_intensity"] > 0]
-        xs += [gpu.ridge_flops_per_byte[compute], gpu.ridge_flops_per_byte["bf16"]]
+        xs += [r["peak_flops"] / r["bandwidth_bytes_per_s"], r["attention_peak_flops"] / r["bandwidth_bytes_per_s"]]
     lo, hi = min(x for x in xs if x > 0) / 4, max(xs) * 12  # room right of the ridges for their labels
 
     for gi, r in enumerate(runs):
-        gpu = db.get(r["gpu_key"])
-        bw = gpu.bandwidth_bytes_per_s
-        peak = gpu.peak_flops[compute]
+        bw, peak, apeak = r["bandwidth_bytes_per_s"], r["peak_flops"], r["attention_peak_flops"]
 
         def roof(x: float, peak=peak, bw=bw) -> float:
             return attainable_flops(x, peak, bw)
 
         ridge = peak / bw
-        knee = r["knee"]["block"]
-        knee_text = f"knee b={'>limit' if knee is None else knee}"
+        knee_text = f"knee b={knee_label(r['knee']['block'], w['gen'])}"
         panel.series.append(Series([lo, ridge, hi], [roof(lo), roof(ridge), roof(hi)],
                                    label=f"{r['gpu']} roof ({compute}), {knee_text}", color=gi,
                                    linestyle=LINESTYLES[gi % len(LINESTYLES)], gid=f"roof:{r['gpu_key']}"))
-        if compute != "bf16":
-            bpeak = gpu.peak_flops["bf16"]
-            panel.series.append(Series([lo, bpeak / bw, hi], [attainable_flops(x, bpeak, bw) for x in (lo, bpeak / bw, hi)],
+        if apeak != peak:
+            panel.series.append(Series([lo, apeak / bw, hi], [attainable_flops(x, apeak, bw) for x in (lo, apeak / bw, hi)],
                                        label="bf16 roofs (attention)" if gi == 0 else None, color=gi,
                                        linestyle=BF16_ROOF_STYLE, width=0.8, gid=f"roof-bf16:{r['gpu_key']}"))
         if len(runs) <= KNEE_NOTES_UP_TO:
@@ -184,9 +172,8 @@ def roofline(result: dict, ar_result: dict | None = None, show_ops: bool = False
                 [x], [roof(x)], label=f"{p['name']} pass" if gi == 0 else None, color=gi,
                 marker=marker_of[p["name"]], size=5 + 13 * math.sqrt(share),
                 gid=f"pass:{p['name']}:{r['gpu_key']}"))
-        step = _ar_step(ar_result, r["gpu_key"]) if w["scheme"] != "ar" else None
-        if step:
-            x = step["arithmetic_intensity"]
+        if ar_point:
+            x = r["ar_step_arithmetic_intensity"]
             panel.series.append(Series([x], [roof(x)], label="AR decode step" if gi == 0 else None, color=gi,
                                        marker=ar_marker, size=12, filled=False, gid=f"ar-step:{r['gpu_key']}"))
         if show_ops:
@@ -263,12 +250,12 @@ def sweep(rows: list[dict], model_id: str, x: str | None = None, y: str | None =
         return pos[v] if categorical else float(v)
 
     xs_all = [xval(r[x]) for r in rows if r[x] is not None]
+    ylog = _log_scaled([r[y] for r in rows])  # one y scale for every panel: they compare by eye
     facets = list(dict.fromkeys(r[facet] for r in rows)) if facet else [None]
     lines = list(dict.fromkeys(tuple(r[k] for k in group_keys) for r in rows))
     panels = []
     for fv in facets:
         sub = [r for r in rows if facet is None or r[facet] == fv]
-        ys = [r[y] for r in sub if r[y] is not None]
         xticks = None
         if categorical:
             xticks = [(pos[c], str(c)) for c in cats]
@@ -276,7 +263,7 @@ def sweep(rows: list[dict], model_id: str, x: str | None = None, y: str | None =
             xticks = [(v, f"{v:g}") for v in sorted(set(xs_all))]
         panel = Panel(xlabel=AXIS_LABELS.get(x, x), ylabel=AXIS_LABELS.get(y, y),
                       title=f"{facet} = {_label_value(fv)}" if facet else "",
-                      xlog=not categorical and _log_scaled(xs_all), ylog=_log_scaled(ys), xticks=xticks)
+                      xlog=not categorical and _log_scaled(xs_all), ylog=ylog, xticks=xticks)
         span = (min(xs_all), max(xs_all)) if xs_all else (0.0, 1.0)
         for li, key in enumerate(lines):
             pts = [r for r in sub if tuple(r[k] for k in group_keys) == key and r[y] is not None]
@@ -294,7 +281,27 @@ def sweep(rows: list[dict], model_id: str, x: str | None = None, y: str | None =
                 panel.series.append(Series(list(span), [float(r[y])] * 2, label=f"{label} (any {x})", color=li,
                                            marker=MARKERS[li % len(MARKERS)], linestyle="--", gid=gid + ":flat"))
         panels.append(panel)
-    return Chart("sweep", f"{model_id} · {AXIS_LABELS.get(y, y)} against {AXIS_LABELS.get(x, x)}", panels)
+    title = " · ".join([model_id, f"{AXIS_LABELS.get(y, y)} against {AXIS_LABELS.get(x, x)}",
+                        *fixed_knobs(rows, {x, color, facet, *others})])
+    if len(panels) > 1:
+        title += " · the same y scale in every panel"
+    return Chart("sweep", title, panels, shared_y=True)
+
+
+# How a sweep chart's title names a knob that has one value in every row.
+TITLE_KNOBS = dict(scheme="{}", prompt="Lp {}", gen="Lg {}", steps="S {}", block="b {}", batch="B {}", precision="{}",
+                   tp="tp {}", ep="ep {}", gpu="{}")
+
+
+def fixed_knobs(rows: list[dict], shown: set) -> list[str]:
+    """The knobs with one value across the sweep, as the title states them (a knob no row's
+    scheme reads, null in every row, is left out)."""
+    out = []
+    for knob, form in TITLE_KNOBS.items():
+        values = {r[knob] for r in rows if r[knob] is not None}
+        if knob not in shown and len(values) == 1 and not (knob in ("tp", "ep") and values == {1}):
+            out.append(form.format(_label_value(values.pop())))
+    return out
 
 
 # --- plan front ------------------------------------------------------------------------------------

@@ -66,7 +66,7 @@ def figure(chart: Chart):
     cols = min(n, PANELS_PER_ROW)
     rows = -(-n // cols)
     fig = Figure(figsize=(PANEL_SIZE_IN[0] * cols + 2.2, PANEL_SIZE_IN[1] * rows + 0.4), layout="constrained")
-    axes = fig.subplots(rows, cols, squeeze=False)
+    axes = fig.subplots(rows, cols, squeeze=False, sharey=chart.shared_y)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     fig.suptitle(_text(chart.title), fontsize=10)

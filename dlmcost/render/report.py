@@ -1,4 +1,6 @@
-"""Rendering: text tables (textable.py), JSON, CSV and Markdown. No arithmetic beyond unit scaling."""
+"""Rendering: the terminal tables (rich, through tables.py), JSON, CSV, Markdown and the HTML
+pages of analyze, sweep and plan. No arithmetic beyond unit scaling. Reads results only: what a
+label needs (the knobs a scheme reads, the precision its GEMMs run at) is in the result."""
 
 from __future__ import annotations
 
@@ -7,11 +9,12 @@ import json
 import math
 from typing import Any, Iterable
 
-from . import textable
+from . import tables
 from .output import Output, Styled
-from ..engine.schemes import REGISTRY
+from .page import plain
 from ..safe_text import shown
-from .textable import Column
+from .labels import knee_label, uses
+from .tables import Column
 
 FORMATS = ("table", "json", "csv", "markdown", "html")
 CHART_FORMATS = ("html",)  # formats only analyze and sweep offer (they draw charts)
@@ -33,22 +36,27 @@ def si(x: float | None, digits: int = 3) -> str:
     return f"{x:.{digits}g}"
 
 
+def sig(x: float, digits: int) -> str:
+    """`digits` significant digits, never exponent notation: a number with more whole digits
+    than that is shown whole, with thousands separators (10,920, not 1.092e+04)."""
+    return f"{x:,.0f}" if abs(x) >= 10 ** digits else f"{x:.{digits}g}"
+
+
 def num(x: float | None, digits: int = 3) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
-    return f"{x:.{digits}g}" if abs(x) < 1e6 else si(x, digits)
+    return sig(x, digits) if abs(x) < 1e6 else si(x, digits)
 
 
 def ms(seconds: float | None) -> str:
-    """Milliseconds to four digits, whole from 10,000 on (never exponent notation)."""
+    """Milliseconds to four digits, whole from 10,000 on (12,345: never exponent notation)."""
     if seconds is None:
         return "-"
-    v = seconds * 1e3
-    return f"{v:.0f}" if abs(v) >= 1e4 else f"{v:.4g}"
+    return sig(seconds * 1e3, 4)
 
 
 def gb(nbytes: float | None) -> str:
-    return "-" if nbytes is None else f"{nbytes / 1e9:.4g}" if nbytes < 1e12 else f"{nbytes / 1e9:.0f}"
+    return "-" if nbytes is None else sig(nbytes / 1e9, 4)
 
 
 def verdict_text(v: str | None) -> Styled:
@@ -100,11 +108,6 @@ def to_markdown(headers: list[str], rows: Iterable[list[str]], right: Iterable[b
     return "\n".join(lines) + "\n"
 
 
-def plain(cell) -> str:
-    """A cell as text: a styled one without its style, a multi-line one joined by newlines."""
-    if isinstance(cell, (list, tuple)):
-        return "\n".join(cell)
-    return str.__str__(cell) if isinstance(cell, str) else str(cell)
 
 
 def print_fitted(out: Output, columns: list[Column], rows: list[list], caption: str | None = None,
@@ -114,8 +117,7 @@ def print_fitted(out: Output, columns: list[Column], rows: list[list], caption: 
     `caption` below it dimmed."""
     if title is not None:
         out.line(safe(title), style="bold")
-    text, dropped = textable.draw(columns, rows, out.width, out.color)
-    out.write(text)
+    dropped = tables.draw(out, columns, rows)
     if dropped:
         out.line(f"(hidden at {out.width} columns: {', '.join(dropped)}; widen the terminal, set COLUMNS, "
                  f"or use --format csv)", style="dim")
@@ -144,12 +146,12 @@ ANALYZE_CAPTION = ("latency: whole generation; tok/s: the whole tensor-parallel 
 
 def speedup(time_ratio_to_ar: float) -> str:
     """The table shows AR latency / latency (above 1 = faster); JSON keeps `time_ratio_to_ar`."""
-    return f"{1 / time_ratio_to_ar:.3g}" if time_ratio_to_ar else "-"
+    return sig(1 / time_ratio_to_ar, 3) if time_ratio_to_ar else "-"
 
 
 def count(x: float | None) -> str:
     """Step and pass counts: whole numbers as such, fractions to four digits (85.33, not 85.3333)."""
-    return "-" if x is None else f"{x:.4g}"
+    return "-" if x is None else sig(x, 4)
 
 
 def analyze_rows(a: dict) -> list[list]:
@@ -158,8 +160,7 @@ def analyze_rows(a: dict) -> list[list]:
         if not r.get("supported"):
             rows.append([r["gpu"], "-", "-", "-", "-", "-", Styled("unsupported", "yellow"), "-", "-", "-", "-"])
             continue
-        k = r["knee"]["block"]
-        knee = ">limit" if k is None else "all" if k >= a["workload"]["gen"] else str(k)
+        knee = knee_label(r["knee"]["block"], a["workload"]["gen"])
         rows.append([
             r["gpu"], ms(r["time_s"]), num(r["tokens_per_s"], 4), speedup(r["time_ratio_to_ar"]),
             num(r["arithmetic_intensity"]), num(r["achievable_ridge_flops_per_byte"]), verdict_text(r["verdict"]),
@@ -171,10 +172,10 @@ def analyze_rows(a: dict) -> list[list]:
 
 def analyze_header(a: dict) -> str:
     m, w = a["model"], a["workload"]
-    steps = f"S={count(w['steps'])}" if w["scheme"] != "ar" else "one pass per token"
-    store = f" · store pass {'on' if w['store_pass'] else 'off'}" if w["scheme"] == "block" else ""
+    steps = f"S={count(w['steps'])}" if uses(w, "steps") else "one pass per token"
+    store = f" · store pass {'on' if w['store_pass'] else 'off'}" if uses(w, "store_pass") else ""
     # the block only where the scheme's cost depends on it (as sweep shows `-` for the others)
-    block = f" · block {w['block']} ({count(w['n_blocks'])} blocks)" if "block" in REGISTRY[w["scheme"]].knobs else ""
+    block = f" · block {w['block']} ({count(w['n_blocks'])} blocks)" if uses(w, "block") else ""
     parallel = f" · tp {w['tp']}" + (f" ep {w['ep']}" if w["ep"] > 1 else "") + (" (tok/s per group)" if w["tp"] > 1 else "")
     cfg = " · CFG (batch doubled)" if w["cfg"] else ""
     unverified = " (UNVERIFIED config)" if not m["verified"] else ""
@@ -194,14 +195,19 @@ PASS_HEADERS = ["pass", "count", "q", "c", "GFLOP\n/pass", "MB\n/pass", "weights
 PASS_PRIORITY = [0, 0, 2, 2, 1, 1, 3, 3, 2, 0, 0]
 
 
+def tokens(x: float) -> str:
+    """A token count (q, c): whole, or as given when fractional (an average over passes)."""
+    return f"{x:,.0f}" if abs(x) >= 1e4 and (x == int(x) or abs(x) >= 1e6) else f"{x:g}"
+
+
 def pass_rows(result: dict) -> list[list]:
     rows = []
     for p in result["passes"]:
-        c = f"{p['c']:g}" if p["c"] == p["c_last"] else f"{p['c']:g}–{p['c_last']:g}"
-        q = f"{p['q']:g}" if p["q"] == p["q_last"] else f"{p['q']:g}–{p['q_last']:g}"
+        c = tokens(p["c"]) if p["c"] == p["c_last"] else f"{tokens(p['c'])}–{tokens(p['c_last'])}"
+        q = tokens(p["q"]) if p["q"] == p["q_last"] else f"{tokens(p['q'])}–{tokens(p['q_last'])}"
         rows.append([p["name"], count(p["count"]), q, c, num(p["flops"] / 1e9), num(p["bytes"] / 1e6),
                      num(p["weight_bytes"] / 1e6), num(p["kv_read_bytes"] / 1e6), num(p["arithmetic_intensity"]),
-                     verdict_text(p["verdict"]), f"{p['time_s'] * 1e3:.4g}"])
+                     verdict_text(p["verdict"]), ms(p["time_s"])])
     return rows
 
 
@@ -211,7 +217,7 @@ OP_PRIORITY = [0, 1, 1, 2, 0, 0]
 
 def op_rows(result: dict) -> list[list]:
     return [[o["name"], num(o["flops"] / 1e12), num(o["bytes"] / 1e9), num(o["arithmetic_intensity"]),
-             f"{o['time_s'] * 1e3:.4g}", f"{100 * o['time_share']:.1f}"] for o in result["ops"] if o["time_s"] > 0]
+             ms(o["time_s"]), f"{100 * o['time_share']:.1f}"] for o in result["ops"] if o["time_s"] > 0]
 
 
 def analyze_csv_rows(a: dict) -> list[dict]:
@@ -247,8 +253,6 @@ def analyze_ops_csv_rows(a: dict) -> list[dict]:
 
 def render_analyze(a: dict, fmt: str, out: Output, show_ops: bool = False, charts: list | None = None) -> None:
     if fmt == "html":
-        from .html import analyze_page
-
         out.write(analyze_page(a, charts or [], show_ops))
         return
     if fmt == "json":
@@ -335,8 +339,6 @@ def more_rows_note(shown: int, total: int) -> str:
 def render_sweep(result: dict, rows: list[dict], fmt: str, out: Output, shown: list[dict],
                  charts: list | None = None) -> None:
     if fmt == "html":
-        from .html import sweep_page
-
         out.write(sweep_page(result, rows, shown, charts or []))
         return
     if fmt == "json":
@@ -451,7 +453,7 @@ def render_models(entries: list[dict], fmt: str, out: Output) -> None:
         out.write(to_json(entries) + "\n")
         return
     rows = [[e["id"], e["family"], f"{e['params_total'] / 1e9:.2f}B", f"{e['params_active'] / 1e9:.2f}B",
-             f"{e['kv_bytes_per_token'] / 1024:.4g}", e["default_scheme"],
+             sig(e['kv_bytes_per_token'] / 1024, 4), e["default_scheme"],
              Styled(e["status"], "yellow" if e["status"] == "unverified" else "")] for e in entries]
     if fmt == "csv":
         out.write(to_csv(entries))
@@ -504,12 +506,12 @@ def plan_table(records: list[dict], show_decoding: bool) -> tuple[list[str], lis
     only when several decodings were searched, so that the table stays within 100 columns.
     '*' after $/Mtok marks the cost/latency Pareto front."""
     def g2(x):
-        return "-" if x is None else f"{x:.2g}" if abs(x) < 100 else f"{x:.0f}"
+        return "-" if x is None else f"{x:.2g}" if abs(x) < 100 else f"{x:,.0f}"
 
     cells = [[r["gpu"], r["decoding"], f"{r['replicas']}×{r['tp']} {r['precision']}", str(r["max_batch"]),
               g2(r["p50_latency_s"]), g2(r["p95_latency_s"]), g2(r["p95_first_block_s"]),
-              num(r["tokens_per_s_per_user"]), num(r["capacity_rps"]), f"{100 * r['headroom']:.0f}",
-              f"{r['usd_per_hour']:.4g}", g2(r["usd_per_mtok"]) + ("*" if r.get("pareto") else ""),
+              num(r["tokens_per_s_per_user"]), num(r["capacity_rps"]), f"{100 * r['headroom']:,.0f}",
+              sig(r['usd_per_hour'], 4), g2(r["usd_per_mtok"]) + ("*" if r.get("pareto") else ""),
               g2(r["joules_per_token"])] for r in records]
     keep = [True, show_decoding] + [True] * (len(PLAN_HEADERS) - 2)
     return [h for h, k in zip(PLAN_HEADERS, keep) if k], [[c for c, k in zip(row, keep) if k] for row in cells]
@@ -521,19 +523,41 @@ PLAN_CSV_KEYS = ("gpu", "replicas", "tp", "gpus", "precision", "scheme", "block"
                  "price_per_gpu_hour", "price_source", "pareto")
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 user', '2 users' (`many`: an irregular plural)."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"
+
+
+def _listed(n: int, word: str, values: list, many: str | None = None) -> str:
+    """One factor of the search's product: '2 GPUs (H100 SXM, B200)', 'tp 1'."""
+    shown = ", ".join(safe(f"{v:g}" if isinstance(v, float) else v) for v in values)
+    return f"{plural(n, word, many)} ({shown})"
+
+
+def plan_search_line(p: dict) -> str:
+    """What was searched: the product of the lists, with each factor's count and values, and
+    the candidates the AR baseline added (the evaluated and the skipped make up both)."""
+    s = p["search"]
+    factors = [(s["gpus"], "GPU", None), (s["tp"], "TP size", None), (s["precisions"], "precision", None),
+               (s["decodings"], "decoding", None), (s["max_batch"], "batch limit", None)]
+    product = math.prod(len(v) for v, _, _ in factors)
+    text = f"searched {plural(product, 'candidate')} (" + " × ".join(_listed(len(v), w, v, m) for v, w, m in factors) + ")"
+    tried = p["evaluated"] + sum((p.get("skipped") or {}).values())
+    if tried > product:
+        text += f" and {tried - product:,} for the AR baseline"
+    return f"{text}; {plural(s['requests'], 'simulated request')}, seed {s['seed']}"
+
+
 def plan_header(p: dict) -> str:
     t = p["traffic"]
-    load = f"{t['rate']:g} req/s (Poisson)" if t.get("rate") else f"{t['users']} users (think {t['think_s']:g} s)"
+    load = f"{t['rate']:g} req/s (Poisson)" if t.get("rate") else f"{plural(t['users'], 'user')} (think {t['think_s']:g} s)"
     targets = ", ".join(f"{k}={v:g}" for k, v in p["targets"].items()) or "none"
-    s = p["search"]
+
     def lengths(v):
         return ",".join(f"{k}:{x}" for k, x in v.items()) if isinstance(v, dict) else str(v)
 
-    return (f"{p['model']} · {load} · prompt {lengths(t['prompt'])} · answer {lengths(t['answer'])} tokens\n"
-            f"targets: {targets}\n"
-            f"searched {p['evaluated']} candidates ({len(s['gpus'])} GPU{'s' if len(s['gpus']) > 1 else ''} × tp {s['tp']} × {s['precisions']} × "
-            f"{', '.join(s['decodings'])} × batch ≤ {s['max_batch']}); {s['requests']} simulated requests, "
-            f"seed {s['seed']}")
+    return (f"{safe(p['model'])} · {load} · prompt {lengths(t['prompt'])} · answer {lengths(t['answer'])} tokens\n"
+            f"targets: {targets}\n{plan_search_line(p)}")
 
 
 def plan_csv_rows(p: dict) -> list[dict]:
@@ -582,3 +606,50 @@ def render_plan(p: dict, fmt: str, out: Output, top: int = 15) -> None:
                      rows, cap, title=title)
     if no_ar:
         out.line("AR baseline: no autoregressive deployment meets the targets", style="yellow")
+
+
+# --- html pages ------------------------------------------------------------------------------
+
+
+def analyze_page(a: dict, charts: list, show_ops: bool = False) -> str:
+    """`analyze --format html`: the header, the table, the roofline, the unsupported GPUs and
+    (`show_ops`) each GPU's passes and ops."""
+    from . import page
+
+    escape = page.text  # control characters shown, then HTML-escaped
+    sections = [page.table(ANALYZE_HEADERS, analyze_rows(a)), page.figures(charts)]
+    for r in a["results"]:
+        if not r.get("supported"):
+            sections.append(f"<p>{escape(r['gpu'])}: {escape(r['error'])}</p>")
+        elif show_ops:
+            sections.append(f"<h2>{escape(r['gpu'])}: passes</h2>" + page.table(PASS_HEADERS, pass_rows(r)))
+            sections.append(f"<h2>{escape(r['gpu'])}: ops over the whole generation</h2>"
+                            + page.table(OP_HEADERS, op_rows(r)))
+    return page.page(f"dlmcost analyze: {a['model']['id']}", analyze_header(a), sections, a.get("warnings", []))
+
+
+def sweep_page(result: dict, rows: list[dict], shown: list[dict], charts: list) -> str:
+    """`sweep --format html`: the chart, then the rows shown (--limit)."""
+    from . import page
+
+    headers, body = sweep_table(shown, rows)
+    note = f"<p>showing {len(shown)} of {len(rows)} rows (--limit)</p>" if len(shown) < len(rows) else ""
+    return page.page(f"dlmcost sweep: {result['model']['id']}", sweep_summary(result),
+                     [page.figures(charts), note, page.table(headers, body)])
+
+
+def plan_page(p: dict, charts: list, top: int) -> str:
+    """`plan --format html`: the header, the cost/latency chart, the ranked table and the AR baseline."""
+    from . import page
+
+    sections = [page.figures(charts)]
+    if p["deployments"]:
+        headers, rows = plan_table(p["deployments"][:top], len(p["search"]["decodings"]) > 1)
+        sections.append("<h2>deployments meeting the targets</h2>" + page.table(headers, rows))
+    if p["ar_baseline"]:
+        headers, rows = plan_table(p["ar_baseline"][:3], False)
+        sections.append("<h2>AR baseline at the same targets</h2>" + page.table(headers, rows))
+    if not p["deployments"] and p.get("nearest_miss"):
+        headers, rows = plan_table([p["nearest_miss"]], True)
+        sections.append("<h2>no deployment meets the targets; nearest miss</h2>" + page.table(headers, rows))
+    return page.page(f"dlmcost plan: {p['model']}", plan_header(p), sections)

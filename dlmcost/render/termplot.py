@@ -59,10 +59,12 @@ class _Axis:
         return [self.lo + step * i for i in range(5)]
 
 
-def render_panel(panel: Panel, width: int, height: int) -> list[str]:
+def render_panel(panel: Panel, width: int, height: int, y_values: list[float] | None = None) -> list[str]:
+    """The panel as lines of text; `y_values`: what the y axis spans (default: the panel's own
+    points; a chart whose panels share one scale passes every panel's)."""
     plot_w = max(20, width - Y_LABEL_WIDTH - 1)
     xs = [v for s in panel.series for v in s.x]
-    ys = [v for s in panel.series for v in s.y]
+    ys = y_values if y_values is not None else [v for s in panel.series for v in s.y]
     ax, ay = _Axis(xs, plot_w, panel.xlog), _Axis(ys, height, panel.ylog)
     grid = [[" "] * plot_w for _ in range(height)]
 
@@ -120,6 +122,7 @@ def render_panel(panel: Panel, width: int, height: int) -> list[str]:
 def render(chart: Chart, width: int | None = None, height: int = 22) -> str:
     width = min(MAX_WIDTH, width or shutil.get_terminal_size((100, 24)).columns)
     out = [_printable(chart.title)]
+    shared = [v for p in chart.panels for s in p.series for v in s.y] if chart.shared_y else None
     for panel in chart.panels:
-        out += [""] + render_panel(panel, width, height)
+        out += [""] + render_panel(panel, width, height, shared)
     return "\n".join(out) + "\n"
