@@ -143,11 +143,15 @@ class Head:
     for the pass's logit positions the final norm, the LM head, the soft-cap and the sampler (a
     softmax over the vocabulary, then each position's confidence and token)."""
 
-    def __init__(self, spec: ModelSpec, be):
+    def __init__(self, spec: ModelSpec, be, lookup_rows: int | None = None):
+        """`lookup_rows`: an untied embedding that only the lookup reads (no self-conditioning) is
+        built with this many rows (the most tokens a pass looks up), not the whole vocabulary."""
         self.spec, self.be = spec, be
         d, V = spec.d_model, spec.vocab_size
-        self.embedding = be.randn(V, d, scale=d ** -0.5)
-        self.head = self.embedding if spec.tie_embeddings else be.randn(V, d, scale=d ** -0.5)
+        self.head = be.randn(V, d, scale=d ** -0.5)
+        partial = not spec.tie_embeddings and not spec.self_conditioning and lookup_rows is not None
+        self.embedding = self.head if spec.tie_embeddings else be.randn(min(V, lookup_rows) if partial else V, d,
+                                                                        scale=d ** -0.5)
         self.norm = be.ones(d)
 
     def embed(self, tokens, previous_logits=None):

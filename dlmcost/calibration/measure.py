@@ -14,8 +14,8 @@ layers of that kind / layers built). Before building anything the peak memory of
 part is estimated (its weights, its K/V cache and one pass's activations); over the bound
 (backends.available_bytes) the run stops with one line saying how much it needs.
 
-Timing (`time_call`): warm-up runs, then `repeats` timed runs with the device synchronised before
-and after each; the median is reported.
+Timing (`time_call`): warm-up runs, then up to `repeats` timed runs with the device synchronised
+before and after each (fewer once they add up to ENOUGH_S); the median is reported.
 """
 
 from __future__ import annotations
@@ -102,7 +102,8 @@ def part_elements(spec: ModelSpec, shapes: list[Shape], per_kind: int) -> list[t
     experts = experts_to_build(spec, max(s.B * s.q for s in shapes))
     head_act = max(s.B * s.q * d * 3 + 2 * s.B * s.logits * V + (2 * s.B * s.q * V if s.self_condition else 0)
                    for s in shapes)
-    parts = [("embedding and LM head", V * d * (1 if spec.tie_embeddings else 2) + head_act)]
+    lookup = V if spec.tie_embeddings else V if spec.self_conditioning else min(V, max(s.B * s.q for s in shapes))
+    parts = [("embedding and LM head", V * d + (0 if spec.tie_embeddings else lookup * d) + head_act)]
     for count, kind in layer_kinds(spec):
         n = min(per_kind, count)
         width = (spec.n_heads + kind.kv_tensors * kind.n_kv_heads) * kind.head_dim
@@ -130,7 +131,7 @@ def check_memory(spec: ModelSpec, shapes: list[Shape], per_kind: int, be) -> int
 # --- timing -----------------------------------------------------------------------------------
 
 
-ENOUGH_S = 1.0  # timed runs stop early once they add up to this: runs that long vary by a few percent
+ENOUGH_S = 0.5  # timed runs stop early once they add up to this: runs that long vary by a few percent
 
 
 def time_call(fn, be, warmup: int, repeats: int, enough_s: float | None = None) -> float:
@@ -154,14 +155,14 @@ def time_call(fn, be, warmup: int, repeats: int, enough_s: float | None = None) 
 class HeadPart:
     """The part of a pass outside the layers (layers.Head), run at a pass shape."""
 
-    def __init__(self, spec: ModelSpec, be):
-        self.be, self.head, self.scale = be, Head(spec, be), 1.0
+    def __init__(self, spec: ModelSpec, be, max_tokens: int | None = None):
+        self.be, self.head, self.scale = be, Head(spec, be, max_tokens), 1.0
         self.key = lambda s: (s.B, s.q, s.logits, s.self_condition)
 
     def setup(self, s: Shape):
         be, V = self.be, self.head.spec.vocab_size
         previous = be.randn(s.B, s.q, V) if s.self_condition else None
-        return be.tokens(s.B, s.q, V), previous
+        return be.tokens(s.B, s.q, self.head.embedding.shape[0]), previous
 
     def run(self, state, s: Shape):
         tokens, previous = state
@@ -199,7 +200,7 @@ def time_pass(part, s: Shape, warmup: int, repeats: int) -> float:
 def parts(spec: ModelSpec, be, per_kind: int, max_tokens: int):
     """The head, then each kind's layers: built one part at a time (the caller drops the previous
     part before asking for the next)."""
-    yield HeadPart(spec, be)
+    yield HeadPart(spec, be, max_tokens)
     experts = experts_to_build(spec, max_tokens)
     for count, kind in layer_kinds(spec):
         yield LayersPart(spec, kind, count, min(per_kind, count), be, experts)
