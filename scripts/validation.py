@@ -91,6 +91,9 @@ def render(rs: list[dict]) -> str:
                      f"{', tokens per forward ' + format(p.tokens_per_forward, 'g') if p.tokens_per_forward != 1 else ''}"
                      f"{', ' + format(p.answer_tokens, 'g') + ' answer tokens (tokens/s counted up to EOS)' if p.answer_tokens else ''}. "
                      f"Assumes: {p.assumes}.")
+    lines += ["", "## Measured on our own GPU", "",
+              "None measured in this release: no GPU was available to us, so no row here comes from "
+              "`dlmcost measure`; every row above is a published measurement."]
     import cogdocs
 
     text, code = cogdocs.output(EXAMPLE)

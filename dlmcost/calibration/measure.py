@@ -1,285 +1,271 @@
-"""`dlmcost measure`: time the forward passes a schedule runs, on this machine, with a random-weight
-model built from the ModelSpec (nothing is downloaded).
+"""`dlmcost measure`: time the forward passes a schedule runs, on this machine, with random
+weights and the ModelSpec's real shapes (nothing is downloaded).
 
-Each pass family of the workload (from `analyze`: q, c, logit positions, K/V writes) is run as
-one forward of the same shape: B sequences of q query tokens attending to c cached keys plus
-themselves, with the causal (AR) or bidirectional (diffusion) mask, K/V appended to a
-preallocated cache, logits for the family's positions, and a softmax over them (the sampler).
-Timing: warm-up runs, then `repeats` timed runs with the device synchronised before and after
-each; the median is reported. A family whose shape changes across its passes is timed at its
-first and last shape and averaged; the prediction is the family's average pass from `analyze`
-under the same stack.
+Shapes come from the scheme itself: the registry's pass families for the workload (q, c, K/V
+writes, logit positions, causal or bidirectional, self-conditioning), the same families `analyze`
+costs. A family is timed at its first and last pass (once when they coincide) and averaged.
 
-Backends: `numpy` (CPU, float32; always available, so CI runs the whole path) and `torch`
-(optional extra `measure`; CUDA in bf16 when available, else CPU in float32). Dense GQA/MHA models
-only: MoE routing and MLA are not built (a clear error says so).
+A pass is timed in parts, one part built at a time, so that a 7-70B model fits: the head (the
+embedding lookup, self-conditioning, final norm, LM head, soft-cap and sampler) once, then for
+each kind of layer (ModelSpec.layer_groups: full or sliding attention with its window, head_dim,
+K/V heads, dense MLP and/or MoE) `--layers` layers of that kind (default 1), built, timed and freed
+before the next kind is built. Pass time = head + sum over kinds of (time of the built layers x
+layers of that kind / layers built). Before building anything the peak memory of the largest
+part is estimated (its weights, its K/V cache and one pass's activations); over the bound
+(backends.available_bytes) the run stops with one line saying how much it needs.
+
+Timing (`time_call`): warm-up runs, then up to `repeats` timed runs with the device synchronised
+before and after each (fewer once they add up to ENOUGH_S); the median is reported.
 """
 
 from __future__ import annotations
 
-import copy
 import statistics
 import time
-
-import numpy as np
+from dataclasses import dataclass
 
 from ..errors import UsageError
 from ..inputs.models import ModelSpec
-
-MAX_ELEMENTS = 2e9  # refuse a model or pass that would not fit in memory on a laptop-class machine
-
-
-class NumpyBackend:
-    name = "numpy"
-    device = "cpu"
-
-    POOL = 1 << 20  # weights are tiled from a pool of random numbers: their values do not change the time
-
-    def __init__(self, seed: int = 0):
-        self.dtype = np.float32
-        self.pool = np.random.default_rng(seed).standard_normal(self.POOL, dtype=np.float32)
-
-    def randn(self, *shape, scale=1.0):
-        w = np.resize(self.pool, shape)  # a new array, so scaled in place: one LM head, not two
-        w *= np.float32(scale)
-        return w
-
-    def zeros(self, *shape):
-        return np.zeros(shape, dtype=self.dtype)
-
-    def softmax(self, x, axis=-1):
-        x = x - x.max(axis=axis, keepdims=True)
-        e = np.exp(x)
-        return e / e.sum(axis=axis, keepdims=True)
-
-    def rmsnorm(self, x, w):
-        return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6) * w
-
-    def silu(self, x):
-        return x / (1.0 + np.exp(-x))
-
-    def transpose_last(self, x):
-        return np.swapaxes(x, -1, -2)
-
-    def heads_first(self, x):
-        """(B, q, heads, hd) <-> (B, heads, q, hd)."""
-        return x.transpose(0, 2, 1, 3)
-
-    def repeat_heads(self, x, n):
-        return np.repeat(x, n, axis=1) if n > 1 else x
-
-    def mask(self, q, k, causal):
-        if not causal:
-            return None
-        qi = np.arange(q)[:, None] + (k - q)
-        return np.where(np.arange(k)[None, :] <= qi, 0.0, -np.inf).astype(self.dtype)
-
-    def sync(self):
-        pass
+from .backends import NumpyBackend, TorchBackend, available_bytes, get_backend  # noqa: F401 (the measure API)
+from .layers import Head, Layer, experts_to_build, kept_keys
 
 
-class TorchBackend(NumpyBackend):
-    name = "torch"
+@dataclass(frozen=True)
+class Shape:
+    """One pass: B sequences of q query tokens at positions c..c+q-1 over c cached tokens."""
 
-    def __init__(self, device: str | None = None, seed: int = 0):
-        try:
-            import torch
-        except ImportError:
-            raise UsageError("the torch backend needs PyTorch: pip install 'dlmcost[measure]'") from None
-        self.torch = torch
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        if self.device.startswith("cuda") and not torch.cuda.is_available():
-            raise UsageError("--device cuda: no CUDA device is visible to PyTorch")
-        self.dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
-        self.gen = torch.Generator(device=self.device).manual_seed(seed)
-
-    def randn(self, *shape, scale=1.0):
-        t = self.torch
-        return t.randn(shape, generator=self.gen, device=self.device, dtype=t.float32).mul_(scale).to(self.dtype)
-
-    def zeros(self, *shape):
-        return self.torch.zeros(shape, device=self.device, dtype=self.dtype)
-
-    def softmax(self, x, axis=-1):
-        return self.torch.softmax(x.float(), dim=axis).to(x.dtype)
-
-    def rmsnorm(self, x, w):
-        return x * self.torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + 1e-6) * w
-
-    def silu(self, x):
-        return self.torch.nn.functional.silu(x)
-
-    def transpose_last(self, x):
-        return x.transpose(-1, -2)
-
-    def heads_first(self, x):
-        return x.permute(0, 2, 1, 3)
-
-    def repeat_heads(self, x, n):
-        return x.repeat_interleave(n, dim=1) if n > 1 else x
-
-    def mask(self, q, k, causal):
-        if not causal:
-            return None
-        t = self.torch
-        qi = t.arange(q, device=self.device)[:, None] + (k - q)
-        m = t.where(t.arange(k, device=self.device)[None, :] <= qi, 0.0, float("-inf"))
-        return m.to(self.dtype)
-
-    def sync(self):
-        if self.device.startswith("cuda"):
-            self.torch.cuda.synchronize()
+    B: int
+    q: int
+    c: int
+    kv_write: int  # tokens whose K/V the pass keeps in the cache
+    logits: int  # positions the LM head and sampler run on
+    causal: bool
+    self_condition: bool
 
 
-def get_backend(name: str, device: str | None = None):
-    if name == "numpy":
-        if device not in (None, "cpu"):
-            raise UsageError("the numpy backend runs on the CPU only (--device cpu)")
-        return NumpyBackend()
-    if name == "torch":
-        return TorchBackend(device)
-    raise UsageError(f"unknown backend '{name}': use numpy or torch")
+# --- the shapes the scheme runs -------------------------------------------------------------
 
 
-class RandomModel:
-    """A decoder with random weights and the ModelSpec's shapes (dense layers)."""
+def family_shapes(spec: ModelSpec, workload) -> list[dict]:
+    """Each pass family the workload runs, from the scheme registry: its name, its passes (count)
+    and its first and last shapes (one when they coincide). `workload`: a validated Workload."""
+    from ..engine.schemes import get_scheme
+    from ..engine.workload import make_knobs
 
-    def __init__(self, spec: ModelSpec, be, layers: int | None = None):
-        if spec.moe or spec.mla:
-            raise UsageError(f"measure builds dense GQA/MHA decoders; {spec.id} uses "
-                             f"{'MoE' if spec.moe else 'MLA'}, which is not built")
-        self.spec, self.be = spec, be
-        self.n_layers = spec.n_layers if layers is None else layers
-        d, hd = spec.d_model, spec.head_dim
-        nq, nkv, f = spec.n_heads, spec.n_kv_heads, spec.ffn_dim
-        per_layer = d * (nq + 2 * nkv) * hd + nq * hd * d + (3 if spec.gated_mlp else 2) * d * f
-        if per_layer * self.n_layers + spec.vocab_size * d > MAX_ELEMENTS:
-            raise UsageError(f"{spec.id} has too many weights to build here; time fewer layers with --layers")
-        s = d ** -0.5
-        self.layers = [dict(
-            n1=be.randn(d, scale=0.0) + 1, n2=be.randn(d, scale=0.0) + 1,
-            wqkv=be.randn(d, (nq + 2 * nkv) * hd, scale=s), wo=be.randn(nq * hd, d, scale=(nq * hd) ** -0.5),
-            wup=be.randn(d, (2 if spec.gated_mlp else 1) * f, scale=s), wdown=be.randn(f, d, scale=f ** -0.5),
-        ) for _ in range(self.n_layers)]
-        self.norm = be.randn(d, scale=0.0) + 1
-        self.head = be.randn(d, spec.vocab_size, scale=s)
-
-    def without_layers(self) -> "RandomModel":
-        """The same model with no layers, sharing its final norm and LM head (no second copy)."""
-        bare = copy.copy(self)
-        bare.layers, bare.n_layers = [], 0
-        return bare
-
-    def caches(self, B: int, c: int, q: int):
-        sp, be = self.spec, self.be
-        if B * (c + q) * sp.n_kv_heads * sp.head_dim * 2 * self.n_layers > MAX_ELEMENTS:
-            raise UsageError("the K/V cache of this pass is too large to build here")
-        return [(be.randn(B, sp.n_kv_heads, c + q, sp.head_dim), be.randn(B, sp.n_kv_heads, c + q, sp.head_dim))
-                for _ in range(self.n_layers)]
-
-    def forward(self, x, caches, c: int, causal: bool, logits: int, kv_write: int):
-        """One pass: x (B, q, d); K/V of the q tokens written at [c, c+q) (kept if kv_write > 0)."""
-        sp, be = self.spec, self.be
-        B, q, d = x.shape
-        nq, nkv, hd = sp.n_heads, sp.n_kv_heads, sp.head_dim
-        mask = be.mask(q, c + q, causal)
-        for layer, (K, V) in zip(self.layers, caches):
-            h = be.rmsnorm(x, layer["n1"])
-            qkv = h @ layer["wqkv"]
-            Q = be.heads_first(qkv[..., : nq * hd].reshape(B, q, nq, hd))
-            K[:, :, c:c + q] = be.heads_first(qkv[..., nq * hd:(nq + nkv) * hd].reshape(B, q, nkv, hd))
-            V[:, :, c:c + q] = be.heads_first(qkv[..., (nq + nkv) * hd:].reshape(B, q, nkv, hd))
-            Kh, Vh = be.repeat_heads(K, nq // nkv), be.repeat_heads(V, nq // nkv)
-            scores = (Q @ be.transpose_last(Kh)) * hd ** -0.5
-            if mask is not None:
-                scores = scores + mask
-            att = be.softmax(scores) @ Vh
-            att = be.heads_first(att).reshape(B, q, nq * hd)
-            x = x + att @ layer["wo"]
-            h = be.rmsnorm(x, layer["n2"]) @ layer["wup"]
-            if sp.gated_mlp:
-                f = sp.ffn_dim
-                h = be.silu(h[..., :f]) * h[..., f:]
-            else:
-                h = be.silu(h)
-            x = x + h @ layer["wdown"]
-        if logits <= 0:
-            return None
-        out = be.rmsnorm(x[:, q - logits:], self.norm) @ self.head
-        return be.softmax(out)  # the sampler's confidence
+    knobs = make_knobs(**workload.knobs())
+    B = int(workload.effective_batch)
+    out = []
+    for fam in get_scheme(workload.scheme).passes(knobs):
+        count = float(fam.count[0])
+        if count <= 0:
+            continue
+        if fam.model != "main":
+            raise UsageError(f"measure builds the main model only; the '{fam.name}' passes run a drafter")
+        n = int(round(float(fam.n[0])))
+        shapes = []
+        for j in dict.fromkeys((0, max(n - 1, 0))):
+            at = {k: v for k, v in fam.at(j).items()}
+            q = max(int(round(float(at["q"][0]))), 1)
+            shapes.append(Shape(B=B, q=q, c=int(round(float(at["c"][0]))),
+                                kv_write=min(int(round(float(at["kv_write"][0]))), q),
+                                logits=min(int(round(float(at["logits"][0]))), q), causal=bool(at["causal"][0]),
+                                self_condition=bool(at["self_condition"]) and spec.self_conditioning))
+        out.append(dict(name=fam.name, count=count, shapes=list(dict.fromkeys(shapes))))
+    return out
 
 
-def time_pass(model: RandomModel, B: int, q: int, c: int, causal: bool, logits: int, kv_write: int,
-              warmup: int, repeats: int) -> float:
-    """Median seconds of one pass shape (synchronised timers)."""
-    be = model.be
-    caches = model.caches(B, c, q)
-    x = be.randn(B, q, model.spec.d_model)
+def layer_kinds(spec: ModelSpec) -> list[tuple[int, object]]:
+    """(count, LayerKind) for each distinct kind of layer, counts added."""
+    counts: dict = {}
+    for n, kind in spec.layer_groups:
+        counts[kind] = counts.get(kind, 0) + n
+    return [(n, kind) for kind, n in counts.items()]
+
+
+# --- memory -----------------------------------------------------------------------------------
+
+
+def layer_weights(spec: ModelSpec, kind, experts: int) -> int:
+    """Elements of one built layer (with `experts` routed experts)."""
+    w = spec.attn_in_weights(kind) + spec.attn_out_weights(kind) + spec.norm_weights_per_layer
+    if kind.dense_mlp:
+        w += spec.dense_mlp_weights
+    if kind.moe:
+        w += experts * spec.expert_weights + spec.shared_expert_weights + spec.router_weights
+    return w
+
+
+def part_elements(spec: ModelSpec, shapes: list[Shape], per_kind: int) -> list[tuple[str, int]]:
+    """Peak elements of each part measure builds (the head, then each layer kind): weights, K/V
+    cache and the largest pass's activations (scores and logits counted twice: softmax temporaries)."""
+    d, V = spec.d_model, spec.vocab_size
+    experts = experts_to_build(spec, max(s.B * s.q for s in shapes))
+    head_act = max(s.B * s.q * d * 3 + 2 * s.B * s.logits * V + (2 * s.B * s.q * V if s.self_condition else 0)
+                   for s in shapes)
+    lookup = V if spec.tie_embeddings else V if spec.self_conditioning else min(V, max(s.B * s.q for s in shapes))
+    parts = [("embedding and LM head", V * d + (0 if spec.tie_embeddings else lookup * d) + head_act)]
+    for count, kind in layer_kinds(spec):
+        n = min(per_kind, count)
+        width = (spec.n_heads + kind.kv_tensors * kind.n_kv_heads) * kind.head_dim
+        ffn = max(spec.ffn_dim if kind.dense_mlp else 0, spec.moe.expert_ffn_dim if kind.moe else 0,
+                  spec.moe.shared_ffn_dim if kind.moe else 0)
+        act = max(n * kind.kv_tensors * s.B * kind.n_kv_heads * (kept_keys(kind, s.c) + s.q) * kind.head_dim
+                  + 2 * s.B * spec.n_heads * s.q * (kept_keys(kind, s.c) + s.q)
+                  + s.B * s.q * (width + 6 * d + 3 * ffn) for s in shapes)
+        parts.append((f"one layer ({kind.describe()})", n * layer_weights(spec, kind, experts) + act))
+    return parts
+
+
+def check_memory(spec: ModelSpec, shapes: list[Shape], per_kind: int, be) -> int:
+    """The peak bytes measure will hold (its largest part); a clear error when over the bound."""
+    name, elements = max(part_elements(spec, shapes, per_kind), key=lambda p: p[1])
+    need = elements * 4  # activations are fp32 on every backend (softmax, sampler); weights at most that
+    limit, why = available_bytes(be)
+    if need > limit:
+        raise UsageError(f"measuring {spec.id} needs about {need / 1e9:.3g} GB at once ({name}: weights, K/V "
+                         f"cache and one pass's activations); the bound here is {limit / 1e9:.3g} GB ({why}). "
+                         f"Use a smaller batch or shorter sequences, or a machine with more memory")
+    return need
+
+
+# --- timing -----------------------------------------------------------------------------------
+
+
+ENOUGH_S = 0.5  # timed runs stop early once they add up to this: runs that long vary by a few percent
+
+
+def time_call(fn, be, warmup: int, repeats: int, enough_s: float | None = None) -> float:
+    """Median seconds of fn() over `repeats` runs after `warmup` untimed ones, the device
+    synchronised before and after each timed run. fn is called exactly warmup + repeats times,
+    or (with `enough_s`) fewer timed runs once they add up to enough_s seconds, at least one."""
     for _ in range(warmup):
-        model.forward(x, caches, c, causal, logits, kv_write)
-    be.sync()
-    times = []
+        fn()
+    times: list[float] = []
     for _ in range(repeats):
+        if enough_s is not None and times and sum(times) >= enough_s:
+            break
         be.sync()
         t0 = time.perf_counter()
-        model.forward(x, caches, c, causal, logits, kv_write)
+        fn()
         be.sync()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
 
-def pass_shape(spec: ModelSpec, w, entry, q: float, c: float) -> dict:
-    """The shape of one pass of a reported family: K/V tokens written and logit positions are
-    recovered from the family's per-pass bytes and LM-head FLOPs."""
-    from ..engine.cost import kv_elements_per_token_per_gpu
-    from ..inputs.precision import kv_bytes
+class HeadPart:
+    """The part of a pass outside the layers (layers.Head), run at a pass shape."""
 
-    B, tp = float(w["effective_batch"]), float(w["tp"])
-    per_token = float(np.asarray(kv_elements_per_token_per_gpu(spec, tp))) * kv_bytes(w["kv_dtype"])
-    kv_write = entry["kv_write_bytes"] / (B * per_token) if per_token else 0.0
-    logits = entry["flops_lm_head"] / (2 * B * spec.d_model * spec.vocab_size / tp)
-    causal = w["scheme"] == "ar" or entry["name"] in ("prefill", "verify")  # the causal families
-    return dict(B=int(B), q=max(int(round(q)), 1), c=int(round(c)), logits=int(round(logits)),
-                kv_write=int(round(kv_write)), causal=causal)
+    def __init__(self, spec: ModelSpec, be, max_tokens: int | None = None):
+        self.be, self.head, self.scale = be, Head(spec, be, max_tokens), 1.0
+        self.key = lambda s: (s.B, s.q, s.logits, s.self_condition)
+
+    def setup(self, s: Shape):
+        be, V = self.be, self.head.spec.vocab_size
+        previous = be.randn(s.B, s.q, V) if s.self_condition else None
+        return be.tokens(s.B, s.q, self.head.embedding.shape[0]), previous
+
+    def run(self, state, s: Shape):
+        tokens, previous = state
+        x = self.head.embed(tokens, previous)
+        return self.head.sample(self.head.logits(x, s.logits)) if s.logits > 0 else x
+
+
+class LayersPart:
+    """`built` layers of one kind, run one after the other; they stand for `count` layers."""
+
+    def __init__(self, spec: ModelSpec, kind, count: int, built: int, be, experts: int):
+        self.be, self.kind = be, kind
+        self.layers = [Layer(spec, kind, be, experts) for _ in range(built)]
+        self.scale = count / built
+        self.key = lambda s: (s.B, s.q, s.c, s.causal)
+        self.d = spec.d_model
+
+    def setup(self, s: Shape):
+        kept = kept_keys(self.kind, s.c)
+        return self.be.randn(s.B, s.q, self.d), [layer.cache(s.B, kept, s.q) for layer in self.layers]
+
+    def run(self, state, s: Shape):
+        x, caches = state
+        for layer, cache in zip(self.layers, caches):
+            x = layer.forward(x, cache, s.c, s.causal)
+        return x
+
+
+def time_pass(part, s: Shape, warmup: int, repeats: int) -> float:
+    """Median seconds of one part of a pass (the head, or one kind's built layers) at shape s."""
+    state = part.setup(s)
+    return time_call(lambda: part.run(state, s), part.be, warmup, repeats, ENOUGH_S)
+
+
+def parts(spec: ModelSpec, be, per_kind: int, max_tokens: int):
+    """The head, then each kind's layers: built one part at a time (the caller drops the previous
+    part before asking for the next)."""
+    yield HeadPart(spec, be, max_tokens)
+    experts = experts_to_build(spec, max_tokens)
+    for count, kind in layer_kinds(spec):
+        yield LayersPart(spec, kind, count, min(per_kind, count), be, experts)
+
+
+def time_shapes(spec: ModelSpec, shapes: list[Shape], be, per_kind: int, warmup: int, repeats: int) -> dict:
+    """Seconds of each pass shape: the sum of its parts, each scaled to the layers it stands for.
+    A part is timed once per distinct shape it sees."""
+    total = dict.fromkeys(shapes, 0.0)
+    for part in parts(spec, be, per_kind, max(s.B * s.q for s in shapes)):
+        seen: dict = {}
+        for s in shapes:
+            key = part.key(s)
+            if key not in seen:
+                seen[key] = time_pass(part, s, warmup, repeats)
+            total[s] += part.scale * seen[key]
+        del part  # free this part's weights before the next is built
+    return total
+
+
+# --- the command ------------------------------------------------------------------------------
 
 
 def measure_workload(spec: ModelSpec, gpu: str, workload: dict, stack, backend, *, warmup: int = 1,
                      repeats: int = 3, layers: int | None = None, hardware: list[str] | None = None) -> dict:
     """Measured seconds per pass family of one workload, and the predicted (the family's average
-    pass under `stack`)."""
+    pass under `stack`). `layers`: layers of each kind built and timed together (default 1)."""
     from ..analysis.analyze import analyze
+    from ..engine.workload import Workload
 
     if warmup < 0 or repeats < 1:
         raise UsageError("--warmup must be >= 0 and --repeats >= 1")
     if layers is not None and not 1 <= layers <= spec.n_layers:
         raise UsageError(f"--layers must be between 1 and {spec.n_layers}")
+    if spec.mla:
+        raise UsageError(f"measure builds GQA/MHA attention; {spec.id} uses MLA, which is not built")
     a = analyze(spec, gpus=gpu, hardware=hardware, stack=stack, **workload)
     r = next((x for x in a["results"] if x.get("supported")), None)
     if r is None:
         raise UsageError(f"{gpu} cannot run this workload")
     w = a["workload"]
-    full = RandomModel(spec, backend, layers)
-    head_only = full.without_layers() if full.n_layers < spec.n_layers else None
+    wl = Workload(**{f: w[f] for f in Workload.model_fields if f in w})  # steps resolved: no tpf
+    per_kind = layers or 1
+    fams = family_shapes(spec, wl)
+    predicted = {p["name"]: p for p in r["passes"]}
+    if [f["name"] for f in fams] != list(predicted):  # the registry and analyze read the same schedule
+        raise RuntimeError(f"families {[f['name'] for f in fams]} differ from analyze's {list(predicted)}")
+    shapes = list(dict.fromkeys(s for f in fams for s in f["shapes"]))
+    need = check_memory(spec, shapes, per_kind, backend)
+    seconds = time_shapes(spec, shapes, backend, per_kind, warmup, repeats)
     families, total_meas, total_pred, count = [], 0.0, 0.0, 0.0
-    for entry in r["passes"]:
-        meas = []
-        for q, c in ((entry["q"], entry["c"]), (entry["q_last"], entry["c_last"])):
-            s = pass_shape(spec, w, entry, q, c)
-            args = (s["B"], s["q"], s["c"], s["causal"], s["logits"], s["kv_write"], warmup, repeats)
-            t = time_pass(full, *args)
-            if head_only is not None:  # scale the layers actually built up to the model's depth
-                t0 = time_pass(head_only, *args)
-                t = t0 + (t - t0) * spec.n_layers / full.n_layers
-            meas.append(t)
-        m, p = sum(meas) / 2, entry["time_s"]
-        families.append(dict(name=entry["name"], q=entry["q"], c=entry["c"], count=entry["count"],
-                             measured_ms=1e3 * m, predicted_ms=1e3 * p))
-        total_meas += entry["count"] * m
-        total_pred += entry["count"] * p
-        count += entry["count"]
+    for f in fams:
+        p = predicted[f["name"]]
+        m = sum(seconds[s] for s in f["shapes"]) / len(f["shapes"])
+        first, last = f["shapes"][0], f["shapes"][-1]
+        families.append(dict(name=f["name"], q=first.q, c=first.c, q_last=last.q, c_last=last.c, count=f["count"],
+                             causal=first.causal, logits=first.logits, kv_write=first.kv_write,
+                             self_condition=first.self_condition, measured_ms=1e3 * m, predicted_ms=1e3 * p["time_s"]))
+        total_meas += f["count"] * m
+        total_pred += f["count"] * p["time_s"]
+        count += f["count"]
+    kinds = [dict(kind=k.describe(), count=n, built=min(per_kind, n)) for n, k in layer_kinds(spec)]
     return dict(model=spec.id, gpu=r["gpu"], device=backend.device, backend=backend.name, stack=a["stack"],
                 workload={k: v for k, v in workload.items() if v is not None}, warmup=warmup, repeats=repeats,
-                layers_built=full.n_layers, families=families, nfe=count,
+                layers_built=per_kind, layer_kinds=kinds, memory_bytes=need, families=families, nfe=count,
                 measured_ms_per_forward=1e3 * total_meas / count, predicted_ms_per_forward=1e3 * total_pred / count)
 
 
@@ -292,5 +278,6 @@ def as_points(results: list[dict], model_ref: str, gpu: str) -> dict:
                         workload=wl, measured=dict(ms_per_forward=res["measured_ms_per_forward"]),
                         source=f"dlmcost measure, {res['backend']} backend on {res['device']}, median of "
                                f"{res['repeats']} runs after {res['warmup']} warm-up",
-                        assumes=f"random weights; {res['layers_built']} layer(s) built, time scaled to the model's depth"))
+                        assumes=f"random weights; {res['layers_built']} layer(s) of each kind built, time scaled "
+                                "to the model's layers of that kind"))
     return dict(points=pts)

@@ -8,8 +8,8 @@ from .report import table_columns, print_fitted, to_csv, to_json, to_markdown
 
 POINT_HEADERS = ["point", "GPU", "measured\nms/fwd", "before\nms/fwd", "before\nerror", "after\nms/fwd", "after\nerror"]
 POINT_PRIORITY = [0, 1, 0, 2, 2, 0, 0]  # a narrow terminal keeps the measurement and the fitted prediction
-MEASURE_HEADERS = ["pass family", "q", "c", "count", "measured\nms", "predicted\nms", "ratio\npred/meas"]
-MEASURE_PRIORITY = [0, 1, 1, 2, 0, 0, 0]
+MEASURE_HEADERS = ["pass family", "q", "c", "mask", "count", "measured\nms", "predicted\nms", "ratio\npred/meas"]
+MEASURE_PRIORITY = [0, 1, 1, 2, 2, 0, 0, 0]
 
 
 def _err(r: dict) -> str:
@@ -44,9 +44,14 @@ def render_calibration(result: dict, written: str, fmt: str, out: Output) -> Non
                  title=f"calibrated stack '{result['data']['name']}' written to {written}")
 
 
+def _kinds(result: dict) -> str:
+    """Which layers were built: 'layers: 1 of 16 built (full, head_dim 128, ...)' per kind."""
+    return "layers: " + "; ".join(f"{k['built']} of {k['count']} built ({k['kind']})" for k in result["layer_kinds"])
+
+
 def render_measure(result: dict, fmt: str, out: Output) -> None:
     headers = MEASURE_HEADERS
-    rows = [[f["name"], f"{f['q']:g}", f"{f['c']:g}", f"{f['count']:g}", f"{f['measured_ms']:.4g}",
+    rows = [[f["name"], f"{f['q']:g}", f"{f['c']:g}", "causal" if f["causal"] else "bidirectional", f"{f['count']:g}", f"{f['measured_ms']:.4g}",
              f"{f['predicted_ms']:.4g}", f"{f['predicted_ms'] / f['measured_ms']:.3g}"] for f in result["families"]]
     if fmt == "json":
         out.write(to_json(result) + "\n")
@@ -56,7 +61,7 @@ def render_measure(result: dict, fmt: str, out: Output) -> None:
         out.write(to_markdown(headers, rows))
     else:
         print_fitted(out, table_columns(headers, MEASURE_PRIORITY), rows,
-                     caption=f"median of {result['repeats']} timed runs after {result['warmup']} warm-up; "
-                             "predicted = the stack's time for the same pass",
+                     caption=f"median of up to {result['repeats']} timed runs after {result['warmup']} warm-up; "
+                             f"{_kinds(result)}; predicted = the stack's time for the same pass",
                      title=f"{result['model']} on {result['device']} ({result['backend']} backend), "
                            f"stack '{result['stack']}'")
