@@ -910,3 +910,4 @@ def _reader_left(code: int) -> int:
 
 if __name__ == "__main__":
     run()
+from . import serve as _serve  # noqa: E402,F401  (registers `dlmcost serve`, dlmcost/cli/serve.py)

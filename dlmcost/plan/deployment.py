@@ -23,7 +23,8 @@ import numpy as np
 from ..analysis import limits
 from ..engine.schemes import get_scheme
 from ..errors import UsageError
-from .loads import Closed, Job, Open, Replay
+from ..inputs.stacks import DEFAULT_STACK
+from .loads import ClosedLoop, BatchJob, OpenLoop, TraceReplay
 from .results import Targets, joules_per_token, usd_per_hour, usd_per_mtok
 from .search import WARMUP_FRACTION, COOLDOWN_FRACTION, _class_tables, batch_grid
 from .simulate import RELEASES, ClassTable, SimResult, draw_passes, simulate
@@ -73,6 +74,9 @@ class Setup:
             raise UsageError(f"--price: USD per GPU-hour in (0, 1000], got {self.price}")
         if not (math.isfinite(self.power_utilisation) and 0 < self.power_utilisation <= 1.5):
             raise UsageError(f"--power-utilisation: in (0, 1.5], got {self.power_utilisation}")
+
+
+ServeSetup = Setup  # the name the API exports
 
 
 @dataclass(frozen=True, eq=False)
@@ -264,13 +268,13 @@ def _simulate_replicas(prep: Prepared, load, cls: np.ndarray, arrivals: np.ndarr
     if prep.block_streaming:
         passes_all = draw_passes(prep.table, cls, setup.tpf_spread, rng, prep.max_per_block)
     out = []
-    if isinstance(load, (Closed, Job)):
-        users = load.users if isinstance(load, Closed) else load.parallel
+    if isinstance(load, (ClosedLoop, BatchJob)):
+        users = load.users if isinstance(load, ClosedLoop) else load.parallel
         per_users = _split(users, R)
         per_requests = [round(n * u / users) for u in per_users]
         per_requests[0] += n - sum(per_requests)
         bounds = np.cumsum([0] + per_requests)
-        think = load.think_s if isinstance(load, Closed) else 0.0
+        think = load.think_s if isinstance(load, ClosedLoop) else 0.0
         keep = [r for r in range(R) if per_users[r] > 0 and per_requests[r] > 0]
         groups = [np.arange(bounds[r], bounds[r + 1]) for r in keep]
         kinds = [dict(users=per_users[r], think_s=think) for r in keep]
@@ -293,16 +297,16 @@ def evaluate(prep: Prepared, load, *, requests: int = DEFAULT_REQUESTS, seed: in
     """Simulate every replica under `load`; the measured window's statistics."""
     rng = np.random.default_rng(seed)
     cls = prep.classes() if classes is None else classes
-    synthetic = isinstance(load, (Closed, Open))
-    if isinstance(load, Job):
+    synthetic = isinstance(load, (ClosedLoop, OpenLoop))
+    if isinstance(load, BatchJob):
         cls = _resample(cls, load.requests, rng)
     elif synthetic:
         cls = _resample(cls, requests, rng)
     n = len(cls)
     arrivals = None
-    if isinstance(load, Open):
+    if isinstance(load, OpenLoop):
         arrivals = np.cumsum(load.gaps(rng, n))
-    elif isinstance(load, Replay):
+    elif isinstance(load, TraceReplay):
         arrivals = load.arrival_s
     replicas = _simulate_replicas(prep, load, cls, arrivals, rng)
     return _measure(prep, load, replicas, synthetic, targets)
@@ -397,7 +401,7 @@ def saturation_rate(prep: Prepared, *, requests: int = DEFAULT_REQUESTS, seed: i
     """Requests/s the deployment completes with every batch always full (a closed loop of more
     users than the replicas hold, no think time): no rate above it is sustained."""
     users = prep.setup.replicas * (2 * prep.max_running + 1)
-    return evaluate(prep, Closed(users), requests=max(requests, 4 * users), seed=seed).requests_per_s
+    return evaluate(prep, ClosedLoop(users), requests=max(requests, 4 * users), seed=seed).requests_per_s
 
 
 def max_rate(prep: Prepared, targets: Targets, *, arrival: str = "poisson", cv: float = 1.0,
@@ -408,7 +412,7 @@ def max_rate(prep: Prepared, targets: Targets, *, arrival: str = "poisson", cv: 
     top = saturation_rate(prep, requests=requests, seed=seed)
 
     def ok(rate: float) -> bool:
-        p = evaluate(prep, Open(rate, arrival, cv), requests=requests, seed=seed, targets=targets)
+        p = evaluate(prep, OpenLoop(rate, arrival, cv), requests=requests, seed=seed, targets=targets)
         return not p.misses and p.requests_per_s >= SUSTAIN_FRACTION * rate
 
     lo, hi = 0.0, top
@@ -430,7 +434,7 @@ def describe(prep: Prepared) -> dict:
                 max_running=prep.max_running, max_running_source=prep.max_running_source,
                 batch_limit=int(min(prep.max_running, min(1 / x for x in prep.table.mem_share if x > 0)))
                 if any(x > 0 for x in prep.table.mem_share) else prep.max_running,
-                release=prep.release, release_source=prep.release_source, stack=s.stack or "default",
+                release=prep.release, release_source=prep.release_source, stack=s.stack or DEFAULT_STACK,
                 price_per_gpu_hour=prep.price, price_source=prep.price_source, board_power_w=prep.power_w,
                 power_utilisation=s.power_utilisation)
 
@@ -441,7 +445,7 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=256, answer=None, 
     """What a fixed deployment delivers under each load (a `loads` object or a list of them).
 
     Lengths: `prompt` / `answer` as `plan` takes them (a count, percentiles, '@FILE'; answer
-    default: the model's sampler length), except for a `Replay`, which brings its own."""
+    default: the model's sampler length), except for a `TraceReplay`, which brings its own."""
     from ..inputs.models import resolve_model
 
     setup = setup or Setup()
@@ -451,7 +455,7 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=256, answer=None, 
     if not (100 <= requests <= 1_000_000):
         raise UsageError(f"--requests: in 100..1,000,000, got {requests}")
     spec = resolve_model(model) if isinstance(model, str) else model
-    replays = [ld for ld in loads if isinstance(ld, Replay)]
+    replays = [ld for ld in loads if isinstance(ld, TraceReplay)]
     if replays and len(loads) > 1:
         raise UsageError("serve: a trace is replayed alone, not in a list of loads")
     if replays:
@@ -459,7 +463,7 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=256, answer=None, 
     else:
         rng = np.random.default_rng(seed)
         answer = answer if answer is not None else (spec.sampler.gen if spec.sampler else 256)
-        n = max([requests] + [ld.requests for ld in loads if isinstance(ld, Job)])
+        n = max([requests] + [ld.requests for ld in loads if isinstance(ld, BatchJob)])
         p_d, a_d = parse_lengths(prompt, "prompt lengths"), parse_lengths(answer, "answer lengths")
         lengths = (p_d.sample(rng, n), np.maximum(a_d.sample(rng, n), 1.0))
     prep = prepare(spec, lengths, setup, hardware=hardware)

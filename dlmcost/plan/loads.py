@@ -1,12 +1,12 @@
 """The loads `dlmcost serve` puts on a fixed deployment, and the arrival times they generate.
 
-    Closed(users, think_s)        N users; each sends its next request think_s after its answer
-    Open(rate, arrival, cv)       requests/s: "poisson" (exponential gaps, CV 1), "constant"
+    ClosedLoop(users, think_s)    N users; each sends its next request think_s after its answer
+    OpenLoop(rate, arrival, cv)   requests/s: "poisson" (exponential gaps, CV 1), "constant"
                                   (equal gaps, CV 0) or "gamma" (gamma gaps with the given CV:
                                   CV > 1 is bursty)
-    Job(requests, parallel)       a finite batch job: N requests, P in flight at a time, from t = 0
+    BatchJob(requests, parallel)  a finite batch job: N requests, P in flight at a time, from t = 0
                                   (a closed loop of P users without think time); its makespan
-    Replay(arrival_s, prompt_tokens, answer_tokens)   a request trace, replayed as recorded
+    TraceReplay(arrival_s, prompt_tokens, answer_tokens)   a request trace, replayed as recorded
 
 Lengths of the synthetic loads are drawn from `traffic.LengthDist`; a trace brings its own. All
 draws come from one seeded generator.
@@ -26,7 +26,7 @@ MAX_REQUESTS = 2_000_000
 
 
 @dataclass(frozen=True)
-class Closed:
+class ClosedLoop:
     users: int
     think_s: float = 0.0
 
@@ -42,7 +42,7 @@ class Closed:
 
 
 @dataclass(frozen=True)
-class Open:
+class OpenLoop:
     rate: float
     arrival: str = "poisson"
     cv: float = 1.0  # of the inter-arrival gaps, for "gamma"
@@ -72,7 +72,7 @@ class Open:
 
 
 @dataclass(frozen=True)
-class Job:
+class BatchJob:
     requests: int
     parallel: int
 
@@ -88,7 +88,7 @@ class Job:
 
 
 @dataclass(frozen=True, eq=False)
-class Replay:
+class TraceReplay:
     arrival_s: np.ndarray
     prompt_tokens: np.ndarray
     answer_tokens: np.ndarray

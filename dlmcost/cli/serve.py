@@ -1,0 +1,134 @@
+"""`dlmcost serve`: what a fixed deployment delivers under a given load. Parsing only: the
+numbers come from `api.serve` (dlmcost/plan/deployment.py), the tables from render/serve.py."""
+
+# (no `from __future__ import annotations`: typer reads the annotations at run time)
+import math
+from typing import Optional
+
+import typer
+
+from .. import api
+from ..errors import UsageError
+from ..inputs import examples
+from ..render.output import Output
+from .commands import (EfficiencyOpt, FormatOpt, HardwareOpt, PlotOpt, StackOpt, _check_finite, _check_format,
+                       _check_plot, _draw, _parse_list, app)
+
+EXAMPLES = ("Examples:\n\n\b\n"
+            "  dlmcost serve GSAI-ML/LLaDA-8B-Instruct --gpu h100 --replicas 4 --max-running 64 --concurrency 32\n"
+            "  dlmcost serve --gpu h100 --scheme block --block 32 --tpf 2 --concurrency 1,8,32,128 --plot curve.png\n"
+            "  dlmcost serve --gpu h100 --rate 2,4,8 --arrival gamma --cv 3\n"
+            "  dlmcost serve --gpu h100 --job 10000 --parallel 128\n"
+            "  dlmcost serve --gpu h100 --max-rate --p95 10 --first-block-p95 1\n"
+            "  dlmcost serve --gpu h100 --trace requests.csv --time-scale 0.5")
+
+
+def _one_of(**given) -> str | None:
+    named = [k for k, v in given.items() if v not in (None, False)]
+    if len(named) > 1:
+        raise UsageError(f"give one load: {' or '.join('--' + k.replace('_', '-') for k in named)}, not several")
+    return named[0] if named else None
+
+
+def _loads(concurrency, think, rate, arrival, cv, job, parallel, trace, trace_format, time_scale, sample, seed) -> list:
+    kind = _one_of(concurrency=concurrency, rate=rate, job=job, trace=trace)
+    if parallel is not None and kind != "job":
+        raise UsageError("--parallel goes with --job N")
+    if kind == "concurrency":
+        return [api.ClosedLoop(u, think) for u in _parse_list(concurrency, int, "concurrency")]
+    if kind == "rate":
+        return [api.OpenLoop(r, arrival, cv) for r in _parse_list(rate, float, "rate")]
+    if kind == "job":
+        return [api.BatchJob(job, parallel if parallel is not None else 1)]
+    if kind == "trace":
+        return [api.read_trace(examples.locate(trace), fmt=trace_format, time_scale=time_scale, sample=sample,
+                               seed=seed)]
+    return []
+
+
+@app.command(epilog=EXAMPLES)
+def serve(
+    model: Optional[str] = typer.Argument(None, help="bundled id, local file, or Hub id [LLaDA-8B-Instruct]"),
+    gpu: str = typer.Option("h100", "--gpu", "-g", help="the GPU of every replica"),
+    tp: int = typer.Option(1, "--tp", help="tensor-parallel GPUs per replica"),
+    ep: int = typer.Option(1, "--ep", help="expert-parallel ways (MoE; divides --tp)"),
+    replicas: int = typer.Option(1, "--replicas", "-R", help="data-parallel replicas"),
+    precision: str = typer.Option("bf16", "--precision", help="weights and compute precision"),
+    scheme: Optional[str] = typer.Option(None, "--scheme", help="decoding scheme (default: the model's)"),
+    block: Optional[int] = typer.Option(None, "--block", help="block length"),
+    tpf: Optional[float] = typer.Option(None, "--tpf", help="mean tokens per forward"),
+    steps: Optional[float] = typer.Option(None, "--steps", help="total steps at the median answer (instead of --tpf)"),
+    tpf_spread: float = typer.Option(0.0, "--tpf-spread", help="coefficient of variation of a request's passes "
+                                     "per block (gamma) [0: every request the mean]"),
+    max_running: Optional[int] = typer.Option(None, "--max-running", "--batch", help="running requests per replica "
+                                              "[the stack's max_running_requests, else 256]"),
+    release: Optional[str] = typer.Option(None, "--release", help="synchronous (a block lasts until the batch's "
+                                          "slowest request commits) | first-done [the stack's, else synchronous]"),
+    concurrency: Optional[str] = typer.Option(None, "--concurrency", "-c", metavar="LIST",
+                                              help="closed loop: concurrent users, a comma list for a curve"),
+    think: float = typer.Option(0.0, "--think", help="closed loop: seconds between an answer and the next request"),
+    rate: Optional[str] = typer.Option(None, "--rate", metavar="LIST", help="open loop: requests/s, a comma list for a curve"),
+    arrival: str = typer.Option("poisson", "--arrival", help="open loop: poisson | constant | gamma"),
+    cv: float = typer.Option(1.0, "--cv", help="gamma arrivals: coefficient of variation of the gaps (> 1: bursty)"),
+    job: Optional[int] = typer.Option(None, "--job", metavar="N", help="a finite batch job of N requests (makespan)"),
+    parallel: Optional[int] = typer.Option(None, "--parallel", metavar="P", help="batch job: requests in flight [1]"),
+    trace: Optional[str] = typer.Option(None, "--trace", metavar="FILE", help="replay a request trace (Azure, Mooncake, BurstGPT)"),
+    trace_format: Optional[str] = typer.Option(None, "--trace-format", help="azure | mooncake | burstgpt [from the file]"),
+    time_scale: float = typer.Option(1.0, "--time-scale", help="trace: multiply its arrival times by this"),
+    sample: Optional[int] = typer.Option(None, "--sample", metavar="N", help="trace: replay N requests drawn from it"),
+    prompt: str = typer.Option("256", "--prompt", help="prompt tokens: N, 'p50:N,p90:M', or @FILE"),
+    answer: Optional[str] = typer.Option(None, "--answer", help="answer tokens: N, 'p50:N,p90:M', or @FILE (default: the model's)"),
+    max_rate: bool = typer.Option(False, "--max-rate", help="find the highest rate sustained within the targets (bisection)"),
+    p50: Optional[float] = typer.Option(None, "--p50", help="target: p50 end-to-end latency, s"),
+    p95: Optional[float] = typer.Option(None, "--p95", help="target: p95 end-to-end latency, s"),
+    p99: Optional[float] = typer.Option(None, "--p99", help="target: p99 end-to-end latency, s"),
+    first_block: Optional[float] = typer.Option(None, "--first-block-p95", help="target: p95 time to first block, s"),
+    min_user_tps: Optional[float] = typer.Option(None, "--min-user-tps", help="target: median answer tokens/s per user"),
+    price: Optional[float] = typer.Option(None, "--price", metavar="USD", help="USD per GPU-hour [the hardware file's list price]"),
+    power_utilisation: float = typer.Option(1.0, "--power-utilisation", help="fraction of board power drawn"),
+    requests: int = typer.Option(2000, "--requests", help="simulated requests per synthetic load"),
+    seed: int = typer.Option(0, "--seed", help="random seed"),
+    efficiency: str = EfficiencyOpt,
+    stack: Optional[str] = StackOpt,
+    fmt: str = FormatOpt,
+    hardware: Optional[list[str]] = HardwareOpt,
+    plot: Optional[str] = PlotOpt,
+):
+    """What a fixed deployment delivers under a given load: throughput, latency, cost.
+
+    One load (--concurrency, --rate, --job or --trace), a list of concurrencies or rates for a
+    load curve and its Pareto front, and/or --max-rate."""
+    _check_format(fmt)
+    if fmt == "html":
+        raise UsageError("serve writes table, json, csv or markdown")
+    _check_plot(plot, fmt)
+    for name, value in (("think", think), ("cv", cv), ("time-scale", time_scale)):
+        if not math.isfinite(value):
+            raise UsageError(f"--{name} must be a finite number, got {value}")
+    if not 0 <= seed < 2 ** 63:
+        raise UsageError("--seed must be in 0..2^63-1")
+    loads = _loads(concurrency, think, rate, arrival, cv, job, parallel, trace, trace_format, time_scale, sample, seed)
+    if not loads and not max_rate:
+        raise UsageError("give a load: --concurrency N, --rate R, --job N (--parallel P) or --trace FILE, or --max-rate")
+    targets = api.Targets(p50_latency_s=p50, p95_latency_s=p95, p99_latency_s=p99, p95_first_block_s=first_block,
+                          min_tokens_per_s_per_user=min_user_tps)
+    for k, v in targets.as_dict().items():
+        if not (math.isfinite(v) and v > 0):
+            raise UsageError(f"target {k} must be a positive number, got {v}")
+    setup = api.ServeSetup(gpu=gpu, tp=tp, ep=ep, replicas=replicas, precision=precision, scheme=scheme, block=block,
+                           tpf=tpf, steps=steps, tpf_spread=tpf_spread, max_running=max_running, release=release,
+                           stack=stack, efficiency=examples.locate(efficiency), price=price,
+                           power_utilisation=power_utilisation)
+    result = api.serve(examples.locate(model) or api.DEFAULT_MODEL, loads, setup, prompt=prompt, answer=answer,
+                       targets=targets if targets.as_dict() else None, find_max_rate=max_rate, arrival=arrival, cv=cv,
+                       requests=requests, seed=seed, hardware=hardware)
+    record = result.record()
+    _check_finite(record, "serve result")
+    from ..render.serve import render_serve, serve_chart
+
+    out = Output.stdout()
+    render_serve(record, fmt, out)
+    if plot and record["points"]:
+        _draw(serve_chart(record), plot, out)
+    elif plot:
+        raise UsageError("--plot draws a load curve: give --concurrency or --rate")
