@@ -127,6 +127,7 @@ class Point:
     usd_per_mtok: float | None
     joules_per_token: float | None
     makespan_s: float | None = None  # batch job and trace: first arrival to last answer
+    overloaded: bool = False  # open loop: less than SUSTAIN_FRACTION of the rate served (queues grow)
     pareto: bool = False
     misses: list = field(default_factory=list)
 
@@ -358,7 +359,8 @@ def _measure(prep: Prepared, load, replicas: list[_Replica], synthetic: bool, ta
               gpu_busy_fraction=busy / span if span > 0 else 0.0, mean_running=in_service / span if span > 0 else 0.0,
               usd_per_mtok=usd_per_mtok(hour, out_tps) if hour is not None and out_tps > 0 else None,
               joules_per_token=joules_per_token(gpus, prep.power_w, s.power_utilisation, out_tps) if out_tps > 0 else None,
-              makespan_s=makespan)
+              makespan_s=makespan,
+              overloaded=isinstance(load, OpenLoop) and rps < SUSTAIN_FRACTION * load.rate)
     if targets is not None:
         p.misses = _misses(p, lat, ttfb, targets)
     return p
@@ -413,7 +415,7 @@ def max_rate(prep: Prepared, targets: Targets, *, arrival: str = "poisson", cv: 
 
     def ok(rate: float) -> bool:
         p = evaluate(prep, OpenLoop(rate, arrival, cv), requests=requests, seed=seed, targets=targets)
-        return not p.misses and p.requests_per_s >= SUSTAIN_FRACTION * rate
+        return not p.misses and not p.overloaded
 
     lo, hi = 0.0, top
     if ok(top):

@@ -20,7 +20,7 @@ CAPTION = ("req/s, tok/s: completed in the measured window; tok/s/GPU: output to
            "tok/s/user: median answer tokens / end-to-end latency; TTFB: arrival to the first streamed block "
            "(AR: token); gap: a request's mean time between streamed blocks (AR: tokens); busy: share of the "
            "time a replica runs passes; run: mean running requests per replica; * = Pareto front of tok/s/GPU "
-           "against tok/s/user; $/Mtok at list price (estimate); J/tok: board power envelope")
+           "against tok/s/user; ! = overloaded (under 95% of the rate served: queues grow); $/Mtok at list price (estimate); J/tok: board power envelope")
 
 
 def n3(x: float | None) -> str:
@@ -45,7 +45,8 @@ def short_load(p: dict) -> str:
 def curve_table(record: dict) -> tuple[list[str], list[list[str]]]:
     rows = []
     for p in record["points"]:
-        rows.append([short_load(p) + ("*" if p["pareto"] and len(record["points"]) > 1 else ""),
+        mark = ("*" if p["pareto"] and len(record["points"]) > 1 else "") + ("!" if p["overloaded"] else "")
+        rows.append([short_load(p) + mark,
                      n3(p["requests_per_s"]), n3(p["output_tokens_per_s"]), n3(p["output_tokens_per_s_per_gpu"]),
                      n3(p["tokens_per_s_per_user"]), n3(p["ttfb_s"]["median"]), n3(p["inter_block_s"]["median"]),
                      n3(p["latency_s"]["median"]), n3(p["latency_s"]["p99"]), f"{100 * p['gpu_busy_fraction']:.0f}",
