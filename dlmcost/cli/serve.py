@@ -98,9 +98,7 @@ def serve(
 
     One load (--concurrency, --rate, --job or --trace), a list of concurrencies or rates for a
     load curve and its Pareto front, and/or --max-rate."""
-    _check_format(fmt)
-    if fmt == "html":
-        raise UsageError("serve writes table, json, csv or markdown")
+    _check_format(fmt)  # html is for analyze and sweep
     _check_plot(plot, fmt)
     for name, value in (("think", think), ("cv", cv), ("time-scale", time_scale)):
         if not math.isfinite(value):
