@@ -183,7 +183,7 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     from ..inputs.models import resolve_model
     from ..inputs.profiles import load_profile
 
-    spec = resolve_model(model) if not hasattr(model, "layers") and isinstance(model, str) else model
+    spec = resolve_model(model) if isinstance(model, str) else model
     db = HardwareDB.load(hardware)
     gpu = db.get(setup.gpu)
     prompts, answers = lengths
@@ -300,9 +300,9 @@ def evaluate(prep: Prepared, load, *, requests: int = DEFAULT_REQUESTS, seed: in
     cls = prep.classes() if classes is None else classes
     synthetic = isinstance(load, (ClosedLoop, OpenLoop))
     if isinstance(load, BatchJob):
-        cls = _resample(cls, load.requests, rng)
-    elif synthetic:
-        cls = _resample(cls, requests, rng)
+        cls = _resample(cls, load.requests)
+    elif synthetic:  # a closed loop: every user's first request is in the warm-up
+        cls = _resample(cls, max(requests, 4 * load.users) if isinstance(load, ClosedLoop) else requests)
     n = len(cls)
     arrivals = None
     if isinstance(load, OpenLoop):
@@ -313,7 +313,7 @@ def evaluate(prep: Prepared, load, *, requests: int = DEFAULT_REQUESTS, seed: in
     return _measure(prep, load, replicas, synthetic, targets)
 
 
-def _resample(cls: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+def _resample(cls: np.ndarray, n: int) -> np.ndarray:
     """n requests' classes: the prepared ones repeated in order (a prepared sample of n: itself)."""
     if len(cls) == n:
         return cls
@@ -410,7 +410,7 @@ def max_rate(prep: Prepared, targets: Targets, *, arrival: str = "poisson", cv: 
              requests: int = DEFAULT_REQUESTS, seed: int = 0) -> dict:
     """The highest open-loop rate the deployment sustains within the targets, by bisection on
     (0, saturation]: a rate passes when at least SUSTAIN_FRACTION of it is served and no target
-    is missed. The same seed at every rate, so the arrivals are the same gaps rescaled."""
+    is missed. The same random draws at every rate, so the arrivals are the same gaps rescaled."""
     top = saturation_rate(prep, requests=requests, seed=seed)
 
     def ok(rate: float) -> bool:
@@ -428,14 +428,19 @@ def max_rate(prep: Prepared, targets: Targets, *, arrival: str = "poisson", cv: 
                 bisection_steps=MAX_RATE_STEPS, resolution_rps=top / 2 ** MAX_RATE_STEPS)
 
 
+def _memory_limit(table: ClassTable) -> int | None:
+    """The most requests of the longest class that fit in memory (None: no memory limit)."""
+    shares = [x for x in table.mem_share if x > 0]
+    return int(round(1 / max(shares))) if shares else None
+
+
 def describe(prep: Prepared) -> dict:
     s = prep.setup
     return dict(model=prep.model, gpu=prep.gpu_name, tp=s.tp, ep=s.ep, replicas=s.replicas, gpus=prep.gpus,
                 precision=s.precision, decoding=prep.decoding.label, scheme=prep.decoding.scheme,
                 block=prep.decoding.block, tpf=prep.decoding.tpf, tpf_spread=s.tpf_spread,
                 max_running=prep.max_running, max_running_source=prep.max_running_source,
-                batch_limit=int(min(prep.max_running, min(1 / x for x in prep.table.mem_share if x > 0)))
-                if any(x > 0 for x in prep.table.mem_share) else prep.max_running,
+                memory_limit=_memory_limit(prep.table),
                 release=prep.release, release_source=prep.release_source, stack=s.stack or DEFAULT_STACK,
                 price_per_gpu_hour=prep.price, price_source=prep.price_source, board_power_w=prep.power_w,
                 power_utilisation=s.power_utilisation)

@@ -68,7 +68,7 @@ def header(record: dict) -> str:
     ep = f" EP{d['ep']}" if d["ep"] > 1 else ""
     lines = [f"{d['model']} on {d['replicas']}× {d['gpu']} TP{d['tp']}{ep} {d['precision']} ({d['gpus']} GPU{'s' if d['gpus'] > 1 else ''}) · "
              f"{d['decoding']}" + (f", spread {d['tpf_spread']:g}" if d["tpf_spread"] else ""),
-             f"running ≤ {d['max_running']} per replica ({d['max_running_source']}; memory holds {d['batch_limit']}) · "
+             f"running ≤ {d['max_running']} per replica ({d['max_running_source']}; memory fits {d['memory_limit']}) · "
              f"{d['release']} release ({d['release_source']}) · stack {d['stack']}"]
     for p in record["points"]:
         if p.get("makespan_s") is not None:
