@@ -257,6 +257,43 @@ def test_trace_replay_of_requests_that_never_meet():
         pytest.approx(sorted([long_t, short_t]), rel=1e-6)
     assert p.makespan_s == pytest.approx(300.0 + long_t, rel=1e-9)
     assert p.requests == 4 and p.requests_per_s == pytest.approx(4 / (300.0 + long_t), rel=1e-9)
+    # sorted: t=0 long, 100 short, 200 short, 300 long; replica 0 serves t=0 and 200 (to 200 +
+    # short), replica 1 t=100 and 300 (to 300 + long); each runs one long and one short request
+    busy, span = 2 * (long_t + short_t), (200 + short_t) + (300 + long_t)
+    assert p.gpu_busy_fraction == pytest.approx(busy / span, rel=1e-9)
+    assert p.mean_running == pytest.approx(busy / span, rel=1e-9)  # one request at a time
+    assert p.output_tokens_per_s == pytest.approx(p.requests_per_s * (128 + 64) / 2, rel=1e-9)
+
+
+def test_trace_option_reads_through_the_trace_reader(capsys, monkeypatch, tmp_path):
+    """--trace FILE asks plan.traces.read_trace for the arrays (with the format, time scale,
+    sample and seed given) and replays them."""
+    import sys
+    import types
+
+    import dlmcost.plan
+
+    seen = {}
+
+    def read_trace(path, fmt=None, time_scale=1.0, sample=None, seed=0):
+        seen.update(path=str(path), fmt=fmt, time_scale=time_scale, sample=sample, seed=seed)
+        return types.SimpleNamespace(arrival_s=np.array([0.0, 50.0]), prompt_tokens=np.array([256, 256]),
+                                     answer_tokens=np.array([128, 128]), source="t.csv")
+
+    fake = types.ModuleType("dlmcost.plan.traces")
+    fake.read_trace = read_trace
+    monkeypatch.setitem(sys.modules, "dlmcost.plan.traces", fake)
+    monkeypatch.setattr(dlmcost.plan, "traces", fake, raising=False)
+    path = tmp_path / "t.csv"
+    path.write_text("x\n")
+    rc, out, err = run(capsys, "serve", MODEL, "--gpu", "h100", "--scheme", "block", "--block", "32", "--tpf", "2",
+                       "--trace", path, "--trace-format", "azure", "--time-scale", "0.5", "--sample", "2",
+                       "--seed", "3", "-f", "json")
+    assert rc == 0, err
+    assert seen == dict(path=str(path), fmt="azure", time_scale=0.5, sample=2, seed=3)
+    p = json.loads(out)["points"][0]
+    assert p["requests"] == 2 and p["latency_s"]["median"] == pytest.approx(_engine(1)[0], rel=1e-9)
+    assert p["makespan_s"] == pytest.approx(50.0 + _engine(1)[0], rel=1e-9)
 
 
 def test_stats_by_hand():
@@ -296,6 +333,25 @@ def test_synchronous_release_costs_throughput_when_steps_vary():
     a = dep.evaluate(_prepared(release="synchronous"), ClosedLoop(16))
     b = dep.evaluate(_prepared(release="first-done"), ClosedLoop(16))
     assert a.requests_per_s == pytest.approx(b.requests_per_s, rel=1e-9)
+
+
+def test_table_cells_from_the_record():
+    """Three significant digits, whole numbers from 1,000 on, busy in percent; the load's short
+    name; * on the front, ! when overloaded."""
+    from dlmcost.render.serve import curve_table, latency_table
+
+    st = dict(mean=0.123456, median=1234.56, p90=12.3456, p99=None)
+    point = dict(load="2 req/s (Poisson)", concurrency=None, rate=2.0, requests=100, requests_per_s=1.98765,
+                 output_tokens_per_s=1234.6, output_tokens_per_s_per_gpu=617.3, tokens_per_s_per_user=45.678,
+                 ttfb_s=st, inter_block_s=st, latency_s=st, gpu_busy_fraction=0.876, mean_running=3.456,
+                 usd_per_mtok=None, joules_per_token=0.5, pareto=True, overloaded=True, makespan_s=None)
+    record = dict(points=[point, dict(point, rate=None, concurrency=8, pareto=False, overloaded=False)])
+    headers, rows = curve_table(record)
+    assert rows[0] == ["2 req/s*!", "1.99", "1235", "617", "45.7", "1235", "1235", "1235", "-", "88", "3.46", "-",
+                       "0.5"]
+    assert rows[1][0] == "c=8"
+    _, lat = latency_table(record)
+    assert lat[0] == ["2 req/s", "time to first block", "0.123", "1235", "12.3", "-"]
 
 
 # --- plan's replica search ------------------------------------------------------------------------
@@ -381,3 +437,30 @@ def test_plot_draws_both_panels(capsys, tmp_path):
     assert rc == 0, err
     text = path.read_text()
     assert "serve:pareto" in text and "serve:curve" in text
+
+
+def test_stack_fields_set_the_defaults(monkeypatch):
+    """A stack profile's `max_running_requests` and `release` are the defaults; the options win."""
+    from dlmcost.analysis import prepare as prep_mod
+
+    real = prep_mod.resolve_stack
+
+    class WithServing:
+        max_running_requests = 1
+        release = "first-done"
+
+        def __init__(self, stack):
+            self._stack = stack
+
+        def __getattr__(self, name):
+            return getattr(self._stack, name)
+
+    monkeypatch.setattr(prep_mod, "resolve_stack", lambda stack, profile: WithServing(real(stack, profile)))
+    lengths = (np.full(50, 256.0), np.full(50, 128.0))
+    p = dep.prepare(MODEL, lengths, dep.Setup(gpu="h100", **BLOCK))
+    assert (p.max_running, p.max_running_source, p.release, p.release_source) == (1, "stack", "first-done", "stack")
+    p = dep.prepare(MODEL, lengths, dep.Setup(gpu="h100", max_running=4, release="synchronous", **BLOCK))
+    assert (p.max_running, p.max_running_source, p.release, p.release_source) == (4, "option", "synchronous", "option")
+    monkeypatch.setattr(prep_mod, "resolve_stack", real)
+    p = dep.prepare(MODEL, lengths, dep.Setup(gpu="h100", **BLOCK))
+    assert (p.max_running, p.release) == (dep.DEFAULT_MAX_RUNNING, "synchronous")
