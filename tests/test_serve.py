@@ -130,7 +130,7 @@ def _hand_table():
 
 def _hand_passes():
     # A: a prompt pass, then blocks of 2 and 3 passes; B: 1, then 4 and 2; C: 1, then 1 and 1
-    return RequestPasses(np.array([1, 1, 1]), np.array([[2, 3], [4, 2], [1, 1]]), np.array([2, 2, 2]))
+    return RequestPasses.from_rows([1, 1, 1], [[2, 3], [4, 2], [1, 1]])
 
 
 def test_synchronous_batch_by_hand():
@@ -171,8 +171,7 @@ def test_synchronous_wave_waits_for_the_slowest_member():
     t = ClassTable([1 + 5 * 6], [7], [0.0], [[0.0] + [tau] * 16], lead=[1], blocks=[blocks])
     passes = draw_passes(t, np.zeros(b, int), 0.8, rng, [32])
     r = little(simulate(t, np.zeros(b, int), b, arrivals_s=np.zeros(b), passes=passes, release="synchronous"))
-    per = passes.per_block
-    rounds = [1 + per[:, 0].max()] + [per[:, k].max() for k in range(1, blocks)]
+    rounds = [1 + passes.block(0).max()] + [passes.block(k).max() for k in range(1, blocks)]
     assert np.allclose(r.done_s, tau * sum(rounds))
     assert np.allclose(r.first_block_s, tau * rounds[0])
     fd = little(simulate(t, np.zeros(b, int), b, arrivals_s=np.zeros(b), passes=passes, release="first-done"))
@@ -182,10 +181,10 @@ def test_synchronous_wave_waits_for_the_slowest_member():
 def test_drawn_passes_keep_the_mean_and_the_spread():
     t = ClassTable([1 + 4 * 16], [17], [0.0], [[0.0, 1.0]], lead=[1], blocks=[4])
     cls = np.zeros(50_000, int)
-    x = draw_passes(t, cls, 0.5, np.random.default_rng(0)).per_block.astype(float)
+    x = draw_passes(t, cls, 0.5, np.random.default_rng(0)).flat.astype(float)
     assert x.mean() == pytest.approx(16.0, rel=0.005)  # the random rounding keeps the mean
     assert x.std() / x.mean() == pytest.approx(0.5, rel=0.03)  # gamma CV 0.5 (rounding adds under 1%)
-    capped = draw_passes(t, cls, 0.5, np.random.default_rng(0), [32]).per_block
+    capped = draw_passes(t, cls, 0.5, np.random.default_rng(0), [32]).flat
     assert capped.min() >= 1 and capped.max() == 32  # a pass commits one token at least
     even = draw_passes(t, cls[:3], 0.0, np.random.default_rng(0))
     assert even.nfe.tolist() == [65] * 3 and even.first.tolist() == [17] * 3

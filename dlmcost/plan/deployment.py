@@ -285,9 +285,7 @@ def _simulate_replicas(prep: Prepared, load, cls: np.ndarray, arrivals: np.ndarr
     for g, kind in zip(groups, kinds):
         sub = None
         if prep.block_streaming:
-            from .simulate import RequestPasses
-
-            sub = RequestPasses(passes_all.lead[g], passes_all.per_block[g], passes_all.n_blocks[g])
+            sub = passes_all.subset(g)
         r = simulate(prep.table, cls[g], prep.max_running, passes=sub, release=prep.release, **kind)
         out.append(_Replica(r, g))
     return out

@@ -75,23 +75,46 @@ class ClassTable:
             object.__setattr__(self, "first_pass_s", self.pass_s)
 
 
-@dataclass(frozen=True)
+MAX_BLOCKS = 20_000_000  # blocks over all simulated requests (the passes are drawn per block)
+
+
+@dataclass(frozen=True, eq=False)
 class RequestPasses:
     """Each request's passes: `lead` over the prompt alone (the first pass among them, if any),
-    then `per_block[i, k]` passes for block k < n_blocks[i]. NFE_i = lead_i + sum_k per_block[i, k];
-    the first block is final after lead_i + per_block[i, 0] passes."""
+    then one count per block, request after request in `flat` (request i's n_blocks[i] counts
+    start at offset[i]). NFE_i = lead_i + its counts; the first block is final after lead_i +
+    its first count."""
 
     lead: np.ndarray
-    per_block: np.ndarray  # (requests, most blocks), zero past a request's blocks
+    flat: np.ndarray
     n_blocks: np.ndarray
+
+    @classmethod
+    def from_rows(cls, lead, rows) -> "RequestPasses":
+        """From one list of per-block counts per request."""
+        return cls(np.asarray(lead, np.int64), np.asarray([x for r in rows for x in r], np.int64),
+                   np.asarray([len(r) for r in rows], np.int64))
+
+    @property
+    def offset(self) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(self.n_blocks)[:-1]]).astype(np.int64)
 
     @property
     def nfe(self) -> np.ndarray:
-        return self.lead + self.per_block.sum(axis=1)
+        return self.lead + np.add.reduceat(self.flat, self.offset) * (self.n_blocks > 0)
 
     @property
     def first(self) -> np.ndarray:
-        return self.lead + self.per_block[:, 0]
+        return self.lead + self.flat[self.offset]
+
+    def block(self, k: int) -> np.ndarray:
+        """Every request's count for block k (requests with k + 1 blocks or more)."""
+        return self.flat[self.offset[self.n_blocks > k] + k]
+
+    def subset(self, index: np.ndarray) -> "RequestPasses":
+        pieces = [self.flat[o:o + n] for o, n in zip(self.offset[index], self.n_blocks[index])]
+        flat = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
+        return RequestPasses(self.lead[index], flat, self.n_blocks[index])
 
 
 def class_passes(table: ClassTable, request_class: np.ndarray) -> RequestPasses:
@@ -107,26 +130,30 @@ def draw_passes(table: ClassTable, request_class: np.ndarray, spread: float, rng
     a whole number at random so that the mean is kept (floor(x) + 1 with probability x - floor(x)),
     at least 1 and at most `max_per_block` (a block's length: one token per pass at least).
     spread 0: every request the class's passes (see class_passes)."""
+    from ..errors import UsageError
+
     cls = np.asarray(request_class, int)
     n_cls = len(table.nfe)
-    lead_c = np.asarray(table.lead if table.lead is not None else [0] * n_cls, int)
-    blocks_c = np.asarray(table.blocks if table.blocks is not None else [1] * n_cls, int)
+    lead_c = np.asarray(table.lead if table.lead is not None else [0] * n_cls, np.int64)
+    blocks_c = np.asarray(table.blocks if table.blocks is not None else [1] * n_cls, np.int64)
     mean_c = (np.asarray(table.nfe, float) - lead_c) / blocks_c
-    width = int(blocks_c.max())
-    k = np.arange(width)
     n_blocks = blocks_c[cls]
-    inside = k[None, :] < n_blocks[:, None]
-    mean = mean_c[cls][:, None]
+    total = int(n_blocks.sum())
+    if total > MAX_BLOCKS:
+        raise UsageError(f"{total:,} blocks to simulate (more than {MAX_BLOCKS:,}): choose larger blocks, "
+                         "shorter answers or fewer requests")
+    owner = np.repeat(np.arange(len(cls)), n_blocks)
+    k = np.arange(total) - np.repeat(np.cumsum(n_blocks) - n_blocks, n_blocks)
+    mean = mean_c[cls][owner]
     if spread <= 0:
         per = np.round(mean * (k + 1)) - np.round(mean * k)
     else:
         shape = 1.0 / spread ** 2
-        x = rng.gamma(shape, mean / shape, size=(len(cls), width))
-        per = np.floor(x) + (rng.random(x.shape) < x - np.floor(x))
-        hi = np.asarray(max_per_block, float)[cls][:, None] if max_per_block is not None else np.inf
+        x = rng.gamma(shape, mean / shape)
+        per = np.floor(x) + (rng.random(total) < x - np.floor(x))
+        hi = np.asarray(max_per_block, float)[cls][owner] if max_per_block is not None else np.inf
         per = np.clip(per, 1, hi)
-    per = np.where(inside, per, 0).astype(np.int64)
-    return RequestPasses(lead_c[cls].astype(np.int64), per, n_blocks.astype(np.int64))
+    return RequestPasses(lead_c[cls], per.astype(np.int64), n_blocks.astype(np.int64))
 
 
 @dataclass(frozen=True)
@@ -292,7 +319,8 @@ def _simulate_rounds(table: ClassTable, request_class: np.ndarray, batch_cap: in
     cls = request_class.tolist()
     share, pass_s = table.mem_share, table.pass_s
     lift = [[f - p for f, p in zip(fc, pc)] for fc, pc in zip(table.first_pass_s, pass_s)]
-    lead, per_block, n_blocks = passes.lead.tolist(), passes.per_block.tolist(), passes.n_blocks.tolist()
+    lead, flat, n_blocks = passes.lead.tolist(), passes.flat.tolist(), passes.n_blocks.tolist()
+    offset = passes.offset.tolist()
     open_loop = arrivals_s is not None
     arrival = arrivals_s.tolist() if open_loop else [math.inf] * n
     done, start, first_block = [math.nan] * n, [math.nan] * n, [math.nan] * n
@@ -340,7 +368,7 @@ def _simulate_rounds(table: ClassTable, request_class: np.ndarray, batch_cap: in
         tau = sum(k * pass_s[c][b] for c, k in enumerate(counts) if k) / b
         tau0 = tau + sum(lift[cls[i]][b] for i in newcomers) / b
         is_new = set(newcomers)
-        m = max(per_block[i][block_of[i]] + (lead[i] if i in is_new else 0) for i in members)
+        m = max(flat[offset[i] + block_of[i]] + (lead[i] if i in is_new else 0) for i in members)
         elapsed = tau0 + (max(m, 1) - 1) * tau
         now += elapsed
         busy += elapsed
