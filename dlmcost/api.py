@@ -39,7 +39,7 @@ _ELSEWHERE = {
               "sweep_rows"),
     "analysis.model_info": ("VERIFY_WARN_FRACTION", "list_models", "model_info", "verify_model"),
     # `dlmcost serve`: a fixed deployment under a load
-    "plan.deployment": ("serve", "ServeSetup", "ServeResult"),
+    "plan.deployment": ("serve", "serve_many", "ServeSetup", "ServeResult"),
     "plan.loads": ("ClosedLoop", "OpenLoop", "BatchJob", "TraceReplay"),
     "plan.results": ("Targets",),
 }
@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # for editors and type checkers, which do not run __getattr__
     from .analysis.model_info import VERIFY_WARN_FRACTION, list_models, model_info, verify_model  # noqa: F401
     from .analysis.sweep import (check_sweeps_passes, iter_sweep, sweep, sweep_columns, sweep_first_pass,  # noqa: F401
                         sweep_passes, sweep_rows)
-    from .plan.deployment import ServeResult, ServeSetup, serve  # noqa: F401
+    from .plan.deployment import ServeResult, ServeSetup, serve, serve_many  # noqa: F401
     from .plan.loads import BatchJob, ClosedLoop, OpenLoop, TraceReplay  # noqa: F401
     from .plan.results import Targets  # noqa: F401
 

@@ -290,7 +290,7 @@ def test_trace_option_reads_through_the_trace_reader(capsys, monkeypatch, tmp_pa
                        "--seed", "3", "-f", "json")
     assert rc == 0, err
     assert seen == dict(path=str(path), fmt="azure", time_scale=0.5, sample=2, seed=3)
-    p = json.loads(out)["points"][0]
+    p = json.loads(out)["deployments"][0]["points"][0]
     assert p["requests"] == 2 and p["latency_s"]["median"] == pytest.approx(_engine(1)[0], rel=1e-9)
     assert p["makespan_s"] == pytest.approx(50.0 + _engine(1)[0], rel=1e-9)
 
@@ -344,7 +344,8 @@ def test_table_cells_from_the_record():
                  output_tokens_per_s=1234.6, output_tokens_per_s_per_gpu=617.3, tokens_per_s_per_user=45.678,
                  ttfb_s=st, inter_block_s=st, latency_s=st, gpu_busy_fraction=0.876, mean_running=3.456,
                  usd_per_mtok=None, joules_per_token=0.5, pareto=True, overloaded=True, makespan_s=None)
-    record = dict(points=[point, dict(point, rate=None, concurrency=8, pareto=False, overloaded=False)])
+    record = dict(deployments=[dict(points=[point, dict(point, rate=None, concurrency=8, pareto=False,
+                                                        overloaded=False)])])
     headers, rows = curve_table(record)
     assert rows[0] == ["2 req/s*!", "1.99", "1235", "617", "45.7", "1235", "1235", "1235", "-", "88", "3.46", "-",
                        "0.5"]
@@ -381,22 +382,22 @@ def test_serve_table_json_csv(capsys):
     assert max(len(line) for line in out.splitlines()) <= 100
     assert "c=8" in out and "time to first block" in out
     rc, out, err = run(capsys, *args, "-f", "json")
-    rec = json.loads(out)
+    (rec,) = json.loads(out)["deployments"]
     assert [p["concurrency"] for p in rec["points"]] == [1, 8, 32]
     assert rec["deployment"]["max_running"] == 32 and rec["deployment"]["max_running_source"] == "option"
     assert rec["pareto"]
     rc, out, err = run(capsys, *args, "-f", "csv")
-    assert out.splitlines()[0].startswith("gpu,replicas,tp,ep") and len(out.splitlines()) == 4
+    assert out.splitlines()[0].startswith("deployment,model,gpu,replicas,tp,ep") and len(out.splitlines()) == 4
 
 
 def test_unpriced_gpu_is_served_without_a_cost(capsys):
     rc, out, err = run(capsys, "serve", MODEL, "--gpu", "h20", "--concurrency", "4", "--answer", "64", "-f", "json")
     assert rc == 0, err
-    p = json.loads(out)["points"][0]
+    p = json.loads(out)["deployments"][0]["points"][0]
     assert p["usd_per_mtok"] is None and p["output_tokens_per_s"] > 0
     rc, out, err = run(capsys, "serve", MODEL, "--gpu", "h20", "--price", "1.5", "--concurrency", "4", "--answer",
                        "64", "-f", "json")
-    p = json.loads(out)["points"][0]
+    p = json.loads(out)["deployments"][0]["points"][0]
     assert p["usd_per_mtok"] == pytest.approx(1.5 / (p["output_tokens_per_s"] * 3600) * 1e6)
 
 
@@ -435,7 +436,34 @@ def test_plot_draws_both_panels(capsys, tmp_path):
     rc, out, err = run(capsys, "serve", MODEL, "--answer", "64", "--concurrency", "1,4,16", "--plot", path)
     assert rc == 0, err
     text = path.read_text()
-    assert "serve:pareto" in text and "serve:curve" in text
+    assert "serve:pareto" in text and "serve:curve:1" in text
+
+
+def test_a_dllm_beside_the_ar_model_it_would_replace(capsys):
+    """Several models, the same loads and lengths, one table; the AR model decodes AR although a
+    diffusion decoding was asked for; the Pareto front is over every deployment's points, and each
+    deployment's numbers are those it has alone."""
+    both = ["serve", f"{MODEL},Qwen/Qwen2.5-7B", "--gpu", "h100", "--scheme", "block", "--block", "32", "--tpf", "2",
+            "--answer", "128", "--concurrency", "1,16", "--max-running", "32", "-f", "json"]
+    rc, out, err = run(capsys, *both)
+    assert rc == 0, err
+    rec = json.loads(out)
+    dllm, ar = rec["deployments"]
+    assert (dllm["deployment"]["decoding"], ar["deployment"]["decoding"]) == ("block/32/2", "ar")
+    everyone = [p for d in rec["deployments"] for p in d["points"]]
+    front = [p for p in everyone if p["pareto"]]
+    for f in front:
+        assert not any(q["output_tokens_per_s_per_gpu"] > f["output_tokens_per_s_per_gpu"]
+                       and q["tokens_per_s_per_user"] > f["tokens_per_s_per_user"] for q in everyone)
+    assert rec["pareto"] == [[i, j] for i, d in enumerate(rec["deployments"]) for j, p in enumerate(d["points"])
+                             if p["pareto"]]
+    rc, out, err = run(capsys, "serve", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--answer", "128", "--concurrency", "1,16",
+                       "--max-running", "32", "-f", "json")
+    alone = json.loads(out)["deployments"][0]["points"]
+    assert [p["output_tokens_per_s"] for p in alone] == [p["output_tokens_per_s"] for p in ar["points"]]
+    rc, out, err = run(capsys, *both[:-2])
+    assert rc == 0 and "#1 GSAI-ML/LLaDA-8B-Instruct" in out and "#2 Qwen/Qwen2.5-7B" in out
+    assert max(len(line) for line in out.splitlines()) <= 100
 
 
 def test_stack_fields_set_the_defaults(monkeypatch):

@@ -48,9 +48,10 @@ def _loads(concurrency, think, rate, arrival, cv, job, parallel, trace, trace_fo
 
 @app.command(epilog=EXAMPLES)
 def serve(
-    model: Optional[str] = typer.Argument(None, help="bundled id, local file, or Hub id [LLaDA-8B-Instruct]"),
-    gpu: str = typer.Option("h100", "--gpu", "-g", help="the GPU of every replica"),
-    tp: int = typer.Option(1, "--tp", help="tensor-parallel GPUs per replica"),
+    model: Optional[str] = typer.Argument(None, help="bundled id, local file, or Hub id, or a comma list to "
+                                          "compare (e.g. a dLLM and the AR model it replaces) [LLaDA-8B-Instruct]"),
+    gpu: str = typer.Option("h100", "--gpu", "-g", metavar="LIST", help="the GPU of every replica (a comma list compares)"),
+    tp: str = typer.Option("1", "--tp", metavar="LIST", help="tensor-parallel GPUs per replica (a comma list compares)"),
     ep: int = typer.Option(1, "--ep", help="expert-parallel ways (MoE; divides --tp)"),
     replicas: int = typer.Option(1, "--replicas", "-R", help="data-parallel replicas"),
     precision: str = typer.Option("bf16", "--precision", help="weights and compute precision"),
@@ -113,20 +114,22 @@ def serve(
     for k, v in targets.as_dict().items():
         if not (math.isfinite(v) and v > 0):
             raise UsageError(f"target {k} must be a positive number, got {v}")
-    setup = api.ServeSetup(gpu=gpu, tp=tp, ep=ep, replicas=replicas, precision=precision, scheme=scheme, block=block,
-                           tpf=tpf, steps=steps, tpf_spread=tpf_spread, max_running=max_running, release=release,
-                           stack=stack, efficiency=examples.locate(efficiency), price=price,
-                           power_utilisation=power_utilisation)
-    result = api.serve(examples.locate(model) or api.DEFAULT_MODEL, loads, setup, prompt=prompt, answer=answer,
-                       targets=targets if targets.as_dict() else None, find_max_rate=max_rate, arrival=arrival, cv=cv,
-                       requests=requests, seed=seed, hardware=hardware)
+    if plot and not loads:
+        raise UsageError("--plot draws a load curve: give --concurrency or --rate")
+    setups = [api.ServeSetup(gpu=g, tp=t, ep=ep, replicas=replicas, precision=precision, scheme=scheme, block=block,
+                             tpf=tpf, steps=steps, tpf_spread=tpf_spread, max_running=max_running, release=release,
+                             stack=stack, efficiency=examples.locate(efficiency), price=price,
+                             power_utilisation=power_utilisation)
+              for g in _parse_list(gpu, str, "gpu") for t in _parse_list(tp, int, "tp")]
+    models = [examples.locate(m) for m in _parse_list(model, str, "model")] if model else [api.DEFAULT_MODEL]
+    result = api.serve_many(models, loads, setups, prompt=prompt, answer=answer,
+                            targets=targets if targets.as_dict() else None, find_max_rate=max_rate, arrival=arrival,
+                            cv=cv, requests=requests, seed=seed, hardware=hardware)
     record = result.record()
     _check_finite(record, "serve result")
     from ..render.serve import render_serve, serve_chart
 
     out = Output.stdout()
     render_serve(record, fmt, out)
-    if plot and record["points"]:
+    if plot:
         _draw(serve_chart(record), plot, out)
-    elif plot:
-        raise UsageError("--plot draws a load curve: give --concurrency or --rate")

@@ -146,6 +146,17 @@ class ServeResult:
                     pareto=[i for i, p in enumerate(self.points) if p.pareto], max_rate=self.max_rate)
 
 
+@dataclass
+class Comparison:
+    """Several deployments under the same loads; the Pareto front is over all their points."""
+
+    results: list[ServeResult]
+
+    def record(self) -> dict:
+        return dict(deployments=[r.record() for r in self.results],
+                    pareto=[[i, j] for i, r in enumerate(self.results) for j, p in enumerate(r.points) if p.pareto])
+
+
 def stats(values: np.ndarray) -> dict:
     """Mean, median, p90, p99 (numpy's linear interpolation between order statistics); NaNs ignored."""
     v = np.asarray(values, float)
@@ -477,3 +488,33 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=256, answer=None, 
     found = max_rate(prep, targets or Targets(), arrival=arrival, cv=cv, requests=requests, seed=seed) \
         if find_max_rate else None
     return ServeResult(describe(prep), points, found)
+
+
+def own_decoding_is_ar(spec) -> bool:
+    return spec.sampler is None or spec.sampler.scheme == "ar"
+
+
+def serve_many(models: list, loads, setups: list[Setup], *, answer=None, **options) -> Comparison:
+    """Every model on every setup under the same loads and lengths, side by side (a diffusion
+    model and the AR model it would replace). The answer length defaults to the first model's;
+    beside other models, a model whose own decoding is AR decodes AR whatever the decoding
+    options say (they describe the diffusion models)."""
+    from dataclasses import replace
+
+    from ..inputs.models import resolve_model
+
+    specs = [resolve_model(m) if isinstance(m, str) else m for m in models]
+    if not specs or not setups:
+        raise UsageError("serve: give a model and a deployment")
+    if len(specs) * len(setups) > 64:
+        raise UsageError(f"serve: {len(specs) * len(setups)} deployments; compare at most 64 at once")
+    if answer is None and not any(isinstance(ld, TraceReplay) for ld in (loads if isinstance(loads, list) else [loads])):
+        answer = specs[0].sampler.gen if specs[0].sampler else 256
+    results = []
+    for spec in specs:
+        for setup in setups:
+            if len(specs) > 1 and own_decoding_is_ar(spec):
+                setup = replace(setup, scheme=None, block=None, tpf=None, steps=None, tpf_spread=0.0)
+            results.append(serve(spec, loads, setup, answer=answer, **options))
+    mark_pareto([p for r in results for p in r.points])
+    return Comparison(results)
