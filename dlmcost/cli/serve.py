@@ -104,7 +104,7 @@ def serve(
     for name, value in (("think", think), ("cv", cv), ("time-scale", time_scale)):
         if not math.isfinite(value):
             raise UsageError(f"--{name} must be a finite number, got {value}")
-    if not 0 <= seed < 2 ** 63:
+    if not 0 <= seed < 2 ** 63:  # numpy's Generator takes a non-negative --seed
         raise UsageError("--seed must be in 0..2^63-1")
     loads = _loads(concurrency, think, rate, arrival, cv, job, parallel, trace, trace_format, time_scale, sample, seed)
     if not loads and not max_rate:
