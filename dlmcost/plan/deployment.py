@@ -22,7 +22,7 @@ import numpy as np
 
 from ..analysis import limits
 from ..engine.schemes import get_scheme
-from ..errors import UsageError
+from ..errors import UsageError, WorkloadError
 from ..inputs.stacks import DEFAULT_STACK
 from .loads import ClosedLoop, BatchJob, OpenLoop, TraceReplay
 from .results import Targets, joules_per_token, usd_per_hour, usd_per_mtok
@@ -220,7 +220,7 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     built = _class_tables(pt, 0, 0, 0, decoding, prompt_vals, canvases, [distinct.index(c) for c in canvases],
                           max_running)
     if built is None:
-        raise UsageError(f"{spec.id} cannot run on {gpu.name} at tp {setup.tp}, ep {setup.ep}, {setup.precision} "
+        raise WorkloadError(f"{spec.id} cannot run on {gpu.name} at tp {setup.tp}, ep {setup.ep}, {setup.precision} "
                          f"with {decoding.label} (unsupported precision, a layout that does not split, or weights "
                          "that do not fit)")
     table, _ = built
@@ -411,8 +411,12 @@ def mark_pareto(points: list[Point]) -> None:
 def saturation_rate(prep: Prepared, *, requests: int = DEFAULT_REQUESTS, seed: int = 0) -> float:
     """Requests/s the deployment completes with every batch always full (a closed loop of more
     users than the replicas hold, no think time): no rate above it is sustained."""
-    users = prep.setup.replicas * (2 * prep.max_running + 1)
-    return evaluate(prep, ClosedLoop(users), requests=max(requests, 4 * users), seed=seed).requests_per_s
+    from dataclasses import replace
+
+    one = replace(prep, setup=replace(prep.setup, replicas=1), gpus=prep.setup.tp)  # replicas are alike
+    users = 2 * prep.max_running + 1
+    return prep.setup.replicas * evaluate(one, ClosedLoop(users), requests=max(requests, 4 * users),
+                                          seed=seed).requests_per_s
 
 
 def max_rate(prep: Prepared, targets: Targets, *, arrival: str = "poisson", cv: float = 1.0,

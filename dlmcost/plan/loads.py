@@ -31,8 +31,8 @@ class ClosedLoop:
     think_s: float = 0.0
 
     def __post_init__(self):
-        if not (isinstance(self.users, int) and 0 < self.users <= 1_000_000):
-            raise UsageError(f"concurrency must be a whole number of users in 1..1,000,000, got {self.users}")
+        if not (isinstance(self.users, int) and 0 < self.users <= 100_000):
+            raise UsageError(f"concurrency must be a whole number of users in 1..100,000, got {self.users}")
         if not (math.isfinite(self.think_s) and 0 <= self.think_s <= 1e6):
             raise UsageError(f"think time must be >= 0 seconds, got {self.think_s}")
 
@@ -79,8 +79,8 @@ class BatchJob:
     def __post_init__(self):
         if not (isinstance(self.requests, int) and 0 < self.requests <= MAX_REQUESTS):
             raise UsageError(f"--job: the number of requests must be in 1..{MAX_REQUESTS:,}, got {self.requests}")
-        if not (isinstance(self.parallel, int) and 0 < self.parallel <= 1_000_000):
-            raise UsageError(f"--parallel must be a whole number in 1..1,000,000, got {self.parallel}")
+        if not (isinstance(self.parallel, int) and 0 < self.parallel <= 100_000):
+            raise UsageError(f"--parallel must be a whole number in 1..100,000, got {self.parallel}")
 
     @property
     def label(self) -> str:
