@@ -423,6 +423,7 @@ def test_max_rate_from_the_command(capsys):
     (["--concurrency", "4", "--max-running", "0"], 2, "--max-running"),
     (["--concurrency", "4", "--p95", "-2"], 2, "p95"),
     (["--concurrency", "4", "-f", "html"], 2, "unknown format"),
+    (["--concurrency", "4", "--tp", "3"], 3, "cannot run"),
 ])
 def test_bad_options_one_line(capsys, args, code, needle):
     rc, out, err = run(capsys, "serve", MODEL, "--answer", "64", *args)
