@@ -31,6 +31,20 @@ def _clean_env(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
+@pytest.fixture(autouse=True)
+def _littles_law_on_every_run(monkeypatch):
+    """Every simulation a test here runs, directly or through serve, is checked by `little`."""
+    from dlmcost.plan import simulate as sim
+
+    real = sim.simulate
+
+    def checked(*args, **kwargs):
+        return little(real(*args, **kwargs))
+
+    monkeypatch.setattr(dep, "simulate", checked)
+    monkeypatch.setitem(globals(), "simulate", checked)
+
+
 def run(capsys, *args):
     capsys.readouterr()
     rc = main([str(a) for a in args])

@@ -112,6 +112,16 @@ def max_rate_lines(record: dict) -> list[str]:
     return out
 
 
+def pareto_line(record: dict) -> str | None:
+    """The front, named: 'Pareto front of tokens/s per GPU against tokens/s per user: c=8, c=32'."""
+    many = len(record["deployments"]) > 1
+    names = [(f"#{i} " if i else "") + short_load(p) for i, _, p in _points(record) if p["pareto"]]
+    if sum(len(d["points"]) for d in record["deployments"]) < 2 or not names:
+        return None
+    return f"Pareto front of tokens/s per GPU against tokens/s per user{' (all deployments)' if many else ''}: " \
+           + ", ".join(names)
+
+
 def csv_rows(record: dict) -> list[dict]:
     out = []
     for i, entry in enumerate(record["deployments"], 1):
@@ -141,7 +151,7 @@ def render_serve(record: dict, fmt: str, out: Output) -> None:
     if fmt == "csv":
         out.write(to_csv(csv_rows(record)))
         return
-    rates = max_rate_lines(record)
+    rates = [line for line in [pareto_line(record)] if line] + max_rate_lines(record)
     tables = []
     if any(entry["points"] for entry in record["deployments"]):
         tables = [("what the deployment delivers", curve_table(record), CAPTION),
