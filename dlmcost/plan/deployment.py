@@ -376,12 +376,16 @@ def _measure(prep: Prepared, load, replicas: list[_Replica], synthetic: bool, ta
 
 
 def _rate(r: SimResult, w: slice, synthetic: bool) -> float:
-    """Completions per second of one replica in the measured window: the window's requests that
-    finished after its first completion, over the time from that completion to its last."""
-    done = np.sort(r.done_s[w])
-    if len(done) < 2 or not done[-1] > done[0]:
+    """Completions per second of one replica: its completions in (t0, t1] over t1 - t0, where t0
+    and t1 are the first and last of the window's share of its completion times in order (the
+    10% first and 5% last left out, as for the requests). Exact for requests finishing one by
+    one at a steady rate or in waves, as a synchronous batch's do."""
+    done = np.sort(r.done_s)
+    inside = done[w]
+    t0, t1 = float(inside[0]), float(inside[-1])
+    if not t1 > t0:
         return len(done) / r.end_s if r.end_s > 0 else 0.0
-    return float((len(done) - 1) / (done[-1] - done[0]))
+    return float(np.count_nonzero((done > t0) & (done <= t1)) / (t1 - t0))
 
 
 def _misses(p: Point, lat: np.ndarray, ttfb: np.ndarray, t: Targets) -> list:
