@@ -508,3 +508,12 @@ def test_stack_fields_set_the_defaults(monkeypatch):
     monkeypatch.setattr(prep_mod, "resolve_stack", real)
     p = dep.prepare(MODEL, lengths, dep.Setup(gpu="h100", **BLOCK))
     assert (p.max_running, p.release) == (dep.DEFAULT_MAX_RUNNING, "synchronous")
+
+
+@pytest.mark.parametrize("release", ["first-done", "synchronous"])
+def test_reported_numbers_obey_the_response_time_law(release):
+    """The printed requests/s and mean latency of a closed loop (24 users thinking 1 s, at most 8
+    running, passes per block spread): N = X (R + Z)."""
+    prep = _prepared(max_running=8, release=release, tpf_spread=0.5)
+    p = dep.evaluate(prep, ClosedLoop(24, think_s=1.0), requests=6000)
+    assert 24 == pytest.approx(p.requests_per_s * (p.latency_s["mean"] + 1.0), rel=0.02)
