@@ -180,7 +180,7 @@ def _decoding(spec, setup: Setup, answers: np.ndarray) -> Decoding:
 
     given = None
     if any(v is not None for v in (setup.scheme, setup.block, setup.tpf, setup.steps)):
-        scheme = setup.scheme or (spec.sampler.scheme if spec.sampler else "ar")
+        scheme = setup.scheme or (spec.sampler.scheme if spec.sampler else "ar")  # plan's default for no sampler
         given = [DecodingSpec(scheme=scheme, block=setup.block, tpf=setup.tpf, steps=setup.steps)]
     scenario = ScenarioSpec(search=SearchSpec(decoding=given))
     traffic = Traffic(parse_lengths(0, "prompt"), LengthDist("file", tuple(float(a) for a in answers[:10_001])), rate=1.0)
@@ -210,7 +210,7 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     prompt_vals = [int(v) for v in sample.prompt_values]
     answer_vals = [int(v) for v in sample.answer_values]
     canvases = ([int(math.ceil(v / decoding.block) * decoding.block) for v in answer_vals]
-                if decoding.scheme != "ar" and decoding.block else answer_vals)
+                if decoding.block and not token_streaming else answer_vals)
     distinct = sorted(set(canvases))
     args = (decoding, [gpu.name], [setup.precision], [setup.tp], prompt_vals, distinct, batch_grid(max_running))
     opts = dict(efficiency=setup.efficiency, stack=setup.stack, hardware=hardware, ep=setup.ep)
@@ -221,8 +221,8 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
                           max_running)
     if built is None:
         raise WorkloadError(f"{spec.id} cannot run on {gpu.name} at tp {setup.tp}, ep {setup.ep}, {setup.precision} "
-                         f"with {decoding.label} (unsupported precision, a layout that does not split, or weights "
-                         "that do not fit)")
+                            f"with {decoding.label} (unsupported precision, a layout that does not split, or weights "
+                            "that do not fit)")
     table, _ = built
     n_p = len(prompt_vals)
     blocks = [1 if token_streaming else (c // decoding.block if decoding.block else 1) for c in canvases] * n_p
@@ -499,7 +499,8 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=256, answer=None, 
 
 
 def own_decoding_is_ar(spec) -> bool:
-    return spec.sampler is None or spec.sampler.scheme == "ar"
+    """The model's own decoding streams tokens (autoregressive), or it has no sampler settings."""
+    return spec.sampler is None or get_scheme(spec.sampler.scheme).stops == "token"
 
 
 def serve_many(models: list, loads, setups: list[Setup], *, answer=None, **options) -> Comparison:
