@@ -8,7 +8,6 @@ engine's own pass times (`api.analyze`) and their formulas."""
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pytest
