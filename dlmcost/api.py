@@ -45,18 +45,34 @@ _ELSEWHERE = {
     "analysis.requirements": ("parse_requirements", "requirement_failures", "requirement_rows", "sweep_label"),
     "calibration.runs": ("calibrate_file", "calibrate_measured", "measure_batches", "write_measurements"),
     "plan": ("plan_record", "run_plan"),
+    # `dlmcost serve`: a fixed deployment under a load
+    "plan.deployment": ("serve", "serve_many", "ServeSetup", "ServeResult"),
+    "plan.loads": ("ClosedLoop", "OpenLoop", "BatchJob", "TraceReplay"),
+    "plan.results": ("Targets",),
 }
 if TYPE_CHECKING:  # for editors and type checkers, which do not run __getattr__
     from .analysis.model_info import VERIFY_WARN_FRACTION, list_models, model_info, verify_model  # noqa: F401
     from .analysis.sweep import (check_sweeps_passes, iter_sweep, sweep, sweep_columns, sweep_first_pass,  # noqa: F401
                         sweep_passes, sweep_rows)
+    from .plan.deployment import ServeResult, ServeSetup, serve, serve_many  # noqa: F401
+    from .plan.loads import BatchJob, ClosedLoop, OpenLoop, TraceReplay  # noqa: F401
+    from .plan.results import Targets  # noqa: F401
+
+
+def read_trace(path, fmt=None, time_scale: float = 1.0, sample=None, seed: int = 0):
+    """A request trace file (Azure, Mooncake, BurstGPT; `plan.traces`) as a `TraceReplay` load."""
+    from .plan import traces  # loaded only when a trace is read
+    from .plan.loads import TraceReplay
+
+    t = traces.read_trace(path, fmt=fmt, time_scale=time_scale, sample=sample, seed=seed)
+    return TraceReplay(t.arrival_s, t.prompt_tokens, t.answer_tokens, name=str(getattr(t, "source", None) or path))
 
 
 # `from dlmcost.api import *` takes these (each lazy name loads its module, as above); without a
 # list it would take only what is loaded already, and miss sweep and the model commands' names.
 __all__ = sorted({"AnalyzeResult", "DEFAULT_MODEL", "Frame", "Grids", "MAX_PASSES_ONE_BY_ONE", "MAX_SWEEP_CONFIGS",
                   "ModelSpec", "Prepared", "Stack", "Unsupported", "analyze", "build_grid", "check_passes",
-                  "generation_numbers", "model_summary", "models_by_role", "prepare", "resolve_stack",
+                  "generation_numbers", "model_summary", "models_by_role", "prepare", "read_trace", "resolve_stack",
                   "unique_rows", "unsupported_reason", "workload_for", "workload_summary", "workload_warnings",
                   "workloads_grid", *(name for names in _ELSEWHERE.values() for name in names)})
 

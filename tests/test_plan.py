@@ -14,6 +14,8 @@ from dlmcost.cli import main
 from dlmcost.inputs.hardware import GPU, HardwareDB
 from dlmcost.plan import results
 from dlmcost.plan.simulate import ClassTable, simulate
+
+_simulate = simulate  # the simulator itself (tests call `simulate`, checked by Little's law)
 from dlmcost.plan.traffic import parse_lengths
 
 MODEL = "GSAI-ML/LLaDA-8B-Instruct"
@@ -23,6 +25,23 @@ MODEL = "GSAI-ML/LLaDA-8B-Instruct"
 def _clean_env(monkeypatch):
     monkeypatch.delenv("DLMCOST_HARDWARE", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(autouse=True)
+def _littles_law_on_every_run(monkeypatch):
+    """Little's law on every simulation a test here runs (directly or through plan's search):
+    the time integral of the batch size, from the simulator's record of every iteration, equals
+    the time requests spent in the batch, from their admission and finish times."""
+    from dlmcost.plan import search
+
+    def checked(*args, **kwargs):
+        r = _simulate(*args, **kwargs)
+        assert r.in_service_s == pytest.approx(float(np.sum(r.done_s - r.start_s)), rel=1e-9)
+        assert (r.start_s >= r.arrival_s - 1e-9).all() and (r.done_s >= r.start_s).all()
+        return r
+
+    monkeypatch.setattr(search, "simulate", checked)
+    monkeypatch.setitem(globals(), "simulate", checked)
 
 
 def run(capsys, *args):

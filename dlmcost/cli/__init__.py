@@ -5,7 +5,7 @@
     output.py       stderr lines, the finite check, charts after tables, --require's exit code
     entry.py        the process: streams, exit codes, `main` and `run`
     analyze.py, sweep.py, catalog.py (schemes, schema, gpus, models, model), calibration.py
-    (calibrate, measure), plan.py, plots.py: one module per command group
+    (calibrate, measure), plan.py, serve.py, plots.py: one module per command group
 
 A new command is one module here, imported below in the order `dlmcost --help` lists it.
 """
@@ -18,6 +18,6 @@ import os
 # scan of every installed distribution's entry points when the first model class is built.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-from . import analyze, sweep, catalog, calibration, plan, plots  # noqa: E402, F401, I001  (registers the commands)
+from . import analyze, sweep, catalog, calibration, plan, serve, plots  # noqa: E402, F401, I001  (registers the commands)
 from .app import app  # noqa: E402, F401
 from .entry import main, run  # noqa: E402, F401

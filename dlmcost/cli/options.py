@@ -233,13 +233,14 @@ knob_options = group("workload", _workload, {
     **KNOB_OPTIONS})
 
 
-def output_options(extra_formats: tuple[str, ...] = (), formats_help: str | None = None):
-    """--format and --plot, both checked before any work: passes `output: Output choice`."""
+def output_options(extra_formats: tuple[str, ...] = (), formats_help: str | None = None, charts: bool = True):
+    """--format and --plot, both checked before any work: passes `output: OutputChoice`
+    (`charts`: whether the command draws HTML pages)."""
     fmt_option = FormatOpt if formats_help is None else typer.Option("table", "--format", "-f", metavar="FORMAT",
                                                                      help=formats_help)
 
     def build(fmt, plot):
-        check_format(fmt, charts=True, extra=extra_formats)
+        check_format(fmt, charts=charts, extra=extra_formats)
         check_plot(plot, fmt)
         return OutputChoice(fmt, plot)
 

@@ -21,12 +21,17 @@ traffic_options = group("traffic", lambda **t: t, {
     "answer": (Optional[str], typer.Option(None, "--answer", help="answer tokens: N, 'p50:N,p90:M', or @FILE (default: the model's)")),
 })
 
-targets_options = group("targets", lambda **t: t, {
+# the latency targets `plan` and `serve` share (serve's --max-rate holds a deployment to them)
+LATENCY_TARGETS = {
     "p50_latency_s": (Optional[float], typer.Option(None, "--p50", help="target: p50 end-to-end latency, s")),
     "p95_latency_s": (Optional[float], typer.Option(None, "--p95", help="target: p95 end-to-end latency, s")),
     "p99_latency_s": (Optional[float], typer.Option(None, "--p99", help="target: p99 end-to-end latency, s")),
     "p95_first_block_s": (Optional[float], typer.Option(None, "--first-block-p95", help="target: p95 time to first block (AR: first token), s")),
     "min_tokens_per_s_per_user": (Optional[float], typer.Option(None, "--min-user-tps", help="target: median answer tokens/s per user")),
+}
+
+targets_options = group("targets", lambda **t: t, {
+    **LATENCY_TARGETS,
     "max_usd_per_mtok": (Optional[float], typer.Option(None, "--max-usd-per-mtok", help="target: $ per million output tokens")),
     "max_gpus": (Optional[int], typer.Option(None, "--max-gpus", help="target: GPUs in total")),
 })

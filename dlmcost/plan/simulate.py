@@ -26,6 +26,21 @@ at admission; and iterations differ in length only where a request was admitted.
 therefore only stops at arrivals and completions (O(requests) events, a heap each), records the
 iteration times as segments (the admission iteration, then a run of equal ones), and converts
 iteration numbers to times afterwards.
+
+Two release policies (`release`):
+
+* "first-done" (first-done-first-out, SGLang PR #17770, #25280): the above. A request leaves the
+  batch, and a waiting one may join, at the end of the iteration that resolves its own last pass.
+* "synchronous": the batch advances block by block. A round runs until every request in it has
+  resolved its current block (a newcomer: its prompt passes and its first block), so it lasts
+  max_i passes_i iterations; a request whose block resolved early stays in the batch, its rows
+  still in every pass (the batch keeps its shape), and its block is streamed at the round's end.
+  Requests join and leave only between rounds. Each round is one event.
+
+Per-request pass counts (`passes`, `RequestPasses`): each request's passes over the prompt alone,
+and its passes per block, drawn by `draw_passes` from a distribution of steps per block with the
+class's mean (the engine's NFE) and a given spread. Without them every request of class c runs
+the class's NFE, first block after first_passes[c], and the synchronous policy needs them.
 """
 
 from __future__ import annotations
@@ -51,9 +66,94 @@ class ClassTable:
     pass_s: list[list[float]]  # index b = 0..batch_cap (b = 0 unused)
     first_pass_s: list[list[float]] | None = None
 
+    lead: list[int] | None = None  # passes over the prompt alone (None: 0)
+    blocks: list[int] | None = None  # blocks of the canvas (None: 1)
+    units: list[int] | None = None  # pieces streamed: blocks, or tokens for a token-streaming scheme
+
     def __post_init__(self):
         if self.first_pass_s is None:
             object.__setattr__(self, "first_pass_s", self.pass_s)
+
+
+MAX_BLOCKS = 20_000_000  # blocks over all simulated requests (the passes are drawn per block)
+
+
+@dataclass(frozen=True, eq=False)
+class RequestPasses:
+    """Each request's passes: `lead` over the prompt alone (the first pass among them, if any),
+    then one count per block, request after request in `flat` (request i's n_blocks[i] counts
+    start at offset[i]). NFE_i = lead_i + its counts; the first block is final after lead_i +
+    its first count."""
+
+    lead: np.ndarray
+    flat: np.ndarray
+    n_blocks: np.ndarray
+
+    @classmethod
+    def from_rows(cls, lead, rows) -> "RequestPasses":
+        """From one list of per-block counts per request."""
+        return cls(np.asarray(lead, np.int64), np.asarray([x for r in rows for x in r], np.int64),
+                   np.asarray([len(r) for r in rows], np.int64))
+
+    @property
+    def offset(self) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(self.n_blocks)[:-1]]).astype(np.int64)
+
+    @property
+    def nfe(self) -> np.ndarray:
+        return self.lead + np.add.reduceat(self.flat, self.offset) * (self.n_blocks > 0)
+
+    @property
+    def first(self) -> np.ndarray:
+        return self.lead + self.flat[self.offset]
+
+    def block(self, k: int) -> np.ndarray:
+        """Every request's count for block k (requests with k + 1 blocks or more)."""
+        return self.flat[self.offset[self.n_blocks > k] + k]
+
+    def subset(self, index: np.ndarray) -> "RequestPasses":
+        pieces = [self.flat[o:o + n] for o, n in zip(self.offset[index], self.n_blocks[index])]
+        flat = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
+        return RequestPasses(self.lead[index], flat, self.n_blocks[index])
+
+
+def class_passes(table: ClassTable, request_class: np.ndarray) -> RequestPasses:
+    """Every request its class's passes, spread as evenly over its blocks as whole passes allow
+    (block k gets round(s(k+1)) - round(sk) of the mean s = (NFE - lead) / blocks)."""
+    return draw_passes(table, request_class, 0.0, np.random.default_rng(0))
+
+
+def draw_passes(table: ClassTable, request_class: np.ndarray, spread: float, rng: np.random.Generator,
+                max_per_block: list[int] | None = None) -> RequestPasses:
+    """Passes per block per request: gamma distributed with the class's mean s = (NFE - lead) /
+    blocks and coefficient of variation `spread` (independent per request and block), rounded to
+    a whole number at random so that the mean is kept (floor(x) + 1 with probability x - floor(x)),
+    at least 1 and at most `max_per_block` (a block's length: one token per pass at least).
+    spread 0: every request the class's passes (see class_passes)."""
+    from ..errors import UsageError
+
+    cls = np.asarray(request_class, int)
+    n_cls = len(table.nfe)
+    lead_c = np.asarray(table.lead if table.lead is not None else [0] * n_cls, np.int64)
+    blocks_c = np.asarray(table.blocks if table.blocks is not None else [1] * n_cls, np.int64)
+    mean_c = (np.asarray(table.nfe, float) - lead_c) / blocks_c
+    n_blocks = blocks_c[cls]
+    total = int(n_blocks.sum())
+    if total > MAX_BLOCKS:
+        raise UsageError(f"{total:,} blocks to simulate (more than {MAX_BLOCKS:,}): choose larger blocks, "
+                         "shorter answers or fewer requests")
+    owner = np.repeat(np.arange(len(cls)), n_blocks)
+    k = np.arange(total) - np.repeat(np.cumsum(n_blocks) - n_blocks, n_blocks)
+    mean = mean_c[cls][owner]
+    if spread <= 0:
+        per = np.round(mean * (k + 1)) - np.round(mean * k)
+    else:
+        shape = 1.0 / spread ** 2
+        x = rng.gamma(shape, mean / shape)
+        per = np.floor(x) + (rng.random(total) < x - np.floor(x))
+        hi = np.asarray(max_per_block, float)[cls][owner] if max_per_block is not None else np.inf
+        per = np.clip(per, 1, hi)
+    return RequestPasses(lead_c[cls], per.astype(np.int64), n_blocks.astype(np.int64))
 
 
 @dataclass(frozen=True)
@@ -64,6 +164,8 @@ class SimResult:
     request_class: np.ndarray
     busy_s: float  # time the replica spent running iterations
     end_s: float
+    start_s: np.ndarray | None = None  # time each request joined the batch
+    in_service_s: float = 0.0  # integral over time of the requests in the batch (request-seconds)
 
     @property
     def latency_s(self) -> np.ndarray:
@@ -74,20 +176,35 @@ class SimResult:
         return self.first_block_s - self.arrival_s
 
 
+RELEASES = ("synchronous", "first-done")
+
+
 def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
-             arrivals_s: np.ndarray | None = None, users: int | None = None, think_s: float = 0.0) -> SimResult:
+             arrivals_s: np.ndarray | None = None, users: int | None = None, think_s: float = 0.0,
+             passes: RequestPasses | None = None, release: str = "first-done") -> SimResult:
     """Serve requests in order: open loop (`arrivals_s`, sorted) or closed loop (`users`)."""
+    if release not in RELEASES:
+        raise ValueError(f"release must be one of {RELEASES}, got {release!r}")
+    if release == "synchronous":
+        return _simulate_rounds(table, request_class, batch_cap, passes or class_passes(table, request_class),
+                                arrivals_s, users, think_s)
     n = len(request_class)
     cls = request_class.tolist()
-    nfe, first, share, pass_s = table.nfe, table.first_passes, table.mem_share, table.pass_s
+    share, pass_s = table.mem_share, table.pass_s
+    if passes is None:
+        nfe = [table.nfe[c] for c in cls]
+        first = [table.first_passes[c] for c in cls]
+    else:
+        nfe, first = passes.nfe.tolist(), passes.first.tolist()
     # what a request in its first pass adds to the iteration, over b: first_pass_s - pass_s
     lift = [[f - p for f, p in zip(fc, pc)] for fc, pc in zip(table.first_pass_s, pass_s)]
     uniform = not any(any(row) for row in lift)
     lift0 = lift[0]
     arrival = [math.inf] * n  # closed loop: filled in as users send
     done = [math.nan] * n
+    start = [math.nan] * n
     first_it = [0] * n
-    counts = [0] * len(nfe)
+    counts = [0] * len(share)
 
     # pending arrivals: a sorted list (open loop) or a heap of (time, request) (closed loop)
     open_loop = arrivals_s is not None
@@ -102,8 +219,9 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         issued = len(pending)
         arrival.append(math.inf)
     next_t = arrival[0] if open_loop else (pending[0][0] if pending else math.inf)
-    single = len(nfe) == 1
+    single = len(share) == 1
     pass0 = pass_s[0]
+    in_service = 0.0
 
     queue: deque = deque()
     inflight: list = []  # heap of (finish iteration, request)
@@ -137,8 +255,9 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
             queue.popleft()
             share_used += share[c]
             counts[c] += 1
-            heapq.heappush(inflight, (it + nfe[c], i))
-            first_it[i] = it + first[c]
+            heapq.heappush(inflight, (it + nfe[i], i))
+            first_it[i] = it + first[i]
+            start[i] = now
         b = len(inflight)
         if b == 0:
             now = next_t  # idle until the next request
@@ -168,6 +287,7 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         elapsed = tau0 + (m - 1) * tau
         now += elapsed
         busy += elapsed
+        in_service += b * elapsed
         while inflight and inflight[0][0] == it:
             i = heapq.heappop(inflight)[1]
             c = cls[i]
@@ -188,4 +308,90 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     k = np.searchsorted(seg_it_arr, np.asarray(first_it), side="left") - 1
     k = np.clip(k, 0, len(seg_it) - 1)
     first_block = np.asarray(seg_t)[k] + (np.asarray(first_it) - seg_it_arr[k]) * np.asarray(seg_tau)[k]
-    return SimResult(np.asarray(arrival[:n]), np.asarray(done), first_block, np.asarray(request_class), busy, now)
+    return SimResult(np.asarray(arrival[:n]), np.asarray(done), first_block, np.asarray(request_class), busy, now,
+                     np.asarray(start), in_service)
+
+
+def _simulate_rounds(table: ClassTable, request_class: np.ndarray, batch_cap: int, passes: RequestPasses,
+                     arrivals_s: np.ndarray | None, users: int | None, think_s: float) -> SimResult:
+    """The synchronous policy: one event per round (see the module docstring)."""
+    n = len(request_class)
+    cls = request_class.tolist()
+    share, pass_s = table.mem_share, table.pass_s
+    lift = [[f - p for f, p in zip(fc, pc)] for fc, pc in zip(table.first_pass_s, pass_s)]
+    lead, flat, n_blocks = passes.lead.tolist(), passes.flat.tolist(), passes.n_blocks.tolist()
+    offset = passes.offset.tolist()
+    open_loop = arrivals_s is not None
+    arrival = arrivals_s.tolist() if open_loop else [math.inf] * n
+    done, start, first_block = [math.nan] * n, [math.nan] * n, [math.nan] * n
+    pending: list = []  # closed loop: heap of (time, request)
+    if open_loop:
+        next_open = 0
+    else:
+        for i in range(min(users, n)):
+            arrival[i] = 0.0
+            pending.append((0.0, i))
+        issued = len(pending)
+    counts = [0] * len(share)
+    block_of = [0] * n
+    queue: deque = deque()
+    members: list[int] = []
+    share_used, now, busy, in_service, completed = 0.0, 0.0, 0.0, 0.0, 0
+
+    def next_arrival() -> float:
+        if open_loop:
+            return arrival[next_open] if next_open < n else math.inf
+        return pending[0][0] if pending else math.inf
+
+    while completed < n:
+        while next_arrival() <= now:
+            if open_loop:
+                queue.append(next_open)
+                next_open += 1
+            else:
+                queue.append(heapq.heappop(pending)[1])
+        newcomers = []
+        while queue and len(members) < batch_cap:
+            c = cls[queue[0]]
+            if share_used + share[c] > 1.0 + 1e-9 and members:
+                break
+            i = queue.popleft()
+            share_used += share[c]
+            counts[c] += 1
+            members.append(i)
+            newcomers.append(i)
+            start[i] = now
+        b = len(members)
+        if b == 0:
+            now = next_arrival()
+            continue
+        tau = sum(k * pass_s[c][b] for c, k in enumerate(counts) if k) / b
+        tau0 = tau + sum(lift[cls[i]][b] for i in newcomers) / b
+        is_new = set(newcomers)
+        m = max(flat[offset[i] + block_of[i]] + (lead[i] if i in is_new else 0) for i in members)
+        elapsed = tau0 + (max(m, 1) - 1) * tau
+        now += elapsed
+        busy += elapsed
+        in_service += b * elapsed
+        staying = []
+        for i in members:
+            if i in is_new:
+                first_block[i] = now
+            block_of[i] += 1
+            if block_of[i] < n_blocks[i]:
+                staying.append(i)
+                continue
+            c = cls[i]
+            done[i] = now
+            counts[c] -= 1
+            share_used -= share[c]
+            completed += 1
+            if not open_loop and issued < n:  # the user thinks, then asks again
+                arrival[issued] = now + think_s
+                heapq.heappush(pending, (now + think_s, issued))
+                issued += 1
+        members = staying
+        if not members:
+            share_used = 0.0
+    return SimResult(np.asarray(arrival[:n]), np.asarray(done), np.asarray(first_block), np.asarray(request_class),
+                     busy, now, np.asarray(start), in_service)

@@ -55,32 +55,32 @@ class PassTable:
 
 def _sweep_options(decoding: Decoding, gpus: list[str], precisions: list[str], tps: list[int], prompts: list[int],
                    answers: list[int], batches: list[int], efficiency: str, stack: str | None,
-                   hardware: list[str] | None) -> dict:
-    """The sweep a pass table is read from: every combination."""
+                   hardware: list[str] | None, ep: int = 1) -> dict:
+    """The sweep a pass table is read from: every combination (one expert-parallel size)."""
     return dict(gpus=gpus, schemes=[decoding.scheme], prompts=prompts, gens=answers,
                 tpf=decoding.tpf if decoding.scheme != "ar" else None,
                 blocks=[decoding.block] if decoding.block else None, batches=batches, precisions=precisions, tps=tps,
-                efficiency=efficiency, stack=stack, hardware=hardware)
+                efficiency=efficiency, stack=stack, hardware=hardware, **({"eps": [ep]} if ep != 1 else {}))
 
 
 def table_passes(model, decoding: Decoding, gpus: list[str], precisions: list[str], tps: list[int],
                  prompts: list[int], answers: list[int], batches: list[int], *, efficiency: str = "realistic",
-                 stack: str | None = None, hardware: list[str] | None = None) -> int:
+                 stack: str | None = None, hardware: list[str] | None = None, ep: int = 1) -> int:
     """The passes `pass_table` of the same arguments costs one by one (`sweep_passes`),
     counted without costing any."""
     return sweep_passes(model, **_sweep_options(decoding, gpus, precisions, tps, prompts, answers, batches,
-                                                    efficiency, stack, hardware))
+                                                    efficiency, stack, hardware, ep))
 
 
 def pass_table(model, decoding: Decoding, gpus: list[str], precisions: list[str], tps: list[int],
                prompts: list[int], answers: list[int], batches: list[int], *, efficiency: str = "realistic",
                stack: str | None = None, hardware: list[str] | None = None,
-               max_passes: int | None = limits.MAX_PASSES_ONE_BY_ONE) -> PassTable:
+               max_passes: int | None = limits.MAX_PASSES_ONE_BY_ONE, ep: int = 1) -> PassTable:
     """One `sweep_first_pass` over every combination (`max_passes`: its limit on passes
     costed one by one; None for a caller that checked its sweeps' total, `table_passes`)."""
     cols = sweep_first_pass(model, max_passes=max_passes,
-                                **_sweep_options(decoding, gpus, precisions, tps, prompts, answers, batches,
-                                                 efficiency, stack, hardware))
+                            **_sweep_options(decoding, gpus, precisions, tps, prompts, answers, batches,
+                                             efficiency, stack, hardware, ep))
     shape = (len(gpus), len(precisions), len(tps), len(prompts), len(answers))
     first_s, pass_s = np.full(shape + (len(batches),), np.nan), np.full(shape + (len(batches),), np.nan)
     nfe, prompt_passes, max_batch = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)

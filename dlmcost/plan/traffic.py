@@ -174,8 +174,15 @@ def sample_requests(traffic: Traffic, n: int, seed: int) -> RequestSample:
     gaps = rng.exponential(1.0, n)
     prompts = traffic.prompt.sample(rng, n)
     answers = np.maximum(traffic.answer.sample(rng, n), 1.0)  # an answer has at least one token
-    p_idx, p_vals = _bins(prompts)
-    a_idx, a_vals = _bins(answers)
+    return length_classes(prompts, answers, gaps)
+
+
+def length_classes(prompts: np.ndarray, answers: np.ndarray, gaps: np.ndarray | None = None) -> RequestSample:
+    """Requests of the given lengths grouped into classes (quantile bins per axis)."""
+    n = len(prompts)
+    gaps = np.zeros(n) if gaps is None else gaps
+    p_idx, p_vals = _bins(np.asarray(prompts, float))
+    a_idx, a_vals = _bins(np.asarray(answers, float))
     flat = p_idx * len(a_vals) + a_idx
     share = np.bincount(flat, minlength=len(p_vals) * len(a_vals)) / n
     return RequestSample(gaps, p_idx, a_idx, p_vals, a_vals, share)

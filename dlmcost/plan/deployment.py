@@ -1,0 +1,529 @@
+"""`dlmcost serve`: what a fixed deployment delivers under a given load.
+
+A deployment is a model on R replicas of TP (x EP) GPUs, at a precision, with a decoding (scheme,
+block, tokens per forward and its spread), a limit on running requests per replica, a release
+policy and a software stack. `prepare` costs its passes once (steptime.py, the engine through
+the API) for the request length classes of the load; `evaluate` simulates every replica under a
+load (loads.py) with the simulator `plan` uses (simulate.py) and reports what serving
+benchmarks report. `curve` does that for a list of loads and marks the Pareto front of tokens/s
+per GPU against tokens/s per user; `max_rate` bisects for the highest rate within targets.
+
+Replicas: open-loop arrivals and traces are dealt round-robin (a load balancer's default); the
+users of a closed loop (and the parallel slots of a batch job) are split as evenly as whole
+numbers allow, each replica its share of the requests.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..analysis import limits
+from ..engine.schemes import get_scheme
+from ..errors import UsageError, WorkloadError
+from ..inputs.stacks import DEFAULT_STACK
+from .loads import ClosedLoop, BatchJob, OpenLoop, TraceReplay
+from .results import Targets, joules_per_token, usd_per_hour, usd_per_mtok
+from .search import WARMUP_FRACTION, COOLDOWN_FRACTION, _class_tables, batch_grid
+from .simulate import RELEASES, ClassTable, SimResult, draw_passes, simulate
+from .steptime import Decoding, pass_table, table_passes
+from .traffic import LengthDist, RequestSample, length_classes, parse_lengths
+
+DEFAULT_REQUESTS = 2000
+DEFAULT_MAX_RUNNING = 256  # when neither the option nor the stack gives one (plan's batch limit)
+DEFAULT_RELEASE = "synchronous"  # when the stack does not say (SGLang's dLLM batches before PR #17770)
+MAX_RATE_STEPS = 14  # bisection halvings of the rate interval: 2^-14 of the saturation rate
+SUSTAIN_FRACTION = 0.95  # a rate is sustained when at least this share of it is served
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The fixed deployment, as given (None: the model's, the stack's or the default)."""
+
+    gpu: str = "h100"
+    tp: int = 1
+    ep: int = 1
+    replicas: int = 1
+    precision: str = "bf16"
+    scheme: str | None = None
+    block: int | None = None
+    tpf: float | None = None
+    steps: float | None = None
+    tpf_spread: float = 0.0  # coefficient of variation of a request's passes per block
+    max_running: int | None = None
+    release: str | None = None
+    stack: str | None = None
+    efficiency: str = "realistic"
+    price: float | None = None  # USD per GPU-hour; None: the hardware file's list price, if any
+    power_utilisation: float = 1.0
+
+    def __post_init__(self):
+        for name, hi in (("tp", 1024), ("ep", 1024), ("replicas", 100_000)):
+            v = getattr(self, name)
+            if not (isinstance(v, int) and 1 <= v <= hi):
+                raise UsageError(f"--{name}: a whole number in 1..{hi:,}, got {v}")
+        if self.max_running is not None and not (isinstance(self.max_running, int) and 1 <= self.max_running <= 4096):
+            raise UsageError(f"--max-running: a whole number in 1..4096, got {self.max_running}")
+        if not (math.isfinite(self.tpf_spread) and 0 <= self.tpf_spread <= 4):
+            raise UsageError(f"--tpf-spread: a coefficient of variation in 0..4, got {self.tpf_spread}")
+        if self.release is not None and self.release not in RELEASES:
+            raise UsageError(f"--release: choose {' or '.join(RELEASES)}, got '{self.release}'")
+        if self.price is not None and not (math.isfinite(self.price) and 0 < self.price <= 1000):
+            raise UsageError(f"--price: USD per GPU-hour in (0, 1000], got {self.price}")
+        if not (math.isfinite(self.power_utilisation) and 0 < self.power_utilisation <= 1.5):
+            raise UsageError(f"--power-utilisation: in (0, 1.5], got {self.power_utilisation}")
+
+
+ServeSetup = Setup  # the name the API exports
+
+
+@dataclass(frozen=True, eq=False)
+class Prepared:
+    """A deployment costed for some length classes: what every load's simulation needs."""
+
+    model: str
+    gpu_name: str
+    gpus: int  # per deployment: replicas x TP
+    setup: Setup
+    decoding: Decoding
+    release: str
+    max_running: int
+    release_source: str
+    max_running_source: str
+    table: ClassTable
+    sample: RequestSample
+    answer_tokens: np.ndarray  # useful tokens per class
+    prompt_tokens: np.ndarray  # per class
+    block_streaming: bool
+    max_per_block: list[int]
+    price: float | None
+    price_source: str | None
+    power_w: float | None
+
+    def classes(self) -> np.ndarray:
+        return self.sample.prompt_class * len(self.sample.answer_values) + self.sample.answer_class
+
+
+@dataclass
+class Point:
+    """What the deployment delivers under one load (times in seconds; rates per second)."""
+
+    load: str
+    concurrency: int | None
+    rate: float | None
+    requests: int  # measured (after the warm-up and cool-down of a synthetic load)
+    output_tokens_per_s: float
+    total_tokens_per_s: float
+    output_tokens_per_s_per_gpu: float
+    tokens_per_s_per_user: float  # median over requests of answer tokens / end-to-end latency
+    requests_per_s: float
+    ttfb_s: dict
+    inter_block_s: dict
+    latency_s: dict
+    gpu_busy_fraction: float
+    mean_running: float  # time average of the requests in a replica's batch
+    usd_per_mtok: float | None
+    joules_per_token: float | None
+    makespan_s: float | None = None  # batch job and trace: first arrival to last answer
+    overloaded: bool = False  # open loop: less than SUSTAIN_FRACTION of the rate served (queues grow)
+    pareto: bool = False
+    misses: list = field(default_factory=list)
+
+    def record(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class ServeResult:
+    deployment: dict
+    points: list[Point]
+    max_rate: dict | None = None
+
+    def record(self) -> dict:
+        return dict(deployment=self.deployment, points=[p.record() for p in self.points],
+                    pareto=[i for i, p in enumerate(self.points) if p.pareto], max_rate=self.max_rate)
+
+
+@dataclass
+class Comparison:
+    """Several deployments under the same loads; the Pareto front is over all their points."""
+
+    results: list[ServeResult]
+
+    def record(self) -> dict:
+        return dict(deployments=[r.record() for r in self.results],
+                    pareto=[[i, j] for i, r in enumerate(self.results) for j, p in enumerate(r.points) if p.pareto])
+
+
+def stats(values: np.ndarray) -> dict:
+    """Mean, median, p90, p99 (numpy's linear interpolation between order statistics); NaNs ignored."""
+    v = np.asarray(values, float)
+    v = v[~np.isnan(v)]
+    if not len(v):
+        return dict(mean=None, median=None, p90=None, p99=None)
+    p50, p90, p99 = np.percentile(v, [50, 90, 99])
+    return dict(mean=float(v.mean()), median=float(p50), p90=float(p90), p99=float(p99))
+
+
+# --- preparing the deployment --------------------------------------------------------------------
+
+
+def _stack_field(stack, name: str):
+    return getattr(stack, name, None) if stack is not None else None
+
+
+def _decoding(spec, setup: Setup, answers: np.ndarray) -> Decoding:
+    from .scenario import DecodingSpec, ScenarioSpec, SearchSpec, build_decodings
+    from .traffic import Traffic
+
+    given = None
+    if any(v is not None for v in (setup.scheme, setup.block, setup.tpf, setup.steps)):
+        scheme = setup.scheme or (spec.sampler.scheme if spec.sampler else "ar")  # plan's default for no sampler
+        given = [DecodingSpec(scheme=scheme, block=setup.block, tpf=setup.tpf, steps=setup.steps)]
+    scenario = ScenarioSpec(search=SearchSpec(decoding=given))
+    traffic = Traffic(parse_lengths(0, "prompt"), LengthDist("file", tuple(float(a) for a in answers[:10_001])), rate=1.0)
+    return build_decodings(scenario, spec, traffic)[0]
+
+
+def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hardware: list[str] | None = None) -> Prepared:
+    """Cost the deployment's passes for requests of these (prompt, answer) lengths."""
+    from ..analysis.prepare import resolve_stack
+    from ..inputs.hardware import HardwareDB
+    from ..inputs.models import resolve_model
+    from ..inputs.profiles import load_profile
+
+    spec = resolve_model(model) if isinstance(model, str) else model
+    db = HardwareDB.load(hardware)
+    gpu = db.get(setup.gpu)
+    prompts, answers = lengths
+    sample = length_classes(prompts, answers)
+    decoding = _decoding(spec, setup, np.asarray(answers, float))
+    stack = resolve_stack(setup.stack, load_profile(setup.efficiency))
+    token_streaming = get_scheme(decoding.scheme).stops == "token"
+    release, release_source = _choose(setup.release, _stack_field(stack, "release"), DEFAULT_RELEASE)
+    if token_streaming:  # iteration-level batching: a request leaves at its last token
+        release, release_source = "first-done", "token-streaming scheme"
+    max_running, max_running_source = _choose(setup.max_running, _stack_field(stack, "max_running_requests"),
+                                              DEFAULT_MAX_RUNNING)
+    prompt_vals = [int(v) for v in sample.prompt_values]
+    answer_vals = [int(v) for v in sample.answer_values]
+    canvases = ([int(math.ceil(v / decoding.block) * decoding.block) for v in answer_vals]
+                if decoding.block and not token_streaming else answer_vals)
+    distinct = sorted(set(canvases))
+    args = (decoding, [gpu.name], [setup.precision], [setup.tp], prompt_vals, distinct, batch_grid(max_running))
+    opts = dict(efficiency=setup.efficiency, stack=setup.stack, hardware=hardware, ep=setup.ep)
+    limits.check_passes(table_passes(spec, *args, **opts), limits.MAX_PASSES_ONE_BY_ONE,
+                        "choose larger blocks, shorter answers, or a smaller --max-running")
+    pt = pass_table(spec, *args, **opts, max_passes=None)
+    built = _class_tables(pt, 0, 0, 0, decoding, prompt_vals, canvases, [distinct.index(c) for c in canvases],
+                          max_running)
+    if built is None:
+        raise WorkloadError(f"{spec.id} cannot run on {gpu.name} at tp {setup.tp}, ep {setup.ep}, {setup.precision} "
+                            f"with {decoding.label} (unsupported precision, a layout that does not split, or weights "
+                            "that do not fit)")
+    table, _ = built
+    n_p = len(prompt_vals)
+    blocks = [1 if token_streaming else (c // decoding.block if decoding.block else 1) for c in canvases] * n_p
+    units = [a if token_streaming else b for a, b in zip(answer_vals * n_p, blocks)]
+    lead = [int(round(float(pt.prompt_passes[0, 0, 0, i, distinct.index(c)]))) for i in range(n_p) for c in canvases]
+    table = ClassTable(table.nfe, table.first_passes, table.mem_share, table.pass_s, table.first_pass_s,
+                       lead=lead, blocks=blocks, units=units)
+    block_len = [decoding.block or c for c in canvases] * n_p
+    max_per_block = [max(b, int(math.ceil((n - ld) / k))) for b, n, ld, k in zip(block_len, table.nfe, lead, blocks)]
+    price, price_source = setup.price, "user" if setup.price is not None else None
+    if price is None and gpu.price_per_hour is not None:
+        price, price_source = gpu.price_per_hour.usd, f"list price as of {gpu.price_per_hour.as_of} (estimate)"
+    return Prepared(model=spec.id, gpu_name=gpu.name, gpus=setup.replicas * setup.tp, setup=setup, decoding=decoding,
+                    release=release, max_running=max_running, release_source=release_source,
+                    max_running_source=max_running_source, table=table, sample=sample,
+                    answer_tokens=np.tile(sample.answer_values.astype(float), n_p),
+                    prompt_tokens=np.repeat(sample.prompt_values.astype(float), len(answer_vals)),
+                    block_streaming=not token_streaming, max_per_block=max_per_block, price=price,
+                    price_source=price_source, power_w=gpu.board_power_w)
+
+
+def _choose(given, from_stack, default):
+    if given is not None:
+        return given, "option"
+    if from_stack is not None:
+        return from_stack, "stack"
+    return default, "default"
+
+
+# --- one load --------------------------------------------------------------------------------------
+
+
+def _window(n: int, synthetic: bool) -> slice:
+    if not synthetic:
+        return slice(0, n)
+    lo = int(n * WARMUP_FRACTION)
+    return slice(lo, max(int(n * (1 - COOLDOWN_FRACTION)), lo + 1))
+
+
+def _split(total: int, parts: int) -> list[int]:
+    """total as evenly as whole numbers allow over parts (the first ones get the remainder)."""
+    return [total // parts + (1 if r < total % parts else 0) for r in range(parts)]
+
+
+@dataclass
+class _Replica:
+    result: SimResult
+    index: np.ndarray  # the requests (of the load) this replica served
+
+
+def _simulate_replicas(prep: Prepared, load, cls: np.ndarray, arrivals: np.ndarray | None,
+                       rng: np.random.Generator) -> list[_Replica]:
+    setup = prep.setup
+    n, R = len(cls), setup.replicas
+    if prep.block_streaming:
+        passes_all = draw_passes(prep.table, cls, setup.tpf_spread, rng, prep.max_per_block)
+    out = []
+    if isinstance(load, (ClosedLoop, BatchJob)):
+        users = load.users if isinstance(load, ClosedLoop) else load.parallel
+        per_users = _split(users, R)
+        per_requests = [round(n * u / users) for u in per_users]
+        per_requests[0] += n - sum(per_requests)
+        bounds = np.cumsum([0] + per_requests)
+        think = load.think_s if isinstance(load, ClosedLoop) else 0.0
+        keep = [r for r in range(R) if per_users[r] > 0 and per_requests[r] > 0]
+        groups = [np.arange(bounds[r], bounds[r + 1]) for r in keep]
+        kinds = [dict(users=per_users[r], think_s=think) for r in keep]
+    else:
+        groups = [np.arange(r, n, R) for r in range(min(R, n))]
+        kinds = [dict(arrivals_s=arrivals[g]) for g in groups]
+    for g, kind in zip(groups, kinds):
+        sub = None
+        if prep.block_streaming:
+            sub = passes_all.subset(g)
+        r = simulate(prep.table, cls[g], prep.max_running, passes=sub, release=prep.release, **kind)
+        out.append(_Replica(r, g))
+    return out
+
+
+def evaluate(prep: Prepared, load, *, requests: int = DEFAULT_REQUESTS, seed: int = 0,
+             classes: np.ndarray | None = None, targets: Targets | None = None) -> Point:
+    """Simulate every replica under `load`; the measured window's statistics."""
+    rng = np.random.default_rng(seed)
+    cls = prep.classes() if classes is None else classes
+    synthetic = isinstance(load, (ClosedLoop, OpenLoop))
+    if isinstance(load, BatchJob):
+        cls = _resample(cls, load.requests)
+    elif synthetic:  # a closed loop: every user's first request is in the warm-up
+        cls = _resample(cls, max(requests, 4 * load.users) if isinstance(load, ClosedLoop) else requests)
+    n = len(cls)
+    arrivals = None
+    if isinstance(load, OpenLoop):
+        arrivals = np.cumsum(load.gaps(rng, n))
+    elif isinstance(load, TraceReplay):
+        arrivals = load.arrival_s
+    replicas = _simulate_replicas(prep, load, cls, arrivals, rng)
+    return _measure(prep, load, replicas, synthetic, targets)
+
+
+def _resample(cls: np.ndarray, n: int) -> np.ndarray:
+    """n requests' classes: the prepared ones repeated in order (a prepared sample of n: itself)."""
+    if len(cls) == n:
+        return cls
+    return cls[np.arange(n) % len(cls)]
+
+
+def _measure(prep: Prepared, load, replicas: list[_Replica], synthetic: bool, targets: Targets | None) -> Point:
+    lat, ttfb, gap, tokens, prompts = [], [], [], [], []
+    rps = 0.0
+    busy = span = in_service = 0.0
+    makespan = None
+    units = np.asarray(prep.table.units, float)
+    for rep in replicas:
+        r = rep.result
+        w = _window(len(r.done_s), synthetic)
+        c = r.request_class[w]
+        lat.append(r.latency_s[w])
+        ttfb.append(r.ttfb_s[w])
+        u = units[c]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            gap.append(np.where(u > 1, (r.done_s[w] - r.first_block_s[w]) / np.maximum(u - 1, 1), np.nan))
+        tokens.append(prep.answer_tokens[c])
+        prompts.append(prep.prompt_tokens[c])
+        rps += _rate(r, w, synthetic)
+        busy += r.busy_s
+        span += r.end_s
+        in_service += r.in_service_s
+    lat, ttfb, gap = np.concatenate(lat), np.concatenate(ttfb), np.concatenate(gap)
+    tokens, prompts = np.concatenate(tokens), np.concatenate(prompts)
+    if not synthetic:
+        makespan = max(float(rep.result.end_s) for rep in replicas)
+        rps = len(lat) / makespan if makespan > 0 else 0.0
+    out_tps = rps * float(tokens.mean())
+    total_tps = rps * float((tokens + prompts).mean())
+    gpus = prep.gpus
+    hour = usd_per_hour(gpus, prep.price) if prep.price is not None else None
+    s = prep.setup
+    p = Point(load=load.label, concurrency=getattr(load, "users", None) or getattr(load, "parallel", None),
+              rate=getattr(load, "rate", None), requests=len(lat), output_tokens_per_s=out_tps,
+              total_tokens_per_s=total_tps, output_tokens_per_s_per_gpu=out_tps / gpus,
+              tokens_per_s_per_user=float(np.median(tokens / lat)), requests_per_s=rps,
+              ttfb_s=stats(ttfb), inter_block_s=stats(gap), latency_s=stats(lat),
+              gpu_busy_fraction=busy / span if span > 0 else 0.0, mean_running=in_service / span if span > 0 else 0.0,
+              usd_per_mtok=usd_per_mtok(hour, out_tps) if hour is not None and out_tps > 0 else None,
+              joules_per_token=joules_per_token(gpus, prep.power_w, s.power_utilisation, out_tps) if out_tps > 0 else None,
+              makespan_s=makespan,
+              overloaded=isinstance(load, OpenLoop) and rps < SUSTAIN_FRACTION * load.rate)
+    if targets is not None:
+        p.misses = _misses(p, lat, ttfb, targets)
+    return p
+
+
+def _rate(r: SimResult, w: slice, synthetic: bool) -> float:
+    """Completions per second of one replica: its completions in (t0, t1] over t1 - t0, where t0
+    and t1 are the first and last of the window's share of its completion times in order (the
+    10% first and 5% last left out, as for the requests). Exact for requests finishing one by
+    one at a steady rate or in waves, as a synchronous batch's do."""
+    done = np.sort(r.done_s)
+    inside = done[w]
+    t0, t1 = float(inside[0]), float(inside[-1])
+    if not t1 > t0:
+        return len(done) / r.end_s if r.end_s > 0 else 0.0
+    return float(np.count_nonzero((done > t0) & (done <= t1)) / (t1 - t0))
+
+
+def _misses(p: Point, lat: np.ndarray, ttfb: np.ndarray, t: Targets) -> list:
+    checks = [("p50_latency_s", float(np.percentile(lat, 50)), t.p50_latency_s),
+              ("p95_latency_s", float(np.percentile(lat, 95)), t.p95_latency_s),
+              ("p99_latency_s", float(np.percentile(lat, 99)), t.p99_latency_s),
+              ("p95_first_block_s", float(np.percentile(ttfb, 95)), t.p95_first_block_s)]
+    out = [dict(target=k, value=v, limit=lim) for k, v, lim in checks if lim is not None and v > lim]
+    if t.min_tokens_per_s_per_user is not None and p.tokens_per_s_per_user < t.min_tokens_per_s_per_user:
+        out.append(dict(target="min_tokens_per_s_per_user", value=p.tokens_per_s_per_user,
+                        limit=t.min_tokens_per_s_per_user))
+    return out
+
+
+# --- curves, the Pareto front, the highest sustained rate ---------------------------------------
+
+
+def mark_pareto(points: list[Point]) -> None:
+    """A point is on the front when no other has at least its tokens/s per GPU and per user,
+    and more of one."""
+    for p in points:
+        a, b = p.output_tokens_per_s_per_gpu, p.tokens_per_s_per_user
+        p.pareto = not any((q.output_tokens_per_s_per_gpu >= a and q.tokens_per_s_per_user >= b)
+                           and (q.output_tokens_per_s_per_gpu > a or q.tokens_per_s_per_user > b) for q in points)
+
+
+def saturation_rate(prep: Prepared, *, requests: int = DEFAULT_REQUESTS, seed: int = 0) -> float:
+    """Requests/s the deployment completes with every batch always full (a closed loop of more
+    users than the replicas hold, no think time): no rate above it is sustained."""
+    from dataclasses import replace
+
+    one = replace(prep, setup=replace(prep.setup, replicas=1), gpus=prep.setup.tp)  # replicas are alike
+    users = 2 * prep.max_running + 1
+    return prep.setup.replicas * evaluate(one, ClosedLoop(users), requests=max(requests, 4 * users),
+                                          seed=seed).requests_per_s
+
+
+def max_rate(prep: Prepared, targets: Targets, *, arrival: str = "poisson", cv: float = 1.0,
+             requests: int = DEFAULT_REQUESTS, seed: int = 0) -> dict:
+    """The highest open-loop rate the deployment sustains within the targets, by bisection on
+    (0, saturation]: a rate passes when at least SUSTAIN_FRACTION of it is served and no target
+    is missed. The same random draws at every rate, so the arrivals are the same gaps rescaled."""
+    top = saturation_rate(prep, requests=requests, seed=seed)
+
+    def ok(rate: float) -> bool:
+        p = evaluate(prep, OpenLoop(rate, arrival, cv), requests=requests, seed=seed, targets=targets)
+        return not p.misses and not p.overloaded
+
+    lo, hi = 0.0, top
+    if ok(top):
+        lo = top
+    else:
+        for _ in range(MAX_RATE_STEPS):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return dict(rate=lo if lo > 0 else None, saturation_rate=top, targets=targets.as_dict(), arrival=arrival,
+                bisection_steps=MAX_RATE_STEPS, resolution_rps=top / 2 ** MAX_RATE_STEPS)
+
+
+def _memory_limit(table: ClassTable) -> int | None:
+    """The most requests of the longest class that fit in memory (None: no memory limit)."""
+    shares = [x for x in table.mem_share if x > 0]
+    return int(round(1 / max(shares))) if shares else None
+
+
+def describe(prep: Prepared) -> dict:
+    s = prep.setup
+    return dict(model=prep.model, gpu=prep.gpu_name, tp=s.tp, ep=s.ep, replicas=s.replicas, gpus=prep.gpus,
+                precision=s.precision, decoding=prep.decoding.label, scheme=prep.decoding.scheme,
+                block=prep.decoding.block, tpf=prep.decoding.tpf, tpf_spread=s.tpf_spread,
+                max_running=prep.max_running, max_running_source=prep.max_running_source,
+                memory_limit=_memory_limit(prep.table),
+                release=prep.release, release_source=prep.release_source, stack=s.stack or DEFAULT_STACK,
+                price_per_gpu_hour=prep.price, price_source=prep.price_source, board_power_w=prep.power_w,
+                power_utilisation=s.power_utilisation)
+
+
+def serve(model, loads, setup: Setup | None = None, *, prompt=256, answer=None, targets: Targets | None = None,
+          find_max_rate: bool = False, arrival: str = "poisson", cv: float = 1.0, requests: int = DEFAULT_REQUESTS,
+          seed: int = 0, hardware: list[str] | None = None) -> ServeResult:
+    """What a fixed deployment delivers under each load (a `loads` object or a list of them).
+
+    Lengths: `prompt` / `answer` as `plan` takes them (a count, percentiles, '@FILE'; answer
+    default: the model's sampler length), except for a `TraceReplay`, which brings its own."""
+    from ..inputs.models import resolve_model
+
+    setup = setup or Setup()
+    loads = list(loads) if isinstance(loads, (list, tuple)) else [loads]
+    if not loads and not find_max_rate:
+        raise UsageError("serve: give a load (--concurrency, --rate, --job or --trace)")
+    if not (100 <= requests <= 1_000_000):
+        raise UsageError(f"--requests: in 100..1,000,000, got {requests}")
+    spec = resolve_model(model) if isinstance(model, str) else model
+    replays = [ld for ld in loads if isinstance(ld, TraceReplay)]
+    if replays and len(loads) > 1:
+        raise UsageError("serve: a trace is replayed alone, not in a list of loads")
+    if replays:
+        lengths = (replays[0].prompt_tokens, replays[0].answer_tokens)
+    else:
+        rng = np.random.default_rng(seed)
+        answer = answer if answer is not None else (spec.sampler.gen if spec.sampler else 256)
+        n = max([requests] + [ld.requests for ld in loads if isinstance(ld, BatchJob)])
+        p_d, a_d = parse_lengths(prompt, "prompt lengths"), parse_lengths(answer, "answer lengths")
+        lengths = (p_d.sample(rng, n), np.maximum(a_d.sample(rng, n), 1.0))
+    prep = prepare(spec, lengths, setup, hardware=hardware)
+    points = [evaluate(prep, ld, requests=requests, seed=seed, targets=targets) for ld in loads]
+    mark_pareto(points)
+    found = max_rate(prep, targets or Targets(), arrival=arrival, cv=cv, requests=requests, seed=seed) \
+        if find_max_rate else None
+    return ServeResult(describe(prep), points, found)
+
+
+def own_decoding_is_ar(spec) -> bool:
+    """The model's own decoding streams tokens (autoregressive), or it has no sampler settings."""
+    return spec.sampler is None or get_scheme(spec.sampler.scheme).stops == "token"
+
+
+def serve_many(models: list, loads, setups: list[Setup], *, answer=None, **options) -> Comparison:
+    """Every model on every setup under the same loads and lengths, side by side (a diffusion
+    model and the AR model it would replace). The answer length defaults to the first model's;
+    beside other models, a model whose own decoding is AR decodes AR whatever the decoding
+    options say (they describe the diffusion models)."""
+    from dataclasses import replace
+
+    from ..inputs.models import resolve_model
+
+    specs = [resolve_model(m) if isinstance(m, str) else m for m in models]
+    if not specs or not setups:
+        raise UsageError("serve: give a model and a deployment")
+    if len(specs) * len(setups) > 64:
+        raise UsageError(f"serve: {len(specs) * len(setups)} deployments; compare at most 64 at once")
+    if answer is None and not any(isinstance(ld, TraceReplay) for ld in (loads if isinstance(loads, list) else [loads])):
+        answer = specs[0].sampler.gen if specs[0].sampler else 256
+    results = []
+    for spec in specs:
+        for setup in setups:
+            if len(specs) > 1 and own_decoding_is_ar(spec):
+                setup = replace(setup, scheme=None, block=None, tpf=None, steps=None, tpf_spread=0.0)
+            results.append(serve(spec, loads, setup, answer=answer, **options))
+    mark_pareto([p for r in results for p in r.points])
+    return Comparison(results)

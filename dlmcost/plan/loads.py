@@ -1,0 +1,146 @@
+"""The loads `dlmcost serve` puts on a fixed deployment, and the arrival times they generate.
+
+    ClosedLoop(users, think_s)    N users; each sends its next request think_s after its answer
+    OpenLoop(rate, arrival, cv)   requests/s: "poisson" (exponential gaps, CV 1), "constant"
+                                  (equal gaps, CV 0) or "gamma" (gamma gaps with the given CV:
+                                  CV > 1 is bursty)
+    BatchJob(requests, parallel)  a finite batch job: N requests, P in flight at a time, from t = 0
+                                  (a closed loop of P users without think time); its makespan
+    TraceReplay(arrival_s, prompt_tokens, answer_tokens)   a request trace, replayed as recorded
+
+Lengths of the synthetic loads are drawn from `traffic.LengthDist`; a trace brings its own. All
+draws come from one seeded generator.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UsageError
+
+ARRIVALS = ("poisson", "constant", "gamma")
+MAX_REQUESTS = 2_000_000
+
+
+@dataclass(frozen=True)
+class ClosedLoop:
+    users: int
+    think_s: float = 0.0
+
+    def __post_init__(self):
+        if not (isinstance(self.users, int) and 0 < self.users <= 100_000):
+            raise UsageError(f"concurrency must be a whole number of users in 1..100,000, got {self.users}")
+        if not (math.isfinite(self.think_s) and 0 <= self.think_s <= 1e6):
+            raise UsageError(f"think time must be >= 0 seconds, got {self.think_s}")
+
+    @property
+    def label(self) -> str:
+        return f"{self.users} users" + (f", think {self.think_s:g} s" if self.think_s else "")
+
+
+@dataclass(frozen=True)
+class OpenLoop:
+    rate: float
+    arrival: str = "poisson"
+    cv: float = 1.0  # of the inter-arrival gaps, for "gamma"
+
+    def __post_init__(self):
+        if not (math.isfinite(self.rate) and 0 < self.rate <= 1e7):
+            raise UsageError(f"the request rate must be a positive number of requests/s, got {self.rate}")
+        if self.arrival not in ARRIVALS:
+            raise UsageError(f"arrivals: choose one of {', '.join(ARRIVALS)}, got '{self.arrival}'")
+        if self.arrival == "gamma" and not (math.isfinite(self.cv) and 0 < self.cv <= 100):
+            raise UsageError(f"--cv: the inter-arrival coefficient of variation must be in (0, 100], got {self.cv}")
+
+    @property
+    def label(self) -> str:
+        kind = {"poisson": "Poisson", "constant": "constant", "gamma": f"gamma, CV {self.cv:g}"}[self.arrival]
+        return f"{self.rate:g} req/s ({kind})"
+
+    def gaps(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """n inter-arrival gaps with mean 1 / rate."""
+        mean = 1.0 / self.rate
+        if self.arrival == "constant":
+            return np.full(n, mean)
+        if self.arrival == "poisson":
+            return rng.exponential(mean, n)
+        shape = 1.0 / self.cv ** 2  # gamma: CV^2 = 1 / shape
+        return rng.gamma(shape, mean / shape, n)
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    requests: int
+    parallel: int
+
+    def __post_init__(self):
+        if not (isinstance(self.requests, int) and 0 < self.requests <= MAX_REQUESTS):
+            raise UsageError(f"--job: the number of requests must be in 1..{MAX_REQUESTS:,}, got {self.requests}")
+        if not (isinstance(self.parallel, int) and 0 < self.parallel <= 100_000):
+            raise UsageError(f"--parallel must be a whole number in 1..100,000, got {self.parallel}")
+
+    @property
+    def label(self) -> str:
+        return f"batch job of {self.requests:,} requests, {self.parallel} in parallel"
+
+
+@dataclass(frozen=True, eq=False)
+class TraceReplay:
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    answer_tokens: np.ndarray
+    name: str = "trace"
+
+    def __post_init__(self):
+        a, p, g = (np.asarray(x, float) for x in (self.arrival_s, self.prompt_tokens, self.answer_tokens))
+        if not (len(a) == len(p) == len(g)) or len(a) == 0:
+            raise UsageError("trace: arrival, prompt and answer columns must have the same, non-zero length")
+        if len(a) > MAX_REQUESTS:
+            raise UsageError(f"trace: more than {MAX_REQUESTS:,} requests; sample it")
+        if not (np.isfinite(a).all() and np.isfinite(p).all() and np.isfinite(g).all()):
+            raise UsageError("trace: arrival times and token counts must be finite numbers")
+        if (p < 0).any() or (g < 0).any():
+            raise UsageError("trace: token counts must be >= 0")
+        order = np.argsort(a, kind="stable")
+        object.__setattr__(self, "arrival_s", a[order] - a[order][0])
+        object.__setattr__(self, "prompt_tokens", np.round(p[order]))
+        object.__setattr__(self, "answer_tokens", np.maximum(np.round(g[order]), 1.0))
+
+    @property
+    def label(self) -> str:
+        span = float(self.arrival_s[-1])
+        return f"{self.name}: {len(self.arrival_s):,} requests over {span:,.0f} s"
+
+
+def parse_counts(text: str, what: str) -> list[int]:
+    """'1,8,32,128' -> [1, 8, 32, 128]."""
+    out = []
+    for part in (p.strip() for p in str(text).split(",") if p.strip()):
+        try:
+            v = float(part)
+        except ValueError:
+            v = float("nan")
+        if not (math.isfinite(v) and v == round(v) and v >= 1):
+            raise UsageError(f"{what}: '{part}' is not a whole number >= 1")
+        out.append(int(v))
+    if not out:
+        raise UsageError(f"{what} needs at least one value")
+    return out
+
+
+def parse_rates(text: str, what: str = "--rate") -> list[float]:
+    out = []
+    for part in (p.strip() for p in str(text).split(",") if p.strip()):
+        try:
+            v = float(part)
+        except ValueError:
+            v = float("nan")
+        if not (math.isfinite(v) and v > 0):
+            raise UsageError(f"{what}: '{part}' is not a positive number of requests/s")
+        out.append(v)
+    if not out:
+        raise UsageError(f"{what} needs at least one value")
+    return out

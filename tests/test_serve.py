@@ -1,0 +1,518 @@
+"""`dlmcost serve` and the simulator under it, held to queueing theory and to hand-worked schedules.
+
+Every simulation here is checked against Little's law (`little`); the closed loops against the
+interactive response-time law; batch-1 Poisson service against Pollaczek-Khinchine; the
+synchronous release against a schedule worked by hand; the reported statistics against the
+engine's own pass times (`api.analyze`) and their formulas."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from dlmcost import api
+from dlmcost.cli import main
+from dlmcost.inputs.hardware import HardwareDB
+from dlmcost.plan import deployment as dep
+from dlmcost.plan.loads import BatchJob, ClosedLoop, OpenLoop, TraceReplay
+from dlmcost.plan.results import Targets
+from dlmcost.plan.simulate import ClassTable, RequestPasses, draw_passes, simulate
+
+MODEL = "GSAI-ML/LLaDA-8B-Instruct"
+BLOCK = dict(scheme="block", block=32, tpf=2.0)
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    monkeypatch.delenv("DLMCOST_HARDWARE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(autouse=True)
+def _littles_law_on_every_run(monkeypatch):
+    """Every simulation a test here runs, directly or through serve, is checked by `little`."""
+    from dlmcost.plan import simulate as sim
+
+    real = sim.simulate
+
+    def checked(*args, **kwargs):
+        return little(real(*args, **kwargs))
+
+    monkeypatch.setattr(dep, "simulate", checked)
+    monkeypatch.setitem(globals(), "simulate", checked)
+
+
+def run(capsys, *args):
+    capsys.readouterr()
+    rc = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def little(r):
+    """Little's law for the requests in service, L = lambda W: the time average of the batch
+    size (from the simulator's own record of the batch in every iteration) times the run's length
+    equals the total time requests spent in the batch (from their admission and finish times).
+    Also arrival <= admission <= first block <= done for every request."""
+    assert r.in_service_s == pytest.approx(float(np.sum(r.done_s - r.start_s)), rel=1e-9)
+    assert (r.start_s >= r.arrival_s - 1e-9).all() and (r.first_block_s >= r.start_s - 1e-9).all()
+    assert (r.done_s >= r.first_block_s - 1e-9).all()
+    return r
+
+
+def table(nfe=(10,), first=(1,), step=lambda c, b: 0.1, lead=None, blocks=None, cap=16, first_step=None):
+    k = len(nfe)
+    rows = [[0.0] + [step(c, b) for b in range(1, cap + 1)] for c in range(k)]
+    first_rows = None if first_step is None else [[0.0] + [first_step(c, b) for b in range(1, cap + 1)]
+                                                  for c in range(k)]
+    return ClassTable(list(nfe), list(first), [0.0] * k, rows, first_rows, lead=lead, blocks=blocks)
+
+
+# --- queueing theory ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("release", ["first-done", "synchronous"])
+def test_interactive_response_time_law(release):
+    """N users thinking Z s between answer and question, batch limit below N (requests queue),
+    two classes, passes per block drawn with a spread: N = X (R + Z), X the completion rate,
+    R the mean response time, over the measured window (Denning & Buzen 1978)."""
+    rng = np.random.default_rng(5)
+    t = table(nfe=(1 + 4 * 6, 1 + 2 * 8), first=(7, 9), lead=[1, 1], blocks=[4, 2],
+              step=lambda c, b: (0.02 + 0.004 * b) * (1 + c))
+    n, users, think = 6000, 24, 1.5
+    cls = rng.integers(0, 2, n)
+    passes = draw_passes(t, cls, 0.6, rng)
+    r = little(simulate(t, cls, 8, users=users, think_s=think, passes=passes, release=release))
+    w = slice(n // 5, n)
+    done = r.done_s[w]
+    x = (len(done) - 1) / (done.max() - done.min())
+    assert users == pytest.approx(x * (r.latency_s[w].mean() + think), rel=0.02)
+
+
+@pytest.mark.parametrize("rho", [0.5, 0.8])
+def test_poisson_load_at_batch_one_is_md1(rho):
+    """The serve path end to end: one replica, one running request, fixed lengths, Poisson
+    arrivals from loads.OpenLoop: an M/D/1 queue. D is a lone request's time (a closed loop of
+    one user); the mean wait must be Pollaczek-Khinchine's rho D / (2 (1 - rho)). Evenly spaced
+    arrivals would wait 0."""
+    prep = _prepared(max_running=1)
+    service = dep.evaluate(prep, ClosedLoop(1), requests=200).latency_s["mean"]
+    p = dep.evaluate(prep, OpenLoop(rho / service), requests=40_000, seed=3)
+    wait = p.latency_s["mean"] - service
+    assert wait == pytest.approx(rho * service / (2 * (1 - rho)), rel=0.07)
+    even = dep.evaluate(prep, OpenLoop(rho / service, "constant"), requests=2000)
+    assert even.latency_s["mean"] == pytest.approx(service, rel=1e-9)  # D/D/1: nobody waits
+
+
+def test_arrival_gaps_have_the_coefficient_of_variation_of_their_law():
+    rng = np.random.default_rng(0)
+    for load, cv in ((OpenLoop(4.0), 1.0), (OpenLoop(4.0, "gamma", 3.0), 3.0), (OpenLoop(4.0, "gamma", 0.5), 0.5)):
+        g = load.gaps(rng, 400_000)
+        assert g.mean() == pytest.approx(0.25, rel=0.02)
+        assert g.std() / g.mean() == pytest.approx(cv, rel=0.03)
+    g = OpenLoop(4.0, "constant").gaps(rng, 10)
+    assert np.allclose(g, 0.25)
+
+
+def test_plans_poisson_arrivals_are_poisson():
+    """plan's request sample: exponential gaps (CV 1), and at batch 1 its replica waits as
+    M/D/1 says; evenly spaced gaps would fail both."""
+    from dlmcost.plan import search
+    from dlmcost.plan.traffic import Traffic, parse_lengths, sample_requests
+
+    rho, nfe, tau = 0.7, 10, 0.1
+    traffic = Traffic(parse_lengths(0, "p"), parse_lengths(10, "a"), rate=rho / (nfe * tau))
+    sample = sample_requests(traffic, 40_000, 1)
+    assert sample.unit_gaps.std() / sample.unit_gaps.mean() == pytest.approx(1.0, rel=0.03)
+    t = ClassTable([nfe], [1], [0.0], [[0.0, tau, tau]])
+    cand = search.Candidate(None, "bf16", 1, None, 1, t, np.array([10.0]), 1)
+    ev = search._run(cand, sample, traffic, replicas=1)
+    service = nfe * tau
+    assert (ev.latency - service).mean() == pytest.approx(rho * service / (2 * (1 - rho)), rel=0.07)
+
+
+# --- the synchronous batch by hand ----------------------------------------------------------------
+
+
+def _hand_table():
+    # per request at batch b a pass costs pass(b) / b: the iteration is pass(b) when all run one
+    return ClassTable([6], [3], [0.0], [[0.0, 1.0, 1.5, 2.1]], lead=[1], blocks=[2])
+
+
+def _hand_passes():
+    # A: a prompt pass, then blocks of 2 and 3 passes; B: 1, then 4 and 2; C: 1, then 1 and 1
+    return RequestPasses.from_rows([1, 1, 1], [[2, 3], [4, 2], [1, 1]])
+
+
+def test_synchronous_batch_by_hand():
+    """A and B at t = 0, C at t = 1; batch limit 3; an iteration of b requests takes 1, 1.5,
+    2.1 s for b = 1, 2, 3.
+    Round 1 (A, B): A needs 1 + 2 passes, B 1 + 4: five iterations of 1.5 s, to 7.5 (C waits
+    for the round). Round 2 (A, B, C): A 3, B 2, C 1 + 1: three of 2.1 s, to 13.8: A and B
+    are done, C has its first block. Round 3 (C alone): one pass of 1 s, to 14.8."""
+    r = little(simulate(_hand_table(), np.zeros(3, int), 3, arrivals_s=np.array([0.0, 0.0, 1.0]),
+                        passes=_hand_passes(), release="synchronous"))
+    r1 = 5 * 1.5
+    r2 = r1 + 3 * 2.1
+    r3 = r2 + 1.0
+    assert r.done_s.tolist() == pytest.approx([r2, r2, r3])
+    assert r.first_block_s.tolist() == pytest.approx([r1, r1, r2])
+    assert r.start_s.tolist() == pytest.approx([0.0, 0.0, r1])
+    assert r.busy_s == pytest.approx(r3)
+
+
+def test_first_done_release_of_the_same_requests_by_hand():
+    """The same requests released first-done: C joins at the first iteration boundary (1.5).
+    0-1.5 A, B; C joins: 1.5-3.6-5.7-7.8 three of 2.1 (C done after its 3 passes, at 7.8; A's
+    first block, its 3rd pass, at 5.7); A, B: 7.8-9.3-10.8 (A done after 6 passes, B's first
+    block, its 5th, at 9.3); B alone 10.8-11.8."""
+    r = little(simulate(_hand_table(), np.zeros(3, int), 3, arrivals_s=np.array([0.0, 0.0, 1.0]),
+                        passes=_hand_passes(), release="first-done"))
+    assert r.done_s.tolist() == pytest.approx([10.8, 11.8, 7.8])
+    assert r.first_block_s.tolist() == pytest.approx([5.7, 9.3, 5.7])
+    assert r.busy_s == pytest.approx(11.8)
+
+
+def test_synchronous_wave_waits_for_the_slowest_member():
+    """B requests at t = 0, batch limit B, random passes per block: every one finishes after
+    sum over blocks of the slowest member's passes (its prompt pass in the first), each
+    iteration tau(B) (brute force over the drawn passes)."""
+    rng = np.random.default_rng(2)
+    b, blocks, tau = 8, 5, 0.3
+    t = ClassTable([1 + 5 * 6], [7], [0.0], [[0.0] + [tau] * 16], lead=[1], blocks=[blocks])
+    passes = draw_passes(t, np.zeros(b, int), 0.8, rng, [32])
+    r = little(simulate(t, np.zeros(b, int), b, arrivals_s=np.zeros(b), passes=passes, release="synchronous"))
+    rounds = [1 + passes.block(0).max()] + [passes.block(k).max() for k in range(1, blocks)]
+    assert np.allclose(r.done_s, tau * sum(rounds))
+    assert np.allclose(r.first_block_s, tau * rounds[0])
+    fd = little(simulate(t, np.zeros(b, int), b, arrivals_s=np.zeros(b), passes=passes, release="first-done"))
+    assert fd.done_s.max() <= r.done_s.max() + 1e-9 and fd.done_s.mean() < r.done_s.mean()
+
+
+def test_drawn_passes_keep_the_mean_and_the_spread():
+    t = ClassTable([1 + 4 * 16], [17], [0.0], [[0.0, 1.0]], lead=[1], blocks=[4])
+    cls = np.zeros(50_000, int)
+    x = draw_passes(t, cls, 0.5, np.random.default_rng(0)).flat.astype(float)
+    assert x.mean() == pytest.approx(16.0, rel=0.005)  # the random rounding keeps the mean
+    assert x.std() / x.mean() == pytest.approx(0.5, rel=0.03)  # gamma CV 0.5 (rounding adds under 1%)
+    capped = draw_passes(t, cls, 0.5, np.random.default_rng(0), [32]).flat
+    assert capped.min() >= 1 and capped.max() == 32  # a pass commits one token at least
+    even = draw_passes(t, cls[:3], 0.0, np.random.default_rng(0))
+    assert even.nfe.tolist() == [65] * 3 and even.first.tolist() == [17] * 3
+
+
+# --- the deployment's statistics against the engine -----------------------------------------------
+
+
+def _prepared(**setup):
+    lengths = (np.full(200, 256.0), np.full(200, 128.0))
+    return dep.prepare(MODEL, lengths, dep.Setup(gpu="h100", **{**BLOCK, "release": "first-done", **setup}))
+
+
+def _engine(batch: int):
+    a = api.analyze(MODEL, "h100", prompt=256, gen=128, batch=batch, **BLOCK)["results"][0]
+    prefill = a["passes"][0]["time_s"]
+    step = (a["time_s"] - prefill) / (a["nfe"] - 1)
+    return a["time_s"], prefill, step
+
+
+@pytest.mark.parametrize("release", ["first-done", "synchronous"])
+def test_one_user_per_replica_by_hand(release):
+    """Two replicas of one H100, two users without think time: each replica serves one request
+    at a time, as `api.analyze` times it at batch 1: latency T = prefill + 64 steps, the first
+    of 4 blocks after the prefill and 16 steps, then a block every 16 steps. Two requests per T
+    seconds, 128 tokens each; dollars and joules per token from the list price and board power."""
+    prep = _prepared(replicas=2, release=release)
+    p = dep.evaluate(prep, ClosedLoop(2), requests=400)
+    total, prefill, step = _engine(1)
+    assert p.latency_s["median"] == pytest.approx(total, rel=1e-9)
+    assert p.latency_s["p99"] == pytest.approx(total, rel=1e-9)
+    assert p.ttfb_s["mean"] == pytest.approx(prefill + 16 * step, rel=1e-9)
+    assert p.inter_block_s["median"] == pytest.approx(16 * step, rel=1e-9)
+    assert p.requests_per_s == pytest.approx(2 / total, rel=1e-9)
+    assert p.output_tokens_per_s == pytest.approx(2 * 128 / total, rel=1e-9)
+    assert p.total_tokens_per_s == pytest.approx(2 * (128 + 256) / total, rel=1e-9)
+    assert p.output_tokens_per_s_per_gpu == pytest.approx(128 / total, rel=1e-9)
+    assert p.tokens_per_s_per_user == pytest.approx(128 / total, rel=1e-9)
+    assert p.gpu_busy_fraction == pytest.approx(1.0) and p.mean_running == pytest.approx(1.0)
+    h100 = HardwareDB.load().get("h100")
+    price, watts = h100.price_per_hour.usd, h100.board_power_w
+    assert p.usd_per_mtok == pytest.approx(2 * price / (2 * 128 / total * 3600) * 1e6, rel=1e-9)
+    assert p.joules_per_token == pytest.approx(2 * watts / (2 * 128 / total), rel=1e-9)
+
+
+@pytest.mark.parametrize("release", ["first-done", "synchronous"])
+def test_batch_job_makespan_by_hand(release):
+    """100 requests, 10 in parallel, one replica: ten waves of ten requests run side by side,
+    each wave the engine's batch-10 generation time."""
+    prep = _prepared(release=release)
+    p = dep.evaluate(prep, BatchJob(100, 10))
+    total, _, _ = _engine(10)
+    assert p.makespan_s == pytest.approx(10 * total, rel=1e-9)
+    assert p.requests_per_s == pytest.approx(100 / (10 * total), rel=1e-9)
+    assert p.requests == 100 and p.latency_s["median"] == pytest.approx(total, rel=1e-9)
+
+
+def test_trace_replay_of_requests_that_never_meet():
+    """Requests 100 s apart never share a batch: each takes its own class's lone time; the trace
+    is sorted by arrival and dealt round-robin over the replicas."""
+    arrivals = np.array([300.0, 0.0, 100.0, 200.0])
+    trace = TraceReplay(arrivals, np.full(4, 256.0), np.array([128.0, 128.0, 64.0, 64.0]))
+    assert trace.arrival_s.tolist() == [0.0, 100.0, 200.0, 300.0]
+    r = api.serve(MODEL, trace, dep.Setup(gpu="h100", replicas=2, **BLOCK))
+    p = r.points[0]
+    long_t = _engine(1)[0]
+    short_t = api.analyze(MODEL, "h100", prompt=256, gen=64, batch=1, **BLOCK)["results"][0]["time_s"]
+    assert sorted([p.latency_s["p99"], p.latency_s["mean"] * 2 - p.latency_s["p99"]]) == \
+        pytest.approx(sorted([long_t, short_t]), rel=1e-6)
+    assert p.makespan_s == pytest.approx(300.0 + long_t, rel=1e-9)
+    assert p.requests == 4 and p.requests_per_s == pytest.approx(4 / (300.0 + long_t), rel=1e-9)
+    # sorted: t=0 long, 100 short, 200 short, 300 long; replica 0 serves t=0 and 200 (to 200 +
+    # short), replica 1 t=100 and 300 (to 300 + long); each runs one long and one short request
+    busy, span = 2 * (long_t + short_t), (200 + short_t) + (300 + long_t)
+    assert p.gpu_busy_fraction == pytest.approx(busy / span, rel=1e-9)
+    assert p.mean_running == pytest.approx(busy / span, rel=1e-9)  # one request at a time
+    assert p.output_tokens_per_s == pytest.approx(p.requests_per_s * (128 + 64) / 2, rel=1e-9)
+
+
+def test_trace_option_reads_through_the_trace_reader(capsys, monkeypatch, tmp_path):
+    """--trace FILE asks plan.traces.read_trace for the arrays (with the format, time scale,
+    sample and seed given) and replays them."""
+    import sys
+    import types
+
+    import dlmcost.plan
+
+    seen = {}
+
+    def read_trace(path, fmt=None, time_scale=1.0, sample=None, seed=0):
+        seen.update(path=str(path), fmt=fmt, time_scale=time_scale, sample=sample, seed=seed)
+        return types.SimpleNamespace(arrival_s=np.array([0.0, 50.0]), prompt_tokens=np.array([256, 256]),
+                                     answer_tokens=np.array([128, 128]), source="t.csv")
+
+    fake = types.ModuleType("dlmcost.plan.traces")
+    fake.read_trace = read_trace
+    monkeypatch.setitem(sys.modules, "dlmcost.plan.traces", fake)
+    monkeypatch.setattr(dlmcost.plan, "traces", fake, raising=False)
+    path = tmp_path / "t.csv"
+    path.write_text("x\n")
+    rc, out, err = run(capsys, "serve", MODEL, "--gpu", "h100", "--scheme", "block", "--block", "32", "--tpf", "2",
+                       "--trace", path, "--trace-format", "azure", "--time-scale", "0.5", "--sample", "2",
+                       "--seed", "3", "-f", "json")
+    assert rc == 0, err
+    assert seen == dict(path=str(path), fmt="azure", time_scale=0.5, sample=2, seed=3)
+    p = json.loads(out)["deployments"][0]["points"][0]
+    assert p["requests"] == 2 and p["latency_s"]["median"] == pytest.approx(_engine(1)[0], rel=1e-9)
+    assert p["makespan_s"] == pytest.approx(50.0 + _engine(1)[0], rel=1e-9)
+
+
+def test_stats_by_hand():
+    s = dep.stats(np.arange(1.0, 101.0))
+    # numpy's default: rank p (n - 1) interpolated in 1..100
+    assert s == pytest.approx(dict(mean=50.5, median=50.5, p90=90.1, p99=99.01))
+    assert dep.stats(np.array([np.nan]))["mean"] is None
+
+
+def test_pareto_front_by_hand():
+    pts = [dep.Point("", None, None, 1, 0, 0, per_gpu, per_user, 0, {}, {}, {}, 0, 0, None, None)
+           for per_gpu, per_user in ((100, 50), (200, 20), (150, 20), (90, 60), (200, 10))]
+    dep.mark_pareto(pts)
+    assert [p.pareto for p in pts] == [True, True, False, True, False]
+
+
+def test_max_rate_is_the_edge_of_the_targets():
+    """The bisection's answer meets the targets and a rate a few resolutions above it does not
+    (the arrivals are the same gaps rescaled, so latency rises with the rate)."""
+    prep = _prepared(max_running=8)
+    targets = Targets(p95_latency_s=1.5 * _engine(8)[0])
+    m = dep.max_rate(prep, targets, requests=1000)
+    assert 0 < m["rate"] < m["saturation_rate"]
+    ok = dep.evaluate(prep, OpenLoop(m["rate"]), requests=1000, targets=targets)
+    over = dep.evaluate(prep, OpenLoop(m["rate"] + 4 * m["resolution_rps"]), requests=1000, targets=targets)
+    assert not ok.misses and not ok.overloaded
+    assert over.misses or over.overloaded
+
+
+def test_synchronous_release_costs_throughput_when_steps_vary():
+    """With a spread of passes per block, a synchronous batch runs at its slowest member's pace:
+    fewer requests/s than first-done release at the same concurrency; without a spread, and
+    every user in step, the two agree."""
+    sync = dep.evaluate(_prepared(release="synchronous", tpf_spread=0.8, max_running=32), ClosedLoop(32))
+    fd = dep.evaluate(_prepared(release="first-done", tpf_spread=0.8, max_running=32), ClosedLoop(32))
+    assert sync.requests_per_s < 0.9 * fd.requests_per_s
+    a = dep.evaluate(_prepared(release="synchronous"), ClosedLoop(16))
+    b = dep.evaluate(_prepared(release="first-done"), ClosedLoop(16))
+    # waves of 16, each the engine's batch-16 generation: 16 requests per wave
+    assert a.requests_per_s == pytest.approx(16 / _engine(16)[0], rel=1e-9)
+    assert b.requests_per_s == pytest.approx(16 / _engine(16)[0], rel=1e-9)
+
+
+def test_table_cells_from_the_record():
+    """Three significant digits, whole numbers from 1,000 on, busy in percent; the load's short
+    name; * on the front, ! when overloaded."""
+    from dlmcost.render.serve import curve_table, latency_table
+
+    st = dict(mean=0.123456, median=1234.56, p90=12.3456, p99=None)
+    point = dict(load="2 req/s (Poisson)", concurrency=None, rate=2.0, requests=100, requests_per_s=1.98765,
+                 output_tokens_per_s=1234.6, output_tokens_per_s_per_gpu=617.3, tokens_per_s_per_user=45.678,
+                 ttfb_s=st, inter_block_s=st, latency_s=st, gpu_busy_fraction=0.876, mean_running=3.456,
+                 usd_per_mtok=None, joules_per_token=0.5, pareto=True, overloaded=True, makespan_s=None)
+    record = dict(deployments=[dict(points=[point, dict(point, rate=None, concurrency=8, pareto=False,
+                                                        overloaded=False)])])
+    headers, rows = curve_table(record)
+    assert rows[0] == ["2 req/s*!", "1.99", "1235", "617", "45.7", "1235", "1235", "1235", "-", "88", "3.46", "-",
+                       "0.5"]
+    assert rows[1][0] == "c=8"
+    _, lat = latency_table(record)
+    assert lat[0] == ["2 req/s", "time to first block", "0.123", "1235", "12.3", "-"]
+
+
+# --- plan's replica search ------------------------------------------------------------------------
+
+
+def test_plan_returns_the_fewest_replicas(capsys):
+    """The deployment plan returns meets the targets with R replicas, and the same candidate
+    with at most R - 1 replicas' GPUs does not (the search bisects down to the fewest)."""
+    base = ["plan", MODEL, "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--scheme", "block", "--block", "32",
+            "--tpf", "2", "--answer", "128", "--max-batch", "16", "-f", "json"]
+    rc, out, err = run(capsys, *base, "--rate", "60", "--p95", "1.2")
+    assert rc == 0, err
+    best = [d for d in json.loads(out)["deployments"] if d["decoding"] == "block/32/2"][0]
+    r = best["replicas"]
+    assert r >= 3
+    rc, out, err = run(capsys, *base, "--rate", "60", "--p95", "1.2", "--max-gpus", r - 1)
+    assert rc == 8, (r, out)
+
+
+# --- the command -----------------------------------------------------------------------------------
+
+
+def test_serve_table_json_csv(capsys):
+    args = ["serve", MODEL, "--gpu", "h100", "--scheme", "block", "--block", "32", "--tpf", "2", "--answer", "128",
+            "--concurrency", "1,8,32", "--max-running", "32"]
+    rc, out, err = run(capsys, *args)
+    assert rc == 0, err
+    assert max(len(line) for line in out.splitlines()) <= 100
+    assert "c=8" in out and "time to first block" in out
+    rc, out, err = run(capsys, *args, "-f", "json")
+    (rec,) = json.loads(out)["deployments"]
+    assert [p["concurrency"] for p in rec["points"]] == [1, 8, 32]
+    assert rec["deployment"]["max_running"] == 32 and rec["deployment"]["max_running_source"] == "option"
+    assert rec["pareto"]
+    rc, out, err = run(capsys, *args, "-f", "csv")
+    assert out.splitlines()[0].startswith("deployment,model,gpu,replicas,tp,ep") and len(out.splitlines()) == 4
+
+
+def test_unpriced_gpu_is_served_without_a_cost(capsys):
+    rc, out, err = run(capsys, "serve", MODEL, "--gpu", "h20", "--concurrency", "4", "--answer", "64", "-f", "json")
+    assert rc == 0, err
+    p = json.loads(out)["deployments"][0]["points"][0]
+    assert p["usd_per_mtok"] is None and p["output_tokens_per_s"] > 0
+    rc, out, err = run(capsys, "serve", MODEL, "--gpu", "h20", "--price", "1.5", "--concurrency", "4", "--answer",
+                       "64", "-f", "json")
+    p = json.loads(out)["deployments"][0]["points"][0]
+    assert p["usd_per_mtok"] == pytest.approx(1.5 / (p["output_tokens_per_s"] * 3600) * 1e6)
+
+
+def test_max_rate_from_the_command(capsys):
+    rc, out, err = run(capsys, "serve", MODEL, "--gpu", "h100", "--scheme", "block", "--block", "32", "--tpf", "2",
+                       "--answer", "128", "--max-running", "16", "--max-rate", "--p95", "2", "--requests", "500")
+    assert rc == 0, err
+    assert "highest sustained poisson rate within targets (p95_latency_s=2)" in out
+
+
+@pytest.mark.parametrize("args, code, needle", [
+    (["--concurrency", "0"], 2, "concurrency"),
+    (["--rate", "-1"], 2, "rate"),
+    (["--concurrency", "4", "--rate", "2"], 2, "give one load"),
+    (["--concurrency", "4", "--release", "sometimes"], 2, "--release"),
+    (["--rate", "2", "--arrival", "lumpy"], 2, "arrivals"),
+    (["--rate", "2", "--arrival", "gamma", "--cv", "0"], 2, "--cv"),
+    (["--concurrency", "4", "--tpf-spread", "-1"], 2, "--tpf-spread"),
+    (["--concurrency", "4", "--parallel", "3"], 2, "--parallel goes with --job"),
+    ([], 2, "give a load"),
+    (["--job", "0"], 2, "--job"),
+    (["--concurrency", "4", "--gpu", "h900"], 4, "unknown GPU"),
+    (["--concurrency", "4", "--max-running", "0"], 2, "--max-running"),
+    (["--concurrency", "4", "--p95", "-2"], 2, "p95"),
+    (["--concurrency", "4", "-f", "html"], 2, "unknown format"),
+    (["--concurrency", "4", "--tp", "3"], 3, "cannot run"),
+])
+def test_bad_options_one_line(capsys, args, code, needle):
+    rc, out, err = run(capsys, "serve", MODEL, "--answer", "64", *args)
+    assert rc == code, err
+    assert err.count("\n") == 1 and err.startswith("error: ") and needle in err, err
+
+
+def test_plot_draws_both_panels(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "curve.svg"
+    rc, out, err = run(capsys, "serve", MODEL, "--answer", "64", "--concurrency", "1,4,16", "--plot", path)
+    assert rc == 0, err
+    text = path.read_text()
+    assert "serve:pareto" in text and "serve:curve:1" in text
+
+
+def test_a_dllm_beside_the_ar_model_it_would_replace(capsys):
+    """Several models, the same loads and lengths, one table; the AR model decodes AR although a
+    diffusion decoding was asked for; the Pareto front is over every deployment's points, and each
+    deployment's numbers are those it has alone."""
+    both = ["serve", f"{MODEL},Qwen/Qwen2.5-7B", "--gpu", "h100", "--scheme", "block", "--block", "32", "--tpf", "2",
+            "--answer", "128", "--concurrency", "1,16", "--max-running", "32", "-f", "json"]
+    rc, out, err = run(capsys, *both)
+    assert rc == 0, err
+    rec = json.loads(out)
+    dllm, ar = rec["deployments"]
+    assert (dllm["deployment"]["decoding"], ar["deployment"]["decoding"]) == ("block/32/2", "ar")
+    everyone = [p for d in rec["deployments"] for p in d["points"]]
+    front = [p for p in everyone if p["pareto"]]
+    for f in front:
+        assert not any(q["output_tokens_per_s_per_gpu"] > f["output_tokens_per_s_per_gpu"]
+                       and q["tokens_per_s_per_user"] > f["tokens_per_s_per_user"] for q in everyone)
+    assert rec["pareto"] == [[i, j] for i, d in enumerate(rec["deployments"]) for j, p in enumerate(d["points"])
+                             if p["pareto"]]
+    rc, out, err = run(capsys, "serve", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--answer", "128", "--concurrency", "1,16",
+                       "--max-running", "32", "-f", "json")
+    alone = json.loads(out)["deployments"][0]["points"]
+    assert [p["output_tokens_per_s"] for p in alone] == [p["output_tokens_per_s"] for p in ar["points"]]
+    rc, out, err = run(capsys, *both[:-2])
+    assert rc == 0 and "#1 GSAI-ML/LLaDA-8B-Instruct" in out and "#2 Qwen/Qwen2.5-7B" in out
+    assert max(len(line) for line in out.splitlines()) <= 100
+
+
+def test_stack_fields_set_the_defaults(monkeypatch):
+    """A stack profile's `max_running_requests` and `release` are the defaults; the options win."""
+    from dlmcost.analysis import prepare as prep_mod
+
+    real = prep_mod.resolve_stack
+
+    class WithServing:
+        max_running_requests = 1
+        release = "first-done"
+
+        def __init__(self, stack):
+            self._stack = stack
+
+        def __getattr__(self, name):
+            return getattr(self._stack, name)
+
+    monkeypatch.setattr(prep_mod, "resolve_stack", lambda stack, profile: WithServing(real(stack, profile)))
+    lengths = (np.full(50, 256.0), np.full(50, 128.0))
+    p = dep.prepare(MODEL, lengths, dep.Setup(gpu="h100", **BLOCK))
+    assert (p.max_running, p.max_running_source, p.release, p.release_source) == (1, "stack", "first-done", "stack")
+    p = dep.prepare(MODEL, lengths, dep.Setup(gpu="h100", max_running=4, release="synchronous", **BLOCK))
+    assert (p.max_running, p.max_running_source, p.release, p.release_source) == (4, "option", "synchronous", "option")
+    monkeypatch.setattr(prep_mod, "resolve_stack", real)
+    p = dep.prepare(MODEL, lengths, dep.Setup(gpu="h100", **BLOCK))
+    assert (p.max_running, p.release) == (dep.DEFAULT_MAX_RUNNING, "synchronous")
+
+
+@pytest.mark.parametrize("release", ["first-done", "synchronous"])
+def test_reported_numbers_obey_the_response_time_law(release):
+    """The printed requests/s and mean latency of a closed loop (24 users thinking 1 s, at most 8
+    running, passes per block spread): N = X (R + Z)."""
+    prep = _prepared(max_running=8, release=release, tpf_spread=0.5)
+    p = dep.evaluate(prep, ClosedLoop(24, think_s=1.0), requests=6000)
+    assert 24 == pytest.approx(p.requests_per_s * (p.latency_s["mean"] + 1.0), rel=0.02)
