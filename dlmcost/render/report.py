@@ -492,31 +492,42 @@ def _fmt_value(v) -> str:
 
 # --- plan --------------------------------------------------------------------------------------
 
-PLAN_HEADERS = ["GPU", "scheme/\nb/tpf", "R×TP\nprec", "B", "p50\ns", "p95\ns", "1st\nblk s", "tok/s\n/user",
-                "cap\nreq/s", "head\n%", "$/h", "$/Mtok", "J/tok"]
-PLAN_PRIORITY = [0, 0, 0, 3, 2, 0, 3, 2, 4, 4, 3, 0, 4]  # larger: dropped sooner on a narrow terminal
+PLAN_HEADERS = ["model", "GPU", "scheme/\nb/tpf", "R×TP\nprec", "B", "p50\ns", "p95\ns", "1st\nblk s", "tok/s\n/user",
+                "out\ntok/s", "tok/s\n/GPU", "cap\nreq/s", "head\n%", "$/h", "$/Mtok", "$/Mtok\n@cap", "J/tok"]
+PLAN_PRIORITY = [0, 0, 0, 0, 3, 2, 0, 3, 2, 3, 1, 4, 4, 3, 0, 0, 4]  # larger: dropped sooner on a narrow terminal
 
 
 def plan_table(records: list[dict], show_decoding: bool) -> tuple[list[str], list[list]]:
     """Headers and cells, two significant digits (json/csv carry full values); the decoding column
-    only when several decodings were searched, so that the table stays within 100 columns.
-    '*' after $/Mtok marks the cost/latency Pareto front."""
+    only when several decodings were searched, the model column only when several models were, so
+    that the table stays within 100 columns. '*' after $/Mtok marks the cost/latency Pareto front;
+    '-': no price for the GPU."""
     def g2(x):
         return "-" if x is None else f"{x:.2g}" if abs(x) < 100 else f"{x:.0f}"
 
-    cells = [[r["gpu"], r["decoding"], f"{r['replicas']}×{r['tp']} {r['precision']}", str(r["max_batch"]),
+    def model(r):
+        return r.get("model", "").rpartition("/")[2]
+
+    def rate(x):
+        return "-" if x is None else f"{x:.0f}" if x >= 100 else f"{x:.3g}"
+
+    cells = [[model(r), r["gpu"], r["decoding"], f"{r['replicas']}×{r['tp']} {r['precision']}", str(r["max_batch"]),
               g2(r["p50_latency_s"]), g2(r["p95_latency_s"]), g2(r["p95_first_block_s"]),
-              num(r["tokens_per_s_per_user"]), num(r["capacity_rps"]), f"{100 * r['headroom']:.0f}",
-              f"{r['usd_per_hour']:.4g}", g2(r["usd_per_mtok"]) + ("*" if r.get("pareto") else ""),
+              num(r["tokens_per_s_per_user"]), rate(r.get("output_tokens_per_s")), rate(r.get("tokens_per_s_per_gpu")),
+              num(r["capacity_rps"]), f"{100 * r['headroom']:.0f}",
+              "-" if r["usd_per_hour"] is None else f"{r['usd_per_hour']:.4g}",
+              g2(r["usd_per_mtok"]) + ("*" if r.get("pareto") else ""), g2(r.get("usd_per_mtok_at_capacity")),
               g2(r["joules_per_token"])] for r in records]
-    keep = [True, show_decoding] + [True] * (len(PLAN_HEADERS) - 2)
+    several_models = len({r.get("model") for r in records}) > 1
+    keep = [several_models, True, show_decoding] + [True] * (len(PLAN_HEADERS) - 3)
     return [h for h, k in zip(PLAN_HEADERS, keep) if k], [[c for c, k in zip(row, keep) if k] for row in cells]
 
 
-PLAN_CSV_KEYS = ("gpu", "replicas", "tp", "gpus", "precision", "scheme", "block", "tpf", "decoding", "max_batch",
+PLAN_CSV_KEYS = ("model", "gpu", "replicas", "tp", "gpus", "precision", "scheme", "block", "tpf", "decoding", "max_batch",
                  "p50_latency_s", "p95_latency_s", "p99_latency_s", "p95_first_block_s", "tokens_per_s_per_user",
-                 "served_rps", "capacity_rps", "headroom", "usd_per_hour", "usd_per_mtok", "joules_per_token",
-                 "price_per_gpu_hour", "price_source", "pareto")
+                 "served_rps", "output_tokens_per_s", "tokens_per_s_per_gpu", "capacity_rps", "sustained_rps",
+                 "headroom", "usd_per_hour", "usd_per_mtok", "usd_per_mtok_at_capacity", "joules_per_token",
+                 "price_per_gpu_hour", "price_source", "pareto", "absurd")
 
 
 def plan_header(p: dict) -> str:
@@ -527,11 +538,14 @@ def plan_header(p: dict) -> str:
     def lengths(v):
         return ",".join(f"{k}:{x}" for k, x in v.items()) if isinstance(v, dict) else str(v)
 
+    absurd = p.get("skipped", {}).get("absurd", 0)
+    hidden = (f"; {absurd} absurd (over 10x their model's cheapest $/Mtok) left out, --absurd lists them"
+              if absurd and not s.get("absurd_shown") else "")
     return (f"{p['model']} · {load} · prompt {lengths(t['prompt'])} · answer {lengths(t['answer'])} tokens\n"
             f"targets: {targets}\n"
             f"searched {p['evaluated']} candidates ({len(s['gpus'])} GPU{'s' if len(s['gpus']) > 1 else ''} × tp {s['tp']} × {s['precisions']} × "
             f"{', '.join(s['decodings'])} × batch ≤ {s['max_batch']}); {s['requests']} simulated requests, "
-            f"seed {s['seed']}")
+            f"seed {s['seed']}{hidden}")
 
 
 def plan_csv_rows(p: dict) -> list[dict]:

@@ -11,9 +11,14 @@ from .base import REGISTRY, SCHEME_KNOBS, Knobs, PassFamily, Scheme, peak_shape,
 
 SCHEMES: tuple[str, ...] = tuple(REGISTRY)
 
-__all__ = ["REGISTRY", "SCHEMES", "SCHEME_KNOBS", "Knobs", "PassFamily", "Scheme", "get_scheme", "peak_shape",
-           "prompt_passes"]
+__all__ = ["REGISTRY", "SCHEMES", "SCHEME_KNOBS", "Knobs", "PassFamily", "Scheme", "autoregressive_scheme", "get_scheme",
+           "peak_shape", "prompt_passes"]
 
 
 def get_scheme(name: str) -> Scheme:
     return REGISTRY[name]
+
+
+def autoregressive_scheme() -> str:
+    """The registered scheme that decodes one token per pass, left to right (the AR baseline)."""
+    return next(name for name, s in REGISTRY.items() if s.autoregressive)

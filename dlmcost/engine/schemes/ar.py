@@ -13,7 +13,7 @@ def prompt_prefill(k: Knobs, *, logits=1.0, causal=True):
 
 
 @scheme("ar", summary="autoregressive decode: a causal prefill, then one cached pass per token",
-        knobs=(), cached_tokens=whole_sequence, stops="token")
+        knobs=(), cached_tokens=whole_sequence, stops="token", autoregressive=True)
 def ar(k: Knobs):
     # decode t = 0..Lg-1: one token over the Lp + t tokens before it, appending its own K/V
     return [prompt_prefill(k),

@@ -141,6 +141,7 @@ class Scheme:
     # stops right after it, "block" after the block that holds it, "never" runs the whole canvas.
     stops: str = "block"
     default_block: int | None = None  # block length when neither the user nor the model's sampler sets one
+    autoregressive: bool = False  # one token per pass, left to right: the baseline a dLLM replaces
 
     def uses(self, knob: str, logits_committed: bool = False) -> bool:
         return knob in self.knobs or (logits_committed and knob in self.logit_knobs)
