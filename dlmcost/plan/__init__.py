@@ -55,7 +55,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     result.search = dict(gpus=[g.name for g in space.gpus], tp=space.tps, precisions=space.precisions,
                          decodings=list(dict.fromkeys(decodings)), max_batch=space.max_batches,
                          requests=spec.simulation.requests, seed=spec.simulation.seed,
-                         power_utilisation=pricing.power_utilisation, absurd_shown=absurd)
+                         power_utilisation=pricing.power_utilisation, absurd_shown=absurd,
+                         ar_baseline=baseline)
     return result
 
 
