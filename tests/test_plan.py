@@ -743,3 +743,6 @@ def test_absurd_deployments_are_left_out_unless_asked_for(capsys):
     assert marked and all(d["usd_per_mtok"] > 10 * cheapest for d in marked)
     assert min(d["usd_per_mtok"] for d in q["deployments"]) == pytest.approx(cheapest)
     assert len(q["deployments"]) > len(p["deployments"])
+    # not searching the candidates a bound already calls absurd changes none of the others
+    key = lambda d: (d["gpu"], d["tp"], d["precision"], d["decoding"], d["replicas"], d["p95_latency_s"])  # noqa: E731
+    assert sorted(map(key, p["deployments"])) == sorted(key(d) for d in q["deployments"] if not d["absurd"])

@@ -36,6 +36,7 @@ MAX_REPLICA_GROWTH = 256  # search at most this many times the saturation replic
 DEFAULT_REQUESTS = 2000
 SUSTAINED_TOLERANCE = 0.10  # the highest sustained load is bracketed to within 10% ...
 MAX_SUSTAINED_RUNS = 2  # ... or as far as this many simulations get (the lower end is reported)
+SUSTAINED_AIM = 0.97  # each step aims a little inside the targets, so that it tends to meet them
 
 
 @dataclass(frozen=True)
@@ -219,9 +220,9 @@ def _queue_shape(rho: float) -> float:
     return rho / (1 - rho)
 
 
-def _utilisation_for(ratio_points: list[tuple[float, float]], floor: float) -> float | None:
-    """The utilisation at which the worst latency ratio reaches 1, from ratio = a + b rho/(1-rho)
-    through the two nearest points (or one point and the lone-request floor at rho = 0)."""
+def _utilisation_for(ratio_points: list[tuple[float, float]], floor: float, aim: float = 1.0) -> float | None:
+    """The utilisation at which the worst latency ratio reaches `aim`, from ratio = a + b rho/(1-rho)
+    through the two points nearest 1 (or one point and the lone-request floor at rho = 0)."""
     pts = sorted(ratio_points, key=lambda p: abs(p[1] - 1.0))[:2]
     if len(pts) == 1:
         pts.append((0.0, floor))
@@ -230,7 +231,7 @@ def _utilisation_for(ratio_points: list[tuple[float, float]], floor: float) -> f
     if x1 == x2 or (m1 - m2) * (x1 - x2) <= 0:
         return None
     slope = (m1 - m2) / (x1 - x2)
-    x = x1 + (1.0 - m1) / slope
+    x = x1 + (aim - m1) / slope
     return None if x <= 0 else x / (1 + x)
 
 
@@ -261,13 +262,39 @@ def _replica_cap(c: Candidate, traffic: Traffic, targets: Targets, pricing: Pric
     return min(caps) if caps else None
 
 
+ABSURD = "absurd"  # what the search returns for a candidate that could only be absurd
+
+
 def _fewest_replicas(c: Candidate, sample: RequestSample, traffic: Traffic, targets: Targets,
-                     pricing: Pricing) -> tuple[Deployment, float] | None:
+                     pricing: Pricing, absurd_above: float = math.inf,
+                     capacity_bound: float | None = None) -> tuple[Deployment, float, list] | str | None:
     """The fewest replicas meeting the targets (or the nearest this candidate gets), with one
-    replica's saturation throughput."""
+    replica's saturation throughput and the (utilisation, worst latency ratio) points simulated;
+    ABSURD as soon as it is clear that more than `absurd_above` replicas are needed.
+
+    With `capacity_bound` (an upper bound on the saturation throughput) the search starts from
+    it, and the saturation throughput is simulated only for a candidate that is not absurd; if
+    that moves the fewest stable replicas above the answer, the search runs again from there."""
+    if capacity_bound is None:
+        capacity = _saturation_rps(c, sample)
+        return _search_replicas(c, sample, traffic, targets, pricing, absurd_above, capacity) if capacity > 0 else None
+    found = _search_replicas(c, sample, traffic, targets, pricing, absurd_above, capacity_bound)
+    if found is None or found == ABSURD:
+        return found
     capacity = _saturation_rps(c, sample)
     if not capacity > 0:
         return None
+    d, _, pts = found
+    if d.meets and not traffic.closed_loop and d.replicas < math.floor(traffic.rate / capacity) + 1:
+        return _search_replicas(c, sample, traffic, targets, pricing, absurd_above, capacity)
+    d.capacity_rps = capacity * d.replicas
+    d.headroom = d.capacity_rps / d.served_rps - 1 if d.served_rps > 0 else math.inf
+    return d, capacity, [(rho * capacity_bound / capacity, ratio) for rho, ratio in pts]
+
+
+def _search_replicas(c: Candidate, sample: RequestSample, traffic: Traffic, targets: Targets, pricing: Pricing,
+                     absurd_above: float, capacity: float) -> tuple[Deployment, float, list] | str:
+    """`_fewest_replicas` at a given saturation throughput of one replica."""
     if traffic.closed_loop:
         lo, top = 1, traffic.users
     else:
@@ -289,9 +316,16 @@ def _fewest_replicas(c: Candidate, sample: RequestSample, traffic: Traffic, targ
         # more replicas only add GPUs and dollars per token
         return any(m.target in ("max_gpus", "max_usd_per_mtok") for m in d.misses)
 
+    def points() -> list[tuple[float, float]]:
+        if traffic.closed_loop:
+            return []
+        return [(traffic.rate / (r * capacity), _latency_ratio(d, targets)) for r, d in cache.items()]
+
     floor = _floor_ratio(c, sample, targets)
     if floor > 1:  # even alone on a replica a request is too slow
-        return at(min(lo * 4, top)), capacity
+        return at(min(lo * 4, top)), capacity, []
+    if lo > absurd_above:
+        return ABSURD
 
     def guess(fail: int, good: int | None) -> int:
         """The next R to simulate, strictly between `fail` and `good` (or above `fail`)."""
@@ -301,6 +335,8 @@ def _fewest_replicas(c: Candidate, sample: RequestSample, traffic: Traffic, targ
         pts = [(rho(r), _latency_ratio(d, targets)) for r, d in cache.items() if not hopeless(d)]
         u = _utilisation_for(pts, floor)
         r = math.ceil(traffic.rate / (capacity * u) * (1 + 1e-9)) if u else fail * 2
+        if good is None and r > absurd_above:  # one look at the most replicas that are not absurd
+            return min(max(math.floor(absurd_above), fail + 1), top)
         hi = min(fail * 4, top) if good is None else good - 1
         if good is not None and good - fail > 3:  # keep the bracket shrinking at least by a quarter
             hi = min(hi, fail + (good - fail) * 3 // 4)
@@ -308,31 +344,36 @@ def _fewest_replicas(c: Candidate, sample: RequestSample, traffic: Traffic, targ
         return min(max(r, fail + 1), hi)
 
     if at(lo).meets:
-        return at(lo), capacity
+        return at(lo), capacity, points()
     fail, good = lo, None
     while good is None:
         if fail >= top or hopeless(at(fail)):
-            return at(fail), capacity  # the nearest this candidate gets (marked with its misses)
+            return at(fail), capacity, []  # the nearest this candidate gets (marked with its misses)
+        if fail >= absurd_above:
+            return ABSURD
         r = guess(fail, None)
         if at(r).meets:
             good = r
         else:
             fail = r
     while good - fail > 1:
+        if fail >= absurd_above:
+            return ABSURD
         r = guess(fail, good)
         if at(r).meets:
             good = r
         else:
             fail = r
-    return at(good), capacity
+    return at(good), capacity, points()
 
 
 def _sustained_rps(c: Candidate, sample: RequestSample, traffic: Traffic, targets: Targets, d: Deployment,
-                   capacity: float) -> float:
+                   capacity: float, known: list[tuple[float, float]] = ()) -> float:
     """The highest load (requests/s, all replicas) the deployment `d` serves within the latency
     targets: the saturation throughput when there are none; else bracketed between the offered
     load (met) and the saturation throughput (or the load R - 1 replicas failed at), to within
-    SUSTAINED_TOLERANCE, and the met end reported."""
+    SUSTAINED_TOLERANCE, and the met end reported. `known`: (utilisation, worst latency ratio)
+    points already simulated for this candidate, which steer the first step."""
     r = d.replicas
     if not any(getattr(targets, name) for name in LATENCY_TARGETS) and not targets.min_tokens_per_s_per_user:
         return capacity * r
@@ -341,11 +382,11 @@ def _sustained_rps(c: Candidate, sample: RequestSample, traffic: Traffic, target
         return _sustained_users(c, sample, traffic, targets, d, capacity) * r
     bad = capacity if r == 1 else min(capacity, traffic.rate / (r - 1))
     floor = _floor_ratio(c, sample, targets)
-    pts = [(ok / capacity, _latency_ratio(d, targets))]
+    pts = [(ok / capacity, _latency_ratio(d, targets)), *known]
     for _ in range(MAX_SUSTAINED_RUNS):
         if bad <= ok * (1 + SUSTAINED_TOLERANCE):
             break
-        u = _utilisation_for(pts, floor)
+        u = _utilisation_for(pts, floor, SUSTAINED_AIM)
         x = capacity * u if u else math.sqrt(ok * bad)
         x = min(max(x, ok * (1 + SUSTAINED_TOLERANCE / 2)), bad / (1 + SUSTAINED_TOLERANCE / 2))
         probe = _deployment(c, _run(c, sample, Traffic(traffic.prompt, traffic.answer, rate=x * r), r), r, capacity,
@@ -381,17 +422,24 @@ def _sustained_users(c: Candidate, sample: RequestSample, traffic: Traffic, targ
 def _throughput_bound(c: Candidate, sample: RequestSample) -> float:
     """An upper bound on one replica's requests/s, without simulating: each request costs at
     least its first pass's and its later passes' smallest per-request share over every batch
-    size, min_b first_s(b)/b + (NFE - 1) min_b pass_s(b)/b seconds of busy time."""
+    size that can run, min_b first_s(b)/b + (NFE - 1) min_b pass_s(b)/b seconds of busy time."""
     cls = sample.prompt_class * len(sample.answer_values) + sample.answer_class
-    b = np.arange(1, len(c.table.pass_s[0]))
-    per_pass = np.array([np.min(np.asarray(row[1:]) / b) for row in c.table.pass_s])
-    per_first = np.array([np.min(np.asarray(row[1:]) / b) for row in c.table.first_pass_s])
+    # no batch holds more than the batch limit, nor more than the smallest requests' memory allows
+    top = len(c.table.pass_s[0]) - 1
+    shares = [s for s in c.table.mem_share if s > 0]
+    if shares:
+        top = max(1, min(top, int(math.floor(1.0 / min(shares) + 1e-6))))
+    b = np.arange(1, top + 1)
+    per_pass = np.array([np.min(np.asarray(row[1:top + 1]) / b) for row in c.table.pass_s])
+    per_first = np.array([np.min(np.asarray(row[1:top + 1]) / b) for row in c.table.first_pass_s])
     work = per_first + (np.asarray(c.table.nfe) - 1) * per_pass
     return 1.0 / float(work[cls].mean())
 
 
-def _bound(c: Candidate, sample: RequestSample, traffic: Traffic, pricing: Pricing) -> tuple[int, float]:
-    """(0 priced / 1 not, a lower bound on $/Mtok at the offered load, or on the GPUs unpriced)."""
+def _bound(c: Candidate, sample: RequestSample, traffic: Traffic, pricing: Pricing,
+           throughput: float) -> tuple[int, float, int]:
+    """(0 priced / 1 not, a lower bound on $/Mtok at the offered load, or on the GPUs unpriced,
+    the GPUs it is at); the $/Mtok bound grows in proportion to the GPUs."""
     cls = sample.prompt_class * len(sample.answer_values) + sample.answer_class
     tokens = float(c.answer_tokens[cls].mean())
     if traffic.closed_loop:
@@ -400,12 +448,12 @@ def _bound(c: Candidate, sample: RequestSample, traffic: Traffic, pricing: Prici
         fastest = min(float(t.min()), float(np.asarray(c.table.first_pass_s)[:, 1:].min()))
         served = traffic.users / (traffic.think_s + float(np.asarray(c.table.nfe)[cls].mean()) * fastest)
     else:
-        gpus = (math.floor(traffic.rate / (_throughput_bound(c, sample) * 1.02)) + 1) * c.tp
+        gpus = (math.floor(traffic.rate / (throughput * 1.02)) + 1) * c.tp
         served = traffic.rate
     price = pricing.usd.get(c.gpu.key)
     if price is None:
-        return 1, float(gpus)
-    return 0, usd_per_mtok(usd_per_hour(gpus, price), served * tokens)
+        return 1, float(gpus), gpus
+    return 0, usd_per_mtok(usd_per_hour(gpus, price), served * tokens), gpus
 
 
 def _canvases(decoding: Decoding, sample: RequestSample) -> tuple[list[int], list[int]]:
@@ -470,39 +518,48 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
             candidates += [(name, c) for c in found]
             skipped += n_skip
     # cheapest bound first, so that the best deployment is known early and absurd ones are not searched
-    bounds = [_bound(c, sample, traffic, pricing) for _, c in candidates]
+    bound_capacity = [_throughput_bound(c, sample) for _, c in candidates]
+    bounds = [_bound(c, sample, traffic, pricing, cap) for (_, c), cap in zip(candidates, bound_capacity)]
     order = sorted(range(len(candidates)), key=lambda k: (bounds[k], k))
     results: dict[str, list[Deployment]] = {"plan": [], "baseline": []}
     misses: list[Deployment] = []
     best: dict[str, list[float]] = {"plan": [math.inf, math.inf], "baseline": [math.inf, math.inf]}  # $/Mtok, GPUs
+    found_by: dict[int, tuple] = {}  # id(deployment) -> (candidate, capacity, simulated points)
     pruned = 0
     for done, k in enumerate(order):
         name, c = candidates[k]
-        unpriced, bound = bounds[k]  # a bound on $/Mtok, or on the GPUs when unpriced
-        cheapest, fewest = best[name]
-        if not absurd and bound > ABSURD_RATIO * (fewest if unpriced else cheapest):
+        unpriced, bound, bound_gpus = bounds[k]  # a bound on $/Mtok, or on the GPUs when unpriced
+        reference = best[name][1 if unpriced else 0]
+        # beyond this many replicas the bound alone is over ABSURD_RATIO x the best found
+        absurd_above = math.inf if absurd else ABSURD_RATIO * reference * bound_gpus / (bound * c.tp)
+        found = None if absurd_above < 1 else _fewest_replicas(c, sample, traffic, targets, pricing, absurd_above,
+                                                               capacity_bound=bound_capacity[k] * 1.02)
+        if absurd_above < 1 or found == ABSURD:
             pruned += 1
-        else:
-            found = _fewest_replicas(c, sample, traffic, targets, pricing)
-            if found is not None:
-                d, capacity = found
-                d.model = getattr(model, "id", str(model))
-                if d.meets:
-                    d.sustained_rps = _sustained_rps(c, sample, traffic, targets, d, capacity)
-                    if d.usd_per_hour is not None:
-                        tokens = d.output_tokens_per_s / d.served_rps
-                        d.usd_per_mtok_at_capacity = usd_per_mtok(d.usd_per_hour, d.sustained_rps * tokens)
-                        best[name][0] = min(best[name][0], d.usd_per_mtok)
-                    best[name][1] = min(best[name][1], d.gpus)
-                    results[name].append(d)
-                else:
-                    misses.append(d)
+        elif found is not None:
+            d, capacity, pts = found
+            d.model = getattr(model, "id", str(model))
+            if d.meets:
+                if d.usd_per_mtok is not None:
+                    best[name][0] = min(best[name][0], d.usd_per_mtok)
+                best[name][1] = min(best[name][1], d.gpus)
+                results[name].append(d)
+                found_by[id(d)] = (c, capacity, pts)
+            else:
+                misses.append(d)
         if progress:
             progress(done + 1, len(candidates))
     for name in results:
         mark_absurd(results[name])
         pruned += 0 if absurd else sum(d.absurd for d in results[name])
-        results[name] = sorted((d for d in results[name] if absurd or not d.absurd), key=rank_key)
+        results[name] = [d for d in results[name] if absurd or not d.absurd]
+        for d in results[name]:  # the load each sustains, for those kept only
+            c, capacity, pts = found_by[id(d)]
+            d.sustained_rps = _sustained_rps(c, sample, traffic, targets, d, capacity, pts)
+            if d.usd_per_hour is not None:
+                d.usd_per_mtok_at_capacity = usd_per_mtok(d.usd_per_hour, d.sustained_rps * d.output_tokens_per_s
+                                                          / d.served_rps)
+        results[name].sort(key=rank_key)
     pareto_front([d for d in results["plan"] if not d.absurd])
     plan_misses = [d for d in misses if d.decoding != ar.label or not sets[1:]]
     nearest = min(plan_misses or misses, key=lambda d: max(m.ratio for m in d.misses), default=None)
