@@ -671,6 +671,9 @@ def test_gpu_without_a_price_is_planned_after_the_priced(capsys):
     assert rc == 0, err
     row = next(line for line in out.splitlines() if line.startswith("H20"))
     assert " - " in row
+    rc, out, err = run(capsys, "plan", MODEL, "--rate", "5", "--gpu", "h20,h100", "--tp", "1", "--precision", "bf16",
+                       "--scheme", "dual-cache", "--tpf", "2", "--plot", "-")  # the chart draws the priced ones
+    assert rc == 0 and not err, err
 
 
 def test_models_side_by_side_each_with_its_own_scheme(capsys):

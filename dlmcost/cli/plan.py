@@ -150,7 +150,7 @@ def _chart(record: dict):
     (None when there is nothing to draw: the command then exits 8 with the nearest miss)."""
     from ..render import charts
 
-    rows = [dict(r, is_ar_baseline=False) for r in record["deployments"]]
-    # the AR baseline as the table shows it: its three cheapest deployments
-    rows += [dict(r, is_ar_baseline=True, pareto=False) for r in record["ar_baseline"][:3]]
+    rows = [dict(r, is_ar_baseline=False) for r in record["deployments"] if r["usd_per_mtok"] is not None]
+    # the AR baseline as the table shows it: its three cheapest deployments (a GPU without a price has no cost to draw)
+    rows += [dict(r, is_ar_baseline=True, pareto=False) for r in record["ar_baseline"][:3] if r["usd_per_mtok"] is not None]
     return charts.plan_front(rows, title=f"plan: {record['model']}, cost against p95 latency") if rows else None
