@@ -40,7 +40,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     db = HardwareDB.load(hardware)
     parts, decodings = [], []
     for m in model_specs:
-        space, pricing = build_space_and_pricing(spec, build_decodings(spec, m, traffic, side_by_side=len(model_specs) > 1), db)
+        own = build_decodings(spec, m, traffic, side_by_side=len(model_specs) > 1)
+        space, pricing = build_space_and_pricing(spec, own, db)
         decodings += [d.label for d in space.decodings]
         parts.append(plan(m, traffic, targets, space, pricing, requests=spec.simulation.requests,
                           seed=spec.simulation.seed, efficiency=efficiency, stack=stack, hardware=hardware,
@@ -89,7 +90,8 @@ def _side_by_side(parts: list[PlanResult], pareto_front, rank_key) -> PlanResult
 
 def to_record(result: PlanResult) -> dict:
     """Plain data for --format json (units in the key names)."""
-    return dict(model=result.model, models=result.models or [result.model], traffic=result.traffic, targets=result.targets, search=result.search,
+    return dict(model=result.model, models=result.models or [result.model], traffic=result.traffic,
+                targets=result.targets, search=result.search,
                 evaluated=result.evaluated, skipped=result.skipped,
                 deployments=[d.record() for d in result.deployments],
                 pareto=[d.record() for d in result.deployments if d.pareto],

@@ -167,7 +167,8 @@ def _own_decoding(model: ModelSpec, name: str) -> Decoding:
     return Decoding(name, (s.block if s else None) or get_scheme(name).default_block, tpf)
 
 
-def build_decodings(spec: ScenarioSpec, model: ModelSpec, traffic: Traffic, *, side_by_side: bool = False) -> list[Decoding]:
+def build_decodings(spec: ScenarioSpec, model: ModelSpec, traffic: Traffic, *,
+                    side_by_side: bool = False) -> list[Decoding]:
     """The decodings to consider: given, or the model's own schemes at its sampler settings. A
     decoding without a scheme takes the model's default one. `steps` (total steps at the median
     answer length) becomes tokens per forward = median answer / steps. A scheme the model was not
