@@ -54,13 +54,17 @@ def no_work(monkeypatch):
     monkeypatch.setattr(frames, "evaluate", refuse)  # what analyze's and sweep's evaluations call
 
 
-def refused(capsys, args) -> str:
+def refused(capsys, args, warned: str | None = None) -> str:
+    """The one error line; `warned`: a warning expected before it (and dropped)."""
     capsys.readouterr()
     rc = main(args)
     out, err = capsys.readouterr()
     assert rc == errors.EXIT_USAGE == 2, err
     assert out == "" and "Traceback" not in err
     lines = err.splitlines()
+    if warned:
+        assert lines[0].startswith("warning: ") and warned in lines[0], err
+        lines = lines[1:]
     assert len(lines) == 1 and lines[0].startswith("error: "), err
     return lines[0]
 
@@ -194,7 +198,7 @@ def test_several_models_share_the_limit(capsys, no_work):
 
 def test_plan_adds_up_its_sweeps_before_running_any(capsys, no_work):
     line = refused(capsys, ["plan", MOE, "--scheme", "prefix-cache", "--block", "2", "--answer", "1000000",
-                            "--rate", "1", "--p95", "1000", "--gpu", "h100"])
+                            "--rate", "1", "--p95", "1000", "--gpu", "h100"], warned="not published with prefix-cache")
     assert "passes one by one" in line and "shorter answers" in line
 
 
@@ -264,5 +268,5 @@ def test_each_sweep_is_counted_once(capsys, countings):
     api.analyze(MOE, "h100", max_passes=None, **PREFIX)
     assert countings[0] == 0  # no limit: nothing to count
     assert main(["plan", MOE, "--scheme", "prefix-cache", "--block", "8", "--answer", "64", "--prompt", "16",
-                 "--rate", "1", "--p95", "1000", "--gpu", "h100", "--requests", "200"]) == 0
+                 "--rate", "1", "--p95", "1000", "--gpu", "h100", "--requests", "200", "--ar-baseline"]) == 0
     assert countings[0] == 2  # the decoding's sweep and its AR baseline's

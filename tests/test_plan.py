@@ -274,6 +274,13 @@ def test_hand_checked_plan(capsys):
     assert best["usd_per_mtok"] == pytest.approx(2.0 * replicas / (tokens_per_s * 3600) * 1e6)
     assert best["joules_per_token"] == pytest.approx(700 * replicas / tokens_per_s)
     assert best["headroom"] == pytest.approx(replicas * capacity / rate - 1)
+    # output tokens/s at the offered load, per GPU; with no latency target the highest load the
+    # deployment sustains is its saturation throughput, so $/Mtok at capacity divides by that
+    assert best["output_tokens_per_s"] == pytest.approx(tokens_per_s)
+    assert best["tokens_per_s_per_gpu"] == pytest.approx(tokens_per_s / replicas)
+    assert best["sustained_rps"] == pytest.approx(replicas * capacity, rel=1e-6)
+    assert best["usd_per_mtok_at_capacity"] == pytest.approx(2.0 * replicas / (replicas * capacity * 128 * 3600) * 1e6,
+                                                             rel=1e-6)
     # a lone request (no queue) takes NFE passes of the batch-1 pass time at least
     alone = api.analyze(MODEL, "h100", scheme="block", block=32, tpf=2, prompt=256, gen=128, batch=1)["results"][0]
     assert best["p50_latency_s"] >= alone["time_s"] * (1 - 1e-9)
@@ -313,7 +320,7 @@ def test_example_scenario_runs(capsys):
     rc, out, err = run(capsys, "plan", "--scenario", "examples/plan-scenario.yaml", "-f", "json")
     assert rc == 0, err
     p = json.loads(out)
-    assert p["deployments"] and p["ar_baseline"] and p["pareto"]
+    assert p["deployments"] and p["pareto"]
     for d in p["deployments"]:
         assert d["meets_targets"] and d["gpus"] <= 16 and d["p95_latency_s"] <= 4
         assert d["p95_first_block_s"] <= 1.5 and d["usd_per_mtok"] <= 5
@@ -331,7 +338,7 @@ def test_other_formats(capsys, fmt):
     rc, out, err = run(capsys, "plan", "--scenario", "examples/plan-scenario.yaml", "--gpu", "h100", "-f", fmt)
     assert rc == 0 and out and not err
     if fmt == "csv":
-        assert out.splitlines()[0].startswith("set,gpu,replicas")
+        assert out.splitlines()[0].startswith("set,model,gpu,replicas")
     if fmt == "table":
         assert max(len(line) for line in out.splitlines()) <= 100
 
@@ -350,7 +357,7 @@ def test_impossible_targets_exit_8_with_nearest_miss(capsys):
     (["--rate", "5", "--users", "3"], 2, "not both"),
     ([], 2, "request rate"),
     (["--rate", "5", "--gpu", "h900"], 4, "unknown GPU"),
-    (["--rate", "5", "--gpu", "h20"], 2, "no price for H20"),
+    (["--rate", "5", "--gpu", "h20", "--max-usd-per-mtok", "3"], 2, "no price for H20"),
     (["--rate", "5", "--price", "h100"], 2, "--price"),
     (["--rate", "5", "--price", "h100=-1"], 2, "--price"),
     (["--rate", "5", "--p95", "-1"], 2, "p95_latency_s"),
@@ -358,7 +365,6 @@ def test_impossible_targets_exit_8_with_nearest_miss(capsys):
     (["--rate", "5", "--prompt", "lots"], 2, "not a token count"),
     (["--rate", "5", "--answer", "@/nonexistent/lengths.txt"], 2, "cannot read lengths file"),
     (["--rate", "5", "--scheme", "turbo"], 2, "unknown scheme"),
-    (["--rate", "5", "--tpf", "2"], 2, "need --scheme"),
     (["--rate", "5", "--scheme", "block", "--block", "4", "--tpf", "8"], 2, "exceeds the block"),
     (["--rate", "5", "--scenario", "/nonexistent.yaml"], 2, "scenario file /nonexistent.yaml: does not exist"),
 ])
@@ -641,4 +647,126 @@ def test_deployment_statistics_by_hand():
     assert d.joules_per_token == pytest.approx(6 * 700 * 0.5 / 163.5)
     # the table: two significant digits, headroom in percent (capacity / load - 1 = 300%)
     _, (cells,) = plan_table([d.record()], show_decoding=False)
-    assert cells[1:9] == ["3×2 bf16", "48", "50", "95", "0.95", f"{(10 / 41 + 10 / 40) / 2:.3g}", "6", "300"]
+    # then output tokens/s (163.5) and per GPU (163.5 / 6), capacity 6 req/s, headroom 300%
+    assert cells[1:11] == ["3×2 bf16", "48", "50", "95", "0.95", f"{(10 / 41 + 10 / 40) / 2:.3g}", "164", "27.2",
+                           "6", "300"]
+
+
+# --- what a new user tripped over (issue 22) -----------------------------------------------------
+
+
+def _plan_json(capsys, *args):
+    rc, out, err = run(capsys, "plan", *args, "-f", "json")
+    assert rc == 0, err
+    return json.loads(out), err
+
+
+def test_sustained_load_is_met_and_ranks_one_gpu_deployments(capsys):
+    """A one-GPU deployment at a light load: $/Mtok at the offered load is price / offered tokens,
+    the same for every one-GPU deployment of that price; at capacity it divides by the load it
+    sustains within the p95 target, which a plan at that rate still meets with one replica."""
+    base = ["--gpu", "h100", "--tp", "1", "--precision", "bf16", "--scheme", "dual-cache", "--tpf", "2",
+            "--answer", "128", "--price", "h100=2", "--p95", "3"]
+    p, _ = _plan_json(capsys, MODEL, "--rate", "1", *base)
+    d = p["deployments"][0]
+    assert d["replicas"] == 1
+    assert d["usd_per_mtok"] == pytest.approx(2.0 / (1 * 128 * 3600) * 1e6)
+    assert 1 < d["sustained_rps"] <= d["capacity_rps"]
+    assert d["usd_per_mtok_at_capacity"] == pytest.approx(2.0 / (d["sustained_rps"] * 128 * 3600) * 1e6)
+    again, _ = _plan_json(capsys, MODEL, "--rate", d["sustained_rps"], *base)
+    same = [x for x in again["deployments"] if x["precision"] == "bf16" and x["max_batch"] == d["max_batch"]]
+    assert same and same[0]["replicas"] == 1 and same[0]["p95_latency_s"] <= 3
+
+
+def test_gpu_without_a_price_is_planned_after_the_priced(capsys):
+    p, _ = _plan_json(capsys, MODEL, "--rate", "5", "--gpu", "h20,h100", "--tp", "1", "--precision", "bf16",
+                      "--scheme", "dual-cache", "--tpf", "2")
+    gpus = [d["gpu"] for d in p["deployments"]]
+    assert "H20" in gpus and "H100 SXM" in gpus
+    h20 = [d for d in p["deployments"] if d["gpu"] == "H20"]
+    assert all(d["usd_per_mtok"] is None and d["usd_per_hour"] is None and d["usd_per_mtok_at_capacity"] is None
+               for d in h20)
+    assert gpus.index("H20") > max(i for i, g in enumerate(gpus) if g == "H100 SXM")
+    rc, out, err = run(capsys, "plan", MODEL, "--rate", "5", "--gpu", "h20,h100", "--tp", "1", "--precision", "bf16",
+                       "--scheme", "dual-cache", "--tpf", "2")
+    assert rc == 0, err
+    row = next(line for line in out.splitlines() if line.startswith("H20"))
+    assert " - " in row
+    rc, out, err = run(capsys, "plan", MODEL, "--rate", "5", "--gpu", "h20,h100", "--tp", "1", "--precision", "bf16",
+                       "--scheme", "dual-cache", "--tpf", "2", "--plot", "-")  # the chart draws the priced ones
+    assert rc == 0 and not err, err
+
+
+def test_models_side_by_side_each_with_its_own_scheme(capsys):
+    """A diffusion model and the AR model it would replace in one table, at the same traffic (the
+    first model's answer length) and targets; the AR model decodes autoregressively."""
+    from dlmcost.inputs.models import resolve_model
+
+    dllm, ar = "inclusionAI/LLaDA2.0-mini", "Qwen/Qwen3-30B-A3B"
+    p, _ = _plan_json(capsys, f"{dllm},{ar}", "--rate", "2", "--gpu", "h100", "--tp", "1", "--precision", "bf16",
+                      "--p95", "30")
+    assert p["models"] == [dllm, ar]
+    by_model = {m: {d["scheme"] for d in p["deployments"] if d["model"] == m} for m in (dllm, ar)}
+    assert by_model == {dllm: {"block"}, ar: {"ar"}}
+    assert p["traffic"]["answer"] == resolve_model(dllm).sampler.gen
+    rc, out, err = run(capsys, "plan", f"{dllm},{ar}", "--rate", "2", "--gpu", "h100", "--tp", "1",
+                       "--precision", "bf16", "--p95", "30")
+    assert rc == 0 and "model" in out and "Qwen3-30B-A3B" in out and "LLaDA2.0-mini" in out
+
+
+def test_default_decodings_are_the_models_own(capsys):
+    """LLaDA-8B's config lists mdm, prefix-cache and dual-cache (and ar, the baseline): the plan
+    searches those three at its sampler's block 32 and 128 steps for 128 tokens (1 per forward);
+    --tpf alone keeps the model's default scheme; another scheme is used with a warning."""
+    small = ["--rate", "2", "--gpu", "h100", "--tp", "1", "--precision", "bf16"]
+    p, err = _plan_json(capsys, MODEL, *small)
+    assert p["search"]["decodings"] == ["mdm/32/1", "prefix-cache/32/1", "dual-cache/32/1"] and not err
+    p, err = _plan_json(capsys, MODEL, *small, "--tpf", "2")
+    assert p["search"]["decodings"] == ["mdm/32/2"] and not err
+    p, err = _plan_json(capsys, MODEL, *small, "--scheme", "block", "--block", "32", "--tpf", "2")
+    assert p["search"]["decodings"] == ["block/32/2"]
+    assert err.startswith("warning: ") and "not published with block" in err
+
+
+def test_default_gpus_are_data_centre_parts():
+    from dlmcost.plan.scenario import build_space_and_pricing, read_scenario
+    from dlmcost.plan.steptime import Decoding
+
+    db = HardwareDB.load()
+    decodings = [Decoding("block", 32, 2.0)]
+    space, _ = build_space_and_pricing(read_scenario(None, {}), decodings, db)
+    names = {g.name for g in space.gpus}
+    assert not names & {"RTX 4090", "RTX 5090", "RTX PRO 6000 Blackwell"}
+    assert {"H100 SXM", "MI300X", "B200"} <= names
+    space, _ = build_space_and_pricing(read_scenario(None, {"search": {"consumer": True}}), decodings, db)
+    assert {"RTX 4090", "RTX 5090", "RTX PRO 6000 Blackwell"} <= {g.name for g in space.gpus}
+    assert {g.name for g in db.gpus.values() if g.segment != "datacenter"} == {"RTX 4090", "RTX 5090",
+                                                                              "RTX PRO 6000 Blackwell"}
+
+
+def test_absurd_marks_by_hand():
+    """Over 10x the cheapest $/Mtok (or, unpriced, 10x the fewest GPUs) is absurd."""
+    def dep(cost, gpus):
+        return results.Deployment("g", "g", gpus, 1, "bf16", "mdm", None, 1.0, "mdm", 1, 1, 1, 1, 1, 1, 1, 1, 0,
+                                  None if cost is None else cost * 10, cost, None, None, None)
+    ds = [dep(1.0, 1), dep(10.0, 2), dep(10.5, 3), dep(None, 10), dep(None, 11)]
+    results.mark_absurd(ds)
+    assert [d.absurd for d in ds] == [False, False, True, False, True]
+
+
+def test_absurd_deployments_are_left_out_unless_asked_for(capsys):
+    """LLaDA-8B's full-canvas mdm costs far more per token than dual-cache: those rows are absurd,
+    out of the default output (counted), listed and marked with --absurd."""
+    args = [MODEL, "--rate", "20", "--p95", "5", "--gpu", "h100,mi300x", "--tp", "1,2", "--precision", "fp8"]
+    p, _ = _plan_json(capsys, *args)
+    cheapest = min(d["usd_per_mtok"] for d in p["deployments"])
+    assert p["skipped"]["absurd"] > 0
+    assert all(d["usd_per_mtok"] <= 10 * cheapest and not d["absurd"] for d in p["deployments"])
+    q, _ = _plan_json(capsys, *args, "--absurd")
+    marked = [d for d in q["deployments"] if d["absurd"]]
+    assert marked and all(d["usd_per_mtok"] > 10 * cheapest for d in marked)
+    assert min(d["usd_per_mtok"] for d in q["deployments"]) == pytest.approx(cheapest)
+    assert len(q["deployments"]) > len(p["deployments"])
+    # not searching the candidates a bound already calls absurd changes none of the others
+    key = lambda d: (d["gpu"], d["tp"], d["precision"], d["decoding"], d["replicas"], d["p95_latency_s"])  # noqa: E731
+    assert sorted(map(key, p["deployments"])) == sorted(key(d) for d in q["deployments"] if not d["absurd"])

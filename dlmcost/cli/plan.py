@@ -37,14 +37,15 @@ targets_options = group("targets", lambda **t: t, {
 })
 
 
-def _search(gpu, tp, precision, scheme, block, tpf, steps, max_batch) -> dict:
+def _search(gpu, consumer, tp, precision, scheme, block, tpf, steps, max_batch) -> dict:
     decoding = _decodings(scheme, block, tpf, steps) if any(v is not None for v in (scheme, block, tpf, steps)) else None
     return dict(gpus=gpu, tp=parse_list(tp, int, "tp"), precisions=parse_list(precision, str, "precision"),
-                decoding=decoding, max_batch=parse_list(max_batch, int, "max-batch"))
+                decoding=decoding, max_batch=parse_list(max_batch, int, "max-batch"), consumer=consumer or None)
 
 
 search_options = group("search", _search, {
-    "gpu": (Optional[str], typer.Option(None, "--gpu", "-g", metavar="LIST", help="comma list or 'all' (default: every GPU with a price)")),
+    "gpu": (Optional[str], typer.Option(None, "--gpu", "-g", metavar="LIST", help="comma list or 'all' (default: every data-centre GPU with a price)")),
+    "consumer": (bool, typer.Option(False, "--consumer", help="add the priced workstation and consumer cards (RTX PRO, RTX 4090/5090) to the default GPUs")),
     "tp": (Optional[str], typer.Option(None, "--tp", metavar="LIST", help="comma list of tensor-parallel sizes [1,2,4,8]")),
     "precision": (Optional[str], typer.Option(None, "--precision", metavar="LIST", help="comma list [bf16,fp8]")),
     "scheme": (Optional[str], typer.Option(None, "--scheme", metavar="LIST", help="comma list of schemes (default: the model's)")),
@@ -56,7 +57,8 @@ search_options = group("search", _search, {
 
 
 def _decodings(scheme, block, tpf, steps) -> list[dict]:
-    """--scheme/--block/--tpf/--steps comma lists -> every combination (AR ignores block and tpf)."""
+    """--scheme/--block/--tpf/--steps comma lists -> every combination; without --scheme, the
+    model's own scheme (the plan picks it and drops block and tpf for an autoregressive one)."""
     schemes = parse_list(scheme, str, "scheme") or [None]
     blocks = parse_list(block, int, "block") or [None]
     if tpf is not None and steps is not None:
@@ -65,11 +67,6 @@ def _decodings(scheme, block, tpf, steps) -> list[dict]:
         [("steps", v) for v in parse_list(steps, float, "steps") or []] or [(None, None)]
     out = []
     for sc in schemes:
-        if sc is None:
-            raise UsageError("--block/--tpf/--steps need --scheme")
-        if sc == "ar":
-            out.append(dict(scheme="ar"))
-            continue
         for b in blocks:
             for kind, v in speeds:
                 out.append(dict(scheme=sc, block=b, **({kind: v} if kind else {})))
@@ -79,19 +76,22 @@ def _decodings(scheme, block, tpf, steps) -> list[dict]:
 # --- the command ---------------------------------------------------------------------------------
 
 @app.command(epilog=examples("dlmcost plan --rate 5 --p95 10 --gpu h100,b200",
+                             "dlmcost plan inclusionAI/LLaDA2.0-mini,Qwen/Qwen3-30B-A3B --rate 5 --p95 20",
                              "dlmcost plan --scenario examples/plan-scenario.yaml --plot plan.png"))
 @traffic_options
 @targets_options
 @search_options
 @output_options()
 def plan(
-    model: Optional[str] = typer.Argument(None, help="bundled id, local file, or Hub id (default: the scenario's, else LLaDA-8B-Instruct)"),
+    model: Optional[str] = typer.Argument(None, help="bundled id, local file, or Hub id; a comma list plans several side by side (default: the scenario's, else LLaDA-8B-Instruct)"),
     scenario: Optional[str] = typer.Option(None, "--scenario", "-s", help="scenario YAML (options below override it)"),
     price: Optional[list[str]] = typer.Option(None, "--price", metavar="NAME=USD", help="NAME=USD per GPU-hour, e.g. h100=2.49 (repeatable)"),
     power_utilisation: Optional[float] = typer.Option(None, "--power-utilisation", help="fraction of board power drawn [1.0]"),
     requests: Optional[int] = typer.Option(None, "--requests", help="simulated requests per run [2000]"),
     seed: Optional[int] = typer.Option(None, "--seed", help="random seed [0]"),
     top: int = typer.Option(15, "--limit", "--top", metavar="N", help="rows of the table (json/csv list all)"),
+    absurd: bool = typer.Option(False, "--absurd", help="search and list absurd deployments too (over 10x the cheapest $/Mtok of their model)"),
+    ar_baseline: bool = typer.Option(False, "--ar-baseline", help="also plan the same model decoded autoregressively"),
     efficiency: str = EfficiencyOpt,
     stack: Optional[str] = StackOpt,
     hardware: Optional[list[str]] = HardwareOpt,
@@ -106,7 +106,7 @@ def plan(
         traffic["users"] = None  # a rate given on the command line replaces the scenario's users
     overrides = dict(traffic=traffic, targets=targets, search=search, simulation=dict(requests=requests, seed=seed),
                      power_utilisation=power_utilisation)
-    result = _run(scenario, overrides, model, price, hardware, efficiency, stack)
+    result = _run(scenario, overrides, model, price, hardware, efficiency, stack, ar_baseline, absurd)
     record = api.plan_record(result)
     out = held_output(output.plot)
     chart = _chart(record) if output.charted else None
@@ -120,7 +120,7 @@ def plan(
     _exit_unless_met(result)
 
 
-def _run(scenario, overrides, model, price, hardware, efficiency, stack):
+def _run(scenario, overrides, model, price, hardware, efficiency, stack, baseline, absurd):
     """The search, with a progress line on a terminal."""
     import sys
 
@@ -130,9 +130,10 @@ def _run(scenario, overrides, model, price, hardware, efficiency, stack):
 
         progress = Progress("planning: candidate deployments")
     try:
-        return api.run_plan(api.locate_example(scenario), overrides, model=api.locate_example(model), prices=price or [],
+        models = [api.locate_example(m.strip()) for m in model.split(",") if m.strip()] if model else None
+        return api.run_plan(api.locate_example(scenario), overrides, model=models, prices=price or [],
                             hardware=hardware, efficiency=api.locate_example(efficiency), stack=stack,
-                            progress=progress)
+                            baseline=baseline, absurd=absurd, progress=progress)
     finally:
         if progress:
             progress.clear()
@@ -155,7 +156,7 @@ def _chart(record: dict):
     (None when there is nothing to draw: the command then exits 8 with the nearest miss)."""
     from ..render import charts
 
-    rows = [dict(r, is_ar_baseline=False) for r in record["deployments"]]
-    # the AR baseline as the table shows it: its three cheapest deployments
-    rows += [dict(r, is_ar_baseline=True, pareto=False) for r in record["ar_baseline"][:3]]
+    rows = [dict(r, is_ar_baseline=False) for r in record["deployments"] if r["usd_per_mtok"] is not None]
+    # the AR baseline as the table shows it: its three cheapest deployments (a GPU without a price has no cost to draw)
+    rows += [dict(r, is_ar_baseline=True, pareto=False) for r in record["ar_baseline"][:3] if r["usd_per_mtok"] is not None]
     return charts.plan_front(rows, title=f"plan: {record['model']}, cost against p95 latency") if rows else None

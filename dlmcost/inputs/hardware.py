@@ -104,6 +104,8 @@ class GPU(BaseModel):
     notes: str = ""
     price_per_hour: Price | None = None  # per GPU; None: no public price (plan needs --price)
     board_power_w: float | None = Field(default=None, gt=0, le=100_000)  # vendor envelope (TDP/TBP)
+    # the market the vendor sells the card in: `plan` searches data-centre parts unless asked
+    segment: Literal["datacenter", "workstation", "consumer"] = "datacenter"
 
     @field_validator("peak_tflops")
     @classmethod

@@ -3,7 +3,7 @@
     traffic.py   arrivals (Poisson or closed loop) and prompt / answer lengths
     steptime.py  first-pass and later-pass times from the cost engine (the one adapter to the API)
     simulate.py  one replica: continuous batching at step granularity, discrete events
-    search.py    the fewest replicas per candidate deployment, ranking, AR baseline
+    search.py    the fewest replicas per candidate deployment, its sustained load, ranking, AR baseline
     results.py   result types, target checks, $/hour, $/Mtok, J/token, Pareto front
     scenario.py  the scenario YAML and command-line options
 """
@@ -16,12 +16,14 @@ from .results import Deployment
 from .search import PlanResult
 
 
-def run(scenario_path: str | None, overrides: dict, *, model: str | None = None, prices: list[str] = (),
+def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | None = None, prices: list[str] = (),
         hardware: list[str] | None = None, efficiency: str = "realistic", stack: str | None = None,
-        baseline: bool = True, progress: Callable[[int, int], None] | None = None) -> PlanResult:
-    """Read the scenario, search the deployments, return the ranked result."""
+        baseline: bool = False, absurd: bool = False, progress: Callable[[int, int], None] | None = None) -> PlanResult:
+    """Read the scenario, search the deployments of each model (several: side by side, at the same
+    traffic and targets), return the ranked result."""
     from ..inputs.hardware import HardwareDB
     from ..analysis.prepare import resolve_spec
+    from .results import pareto_front, rank_key
     from .scenario import (build_decodings, build_space_and_pricing, build_targets, build_traffic, parse_price,
                            read_scenario)
     from .search import plan
@@ -30,28 +32,66 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | None = None,
     spec = read_scenario(scenario_path, overrides)
     if price_overrides:
         spec = spec.model_copy(update={"prices": {**spec.prices, **price_overrides}})
-    model_id = model or spec.model or "GSAI-ML/LLaDA-8B-Instruct"
-    model_spec = resolve_spec(model_id)
-    traffic = build_traffic(spec, model_spec)
+    model_ids = _model_ids(model if model is not None else spec.model)
+    model_specs = [resolve_spec(m) for m in model_ids]
+    first = model_specs[0]  # its answer length is every model's when none is given: the same traffic
+    traffic = build_traffic(spec, first)
     targets = build_targets(spec)
     db = HardwareDB.load(hardware)
-    space, pricing = build_space_and_pricing(spec, build_decodings(spec, model_spec, traffic), db)
-    result = plan(model_spec, traffic, targets, space, pricing, requests=spec.simulation.requests,
-                  seed=spec.simulation.seed, efficiency=efficiency, stack=stack, hardware=hardware, baseline=baseline,
-                  progress=progress)
-    result.model = model_spec.id
+    parts, decodings = [], []
+    for m in model_specs:
+        own = build_decodings(spec, m, traffic, side_by_side=len(model_specs) > 1)
+        space, pricing = build_space_and_pricing(spec, own, db)
+        decodings += [d.label for d in space.decodings]
+        parts.append(plan(m, traffic, targets, space, pricing, requests=spec.simulation.requests,
+                          seed=spec.simulation.seed, efficiency=efficiency, stack=stack, hardware=hardware,
+                          baseline=baseline, absurd=absurd, progress=progress))
+    result = parts[0]
+    if len(parts) > 1:
+        result = _side_by_side(parts, pareto_front, rank_key)
+    result.model = ", ".join(m.id for m in model_specs)
+    result.models = [m.id for m in model_specs]
     result.traffic = spec.traffic.model_dump() | dict(answer=spec.traffic.answer if spec.traffic.answer is not None
-                                                       else (model_spec.sampler.gen if model_spec.sampler else 256))
+                                                       else (first.sampler.gen if first.sampler else 256))
     result.search = dict(gpus=[g.name for g in space.gpus], tp=space.tps, precisions=space.precisions,
-                         decodings=[d.label for d in space.decodings], max_batch=space.max_batches,
+                         decodings=list(dict.fromkeys(decodings)), max_batch=space.max_batches,
                          requests=spec.simulation.requests, seed=spec.simulation.seed,
-                         power_utilisation=pricing.power_utilisation)
+                         power_utilisation=pricing.power_utilisation, absurd_shown=absurd,
+                         ar_baseline=baseline)
     return result
+
+
+def _model_ids(given) -> list[str]:
+    """A model id, a comma list of them, or a list; LLaDA-8B-Instruct when none."""
+    if not given:
+        return ["GSAI-ML/LLaDA-8B-Instruct"]
+    items = given if isinstance(given, list) else [given]
+    ids = [part.strip() for item in items for part in str(item).split(",") if part.strip()]
+    return list(dict.fromkeys(ids)) or ["GSAI-ML/LLaDA-8B-Instruct"]
+
+
+def _side_by_side(parts: list[PlanResult], pareto_front, rank_key) -> PlanResult:
+    """One ranked table of several models' deployments (each model's absurd ones judged against
+    its own best), one Pareto front over them, the nearest miss of them all."""
+    deployments = sorted((d for p in parts for d in p.deployments), key=rank_key)
+    for d in deployments:
+        d.pareto = False
+    pareto_front([d for d in deployments if not d.absurd])
+    misses = [p.nearest_miss for p in parts if p.nearest_miss is not None]
+    nearest = min(misses, key=lambda d: max(m.ratio for m in d.misses), default=None)
+    skipped: dict[str, int] = {}
+    for p in parts:
+        for k, v in p.skipped.items():
+            skipped[k] = skipped.get(k, 0) + v
+    return PlanResult(model="", traffic={}, targets=parts[0].targets, deployments=deployments,
+                      baseline=[d for p in parts for d in p.baseline], nearest_miss=nearest,
+                      evaluated=sum(p.evaluated for p in parts), skipped=skipped)
 
 
 def to_record(result: PlanResult) -> dict:
     """Plain data for --format json (units in the key names)."""
-    return dict(model=result.model, traffic=result.traffic, targets=result.targets, search=result.search,
+    return dict(model=result.model, models=result.models or [result.model], traffic=result.traffic,
+                targets=result.targets, search=result.search,
                 evaluated=result.evaluated, skipped=result.skipped,
                 deployments=[d.record() for d in result.deployments],
                 pareto=[d.record() for d in result.deployments if d.pareto],

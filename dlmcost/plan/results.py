@@ -2,10 +2,14 @@
 
     $/hour          = GPUs x price per GPU-hour
     output tok/s    = served requests/s x mean answer tokens
+    tok/s per GPU   = output tok/s / GPUs
     $/Mtok          = $/hour / (output tok/s x 3600) x 1e6
+    $/Mtok at capacity = $/hour / (sustained requests/s x mean answer tokens x 3600) x 1e6
     J/token         = GPUs x board power (W) x power utilisation / output tok/s
 
-Costs are at the offered load: provisioned GPUs are paid for whether busy or not.
+$/Mtok is at the offered load: provisioned GPUs are paid for whether busy or not. At capacity it
+is at the highest load the same deployment sustains within the latency targets (`sustained_rps`),
+which ranks how efficiently it uses its GPUs. A GPU without a price has no costs (None).
 """
 
 from __future__ import annotations
@@ -84,13 +88,19 @@ class Deployment:
     served_rps: float
     capacity_rps: float
     headroom: float  # capacity / served - 1
-    usd_per_hour: float
-    usd_per_mtok: float
+    usd_per_hour: float | None  # None: no price for this GPU
+    usd_per_mtok: float | None
     joules_per_token: float | None
-    price_per_gpu_hour: float
-    price_source: str
+    price_per_gpu_hour: float | None
+    price_source: str | None
+    output_tokens_per_s: float = 0.0
+    tokens_per_s_per_gpu: float = 0.0
+    sustained_rps: float = 0.0  # the highest load (requests/s) it serves within the latency targets
+    usd_per_mtok_at_capacity: float | None = None
+    model: str = ""
     misses: list[Miss] = field(default_factory=list)
     pareto: bool = False
+    absurd: bool = False
 
     @property
     def gpus(self) -> int:
@@ -113,18 +123,43 @@ def check_targets(d: Deployment, t: Targets) -> list[Miss]:
               ("p99_latency_s", d.p99_latency_s, t.p99_latency_s),
               ("p95_first_block_s", d.p95_first_block_s, t.p95_first_block_s),
               ("max_usd_per_mtok", d.usd_per_mtok, t.max_usd_per_mtok), ("max_gpus", d.gpus, t.max_gpus)]
-    out = [Miss(name, value, limit) for name, value, limit in checks if limit is not None and value > limit]
+    out = [Miss(name, value, limit) for name, value, limit in checks
+           if limit is not None and value is not None and value > limit]
     if t.min_tokens_per_s_per_user is not None and d.tokens_per_s_per_user < t.min_tokens_per_s_per_user:
         out.append(Miss("min_tokens_per_s_per_user", d.tokens_per_s_per_user, t.min_tokens_per_s_per_user))
     return out
 
 
 def pareto_front(deployments: list[Deployment]) -> list[Deployment]:
-    """Deployments no other beats on both $/Mtok and p95 latency (marks them `pareto`)."""
+    """Priced deployments no other beats on both $/Mtok and p95 latency (marks them `pareto`)."""
     front = []
-    for d in sorted(deployments, key=lambda x: (x.usd_per_mtok, x.p95_latency_s)):
+    priced = [d for d in deployments if d.usd_per_mtok is not None]
+    for d in sorted(priced, key=lambda x: (x.usd_per_mtok, x.p95_latency_s)):
         if not front or d.p95_latency_s < front[-1].p95_latency_s:
             front.append(d)
     for d in front:
         d.pareto = True
     return front
+
+
+ABSURD_RATIO = 10.0  # a deployment this many times dearer (or, unpriced, larger) than its model's best
+
+
+def mark_absurd(deployments: list[Deployment], ratio: float = ABSURD_RATIO) -> None:
+    """Marks (`absurd`) the deployments meeting the targets that cost more than `ratio` x the
+    cheapest $/Mtok among them, or, without a price, use more than `ratio` x the fewest GPUs."""
+    costs = [d.usd_per_mtok for d in deployments if d.usd_per_mtok is not None]
+    fewest = min((d.gpus for d in deployments), default=None)
+    for d in deployments:
+        if d.usd_per_mtok is not None:
+            d.absurd = d.usd_per_mtok > ratio * min(costs)
+        else:
+            d.absurd = d.gpus > ratio * fewest
+
+
+def rank_key(d: Deployment) -> tuple:
+    """Cheapest $/Mtok first, ties (every one-GPU deployment at a light load) broken by $/Mtok at
+    capacity, then p95 latency; deployments without a price after the priced ones, fewest GPUs first."""
+    if d.usd_per_mtok is None:
+        return (1, d.gpus, 0.0, d.p95_latency_s, d.gpu)
+    return (0, d.usd_per_mtok, d.usd_per_mtok_at_capacity or 0.0, d.p95_latency_s, d.gpu)

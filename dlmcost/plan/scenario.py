@@ -1,26 +1,28 @@
 """A planning scenario: traffic, targets, search space and prices, from a YAML file and/or options.
 
-    model: GSAI-ML/LLaDA-8B-Instruct
+    model: GSAI-ML/LLaDA-8B-Instruct          # or a list, planned side by side
     traffic: {rate: 20, prompt: 256, answer: {p50: 128, p90: 256}}   # or users: 64, think_s: 2
     targets: {p95_latency_s: 5, p95_first_block_s: 1, max_usd_per_mtok: 2}
     search: {gpus: [h100, mi300x], tp: [1, 2], precisions: [bf16, fp8],
-             decoding: [{scheme: block, block: 32, tpf: 2}], max_batch: [64, 256]}
+             decoding: [{scheme: block, block: 32, tpf: 2}], max_batch: [64, 256], consumer: false}
     prices: {h100: 2.49}
     simulation: {requests: 2000, seed: 0}
 
 Options given on the command line replace the file's values.
 """
 
+import warnings
 from pathlib import Path
 from typing import Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..engine.schemes import autoregressive_scheme, get_scheme
+from ..engine.workload import SCHEMES
+from ..errors import DlmcostWarning, UsageError
 from ..inputs import files
-from ..errors import UsageError
 from ..inputs.hardware import HardwareDB
 from ..inputs.models import ModelSpec
-from ..engine.workload import SCHEMES
 from .results import Targets
 from .search import DEFAULT_REQUESTS, Pricing, SearchSpace
 from .steptime import Decoding
@@ -57,7 +59,7 @@ class TargetSpec(BaseModel):
 
 class DecodingSpec(BaseModel):
     model_config = _STRICT
-    scheme: str
+    scheme: Optional[str] = None  # None: the model's own default scheme
     block: Optional[int] = Field(default=None, gt=0, le=1_000_000)
     tpf: Optional[float] = Field(default=None, gt=0, le=1_000_000)
     steps: Optional[float] = Field(default=None, gt=0, le=10_000_000)
@@ -70,6 +72,7 @@ class SearchSpec(BaseModel):
     precisions: Optional[list[str]] = None
     decoding: Optional[list[DecodingSpec]] = None
     max_batch: Optional[list[int]] = None
+    consumer: bool = False  # the default GPU set with workstation and consumer cards too
 
 
 class SimulationSpec(BaseModel):
@@ -80,7 +83,7 @@ class SimulationSpec(BaseModel):
 
 class ScenarioSpec(BaseModel):
     model_config = _STRICT
-    model: Optional[str] = None
+    model: Optional[Union[str, list[str]]] = None  # several: planned side by side
     traffic: TrafficSpec = TrafficSpec()
     targets: TargetSpec = TargetSpec()
     search: SearchSpec = SearchSpec()
@@ -144,38 +147,75 @@ def build_targets(spec: ScenarioSpec) -> Targets:
     return Targets(**spec.targets.model_dump())
 
 
-def build_decodings(spec: ScenarioSpec, model: ModelSpec, traffic: Traffic) -> list[Decoding]:
-    """The decodings to consider: given, or the model's sampler default. `steps` (total steps at
-    the median answer length) becomes tokens per forward = median answer / steps."""
+def model_schemes(model: ModelSpec) -> tuple[str, ...]:
+    """The schemes the model was published with (its sampler's list), the diffusion ones when it
+    has any: a dLLM's autoregressive decoding is a baseline (`--ar-baseline`), not its own."""
+    s = model.sampler
+    if s is None:
+        return (autoregressive_scheme(),)
+    listed = tuple(dict.fromkeys((s.scheme, *s.schemes)))
+    own = tuple(n for n in listed if not get_scheme(n).autoregressive)
+    return own or listed
+
+
+def _own_decoding(model: ModelSpec, name: str) -> Decoding:
+    """Scheme `name` at the model's sampler settings: its block, tokens per forward gen / steps."""
+    if get_scheme(name).autoregressive:
+        return Decoding(name, None, 1.0)
+    s = model.sampler
+    tpf = s.gen / s.steps if s and s.steps else 1.0
+    return Decoding(name, (s.block if s else None) or get_scheme(name).default_block, tpf)
+
+
+def build_decodings(spec: ScenarioSpec, model: ModelSpec, traffic: Traffic, *,
+                    side_by_side: bool = False) -> list[Decoding]:
+    """The decodings to consider: given, or the model's own schemes at its sampler settings. A
+    decoding without a scheme takes the model's default one. `steps` (total steps at the median
+    answer length) becomes tokens per forward = median answer / steps. A scheme the model was not
+    published with is used with a warning; planned side by side with other models it is left to
+    the models that list it (a model listing none of the given ones runs its own)."""
     given = spec.search.decoding
+    own = model_schemes(model)
     if not given:
-        s = model.sampler
-        if s is None:
-            return [Decoding("ar", None, 1.0)]
-        tpf = s.gen / s.steps if s.steps else 1.0
-        return [Decoding(s.scheme, s.block if s.scheme != "ar" else None, tpf)]
+        return [_own_decoding(model, name) for name in own]
     import numpy as np
 
     median_answer = float(np.median(traffic.answer.sample(np.random.default_rng(0), 1001)))
-    out = []
+    default = model.sampler.scheme if model.sampler else autoregressive_scheme()
+    out, foreign = [], []
     for d in given:
-        if d.scheme not in SCHEMES:
-            raise UsageError(f"decoding: unknown scheme '{d.scheme}'; choose from: {', '.join(SCHEMES)}")
+        scheme = d.scheme or default
+        if scheme not in SCHEMES:
+            raise UsageError(f"decoding: unknown scheme '{scheme}'; choose from: {', '.join(SCHEMES)}")
+        if model.sampler and scheme not in (model.sampler.scheme, *model.sampler.schemes):
+            foreign.append(scheme)
+            if side_by_side:
+                continue
         if d.tpf is not None and d.steps is not None:
             raise UsageError("decoding: give steps or tpf, not both")
-        if d.scheme == "ar":
-            out.append(Decoding("ar", None, 1.0))
+        if get_scheme(scheme).autoregressive:
+            out.append(Decoding(scheme, None, 1.0))
             continue
         tpf = d.tpf if d.tpf is not None else (median_answer / d.steps if d.steps else 1.0)
         block = d.block
-        if block is None and d.scheme in ("prefix-cache", "dual-cache", "block"):
-            if not (model.sampler and model.sampler.block):
-                raise UsageError(f"decoding: the {d.scheme} scheme needs a block length (--block)")
-            block = model.sampler.block  # the model's own
+        if block is None and (scheme not in foreign or get_scheme(scheme).uses("block")):
+            # the model's own block (LLaDA's semi-autoregressive mdm too), else the scheme's
+            block = (model.sampler.block if model.sampler else None) or get_scheme(scheme).default_block
+            if block is None and get_scheme(scheme).uses("block"):
+                raise UsageError(f"decoding: the {scheme} scheme needs a block length (--block)")
         if block is not None and tpf > block:
             raise UsageError(f"decoding: {tpf:g} tokens per forward exceeds the block of {block} "
                              "(at least one step per block)")
-        out.append(Decoding(d.scheme, block, tpf))
+        out.append(Decoding(scheme, block, tpf))
+    if foreign:
+        names = ", ".join(dict.fromkeys(foreign))
+        if side_by_side and not out:
+            warnings.warn(f"{model.id} was not published with {names}: it runs its own ({', '.join(own)})",
+                          DlmcostWarning, stacklevel=2)
+            return [_own_decoding(model, name) for name in own]
+        if not side_by_side:
+            warnings.warn(f"{model.id} was not published with {names} (its config lists {', '.join(own)}): "
+                          "the plan does not know the answers' quality there", DlmcostWarning, stacklevel=2)
     return list(dict.fromkeys(out))
 
 
@@ -202,13 +242,14 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
         key = db.get(name).key
         usd[key], source[key] = value, "user"
     s = spec.search
-    if s.gpus is None:
-        gpus = [g for g in db.gpus.values() if g.key in usd]
+    if s.gpus is None:  # every priced data-centre part (workstation and consumer cards on request)
+        gpus = [g for g in db.gpus.values() if g.key in usd and (s.consumer or g.segment == "datacenter")]
     else:
         gpus = db.select(s.gpus, [])
         unpriced = [g.name for g in gpus if g.key not in usd]
-        if unpriced:
-            raise UsageError(f"no price for {', '.join(unpriced)}; give one with --price NAME=USD")
+        if unpriced and spec.targets.max_usd_per_mtok is not None:
+            raise UsageError(f"no price for {', '.join(unpriced)}, and the cost target needs one; give it with "
+                             "--price NAME=USD")
     if not gpus:
         raise UsageError("no GPU with a price to plan on; give --price NAME=USD")
     tps = s.tp or DEFAULT_TPS

@@ -28,10 +28,14 @@ class Decoding:
     tpf: float
 
     @property
+    def autoregressive(self) -> bool:
+        return get_scheme(self.scheme).autoregressive
+
+    @property
     def label(self) -> str:
         """Compact: scheme/block/tokens-per-forward ('block/32/2'); '-' for a block of the whole answer."""
-        if self.scheme == "ar":
-            return "ar"
+        if self.autoregressive:
+            return self.scheme
         return f"{self.scheme}/{self.block or '-'}/{self.tpf:g}"
 
 
@@ -58,7 +62,7 @@ def _sweep_options(decoding: Decoding, gpus: list[str], precisions: list[str], t
                    hardware: list[str] | None, ep: int = 1) -> dict:
     """The sweep a pass table is read from: every combination (one expert-parallel size)."""
     return dict(gpus=gpus, schemes=[decoding.scheme], prompts=prompts, gens=answers,
-                tpf=decoding.tpf if decoding.scheme != "ar" else None,
+                tpf=None if decoding.autoregressive else decoding.tpf,
                 blocks=[decoding.block] if decoding.block else None, batches=batches, precisions=precisions, tps=tps,
                 efficiency=efficiency, stack=stack, hardware=hardware, **({"eps": [ep]} if ep != 1 else {}))
 

@@ -496,31 +496,42 @@ def _fmt_value(v) -> str:
 
 # --- plan --------------------------------------------------------------------------------------
 
-PLAN_HEADERS = ["GPU", "scheme/\nb/tpf", "R×TP\nprec", "B", "p50\ns", "p95\ns", "1st\nblk s", "tok/s\n/user",
-                "cap\nreq/s", "head\n%", "$/h", "$/Mtok", "J/tok"]
-PLAN_PRIORITY = [0, 0, 0, 3, 2, 0, 3, 2, 4, 4, 3, 0, 4]  # larger: dropped sooner on a narrow terminal
+PLAN_HEADERS = ["model", "GPU", "scheme/\nb/tpf", "R×TP\nprec", "B", "p50\ns", "p95\ns", "1st\nblk s", "tok/s\n/user",
+                "out\ntok/s", "tok/s\n/GPU", "cap\nreq/s", "head\n%", "$/h", "$/Mtok", "$/Mtok\n@cap", "J/tok"]
+PLAN_PRIORITY = [0, 0, 0, 0, 3, 2, 0, 3, 2, 3, 1, 4, 4, 3, 0, 0, 4]  # larger: dropped sooner on a narrow terminal
 
 
 def plan_table(records: list[dict], show_decoding: bool) -> tuple[list[str], list[list]]:
     """Headers and cells, two significant digits (json/csv carry full values); the decoding column
-    only when several decodings were searched, so that the table stays within 100 columns.
-    '*' after $/Mtok marks the cost/latency Pareto front."""
+    only when several decodings were searched, the model column only when several models were, so
+    that the table stays within 100 columns. '*' after $/Mtok marks the cost/latency Pareto front;
+    '-': no price for the GPU."""
     def g2(x):
         return "-" if x is None else f"{x:.2g}" if abs(x) < 100 else f"{x:,.0f}"
 
-    cells = [[r["gpu"], r["decoding"], f"{r['replicas']}×{r['tp']} {r['precision']}", str(r["max_batch"]),
+    def model(r):
+        return r.get("model", "").rpartition("/")[2]
+
+    def rate(x):
+        return "-" if x is None else f"{x:.0f}" if x >= 100 else f"{x:.3g}"
+
+    cells = [[model(r), r["gpu"], r["decoding"], f"{r['replicas']}×{r['tp']} {r['precision']}", str(r["max_batch"]),
               g2(r["p50_latency_s"]), g2(r["p95_latency_s"]), g2(r["p95_first_block_s"]),
-              num(r["tokens_per_s_per_user"]), num(r["capacity_rps"]), f"{100 * r['headroom']:,.0f}",
-              sig(r['usd_per_hour'], 4), g2(r["usd_per_mtok"]) + ("*" if r.get("pareto") else ""),
+              num(r["tokens_per_s_per_user"]), rate(r.get("output_tokens_per_s")), rate(r.get("tokens_per_s_per_gpu")),
+              num(r["capacity_rps"]), f"{100 * r['headroom']:,.0f}",
+              "-" if r["usd_per_hour"] is None else sig(r['usd_per_hour'], 4),
+              g2(r["usd_per_mtok"]) + ("*" if r.get("pareto") else ""), g2(r.get("usd_per_mtok_at_capacity")),
               g2(r["joules_per_token"])] for r in records]
-    keep = [True, show_decoding] + [True] * (len(PLAN_HEADERS) - 2)
+    several_models = len({r.get("model") for r in records}) > 1
+    keep = [several_models, True, show_decoding] + [True] * (len(PLAN_HEADERS) - 3)
     return [h for h, k in zip(PLAN_HEADERS, keep) if k], [[c for c, k in zip(row, keep) if k] for row in cells]
 
 
-PLAN_CSV_KEYS = ("gpu", "replicas", "tp", "gpus", "precision", "scheme", "block", "tpf", "decoding", "max_batch",
+PLAN_CSV_KEYS = ("model", "gpu", "replicas", "tp", "gpus", "precision", "scheme", "block", "tpf", "decoding", "max_batch",
                  "p50_latency_s", "p95_latency_s", "p99_latency_s", "p95_first_block_s", "tokens_per_s_per_user",
-                 "served_rps", "capacity_rps", "headroom", "usd_per_hour", "usd_per_mtok", "joules_per_token",
-                 "price_per_gpu_hour", "price_source", "pareto")
+                 "served_rps", "output_tokens_per_s", "tokens_per_s_per_gpu", "capacity_rps", "sustained_rps",
+                 "headroom", "usd_per_hour", "usd_per_mtok", "usd_per_mtok_at_capacity", "joules_per_token",
+                 "price_per_gpu_hour", "price_source", "pareto", "absurd")
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -542,10 +553,11 @@ def plan_search_line(p: dict) -> str:
                (s["decodings"], "decoding", None), (s["max_batch"], "batch limit", None)]
     product = math.prod(len(v) for v, _, _ in factors)
     text = f"searched {plural(product, 'candidate')} (" + " × ".join(_listed(len(v), w, v, m) for v, w, m in factors) + ")"
-    tried = p["evaluated"] + sum((p.get("skipped") or {}).values())
+    # (absurd candidates are among the product: searched, then left out)
+    tried = p["evaluated"] + sum(v for k, v in (p.get("skipped") or {}).items() if k != "absurd")
     if tried > product:
         text += f" and {tried - product:,} for the AR baseline"
-    return f"{text}; {plural(s['requests'], 'simulated request')}, seed {s['seed']}"
+    return f"{text}; {plural(s['requests'], 'simulated request')}, random seed {s['seed']}"
 
 
 def plan_header(p: dict) -> str:
@@ -556,8 +568,11 @@ def plan_header(p: dict) -> str:
     def lengths(v):
         return ",".join(f"{k}:{x}" for k, x in v.items()) if isinstance(v, dict) else str(v)
 
+    s, absurd = p["search"], (p.get("skipped") or {}).get("absurd", 0)
+    hidden = (f"; {absurd} absurd (over 10x their model's cheapest $/Mtok) left out, --absurd lists them"
+              if absurd and not s.get("absurd_shown") else "")
     return (f"{safe(p['model'])} · {load} · prompt {lengths(t['prompt'])} · answer {lengths(t['answer'])} tokens\n"
-            f"targets: {targets}\n{plan_search_line(p)}")
+            f"targets: {targets}\n{plan_search_line(p)}{hidden}")
 
 
 def plan_csv_rows(p: dict) -> list[dict]:
@@ -589,7 +604,7 @@ def render_plan(p: dict, fmt: str, out: Output, top: int = 15) -> None:
                          plan_table(baseline, False), None))
     if miss:
         sections.append(("no deployment meets the targets; nearest miss", plan_table(miss, True), None))
-    no_ar = not baseline and any(r["scheme"] != "ar" for r in p["deployments"])
+    no_ar = p["search"].get("ar_baseline", True) and not baseline and any(r["scheme"] != "ar" for r in p["deployments"])
     if fmt == "markdown":
         parts = [plan_header(p).replace("\n", "  \n") + "\n"]
         for title, (headers, rows), _ in sections:

@@ -10,12 +10,15 @@ from . import ar, mdm, fast_dllm, block, multi_block, windowed_refresh, draft_ve
 from .base import REGISTRY, SCHEME_KNOBS, Knobs, PassFamily, Scheme, peak_shape, prompt_passes
 
 SCHEMES: tuple[str, ...] = tuple(REGISTRY)
-# the autoregressive baseline's name: what an "AR" workload or row is run as
-AR_SCHEME: str = next(name for name, s in REGISTRY.items() if s.autoregressive)
 
-__all__ = ["AR_SCHEME", "REGISTRY", "SCHEMES", "SCHEME_KNOBS", "Knobs", "PassFamily", "Scheme", "get_scheme", "peak_shape",
-           "prompt_passes"]
+__all__ = ["REGISTRY", "SCHEMES", "SCHEME_KNOBS", "Knobs", "PassFamily", "Scheme", "autoregressive_scheme",
+           "get_scheme", "peak_shape", "prompt_passes"]
 
 
 def get_scheme(name: str) -> Scheme:
     return REGISTRY[name]
+
+
+def autoregressive_scheme() -> str:
+    """The registered scheme that decodes one token per pass, left to right (the AR baseline)."""
+    return next(name for name, s in REGISTRY.items() if s.autoregressive)
