@@ -72,6 +72,16 @@ def iter_sweep(model: str | ModelSpec = DEFAULT_MODEL, **options) -> tuple[Sweep
     return meta, (_sweep_rows(chunk) for chunk in chunks)
 
 
+def iter_sweep_columns(model: str | ModelSpec = DEFAULT_MODEL,
+                       **options) -> tuple[SweepResult, Iterator[dict[str, np.ndarray]]]:
+    """`iter_sweep` in columns: the summary and a generator of one array per SweepRow key for each
+    chunk (knobs a scheme ignores are None in their object columns), no row object built: what
+    the CLI writes csv and jsonl from, and sorts and cuts a table in.
+    The options are in the signature (`help(api.sweep)`)."""
+    meta, chunks, _ = _sweep_chunks(model, **options)
+    return meta, (_sweep_arrays(chunk) for chunk in chunks)
+
+
 def sweep_first_pass(model: str | ModelSpec = DEFAULT_MODEL, **options) -> dict[str, np.ndarray]:
     """`sweep_columns(sweep(...))` (one array per SweepRow key; empty when nothing was evaluated)
     plus, per configuration, `first_pass_s`: the time of its first pass at its batch (a prompt
@@ -240,16 +250,29 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
 
     size = limits.SWEEP_CHUNK
     selections = [keep[start:start + size] for start in range(0, len(keep), size)]
-    passes = None
+    def grids(sel: np.ndarray):
+        cols = columns(sel)
+        return cols, make_grids(cols, rate_rows, pair_idx[sel], st)
+
+    # the grids built to count the passes are kept for the evaluation when the sweep is within
+    # the limit on configurations (its memory is bounded then); a larger, streamed one builds
+    # each chunk's again, so that it holds one chunk at a time
+    passes, counted = None, {}
     if max_passes is not None:
-        passes = sum(limits.count_passes(spec, drafter, make_grids(columns(sel), rate_rows, pair_idx[sel], st))
-                     for sel in selections)
+        reuse = len(keep) <= limits.MAX_SWEEP_CONFIGS
+        passes = 0
+        for i, sel in enumerate(selections):
+            built = grids(sel)
+            passes += limits.count_passes(spec, drafter, built[1])
+            if reuse:
+                counted[i] = built
         limits.check_passes(passes, max_passes, limits.SWEEP_FEWER)
 
     def chunks() -> Iterator[_SweepChunk]:
-        for sel in selections:
-            pi, cols = pair_idx[sel], columns(sel)
-            frame = evaluate_frame(spec, drafter, make_grids(cols, rate_rows, pi, st), capacity[pi])
+        for i, sel in enumerate(selections):
+            pi = pair_idx[sel]
+            cols, g = counted.pop(i) if i in counted else grids(sel)
+            frame = evaluate_frame(spec, drafter, g, capacity[pi])
             yield _SweepChunk(frame, cols, gpu_names, pair_precisions, pi, ignores["steps"][sel],
                               ignores["block"][sel], cfg)
 
@@ -261,7 +284,7 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
 
 # sweep, iter_sweep and sweep_first_pass take _sweep_chunks' options: show them in their
 # signatures (help(), inspect, editors) rather than a bare **options
-for _public in (sweep, iter_sweep, sweep_first_pass, sweep_passes):
+for _public in (sweep, iter_sweep, iter_sweep_columns, sweep_first_pass, sweep_passes):
     _public.__signature__ = inspect.signature(_sweep_chunks).replace(
         return_annotation=inspect.signature(_public).return_annotation)
 
