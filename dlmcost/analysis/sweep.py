@@ -22,7 +22,8 @@ from ..errors import UsageError
 from ..inputs.files import validation_message
 from ..engine.frames import KNOB_COLUMNS, Frame, evaluate_frame, generation_numbers, make_grids
 from ..inputs.hardware import DEFAULT_GPUS, HardwareDB
-from .prepare import DEFAULT_MODEL, rates_or_none, resolve_drafter, resolve_spec, resolve_stack, workload_for
+from .prepare import (DEFAULT_MODEL, rates_or_none, resolve_drafter, resolve_spec, resolve_stack, sampler_defaults,
+                      workload_for)
 from ..inputs.models import ModelSpec
 from ..inputs.precision import get_precision, kv_bytes
 from ..inputs.profiles import load_profile
@@ -134,21 +135,24 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
                expert_load: str = "expected", tps=None, eps=None, mla_form: str = "auto",
                efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
                revision: str | None = None, hub: bool = False, max_configs: int | None = limits.MAX_SWEEP_CONFIGS,
-               max_passes: int | None = limits.MAX_PASSES_ONE_BY_ONE,
+               max_passes: int | None = limits.MAX_PASSES_ONE_BY_ONE, defaults: str | ModelSpec | None = None,
                **scheme_knobs) -> tuple[SweepResult, Iterator[_SweepChunk], int | None]:
     """The work of a sweep: the summary (counts, no rows), a generator of evaluated chunks of
     limits.SWEEP_CHUNK configurations, and the passes they cost one by one. Everything is validated
     before the summary is returned; `max_configs=None` and `max_passes=None` lift the limits (the
     passes are then not counted: None; a caller that checked a total of several sweeps already,
-    as plan and a sweep of several models do, passes None so that each is counted once)."""
+    as plan and a sweep of several models do, passes None so that each is counted once).
+    `defaults`: the model whose sampler settings fill the lists not given (several models swept
+    on one grid: the first's); None: this model's."""
     spec = resolve_spec(model, revision, hub)
+    own = spec if defaults is None else resolve_spec(defaults, revision, hub)  # whose defaults the grid takes
     answer_tokens = scheme_knobs.pop("answer_tokens", None)
     _validated("answer_tokens", [answer_tokens])
     # the settings shared by every row are validated by the same rules as analyze's
-    shared = workload_for(spec, kv_dtype=kv_dtype, logits=logits, expert_load=expert_load, mla_form=mla_form,
+    shared = workload_for(own, kv_dtype=kv_dtype, logits=logits, expert_load=expert_load, mla_form=mla_form,
                           tpf=tpf, cfg=cfg or None, **scheme_knobs)
     drafter = resolve_drafter(shared.model_copy(update=dict(scheme="draft-verify")), spec) if shared.drafter else None
-    sampler = spec.sampler
+    sampler = own.sampler
     gpu_list = HardwareDB.load(hardware).select(gpus, DEFAULT_GPUS)
     profile = load_profile(efficiency)
     st = resolve_stack(stack, profile)
@@ -160,7 +164,7 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     for p in precision_list:
         get_precision(p)
     knobs = dict(prompt=_as_list(prompts, [shared.prompt]), gen=_as_list(gens, [shared.gen]),
-                 steps=_as_list(steps, [None]), block=_as_list(blocks, [shared.block]),
+                 steps=_as_list(steps, [None]), block=_as_list(blocks, [None]),
                  batch=_as_list(batches, [shared.batch]), tp=_as_list(tps, [1]), ep=_as_list(eps, [1]))
     for name, values in knobs.items():
         _validated(name, values)
@@ -204,17 +208,22 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     ignores = {k: np.isin(scheme_col, [sc for sc in scheme_list if not REGISTRY[sc].uses(k, committed)])
                for k in ("steps", "block")}
     gen = vals["gen"]
-    # an ignored block is one block of the whole generation; default steps: S = Lg / tpf, or the
-    # model's sampler's steps per token for the schemes it lists (as analyze takes its defaults)
-    block = np.where(np.isnan(vals["block"]) | ignores["block"], gen, vals["block"])
-    default_steps = gen / (tpf or 1.0)
-    if tpf is None and sampler and sampler.steps:
-        own = np.isin(scheme_col, [sc for sc in sampler.schemes if not REGISTRY[sc].default_block])
-        default_steps = np.where(own, sampler.steps * gen / sampler.gen, default_steps)
+    # the block, steps and store pass not given take the defaults analyze takes for each scheme and
+    # generation length (prepare.sampler_defaults); an ignored block is one block of the whole
+    # generation, and steps without a default are S = Lg / tpf
+    default_block, default_steps, default_store = gen.copy(), gen / (tpf or 1.0), np.zeros(len(gen), bool)
+    for sc in scheme_list:
+        for g in dict.fromkeys(knobs["gen"]):
+            d = sampler_defaults(own, scheme=sc, gen=g, tpf=tpf)
+            rows_d = (scheme_col == sc) & (gen == g)
+            default_block[rows_d] = d.get("block", g)
+            default_steps[rows_d] = d.get("steps", g / (tpf or 1.0))
+            default_store[rows_d] = d.get("store_pass", False)
+    block = np.where(ignores["block"], gen, np.where(np.isnan(vals["block"]), default_block, vals["block"]))
     steps_arr = np.where(np.isnan(vals["steps"]), default_steps, vals["steps"])
     steps_arr = np.where(scheme_col == "ar", gen, steps_arr)
-    store = sampler.store_pass if (store_pass is None and sampler) else bool(store_pass)
-    settings["store_pass"] = store
+    store = default_store if store_pass is None else bool(store_pass)
+    settings["store_pass"] = sampler.store_pass if (store_pass is None and sampler) else bool(store_pass)
     scheme_knob_cols = {k: v for k, v in shared.knobs().items() if k in ("active_blocks", "cache_delay",
                                                                          "refresh_every", "window", "drafter")}
     knob_cols = make_knobs(prompt=vals["prompt"], gen=gen, steps=steps_arr, block=block, store_pass=store,

@@ -1,7 +1,9 @@
-"""Sweep rows written straight from columns (one numpy array per key), never one Python object
-per row: CSV and JSONL byte for byte what `csv.DictWriter` and `json.dumps` write for the same
-rows as dictionaries, the finite check one numpy test per column, and a table's rows sorted and
-cut in columns so that only the rows shown become dictionaries.
+"""Sweep rows from their columns, never one Python object per row: CSV, JSONL, the finite check,
+and a table's sort and cut.
+
+CSV and JSONL come out byte for byte as `csv.DictWriter` and `json.dumps` write the same rows as
+dictionaries; the finite check is one numpy test per column; a table is sorted and cut in columns,
+so that only the rows it shows become dictionaries.
 
 A column is a numpy array of one kind: float, int, bool, str, or object (numbers with None where
 a scheme ignores the knob). Each is turned into its cells once, in C where numpy and `repr` of a
