@@ -142,21 +142,23 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     before the summary is returned; `max_configs=None` and `max_passes=None` lift the limits (the
     passes are then not counted: None; a caller that checked a total of several sweeps already,
     as plan and a sweep of several models do, passes None so that each is counted once).
-    `defaults`: the model whose sampler settings fill the lists not given (several models swept
-    on one grid: the first's); None: this model's."""
+    `defaults`: the model whose sampler settings fill the knobs not given, lengths, steps and block
+    (several models swept on one grid: the first's); None: this model's. The schemes not given are
+    this model's own, the ones it can run."""
     spec = resolve_spec(model, revision, hub)
-    own = spec if defaults is None else resolve_spec(defaults, revision, hub)  # whose defaults the grid takes
+    source = spec if defaults is None else resolve_spec(defaults, revision, hub)  # whose defaults the knobs take
     answer_tokens = scheme_knobs.pop("answer_tokens", None)
     _validated("answer_tokens", [answer_tokens])
     # the settings shared by every row are validated by the same rules as analyze's
-    shared = workload_for(own, kv_dtype=kv_dtype, logits=logits, expert_load=expert_load, mla_form=mla_form,
+    shared = workload_for(source, kv_dtype=kv_dtype, logits=logits, expert_load=expert_load, mla_form=mla_form,
                           tpf=tpf, cfg=cfg or None, **scheme_knobs)
     drafter = resolve_drafter(shared.model_copy(update=dict(scheme="draft-verify")), spec) if shared.drafter else None
-    sampler = own.sampler
+    sampler = source.sampler
     gpu_list = HardwareDB.load(hardware).select(gpus, DEFAULT_GPUS)
     profile = load_profile(efficiency)
     st = resolve_stack(stack, profile)
-    scheme_list = _as_list(schemes, list(sampler.schemes) if sampler and sampler.schemes else list(SCHEMES))
+    runs = spec.sampler  # the schemes a model can run are its own, whoever's defaults the knobs take
+    scheme_list = _as_list(schemes, list(runs.schemes) if runs and runs.schemes else list(SCHEMES))
     for sc in scheme_list:
         if sc not in REGISTRY:
             raise UsageError(f"unknown scheme '{sc}'; choose from: {', '.join(SCHEMES)}")
@@ -214,7 +216,7 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     default_block, default_steps, default_store = gen.copy(), gen / (tpf or 1.0), np.zeros(len(gen), bool)
     for sc in scheme_list:
         for g in dict.fromkeys(knobs["gen"]):
-            d = sampler_defaults(own, scheme=sc, gen=g, tpf=tpf)
+            d = sampler_defaults(source, scheme=sc, gen=g, tpf=tpf)
             rows_d = (scheme_col == sc) & (gen == g)
             default_block[rows_d] = d.get("block", g)
             default_steps[rows_d] = d.get("steps", g / (tpf or 1.0))

@@ -25,7 +25,8 @@ CHART_AXES = ("x", "y", "color", "facet")
 @output_options(extra_formats=("jsonl",),
                 formats_help="table | json | jsonl (one row per line, streamed) | csv (streamed) | markdown | html")
 def sweep(
-    model: str = typer.Option(api.DEFAULT_MODEL, "--model", "-m", metavar="ID[,ID...]", help="bundled id, local file, or Hub id; a comma list sweeps each (e.g. a dLLM and an AR model)"),
+    model: str = typer.Option(api.DEFAULT_MODEL, "--model", "-m", metavar="ID[,ID...]", help="bundled id, local file, or Hub id; a comma list sweeps each on one grid (lengths, steps and block not given: the first model's defaults; schemes: each its own) into one table with a model column"),
+    own_defaults: bool = typer.Option(False, "--own-defaults", help="several models: each model's grid from its own defaults (generation length, steps, block) instead of the first model's"),
     gpu: Optional[str] = typer.Option(None, "--gpu", "-g", metavar="LIST", help="comma list or 'all'"),
     sort: Optional[str] = typer.Option(None, "--sort", metavar="KEY", help="column to sort by, e.g. tokens_per_s, time_s (prefix - to reverse)"),
     limit: Optional[int] = typer.Option(None, "--limit", "--top", metavar="N", help="table rows to show (0: all; default: what fits a terminal, all when piped)"),
@@ -52,7 +53,7 @@ def sweep(
     streaming = output.fmt in ("csv", "jsonl") and not sort
     if allow_large and not streaming:
         raise UsageError("--allow-large streams rows: use it with --format csv or jsonl and without --sort")
-    request = api.SweepRequest(models, gpu, grid, workload, sources, allow_large=allow_large)
+    request = api.SweepRequest(models, gpu, grid, workload, sources, allow_large=allow_large, own_defaults=own_defaults)
     options = request.options()
     if len(models) > 1:  # the limit is the command's: checked on the total, so each sweep need not count again
         api.check_sweeps_passes(models, **options)
@@ -127,8 +128,8 @@ def _summary(metas, models: list[str], options: dict) -> dict:
     """One header for several models swept into one table: their counts added up, and whose
     defaults the grid took."""
     first = metas[0].model_dump(exclude={"rows"})
-    grid = (f"one grid for every model: knobs not given take {models[0]}'s defaults" if options.get("defaults")
-            else "each model's grid from its own defaults")
+    grid = (f"one grid for every model: the lengths, steps and block not given take {models[0]}'s defaults, "
+            f"each model runs its own schemes" if options.get("defaults") else "each model's grid from its own defaults")
     return dict(first, model=dict(first["model"], id=", ".join(models)), grid=grid,
                 **{k: sum(getattr(m, k) for m in metas) for k in ("evaluated", "skipped_impossible",
                                                                   "skipped_unsupported")})
