@@ -61,7 +61,8 @@ def varied(tmp_path_factory):
     path = tmp_path_factory.mktemp("hw") / "odd.yaml"
     path.write_text(ODD_GPU)
     options = dict(gpus="h100,mi300x,oddgpu", hardware=[str(path)], schemes=["ar", "mdm", "block", "dual-cache"],
-                   gens=[64, 256], steps=[32, 64], blocks=[8, 32], batches=[1, 16], precisions=["bf16", "fp8"])
+                   gens=[64, 256], steps=[32, 64], blocks=[8, 32], batches=[1, 16], precisions=["bf16", "fp8"],
+                   tps=[1, 2])
     rows = api.sweep_rows(api.sweep(**options))
     _, chunks = api.iter_sweep_columns(**options)
     return rows, columns.concatenate(list(chunks))
@@ -142,3 +143,33 @@ def test_sorting_a_sweep_in_columns_matches_sorting_its_rows(varied):
     for key, reverse in (("tokens_per_s", True), ("steps", False), ("gpu", True), ("block", True)):
         expected = sorted(rows, key=lambda r: (r[key] is None, r[key]), reverse=reverse)
         assert columns.rows(columns.sort(cols, key, reverse)) == expected, key
+
+
+REQUIREMENTS = ["tokens_per_s >= 300", "time_s < 2.5", "scheme == dual-cache", "scheme != ar", "fits", "not fits",
+                "block > 8", "steps <= 32", "gpu == oddgpu", "batch == 16", "max_batch != 0", "verdict == memory-bound",
+                "fits == true", "batch == true", "tp", "not tp", "memory_bound_time_fraction", "supported",
+                "precision != fp8"]
+
+
+@pytest.mark.parametrize("text", REQUIREMENTS)
+def test_a_requirement_over_columns_is_the_row_by_row_check(varied, text):
+    """Where numpy can answer for every row at once it answers as `holds` does row by row; where it
+    cannot (a knob with None, a flag against a number), it says so and the rows are checked."""
+    rows, cols = varied
+    q = api.parse_requirements([text])[0]
+    held = q.holds_columns(cols)
+    expected = [q.holds(r) for r in rows]
+    if held is None:
+        assert q.key in ("block", "steps", "supported") or isinstance(q.value, bool)
+    else:
+        assert held.tolist() == expected
+    assert any(expected) or text in ("gpu == oddgpu", "supported", "not tp")
+
+
+def test_a_streamed_sweep_lists_the_same_failures_as_the_rows(varied, tmp_path):
+    from dlmcost.cli.sweep import _failures
+
+    rows, cols = varied
+    for texts in (["tokens_per_s >= 300", "fits"], ["scheme != ar", "block > 8"], ["time_s < 2.5"]):
+        qs = api.parse_requirements(texts)
+        assert _failures(qs, cols) == api.requirement_failures(qs, rows, api.sweep_label)

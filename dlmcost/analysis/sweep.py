@@ -201,7 +201,7 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
 
     # Per scheme, the product of the knobs it depends on (index arrays, no per-row Python loop).
     parts = [(sc, np.indices([len(pairs)] + sizes[sc]).reshape(len(knobs) + 1, -1)) for sc in scheme_list]
-    scheme_col = np.concatenate([np.full(idx.shape[1], sc, dtype=object) for sc, idx in parts]).astype(str)
+    scheme_col = np.repeat(np.array(scheme_list, dtype=str), [idx.shape[1] for _, idx in parts])
     pair_idx = np.concatenate([idx[0] for _, idx in parts])
     vals = {}
     for k_i, (name, values) in enumerate(knobs.items(), start=1):

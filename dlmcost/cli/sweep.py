@@ -79,15 +79,18 @@ def _with_model(cols: dict, model: str, several: bool) -> dict:
     """A leading `model` column when several models share one output."""
     if not several or not cols:
         return cols
-    return {"model": np.full(len(cols["gpu"]), model, dtype=object), **cols}
+    return {"model": np.full(len(cols["gpu"]), model), **cols}
 
 
 def _failures(requirements, cols: dict) -> list[str]:
-    """The requirement failures of these rows (dictionaries are built only when there are
-    requirements to check)."""
+    """The requirement failures of these rows, checked in columns: only the rows that fail one
+    become dictionaries, to be labelled (all of them where a requirement compares what numpy
+    cannot compare as Python does)."""
     if not requirements or not cols:
         return []
-    return api.requirement_failures(requirements, columns.rows(cols), api.sweep_label)
+    held = [q.holds_columns(cols) for q in requirements]
+    failing = None if any(h is None for h in held) else np.flatnonzero(~np.logical_and.reduce(held))
+    return api.requirement_failures(requirements, columns.rows(cols, failing), api.sweep_label)
 
 
 def _whole(models, options, sort, requirements, out, output, limit, axes) -> list[str]:
