@@ -201,26 +201,28 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
 
     # Per scheme, the product of the knobs it depends on (index arrays, no per-row Python loop).
     parts = [(sc, np.indices([len(pairs)] + sizes[sc]).reshape(len(knobs) + 1, -1)) for sc in scheme_list]
-    scheme_col = np.repeat(np.array(scheme_list, dtype=str), [idx.shape[1] for _, idx in parts])
+    scheme_idx = np.repeat(np.arange(len(scheme_list)), [idx.shape[1] for _, idx in parts])
+    scheme_col = np.array(scheme_list, dtype=str)[scheme_idx]
     pair_idx = np.concatenate([idx[0] for _, idx in parts])
+    gen_idx = np.concatenate([idx[1 + list(knobs).index("gen")] for _, idx in parts])
     vals = {}
     for k_i, (name, values) in enumerate(knobs.items(), start=1):
         arr = np.array([np.nan if v is None else v for v in values], dtype=float)
         vals[name] = np.concatenate([arr[idx[k_i]] for _, idx in parts])
-    ignores = {k: np.isin(scheme_col, [sc for sc in scheme_list if not REGISTRY[sc].uses(k, committed)])
+    ignores = {k: np.array([not REGISTRY[sc].uses(k, committed) for sc in scheme_list])[scheme_idx]
                for k in ("steps", "block")}
     gen = vals["gen"]
     # the block, steps and store pass not given take the defaults analyze takes for each scheme and
-    # generation length (prepare.sampler_defaults); an ignored block is one block of the whole
-    # generation, and steps without a default are S = Lg / tpf
-    default_block, default_steps, default_store = gen.copy(), gen / (tpf or 1.0), np.zeros(len(gen), bool)
-    for sc in scheme_list:
-        for g in dict.fromkeys(knobs["gen"]):
-            d = sampler_defaults(source, scheme=sc, gen=g, tpf=tpf)
-            rows_d = (scheme_col == sc) & (gen == g)
-            default_block[rows_d] = d.get("block", g)
-            default_steps[rows_d] = d.get("steps", g / (tpf or 1.0))
-            default_store[rows_d] = d.get("store_pass", False)
+    # generation length (prepare.sampler_defaults), looked up by index; an ignored block is one
+    # block of the whole generation, and steps without a default are S = Lg / tpf
+    table = [[(g, sampler_defaults(source, scheme=sc, gen=g, tpf=tpf)) for g in knobs["gen"]] for sc in scheme_list]
+
+    def default(key: str, otherwise) -> np.ndarray:
+        return np.array([[d.get(key, otherwise(g)) for g, d in row] for row in table])[scheme_idx, gen_idx]
+
+    default_block = default("block", lambda g: g)
+    default_steps = default("steps", lambda g: g / (tpf or 1.0))
+    default_store = default("store_pass", lambda g: False).astype(bool)
     block = np.where(ignores["block"], gen, np.where(np.isnan(vals["block"]), default_block, vals["block"]))
     steps_arr = np.where(np.isnan(vals["steps"]), default_steps, vals["steps"])
     steps_arr = np.where(scheme_col == "ar", gen, steps_arr)
@@ -235,8 +237,8 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     ok = scheme_ok(scheme_col, knob_cols) & check_parallel(spec, vals["tp"], vals["ep"]) & ~longer
     # what each scheme runs for that answer: up to the block holding end-of-sequence, or all of it
     run = gen.copy()
-    for sc in scheme_list:
-        rows_sc = scheme_col == sc
+    for i, sc in enumerate(scheme_list):
+        rows_sc = scheme_idx == i
         run[rows_sc] = REGISTRY[sc].tokens_run(answer[rows_sc], gen[rows_sc], block[rows_sc])
     knob_cols = make_knobs(prompt=vals["prompt"], gen=run, steps=steps_arr * run / gen, block=block, store_pass=store,
                            logits_committed=committed, **scheme_knob_cols)
