@@ -3,8 +3,10 @@
 
 The lists are validated by the same `Workload` fields as analyze's settings; impossible
 combinations are skipped and counted. `iter_sweep` streams the rows chunk by chunk,
-`sweep_first_pass` adds each configuration's first pass (for plan), and `sweep_passes` counts the
-passes costed one by one without evaluating anything (the limit in limits.py).
+`iter_sweep_columns` the same chunks as one array per key (what the CLI writes and sorts, never a
+row object each), `sweep_first_pass` adds each configuration's first pass (for plan), and
+`sweep_passes` counts the passes costed one by one without evaluating anything (the limit in
+limits.py). The knobs not given take the defaults analyze takes (`prepare.sampler_defaults`).
 """
 
 from __future__ import annotations
