@@ -119,8 +119,8 @@ class SweepRequest:
     def options(self) -> dict:
         """The keyword arguments of `sweep`/`iter_sweep` for one model of the request (the limit on
         configurations as `limits` holds it when called). Several models are swept on one grid,
-        like with like: the lengths, steps and block not given take the first model's defaults
-        (each model runs its own schemes), unless own_defaults."""
+        like with like: the lengths, steps, block and store pass not given take the first model's
+        defaults (each model runs its own schemes), unless own_defaults."""
         scalar = {k: v for k, v in self.workload.given().items() if k not in GRID_KNOBS}
         shared = len(self.models) > 1 and not self.own_defaults
         return dict(gpus=self.gpus, **self.grid.given(), **scalar, **self.sources.given(),

@@ -144,9 +144,9 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     before the summary is returned; `max_configs=None` and `max_passes=None` lift the limits (the
     passes are then not counted: None; a caller that checked a total of several sweeps already,
     as plan and a sweep of several models do, passes None so that each is counted once).
-    `defaults`: the model whose sampler settings fill the knobs not given, lengths, steps and block
-    (several models swept on one grid: the first's); None: this model's. The schemes not given are
-    this model's own, the ones it can run."""
+    `defaults`: the model whose sampler settings fill the knobs not given (lengths, steps, block,
+    store pass; several models swept on one grid: the first's); None: this model's. The schemes
+    not given are this model's own, the ones it can run."""
     spec = resolve_spec(model, revision, hub)
     source = spec if defaults is None else resolve_spec(defaults, revision, hub)  # whose defaults the knobs take
     answer_tokens = scheme_knobs.pop("answer_tokens", None)

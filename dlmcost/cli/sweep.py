@@ -25,8 +25,8 @@ CHART_AXES = ("x", "y", "color", "facet")
 @output_options(extra_formats=("jsonl",),
                 formats_help="table | json | jsonl (one row per line, streamed) | csv (streamed) | markdown | html")
 def sweep(
-    model: str = typer.Option(api.DEFAULT_MODEL, "--model", "-m", metavar="ID[,ID...]", help="bundled id, local file, or Hub id; a comma list sweeps each on one grid (lengths, steps and block not given: the first model's defaults; schemes: each its own) into one table with a model column"),
-    own_defaults: bool = typer.Option(False, "--own-defaults", help="several models: each model's grid from its own defaults (generation length, steps, block) instead of the first model's"),
+    model: str = typer.Option(api.DEFAULT_MODEL, "--model", "-m", metavar="ID[,ID...]", help="bundled id, local file, or Hub id; a comma list sweeps each on one grid (lengths, steps, block and store pass not given: the first model's defaults; schemes: each its own) into one table with a model column"),
+    own_defaults: bool = typer.Option(False, "--own-defaults", help="several models: each model's grid from its own defaults (generation length, steps, block, store pass) instead of the first model's"),
     gpu: Optional[str] = typer.Option(None, "--gpu", "-g", metavar="LIST", help="comma list or 'all'"),
     sort: Optional[str] = typer.Option(None, "--sort", metavar="KEY", help="column to sort by, e.g. tokens_per_s, time_s (prefix - to reverse)"),
     limit: Optional[int] = typer.Option(None, "--limit", "--top", metavar="N", help="table rows to show (0: all; default: what fits a terminal, all when piped)"),
@@ -131,7 +131,7 @@ def _summary(metas, models: list[str], options: dict) -> dict:
     """One header for several models swept into one table: their counts added up, and whose
     defaults the grid took."""
     first = metas[0].model_dump(exclude={"rows"})
-    grid = (f"one grid for every model: the lengths, steps and block not given take {models[0]}'s defaults, "
+    grid = (f"one grid for every model: the lengths, steps, block and store pass not given take {models[0]}'s defaults, "
             f"each model runs its own schemes" if options.get("defaults") else "each model's grid from its own defaults")
     return dict(first, model=dict(first["model"], id=", ".join(models)), grid=grid,
                 **{k: sum(getattr(m, k) for m in metas) for k in ("evaluated", "skipped_impossible",
