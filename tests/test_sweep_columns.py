@@ -173,3 +173,15 @@ def test_a_streamed_sweep_lists_the_same_failures_as_the_rows(varied, tmp_path):
     for texts in (["tokens_per_s >= 300", "fits"], ["scheme != ar", "block > 8"], ["time_s < 2.5"]):
         qs = api.parse_requirements(texts)
         assert _failures(qs, cols) == api.requirement_failures(qs, rows, api.sweep_label)
+
+
+def test_a_sorted_jsonl_sweep_is_jsonl(capsys):
+    """--format jsonl with --sort holds the rows to sort them, and still writes one JSON object per
+    line (it drew a table before), in the order --sort asks."""
+    from dlmcost.cli import main
+
+    assert main(["sweep", "--gpu", "h100,b200", "--block", "8,32", "-f", "jsonl", "--sort", "-time_s"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    expected = sorted(api.sweep_rows(api.sweep(gpus="h100,b200", blocks=[8, 32])), key=lambda r: r["time_s"],
+                      reverse=True)
+    assert rows == expected

@@ -120,6 +120,8 @@ def _whole(models, options, sort, requirements, out, output, limit, axes) -> lis
     meta = _summary(metas, models, options) if several else metas[0].model_dump(exclude={"rows"})
     if output.fmt == "csv":
         columns.write_csv(cols, out.stream, header=True)
+    elif output.fmt == "jsonl":  # sorted: held, then written as a stream would be
+        columns.write_jsonl(cols, out.stream)
     elif output.fmt in ("table", "markdown"):
         _render(meta, columns.ColumnRows(cols), output, out, limit, axes)
     else:
