@@ -185,3 +185,26 @@ def test_a_sorted_jsonl_sweep_is_jsonl(capsys):
     expected = sorted(api.sweep_rows(api.sweep(gpus="h100,b200", blocks=[8, 32])), key=lambda r: r["time_s"],
                       reverse=True)
     assert rows == expected
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "csv", "jsonl"])
+def test_a_large_sweep_builds_dictionaries_only_for_the_rows_a_table_shows(monkeypatch, capsys, fmt):
+    """Sorted and cut in columns: a table of the top rows makes those rows dictionaries and no
+    others; csv and jsonl, streamed or sorted, make none."""
+    from dlmcost.cli import main
+
+    built = []
+    real = columns.rows
+
+    def counting(cols, index=None):
+        out = real(cols, index)
+        built.append(len(out))
+        return out
+
+    monkeypatch.setattr(columns, "rows", counting)
+    args = ["sweep", "--gpu", "h100,b200", "--block", "4,8,16,32", "--batch", "1,2,4,8,16,32", "-f", fmt]
+    for extra in ([], ["--sort", "-tokens_per_s"]):
+        built.clear()
+        assert main([*args, *extra, "--limit", "5"]) == 0
+        total = len(capsys.readouterr().out.splitlines())
+        assert total > 5 and sum(built) == (5 if fmt in ("table", "markdown") else 0), (extra, built)
