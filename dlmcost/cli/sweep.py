@@ -133,8 +133,9 @@ def _summary(metas, models: list[str], options: dict) -> dict:
     """One header for several models swept into one table: their counts added up, and whose
     defaults the grid took."""
     first = metas[0].model_dump(exclude={"rows"})
-    grid = (f"one grid for every model: the lengths, steps, block and store pass not given take {models[0]}'s defaults, "
-            f"each model runs its own schemes" if options.get("defaults") else "each model's grid from its own defaults")
+    grid = (f"one grid for every model: the lengths, steps, block and store pass not given take {models[0]}'s "
+            f"defaults, each model runs its own schemes" if options.get("defaults")
+            else "each model's grid from its own defaults")
     return dict(first, model=dict(first["model"], id=", ".join(models)), grid=grid,
                 **{k: sum(getattr(m, k) for m in metas) for k in ("evaluated", "skipped_impossible",
                                                                   "skipped_unsupported")})
