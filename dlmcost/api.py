@@ -38,8 +38,8 @@ from .analysis.limits import MAX_SWEEP_CONFIGS, check_passes  # noqa: F401  (set
 # names is first used, so that `dlmcost analyze` does not import them (`api.sweep` works as any
 # attribute; so does `from dlmcost.api import sweep`).
 _ELSEWHERE = {
-    "analysis.sweep": ("check_sweeps_passes", "iter_sweep", "sweep", "sweep_columns", "sweep_first_pass", "sweep_passes",
-                       "sweep_rows"),
+    "analysis.sweep": ("check_sweeps_passes", "iter_sweep", "iter_sweep_columns", "sweep", "sweep_columns",
+                       "sweep_first_pass", "sweep_passes", "sweep_rows"),
     "analysis.model_info": ("VERIFY_WARN_FRACTION", "list_models", "model_info", "verify_model"),
     "analysis.catalog": ("hardware_db", "list_gpus", "list_schemes"),
     "analysis.requirements": ("parse_requirements", "requirement_failures", "requirement_rows", "sweep_label"),
@@ -52,8 +52,8 @@ _ELSEWHERE = {
 }
 if TYPE_CHECKING:  # for editors and type checkers, which do not run __getattr__
     from .analysis.model_info import VERIFY_WARN_FRACTION, list_models, model_info, verify_model  # noqa: F401
-    from .analysis.sweep import (check_sweeps_passes, iter_sweep, sweep, sweep_columns, sweep_first_pass,  # noqa: F401
-                        sweep_passes, sweep_rows)
+    from .analysis.sweep import (check_sweeps_passes, iter_sweep, iter_sweep_columns, sweep,  # noqa: F401
+                                 sweep_columns, sweep_first_pass, sweep_passes, sweep_rows)
     from .plan.deployment import ServeResult, ServeSetup, serve, serve_many  # noqa: F401
     from .plan.loads import BatchJob, ClosedLoop, OpenLoop, TraceReplay  # noqa: F401
     from .plan.results import Targets  # noqa: F401

@@ -713,16 +713,18 @@ def test_non_finite_results_are_refused_before_printing(fails, monkeypatch, comm
 
         monkeypatch.setattr(api, "analyze", overflowing)
     else:
-        real = api.iter_sweep
+        real = api.iter_sweep_columns
 
         def overflowing(*args, **kwargs):
             meta, chunks = real(*args, **kwargs)
-            rows = [row for chunk in chunks for row in chunk]
-            return meta, iter([[rows[0].model_copy(update={"time_s": float("inf")}), *rows[1:]]])
+            cols = [dict(chunk) for chunk in chunks]
+            cols[0]["time_s"] = cols[0]["time_s"].copy()
+            cols[0]["time_s"][0] = float("inf")
+            return meta, iter(cols)
 
-        monkeypatch.setattr(api, "iter_sweep", overflowing)
+        monkeypatch.setattr(api, "iter_sweep_columns", overflowing)
     args = ["analyze", "--gpu", "h100"] if command == "analyze" else ["sweep", "--gpu", "h100"]
-    for fmt in ("json", "table"):
+    for fmt in ("json", "table") if command == "analyze" else ("json", "table", "csv", "jsonl"):
         assert "overflow" in fails(*args, "--format", fmt, code=errors.WorkloadError.exit_code)
 
 

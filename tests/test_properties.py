@@ -197,6 +197,29 @@ def test_sweep_row_equals_analyze(model, w, gpu):
     assert row["memory_total_bytes"] == pytest.approx(res["memory"]["total_bytes"], rel=1e-12)
 
 
+@pytest.mark.parametrize("model", ["GSAI-ML/LLaDA-8B-Instruct", "JetLM/SDAR-4B-Chat", "google/diffusiongemma-26B-A4B-it",
+                                   "meta-llama/Meta-Llama-3-8B"])
+def test_a_sweep_takes_analyze_s_defaults(model):
+    """Steps, block and store pass left unset: every row of a sweep over every scheme and two lengths
+    is analyze of its scheme and length with the same knobs unset (one function gives both their
+    defaults: a scheme's own block, the sampler's steps at its own length only, its store pass for
+    the block scheme alone). Where analyze refuses (the block scheme with no block), sweep runs one
+    block of the whole generation."""
+    sampler = load_bundled(model).sampler
+    gens = [sampler.gen, 2 * sampler.gen]
+    rows = api.sweep_rows(api.sweep(model, gpus="h100", schemes=list(api.SCHEMES), gens=gens))
+    compared = 0
+    for row in rows:
+        try:
+            res = api.analyze(model, "h100", scheme=row["scheme"], gen=row["gen"])
+        except errors.DlmcostError:
+            continue
+        r = res["results"][0]
+        assert (row["time_s"], row["nfe"]) == (pytest.approx(r["time_s"], rel=1e-12), pytest.approx(r["nfe"])), row
+        compared += 1
+    assert compared >= len(rows) - len(gens)  # all but the block scheme's where analyze needs --block
+
+
 # --- monotonic in steps -------------------------------------------------------------------------
 
 

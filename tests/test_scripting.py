@@ -484,6 +484,53 @@ def test_sweep_takes_a_comma_list_of_models(cli):
     assert models == {"GSAI-ML/LLaDA-8B-Instruct", "meta-llama/Meta-Llama-3-8B"}
 
 
+LLADA, LLAMA = "GSAI-ML/LLaDA-8B-Instruct", "meta-llama/Meta-Llama-3-8B"
+
+
+def csv_rows(text: str) -> list[dict]:
+    import csv
+
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def test_several_models_share_one_grid_and_one_sorted_table(cli):
+    """`--model A,B` compares like with like: the lengths not given are the first model's for every
+    model (LLaDA generates 128 tokens by default, Llama 256), each model runs its own schemes, and
+    the rows are sorted and cut together, with a model column."""
+    from dlmcost.inputs.models import load_bundled
+
+    llada_gen, llama_gen = load_bundled(LLADA).sampler.gen, load_bundled(LLAMA).sampler.gen
+    assert llada_gen != llama_gen
+    args = ["sweep", "-m", f"{LLADA},{LLAMA}", "--gpu", "h100", "--batch", "1,8,64"]
+    for extra in ([], ["--sort", "-tokens_per_s"]):  # streamed, and held and sorted
+        r = cli(*args, *extra, "-f", "csv")
+        rows = csv_rows(r.stdout)
+        assert {row["gen"] for row in rows} == {str(llada_gen)}, extra
+        assert {row["scheme"] for row in rows if row["model"] == LLAMA} == set(load_bundled(LLAMA).sampler.schemes)
+    speeds = [float(row["tokens_per_s"]) for row in rows]
+    assert speeds == sorted(speeds, reverse=True)
+    order = [row["model"] for row in rows]
+    assert sum(a != b for a, b in zip(order, order[1:])) > 1  # sorted together, not model after model
+    # each row is that model's own sweep at the shared length
+    alone = api.sweep_rows(api.sweep(LLAMA, gpus="h100", gens=[llada_gen], batches=[1, 8, 64]))
+    assert sorted(float(row["time_s"]) for row in rows if row["model"] == LLAMA) == sorted(a["time_s"] for a in alone)
+
+    table = cli(*args, "--sort", "-tokens_per_s", "--limit", "3", env={"COLUMNS": "200"}).stdout
+    lines = table.splitlines()
+    assert lines[0].startswith(f"{LLADA}, {LLAMA} · {len(rows)} configurations evaluated")
+    assert f"take {LLADA}'s defaults" in " ".join(table.split()) and table.count("configurations evaluated") == 1
+    body = [ln for ln in lines if ln.startswith((f"{LLADA} ", f"{LLAMA} "))]
+    assert len(body) == 3 and lines[lines.index(body[0]) - 2].split()[0] == "model"
+    assert [ln.split()[0] for ln in body] == order[:3]
+    assert f"{len(rows) - 3:,} more rows ({len(rows):,} in all)" in table
+
+    own = csv_rows(cli(*args, "--own-defaults", "-f", "csv").stdout)
+    assert {(row["model"], row["gen"]) for row in own} == {(LLADA, str(llada_gen)), (LLAMA, str(llama_gen))}
+    assert "each model's grid from its own defaults" in " ".join(cli(*args, "--own-defaults").stdout.split())
+    given = csv_rows(cli(*args, "--gen", "64", "-f", "csv").stdout)
+    assert {row["gen"] for row in given} == {"64"} and {row["model"] for row in given} == {LLADA, LLAMA}
+
+
 def test_example_files_work_from_any_folder(tmp_path, cli):
     r = cli("model", "examples/tiny-dlm.yaml", cwd=tmp_path)
     assert r.returncode == 0, r.stderr

@@ -108,9 +108,12 @@ def prepare(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None
     return Prepared(spec, w, drafter, selected, profile, st, supported)
 
 
-def workload_for(spec: ModelSpec, **given) -> Workload:
-    """A Workload whose unset fields come from the model's sampler defaults; a scheme with a
-    reference engine of its own (a `default_block`) takes its block from there instead."""
+def sampler_defaults(spec: ModelSpec, **given) -> dict:
+    """`given` (None: unset) with the fields the model's sampler fills in: the scheme and the
+    generation length; the block (a scheme with a reference engine of its own, a `default_block`,
+    takes its block from there instead), only where it divides the generation; the block scheme's
+    store pass; the sampler's steps, at the sampler's own generation length only. `workload_for`
+    builds analyze's Workload from it, and sweep asks it once per scheme and length of its grid."""
     given = {k: v for k, v in given.items() if v is not None}
     sampler = spec.sampler
     if sampler:
@@ -128,6 +131,13 @@ def workload_for(spec: ModelSpec, **given) -> Workload:
             given.setdefault("store_pass", sampler.store_pass)
         if sampler.steps and "steps" not in given and "tpf" not in given and gen == sampler.gen:
             given["steps"] = sampler.steps
+    return given
+
+
+def workload_for(spec: ModelSpec, **given) -> Workload:
+    """A Workload whose unset fields come from the model's sampler defaults (`sampler_defaults`)."""
+    given = sampler_defaults(spec, **given)
+    scheme = REGISTRY.get(given.get("scheme", Workload.model_fields["scheme"].default))
     if scheme and scheme.needs_block and "block" not in given:
         raise WorkloadError(f"the {scheme.name} scheme needs --block")
     try:

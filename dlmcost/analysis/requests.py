@@ -114,10 +114,15 @@ class SweepRequest:
     workload: WorkloadSettings = field(default_factory=WorkloadSettings)  # its GRID_KNOBS are unused
     sources: Sources = field(default_factory=Sources)
     allow_large: bool = False  # no limit on configurations (a streamed sweep)
+    own_defaults: bool = False  # several models: each grid from its own model's defaults
 
     def options(self) -> dict:
         """The keyword arguments of `sweep`/`iter_sweep` for one model of the request (the limit on
-        configurations as `limits` holds it when called)."""
+        configurations as `limits` holds it when called). Several models are swept on one grid,
+        like with like: the lengths, steps, block and store pass not given take the first model's
+        defaults (each model runs its own schemes), unless own_defaults."""
         scalar = {k: v for k, v in self.workload.given().items() if k not in GRID_KNOBS}
+        shared = len(self.models) > 1 and not self.own_defaults
         return dict(gpus=self.gpus, **self.grid.given(), **scalar, **self.sources.given(),
-                    max_configs=None if self.allow_large else limits.MAX_SWEEP_CONFIGS)
+                    max_configs=None if self.allow_large else limits.MAX_SWEEP_CONFIGS,
+                    **({"defaults": self.models[0]} if shared else {}))

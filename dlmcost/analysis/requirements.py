@@ -62,6 +62,24 @@ class Requirement:
         got = row.get(self.key)
         return f"{self.text} (got {'nothing' if got is None else _shown(got)})"
 
+    def holds_columns(self, columns: dict):
+        """`holds` for every row of one array per key at once, for the comparisons numpy makes as
+        Python does (a number with a number, a word with a word, a bare flag or number); None for
+        any other, which the caller leaves to `holds` row by row."""
+        import numpy as np  # sweeps only: analyze checks its few rows one by one
+
+        c = columns.get(self.key)
+        kind = getattr(c, "dtype", np.dtype(object)).kind
+        if self.op is None and kind in "biuf":
+            ok = c != 0
+        elif isinstance(self.value, float) and kind in "iuf":
+            ok = OPERATORS[self.op](c.astype(float), self.value)
+        elif isinstance(self.value, str) and kind == "U":
+            ok = OPERATORS[self.op](c, self.value)
+        else:
+            return None
+        return ok != self.negate
+
 
 def _shown(value) -> str:
     """A row's value as a table shows it: 4 significant digits, thousands separated, no 1e+04."""

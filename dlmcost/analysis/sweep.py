@@ -3,8 +3,10 @@
 
 The lists are validated by the same `Workload` fields as analyze's settings; impossible
 combinations are skipped and counted. `iter_sweep` streams the rows chunk by chunk,
-`sweep_first_pass` adds each configuration's first pass (for plan), and `sweep_passes` counts the
-passes costed one by one without evaluating anything (the limit in limits.py).
+`iter_sweep_columns` the same chunks as one array per key (what the CLI writes and sorts, never a
+row object each), `sweep_first_pass` adds each configuration's first pass (for plan), and
+`sweep_passes` counts the passes costed one by one without evaluating anything (the limit in
+limits.py). The knobs not given take the defaults analyze takes (`prepare.sampler_defaults`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from ..errors import UsageError
 from ..inputs.files import validation_message
 from ..engine.frames import KNOB_COLUMNS, Frame, evaluate_frame, generation_numbers, make_grids
 from ..inputs.hardware import DEFAULT_GPUS, HardwareDB
-from .prepare import DEFAULT_MODEL, rates_or_none, resolve_drafter, resolve_spec, resolve_stack, workload_for
+from .prepare import (DEFAULT_MODEL, rates_or_none, resolve_drafter, resolve_spec, resolve_stack, sampler_defaults,
+                      workload_for)
 from ..inputs.models import ModelSpec
 from ..inputs.precision import get_precision, kv_bytes
 from ..inputs.profiles import load_profile
@@ -70,6 +73,16 @@ def iter_sweep(model: str | ModelSpec = DEFAULT_MODEL, **options) -> tuple[Sweep
     The options are in the signature (`help(api.sweep)`)."""
     meta, chunks, _ = _sweep_chunks(model, **options)
     return meta, (_sweep_rows(chunk) for chunk in chunks)
+
+
+def iter_sweep_columns(model: str | ModelSpec = DEFAULT_MODEL,
+                       **options) -> tuple[SweepResult, Iterator[dict[str, np.ndarray]]]:
+    """`iter_sweep` in columns: the summary and a generator of one array per SweepRow key for each
+    chunk (knobs a scheme ignores are None in their object columns), no row object built: what
+    the CLI writes csv and jsonl from, and sorts and cuts a table in.
+    The options are in the signature (`help(api.sweep)`)."""
+    meta, chunks, _ = _sweep_chunks(model, **options)
+    return meta, (_sweep_arrays(chunk) for chunk in chunks)
 
 
 def sweep_first_pass(model: str | ModelSpec = DEFAULT_MODEL, **options) -> dict[str, np.ndarray]:
@@ -124,25 +137,30 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
                expert_load: str = "expected", tps=None, eps=None, mla_form: str = "auto",
                efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
                revision: str | None = None, hub: bool = False, max_configs: int | None = limits.MAX_SWEEP_CONFIGS,
-               max_passes: int | None = limits.MAX_PASSES_ONE_BY_ONE,
+               max_passes: int | None = limits.MAX_PASSES_ONE_BY_ONE, defaults: str | ModelSpec | None = None,
                **scheme_knobs) -> tuple[SweepResult, Iterator[_SweepChunk], int | None]:
     """The work of a sweep: the summary (counts, no rows), a generator of evaluated chunks of
     limits.SWEEP_CHUNK configurations, and the passes they cost one by one. Everything is validated
     before the summary is returned; `max_configs=None` and `max_passes=None` lift the limits (the
     passes are then not counted: None; a caller that checked a total of several sweeps already,
-    as plan and a sweep of several models do, passes None so that each is counted once)."""
+    as plan and a sweep of several models do, passes None so that each is counted once).
+    `defaults`: the model whose sampler settings fill the knobs not given (lengths, steps, block,
+    store pass; several models swept on one grid: the first's); None: this model's. The schemes
+    not given are this model's own, the ones it can run."""
     spec = resolve_spec(model, revision, hub)
+    source = spec if defaults is None else resolve_spec(defaults, revision, hub)  # whose defaults the knobs take
     answer_tokens = scheme_knobs.pop("answer_tokens", None)
     _validated("answer_tokens", [answer_tokens])
     # the settings shared by every row are validated by the same rules as analyze's
-    shared = workload_for(spec, kv_dtype=kv_dtype, logits=logits, expert_load=expert_load, mla_form=mla_form,
+    shared = workload_for(source, kv_dtype=kv_dtype, logits=logits, expert_load=expert_load, mla_form=mla_form,
                           tpf=tpf, cfg=cfg or None, **scheme_knobs)
     drafter = resolve_drafter(shared.model_copy(update=dict(scheme="draft-verify")), spec) if shared.drafter else None
-    sampler = spec.sampler
+    sampler = source.sampler
     gpu_list = HardwareDB.load(hardware).select(gpus, DEFAULT_GPUS)
     profile = load_profile(efficiency)
     st = resolve_stack(stack, profile)
-    scheme_list = _as_list(schemes, list(sampler.schemes) if sampler and sampler.schemes else list(SCHEMES))
+    runs = spec.sampler  # the schemes a model can run are its own, whoever's defaults the knobs take
+    scheme_list = _as_list(schemes, list(runs.schemes) if runs and runs.schemes else list(SCHEMES))
     for sc in scheme_list:
         if sc not in REGISTRY:
             raise UsageError(f"unknown scheme '{sc}'; choose from: {', '.join(SCHEMES)}")
@@ -150,7 +168,7 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     for p in precision_list:
         get_precision(p)
     knobs = dict(prompt=_as_list(prompts, [shared.prompt]), gen=_as_list(gens, [shared.gen]),
-                 steps=_as_list(steps, [None]), block=_as_list(blocks, [shared.block]),
+                 steps=_as_list(steps, [None]), block=_as_list(blocks, [None]),
                  batch=_as_list(batches, [shared.batch]), tp=_as_list(tps, [1]), ep=_as_list(eps, [1]))
     for name, values in knobs.items():
         _validated(name, values)
@@ -185,26 +203,33 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
 
     # Per scheme, the product of the knobs it depends on (index arrays, no per-row Python loop).
     parts = [(sc, np.indices([len(pairs)] + sizes[sc]).reshape(len(knobs) + 1, -1)) for sc in scheme_list]
-    scheme_col = np.concatenate([np.full(idx.shape[1], sc, dtype=object) for sc, idx in parts]).astype(str)
+    scheme_idx = np.repeat(np.arange(len(scheme_list)), [idx.shape[1] for _, idx in parts])
+    scheme_col = np.array(scheme_list, dtype=str)[scheme_idx]
     pair_idx = np.concatenate([idx[0] for _, idx in parts])
+    gen_idx = np.concatenate([idx[1 + list(knobs).index("gen")] for _, idx in parts])
     vals = {}
     for k_i, (name, values) in enumerate(knobs.items(), start=1):
         arr = np.array([np.nan if v is None else v for v in values], dtype=float)
         vals[name] = np.concatenate([arr[idx[k_i]] for _, idx in parts])
-    ignores = {k: np.isin(scheme_col, [sc for sc in scheme_list if not REGISTRY[sc].uses(k, committed)])
+    ignores = {k: np.array([not REGISTRY[sc].uses(k, committed) for sc in scheme_list])[scheme_idx]
                for k in ("steps", "block")}
     gen = vals["gen"]
-    # an ignored block is one block of the whole generation; default steps: S = Lg / tpf, or the
-    # model's sampler's steps per token for the schemes it lists (as analyze takes its defaults)
-    block = np.where(np.isnan(vals["block"]) | ignores["block"], gen, vals["block"])
-    default_steps = gen / (tpf or 1.0)
-    if tpf is None and sampler and sampler.steps:
-        own = np.isin(scheme_col, [sc for sc in sampler.schemes if not REGISTRY[sc].default_block])
-        default_steps = np.where(own, sampler.steps * gen / sampler.gen, default_steps)
+    # the block, steps and store pass not given take the defaults analyze takes for each scheme and
+    # generation length (prepare.sampler_defaults), looked up by index; an ignored block is one
+    # block of the whole generation, and steps without a default are S = Lg / tpf
+    table = [[(g, sampler_defaults(source, scheme=sc, gen=g, tpf=tpf)) for g in knobs["gen"]] for sc in scheme_list]
+
+    def default(key: str, otherwise) -> np.ndarray:
+        return np.array([[d.get(key, otherwise(g)) for g, d in row] for row in table])[scheme_idx, gen_idx]
+
+    default_block = default("block", lambda g: g)
+    default_steps = default("steps", lambda g: g / (tpf or 1.0))
+    default_store = default("store_pass", lambda g: False).astype(bool)
+    block = np.where(ignores["block"], gen, np.where(np.isnan(vals["block"]), default_block, vals["block"]))
     steps_arr = np.where(np.isnan(vals["steps"]), default_steps, vals["steps"])
     steps_arr = np.where(scheme_col == "ar", gen, steps_arr)
-    store = sampler.store_pass if (store_pass is None and sampler) else bool(store_pass)
-    settings["store_pass"] = store
+    store = default_store if store_pass is None else bool(store_pass)
+    settings["store_pass"] = sampler.store_pass if (store_pass is None and sampler) else bool(store_pass)
     scheme_knob_cols = {k: v for k, v in shared.knobs().items() if k in ("active_blocks", "cache_delay",
                                                                          "refresh_every", "window", "drafter")}
     knob_cols = make_knobs(prompt=vals["prompt"], gen=gen, steps=steps_arr, block=block, store_pass=store,
@@ -214,8 +239,8 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     ok = scheme_ok(scheme_col, knob_cols) & check_parallel(spec, vals["tp"], vals["ep"]) & ~longer
     # what each scheme runs for that answer: up to the block holding end-of-sequence, or all of it
     run = gen.copy()
-    for sc in scheme_list:
-        rows_sc = scheme_col == sc
+    for i, sc in enumerate(scheme_list):
+        rows_sc = scheme_idx == i
         run[rows_sc] = REGISTRY[sc].tokens_run(answer[rows_sc], gen[rows_sc], block[rows_sc])
     knob_cols = make_knobs(prompt=vals["prompt"], gen=run, steps=steps_arr * run / gen, block=block, store_pass=store,
                            logits_committed=committed, **scheme_knob_cols)
@@ -240,16 +265,29 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
 
     size = limits.SWEEP_CHUNK
     selections = [keep[start:start + size] for start in range(0, len(keep), size)]
-    passes = None
+    def grids(sel: np.ndarray):
+        cols = columns(sel)
+        return cols, make_grids(cols, rate_rows, pair_idx[sel], st)
+
+    # the grids built to count the passes are kept for the evaluation when the sweep is within
+    # the limit on configurations (its memory is bounded then); a larger, streamed one builds
+    # each chunk's again, so that it holds one chunk at a time
+    passes, counted = None, {}
     if max_passes is not None:
-        passes = sum(limits.count_passes(spec, drafter, make_grids(columns(sel), rate_rows, pair_idx[sel], st))
-                     for sel in selections)
+        reuse = len(keep) <= limits.MAX_SWEEP_CONFIGS
+        passes = 0
+        for i, sel in enumerate(selections):
+            built = grids(sel)
+            passes += limits.count_passes(spec, drafter, built[1])
+            if reuse:
+                counted[i] = built
         limits.check_passes(passes, max_passes, limits.SWEEP_FEWER)
 
     def chunks() -> Iterator[_SweepChunk]:
-        for sel in selections:
-            pi, cols = pair_idx[sel], columns(sel)
-            frame = evaluate_frame(spec, drafter, make_grids(cols, rate_rows, pi, st), capacity[pi])
+        for i, sel in enumerate(selections):
+            pi = pair_idx[sel]
+            cols, g = counted.pop(i) if i in counted else grids(sel)
+            frame = evaluate_frame(spec, drafter, g, capacity[pi])
             yield _SweepChunk(frame, cols, gpu_names, pair_precisions, pi, ignores["steps"][sel],
                               ignores["block"][sel], cfg)
 
@@ -261,7 +299,7 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
 
 # sweep, iter_sweep and sweep_first_pass take _sweep_chunks' options: show them in their
 # signatures (help(), inspect, editors) rather than a bare **options
-for _public in (sweep, iter_sweep, sweep_first_pass, sweep_passes):
+for _public in (sweep, iter_sweep, iter_sweep_columns, sweep_first_pass, sweep_passes):
     _public.__signature__ = inspect.signature(_sweep_chunks).replace(
         return_annotation=inspect.signature(_public).return_annotation)
 

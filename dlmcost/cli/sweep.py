@@ -3,15 +3,16 @@
 import sys
 from typing import Optional
 
+import numpy as np
 import typer
 
 from .. import api
 from ..errors import UsageError
-from ..render import report
+from ..render import columns, report
 from ..render.output import Output
 from .app import app, examples
 from .options import RequireOpt, grid_options, knob_options, output_options, source_options
-from .output import check_finite, draw, gate, held_output
+from .output import draw, gate, held_output
 
 CHART_AXES = ("x", "y", "color", "facet")
 
@@ -24,7 +25,8 @@ CHART_AXES = ("x", "y", "color", "facet")
 @output_options(extra_formats=("jsonl",),
                 formats_help="table | json | jsonl (one row per line, streamed) | csv (streamed) | markdown | html")
 def sweep(
-    model: str = typer.Option(api.DEFAULT_MODEL, "--model", "-m", metavar="ID[,ID...]", help="bundled id, local file, or Hub id; a comma list sweeps each (e.g. a dLLM and an AR model)"),
+    model: str = typer.Option(api.DEFAULT_MODEL, "--model", "-m", metavar="ID[,ID...]", help="bundled id, local file, or Hub id; a comma list sweeps each on one grid (lengths, steps, block and store pass not given: the first model's defaults; schemes: each its own) into one table with a model column"),
+    own_defaults: bool = typer.Option(False, "--own-defaults", help="several models: each model's grid from its own defaults (generation length, steps, block, store pass) instead of the first model's"),
     gpu: Optional[str] = typer.Option(None, "--gpu", "-g", metavar="LIST", help="comma list or 'all'"),
     sort: Optional[str] = typer.Option(None, "--sort", metavar="KEY", help="column to sort by, e.g. tokens_per_s, time_s (prefix - to reverse)"),
     limit: Optional[int] = typer.Option(None, "--limit", "--top", metavar="N", help="table rows to show (0: all; default: what fits a terminal, all when piped)"),
@@ -51,7 +53,7 @@ def sweep(
     streaming = output.fmt in ("csv", "jsonl") and not sort
     if allow_large and not streaming:
         raise UsageError("--allow-large streams rows: use it with --format csv or jsonl and without --sort")
-    request = api.SweepRequest(models, gpu, grid, workload, sources, allow_large=allow_large)
+    request = api.SweepRequest(models, gpu, grid, workload, sources, allow_large=allow_large, own_defaults=own_defaults)
     options = request.options()
     if len(models) > 1:  # the limit is the command's: checked on the total, so each sweep need not count again
         api.check_sweeps_passes(models, **options)
@@ -64,69 +66,109 @@ def sweep(
     gate(failed, requirements)
 
 
-def _sorted(rows: list[dict], sort: Optional[str]) -> list[dict]:
-    if sort:
+def _sorted(cols: dict, sort: Optional[str]) -> dict:
+    if sort and cols:
         key = sort.lstrip("-")
-        if rows and key not in rows[0]:
-            raise UsageError(f"--sort: unknown column '{key}'; choose from: {', '.join(rows[0])}")
-        rows.sort(key=lambda r: (r[key] is None, r[key]), reverse=sort.startswith("-"))
-    return rows
+        if key not in cols:
+            raise UsageError(f"--sort: unknown column '{key}'; choose from: {', '.join(cols)}")
+        cols = columns.sort(cols, key, reverse=sort.startswith("-"))
+    return cols
+
+
+def _with_model(cols: dict, model: str, several: bool) -> dict:
+    """A leading `model` column when several models share one output."""
+    if not several or not cols:
+        return cols
+    return {"model": np.full(len(cols["gpu"]), model), **cols}
+
+
+def _failures(requirements, cols: dict) -> list[str]:
+    """The requirement failures of these rows, checked in columns: only the rows that fail one
+    become dictionaries, to be labelled (all of them where a requirement compares what numpy
+    cannot compare as Python does)."""
+    if not requirements or not cols:
+        return []
+    held = [q.holds_columns(cols) for q in requirements]
+    failing = None if any(h is None for h in held) else np.flatnonzero(~np.logical_and.reduce(held))
+    return api.requirement_failures(requirements, columns.rows(cols, failing), api.sweep_label)
 
 
 def _whole(models, options, sort, requirements, out, output, limit, axes) -> list[str]:
-    """Every row held, sorted and drawn (a table, json, markdown or html); the requirement failures."""
-    failed, documents = [], []
+    """Every row held in columns, sorted together (several models: one table with a `model`
+    column, their grid the first model's unless --own-defaults) and drawn; only the rows a table
+    shows become dictionaries. Returns the requirement failures."""
+    several = len(models) > 1
+    metas, parts = [], []
     for m in models:
-        meta, chunks = api.iter_sweep(m, **options)
-        rows = [row.plain() for chunk in chunks for row in chunk]
-        check_finite(rows, "sweep")
-        rows = _sorted(rows, sort)
-        label = api.sweep_label if len(models) == 1 else (lambda r, m=m: f"{m}: {api.sweep_label(r)}")
-        failed += api.requirement_failures(requirements, rows, label)
-        documents.append((meta, rows))
-    if output.fmt == "json" and len(documents) > 1:
-        out.write(report.to_json([dict(**meta.model_dump(exclude={"rows"}), rows=rows) for meta, rows in documents]) + "\n")
+        meta, chunks = api.iter_sweep_columns(m, **options)
+        cols = columns.concatenate(list(chunks))
+        columns.check_finite(cols, "sweep")
+        metas.append(meta)
+        parts.append(_with_model(cols, m, several))
+    if output.fmt == "json":  # one document per model, as before
+        docs = [(meta, _sorted(cols, sort)) for meta, cols in zip(metas, parts)]
+        failed = sum((_failures(requirements, cols) for _, cols in docs), [])
+        rows = [[{k: v for k, v in r.items() if k != "model"} for r in columns.rows(cols)] for _, cols in docs]
+        if several:
+            out.write(report.to_json([dict(**meta.model_dump(exclude={"rows"}), rows=r)
+                                      for (meta, _), r in zip(docs, rows)]) + "\n")
+        else:
+            _render(metas[0].model_dump(exclude={"rows"}), rows[0], output, out, limit, axes)
         return failed
-    for meta, rows in documents:
-        _render(meta, rows, output, out, limit, axes)
+    cols = _sorted(columns.concatenate(parts), sort)
+    failed = _failures(requirements, cols)
+    meta = _summary(metas, models, options) if several else metas[0].model_dump(exclude={"rows"})
+    if output.fmt == "csv":
+        columns.write_csv(cols, out.stream, header=True)
+    elif output.fmt == "jsonl":  # sorted: held, then written as a stream would be
+        columns.write_jsonl(cols, out.stream)
+    elif output.fmt in ("table", "markdown"):
+        _render(meta, columns.ColumnRows(cols), output, out, limit, axes)
+    else:
+        _render(meta, columns.rows(cols), output, out, limit, axes)
     return failed
 
 
-def _render(meta, rows: list[dict], output, out: Output, limit: Optional[int], axes: dict) -> None:
+def _summary(metas, models: list[str], options: dict) -> dict:
+    """One header for several models swept into one table: their counts added up, and whose
+    defaults the grid took."""
+    first = metas[0].model_dump(exclude={"rows"})
+    grid = (f"one grid for every model: the lengths, steps, block and store pass not given take {models[0]}'s "
+            f"defaults, each model runs its own schemes" if options.get("defaults")
+            else "each model's grid from its own defaults")
+    return dict(first, model=dict(first["model"], id=", ".join(models)), grid=grid,
+                **{k: sum(getattr(m, k) for m in metas) for k in ("evaluated", "skipped_impossible",
+                                                                  "skipped_unsupported")})
+
+
+def _render(meta: dict, rows, output, out: Output, limit: Optional[int], axes: dict) -> None:
     if limit is None and output.fmt == "table" and sys.stdout.isatty():
         limit = max(5, out.height - 12)  # what fits under the header, the notes and the caption
     shown = rows[:limit] if limit else rows
+    if isinstance(shown, columns.ColumnRows):
+        shown = shown[:]
     chart = None
     if output.charted:
         from ..render import charts
 
-        chart = charts.sweep(rows, meta.model.id, **axes)
-    report.render_sweep(meta.model_dump(exclude={"rows"}), rows, output.fmt, out, shown, charts=[chart] if chart else None)
+        chart = charts.sweep(rows, meta["model"]["id"], **axes)
+    report.render_sweep(meta, rows, output.fmt, out, shown, charts=[chart] if chart else None)
     draw(chart, output.plot, out)
 
 
 def _stream(models: list[str], options: dict, fmt: str, out: Output, requirements) -> list[str]:
-    """csv / jsonl one chunk at a time (with a leading `model` column when several models are
-    swept); returns the requirement failures."""
-    import csv
-    import json
-
-    failed, writer = [], None
+    """csv / jsonl one chunk at a time, written from its columns (with a leading `model` column
+    when several models are swept); returns the requirement failures."""
+    failed, header = [], True
     for m in models:
-        _, chunks = api.iter_sweep(m, **options)
-        for chunk in chunks:
-            rows = [row.plain() for row in chunk]
-            check_finite(rows, "sweep")
-            # names from users' files (a GPU's) reach the terminal too: control characters escaped
-            rows = [{k: report.safe(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows]
-            if len(models) > 1:
-                rows = [dict(model=m, **r) for r in rows]
-            failed += api.requirement_failures(requirements, rows, api.sweep_label)
+        _, chunks = api.iter_sweep_columns(m, **options)
+        for cols in chunks:
+            columns.check_finite(cols, "sweep")
+            cols = _with_model(cols, m, len(models) > 1)
+            failed += _failures(requirements, cols)
             if fmt == "jsonl":
-                out.write("".join(json.dumps(r, allow_nan=False) + "\n" for r in rows))
-            else:
-                if writer is None and rows:
-                    writer = csv.DictWriter(out.stream, fieldnames=list(rows[0]), lineterminator="\n")
-                    writer.writeheader()
-                writer.writerows(rows)
+                columns.write_jsonl(cols, out.stream)
+            elif cols and len(cols["gpu"]):
+                columns.write_csv(cols, out.stream, header)
+                header = False
     return failed

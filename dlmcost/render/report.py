@@ -289,15 +289,20 @@ def render_analyze(a: dict, fmt: str, out: Output, show_ops: bool = False, chart
 
 # --- sweep -----------------------------------------------------------------------------------------
 
-SWEEP_HEADERS = ["GPU", "scheme", "Lp", "Lg", "S", "b", "B", "prec", "tp/ep", "NFE", "latency\nms", "tok/s",
+SWEEP_HEADERS = ["model", "GPU", "scheme", "Lp", "Lg", "S", "b", "B", "prec", "tp/ep", "NFE", "latency\nms", "tok/s",
                  "speed-up\nvs AR ×", "AI\nFLOP/B", "bound", "fit"]
 # Which columns a narrow terminal drops first (larger = sooner; 0 = never); a knob that is the
 # same in every row goes before anything else (its value is named in the note).
-SWEEP_PRIORITY = [0, 0, 3, 3, 2, 1, 1, 1, 1, 5, 0, 0, 3, 4, 2, 0]
+SWEEP_PRIORITY = [0, 0, 0, 3, 3, 2, 1, 1, 1, 1, 5, 0, 0, 3, 4, 2, 0]
 SWEEP_CAPTION = ("Lp/Lg: prompt/generated tokens; S: denoising steps; b: block length; B: batch; tok/s: the "
                  "tensor-parallel group's; speed-up vs AR: AR decode latency / latency (above 1 = faster); "
                  "fit: weights + K/V + activations within the GPU's memory")
-SWEEP_KNOBS = {2: "prompt", 3: "gen", 4: "steps", 5: "block", 6: "batch", 7: "precision"}
+SWEEP_KNOBS = {3: "prompt", 4: "gen", 5: "steps", 6: "block", 7: "batch", 8: "precision"}
+
+
+def _distinct(rows, key: str) -> set:
+    """The values of one key over all rows (rows held as columns answer without building rows)."""
+    return rows.distinct(key) if hasattr(rows, "distinct") else {r[key] for r in rows}
 
 
 def sweep_table(rows: list[dict], all_rows: list[dict]) -> tuple[list[str], list[list]]:
@@ -307,10 +312,10 @@ def sweep_table(rows: list[dict], all_rows: list[dict]) -> tuple[list[str], list
 
 
 def _sweep_cells(rows: list[dict], all_rows: list[dict]) -> tuple[list[str], list[list], list[int]]:
-    show_prec = len({r["precision"] for r in all_rows}) > 1
-    show_tp = any(r["tp"] > 1 or r["ep"] > 1 for r in all_rows)
-    keep = [True] * 7 + [show_prec, show_tp] + [True] * 7
-    cells = [[r["gpu"], r["scheme"], str(r["prompt"]), str(r["gen"]), count(r["steps"]),
+    show_prec = len(_distinct(all_rows, "precision")) > 1
+    show_tp = any(v > 1 for k in ("tp", "ep") for v in _distinct(all_rows, k))
+    keep = [bool(rows) and "model" in rows[0]] + [True] * 7 + [show_prec, show_tp] + [True] * 7
+    cells = [[r.get("model"), r["gpu"], r["scheme"], str(r["prompt"]), str(r["gen"]), count(r["steps"]),
               "-" if r["block"] is None else str(r["block"]), str(r["batch"]), r["precision"], f"{r['tp']}/{r['ep']}",
               count(r["nfe"]), ms(r["time_s"]), num(r["tokens_per_s"], 4), speedup(r["time_ratio_to_ar"]),
               num(r["arithmetic_intensity"]), verdict_text(r["verdict"]),
@@ -328,6 +333,8 @@ def sweep_summary(result: dict) -> str:
     if result["skipped_unsupported"]:
         parts.append(f"skipped {result['skipped_unsupported']} on GPUs without the precision")
     parts += [f"efficiency profile: {safe(result['efficiency_profile'])}", f"stack: {safe(result['stack'])}"]
+    if result.get("grid"):  # several models in one table
+        parts.append(safe(result["grid"]))
     return "; ".join(parts)
 
 
@@ -353,16 +360,16 @@ def render_sweep(result: dict, rows: list[dict], fmt: str, out: Output, shown: l
     if fmt == "markdown":
         out.write(f"{safe(result['model']['id'])}: {skipped}\n\n"
                   + to_markdown(headers, ([plain(c) for c in r] for r in body),
-                                [SWEEP_HEADERS.index(h) >= 2 and h not in ("prec", "bound", "fit") for h in headers])
+                                [SWEEP_HEADERS.index(h) >= 3 and h not in ("prec", "bound", "fit") for h in headers])
                   + (f"\n{more_rows_note(len(shown), len(rows))}\n" if len(shown) < len(rows) else "")
                   + f"\n{SWEEP_CAPTION}\n")
         return
     out.line(f"{safe(result['model']['id'])} · {skipped}")
     columns = table_columns(headers, [SWEEP_PRIORITY[i] for i in index], left=2)
     for c, i in zip(columns, index):
-        c.right = 2 <= i != 7
+        c.right = 3 <= i != 8
         knob = SWEEP_KNOBS.get(i)
-        if knob is not None and len({r[knob] for r in rows}) == 1:
+        if knob is not None and len(_distinct(rows, knob)) == 1:
             c.priority, c.same = 6, plain(body[0][index.index(i)]) if body else None
     print_fitted(out, columns, body)
     if len(shown) < len(rows):

@@ -1,0 +1,113 @@
+"""Sweep speed targets (issue 21, item 3), measured as ratios within one run where the machine is
+shared (CPU time per process is printed beside wall time: it suffers less from the other users of
+the cores).
+
+1. A 21,800-row CSV sweep end to end (`dlmcost sweep ... -f csv`, a fresh process, start-up
+   included) against the engine alone, two ways: the same sweep's evaluated chunks in this
+   process (warm, no start-up, no output), and in a fresh process that imports the api, evaluates
+   and writes nothing (the start-up included, as the command pays it). Target: >= 40,000 rows/s
+   end to end, i.e. within 2x of the engine alone.
+2. A 128,620-row sweep drawn as a table (`--limit 28`: the top rows, as a terminal shows them).
+   Target: <= 1 s end to end.
+
+    python benchmarks/sweep_bench.py [--repeats R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+GRID = ["--gpu", "h100,h200,b200,mi300x,mi355x", "--steps", "32,64,128,256,512", "--gen", "256,512,1024,2048",
+        "--block", "1,2,4,8,16,32,64,128", "--precision", "bf16,fp8", "--scheme", "block,dual-cache"]
+CSV_BATCHES = "1,2,4,8,16,32,64,128,256,512"  # 21,800 rows
+TABLE_BATCHES = ",".join(str(b) for b in range(1, 60))  # 128,620 rows (188,800 configurations asked)
+
+
+def _options(batches: str) -> dict:
+    """The grid as api.sweep's keyword arguments."""
+    lists = dict(zip(GRID[::2], GRID[1::2]), **{"--batch": batches})
+    ints = {"--steps": "steps", "--gen": "gens", "--block": "blocks", "--batch": "batches"}
+    out = {v: [int(x) for x in lists[k].split(",")] for k, v in ints.items()}
+    return dict(out, gpus=lists["--gpu"], precisions=lists["--precision"].split(","),
+                schemes=lists["--scheme"].split(","))
+
+
+def engine_alone(batches: str) -> tuple[float, float, int]:
+    """Wall and CPU seconds to evaluate the sweep's chunks in this process (columns, no output)."""
+    from dlmcost import api
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    _, chunks = api.iter_sweep_columns(**_options(batches))
+    n = sum(len(c["gpu"]) for c in chunks)
+    return time.perf_counter() - wall, time.process_time() - cpu, n
+
+
+ENGINE_PROCESS = """
+import sys
+from benchmarks.sweep_bench import _options
+from dlmcost import api
+_, chunks = api.iter_sweep_columns(**_options(sys.argv[1]))
+print("\\n" * sum(len(c["gpu"]) for c in chunks), end="")
+"""
+
+
+def command(args: list[str]) -> tuple[float, float, int]:
+    """Wall and CPU seconds of `dlmcost ARGS` in a fresh process, and the lines it printed."""
+    return _child([sys.executable, "-m", "dlmcost", *args])
+
+
+def _child(argv: list[str]) -> tuple[float, float, int]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, COLUMNS="120"),
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    wall = time.perf_counter() - wall
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode:
+        sys.exit(f"{' '.join(argv)} failed: {done.stderr}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, done.stdout.count("\n")
+
+
+def _median(runs: list[tuple]) -> tuple[float, float]:
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    repeats = parser.parse_args().repeats
+
+    engine_alone(CSV_BATCHES)  # warm: imports and caches, which the command pays in its start-up
+    engine = [engine_alone(CSV_BATCHES) for _ in range(repeats)]
+    rows = engine[0][2]
+    e_wall, e_cpu = _median(engine)
+    process = [_child([sys.executable, "-c", ENGINE_PROCESS, CSV_BATCHES]) for _ in range(repeats)]
+    assert process[0][2] == rows, (process[0][2], rows)
+    p_wall, p_cpu = _median(process)
+    end = [command(["sweep", *GRID, "--batch", CSV_BATCHES, "-f", "csv"]) for _ in range(repeats)]
+    assert end[0][2] == rows + 1, (end[0][2], rows)  # the rows and a header
+    c_wall, c_cpu = _median(end)
+    print(f"csv sweep, {rows:,} rows (medians of {repeats}; rows/s by wall time, by CPU time in brackets):")
+    print(f"  engine alone, warm in this process: {rows / e_wall:,.0f} ({rows / e_cpu:,.0f})")
+    print(f"  engine alone, a fresh process (start-up, no output): {rows / p_wall:,.0f} ({rows / p_cpu:,.0f})")
+    print(f"  end to end, dlmcost sweep -f csv: {rows / c_wall:,.0f} ({rows / c_cpu:,.0f}); "
+          f"{c_wall / p_wall:.2f}x ({c_cpu / p_cpu:.2f}x) the fresh engine process's time, "
+          f"{c_wall / e_wall:.2f}x ({c_cpu / e_cpu:.2f}x) the warm engine's")
+    print("  target: >= 40,000 rows/s end to end, within 2x of the engine alone")
+
+    table = [command(["sweep", *GRID, "--batch", TABLE_BATCHES, "--limit", "28"]) for _ in range(repeats)]
+    t_wall, t_cpu = _median(table)
+    _, _, n = engine_alone(TABLE_BATCHES)
+    print(f"table of a {n:,}-row sweep (top 28 shown), end to end: wall median {t_wall:.3f} s "
+          f"(CPU {t_cpu:.3f} s); target <= 1 s")
+
+
+if __name__ == "__main__":
+    main()
