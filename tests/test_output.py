@@ -258,13 +258,11 @@ def test_rich_is_imported_only_to_draw_a_table(args, rich):
         assert "rich.table" in loaded and "rich.progress" not in loaded and "rich.markdown" not in loaded
 
 
-@pytest.mark.xfail(strict=True, reason="the plan's decoding label is built in dlmcost/plan/steptime.py "
-                                       "(Decoding.label), outside render: it names the block mdm ignores")
 def test_plan_labels_name_only_the_knobs_a_scheme_reads(capsys):
     """Masked diffusion reads no block: its plan label must not carry one ('mdm/32/1')."""
     from dlmcost.cli import main
 
-    assert main(["plan", "--rate", "1", "--p95", "30", "--gpu", "h100", "--tp", "1", "--requests", "50",
+    assert main(["plan", "--rate", "1", "--p95", "30", "--gpu", "h100", "--tp", "1", "--requests", "100",
                  "--scheme", "mdm", "--block", "32", "--tpf", "1", "-f", "json"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert all("/32/" not in d for d in record["search"]["decodings"])

@@ -720,9 +720,9 @@ def test_default_decodings_are_the_models_own(capsys):
     --tpf alone keeps the model's default scheme; another scheme is used with a warning."""
     small = ["--rate", "2", "--gpu", "h100", "--tp", "1", "--precision", "bf16"]
     p, err = _plan_json(capsys, MODEL, *small)
-    assert p["search"]["decodings"] == ["mdm/32/1", "prefix-cache/32/1", "dual-cache/32/1"] and not err
+    assert p["search"]["decodings"] == ["mdm/1", "prefix-cache/32/1", "dual-cache/32/1"] and not err
     p, err = _plan_json(capsys, MODEL, *small, "--tpf", "2")
-    assert p["search"]["decodings"] == ["mdm/32/2"] and not err
+    assert p["search"]["decodings"] == ["mdm/2"] and not err
     p, err = _plan_json(capsys, MODEL, *small, "--scheme", "block", "--block", "32", "--tpf", "2")
     assert p["search"]["decodings"] == ["block/32/2"]
     assert err.startswith("warning: ") and "not published with block" in err

@@ -36,6 +36,10 @@ from ..inputs.stacks import STACK_NONE, Stack
 from ..engine.workload import Workload, check_parallel, make_knobs, scheme_ok
 
 
+# the knobs a scheme may ignore: its rows then take one value of them (sweep evaluates it once)
+IGNORABLE_KNOBS = ("steps", "block")
+
+
 def _as_list(value, default: list) -> list:
     if value is None:
         return default
@@ -187,7 +191,7 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
                 rate_rows.append(r)
 
     committed = logits == "committed"
-    sizes = {sc: [1 if k in ("steps", "block") and not REGISTRY[sc].uses(k, committed) else len(v)
+    sizes = {sc: [1 if k in IGNORABLE_KNOBS and not REGISTRY[sc].uses(k, committed) else len(v)
                   for k, v in knobs.items()] for sc in scheme_list}
     per_pair = {sc: int(np.prod(s)) for sc, s in sizes.items()}
     total = len(pairs) * sum(per_pair.values())
@@ -212,7 +216,7 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
         arr = np.array([np.nan if v is None else v for v in values], dtype=float)
         vals[name] = np.concatenate([arr[idx[k_i]] for _, idx in parts])
     ignores = {k: np.array([not REGISTRY[sc].uses(k, committed) for sc in scheme_list])[scheme_idx]
-               for k in ("steps", "block")}
+               for k in IGNORABLE_KNOBS}
     gen = vals["gen"]
     # the block, steps and store pass not given take the defaults analyze takes for each scheme and
     # generation length (prepare.sampler_defaults), looked up by index; an ignored block is one
@@ -227,7 +231,7 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     default_store = default("store_pass", lambda g: False).astype(bool)
     block = np.where(ignores["block"], gen, np.where(np.isnan(vals["block"]), default_block, vals["block"]))
     steps_arr = np.where(np.isnan(vals["steps"]), default_steps, vals["steps"])
-    steps_arr = np.where(scheme_col == "ar", gen, steps_arr)
+    steps_arr = np.where(np.isin(scheme_col, [s for s in scheme_list if REGISTRY[s].autoregressive]), gen, steps_arr)
     store = default_store if store_pass is None else bool(store_pass)
     settings["store_pass"] = sampler.store_pass if (store_pass is None and sampler) else bool(store_pass)
     scheme_knob_cols = {k: v for k, v in shared.knobs().items() if k in ("active_blocks", "cache_delay",

@@ -90,8 +90,13 @@ def _side_by_side(parts: list[PlanResult], pareto_front, rank_key) -> PlanResult
 
 def to_record(result: PlanResult) -> dict:
     """Plain data for --format json (units in the key names)."""
+    from ..engine.schemes import REGISTRY
+
+    deployed = {d.scheme for d in result.deployments}
     return dict(model=result.model, models=result.models or [result.model], traffic=result.traffic,
                 targets=result.targets, search=result.search,
+                # whether every deployment decodes autoregressively (then no AR baseline is missed)
+                all_autoregressive=all(REGISTRY[s].autoregressive for s in deployed),
                 evaluated=result.evaluated, skipped=result.skipped,
                 deployments=[d.record() for d in result.deployments],
                 pareto=[d.record() for d in result.deployments if d.pareto],

@@ -33,9 +33,12 @@ class Decoding:
 
     @property
     def label(self) -> str:
-        """Compact: scheme/block/tokens-per-forward ('block/32/2'); '-' for a block of the whole answer."""
+        """Compact: scheme/block/tokens-per-forward ('block/32/2'; '-' for a block of the whole
+        answer), naming only the knobs the scheme reads ('mdm/1': masked diffusion reads no block)."""
         if self.autoregressive:
             return self.scheme
+        if not get_scheme(self.scheme).uses("block"):
+            return f"{self.scheme}/{self.tpf:g}"
         return f"{self.scheme}/{self.block or '-'}/{self.tpf:g}"
 
 

@@ -611,7 +611,7 @@ def render_plan(p: dict, fmt: str, out: Output, top: int = 15) -> None:
                          plan_table(baseline, False), None))
     if miss:
         sections.append(("no deployment meets the targets; nearest miss", plan_table(miss, True), None))
-    no_ar = p["search"].get("ar_baseline", True) and not baseline and any(r["scheme"] != "ar" for r in p["deployments"])
+    no_ar = p["search"].get("ar_baseline", True) and not baseline and not p.get("all_autoregressive", False)
     if fmt == "markdown":
         parts = [plan_header(p).replace("\n", "  \n") + "\n"]
         for title, (headers, rows), _ in sections:
