@@ -625,7 +625,7 @@ def test_deployment_statistics_by_hand():
     gpu = HardwareDB.load().get("h100")
     latency = np.arange(1.0, 101.0)
     tokens = np.where(np.arange(100) < 90, 10.0, 1000.0)  # mean 109, median 10
-    ev = search.Evaluation(latency=latency, ttfb=latency / 100, tokens=tokens, served_rps=0.5)
+    ev = search.ReplicaRun(latency=latency, ttfb=latency / 100, tokens=tokens, served_rps=0.5)
     cand = search.Candidate(gpu, "bf16", 2, Decoding("block", 32, 2.0), 64, None, np.array([109.0]), 48)
     pricing = search.Pricing({gpu.key: 3.0}, {gpu.key: "test"}, {gpu.key: 700.0}, power_utilisation=0.5)
     d = search._deployment(cand, ev, replicas=3, capacity_rps=2.0, pricing=pricing, targets=results.Targets())

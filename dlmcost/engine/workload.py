@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from .columns import column
 from .schemes import REGISTRY, SCHEMES, Knobs
 
-Scheme = Literal[SCHEMES]  # type: ignore[valid-type]  # the registry's names
+SchemeName = Literal[SCHEMES]  # type: ignore[valid-type]  # the registry's names (schemes.Scheme is a scheme)
 MAX_TOKENS = 10_000_000  # beyond any context a model is trained for; keeps the arithmetic finite
 MAX_BATCH = 1_000_000
 MAX_GPUS = 1024
@@ -23,7 +23,7 @@ MAX_GPUS = 1024
 class Workload(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    scheme: Scheme = "mdm"
+    scheme: SchemeName = "mdm"
     prompt: int = Field(default=256, ge=0, le=MAX_TOKENS)  # Lp
     gen: int = Field(default=128, gt=0, le=MAX_TOKENS)  # Lg
     steps: float | None = Field(default=None, gt=0, le=MAX_TOKENS)  # S; None: S = Lg / tpf

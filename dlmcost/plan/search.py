@@ -117,7 +117,10 @@ def _class_tables(pt: PassTable, gi: int, pi: int, ti: int, decoding: Decoding, 
 
 
 @dataclass(frozen=True)
-class Evaluation:
+class ReplicaRun:
+    """One replica's simulated requests at a load: their latencies, times to first block and
+    tokens (the measured window), and the requests/s it served."""
+
     latency: np.ndarray
     ttfb: np.ndarray
     tokens: np.ndarray
@@ -129,7 +132,7 @@ def _window(n: int) -> slice:
 
 
 def _run(c: Candidate, sample: RequestSample, traffic: Traffic, replicas: int, *,
-         users_per_replica: int | None = None) -> Evaluation:
+         users_per_replica: int | None = None) -> ReplicaRun:
     """One replica of R under the traffic (closed loop: `users_per_replica`, when given, instead of
     the busiest replica's share of the users)."""
     cls = sample.prompt_class * len(sample.answer_values) + sample.answer_class
@@ -149,7 +152,7 @@ def _run(c: Candidate, sample: RequestSample, traffic: Traffic, replicas: int, *
         served = _completion_rate(r.done_s) * (traffic.users / replicas) / math.ceil(traffic.users / replicas)
     else:
         served = traffic.rate / replicas
-    return Evaluation(lat, ttfb, tokens, served)
+    return ReplicaRun(lat, ttfb, tokens, served)
 
 
 def _saturation_rps(c: Candidate, sample: RequestSample) -> float:
@@ -177,7 +180,7 @@ def _floor_fails(c: Candidate, sample: RequestSample, targets: Targets) -> bool:
     return _floor_ratio(c, sample, targets) > 1
 
 
-def _deployment(c: Candidate, ev: Evaluation, replicas: int, capacity_rps: float, pricing: Pricing,
+def _deployment(c: Candidate, ev: ReplicaRun, replicas: int, capacity_rps: float, pricing: Pricing,
                 targets: Targets) -> Deployment:
     served = ev.served_rps * replicas
     gpus = replicas * c.tp
