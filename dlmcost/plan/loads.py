@@ -113,34 +113,3 @@ class TraceReplay:
     def label(self) -> str:
         span = float(self.arrival_s[-1])
         return f"{self.name}: {len(self.arrival_s):,} requests over {span:,.0f} s"
-
-
-def parse_counts(text: str, what: str) -> list[int]:
-    """'1,8,32,128' -> [1, 8, 32, 128]."""
-    out = []
-    for part in (p.strip() for p in str(text).split(",") if p.strip()):
-        try:
-            v = float(part)
-        except ValueError:
-            v = float("nan")
-        if not (math.isfinite(v) and v == round(v) and v >= 1):
-            raise UsageError(f"{what}: '{part}' is not a whole number >= 1")
-        out.append(int(v))
-    if not out:
-        raise UsageError(f"{what} needs at least one value")
-    return out
-
-
-def parse_rates(text: str, what: str = "--rate") -> list[float]:
-    out = []
-    for part in (p.strip() for p in str(text).split(",") if p.strip()):
-        try:
-            v = float(part)
-        except ValueError:
-            v = float("nan")
-        if not (math.isfinite(v) and v > 0):
-            raise UsageError(f"{what}: '{part}' is not a positive number of requests/s")
-        out.append(v)
-    if not out:
-        raise UsageError(f"{what} needs at least one value")
-    return out
