@@ -33,9 +33,10 @@ def test_validation_targets_and_coverage(rows):
     assert s["median_error"] < s["roofline_median_error"]
 
 
-def test_page_is_current(rows):
+def test_page_is_current(rows, serving):
     # what `python scripts/validation.py --check` compares
-    assert validation.PAGE.read_text(encoding="utf-8") == validation.render(rows), "run: python scripts/validation.py"
+    assert validation.PAGE.read_text(encoding="utf-8") == validation.render(rows, serving), \
+        "run: python scripts/validation.py"
 
 
 def test_docs_quote_the_current_numbers(rows):
@@ -44,3 +45,75 @@ def test_docs_quote_the_current_numbers(rows):
     assert f"{s['n']} published measurements" in text
     assert f"median error {s['median_error']:.2f}×, worst {s['worst_error']:.2f}×" in text
     assert f"{s['out_median_error']:.2f}× / {s['out_worst_error']:.2f}× over the {s['n_out']} points" in text
+
+
+# --- serving under load (validation/serving.yaml, `dlmcost serve`) ---------------------------------
+
+# When this was written: at concurrency >= 8 median 1.40x, worst 1.59x; at batch >= 32 at most 1.53x
+# optimistic; overall worst 1.92x. The issue's targets (1.3x, 2x, 1.5x) are reported on the page, not
+# enforced here (two are not met); these limits keep the numbers from regressing.
+SERVING_HEAVY_MEDIAN_LIMIT = 1.45
+SERVING_HEAVY_WORST_LIMIT = 1.7
+SERVING_BIG_OPTIMISM_LIMIT = 1.6
+SERVING_WORST_LIMIT = 2.0
+
+
+@pytest.fixture(scope="module")
+def serving():
+    """Every serving point's `dlmcost serve` command run once (about 2 s in all)."""
+    return validation.serving_rows()
+
+
+def test_serving_coverage(serving):
+    s = validation.serving_summary(serving)
+    # at least two throughput-against-concurrency curves of four loads or more
+    assert sum(len(v) >= 4 for v in s["curves"].values()) >= 2, s["curves"]
+    points = {r["id"]: r["point"] for r in serving}
+    assert all(p["source"] and p["assumes"] and p["command"].startswith("dlmcost serve ") for p in points.values())
+    assert {"output_tokens_per_s", "ttft_mean_s", "e2e_mean_s", "forward_ms"} <= {r["metric"] for r in serving}
+    # the jax-tpu stack's two fitted points are marked in-sample, and so is the fitted tokens per forward only
+    in_sample = {(r["id"], r["metric"]) for r in serving if r["in_sample"]}
+    assert in_sample == {("sglang-llada21-mini-b200-c1", "output_tokens_per_s"),
+                         ("sglang-jax-qwen3-8b-tpu7x-c1", "output_tokens_per_s"),
+                         ("sglang-jax-qwen3-8b-tpu7x-c128", "output_tokens_per_s")}
+    assert s["n_out"] == s["n"] - 3 and s["n_heavy"] >= 8
+
+
+def test_serving_errors_do_not_regress(serving):
+    s = validation.serving_summary(serving)
+    assert s["heavy_median_error"] <= SERVING_HEAVY_MEDIAN_LIMIT, s
+    assert s["heavy_worst_error"] <= SERVING_HEAVY_WORST_LIMIT, s
+    assert s["big_optimism"] <= SERVING_BIG_OPTIMISM_LIMIT, s
+    assert s["worst_error"] <= SERVING_WORST_LIMIT, s
+    # the fitted tokens per forward reproduces its point
+    fit = next(r for r in serving if r["id"] == "sglang-llada21-mini-b200-c1" and r["metric"] == "output_tokens_per_s")
+    assert fit["predicted"] == pytest.approx(426.26, rel=0.01)
+
+
+def test_serving_ratios_from_the_definitions(serving):
+    """Ratio, error and the optimistic side recomputed from the measured and predicted values."""
+    for r in serving:
+        assert r["ratio"] == pytest.approx(r["predicted"] / r["measured"])
+        assert r["error"] == pytest.approx(max(r["predicted"] / r["measured"], r["measured"] / r["predicted"]))
+        faster = r["predicted"] > r["measured"] if r["metric"] == "output_tokens_per_s" else r["predicted"] < r["measured"]
+        assert (r["optimism"] > 1) == faster, r
+    # a forward at batch 32 is a job of 32 one-pass requests: its makespan, read back from serve's JSON
+    point = validation.serve_json(next(r["point"]["command"] for r in serving if r["id"] == "fluxserve-llada-a100-b32"))
+    b32 = next(r for r in serving if r["id"] == "fluxserve-llada-a100-b32")
+    assert b32["predicted"] == pytest.approx(1000 * point["makespan_s"])
+    assert point["concurrency"] == 32 and point["requests"] == 32
+
+
+def test_serving_lengths_reproduce_the_published_totals():
+    """The length files are SGLang bench_serving's random dataset (seed 1, 1000 / 1000, range ratio 0):
+    their sums are the cookbook's printed token totals (10 prompts: 6,101 in and 4,220 out; 500 prompts:
+    249,831 and 252,662)."""
+    folder = validation.ROOT / "validation" / "lengths"
+
+    def total(name):
+        return sum(int(v) for v in (folder / name).read_text().split())
+
+    assert total("sglang-random-1000-seed1-n10-input.txt") == 6101
+    assert total("sglang-random-1000-seed1-n10-output.txt") == 4220
+    assert total("sglang-random-1000-seed1-n500-input.txt") == 249831
+    assert total("sglang-random-1000-seed1-n500-output.txt") == 252662
