@@ -166,3 +166,33 @@ def test_no_bar_between_rows_streamed_to_the_same_terminal(monkeypatch, capsys):
     monkeypatch.setattr("sys.stdout.isatty", lambda: True, raising=False)
     code, out, err = run_cli(monkeypatch, capsys, SWEEP + ["-f", "csv"], Tty())
     assert code == 0 and err == "" and out.count("\n") == 81  # the header and 2 GPUs x 40 rows
+
+
+# --- a real run on a pseudo-terminal and on a pipe ------------------------------------------------
+
+# measure with no cap on timed runs: each part is timed until its runs add up to ENOUGH_S (0.5 s),
+# so the two timings of masked diffusion's one pass shape (the head, the one layer kind) take a
+# second at least, on any machine, after the bar was set up: its second call is past the first second
+LONG_MEASURE = ["measure", TINY, *CPU, "--scheme", "mdm", "--gen", "32", "--prompt", "16", "--tpf", "2",
+                "--warmup", "0", "--repeats", "100000000"]
+
+
+def test_a_real_run_shows_the_bar_on_a_terminal_and_nothing_on_a_pipe():
+    import os
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import ptyserver
+
+    script = str(Path(sys.executable).parent / "dlmcost")
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
+    code, out = ptyserver.run(script, LONG_MEASURE, cols=100, rows=40, env={**env, "TERM": "xterm-256color"})
+    text = out.decode("utf-8", "replace")
+    assert code == 0, text
+    bar = text.index("measuring: timings (head, layer kinds)")
+    assert ERASE in text[bar:] and text.index("pass family") > bar  # erased, then the table
+    assert "2/2" in text[bar:text.index("pass family")]  # counted: both timings
+    assert "0/2" not in text  # its first frame is the count it was called with
+    piped = subprocess.run([script, *LONG_MEASURE], capture_output=True, text=True, timeout=120, env=env)
+    assert piped.returncode == 0 and piped.stderr == "" and "pass family" in piped.stdout

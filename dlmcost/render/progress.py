@@ -55,7 +55,7 @@ class Progress:
                             TimeRemainingColumn(), console=console, transient=True, auto_refresh=False, redirect_stdout=False, redirect_stderr=False,
                             get_time=time.perf_counter)
             self._bar.start()
-            self._task = self._bar.add_task(self.what, total=total)
+            self._task = self._bar.add_task(self.what, total=total, completed=done)  # its first frame: this count
         now = time.perf_counter()
         redraw = now - self._drawn >= REDRAW_S or done >= total
         self._bar.update(self._task, completed=done, total=total, description=self.what, refresh=redraw)
