@@ -12,7 +12,7 @@ limits.py). The knobs not given take the defaults analyze takes (`prepare.sample
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -142,7 +142,7 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
                efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
                revision: str | None = None, hub: bool = False, max_configs: int | None = limits.MAX_SWEEP_CONFIGS,
                max_passes: int | None = limits.MAX_PASSES_ONE_BY_ONE, defaults: str | ModelSpec | None = None,
-               **scheme_knobs) -> tuple[SweepResult, Iterator[_SweepChunk], int | None]:
+               progress: Callable[[int, int], None] | None = None, **scheme_knobs) -> tuple[SweepResult, Iterator[_SweepChunk], int | None]:
     """The work of a sweep: the summary (counts, no rows), a generator of evaluated chunks of
     limits.SWEEP_CHUNK configurations, and the passes they cost one by one. Everything is validated
     before the summary is returned; `max_configs=None` and `max_passes=None` lift the limits (the
@@ -150,7 +150,9 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     as plan and a sweep of several models do, passes None so that each is counted once).
     `defaults`: the model whose sampler settings fill the knobs not given (lengths, steps, block,
     store pass; several models swept on one grid: the first's); None: this model's. The schemes
-    not given are this model's own, the ones it can run."""
+    not given are this model's own, the ones it can run. `progress(done, total)`, if given, is
+    called as each chunk is evaluated with the configurations evaluated so far and in all (the
+    last call: total, total)."""
     spec = resolve_spec(model, revision, hub)
     source = spec if defaults is None else resolve_spec(defaults, revision, hub)  # whose defaults the knobs take
     answer_tokens = scheme_knobs.pop("answer_tokens", None)
@@ -288,10 +290,14 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
         limits.check_passes(passes, max_passes, limits.SWEEP_FEWER)
 
     def chunks() -> Iterator[_SweepChunk]:
+        done = 0
         for i, sel in enumerate(selections):
             pi = pair_idx[sel]
             cols, g = counted.pop(i) if i in counted else grids(sel)
             frame = evaluate_frame(spec, drafter, g, capacity[pi])
+            done += len(sel)
+            if progress:
+                progress(done, len(keep))
             yield _SweepChunk(frame, cols, gpu_names, pair_precisions, pi, ignores["steps"][sel],
                               ignores["block"][sel], cfg)
 

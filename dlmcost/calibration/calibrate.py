@@ -19,6 +19,7 @@ reason, and the user can drop parameters.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -164,8 +165,10 @@ def _refuse(reason: str) -> UsageError:
     return UsageError(f"cannot calibrate: {reason}; fit fewer parameters with --fit")
 
 
-def fit(problem: Problem) -> tuple[np.ndarray, dict]:
-    """Levenberg-Marquardt on ln(predicted/measured). Returns theta and a summary."""
+def fit(problem: Problem, progress: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, dict]:
+    """Levenberg-Marquardt on ln(predicted/measured). Returns theta and a summary.
+    `progress(done, MAX_ITER)`, if given, is called after each iteration, and with (MAX_ITER,
+    MAX_ITER) once the fit stops (converged early or not)."""
     n, k = len(problem.points), len(problem.fit)
     if k > n:
         raise _refuse(f"{n} measurement(s) cannot pin {k} parameters ({', '.join(problem.fit)})")
@@ -177,7 +180,9 @@ def fit(problem: Problem) -> tuple[np.ndarray, dict]:
         raise _refuse(f"the measurements do not depend on {', '.join(bad)} at the starting profile")
     lam = 1e-2
     cost = float(r @ r)
-    for _ in range(MAX_ITER):
+    for iteration in range(1, MAX_ITER + 1):
+        if progress:
+            progress(iteration - 1, MAX_ITER)
         A = J.T @ J
         g = J.T @ r
         step = np.linalg.solve(A + lam * np.diag(np.diag(A) + 1e-12), -g)
@@ -194,6 +199,8 @@ def fit(problem: Problem) -> tuple[np.ndarray, dict]:
             lam *= 10
             if lam > 1e8:
                 break
+    if progress:
+        progress(MAX_ITER, MAX_ITER)
     bad = unpinned(problem.jacobian(theta, r), problem.fit)
     if bad:
         raise _refuse(f"at the best fit the measurements no longer depend on {', '.join(bad)} "
@@ -202,10 +209,11 @@ def fit(problem: Problem) -> tuple[np.ndarray, dict]:
 
 
 def calibrate(points: list[Point], base_dir: Path, base: Stack, fit_names: list[str], name: str,
-              hardware: list[str] | None = None) -> dict:
+              hardware: list[str] | None = None, progress: Callable[[int, int], None] | None = None) -> dict:
+    """The fitted stack and the points before and after; `progress`: see `fit`."""
     problem = Problem(points, base_dir, base, fit_names, hardware)
     before = problem.rows(problem.theta0)
-    theta, info = fit(problem)
+    theta, info = fit(problem, progress)
     after = problem.rows(theta)
     values = dict(zip(fit_names, np.exp(theta).tolist()))
     fitted = with_parameters(base, values)
@@ -231,12 +239,21 @@ def write_stack(data: dict, path: Path) -> None:
 
 
 def calibrate_what_data_pins(points: list[Point], base_dir: Path, base: Stack, name: str,
-                             hardware: list[str] | None = None, order: tuple[tuple[str, ...], ...] = (("fixed", "gemm"), ("gemm",), ("fixed",))) -> dict:
-    """Fit the largest parameter set of `order` the points can pin (for `measure --profile-out`)."""
-    last = None
-    for names in order:
+                             hardware: list[str] | None = None, order: tuple[tuple[str, ...], ...] = (("fixed", "gemm"), ("gemm",), ("fixed",)),
+                             progress: Callable[[int, int], None] | None = None) -> dict:
+    """Fit the largest parameter set of `order` the points can pin (for `measure --profile-out`).
+    `progress(done, total)`: the fits' iterations, MAX_ITER for each set of `order` tried; the
+    last call is (total, total) when a fit succeeds."""
+    last, total = None, MAX_ITER * len(order)
+    for tried, names in enumerate(order):
+        offset = MAX_ITER * tried
+        fit_progress = (lambda done, _, offset=offset: progress(offset + done, total)) if progress else None
         try:
-            return calibrate(points, base_dir, base, list(names), name, hardware)
+            result = calibrate(points, base_dir, base, list(names), name, hardware, fit_progress)
         except UsageError as exc:
             last = exc
+            continue
+        if progress:
+            progress(total, total)
+        return result
     raise last

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import UsageError
@@ -157,7 +158,12 @@ class HeadPart:
 
     def __init__(self, spec: ModelSpec, be, max_tokens: int | None = None):
         self.be, self.head, self.scale = be, Head(spec, be, max_tokens), 1.0
-        self.key = lambda s: (s.B, s.q, s.logits, s.self_condition)
+        self.key = HeadPart.shape_key
+
+    @staticmethod
+    def shape_key(s: Shape) -> tuple:
+        """What of a shape the head's time depends on: shapes with the same key are timed once."""
+        return (s.B, s.q, s.logits, s.self_condition)
 
     def setup(self, s: Shape):
         be, V = self.be, self.head.spec.vocab_size
@@ -177,8 +183,13 @@ class LayersPart:
         self.be, self.kind = be, kind
         self.layers = [Layer(spec, kind, be, experts) for _ in range(built)]
         self.scale = count / built
-        self.key = lambda s: (s.B, s.q, s.c, s.causal)
+        self.key = LayersPart.shape_key
         self.d = spec.d_model
+
+    @staticmethod
+    def shape_key(s: Shape) -> tuple:
+        """What of a shape a layer's time depends on: shapes with the same key are timed once."""
+        return (s.B, s.q, s.c, s.causal)
 
     def setup(self, s: Shape):
         kept = kept_keys(self.kind, s.c)
@@ -206,16 +217,29 @@ def parts(spec: ModelSpec, be, per_kind: int, max_tokens: int):
         yield LayersPart(spec, kind, count, min(per_kind, count), be, experts)
 
 
-def time_shapes(spec: ModelSpec, shapes: list[Shape], be, per_kind: int, warmup: int, repeats: int) -> dict:
+def timings(spec: ModelSpec, shapes: list[Shape]) -> int:
+    """How many times `time_shapes` times a part: the head once per distinct head key, and each
+    kind of layer once per distinct layer key."""
+    head = len({HeadPart.shape_key(s) for s in shapes})
+    return head + len(layer_kinds(spec)) * len({LayersPart.shape_key(s) for s in shapes})
+
+
+def time_shapes(spec: ModelSpec, shapes: list[Shape], be, per_kind: int, warmup: int, repeats: int,
+                progress: Callable[[int, int], None] | None = None) -> dict:
     """Seconds of each pass shape: the sum of its parts, each scaled to the layers it stands for.
-    A part is timed once per distinct shape it sees."""
+    A part is timed once per distinct shape it sees. `progress(done, total)`, if given, is called
+    after each part is timed at a shape (total: `timings`)."""
     total = dict.fromkeys(shapes, 0.0)
+    done, todo = 0, timings(spec, shapes)
     for part in parts(spec, be, per_kind, max(s.B * s.q for s in shapes)):
         seen: dict = {}
         for s in shapes:
             key = part.key(s)
             if key not in seen:
                 seen[key] = time_pass(part, s, warmup, repeats)
+                done += 1
+                if progress:
+                    progress(done, todo)
             total[s] += part.scale * seen[key]
         del part  # free this part's weights before the next is built
     return total
@@ -225,9 +249,11 @@ def time_shapes(spec: ModelSpec, shapes: list[Shape], be, per_kind: int, warmup:
 
 
 def measure_workload(spec: ModelSpec, gpu: str, workload: dict, stack, backend, *, warmup: int = 1,
-                     repeats: int = 3, layers: int | None = None, hardware: list[str] | None = None) -> dict:
+                     repeats: int = 3, layers: int | None = None, hardware: list[str] | None = None,
+                     progress: Callable[[int, int], None] | None = None) -> dict:
     """Measured seconds per pass family of one workload, and the predicted (the family's average
-    pass under `stack`). `layers`: layers of each kind built and timed together (default 1)."""
+    pass under `stack`). `layers`: layers of each kind built and timed together (default 1).
+    `progress(done, total)`: the parts of passes timed so far and in all (`time_shapes`)."""
     from ..analysis.analyze import analyze
     from ..engine.workload import Workload
 
@@ -250,7 +276,7 @@ def measure_workload(spec: ModelSpec, gpu: str, workload: dict, stack, backend, 
         raise RuntimeError(f"families {[f['name'] for f in fams]} differ from analyze's {list(predicted)}")
     shapes = list(dict.fromkeys(s for f in fams for s in f["shapes"]))
     need = check_memory(spec, shapes, per_kind, backend)
-    seconds = time_shapes(spec, shapes, backend, per_kind, warmup, repeats)
+    seconds = time_shapes(spec, shapes, backend, per_kind, warmup, repeats, progress)
     families, total_meas, total_pred, count = [], 0.0, 0.0, 0.0
     for f in fams:
         p = predicted[f["name"]]

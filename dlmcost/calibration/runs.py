@@ -3,6 +3,7 @@ print: the points read and filtered, the fit, the stack and measurement files wr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import UsageError
@@ -14,30 +15,35 @@ from .measurements import MeasurementFile, load_points
 
 
 def calibrate_file(measurements: str, *, stack: str | None, fit: str, name: str | None, only: str | None,
-                   hardware: list[str] | None, out: str) -> dict:
+                   hardware: list[str] | None, out: str, progress: Callable[[int, int], None] | None = None) -> dict:
     """Fit `fit`'s parameters of `stack` to the points of a measurements file (those whose
-    `stack:` is `only`, if given) and write the fitted stack to `out`."""
+    `stack:` is `only`, if given) and write the fitted stack to `out`. `progress(done, total)`:
+    the fit's iterations (`calibrate.fit`)."""
     points, base_dir = load_points(measurements)
     if only is not None:
         points = [p for p in points if p.stack == only]
         if not points:
             raise UsageError(f"--only {only}: no point of {measurements} has stack '{only}'")
-    result = cal.calibrate(points, base_dir, load_stack(stack), cal.parse_fit(fit), name or "calibrated", hardware)
+    result = cal.calibrate(points, base_dir, load_stack(stack), cal.parse_fit(fit), name or "calibrated", hardware,
+                           progress)
     cal.write_stack(result["data"], Path(out))
     return result
 
 
 def measure_batches(model: str, gpu: str, workload: dict, batches: list[int], *, stack: str | None, backend: str,
                     device: str | None, warmup: int, repeats: int, layers: int | None,
-                    hardware: list[str] | None):
-    """One measurement per batch size, each yielded as soon as it is taken."""
+                    hardware: list[str] | None, progress: Callable[[int, int], None] | None = None):
+    """One measurement per batch size, each yielded as soon as it is taken. `progress(done,
+    total)`: the parts of passes timed over all the batches (each batch times as many: its
+    shapes differ from another's in the batch only)."""
     spec = resolve_spec(model)
     base = load_stack(stack)
     be = ms.get_backend(backend, device)
-    for b in batches:
+    for i, b in enumerate(batches):
         wl = {k: v for k, v in dict(workload, batch=b).items() if v is not None}
+        timed = (lambda done, each, i=i: progress(i * each + done, len(batches) * each)) if progress else None
         yield ms.measure_workload(spec, gpu, wl, base, be, warmup=warmup, repeats=repeats, layers=layers,
-                                  hardware=hardware)
+                                  hardware=hardware, progress=timed)
 
 
 def write_measurements(results: list, model: str, gpu: str, out: str | None) -> dict:
@@ -53,10 +59,13 @@ def write_measurements(results: list, model: str, gpu: str, out: str | None) -> 
     return doc
 
 
-def calibrate_measured(doc: dict, stack: str | None, hardware: list[str] | None, out: str) -> dict:
-    """A stack calibrated to what these measurements pin, written to `out`."""
+def calibrate_measured(doc: dict, stack: str | None, hardware: list[str] | None, out: str,
+                       progress: Callable[[int, int], None] | None = None) -> dict:
+    """A stack calibrated to what these measurements pin, written to `out` (`progress`: see
+    `calibrate.calibrate_what_data_pins`)."""
     base = load_stack(stack)
     points = MeasurementFile.model_validate(doc).points
-    result = cal.calibrate_what_data_pins(points, Path.cwd(), base, f"{base.name}-measured", hardware)
+    result = cal.calibrate_what_data_pins(points, Path.cwd(), base, f"{base.name}-measured", hardware,
+                                          progress=progress)
     cal.write_stack(result["data"], Path(out))
     return result

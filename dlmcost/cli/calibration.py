@@ -8,7 +8,10 @@ from .. import api
 from ..render.output import Output
 from .app import app
 from .options import FormatOpt, HardwareOpt, TpfOpt, check_format, parse_list
+from .output import progress_bar
 from .output_paths import check_output_file
+
+FITTING = "calibrating: fit iterations"
 
 
 @app.command()
@@ -27,7 +30,9 @@ def calibrate(
     check_output_file(out, "--out")
     from ..render.report_stacks import render_calibration
 
-    result = api.calibrate_file(api.locate_example(measurements), stack=stack, fit=fit, name=name, only=only, hardware=hardware, out=out)
+    with progress_bar(FITTING) as bar:
+        result = api.calibrate_file(api.locate_example(measurements), stack=stack, fit=fit, name=name, only=only,
+                                    hardware=hardware, out=out, progress=bar)
     render_calibration(result, out, fmt, Output.stdout())
 
 
@@ -62,12 +67,16 @@ def measure(
 
     workload = dict(scheme=scheme, prompt=prompt, gen=gen, steps=steps, tpf=tpf, block=block)
     results = []
-    for res in api.measure_batches(model, gpu, workload, parse_list(batch, int, "batch"), stack=stack,
-                                   backend=backend, device=device, warmup=warmup, repeats=repeats, layers=layers,
-                                   hardware=hardware):
-        results.append(res)
-        render_measure(res, fmt, Output.stdout())
+    with progress_bar("measuring: timings (head, layer kinds)") as bar:
+        for res in api.measure_batches(model, gpu, workload, parse_list(batch, int, "batch"), stack=stack,
+                                       backend=backend, device=device, warmup=warmup, repeats=repeats, layers=layers,
+                                       hardware=hardware, progress=bar):
+            results.append(res)
+            if bar:
+                bar.clear()  # off the screen while the table is printed; back with the next timing
+            render_measure(res, fmt, Output.stdout())
     doc = api.write_measurements(results, model, gpu, out)
     if profile_out:
-        render_calibration(api.calibrate_measured(doc, stack, hardware, profile_out), profile_out, fmt,
-                           Output.stdout())
+        with progress_bar(FITTING) as bar:
+            calibrated = api.calibrate_measured(doc, stack, hardware, profile_out, progress=bar)
+        render_calibration(calibrated, profile_out, fmt, Output.stdout())

@@ -3,6 +3,7 @@ the finite check, charts drawn after the table, and --require turned into an exi
 
 import math
 import sys
+from contextlib import contextmanager
 from typing import Optional
 
 from ..errors import RequirementError, WorkloadError
@@ -62,6 +63,31 @@ def held_output(plot: Optional[str], streaming: bool = False) -> Output:
     """Standard output, held until the picture is written when there is a file to draw: a run
     whose plot fails leaves stdout empty (a streamed sweep cannot hold its rows)."""
     return Output.stdout(hold=plot not in (None, "-") and not streaming)
+
+
+def stderr_is_terminal() -> bool:
+    try:
+        return bool(sys.stderr.isatty())
+    except (AttributeError, ValueError):  # no stderr, or closed
+        return False
+
+
+@contextmanager
+def progress_bar(what: str, shows: bool = True):
+    """rich's progress bar (render.progress) for the work inside, as a `bar(done, total)` callable to
+    pass down, erased at the end; None where it cannot show (`shows` false, e.g. rows streamed to
+    the same terminal, or stderr not a terminal): rich is then not even imported, so a pipe, a log
+    or a machine format loads none of it."""
+    bar = None
+    if shows and stderr_is_terminal():
+        from ..render.progress import Progress
+
+        bar = Progress(what)
+    try:
+        yield bar
+    finally:
+        if bar is not None:
+            bar.clear()
 
 
 def requirements_of(require: Optional[list[str]]) -> list:

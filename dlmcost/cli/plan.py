@@ -9,7 +9,7 @@ from ..errors import NoDeploymentError, UsageError
 from ..render import report
 from .app import app, examples
 from .options import EfficiencyOpt, HardwareOpt, StackOpt, group, output_options, parse_list
-from .output import draw, held_output
+from .output import draw, held_output, progress_bar
 
 # --- option groups (the traffic and the targets: what a deployment is asked to serve) -----------
 
@@ -121,22 +121,12 @@ def plan(
 
 
 def _run(scenario, overrides, model, price, hardware, efficiency, stack, baseline, absurd):
-    """The search, with a progress line on a terminal."""
-    import sys
-
-    progress = None
-    if sys.stderr.isatty():  # rich's bar, imported only where it can show
-        from ..render.progress import Progress
-
-        progress = Progress("planning: candidate deployments")
-    try:
+    """The search, with a progress bar on a terminal."""
+    with progress_bar("planning: candidate deployments") as progress:
         models = [api.locate_example(m.strip()) for m in model.split(",") if m.strip()] if model else None
         return api.run_plan(api.locate_example(scenario), overrides, model=models, prices=price or [],
                             hardware=hardware, efficiency=api.locate_example(efficiency), stack=stack,
                             baseline=baseline, absurd=absurd, progress=progress)
-    finally:
-        if progress:
-            progress.clear()
 
 
 def _exit_unless_met(result) -> None:

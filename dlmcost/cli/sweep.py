@@ -12,9 +12,10 @@ from ..render import columns, report
 from ..render.output import Output
 from .app import app, examples
 from .options import RequireOpt, grid_options, knob_options, output_options, source_options
-from .output import draw, gate, held_output
+from .output import draw, gate, held_output, progress_bar
 
 CHART_AXES = ("x", "y", "color", "facet")
+SWEEPING = "sweeping: configurations"  # what the progress bar counts
 
 
 @app.command(epilog=examples("dlmcost sweep --gpu h100,b200 --block 8,32 --batch 1,16 --sort -tokens_per_s --limit 10",
@@ -59,11 +60,30 @@ def sweep(
         api.check_sweeps_passes(models, **options)
         options["max_passes"] = None
     out = held_output(output.plot, streaming)
-    if streaming:
-        failed = _stream(models, options, output.fmt, out, requirements)
+    if streaming:  # no bar between rows streamed to the same terminal
+        with progress_bar(SWEEPING, shows=not _stdout_is_terminal()) as bar:
+            failed = _stream(models, options, output.fmt, out, requirements, bar)
     else:
-        failed = _whole(models, options, sort, requirements, out, output, limit, axes)
+        with progress_bar(SWEEPING) as bar:  # erased before the table is drawn
+            metas, parts = _evaluated(models, options, bar)
+        failed = _whole(metas, parts, models, options, sort, requirements, out, output, limit, axes)
     gate(failed, requirements)
+
+
+def _stdout_is_terminal() -> bool:
+    try:
+        return bool(sys.stdout.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _reporting(options: dict, bar, i: int, n: int) -> dict:
+    """The sweep options of model i of n with the progress bar to call as each chunk is evaluated
+    (several models: the bar says which one is being swept; their counts start again)."""
+    if bar is None:
+        return options
+    what = SWEEPING if n == 1 else f"sweeping model {i + 1}/{n}: configurations"
+    return dict(options, progress=lambda done, total: bar(done, total, what))
 
 
 def _sorted(cols: dict, sort: Optional[str]) -> dict:
@@ -93,18 +113,24 @@ def _failures(requirements, cols: dict) -> list[str]:
     return api.requirement_failures(requirements, columns.rows(cols, failing), api.sweep_label)
 
 
-def _whole(models, options, sort, requirements, out, output, limit, axes) -> list[str]:
-    """Every row held in columns, sorted together (several models: one table with a `model`
-    column, their grid the first model's unless --own-defaults) and drawn; only the rows a table
-    shows become dictionaries. Returns the requirement failures."""
+def _evaluated(models, options, bar) -> tuple[list, list[dict]]:
+    """Each model's summary and its rows in columns (several models: with a `model` column)."""
     several = len(models) > 1
     metas, parts = [], []
-    for m in models:
-        meta, chunks = api.iter_sweep_columns(m, **options)
+    for i, m in enumerate(models):
+        meta, chunks = api.iter_sweep_columns(m, **_reporting(options, bar, i, len(models)))
         cols = columns.concatenate(list(chunks))
         columns.check_finite(cols, "sweep")
         metas.append(meta)
         parts.append(_with_model(cols, m, several))
+    return metas, parts
+
+
+def _whole(metas, parts, models, options, sort, requirements, out, output, limit, axes) -> list[str]:
+    """Every row held in columns, sorted together (several models: one table with a `model`
+    column, their grid the first model's unless --own-defaults) and drawn; only the rows a table
+    shows become dictionaries. Returns the requirement failures."""
+    several = len(models) > 1
     if output.fmt == "json":  # one document per model, as before
         docs = [(meta, _sorted(cols, sort)) for meta, cols in zip(metas, parts)]
         failed = sum((_failures(requirements, cols) for _, cols in docs), [])
@@ -156,12 +182,12 @@ def _render(meta: dict, rows, output, out: Output, limit: Optional[int], axes: d
     draw(chart, output.plot, out)
 
 
-def _stream(models: list[str], options: dict, fmt: str, out: Output, requirements) -> list[str]:
+def _stream(models: list[str], options: dict, fmt: str, out: Output, requirements, bar=None) -> list[str]:
     """csv / jsonl one chunk at a time, written from its columns (with a leading `model` column
     when several models are swept); returns the requirement failures."""
     failed, header = [], True
-    for m in models:
-        _, chunks = api.iter_sweep_columns(m, **options)
+    for i, m in enumerate(models):
+        _, chunks = api.iter_sweep_columns(m, **_reporting(options, bar, i, len(models)))
         for cols in chunks:
             columns.check_finite(cols, "sweep")
             cols = _with_model(cols, m, len(models) > 1)

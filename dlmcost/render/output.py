@@ -95,10 +95,25 @@ def console_for(stream: IO[str], environ: dict):
 _TRAILING = re.compile(r" +((?:\x1b\[[0-9;]*m)*)$", re.M)
 
 
-def print_lines(console, renderable, width: int | None = None) -> None:
+def without_trailing_spaces(text: str) -> str:
+    """Each line's trailing spaces removed, also those before the style codes that end it:
+    line by line, the pattern only where a line ends in a style code (run over a whole table
+    of thousands of lines, it would try every run of spaces between its columns)."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if line.endswith(" "):
+            lines[i] = line.rstrip(" ")
+        elif line.endswith("m") and "\x1b" in line:
+            lines[i] = _TRAILING.sub(r"\1", line)
+    return "\n".join(lines)
+
+
+def print_lines(console, renderable, width: int | None = None, laid_out: bool = False) -> None:
     """`renderable` drawn `width` wide (default: the console's) without trailing spaces (rich
     pads a table's last column; a file or a test reads lines as they end) and without cropping:
-    a table wider than the terminal overflows it, as a long line would."""
+    a table wider than the terminal overflows it, as a long line would. `laid_out`: the
+    renderable lays its lines out within the width itself, as a rich Table does, so rich need
+    not go over every line again to crop it (a table of thousands of rows: tens of ms)."""
     if width is not None and width > console.width:
         from rich.segment import Segments
 
@@ -107,8 +122,8 @@ def print_lines(console, renderable, width: int | None = None) -> None:
             console.print(Segments([s for line in lines for s in line]), crop=False)
     else:
         with console.capture() as capture:
-            console.print(renderable)
-    console.file.write(_TRAILING.sub(r"\1", capture.get()))
+            console.print(renderable, crop=not laid_out)
+    console.file.write(without_trailing_spaces(capture.get()))
 
 
 # Text goes out as it is: no markup, emoji codes or highlighted numbers; no Windows console API.

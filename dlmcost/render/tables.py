@@ -92,6 +92,24 @@ def _style(name: str):
     return Style.parse(name) if name else None
 
 
+@lru_cache(maxsize=None)
+def ascii_segment():
+    """rich's Segment for ASCII text without control codes, whose width is its length: rich
+    measures every segment of every line several times as it lays a table out (the cell, the
+    row, the printed line), through a cache of 4,096 strings that thousands of distinct cells
+    overflow; the numbers are ASCII, so their width needs no lookup."""
+    from rich.segment import Segment
+
+    class AsciiSegment(Segment):
+        __slots__ = ()
+
+        @property
+        def cell_length(self) -> int:
+            return len(self.text)
+
+    return AsciiSegment
+
+
 class ColumnCells:
     """One column of one-line cells as a single rich renderable: each line padded to the
     column's width (right-aligned for numbers) in its cell's style, then `gap` spaces (the
@@ -112,10 +130,12 @@ class ColumnCells:
         from rich.segment import Segment
 
         new_line, width, right, gap = Segment.line(), self.width, self.right, " " * self.gap
+        Ascii = ascii_segment()
         for text, style in zip(self.lines, self.styles):
-            fill = " " * (width - (len(text) if text.isascii() else cell_len(text)))
+            ascii = text.isascii()
+            fill = " " * (width - (len(text) if ascii else cell_len(text)))
             if not style:  # nearly every cell: one segment
-                yield Segment(fill + text + gap if right else text + fill + gap)
+                yield (Ascii if ascii else Segment)(fill + text + gap if right else text + fill + gap)
             elif right:  # styled as rich styles a Text cell: the text, and the fill after it
                 yield Segment(fill)
                 yield Segment(text, _style(style))
@@ -183,5 +203,5 @@ def draw(out, columns: list[Column], rows: list[list]) -> list[str]:
     from .output import print_lines
 
     table, dropped, need = build(columns, rows, out.width)
-    print_lines(out.console, table, max(out.console.width, need))
+    print_lines(out.console, table, max(out.console.width, need), laid_out=True)
     return dropped
