@@ -451,3 +451,15 @@ def test_ridge_is_the_precisions_gemm_peak_over_bandwidth(precision, peak):
         ridge, rel=1e-12)
     assert sweep_row(scheme="ar", prompt=64, gen=16, precision=precision)["ridge_flops_per_byte"] == pytest.approx(
         ridge, rel=1e-12)
+
+
+def test_achievable_ridge_worked_example():
+    """docs/methodology.md (F6a): H100 bf16 under sglang at M = 32 rows (a 32-token block at
+    batch 1; 32 / 2.36 rows on the curve, below its first point): 989.5e12 · 0.80 · 0.45 /
+    (3.35e12 · 0.80) = 133 FLOP/byte, against the bare ridge of 295."""
+    r = analyze(scheme="dual-cache", prompt=256, gen=128, block=32, steps=128)
+    step = r["passes"][1]
+    assert step["q"] == 32
+    assert step["achievable_ridge_flops_per_byte"] == pytest.approx(989.5e12 * 0.80 * 0.45 / (3.35e12 * 0.80), rel=1e-9)
+    assert r["ridge_flops_per_byte"] == pytest.approx(h100_ridge_bf16(), rel=1e-12)
+    assert step["verdict"] == ("memory-bound" if step["flops"] / step["bytes"] < 132.918 else "compute-bound")
