@@ -30,13 +30,17 @@ CASE_IDS = list(SCHEMES) + ["moe", "tp2-fp8"]
 SVG_NS = {"svg": "http://www.w3.org/2000/svg"}
 
 
+# the same workload decoded autoregressively: an AR point computed apart from the chart
+AR_WORKLOAD = dict(scheme="ar", steps=None, tpf=None, block=None, store_pass=None)
+
+
 def analyze_pair(model: str, opts: dict):
     """The analyze result, and the same workload's AR decode analyzed apart (the independent
     source of the AR point the chart takes from the result)."""
     opts = dict(opts)
     gpus = opts.pop("gpus", "h100,b200")
     result = api.analyze(model, gpus, **opts).plain()
-    ar = api.analyze(model, gpus, **{**opts, **charts.AR_WORKLOAD}).plain()
+    ar = api.analyze(model, gpus, **{**opts, **AR_WORKLOAD}).plain()
     return result, ar
 
 

@@ -16,8 +16,3 @@ def list_schemes() -> list[dict]:
 def list_gpus(hardware: list[str] | None = None) -> list[GPU]:
     """The bundled GPUs and those of `hardware` files, in the database's order."""
     return list(HardwareDB.load(hardware).gpus.values())
-
-
-def hardware_db(hardware: list[str] | None = None) -> HardwareDB:
-    """The database with the `hardware` files added."""
-    return HardwareDB.load(hardware)

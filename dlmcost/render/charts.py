@@ -87,9 +87,6 @@ def _log_scaled(values) -> bool:
 
 # --- roofline --------------------------------------------------------------------------------------
 
-# The workload options of the same workload's AR decode (for scripts that analyze it apart; the
-# roofline takes its AR point from the result, `ar_step_arithmetic_intensity`).
-AR_WORKLOAD = dict(scheme="ar", steps=None, tpf=None, block=None, store_pass=None)
 
 
 def workload_title(model_id: str, w: dict) -> str:
@@ -120,14 +117,13 @@ def _op_notes(ops: list[dict], roof) -> list[Note]:
     return notes
 
 
-def roofline(result: dict, ar_result: dict | None = None, show_ops: bool = False, db=None) -> Chart:
+def roofline(result: dict, show_ops: bool = False) -> Chart:
     """Log-log roofline of one analyze result: each GPU's roof at the workload's compute
     precision (bf16 dotted beneath when attention's peak differs), every pass family on its roof
     with a marker whose area is its share of the time, the AR decode step (the result's AR
     baseline; not for AR itself), with `show_ops` each op over the generation, and each GPU's
     ridge labelled with the knee block as the table shows it. Everything drawn is in `result`
-    (`ar_result` and `db`, which earlier versions read the AR point and the peaks from, are
-    accepted and not used)."""
+    (the AR point is its `ar_step_arithmetic_intensity`)."""
     w = result["workload"]
     compute = w["compute_precision"]
     runs = [r for r in result["results"] if r.get("supported")]
