@@ -90,6 +90,7 @@ class Prepared:
     decoding: Decoding
     release: str
     max_running: int
+    first_block_outside_limit: bool  # the stack's: newcomers' first blocks beside a full batch
     release_source: str
     max_running_source: str
     table: ClassTable
@@ -207,18 +208,20 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
         release, release_source = "first-done", "token-streaming scheme"
     max_running, max_running_source = _choose(setup.max_running, _stack_field(stack, "max_running_requests"),
                                               DEFAULT_MAX_RUNNING)
+    ahead = bool(_stack_field(stack, "first_block_outside_limit"))
+    table_cap = 2 * max_running if ahead else max_running  # newcomers beside a full batch
     prompt_vals = [int(v) for v in sample.prompt_values]
     answer_vals = [int(v) for v in sample.answer_values]
     canvases = ([int(math.ceil(v / decoding.block) * decoding.block) for v in answer_vals]
                 if decoding.block and not token_streaming else answer_vals)
     distinct = sorted(set(canvases))
-    args = (decoding, [gpu.name], [setup.precision], [setup.tp], prompt_vals, distinct, batch_grid(max_running))
+    args = (decoding, [gpu.name], [setup.precision], [setup.tp], prompt_vals, distinct, batch_grid(table_cap))
     opts = dict(efficiency=setup.efficiency, stack=setup.stack, hardware=hardware, ep=setup.ep)
     limits.check_passes(table_passes(spec, *args, **opts), limits.MAX_PASSES_ONE_BY_ONE,
                         "choose larger blocks, shorter answers, or a smaller --max-running")
     pt = pass_table(spec, *args, **opts, max_passes=None)
     built = _class_tables(pt, 0, 0, 0, decoding, prompt_vals, canvases, [distinct.index(c) for c in canvases],
-                          max_running)
+                          table_cap)
     if built is None:
         raise WorkloadError(f"{spec.id} cannot run on {gpu.name} at tp {setup.tp}, ep {setup.ep}, {setup.precision} "
                             f"with {decoding.label} (unsupported precision, a layout that does not split, or weights "
@@ -236,7 +239,8 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     if price is None and gpu.price_per_hour is not None:
         price, price_source = gpu.price_per_hour.usd, f"list price as of {gpu.price_per_hour.as_of} (estimate)"
     return Prepared(model=spec.id, gpu_name=gpu.name, gpus=setup.replicas * setup.tp, setup=setup, decoding=decoding,
-                    release=release, max_running=max_running, release_source=release_source,
+                    release=release, max_running=max_running, first_block_outside_limit=ahead,
+                    release_source=release_source,
                     max_running_source=max_running_source, table=table, sample=sample,
                     answer_tokens=np.tile(sample.answer_values.astype(float), n_p),
                     prompt_tokens=np.repeat(sample.prompt_values.astype(float), len(answer_vals)),
@@ -297,7 +301,8 @@ def _simulate_replicas(prep: Prepared, load, cls: np.ndarray, arrivals: np.ndarr
         sub = None
         if prep.block_streaming:
             sub = passes_all.subset(g)
-        r = simulate(prep.table, cls[g], prep.max_running, passes=sub, release=prep.release, **kind)
+        r = simulate(prep.table, cls[g], prep.max_running, passes=sub, release=prep.release,
+                     first_block_outside_limit=prep.first_block_outside_limit, **kind)
         out.append(_Replica(r, g))
     return out
 
@@ -457,7 +462,7 @@ def describe(prep: Prepared) -> dict:
                 precision=s.precision, decoding=prep.decoding.label, scheme=prep.decoding.scheme,
                 block=prep.decoding.block, tpf=prep.decoding.tpf, tpf_spread=s.tpf_spread,
                 max_running=prep.max_running, max_running_source=prep.max_running_source,
-                memory_limit=_memory_limit(prep.table),
+                first_block_outside_limit=prep.first_block_outside_limit, memory_limit=_memory_limit(prep.table),
                 release=prep.release, release_source=prep.release_source, stack=s.stack or DEFAULT_STACK,
                 price_per_gpu_hour=prep.price, price_source=prep.price_source, board_power_w=prep.power_w,
                 power_utilisation=s.power_utilisation)
