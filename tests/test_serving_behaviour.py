@@ -88,3 +88,14 @@ def test_the_sglang_dllm_stack_sets_it():
     assert dep.describe(p)["first_block_outside_limit"] is True
     p = dep.prepare("GSAI-ML/LLaDA-8B-Instruct", lengths, dep.Setup(stack="sglang", max_running=4, **setup))
     assert p.first_block_outside_limit is False and len(p.table.pass_s[0]) == 4 + 1
+
+
+def test_the_header_says_so(capsys):
+    from dlmcost.cli import main
+
+    args = ["serve", "inclusionAI/LLaDA2.0-mini", "--gpu", "b200", "--tpf", "2.1", "--prompt", "64", "--answer", "64",
+            "--job", "4", "--parallel", "2"]
+    assert main([*args, "--stack", "sglang-dllm"]) == 0
+    assert "running ≤ 1 (+ first blocks) per replica (stack;" in capsys.readouterr().out
+    assert main([*args, "--stack", "sglang"]) == 0
+    assert "(+ first blocks)" not in capsys.readouterr().out
