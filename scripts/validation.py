@@ -193,13 +193,15 @@ SERVING_NOTES = [
     "(E2E - TTFT over the answer: about 1.98 ms at concurrency 1, 1.96 ms at 100), yet the 500 requests finish every "
     "935 ms (the mini; 1,344 ms the flash) while each decodes for 992 ms (1,649 ms) after its first token. The "
     "sglang-dllm stack's `first_block_outside_limit` runs the next request's prefill and first block beside the "
-    "running one's last block, which hides about 80 ms (130 ms) per request; the published overlap is about 210 ms "
-    "(540 ms), and what SGLang overlaps beyond the first block is not identified. The tokens per forward fitted "
-    "at concurrency 1 (2.1) also leaves the predicted decode after the first token 7% (19%) slower than measured "
-    "there, since the fit puts the TTFT the model misses (next note) into the decode.",
-    "- SGLang's TTFT at concurrency 1 (1.8-1.9x optimistic): the predicted first block is the prefill plus 32 / 2.1 "
-    "denoising steps; the measured first chunk comes about 75-100 ms later, a cost (tokenizer, HTTP stream, the "
-    "block that holds the prompt's tail) the model does not have.",
+    "running one's last passes; the published overlap is about 210 ms (540 ms), and SGLang runs a round of "
+    "prefill or of decode, never both, so how it overlaps them is not identified. The simulated overlap shares "
+    "batch-2 passes, which slow the running request: the predicted decode after the first token is 2.25 ms per "
+    "token at concurrency 100 (mini) against 1.92 ms at 1, where the measurement stays at 1.96-1.98 ms.",
+    "- SGLang's TTFT at concurrency 1 (1.09x and 1.15x pessimistic): the stack's `prompt_prefill: block-chunks` "
+    "prefills the prompt one 32-token block per forward, as SGLang's dLLM scheduler does (about 20 passes for the mean "
+    "610-token prompt); the tokens per forward fitted at concurrency 1 (2.32) then leaves the decode after the "
+    "first token 3% faster (mini) and 8% slower (flash) than the measured one. With one prefill pass the first block came "
+    "1.8-1.9x too early.",
     "- FluxServe: the A100 40GB PCIe's `sustained_compute` (0.66 of its GEMM efficiency, fitted at batch 32: 1-4k "
     "rows of eager LLaDA run at about 163 TF/s, 52% of peak, on the 250 W part) brings batches 8 and 16 within 1.05x "
     "out of sample; batches 2-4 become 1.1x pessimistic and batch 1 stays 1.15x optimistic, where the eager "

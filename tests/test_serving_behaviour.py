@@ -99,3 +99,35 @@ def test_the_header_says_so(capsys):
     assert "running ≤ 1 (+ first blocks) per replica (stack;" in capsys.readouterr().out
     assert main([*args, "--stack", "sglang"]) == 0
     assert "(+ first blocks)" not in capsys.readouterr().out
+
+
+# --- the prompt prefilled one block per forward (prompt_prefill: block-chunks) ----------------------
+
+
+def test_prompt_in_block_chunks_by_hand():
+    """Class 0: a 100-token prompt prefilled in one pass, then 3 blocks of 4 passes (NFE 13, first
+    block after 5). In blocks of 32 the prompt takes ceil(100 / 32) = 4 passes: NFE 16, first block
+    after 8, and the first pass costs what the others do. Class 1: a full-canvas class with no
+    prompt-only pass (lead 0) is left alone."""
+    t = ClassTable([13, 10], [5, 10], [0.0, 0.0], [[0.0, 1.0], [0.0, 2.0]], [[0.0, 3.0], [0.0, 2.5]],
+                   lead=[1, 0], blocks=[3, 1], units=[3, 1])
+    c = dep.prompt_in_block_chunks(t, [100, 100], 32)
+    assert (c.nfe, c.first_passes, c.lead) == ([16, 10], [8, 10], [4, 0])
+    assert c.first_pass_s == [[0.0, 1.0], [0.0, 2.5]] and c.pass_s == t.pass_s and c.blocks == [3, 1]
+
+
+def test_the_sglang_dllm_stack_prefills_one_block_per_forward(monkeypatch):
+    """LLaDA-8B, a 500-token prompt, blocks of 32 at 2 tokens per forward: sglang-dllm prefills the
+    prompt in ceil(500 / 32) = 16 passes in place of one, so a lone request's first block comes
+    after 16 + 16 passes of one block step each (no pass costs more): TTFB = 32 x pass_s[1]."""
+    lengths = (np.full(20, 500.0), np.full(20, 64.0))
+    setup = dict(gpu="h100", scheme="block", block=32, tpf=2.0)
+    p = dep.prepare("GSAI-ML/LLaDA-8B-Instruct", lengths, dep.Setup(stack="sglang-dllm", **setup))
+    t = p.table
+    assert (t.lead, t.first_passes, t.nfe, p.prompt_prefill) == ([16], [32], [16 + 32], "block-chunks")
+    assert t.first_pass_s == t.pass_s
+    one = dep.evaluate(p, dep.BatchJob(3, 1))
+    assert one.ttfb_s["mean"] == pytest.approx(32 * t.pass_s[0][1], rel=1e-9)
+    assert one.latency_s["mean"] == pytest.approx(48 * t.pass_s[0][1], rel=1e-9)
+    plain = dep.prepare("GSAI-ML/LLaDA-8B-Instruct", lengths, dep.Setup(stack="sglang", **setup))
+    assert (plain.table.lead, plain.table.first_passes, plain.prompt_prefill) == ([1], [17], "one-pass")

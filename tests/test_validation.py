@@ -49,14 +49,15 @@ def test_docs_quote_the_current_numbers(rows):
 
 # --- serving under load (validation/serving.yaml, `dlmcost serve`) ---------------------------------
 
-# When this was written: at concurrency >= 8 median 1.23x, worst 1.39x; at batch >= 32 at most 1.01x
-# optimistic; overall worst 1.92x (before sglang-dllm's first_block_outside_limit and the A100 40GB
-# PCIe's sustained_compute: 1.40x, 1.52x, 1.47x). The targets (1.3x, 2x, 1.5x) are reported on
-# the page; these limits hold the median to its target and keep the rest from regressing.
+# When this was written: at concurrency >= 8 median 1.21x, worst 1.37x; at batch >= 32 at most 1.01x
+# optimistic; overall worst 1.37x (before sglang-dllm's first_block_outside_limit and prompt_prefill
+# and the A100 40GB PCIe's sustained_compute: 1.40x, 1.52x, 1.47x, 1.92x). The targets (1.3x,
+# 2x, 1.5x) are reported on the page; these limits hold the median to its target and keep the rest
+# from regressing.
 SERVING_HEAVY_MEDIAN_LIMIT = 1.3
 SERVING_HEAVY_WORST_LIMIT = 1.45
 SERVING_BIG_OPTIMISM_LIMIT = 1.1
-SERVING_WORST_LIMIT = 2.0
+SERVING_WORST_LIMIT = 1.5
 
 
 @pytest.fixture(scope="module")

@@ -99,6 +99,9 @@ class Stack(BaseModel):
     # a waiting request's prompt passes and first block run beside the running requests' last
     # passes, outside max_running_requests (the serving simulation: plan/simulate.py)
     first_block_outside_limit: bool = False
+    # how a block-diffusion request's prompt is prefilled: one pass over all of it, or one block of
+    # it per forward (SGLang's dLLM path: a request's extend is cut to the block size each round)
+    prompt_prefill: Literal["one-pass", "block-chunks"] = "one-pass"
     version: str = Field(default="", max_length=100)  # the software release the numbers describe
     as_of: str = Field(default="", max_length=40)  # when they were checked (a date)
     sources: dict[str, str]
@@ -118,7 +121,7 @@ SOURCED_FIELDS = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "e
                   "sampler_logits_bytes")
 # fields with a neutral default, and that default: sourced when set otherwise
 OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "max_running_requests": None, "expert_rows": "routed",
-                    "first_block_outside_limit": False}
+                    "first_block_outside_limit": False, "prompt_prefill": "one-pass"}
 
 
 def _value(stack: "Stack", name: str):
