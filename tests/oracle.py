@@ -66,15 +66,16 @@ def gpu_rates(yaml_name: str, precision: str, profile: str = "realistic") -> dic
     eff = data["efficiency"]
     ideal = profile == "ideal"
     gemm = eff.get("gemm", {})
+    sustained = float(eff.get("sustained_compute", 1.0))  # tensor-core work at the board's sustained clocks
     # elementwise work runs on the vector FP32 units; a part that lists none falls back to bf16
     vector_peak = peaks.get("fp32", peaks["bf16"])
     return dict(
         # the LM head is a bf16 GEMM whatever the precision (its weights stay bf16)
         peak={"linear": peaks[gemm_key], "lm_head": peaks["bf16"], "attention": peaks["bf16"],
               "other": vector_peak},
-        eff={"linear": 1.0 if ideal else gemm.get(gemm_key, gemm.get("bf16", 1.0)),
-             "lm_head": 1.0 if ideal else gemm.get("bf16", 1.0),
-             "attention": 1.0 if ideal else gemm.get("bf16", 1.0),
+        eff={"linear": 1.0 if ideal else gemm.get(gemm_key, gemm.get("bf16", 1.0)) * sustained,
+             "lm_head": 1.0 if ideal else gemm.get("bf16", 1.0) * sustained,
+             "attention": 1.0 if ideal else gemm.get("bf16", 1.0) * sustained,
              "other": 1.0},
         bandwidth=float(data["bandwidth_tb_s"]) * 1e12,
         eff_mem=1.0 if ideal else float(eff["memory_bandwidth"]),

@@ -49,13 +49,15 @@ def test_docs_quote_the_current_numbers(rows):
 
 # --- serving under load (validation/serving.yaml, `dlmcost serve`) ---------------------------------
 
-# When this was written: at concurrency >= 8 median 1.40x, worst 1.59x; at batch >= 32 at most 1.53x
-# optimistic; overall worst 1.92x. The targets (1.3x, 2x, 1.5x) are reported on the page, not
-# enforced here (two are not met); these limits keep the numbers from regressing.
-SERVING_HEAVY_MEDIAN_LIMIT = 1.45
-SERVING_HEAVY_WORST_LIMIT = 1.7
-SERVING_BIG_OPTIMISM_LIMIT = 1.6
-SERVING_WORST_LIMIT = 2.0
+# When this was written: at concurrency >= 8 median 1.21x, worst 1.37x; at batch >= 32 at most 1.01x
+# optimistic; overall worst 1.37x (before sglang-dllm's first_block_outside_limit and prompt_prefill
+# and the A100 40GB PCIe's sustained_compute: 1.40x, 1.52x, 1.47x, 1.92x). The targets (1.3x,
+# 2x, 1.5x) are reported on the page; these limits hold the median to its target and keep the rest
+# from regressing.
+SERVING_HEAVY_MEDIAN_LIMIT = 1.3
+SERVING_HEAVY_WORST_LIMIT = 1.45
+SERVING_BIG_OPTIMISM_LIMIT = 1.1
+SERVING_WORST_LIMIT = 1.5
 
 
 @pytest.fixture(scope="module")
@@ -71,12 +73,17 @@ def test_serving_coverage(serving):
     points = {r["id"]: r["point"] for r in serving}
     assert all(p["source"] and p["assumes"] and p["command"].startswith("dlmcost serve ") for p in points.values())
     assert {"output_tokens_per_s", "ttft_mean_s", "e2e_mean_s", "forward_ms"} <= {r["metric"] for r in serving}
-    # the jax-tpu stack's two fitted points are marked in-sample, and so is the fitted tokens per forward only
+    # in-sample: the jax-tpu stack's two fitted points, the fitted tokens per forward, the A100 40GB
+    # PCIe's sustained_compute (batch 32), and the mini's concurrency-100 point that sglang-dllm's
+    # first_block_outside_limit is inferred from (all three of its numbers)
     in_sample = {(r["id"], r["metric"]) for r in serving if r["in_sample"]}
     assert in_sample == {("sglang-llada21-mini-b200-c1", "output_tokens_per_s"),
                          ("sglang-jax-qwen3-8b-tpu7x-c1", "output_tokens_per_s"),
-                         ("sglang-jax-qwen3-8b-tpu7x-c128", "output_tokens_per_s")}
-    assert s["n_out"] == s["n"] - 3 and s["n_heavy"] >= 8
+                         ("sglang-jax-qwen3-8b-tpu7x-c128", "output_tokens_per_s"),
+                         ("fluxserve-llada-a100-b32", "forward_ms"),
+                         *(("sglang-llada21-mini-b200-c100", m) for m in ("output_tokens_per_s", "ttft_mean_s",
+                                                                           "e2e_mean_s"))}
+    assert s["n_out"] == s["n"] - 7 and s["n_heavy"] >= 8
 
 
 def test_serving_errors_do_not_regress(serving):
@@ -88,6 +95,9 @@ def test_serving_errors_do_not_regress(serving):
     # the fitted tokens per forward reproduces its point
     fit = next(r for r in serving if r["id"] == "sglang-llada21-mini-b200-c1" and r["metric"] == "output_tokens_per_s")
     assert fit["predicted"] == pytest.approx(426.26, rel=0.01)
+    # and the fitted sustained compute its forward
+    fit = next(r for r in serving if r["id"] == "fluxserve-llada-a100-b32")
+    assert fit["predicted"] == pytest.approx(401.3, rel=0.01)
 
 
 def test_serving_ratios_from_the_definitions(serving):

@@ -67,8 +67,8 @@ def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, flo
     eff = profile.efficiency(gpu)
     ideal = profile.name == "ideal"
 
-    def gemm_eff(key: str) -> float:
-        return 1.0 if ideal else eff.gemm.get(key, eff.gemm.get("bf16", 1.0))
+    def gemm_eff(key: str) -> float:  # tensor-core work: at the clocks the board sustains
+        return 1.0 if ideal else eff.gemm.get(key, eff.gemm.get("bf16", 1.0)) * eff.sustained_compute
 
     elementwise_peak = gpu.peak_flops.get(ELEMENTWISE_COMPUTE, gpu.peak_flops["bf16"])
     return dict(

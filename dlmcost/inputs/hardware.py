@@ -49,6 +49,11 @@ class Efficiency(BaseModel):
     # per-forward times where they exist, 1 elsewhere. Only passes under a stack read it; large
     # GEMMs reach `gemm` (the maximum achievable matmul FLOPS) whatever it is.
     gemm_rows_scale: Number = Field(default=1.0, ge=0.05, le=20)
+    # The fraction of `gemm` a board-power-limited part sustains under continuous tensor-core load
+    # (its clocks settle below boost; a maximum-achievable-matmul benchmark is a short burst):
+    # multiplies the GEMM and attention efficiencies of the realistic profile. 1 unless a published
+    # sustained measurement on the part says otherwise (sources.sustained_compute then).
+    sustained_compute: Number = Field(default=1.0, ge=0.05, le=1)
 
     @field_validator("gemm")
     @classmethod
@@ -133,6 +138,8 @@ class GPU(BaseModel):
         for needed in ("memory", "bandwidth", "peak_tflops", "efficiency"):
             if not self.sources.get(needed):
                 raise ValueError(f"sources.{needed} is missing: every number needs its source")
+        if self.efficiency.sustained_compute != 1 and not self.sources.get("sustained_compute"):
+            raise ValueError("sources.sustained_compute is missing: every number needs its source")
         return self
 
     @model_validator(mode="after")

@@ -96,6 +96,12 @@ class Stack(BaseModel):
     # requests the engine runs at once unless told otherwise (None: no limit of its own); the
     # serving simulation reads it as the default batch cap
     max_running_requests: int | None = Field(default=None, ge=1, le=1_000_000)
+    # a waiting request's prompt passes and first block run beside the running requests' last
+    # passes, outside max_running_requests (the serving simulation: plan/simulate.py)
+    first_block_outside_limit: bool = False
+    # how a block-diffusion request's prompt is prefilled: one pass over all of it, or one block of
+    # it per forward (SGLang's dLLM path: a request's extend is cut to the block size each round)
+    prompt_prefill: Literal["one-pass", "block-chunks"] = "one-pass"
     version: str = Field(default="", max_length=100)  # the software release the numbers describe
     as_of: str = Field(default="", max_length=40)  # when they were checked (a date)
     sources: dict[str, str]
@@ -114,7 +120,8 @@ class Stack(BaseModel):
 SOURCED_FIELDS = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "elementwise_bytes_factor",
                   "sampler_logits_bytes")
 # fields with a neutral default, and that default: sourced when set otherwise
-OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "max_running_requests": None, "expert_rows": "routed"}
+OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "max_running_requests": None, "expert_rows": "routed",
+                    "first_block_outside_limit": False, "prompt_prefill": "one-pass"}
 
 
 def _value(stack: "Stack", name: str):

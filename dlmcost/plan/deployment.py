@@ -90,6 +90,8 @@ class Prepared:
     decoding: Decoding
     release: str
     max_running: int
+    first_block_outside_limit: bool  # the stack's: newcomers' first blocks beside a full batch
+    prompt_prefill: str  # "one-pass", or "block-chunks": the prompt one block per forward (the stack's)
     release_source: str
     max_running_source: str
     table: ClassTable
@@ -207,18 +209,20 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
         release, release_source = "first-done", "token-streaming scheme"
     max_running, max_running_source = _choose(setup.max_running, _stack_field(stack, "max_running_requests"),
                                               DEFAULT_MAX_RUNNING)
+    ahead = bool(_stack_field(stack, "first_block_outside_limit"))
+    table_cap = 2 * max_running if ahead else max_running  # newcomers beside a full batch
     prompt_vals = [int(v) for v in sample.prompt_values]
     answer_vals = [int(v) for v in sample.answer_values]
     canvases = ([int(math.ceil(v / decoding.block) * decoding.block) for v in answer_vals]
                 if decoding.block and not token_streaming else answer_vals)
     distinct = sorted(set(canvases))
-    args = (decoding, [gpu.name], [setup.precision], [setup.tp], prompt_vals, distinct, batch_grid(max_running))
+    args = (decoding, [gpu.name], [setup.precision], [setup.tp], prompt_vals, distinct, batch_grid(table_cap))
     opts = dict(efficiency=setup.efficiency, stack=setup.stack, hardware=hardware, ep=setup.ep)
     limits.check_passes(table_passes(spec, *args, **opts), limits.MAX_PASSES_ONE_BY_ONE,
                         "choose larger blocks, shorter answers, or a smaller --max-running")
     pt = pass_table(spec, *args, **opts, max_passes=None)
     built = _class_tables(pt, 0, 0, 0, decoding, prompt_vals, canvases, [distinct.index(c) for c in canvases],
-                          max_running)
+                          table_cap)
     if built is None:
         raise WorkloadError(f"{spec.id} cannot run on {gpu.name} at tp {setup.tp}, ep {setup.ep}, {setup.precision} "
                             f"with {decoding.label} (unsupported precision, a layout that does not split, or weights "
@@ -230,18 +234,41 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     lead = [int(round(float(pt.prompt_passes[0, 0, 0, i, distinct.index(c)]))) for i in range(n_p) for c in canvases]
     table = ClassTable(table.nfe, table.first_passes, table.mem_share, table.pass_s, table.first_pass_s,
                        lead=lead, blocks=blocks, units=units)
+    prompt_prefill = _stack_field(stack, "prompt_prefill") or "one-pass"
+    if prompt_prefill == "block-chunks" and decoding.block and not token_streaming:
+        table = prompt_in_block_chunks(table, [p for p in prompt_vals for _ in canvases], decoding.block)
+    else:
+        prompt_prefill = "one-pass"
     block_len = [decoding.block or c for c in canvases] * n_p
     max_per_block = [max(b, int(math.ceil((n - ld) / k))) for b, n, ld, k in zip(block_len, table.nfe, lead, blocks)]
     price, price_source = setup.price, "user" if setup.price is not None else None
     if price is None and gpu.price_per_hour is not None:
         price, price_source = gpu.price_per_hour.usd, f"list price as of {gpu.price_per_hour.as_of} (estimate)"
     return Prepared(model=spec.id, gpu_name=gpu.name, gpus=setup.replicas * setup.tp, setup=setup, decoding=decoding,
-                    release=release, max_running=max_running, release_source=release_source,
+                    release=release, max_running=max_running, first_block_outside_limit=ahead,
+                    prompt_prefill=prompt_prefill,
+                    release_source=release_source,
                     max_running_source=max_running_source, table=table, sample=sample,
                     answer_tokens=np.tile(sample.answer_values.astype(float), n_p),
                     prompt_tokens=np.repeat(sample.prompt_values.astype(float), len(answer_vals)),
                     block_streaming=not token_streaming, max_per_block=max_per_block, price=price,
                     price_source=price_source, power_w=gpu.board_power_w)
+
+
+def prompt_in_block_chunks(table: ClassTable, prompts: list[int], block: int) -> ClassTable:
+    """The prompt prefilled one block per forward (the stack's `prompt_prefill: block-chunks`):
+    each class's passes over the prompt alone become ceil(P / block) passes of at most a block's
+    tokens, each costed as one of the class's block steps (the same q = block rows over the
+    cache), in place of its prefill pass; its NFE and its passes to the first block change by
+    as many."""
+    old = table.lead or [0] * len(prompts)
+    # only a class that prefills its prompt on its own (not a full-canvas scheme) changes
+    chunks = [math.ceil(p / block) if ld > 0 else 0 for p, ld in zip(prompts, old)]
+    nfe = [n - ld + k for n, ld, k in zip(table.nfe, old, chunks)]
+    first = [f - ld + k for f, ld, k in zip(table.first_passes, old, chunks)]
+    first_s = [p if k else f for p, f, k in zip(table.pass_s, table.first_pass_s, chunks)]
+    return ClassTable(nfe, first, table.mem_share, table.pass_s, first_s, lead=chunks, blocks=table.blocks,
+                      units=table.units)
 
 
 def _choose(given, from_stack, default):
@@ -297,7 +324,8 @@ def _simulate_replicas(prep: Prepared, load, cls: np.ndarray, arrivals: np.ndarr
         sub = None
         if prep.block_streaming:
             sub = passes_all.subset(g)
-        r = simulate(prep.table, cls[g], prep.max_running, passes=sub, release=prep.release, **kind)
+        r = simulate(prep.table, cls[g], prep.max_running, passes=sub, release=prep.release,
+                     first_block_outside_limit=prep.first_block_outside_limit, **kind)
         out.append(_Replica(r, g))
     return out
 
@@ -457,6 +485,7 @@ def describe(prep: Prepared) -> dict:
                 precision=s.precision, decoding=prep.decoding.label, scheme=prep.decoding.scheme,
                 block=prep.decoding.block, tpf=prep.decoding.tpf, tpf_spread=s.tpf_spread,
                 max_running=prep.max_running, max_running_source=prep.max_running_source,
+                first_block_outside_limit=prep.first_block_outside_limit, prompt_prefill=prep.prompt_prefill,
                 memory_limit=_memory_limit(prep.table),
                 release=prep.release, release_source=prep.release_source, stack=s.stack or DEFAULT_STACK,
                 price_per_gpu_hour=prep.price, price_source=prep.price_source, board_power_w=prep.power_w,

@@ -37,6 +37,15 @@ Two release policies (`release`):
   still in every pass (the batch keeps its shape), and its block is streamed at the round's end.
   Requests join and leave only between rounds. Each round is one event.
 
+A request's first block outside the limit (`first_block_outside_limit`, a stack property:
+SGLang's dLLM path, docs/stacks.md): a waiting request may join while the batch is full, so that
+its prompt passes and first block run beside the running requests' last passes, when by the end
+of that first block fewer than `batch_cap` of the others are still running. The limit then counts
+the requests past their first block; at most 2 x batch_cap are in flight (pass tables run to that).
+"first-done": request i may join at iteration k when fewer than batch_cap requests in flight
+finish after k + first_passes_i. "synchronous": it may join a round when fewer than batch_cap
+members go on past the round (are not in their last block), counting the newcomers.
+
 Per-request pass counts (`passes`, `RequestPasses`): each request's passes over the prompt alone,
 and its passes per block, drawn by `draw_passes` from a distribution of steps per block with the
 class's mean (the engine's NFE) and a given spread. Without them every request of class c runs
@@ -181,13 +190,16 @@ RELEASES = ("synchronous", "first-done")
 
 def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
              arrivals_s: np.ndarray | None = None, users: int | None = None, think_s: float = 0.0,
-             passes: RequestPasses | None = None, release: str = "first-done") -> SimResult:
+             passes: RequestPasses | None = None, release: str = "first-done",
+             first_block_outside_limit: bool = False) -> SimResult:
     """Serve requests in order: open loop (`arrivals_s`, sorted) or closed loop (`users`)."""
     if release not in RELEASES:
         raise ValueError(f"release must be one of {RELEASES}, got {release!r}")
     if release == "synchronous":
         return _simulate_rounds(table, request_class, batch_cap, passes or class_passes(table, request_class),
-                                arrivals_s, users, think_s)
+                                arrivals_s, users, think_s, first_block_outside_limit)
+    ahead = first_block_outside_limit
+    in_flight_cap = 2 * batch_cap if ahead else batch_cap
     n = len(request_class)
     cls = request_class.tolist()
     share, pass_s = table.mem_share, table.pass_s
@@ -247,11 +259,18 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         # ones admitted here are ids first_new, first_new + 1, ...)
         waiting = len(queue)
         first_new = queue[0] if waiting else 0
-        while queue and len(inflight) < batch_cap:
+        opens_at = None  # ahead: the iteration at which the head of the queue may join
+        while queue and len(inflight) < in_flight_cap:
             i = queue[0]
             c = cls[i]
             if share_used + share[c] > 1.0 + 1e-9 and inflight:
                 break
+            if ahead and len(inflight) >= batch_cap:
+                # the batch_cap-th latest finish must come by the end of i's first block
+                kth = heapq.nlargest(batch_cap, inflight)[-1][0]
+                if kth > it + first[i]:
+                    opens_at = kth - first[i]
+                    break
             queue.popleft()
             share_used += share[c]
             counts[c] += 1
@@ -272,7 +291,9 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         else:
             tau0 = tau + sum(lift[cls[i]][b] for i in range(first_new, first_new + new)) / b
         m = inflight[0][0] - it  # iterations to the next completion
-        if not queue and b < batch_cap and next_t < math.inf:  # an arrival could join before then
+        if opens_at is not None:
+            m = min(m, opens_at - it)
+        if not queue and b < in_flight_cap and next_t < math.inf:  # an arrival could join before then
             m_a = 1 + math.ceil((next_t - now - tau0) / tau - 1e-9)  # the first boundary at or after it
             if m_a < m:
                 m = m_a if m_a > 1 else 1
@@ -313,7 +334,8 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
 
 
 def _simulate_rounds(table: ClassTable, request_class: np.ndarray, batch_cap: int, passes: RequestPasses,
-                     arrivals_s: np.ndarray | None, users: int | None, think_s: float) -> SimResult:
+                     arrivals_s: np.ndarray | None, users: int | None, think_s: float,
+                     ahead: bool = False) -> SimResult:
     """The synchronous policy: one event per round (see the module docstring)."""
     n = len(request_class)
     cls = request_class.tolist()
@@ -351,7 +373,9 @@ def _simulate_rounds(table: ClassTable, request_class: np.ndarray, batch_cap: in
             else:
                 queue.append(heapq.heappop(pending)[1])
         newcomers = []
-        while queue and len(members) < batch_cap:
+        # ahead: the limit counts the members that go on past this round, and the newcomers
+        going_on = sum(block_of[i] < n_blocks[i] - 1 for i in members) if ahead else len(members)
+        while queue and going_on + len(newcomers) < batch_cap:
             c = cls[queue[0]]
             if share_used + share[c] > 1.0 + 1e-9 and members:
                 break

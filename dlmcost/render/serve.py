@@ -81,7 +81,8 @@ def deployment_lines(d: dict) -> list[str]:
     lines = [f"{d['model']} on {d['replicas']}× {d['gpu']} TP{d['tp']}{ep} {d['precision']} "
              f"({d['gpus']} GPU{'s' if d['gpus'] > 1 else ''}) · {d['decoding']}"
              + (f", spread {d['tpf_spread']:g}" if d["tpf_spread"] else "") + f" · stack {d['stack']}",
-             f"running ≤ {d['max_running']} per replica ({d['max_running_source']}; memory fits "
+             f"running ≤ {d['max_running']}{' (+ first blocks)' if d.get('first_block_outside_limit') else ''} "
+             f"per replica ({d['max_running_source']}; memory fits "
              f"{d['memory_limit']}) · {d['release']} release ({d['release_source']})"]
     return lines
 
