@@ -26,7 +26,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     from .results import pareto_front, rank_key
     from .scenario import (build_decodings, build_space_and_pricing, build_targets, build_traffic, parse_price,
                            read_scenario)
-    from .search import plan
+    from .search import default_max_batch, plan
 
     price_overrides = dict(parse_price(p) for p in prices)
     spec = read_scenario(scenario_path, overrides)
@@ -38,10 +38,11 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     traffic = build_traffic(spec, first)
     targets = build_targets(spec)
     db = HardwareDB.load(hardware)
+    cap = default_max_batch(stack, efficiency)
     parts, decodings = [], []
     for m in model_specs:
         own = build_decodings(spec, m, traffic, side_by_side=len(model_specs) > 1)
-        space, pricing = build_space_and_pricing(spec, own, db)
+        space, pricing = build_space_and_pricing(spec, own, db, default_max_batch=cap)
         decodings += [d.label for d in space.decodings]
         parts.append(plan(m, traffic, targets, space, pricing, requests=spec.simulation.requests,
                           seed=spec.simulation.seed, efficiency=efficiency, stack=stack, hardware=hardware,

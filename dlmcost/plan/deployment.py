@@ -26,14 +26,14 @@ from ..errors import UsageError, WorkloadError
 from ..inputs.stacks import DEFAULT_STACK
 from .loads import ClosedLoop, BatchJob, OpenLoop, TraceReplay
 from .results import Targets, joules_per_token, usd_per_hour, usd_per_mtok
-from .search import WARMUP_FRACTION, COOLDOWN_FRACTION, _class_tables, batch_grid
-from .simulate import RELEASES, ClassTable, SimResult, draw_passes, simulate
+from . import behaviour
+from .behaviour import DEFAULT_MAX_RUNNING, DEFAULT_RELEASE  # noqa: F401  (serve's defaults, documented here)
+from .search import WARMUP_FRACTION, COOLDOWN_FRACTION, batch_grid
+from .simulate import RELEASES, ClassTable, SimResult
 from .steptime import Decoding, pass_table, table_passes
 from .traffic import LengthDist, RequestSample, length_classes, parse_lengths
 
 DEFAULT_REQUESTS = 2000
-DEFAULT_MAX_RUNNING = 256  # when neither the option nor the stack gives one (plan's batch limit)
-DEFAULT_RELEASE = "synchronous"  # when the stack does not say (SGLang's dLLM batches before PR #17770)
 MAX_RATE_STEPS = 14  # bisection halvings of the rate interval: 2^-14 of the saturation rate
 SUSTAIN_FRACTION = 0.95  # a rate is sustained when at least this share of it is served
 
@@ -92,15 +92,21 @@ class Prepared:
     max_running: int
     release_source: str
     max_running_source: str
-    table: ClassTable
+    requests: behaviour.RequestTable  # the request classes' passes and pass times
     sample: RequestSample
     answer_tokens: np.ndarray  # useful tokens per class
     prompt_tokens: np.ndarray  # per class
-    block_streaming: bool
-    max_per_block: list[int]
     price: float | None
     price_source: str | None
     power_w: float | None
+
+    @property
+    def table(self) -> ClassTable:
+        return self.requests.table
+
+    @property
+    def block_streaming(self) -> bool:
+        return self.requests.block_streaming
 
     def classes(self) -> np.ndarray:
         return self.sample.prompt_class * len(self.sample.answer_values) + self.sample.answer_class
@@ -170,10 +176,6 @@ def stats(values: np.ndarray) -> dict:
 # --- preparing the deployment --------------------------------------------------------------------
 
 
-def _stack_field(stack, name: str):
-    return getattr(stack, name, None) if stack is not None else None
-
-
 def _decoding(spec, setup: Setup, answers: np.ndarray) -> Decoding:
     from .scenario import DecodingSpec, ScenarioSpec, SearchSpec, build_decodings
     from .traffic import Traffic
@@ -201,55 +203,31 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     sample = length_classes(prompts, answers)
     decoding = _decoding(spec, setup, np.asarray(answers, float))
     stack = resolve_stack(setup.stack, load_profile(setup.efficiency))
-    token_streaming = get_scheme(decoding.scheme).stops == "token"
-    release, release_source = _choose(setup.release, _stack_field(stack, "release"), DEFAULT_RELEASE)
-    if token_streaming:  # iteration-level batching: a request leaves at its last token
-        release, release_source = "first-done", "token-streaming scheme"
-    max_running, max_running_source = _choose(setup.max_running, _stack_field(stack, "max_running_requests"),
-                                              DEFAULT_MAX_RUNNING)
+    pol = behaviour.policy(stack, decoding, release=setup.release, max_running=setup.max_running)
     prompt_vals = [int(v) for v in sample.prompt_values]
     answer_vals = [int(v) for v in sample.answer_values]
-    canvases = ([int(math.ceil(v / decoding.block) * decoding.block) for v in answer_vals]
-                if decoding.block and not token_streaming else answer_vals)
-    distinct = sorted(set(canvases))
-    args = (decoding, [gpu.name], [setup.precision], [setup.tp], prompt_vals, distinct, batch_grid(max_running))
+    distinct = sorted(set(behaviour.canvases(decoding, answer_vals)))
+    args = (decoding, [gpu.name], [setup.precision], [setup.tp], prompt_vals, distinct, batch_grid(pol.max_running))
     opts = dict(efficiency=setup.efficiency, stack=setup.stack, hardware=hardware, ep=setup.ep)
     limits.check_passes(table_passes(spec, *args, **opts), limits.MAX_PASSES_ONE_BY_ONE,
                         "choose larger blocks, shorter answers, or a smaller --max-running")
     pt = pass_table(spec, *args, **opts, max_passes=None)
-    built = _class_tables(pt, 0, 0, 0, decoding, prompt_vals, canvases, [distinct.index(c) for c in canvases],
-                          max_running)
-    if built is None:
+    rt = behaviour.request_table(pt, 0, 0, 0, decoding, prompt_vals, answer_vals, pol.max_running)
+    if rt is None:
         raise WorkloadError(f"{spec.id} cannot run on {gpu.name} at tp {setup.tp}, ep {setup.ep}, {setup.precision} "
                             f"with {decoding.label} (unsupported precision, a layout that does not split, or weights "
                             "that do not fit)")
-    table, _ = built
     n_p = len(prompt_vals)
-    blocks = [1 if token_streaming else (c // decoding.block if decoding.block else 1) for c in canvases] * n_p
-    units = [a if token_streaming else b for a, b in zip(answer_vals * n_p, blocks)]
-    lead = [int(round(float(pt.prompt_passes[0, 0, 0, i, distinct.index(c)]))) for i in range(n_p) for c in canvases]
-    table = ClassTable(table.nfe, table.first_passes, table.mem_share, table.pass_s, table.first_pass_s,
-                       lead=lead, blocks=blocks, units=units)
-    block_len = [decoding.block or c for c in canvases] * n_p
-    max_per_block = [max(b, int(math.ceil((n - ld) / k))) for b, n, ld, k in zip(block_len, table.nfe, lead, blocks)]
     price, price_source = setup.price, "user" if setup.price is not None else None
     if price is None and gpu.price_per_hour is not None:
         price, price_source = gpu.price_per_hour.usd, f"list price as of {gpu.price_per_hour.as_of} (estimate)"
     return Prepared(model=spec.id, gpu_name=gpu.name, gpus=setup.replicas * setup.tp, setup=setup, decoding=decoding,
-                    release=release, max_running=max_running, release_source=release_source,
-                    max_running_source=max_running_source, table=table, sample=sample,
+                    release=pol.release, max_running=pol.max_running, release_source=pol.release_source,
+                    max_running_source=pol.max_running_source, requests=rt, sample=sample,
                     answer_tokens=np.tile(sample.answer_values.astype(float), n_p),
                     prompt_tokens=np.repeat(sample.prompt_values.astype(float), len(answer_vals)),
-                    block_streaming=not token_streaming, max_per_block=max_per_block, price=price,
+                    price=price,
                     price_source=price_source, power_w=gpu.board_power_w)
-
-
-def _choose(given, from_stack, default):
-    if given is not None:
-        return given, "option"
-    if from_stack is not None:
-        return from_stack, "stack"
-    return default, "default"
 
 
 # --- one load --------------------------------------------------------------------------------------
@@ -277,8 +255,7 @@ def _simulate_replicas(prep: Prepared, load, cls: np.ndarray, arrivals: np.ndarr
                        rng: np.random.Generator) -> list[_Replica]:
     setup = prep.setup
     n, R = len(cls), setup.replicas
-    if prep.block_streaming:
-        passes_all = draw_passes(prep.table, cls, setup.tpf_spread, rng, prep.max_per_block)
+    passes_all = behaviour.request_passes(prep.requests, cls, setup.tpf_spread, rng)
     out = []
     if isinstance(load, (ClosedLoop, BatchJob)):
         users = load.users if isinstance(load, ClosedLoop) else load.parallel
@@ -294,10 +271,8 @@ def _simulate_replicas(prep: Prepared, load, cls: np.ndarray, arrivals: np.ndarr
         groups = [np.arange(r, n, R) for r in range(min(R, n))]
         kinds = [dict(arrivals_s=arrivals[g]) for g in groups]
     for g, kind in zip(groups, kinds):
-        sub = None
-        if prep.block_streaming:
-            sub = passes_all.subset(g)
-        r = simulate(prep.table, cls[g], prep.max_running, passes=sub, release=prep.release, **kind)
+        sub = passes_all.subset(g) if passes_all is not None else None
+        r = behaviour.run(prep.table, cls[g], prep.max_running, prep.release, sub, **kind)
         out.append(_Replica(r, g))
     return out
 

@@ -26,8 +26,9 @@ from ..inputs.hardware import GPU
 from ..engine.schemes import autoregressive_scheme
 from .results import (ABSURD_RATIO, Deployment, Targets, check_targets, joules_per_token, mark_absurd, pareto_front,
                       rank_key, usd_per_hour, usd_per_mtok)
-from .simulate import ClassTable, simulate
-from .steptime import Decoding, PassTable, pass_table, passes_to_first_output, table_passes
+from . import behaviour
+from .simulate import ClassTable, RequestPasses
+from .steptime import Decoding, pass_table, table_passes
 from .traffic import RequestSample, Traffic, sample_requests
 
 WARMUP_FRACTION = 0.10  # requests discarded at the start (empty server) ...
@@ -81,39 +82,21 @@ def batch_grid(cap: int) -> list[int]:
     return sorted(set(small) | {int(round(x)) for x in np.geomspace(16, cap, 24)})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Candidate:
+    """One deployment to search replicas for, served as `serve` serves it (behaviour.py): its
+    request classes, release policy, and the sample's requests' passes per block."""
+
     gpu: GPU
     precision: str
     tp: int
     decoding: Decoding
-    max_batch: int
+    max_batch: int  # the running-request limit per replica
     table: ClassTable
     answer_tokens: np.ndarray  # per class
     batch_limit: int  # largest batch of the longest requests that fits, capped by max_batch
-
-
-def _class_tables(pt: PassTable, gi: int, pi: int, ti: int, decoding: Decoding, prompts: list[int],
-                  answers: list[int], answer_col: list[int], max_batch: int) -> tuple[ClassTable, int] | None:
-    """Flatten (prompt class, answer class) -> request class; None if it cannot run or fit.
-    `answers[k]` is answer class k's canvas, at column `answer_col[k]` of the pass table."""
-    nfe = pt.nfe[gi, pi, ti]
-    mem = pt.max_batch[gi, pi, ti]
-    if np.isnan(nfe).any() or (mem < 1).any():
-        return None
-    grid = pt.batches
-    b = np.arange(max_batch + 1)
-    rows_nfe, rows_first, rows_share, rows_first_s, rows_pass = [], [], [], [], []
-    for lp_i in range(len(prompts)):
-        for lg, col in zip(answers, answer_col):
-            n = float(nfe[lp_i, col])
-            rows_nfe.append(int(round(n)))
-            rows_first.append(passes_to_first_output(decoding, n, float(pt.prompt_passes[gi, pi, ti, lp_i, col]), lg))
-            rows_share.append(1.0 / float(mem[lp_i, col]))
-            rows_first_s.append(np.interp(b, grid, pt.first_s[gi, pi, ti, lp_i, col]).tolist())
-            rows_pass.append(np.interp(b, grid, pt.pass_s[gi, pi, ti, lp_i, col]).tolist())
-    limit = int(min(max_batch, float(mem.min())))
-    return ClassTable(rows_nfe, rows_first, rows_share, rows_pass, rows_first_s), limit
+    release: str = "first-done"
+    passes: RequestPasses | None = None  # the sample's requests', in order (None: their class's)
 
 
 @dataclass(frozen=True)
@@ -139,10 +122,10 @@ def _run(c: Candidate, sample: RequestSample, traffic: Traffic, replicas: int, *
     n = len(cls)
     if traffic.closed_loop:
         users = users_per_replica or math.ceil(traffic.users / replicas)
-        r = simulate(c.table, cls, c.max_batch, users=users, think_s=traffic.think_s)
+        r = behaviour.run(c.table, cls, c.max_batch, c.release, c.passes, users=users, think_s=traffic.think_s)
     else:
         arrivals = np.cumsum(sample.unit_gaps) / (traffic.rate / replicas)
-        r = simulate(c.table, cls, c.max_batch, arrivals_s=arrivals)
+        r = behaviour.run(c.table, cls, c.max_batch, c.release, c.passes, arrivals_s=arrivals)
     w = _window(n)
     lat, ttfb = r.latency_s[w], r.ttfb_s[w]
     tokens = c.answer_tokens[cls[w]]
@@ -159,7 +142,7 @@ def _saturation_rps(c: Candidate, sample: RequestSample) -> float:
     """Requests/s one replica completes when its batch is always full (a closed loop with more
     users than the batch holds and no think time): the rate beyond which queues grow without bound."""
     cls = sample.prompt_class * len(sample.answer_values) + sample.answer_class
-    r = simulate(c.table, cls, c.max_batch, users=2 * c.max_batch + 1)
+    r = behaviour.run(c.table, cls, c.max_batch, c.release, c.passes, users=2 * c.max_batch + 1)
     return _completion_rate(r.done_s)
 
 
@@ -242,8 +225,11 @@ def _floor_ratio(c: Candidate, sample: RequestSample, targets: Targets) -> float
     """The worst latency ratio of a request served alone (batch 1, no queue)."""
     cls = sample.prompt_class * len(sample.answer_values) + sample.answer_class
     t1, first1 = (np.array([row[1] for row in rows])[cls] for rows in (c.table.pass_s, c.table.first_pass_s))
-    latency = first1 + (np.array(c.table.nfe)[cls] - 1) * t1
-    first = first1 + (np.array(c.table.first_passes)[cls] - 1) * t1
+    # the passes the simulation runs (each request's own with a block-streaming scheme)
+    nfe, first_passes = ((c.passes.nfe, c.passes.first) if c.passes is not None
+                         else (np.array(c.table.nfe)[cls], np.array(c.table.first_passes)[cls]))
+    latency = first1 + (nfe - 1) * t1
+    first = first1 + (first_passes - 1) * t1
     values = dict(p50_latency_s=np.percentile(latency, 50), p95_latency_s=np.percentile(latency, 95),
                   p99_latency_s=np.percentile(latency, 99), p95_first_block_s=np.percentile(first, 95))
     ratios = [values[name] / getattr(targets, name) for name in LATENCY_TARGETS if getattr(targets, name)]
@@ -460,12 +446,9 @@ def _bound(c: Candidate, sample: RequestSample, traffic: Traffic, pricing: Prici
 
 
 def _canvases(decoding: Decoding, sample: RequestSample) -> tuple[list[int], list[int]]:
-    """The prompt classes, and the canvas each answer class runs."""
+    """The prompt classes, and the canvas each answer class runs (`behaviour.canvases`)."""
     prompts = [int(v) for v in sample.prompt_values]
-    if decoding.autoregressive or not decoding.block:
-        return prompts, [int(v) for v in sample.answer_values]
-    # the canvas is a whole number of blocks (the padding costs time but yields no tokens)
-    return prompts, [int(math.ceil(v / decoding.block) * decoding.block) for v in sample.answer_values]
+    return prompts, behaviour.canvases(decoding, [int(v) for v in sample.answer_values])
 
 
 def _table_args(space: SearchSpace, decoding: Decoding, prompts: list[int], canvases: list[int]) -> tuple:
@@ -476,24 +459,38 @@ def _table_args(space: SearchSpace, decoding: Decoding, prompts: list[int], canv
 
 def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSample, efficiency: str,
                 stack: str | None, hardware: list[str] | None) -> tuple[list[Candidate], int]:
-    prompts, answers = _canvases(decoding, sample)
-    distinct = sorted(set(answers))
-    answer_col = [distinct.index(a) for a in answers]
-    pt = pass_table(model, *_table_args(space, decoding, prompts, answers), efficiency=efficiency, stack=stack,
+    prompts, canvases = _canvases(decoding, sample)
+    answers = [int(v) for v in sample.answer_values]
+    pt = pass_table(model, *_table_args(space, decoding, prompts, canvases), efficiency=efficiency, stack=stack,
                     hardware=hardware, max_passes=None)  # plan checked the total of its sweeps
     tokens = np.tile(sample.answer_values.astype(float), len(prompts))  # useful tokens per request class
+    cls = sample.prompt_class * len(sample.answer_values) + sample.answer_class
+    release = behaviour.policy(_stack_profile(stack, efficiency), decoding).release  # max_batch: the running limit
     out, skipped = [], 0
     for gi, g in enumerate(space.gpus):
         for pi, prec in enumerate(space.precisions):
             for ti, tp in enumerate(space.tps):
                 for mb in space.max_batches:
-                    built = _class_tables(pt, gi, pi, ti, decoding, prompts, answers, answer_col, mb)
-                    if built is None:
+                    rt = behaviour.request_table(pt, gi, pi, ti, decoding, prompts, answers, mb)
+                    if rt is None:
                         skipped += 1
                         continue
-                    table, limit = built
-                    out.append(Candidate(g, prec, tp, decoding, mb, table, tokens, limit))
+                    passes = behaviour.request_passes(rt, cls)
+                    out.append(Candidate(g, prec, tp, decoding, mb, rt.table, tokens, rt.batch_limit, release, passes))
     return out, skipped
+
+
+def _stack_profile(stack: str | None, efficiency: str):
+    """The stack profile the passes are costed with (None: the bare roofline), for its serving fields."""
+    from ..analysis.prepare import resolve_stack
+    from ..inputs.profiles import load_profile
+
+    return resolve_stack(stack, load_profile(efficiency))
+
+
+def default_max_batch(stack: str | None, efficiency: str) -> int:
+    """The batch limit searched when none is given: the stack's running-request limit, as `serve`'s."""
+    return behaviour.running_limit(_stack_profile(stack, efficiency))[0]
 
 
 def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing: Pricing, *,

@@ -1,0 +1,146 @@
+"""How a deployment serves its requests, the one definition `plan` and `serve` both simulate.
+
+A deployment's serving behaviour is its release policy (a synchronous batch that advances block
+by block, or first-done-first-out release), its limit on running requests per replica, and each
+request's passes per block (the engine's count spread over the blocks; a tokens-per-forward
+spread draws them at random). The option wins, then the stack profile's field, then the default:
+`policy`. `request_table` builds a deployment's per-class table (pass times, passes, blocks and
+streamed pieces) from a pass table, `request_passes` each request's passes, and `run` simulates
+one replica with them. `serve` (deployment.py) and `plan`'s search (search.py) call only these,
+so that a plan row and a `serve` of the same deployment at the same load cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..engine.schemes import get_scheme
+from .simulate import ClassTable, RequestPasses, SimResult, draw_passes, simulate
+from .steptime import Decoding, PassTable, passes_to_first_output
+
+DEFAULT_MAX_RUNNING = 256  # when neither the option nor the stack gives one (plan's batch limit)
+DEFAULT_RELEASE = "synchronous"  # when the stack does not say (SGLang's dLLM batches before PR #17770)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The release policy and the limit on running requests, each with where it came from
+    ("option", "stack", "default", or "token-streaming scheme")."""
+
+    release: str
+    release_source: str
+    max_running: int
+    max_running_source: str
+
+
+def choose(given, from_stack, default) -> tuple:
+    """(value, source): the option, else the stack's field, else the default."""
+    if given is not None:
+        return given, "option"
+    if from_stack is not None:
+        return from_stack, "stack"
+    return default, "default"
+
+
+def stack_field(stack, name: str):
+    """A stack profile's field, None without a stack or where the profile has no such field."""
+    return getattr(stack, name, None) if stack is not None else None
+
+
+def streams_tokens(decoding: Decoding) -> bool:
+    """The scheme streams tokens (AR, draft-verify): iteration-level batching, no blocks."""
+    return get_scheme(decoding.scheme).stops == "token"
+
+
+def policy(stack, decoding: Decoding, *, release: str | None = None, max_running: int | None = None) -> Policy:
+    """The deployment's release policy and running-request limit. A scheme that streams tokens
+    always releases first-done (a request leaves at its last token)."""
+    rel, rel_source = choose(release, stack_field(stack, "release"), DEFAULT_RELEASE)
+    if streams_tokens(decoding):
+        rel, rel_source = "first-done", "token-streaming scheme"
+    cap, cap_source = running_limit(stack, max_running)
+    return Policy(rel, rel_source, cap, cap_source)
+
+
+def running_limit(stack, given: int | None = None) -> tuple[int, str]:
+    """(requests per replica at once, its source): the option, the stack's `max_running_requests`,
+    else DEFAULT_MAX_RUNNING."""
+    cap, source = choose(given, stack_field(stack, "max_running_requests"), DEFAULT_MAX_RUNNING)
+    return int(cap), source
+
+
+def canvases(decoding: Decoding, answers: list[int]) -> list[int]:
+    """The canvas each answer length runs: a whole number of blocks for a block-streaming scheme
+    (the padding costs time but yields no tokens), the answer itself for a token-streaming one."""
+    if decoding.block and not streams_tokens(decoding):
+        return [int(math.ceil(a / decoding.block) * decoding.block) for a in answers]
+    return [int(a) for a in answers]
+
+
+@dataclass(frozen=True)
+class RequestTable:
+    """A deployment's request classes (prompt class x answer class, in that order): the
+    simulation's table, the largest batch of the longest requests that fits (capped by the
+    running limit), and each class's most passes per block (a pass commits a token at least)."""
+
+    table: ClassTable
+    batch_limit: int
+    max_per_block: list[int]
+    block_streaming: bool
+
+
+def request_table(pt: PassTable, gi: int, pi: int, ti: int, decoding: Decoding, prompts: list[int],
+                  answers: list[int], max_running: int) -> RequestTable | None:
+    """The table of pass table entry [gi, pi, ti] for every (prompt, answer) class; None if the
+    deployment cannot run it or it does not fit. The pass table's answer axis holds the distinct
+    canvases (`canvases`) in increasing order."""
+    nfe, mem = pt.nfe[gi, pi, ti], pt.max_batch[gi, pi, ti]
+    if np.isnan(nfe).any() or (mem < 1).any():
+        return None
+    token_streaming = streams_tokens(decoding)
+    canvas = canvases(decoding, answers)
+    distinct = sorted(set(canvas))
+    col = [distinct.index(c) for c in canvas]
+    b = np.arange(max_running + 1)
+    grid = pt.batches
+    rows = dict(nfe=[], first=[], share=[], first_s=[], pass_s=[], lead=[], blocks=[], units=[], per_block=[])
+    for lp in range(len(prompts)):
+        for answer, cv, k in zip(answers, canvas, col):
+            n = float(nfe[lp, k])
+            prompt_passes = float(pt.prompt_passes[gi, pi, ti, lp, k])
+            blocks = 1 if token_streaming else (cv // decoding.block if decoding.block else 1)
+            lead = int(round(prompt_passes))
+            rows["nfe"].append(int(round(n)))
+            rows["first"].append(passes_to_first_output(decoding, n, prompt_passes, cv))
+            rows["share"].append(1.0 / float(mem[lp, k]))
+            rows["first_s"].append(np.interp(b, grid, pt.first_s[gi, pi, ti, lp, k]).tolist())
+            rows["pass_s"].append(np.interp(b, grid, pt.pass_s[gi, pi, ti, lp, k]).tolist())
+            rows["lead"].append(lead)
+            rows["blocks"].append(blocks)
+            rows["units"].append(int(answer) if token_streaming else blocks)
+            block_len = decoding.block or cv
+            rows["per_block"].append(max(block_len, int(math.ceil((int(round(n)) - lead) / blocks))))
+    table = ClassTable(rows["nfe"], rows["first"], rows["share"], rows["pass_s"], rows["first_s"],
+                       lead=rows["lead"], blocks=rows["blocks"], units=rows["units"])
+    limit = int(min(max_running, float(mem.min())))
+    return RequestTable(table, limit, rows["per_block"], not token_streaming)
+
+
+def request_passes(rt: RequestTable, request_class: np.ndarray, spread: float = 0.0,
+                   rng: np.random.Generator | None = None) -> RequestPasses | None:
+    """Each request's passes per block (spread: their coefficient of variation; 0: the engine's
+    passes spread evenly over the blocks); None for a token-streaming scheme (the class's NFE)."""
+    if not rt.block_streaming:
+        return None
+    return draw_passes(rt.table, request_class, spread, rng if rng is not None else np.random.default_rng(0),
+                       rt.max_per_block)
+
+
+def run(table: ClassTable, request_class: np.ndarray, max_running: int, release: str,
+        passes: RequestPasses | None, **load) -> SimResult:
+    """One replica serving these requests (`load`: arrivals_s=..., or users=... and think_s=...)
+    with a `request_table`'s table and `request_passes`."""
+    return simulate(table, request_class, max_running, passes=passes, release=release, **load)
