@@ -49,6 +49,7 @@ import heapq
 import math
 from collections import deque
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -110,6 +111,31 @@ class RequestPasses:
     def block(self, k: int) -> np.ndarray:
         """Every request's count for block k (requests with k + 1 blocks or more)."""
         return self.flat[self.offset[self.n_blocks > k] + k]
+
+    @cached_property
+    def rows(self) -> tuple[list[list[int]], list[int]]:
+        """(distinct rows, each request's row): a request's row is its passes per block with its
+        prompt passes added to the first block's, what a synchronous round waits for."""
+        n = len(self.lead)
+        if not n:
+            return [], []
+        width = int(self.n_blocks.max())
+        grid = np.full((n, width + 1), -1, np.int64)  # padded with -1; the last column holds the length
+        owner = np.repeat(np.arange(n), self.n_blocks)
+        k = np.arange(len(self.flat)) - np.repeat(self.offset, self.n_blocks)
+        grid[owner, k] = self.flat
+        grid[:, width] = self.n_blocks
+        has = self.n_blocks > 0
+        grid[has, 0] += self.lead[has]
+        if (grid == grid[0]).all():  # every request alike (one length class, no spread)
+            return [grid[0, :width].tolist()], [0] * n
+        order = np.lexsort(grid.T[::-1])
+        ordered = grid[order]
+        first = np.ones(n, bool)
+        first[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+        index = np.empty(n, np.int64)
+        index[order] = np.cumsum(first) - 1
+        return [row[:row[-1]] for row in ordered[first].tolist()], index.tolist()
 
     def subset(self, index: np.ndarray) -> "RequestPasses":
         pieces = [self.flat[o:o + n] for o, n in zip(self.offset[index], self.n_blocks[index])]
@@ -314,84 +340,122 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
 
 def _simulate_rounds(table: ClassTable, request_class: np.ndarray, batch_cap: int, passes: RequestPasses,
                      arrivals_s: np.ndarray | None, users: int | None, think_s: float) -> SimResult:
-    """The synchronous policy: one event per round (see the module docstring)."""
+    """The synchronous policy: one event per round (see the module docstring).
+
+    The requests admitted in one round (a cohort) advance one block per round together until each
+    has run its blocks, so a round lasts the largest, over the cohorts in the batch, of the
+    cohort's most passes at its current block (prompt passes included in its first): kept per
+    cohort (`RequestPasses.rows`), a round costs one step per cohort, not per request."""
     n = len(request_class)
     cls = request_class.tolist()
     share, pass_s = table.mem_share, table.pass_s
     lift = [[f - p for f, p in zip(fc, pc)] for fc, pc in zip(table.first_pass_s, pass_s)]
-    lead, flat, n_blocks = passes.lead.tolist(), passes.flat.tolist(), passes.n_blocks.tolist()
-    offset = passes.offset.tolist()
+    rows, row_of = passes.rows
+    n_blocks = passes.n_blocks.tolist()
+    single, pass0, lift0 = len(share) == 1, pass_s[0], lift[0]
+    alike = len(rows) == 1
+    row0 = rows[0] if rows else []
+    no_one = [[] for _ in row0[1:]]  # nobody finishes at these blocks (read only)
     open_loop = arrivals_s is not None
     arrival = arrivals_s.tolist() if open_loop else [math.inf] * n
     done, start, first_block = [math.nan] * n, [math.nan] * n, [math.nan] * n
     pending: list = []  # closed loop: heap of (time, request)
     if open_loop:
         next_open = 0
+        arrival.append(math.inf)  # sentinel: no more arrivals
+        next_t = arrival[0]
     else:
         for i in range(min(users, n)):
             arrival[i] = 0.0
             pending.append((0.0, i))
         issued = len(pending)
+        next_t = pending[0][0] if pending else math.inf
     counts = [0] * len(share)
-    block_of = [0] * n
     queue: deque = deque()
-    members: list[int] = []
+    cohorts: list[list] = []  # [block index, most passes per block, finishing ids per block, ids], oldest first
+    b = 0  # requests in the batch
     share_used, now, busy, in_service, completed = 0.0, 0.0, 0.0, 0.0, 0
 
-    def next_arrival() -> float:
-        if open_loop:
-            return arrival[next_open] if next_open < n else math.inf
-        return pending[0][0] if pending else math.inf
-
     while completed < n:
-        while next_arrival() <= now:
+        while next_t <= now:
             if open_loop:
                 queue.append(next_open)
                 next_open += 1
+                next_t = arrival[next_open]
             else:
                 queue.append(heapq.heappop(pending)[1])
+                next_t = pending[0][0] if pending else math.inf
         newcomers = []
-        while queue and len(members) < batch_cap:
+        while queue and b < batch_cap:
             c = cls[queue[0]]
-            if share_used + share[c] > 1.0 + 1e-9 and members:
+            if share_used + share[c] > 1.0 + 1e-9 and b:
                 break
             i = queue.popleft()
             share_used += share[c]
             counts[c] += 1
-            members.append(i)
+            b += 1
             newcomers.append(i)
             start[i] = now
-        b = len(members)
         if b == 0:
-            now = next_arrival()
+            now = next_t
             continue
-        tau = sum(k * pass_s[c][b] for c, k in enumerate(counts) if k) / b
-        tau0 = tau + sum(lift[cls[i]][b] for i in newcomers) / b
-        is_new = set(newcomers)
-        m = max(flat[offset[i] + block_of[i]] + (lead[i] if i in is_new else 0) for i in members)
-        elapsed = tau0 + (max(m, 1) - 1) * tau
+        # (one class: counts[0] is b, and the sums below have one term, or n alike)
+        tau = b * pass0[b] / b if single else sum(k * pass_s[c][b] for c, k in enumerate(counts) if k) / b
+        if newcomers:
+            if single:
+                tau0 = tau + sum([lift0[b]] * len(newcomers)) / b
+            else:
+                tau0 = tau + sum(lift[cls[i]][b] for i in newcomers) / b
+            if alike:  # every request the same row: all of a cohort finish at its last block
+                cohorts.append([0, row0, no_one + [newcomers], newcomers])
+            else:
+                kinds = {row_of[i] for i in newcomers}
+                most = rows[kinds.pop()] if len(kinds) == 1 else \
+                    [max(col) for col in _columns([rows[k] for k in kinds])]
+                finishing = [[] for _ in most]
+                for i in newcomers:
+                    finishing[n_blocks[i] - 1].append(i)
+                cohorts.append([0, most, finishing, newcomers])
+        else:
+            tau0 = tau
+        m = 1
+        for co in cohorts:
+            if co[1][co[0]] > m:
+                m = co[1][co[0]]
+        elapsed = tau0 + (m - 1) * tau
         now += elapsed
         busy += elapsed
         in_service += b * elapsed
-        staying = []
-        for i in members:
-            if i in is_new:
+        if newcomers:
+            for i in newcomers:
                 first_block[i] = now
-            block_of[i] += 1
-            if block_of[i] < n_blocks[i]:
-                staying.append(i)
-                continue
-            c = cls[i]
-            done[i] = now
-            counts[c] -= 1
-            share_used -= share[c]
-            completed += 1
-            if not open_loop and issued < n:  # the user thinks, then asks again
-                arrival[issued] = now + think_s
-                heapq.heappush(pending, (now + think_s, issued))
-                issued += 1
-        members = staying
-        if not members:
+        staying = []
+        for co in cohorts:
+            j = co[0]
+            for i in co[2][j]:
+                c = cls[i]
+                done[i] = now
+                counts[c] -= 1
+                share_used -= share[c]
+                b -= 1
+                completed += 1
+                if not open_loop and issued < n:  # the user thinks, then asks again
+                    arrival[issued] = now + think_s
+                    heapq.heappush(pending, (now + think_s, issued))
+                    issued += 1
+            if j + 1 < len(co[1]):
+                co[0] = j + 1
+                staying.append(co)
+        cohorts = staying
+        if not open_loop:
+            next_t = pending[0][0] if pending else math.inf
+        if not b:
             share_used = 0.0
     return SimResult(np.asarray(arrival[:n]), np.asarray(done), np.asarray(first_block), np.asarray(request_class),
                      busy, now, np.asarray(start), in_service)
+
+
+def _columns(rows: list[list[int]]) -> list[list[int]]:
+    """The columns of rows of unequal lengths (column k: the rows longer than k)."""
+    width = max(len(r) for r in rows)
+    return [[r[k] for r in rows if len(r) > k] for k in range(width)]
