@@ -97,6 +97,7 @@ class Candidate:
     batch_limit: int  # largest batch of the longest requests that fits, capped by max_batch
     release: str = "first-done"
     passes: RequestPasses | None = None  # the sample's requests', in order (None: their class's)
+    floors: dict = field(default_factory=dict, repr=False)  # _floor_ratio's answers, per (sample, targets)
 
 
 @dataclass(frozen=True)
@@ -171,12 +172,12 @@ def _deployment(c: Candidate, ev: ReplicaRun, replicas: int, capacity_rps: float
     hour = usd_per_hour(gpus, price) if price is not None else None
     out_tok_s = served * float(ev.tokens.mean())
     cap_total = capacity_rps * replicas
+    p50, p95, p99 = np.percentile(ev.latency, [50, 95, 99]).tolist()  # as three calls would give them
     d = Deployment(
         gpu=c.gpu.name, gpu_key=c.gpu.key, replicas=replicas, tp=c.tp, precision=c.precision,
         scheme=c.decoding.scheme, block=c.decoding.block, tpf=None if c.decoding.autoregressive else c.decoding.tpf,
         decoding=c.decoding.label, max_batch=c.batch_limit,
-        p50_latency_s=float(np.percentile(ev.latency, 50)), p95_latency_s=float(np.percentile(ev.latency, 95)),
-        p99_latency_s=float(np.percentile(ev.latency, 99)), p95_first_block_s=float(np.percentile(ev.ttfb, 95)),
+        p50_latency_s=p50, p95_latency_s=p95, p99_latency_s=p99, p95_first_block_s=float(np.percentile(ev.ttfb, 95)),
         tokens_per_s_per_user=float(np.median(ev.tokens / ev.latency)),
         served_rps=served, capacity_rps=cap_total, headroom=cap_total / served - 1 if served > 0 else math.inf,
         usd_per_hour=hour, usd_per_mtok=usd_per_mtok(hour, out_tok_s) if hour is not None else None,
@@ -223,6 +224,13 @@ def _utilisation_for(ratio_points: list[tuple[float, float]], floor: float, aim:
 
 def _floor_ratio(c: Candidate, sample: RequestSample, targets: Targets) -> float:
     """The worst latency ratio of a request served alone (batch 1, no queue)."""
+    key = (id(sample), targets)
+    if key not in c.floors:  # the sample is kept with the answer, so that its id is not reused
+        c.floors[key] = (sample, _lone_ratio(c, sample, targets))
+    return c.floors[key][1]
+
+
+def _lone_ratio(c: Candidate, sample: RequestSample, targets: Targets) -> float:
     cls = sample.prompt_class * len(sample.answer_values) + sample.answer_class
     t1, first1 = (np.array([row[1] for row in rows])[cls] for rows in (c.table.pass_s, c.table.first_pass_s))
     # the passes the simulation runs (each request's own with a block-streaming scheme)

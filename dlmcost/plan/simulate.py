@@ -45,6 +45,7 @@ the class's NFE, first block after first_passes[c], and the synchronous policy n
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections import deque
@@ -74,6 +75,11 @@ class ClassTable:
     def __post_init__(self):
         if self.first_pass_s is None:
             object.__setattr__(self, "first_pass_s", self.pass_s)
+
+    @cached_property
+    def lift(self) -> list[list[float]]:
+        """What a request in its first pass adds to an iteration, times b: first_pass_s - pass_s."""
+        return [[f - p for f, p in zip(fc, pc)] for fc, pc in zip(self.first_pass_s, self.pass_s)]
 
 
 MAX_BLOCKS = 20_000_000  # blocks over all simulated requests (the passes are drawn per block)
@@ -223,7 +229,7 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     else:
         nfe, first = passes.nfe.tolist(), passes.first.tolist()
     # what a request in its first pass adds to the iteration, over b: first_pass_s - pass_s
-    lift = [[f - p for f, p in zip(fc, pc)] for fc, pc in zip(table.first_pass_s, pass_s)]
+    lift = table.lift
     uniform = not any(any(row) for row in lift)
     lift0 = lift[0]
     arrival = [math.inf] * n  # closed loop: filled in as users send
@@ -345,77 +351,80 @@ def _simulate_rounds(table: ClassTable, request_class: np.ndarray, batch_cap: in
     The requests admitted in one round (a cohort) advance one block per round together until each
     has run its blocks, so a round lasts the largest, over the cohorts in the batch, of the
     cohort's most passes at its current block (prompt passes included in its first): kept per
-    cohort (`RequestPasses.rows`), a round costs one step per cohort, not per request."""
+    cohort (`RequestPasses.rows`), a round costs one step per cohort, not per request. Requests
+    arrive in id order (open loop: sorted arrivals; closed loop: a user asks again think_s after
+    an answer, and answers come in time order), so the queue is the ids head..tail - 1 and a
+    cohort a range of ids."""
     n = len(request_class)
     cls = request_class.tolist()
-    share, pass_s = table.mem_share, table.pass_s
-    lift = [[f - p for f, p in zip(fc, pc)] for fc, pc in zip(table.first_pass_s, pass_s)]
+    share, pass_s, lift = table.mem_share, table.pass_s, table.lift
     rows, row_of = passes.rows
     n_blocks = passes.n_blocks.tolist()
-    single, pass0, lift0 = len(share) == 1, pass_s[0], lift[0]
+    single, pass0, lift0, share0 = len(share) == 1, pass_s[0], lift[0], share[0]
     alike = len(rows) == 1
-    row0 = rows[0] if rows else []
-    no_one = [[] for _ in row0[1:]]  # nobody finishes at these blocks (read only)
     open_loop = arrivals_s is not None
-    arrival = arrivals_s.tolist() if open_loop else [math.inf] * n
-    done, start, first_block = [math.nan] * n, [math.nan] * n, [math.nan] * n
-    pending: list = []  # closed loop: heap of (time, request)
     if open_loop:
-        next_open = 0
-        arrival.append(math.inf)  # sentinel: no more arrivals
-        next_t = arrival[0]
+        arrival = arrivals_s.tolist() + [math.inf]  # sentinel: no more arrivals
+        issued = n  # every request's arrival is known
     else:
-        for i in range(min(users, n)):
-            arrival[i] = 0.0
-            pending.append((0.0, i))
-        issued = len(pending)
-        next_t = pending[0][0] if pending else math.inf
+        if not users or users < 1:
+            raise ValueError(f"a closed loop needs at least one user, got {users}")
+        issued = min(users, n)  # users' first requests at 0; the others when an answer comes back
+        arrival = [0.0] * issued + [math.inf] * (n - issued + 1)
+    if single and alike:
+        done, start, first_block, busy, now, in_service = _rounds_one_kind(
+            rows[0], pass0, lift0, share0, n, batch_cap, arrival, issued, not open_loop, think_s)
+        return SimResult(np.array(arrival[:n], float), np.array(done, float), np.array(first_block, float),
+                         np.asarray(request_class), busy, now, np.array(start, float), in_service)
+    done, start, first_block = [math.nan] * n, [math.nan] * n, [math.nan] * n
     counts = [0] * len(share)
-    queue: deque = deque()
-    cohorts: list[list] = []  # [block index, most passes per block, finishing ids per block, ids], oldest first
+    head = tail = 0  # waiting: head..tail - 1; arrived: below tail
+    cohorts: list[list] = []  # [block index, most passes per block, finishing ids per block (None: all at
+    #                            the last), first id, end id], oldest first
     b = 0  # requests in the batch
     share_used, now, busy, in_service, completed = 0.0, 0.0, 0.0, 0.0, 0
+    limit = 1.0 + 1e-9
 
     while completed < n:
-        while next_t <= now:
-            if open_loop:
-                queue.append(next_open)
-                next_open += 1
-                next_t = arrival[next_open]
-            else:
-                queue.append(heapq.heappop(pending)[1])
-                next_t = pending[0][0] if pending else math.inf
-        newcomers = []
-        while queue and b < batch_cap:
-            c = cls[queue[0]]
-            if share_used + share[c] > 1.0 + 1e-9 and b:
-                break
-            i = queue.popleft()
-            share_used += share[c]
-            counts[c] += 1
-            b += 1
-            newcomers.append(i)
-            start[i] = now
+        if arrival[tail] <= now:
+            tail = bisect.bisect_right(arrival, now, tail, issued)
+        a = head
+        if single:
+            while head < tail and b < batch_cap and (b == 0 or share_used + share0 <= limit):
+                share_used += share0
+                b += 1
+                head += 1
+            counts[0] = b
+        else:
+            while head < tail and b < batch_cap:
+                c = cls[head]
+                if share_used + share[c] > limit and b:
+                    break
+                share_used += share[c]
+                counts[c] += 1
+                b += 1
+                head += 1
         if b == 0:
-            now = next_t
+            now = arrival[tail]
             continue
-        # (one class: counts[0] is b, and the sums below have one term, or n alike)
+        new = head - a
         tau = b * pass0[b] / b if single else sum(k * pass_s[c][b] for c, k in enumerate(counts) if k) / b
-        if newcomers:
+        if new:
+            start[a:head] = [now] * new
             if single:
-                tau0 = tau + sum([lift0[b]] * len(newcomers)) / b
+                tau0 = tau + sum([lift0[b]] * new) / b
             else:
-                tau0 = tau + sum(lift[cls[i]][b] for i in newcomers) / b
-            if alike:  # every request the same row: all of a cohort finish at its last block
-                cohorts.append([0, row0, no_one + [newcomers], newcomers])
+                tau0 = tau + sum(lift[cls[i]][b] for i in range(a, head)) / b
+            if alike:
+                cohorts.append([0, rows[0], None, a, head])
             else:
-                kinds = {row_of[i] for i in newcomers}
+                kinds = {row_of[i] for i in range(a, head)}
                 most = rows[kinds.pop()] if len(kinds) == 1 else \
                     [max(col) for col in _columns([rows[k] for k in kinds])]
                 finishing = [[] for _ in most]
-                for i in newcomers:
+                for i in range(a, head):
                     finishing[n_blocks[i] - 1].append(i)
-                cohorts.append([0, most, finishing, newcomers])
+                cohorts.append([0, most, finishing, a, head])
         else:
             tau0 = tau
         m = 1
@@ -426,33 +435,104 @@ def _simulate_rounds(table: ClassTable, request_class: np.ndarray, batch_cap: in
         now += elapsed
         busy += elapsed
         in_service += b * elapsed
-        if newcomers:
-            for i in newcomers:
-                first_block[i] = now
+        if new:
+            first_block[a:head] = [now] * new
         staying = []
         for co in cohorts:
             j = co[0]
-            for i in co[2][j]:
-                c = cls[i]
-                done[i] = now
-                counts[c] -= 1
-                share_used -= share[c]
-                b -= 1
-                completed += 1
-                if not open_loop and issued < n:  # the user thinks, then asks again
-                    arrival[issued] = now + think_s
-                    heapq.heappush(pending, (now + think_s, issued))
-                    issued += 1
-            if j + 1 < len(co[1]):
+            last = j + 1 == len(co[1])
+            if co[2] is None:  # all of the cohort, at its last block
+                ids = range(co[3], co[4]) if last else ()
+            else:
+                ids = co[2][j]
+            if ids:
+                k = len(ids)
+                if co[2] is None:
+                    done[co[3]:co[4]] = [now] * k
+                else:
+                    for i in ids:
+                        done[i] = now
+                if single:
+                    for _ in ids:
+                        share_used -= share0
+                    counts[0] -= k
+                else:
+                    for i in ids:
+                        c = cls[i]
+                        counts[c] -= 1
+                        share_used -= share[c]
+                b -= k
+                completed += k
+                if not open_loop and issued < n:  # each user thinks, then asks again
+                    more = min(k, n - issued)
+                    arrival[issued:issued + more] = [now + think_s] * more
+                    issued += more
+            if not last:
                 co[0] = j + 1
                 staying.append(co)
         cohorts = staying
-        if not open_loop:
-            next_t = pending[0][0] if pending else math.inf
         if not b:
             share_used = 0.0
     return SimResult(np.asarray(arrival[:n]), np.asarray(done), np.asarray(first_block), np.asarray(request_class),
                      busy, now, np.asarray(start), in_service)
+
+
+def _rounds_one_kind(row: list[int], pass0: list[float], lift0: list[float], share0: float, n: int,
+                     batch_cap: int, arrival: list[float], issued: int, closed: bool, think_s: float) -> tuple:
+    """`_simulate_rounds` where every request is of one class and runs the same passes per block
+    (`row`): the cohorts then all finish at their last block, oldest first, one per round at most."""
+    done, start, first_block = [math.nan] * n, [math.nan] * n, [math.nan] * n
+    last = len(row) - 1
+    head = tail = b = completed = rnd = 0
+    cohorts: deque = deque()  # (round admitted, first id, end id), oldest first
+    share_used, now, busy, in_service = 0.0, 0.0, 0.0, 0.0
+    limit = 1.0 + 1e-9
+    while completed < n:
+        if arrival[tail] <= now:
+            tail = bisect.bisect_right(arrival, now, tail, issued)
+        a = head
+        while head < tail and b < batch_cap and (b == 0 or share_used + share0 <= limit):
+            share_used += share0
+            b += 1
+            head += 1
+        if b == 0:
+            now = arrival[tail]
+            continue
+        new = head - a
+        tau = b * pass0[b] / b
+        if new:
+            start[a:head] = [now] * new
+            tau0 = tau + sum([lift0[b]] * new) / b
+            cohorts.append((rnd, a, head))
+        else:
+            tau0 = tau
+        m = 1
+        for admitted, _, _ in cohorts:
+            if row[rnd - admitted] > m:
+                m = row[rnd - admitted]
+        elapsed = tau0 + (m - 1) * tau
+        now += elapsed
+        busy += elapsed
+        in_service += b * elapsed
+        if new:
+            first_block[a:head] = [now] * new
+        admitted, a0, e0 = cohorts[0]
+        if rnd - admitted == last:
+            cohorts.popleft()
+            k = e0 - a0
+            done[a0:e0] = [now] * k
+            for _ in range(k):
+                share_used -= share0
+            b -= k
+            completed += k
+            if closed and issued < n:  # each user thinks, then asks again
+                more = min(k, n - issued)
+                arrival[issued:issued + more] = [now + think_s] * more
+                issued += more
+        rnd += 1
+        if not b:
+            share_used = 0.0
+    return done, start, first_block, busy, now, in_service
 
 
 def _columns(rows: list[list[int]]) -> list[list[int]]:
