@@ -3,6 +3,7 @@
     traffic.py   arrivals (Poisson or closed loop) and prompt / answer lengths
     steptime.py  first-pass and later-pass times from the cost engine (the one adapter to the API)
     simulate.py  one replica: continuous batching at step granularity, discrete events
+    behaviour.py how a deployment serves (release policy, running limit, passes per block): plan's and serve's
     search.py    the fewest replicas per candidate deployment, its sustained load, ranking, AR baseline
     results.py   result types, target checks, $/hour, $/Mtok, J/token, Pareto front
     scenario.py  the scenario YAML and command-line options

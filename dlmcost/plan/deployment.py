@@ -4,7 +4,7 @@ A deployment is a model on R replicas of TP (x EP) GPUs, at a precision, with a 
 block, tokens per forward and its spread), a limit on running requests per replica, a release
 policy and a software stack. `prepare` costs its passes once (steptime.py, the engine through
 the API) for the request length classes of the load; `evaluate` simulates every replica under a
-load (loads.py) with the simulator `plan` uses (simulate.py) and reports what serving
+load (loads.py) as `plan` simulates its candidates (behaviour.py) and reports what serving
 benchmarks report. `curve` does that for a list of loads and marks the Pareto front of tokens/s
 per GPU against tokens/s per user; `max_rate` bisects for the highest rate within targets.
 

@@ -1,5 +1,7 @@
 """The deployment search: for each (GPU, TP, precision, decoding, batch limit), the fewest
-data-parallel replicas whose simulated service meets the targets, and what they cost.
+data-parallel replicas whose simulated service meets the targets, and what they cost. Each
+candidate's replica is served as `serve` serves the same deployment (behaviour.py: the stack's
+release policy, the batch limit as its running-request limit, the same passes per block).
 
 Open loop: a Poisson stream split at random over R replicas is R Poisson streams of rate/R, so
 one replica is simulated at rate/R. Closed loop: the busiest replica serves ceil(users/R) users.
