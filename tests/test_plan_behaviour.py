@@ -99,3 +99,22 @@ def test_a_stack_s_release_and_running_limit_reach_the_plan(capsys, monkeypatch)
                                                             dep.Setup(gpu="h100", **DECODING)))["release"]) \
         == (pytest.approx(row["p50_latency_s"], rel=1e-9), "first-done")
     assert_same(at_measured_rate(row, p), p)
+
+
+def test_the_release_policy_is_shown(capsys, monkeypatch):
+    """The search line and the JSON say how the batches were released: the default stack's
+    synchronous batch, a stack's first-done, and per decoding where they differ."""
+    from dlmcost.render.report import _release
+
+    base = ["plan", MODEL, "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--scheme", "dual-cache",
+            "--rate", "2", "--requests", "200"]
+    capsys.readouterr()
+    assert main([*base, "-f", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["search"]["release"] == {"dual-cache/32/1": "synchronous"}
+    assert main(base) == 0
+    assert "; synchronous release; 200 simulated requests" in " ".join(capsys.readouterr().out.split())
+    with_serving_fields(monkeypatch, release="first-done")
+    assert main([*base, "-f", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["search"]["release"] == {"dual-cache/32/1": "first-done"}
+    assert _release({"block/32/1": "synchronous", "ar": "first-done"}) == "release block/32/1 synchronous, ar first-done; "
+    assert _release({}) == ""

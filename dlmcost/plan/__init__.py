@@ -27,7 +27,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     from .results import pareto_front, rank_key
     from .scenario import (build_decodings, build_space_and_pricing, build_targets, build_traffic, parse_price,
                            read_scenario)
-    from .search import default_max_batch, plan
+    from . import behaviour
+    from .search import default_max_batch, plan, stack_profile
 
     price_overrides = dict(parse_price(p) for p in prices)
     spec = read_scenario(scenario_path, overrides)
@@ -40,11 +41,13 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     targets = build_targets(spec)
     db = HardwareDB.load(hardware)
     cap = default_max_batch(stack, efficiency)
-    parts, decodings = [], []
+    profile = stack_profile(stack, efficiency)
+    parts, decodings, release = [], [], {}
     for m in model_specs:
         own = build_decodings(spec, m, traffic, side_by_side=len(model_specs) > 1)
         space, pricing = build_space_and_pricing(spec, own, db, default_max_batch=cap)
         decodings += [d.label for d in space.decodings]
+        release.update({d.label: behaviour.policy(profile, d).release for d in space.decodings})
         parts.append(plan(m, traffic, targets, space, pricing, requests=spec.simulation.requests,
                           seed=spec.simulation.seed, efficiency=efficiency, stack=stack, hardware=hardware,
                           baseline=baseline, absurd=absurd, progress=progress))
@@ -57,6 +60,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                                                        else (first.sampler.gen if first.sampler else 256))
     result.search = dict(gpus=[g.name for g in space.gpus], tp=space.tps, precisions=space.precisions,
                          decodings=list(dict.fromkeys(decodings)), max_batch=space.max_batches,
+                         release=release,  # each decoding's batch release policy, as serve's
                          requests=spec.simulation.requests, seed=spec.simulation.seed,
                          power_utilisation=pricing.power_utilisation, absurd_shown=absurd,
                          ar_baseline=baseline)

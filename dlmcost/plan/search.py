@@ -475,7 +475,7 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
                     hardware=hardware, max_passes=None)  # plan checked the total of its sweeps
     tokens = np.tile(sample.answer_values.astype(float), len(prompts))  # useful tokens per request class
     cls = sample.prompt_class * len(sample.answer_values) + sample.answer_class
-    release = behaviour.policy(_stack_profile(stack, efficiency), decoding).release  # max_batch: the running limit
+    release = behaviour.policy(stack_profile(stack, efficiency), decoding).release  # max_batch: the running limit
     out, skipped = [], 0
     for gi, g in enumerate(space.gpus):
         for pi, prec in enumerate(space.precisions):
@@ -490,7 +490,7 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
     return out, skipped
 
 
-def _stack_profile(stack: str | None, efficiency: str):
+def stack_profile(stack: str | None, efficiency: str):
     """The stack profile the passes are costed with (None: the bare roofline), for its serving fields."""
     from ..analysis.prepare import resolve_stack
     from ..inputs.profiles import load_profile
@@ -500,7 +500,7 @@ def _stack_profile(stack: str | None, efficiency: str):
 
 def default_max_batch(stack: str | None, efficiency: str) -> int:
     """The batch limit searched when none is given: the stack's running-request limit, as `serve`'s."""
-    return behaviour.running_limit(_stack_profile(stack, efficiency))[0]
+    return behaviour.running_limit(stack_profile(stack, efficiency))[0]
 
 
 def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing: Pricing, *,
