@@ -232,32 +232,35 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     lift = table.lift
     uniform = not any(any(row) for row in lift)
     lift0 = lift[0]
-    arrival = [math.inf] * n  # closed loop: filled in as users send
     done = [math.nan] * n
     start = [math.nan] * n
     first_it = [0] * n
     counts = [0] * len(share)
 
-    # pending arrivals: a sorted list (open loop) or a heap of (time, request) (closed loop)
+    # requests arrive in id order (sorted arrivals; a closed loop's users ask again in the order
+    # their answers come), so the queue is the ids head..tail - 1: those below `issued` have an
+    # arrival time, the others (and the sentinel at n) math.inf
     open_loop = arrivals_s is not None
-    pending: list = []
     if open_loop:
-        arrival = arrivals_s.tolist() + [math.inf]  # sentinel: no more arrivals
-        next_open = 0
+        arrival = arrivals_s.tolist() + [math.inf]
+        issued = n
     else:
-        pending = [(0.0, i) for i in range(min(users, n))]
-        for i in range(len(pending)):
-            arrival[i] = 0.0
-        issued = len(pending)
-        arrival.append(math.inf)
-    next_t = arrival[0] if open_loop else (pending[0][0] if pending else math.inf)
+        if not users or users < 1:
+            raise ValueError(f"a closed loop needs at least one user, got {users}")
+        issued = min(users, n)
+        arrival = [0.0] * issued + [math.inf] * (n - issued + 1)
     single = len(share) == 1
     pass0 = pass_s[0]
     in_service = 0.0
-
-    queue: deque = deque()
-    inflight: list = []  # heap of (finish iteration, request)
+    # in flight: (finish iteration, request), the earliest first; with one NFE for every request
+    # they finish in the order they were admitted (a queue), else a heap
+    fifo = len(set(nfe)) <= 1
+    inflight: deque | list = deque() if fifo else []
+    push = inflight.append if fifo else (lambda item: heapq.heappush(inflight, item))
+    pop = inflight.popleft if fifo else (lambda: heapq.heappop(inflight))
+    head = tail = b = 0
     share_used = 0.0
+    limit = 1.0 + 1e-9
     it = 0
     now = 0.0
     busy = 0.0
@@ -267,44 +270,37 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     completed = 0
     while completed < n:
         # arrivals up to now join the queue
-        while next_t <= now:
-            if open_loop:
-                queue.append(next_open)
-                next_open += 1
-                next_t = arrival[next_open]
-            else:
-                queue.append(heapq.heappop(pending)[1])
-                next_t = pending[0][0] if pending else math.inf
-        # admit at this boundary, first come first served (requests queue in id order, so the
-        # ones admitted here are ids first_new, first_new + 1, ...)
-        waiting = len(queue)
-        first_new = queue[0] if waiting else 0
-        while queue and len(inflight) < batch_cap:
-            i = queue[0]
-            c = cls[i]
-            if share_used + share[c] > 1.0 + 1e-9 and inflight:
+        if arrival[tail] <= now:
+            tail = bisect.bisect_right(arrival, now, tail, issued)
+        next_t = arrival[tail]
+        # admit at this boundary, first come first served
+        first_new = head
+        while head < tail and b < batch_cap:
+            c = cls[head]
+            if share_used + share[c] > limit and b:
                 break
-            queue.popleft()
             share_used += share[c]
             counts[c] += 1
-            heapq.heappush(inflight, (it + nfe[i], i))
-            first_it[i] = it + first[i]
-            start[i] = now
-        b = len(inflight)
+            push((it + nfe[head], head))
+            first_it[head] = it + first[head]
+            head += 1
+            b += 1
         if b == 0:
             now = next_t  # idle until the next request
             continue
+        new = head - first_new
+        if new:
+            start[first_new:head] = [now] * new
         tau = pass0[b] if single else sum(k * pass_s[c][b] for c, k in enumerate(counts) if k) / b
         # this iteration: the admitted requests run their first pass (all of it: no chunked prefill)
-        new = waiting - len(queue)
         if uniform or not new:
             tau0 = tau
         elif single:
             tau0 = tau + new * lift0[b] / b
         else:
-            tau0 = tau + sum(lift[cls[i]][b] for i in range(first_new, first_new + new)) / b
+            tau0 = tau + sum(lift[cls[i]][b] for i in range(first_new, head)) / b
         m = inflight[0][0] - it  # iterations to the next completion
-        if not queue and b < batch_cap and next_t < math.inf:  # an arrival could join before then
+        if head == tail and b < batch_cap and next_t < math.inf:  # an arrival could join before then
             m_a = 1 + math.ceil((next_t - now - tau0) / tau - 1e-9)  # the first boundary at or after it
             if m_a < m:
                 m = m_a if m_a > 1 else 1
@@ -320,19 +316,18 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         now += elapsed
         busy += elapsed
         in_service += b * elapsed
-        while inflight and inflight[0][0] == it:
-            i = heapq.heappop(inflight)[1]
+        while b and inflight[0][0] == it:
+            i = pop()[1]
             c = cls[i]
             done[i] = now
             counts[c] -= 1
             share_used -= share[c]
             completed += 1
+            b -= 1
             if not open_loop and issued < n:  # the user thinks, then asks again
                 arrival[issued] = now + think_s
-                heapq.heappush(pending, (now + think_s, issued))
                 issued += 1
-                next_t = pending[0][0]
-        if not inflight:
+        if not b:
             share_used = 0.0  # no drift from float sums
 
     # iteration number -> time, via the segment each boundary ends
@@ -340,8 +335,8 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     k = np.searchsorted(seg_it_arr, np.asarray(first_it), side="left") - 1
     k = np.clip(k, 0, len(seg_it) - 1)
     first_block = np.asarray(seg_t)[k] + (np.asarray(first_it) - seg_it_arr[k]) * np.asarray(seg_tau)[k]
-    return SimResult(np.asarray(arrival[:n]), np.asarray(done), first_block, np.asarray(request_class), busy, now,
-                     np.asarray(start), in_service)
+    return SimResult(np.array(arrival[:n], float), np.array(done, float), first_block, np.asarray(request_class),
+                     busy, now, np.array(start, float), in_service)
 
 
 def _simulate_rounds(table: ClassTable, request_class: np.ndarray, batch_cap: int, passes: RequestPasses,
