@@ -23,6 +23,8 @@ from .steptime import Decoding, PassTable, passes_to_first_output
 
 DEFAULT_MAX_RUNNING = 256  # when neither the option nor the stack gives one (plan's batch limit)
 DEFAULT_RELEASE = "synchronous"  # when the stack does not say (SGLang's dLLM batches before PR #17770)
+WARMUP_FRACTION = 0.10  # requests of a synthetic load left out at the start (empty server) ...
+COOLDOWN_FRACTION = 0.05  # ... and at the end (arrivals have stopped)
 
 
 @dataclass(frozen=True)
@@ -144,3 +146,23 @@ def run(table: ClassTable, request_class: np.ndarray, max_running: int, release:
     """One replica serving these requests (`load`: arrivals_s=..., or users=... and think_s=...)
     with a `request_table`'s table and `request_passes`."""
     return simulate(table, request_class, max_running, passes=passes, release=release, **load)
+
+
+def measured_window(n: int) -> slice:
+    """The requests of a synthetic load its statistics are taken over (in arrival order): the
+    first WARMUP_FRACTION and the last COOLDOWN_FRACTION left out."""
+    lo = int(n * WARMUP_FRACTION)
+    return slice(lo, max(int(n * (1 - COOLDOWN_FRACTION)), lo + 1))
+
+
+def completion_rate(done_s: np.ndarray, window: slice, end_s: float) -> float:
+    """Completions per second: those in (t0, t1] over t1 - t0, where t0 and t1 are the first and
+    last of the window's share of the completion times in order. Exact for requests finishing one
+    by one at a steady rate or in waves, as a synchronous batch's do. When the window's all finish
+    together: every completion over the run's length `end_s`."""
+    done = np.sort(done_s)
+    inside = done[window]
+    t0, t1 = float(inside[0]), float(inside[-1])
+    if not t1 > t0:
+        return len(done) / end_s if end_s > 0 else 0.0
+    return float(np.count_nonzero((done > t0) & (done <= t1)) / (t1 - t0))

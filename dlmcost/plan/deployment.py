@@ -28,7 +28,7 @@ from .loads import ClosedLoop, BatchJob, OpenLoop, TraceReplay
 from .results import Targets, joules_per_token, usd_per_hour, usd_per_mtok
 from . import behaviour
 from .behaviour import DEFAULT_MAX_RUNNING, DEFAULT_RELEASE  # noqa: F401  (serve's defaults, documented here)
-from .search import WARMUP_FRACTION, COOLDOWN_FRACTION, batch_grid
+from .search import batch_grid
 from .simulate import RELEASES, ClassTable, SimResult
 from .steptime import Decoding, pass_table, table_passes
 from .traffic import LengthDist, RequestSample, length_classes, parse_lengths
@@ -234,10 +234,7 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
 
 
 def _window(n: int, synthetic: bool) -> slice:
-    if not synthetic:
-        return slice(0, n)
-    lo = int(n * WARMUP_FRACTION)
-    return slice(lo, max(int(n * (1 - COOLDOWN_FRACTION)), lo + 1))
+    return behaviour.measured_window(n) if synthetic else slice(0, n)
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -351,16 +348,9 @@ def _measure(prep: Prepared, load, replicas: list[_Replica], synthetic: bool, ta
 
 
 def _rate(r: SimResult, w: slice, synthetic: bool) -> float:
-    """Completions per second of one replica: its completions in (t0, t1] over t1 - t0, where t0
-    and t1 are the first and last of the window's share of its completion times in order (the
-    10% first and 5% last left out, as for the requests). Exact for requests finishing one by
-    one at a steady rate or in waves, as a synchronous batch's do."""
-    done = np.sort(r.done_s)
-    inside = done[w]
-    t0, t1 = float(inside[0]), float(inside[-1])
-    if not t1 > t0:
-        return len(done) / r.end_s if r.end_s > 0 else 0.0
-    return float(np.count_nonzero((done > t0) & (done <= t1)) / (t1 - t0))
+    """Completions per second of one replica over the window's share of its completions
+    (`behaviour.completion_rate`, as plan's)."""
+    return behaviour.completion_rate(r.done_s, w, r.end_s)
 
 
 def _misses(p: Point, lat: np.ndarray, ttfb: np.ndarray, t: Targets) -> list:

@@ -33,8 +33,6 @@ from .simulate import ClassTable, RequestPasses
 from .steptime import Decoding, pass_table, table_passes
 from .traffic import RequestSample, Traffic, sample_requests
 
-WARMUP_FRACTION = 0.10  # requests discarded at the start (empty server) ...
-COOLDOWN_FRACTION = 0.05  # ... and at the end (arrivals have stopped)
 MAX_REPLICA_GROWTH = 256  # search at most this many times the saturation replica count
 DEFAULT_REQUESTS = 2000
 SUSTAINED_TOLERANCE = 0.10  # the highest sustained load is bracketed to within 10% ...
@@ -113,8 +111,7 @@ class ReplicaRun:
     served_rps: float  # per replica
 
 
-def _window(n: int) -> slice:
-    return slice(int(n * WARMUP_FRACTION), max(int(n * (1 - COOLDOWN_FRACTION)), int(n * WARMUP_FRACTION) + 1))
+_window = behaviour.measured_window
 
 
 def _run(c: Candidate, sample: RequestSample, traffic: Traffic, replicas: int, *,
@@ -150,14 +147,8 @@ def _saturation_rps(c: Candidate, sample: RequestSample) -> float:
 
 
 def _completion_rate(done_s: np.ndarray) -> float:
-    """Completions per second inside the measurement window: those after the window's first
-    completion time up to its last, over that interval (exact when requests finish in groups)."""
-    done = np.sort(done_s)
-    w = _window(len(done))
-    t0, t1 = done[w][0], done[w][-1]
-    if not t1 > t0:  # everything in the window finished together: count from time 0
-        return float(len(done) / done[-1])
-    return float(np.count_nonzero((done > t0) & (done <= t1)) / (t1 - t0))
+    """Completions per second inside the measurement window (`behaviour.completion_rate`, as serve's)."""
+    return behaviour.completion_rate(done_s, _window(len(done_s)), float(np.max(done_s)))
 
 
 def _floor_fails(c: Candidate, sample: RequestSample, targets: Targets) -> bool:
