@@ -478,6 +478,9 @@ def _rounds_one_kind(row: list[int], pass0: list[float], lift0: list[float], sha
     (`row`): the cohorts then all finish at their last block, oldest first, one per round at most."""
     done, start, first_block = [math.nan] * n, [math.nan] * n, [math.nan] * n
     last = len(row) - 1
+    # every block after the first alike (the usual case): a round lasts the newest cohort's first
+    # block or the others' one, whichever is longer
+    later = row[1] if last and all(x == row[1] for x in row[1:]) else None
     head = tail = b = completed = rnd = 0
     cohorts: deque = deque()  # (round admitted, first id, end id), oldest first
     share_used, now, busy, in_service = 0.0, 0.0, 0.0, 0.0
@@ -502,9 +505,15 @@ def _rounds_one_kind(row: list[int], pass0: list[float], lift0: list[float], sha
         else:
             tau0 = tau
         m = 1
-        for admitted, _, _ in cohorts:
-            if row[rnd - admitted] > m:
-                m = row[rnd - admitted]
+        if later is None:
+            for admitted, _, _ in cohorts:
+                if row[rnd - admitted] > m:
+                    m = row[rnd - admitted]
+        else:
+            if new and row[0] > m:
+                m = row[0]
+            if len(cohorts) > (1 if new else 0) and later > m:
+                m = later
         elapsed = tau0 + (m - 1) * tau
         now += elapsed
         busy += elapsed
