@@ -96,7 +96,7 @@ class Candidate:
     answer_tokens: np.ndarray  # per class
     batch_limit: int  # largest batch of the longest requests that fits, capped by max_batch
     release: str = "first-done"
-    passes: RequestPasses | None = None  # the sample's requests', in order (None: their class's)
+    passes: RequestPasses | None = None  # each sampled request's passes per block (None: its class's)
     floors: dict = field(default_factory=dict, repr=False)  # _floor_ratio's answers, per (sample, targets)
 
 
