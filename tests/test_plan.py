@@ -32,7 +32,7 @@ def _littles_law_on_every_run(monkeypatch):
     """Little's law on every simulation a test here runs (directly or through plan's search):
     the time integral of the batch size, from the simulator's record of every iteration, equals
     the time requests spent in the batch, from their admission and finish times."""
-    from dlmcost.plan import search
+    from dlmcost.plan import behaviour
 
     def checked(*args, **kwargs):
         r = _simulate(*args, **kwargs)
@@ -40,7 +40,7 @@ def _littles_law_on_every_run(monkeypatch):
         assert (r.start_s >= r.arrival_s - 1e-9).all() and (r.done_s >= r.start_s).all()
         return r
 
-    monkeypatch.setattr(search, "simulate", checked)
+    monkeypatch.setattr(behaviour, "simulate", checked)  # plan's and serve's one way to the simulator
     monkeypatch.setitem(globals(), "simulate", checked)
 
 

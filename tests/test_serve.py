@@ -21,7 +21,15 @@ from dlmcost.plan.results import Targets
 from dlmcost.plan.simulate import ClassTable, RequestPasses, draw_passes, simulate
 
 MODEL = "GSAI-ML/LLaDA-8B-Instruct"
-BLOCK = dict(scheme="block", block=32, tpf=2.0)
+BLOCK = dict(scheme="block", block=32, tpf=2.0)  # not one of LLaDA's published schemes: serve warns
+
+
+def foreign_scheme_warning():
+    """The warning a deployment of BLOCK gets, worded for any command (not only plan)."""
+    from dlmcost.errors import DlmcostWarning
+
+    return pytest.warns(DlmcostWarning, match=r"was not published with block \(its config lists mdm, "
+                                              r"prefix-cache, dual-cache\): the answers' quality there is not known")
 
 
 @pytest.fixture(autouse=True)
@@ -33,14 +41,14 @@ def _clean_env(monkeypatch):
 @pytest.fixture(autouse=True)
 def _littles_law_on_every_run(monkeypatch):
     """Every simulation a test here runs, directly or through serve, is checked by `little`."""
-    from dlmcost.plan import simulate as sim
+    from dlmcost.plan import behaviour, simulate as sim
 
     real = sim.simulate
 
     def checked(*args, **kwargs):
         return little(real(*args, **kwargs))
 
-    monkeypatch.setattr(dep, "simulate", checked)
+    monkeypatch.setattr(behaviour, "simulate", checked)  # serve's and plan's one way to the simulator
     monkeypatch.setitem(globals(), "simulate", checked)
 
 
@@ -208,7 +216,8 @@ def test_drawn_passes_keep_the_mean_and_the_spread():
 
 def _prepared(**setup):
     lengths = (np.full(200, 256.0), np.full(200, 128.0))
-    return dep.prepare(MODEL, lengths, dep.Setup(gpu="h100", **{**BLOCK, "release": "first-done", **setup}))
+    with foreign_scheme_warning():
+        return dep.prepare(MODEL, lengths, dep.Setup(gpu="h100", **{**BLOCK, "release": "first-done", **setup}))
 
 
 def _engine(batch: int):
@@ -261,7 +270,8 @@ def test_trace_replay_of_requests_that_never_meet():
     arrivals = np.array([300.0, 0.0, 100.0, 200.0])
     trace = TraceReplay(arrivals, np.full(4, 256.0), np.array([128.0, 128.0, 64.0, 64.0]))
     assert trace.arrival_s.tolist() == [0.0, 100.0, 200.0, 300.0]
-    r = api.serve(MODEL, trace, dep.Setup(gpu="h100", replicas=2, **BLOCK))
+    with foreign_scheme_warning():
+        r = api.serve(MODEL, trace, dep.Setup(gpu="h100", replicas=2, **BLOCK))
     p = r.points[0]
     long_t = _engine(1)[0]
     short_t = api.analyze(MODEL, "h100", prompt=256, gen=64, batch=1, **BLOCK)["results"][0]["time_s"]
@@ -500,12 +510,15 @@ def test_stack_fields_set_the_defaults(monkeypatch):
 
     monkeypatch.setattr(prep_mod, "resolve_stack", lambda stack, profile: WithServing(real(stack, profile)))
     lengths = (np.full(50, 256.0), np.full(50, 128.0))
-    p = dep.prepare(MODEL, lengths, dep.Setup(gpu="h100", **BLOCK))
+    with foreign_scheme_warning():
+        p = dep.prepare(MODEL, lengths, dep.Setup(gpu="h100", **BLOCK))
     assert (p.max_running, p.max_running_source, p.release, p.release_source) == (1, "stack", "first-done", "stack")
-    p = dep.prepare(MODEL, lengths, dep.Setup(gpu="h100", max_running=4, release="synchronous", **BLOCK))
+    with foreign_scheme_warning():
+        p = dep.prepare(MODEL, lengths, dep.Setup(gpu="h100", max_running=4, release="synchronous", **BLOCK))
     assert (p.max_running, p.max_running_source, p.release, p.release_source) == (4, "option", "synchronous", "option")
     monkeypatch.setattr(prep_mod, "resolve_stack", real)
-    p = dep.prepare(MODEL, lengths, dep.Setup(gpu="h100", **BLOCK))
+    with foreign_scheme_warning():
+        p = dep.prepare(MODEL, lengths, dep.Setup(gpu="h100", **BLOCK))
     assert (p.max_running, p.release) == (dep.DEFAULT_MAX_RUNNING, "synchronous")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dlmcost.plan import behaviour
 from dlmcost.plan import deployment as dep
 from dlmcost.plan.simulate import ClassTable, RequestPasses, simulate
 
@@ -77,6 +78,7 @@ def test_first_block_outside_limit_holds_at_most_twice_the_limit():
             assert in_flight <= 2 * cap and past_first <= cap
 
 
+@pytest.mark.filterwarnings("ignore:.*was not published with block")  # plain block decoding: the hand count
 def test_the_sglang_dllm_stack_sets_it():
     """The sglang-dllm stack's `first_block_outside_limit` reaches the deployment, whose pass
     table then runs to twice its limit on running requests (the newcomer beside a full batch)."""
@@ -111,11 +113,12 @@ def test_prompt_in_block_chunks_by_hand():
     prompt-only pass (lead 0) is left alone."""
     t = ClassTable([13, 10], [5, 10], [0.0, 0.0], [[0.0, 1.0], [0.0, 2.0]], [[0.0, 3.0], [0.0, 2.5]],
                    lead=[1, 0], blocks=[3, 1], units=[3, 1])
-    c = dep.prompt_in_block_chunks(t, [100, 100], 32)
+    c = behaviour.prompt_in_block_chunks(t, [100, 100], 32)
     assert (c.nfe, c.first_passes, c.lead) == ([16, 10], [8, 10], [4, 0])
     assert c.first_pass_s == [[0.0, 1.0], [0.0, 2.5]] and c.pass_s == t.pass_s and c.blocks == [3, 1]
 
 
+@pytest.mark.filterwarnings("ignore:.*was not published with block")  # plain block decoding: the hand count
 def test_the_sglang_dllm_stack_prefills_one_block_per_forward(monkeypatch):
     """LLaDA-8B, a 500-token prompt, blocks of 32 at 2 tokens per forward: sglang-dllm prefills the
     prompt in ceil(500 / 32) = 16 passes in place of one, so a lone request's first block comes

@@ -52,7 +52,9 @@ search_options = group("search", _search, {
     "block": (Optional[str], typer.Option(None, "--block", metavar="LIST", help="comma list of block lengths")),
     "tpf": (Optional[str], typer.Option(None, "--tpf", metavar="LIST", help="comma list of tokens per forward")),
     "steps": (Optional[str], typer.Option(None, "--steps", metavar="LIST", help="comma list of total steps at the median answer")),
-    "max_batch": (Optional[str], typer.Option(None, "--max-batch", metavar="LIST", help="comma list of batch limits per replica [256]")),
+    "max_batch": (Optional[str], typer.Option(None, "--max-batch", metavar="LIST",
+                                              help="comma list of batch limits (running requests) per replica "
+                                                   "[the stack's max_running_requests, else 256]")),
 })
 
 

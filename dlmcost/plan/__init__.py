@@ -3,6 +3,7 @@
     traffic.py   arrivals (Poisson or closed loop) and prompt / answer lengths
     steptime.py  first-pass and later-pass times from the cost engine (the one adapter to the API)
     simulate.py  one replica: continuous batching at step granularity, discrete events
+    behaviour.py how a deployment serves (release policy, running limit, passes per block): plan's and serve's
     search.py    the fewest replicas per candidate deployment, its sustained load, ranking, AR baseline
     results.py   result types, target checks, $/hour, $/Mtok, J/token, Pareto front
     scenario.py  the scenario YAML and command-line options
@@ -26,7 +27,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     from .results import pareto_front, rank_key
     from .scenario import (build_decodings, build_space_and_pricing, build_targets, build_traffic, parse_price,
                            read_scenario)
-    from .search import plan
+    from . import behaviour
+    from .search import default_max_batch, plan, stack_profile
 
     price_overrides = dict(parse_price(p) for p in prices)
     spec = read_scenario(scenario_path, overrides)
@@ -38,11 +40,14 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     traffic = build_traffic(spec, first)
     targets = build_targets(spec)
     db = HardwareDB.load(hardware)
-    parts, decodings = [], []
+    cap = default_max_batch(stack, efficiency)
+    profile = stack_profile(stack, efficiency)
+    parts, decodings, release = [], [], {}
     for m in model_specs:
         own = build_decodings(spec, m, traffic, side_by_side=len(model_specs) > 1)
-        space, pricing = build_space_and_pricing(spec, own, db)
+        space, pricing = build_space_and_pricing(spec, own, db, default_max_batch=cap)
         decodings += [d.label for d in space.decodings]
+        release.update({d.label: behaviour.policy(profile, d).release for d in space.decodings})
         parts.append(plan(m, traffic, targets, space, pricing, requests=spec.simulation.requests,
                           seed=spec.simulation.seed, efficiency=efficiency, stack=stack, hardware=hardware,
                           baseline=baseline, absurd=absurd, progress=progress))
@@ -55,6 +60,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                                                        else (first.sampler.gen if first.sampler else 256))
     result.search = dict(gpus=[g.name for g in space.gpus], tp=space.tps, precisions=space.precisions,
                          decodings=list(dict.fromkeys(decodings)), max_batch=space.max_batches,
+                         release=release,  # each decoding's batch release policy, as serve's
                          requests=spec.simulation.requests, seed=spec.simulation.seed,
                          power_utilisation=pricing.power_utilisation, absurd_shown=absurd,
                          ar_baseline=baseline)

@@ -4,7 +4,7 @@ A deployment is a model on R replicas of TP (x EP) GPUs, at a precision, with a 
 block, tokens per forward and its spread), a limit on running requests per replica, a release
 policy and a software stack. `prepare` costs its passes once (steptime.py, the engine through
 the API) for the request length classes of the load; `evaluate` simulates every replica under a
-load (loads.py) with the simulator `plan` uses (simulate.py) and reports what serving
+load (loads.py) as `plan` simulates its candidates (behaviour.py) and reports what serving
 benchmarks report. `curve` does that for a list of loads and marks the Pareto front of tokens/s
 per GPU against tokens/s per user; `max_rate` bisects for the highest rate within targets.
 
@@ -26,14 +26,14 @@ from ..errors import UsageError, WorkloadError
 from ..inputs.stacks import DEFAULT_STACK
 from .loads import ClosedLoop, BatchJob, OpenLoop, TraceReplay
 from .results import Targets, joules_per_token, usd_per_hour, usd_per_mtok
-from .search import WARMUP_FRACTION, COOLDOWN_FRACTION, _class_tables, batch_grid
-from .simulate import RELEASES, ClassTable, SimResult, draw_passes, simulate
+from . import behaviour
+from .behaviour import DEFAULT_MAX_RUNNING, DEFAULT_RELEASE  # noqa: F401  (serve's defaults, documented here)
+from .search import batch_grid
+from .simulate import RELEASES, ClassTable, SimResult
 from .steptime import Decoding, pass_table, table_passes
 from .traffic import LengthDist, RequestSample, length_classes, parse_lengths
 
 DEFAULT_REQUESTS = 2000
-DEFAULT_MAX_RUNNING = 256  # when neither the option nor the stack gives one (plan's batch limit)
-DEFAULT_RELEASE = "synchronous"  # when the stack does not say (SGLang's dLLM batches before PR #17770)
 MAX_RATE_STEPS = 14  # bisection halvings of the rate interval: 2^-14 of the saturation rate
 SUSTAIN_FRACTION = 0.95  # a rate is sustained when at least this share of it is served
 
@@ -94,15 +94,21 @@ class Prepared:
     prompt_prefill: str  # "one-pass", or "block-chunks": the prompt one block per forward (the stack's)
     release_source: str
     max_running_source: str
-    table: ClassTable
+    requests: behaviour.RequestTable  # the request classes' passes and pass times
     sample: RequestSample
     answer_tokens: np.ndarray  # useful tokens per class
     prompt_tokens: np.ndarray  # per class
-    block_streaming: bool
-    max_per_block: list[int]
     price: float | None
     price_source: str | None
     power_w: float | None
+
+    @property
+    def table(self) -> ClassTable:
+        return self.requests.table
+
+    @property
+    def block_streaming(self) -> bool:
+        return self.requests.block_streaming
 
     def classes(self) -> np.ndarray:
         return self.sample.prompt_class * len(self.sample.answer_values) + self.sample.answer_class
@@ -172,10 +178,6 @@ def stats(values: np.ndarray) -> dict:
 # --- preparing the deployment --------------------------------------------------------------------
 
 
-def _stack_field(stack, name: str):
-    return getattr(stack, name, None) if stack is not None else None
-
-
 def _decoding(spec, setup: Setup, answers: np.ndarray) -> Decoding:
     from .scenario import DecodingSpec, ScenarioSpec, SearchSpec, build_decodings
     from .traffic import Traffic
@@ -203,90 +205,40 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     sample = length_classes(prompts, answers)
     decoding = _decoding(spec, setup, np.asarray(answers, float))
     stack = resolve_stack(setup.stack, load_profile(setup.efficiency))
-    token_streaming = get_scheme(decoding.scheme).stops == "token"
-    release, release_source = _choose(setup.release, _stack_field(stack, "release"), DEFAULT_RELEASE)
-    if token_streaming:  # iteration-level batching: a request leaves at its last token
-        release, release_source = "first-done", "token-streaming scheme"
-    max_running, max_running_source = _choose(setup.max_running, _stack_field(stack, "max_running_requests"),
-                                              DEFAULT_MAX_RUNNING)
-    ahead = bool(_stack_field(stack, "first_block_outside_limit"))
-    table_cap = 2 * max_running if ahead else max_running  # newcomers beside a full batch
+    pol = behaviour.policy(stack, decoding, release=setup.release, max_running=setup.max_running)
     prompt_vals = [int(v) for v in sample.prompt_values]
     answer_vals = [int(v) for v in sample.answer_values]
-    canvases = ([int(math.ceil(v / decoding.block) * decoding.block) for v in answer_vals]
-                if decoding.block and not token_streaming else answer_vals)
-    distinct = sorted(set(canvases))
-    args = (decoding, [gpu.name], [setup.precision], [setup.tp], prompt_vals, distinct, batch_grid(table_cap))
+    distinct = sorted(set(behaviour.canvases(decoding, answer_vals)))
+    args = (decoding, [gpu.name], [setup.precision], [setup.tp], prompt_vals, distinct, batch_grid(pol.in_flight_cap()))
     opts = dict(efficiency=setup.efficiency, stack=setup.stack, hardware=hardware, ep=setup.ep)
     limits.check_passes(table_passes(spec, *args, **opts), limits.MAX_PASSES_ONE_BY_ONE,
                         "choose larger blocks, shorter answers, or a smaller --max-running")
     pt = pass_table(spec, *args, **opts, max_passes=None)
-    built = _class_tables(pt, 0, 0, 0, decoding, prompt_vals, canvases, [distinct.index(c) for c in canvases],
-                          table_cap)
-    if built is None:
+    rt = behaviour.request_table(pt, 0, 0, 0, decoding, prompt_vals, answer_vals, pol.max_running, pol)
+    if rt is None:
         raise WorkloadError(f"{spec.id} cannot run on {gpu.name} at tp {setup.tp}, ep {setup.ep}, {setup.precision} "
                             f"with {decoding.label} (unsupported precision, a layout that does not split, or weights "
                             "that do not fit)")
-    table, _ = built
     n_p = len(prompt_vals)
-    blocks = [1 if token_streaming else (c // decoding.block if decoding.block else 1) for c in canvases] * n_p
-    units = [a if token_streaming else b for a, b in zip(answer_vals * n_p, blocks)]
-    lead = [int(round(float(pt.prompt_passes[0, 0, 0, i, distinct.index(c)]))) for i in range(n_p) for c in canvases]
-    table = ClassTable(table.nfe, table.first_passes, table.mem_share, table.pass_s, table.first_pass_s,
-                       lead=lead, blocks=blocks, units=units)
-    prompt_prefill = _stack_field(stack, "prompt_prefill") or "one-pass"
-    if prompt_prefill == "block-chunks" and decoding.block and not token_streaming:
-        table = prompt_in_block_chunks(table, [p for p in prompt_vals for _ in canvases], decoding.block)
-    else:
-        prompt_prefill = "one-pass"
-    block_len = [decoding.block or c for c in canvases] * n_p
-    max_per_block = [max(b, int(math.ceil((n - ld) / k))) for b, n, ld, k in zip(block_len, table.nfe, lead, blocks)]
     price, price_source = setup.price, "user" if setup.price is not None else None
     if price is None and gpu.price_per_hour is not None:
         price, price_source = gpu.price_per_hour.usd, f"list price as of {gpu.price_per_hour.as_of} (estimate)"
     return Prepared(model=spec.id, gpu_name=gpu.name, gpus=setup.replicas * setup.tp, setup=setup, decoding=decoding,
-                    release=release, max_running=max_running, first_block_outside_limit=ahead,
-                    prompt_prefill=prompt_prefill,
-                    release_source=release_source,
-                    max_running_source=max_running_source, table=table, sample=sample,
+                    release=pol.release, max_running=pol.max_running,
+                    first_block_outside_limit=pol.first_block_outside_limit, prompt_prefill=pol.prompt_prefill,
+                    release_source=pol.release_source,
+                    max_running_source=pol.max_running_source, requests=rt, sample=sample,
                     answer_tokens=np.tile(sample.answer_values.astype(float), n_p),
                     prompt_tokens=np.repeat(sample.prompt_values.astype(float), len(answer_vals)),
-                    block_streaming=not token_streaming, max_per_block=max_per_block, price=price,
+                    price=price,
                     price_source=price_source, power_w=gpu.board_power_w)
-
-
-def prompt_in_block_chunks(table: ClassTable, prompts: list[int], block: int) -> ClassTable:
-    """The prompt prefilled one block per forward (the stack's `prompt_prefill: block-chunks`):
-    each class's passes over the prompt alone become ceil(P / block) passes of at most a block's
-    tokens, each costed as one of the class's block steps (the same q = block rows over the
-    cache), in place of its prefill pass; its NFE and its passes to the first block change by
-    as many."""
-    old = table.lead or [0] * len(prompts)
-    # only a class that prefills its prompt on its own (not a full-canvas scheme) changes
-    chunks = [math.ceil(p / block) if ld > 0 else 0 for p, ld in zip(prompts, old)]
-    nfe = [n - ld + k for n, ld, k in zip(table.nfe, old, chunks)]
-    first = [f - ld + k for f, ld, k in zip(table.first_passes, old, chunks)]
-    first_s = [p if k else f for p, f, k in zip(table.pass_s, table.first_pass_s, chunks)]
-    return ClassTable(nfe, first, table.mem_share, table.pass_s, first_s, lead=chunks, blocks=table.blocks,
-                      units=table.units)
-
-
-def _choose(given, from_stack, default):
-    if given is not None:
-        return given, "option"
-    if from_stack is not None:
-        return from_stack, "stack"
-    return default, "default"
 
 
 # --- one load --------------------------------------------------------------------------------------
 
 
 def _window(n: int, synthetic: bool) -> slice:
-    if not synthetic:
-        return slice(0, n)
-    lo = int(n * WARMUP_FRACTION)
-    return slice(lo, max(int(n * (1 - COOLDOWN_FRACTION)), lo + 1))
+    return behaviour.measured_window(n) if synthetic else slice(0, n)
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -304,8 +256,7 @@ def _simulate_replicas(prep: Prepared, load, cls: np.ndarray, arrivals: np.ndarr
                        rng: np.random.Generator) -> list[_Replica]:
     setup = prep.setup
     n, R = len(cls), setup.replicas
-    if prep.block_streaming:
-        passes_all = draw_passes(prep.table, cls, setup.tpf_spread, rng, prep.max_per_block)
+    passes_all = behaviour.request_passes(prep.requests, cls, setup.tpf_spread, rng)
     out = []
     if isinstance(load, (ClosedLoop, BatchJob)):
         users = load.users if isinstance(load, ClosedLoop) else load.parallel
@@ -321,11 +272,9 @@ def _simulate_replicas(prep: Prepared, load, cls: np.ndarray, arrivals: np.ndarr
         groups = [np.arange(r, n, R) for r in range(min(R, n))]
         kinds = [dict(arrivals_s=arrivals[g]) for g in groups]
     for g, kind in zip(groups, kinds):
-        sub = None
-        if prep.block_streaming:
-            sub = passes_all.subset(g)
-        r = simulate(prep.table, cls[g], prep.max_running, passes=sub, release=prep.release,
-                     first_block_outside_limit=prep.first_block_outside_limit, **kind)
+        sub = passes_all.subset(g) if passes_all is not None else None
+        r = behaviour.run(prep.table, cls[g], prep.max_running, prep.release, sub, prep.first_block_outside_limit,
+                          **kind)
         out.append(_Replica(r, g))
     return out
 
@@ -404,16 +353,9 @@ def _measure(prep: Prepared, load, replicas: list[_Replica], synthetic: bool, ta
 
 
 def _rate(r: SimResult, w: slice, synthetic: bool) -> float:
-    """Completions per second of one replica: its completions in (t0, t1] over t1 - t0, where t0
-    and t1 are the first and last of the window's share of its completion times in order (the
-    10% first and 5% last left out, as for the requests). Exact for requests finishing one by
-    one at a steady rate or in waves, as a synchronous batch's do."""
-    done = np.sort(r.done_s)
-    inside = done[w]
-    t0, t1 = float(inside[0]), float(inside[-1])
-    if not t1 > t0:
-        return len(done) / r.end_s if r.end_s > 0 else 0.0
-    return float(np.count_nonzero((done > t0) & (done <= t1)) / (t1 - t0))
+    """Completions per second of one replica over the window's share of its completions
+    (`behaviour.completion_rate`, as plan's)."""
+    return behaviour.completion_rate(r.done_s, w, r.end_s)
 
 
 def _misses(p: Point, lat: np.ndarray, ttfb: np.ndarray, t: Targets) -> list:

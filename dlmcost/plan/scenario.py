@@ -24,13 +24,14 @@ from ..inputs import files
 from ..inputs.hardware import HardwareDB
 from ..inputs.models import ModelSpec
 from .results import Targets
+from .behaviour import DEFAULT_MAX_RUNNING
 from .search import DEFAULT_REQUESTS, Pricing, SearchSpace
 from .steptime import Decoding
 from .traffic import Traffic, parse_lengths
 
 DEFAULT_TPS = [1, 2, 4, 8]
 DEFAULT_PRECISIONS = ["bf16", "fp8"]
-DEFAULT_MAX_BATCH = [256]
+DEFAULT_MAX_BATCH = [DEFAULT_MAX_RUNNING]  # without a stack limit of its own
 MAX_SCENARIO_BYTES = 1_000_000
 
 Lengths = Union[int, str, dict]
@@ -215,7 +216,7 @@ def build_decodings(spec: ScenarioSpec, model: ModelSpec, traffic: Traffic, *,
             return [_own_decoding(model, name) for name in own]
         if not side_by_side:
             warnings.warn(f"{model.id} was not published with {names} (its config lists {', '.join(own)}): "
-                          "the plan does not know the answers' quality there", DlmcostWarning, stacklevel=2)
+                          "the answers' quality there is not known", DlmcostWarning, stacklevel=2)
     return list(dict.fromkeys(out))
 
 
@@ -230,7 +231,10 @@ def parse_price(text: str) -> tuple[str, float]:
     return name.strip(), usd
 
 
-def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: HardwareDB) -> tuple[SearchSpace, Pricing]:
+def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: HardwareDB, *,
+                            default_max_batch: int = DEFAULT_MAX_BATCH[0]) -> tuple[SearchSpace, Pricing]:
+    """The search space and prices; the batch limit searched, when none is given, is
+    `default_max_batch` (the stack's running-request limit, as `serve` takes it)."""
     usd, source = {}, {}
     for g in db.gpus.values():
         if g.price_per_hour is not None:
@@ -255,7 +259,7 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
     tps = s.tp or DEFAULT_TPS
     if any(t <= 0 or t > 1024 for t in tps):
         raise UsageError("search.tp: tensor-parallel sizes must be in 1..1024")
-    max_batches = s.max_batch or DEFAULT_MAX_BATCH
+    max_batches = s.max_batch or [default_max_batch]
     if any(b <= 0 or b > 4096 for b in max_batches):
         raise UsageError("search.max_batch: batch limits must be in 1..4096")
     precisions = s.precisions or DEFAULT_PRECISIONS

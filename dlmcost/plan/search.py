@@ -1,5 +1,7 @@
 """The deployment search: for each (GPU, TP, precision, decoding, batch limit), the fewest
-data-parallel replicas whose simulated service meets the targets, and what they cost.
+data-parallel replicas whose simulated service meets the targets, and what they cost. Each
+candidate's replica is served as `serve` serves the same deployment (behaviour.py: the stack's
+release policy, the batch limit as its running-request limit, the same passes per block).
 
 Open loop: a Poisson stream split at random over R replicas is R Poisson streams of rate/R, so
 one replica is simulated at rate/R. Closed loop: the busiest replica serves ceil(users/R) users.
@@ -26,12 +28,11 @@ from ..inputs.hardware import GPU
 from ..engine.schemes import autoregressive_scheme
 from .results import (ABSURD_RATIO, Deployment, Targets, check_targets, joules_per_token, mark_absurd, pareto_front,
                       rank_key, usd_per_hour, usd_per_mtok)
-from .simulate import ClassTable, simulate
-from .steptime import Decoding, PassTable, pass_table, passes_to_first_output, table_passes
+from . import behaviour
+from .simulate import ClassTable, RequestPasses
+from .steptime import Decoding, pass_table, table_passes
 from .traffic import RequestSample, Traffic, sample_requests
 
-WARMUP_FRACTION = 0.10  # requests discarded at the start (empty server) ...
-COOLDOWN_FRACTION = 0.05  # ... and at the end (arrivals have stopped)
 MAX_REPLICA_GROWTH = 256  # search at most this many times the saturation replica count
 DEFAULT_REQUESTS = 2000
 SUSTAINED_TOLERANCE = 0.10  # the highest sustained load is bracketed to within 10% ...
@@ -81,39 +82,28 @@ def batch_grid(cap: int) -> list[int]:
     return sorted(set(small) | {int(round(x)) for x in np.geomspace(16, cap, 24)})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Candidate:
+    """One deployment to search replicas for, served as `serve` serves it (behaviour.py): its
+    request classes, release policy, and the sample's requests' passes per block."""
+
     gpu: GPU
     precision: str
     tp: int
     decoding: Decoding
-    max_batch: int
+    max_batch: int  # the running-request limit per replica
     table: ClassTable
     answer_tokens: np.ndarray  # per class
     batch_limit: int  # largest batch of the longest requests that fits, capped by max_batch
+    release: str = "first-done"
+    passes: RequestPasses | None = None  # each sampled request's passes per block (None: its class's)
+    first_block_outside_limit: bool = False  # the stack's (behaviour.Policy)
+    floors: dict = field(default_factory=dict, repr=False)  # _floor_ratio's answers, per (sample, targets)
 
-
-def _class_tables(pt: PassTable, gi: int, pi: int, ti: int, decoding: Decoding, prompts: list[int],
-                  answers: list[int], answer_col: list[int], max_batch: int) -> tuple[ClassTable, int] | None:
-    """Flatten (prompt class, answer class) -> request class; None if it cannot run or fit.
-    `answers[k]` is answer class k's canvas, at column `answer_col[k]` of the pass table."""
-    nfe = pt.nfe[gi, pi, ti]
-    mem = pt.max_batch[gi, pi, ti]
-    if np.isnan(nfe).any() or (mem < 1).any():
-        return None
-    grid = pt.batches
-    b = np.arange(max_batch + 1)
-    rows_nfe, rows_first, rows_share, rows_first_s, rows_pass = [], [], [], [], []
-    for lp_i in range(len(prompts)):
-        for lg, col in zip(answers, answer_col):
-            n = float(nfe[lp_i, col])
-            rows_nfe.append(int(round(n)))
-            rows_first.append(passes_to_first_output(decoding, n, float(pt.prompt_passes[gi, pi, ti, lp_i, col]), lg))
-            rows_share.append(1.0 / float(mem[lp_i, col]))
-            rows_first_s.append(np.interp(b, grid, pt.first_s[gi, pi, ti, lp_i, col]).tolist())
-            rows_pass.append(np.interp(b, grid, pt.pass_s[gi, pi, ti, lp_i, col]).tolist())
-    limit = int(min(max_batch, float(mem.min())))
-    return ClassTable(rows_nfe, rows_first, rows_share, rows_pass, rows_first_s), limit
+    @property
+    def in_flight_cap(self) -> int:
+        """Requests a replica holds at once (behaviour.Policy.in_flight_cap)."""
+        return 2 * self.max_batch if self.first_block_outside_limit else self.max_batch
 
 
 @dataclass(frozen=True)
@@ -127,8 +117,7 @@ class ReplicaRun:
     served_rps: float  # per replica
 
 
-def _window(n: int) -> slice:
-    return slice(int(n * WARMUP_FRACTION), max(int(n * (1 - COOLDOWN_FRACTION)), int(n * WARMUP_FRACTION) + 1))
+_window = behaviour.measured_window
 
 
 def _run(c: Candidate, sample: RequestSample, traffic: Traffic, replicas: int, *,
@@ -139,10 +128,12 @@ def _run(c: Candidate, sample: RequestSample, traffic: Traffic, replicas: int, *
     n = len(cls)
     if traffic.closed_loop:
         users = users_per_replica or math.ceil(traffic.users / replicas)
-        r = simulate(c.table, cls, c.max_batch, users=users, think_s=traffic.think_s)
+        r = behaviour.run(c.table, cls, c.max_batch, c.release, c.passes, c.first_block_outside_limit,
+                          users=users, think_s=traffic.think_s)
     else:
         arrivals = np.cumsum(sample.unit_gaps) / (traffic.rate / replicas)
-        r = simulate(c.table, cls, c.max_batch, arrivals_s=arrivals)
+        r = behaviour.run(c.table, cls, c.max_batch, c.release, c.passes, c.first_block_outside_limit,
+                          arrivals_s=arrivals)
     w = _window(n)
     lat, ttfb = r.latency_s[w], r.ttfb_s[w]
     tokens = c.answer_tokens[cls[w]]
@@ -159,19 +150,14 @@ def _saturation_rps(c: Candidate, sample: RequestSample) -> float:
     """Requests/s one replica completes when its batch is always full (a closed loop with more
     users than the batch holds and no think time): the rate beyond which queues grow without bound."""
     cls = sample.prompt_class * len(sample.answer_values) + sample.answer_class
-    r = simulate(c.table, cls, c.max_batch, users=2 * c.max_batch + 1)
+    r = behaviour.run(c.table, cls, c.max_batch, c.release, c.passes, c.first_block_outside_limit,
+                      users=2 * c.in_flight_cap + 1)
     return _completion_rate(r.done_s)
 
 
 def _completion_rate(done_s: np.ndarray) -> float:
-    """Completions per second inside the measurement window: those after the window's first
-    completion time up to its last, over that interval (exact when requests finish in groups)."""
-    done = np.sort(done_s)
-    w = _window(len(done))
-    t0, t1 = done[w][0], done[w][-1]
-    if not t1 > t0:  # everything in the window finished together: count from time 0
-        return float(len(done) / done[-1])
-    return float(np.count_nonzero((done > t0) & (done <= t1)) / (t1 - t0))
+    """Completions per second inside the measurement window (`behaviour.completion_rate`, as serve's)."""
+    return behaviour.completion_rate(done_s, _window(len(done_s)), float(np.max(done_s)))
 
 
 def _floor_fails(c: Candidate, sample: RequestSample, targets: Targets) -> bool:
@@ -188,12 +174,12 @@ def _deployment(c: Candidate, ev: ReplicaRun, replicas: int, capacity_rps: float
     hour = usd_per_hour(gpus, price) if price is not None else None
     out_tok_s = served * float(ev.tokens.mean())
     cap_total = capacity_rps * replicas
+    p50, p95, p99 = np.percentile(ev.latency, [50, 95, 99]).tolist()  # as three calls would give them
     d = Deployment(
         gpu=c.gpu.name, gpu_key=c.gpu.key, replicas=replicas, tp=c.tp, precision=c.precision,
         scheme=c.decoding.scheme, block=c.decoding.block, tpf=None if c.decoding.autoregressive else c.decoding.tpf,
         decoding=c.decoding.label, max_batch=c.batch_limit,
-        p50_latency_s=float(np.percentile(ev.latency, 50)), p95_latency_s=float(np.percentile(ev.latency, 95)),
-        p99_latency_s=float(np.percentile(ev.latency, 99)), p95_first_block_s=float(np.percentile(ev.ttfb, 95)),
+        p50_latency_s=p50, p95_latency_s=p95, p99_latency_s=p99, p95_first_block_s=float(np.percentile(ev.ttfb, 95)),
         tokens_per_s_per_user=float(np.median(ev.tokens / ev.latency)),
         served_rps=served, capacity_rps=cap_total, headroom=cap_total / served - 1 if served > 0 else math.inf,
         usd_per_hour=hour, usd_per_mtok=usd_per_mtok(hour, out_tok_s) if hour is not None else None,
@@ -240,10 +226,20 @@ def _utilisation_for(ratio_points: list[tuple[float, float]], floor: float, aim:
 
 def _floor_ratio(c: Candidate, sample: RequestSample, targets: Targets) -> float:
     """The worst latency ratio of a request served alone (batch 1, no queue)."""
+    key = (id(sample), targets)
+    if key not in c.floors:  # the sample is kept with the answer, so that its id is not reused
+        c.floors[key] = (sample, _lone_ratio(c, sample, targets))
+    return c.floors[key][1]
+
+
+def _lone_ratio(c: Candidate, sample: RequestSample, targets: Targets) -> float:
     cls = sample.prompt_class * len(sample.answer_values) + sample.answer_class
     t1, first1 = (np.array([row[1] for row in rows])[cls] for rows in (c.table.pass_s, c.table.first_pass_s))
-    latency = first1 + (np.array(c.table.nfe)[cls] - 1) * t1
-    first = first1 + (np.array(c.table.first_passes)[cls] - 1) * t1
+    # the passes the simulation runs (each request's own with a block-streaming scheme)
+    nfe, first_passes = ((c.passes.nfe, c.passes.first) if c.passes is not None
+                         else (np.array(c.table.nfe)[cls], np.array(c.table.first_passes)[cls]))
+    latency = first1 + (nfe - 1) * t1
+    first = first1 + (first_passes - 1) * t1
     values = dict(p50_latency_s=np.percentile(latency, 50), p95_latency_s=np.percentile(latency, 95),
                   p99_latency_s=np.percentile(latency, 99), p95_first_block_s=np.percentile(first, 95))
     ratios = [values[name] / getattr(targets, name) for name in LATENCY_TARGETS if getattr(targets, name)]
@@ -460,40 +456,53 @@ def _bound(c: Candidate, sample: RequestSample, traffic: Traffic, pricing: Prici
 
 
 def _canvases(decoding: Decoding, sample: RequestSample) -> tuple[list[int], list[int]]:
-    """The prompt classes, and the canvas each answer class runs."""
+    """The prompt classes, and the canvas each answer class runs (`behaviour.canvases`)."""
     prompts = [int(v) for v in sample.prompt_values]
-    if decoding.autoregressive or not decoding.block:
-        return prompts, [int(v) for v in sample.answer_values]
-    # the canvas is a whole number of blocks (the padding costs time but yields no tokens)
-    return prompts, [int(math.ceil(v / decoding.block) * decoding.block) for v in sample.answer_values]
+    return prompts, behaviour.canvases(decoding, [int(v) for v in sample.answer_values])
 
 
-def _table_args(space: SearchSpace, decoding: Decoding, prompts: list[int], canvases: list[int]) -> tuple:
+def _table_args(space: SearchSpace, decoding: Decoding, prompts: list[int], canvases: list[int],
+                pol: behaviour.Policy) -> tuple:
     """`pass_table`'s positional arguments: every GPU, precision, TP, prompt, distinct canvas and batch."""
     return (decoding, [g.name for g in space.gpus], space.precisions, space.tps, prompts, sorted(set(canvases)),
-            batch_grid(max(space.max_batches)))
+            batch_grid(pol.in_flight_cap(max(space.max_batches))))
 
 
 def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSample, efficiency: str,
                 stack: str | None, hardware: list[str] | None) -> tuple[list[Candidate], int]:
-    prompts, answers = _canvases(decoding, sample)
-    distinct = sorted(set(answers))
-    answer_col = [distinct.index(a) for a in answers]
-    pt = pass_table(model, *_table_args(space, decoding, prompts, answers), efficiency=efficiency, stack=stack,
-                    hardware=hardware, max_passes=None)  # plan checked the total of its sweeps
+    prompts, canvases = _canvases(decoding, sample)
+    answers = [int(v) for v in sample.answer_values]
+    pol = behaviour.policy(stack_profile(stack, efficiency), decoding)  # its running limit: max_batch's
+    pt = pass_table(model, *_table_args(space, decoding, prompts, canvases, pol), efficiency=efficiency,
+                    stack=stack, hardware=hardware, max_passes=None)  # plan checked the total of its sweeps
     tokens = np.tile(sample.answer_values.astype(float), len(prompts))  # useful tokens per request class
+    cls = sample.prompt_class * len(sample.answer_values) + sample.answer_class
     out, skipped = [], 0
     for gi, g in enumerate(space.gpus):
         for pi, prec in enumerate(space.precisions):
             for ti, tp in enumerate(space.tps):
                 for mb in space.max_batches:
-                    built = _class_tables(pt, gi, pi, ti, decoding, prompts, answers, answer_col, mb)
-                    if built is None:
+                    rt = behaviour.request_table(pt, gi, pi, ti, decoding, prompts, answers, mb, pol)
+                    if rt is None:
                         skipped += 1
                         continue
-                    table, limit = built
-                    out.append(Candidate(g, prec, tp, decoding, mb, table, tokens, limit))
+                    passes = behaviour.request_passes(rt, cls)
+                    out.append(Candidate(g, prec, tp, decoding, mb, rt.table, tokens, rt.batch_limit, pol.release,
+                                         passes, pol.first_block_outside_limit))
     return out, skipped
+
+
+def stack_profile(stack: str | None, efficiency: str):
+    """The stack profile the passes are costed with (None: the bare roofline), for its serving fields."""
+    from ..analysis.prepare import resolve_stack
+    from ..inputs.profiles import load_profile
+
+    return resolve_stack(stack, load_profile(efficiency))
+
+
+def default_max_batch(stack: str | None, efficiency: str) -> int:
+    """The batch limit searched when none is given: the stack's running-request limit, as `serve`'s."""
+    return behaviour.running_limit(stack_profile(stack, efficiency))[0]
 
 
 def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing: Pricing, *,
@@ -509,8 +518,10 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
     if baseline and any(not d.autoregressive for d in space.decodings):
         sets.append(("baseline", [ar]))
     # the limit on passes costed one by one holds for the whole search: its sweeps added up first
-    passes = sum(table_passes(model, *_table_args(space, dec, *_canvases(dec, sample)), efficiency=efficiency,
-                              stack=stack, hardware=hardware) for _, decodings in sets for dec in decodings)
+    pols = {dec: behaviour.policy(stack_profile(stack, efficiency), dec) for _, decodings in sets for dec in decodings}
+    passes = sum(table_passes(model, *_table_args(space, dec, *_canvases(dec, sample), pols[dec]),
+                              efficiency=efficiency, stack=stack, hardware=hardware)
+                 for _, decodings in sets for dec in decodings)
     limits.check_passes(passes, limits.MAX_PASSES_ONE_BY_ONE, "choose fewer GPUs, TP sizes, precisions or decodings, "
                         "larger blocks, shorter answers, or a smaller --max-batch")
     candidates: list[tuple[str, Candidate]] = []

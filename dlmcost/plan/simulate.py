@@ -54,10 +54,12 @@ the class's NFE, first block after first_passes[c], and the synchronous policy n
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections import deque
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -82,6 +84,11 @@ class ClassTable:
     def __post_init__(self):
         if self.first_pass_s is None:
             object.__setattr__(self, "first_pass_s", self.pass_s)
+
+    @cached_property
+    def lift(self) -> list[list[float]]:
+        """What a request in its first pass adds to an iteration, times b: first_pass_s - pass_s."""
+        return [[f - p for f, p in zip(fc, pc)] for fc, pc in zip(self.first_pass_s, self.pass_s)]
 
 
 MAX_BLOCKS = 20_000_000  # blocks over all simulated requests (the passes are drawn per block)
@@ -119,6 +126,31 @@ class RequestPasses:
     def block(self, k: int) -> np.ndarray:
         """Every request's count for block k (requests with k + 1 blocks or more)."""
         return self.flat[self.offset[self.n_blocks > k] + k]
+
+    @cached_property
+    def rows(self) -> tuple[list[list[int]], list[int]]:
+        """(distinct rows, each request's row): a request's row is its passes per block with its
+        prompt passes added to the first block's, what a synchronous round waits for."""
+        n = len(self.lead)
+        if not n:
+            return [], []
+        width = int(self.n_blocks.max())
+        grid = np.full((n, width + 1), -1, np.int64)  # padded with -1; the last column holds the length
+        owner = np.repeat(np.arange(n), self.n_blocks)
+        k = np.arange(len(self.flat)) - np.repeat(self.offset, self.n_blocks)
+        grid[owner, k] = self.flat
+        grid[:, width] = self.n_blocks
+        has = self.n_blocks > 0
+        grid[has, 0] += self.lead[has]
+        if (grid == grid[0]).all():  # every request alike (one length class, no spread)
+            return [grid[0, :width].tolist()], [0] * n
+        order = np.lexsort(grid.T[::-1])
+        ordered = grid[order]
+        first = np.ones(n, bool)
+        first[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+        index = np.empty(n, np.int64)
+        index[order] = np.cumsum(first) - 1
+        return [row[:row[-1]] for row in ordered[first].tolist()], index.tolist()
 
     def subset(self, index: np.ndarray) -> "RequestPasses":
         pieces = [self.flat[o:o + n] for o, n in zip(self.offset[index], self.n_blocks[index])]
@@ -209,35 +241,38 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     else:
         nfe, first = passes.nfe.tolist(), passes.first.tolist()
     # what a request in its first pass adds to the iteration, over b: first_pass_s - pass_s
-    lift = [[f - p for f, p in zip(fc, pc)] for fc, pc in zip(table.first_pass_s, pass_s)]
+    lift = table.lift
     uniform = not any(any(row) for row in lift)
     lift0 = lift[0]
-    arrival = [math.inf] * n  # closed loop: filled in as users send
     done = [math.nan] * n
     start = [math.nan] * n
     first_it = [0] * n
     counts = [0] * len(share)
 
-    # pending arrivals: a sorted list (open loop) or a heap of (time, request) (closed loop)
+    # requests arrive in id order (sorted arrivals; a closed loop's users ask again in the order
+    # their answers come), so the queue is the ids head..tail - 1: those below `issued` have an
+    # arrival time, the others (and the sentinel at n) math.inf
     open_loop = arrivals_s is not None
-    pending: list = []
     if open_loop:
-        arrival = arrivals_s.tolist() + [math.inf]  # sentinel: no more arrivals
-        next_open = 0
+        arrival = arrivals_s.tolist() + [math.inf]
+        issued = n
     else:
-        pending = [(0.0, i) for i in range(min(users, n))]
-        for i in range(len(pending)):
-            arrival[i] = 0.0
-        issued = len(pending)
-        arrival.append(math.inf)
-    next_t = arrival[0] if open_loop else (pending[0][0] if pending else math.inf)
+        if not users or users < 1:
+            raise ValueError(f"a closed loop needs at least one user, got {users}")
+        issued = min(users, n)
+        arrival = [0.0] * issued + [math.inf] * (n - issued + 1)
     single = len(share) == 1
     pass0 = pass_s[0]
     in_service = 0.0
-
-    queue: deque = deque()
-    inflight: list = []  # heap of (finish iteration, request)
+    # in flight: (finish iteration, request), the earliest first; with one NFE for every request
+    # they finish in the order they were admitted (a queue), else a heap
+    fifo = len(set(nfe)) <= 1
+    inflight: deque | list = deque() if fifo else []
+    push = inflight.append if fifo else (lambda item: heapq.heappush(inflight, item))
+    pop = inflight.popleft if fifo else (lambda: heapq.heappop(inflight))
+    head = tail = b = 0
     share_used = 0.0
+    limit = 1.0 + 1e-9
     it = 0
     now = 0.0
     busy = 0.0
@@ -247,53 +282,46 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     completed = 0
     while completed < n:
         # arrivals up to now join the queue
-        while next_t <= now:
-            if open_loop:
-                queue.append(next_open)
-                next_open += 1
-                next_t = arrival[next_open]
-            else:
-                queue.append(heapq.heappop(pending)[1])
-                next_t = pending[0][0] if pending else math.inf
-        # admit at this boundary, first come first served (requests queue in id order, so the
-        # ones admitted here are ids first_new, first_new + 1, ...)
-        waiting = len(queue)
-        first_new = queue[0] if waiting else 0
+        if arrival[tail] <= now:
+            tail = bisect.bisect_right(arrival, now, tail, issued)
+        next_t = arrival[tail]
+        # admit at this boundary, first come first served
+        first_new = head
         opens_at = None  # ahead: the iteration at which the head of the queue may join
-        while queue and len(inflight) < in_flight_cap:
-            i = queue[0]
-            c = cls[i]
-            if share_used + share[c] > 1.0 + 1e-9 and inflight:
+        while head < tail and b < in_flight_cap:
+            c = cls[head]
+            if share_used + share[c] > limit and b:
                 break
-            if ahead and len(inflight) >= batch_cap:
-                # the batch_cap-th latest finish must come by the end of i's first block
+            if ahead and b >= batch_cap:
+                # the batch_cap-th latest finish must come by the end of the newcomer's first block
                 kth = heapq.nlargest(batch_cap, inflight)[-1][0]
-                if kth > it + first[i]:
-                    opens_at = kth - first[i]
+                if kth > it + first[head]:
+                    opens_at = kth - first[head]
                     break
-            queue.popleft()
             share_used += share[c]
             counts[c] += 1
-            heapq.heappush(inflight, (it + nfe[i], i))
-            first_it[i] = it + first[i]
-            start[i] = now
-        b = len(inflight)
+            push((it + nfe[head], head))
+            first_it[head] = it + first[head]
+            head += 1
+            b += 1
         if b == 0:
             now = next_t  # idle until the next request
             continue
+        new = head - first_new
+        if new:
+            start[first_new:head] = [now] * new
         tau = pass0[b] if single else sum(k * pass_s[c][b] for c, k in enumerate(counts) if k) / b
         # this iteration: the admitted requests run their first pass (all of it: no chunked prefill)
-        new = waiting - len(queue)
         if uniform or not new:
             tau0 = tau
         elif single:
             tau0 = tau + new * lift0[b] / b
         else:
-            tau0 = tau + sum(lift[cls[i]][b] for i in range(first_new, first_new + new)) / b
+            tau0 = tau + sum(lift[cls[i]][b] for i in range(first_new, head)) / b
         m = inflight[0][0] - it  # iterations to the next completion
         if opens_at is not None:
             m = min(m, opens_at - it)
-        if not queue and b < in_flight_cap and next_t < math.inf:  # an arrival could join before then
+        if head == tail and b < in_flight_cap and next_t < math.inf:  # an arrival could join before then
             m_a = 1 + math.ceil((next_t - now - tau0) / tau - 1e-9)  # the first boundary at or after it
             if m_a < m:
                 m = m_a if m_a > 1 else 1
@@ -309,19 +337,18 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         now += elapsed
         busy += elapsed
         in_service += b * elapsed
-        while inflight and inflight[0][0] == it:
-            i = heapq.heappop(inflight)[1]
+        while b and inflight[0][0] == it:
+            i = pop()[1]
             c = cls[i]
             done[i] = now
             counts[c] -= 1
             share_used -= share[c]
             completed += 1
+            b -= 1
             if not open_loop and issued < n:  # the user thinks, then asks again
                 arrival[issued] = now + think_s
-                heapq.heappush(pending, (now + think_s, issued))
                 issued += 1
-                next_t = pending[0][0]
-        if not inflight:
+        if not b:
             share_used = 0.0  # no drift from float sums
 
     # iteration number -> time, via the segment each boundary ends
@@ -329,93 +356,225 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     k = np.searchsorted(seg_it_arr, np.asarray(first_it), side="left") - 1
     k = np.clip(k, 0, len(seg_it) - 1)
     first_block = np.asarray(seg_t)[k] + (np.asarray(first_it) - seg_it_arr[k]) * np.asarray(seg_tau)[k]
-    return SimResult(np.asarray(arrival[:n]), np.asarray(done), first_block, np.asarray(request_class), busy, now,
-                     np.asarray(start), in_service)
+    return SimResult(np.array(arrival[:n], float), np.array(done, float), first_block, np.asarray(request_class),
+                     busy, now, np.array(start, float), in_service)
 
+
+def _leaving_this_round(cohorts: list[list]) -> int:
+    """Members of the batch in their last block in the coming round (a cohort: [block index, most
+    passes per block, finishing ids per block or None (all at the last), first id, end id])."""
+    out = 0
+    for j, most, finishing, lo, hi in cohorts:
+        if finishing is None:
+            out += hi - lo if j + 1 == len(most) else 0
+        else:
+            out += len(finishing[j])
+    return out
 
 def _simulate_rounds(table: ClassTable, request_class: np.ndarray, batch_cap: int, passes: RequestPasses,
                      arrivals_s: np.ndarray | None, users: int | None, think_s: float,
                      ahead: bool = False) -> SimResult:
-    """The synchronous policy: one event per round (see the module docstring)."""
+    """The synchronous policy: one event per round (see the module docstring).
+
+    The requests admitted in one round (a cohort) advance one block per round together until each
+    has run its blocks, so a round lasts the largest, over the cohorts in the batch, of the
+    cohort's most passes at its current block (prompt passes included in its first): kept per
+    cohort (`RequestPasses.rows`), a round costs one step per cohort, not per request. Requests
+    arrive in id order (open loop: sorted arrivals; closed loop: a user asks again think_s after
+    an answer, and answers come in time order), so the queue is the ids head..tail - 1 and a
+    cohort a range of ids."""
     n = len(request_class)
     cls = request_class.tolist()
-    share, pass_s = table.mem_share, table.pass_s
-    lift = [[f - p for f, p in zip(fc, pc)] for fc, pc in zip(table.first_pass_s, pass_s)]
-    lead, flat, n_blocks = passes.lead.tolist(), passes.flat.tolist(), passes.n_blocks.tolist()
-    offset = passes.offset.tolist()
+    share, pass_s, lift = table.mem_share, table.pass_s, table.lift
+    rows, row_of = passes.rows
+    n_blocks = passes.n_blocks.tolist()
+    single, pass0, lift0, share0 = len(share) == 1, pass_s[0], lift[0], share[0]
+    alike = len(rows) == 1
     open_loop = arrivals_s is not None
-    arrival = arrivals_s.tolist() if open_loop else [math.inf] * n
-    done, start, first_block = [math.nan] * n, [math.nan] * n, [math.nan] * n
-    pending: list = []  # closed loop: heap of (time, request)
     if open_loop:
-        next_open = 0
+        arrival = arrivals_s.tolist() + [math.inf]  # sentinel: no more arrivals
+        issued = n  # every request's arrival is known
     else:
-        for i in range(min(users, n)):
-            arrival[i] = 0.0
-            pending.append((0.0, i))
-        issued = len(pending)
+        if not users or users < 1:
+            raise ValueError(f"a closed loop needs at least one user, got {users}")
+        issued = min(users, n)  # users' first requests at 0; the others when an answer comes back
+        arrival = [0.0] * issued + [math.inf] * (n - issued + 1)
+    if single and alike and not ahead:  # (ahead: the general loop counts who goes on)
+        done, start, first_block, busy, now, in_service = _rounds_one_kind(
+            rows[0], pass0, lift0, share0, n, batch_cap, arrival, issued, not open_loop, think_s)
+        return SimResult(np.array(arrival[:n], float), np.array(done, float), np.array(first_block, float),
+                         np.asarray(request_class), busy, now, np.array(start, float), in_service)
+    done, start, first_block = [math.nan] * n, [math.nan] * n, [math.nan] * n
     counts = [0] * len(share)
-    block_of = [0] * n
-    queue: deque = deque()
-    members: list[int] = []
+    head = tail = 0  # waiting: head..tail - 1; arrived: below tail
+    cohorts: list[list] = []  # [block index, most passes per block, finishing ids per block (None: all at
+    #                            the last), first id, end id], oldest first
+    b = 0  # requests in the batch
     share_used, now, busy, in_service, completed = 0.0, 0.0, 0.0, 0.0, 0
-
-    def next_arrival() -> float:
-        if open_loop:
-            return arrival[next_open] if next_open < n else math.inf
-        return pending[0][0] if pending else math.inf
+    limit = 1.0 + 1e-9
 
     while completed < n:
-        while next_arrival() <= now:
-            if open_loop:
-                queue.append(next_open)
-                next_open += 1
-            else:
-                queue.append(heapq.heappop(pending)[1])
-        newcomers = []
-        # ahead: the limit counts the members that go on past this round, and the newcomers
-        going_on = sum(block_of[i] < n_blocks[i] - 1 for i in members) if ahead else len(members)
-        while queue and going_on + len(newcomers) < batch_cap:
-            c = cls[queue[0]]
-            if share_used + share[c] > 1.0 + 1e-9 and members:
-                break
-            i = queue.popleft()
-            share_used += share[c]
-            counts[c] += 1
-            members.append(i)
-            newcomers.append(i)
-            start[i] = now
-        b = len(members)
+        if arrival[tail] <= now:
+            tail = bisect.bisect_right(arrival, now, tail, issued)
+        a = head
+        # ahead: the limit counts the members that go on past this round (and the newcomers)
+        cap = batch_cap + _leaving_this_round(cohorts) if ahead else batch_cap
+        if single:
+            while head < tail and b < cap and (b == 0 or share_used + share0 <= limit):
+                share_used += share0
+                b += 1
+                head += 1
+            counts[0] = b
+        else:
+            while head < tail and b < cap:
+                c = cls[head]
+                if share_used + share[c] > limit and b:
+                    break
+                share_used += share[c]
+                counts[c] += 1
+                b += 1
+                head += 1
         if b == 0:
-            now = next_arrival()
+            now = arrival[tail]
             continue
-        tau = sum(k * pass_s[c][b] for c, k in enumerate(counts) if k) / b
-        tau0 = tau + sum(lift[cls[i]][b] for i in newcomers) / b
-        is_new = set(newcomers)
-        m = max(flat[offset[i] + block_of[i]] + (lead[i] if i in is_new else 0) for i in members)
-        elapsed = tau0 + (max(m, 1) - 1) * tau
+        new = head - a
+        tau = b * pass0[b] / b if single else sum(k * pass_s[c][b] for c, k in enumerate(counts) if k) / b
+        if new:
+            start[a:head] = [now] * new
+            if single:
+                tau0 = tau + sum([lift0[b]] * new) / b
+            else:
+                tau0 = tau + sum(lift[cls[i]][b] for i in range(a, head)) / b
+            if alike:
+                cohorts.append([0, rows[0], None, a, head])
+            else:
+                kinds = {row_of[i] for i in range(a, head)}
+                most = rows[kinds.pop()] if len(kinds) == 1 else \
+                    [max(col) for col in _columns([rows[k] for k in kinds])]
+                finishing = [[] for _ in most]
+                for i in range(a, head):
+                    finishing[n_blocks[i] - 1].append(i)
+                cohorts.append([0, most, finishing, a, head])
+        else:
+            tau0 = tau
+        m = 1
+        for co in cohorts:
+            if co[1][co[0]] > m:
+                m = co[1][co[0]]
+        elapsed = tau0 + (m - 1) * tau
         now += elapsed
         busy += elapsed
         in_service += b * elapsed
+        if new:
+            first_block[a:head] = [now] * new
         staying = []
-        for i in members:
-            if i in is_new:
-                first_block[i] = now
-            block_of[i] += 1
-            if block_of[i] < n_blocks[i]:
-                staying.append(i)
-                continue
-            c = cls[i]
-            done[i] = now
-            counts[c] -= 1
-            share_used -= share[c]
-            completed += 1
-            if not open_loop and issued < n:  # the user thinks, then asks again
-                arrival[issued] = now + think_s
-                heapq.heappush(pending, (now + think_s, issued))
-                issued += 1
-        members = staying
-        if not members:
+        for co in cohorts:
+            j = co[0]
+            last = j + 1 == len(co[1])
+            if co[2] is None:  # all of the cohort, at its last block
+                ids = range(co[3], co[4]) if last else ()
+            else:
+                ids = co[2][j]
+            if ids:
+                k = len(ids)
+                if co[2] is None:
+                    done[co[3]:co[4]] = [now] * k
+                else:
+                    for i in ids:
+                        done[i] = now
+                if single:
+                    for _ in ids:
+                        share_used -= share0
+                    counts[0] -= k
+                else:
+                    for i in ids:
+                        c = cls[i]
+                        counts[c] -= 1
+                        share_used -= share[c]
+                b -= k
+                completed += k
+                if not open_loop and issued < n:  # each user thinks, then asks again
+                    more = min(k, n - issued)
+                    arrival[issued:issued + more] = [now + think_s] * more
+                    issued += more
+            if not last:
+                co[0] = j + 1
+                staying.append(co)
+        cohorts = staying
+        if not b:
             share_used = 0.0
     return SimResult(np.asarray(arrival[:n]), np.asarray(done), np.asarray(first_block), np.asarray(request_class),
                      busy, now, np.asarray(start), in_service)
+
+
+def _rounds_one_kind(row: list[int], pass0: list[float], lift0: list[float], share0: float, n: int,
+                     batch_cap: int, arrival: list[float], issued: int, closed: bool, think_s: float) -> tuple:
+    """`_simulate_rounds` where every request is of one class and runs the same passes per block
+    (`row`): the cohorts then all finish at their last block, oldest first, one per round at most."""
+    done, start, first_block = [math.nan] * n, [math.nan] * n, [math.nan] * n
+    last = len(row) - 1
+    # every block after the first alike (the usual case): a round lasts the newest cohort's first
+    # block or the others' one, whichever is longer
+    later = row[1] if last and all(x == row[1] for x in row[1:]) else None
+    head = tail = b = completed = rnd = 0
+    cohorts: deque = deque()  # (round admitted, first id, end id), oldest first
+    share_used, now, busy, in_service = 0.0, 0.0, 0.0, 0.0
+    limit = 1.0 + 1e-9
+    while completed < n:
+        if arrival[tail] <= now:
+            tail = bisect.bisect_right(arrival, now, tail, issued)
+        a = head
+        while head < tail and b < batch_cap and (b == 0 or share_used + share0 <= limit):
+            share_used += share0
+            b += 1
+            head += 1
+        if b == 0:
+            now = arrival[tail]
+            continue
+        new = head - a
+        tau = b * pass0[b] / b
+        if new:
+            start[a:head] = [now] * new
+            tau0 = tau + sum([lift0[b]] * new) / b
+            cohorts.append((rnd, a, head))
+        else:
+            tau0 = tau
+        m = 1
+        if later is None:
+            for admitted, _, _ in cohorts:
+                if row[rnd - admitted] > m:
+                    m = row[rnd - admitted]
+        else:
+            if new and row[0] > m:
+                m = row[0]
+            if len(cohorts) > (1 if new else 0) and later > m:
+                m = later
+        elapsed = tau0 + (m - 1) * tau
+        now += elapsed
+        busy += elapsed
+        in_service += b * elapsed
+        if new:
+            first_block[a:head] = [now] * new
+        admitted, a0, e0 = cohorts[0]
+        if rnd - admitted == last:
+            cohorts.popleft()
+            k = e0 - a0
+            done[a0:e0] = [now] * k
+            for _ in range(k):
+                share_used -= share0
+            b -= k
+            completed += k
+            if closed and issued < n:  # each user thinks, then asks again
+                more = min(k, n - issued)
+                arrival[issued:issued + more] = [now + think_s] * more
+                issued += more
+        rnd += 1
+        if not b:
+            share_used = 0.0
+    return done, start, first_block, busy, now, in_service
+
+
+def _columns(rows: list[list[int]]) -> list[list[int]]:
+    """The columns of rows of unequal lengths (column k: the rows longer than k)."""
+    width = max(len(r) for r in rows)
+    return [[r[k] for r in rows if len(r) > k] for k in range(width)]

@@ -564,7 +564,18 @@ def plan_search_line(p: dict) -> str:
     tried = p["evaluated"] + sum(v for k, v in (p.get("skipped") or {}).items() if k != "absurd")
     if tried > product:
         text += f" and {tried - product:,} for the AR baseline"
-    return f"{text}; {plural(s['requests'], 'simulated request')}, random seed {s['seed']}"
+    return f"{text}; {_release(s.get('release') or {})}{plural(s['requests'], 'simulated request')}, " \
+           f"random seed {s['seed']}"
+
+
+def _release(by_decoding: dict) -> str:
+    """How the batches are released ('synchronous release; '), per decoding where they differ."""
+    policies = list(dict.fromkeys(by_decoding.values()))
+    if not policies:
+        return ""
+    if len(policies) == 1:
+        return f"{safe(policies[0])} release; "
+    return "release " + ", ".join(f"{safe(k)} {safe(v)}" for k, v in by_decoding.items()) + "; "
 
 
 def plan_header(p: dict) -> str:

@@ -1,0 +1,202 @@
+"""How a deployment serves its requests, the one definition `plan` and `serve` both simulate.
+
+A deployment's serving behaviour is its release policy (a synchronous batch that advances block
+by block, or first-done-first-out release), its limit on running requests per replica, and each
+request's passes per block (the engine's count spread over the blocks; a tokens-per-forward
+spread draws them at random), and two stack properties of SGLang's dLLM path: a waiting
+request's first block beside a full batch (`first_block_outside_limit`) and a prompt prefilled
+one block per forward (`prompt_prefill: block-chunks`). The option wins, then the stack profile's
+field, then the default: `policy`. `request_table` builds a deployment's per-class table (pass times, passes, blocks and
+streamed pieces) from a pass table, `request_passes` each request's passes, and `run` simulates
+one replica with them. `serve` (deployment.py) and `plan`'s search (search.py) call only these,
+so that a plan row and a `serve` of the same deployment at the same load cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..engine.schemes import get_scheme
+from .simulate import ClassTable, RequestPasses, SimResult, draw_passes, simulate
+from .steptime import Decoding, PassTable, passes_to_first_output
+
+DEFAULT_MAX_RUNNING = 256  # when neither the option nor the stack gives one (plan's batch limit)
+DEFAULT_RELEASE = "synchronous"  # when the stack does not say (SGLang's dLLM batches before PR #17770)
+WARMUP_FRACTION = 0.10  # requests of a synthetic load left out at the start (empty server) ...
+COOLDOWN_FRACTION = 0.05  # ... and at the end (arrivals have stopped)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The release policy and the limit on running requests, each with where it came from
+    ("option", "stack", "default", or "token-streaming scheme")."""
+
+    release: str
+    release_source: str
+    max_running: int
+    max_running_source: str
+    first_block_outside_limit: bool = False  # the stack's: newcomers' first blocks beside a full batch
+    prompt_prefill: str = "one-pass"  # or "block-chunks": the prompt one block per forward (the stack's)
+
+    def in_flight_cap(self, max_running: int | None = None) -> int:
+        """Requests a replica may hold at once under a running limit (this policy's by default):
+        twice the limit where newcomers' first blocks run beside a full batch. Pass tables run to it."""
+        cap = self.max_running if max_running is None else max_running
+        return 2 * cap if self.first_block_outside_limit else cap
+
+
+def choose(given, from_stack, default) -> tuple:
+    """(value, source): the option, else the stack's field, else the default."""
+    if given is not None:
+        return given, "option"
+    if from_stack is not None:
+        return from_stack, "stack"
+    return default, "default"
+
+
+def stack_field(stack, name: str):
+    """A stack profile's field, None without a stack or where the profile has no such field."""
+    return getattr(stack, name, None) if stack is not None else None
+
+
+def streams_tokens(decoding: Decoding) -> bool:
+    """The scheme streams tokens (AR, draft-verify): iteration-level batching, no blocks."""
+    return get_scheme(decoding.scheme).stops == "token"
+
+
+def policy(stack, decoding: Decoding, *, release: str | None = None, max_running: int | None = None) -> Policy:
+    """The deployment's release policy and running-request limit. A scheme that streams tokens
+    always releases first-done (a request leaves at its last token)."""
+    rel, rel_source = choose(release, stack_field(stack, "release"), DEFAULT_RELEASE)
+    if streams_tokens(decoding):
+        rel, rel_source = "first-done", "token-streaming scheme"
+    cap, cap_source = running_limit(stack, max_running)
+    ahead = bool(stack_field(stack, "first_block_outside_limit"))
+    prefill = stack_field(stack, "prompt_prefill") or "one-pass"
+    if not (decoding.block and not streams_tokens(decoding)):
+        prefill = "one-pass"  # no blocks to cut the prompt into
+    return Policy(rel, rel_source, cap, cap_source, ahead, prefill)
+
+
+def running_limit(stack, given: int | None = None) -> tuple[int, str]:
+    """(requests per replica at once, its source): the option, the stack's `max_running_requests`,
+    else DEFAULT_MAX_RUNNING."""
+    cap, source = choose(given, stack_field(stack, "max_running_requests"), DEFAULT_MAX_RUNNING)
+    return int(cap), source
+
+
+def canvases(decoding: Decoding, answers: list[int]) -> list[int]:
+    """The canvas each answer length runs: a whole number of blocks for a block-streaming scheme
+    (the padding costs time but yields no tokens), the answer itself for a token-streaming one."""
+    if decoding.block and not streams_tokens(decoding):
+        return [int(math.ceil(a / decoding.block) * decoding.block) for a in answers]
+    return [int(a) for a in answers]
+
+
+@dataclass(frozen=True)
+class RequestTable:
+    """A deployment's request classes (prompt class x answer class, in that order): the
+    simulation's table, the largest batch of the longest requests that fits (capped by the
+    running limit), and each class's most passes per block (a pass commits a token at least)."""
+
+    table: ClassTable
+    batch_limit: int
+    max_per_block: list[int]
+    block_streaming: bool
+
+
+def request_table(pt: PassTable, gi: int, pi: int, ti: int, decoding: Decoding, prompts: list[int],
+                  answers: list[int], max_running: int, pol: Policy) -> RequestTable | None:
+    """The table of pass table entry [gi, pi, ti] for every (prompt, answer) class under a running
+    limit and the policy's stack properties; None if the deployment cannot run it or it does not
+    fit. The pass table's answer axis holds the distinct canvases (`canvases`) in increasing order,
+    its batch axis runs to `pol.in_flight_cap(max_running)`."""
+    nfe, mem = pt.nfe[gi, pi, ti], pt.max_batch[gi, pi, ti]
+    if np.isnan(nfe).any() or (mem < 1).any():
+        return None
+    token_streaming = streams_tokens(decoding)
+    canvas = canvases(decoding, answers)
+    distinct = sorted(set(canvas))
+    col = [distinct.index(c) for c in canvas]
+    b = np.arange(pol.in_flight_cap(max_running) + 1)
+    grid = pt.batches
+    rows = dict(nfe=[], first=[], share=[], first_s=[], pass_s=[], lead=[], blocks=[], units=[], per_block=[])
+    for lp in range(len(prompts)):
+        for answer, cv, k in zip(answers, canvas, col):
+            n = float(nfe[lp, k])
+            prompt_passes = float(pt.prompt_passes[gi, pi, ti, lp, k])
+            blocks = 1 if token_streaming else (cv // decoding.block if decoding.block else 1)
+            lead = int(round(prompt_passes))
+            rows["nfe"].append(int(round(n)))
+            rows["first"].append(passes_to_first_output(decoding, n, prompt_passes, cv))
+            rows["share"].append(1.0 / float(mem[lp, k]))
+            rows["first_s"].append(np.interp(b, grid, pt.first_s[gi, pi, ti, lp, k]).tolist())
+            rows["pass_s"].append(np.interp(b, grid, pt.pass_s[gi, pi, ti, lp, k]).tolist())
+            rows["lead"].append(lead)
+            rows["blocks"].append(blocks)
+            rows["units"].append(int(answer) if token_streaming else blocks)
+            block_len = decoding.block or cv
+            rows["per_block"].append(max(block_len, int(math.ceil((int(round(n)) - lead) / blocks))))
+    table = ClassTable(rows["nfe"], rows["first"], rows["share"], rows["pass_s"], rows["first_s"],
+                       lead=rows["lead"], blocks=rows["blocks"], units=rows["units"])
+    if pol.prompt_prefill == "block-chunks":  # per_block above is unchanged: NFE and lead move together
+        table = prompt_in_block_chunks(table, [p for p in prompts for _ in answers], decoding.block)
+    limit = int(min(max_running, float(mem.min())))
+    return RequestTable(table, limit, rows["per_block"], not token_streaming)
+
+
+def prompt_in_block_chunks(table: ClassTable, prompts: list[int], block: int) -> ClassTable:
+    """The prompt prefilled one block per forward (the stack's `prompt_prefill: block-chunks`):
+    each class's passes over the prompt alone become ceil(P / block) passes of at most a block's
+    tokens, each costed as one of the class's block steps (the same q = block rows over the
+    cache), in place of its prefill pass; its NFE and its passes to the first block change by
+    as many."""
+    old = table.lead or [0] * len(prompts)
+    # only a class that prefills its prompt on its own (not a full-canvas scheme) changes
+    chunks = [math.ceil(p / block) if ld > 0 else 0 for p, ld in zip(prompts, old)]
+    nfe = [n - ld + k for n, ld, k in zip(table.nfe, old, chunks)]
+    first = [f - ld + k for f, ld, k in zip(table.first_passes, old, chunks)]
+    first_s = [p if k else f for p, f, k in zip(table.pass_s, table.first_pass_s, chunks)]
+    return ClassTable(nfe, first, table.mem_share, table.pass_s, first_s, lead=chunks, blocks=table.blocks,
+                      units=table.units)
+
+
+def request_passes(rt: RequestTable, request_class: np.ndarray, spread: float = 0.0,
+                   rng: np.random.Generator | None = None) -> RequestPasses | None:
+    """Each request's passes per block (spread: their coefficient of variation; 0: the engine's
+    passes spread evenly over the blocks); None for a token-streaming scheme (the class's NFE)."""
+    if not rt.block_streaming:
+        return None
+    return draw_passes(rt.table, request_class, spread, rng if rng is not None else np.random.default_rng(0),
+                       rt.max_per_block)
+
+
+def run(table: ClassTable, request_class: np.ndarray, max_running: int, release: str,
+        passes: RequestPasses | None, first_block_outside_limit: bool = False, **load) -> SimResult:
+    """One replica serving these requests (`load`: arrivals_s=..., or users=... and think_s=...)
+    with a `request_table`'s table and `request_passes`."""
+    return simulate(table, request_class, max_running, passes=passes, release=release,
+                    first_block_outside_limit=first_block_outside_limit, **load)
+
+
+def measured_window(n: int) -> slice:
+    """The requests of a synthetic load its statistics are taken over (in arrival order): the
+    first WARMUP_FRACTION and the last COOLDOWN_FRACTION left out."""
+    lo = int(n * WARMUP_FRACTION)
+    return slice(lo, max(int(n * (1 - COOLDOWN_FRACTION)), lo + 1))
+
+
+def completion_rate(done_s: np.ndarray, window: slice, end_s: float) -> float:
+    """Completions per second: those in (t0, t1] over t1 - t0, where t0 and t1 are the first and
+    last of the window's share of the completion times in order. Exact for requests finishing one
+    by one at a steady rate or in waves, as a synchronous batch's do. When the window's all finish
+    together: every completion over the run's length `end_s`."""
+    done = np.sort(done_s)
+    inside = done[window]
+    t0, t1 = float(inside[0]), float(inside[-1])
+    if not t1 > t0:
+        return len(done) / end_s if end_s > 0 else 0.0
+    return float(np.count_nonzero((done > t0) & (done <= t1)) / (t1 - t0))

@@ -1,0 +1,141 @@
+"""The simulator's shortcuts give the same schedule as the plain one: a synchronous round kept per
+cohort (the requests admitted together) against a round that visits every request, on random
+tables, classes, memory shares, spreads and loads, to the last bit."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+
+import numpy as np
+import pytest
+
+from dlmcost.plan.simulate import ClassTable, draw_passes, simulate
+
+
+def rounds_request_by_request(table, request_class, batch_cap, passes, arrivals_s=None, users=None, think_s=0.0,
+                              ahead=False):
+    """The synchronous policy as the module docstring states it, each round visiting every
+    request in the batch: it lasts the most passes any of them has left in its current block
+    (a newcomer's prompt passes with its first), then every one moves to its next block.
+    `ahead` (a first block outside the limit): the limit counts the members that go on past the
+    round (not in their last block) and the newcomers."""
+    n = len(request_class)
+    cls = request_class.tolist()
+    share, pass_s = table.mem_share, table.pass_s
+    lift = [[f - p for f, p in zip(fc, pc)] for fc, pc in zip(table.first_pass_s, pass_s)]
+    lead, flat, n_blocks = passes.lead.tolist(), passes.flat.tolist(), passes.n_blocks.tolist()
+    offset = passes.offset.tolist()
+    open_loop = arrivals_s is not None
+    arrival = arrivals_s.tolist() if open_loop else [math.inf] * n
+    done, start, first_block = [math.nan] * n, [math.nan] * n, [math.nan] * n
+    pending, next_open, issued = [], 0, 0
+    if not open_loop:
+        for i in range(min(users, n)):
+            arrival[i] = 0.0
+            pending.append((0.0, i))
+        issued = len(pending)
+    counts, block_of = [0] * len(share), [0] * n
+    queue, members = deque(), []
+    share_used, now, busy, in_service, completed = 0.0, 0.0, 0.0, 0.0, 0
+
+    def next_arrival():
+        if open_loop:
+            return arrival[next_open] if next_open < n else math.inf
+        return pending[0][0] if pending else math.inf
+
+    while completed < n:
+        while next_arrival() <= now:
+            if open_loop:
+                queue.append(next_open)
+                next_open += 1
+            else:
+                queue.append(heapq.heappop(pending)[1])
+        newcomers = []
+        going_on = sum(block_of[i] < n_blocks[i] - 1 for i in members) if ahead else len(members)
+        while queue and going_on + len(newcomers) < batch_cap:
+            c = cls[queue[0]]
+            if share_used + share[c] > 1.0 + 1e-9 and members:
+                break
+            i = queue.popleft()
+            share_used += share[c]
+            counts[c] += 1
+            members.append(i)
+            newcomers.append(i)
+            start[i] = now
+        b = len(members)
+        if b == 0:
+            now = next_arrival()
+            continue
+        tau = sum(k * pass_s[c][b] for c, k in enumerate(counts) if k) / b
+        tau0 = tau + sum(lift[cls[i]][b] for i in newcomers) / b
+        m = max(flat[offset[i] + block_of[i]] + (lead[i] if i in newcomers else 0) for i in members)
+        elapsed = tau0 + (max(m, 1) - 1) * tau
+        now += elapsed
+        busy += elapsed
+        in_service += b * elapsed
+        staying = []
+        for i in members:
+            if i in newcomers:
+                first_block[i] = now
+            block_of[i] += 1
+            if block_of[i] < n_blocks[i]:
+                staying.append(i)
+                continue
+            done[i] = now
+            counts[cls[i]] -= 1
+            share_used -= share[cls[i]]
+            completed += 1
+            if not open_loop and issued < n:
+                arrival[issued] = now + think_s
+                heapq.heappush(pending, (now + think_s, issued))
+                issued += 1
+        members = staying
+        if not members:
+            share_used = 0.0
+    return np.asarray(arrival[:n]), np.asarray(done), np.asarray(first_block), np.asarray(start), busy, now, in_service
+
+
+@pytest.mark.parametrize("seed", range(50))
+def test_cohort_rounds_are_the_request_by_request_rounds(seed):
+    """Seeds 40 on: one class whose passes split evenly over its blocks (every block after the
+    first alike, the plan's usual case: its own shortcut)."""
+    check_against_request_by_request(seed, ahead=False)
+
+
+@pytest.mark.parametrize("seed", range(0, 50, 3))
+def test_cohort_rounds_with_first_blocks_outside_the_limit(seed):
+    """The same with newcomers' first blocks beside a full batch (the sglang-dllm stack's
+    `first_block_outside_limit`): the cohorts count who goes on past the round as the plain
+    rounds count each member."""
+    check_against_request_by_request(seed, ahead=True)
+
+
+def check_against_request_by_request(seed: int, ahead: bool):
+    rng = np.random.default_rng(seed)
+    k, cap = (int(rng.choice([1, 1, 2, 4])), int(rng.integers(1, 40))) if seed < 40 else (1, int(rng.integers(2, 40)))
+    blocks = [int(rng.integers(1, 6)) for _ in range(k)]
+    lead = [int(rng.integers(0, 2)) for _ in range(k)]
+    nfe = [max(int(rng.integers(2, 60)), ld + b) for ld, b in zip(lead, blocks)]
+    if seed >= 40:
+        nfe = [ld + b * int(rng.integers(1, 12)) for ld, b in zip(lead, blocks)]
+    top = 2 * cap if ahead else cap  # in flight at most (the pass tables run to it)
+    later = [[0.0] + [0.01 + 0.001 * b * (c + 1) for b in range(1, top + 1)] for c in range(k)]
+    first = [[0.0] + [0.05 + 0.002 * b for b in range(1, top + 1)] for _ in range(k)]
+    share = [float(rng.choice([0.0, 0.05, 0.3])) for _ in range(k)]
+    table = ClassTable(nfe, [1] * k, share, later, first, lead=lead, blocks=blocks)
+    n = int(rng.integers(1, 300))
+    cls = rng.integers(0, k, n)
+    spread = float(rng.choice([0.0, 0.5])) if seed < 40 else 0.0
+    passes = draw_passes(table, cls, spread, np.random.default_rng(seed))
+    if seed % 2:
+        load = dict(arrivals_s=np.cumsum(rng.exponential(float(rng.choice([0.01, 0.1, 1.0])), n)))
+    else:
+        load = dict(users=int(rng.integers(1, 50)), think_s=float(rng.choice([0.0, 0.3])))
+    r = simulate(table, cls, cap, passes=passes, release="synchronous", first_block_outside_limit=ahead, **load)
+    arrival, done, first_block, start, busy, end, in_service = rounds_request_by_request(table, cls, cap, passes,
+                                                                                         ahead=ahead, **load)
+    assert r.arrival_s.tolist() == arrival.tolist() and r.done_s.tolist() == done.tolist()
+    assert r.first_block_s.tolist() == first_block.tolist() and r.start_s.tolist() == start.tolist()
+    assert (r.busy_s, r.end_s, r.in_service_s) == (busy, end, in_service)
