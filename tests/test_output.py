@@ -236,23 +236,54 @@ def test_plan_header_of_a_real_plan(capsys):
 # --- rich only where a table is drawn ---------------------------------------------------------
 
 
+# One fresh interpreter imports the CLI (as `python -c "from dlmcost.cli import main"` would) and
+# forks a child per command: each child starts from exactly the modules a fresh process has at that
+# point, runs the command and reports rich's modules (one interpreter start instead of five).
 PROBE = r"""
-import contextlib, io, json, sys
+import contextlib, io, json, os, sys, traceback
 from dlmcost.cli import main
-with contextlib.redirect_stdout(io.StringIO()):
-    main(sys.argv[1:])
-print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "rich")))
+out = {}
+for args in json.loads(sys.argv[1]):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child never returns into the loop: it ends here, 1 if the command raised
+        try:
+            os.close(r)
+            with contextlib.redirect_stdout(io.StringIO()):
+                main(args)
+            os.write(w, json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "rich")).encode())
+        except BaseException:
+            traceback.print_exc()
+            os._exit(1)
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    out[" ".join(args)] = {"status": status, "rich": json.loads(data) if data else None}
+print(json.dumps(out))
 """
-
-
-@pytest.mark.parametrize("args, rich", [
+RICH_CASES = [
     (["analyze", "-f", "json"], False), (["analyze", "-f", "csv"], False), (["analyze", "-f", "markdown"], False),
     (["sweep", "--block", "8,32", "-f", "jsonl"], False), (["analyze"], True),
-])
-def test_rich_is_imported_only_to_draw_a_table(args, rich):
-    r = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    loaded = json.loads(r.stdout.splitlines()[-1])
+]
+
+
+@pytest.fixture(scope="module")
+def rich_probe():
+    r = subprocess.run([sys.executable, "-c", PROBE, json.dumps([args for args, _ in RICH_CASES])],
+                       capture_output=True, text=True, timeout=120)
+    return r
+
+
+@pytest.mark.parametrize("args, rich", RICH_CASES)
+def test_rich_is_imported_only_to_draw_a_table(args, rich, rich_probe):
+    assert rich_probe.returncode == 0, rich_probe.stderr
+    run = json.loads(rich_probe.stdout.splitlines()[-1])[" ".join(args)]
+    assert run["status"] == 0 and run["rich"] is not None, rich_probe.stderr  # the command ran to its end
+    loaded = run["rich"]
     assert bool(loaded) == rich, loaded
     if rich:  # the Console and the Table, not rich's progress bars or markdown
         assert "rich.table" in loaded and "rich.progress" not in loaded and "rich.markdown" not in loaded
