@@ -703,30 +703,15 @@ def test_python_m_no_color_piped():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs a Linux pseudo-terminal")
 def test_no_color_on_a_terminal():
-    """On a real terminal NO_COLOR=1 removes every colour escape (bold/underline are not colours)."""
-    import pty
+    """On a real terminal NO_COLOR=1 removes every colour escape (bold/underline are not colours).
+    The console script on a pseudo-terminal, forked from a process that has imported dlmcost
+    (tests/ptyserver.py: a real run's streams and exit, without an interpreter start each)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import ptyserver
 
     def run_in_pty(env):
-        try:
-            master, slave = pty.openpty()
-        except OSError as exc:
-            pytest.skip(f"no pseudo-terminal available: {exc}")
-        try:
-            p = subprocess.run([sys.executable, "-m", "dlmcost", "analyze", "--gpu", "h100,mi355x"],
-                               stdout=slave, stderr=slave, env=env, timeout=120)
-        finally:
-            os.close(slave)
-        data = b""
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            data += chunk
-        os.close(master)
-        return p.returncode, data.decode("utf-8", errors="replace")
+        code, out = ptyserver.run(_script(), ["analyze", "--gpu", "h100,mi355x"], cols=120, rows=40, env=env)
+        return code, out.decode("utf-8", errors="replace")
 
     rc, coloured = run_in_pty(_env(TERM="xterm-256color", COLUMNS="120"))
     assert rc == 0
