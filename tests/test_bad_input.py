@@ -372,23 +372,22 @@ def test_tiny_tpf_is_refused_or_finite(capsys, args):
 # --- alias bombs: must fail fast, never hang --------------------------------------------------------
 
 
-@pytest.mark.parametrize("args", [
-    ["model", "{slow}/alias_bomb_model.yaml"],
-    ["gpus", "--hardware", "{slow}/alias_bomb_hardware.yaml"],
-    ["analyze", "--gpu", "h100", "--efficiency", "{slow}/alias_bomb_efficiency.yaml"],
-], ids=["model", "hardware", "efficiency"])
-def test_yaml_alias_bomb_fails_fast(args):
-    argv = [a.replace("{slow}", str(CORPUS / "slow")) for a in args]
-    env = {k: v for k, v in os.environ.items() if k != "DLMCOST_HARDWARE"}
-    env["HF_HUB_OFFLINE"] = "1"
-    try:
-        p = subprocess.run([sys.executable, "-m", "dlmcost", *argv], capture_output=True, text=True, timeout=15,
-                           env=env)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"dlmcost {' '.join(args)} still running after 15 s (YAML alias expansion)")
-    assert p.returncode in DOCUMENTED - {0}, p.stderr
-    assert "Traceback" not in p.stderr and "internal error" not in p.stderr
-    assert len(p.stderr.splitlines()) == 1 and p.stderr.startswith("error:"), p.stderr
+ALIAS_BOMBS = {  # run with the blocking cases below, in the same forked driver under its deadline
+    "model": ["model", "{slow}/alias_bomb_model.yaml"],
+    "hardware": ["gpus", "--hardware", "{slow}/alias_bomb_hardware.yaml"],
+    "efficiency": ["analyze", "--gpu", "h100", "--efficiency", "{slow}/alias_bomb_efficiency.yaml"],
+}
+
+
+@pytest.mark.parametrize("name", ALIAS_BOMBS)
+def test_yaml_alias_bomb_fails_fast(blocking_results, name):
+    result = blocking_results[f"alias-bomb-{name}"]
+    if result is None:
+        pytest.fail(f"dlmcost {' '.join(ALIAS_BOMBS[name])} still running after {FAST_S} s (YAML alias expansion)")
+    rc, _, err = result
+    assert rc in DOCUMENTED - {0}, err
+    assert "Traceback" not in err and "internal error" not in err
+    assert len(err.splitlines()) == 1 and err.startswith("error:"), err
 
 
 # --- hostile input: one test per class (files that block or never end, terminal escapes, output) ----
@@ -486,6 +485,14 @@ def blocking_results(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k != "DLMCOST_HARDWARE"} | {"HF_HUB_OFFLINE": "1"}
     cases = {name: [subst.get(a, a).replace("{slow}", subst["{slow}"]) for a in args]
              for name, (args, _, _) in BLOCKING_CASES.items()}
+    cases |= {f"alias-bomb-{name}": [a.replace("{slow}", subst["{slow}"]) for a in args]
+              for name, args in ALIAS_BOMBS.items()}
+    return run_forked(cases, env)
+
+
+def run_forked(cases: dict[str, list[str]], env: dict[str, str]) -> dict:
+    """BLOCKING_DRIVER in one interpreter started with `env`: {name: [exit code, stdout, stderr]
+    or None}."""
     driver = subprocess.run([sys.executable, "-c", BLOCKING_DRIVER, json.dumps(cases), str(FAST_S)],
                             stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=FAST_S + 60)
     assert driver.returncode == 0, driver.stderr
@@ -763,14 +770,17 @@ def test_broken_pipe_is_quiet():
 
 
 def test_non_utf8_stdout_gets_ascii():
-    """The glyphs (·, ×, —, table rules) fall back to ASCII; the three commands run at once."""
+    """The glyphs (·, ×, —, table rules) fall back to ASCII; the three commands run at once, forked
+    from one interpreter started in that locale (its streams set up for it as a fresh run's are)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "LANG": "C", "LC_ALL": "C", "PYTHONIOENCODING": "ascii"}
     cmds = [["analyze", "--gpu", "h100"], ["gpus"], ["analyze", "--gpu", "h100", "-f", "markdown"]]
-    procs = [subprocess.Popen([sys.executable, "-m", "dlmcost", *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              env=env) for cmd in cmds]
-    for cmd, proc in zip(cmds, procs):
-        out, err = proc.communicate(timeout=FAST_S)
-        assert proc.returncode == 0, (cmd, err)
+    results = run_forked({" ".join(cmd): cmd for cmd in cmds}, env)
+    for cmd in cmds:
+        result = results[" ".join(cmd)]
+        assert result is not None, f"{cmd}: still running after {FAST_S} s"
+        rc, stdout, err = result
+        out = stdout.encode("latin-1")  # the bytes written (the driver sends them as latin-1 text)
+        assert rc == 0, (cmd, err)
         out.decode("ascii")  # nothing but ASCII
         assert b"H100" in out
 
