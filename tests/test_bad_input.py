@@ -20,6 +20,9 @@ import pytest
 from dlmcost import errors
 from dlmcost.cli import main
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import forkrun  # noqa: E402
+
 CORPUS = Path(__file__).resolve().parent / "corpus"
 MODEL_FILES = sorted((CORPUS / "models").iterdir())
 HARDWARE_FILES = sorted((CORPUS / "hardware").iterdir())
@@ -423,51 +426,9 @@ BLOCKING_CASES = {  # name: (args, exit code, word in the message)
 }
 
 
-# Runs the blocking cases, each in its own forked process, all at once, under one deadline: the
-# command-line entry point (`cli.run`, what `python -m dlmcost` calls) with the case's arguments,
-# stdin from /dev/null, stdout and stderr to files. One interpreter imports dlmcost once; the forks
-# share that import, and a case that hangs is killed at the deadline without holding up the others.
-BLOCKING_DRIVER = r"""
-import json, os, signal, sys, tempfile, time
-from dlmcost.cli import entry as cli
-cases, limit = json.loads(sys.argv[1]), float(sys.argv[2])
-sys.stdout.flush()
-running, files = {}, {}
-for name, argv in cases.items():
-    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
-    pid = os.fork()
-    if pid == 0:
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0); os.dup2(out.fileno(), 1); os.dup2(err.fileno(), 2)
-        sys.argv = ["dlmcost", *argv]
-        try:
-            cli.run()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        except BaseException:
-            code = 70
-        try:
-            sys.stdout.flush(); sys.stderr.flush()
-        finally:
-            os._exit(code)
-    running[pid], files[name] = name, (out, err)
-done, deadline = {}, time.monotonic() + limit
-while running and time.monotonic() < deadline:
-    pid, status = os.waitpid(-1, os.WNOHANG)
-    if pid == 0:
-        time.sleep(0.01)
-        continue
-    done[running.pop(pid)] = os.waitstatus_to_exitcode(status)
-for pid in running:
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-result = {}
-for name, (out, err) in files.items():
-    out.seek(0); err.seek(0)
-    result[name] = [done[name], out.read().decode("latin-1"), err.read().decode("utf-8", "replace")] if name in done else None
-print(json.dumps(result))
-"""
+# The blocking cases, each in its own process forked from one interpreter that imported dlmcost
+# once (tests/forkrun.py), all at once under one deadline: a case that hangs is killed at the
+# deadline without holding up the others.
 
 
 @pytest.fixture(scope="module")
@@ -491,12 +452,9 @@ def blocking_results(tmp_path_factory):
 
 
 def run_forked(cases: dict[str, list[str]], env: dict[str, str]) -> dict:
-    """BLOCKING_DRIVER in one interpreter started with `env`: {name: [exit code, stdout, stderr]
-    or None}."""
-    driver = subprocess.run([sys.executable, "-c", BLOCKING_DRIVER, json.dumps(cases), str(FAST_S)],
-                            stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=FAST_S + 60)
-    assert driver.returncode == 0, driver.stderr
-    return json.loads(driver.stdout)
+    """The commands forked from one interpreter started with `env` (tests/forkrun.py): {name:
+    [exit code, stdout, stderr] or None if still running after FAST_S}."""
+    return forkrun.run({name: forkrun.case(argv) for name, argv in cases.items()}, env, FAST_S)
 
 
 @pytest.mark.parametrize("name", BLOCKING_CASES)
