@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import forkrun  # noqa: E402
 from hub_server import GATED_TOKEN, FakeHub, commit_of  # noqa: E402
 
 from dlmcost.inputs.models import load_bundled  # noqa: E402
@@ -305,9 +306,32 @@ def test_huggingface_hub_is_imported_lazily():
 requires_cli = pytest.mark.skipif(not (ROOT / "dlmcost" / "cli").is_dir(), reason="TODO: dlmcost/cli.py not written yet")
 
 
+CLI_CASES = {  # name: (environment beyond hub_env's, arguments)
+    "from_hub": ({}, ["model", CLONE, "--format", "json"]),
+    "acme/does-not-exist": ({}, ["model", "acme/does-not-exist"]),
+    "acme/bad-json": ({}, ["model", "acme/bad-json"]),
+    "slow_by_env": ({"HF_HUB_ETAG_TIMEOUT": "1"}, ["model", "acme/slow"]),
+    "verify": ({}, ["model", CLONE, "--verify", "--format", "json"]),
+}
+
+
+@pytest.fixture(scope="module")
+def cli_runs(hub, tmp_path_factory):
+    """The CLI cases, each a process of its own with its own HF_HOME, forked at once from one
+    interpreter that imported dlmcost but not huggingface_hub (tests/forkrun.py): each child's
+    client reads its environment as it is imported. {name: CompletedProcess}."""
+    home = tmp_path_factory.mktemp("cli_homes")
+    cases = {name: forkrun.case(args, env=hub_env(hub.url, home / f"home{i}", **extra), cwd=str(ROOT))
+             for i, (name, (extra, args)) in enumerate(CLI_CASES.items())}
+    done = forkrun.run(cases, hub_env(hub.url, home / "driver"), limit_s=60, cwd=str(ROOT))
+    return {name: subprocess.CompletedProcess(cases[name]["argv"], *res) if res else None
+            for name, res in done.items()}
+
+
 @requires_cli
-def test_cli_model_from_hub(hub, tmp_path):
-    proc = run_cli(hub_env(hub.url, tmp_path), "model", CLONE, "--format", "json")
+def test_cli_model_from_hub(cli_runs):
+    proc = cli_runs["from_hub"]
+    assert proc is not None, "still running after 60 s"
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     out = json.loads(proc.stdout)
@@ -320,8 +344,9 @@ def test_cli_model_from_hub(hub, tmp_path):
     ("acme/does-not-exist", 11, "check the id"),
     ("acme/bad-json", 7, "not valid JSON"),
 ])
-def test_cli_errors_are_one_line(hub, tmp_path, repo, code, needle):
-    proc = run_cli(hub_env(hub.url, tmp_path), "model", repo)
+def test_cli_errors_are_one_line(cli_runs, repo, code, needle):
+    proc = cli_runs[repo]
+    assert proc is not None, "still running after 60 s"
     assert proc.returncode == code, proc.stderr
     err = proc.stderr.strip()
     assert err.startswith("error: ") and "\n" not in err and needle in err, err
@@ -329,17 +354,19 @@ def test_cli_errors_are_one_line(hub, tmp_path, repo, code, needle):
 
 
 @requires_cli
-def test_cli_slow_hub_times_out_by_env(hub, tmp_path):
+def test_cli_slow_hub_times_out_by_env(cli_runs):
     """HF_HUB_ETAG_TIMEOUT bounds the wait when no timeout is passed."""
-    proc = run_cli(hub_env(hub.url, tmp_path, HF_HUB_ETAG_TIMEOUT="1"), "model", "acme/slow")
+    proc = cli_runs["slow_by_env"]
+    assert proc is not None, "still running after 60 s"
     assert proc.returncode == 15, proc.stderr
     err = proc.stderr.strip()
     assert err.startswith("error: ") and "\n" not in err and "did not answer" in err, err
 
 
 @requires_cli
-def test_cli_model_verify(hub, tmp_path):
-    proc = run_cli(hub_env(hub.url, tmp_path), "model", CLONE, "--verify", "--format", "json")
+def test_cli_model_verify(cli_runs):
+    proc = cli_runs["verify"]
+    assert proc is not None, "still running after 60 s"
     assert proc.returncode == 0, proc.stderr
     assert "warning" not in proc.stderr
     out = json.loads(proc.stdout)
