@@ -68,15 +68,22 @@ def hub_env(url: str, home: Path, **extra: str) -> dict[str, str]:
 
 def run_calls(env: dict[str, str], cases: dict[str, dict]) -> tuple[dict[str, dict], str]:
     """Run the named calls in one process: ({name: result}, stderr)."""
-    proc = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(list(cases.values()))], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    return dict(zip(cases, json.loads(proc.stdout))), proc.stderr
+    return run_call_groups([(env, cases)])[0]
 
 
-def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dlmcost", *args], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+def run_call_groups(groups: list[tuple[dict[str, str], dict[str, dict]]]) -> list[tuple[dict[str, dict], str]]:
+    """Each group of calls in a process of its own, all at once: forked from an interpreter that
+    imported dlmcost but not huggingface_hub (tests/forkrun.py), so that each group's client reads
+    the group's environment as it is imported. [({name: result}, stderr)] in the groups' order."""
+    done = forkrun.run({str(i): forkrun.script(DRIVER, [json.dumps(list(cases.values()))], env=env, cwd=str(ROOT))
+                        for i, (env, cases) in enumerate(groups)}, groups[0][0], limit_s=60)
+    answers = []
+    for i, (_, cases) in enumerate(groups):
+        assert done[str(i)] is not None, "still running after 60 s"
+        code, stdout, stderr = done[str(i)]
+        assert code == 0, stderr
+        answers.append((dict(zip(cases, json.loads(stdout))), stderr))
+    return answers
 
 
 def assert_error(res: dict, cls: str, code: int, *needles: str) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hub_server import LLADA_CONFIG, FakeHub, FakeRepo, Misbehaviour, raw_safetensors  # noqa: E402
 import forkrun  # noqa: E402
-from test_hub import assert_error, hub_env, run_calls  # noqa: E402
+from test_hub import assert_error, hub_env, run_call_groups  # noqa: E402
 
 from dlmcost.inputs.models.hub import MAX_SHARDS  # noqa: E402
 
@@ -83,10 +82,9 @@ def results(hub, tmp_path_factory):
     env = hub_env(hub.url, home, DLMCOST_HUB_TIMEOUT=str(BUDGET_S))
     # each dripping answer takes the whole budget, waiting: its own process, beside the others
     # (distinct repos, so they share no cache entry)
-    groups = [{name: CASES[name]} for name in SPENDS_THE_BUDGET]
-    groups.append({name: c for name, c in CASES.items() if name not in SPENDS_THE_BUDGET})
-    with ThreadPoolExecutor(len(groups)) as pool:
-        done = list(pool.map(lambda cases: run_calls(env, cases), groups))
+    groups = [(env, {name: CASES[name]}) for name in SPENDS_THE_BUDGET]
+    groups.append((env, {name: c for name, c in CASES.items() if name not in SPENDS_THE_BUDGET}))
+    done = run_call_groups(groups)
     found = {name: res for results, _ in done for name, res in results.items()}
     stderr = "".join(err for _, err in done)
     return {"root": root, "home": home, "stderr": stderr, "requests": hub.requests, **found}
