@@ -2,7 +2,8 @@
 
 The real huggingface_hub client does the talking; nothing is mocked. huggingface_hub reads
 HF_ENDPOINT, HF_HOME, HF_HUB_OFFLINE and its timeouts when it is imported, so every call runs in a
-fresh Python process with its environment set. To keep the file fast, one process runs many
+process of its own with its environment set, forked from an interpreter that has imported dlmcost
+but not huggingface_hub (tests/forkrun.py). To keep the file fast, one process runs many
 independent calls (distinct repos, so they do not share cache entries) and reports each as JSON.
 """
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
 import sys
 
 import pytest
@@ -18,6 +17,9 @@ import pytest
 from dlmcost.render import report, tables
 from dlmcost.render.output import MIN_COLUMNS, PIPE_WIDTH, Output, Styled
 from dlmcost.render.tables import Column
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import forkrun  # noqa: E402
 
 ESC = "\x1b"
 
@@ -236,34 +238,15 @@ def test_plan_header_of_a_real_plan(capsys):
 # --- rich only where a table is drawn ---------------------------------------------------------
 
 
-# One fresh interpreter imports the CLI (as `python -c "from dlmcost.cli import main"` would) and
-# forks a child per command: each child starts from exactly the modules a fresh process has at that
-# point, runs the command and reports rich's modules (one interpreter start instead of five).
+# Each command in a process forked from an interpreter that has run just `import dlmcost.__main__,
+# dlmcost.cli` (tests/forkrun.py): it starts from the modules a fresh `python -c "from dlmcost.cli
+# import main"` has at that point, runs the command and reports rich's modules.
 PROBE = r"""
-import contextlib, io, json, os, sys, traceback
+import contextlib, io, json, sys
 from dlmcost.cli import main
-out = {}
-for args in json.loads(sys.argv[1]):
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child never returns into the loop: it ends here, 1 if the command raised
-        try:
-            os.close(r)
-            with contextlib.redirect_stdout(io.StringIO()):
-                main(args)
-            os.write(w, json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "rich")).encode())
-        except BaseException:
-            traceback.print_exc()
-            os._exit(1)
-        os._exit(0)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 65536):
-        data += chunk
-    os.close(r)
-    _, status = os.waitpid(pid, 0)
-    out[" ".join(args)] = {"status": status, "rich": json.loads(data) if data else None}
-print(json.dumps(out))
+with contextlib.redirect_stdout(io.StringIO()):
+    main(sys.argv[1:])
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "rich")))
 """
 RICH_CASES = [
     (["analyze", "-f", "json"], False), (["analyze", "-f", "csv"], False), (["analyze", "-f", "markdown"], False),
@@ -273,17 +256,16 @@ RICH_CASES = [
 
 @pytest.fixture(scope="module")
 def rich_probe():
-    r = subprocess.run([sys.executable, "-c", PROBE, json.dumps([args for args, _ in RICH_CASES])],
-                       capture_output=True, text=True, timeout=120)
-    return r
+    return forkrun.run({" ".join(args): forkrun.script(PROBE, args) for args, _ in RICH_CASES}, dict(os.environ),
+                       limit_s=120)
 
 
 @pytest.mark.parametrize("args, rich", RICH_CASES)
 def test_rich_is_imported_only_to_draw_a_table(args, rich, rich_probe):
-    assert rich_probe.returncode == 0, rich_probe.stderr
-    run = json.loads(rich_probe.stdout.splitlines()[-1])[" ".join(args)]
-    assert run["status"] == 0 and run["rich"] is not None, rich_probe.stderr  # the command ran to its end
-    loaded = run["rich"]
+    assert rich_probe[" ".join(args)] is not None, "still running after 120 s"
+    code, stdout, stderr = rich_probe[" ".join(args)]
+    assert code == 0, stderr
+    loaded = json.loads(stdout.splitlines()[-1])
     assert bool(loaded) == rich, loaded
     if rich:  # the Console and the Table, not rich's progress bars or markdown
         assert "rich.table" in loaded and "rich.progress" not in loaded and "rich.markdown" not in loaded

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 
 import pytest
@@ -36,17 +35,15 @@ def cli(capsys):
     return run
 
 
-def python(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-
-
 def test_base_analyze_imports_no_plotting_code():
     code = ("import sys; from dlmcost.cli import main; rc = main(['analyze', '--gpu', 'h100', '--format', 'json']); "
             "print([m for m in sys.modules if m.split('.')[0] == 'matplotlib' or m in "
             "('dlmcost.render.charts', 'dlmcost.render.plot', 'dlmcost.render.termplot', 'dlmcost.render.html')], file=sys.stderr)")
-    done = python(code)
-    assert done.returncode == 0, done.stderr
-    assert done.stderr.strip().splitlines()[-1] == "[]"
+    # forked from an interpreter that has run just `import dlmcost.__main__, dlmcost.cli` (tests/forkrun.py): what
+    # this script imports first in a fresh one
+    rc, _, stderr = forkrun.run({"probe": forkrun.script(code)}, dict(os.environ), limit_s=120)["probe"]
+    assert rc == 0, stderr
+    assert stderr.strip().splitlines()[-1] == "[]"
 
 
 @pytest.mark.parametrize("args", [["analyze", "--gpu", "h100", "--plot", "{tmp}/r.png"],

@@ -23,6 +23,7 @@ from dlmcost.render import report
 from dlmcost.errors import EXIT_REQUIREMENT, UsageError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import forkrun  # noqa: E402
 import ptyserver  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -263,11 +264,14 @@ def test_output_formats_do_not_import_rich():
     assert r.returncode == 0 and "dlmcost.render.report" in r.stderr
     assert not re.search(r"\|\s+rich(\.|$)", r.stderr, re.M)
     # the others forked from one interpreter that has imported dlmcost.cli and nothing else, so
-    # each command starts where a fresh `from dlmcost.cli import main` would (one start-up, not 14)
-    r = subprocess.run([sys.executable, "-c", RICH_PROBE, json.dumps(PLAIN_COMMANDS)], capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0, r.stderr
-    loaded = json.loads(r.stdout)
+    # each command starts where a fresh `from dlmcost.cli import main` would (no start-up, not 14:
+    # the probe runs in tests/forkrun.py's server, which has run just `import dlmcost.__main__, dlmcost.cli`)
+    r = forkrun.run({"probe": forkrun.script(RICH_PROBE, [json.dumps(PLAIN_COMMANDS)])}, dict(os.environ),
+                    limit_s=120)["probe"]
+    assert r is not None, "still running after 120 s"
+    code, stdout, stderr = r
+    assert code == 0, stderr
+    loaded = json.loads(stdout)
     assert loaded.pop("<parent>") == [] and len(loaded) == len(PLAIN_COMMANDS), loaded
     assert all(v == [] for v in loaded.values()), loaded
 
