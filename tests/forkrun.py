@@ -9,9 +9,10 @@ PYTHONPATH, PYTHONIOENCODING, LC_*, LANG) imports `dlmcost.__main__` and `dlmcos
 console script imports before it runs a command; not huggingface_hub, matplotlib or torch) and
 then, for each request, forks a child per job, all at once: stdin from /dev/null, stdout and stderr
 to files, the job's environment (read from then on: a module the job imports sees it), folder and
-argv. A command job runs `dlmcost.__main__.main()` as the console script does; a script job runs
-its source as `python -c` would. An uncaught exception prints its traceback and exits 1, as Python
-does. Whatever still runs at the request's deadline is killed (None in the answer), so that a job
+argv. A command job runs `sys.exit(dlmcost.__main__.main())` as the console script does; a script
+job runs its source as `python -c` would; both at the child's top level, so that the exit is
+Python's own (SystemExit, the streams flushed, atexit, an escaping exception's traceback and exit
+1). Whatever still runs at the request's deadline is killed (None in the answer), so that a job
 that hangs fails without holding up the others.
 
 tests/ptyserver.py does the same for runs on a pseudo-terminal.
@@ -31,7 +32,9 @@ import sys
 import threading
 
 
-def _serve() -> None:
+def _serve() -> dict:
+    """The server loop; returns only in a forked child, with the job it is to run (its streams
+    already in place)."""
     import signal
     import tempfile
     import time
@@ -50,7 +53,11 @@ def _serve() -> None:
             out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
             pid = os.fork()
             if pid == 0:
-                _child(job, out.fileno(), err.fileno())  # never returns
+                null = os.open(os.devnull, os.O_RDONLY)
+                os.dup2(null, 0)
+                os.dup2(out.fileno(), 1)
+                os.dup2(err.fileno(), 2)
+                return job
             running[pid] = i
             files.append((out, err))
         done, deadline = {}, time.monotonic() + request["limit_s"]
@@ -76,51 +83,27 @@ def _serve() -> None:
             answer = answer[os.write(1, answer):]
 
 
-def _child(job: dict, out: int, err: int) -> None:
-    """In a forked child: run the job with its streams, environment and folder, then exit."""
-    import traceback
-
-    code = 1
-    try:
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(out, 1)
-        os.dup2(err, 2)
-        if job["env"] is not None:
-            os.environ.clear()
-            os.environ.update(job["env"])
-        if job["cwd"] is not None:
-            os.chdir(job["cwd"])
-        try:
-            if job["script"] is None:
-                import dlmcost.__main__
-
-                sys.argv = ["dlmcost", *job["argv"]]
-                dlmcost.__main__.main()
-            else:
-                sys.argv = ["-c", *job["argv"]]
-                exec(compile(job["script"], "<string>", "exec"), {"__name__": "__main__"})  # noqa: S102
-            code = 0
-        except SystemExit as exc:
-            if exc.code is None or isinstance(exc.code, int):
-                code = exc.code or 0
-            else:
-                print(exc.code, file=sys.stderr)
-        except BaseException:
-            traceback.print_exc()
-        sys.stdout.flush()
-        sys.stderr.flush()
-    finally:
-        os._exit(code)
-
-
 if __name__ == "__main__":
     sys.path[0] = ""  # not this file's folder (tests/): the folder a job runs in, as for `python -c` or `-m`
-    import dlmcost.__main__  # noqa: F401
+    import dlmcost.__main__
     import dlmcost.cli  # noqa: F401
 
     sys.stdout.flush()
-    _serve()
+    job = _serve()
+    # A forked child from here on, its streams on the job's files: the job runs at the top level,
+    # so that its exit is Python's own (SystemExit, flushing the streams, atexit, an escaping
+    # exception's traceback and exit 1), as in a fresh process.
+    if job["env"] is not None:
+        os.environ.clear()
+        os.environ.update(job["env"])
+    if job["cwd"] is not None:
+        os.chdir(job["cwd"])
+    if job["script"] is None:
+        sys.argv = ["dlmcost", *job["argv"]]
+        sys.exit(dlmcost.__main__.main())
+    sys.argv = ["-c", *job["argv"]]
+    exec(compile(job["script"], "<string>", "exec"), {"__name__": "__main__"})  # noqa: S102
+    sys.exit(0)
 
 
 def case(argv: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> dict:
