@@ -27,15 +27,17 @@ import atexit
 import json
 import os
 import select
+import socket
 import subprocess
 import sys
 import threading
 
 
-def _serve() -> dict:
+def _serve(fd_socket) -> dict:
     """The server loop; returns only in a forked child, with the job it is to run (its streams
     already in place)."""
     import signal
+    import socket
     import tempfile
     import time
 
@@ -48,18 +50,24 @@ def _serve() -> dict:
             pending += chunk
         line, pending = pending.split(b"\n", 1)
         request = json.loads(line)
+        # the streams a job was given (a pipe's end, /dev/full) come beside the request, on the socket
+        passed = socket.recv_fds(fd_socket, 1, request["nfds"])[1] if request["nfds"] else []
         running, files = {}, []
         for i, job in enumerate(request["jobs"]):
             out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
             pid = os.fork()
             if pid == 0:
                 null = os.open(os.devnull, os.O_RDONLY)
-                os.dup2(null, 0)
-                os.dup2(out.fileno(), 1)
-                os.dup2(err.fileno(), 2)
+                for fd, default in ((0, null), (1, out.fileno()), (2, err.fileno())):
+                    given = job["streams"][fd]
+                    os.dup2(default if given is None else passed[given], fd)
+                for fd in (*passed, null, fd_socket.detach()):  # only the job's own streams stay open
+                    os.close(fd)
                 return job
             running[pid] = i
             files.append((out, err))
+        for fd in passed:  # the children hold them now: a reader sees the end when they are done
+            os.close(fd)
         done, deadline = {}, time.monotonic() + request["limit_s"]
         while running and time.monotonic() < deadline:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -84,12 +92,16 @@ def _serve() -> dict:
 
 
 if __name__ == "__main__":
+    import socket
+
+    fd_socket = socket.socket(fileno=int(sys.argv[1]))
+    sys.argv[1:] = []
     sys.path[0] = ""  # not this file's folder (tests/): the folder a job runs in, as for `python -c` or `-m`
     import dlmcost.__main__
     import dlmcost.cli  # noqa: F401
 
     sys.stdout.flush()
-    job = _serve()
+    job = _serve(fd_socket)
     # A forked child from here on, its streams on the job's files: the job runs at the top level,
     # so that its exit is Python's own (SystemExit, flushing the streams, atexit, an escaping
     # exception's traceback and exit 1), as in a fresh process.
@@ -106,15 +118,17 @@ if __name__ == "__main__":
     sys.exit(0)
 
 
-def case(argv: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> dict:
+def case(argv: list[str], env: dict[str, str] | None = None, cwd: str | None = None, stdout: int | None = None) -> dict:
     """A `dlmcost` command: its arguments, and the environment and folder it runs in (None: the
-    server's: the `env` given to `run`, the test process's folder)."""
-    return {"script": None, "argv": [str(a) for a in argv], "env": env, "cwd": cwd}
+    server's: the `env` given to `run`, the test process's folder); `stdout`: a file descriptor
+    of the caller's to write to instead of a file (a pipe's end, /dev/full; the caller closes its
+    own copy after `run`)."""
+    return {"script": None, "argv": [str(a) for a in argv], "env": env, "cwd": cwd, "streams": [None, stdout, None]}
 
 
 def script(source: str, argv: list[str] = (), env: dict[str, str] | None = None, cwd: str | None = None) -> dict:
     """`python -c source argv...` (in a process that has imported dlmcost.cli already)."""
-    return {"script": source, "argv": [str(a) for a in argv], "env": env, "cwd": cwd}
+    return {"script": source, "argv": [str(a) for a in argv], "env": env, "cwd": cwd, "streams": [None, None, None]}
 
 
 # Read by the interpreter as it starts (stream encodings, sys.path, flags), not later: a request
@@ -124,6 +138,7 @@ def _startup_env(env: dict[str, str]) -> tuple:
 
 
 _servers: dict[tuple, subprocess.Popen] = {}
+_sockets: dict[tuple, socket.socket] = {}  # each server's end for passing file descriptors
 _lock = threading.Lock()
 
 
@@ -149,16 +164,29 @@ def run(jobs: dict[str, dict], env: dict[str, str], limit_s: float, cwd: str | N
     """Every job at once, each in a child forked from a server started with `env` (and run in
     `cwd` when the job names no folder): {name: [exit code, stdout as latin-1 text (its bytes:
     .encode("latin-1")), stderr] or None if still running after limit_s}."""
-    jobs = {name: {**job, "cwd": job["cwd"] or cwd or os.getcwd(), "env": job["env"] if job["env"] is not None else env}
-            for name, job in jobs.items()}
+    passed: list[int] = []
+
+    def indexed(streams: list[int | None]) -> list[int | None]:
+        passed.extend(fd for fd in streams if fd is not None)
+        return [None if fd is None else passed.index(fd) for fd in streams]
+
+    jobs = {name: {**job, "cwd": job["cwd"] or cwd or os.getcwd(), "env": job["env"] if job["env"] is not None else env,
+                   "streams": indexed(job["streams"])} for name, job in jobs.items()}
     key = _startup_env(env)
     with _lock:
         server = _servers.get(key)
         if server is None or server.poll() is not None:
-            server = _servers[key] = subprocess.Popen([sys.executable, __file__], env=env, stdin=subprocess.PIPE,
-                                                      stdout=subprocess.PIPE)
+            ours, theirs = socket.socketpair()
+            server = _servers[key] = subprocess.Popen([sys.executable, __file__, str(theirs.fileno())], env=env,
+                                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                      pass_fds=(theirs.fileno(),))
+            theirs.close()
+            _sockets[key] = ours
         try:
-            server.stdin.write(json.dumps({"jobs": list(jobs.values()), "limit_s": limit_s}).encode() + b"\n")
+            if passed:
+                socket.send_fds(_sockets[key], [b"."], passed)
+            request = {"jobs": list(jobs.values()), "limit_s": limit_s, "nfds": len(passed)}
+            server.stdin.write(json.dumps(request).encode() + b"\n")
             server.stdin.flush()
             ready, _, _ = select.select([server.stdout], [], [], limit_s + 60)
             line = server.stdout.readline() if ready else b""

@@ -399,19 +399,6 @@ FAST_S = 15  # a case that hangs fails here instead of blocking the suite
 UNSAFE = ("\x1b", "\x07", "\x9b", "\x00")
 
 
-def run_dlmcost(*args: str, timeout: float = FAST_S, stdin=None, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                **env: str) -> subprocess.CompletedProcess:
-    """`python -m dlmcost` in a subprocess under a timeout (for cases that would hang or that need
-    real file descriptors)."""
-    full = {k: v for k, v in os.environ.items() if k not in ("DLMCOST_HARDWARE", "COLUMNS")}
-    full.update(HF_HUB_OFFLINE="1", **env)
-    try:
-        return subprocess.run([sys.executable, "-m", "dlmcost", *args], stdin=stdin, stdout=stdout, stderr=stderr,
-                              timeout=timeout, env=full)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"dlmcost {' '.join(args)[:200]} still running after {timeout} s")
-
-
 BLOCKING_CASES = {  # name: (args, exit code, word in the message)
     "fifo-model": (["model", "{fifo}"], errors.ConfigError.exit_code, "named pipe"),
     "fifo-config-in-folder": (["model", "{dir}"], errors.ConfigError.exit_code, "named pipe"),
@@ -701,10 +688,15 @@ def test_cfg_inf_message(fails):
 
 
 def test_stdout_on_a_full_disk():
+    """stdout on /dev/full, in a process forked from tests/forkrun.py's server (its exit Python's own)."""
     with open("/dev/full", "wb") as full:
-        p = run_dlmcost("gpus", stdout=full)
-    assert p.returncode == errors.EXIT_OUTPUT, p.stderr
-    assert p.stderr.decode().startswith("error: ") and b"No space left" in p.stderr
+        done = forkrun.run({"gpus": forkrun.case(["gpus"], stdout=full.fileno())},
+                           {k: v for k, v in os.environ.items() if k not in ("DLMCOST_HARDWARE", "COLUMNS")}
+                           | {"HF_HUB_OFFLINE": "1"}, FAST_S)["gpus"]
+    assert done is not None, f"still running after {FAST_S} s"
+    code, _, stderr = done
+    assert code == errors.EXIT_OUTPUT, stderr
+    assert stderr.startswith("error: ") and "No space left" in stderr
 
 
 def test_stdout_closed():
@@ -722,9 +714,18 @@ def test_stderr_closed_keeps_errors_off_stdout():
 
 
 def test_broken_pipe_is_quiet():
-    p = subprocess.run(f"{sys.executable} -m dlmcost gpus | head -c 10 >/dev/null",
-                       shell=True, stderr=subprocess.PIPE, timeout=FAST_S, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    assert b"internal error" not in p.stderr and b"Traceback" not in p.stderr and b"Exception" not in p.stderr
+    """`dlmcost gpus | head -c 10`, dlmcost forked from tests/forkrun.py's server (its exit Python's own)."""
+    r, w = os.pipe()
+    head = subprocess.Popen(["head", "-c", "10"], stdin=r, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    os.close(r)
+    try:
+        done = forkrun.run({"gpus": forkrun.case(["gpus"], stdout=w)}, {**os.environ, "HF_HUB_OFFLINE": "1"}, FAST_S)
+    finally:
+        os.close(w)
+    head_err = head.communicate(timeout=FAST_S)[1].decode()
+    assert done["gpus"] is not None, f"still running after {FAST_S} s"
+    stderr = done["gpus"][2] + head_err
+    assert "internal error" not in stderr and "Traceback" not in stderr and "Exception" not in stderr
 
 
 def test_non_utf8_stdout_gets_ascii():

@@ -92,11 +92,30 @@ def visible(text: str) -> str:
 # --- scripts and CI --------------------------------------------------------------------------
 
 
+def piped_to(reader: list[str], args: list[str]) -> tuple[list, subprocess.CompletedProcess]:
+    """`dlmcost args | reader`: dlmcost's stdout a pipe into the reader, dlmcost forked from
+    tests/forkrun.py's server (a process of its own, its exit Python's own, no interpreter start).
+    (dlmcost's [exit code, stdout, stderr], the reader's run)."""
+    r, w = os.pipe()
+    reader_proc = subprocess.Popen(reader, stdin=r, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    os.close(r)
+    try:
+        done = forkrun.run({"dlmcost": forkrun.case(args, stdout=w)}, dict(os.environ), limit_s=120)["dlmcost"]
+    finally:
+        os.close(w)
+    out, err = reader_proc.communicate(timeout=120)
+    assert done is not None, "still running after 120 s"
+    return done, subprocess.CompletedProcess(reader, reader_proc.returncode, out, err)
+
+
 @pytest.mark.parametrize("fmt", ["table", "csv", "jsonl", "json", "markdown"])
 def test_pipe_closed_early_exits_0(fmt):
-    r = sh(f"{DLMCOST} sweep --gpu all --block 4,8,16,32 --batch 1,2,4 -f {fmt} | head -1")
-    assert r.returncode == 0, r.stderr
-    assert r.stderr == ""
+    """`dlmcost sweep ... | head -1`: the reader goes away after a line; exit 0 and nothing on stderr
+    (both sides of the pipeline, as under `set -o pipefail`)."""
+    (code, _, err), head = piped_to(["head", "-1"], ["sweep", "--gpu", "all", "--block", "4,8,16,32", "--batch",
+                                                    "1,2,4", "-f", fmt])
+    assert code == 0 and head.returncode == 0, err + head.stderr
+    assert err + head.stderr == ""
 
 
 def test_bare_command_prints_help_and_succeeds():
