@@ -31,12 +31,6 @@ DLMCOST = str(Path(sys.executable).parent / "dlmcost")
 ESC = "\x1b"
 
 
-def sh(cmd: str, **env) -> subprocess.CompletedProcess:
-    e = {**os.environ, **env}
-    return subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, env=e,
-                          cwd=env.pop("cwd", None) if "cwd" in env else None, timeout=120)
-
-
 def run(*args, env=None, cwd=None) -> subprocess.CompletedProcess:
     """The installed console script in a child process."""
     return subprocess.run([DLMCOST, *args], capture_output=True, text=True, timeout=120, cwd=cwd,
