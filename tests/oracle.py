@@ -58,9 +58,16 @@ FLOP_KINDS = ("linear", "attention", "lm_head", "other")
 # --- hardware ---------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=None)
+def _hardware_file(yaml_name: str) -> dict:
+    """One GPU file, parsed once per test process (read-only below; pure-Python YAML parsing of
+    the same files for every oracle call was a third of the golden tests' time)."""
+    return yaml.safe_load((HARDWARE_DIR / yaml_name).read_text(encoding="utf-8"))
+
+
 def gpu_rates(yaml_name: str, precision: str, profile: str = "realistic") -> dict:
     """Peaks, bandwidth and efficiencies of one GPU file for one precision and profile."""
-    data = yaml.safe_load((HARDWARE_DIR / yaml_name).read_text(encoding="utf-8"))
+    data = _hardware_file(yaml_name)
     peaks = {k: float(v) * 1e12 for k, v in data["peak_tflops"].items()}
     gemm_key = PRECISIONS[precision][1]
     eff = data["efficiency"]

@@ -20,6 +20,9 @@ import pytest
 from dlmcost import errors
 from dlmcost.cli import main
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import forkrun  # noqa: E402
+
 CORPUS = Path(__file__).resolve().parent / "corpus"
 MODEL_FILES = sorted((CORPUS / "models").iterdir())
 HARDWARE_FILES = sorted((CORPUS / "hardware").iterdir())
@@ -372,42 +375,28 @@ def test_tiny_tpf_is_refused_or_finite(capsys, args):
 # --- alias bombs: must fail fast, never hang --------------------------------------------------------
 
 
-@pytest.mark.parametrize("args", [
-    ["model", "{slow}/alias_bomb_model.yaml"],
-    ["gpus", "--hardware", "{slow}/alias_bomb_hardware.yaml"],
-    ["analyze", "--gpu", "h100", "--efficiency", "{slow}/alias_bomb_efficiency.yaml"],
-], ids=["model", "hardware", "efficiency"])
-def test_yaml_alias_bomb_fails_fast(args):
-    argv = [a.replace("{slow}", str(CORPUS / "slow")) for a in args]
-    env = {k: v for k, v in os.environ.items() if k != "DLMCOST_HARDWARE"}
-    env["HF_HUB_OFFLINE"] = "1"
-    try:
-        p = subprocess.run([sys.executable, "-m", "dlmcost", *argv], capture_output=True, text=True, timeout=15,
-                           env=env)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"dlmcost {' '.join(args)} still running after 15 s (YAML alias expansion)")
-    assert p.returncode in DOCUMENTED - {0}, p.stderr
-    assert "Traceback" not in p.stderr and "internal error" not in p.stderr
-    assert len(p.stderr.splitlines()) == 1 and p.stderr.startswith("error:"), p.stderr
+ALIAS_BOMBS = {  # run with the blocking cases below, in the same forked driver under its deadline
+    "model": ["model", "{slow}/alias_bomb_model.yaml"],
+    "hardware": ["gpus", "--hardware", "{slow}/alias_bomb_hardware.yaml"],
+    "efficiency": ["analyze", "--gpu", "h100", "--efficiency", "{slow}/alias_bomb_efficiency.yaml"],
+}
+
+
+@pytest.mark.parametrize("name", ALIAS_BOMBS)
+def test_yaml_alias_bomb_fails_fast(blocking_results, name):
+    result = blocking_results[f"alias-bomb-{name}"]
+    if result is None:
+        pytest.fail(f"dlmcost {' '.join(ALIAS_BOMBS[name])} still running after {FAST_S} s (YAML alias expansion)")
+    rc, _, err = result
+    assert rc in DOCUMENTED - {0}, err
+    assert "Traceback" not in err and "internal error" not in err
+    assert len(err.splitlines()) == 1 and err.startswith("error:"), err
 
 
 # --- hostile input: one test per class (files that block or never end, terminal escapes, output) ----
 
 FAST_S = 15  # a case that hangs fails here instead of blocking the suite
 UNSAFE = ("\x1b", "\x07", "\x9b", "\x00")
-
-
-def run_dlmcost(*args: str, timeout: float = FAST_S, stdin=None, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                **env: str) -> subprocess.CompletedProcess:
-    """`python -m dlmcost` in a subprocess under a timeout (for cases that would hang or that need
-    real file descriptors)."""
-    full = {k: v for k, v in os.environ.items() if k not in ("DLMCOST_HARDWARE", "COLUMNS")}
-    full.update(HF_HUB_OFFLINE="1", **env)
-    try:
-        return subprocess.run([sys.executable, "-m", "dlmcost", *args], stdin=stdin, stdout=stdout, stderr=stderr,
-                              timeout=timeout, env=full)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"dlmcost {' '.join(args)[:200]} still running after {timeout} s")
 
 
 BLOCKING_CASES = {  # name: (args, exit code, word in the message)
@@ -424,51 +413,9 @@ BLOCKING_CASES = {  # name: (args, exit code, word in the message)
 }
 
 
-# Runs the blocking cases, each in its own forked process, all at once, under one deadline: the
-# command-line entry point (`cli.run`, what `python -m dlmcost` calls) with the case's arguments,
-# stdin from /dev/null, stdout and stderr to files. One interpreter imports dlmcost once; the forks
-# share that import, and a case that hangs is killed at the deadline without holding up the others.
-BLOCKING_DRIVER = r"""
-import json, os, signal, sys, tempfile, time
-from dlmcost.cli import entry as cli
-cases, limit = json.loads(sys.argv[1]), float(sys.argv[2])
-sys.stdout.flush()
-running, files = {}, {}
-for name, argv in cases.items():
-    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
-    pid = os.fork()
-    if pid == 0:
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0); os.dup2(out.fileno(), 1); os.dup2(err.fileno(), 2)
-        sys.argv = ["dlmcost", *argv]
-        try:
-            cli.run()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        except BaseException:
-            code = 70
-        try:
-            sys.stdout.flush(); sys.stderr.flush()
-        finally:
-            os._exit(code)
-    running[pid], files[name] = name, (out, err)
-done, deadline = {}, time.monotonic() + limit
-while running and time.monotonic() < deadline:
-    pid, status = os.waitpid(-1, os.WNOHANG)
-    if pid == 0:
-        time.sleep(0.01)
-        continue
-    done[running.pop(pid)] = os.waitstatus_to_exitcode(status)
-for pid in running:
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-result = {}
-for name, (out, err) in files.items():
-    out.seek(0); err.seek(0)
-    result[name] = [done[name], out.read().decode("latin-1"), err.read().decode("utf-8", "replace")] if name in done else None
-print(json.dumps(result))
-"""
+# The blocking cases, each in its own process forked from one interpreter that imported dlmcost
+# once (tests/forkrun.py), all at once under one deadline: a case that hangs is killed at the
+# deadline without holding up the others.
 
 
 @pytest.fixture(scope="module")
@@ -486,10 +433,15 @@ def blocking_results(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k != "DLMCOST_HARDWARE"} | {"HF_HUB_OFFLINE": "1"}
     cases = {name: [subst.get(a, a).replace("{slow}", subst["{slow}"]) for a in args]
              for name, (args, _, _) in BLOCKING_CASES.items()}
-    driver = subprocess.run([sys.executable, "-c", BLOCKING_DRIVER, json.dumps(cases), str(FAST_S)],
-                            stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=FAST_S + 60)
-    assert driver.returncode == 0, driver.stderr
-    return json.loads(driver.stdout)
+    cases |= {f"alias-bomb-{name}": [a.replace("{slow}", subst["{slow}"]) for a in args]
+              for name, args in ALIAS_BOMBS.items()}
+    return run_forked(cases, env)
+
+
+def run_forked(cases: dict[str, list[str]], env: dict[str, str]) -> dict:
+    """The commands forked from one interpreter started with `env` (tests/forkrun.py): {name:
+    [exit code, stdout, stderr] or None if still running after FAST_S}."""
+    return forkrun.run({name: forkrun.case(argv) for name, argv in cases.items()}, env, FAST_S)
 
 
 @pytest.mark.parametrize("name", BLOCKING_CASES)
@@ -736,10 +688,15 @@ def test_cfg_inf_message(fails):
 
 
 def test_stdout_on_a_full_disk():
+    """stdout on /dev/full, in a process forked from tests/forkrun.py's server (its exit Python's own)."""
     with open("/dev/full", "wb") as full:
-        p = run_dlmcost("gpus", stdout=full)
-    assert p.returncode == errors.EXIT_OUTPUT, p.stderr
-    assert p.stderr.decode().startswith("error: ") and b"No space left" in p.stderr
+        done = forkrun.run({"gpus": forkrun.case(["gpus"], stdout=full.fileno())},
+                           {k: v for k, v in os.environ.items() if k not in ("DLMCOST_HARDWARE", "COLUMNS")}
+                           | {"HF_HUB_OFFLINE": "1"}, FAST_S)["gpus"]
+    assert done is not None, f"still running after {FAST_S} s"
+    code, _, stderr = done
+    assert code == errors.EXIT_OUTPUT, stderr
+    assert stderr.startswith("error: ") and "No space left" in stderr
 
 
 def test_stdout_closed():
@@ -757,20 +714,32 @@ def test_stderr_closed_keeps_errors_off_stdout():
 
 
 def test_broken_pipe_is_quiet():
-    p = subprocess.run(f"{sys.executable} -m dlmcost gpus | head -c 10 >/dev/null",
-                       shell=True, stderr=subprocess.PIPE, timeout=FAST_S, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    assert b"internal error" not in p.stderr and b"Traceback" not in p.stderr and b"Exception" not in p.stderr
+    """`dlmcost gpus | head -c 10`, dlmcost forked from tests/forkrun.py's server (its exit Python's own)."""
+    r, w = os.pipe()
+    head = subprocess.Popen(["head", "-c", "10"], stdin=r, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    os.close(r)
+    try:
+        done = forkrun.run({"gpus": forkrun.case(["gpus"], stdout=w)}, {**os.environ, "HF_HUB_OFFLINE": "1"}, FAST_S)
+    finally:
+        os.close(w)
+    head_err = head.communicate(timeout=FAST_S)[1].decode()
+    assert done["gpus"] is not None, f"still running after {FAST_S} s"
+    stderr = done["gpus"][2] + head_err
+    assert "internal error" not in stderr and "Traceback" not in stderr and "Exception" not in stderr
 
 
 def test_non_utf8_stdout_gets_ascii():
-    """The glyphs (·, ×, —, table rules) fall back to ASCII; the three commands run at once."""
+    """The glyphs (·, ×, —, table rules) fall back to ASCII; the three commands run at once, forked
+    from one interpreter started in that locale (its streams set up for it as a fresh run's are)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "LANG": "C", "LC_ALL": "C", "PYTHONIOENCODING": "ascii"}
     cmds = [["analyze", "--gpu", "h100"], ["gpus"], ["analyze", "--gpu", "h100", "-f", "markdown"]]
-    procs = [subprocess.Popen([sys.executable, "-m", "dlmcost", *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              env=env) for cmd in cmds]
-    for cmd, proc in zip(cmds, procs):
-        out, err = proc.communicate(timeout=FAST_S)
-        assert proc.returncode == 0, (cmd, err)
+    results = run_forked({" ".join(cmd): cmd for cmd in cmds}, env)
+    for cmd in cmds:
+        result = results[" ".join(cmd)]
+        assert result is not None, f"{cmd}: still running after {FAST_S} s"
+        rc, stdout, err = result
+        out = stdout.encode("latin-1")  # the bytes written (the driver sends them as latin-1 text)
+        assert rc == 0, (cmd, err)
         out.decode("ascii")  # nothing but ASCII
         assert b"H100" in out
 

@@ -161,10 +161,9 @@ def svg_point(svg_text: str, gid: str) -> tuple[float, float]:
     return float(use.get("x")), float(use.get("y"))
 
 
-def expected_svg_point(chart, gid: str) -> tuple[float, float]:
-    """Where matplotlib's own transform puts a data point in SVG user units (1/72 inch, y down)."""
-    fig = plot.figure(chart)
-    plot.svg(chart, fig)  # lay out as for the SVG
+def expected_svg_point(fig, gid: str) -> tuple[float, float]:
+    """Where matplotlib's own transform puts a data point of a figure laid out for its SVG, in SVG
+    user units (1/72 inch, y down)."""
     line = lines_by_gid(fig)[gid]
     px, py = line.axes.transData.transform(line.get_xydata()[0])
     scale = 72.0 / fig.dpi
@@ -174,9 +173,10 @@ def expected_svg_point(chart, gid: str) -> tuple[float, float]:
 def test_svg_and_html_points_sit_at_the_data():
     result, ar = analyze_pair(LLADA, dict(scheme="dual-cache", block=32, gpus="h100"))
     chart = charts.roofline(result)
-    want = expected_svg_point(chart, "pass:step:h100-sxm")
     fig = plot.figure(chart)  # plot.svg(chart) draws this same figure; kept to read its axes below
-    assert svg_point(plot.svg(chart, fig), "pass:step:h100-sxm") == pytest.approx(want, abs=0.01)
+    svg = plot.svg(chart, fig)  # and lays it out as for the SVG (one drawing for both)
+    want = expected_svg_point(fig, "pass:step:h100-sxm")
+    assert svg_point(svg, "pass:step:h100-sxm") == pytest.approx(want, abs=0.01)
     page = html.analyze_page(result, [chart])
     inline = re.search(r"<svg.*?</svg>", page, re.S).group(0)
     assert svg_point(inline, "pass:step:h100-sxm") == pytest.approx(want, abs=0.01)

@@ -22,6 +22,9 @@ import pytest
 
 from dlmcost.cli import main
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import forkrun  # noqa: E402
+
 LLADA = "GSAI-ML/LLaDA-8B-Instruct"
 DEFAULT_GPU_NAMES = ["H100 SXM", "H200 SXM", "B200", "B300", "MI300X", "MI355X", "MI455X"]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -703,30 +706,15 @@ def test_python_m_no_color_piped():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs a Linux pseudo-terminal")
 def test_no_color_on_a_terminal():
-    """On a real terminal NO_COLOR=1 removes every colour escape (bold/underline are not colours)."""
-    import pty
+    """On a real terminal NO_COLOR=1 removes every colour escape (bold/underline are not colours).
+    The console script on a pseudo-terminal, forked from a process that has imported dlmcost
+    (tests/ptyserver.py: a real run's streams and exit, without an interpreter start each)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import ptyserver
 
     def run_in_pty(env):
-        try:
-            master, slave = pty.openpty()
-        except OSError as exc:
-            pytest.skip(f"no pseudo-terminal available: {exc}")
-        try:
-            p = subprocess.run([sys.executable, "-m", "dlmcost", "analyze", "--gpu", "h100,mi355x"],
-                               stdout=slave, stderr=slave, env=env, timeout=120)
-        finally:
-            os.close(slave)
-        data = b""
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            data += chunk
-        os.close(master)
-        return p.returncode, data.decode("utf-8", errors="replace")
+        code, out = ptyserver.run(_script(), ["analyze", "--gpu", "h100,mi355x"], cols=120, rows=40, env=env)
+        return code, out.decode("utf-8", errors="replace")
 
     rc, coloured = run_in_pty(_env(TERM="xterm-256color", COLUMNS="120"))
     assert rc == 0
@@ -844,8 +832,10 @@ def test_analyze_loads_only_what_it_uses():
     code = ("import contextlib, io, json, sys\nfrom dlmcost.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n    rc = main(['analyze'])\n"
             f"print(json.dumps([rc, [m for m in {unused!r} if m in sys.modules]]))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert json.loads(done.stdout) == [0, []], done.stderr
+    # forked from an interpreter that has run just `import dlmcost.__main__, dlmcost.cli` (tests/forkrun.py): what
+    # this script's first line imports in a fresh one
+    _, stdout, stderr = forkrun.run({"probe": forkrun.script(code)}, dict(os.environ), limit_s=120)["probe"]
+    assert json.loads(stdout) == [0, []], stderr
 
 
 def test_api_names_from_other_modules_load_on_first_use():

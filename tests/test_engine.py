@@ -1,5 +1,7 @@
 """Schedules, exact family sums, the time model, memory, knees and monotonicity."""
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -122,16 +124,11 @@ def test_moe_prefix_cache_is_not_summed_in_closed_form():
     assert got["bytes"] * got["count"] == pytest.approx(explicit.bytes[0], rel=1e-12)
 
 
-@pytest.mark.parametrize("path,stack,ep", [("_pass_by_pass", None, 1), ("_pass_by_pass", "sglang", 1),
-                                           ("_pass_by_pass", "hf-eager", 1),  # a host wait in some passes
-                                           ("_touched_experts_pass_by_pass", None, 1), ("_touched_experts_pass_by_pass", "sglang", 1),
-                                           ("_touched_experts_pass_by_pass", "hf-eager", 1), ("_pass_by_pass", None, 2)])
-@pytest.mark.parametrize("chunk", [1, 3, 10, 1 << 15])  # 10: a chunk of two configurations, then an empty one
-def test_pass_by_pass_in_chunks_equals_each_pass_added_up(monkeypatch, path, stack, ep, chunk):
-    """The paths that evaluate passes one by one (every op, or on the bare roofline without expert
-    parallelism the closed form corrected by each pass's experts touched) take a chunk of
-    configurations at a time (a chunk of 1 pass puts every boundary inside a configuration's run):
-    the sums equal each pass of each configuration costed on its own and added up."""
+@functools.lru_cache(maxsize=None)
+def _chunked_case(stack: str | None, ep: int):
+    """The grid of four prefix-cache configurations of an MoE model under `stack` and `ep`, its step
+    family, the op names, and the reference: each pass of each configuration costed on its own
+    and added up (the same for every path and chunk size of the test below, so built once a case)."""
     from dlmcost.engine import evaluation as engine
     from dlmcost.inputs.stacks import load_stack
 
@@ -143,10 +140,7 @@ def test_pass_by_pass_in_chunks_equals_each_pass_added_up(monkeypatch, path, sta
                           load_stack(stack) if stack else None)
     step = [f for f in REGISTRY["prefix-cache"].passes(grid.knobs) if f.name == "step"][0]
     names = op_names([m]) + (list(engine.STACK_OPS) if stack else [])
-    assert (closed_form_rows(m, grid, step) == (step.n <= 1)).all()  # one block: a single shape
-    assert engine.touched_experts_rows(m, grid, step, np.zeros(4, bool)).all() == (ep == 1)
-    monkeypatch.setattr(engine, "PASS_CHUNK", chunk)
-    got = getattr(engine, path)(m, grid, step, names)
+    reference = []
     for i in range(4):
         g, fam = grid.take([i]), step.take([i])
         passes = [engine.pass_cost(m, g, fam.at(float(j)), names) for j in range(int(fam.n[0]))]
@@ -154,10 +148,32 @@ def test_pass_by_pass_in_chunks_equals_each_pass_added_up(monkeypatch, path, sta
         values = r * sum(p.values[:, :, 0] for p in passes)
         time_s = r * sum(p.time_s[:, 0] for p in passes)
         bound = r * sum(max(p.bound_compute_s[0], p.bound_memory_s[0]) for p in passes)
+        reference.append((values, time_s, bound, fam.n[0] * r))
+    return m, grid, step, names, reference
+
+
+@pytest.mark.parametrize("path,stack,ep", [("_pass_by_pass", None, 1), ("_pass_by_pass", "sglang", 1),
+                                           ("_pass_by_pass", "hf-eager", 1),  # a host wait in some passes
+                                           ("_touched_experts_pass_by_pass", None, 1), ("_touched_experts_pass_by_pass", "sglang", 1),
+                                           ("_touched_experts_pass_by_pass", "hf-eager", 1), ("_pass_by_pass", None, 2)])
+@pytest.mark.parametrize("chunk", [1, 3, 10, 1 << 15])  # 10: a chunk of two configurations, then an empty one
+def test_pass_by_pass_in_chunks_equals_each_pass_added_up(monkeypatch, path, stack, ep, chunk):
+    """The paths that evaluate passes one by one (every op, or on the bare roofline without expert
+    parallelism the closed form corrected by each pass's experts touched) take a chunk of
+    configurations at a time (a chunk of 1 pass puts every boundary inside a configuration's run):
+    the sums equal each pass of each configuration costed on its own and added up."""
+    from dlmcost.engine import evaluation as engine
+
+    m, grid, step, names, reference = _chunked_case(stack, ep)
+    assert (closed_form_rows(m, grid, step) == (step.n <= 1)).all()  # one block: a single shape
+    assert engine.touched_experts_rows(m, grid, step, np.zeros(4, bool)).all() == (ep == 1)
+    monkeypatch.setattr(engine, "PASS_CHUNK", chunk)
+    got = getattr(engine, path)(m, grid, step, names)
+    for i, (values, time_s, bound, count) in enumerate(reference):
         assert got.data[:-1, :, i] == pytest.approx(values, rel=1e-12, abs=1e-30)
         assert got.data[-1, :, i] == pytest.approx(time_s, rel=1e-12, abs=1e-30)
         assert got.bound_s[i] == pytest.approx(bound, rel=1e-12)
-        assert got.count[i] == fam.n[0] * r
+        assert got.count[i] == count
 
 
 def test_only_the_experts_go_pass_by_pass_exactly_where_nothing_else_bends():

@@ -1,15 +1,21 @@
 """The HTML report in a real headless browser (Chromium from the system packages): it loads with
 no console message and its screenshot shows the chart.
 
-Skipped only when Chromium is absent outside CI; with CI=true a missing browser fails (.ci/run
-installs it)."""
+One Chromium serves every page (started once for the module, driven over the DevTools protocol on
+a pipe, `--remote-debugging-pipe`): a start costs more than a page. Skipped only when Chromium is
+absent outside CI; with CI=true a missing browser fails (.ci/run installs it)."""
 
 from __future__ import annotations
 
+import base64
+import fcntl
+import json
 import os
+import select
 import shutil
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -24,20 +30,112 @@ if not BROWSER and not IN_CI:
                 allow_module_level=True)
 
 WINDOW = (1400, 1100)
+TIMEOUT_S = 120
+# what a page says to its console: console.* calls, uncaught exceptions, the browser's own entries
+# (a resource that failed to load, a blocked request)
+CONSOLE_EVENTS = ("Runtime.consoleAPICalled", "Runtime.exceptionThrown", "Log.entryAdded")
 
 
-def screenshot(page: str, shot: str) -> str:
-    """Load the page headless (no network, no profile), return Chromium's log."""
-    assert BROWSER, "CI=true but chromium is not on PATH: .ci/run should have installed it"
-    with tempfile.TemporaryDirectory() as profile:
-        done = subprocess.run(
-            [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+class Chromium:
+    """A headless Chromium (no network, no profile) and one tab, over the DevTools protocol on
+    fds 3 and 4 (JSON messages ended by NUL)."""
+
+    def __init__(self, browser: str, profile: str, log):
+        def above_stdio(fd: int) -> int:  # fds >= 10, so that bash can put them on 3 and 4
+            new = fcntl.fcntl(fd, fcntl.F_DUPFD, 10)
+            os.close(fd)
+            return new
+
+        to_browser, self._commands = map(above_stdio, os.pipe())
+        self._answers, from_browser = map(above_stdio, os.pipe())
+        self.proc = subprocess.Popen(
+            ["bash", "-c", f'exec "$0" "$@" 3<&{to_browser} 4>&{from_browser} {to_browser}<&- {from_browser}>&-',
+             browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
              "--host-resolver-rules=MAP * ~NOTFOUND", f"--window-size={WINDOW[0]},{WINDOW[1]}",
-             f"--screenshot={shot}", "--enable-logging=stderr", "--v=0", f"file://{page}"],
-            capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stderr
+             "--enable-logging=stderr", "--v=0", "--remote-debugging-pipe", "about:blank"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, pass_fds=(to_browser, from_browser))
+        os.close(to_browser)
+        os.close(from_browser)
+        self._log, self._pending, self._id, self.events = log, b"", 0, []
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        for domain in ("Page", "Runtime", "Log"):
+            self.call(f"{domain}.enable", self.session)
+        self.call("Emulation.setDeviceMetricsOverride", self.session, width=WINDOW[0], height=WINDOW[1],
+                  deviceScaleFactor=1, mobile=False)
+
+    def _receive(self, deadline: float) -> dict:
+        while b"\0" not in self._pending:
+            ready, _, _ = select.select([self._answers], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(self._answers, 1 << 20) if ready else None
+            if not chunk:
+                self._log.seek(0)
+                raise AssertionError(f"chromium {'timed out' if chunk is None else 'exited'}: {self._log.read()[-2000:]}")
+            self._pending += chunk
+        message, self._pending = self._pending.split(b"\0", 1)
+        return json.loads(message)
+
+    def call(self, method: str, session: str | None = None, **params) -> dict:
+        self._id += 1
+        command = {"id": self._id, "method": method, "params": params, **({"sessionId": session} if session else {})}
+        os.write(self._commands, json.dumps(command).encode() + b"\0")
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            message = self._receive(deadline)
+            if message.get("id") == self._id:
+                assert "error" not in message, message
+                return message["result"]
+            self.events.append(message)
+
+    def wait_for(self, method: str) -> None:
+        deadline = time.monotonic() + TIMEOUT_S
+        while not any(e.get("method") == method for e in self.events):
+            self.events.append(self._receive(deadline))
+
+    def close(self) -> int:
+        """Ask the browser to quit; its exit status."""
+        try:
+            self.call("Browser.close")
+        except AssertionError:  # already gone
+            pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self._commands)
+        os.close(self._answers)
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    assert BROWSER, "CI=true but chromium is not on PATH: .ci/run should have installed it"
+    with tempfile.TemporaryDirectory() as profile, tempfile.TemporaryFile("w+") as log:
+        browser = Chromium(BROWSER, profile, log)
+        try:
+            yield browser
+        finally:
+            status = browser.close()
+        log.seek(0)
+        assert status == 0, log.read()[-2000:]  # and it ran to a clean exit
+
+
+def screenshot(browser: Chromium, page: str, shot: str) -> list[str]:
+    """Load the page, write its screenshot; what it said to the console (the protocol's events, and
+    the lines Chromium logged for them on stderr while it loaded)."""
+    browser.events.clear()
+    browser._log.seek(0, os.SEEK_END)
+    logged_from = browser._log.tell()
+    browser.call("Page.navigate", browser.session, url=f"file://{page}")
+    browser.wait_for("Page.loadEventFired")
+    png = browser.call("Page.captureScreenshot", browser.session, format="png")["data"]
+    with open(shot, "wb") as f:
+        f.write(base64.b64decode(png))
+    browser._log.seek(logged_from)
+    logged = [line for line in browser._log.read().splitlines() if ":CONSOLE" in line]
+    return [json.dumps(e["params"])[:500] for e in browser.events if e.get("method") in CONSOLE_EVENTS] + logged
 
 
 @pytest.mark.parametrize("args", [
@@ -45,15 +143,14 @@ def screenshot(page: str, shot: str) -> str:
     ["analyze", "inclusionAI/LLaDA2.0-mini", "--gpu", "h100,b200", "--tp", "2"],
     ["sweep", "--gpu", "h100,b200", "--block", "1,8,32"],
 ], ids=["analyze-ops", "moe-tp2", "sweep"])
-def test_report_page_in_chromium(args, tmp_path, capsys, monkeypatch):
+def test_report_page_in_chromium(args, tmp_path, capsys, monkeypatch, chromium):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     capsys.readouterr()
     assert main([*args, "--format", "html"]) == 0
     page = tmp_path / "report.html"
     page.write_text(capsys.readouterr().out, encoding="utf-8")
     shot = tmp_path / "shot.png"
-    log = screenshot(str(page), str(shot))
-    console = [line for line in log.splitlines() if ":CONSOLE" in line]
+    console = screenshot(chromium, str(page), str(shot))
     assert console == [], console
     keep = os.environ.get("DLMCOST_KEEP_SCREENSHOTS")
     if keep:  # for looking at them: DLMCOST_KEEP_SCREENSHOTS=folder pytest tests/test_html_browser.py

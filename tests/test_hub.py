@@ -2,7 +2,8 @@
 
 The real huggingface_hub client does the talking; nothing is mocked. huggingface_hub reads
 HF_ENDPOINT, HF_HOME, HF_HUB_OFFLINE and its timeouts when it is imported, so every call runs in a
-fresh Python process with its environment set. To keep the file fast, one process runs many
+process of its own with its environment set, forked from an interpreter that has imported dlmcost
+but not huggingface_hub (tests/forkrun.py). To keep the file fast, one process runs many
 independent calls (distinct repos, so they do not share cache entries) and reports each as JSON.
 """
 
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import forkrun  # noqa: E402
 from hub_server import GATED_TOKEN, FakeHub, commit_of  # noqa: E402
 
 from dlmcost.inputs.models import load_bundled  # noqa: E402
@@ -67,15 +69,22 @@ def hub_env(url: str, home: Path, **extra: str) -> dict[str, str]:
 
 def run_calls(env: dict[str, str], cases: dict[str, dict]) -> tuple[dict[str, dict], str]:
     """Run the named calls in one process: ({name: result}, stderr)."""
-    proc = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(list(cases.values()))], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    return dict(zip(cases, json.loads(proc.stdout))), proc.stderr
+    return run_call_groups([(env, cases)])[0]
 
 
-def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dlmcost", *args], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+def run_call_groups(groups: list[tuple[dict[str, str], dict[str, dict]]]) -> list[tuple[dict[str, dict], str]]:
+    """Each group of calls in a process of its own, all at once: forked from an interpreter that
+    imported dlmcost but not huggingface_hub (tests/forkrun.py), so that each group's client reads
+    the group's environment as it is imported. [({name: result}, stderr)] in the groups' order."""
+    done = forkrun.run({str(i): forkrun.script(DRIVER, [json.dumps(list(cases.values()))], env=env, cwd=str(ROOT))
+                        for i, (env, cases) in enumerate(groups)}, groups[0][0], limit_s=60)
+    answers = []
+    for i, (_, cases) in enumerate(groups):
+        assert done[str(i)] is not None, "still running after 60 s"
+        code, stdout, stderr = done[str(i)]
+        assert code == 0, stderr
+        answers.append((dict(zip(cases, json.loads(stdout))), stderr))
+    return answers
 
 
 def assert_error(res: dict, cls: str, code: int, *needles: str) -> None:
@@ -305,9 +314,32 @@ def test_huggingface_hub_is_imported_lazily():
 requires_cli = pytest.mark.skipif(not (ROOT / "dlmcost" / "cli").is_dir(), reason="TODO: dlmcost/cli.py not written yet")
 
 
+CLI_CASES = {  # name: (environment beyond hub_env's, arguments)
+    "from_hub": ({}, ["model", CLONE, "--format", "json"]),
+    "acme/does-not-exist": ({}, ["model", "acme/does-not-exist"]),
+    "acme/bad-json": ({}, ["model", "acme/bad-json"]),
+    "slow_by_env": ({"HF_HUB_ETAG_TIMEOUT": "1"}, ["model", "acme/slow"]),
+    "verify": ({}, ["model", CLONE, "--verify", "--format", "json"]),
+}
+
+
+@pytest.fixture(scope="module")
+def cli_runs(hub, tmp_path_factory):
+    """The CLI cases, each a process of its own with its own HF_HOME, forked at once from one
+    interpreter that imported dlmcost but not huggingface_hub (tests/forkrun.py): each child's
+    client reads its environment as it is imported. {name: CompletedProcess}."""
+    home = tmp_path_factory.mktemp("cli_homes")
+    cases = {name: forkrun.case(args, env=hub_env(hub.url, home / f"home{i}", **extra), cwd=str(ROOT))
+             for i, (name, (extra, args)) in enumerate(CLI_CASES.items())}
+    done = forkrun.run(cases, hub_env(hub.url, home / "driver"), limit_s=60, cwd=str(ROOT))
+    return {name: subprocess.CompletedProcess(cases[name]["argv"], *res) if res else None
+            for name, res in done.items()}
+
+
 @requires_cli
-def test_cli_model_from_hub(hub, tmp_path):
-    proc = run_cli(hub_env(hub.url, tmp_path), "model", CLONE, "--format", "json")
+def test_cli_model_from_hub(cli_runs):
+    proc = cli_runs["from_hub"]
+    assert proc is not None, "still running after 60 s"
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     out = json.loads(proc.stdout)
@@ -320,8 +352,9 @@ def test_cli_model_from_hub(hub, tmp_path):
     ("acme/does-not-exist", 11, "check the id"),
     ("acme/bad-json", 7, "not valid JSON"),
 ])
-def test_cli_errors_are_one_line(hub, tmp_path, repo, code, needle):
-    proc = run_cli(hub_env(hub.url, tmp_path), "model", repo)
+def test_cli_errors_are_one_line(cli_runs, repo, code, needle):
+    proc = cli_runs[repo]
+    assert proc is not None, "still running after 60 s"
     assert proc.returncode == code, proc.stderr
     err = proc.stderr.strip()
     assert err.startswith("error: ") and "\n" not in err and needle in err, err
@@ -329,17 +362,19 @@ def test_cli_errors_are_one_line(hub, tmp_path, repo, code, needle):
 
 
 @requires_cli
-def test_cli_slow_hub_times_out_by_env(hub, tmp_path):
+def test_cli_slow_hub_times_out_by_env(cli_runs):
     """HF_HUB_ETAG_TIMEOUT bounds the wait when no timeout is passed."""
-    proc = run_cli(hub_env(hub.url, tmp_path, HF_HUB_ETAG_TIMEOUT="1"), "model", "acme/slow")
+    proc = cli_runs["slow_by_env"]
+    assert proc is not None, "still running after 60 s"
     assert proc.returncode == 15, proc.stderr
     err = proc.stderr.strip()
     assert err.startswith("error: ") and "\n" not in err and "did not answer" in err, err
 
 
 @requires_cli
-def test_cli_model_verify(hub, tmp_path):
-    proc = run_cli(hub_env(hub.url, tmp_path), "model", CLONE, "--verify", "--format", "json")
+def test_cli_model_verify(cli_runs):
+    proc = cli_runs["verify"]
+    assert proc is not None, "still running after 60 s"
     assert proc.returncode == 0, proc.stderr
     assert "warning" not in proc.stderr
     out = json.loads(proc.stdout)

@@ -9,16 +9,15 @@ nothing may exist outside HF_HOME.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hub_server import LLADA_CONFIG, FakeHub, FakeRepo, Misbehaviour, raw_safetensors  # noqa: E402
-from test_hub import assert_error, hub_env, run_calls, run_cli  # noqa: E402
+import forkrun  # noqa: E402
+from test_hub import assert_error, hub_env, run_call_groups  # noqa: E402
 
 from dlmcost.inputs.models.hub import MAX_SHARDS  # noqa: E402
 
@@ -83,10 +82,9 @@ def results(hub, tmp_path_factory):
     env = hub_env(hub.url, home, DLMCOST_HUB_TIMEOUT=str(BUDGET_S))
     # each dripping answer takes the whole budget, waiting: its own process, beside the others
     # (distinct repos, so they share no cache entry)
-    groups = [{name: CASES[name]} for name in SPENDS_THE_BUDGET]
-    groups.append({name: c for name, c in CASES.items() if name not in SPENDS_THE_BUDGET})
-    with ThreadPoolExecutor(len(groups)) as pool:
-        done = list(pool.map(lambda cases: run_calls(env, cases), groups))
+    groups = [(env, {name: CASES[name]}) for name in SPENDS_THE_BUDGET]
+    groups.append((env, {name: c for name, c in CASES.items() if name not in SPENDS_THE_BUDGET}))
+    done = run_call_groups(groups)
     found = {name: res for results, _ in done for name, res in results.items()}
     stderr = "".join(err for _, err in done)
     return {"root": root, "home": home, "stderr": stderr, "requests": hub.requests, **found}
@@ -164,16 +162,28 @@ def test_bad_tensor_shapes_are_refused(results, name, shape):
 # --- the CLI: one line on stderr, options and environment ---------------------------------------
 
 
-def test_cli_client_chatter_only_with_verbose(hub, tmp_path):
+@pytest.fixture(scope="module")
+def cli_runs(hub, tmp_path_factory):
+    """The CLI runs against the hostile Hub, each a process of its own with its own HF_HOME (no
+    shared lock), forked at once from one interpreter that imported dlmcost but not
+    huggingface_hub (tests/forkrun.py). {name: [exit code, stdout, stderr] or None}."""
+    home = tmp_path_factory.mktemp("cli_homes")
+    chatter = dict(DLMCOST_HUB_TIMEOUT="2", HF_HUB_DOWNLOAD_TIMEOUT="1")
+    cases = {
+        "quiet": forkrun.case(["model", "evil/slow-drip"], env=hub_env(hub.url, home / "home0", **chatter)),
+        "verbose": forkrun.case(["model", "evil/slow-drip", "--verbose"], env=hub_env(hub.url, home / "home1", **chatter)),
+        "token-device": forkrun.case(["model", "evil/etag"],
+                                     env=hub_env(hub.url, home / "home2", HF_TOKEN_PATH="/dev/zero")),
+    }
+    return forkrun.run(cases, hub_env(hub.url, home / "driver"), limit_s=30)
+
+
+def test_cli_client_chatter_only_with_verbose(cli_runs):
     """The client retries a read that times out, saying so on stderr each time: dlmcost prints its
     one line instead, unless --verbose. (Both runs at once, to keep the suite fast.)"""
-    procs = [subprocess.Popen([sys.executable, "-m", "dlmcost", "model", "evil/slow-drip", *extra],
-                              env=hub_env(hub.url, tmp_path / f"home{i}", DLMCOST_HUB_TIMEOUT="2",
-                                          HF_HUB_DOWNLOAD_TIMEOUT="1"),  # own caches: no shared lock
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for i, extra in enumerate(([], ["--verbose"]))]
-    (out, err), (_, verbose_err) = (p.communicate(timeout=30) for p in procs)
-    assert [p.returncode for p in procs] == [15, 15]
+    assert cli_runs["quiet"] is not None and cli_runs["verbose"] is not None, "still running after 30 s"
+    (code, out, err), (verbose_code, _, verbose_err) = cli_runs["quiet"], cli_runs["verbose"]
+    assert [code, verbose_code] == [15, 15]
     assert out == "" and err.count("\n") == 1 and err.startswith("error: ") and "time budget" in err, err
     assert "resume download" in verbose_err and verbose_err.count("\n") > 1, verbose_err
 
@@ -198,7 +208,8 @@ def test_cli_bad_budget_is_a_usage_error(monkeypatch, capsys, args, env, needle)
     assert out == "" and err.startswith("error: ") and needle in err and err.count("\n") == 1
 
 
-def test_cli_token_file_that_is_a_device(hub, tmp_path):
-    proc = run_cli(hub_env(hub.url, tmp_path, HF_TOKEN_PATH="/dev/zero"), "model", "evil/etag")
-    assert proc.returncode == 10, proc.stderr
-    assert "HF_TOKEN_PATH" in proc.stderr and "character device" in proc.stderr
+def test_cli_token_file_that_is_a_device(cli_runs):
+    assert cli_runs["token-device"] is not None, "still running after 30 s"
+    code, _, err = cli_runs["token-device"]
+    assert code == 10, err
+    assert "HF_TOKEN_PATH" in err and "character device" in err

@@ -10,6 +10,7 @@ A circle, or an import from a lower layer up to a higher one, fails a test here.
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "dlmcost"
@@ -63,6 +64,7 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     return {m for m in found if m in known} - {name}
 
 
+@cache  # read by three tests: the package's files, parsed once per test process (callers only read it)
 def graph() -> dict[str, set[str]]:
     mods = modules()
     return {name: imports_of(name, path, set(mods)) for name, path in mods.items()}
@@ -142,6 +144,7 @@ def test_imports_run_one_way_down_the_pipeline():
     assert upward(graph()) == []
 
 
+@cache  # read by two tests (callers only read it)
 def scheme_name_comparisons() -> list[str]:
     """Places outside engine/schemes/ that compare a value with a scheme's name (`== "ar"`,
     `in ("mdm", "block")`, a match case): everything else asks the registry."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
 import sys
 
 import pytest
@@ -18,6 +17,9 @@ import pytest
 from dlmcost.render import report, tables
 from dlmcost.render.output import MIN_COLUMNS, PIPE_WIDTH, Output, Styled
 from dlmcost.render.tables import Column
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import forkrun  # noqa: E402
 
 ESC = "\x1b"
 
@@ -236,6 +238,9 @@ def test_plan_header_of_a_real_plan(capsys):
 # --- rich only where a table is drawn ---------------------------------------------------------
 
 
+# Each command in a process forked from an interpreter that has run just `import dlmcost.__main__,
+# dlmcost.cli` (tests/forkrun.py): it starts from the modules a fresh `python -c "from dlmcost.cli
+# import main"` has at that point, runs the command and reports rich's modules.
 PROBE = r"""
 import contextlib, io, json, sys
 from dlmcost.cli import main
@@ -243,16 +248,24 @@ with contextlib.redirect_stdout(io.StringIO()):
     main(sys.argv[1:])
 print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "rich")))
 """
-
-
-@pytest.mark.parametrize("args, rich", [
+RICH_CASES = [
     (["analyze", "-f", "json"], False), (["analyze", "-f", "csv"], False), (["analyze", "-f", "markdown"], False),
     (["sweep", "--block", "8,32", "-f", "jsonl"], False), (["analyze"], True),
-])
-def test_rich_is_imported_only_to_draw_a_table(args, rich):
-    r = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    loaded = json.loads(r.stdout.splitlines()[-1])
+]
+
+
+@pytest.fixture(scope="module")
+def rich_probe():
+    return forkrun.run({" ".join(args): forkrun.script(PROBE, args) for args, _ in RICH_CASES}, dict(os.environ),
+                       limit_s=120)
+
+
+@pytest.mark.parametrize("args, rich", RICH_CASES)
+def test_rich_is_imported_only_to_draw_a_table(args, rich, rich_probe):
+    assert rich_probe[" ".join(args)] is not None, "still running after 120 s"
+    code, stdout, stderr = rich_probe[" ".join(args)]
+    assert code == 0, stderr
+    loaded = json.loads(stdout.splitlines()[-1])
     assert bool(loaded) == rich, loaded
     if rich:  # the Console and the Table, not rich's progress bars or markdown
         assert "rich.table" in loaded and "rich.progress" not in loaded and "rich.markdown" not in loaded

@@ -5,7 +5,6 @@ it is drawn leaves stdout empty too (the table waits for the picture)."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +13,9 @@ import pytest
 from dlmcost.cli import main
 from dlmcost.cli.output_paths import check_output_file
 from dlmcost.errors import UsageError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import forkrun  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -97,15 +99,18 @@ def test_a_plot_that_fails_while_drawn_leaves_stdout_empty(capsys, tmp_path, mon
 
 
 def test_calibrate_and_measure_check_their_out_files_first(tmp_path):
-    """In a subprocess under a timeout: unchecked, measure would time its passes first, then wait
-    on the pipe for a reader."""
+    """In processes of their own under a timeout (forked at once from one interpreter,
+    tests/forkrun.py): unchecked, measure would time its passes first, then wait on the pipe for a
+    reader."""
     os.mkfifo(tmp_path / "pipe.yaml")
-    for args in (["calibrate", str(tmp_path / "no-such-points.yaml"), "--out", str(tmp_path / "pipe.yaml")],
-                 ["measure", str(EXAMPLES / "tiny-dlm.yaml"), "--gpu", "h100", "--out", str(tmp_path / "pipe.yaml")],
-                 ["measure", str(EXAMPLES / "tiny-dlm.yaml"), "--gpu", "h100",
-                  "--profile-out", str(tmp_path / "missing" / "s.yaml")]):
-        done = subprocess.run([sys.executable, "-m", "dlmcost", *args], capture_output=True, text=True, timeout=20,
-                              env={**os.environ, "HF_HUB_OFFLINE": "1"})
-        assert done.returncode == 2 and done.stdout == "", done.stderr
-        err = done.stderr
+    runs = [["calibrate", str(tmp_path / "no-such-points.yaml"), "--out", str(tmp_path / "pipe.yaml")],
+            ["measure", str(EXAMPLES / "tiny-dlm.yaml"), "--gpu", "h100", "--out", str(tmp_path / "pipe.yaml")],
+            ["measure", str(EXAMPLES / "tiny-dlm.yaml"), "--gpu", "h100",
+             "--profile-out", str(tmp_path / "missing" / "s.yaml")]]
+    results = forkrun.run({str(i): forkrun.case(args) for i, args in enumerate(runs)},
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, limit_s=20)
+    for i, args in enumerate(runs):
+        assert results[str(i)] is not None, f"{args}: still running after 20 s"
+        code, stdout, err = results[str(i)]
+        assert code == 2 and stdout == "", err
         assert err.count("\n") == 1 and ("named pipe" in err or "does not exist" in err), err

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 
 import pytest
 
 from dlmcost.cli import main
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import forkrun  # noqa: E402
 
 LLADA = "GSAI-ML/LLaDA-8B-Instruct"
 
@@ -33,17 +35,15 @@ def cli(capsys):
     return run
 
 
-def python(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-
-
 def test_base_analyze_imports_no_plotting_code():
     code = ("import sys; from dlmcost.cli import main; rc = main(['analyze', '--gpu', 'h100', '--format', 'json']); "
             "print([m for m in sys.modules if m.split('.')[0] == 'matplotlib' or m in "
             "('dlmcost.render.charts', 'dlmcost.render.plot', 'dlmcost.render.termplot', 'dlmcost.render.html')], file=sys.stderr)")
-    done = python(code)
-    assert done.returncode == 0, done.stderr
-    assert done.stderr.strip().splitlines()[-1] == "[]"
+    # forked from an interpreter that has run just `import dlmcost.__main__, dlmcost.cli` (tests/forkrun.py): what
+    # this script imports first in a fresh one
+    rc, _, stderr = forkrun.run({"probe": forkrun.script(code)}, dict(os.environ), limit_s=120)["probe"]
+    assert rc == 0, stderr
+    assert stderr.strip().splitlines()[-1] == "[]"
 
 
 @pytest.mark.parametrize("args", [["analyze", "--gpu", "h100", "--plot", "{tmp}/r.png"],
@@ -61,28 +61,48 @@ def test_without_the_extra_one_line_and_exit_9(args, tmp_path, cli, monkeypatch)
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("module, error", [("matplotlib", "RuntimeError('Could not parse matplotlibrc\\n line 3')"),
-                                           ("matplotlib.figure", "ValueError('\\x1b[2Jbad backend')")],
-                         ids=["runtime-error", "figure-value-error"])
-@pytest.mark.parametrize("args", [["--plot", "{tmp}/r.png"], ["--format", "html"]], ids=["plot", "html"])
-def test_a_matplotlib_that_fails_to_load_is_the_extra_exit_9(tmp_path, args, module, error):
+FAKE_MATPLOTLIBS = {"runtime-error": ("matplotlib", "RuntimeError('Could not parse matplotlibrc\\n line 3')"),
+                    "figure-value-error": ("matplotlib.figure", "ValueError('\\x1b[2Jbad backend')")}
+FAILING_RUNS = {"plot": ["--plot", "{tmp}/r.png"], "html": ["--format", "html"]}
+
+
+@pytest.fixture(scope="module")
+def failing_matplotlib_runs(tmp_path_factory):
+    """For each fake matplotlib (first on PYTHONPATH, so one interpreter per fake, started with it),
+    both runs forked from that interpreter (tests/forkrun.py), each with an out folder of its own:
+    {(fake, run): ([exit code, stdout, stderr] or None, out folder)}."""
+    results = {}
+    for fake_id, (module, error) in FAKE_MATPLOTLIBS.items():
+        tmp = tmp_path_factory.mktemp(fake_id)
+        fake = tmp / "fake" / "matplotlib"
+        fake.mkdir(parents=True)
+        (fake / "__init__.py").write_text(f"raise {error}\n" if module == "matplotlib" else "")
+        (fake / "figure.py").write_text(f"raise {error}\n")
+        out_dirs = {run_id: tmp / f"out-{run_id}" for run_id in FAILING_RUNS}
+        for out_dir in out_dirs.values():
+            out_dir.mkdir()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake.parent), *sys.path]), "HF_HUB_OFFLINE": "1"}
+        done = forkrun.run({run_id: forkrun.case(["analyze", "--gpu", "h100",
+                                                  *(a.replace("{tmp}", str(out_dirs[run_id])) for a in args)])
+                            for run_id, args in FAILING_RUNS.items()}, env, limit_s=60)
+        results |= {(fake_id, run_id): (done[run_id], out_dirs[run_id]) for run_id in FAILING_RUNS}
+    return results
+
+
+@pytest.mark.parametrize("fake_id", FAKE_MATPLOTLIBS)
+@pytest.mark.parametrize("run_id", FAILING_RUNS)
+def test_a_matplotlib_that_fails_to_load_is_the_extra_exit_9(failing_matplotlib_runs, run_id, fake_id):
     """A fake matplotlib first on PYTHONPATH whose import raises something other than ImportError:
     the plot extra's one line and exit 9 with the reason, not an internal error; nothing written."""
-    fake = tmp_path / "fake" / "matplotlib"
-    fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text(f"raise {error}\n" if module == "matplotlib" else "")
-    (fake / "figure.py").write_text(f"raise {error}\n")
-    out_dir = tmp_path / "out"
-    out_dir.mkdir()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake.parent), *sys.path]), "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-m", "dlmcost", "analyze", "--gpu", "h100",
-                           *(a.replace("{tmp}", str(out_dir)) for a in args)],
-                          capture_output=True, text=True, timeout=60, env=env)
-    assert done.returncode == 9, done.stderr
-    assert done.stdout == "" and list(out_dir.iterdir()) == []
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: "), done.stderr
-    assert "failed to load" in done.stderr and error.split("(")[0] in done.stderr, done.stderr
-    assert "\x1b" not in done.stderr and "internal error" not in done.stderr
+    error = FAKE_MATPLOTLIBS[fake_id][1]
+    result, out_dir = failing_matplotlib_runs[fake_id, run_id]
+    assert result is not None, "still running after 60 s"
+    code, stdout, stderr = result
+    assert code == 9, stderr
+    assert stdout == "" and list(out_dir.iterdir()) == []
+    assert stderr.count("\n") == 1 and stderr.startswith("error: "), stderr
+    assert "failed to load" in stderr and error.split("(")[0] in stderr, stderr
+    assert "\x1b" not in stderr and "internal error" not in stderr
 
 
 def test_terminal_plot_needs_no_extra(cli, monkeypatch):

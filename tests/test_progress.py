@@ -25,6 +25,20 @@ MEASUREMENTS = str(ROOT / "examples" / "measurements.yaml")
 TINY = str(ROOT / "examples" / "tiny-dlm.yaml")
 CPU = ["--hardware", str(ROOT / "examples" / "generic-cpu.yaml"), "--gpu", "generic-cpu"]
 ERASE = "\x1b[2K"
+# what measure times here is only counted: a model of a few MB (tests/test_measure.py's), not the
+# 1B-parameter example, whose GEMMs took a second of CPU per run
+MICRO = dict(schema="dlmcost.model/v1", id="test/micro", family="custom", n_layers=2, d_model=128, n_heads=4,
+             n_kv_heads=2, head_dim=32, ffn_dim=256, gated_mlp=True, vocab_size=512, tie_embeddings=True)
+MICRO_ARG = "<micro model file>"  # in CASES: replaced by the `micro` fixture's path
+
+
+@pytest.fixture(scope="module")
+def micro(tmp_path_factory) -> str:
+    import yaml
+
+    path = tmp_path_factory.mktemp("models") / "micro.yaml"
+    path.write_text(yaml.safe_dump(MICRO))
+    return str(path)
 
 
 class Tty(io.StringIO):
@@ -72,12 +86,12 @@ def test_calibrate_reports_its_fit_iterations_and_ends_at_the_total(tmp_path):
     assert len(calls) >= 3  # at least one iteration, and the end
 
 
-def test_measure_reports_each_timing_over_every_batch(monkeypatch):
+def test_measure_reports_each_timing_over_every_batch(monkeypatch, micro):
     timed = []
     real = ms.time_pass
     monkeypatch.setattr(ms, "time_pass", lambda *a, **k: timed.append(1) or real(*a, **k))
     calls = calls_of(lambda progress: list(api.measure_batches(
-        TINY, "generic-cpu", dict(gen=32, prompt=16, block=8, tpf=2), [1, 2], stack=None, backend="numpy",
+        micro, "generic-cpu", dict(gen=32, prompt=16, block=8, tpf=2), [1, 2], stack=None, backend="numpy",
         device=None, warmup=0, repeats=1, layers=None, hardware=[CPU[1]], progress=progress)))
     # one call per part timed at a shape, counted by the timer itself: done = 1, 2, ..., all of them
     assert calls == [(k, len(timed)) for k in range(1, len(timed) + 1)]
@@ -126,14 +140,15 @@ CASES = {
     "several models": (SWEEP + ["-m", "GSAI-ML/LLaDA-8B-Instruct,Dream-org/Dream-v0-Instruct-7B"],
                        "sweeping model 2/2: configurations"),
     "calibrate": (["calibrate", MEASUREMENTS, "-o", "fitted.yaml"], "calibrating: fit iterations"),
-    "measure": (["measure", TINY, *CPU, "--gen", "32", "--prompt", "16", "--block", "8", "--tpf", "2",
+    "measure": (["measure", MICRO_ARG, *CPU, "--gen", "32", "--prompt", "16", "--block", "8", "--tpf", "2",
                  "--batch", "1,2", "--warmup", "0", "--repeats", "1"], "measuring: timings (head, layer kinds)"),
 }
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_the_bar_shows_on_a_terminal_after_a_second_and_is_erased(case, monkeypatch, capsys, tmp_path):
+def test_the_bar_shows_on_a_terminal_after_a_second_and_is_erased(case, monkeypatch, capsys, tmp_path, micro):
     args, text = CASES[case]
+    args = [micro if a == MICRO_ARG else a for a in args]
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(limits, "SWEEP_CHUNK", 16)  # many chunks: calls before and after the first second
     slow_clock(monkeypatch)
@@ -145,8 +160,9 @@ def test_the_bar_shows_on_a_terminal_after_a_second_and_is_erased(case, monkeypa
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_no_bar_on_a_pipe_and_no_bar_built(case, monkeypatch, capsys, tmp_path):
+def test_no_bar_on_a_pipe_and_no_bar_built(case, monkeypatch, capsys, tmp_path, micro):
     args, _ = CASES[case]
+    args = [micro if a == MICRO_ARG else a for a in args]
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(limits, "SWEEP_CHUNK", 16)
     slow_clock(monkeypatch)

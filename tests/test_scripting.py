@@ -23,17 +23,12 @@ from dlmcost.render import report
 from dlmcost.errors import EXIT_REQUIREMENT, UsageError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import forkrun  # noqa: E402
 import ptyserver  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DLMCOST = str(Path(sys.executable).parent / "dlmcost")
 ESC = "\x1b"
-
-
-def sh(cmd: str, **env) -> subprocess.CompletedProcess:
-    e = {**os.environ, **env}
-    return subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, env=e,
-                          cwd=env.pop("cwd", None) if "cwd" in env else None, timeout=120)
 
 
 def run(*args, env=None, cwd=None) -> subprocess.CompletedProcess:
@@ -91,11 +86,30 @@ def visible(text: str) -> str:
 # --- scripts and CI --------------------------------------------------------------------------
 
 
+def piped_to(reader: list[str], args: list[str]) -> tuple[list, subprocess.CompletedProcess]:
+    """`dlmcost args | reader`: dlmcost's stdout a pipe into the reader, dlmcost forked from
+    tests/forkrun.py's server (a process of its own, its exit Python's own, no interpreter start).
+    (dlmcost's [exit code, stdout, stderr], the reader's run)."""
+    r, w = os.pipe()
+    reader_proc = subprocess.Popen(reader, stdin=r, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    os.close(r)
+    try:
+        done = forkrun.run({"dlmcost": forkrun.case(args, stdout=w)}, dict(os.environ), limit_s=120)["dlmcost"]
+    finally:
+        os.close(w)
+    out, err = reader_proc.communicate(timeout=120)
+    assert done is not None, "still running after 120 s"
+    return done, subprocess.CompletedProcess(reader, reader_proc.returncode, out, err)
+
+
 @pytest.mark.parametrize("fmt", ["table", "csv", "jsonl", "json", "markdown"])
 def test_pipe_closed_early_exits_0(fmt):
-    r = sh(f"{DLMCOST} sweep --gpu all --block 4,8,16,32 --batch 1,2,4 -f {fmt} | head -1")
-    assert r.returncode == 0, r.stderr
-    assert r.stderr == ""
+    """`dlmcost sweep ... | head -1`: the reader goes away after a line; exit 0 and nothing on stderr
+    (both sides of the pipeline, as under `set -o pipefail`)."""
+    (code, _, err), head = piped_to(["head", "-1"], ["sweep", "--gpu", "all", "--block", "4,8,16,32", "--batch",
+                                                    "1,2,4", "-f", fmt])
+    assert code == 0 and head.returncode == 0, err + head.stderr
+    assert err + head.stderr == ""
 
 
 def test_bare_command_prints_help_and_succeeds():
@@ -263,11 +277,14 @@ def test_output_formats_do_not_import_rich():
     assert r.returncode == 0 and "dlmcost.render.report" in r.stderr
     assert not re.search(r"\|\s+rich(\.|$)", r.stderr, re.M)
     # the others forked from one interpreter that has imported dlmcost.cli and nothing else, so
-    # each command starts where a fresh `from dlmcost.cli import main` would (one start-up, not 14)
-    r = subprocess.run([sys.executable, "-c", RICH_PROBE, json.dumps(PLAIN_COMMANDS)], capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0, r.stderr
-    loaded = json.loads(r.stdout)
+    # each command starts where a fresh `from dlmcost.cli import main` would (no start-up, not 14:
+    # the probe runs in tests/forkrun.py's server, which has run just `import dlmcost.__main__, dlmcost.cli`)
+    r = forkrun.run({"probe": forkrun.script(RICH_PROBE, [json.dumps(PLAIN_COMMANDS)])}, dict(os.environ),
+                    limit_s=120)["probe"]
+    assert r is not None, "still running after 120 s"
+    code, stdout, stderr = r
+    assert code == 0, stderr
+    loaded = json.loads(stdout)
     assert loaded.pop("<parent>") == [] and len(loaded) == len(PLAIN_COMMANDS), loaded
     assert all(v == [] for v in loaded.values()), loaded
 
