@@ -425,7 +425,7 @@ def test_a_fixed_canvas_decodes_all_of_it():
     c = canvas_for(ANSWERS, 32, gen=64, decodes=Decodes.CANVAS)
     assert c.decoded.tolist() == [64] * 6 and c.blocks.tolist() == [2] * 6
     assert c.useful.tolist() == [0, 1, 31, 32, 33, 64] and c.truncated == 1
-    with pytest.raises(UsageError, match="needs the generation length"):
+    with pytest.raises(UsageError, match="^canvas: a scheme that runs its whole canvas needs the generation length$"):
         canvas_for(ANSWERS, 32, decodes=Decodes.CANVAS)
     with pytest.raises(WorkloadError, match="does not divide the generation length 100"):
         canvas_for(ANSWERS, 32, gen=100, decodes=Decodes.CANVAS)
@@ -440,9 +440,9 @@ def test_token_by_token_decodes_the_answer():
 def test_bad_canvas_settings(block, gen):
     with pytest.raises(UsageError):
         canvas_for([1, 2], block, gen)
-    with pytest.raises(UsageError, match="negative"):
+    with pytest.raises(UsageError, match="^canvas: answer lengths cannot be negative$"):
         canvas_for([-1], 4)
-    with pytest.raises(UsageError, match="whole numbers"):
+    with pytest.raises(UsageError, match="^canvas: answer lengths must be whole numbers$"):
         canvas_for([2.5], 4)
     with pytest.raises(UsageError, match="whole numbers"):
         canvas_for(["3"], 4)
@@ -498,3 +498,195 @@ def test_the_example_traces_read_back(name, fmt):
     assert gaps.min() >= 0 and gaps.std() / gaps.mean() > 2  # bursty: a Poisson process has CV 1
     assert 30 < np.median(t.answer_tokens) < 1000 and np.median(t.prompt_tokens) > 100
     assert math.isclose(t.arrival_s[0], 0.0)
+
+
+# --- edges found by a mutation run (each pins a bound or a branch no other test reached) ----------
+
+
+def test_azure_times_across_a_new_year_a_leap_day_and_utc_offsets_by_hand(tmp_path):
+    rows = ["2023-12-31 23:59:59Z",        # the origin
+            "2024-01-01 00:00:00",         # 1 s later, in the next year
+            "2024-01-01 05:30:02+05:30",   # 00:00:02 UTC: 3 s
+            "2023-12-31 20:30:03-03:30",   # 00:00:03 UTC the next day: 4 s
+            "2024-02-28 23:00:00",         # 31 + 27 days and 23 h from 1 Jan: 58 * 86400 + 82800 + 1
+            "2024-03-01 00:00:00"]         # 2024 is a leap year: 29 Feb lies between, 60 days after 1 Jan
+    text = "TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(f"{r},1,1\n" for r in rows)
+    t = read_trace(write(tmp_path, "a.csv", text))
+    assert t.arrival_s.tolist() == pytest.approx([0, 1, 3, 4, 58 * 86400 + 82800 + 1, 60 * 86400 + 1], abs=1e-9)
+
+
+@pytest.mark.parametrize("stamp, problem", [("2023-01-01 23:59:59", None), ("2023-01-01 23:00:00", None),
+                                            ("2023-01-01 24:00:00", "is not a time of day"),
+                                            ("2023-01-01 00:60:00", "is not a time of day"),
+                                            ("2023-01-01 00:00:60", "is not a time of day"),
+                                            ("2023-02-29 00:00:00", "is not a date")])
+def test_the_edges_of_a_date_and_a_time_of_day(tmp_path, stamp, problem):
+    path = write(tmp_path, "a.csv", f"TIMESTAMP,ContextTokens,GeneratedTokens\n{stamp},1,1\n")
+    if problem is None:
+        assert read_trace(path).rows_kept == 1
+    else:
+        assert fails(path, problem).endswith(f"column TIMESTAMP: '{stamp}' {problem}")
+
+
+def test_rows_that_are_blank_or_hold_only_spaces_are_skipped_and_a_lone_value_is_not(tmp_path):
+    text = AZURE.replace("\n2023-11-16 18:15:47", "\n   \n\n\t\n2023-11-16 18:15:47")
+    t = read_trace(write(tmp_path, "a.csv", text))
+    assert t.rows_read == 5 and t.prompt_tokens.tolist() == [4808, 3180, 110, 7433, 34]
+    path = write(tmp_path, "b.csv", AZURE.replace("2023-11-16 18:15:47.0000000,110,27", "5"))
+    fails(path, "row 4: no value for column ContextTokens (1 fields, the header has 3)")
+
+
+def test_an_answer_column_error_names_its_row_and_column(tmp_path):
+    path = write(tmp_path, "a.csv", AZURE.replace("110,27", "110,2x"))
+    assert fails(path, "'2x' is not a whole number").startswith(f"trace {path} row 4, column GeneratedTokens: ")
+
+
+def test_format_detection_needs_both_length_columns(tmp_path):
+    fails(write(tmp_path, "a.csv", "TIMESTAMP,GeneratedTokens\nx,1\n"), "not a trace format")
+    # both length columns and no timestamp: an Azure trace whose header lacks TIMESTAMP
+    fails(write(tmp_path, "b.csv", "ContextTokens,GeneratedTokens\n1,1\n"),
+          "no column TIMESTAMP in its header (a Azure LLM inference trace (CSV) has TIMESTAMP, ContextTokens, "
+          "GeneratedTokens)")
+    line = '  {"timestamp": 0, "input_length": 3, "output_length": 2}\n'  # JSON after leading spaces
+    assert read_trace(write(tmp_path, "m.jsonl", line)).fmt == "mooncake"
+
+
+def test_an_unknown_first_line_is_shown_cut_to_80_characters(tmp_path):
+    first = "y" * 100
+    message = fails(write(tmp_path, "a.csv", first + "\n"), "not a trace format")
+    assert f"its first line is '{'y' * 80}... (100 characters)'," in message
+
+
+def test_a_json_line_that_is_not_an_object_names_the_fields(tmp_path):
+    first = '{"timestamp": 0, "input_length": 3, "output_length": 2}\n'
+    fails(write(tmp_path, "m.jsonl", first + "[1, 2]\n"),
+          "row 2 is a JSON array, not an object with timestamp, input_length, output_length")
+
+
+@pytest.mark.parametrize("stamp, ok", [(2 ** 63 - 1, True), (2 ** 62, True), (2 ** 63, False)])
+def test_the_largest_json_integer(tmp_path, stamp, ok):
+    path = write(tmp_path, "m.jsonl", f'{{"timestamp": {stamp}, "input_length": 1, "output_length": 1}}\n')
+    if ok:
+        assert read_trace(path).rows_kept == 1
+    else:
+        fails(path, f"row 1, column timestamp: '{stamp}' is too large")
+    big = "9" * 100  # the value is echoed cut to 40 characters
+    fails(write(tmp_path, "n.jsonl", f'{{"timestamp": {big}, "input_length": 1, "output_length": 1}}\n'),
+          f"column timestamp: '{'9' * 40}... (100 characters)' is too large")
+
+
+@pytest.mark.parametrize("value, problem", [
+    ("1000000", None),                           # MAX_LENGTH itself is allowed
+    ("0" * 39 + "7", None),                      # 40 characters: still read
+    ("0" * 40 + "7", "is not a whole number"),   # 41: refused before it is parsed
+    ("xnan", "'xnan' is not a whole number"),    # not a spelling of NaN
+    ("+" * 100 + "inf", f"'{'+' * 40}... (103 characters)' is not a finite number"),
+    ("7" * 100, f"'{'7' * 40}... (100 characters)' is not a whole number"),
+])
+def test_token_count_edges(tmp_path, value, problem):
+    path = write(tmp_path, "a.csv", AZURE.replace("110,27", f"{value},27"))
+    if problem is None:
+        assert read_trace(path).prompt_tokens[2] == int(value)
+    else:
+        assert fails(path, problem).startswith(f"trace {path} row 4, column ContextTokens: ")
+
+
+def test_a_burstgpt_timestamp_too_large_for_an_integer(tmp_path):
+    path = write(tmp_path, "b.csv", BURST.replace("118,", f"{10 ** 20},"))  # 21 digits: over 2^63
+    fails(path, f"row 5, column Timestamp: '{10 ** 20}' is too large")
+
+
+def test_an_unparsable_timestamp_is_shown_cut_to_40_characters(tmp_path):
+    path = write(tmp_path, "a.csv", AZURE.replace("2023-11-16 18:16:00.5", "z" * 100))
+    fails(path, f"'{'z' * 40}... (100 characters)' is not a date and time")
+
+
+def test_the_span_limit_is_inclusive_and_names_the_last_arrival(tmp_path):
+    assert read_trace(write(tmp_path, "a.csv", "Timestamp,Request tokens,Response tokens\n0,1,1\n1e9,1,1\n")).span_s == 1e9
+    path = write(tmp_path, "b.csv", "Timestamp,Request tokens,Response tokens\n0,1,1\n1,1,1\n3e9,1,1\n")
+    fails(path, "spans 3e+09 s from its first request")
+
+
+def test_sampling_one_request_and_the_default_seed(tmp_path):
+    path = ten_rows(tmp_path)
+    assert read_trace(path, sample=1).rows_kept == 1
+    assert read_trace(path, sample=4).arrival_s.tolist() == read_trace(path, sample=4, seed=0).arrival_s.tolist()
+    with pytest.raises(UsageError) as info:
+        read_trace(path, sample=11)
+    assert info.value.message == f"trace {path}: asked for 11 requests; it has 10"
+
+
+def test_the_arrays_of_a_trace_are_read_only(tmp_path):
+    t = read_trace(write(tmp_path, "a.csv", AZURE))
+    for a in (t.arrival_s, t.prompt_tokens, t.answer_tokens):
+        assert not a.flags.writeable
+        with pytest.raises(ValueError):
+            a[0] = 1
+
+
+@pytest.mark.skipif("MUTANT_UNDER_TEST" in os.environ, reason="mutmut's trampolines add frames to the stack")
+def test_the_warnings_point_at_the_caller(tmp_path):
+    with pytest.warns(errors.DlmcostWarning) as caught:
+        read_trace(write(tmp_path, "b.csv", BURST))
+    assert [Path(w.filename).name for w in caught] == ["test_traces.py"]
+
+
+def test_describe_without_skipped_rows(tmp_path):
+    path = write(tmp_path, "a.csv", AZURE)
+    assert read_trace(path).describe() == f"{path}: Azure LLM inference trace (CSV), 5 requests over 2.065e+04 s"
+
+
+def test_every_message_names_the_trace(tmp_path):
+    """The label reaches the reader of lines, the detection, the empty check and the file checks."""
+    bad = write(tmp_path, "nul.csv", AZURE.encode() + b"1\x00\n")
+    assert fails(bad, "holds a NUL byte").startswith(f"trace {bad} row 7 ")
+    odd = write(tmp_path, "odd.csv", "a,b\n")
+    assert fails(odd, "not a trace format").startswith(f"trace {odd}: ")
+    only = write(tmp_path, "only.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n")
+    assert fails(only, "holds no requests") == f"trace {only} holds no requests (only a header)"
+    assert fails(tmp_path, "is a folder").startswith(f"trace {tmp_path} is a folder")
+    with pytest.raises(UsageError, match="trace format 'xml' is not one of azure, mooncake, burstgpt"):
+        read_trace(only, fmt="xml")
+
+
+def test_the_line_limit_is_inclusive_and_reads_no_further(monkeypatch):
+    import io
+
+    monkeypatch.setattr(traces, "MAX_LINE_BYTES", 40)
+    stream = io.BytesIO(b"a" * 39 + b"\n" + b"b" * 100 + b"\n" + b"c" * 100)
+    lines = traces._Lines(stream, "t")
+    assert next(lines) == "a" * 39 + "\n"  # 40 bytes with its newline: at the limit
+    with pytest.raises(TraceError, match="^t row 2 is longer than 40 bytes$"):
+        next(lines)
+    assert stream.tell() == 40 + 41  # one byte past the limit read, never the rest of the line
+
+
+@pytest.mark.parametrize("call", [
+    lambda v: read_trace("x.csv", time_scale=v),
+    lambda v: read_trace("x.csv", sample=v),
+    lambda v: read_trace("x.csv", seed=v),
+    lambda v: canvas_for([1], 4, decodes=v),
+    lambda v: canvas_for([1], v),
+])
+def test_a_bad_argument_is_echoed_cut_to_40_characters(call):
+    with pytest.raises(UsageError) as info:
+        call("q" * 100)
+    assert info.value.message.endswith(f"'{'q' * 39}... (102 characters)")  # the repr: 102 characters
+
+
+def test_canvas_edges():
+    one = canvas_for([5], 1)
+    assert one.blocks.tolist() == [5] and one.decoded.tolist() == [5]  # a block of one token
+    whole = canvas_for([5], 8, gen=8, decodes=Decodes.CANVAS)  # a single block as long as the canvas
+    assert whole.blocks.tolist() == [1] and whole.decoded.tolist() == [8]
+    at = canvas_for([8], 4, gen=8)
+    assert at.truncated == 0 and at.useful.tolist() == [8]  # an answer as long as the canvas is not cut
+    capped = canvas_for([5], 4, gen=6)  # two blocks of 4 would pass the canvas of 6: it ends there
+    assert capped.blocks.tolist() == [2] and capped.decoded.tolist() == [6]
+    for decodes in Decodes:
+        c = canvas_for(np.array([3.0]), 4, 8, decodes=decodes)
+        assert c.blocks.dtype == c.decoded.dtype == c.useful.dtype == np.int64
+    with pytest.raises(UsageError, match="^canvas: block length must be a positive whole number, not 0$"):
+        canvas_for([1], 0)
+    with pytest.raises(UsageError, match="^canvas: generation length must be a positive whole number, not 0$"):
+        canvas_for([1], 4, 0)

@@ -19,6 +19,7 @@ from ..errors import UsageError
 
 MAX_LENGTH = 1_000_000
 MAX_CLASSES_PER_LENGTH = 3  # length bins per axis: the step-time table is evaluated per bin
+MAX_FILE_VALUES = 10_000_000  # token counts in one lengths file
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,8 @@ def _from_file(path: Path, what: str) -> LengthDist:
     tokens = text.replace(",", " ").split()
     if not tokens:
         raise UsageError(f"{what}: lengths file {path} holds no numbers")
-    if len(tokens) > 10_000_000:
-        raise UsageError(f"{what}: lengths file {path} is too large (more than 10 million values)")
+    if len(tokens) > MAX_FILE_VALUES:
+        raise UsageError(f"{what}: lengths file {path} is too large (more than {MAX_FILE_VALUES:,} values)")
     return LengthDist("file", tuple(_length(t, what) for t in tokens))
 
 

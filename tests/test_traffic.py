@@ -1,0 +1,196 @@
+"""The inputs of a load: the bounds of each load's settings, the lengths a spec parses to, the
+length classes of a sample, and the arrays a replayed trace is normalised to.
+
+Each test pins an edge found by a mutation run (a bound, a branch, a formula no other test reached);
+expected values are worked out by hand in the comments.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+from dlmcost.errors import UsageError
+from dlmcost.plan import loads, traffic
+from dlmcost.plan.loads import BatchJob, ClosedLoop, OpenLoop, TraceReplay
+from dlmcost.plan.traffic import LengthDist, Traffic, length_classes, parse_lengths, sample_requests
+
+LENGTHS = LengthDist("fixed", (8.0,))
+
+
+def refused(match: str, make, *args, **kwargs):
+    with pytest.raises(UsageError, match=match):
+        make(*args, **kwargs)
+
+
+# --- the bounds of each load ----------------------------------------------------------------------
+
+
+def test_closed_loop_bounds():
+    assert ClosedLoop(100_000).users == 100_000 and ClosedLoop(1, 1e6).think_s == 1e6
+    refused("concurrency must be a whole number of users in 1..100,000", ClosedLoop, 100_001)
+    for think in (-1.0, 1e6 + 0.5, math.inf, math.nan):  # finite but out of range, and not finite
+        refused("^think time must be >= 0 seconds, got", ClosedLoop, 1, think)
+
+
+def test_open_loop_bounds():
+    assert OpenLoop(1e7).rate == 1e7 and OpenLoop(1.0, "gamma", 100).cv == 100
+    for rate in (0.0, 1e7 + 0.5):
+        refused("request rate must be a positive number", OpenLoop, rate)
+    refused("--cv: .* must be in \\(0, 100\\], got 100.5", OpenLoop, 1.0, "gamma", 100.5)
+    refused("^arrivals: choose one of poisson, constant, gamma, got 'uniform'$", OpenLoop, 1.0, "uniform")
+
+
+def test_poisson_gaps_are_the_seeded_exponential_draws():
+    """Same seed, same plan: the Poisson gaps are numpy's exponential draws at mean 1 / rate."""
+    gaps = OpenLoop(4.0).gaps(np.random.default_rng(7), 5)
+    assert gaps.tolist() == np.random.default_rng(7).exponential(0.25, 5).tolist()
+
+
+def test_batch_job_bounds(monkeypatch):
+    monkeypatch.setattr(loads, "MAX_REQUESTS", 10)
+    assert BatchJob(1, 1).requests == 1 and BatchJob(10, 100_000).parallel == 100_000
+    for n in (0, 11):
+        refused("^--job: the number of requests must be in 1..10, got", BatchJob, n, 1)
+    for p in (0, 100_001):
+        refused("^--parallel must be a whole number in 1..100,000, got", BatchJob, 1, p)
+
+
+# --- a replayed trace -----------------------------------------------------------------------------
+
+
+def test_a_trace_replay_is_sorted_shifted_to_zero_and_rounded():
+    # arrivals 5, 3, 3: sorted (stably) to rows 1, 2, 0 and shifted by 3 s: 0, 0, 2
+    r = TraceReplay([5, 3, 3], [10.4, 20.6, 7], [0, 2.6, 3])
+    assert r.arrival_s.tolist() == [0.0, 0.0, 2.0] and r.arrival_s.dtype == np.float64
+    assert r.prompt_tokens.tolist() == [21.0, 7.0, 10.0]  # rounded
+    assert r.answer_tokens.tolist() == [3.0, 3.0, 1.0]  # rounded, at least one token
+    assert TraceReplay([2.0], [0], [1]).arrival_s.tolist() == [0.0]  # one request is a trace
+
+
+def test_a_trace_replay_keeps_the_order_of_requests_that_arrive_together():
+    rng = np.random.default_rng(3)
+    arrivals = rng.integers(0, 5, 500).astype(float)  # many ties: an unstable sort would mix them
+    r = TraceReplay(arrivals, np.arange(500.0), np.ones(500))
+    expected = sorted(range(500), key=lambda i: arrivals[i])  # Python's sort is stable
+    assert r.prompt_tokens.tolist() == expected
+
+
+def test_a_bad_trace_replay(monkeypatch):
+    refused("^trace: arrival, prompt and answer columns must have the same, non-zero length$",
+            TraceReplay, [0.0, 1.0], [1.0], [1.0, 1.0])
+    refused("same, non-zero length", TraceReplay, [], [], [])
+    for column in range(3):
+        for bad in (math.nan, math.inf):
+            cols = [[0.0], [1.0], [1.0]]
+            cols[column] = [bad]
+            refused("^trace: arrival times and token counts must be finite numbers$", TraceReplay, *cols)
+    refused("^trace: token counts must be >= 0$", TraceReplay, [0.0], [-1.0], [1.0])
+    refused("^trace: token counts must be >= 0$", TraceReplay, [0.0], [1.0], [-1.0])
+    monkeypatch.setattr(loads, "MAX_REQUESTS", 3)
+    assert len(TraceReplay(np.zeros(3), np.ones(3), np.ones(3)).arrival_s) == 3
+    refused("^trace: more than 3 requests; sample it$", TraceReplay, np.zeros(4), np.ones(4), np.ones(4))
+
+
+# --- lengths --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", [12.5, -1, math.nan, math.inf, "12.5", "p50:-1", {"p50": 1.5}, "p50:1e9"])
+def test_a_bad_length_names_the_option(spec):
+    refused("^--prompt: ", parse_lengths, spec, "--prompt")
+
+
+def test_length_edges():
+    assert parse_lengths(1_000_000, "x").values == (1_000_000.0,)
+    assert parse_lengths(0, "x").values == (0.0,)
+    refused("^x: expected a token count, percentiles or a file, got True$", parse_lengths, True, "x")
+    refused("^x: expected a token count, percentiles or a file, got list$", parse_lengths, [1], "x")
+    refused("^x: '1:2' is not a number$", parse_lengths, "p50:1:2", "x")  # the value is all after the first ':'
+    refused("^x: no percentiles given$", parse_lengths, {}, "x")
+    for key in ("50", "x50", "pfoo", "p-1", "p100.5"):
+        refused(f"^x: percentile keys look like p50 or p99.9, got '{key}'$", parse_lengths, {key: 1}, "x")
+    # p0 and p100 are percentiles; so is p0.5; equal values at two percentiles do not decrease
+    assert parse_lengths("p0:1,p0.5:2,p100:3", "x").quantiles == (0.0, 0.0, 0.005, 1.0, 1.0)
+    assert parse_lengths("p50:100,p90:100", "x").values == (100.0, 100.0, 100.0, 100.0)
+
+
+def test_percentiles_interpolate_between_the_points_and_hold_outside_them():
+    d = parse_lengths("p10:10,p50:50,p90:90", "x")
+    assert d.kind == "percentiles"
+    assert d.quantiles == (0.0, 0.1, 0.5, 0.9, 1.0) and d.values == (10.0, 10.0, 50.0, 90.0, 90.0)
+    u = np.random.default_rng(5).random(2000)  # the draws sample() makes from the same seed
+
+    def by_hand(x):  # 10 up to p10; 10 + 100 (x - 0.1) up to p90 (slope 40 / 0.4); 90 above
+        return 10.0 if x <= 0.1 else 90.0 if x >= 0.9 else 10.0 + 100.0 * (x - 0.1)
+
+    got = d.sample(np.random.default_rng(5), 2000)
+    assert got.tolist() == [float(round(by_hand(x))) for x in u]
+    assert got.max() == 90 and (got == 90).sum() == sum(x >= 0.895 for x in u)
+
+
+def test_a_lengths_file(tmp_path, monkeypatch):
+    path = tmp_path / "l.txt"
+    path.write_text("3, 4\n5")
+    assert parse_lengths(f"@{path}", "x").values == (3.0, 4.0, 5.0)
+    assert parse_lengths({"file": str(path)}, "x").kind == "file"
+    (tmp_path / "bad.txt").write_text("3 4.5")
+    refused("^--answer: lengths must be whole token counts", parse_lengths, f"@{tmp_path / 'bad.txt'}", "--answer")
+    refused("^--answer: lengths must be whole token counts", parse_lengths, {"file": str(tmp_path / "bad.txt")},
+            "--answer")
+    (tmp_path / "empty.txt").write_text(" ,\n")
+    refused("^x: lengths file .* holds no numbers$", parse_lengths, f"@{tmp_path / 'empty.txt'}", "x")
+    monkeypatch.setattr(traffic, "MAX_FILE_VALUES", 3)
+    assert len(parse_lengths(f"@{path}", "x").values) == 3
+    path.write_text("1 2 3 4")
+    refused("^x: lengths file .* is too large \\(more than 3 values\\)$", parse_lengths, f"@{path}", "x")
+
+
+# --- traffic and its sample -----------------------------------------------------------------------
+
+
+def test_traffic_bounds():
+    assert Traffic(LENGTHS, LENGTHS, rate=1e7).rate == 1e7
+    assert Traffic(LENGTHS, LENGTHS, users=1).users == 1 and Traffic(LENGTHS, LENGTHS, users=10_000_000).closed_loop
+    assert Traffic(LENGTHS, LENGTHS, rate=1.0, think_s=1e6).think_s == 1e6
+    refused("^traffic: give a request rate .* not both$", Traffic, LENGTHS, LENGTHS, rate=1.0, users=1)
+    for rate in (0.0, -1.0, 1e7 + 0.5):
+        refused("^traffic: the request rate must be a positive number", Traffic, LENGTHS, LENGTHS, rate=rate)
+    for users in (0, 10_000_001):
+        refused("^traffic: users must be a positive whole number", Traffic, LENGTHS, LENGTHS, users=users)
+    for think in (-1.0, 1e6 + 0.5):
+        refused("^traffic: think time must be >= 0 seconds", Traffic, LENGTHS, LENGTHS, rate=1.0, think_s=think)
+
+
+def test_an_answer_has_at_least_one_token():
+    for n in (0, 1):
+        t = Traffic(LENGTHS, LengthDist("fixed", (float(n),)), rate=1.0)
+        assert sample_requests(t, 4, 0).answer_values.tolist() == [1.0]
+
+
+def test_length_classes_by_hand():
+    # 1..7: the tertile edges of numpy's linear quantile are 3 and 5; a value at an edge goes up
+    # (side="right"): {1, 2}, {3, 4}, {5, 6, 7}, each shown by its mean rounded up: 2, 4, 6
+    s = length_classes([1, 2, 3, 4, 5, 6, 7], [9] * 7)
+    assert s.prompt_values.tolist() == [2.0, 4.0, 6.0] and s.prompt_class.tolist() == [0, 0, 1, 1, 2, 2, 2]
+    assert s.answer_values.tolist() == [9.0] and s.answer_class.tolist() == [0] * 7
+    assert s.class_share.tolist() == pytest.approx([2 / 7, 2 / 7, 3 / 7])
+    assert s.unit_gaps.tolist() == [0.0] * 7  # no gaps given: none
+
+
+def test_three_distinct_lengths_are_three_classes_and_an_empty_bin_is_no_class():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy warning about the mean of an empty bin
+        # three values: a class each, however lopsided their counts
+        s = length_classes([1, 1, 1, 1, 2, 3], [4, 4, 4, 4, 4, 5])
+        assert s.prompt_values.tolist() == [1.0, 2.0, 3.0] and s.answer_values.tolist() == [4.0, 5.0]
+        # shares of (prompt, answer) flattened as prompt * 2 + answer: (1,4) x4, (2,4), (3,5)
+        assert s.class_share.tolist() == pytest.approx([4 / 6, 0, 1 / 6, 0, 0, 1 / 6])
+        # 1, 1, 1, 1, 1, 2, 3, 9: the tertile edges are 1 and 1.67, so the first bin (below 1) is empty
+        # and the rest fall in {1 x5} and {2, 3, 9} (mean 4.67, rounded up: 5)
+        # a share for every (prompt, answer) pair, the last one too when no request has it
+        assert length_classes([1, 2], [2, 1]).class_share.tolist() == [0.0, 0.5, 0.5, 0.0]
+        s = length_classes([1, 1, 1, 1, 1, 2, 3, 9], [1] * 8)
+        assert s.prompt_values.tolist() == [1.0, 5.0] and s.prompt_class.tolist() == [0] * 5 + [1] * 3
