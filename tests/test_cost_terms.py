@@ -4,6 +4,7 @@ function of the batch, the stack's limit on running requests."""
 
 import math
 
+import numpy as np
 import pytest
 
 from dlmcost import api
@@ -49,6 +50,26 @@ def test_expert_rows_by_hand():
     assert stack_time.expert_rows(1.0, 256, 8) == pytest.approx(1.0, rel=1e-12)
     # 8 tokens, E = 4, k = 2: d = 4 (1 - (1/2)^8) = 3.984375; rows = 16 / d
     assert stack_time.expert_rows(8.0, 4, 2) == pytest.approx(16 / 3.984375, rel=1e-12)
+
+
+def test_a_pass_without_tokens_gives_each_expert_one_row():
+    # T = 0 touches no expert (d = 0): T k / d is 0 / 0, so the rows are the curve's floor, one row,
+    # never NaN (a NaN there would make the pass's time NaN: 0 FLOPs / (peak x NaN)), whatever else
+    # the batch holds
+    rows = stack_time.expert_rows(np.array([0.0, 0.0, 0.0, 4096.0, 0.0]), 256, 8)
+    assert rows.tolist() == pytest.approx([1.0, 1.0, 1.0, 128.0, 1.0], rel=1e-12)
+    assert float(stack_time.expert_rows(0.0, 256, 8)) == 1.0
+
+
+def test_every_kind_has_the_shape_of_its_rows_and_the_gpus_rows_scale():
+    # one pass's rows on two GPUs (rows scales 1 and 2): a factor per GPU for every kind of op, as
+    # the GEMM curve gives, so callers can index the factors of all kinds the same way
+    stack = neutral(gemm_efficiency=CURVE, attention_efficiency=0.9)
+    scales = np.array([1.0, 2.0])
+    assert stack_time.compute_factor("linear", 128.0, stack, scales).tolist() == pytest.approx([0.6, 0.4])
+    assert stack_time.compute_factor("attention", 128.0, stack, scales).tolist() == [0.9, 0.9]
+    assert stack_time.compute_factor("other", 128.0, stack, scales).tolist() == [1.0, 1.0]
+    assert stack_time.compute_factor("attention", np.array([[64.0], [256.0]]), stack, scales).shape == (2, 2)
 
 
 def test_moe_experts_read_the_curve_at_the_rows_each_expert_receives():
