@@ -235,6 +235,24 @@ def test_ideal_time_of_one_pass_by_hand():
     assert r["time_bound_s"] <= r["time_s"] + 1e-15
 
 
+def test_link_time_by_hand():
+    """bytes / (link x eff_link) + collectives x latency, on the GPUs in a column: one byte is still
+    link time; no bytes is none; bytes on a part without a scale-up link (link 0) take forever,
+    quietly (no numpy warning on stderr)."""
+    import warnings
+    from dlmcost.engine.roofline import Rates, link_time
+    three = np.ones(3)
+    rates = Rates(peak={}, eff={}, bandwidth=three, eff_mem=three, overhead_s=0 * three, ridge=three,
+                  link_bandwidth=np.array([450e9, 450e9, 0.0]), eff_link=np.array([0.8, 0.8, 0.8]),
+                  collective_latency_s=np.array([5e-6, 5e-6, 5e-6]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t = link_time(np.array([1.0, 0.0, 1e6]), np.array([0.0, 2.0, 0.0]), rates)
+    assert t[0] == pytest.approx(1 / 360e9, rel=1e-12)
+    assert t[1] == pytest.approx(2 * 5e-6, rel=1e-12)
+    assert t[2] == np.inf
+
+
 def test_realistic_is_slower_than_ideal_and_says_so():
     a = api.analyze(LLADA, "h100", efficiency="realistic")
     b = api.analyze(LLADA, "h100", efficiency="ideal")
