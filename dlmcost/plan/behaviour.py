@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine.schemes import get_scheme
-from .simulate import ClassTable, RequestPasses, SimResult, draw_passes, simulate
+from .simulate import ClassTable, RequestPasses, SimResult, draw_passes, in_flight_cap, simulate
 from .steptime import Decoding, PassTable, passes_to_first_output
 
 DEFAULT_MAX_RUNNING = 256  # when neither the option nor the stack gives one (plan's batch limit)
@@ -44,8 +44,8 @@ class Policy:
     def in_flight_cap(self, max_running: int | None = None) -> int:
         """Requests a replica may hold at once under a running limit (this policy's by default):
         twice the limit where newcomers' first blocks run beside a full batch. Pass tables run to it."""
-        cap = self.max_running if max_running is None else max_running
-        return 2 * cap if self.first_block_outside_limit else cap
+        return in_flight_cap(self.max_running if max_running is None else max_running,
+                             self.first_block_outside_limit)
 
 
 def choose(given, from_stack, default) -> tuple:

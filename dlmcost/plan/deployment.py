@@ -29,7 +29,7 @@ from .results import Targets, joules_per_token, usd_per_hour, usd_per_mtok
 from . import behaviour
 from .behaviour import DEFAULT_MAX_RUNNING, DEFAULT_RELEASE  # noqa: F401  (serve's defaults, documented here)
 from .search import batch_grid
-from .simulate import RELEASES, ClassTable, SimResult
+from .simulate import RELEASES, ClassTable, SimResult, in_flight_cap
 from .steptime import Decoding, pass_table, table_passes
 from .traffic import LengthDist, RequestSample, length_classes, parse_lengths
 
@@ -388,7 +388,7 @@ def saturation_rate(prep: Prepared, *, requests: int = DEFAULT_REQUESTS, seed: i
     from dataclasses import replace
 
     one = replace(prep, setup=replace(prep.setup, replicas=1), gpus=prep.setup.tp)  # replicas are alike
-    users = 2 * prep.max_running + 1
+    users = 2 * in_flight_cap(prep.max_running, prep.first_block_outside_limit) + 1  # always full
     return prep.setup.replicas * evaluate(one, ClosedLoop(users), requests=max(requests, 4 * users),
                                           seed=seed).requests_per_s
 

@@ -29,7 +29,7 @@ from ..engine.schemes import autoregressive_scheme
 from .results import (ABSURD_RATIO, Deployment, Targets, check_targets, joules_per_token, mark_absurd, pareto_front,
                       rank_key, usd_per_hour, usd_per_mtok)
 from . import behaviour
-from .simulate import ClassTable, RequestPasses
+from .simulate import ClassTable, RequestPasses, in_flight_cap
 from .steptime import Decoding, pass_table, table_passes
 from .traffic import RequestSample, Traffic, sample_requests
 
@@ -103,7 +103,7 @@ class Candidate:
     @property
     def in_flight_cap(self) -> int:
         """Requests a replica holds at once (behaviour.Policy.in_flight_cap)."""
-        return 2 * self.max_batch if self.first_block_outside_limit else self.max_batch
+        return in_flight_cap(self.max_batch, self.first_block_outside_limit)
 
 
 @dataclass(frozen=True)

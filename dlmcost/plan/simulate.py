@@ -220,6 +220,12 @@ class SimResult:
 RELEASES = ("synchronous", "first-done")
 
 
+def in_flight_cap(batch_cap: int, first_block_outside_limit: bool = False) -> int:
+    """Requests a replica holds at once under a limit of batch_cap running: twice the limit where
+    newcomers' first blocks run beside a full batch (the module docstring). Pass tables run to it."""
+    return 2 * batch_cap if first_block_outside_limit else batch_cap
+
+
 def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
              arrivals_s: np.ndarray | None = None, users: int | None = None, think_s: float = 0.0,
              passes: RequestPasses | None = None, release: str = "first-done",
@@ -231,7 +237,7 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         return _simulate_rounds(table, request_class, batch_cap, passes or class_passes(table, request_class),
                                 arrivals_s, users, think_s, first_block_outside_limit)
     ahead = first_block_outside_limit
-    in_flight_cap = 2 * batch_cap if ahead else batch_cap
+    cap_in_flight = in_flight_cap(batch_cap, ahead)
     n = len(request_class)
     cls = request_class.tolist()
     share, pass_s = table.mem_share, table.pass_s
@@ -288,7 +294,7 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         # admit at this boundary, first come first served
         first_new = head
         opens_at = None  # ahead: the iteration at which the head of the queue may join
-        while head < tail and b < in_flight_cap:
+        while head < tail and b < cap_in_flight:
             c = cls[head]
             if share_used + share[c] > limit and b:
                 break
@@ -321,7 +327,7 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         m = inflight[0][0] - it  # iterations to the next completion
         if opens_at is not None:
             m = min(m, opens_at - it)
-        if head == tail and b < in_flight_cap and next_t < math.inf:  # an arrival could join before then
+        if head == tail and b < cap_in_flight and next_t < math.inf:  # an arrival could join before then
             m_a = 1 + math.ceil((next_t - now - tau0) / tau - 1e-9)  # the first boundary at or after it
             if m_a < m:
                 m = m_a if m_a > 1 else 1
