@@ -87,17 +87,26 @@ def _silence_stdout() -> None:
         pass
 
 
+_BUILT: dict[str | None, object] = {}  # command name (None: the whole tree) -> its click command
+
+
 def _command_tree(args: list[str]):
     """The click command to run. typer builds every command's parameters from its signature up
     front (about a millisecond each); when the first argument names a command, only that one is
-    built: same group, same callback, same help and errors for that command."""
+    built: same group, same callback, same help and errors for that command. Built once per
+    process: click makes a fresh context for every run, so a program (or a test) that calls
+    main() many times does not pay for the build each time."""
     name = args[0] if args else None
     chosen = [c for c in app.registered_commands if name and (c.name or typer.main.get_command_name(c.callback.__name__)) == name]
-    if not chosen:  # a plot subcommand, --help, --version, completion, a typo: the whole tree
-        return typer.main.get_command(app)
-    one = copy.copy(app)
-    one.registered_commands, one.registered_groups = chosen, []
-    return typer.main.get_command(one)
+    key = name if chosen else None
+    if key not in _BUILT:
+        if not chosen:  # a plot subcommand, --help, --version, completion, a typo: the whole tree
+            _BUILT[key] = typer.main.get_command(app)
+        else:
+            one = copy.copy(app)
+            one.registered_commands, one.registered_groups = chosen, []
+            _BUILT[key] = typer.main.get_command(one)
+    return _BUILT[key]
 
 
 def main(argv: list[str] | None = None) -> int:
