@@ -13,7 +13,7 @@ from . import tables
 from .output import Output, Styled
 from .page import plain
 from ..safe_text import shown
-from .labels import knee_label, uses
+from .labels import knee_label, si, uses
 from .tables import Column
 
 FORMATS = ("table", "json", "csv", "markdown", "html")
@@ -22,18 +22,6 @@ VERDICT_STYLE = {"memory-bound": "cyan", "compute-bound": "magenta"}
 
 
 # --- number formatting ---------------------------------------------------------------------------
-
-
-def si(x: float | None, digits: int = 3) -> str:
-    """1.23e12 -> '1.23T' (SI prefixes; the unit is in the column header)."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    if x == 0:
-        return "0"
-    for div, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= div:
-            return f"{x / div:.{digits}g}{prefix}"
-    return f"{x:.{digits}g}"
 
 
 def sig(x: float, digits: int) -> str:

@@ -13,6 +13,7 @@ import math
 import shutil
 
 from .charts import Chart, Panel
+from .labels import si
 
 MARKER_CHARS = {"o": "o", "s": "#", "^": "^", "D": "D", "v": "v", "P": "+", "X": "X", "*": "*", "<": "<",
                 ">": ">", "h": "h", "x": "x"}
@@ -26,13 +27,6 @@ MAX_WIDTH = 120
 
 def _printable(text: str) -> str:
     return "".join(c if c.isprintable() else "?" for c in text)
-
-
-def _fmt(v: float) -> str:
-    for div, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= div:
-            return f"{v / div:.3g}{prefix}"
-    return f"{v:.3g}"
 
 
 class _Axis:
@@ -99,7 +93,7 @@ def render_panel(panel: Panel, width: int, height: int, y_values: list[float] | 
             for x, y in zip(s.x, s.y):
                 put(x, y, MARKER_CHARS.get(s.marker, "o"))
 
-    yticks = {height - 1 - c: _fmt(t) for t in ay.ticks() if (c := ay.cell(t)) is not None}
+    yticks = {height - 1 - c: si(t) for t in ay.ticks() if (c := ay.cell(t)) is not None}
     lines = [_printable(panel.title)] if panel.title else []
     lines.append(_printable(panel.ylabel) + (" (log)" if ay.log else ""))
     for r, row in enumerate(grid):
@@ -107,7 +101,7 @@ def render_panel(panel: Panel, width: int, height: int, y_values: list[float] | 
     lines.append(" " * Y_LABEL_WIDTH + "+" + "-" * plot_w)
     axis = [" "] * (plot_w + 12)
     xticks = [(ax.cell(v), label) for v, label in panel.xticks] if panel.xticks else \
-        [(ax.cell(t), _fmt(t)) for t in ax.ticks()]
+        [(ax.cell(t), si(t)) for t in ax.ticks()]
     for c, label in xticks:
         if c is not None and all(ch == " " for ch in axis[max(0, c - 1):c + len(label) + 1]):
             axis[c:c + len(label)] = list(_printable(label))
