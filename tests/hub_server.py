@@ -220,6 +220,7 @@ def default_repos() -> dict[str, FakeRepo]:
         "acme/no-weights": FakeRepo({"config.json": cfg_bytes}),
         "acme/broken": FakeRepo({"config.json": cfg_bytes}, fail_status=500),
         "acme/slow": FakeRepo({"config.json": cfg_bytes}, delay_s=4.0),
+        "acme/slow-too": FakeRepo({"config.json": cfg_bytes}, delay_s=4.0),  # a second client's, counted apart
         "acme/bad-json": FakeRepo({"config.json": b'{"model_type": "llada", "d_model": 4096,,}\n'}),
         "acme/missing-fields": FakeRepo({"config.json": json.dumps(broken, indent=2).encode()}),
     }

@@ -72,18 +72,24 @@ def run_calls(env: dict[str, str], cases: dict[str, dict]) -> tuple[dict[str, di
     return run_call_groups([(env, cases)])[0]
 
 
-def run_call_groups(groups: list[tuple[dict[str, str], dict[str, dict]]]) -> list[tuple[dict[str, dict], str]]:
+def run_call_groups(groups: list[tuple[dict[str, str], dict[str, dict]]],
+                    beside: dict[str, dict] | None = None) -> list[tuple[dict[str, dict], str]]:
     """Each group of calls in a process of its own, all at once: forked from an interpreter that
     imported dlmcost but not huggingface_hub (tests/forkrun.py), so that each group's client reads
-    the group's environment as it is imported. [({name: result}, stderr)] in the groups' order."""
-    done = forkrun.run({str(i): forkrun.script(DRIVER, [json.dumps(list(cases.values()))], env=env, cwd=str(ROOT))
-                        for i, (env, cases) in enumerate(groups)}, groups[0][0], limit_s=60)
+    the group's environment as it is imported. [({name: result}, stderr)] in the groups' order.
+    `beside`: other forkrun jobs (CLI runs) to run at the same time, so that their waits for a
+    slow Hub overlap these; their answers are put into the dict in place."""
+    jobs = {f"group {i}": forkrun.script(DRIVER, [json.dumps(list(cases.values()))], env=env, cwd=str(ROOT))
+            for i, (env, cases) in enumerate(groups)}
+    done = forkrun.run({**jobs, **(beside or {})}, groups[0][0], limit_s=60)
     answers = []
     for i, (_, cases) in enumerate(groups):
-        assert done[str(i)] is not None, "still running after 60 s"
-        code, stdout, stderr = done[str(i)]
+        assert done[f"group {i}"] is not None, "still running after 60 s"
+        code, stdout, stderr = done[f"group {i}"]
         assert code == 0, stderr
         answers.append((dict(zip(cases, json.loads(stdout))), stderr))
+    if beside is not None:
+        beside.update({name: done[name] for name in beside})
     return answers
 
 
@@ -141,9 +147,21 @@ def hub():
 
 
 @pytest.fixture(scope="module")
-def online(hub, tmp_path_factory):
-    results, stderr = run_calls(hub_env(hub.url, tmp_path_factory.mktemp("hf_home")), CASES)
-    return {"stderr": stderr, **results}
+def runs(hub, tmp_path_factory):
+    """The module's processes against its Hub, all at once (their waits for the slow repos
+    overlap): the API calls of CASES in one process on a fresh cache, and each CLI case in one of
+    its own with its own HF_HOME. {"online": {"stderr", name: result}, "cli": {name: [exit code,
+    stdout, stderr] or None}}."""
+    home = tmp_path_factory.mktemp("cli_homes")
+    cli = {name: forkrun.case(args, env=hub_env(hub.url, home / f"home{i}", **extra), cwd=str(ROOT))
+           for i, (name, (extra, args)) in enumerate(CLI_CASES.items())}
+    ((results, stderr),) = run_call_groups([(hub_env(hub.url, tmp_path_factory.mktemp("hf_home")), CASES)], beside=cli)
+    return {"online": {"stderr": stderr, **results}, "cli": cli}
+
+
+@pytest.fixture(scope="module")
+def online(runs):
+    return runs["online"]
 
 
 def test_nothing_on_stderr(online):
@@ -318,22 +336,19 @@ CLI_CASES = {  # name: (environment beyond hub_env's, arguments)
     "from_hub": ({}, ["model", CLONE, "--format", "json"]),
     "acme/does-not-exist": ({}, ["model", "acme/does-not-exist"]),
     "acme/bad-json": ({}, ["model", "acme/bad-json"]),
-    "slow_by_env": ({"HF_HUB_ETAG_TIMEOUT": "1"}, ["model", "acme/slow"]),
+    "slow_by_env": ({"HF_HUB_ETAG_TIMEOUT": "1"}, ["model", "acme/slow-too"]),
     "verify": ({}, ["model", CLONE, "--verify", "--format", "json"]),
 }
 
 
 @pytest.fixture(scope="module")
-def cli_runs(hub, tmp_path_factory):
-    """The CLI cases, each a process of its own with its own HF_HOME, forked at once from one
-    interpreter that imported dlmcost but not huggingface_hub (tests/forkrun.py): each child's
-    client reads its environment as it is imported. {name: CompletedProcess}."""
-    home = tmp_path_factory.mktemp("cli_homes")
-    cases = {name: forkrun.case(args, env=hub_env(hub.url, home / f"home{i}", **extra), cwd=str(ROOT))
-             for i, (name, (extra, args)) in enumerate(CLI_CASES.items())}
-    done = forkrun.run(cases, hub_env(hub.url, home / "driver"), limit_s=60, cwd=str(ROOT))
-    return {name: subprocess.CompletedProcess(cases[name]["argv"], *res) if res else None
-            for name, res in done.items()}
+def cli_runs(runs):
+    """The CLI cases (run beside the API calls, `runs`), each a process of its own with its own
+    HF_HOME, forked from one interpreter that imported dlmcost but not huggingface_hub
+    (tests/forkrun.py): each child's client reads its environment as it is imported.
+    {name: CompletedProcess, or None if it still ran after 60 s}."""
+    return {name: subprocess.CompletedProcess(CLI_CASES[name][1], *res) if res else None
+            for name, res in runs["cli"].items()}
 
 
 @requires_cli

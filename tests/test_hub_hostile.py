@@ -76,7 +76,9 @@ def hub():
 
 
 @pytest.fixture(scope="module")
-def results(hub, tmp_path_factory):
+def runs(hub, tmp_path_factory):
+    """Every process of the module against its Hub, at once, so that the budgets they wait out
+    overlap: the API calls (`results`) and the CLI runs (`cli_runs`)."""
     root = tmp_path_factory.mktemp("hostile")
     home = root / "a" / "b" / "c" / "d" / "hf_home"
     env = hub_env(hub.url, home, DLMCOST_HUB_TIMEOUT=str(BUDGET_S))
@@ -84,10 +86,17 @@ def results(hub, tmp_path_factory):
     # (distinct repos, so they share no cache entry)
     groups = [(env, {name: CASES[name]}) for name in SPENDS_THE_BUDGET]
     groups.append((env, {name: c for name, c in CASES.items() if name not in SPENDS_THE_BUDGET}))
-    done = run_call_groups(groups)
+    cli = cli_cases(hub, tmp_path_factory.mktemp("cli_homes"))
+    done = run_call_groups(groups, beside=cli)
     found = {name: res for results, _ in done for name, res in results.items()}
     stderr = "".join(err for _, err in done)
-    return {"root": root, "home": home, "stderr": stderr, "requests": hub.requests, **found}
+    return {"results": {"root": root, "home": home, "stderr": stderr, "requests": hub.requests, **found},
+            "cli": cli}
+
+
+@pytest.fixture(scope="module")
+def results(runs):
+    return runs["results"]
 
 
 def test_nothing_written_outside_hf_home(results):
@@ -162,26 +171,29 @@ def test_bad_tensor_shapes_are_refused(results, name, shape):
 # --- the CLI: one line on stderr, options and environment ---------------------------------------
 
 
-@pytest.fixture(scope="module")
-def cli_runs(hub, tmp_path_factory):
+def cli_cases(hub, home) -> dict[str, dict]:
     """The CLI runs against the hostile Hub, each a process of its own with its own HF_HOME (no
-    shared lock), forked at once from one interpreter that imported dlmcost but not
-    huggingface_hub (tests/forkrun.py). {name: [exit code, stdout, stderr] or None}."""
-    home = tmp_path_factory.mktemp("cli_homes")
+    shared lock), forked from one interpreter that imported dlmcost but not huggingface_hub
+    (tests/forkrun.py)."""
     chatter = dict(DLMCOST_HUB_TIMEOUT="2", HF_HUB_DOWNLOAD_TIMEOUT="1")
-    cases = {
+    return {
         "quiet": forkrun.case(["model", "evil/slow-drip"], env=hub_env(hub.url, home / "home0", **chatter)),
         "verbose": forkrun.case(["model", "evil/slow-drip", "--verbose"], env=hub_env(hub.url, home / "home1", **chatter)),
         "token-device": forkrun.case(["model", "evil/etag"],
                                      env=hub_env(hub.url, home / "home2", HF_TOKEN_PATH="/dev/zero")),
     }
-    return forkrun.run(cases, hub_env(hub.url, home / "driver"), limit_s=30)
+
+
+@pytest.fixture(scope="module")
+def cli_runs(runs):
+    """{name: [exit code, stdout, stderr] or None if it still ran after 60 s}."""
+    return runs["cli"]
 
 
 def test_cli_client_chatter_only_with_verbose(cli_runs):
     """The client retries a read that times out, saying so on stderr each time: dlmcost prints its
     one line instead, unless --verbose. (Both runs at once, to keep the suite fast.)"""
-    assert cli_runs["quiet"] is not None and cli_runs["verbose"] is not None, "still running after 30 s"
+    assert cli_runs["quiet"] is not None and cli_runs["verbose"] is not None, "still running after 60 s"
     (code, out, err), (verbose_code, _, verbose_err) = cli_runs["quiet"], cli_runs["verbose"]
     assert [code, verbose_code] == [15, 15]
     assert out == "" and err.count("\n") == 1 and err.startswith("error: ") and "time budget" in err, err
@@ -209,7 +221,7 @@ def test_cli_bad_budget_is_a_usage_error(monkeypatch, capsys, args, env, needle)
 
 
 def test_cli_token_file_that_is_a_device(cli_runs):
-    assert cli_runs["token-device"] is not None, "still running after 30 s"
+    assert cli_runs["token-device"] is not None, "still running after 60 s"
     code, _, err = cli_runs["token-device"]
     assert code == 10, err
     assert "HF_TOKEN_PATH" in err and "character device" in err
