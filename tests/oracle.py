@@ -276,6 +276,7 @@ class Op:
     link_bytes: float = 0.0
     collectives: float = 0.0
     rows_per_expert: float | None = None  # routed experts: the rows each touched expert receives
+    depths: tuple = ()  # a GEMM op's matrices on this GPU: (weights, inner dimension K) each
 
     @property
     def bytes(self) -> float:
@@ -324,10 +325,14 @@ def pass_ops(m, p: Pass, st: Setup) -> list[Op]:
         keys = q * (c + q)
     ops: list[Op] = []
 
-    def gemm(name, weights_per_layer, d_in, d_out, layers, tokens=T):
+    def gemm(name, weights_per_layer, d_in, d_out, layers, tokens=T, depths=None):
         return Op(name, "linear", flops=layers * 2 * tokens * weights_per_layer,
                   weights=layers * weights_per_layer * st.w,
-                  activations=layers * tokens * (d_in + d_out) * a, kernels=layers)
+                  activations=layers * tokens * (d_in + d_out) * a, kernels=layers,
+                  depths=depths or ((weights_per_layer, d_in),))
+
+    def ffn_depths(width):  # gate and up read d, down reads the width on this GPU
+        return (((nmat - 1) * d * width, d), (d * width, width))
 
     # Q/K/V projections
     if mla:
@@ -337,19 +342,24 @@ def pass_ops(m, p: Pass, st: Setup) -> list[Op]:
         latent = mla.kv_lora_rank + mla.qk_rope_head_dim  # cached per token per layer
         kv_down = d * latent + mla.kv_lora_rank  # + the latent's norm
         w = q_down + kv_down + q_in * q_width / N  # down-projections replicated, Q up split by heads
-        ops.append(gemm("qkv_proj", w, d, q_width / N + latent, L))
+        ops.append(gemm("qkv_proj", w, d, q_width / N + latent, L,
+                        depths=((q_down + kv_down, d), (q_in * q_width / N, q_in))))
         # W_kvb: latent -> per-head K_nope and V
         w_kvb = mla.kv_lora_rank * m.n_heads * (mla.qk_nope_head_dim + mla.v_head_dim) / N
         nope_v = mla.qk_nope_head_dim + mla.v_head_dim
+        # W_UK (latent x qk_nope per head) and W_UV (latent x v): applied to the latent they read
+        # kv_lora; absorbed, W_UK multiplies the queries' qk_nope part instead
+        uk, uv = mla.kv_lora_rank * H * mla.qk_nope_head_dim, mla.kv_lora_rank * H * mla.v_head_dim
         if st.mla_absorbed:  # folded into the queries and the output: the new tokens only
             act = T * H * (mla.qk_nope_head_dim + 2 * mla.kv_lora_rank + mla.v_head_dim)
             ops.append(Op("mla_kv_up", "linear", flops=L * 2 * T * w_kvb, weights=L * w_kvb * st.w,
-                          activations=L * act * a, kernels=L))
+                          activations=L * act * a, kernels=L,
+                          depths=((uk, mla.qk_nope_head_dim), (uv, mla.kv_lora_rank))))
         else:  # every key (cached and new) up-projected; the expanded K/V go through memory
             n_keys = B * (c + q)
             act = n_keys * (mla.kv_lora_rank + H * nope_v)
             ops.append(Op("mla_kv_up", "linear", flops=L * 2 * n_keys * w_kvb, weights=L * w_kvb * st.w,
-                          activations=L * act * a, kernels=L))
+                          activations=L * act * a, kernels=L, depths=((uk + uv, mla.kv_lora_rank),)))
         if st.mla_absorbed:  # MQA over the latent
             qk, av = mla.kv_lora_rank + mla.qk_rope_head_dim, mla.kv_lora_rank
             keys_act = T * latent
@@ -377,12 +387,13 @@ def pass_ops(m, p: Pass, st: Setup) -> list[Op]:
     if L_dense:
         w = nmat * d * m.ffn_dim / N
         ops.append(Op("mlp", "linear", flops=L_dense * 2 * T * w, weights=L_dense * w * st.w,
-                      activations=L_dense * 2 * T * (d + nmat * m.ffn_dim / N) * a, kernels=L_dense))
+                      activations=L_dense * 2 * T * (d + nmat * m.ffn_dim / N) * a, kernels=L_dense,
+                      depths=ffn_depths(m.ffn_dim / N)))
     if moe:
         E, k, fe = moe.n_experts, moe.experts_per_token, moe.expert_ffn_dim
         router_w = d * E + (E if moe.router_bias else 0)
         ops.append(Op("router", "linear", flops=L_moe * 2 * T * d * E, weights=L_moe * router_w * st.w,
-                      activations=L_moe * T * (d + E) * a, kernels=L_moe))
+                      activations=L_moe * T * (d + E) * a, kernels=L_moe, depths=((router_w, d),)))
         # uniform routing: an expert is missed by a token with probability 1 - k/E
         distinct = E * (1 - (1 - k / E) ** T)
         expert_w = nmat * d * fe
@@ -400,11 +411,12 @@ def pass_ops(m, p: Pass, st: Setup) -> list[Op]:
         ops.append(Op("experts", "linear", flops=L_moe * 2 * copies * expert_w * share,
                       weights=L_moe * read * expert_w * share * st.w,
                       activations=L_moe * 2 * copies * (d + nmat * fe * share) * a, kernels=L_moe,
-                      rows_per_expert=T * k / distinct))
+                      rows_per_expert=T * k / distinct, depths=ffn_depths(fe * share)))
         if moe.shared_ffn_dim:
             w = nmat * d * moe.shared_ffn_dim / N
             ops.append(Op("shared_experts", "linear", flops=L_moe * 2 * T * w, weights=L_moe * w * st.w,
-                          activations=L_moe * 2 * T * (d + nmat * moe.shared_ffn_dim / N) * a, kernels=L_moe))
+                          activations=L_moe * 2 * T * (d + nmat * moe.shared_ffn_dim / N) * a, kernels=L_moe,
+                          depths=ffn_depths(moe.shared_ffn_dim / N)))
         # dispatch and combine of the busiest GPU's copies, (ep-1)/ep of them to or from other GPUs
         a2a = L_moe * 2 * copies * (ep - 1) / ep * d * a
         ops.append(Op("ep_all_to_all", "comm", link_bytes=a2a, collectives=L_moe * 2 if ep > 1 else 0))
@@ -429,7 +441,7 @@ def pass_ops(m, p: Pass, st: Setup) -> list[Op]:
     n_log = B * p.logits
     runs = 1 if p.logits > 0 else 0
     ops.append(Op("lm_head", "lm_head", flops=2 * n_log * d * V, weights=runs * V * d * HEAD_BYTES,
-                  activations=n_log * (d + V) * a, kernels=runs))
+                  activations=n_log * (d + V) * a, kernels=runs, depths=((V * d, d),)))
 
     if N > 1:
         # all-reduce after attention and after every FFN (MoE layers under EP combine by
@@ -465,7 +477,8 @@ def pass_bound(ops: list[Op], g: dict) -> float:
 #
 # A stack is a plain dict here: us_per_layer, overlaps_gpu, fixed_us (host), us_per_sequence
 # (host, optional), gemm (a list of (rows, efficiency) points), attention, elementwise (bytes
-# factor), sampler_bytes (per logit), expert_rows ("routed" unless "pass").
+# factor), sampler_bytes (per logit), expert_rows ("routed" unless "pass"), depth (optional:
+# (overhead, reference K) of the GEMM depth term).
 
 
 def stack_gemm_factor(stack: dict, rows: float) -> float:
@@ -480,6 +493,19 @@ def stack_gemm_factor(stack: dict, rows: float) -> float:
     return points[-1][1]
 
 
+def depth_multiplier(op: Op, g: dict, stack: dict) -> float:
+    """A GEMM op under a stack with a depth term (stack["depth"] = (overhead, reference K)): a
+    matrix of inner dimension K takes its FLOPs' time x (1 + K0/K) / (1 + K0/K_ref), K0 the
+    overhead x the achievable GEMM FLOP/s over the achievable bytes/s; the op's FLOPs split over
+    its matrices by weight. 1 without the term."""
+    if "depth" not in stack or not op.depths:
+        return 1.0
+    overhead, reference = stack["depth"]
+    k0 = overhead * g["peak"][op.kind] * g["eff"][op.kind] / (g["bandwidth"] * g["eff_mem"])
+    slowdown = sum(w * (1 + k0 / k) / (1 + k0 / reference) for w, k in op.depths) / sum(w for w, _ in op.depths)
+    return 1.0 / slowdown
+
+
 def stacked_op_time(op: Op, g: dict, stack: dict, rows: float) -> float:
     """max(FLOPs / (peak * eff * f_stack), bytes' / (bandwidth * eff_mem)) + kernels * overhead."""
     if op.kind == "comm":
@@ -488,7 +514,7 @@ def stacked_op_time(op: Op, g: dict, stack: dict, rows: float) -> float:
         rows = op.rows_per_expert  # a grouped GEMM: each expert's own rows
     rows /= g["rows_scale"]
     factor = {"linear": stack_gemm_factor(stack, rows), "lm_head": stack_gemm_factor(stack, rows),
-              "attention": stack["attention"], "other": 1.0}[op.kind]
+              "attention": stack["attention"], "other": 1.0}[op.kind] * depth_multiplier(op, g, stack)
     nbytes = op.bytes * (stack["elementwise"] if op.kind == "other" else 1.0)
     compute = op.flops / (g["peak"][op.kind] * g["eff"][op.kind] * factor)
     memory = nbytes / (g["bandwidth"] * g["eff_mem"])

@@ -116,6 +116,109 @@ def test_a_flat_curve_is_the_same_on_every_gpu():
     assert stack_time.gemm_factor(512, flat, 2.36) == pytest.approx(0.7)
 
 
+# --- the GEMM depth term ----------------------------------------------------------------------
+# LLaDA2.0-mini: d_model 2048, 16 heads x 128, one dense layer of FFN width 5120, experts 512 wide
+# (one shared expert, 512 wide), gated (three matrices per FFN), vocabulary 157,184.
+DEPTH = dict(rows=[1], efficiency=[1.0], reference_depth=4096, depth_overhead=0.5)
+
+
+def deep():
+    return neutral(gemm_efficiency=DEPTH, sources={"depth_overhead": "test"})
+
+
+def test_gemm_depths_of_each_op_by_hand():
+    from dlmcost.engine.cost import gemm_depths
+    from dlmcost.inputs.models import load_bundled
+
+    got = gemm_depths(load_bundled("inclusionAI/LLaDA2.0-mini"), tp=4.0, ep=2.0)
+    depths = {name: [float(k) for _, k in matrices] for name, matrices in got.items()}
+    assert depths == {
+        "qkv_proj": [2048], "o_proj": [16 * 128 / 4],  # the GPU's 4 heads
+        "mlp": [2048, 5120 / 4],  # gate and up read d_model; down its quarter of the width
+        "router": [2048],
+        "experts": [2048, 512 * 2 / 4],  # each expert a tp/ep = 2-way slice: 256 of its 512 columns
+        "shared_experts": [2048, 512 / 4],
+        "lm_head": [2048],
+    }
+    weights = {name: [float(w) for w, _ in matrices] for name, matrices in got.items()}
+    assert weights["mlp"] == [2 * 2048 * 1280, 2048 * 1280]  # gate + up, down: the FLOPs split 2 : 1
+    assert weights["experts"] == [2 * 2048 * 256, 2048 * 256]
+
+
+def test_gemm_depths_of_mla_and_self_conditioning_by_hand():
+    from dlmcost.engine.cost import gemm_depths
+    from dlmcost.inputs.models import load_bundled
+
+    # DeepSeek-V3 at TP 8: the down-projections read d_model 7168, Q's up-projection the 1536-wide
+    # q latent; W_kvb reads the 512-wide latent, except W_UK when absorbed (the queries' 128
+    # qk_nope columns); the 16 heads on a GPU give o_proj 16 x 128
+    v3 = load_bundled("deepseek-ai/DeepSeek-V3")
+    for absorbed, uk in ((True, 128), (False, 512)):
+        got = gemm_depths(v3, tp=8.0, ep=1.0, mla_absorbed=absorbed)
+        assert [float(k) for _, k in got["qkv_proj"]] == [7168, 1536]
+        assert [float(k) for _, k in got["mla_kv_up"]] == [uk, 512]
+        assert [float(k) for _, k in got["o_proj"]] == [16 * 128]
+    # DiffusionGemma's self-conditioning: probabilities over the GPU's half of the 262,144-word
+    # vocabulary times the embedding table
+    gemma = gemm_depths(load_bundled("google/diffusiongemma-26B-A4B-it"), tp=2.0, ep=1.0)
+    assert [float(k) for _, k in gemma["self_condition"]] == [262144 / 2]
+    assert [float(k) for _, k in gemma["lm_head"]] == [2816]
+
+
+def test_depth_factor_by_hand():
+    # H20: K0 = 0.5 x (148 TF/s x 0.80) / (4.0 TB/s x 0.80) = 18.5 FLOP/B. An expert's gate and up
+    # (K = 2048, 2/3 of its FLOPs) and down (K = 512, 1/3) against the reference K = 4096: each
+    # matrix's time x (1 + K0/K) / (1 + K0/4096)
+    k0 = 0.5 * 148e12 * 0.80 / (4.0e12 * 0.80)
+    assert stack_time.depth_k0(deep(), 148e12 * 0.80, 4.0e12 * 0.80) == pytest.approx(18.5)
+    ref = 1 + k0 / 4096
+    slowdown = (2 / 3) * (1 + k0 / 2048) / ref + (1 / 3) * (1 + k0 / 512) / ref
+    matrices = [(2 * 2048 * 512, 2048), (2048 * 512, 512)]
+    assert stack_time.depth_factor(matrices, deep(), k0) == pytest.approx(1 / slowdown, rel=1e-12)
+    assert stack_time.depth_factor([(1.0, 4096)], deep(), k0) == pytest.approx(1.0)  # the reference
+    assert stack_time.depth_factor([(1.0, 16384)], deep(), k0) > 1  # deeper: faster
+    assert stack_time.depth_factor(matrices, neutral(), k0) == 1.0  # no depth term
+
+
+def test_the_depth_table_of_the_docs_by_hand():
+    """docs/stacks.md's H100 SXM bf16 row under the bundled stacks: K0 = 0.41 x 989.5 x 0.80 /
+    (3.35 x 0.80) = 121.1 FLOP/B, and q(K) / q(4096) at five depths."""
+    k0 = 0.41 * 989.5e12 * 0.80 / (3.35e12 * 0.80)
+    sglang = load_stack("sglang")
+    assert stack_time.depth_k0(sglang, 989.5e12 * 0.80, 3.35e12 * 0.80) == pytest.approx(k0, rel=1e-12)
+    table = {512: 0.833, 1024: 0.921, 2048: 0.972, 4096: 1.0, 12288: 1.020}
+    for depth, shown in table.items():
+        assert round(float(stack_time.depth_factor([(1.0, depth)], sglang, k0)), 3) == shown
+
+
+def test_an_ops_compute_time_follows_the_depth_of_its_matrices():
+    """The experts of the batch-128 mdm pass, compute-bound on an H20: FLOPs / (peak x 0.80 x the
+    depth factor by hand) + 19 kernels x 3 us x 4 passes; the LM head (K = d_model = 2048 alone)
+    by its own factor."""
+    with_depth = mini(deep())
+    k0 = 18.5
+    ref = 1 + k0 / 4096
+    experts = op(with_depth, "experts")
+    slowdown = ((2 / 3) * (1 + k0 / 2048) + (1 / 3) * (1 + k0 / 512)) / ref
+    compute = experts["flops"] / (H20_PEAK * H20_GEMM_EFF)
+    assert experts["time_s"] == pytest.approx(compute * slowdown + 19 * H20_OVERHEAD_S * 4, rel=1e-9)
+    shallow = op(mini(neutral()), "experts")
+    assert experts["time_s"] > shallow["time_s"]
+    # o_proj reads 16 x 128 = 2048 as well: same factor as qkv_proj's K = 2048
+    for name in ("qkv_proj", "o_proj"):
+        a, b = op(with_depth, name), op(mini(neutral()), name)  # 20 layers' kernels x 3 us x 4 passes
+        assert (a["time_s"] - 20 * H20_OVERHEAD_S * 4) / (b["time_s"] - 20 * H20_OVERHEAD_S * 4) == \
+            pytest.approx((1 + k0 / 2048) / ref, rel=1e-9)
+
+
+def test_a_depth_term_needs_its_reference_and_a_source():
+    with pytest.raises(StackFileError, match="reference_depth"):
+        neutral(gemm_efficiency=dict(rows=[1], efficiency=[1.0], depth_overhead=0.4), sources={"depth_overhead": "t"})
+    with pytest.raises(StackFileError, match="depth_overhead"):
+        neutral(gemm_efficiency=DEPTH)
+    assert neutral(gemm_efficiency=dict(rows=[1], efficiency=[1.0], reference_depth=4096)).gemm_efficiency.depth_overhead == 0
+
+
 def api_hardware_text(name):
     from dlmcost.inputs.hardware import bundled_hardware_dir
     return (bundled_hardware_dir() / name).read_text(encoding="utf-8")

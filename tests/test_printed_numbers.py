@@ -455,7 +455,7 @@ def test_ridge_is_the_precisions_gemm_peak_over_bandwidth(precision, peak):
 
 def test_achievable_ridge_worked_example():
     """docs/methodology.md (F6a): H100 bf16 under sglang at M = 32 rows (a 32-token block at
-    batch 1; 32 / 2.36 rows on the curve, below its first point): 989.5e12 · 0.80 · 0.45 /
+    batch 1; 32 / 2.38 rows on the curve, below its first point): 989.5e12 · 0.80 · 0.45 /
     (3.35e12 · 0.80) = 133 FLOP/byte, against the bare ridge of 295."""
     r = analyze(scheme="dual-cache", prompt=256, gen=128, block=32, steps=128)
     step = r["passes"][1]

@@ -524,6 +524,57 @@ def ep_all_to_all(m: ModelSpec, p: PassInput) -> OpCost:
     return _op("ep_all_to_all", "comm", 0.0, 0.0, 0.0, 0.0, link_bytes=link, collectives=m.n_moe_layers * 2 * (ep > 1))
 
 
+# --- GEMM depths -------------------------------------------------------------------------------
+#
+# A GEMM's efficiency depends on its depth K (the inner dimension, summed over per output) as well
+# as its rows: each output tile's write-back is not hidden by a loop over K that is short
+# (stack_time.depth_factor). The GEMMs of an op, per GPU, as (weights, K) pairs: an op's time at
+# the depth of each of its matrices is its FLOPs split in proportion to their weights.
+
+
+def _ffn_depths(m: ModelSpec, width) -> list[tuple]:
+    """A (gated) FFN of `width` columns on this GPU: gate and up read d_model, down reads width."""
+    return [((m.mlp_matrices - 1) * m.d_model * width, m.d_model), (m.d_model * width, width)]
+
+
+def gemm_depths(m: ModelSpec, tp, ep, mla_absorbed=True) -> dict[str, list[tuple]]:
+    """Each GEMM op's matrices on one GPU as (weights, depth K), arrays over configurations.
+
+    qkv_proj reads d_model (MLA: its down-projections d_model, the Q up-projection q_lora_rank);
+    o_proj reads the GPU's heads x head width; an FFN's gate and up read d_model and its down
+    projection the GPU's share of the width (experts: each expert's tp/ep slice); the router and
+    the LM head read d_model; MLA's W_kvb reads the latent (absorbed: W_UK multiplies the queries'
+    qk_nope part instead); self-conditioning's probabilities x embedding reads the vocabulary share."""
+    tp, ep = np.asarray(tp, float), np.asarray(ep, float)
+    d, H = m.d_model, heads_per_gpu(m, tp)
+    out = {"qkv_proj": [], "o_proj": []}
+    for n, kind in m.attention_groups:
+        if kind.attention == "mla":
+            out["qkv_proj"] += [(n * (m.mla_q_down_weights + m.mla_kv_down_weights), d),
+                                (n * m.mla_q_up_weights / tp, m.mla.q_lora_rank or d)]
+        else:
+            kvh = kv_heads_per_gpu(kind.n_kv_heads, tp)
+            out["qkv_proj"].append((n * (m.q_weights(kind) / tp + m.kv_weights(kind) * kvh / kind.n_kv_heads), d))
+        v = m.mla.v_head_dim if kind.attention == "mla" else kind.head_dim
+        out["o_proj"].append((n * m.attn_out_weights(kind) / tp, H * v))
+    if m.mla:
+        mla = m.mla
+        uk, uv = (mla.kv_lora_rank * H * dim for dim in (mla.qk_nope_head_dim, mla.v_head_dim))
+        out["mla_kv_up"] = [(uk, np.where(mla_absorbed, mla.qk_nope_head_dim, mla.kv_lora_rank)), (uv, mla.kv_lora_rank)]
+    if m.n_dense_layers:
+        out["mlp"] = _ffn_depths(m, m.ffn_dim / tp)
+    if m.moe:
+        out["router"] = [(m.router_weights, d)]
+        out["experts"] = _ffn_depths(m, m.moe.expert_ffn_dim * ep / tp)
+        if m.moe.shared_ffn_dim:
+            out["shared_experts"] = _ffn_depths(m, m.moe.shared_ffn_dim / tp)
+    V = m.vocab_size / tp
+    out["lm_head"] = [(V * d, d)]
+    if m.self_conditioning:
+        out["self_condition"] = [(V * d, V)]
+    return out
+
+
 def pass_ops(m: ModelSpec, p: PassInput, only=None) -> list[OpCost]:
     """All ops of one forward pass, in execution order (`only`: just the ops of these names)."""
     return [f(m, p) for f in op_functions(m) if only is None or f.__name__ in only]

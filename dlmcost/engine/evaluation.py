@@ -34,12 +34,13 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from .columns import take
-from .cost import (CACHE_OPS, KINDS, OP_KINDS, OP_NAMES, PassInput, expected_experts, expected_experts_sum, op_functions,
-                   pass_ops, window_affine)
+from .cost import (CACHE_OPS, KINDS, OP_KINDS, OP_NAMES, PassInput, expected_experts, expected_experts_sum, gemm_depths,
+                   op_functions, pass_ops, window_affine)
 from ..inputs.models.spec import ModelSpec
 from .roofline import Rates, compute_time, link_time, memory_time
 from .schemes import REGISTRY, Knobs, PassFamily, peak_shape, prompt_passes
-from .stack_time import compute_factor, host_time, host_wait, op_rows, sampler_time, step_overhead, traffic_factor
+from .stack_time import (compute_factor, depth_factor, depth_k0, host_time, host_wait, op_rows, sampler_time,
+                         step_overhead, traffic_factor)
 from ..inputs.stacks import Stack
 from .sums import sum_max_ends
 
@@ -93,6 +94,21 @@ class Grid:
 
     def __len__(self) -> int:
         return len(self.batch)
+
+    def depth_factors(self, m: ModelSpec) -> dict[str, np.ndarray]:
+        """Each GEMM op's multiplier for the depth of its matrices under the stack
+        (stack_time.depth_factor), per configuration; none without a stack or a depth term.
+        The same for every pass of a model on this grid, so worked out once and kept with it."""
+        cache = self.__dict__.setdefault("_depth_factors", {})  # a cache, not a field of the frozen grid
+        if id(m) not in cache:
+            factors = {}
+            if self.stack is not None and self.stack.gemm_efficiency.depth_overhead:
+                r = self.rates
+                for name, matrices in gemm_depths(m, self.tp, self.ep, self.mla_absorbed).items():
+                    k0 = depth_k0(self.stack, r.achievable_flops[OP_KINDS[name]], r.achievable_bandwidth)
+                    factors[name] = depth_factor(matrices, self.stack, k0)
+            cache[id(m)] = (m, factors)  # the model kept with its id, so that the id is not reused
+        return cache[id(m)][1]
 
     def pass_input(self, shape: dict[str, np.ndarray]) -> PassInput:
         return PassInput(B=self.batch, wbytes=self.wbytes, kvbytes=self.kvbytes, all_experts=self.all_experts,
@@ -244,6 +260,7 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
     if st is not None:
         tokens = grid.batch * (shape["q"] if factor_q is None else factor_q)
         factors = {} if factors is None else factors  # per FACTOR_KEYS: the GEMMs of a kind share their rows
+        depth = grid.depth_factors(m)  # per op: the same in every pass, so applied here even without `factors`
     for k, op in enumerate(ops):
         i = at[k] if like is None else k
         written[i] = True
@@ -265,6 +282,8 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
                 if key not in factors:
                     factors[key] = compute_factor(op.kind, op_rows(op.name, tokens, m, st), st, r.gemm_rows_scale)
                 compute[i] /= factors[key]
+                if op.name in depth:
+                    compute[i] /= depth[op.name]
                 traffic *= traffic_factor(op.kind, st)
             np.multiply(op.kernels, r.overhead_s, out=overhead[i])
         else:  # collectives: no arithmetic, no HBM traffic; the link is their roofline

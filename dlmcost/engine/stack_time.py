@@ -9,6 +9,8 @@ a pass", states the whole rule:
               "routed") the rows each expert receives, B q k / d (d: experts touched)
         g   = the GPU's rows scale on the stack's GEMM curve (hardware file, gemm_rows_scale):
               the curve is read at M_i / g
+        compute_factor of a GEMM op also holds depth_factor: its matrices' depths K against
+              the depth the curve was measured at
     + sampler_time on the LM head (the sampler streams its logits)
     pass time = GPU time + host_wait(GPU, host) + step_overhead(batch)
         host_wait = max(host - GPU, 0) if launches overlap the GPU, else all the host time
@@ -44,6 +46,35 @@ def compute_factor(kind: str, rows, stack: Stack, rows_scale=1.0) -> np.ndarray:
     if kind == "attention":
         return np.full(shape, stack.attention_efficiency)
     return np.ones(shape)
+
+
+def depth_efficiency(depth, k0) -> np.ndarray:
+    """q(K) = K / (K + K0): the share of a GEMM's time its loop over the depth K takes when each
+    output tile's write-back, K0 FLOPs' worth per output element, is not hidden behind it."""
+    depth = np.asarray(depth, float)
+    return depth / (depth + k0)
+
+
+def depth_k0(stack: Stack, achievable_flops, achievable_bandwidth) -> np.ndarray:
+    """K0 = depth_overhead x the GPU's achievable GEMM rate / its achievable bandwidth (FLOP per
+    byte): writing an output element back costs its bytes at the bandwidth, a step of the loop
+    over K its FLOPs at the GEMM rate, so the exposed share scales with the GPU's ridge."""
+    return stack.gemm_efficiency.depth_overhead * np.asarray(achievable_flops, float) / achievable_bandwidth
+
+
+def depth_factor(matrices, stack: Stack, k0) -> np.ndarray | float:
+    """Multiplier on the stack's GEMM curve for an op whose matrices (weights w, depth K) are not
+    as deep as the GEMMs the curve was measured on (reference_depth): each runs at
+    q(K) / q(K_ref) of the curve, and the op's FLOPs split between them as their weights, so
+        factor = sum w / sum(w q(K_ref) / q(K))
+    1 where the stack states no depth term."""
+    curve = stack.gemm_efficiency
+    if not curve.depth_overhead:
+        return 1.0
+    reference = depth_efficiency(curve.reference_depth, k0)
+    weights = sum(np.asarray(w, float) for w, _ in matrices)
+    time = sum(np.asarray(w, float) * reference / depth_efficiency(depth, k0) for w, depth in matrices)
+    return weights / time
 
 
 def expert_rows(tokens, n_experts: int, k: int) -> np.ndarray:

@@ -48,12 +48,18 @@ class HostCost(BaseModel):
 
 class GemmCurve(BaseModel):
     """GEMM efficiency against the GEMM's row count M = batch x q, interpolated linearly in log M
-    and held flat beyond the end points. A fraction of the hardware file's GEMM efficiency."""
+    and held flat beyond the end points. A fraction of the hardware file's GEMM efficiency.
+
+    A GEMM of another depth K (inner dimension) than the curve's runs at q(K) / q(reference_depth)
+    of it, q(K) = K / (K + K0), K0 = depth_overhead x the GPU's achievable ridge (stack_time.py,
+    depth_factor); depth_overhead 0: no depth term."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     rows: list[float] = Field(min_length=1, max_length=MAX_CURVE_POINTS)
     efficiency: list[float] = Field(min_length=1, max_length=MAX_CURVE_POINTS)
+    reference_depth: float | None = Field(default=None, ge=1, le=1e9)  # K of the GEMMs the curve was measured on
+    depth_overhead: float = Field(default=0.0, ge=0, le=100)  # write-back exposed per output, in ridges
 
     @field_validator("rows")
     @classmethod
@@ -75,6 +81,8 @@ class GemmCurve(BaseModel):
     def _same_length(self) -> "GemmCurve":
         if len(self.rows) != len(self.efficiency):
             raise ValueError("rows and efficiency must have the same length")
+        if self.depth_overhead and self.reference_depth is None:
+            raise ValueError("depth_overhead needs the reference_depth the curve was measured at")
         return self
 
 
@@ -121,11 +129,14 @@ SOURCED_FIELDS = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "e
                   "sampler_logits_bytes")
 # fields with a neutral default, and that default: sourced when set otherwise
 OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "max_running_requests": None, "expert_rows": "routed",
-                    "first_block_outside_limit": False, "prompt_prefill": "one-pass"}
+                    "first_block_outside_limit": False, "prompt_prefill": "one-pass", "depth_overhead": 0.0}
 
 
 def _value(stack: "Stack", name: str):
-    return getattr(stack.host, name) if name in HostCost.model_fields else getattr(stack, name)
+    for part in (stack.host, stack.gemm_efficiency):
+        if name in type(part).model_fields:
+            return getattr(part, name)
+    return getattr(stack, name)
 
 
 def bundled_stack_names() -> list[str]:
