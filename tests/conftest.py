@@ -57,6 +57,10 @@ LONG_FIRST = (
     "tests/test_docs.py::test_generated_docs_are_current",
     "tests/test_hub.py::test_cache_reuse_offline_and_when_the_hub_fails",
     "tests/test_measure.py::test_the_lm_head_sampler_and_every_layer_run_inside_the_timed_region",
+    # every test that imports torch, beside the one above: pytest-xdist's first chunk of tests goes to
+    # one worker, so torch (about 1.5 s to import) is imported by one worker, not by both
+    "tests/test_measure.py::test_moe_and_hybrid_models_run",
+    "tests/test_measure.py::test_torch_backend_agrees_with_numpy",
     "tests/test_html_browser.py::test_report_page_in_chromium",
     "tests/test_plot_docs.py::test_docs_images_regenerate_from_the_documented_commands",
     "tests/test_charts.py::test_svg_and_html_points_sit_at_the_data",
