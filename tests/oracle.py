@@ -476,7 +476,7 @@ def pass_bound(ops: list[Op], g: dict) -> float:
 # --- a software stack (docs/stacks.md, "The time of a pass") --------------------------------------
 #
 # A stack is a plain dict here: us_per_layer, overlaps_gpu, fixed_us (host), us_per_sequence
-# (host, optional), gemm (a list of (rows, efficiency) points), attention, elementwise (bytes
+# and us_per_expert (host, optional), gemm (a list of (rows, efficiency) points), attention, elementwise (bytes
 # factor), sampler_bytes (per logit), expert_rows ("routed" unless "pass"), depth (optional:
 # (overhead, reference K) of the GEMM depth term).
 
@@ -533,7 +533,9 @@ def pass_times(m, p: Pass, st: Setup, g: dict, stack: dict | None) -> dict[str, 
     logits = st.B * p.logits * m.vocab_size
     times["lm_head"] += logits * stack["sampler_bytes"] / (g["bandwidth"] * g["eff_mem"])
     gpu = sum(times.values())
-    host = m.n_layers * stack["us_per_layer"] * 1e-6
+    # a reference MoE loop visits every expert of every MoE layer (us_per_expert each)
+    loops = m.moe.n_moe_layers * m.moe.n_experts if m.moe else 0
+    host = (m.n_layers * stack["us_per_layer"] + loops * stack.get("us_per_expert", 0.0)) * 1e-6
     times["host_wait"] = max(host - gpu, 0.0) if stack["overlaps_gpu"] else host
     times["per_forward"] = (stack["fixed_us"] + stack.get("us_per_sequence", 0.0) * st.B) * 1e-6
     return times

@@ -13,7 +13,7 @@ from dlmcost.inputs.stacks import StackFileError, bundled_stack_names, load_stac
 
 SOURCES = {k: "test" for k in ("host", "fixed", "gemm_efficiency", "attention_efficiency",
                                 "elementwise_bytes_factor", "sampler_logits_bytes")}
-H20_PEAK, H20_GEMM_EFF = 148e12, 0.80  # hardware/nvidia-h20.yaml
+H20_PEAK, H20_GEMM_EFF, H20_BANDWIDTH, H20_MEM_EFF = 148e12, 0.80, 4.0e12, 0.36  # hardware/nvidia-h20.yaml
 H20_OVERHEAD_S = 3e-6
 
 
@@ -76,7 +76,7 @@ def test_moe_experts_read_the_curve_at_the_rows_each_expert_receives():
     bare = op(mini("none"), "experts")
     routed = op(mini(neutral(gemm_efficiency=CURVE)), "experts")
     pooled = op(mini(neutral(gemm_efficiency=CURVE, expert_rows="pass", sources={"expert_rows": "t"})), "experts")
-    # compute-bound on an H20 (AI ~128 FLOP/B against a ridge of 37) in all three: the experts'
+    # compute-bound on an H20 (AI ~128 FLOP/B against an achievable ridge of 82) in all three: the experts'
     # time is FLOPs / (peak x efficiency x factor) + 19 kernels x 3 us x 4 passes
     compute = bare["flops"] / (H20_PEAK * H20_GEMM_EFF)
     overhead = 19 * H20_OVERHEAD_S * 4
@@ -166,7 +166,7 @@ def test_gemm_depths_of_mla_and_self_conditioning_by_hand():
 
 
 def test_depth_factor_by_hand():
-    # H20: K0 = 0.5 x (148 TF/s x 0.80) / (4.0 TB/s x 0.80) = 18.5 FLOP/B. An expert's gate and up
+    # a GPU of 148 TF/s x 0.80 and 4.0 TB/s x 0.80: K0 = 0.5 x 37 = 18.5 FLOP/B. An expert's gate and up
     # (K = 2048, 2/3 of its FLOPs) and down (K = 512, 1/3) against the reference K = 4096: each
     # matrix's time x (1 + K0/K) / (1 + K0/4096)
     k0 = 0.5 * 148e12 * 0.80 / (4.0e12 * 0.80)
@@ -196,7 +196,7 @@ def test_an_ops_compute_time_follows_the_depth_of_its_matrices():
     depth factor by hand) + 19 kernels x 3 us x 4 passes; the LM head (K = d_model = 2048 alone)
     by its own factor."""
     with_depth = mini(deep())
-    k0 = 18.5
+    k0 = 0.5 * H20_PEAK * H20_GEMM_EFF / (H20_BANDWIDTH * H20_MEM_EFF)  # 41.1 FLOP/B
     ref = 1 + k0 / 4096
     experts = op(with_depth, "experts")
     slowdown = ((2 / 3) * (1 + k0 / 2048) + (1 / 3) * (1 + k0 / 512)) / ref

@@ -317,18 +317,19 @@ def test_first_pass_matches_the_brute_force_oracle(model, gpus, profile, tpf, w)
 # case are deeper than and others shallower (LLaDA's 2048-wide heads and 6144-wide FFN share at TP 2;
 # the MoE's experts)
 GOLDEN_STACK = dict(gemm=[(1, 0.3), (64, 0.5), (1024, 0.9)], attention=0.7, elementwise=1.5, sampler_bytes=10.0,
-                    fixed_us=200.0, us_per_sequence=7.0, depth=(0.6, 3000.0))
+                    fixed_us=200.0, us_per_sequence=7.0, us_per_expert=0.4, depth=(0.6, 3000.0))
 
 
 def _stack_file(stack: dict):
     from dlmcost.inputs.stacks import validate_stack
 
     keys = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "elementwise_bytes_factor",
-            "sampler_logits_bytes", "us_per_sequence", "depth_overhead")
+            "sampler_logits_bytes", "us_per_sequence", "us_per_expert", "depth_overhead")
     depth = dict(zip(("depth_overhead", "reference_depth"), stack["depth"])) if "depth" in stack else {}
     return validate_stack(dict(
         name="golden", host=dict(us_per_layer=stack["us_per_layer"], overlaps_gpu=stack["overlaps_gpu"],
-                                 fixed_us_per_forward=stack["fixed_us"], us_per_sequence=stack["us_per_sequence"]),
+                                 fixed_us_per_forward=stack["fixed_us"], us_per_sequence=stack["us_per_sequence"],
+                                 us_per_expert=stack.get("us_per_expert", 0.0)),
         gemm_efficiency=dict(rows=[r for r, _ in stack["gemm"]], efficiency=[e for _, e in stack["gemm"]], **depth),
         attention_efficiency=stack["attention"], elementwise_bytes_factor=stack["elementwise"],
         sampler_logits_bytes=stack["sampler_bytes"], sources=dict.fromkeys(keys, "test")))
@@ -344,7 +345,14 @@ def _host_between_the_passes(spec, w: dict) -> float:
     gpu = [sum(t for k, t in oracle.pass_times(spec, p, st, g, stack).items() if k not in ("host_wait", "per_forward"))
            for p in oracle.passes(w["scheme"], w["prompt"], w["gen"], w["steps"], w["block"], store_pass=w["store_pass"])]
     assert max(gpu) > 1.2 * min(gpu)
-    return (min(gpu) + max(gpu)) / 2 / spec.n_layers * 1e6
+    loops_us = _expert_loops(spec) * GOLDEN_STACK["us_per_expert"]  # the MoE loop's share of the host time
+    assert loops_us < min(gpu) * 1e6 / 2
+    return ((min(gpu) + max(gpu)) / 2 * 1e6 - loops_us) / spec.n_layers
+
+
+def _expert_loops(spec) -> int:
+    """Every expert of every MoE layer, once per forward (a reference MoE loop)."""
+    return spec.moe.n_moe_layers * spec.moe.n_experts if spec.moe else 0
 
 
 STACK_CASES = [
@@ -371,8 +379,8 @@ def test_analyze_under_a_stack_matches_the_oracle(model, knobs, overlaps):
         problems.append(f"ar_time_s: dlmcost {res['ar_time_s']!r} oracle {ar['time_s']!r}")
     assert not problems, "\n".join(problems)
     # each stack term is there to be checked: some passes wait for the host, others do not
-    assert 0 < expected["ops"]["host_wait"]["time_s"] < expected["nfe"] * spec.n_layers * stack["us_per_layer"] * 1e-6 \
-        or not overlaps
+    host_s = (spec.n_layers * stack["us_per_layer"] + _expert_loops(spec) * stack["us_per_expert"]) * 1e-6
+    assert 0 < expected["ops"]["host_wait"]["time_s"] < expected["nfe"] * host_s or not overlaps
 
 
 def test_the_moe_prefix_cache_case_is_not_affine():

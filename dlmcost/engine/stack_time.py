@@ -105,9 +105,16 @@ def sampler_time(logit_count, bandwidth, eff_mem, stack: Stack) -> np.ndarray:
     return np.asarray(logit_count, float) * stack.sampler_logits_bytes / (np.asarray(bandwidth, float) * eff_mem)
 
 
-def host_time(n_layers, stack: Stack) -> np.ndarray:
-    """CPU seconds to dispatch one forward of n_layers decoder layers."""
-    return np.asarray(n_layers, float) * stack.host.us_per_layer * 1e-6
+def host_time(n_layers, stack: Stack, expert_loops=0.0) -> np.ndarray:
+    """CPU seconds to dispatch one forward of n_layers decoder layers, plus us_per_expert for each
+    of `expert_loops` passes of a Python loop over an MoE layer's experts (MoE layers x experts:
+    reference MoE blocks visit every expert, launching its GEMMs one by one)."""
+    return (np.asarray(n_layers, float) * stack.host.us_per_layer + expert_loops * stack.host.us_per_expert) * 1e-6
+
+
+def expert_loops(m) -> float:
+    """Experts a reference MoE block's loop visits in one forward: every expert of every MoE layer."""
+    return float(m.n_moe_layers * m.moe.n_experts) if m.moe else 0.0
 
 
 def host_wait(gpu_s, host_s, stack: Stack) -> np.ndarray:

@@ -44,6 +44,8 @@ class HostCost(BaseModel):
     # the scheduler's and sampler's host work per running sequence per step (batch metadata,
     # per-request commit of the decoded tokens): a step's host time grows with the batch
     us_per_sequence: float = Field(default=0.0, ge=0, le=1e6)
+    # a reference MoE block's Python loop over its experts: host time per expert per MoE layer
+    us_per_expert: float = Field(default=0.0, ge=0, le=1e6)
 
 
 class GemmCurve(BaseModel):
@@ -128,7 +130,7 @@ class Stack(BaseModel):
 SOURCED_FIELDS = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "elementwise_bytes_factor",
                   "sampler_logits_bytes")
 # fields with a neutral default, and that default: sourced when set otherwise
-OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "max_running_requests": None, "expert_rows": "routed",
+OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_expert": 0.0, "max_running_requests": None, "expert_rows": "routed",
                     "first_block_outside_limit": False, "prompt_prefill": "one-pass", "depth_overhead": 0.0}
 
 
