@@ -202,11 +202,12 @@ SERVING_NOTES = [
     "610-token prompt); the tokens per forward fitted at concurrency 1 (2.32) then leaves the decode after the "
     "first token 3% faster (mini) and 8% slower (flash) than the measured one. With one prefill pass the first block came "
     "1.8-1.9x too early.",
-    "- FluxServe: the A100 40GB PCIe's `sustained_compute` (0.66 of its GEMM efficiency, fitted at batch 32: 1-4k "
-    "rows of eager LLaDA run at about 163 TF/s, 52% of peak, on the 250 W part) brings batches 8 and 16 within 1.05x "
-    "out of sample; batches 2-4 become 1.1x pessimistic and batch 1 stays 1.15x optimistic, where the eager "
-    "per-forward host time and the GEMM curve at 128-512 rows, not the sustained clock, set the pass. The "
-    "value is fitted, not a clock measurement: no published sustained-clock figure for this part was found.",
+    "- FluxServe: the A100 40GB PCIe's `sustained_compute` (0.65 of its GEMM efficiency, fitted at batch 32: 1-4k "
+    "rows of eager LLaDA run at about 163 TF/s, 52% of peak, on the 250 W part) brings batches 2-16 within 1.1x "
+    "out of sample; batch 1 is 1.31x optimistic, where the eager per-forward host time and the GEMM curve at 128 "
+    "rows (read at 474 with the A100's rows scale, fitted on SXM forwards of 512 and 2,048 rows), not the sustained "
+    "clock, set the pass. The value is fitted, not a clock measurement: no published sustained-clock figure for "
+    "this part was found.",
     "- sglang-jax at concurrency 32 (1.36x pessimistic): the stack's per-request step cost is linear in the batch, "
     "fitted at 1 and 128; the measured step grows less than linearly below 128 (9.9 ms at 8, 11.3 at 32, 29.3 at 128).",
 ]
@@ -234,9 +235,10 @@ def render(rs: list[dict], serving: list[dict] | None = None) -> str:
         f"- Roofline alone: median error {s['roofline_median_error']:.2f}x, worst {s['roofline_worst_error']:.2f}x.",
         "",
         "Cases marked *in-sample* set a number of their stack's profile (stacks/*.yaml says which) or of their",
-        "GPU's hardware file: the three d3LLM-LLaDA full-canvas points set `gemm_rows_scale`, the GPU's",
-        "factor on the stack's GEMM curve, of the A100, H100 and B200, and Qwen3-8B's decode on an H20 sets",
-        "that GPU's achievable memory bandwidth (`python scripts/fit_hardware_efficiency.py` refits them;",
+        "GPU's hardware file: the six d3LLM-LLaDA full-canvas points (batch 1 and 4) set `gemm_rows_scale`,",
+        "the GPU's factor on the stack's GEMM curve, and `sustained_compute` of the A100, H100 and B200;",
+        "Qwen3-8B's decode on an H20 sets that GPU's achievable memory bandwidth, and Qwen3-30B-A3B under",
+        "transformers `hf-eager`'s MoE loop (`python scripts/fit_hardware_efficiency.py` refits them;",
         "[stacks.md](stacks.md#the-time-of-a-pass)). The others are independent checks.",
         "",
         "| case | kind | stack | GPU | measured ms/fwd | predicted ms/fwd | roofline ms/fwd | measured tok/s | predicted tok/s | error |",

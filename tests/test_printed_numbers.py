@@ -43,7 +43,7 @@ def h100_ridge_bf16() -> float:
 
 def h100_achievable_ridge_bf16(rows: float) -> float:
     """The ridge of the rates the time model uses, from the files by hand: H100's bf16 peak x its
-    GEMM efficiency x the default stack's (sglang) GEMM curve at `rows` (straight lines in log
+    GEMM efficiency x its sustained_compute x the default stack's (sglang) GEMM curve at `rows` (straight lines in log
     rows between its points, flat beyond, read at rows / the GPU's gemm_rows_scale), over
     bandwidth x its memory efficiency (docs/stacks.md)."""
     g = h100()
@@ -58,7 +58,7 @@ def h100_achievable_ridge_bf16(rows: float) -> float:
         i = next(i for i in range(len(xs) - 1) if xs[i] <= rows <= xs[i + 1])
         w = (math.log(rows) - math.log(xs[i])) / (math.log(xs[i + 1]) - math.log(xs[i]))
         factor = ys[i] + w * (ys[i + 1] - ys[i])
-    compute = g["peak_tflops"]["bf16"] * 1e12 * g["efficiency"]["gemm"]["bf16"] * factor
+    compute = g["peak_tflops"]["bf16"] * 1e12 * g["efficiency"]["gemm"]["bf16"] * g["efficiency"]["sustained_compute"] * factor
     return compute / (g["bandwidth_tb_s"] * 1e12 * g["efficiency"]["memory_bandwidth"])
 
 
@@ -325,14 +325,14 @@ def test_memory_with_a_drafter_adds_its_weights_and_cache():
 
 def test_knee_equal_to_the_generation_length_is_all(capsys):
     """'all': every block up to the generation length stays memory-bound, the generation's own
-    length included (LLaDA-8B, no prompt, 146 tokens: the knee at its achievable ridge is exactly
-    146, checked by the independent oracle on both sides)."""
-    r = analyze(scheme="mdm", prompt=0, gen=146, steps=146)
-    context, ridge = 0 + 146 / 2, h100_achievable_ridge_bf16
-    assert oracle_ai(146, context, 1) < ridge(146) and oracle_ai(147, context, 1) >= ridge(147)
-    assert r["knee"]["block"] == 146
-    cells = table_line(capsys, "analyze", "--gpu", "h100", "--scheme", "mdm", "--prompt", "0", "--gen", "146",
-                       "--steps", "146")
+    length included (LLaDA-8B, no prompt, 168 tokens: the knee at its achievable ridge is exactly
+    168, checked by the independent oracle on both sides)."""
+    r = analyze(scheme="mdm", prompt=0, gen=168, steps=168)
+    context, ridge = 0 + 168 / 2, h100_achievable_ridge_bf16
+    assert oracle_ai(168, context, 1) < ridge(168) and oracle_ai(169, context, 1) >= ridge(169)
+    assert r["knee"]["block"] == 168
+    cells = table_line(capsys, "analyze", "--gpu", "h100", "--scheme", "mdm", "--prompt", "0", "--gen", "168",
+                       "--steps", "168")
     assert cells[10] == "all"
 
 
@@ -412,17 +412,17 @@ def test_pass_and_op_table_cells(capsys):
 
 
 def test_verdicts_near_their_thresholds():
-    """Dual cache with 136-token blocks: a cached step's AI is 0.94 of its achievable ridge (the
-    rates its time is computed with: memory-bound), and with 4 steps per block 49% of the time is
-    in those steps, so the generation is compute-bound; with 5 steps per block, 56%: memory-bound."""
+    """Dual cache with 152-token blocks: a cached step's AI is 0.93 of its achievable ridge (the
+    rates its time is computed with: memory-bound), and with 4 steps per block 46% of the time is
+    in those steps, so the generation is compute-bound; with 5 steps per block, 53%: memory-bound."""
     for steps_per_block, expected in ((4, "compute-bound"), (5, "memory-bound")):
-        knobs = dict(scheme="dual-cache", prompt=256, gen=4 * 136, block=136, steps=4 * steps_per_block)
+        knobs = dict(scheme="dual-cache", prompt=256, gen=4 * 152, block=152, steps=4 * steps_per_block)
         r = analyze(**knobs)
         refresh, step = r["passes"]
-        ridge = h100_achievable_ridge_bf16(136)  # the step's rows: batch 1 x 136
+        ridge = h100_achievable_ridge_bf16(152)  # the step's rows: batch 1 x 152
         assert 0.9 * ridge < step["flops"] / step["bytes"] < ridge and step["verdict"] == "memory-bound"
         assert step["achievable_ridge_flops_per_byte"] == pytest.approx(ridge, rel=1e-12)
-        assert refresh["flops"] / refresh["bytes"] > h100_achievable_ridge_bf16(256 + 4 * 136)
+        assert refresh["flops"] / refresh["bytes"] > h100_achievable_ridge_bf16(256 + 4 * 152)
         assert refresh["verdict"] == "compute-bound"
         share = step["count"] * step["time_s"] / r["time_s"]
         assert 0.4 < share < 0.6
@@ -455,11 +455,12 @@ def test_ridge_is_the_precisions_gemm_peak_over_bandwidth(precision, peak):
 
 def test_achievable_ridge_worked_example():
     """docs/methodology.md (F6a): H100 bf16 under sglang at M = 32 rows (a 32-token block at
-    batch 1; 32 / 2.38 rows on the curve, below its first point): 989.5e12 · 0.80 · 0.45 /
-    (3.35e12 · 0.80) = 133 FLOP/byte, against the bare ridge of 295."""
+    batch 1; 32 / 0.25 = 128 rows on the curve, its point of 0.45): 989.5e12 · 0.80 · 0.67 · 0.45 /
+    (3.35e12 · 0.80) = 89 FLOP/byte, against the bare ridge of 295."""
     r = analyze(scheme="dual-cache", prompt=256, gen=128, block=32, steps=128)
     step = r["passes"][1]
     assert step["q"] == 32
-    assert step["achievable_ridge_flops_per_byte"] == pytest.approx(989.5e12 * 0.80 * 0.45 / (3.35e12 * 0.80), rel=1e-9)
+    assert step["achievable_ridge_flops_per_byte"] == pytest.approx(989.5e12 * 0.80 * 0.67 * 0.45 / (3.35e12 * 0.80),
+                                                                    rel=1e-9)
     assert r["ridge_flops_per_byte"] == pytest.approx(h100_ridge_bf16(), rel=1e-12)
-    assert step["verdict"] == ("memory-bound" if step["flops"] / step["bytes"] < 132.918 else "compute-bound")
+    assert step["verdict"] == ("memory-bound" if step["flops"] / step["bytes"] < 89.055 else "compute-bound")

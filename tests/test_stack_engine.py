@@ -11,8 +11,9 @@ from dlmcost.inputs.stacks import validate_stack
 
 SOURCES = {k: "test" for k in ("host", "fixed", "gemm_efficiency", "attention_efficiency",
                                 "elementwise_bytes_factor", "sampler_logits_bytes")}
-H100_PEAK, H100_GEMM_EFF, H100_BW, H100_MEM_EFF = 989.5e12, 0.80, 3.35e12, 0.80  # hardware/nvidia-h100-sxm.yaml
-H100_ROWS_SCALE = 2.38  # the same file's gemm_rows_scale: a stack's curve is read at M / 2.38 on an H100
+# hardware/nvidia-h100-sxm.yaml: the GEMM efficiency is gemm (0.80) x sustained_compute (0.67)
+H100_PEAK, H100_GEMM_EFF, H100_BW, H100_MEM_EFF = 989.5e12, 0.80 * 0.67, 3.35e12, 0.80
+H100_ROWS_SCALE = 0.25  # the same file's gemm_rows_scale: a stack's curve is read at M / 0.25 on an H100
 
 
 def neutral(**over):
@@ -99,8 +100,8 @@ def test_gemm_factor_divides_compute():
 
 
 def test_gemm_curve_is_read_at_batch_times_q_rows():
-    # a curve that is 1 up to 511 rows' worth and 0.5 from 512 (on an H100, whose GEMMs need 2.38x
-    # the curve's rows: 511 / 2.38 and 512 / 2.38): a 512-token canvas at batch 1 reads 0.5
+    # a curve that is 1 up to 511 rows' worth and 0.5 from 512 (on an H100, whose GEMMs need 0.25x
+    # the curve's rows: 511 / 0.25 and 512 / 0.25): a 512-token canvas at batch 1 reads 0.5
     curve = neutral(gemm_efficiency=dict(rows=[511 / H100_ROWS_SCALE, 512 / H100_ROWS_SCALE], efficiency=[1.0, 0.5]))
     small = neutral(gemm_efficiency=dict(rows=[1], efficiency=[0.5]))
     assert op(run(curve, **WORKLOADS[1]), "mlp")["time_s"] == pytest.approx(op(run(small, **WORKLOADS[1]), "mlp")["time_s"])
@@ -177,7 +178,7 @@ def test_logits_buffer_follows_the_stacks_sampler():
 def test_a_closed_form_family_reads_the_gemm_curve_at_its_mean_rows():
     """docs/stacks.md: a closed-form family takes the GEMM factor at B x its mean q. prefix-cache,
     Lp 0, Lg 128, block 32: the step family's q shrinks 128, 96, 64, 32 over the blocks (mean 80),
-    so at batch 64 it reads the curve at 64 x 80 = 5,120 rows (/ 2.38 on an H100: 2,151). A curve
+    so at batch 64 it reads the curve at 64 x 80 = 5,120 rows (/ 0.25 on an H100: 20,480). A curve
     that falls steeply around there and a flat one at the value it has there must give that family
     the same time."""
     import math
