@@ -2,17 +2,18 @@
 in, arrays out). The engine (engine.pass_cost) applies them op by op; docs/stacks.md, "The time of
 a pass", states the whole rule:
 
-    GPU time of op i = max(FLOPs_i / (peak_kind * eff_hw_kind * compute_factor(kind_i, M_i / g)),
+    GPU time of op i = max(FLOPs_i / (peak_kind * eff_hw_kind * compute_factor(kind_i, M_i / g) * d_i),
                            bytes_i * traffic_factor(kind_i) / (bandwidth * eff_mem))
                        + kernels_i * overhead + link time (collectives)
         M_i = batch x q rows of the pass; for an MoE model's routed experts (expert_rows
               "routed") the rows each expert receives, B q k / d (d: experts touched)
         g   = the GPU's rows scale on the stack's GEMM curve (hardware file, gemm_rows_scale):
               the curve is read at M_i / g
-        compute_factor of a GEMM op also holds depth_factor: its matrices' depths K against
-              the depth the curve was measured at
+        d_i = depth_factor of a GEMM op: its matrices' depths K against the depth the curve
+              was measured at (1 for other ops)
     + sampler_time on the LM head (the sampler streams its logits)
     pass time = GPU time + host_wait(GPU, host) + step_overhead(batch)
+        host = host_time: n_layers x us_per_layer + the MoE layers' experts x us_per_expert
         host_wait = max(host - GPU, 0) if launches overlap the GPU, else all the host time
         step_overhead = fixed_us_per_forward + us_per_sequence x batch (never overlapped)
         (so a pass takes max(GPU, host) + step, or GPU + host + step)
