@@ -258,11 +258,26 @@ def test_time_call_stops_once_the_timed_runs_add_up(monkeypatch):
     assert len(calls) == 1 + 3
 
 
+def test_random_weights_are_the_pool_tiled_and_scaled():
+    """numpy's weights: the backend's pool of random numbers repeated over the shape (2.5 pools
+    here, so the last copy is cut) and scaled, as float32."""
+    be = NumpyBackend()
+    n = be.POOL
+    w = be.randn(5, n // 2, scale=0.5)
+    expected = np.concatenate([be.pool, be.pool, be.pool[: n // 2]]) * np.float32(0.5)
+    assert w.dtype == np.float32 and w.shape == (5, n // 2)
+    assert np.array_equal(w.reshape(-1), expected)
+
+
 def best_of_three(check):
     """A timing comparison passes if any of three attempts does (load on the machine only slows
-    things; a broken timer fails all three)."""
-    results = [check() for _ in range(3)]
-    assert any(ok for ok, _ in results), [why for _, why in results]
+    things; a broken timer fails all three). The attempts stop at the first that passes."""
+    results = []
+    for _ in range(3):
+        results.append(check())
+        if results[-1][0]:
+            return
+    assert False, [why for _, why in results]
 
 
 def test_time_grows_with_gemm_flops():

@@ -24,8 +24,13 @@ class NumpyBackend:
         self.pool = self.rng.standard_normal(self.POOL, dtype=np.float32)
 
     def randn(self, *shape, scale=1.0):
-        w = np.resize(self.pool, shape)  # a new array, so scaled in place: one LM head, not two
-        w *= np.float32(scale)
+        """The pool tiled over `shape` and scaled, in one pass over a new array (one LM head in
+        memory, not two; np.resize then an in-place scale went over it twice)."""
+        w = np.empty(shape, dtype=self.dtype)
+        flat, n, scale = w.reshape(-1), self.POOL, np.float32(scale)
+        for start in range(0, flat.size, n):
+            part = flat[start:start + n]
+            np.multiply(self.pool[:part.size], scale, out=part)
         return w
 
     def ones(self, n):
