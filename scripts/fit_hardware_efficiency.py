@@ -20,6 +20,7 @@ find them (two values: the second's bisection around the first's).
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import importlib.util
 import math
@@ -63,6 +64,12 @@ FITS = (
 )
 
 
+@functools.lru_cache(maxsize=1)
+def _published():
+    """validation/published.yaml's points, read once (every bisection step reads one)."""
+    return load_points(DATA)
+
+
 def _validation_script():
     spec = importlib.util.spec_from_file_location("validation_script", ROOT / "scripts" / "validation.py")
     module = importlib.util.module_from_spec(spec)
@@ -81,7 +88,7 @@ def ratio(point_id: str, file: Path, values: dict[tuple[str, str], float]) -> fl
         changed.write_text(yaml.safe_dump(data), encoding="utf-8")
         if point_id.startswith("serving:"):
             return _serving_ratio(point_id.split(":", 1)[1], changed, d)
-        points, base = load_points(DATA)
+        points, base = _published()
         p = next(q for q in points if q.id == point_id)
         if file.parent.name == "stacks":
             analysis, _ = analysis_for(p, base, stack=str(changed))
