@@ -1,10 +1,12 @@
-"""The Python API: `analyze` one workload on some GPUs (here), `sweep` a grid of workloads (sweep.py).
+"""The Python API: `analyze` one workload on some GPUs (analysis/analyze.py), `sweep` a grid of
+workloads (analysis/sweep.py), `serve` a fixed deployment under load (serving/deployment.py),
+`run_plan` a deployment search (plan/), `calibrate` and `measure` (calibration/runs.py).
 
-Both validate their settings with the same `Workload` fields (inputs.py), evaluate every
-configuration in one vectorised call of the engine (frames.py, shared; sweeps in chunks, sweep.py)
-within the limits on work (limits.py), and return typed records (results.py, built by records.py)
-that `report.py` renders and `--format json` dumps. This module is analyze itself and the public
-names of the others; `dlmcost model` and `dlmcost models` read model_info.py.
+analyze and sweep validate their settings with the same `Workload` fields (engine/workload.py),
+evaluate every configuration in one vectorised call of the engine (engine/frames.py; sweeps in
+chunks) within the limits on work (analysis/limits.py), and return typed records (results.py,
+built by analysis/records.py) that render/ draws and `--format json` dumps. This module holds the
+public names; most load their module on first use, so that `dlmcost analyze` imports only its own.
 
     >>> from dlmcost import api
     >>> a = api.analyze("GSAI-ML/LLaDA-8B-Instruct", gpus="h100", gen=256, steps=64)
@@ -46,23 +48,23 @@ _ELSEWHERE = {
     "calibration.runs": ("calibrate_file", "calibrate_measured", "measure_batches", "write_measurements"),
     "plan": ("plan_record", "run_plan"),
     # `dlmcost serve`: a fixed deployment under a load
-    "plan.deployment": ("serve", "serve_many", "ServeSetup", "ServeResult"),
-    "plan.loads": ("ClosedLoop", "OpenLoop", "BatchJob", "TraceReplay"),
-    "plan.results": ("Targets",),
+    "serving.deployment": ("serve", "serve_many", "ServeSetup", "ServeResult"),
+    "serving.loads": ("ClosedLoop", "OpenLoop", "BatchJob", "TraceReplay"),
+    "serving.targets": ("Targets",),
 }
 if TYPE_CHECKING:  # for editors and type checkers, which do not run __getattr__
     from .analysis.model_info import VERIFY_WARN_FRACTION, list_models, model_info, verify_model  # noqa: F401
     from .analysis.sweep import (check_sweeps_passes, iter_sweep, iter_sweep_columns, sweep,  # noqa: F401
                                  sweep_columns, sweep_first_pass, sweep_passes, sweep_rows)
-    from .plan.deployment import ServeResult, ServeSetup, serve, serve_many  # noqa: F401
-    from .plan.loads import BatchJob, ClosedLoop, OpenLoop, TraceReplay  # noqa: F401
-    from .plan.results import Targets  # noqa: F401
+    from .serving.deployment import ServeResult, ServeSetup, serve, serve_many  # noqa: F401
+    from .serving.loads import BatchJob, ClosedLoop, OpenLoop, TraceReplay  # noqa: F401
+    from .serving.targets import Targets  # noqa: F401
 
 
 def read_trace(path, fmt=None, time_scale: float = 1.0, sample=None, seed: int = 0):
-    """A request trace file (Azure, Mooncake, BurstGPT; `plan.traces`) as a `TraceReplay` load."""
-    from .plan import traces  # loaded only when a trace is read
-    from .plan.loads import TraceReplay
+    """A request trace file (Azure, Mooncake, BurstGPT; `serving.traces`) as a `TraceReplay` load."""
+    from .serving import traces  # loaded only when a trace is read
+    from .serving.loads import TraceReplay
 
     t = traces.read_trace(path, fmt=fmt, time_scale=time_scale, sample=sample, seed=seed)
     return TraceReplay(t.arrival_s, t.prompt_tokens, t.answer_tokens, name=str(getattr(t, "source", None) or path))

@@ -13,10 +13,10 @@ from dlmcost import api, errors
 from dlmcost.cli import main
 from dlmcost.inputs.hardware import GPU, HardwareDB
 from dlmcost.plan import results
-from dlmcost.plan.simulate import ClassTable, simulate
+from dlmcost.serving.simulate import ClassTable, simulate
 
 _simulate = simulate  # the simulator itself (tests call `simulate`, checked by Little's law)
-from dlmcost.plan.traffic import parse_lengths
+from dlmcost.serving.traffic import parse_lengths
 
 MODEL = "GSAI-ML/LLaDA-8B-Instruct"
 
@@ -32,7 +32,7 @@ def _littles_law_on_every_run(monkeypatch):
     """Little's law on every simulation a test here runs (directly or through plan's search):
     the time integral of the batch size, from the simulator's record of every iteration, equals
     the time requests spent in the batch, from their admission and finish times."""
-    from dlmcost.plan import behaviour
+    from dlmcost.serving import behaviour
 
     def checked(*args, **kwargs):
         r = _simulate(*args, **kwargs)
@@ -455,7 +455,7 @@ def test_closed_loop_served_rate_by_hand():
     """Closed loop, one class, everything in one batch: each user completes one request per
     NFE x pass(N) + think seconds, so the served rate is N / (that)."""
     from dlmcost.plan import search
-    from dlmcost.plan.traffic import Traffic, sample_requests
+    from dlmcost.serving.traffic import Traffic, sample_requests
 
     traffic = Traffic(parse_lengths(0, "p"), parse_lengths(10, "a"), users=8, think_s=1.0)
     sample = sample_requests(traffic, 2000, 0)
@@ -472,8 +472,8 @@ def test_lone_request_floor_counts_the_prefill():
     """A candidate is given up when a lone request (batch 1) misses a latency target: prefill 1 s
     + 9 steps of 0.1 s = 1.9 s end to end, first block (3 passes) at 1.2 s."""
     from dlmcost.plan import search
-    from dlmcost.plan.results import Targets
-    from dlmcost.plan.traffic import Traffic, sample_requests
+    from dlmcost.serving.targets import Targets
+    from dlmcost.serving.traffic import Traffic, sample_requests
 
     traffic = Traffic(parse_lengths(100, "p"), parse_lengths(10, "a"), rate=1.0)
     sample = sample_requests(traffic, 100, 0)
@@ -543,8 +543,8 @@ def test_passes_to_first_block_by_hand():
     dual-cache: no prompt-only pass, a refresh then 15 cached steps per block: 64/4 = 16."""
     from dlmcost.inputs.models import resolve_model
     from dlmcost.plan import search
-    from dlmcost.plan.steptime import Decoding
-    from dlmcost.plan.traffic import Traffic, sample_requests
+    from dlmcost.serving.steptime import Decoding
+    from dlmcost.serving.traffic import Traffic, sample_requests
 
     spec = resolve_model(MODEL)
     db = HardwareDB.load()
@@ -577,8 +577,8 @@ def test_time_to_first_output_against_the_engine(batch):
     64 steps, whose mean is (generation - prefill) / 64."""
     from dlmcost.inputs.models import resolve_model
     from dlmcost.plan import search
-    from dlmcost.plan.steptime import Decoding
-    from dlmcost.plan.traffic import Traffic, sample_requests
+    from dlmcost.serving.steptime import Decoding
+    from dlmcost.serving.traffic import Traffic, sample_requests
 
     spec = resolve_model(MODEL)
     traffic = Traffic(parse_lengths(256, "p"), parse_lengths(128, "a"), rate=1.0)
@@ -622,7 +622,7 @@ def test_deployment_statistics_by_hand():
     time to first block, the median of answer tokens / latency per request, and $/Mtok, J/token
     at the offered load with the mean answer length. Requests here take 1, 2, ..., 100 s."""
     from dlmcost.plan import search
-    from dlmcost.plan.steptime import Decoding
+    from dlmcost.serving.steptime import Decoding
     from dlmcost.render.report import plan_table
 
     gpu = HardwareDB.load().get("h100")
@@ -733,7 +733,7 @@ def test_default_decodings_are_the_models_own(capsys):
 
 def test_default_gpus_are_data_centre_parts():
     from dlmcost.plan.scenario import build_space_and_pricing, read_scenario
-    from dlmcost.plan.steptime import Decoding
+    from dlmcost.serving.steptime import Decoding
 
     db = HardwareDB.load()
     decodings = [Decoding("block", 32, 2.0)]

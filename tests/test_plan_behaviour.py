@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from dlmcost.cli import main
-from dlmcost.plan import deployment as dep
-from dlmcost.plan.loads import ClosedLoop, OpenLoop
+from dlmcost.serving import deployment as dep
+from dlmcost.serving.loads import ClosedLoop, OpenLoop
 
 MODEL = "GSAI-ML/LLaDA-8B-Instruct"
 DECODING = dict(scheme="dual-cache", block=32, tpf=2.0)  # one of the model's own schemes

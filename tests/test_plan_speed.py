@@ -11,7 +11,7 @@ from collections import deque
 import numpy as np
 import pytest
 
-from dlmcost.plan.simulate import ClassTable, draw_passes, simulate
+from dlmcost.serving.simulate import ClassTable, draw_passes, simulate
 
 
 def rounds_request_by_request(table, request_class, batch_cap, passes, arrivals_s=None, users=None, think_s=0.0,

@@ -15,10 +15,10 @@ import pytest
 from dlmcost import api
 from dlmcost.cli import main
 from dlmcost.inputs.hardware import HardwareDB
-from dlmcost.plan import deployment as dep
-from dlmcost.plan.loads import BatchJob, ClosedLoop, OpenLoop, TraceReplay
-from dlmcost.plan.results import Targets
-from dlmcost.plan.simulate import ClassTable, RequestPasses, draw_passes, simulate
+from dlmcost.serving import deployment as dep
+from dlmcost.serving.loads import BatchJob, ClosedLoop, OpenLoop, TraceReplay
+from dlmcost.serving.targets import Targets
+from dlmcost.serving.simulate import ClassTable, RequestPasses, draw_passes, simulate
 
 MODEL = "GSAI-ML/LLaDA-8B-Instruct"
 BLOCK = dict(scheme="block", block=32, tpf=2.0)  # not one of LLaDA's published schemes: serve warns
@@ -41,7 +41,7 @@ def _clean_env(monkeypatch):
 @pytest.fixture(autouse=True)
 def _littles_law_on_every_run(monkeypatch):
     """Every simulation a test here runs, directly or through serve, is checked by `little`."""
-    from dlmcost.plan import behaviour, simulate as sim
+    from dlmcost.serving import behaviour, simulate as sim
 
     real = sim.simulate
 
@@ -128,7 +128,7 @@ def test_plans_poisson_arrivals_are_poisson():
     """plan's request sample: exponential gaps (CV 1), and at batch 1 its replica waits as
     M/D/1 says; evenly spaced gaps would fail both."""
     from dlmcost.plan import search
-    from dlmcost.plan.traffic import Traffic, parse_lengths, sample_requests
+    from dlmcost.serving.traffic import Traffic, parse_lengths, sample_requests
 
     rho, nfe, tau = 0.7, 10, 0.1
     traffic = Traffic(parse_lengths(0, "p"), parse_lengths(10, "a"), rate=rho / (nfe * tau))
@@ -288,12 +288,12 @@ def test_trace_replay_of_requests_that_never_meet():
 
 
 def test_trace_option_reads_through_the_trace_reader(capsys, monkeypatch, tmp_path):
-    """--trace FILE asks plan.traces.read_trace for the arrays (with the format, time scale,
+    """--trace FILE asks serving.traces.read_trace for the arrays (with the format, time scale,
     sample and seed given) and replays them."""
     import sys
     import types
 
-    import dlmcost.plan
+    import dlmcost.serving
 
     seen = {}
 
@@ -302,10 +302,10 @@ def test_trace_option_reads_through_the_trace_reader(capsys, monkeypatch, tmp_pa
         return types.SimpleNamespace(arrival_s=np.array([0.0, 50.0]), prompt_tokens=np.array([256, 256]),
                                      answer_tokens=np.array([128, 128]), source="t.csv")
 
-    fake = types.ModuleType("dlmcost.plan.traces")
+    fake = types.ModuleType("dlmcost.serving.traces")
     fake.read_trace = read_trace
-    monkeypatch.setitem(sys.modules, "dlmcost.plan.traces", fake)
-    monkeypatch.setattr(dlmcost.plan, "traces", fake, raising=False)
+    monkeypatch.setitem(sys.modules, "dlmcost.serving.traces", fake)
+    monkeypatch.setattr(dlmcost.serving, "traces", fake, raising=False)
     path = tmp_path / "t.csv"
     path.write_text("x\n")
     rc, out, err = run(capsys, "serve", MODEL, "--gpu", "h100", "--scheme", "block", "--block", "32", "--tpf", "2",

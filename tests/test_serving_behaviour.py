@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dlmcost.plan import behaviour
-from dlmcost.plan import deployment as dep
-from dlmcost.plan.simulate import ClassTable, RequestPasses, simulate
+from dlmcost.serving import behaviour
+from dlmcost.serving import deployment as dep
+from dlmcost.serving.simulate import ClassTable, RequestPasses, simulate
 
 
 @pytest.fixture(autouse=True)

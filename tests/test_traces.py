@@ -21,8 +21,8 @@ from dlmcost import errors
 from dlmcost.engine.schemes import REGISTRY
 from dlmcost.errors import TraceError, UsageError, WorkloadError
 from dlmcost.inputs import files
-from dlmcost.plan import traces
-from dlmcost.plan.traces import Decodes, canvas_for, read_trace
+from dlmcost.serving import traces
+from dlmcost.serving.traces import Decodes, canvas_for, read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "traces"

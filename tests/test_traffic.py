@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from dlmcost.errors import UsageError
-from dlmcost.plan import loads, traffic
-from dlmcost.plan.loads import BatchJob, ClosedLoop, OpenLoop, TraceReplay
-from dlmcost.plan.traffic import LengthDist, Traffic, length_classes, parse_lengths, sample_requests
+from dlmcost.serving import loads, traffic
+from dlmcost.serving.loads import BatchJob, ClosedLoop, OpenLoop, TraceReplay
+from dlmcost.serving.traffic import LengthDist, Traffic, length_classes, parse_lengths, sample_requests
 
 LENGTHS = LengthDist("fixed", (8.0,))
 

@@ -107,7 +107,7 @@ class Stack(BaseModel):
     # serving simulation reads it as the default batch cap
     max_running_requests: int | None = Field(default=None, ge=1, le=1_000_000)
     # a waiting request's prompt passes and first block run beside the running requests' last
-    # passes, outside max_running_requests (the serving simulation: plan/simulate.py)
+    # passes, outside max_running_requests (the serving simulation: serving/simulate.py)
     first_block_outside_limit: bool = False
     # how a block-diffusion request's prompt is prefilled: one pass over all of it, or one block of
     # it per forward (SGLang's dLLM path: a request's extend is cut to the block size each round)

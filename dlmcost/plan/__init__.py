@@ -1,11 +1,10 @@
 """`dlmcost plan`: from traffic and latency targets to GPUs, replicas and dollars.
 
-    traffic.py   arrivals (Poisson or closed loop) and prompt / answer lengths
-    steptime.py  first-pass and later-pass times from the cost engine (the one adapter to the API)
-    simulate.py  one replica: continuous batching at step granularity, discrete events
-    behaviour.py how a deployment serves (release policy, running limit, passes per block): plan's and serve's
+A search on top of the serving simulation (dlmcost/serving/): each candidate deployment is
+served as `dlmcost serve` serves it, and the search finds its fewest replicas.
+
     search.py    the fewest replicas per candidate deployment, its sustained load, ranking, AR baseline
-    results.py   result types, target checks, $/hour, $/Mtok, J/token, Pareto front
+    results.py   result types, target checks, Pareto front, ranking
     scenario.py  the scenario YAML and command-line options
 """
 
@@ -27,7 +26,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     from .results import pareto_front, rank_key
     from .scenario import (build_decodings, build_space_and_pricing, build_targets, build_traffic, parse_price,
                            read_scenario)
-    from . import behaviour
+    from ..serving import behaviour
     from .search import default_max_batch, plan, stack_profile
 
     price_overrides = dict(parse_price(p) for p in prices)

@@ -1,4 +1,5 @@
-"""Result types of a plan and the money / energy formulas (per deployment).
+"""Result types of a plan, its checks against the targets, ranking and Pareto front (per
+deployment); the money / energy formulas are serving/costs.py's, applied here as:
 
     $/hour          = GPUs x price per GPU-hour
     output tok/s    = served requests/s x mean answer tokens
@@ -16,56 +17,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-
-def usd_per_hour(gpus: int, price_per_gpu_hour: float) -> float:
-    return gpus * price_per_gpu_hour
-
-
-def usd_per_mtok(usd_hour: float, output_tokens_per_s: float) -> float:
-    return usd_hour / (output_tokens_per_s * 3600.0) * 1e6
-
-
-def joules_per_token(gpus: int, board_power_w: float | None, power_utilisation: float,
-                     output_tokens_per_s: float) -> float | None:
-    if board_power_w is None:
-        return None
-    return gpus * board_power_w * power_utilisation / output_tokens_per_s
-
-
-@dataclass(frozen=True)
-class Targets:
-    """Service-level targets; None = not constrained. Latencies in seconds."""
-
-    p50_latency_s: float | None = None
-    p95_latency_s: float | None = None
-    p99_latency_s: float | None = None
-    p95_first_block_s: float | None = None
-    min_tokens_per_s_per_user: float | None = None
-    max_usd_per_mtok: float | None = None
-    max_gpus: int | None = None
-
-    def as_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if v is not None}
-
-
-@dataclass(frozen=True)
-class Miss:
-    """A target a deployment fails: its name, the value reached and the limit."""
-
-    target: str
-    value: float
-    limit: float
-
-    @property
-    def ratio(self) -> float:
-        """How far off (> 1): value / limit for maxima, limit / value for the minimum."""
-        if self.target == "min_tokens_per_s_per_user":
-            return self.limit / self.value if self.value > 0 else float("inf")
-        return self.value / self.limit if self.limit > 0 else float("inf")
-
-    def describe(self) -> str:
-        op = "<" if self.target == "min_tokens_per_s_per_user" else ">"
-        return f"{self.target} {self.value:.4g} {op} {self.limit:.4g}"
+from ..serving.costs import joules_per_token, usd_per_hour, usd_per_mtok  # noqa: F401  (plan's names for them)
+from ..serving.targets import Miss, Targets
 
 
 @dataclass

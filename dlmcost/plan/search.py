@@ -28,13 +28,13 @@ from ..inputs.hardware import GPU
 from ..engine.schemes import autoregressive_scheme
 from .results import (ABSURD_RATIO, Deployment, Targets, check_targets, joules_per_token, mark_absurd, pareto_front,
                       rank_key, usd_per_hour, usd_per_mtok)
-from . import behaviour
-from .simulate import ClassTable, RequestPasses, in_flight_cap
-from .steptime import Decoding, pass_table, table_passes
-from .traffic import RequestSample, Traffic, sample_requests
+from ..serving import behaviour
+from ..serving.behaviour import DEFAULT_REQUESTS, batch_grid
+from ..serving.simulate import ClassTable, RequestPasses, in_flight_cap
+from ..serving.steptime import Decoding, pass_table, table_passes
+from ..serving.traffic import RequestSample, Traffic, sample_requests
 
 MAX_REPLICA_GROWTH = 256  # search at most this many times the saturation replica count
-DEFAULT_REQUESTS = 2000
 SUSTAINED_TOLERANCE = 0.10  # the highest sustained load is bracketed to within 10% ...
 MAX_SUSTAINED_RUNS = 2  # ... or as far as this many simulations get (the lower end is reported)
 SUSTAINED_AIM = 0.97  # each step aims a little inside the targets, so that it tends to meet them
@@ -71,15 +71,6 @@ class PlanResult:
     skipped: dict[str, int] = field(default_factory=dict)
     search: dict = field(default_factory=dict)
     models: list[str] = field(default_factory=list)
-
-
-def batch_grid(cap: int) -> list[int]:
-    """Batch sizes the engine is evaluated at (every size to 16, then ~24 geometric points);
-    the pass time between them is interpolated linearly."""
-    small = list(range(1, min(cap, 16) + 1))
-    if cap <= 16:
-        return small
-    return sorted(set(small) | {int(round(x)) for x in np.geomspace(16, cap, 24)})
 
 
 @dataclass(frozen=True, eq=False)

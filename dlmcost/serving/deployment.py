@@ -25,15 +25,15 @@ from ..engine.schemes import get_scheme
 from ..errors import UsageError, WorkloadError
 from ..inputs.stacks import DEFAULT_STACK
 from .loads import ClosedLoop, BatchJob, OpenLoop, TraceReplay
-from .results import Targets, joules_per_token, usd_per_hour, usd_per_mtok
+from .costs import joules_per_token, usd_per_hour, usd_per_mtok
+from .targets import Targets
 from . import behaviour
 from .behaviour import DEFAULT_MAX_RUNNING, DEFAULT_RELEASE  # noqa: F401  (serve's defaults, documented here)
-from .search import batch_grid
 from .simulate import RELEASES, ClassTable, SimResult, in_flight_cap
 from .steptime import Decoding, pass_table, table_passes
 from .traffic import LengthDist, RequestSample, length_classes, parse_lengths
 
-DEFAULT_REQUESTS = 2000
+DEFAULT_REQUESTS = behaviour.DEFAULT_REQUESTS
 MAX_RATE_STEPS = 14  # bisection halvings of the rate interval: 2^-14 of the saturation rate
 SUSTAIN_FRACTION = 0.95  # a rate is sustained when at least this share of it is served
 
@@ -179,16 +179,17 @@ def stats(values: np.ndarray) -> dict:
 
 
 def _decoding(spec, setup: Setup, answers: np.ndarray) -> Decoding:
-    from .scenario import DecodingSpec, ScenarioSpec, SearchSpec, build_decodings
-    from .traffic import Traffic
+    from .decodings import choose_decodings
 
     given = None
     if any(v is not None for v in (setup.scheme, setup.block, setup.tpf, setup.steps)):
         scheme = setup.scheme or (spec.sampler.scheme if spec.sampler else "ar")  # plan's default for no sampler
-        given = [DecodingSpec(scheme=scheme, block=setup.block, tpf=setup.tpf, steps=setup.steps)]
-    scenario = ScenarioSpec(search=SearchSpec(decoding=given))
-    traffic = Traffic(parse_lengths(0, "prompt"), LengthDist("file", tuple(float(a) for a in answers[:10_001])), rate=1.0)
-    return build_decodings(scenario, spec, traffic)[0]
+        given = [Setup(scheme=scheme, block=setup.block, tpf=setup.tpf, steps=setup.steps)]
+    median = None
+    if given and setup.steps is not None:  # steps over the median answer, drawn as plan draws it
+        dist = LengthDist("file", tuple(float(a) for a in answers[:10_001]))
+        median = float(np.median(dist.sample(np.random.default_rng(0), 1001)))
+    return choose_decodings(spec, given, median_answer=median)[0]
 
 
 def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hardware: list[str] | None = None) -> Prepared:
@@ -209,7 +210,7 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     prompt_vals = [int(v) for v in sample.prompt_values]
     answer_vals = [int(v) for v in sample.answer_values]
     distinct = sorted(set(behaviour.canvases(decoding, answer_vals)))
-    args = (decoding, [gpu.name], [setup.precision], [setup.tp], prompt_vals, distinct, batch_grid(pol.in_flight_cap()))
+    args = (decoding, [gpu.name], [setup.precision], [setup.tp], prompt_vals, distinct, behaviour.batch_grid(pol.in_flight_cap()))
     opts = dict(efficiency=setup.efficiency, stack=setup.stack, hardware=hardware, ep=setup.ep)
     limits.check_passes(table_passes(spec, *args, **opts), limits.MAX_PASSES_ONE_BY_ONE,
                         "choose larger blocks, shorter answers, or a smaller --max-running")

@@ -23,6 +23,7 @@ from ..engine.schemes import get_scheme
 from .simulate import ClassTable, RequestPasses, SimResult, draw_passes, in_flight_cap, simulate
 from .steptime import Decoding, PassTable, passes_to_first_output
 
+DEFAULT_REQUESTS = 2000  # simulated requests per load (plan's search and serve alike)
 DEFAULT_MAX_RUNNING = 256  # when neither the option nor the stack gives one (plan's batch limit)
 DEFAULT_RELEASE = "synchronous"  # when the stack does not say (SGLang's dLLM batches before PR #17770)
 WARMUP_FRACTION = 0.10  # requests of a synthetic load left out at the start (empty server) ...
@@ -200,3 +201,12 @@ def completion_rate(done_s: np.ndarray, window: slice, end_s: float) -> float:
     if not t1 > t0:
         return len(done) / end_s if end_s > 0 else 0.0
     return float(np.count_nonzero((done > t0) & (done <= t1)) / (t1 - t0))
+
+
+def batch_grid(cap: int) -> list[int]:
+    """Batch sizes the engine is evaluated at (every size to 16, then ~24 geometric points);
+    the pass time between them is interpolated linearly."""
+    small = list(range(1, min(cap, 16) + 1))
+    if cap <= 16:
+        return small
+    return sorted(set(small) | {int(round(x)) for x in np.geomspace(16, cap, 24)})

@@ -1,0 +1,85 @@
+"""Which decodings a deployment runs: the ones asked for (scheme, block, tokens per forward or
+steps), checked against the model, or the model's own at its published sampler settings. `serve`
+takes one, `plan` searches several.
+
+A decoding asked for is any object with `scheme`, `block`, `tpf` and `steps` (None: not given);
+`steps`, total steps over an answer, becomes tokens per forward at the median answer length.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from ..engine.schemes import autoregressive_scheme, get_scheme
+from ..engine.workload import SCHEMES
+from ..errors import DlmcostWarning, UsageError
+from ..inputs.models import ModelSpec
+from .steptime import Decoding
+
+
+def model_schemes(model: ModelSpec) -> tuple[str, ...]:
+    """The schemes the model was published with (its sampler's list), the diffusion ones when it
+    has any: a dLLM's autoregressive decoding is a baseline (`--ar-baseline`), not its own."""
+    s = model.sampler
+    if s is None:
+        return (autoregressive_scheme(),)
+    listed = tuple(dict.fromkeys((s.scheme, *s.schemes)))
+    own = tuple(n for n in listed if not get_scheme(n).autoregressive)
+    return own or listed
+
+
+def _own_decoding(model: ModelSpec, name: str) -> Decoding:
+    """Scheme `name` at the model's sampler settings: its block, tokens per forward gen / steps."""
+    if get_scheme(name).autoregressive:
+        return Decoding(name, None, 1.0)
+    s = model.sampler
+    tpf = s.gen / s.steps if s and s.steps else 1.0
+    return Decoding(name, (s.block if s else None) or get_scheme(name).default_block, tpf)
+
+
+def choose_decodings(model: ModelSpec, given: list | None, *, median_answer: float | None = None,
+                     side_by_side: bool = False) -> list[Decoding]:
+    """The decodings to consider: given, or the model's own schemes at its sampler settings. A
+    decoding without a scheme takes the model's default one. `steps` (total steps at the median
+    answer length) becomes tokens per forward = median answer / steps. A scheme the model was not
+    published with is used with a warning; planned side by side with other models it is left to
+    the models that list it (a model listing none of the given ones runs its own)."""
+    own = model_schemes(model)
+    if not given:
+        return [_own_decoding(model, name) for name in own]
+    default = model.sampler.scheme if model.sampler else autoregressive_scheme()
+    out, foreign = [], []
+    for d in given:
+        scheme = d.scheme or default
+        if scheme not in SCHEMES:
+            raise UsageError(f"decoding: unknown scheme '{scheme}'; choose from: {', '.join(SCHEMES)}")
+        if model.sampler and scheme not in (model.sampler.scheme, *model.sampler.schemes):
+            foreign.append(scheme)
+            if side_by_side:
+                continue
+        if d.tpf is not None and d.steps is not None:
+            raise UsageError("decoding: give steps or tpf, not both")
+        if get_scheme(scheme).autoregressive:
+            out.append(Decoding(scheme, None, 1.0))
+            continue
+        tpf = d.tpf if d.tpf is not None else (median_answer / d.steps if d.steps and median_answer else 1.0)
+        block = d.block
+        if block is None and (scheme not in foreign or get_scheme(scheme).uses("block")):
+            # the model's own block (LLaDA's semi-autoregressive mdm too), else the scheme's
+            block = (model.sampler.block if model.sampler else None) or get_scheme(scheme).default_block
+            if block is None and get_scheme(scheme).uses("block"):
+                raise UsageError(f"decoding: the {scheme} scheme needs a block length (--block)")
+        if block is not None and tpf > block:
+            raise UsageError(f"decoding: {tpf:g} tokens per forward exceeds the block of {block} "
+                             "(at least one step per block)")
+        out.append(Decoding(scheme, block, tpf))
+    if foreign:
+        names = ", ".join(dict.fromkeys(foreign))
+        if side_by_side and not out:
+            warnings.warn(f"{model.id} was not published with {names}: it runs its own ({', '.join(own)})",
+                          DlmcostWarning, stacklevel=2)
+            return [_own_decoding(model, name) for name in own]
+        if not side_by_side:
+            warnings.warn(f"{model.id} was not published with {names} (its config lists {', '.join(own)}): "
+                          "the answers' quality there is not known", DlmcostWarning, stacklevel=2)
+    return list(dict.fromkeys(out))
