@@ -37,6 +37,11 @@ SERVING = ROOT / "validation" / "serving.yaml"
 TARGET_MEDIAN = 1.3  # median error at concurrency >= 8
 TARGET_WORST = 2.0  # worst error at concurrency >= 8
 TARGET_OPTIMISM = 1.5  # predicted speed / measured speed at a batch of >= 32 running requests
+# The headline: every number scored against numbers fitted on other publications only (CI checks it)
+TARGET_OUT_OF_SOURCE_MEDIAN = 1.3
+TARGET_OUT_OF_SOURCE_WORST = 2.0
+BAND_MIN_NUMBERS = 6  # a stack's own error band needs this many out-of-source numbers
+BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
 # What each published metric is in `dlmcost serve -f json`, and whether a larger value is faster.
 METRICS = {
     "output_tokens_per_s": ("output tok/s", lambda p: p["output_tokens_per_s"], True),
@@ -81,6 +86,7 @@ def serve_json(command: str) -> dict:
     assert code == 0, f"{command}: exit {code}: {err.getvalue()}"
     (deployment,) = json.loads(out.getvalue())["deployments"]
     (point,) = deployment["points"]
+    point = dict(point, _stack=deployment["deployment"]["stack"], _gpu=deployment["deployment"]["gpu"])
     return point
 
 
@@ -97,7 +103,108 @@ def serving_rows(data: Path = SERVING) -> list[dict]:
             out.append(dict(id=p["id"], curve=p["curve"], concurrency=p["concurrency"], batch=p["batch"],
                             metric=metric, label=label, measured=float(measured), predicted=value, ratio=ratio,
                             error=max(ratio, 1 / ratio), optimism=ratio if faster_up else 1 / ratio,
-                            in_sample=metric in _fitted_metrics(p), point=p))
+                            in_sample=metric in _fitted_metrics(p), point=p,
+                            stack=predicted["_stack"], gpu=predicted["_gpu"]))
+    return out
+
+
+# --- which numbers were fitted on which source ----------------------------------------------------
+#
+# A stack or hardware file's `fitted:` names the validation points each fitted number was set on
+# (published ids; `serving:` + id for points under load). A point is *in source* when a number its
+# prediction reads (its stack's and its GPU's fitted numbers) or one of its assumptions (`leans_on`)
+# was fitted on a point of its own publication (`origin`): it shares the setup, the harness and the
+# author's choices that the fit absorbed. The headline error is taken on the other points only.
+
+
+def origins() -> dict[str, str]:
+    """Every validation point's id (serving ones as `serving:ID`) -> its publication key."""
+    points, _ = load_points(DATA)
+    out = {p.id: p.origin for p in points}
+    for q in yaml.safe_load(SERVING.read_text(encoding="utf-8"))["points"]:
+        out[f"serving:{q['id']}"] = q["origin"]
+    return out
+
+
+def fitted_numbers() -> list[dict]:
+    """Every fitted number of the bundled stacks and accelerators: its file, field and points."""
+    from dlmcost.inputs.hardware import HardwareDB
+    from dlmcost.inputs.stacks import bundled_stack_names, load_stack
+
+    out = [dict(kind="stack", name=n, field=f, points=list(ps))
+           for n in bundled_stack_names() for f, ps in load_stack(n).fitted.items()]
+    out += [dict(kind="gpu", name=g.name, field=f, points=list(ps))
+            for g in HardwareDB.load().gpus.values() for f, ps in g.fitted.items()]
+    return out
+
+
+def fit_origins(stack: str, gpu: str, leans_on: list[str], numbers: list[dict], where: dict[str, str]) -> set[str]:
+    """The publications whose points set a number or an assumption a prediction uses."""
+    used = [n for n in numbers if (n["kind"], n["name"]) in (("stack", stack), ("gpu", gpu))]
+    return {where[pid] for n in used for pid in n["points"]} | {where[pid] for pid in leans_on}
+
+
+def fitting_points(numbers: list[dict]) -> set[str]:
+    """The points that set a number or another point's assumption (in sample, whatever their source)."""
+    points, _ = load_points(DATA)
+    leaned = {pid for p in points for pid in p.leans_on}
+    leaned |= {pid for q in yaml.safe_load(SERVING.read_text(encoding="utf-8"))["points"] for pid in q.get("leans_on", [])}
+    return {pid for n in numbers for pid in n["points"]} | leaned
+
+
+def mark_sources(rs: list[dict], serving: list[dict]) -> None:
+    """Sets each row's `origin` and `in_source` (see above; a point that set a number is in source)."""
+    numbers, where = fitted_numbers(), origins()
+    fitters = fitting_points(numbers)
+    for r in rs:
+        p = r["point"]
+        r["origin"] = p.origin
+        r["in_source"] = p.id in fitters or p.origin in fit_origins(r["stack"], r["gpu"], p.leans_on, numbers, where)
+    for r in serving:
+        p = r["point"]
+        r["origin"] = p["origin"]
+        r["in_source"] = (f"serving:{p['id']}" in fitters
+                          or p["origin"] in fit_origins(r["stack"], r["gpu"], p.get("leans_on", []), numbers, where))
+
+
+def headline(rs: list[dict], serving: list[dict]) -> dict:
+    """The out-of-source error over every number (single-stream times and serving metrics)."""
+    errors = [r["error"] for r in (*rs, *serving) if not r["in_source"]]
+    n_in = sum(r["in_source"] for r in (*rs, *serving))
+    med, worst = statistics.median(errors), max(errors)
+    return dict(n=len(errors), n_in_source=n_in, median_error=med, worst_error=worst,
+                origins=sorted({r["origin"] for r in (*rs, *serving) if not r["in_source"]}),
+                median_met=med <= TARGET_OUT_OF_SOURCE_MEDIAN, worst_met=worst <= TARGET_OUT_OF_SOURCE_WORST)
+
+
+def speed_ratio(r: dict) -> float:
+    """Predicted speed / measured speed (above 1: optimistic), for a single-stream or serving row."""
+    return r["optimism"] if "optimism" in r else r["measured_ms"] / r["predicted_ms"]
+
+
+def error_bands(rs: list[dict], serving: list[dict]) -> dict:
+    """Per stack, the 10th and 90th percentiles of predicted / measured speed over its out-of-source
+    numbers; a stack with fewer than BAND_MIN_NUMBERS of them takes the pooled band of every stack."""
+    import numpy as np
+
+    by_stack: dict[str, list[float]] = {}
+    for r in (*rs, *serving):
+        if not r["in_source"]:
+            by_stack.setdefault(r["stack"], []).append(speed_ratio(r))
+    pooled = [v for vs in by_stack.values() for v in vs]
+
+    def band(values: list[float], basis: str) -> dict:
+        lo, mid, hi = np.percentile(values, [10, 50, 90])
+        return dict(low=round(float(lo), 4), median=round(float(mid), 4), high=round(float(hi), 4),
+                    numbers=len(values), basis=basis)
+
+    from dlmcost.inputs.stacks import bundled_stack_names
+
+    out = {"pooled": band(pooled, "every stack's out-of-source numbers")}
+    for name in bundled_stack_names():
+        own = by_stack.get(name, [])
+        out[name] = band(own, "its own out-of-source numbers") if len(own) >= BAND_MIN_NUMBERS else \
+            dict(out["pooled"], basis=f"pooled: {len(own)} out-of-source numbers of its own (fewer than {BAND_MIN_NUMBERS})")
     return out
 
 

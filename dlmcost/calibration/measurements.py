@@ -64,6 +64,11 @@ class Point(BaseModel):
     source: str = ""
     assumes: str = ""
     in_sample: bool = False  # this point set a profile number (not an independent check)
+    # the publication the point comes from (a key of the file's header): validation scores a point
+    # only against numbers fitted on other publications' points
+    origin: str = Field(default="", max_length=40)
+    # points whose fit set one of this point's assumptions (an answer length, tokens per forward)
+    leans_on: list[str] = Field(default_factory=list, max_length=100)
 
     @model_validator(mode="after")
     def _keys(self) -> "Point":

@@ -111,6 +111,20 @@ class GPU(BaseModel):
     board_power_w: float | None = Field(default=None, gt=0, le=100_000)  # vendor envelope (TDP/TBP)
     # the market the vendor sells the card in: `plan` searches data-centre parts unless asked
     segment: Literal["datacenter", "workstation", "consumer"] = "datacenter"
+    # efficiency numbers set by fitting them to published measurements: field -> the validation
+    # points they were fitted on (a same-die part that takes a fitted value names the same points)
+    fitted: dict[str, list[Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[a-z0-9:._-]+$")]]] = \
+        Field(default_factory=dict, max_length=16)
+
+    @field_validator("fitted")
+    @classmethod
+    def _fitted_fields(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        unknown = [k for k in v if k not in Efficiency.model_fields]
+        if unknown:
+            raise ValueError(f"fitted: unknown efficiency field {', '.join(map(repr, unknown))}")
+        if any(not points for points in v.values()):
+            raise ValueError("fitted: every field names the points it was fitted on")
+        return v
 
     @field_validator("peak_tflops")
     @classmethod

@@ -11,7 +11,7 @@ file).
 """
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -25,6 +25,8 @@ DEFAULT_STACK = "sglang"
 STACK_NONE = "none"  # --stack none: the bare hardware roofline, no software stack
 MAX_STACK_FILE_BYTES = 256 * 1024
 MAX_CURVE_POINTS = 64
+# a validation point's id ("serving:" before the ids of points under load)
+PointId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[a-z0-9:._-]+$")]
 
 
 class StackFileError(DlmcostError):
@@ -115,6 +117,21 @@ class Stack(BaseModel):
     version: str = Field(default="", max_length=100)  # the software release the numbers describe
     as_of: str = Field(default="", max_length=40)  # when they were checked (a date)
     sources: dict[str, str]
+    # the numbers set by fitting them to published measurements: field -> the validation points
+    # (ids in validation/*.yaml) they were fitted on; validation scores a point only against
+    # numbers fitted on other sources, and `dlmcost stacks` lists them
+    fitted: dict[str, list[PointId]] = Field(default_factory=dict, max_length=64)
+
+    @field_validator("fitted")
+    @classmethod
+    def _fitted_fields(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        unknown = [k for k in v if k not in FITTABLE_FIELDS]
+        if unknown:
+            raise ValueError(f"fitted: unknown field {', '.join(map(repr, unknown))} "
+                             f"(known: {', '.join(FITTABLE_FIELDS)})")
+        if any(not points for points in v.values()):
+            raise ValueError("fitted: every field names the points it was fitted on")
+        return v
 
     @model_validator(mode="after")
     def _sourced(self) -> "Stack":
@@ -132,6 +149,12 @@ SOURCED_FIELDS = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "e
 # fields with a neutral default, and that default: sourced when set otherwise
 OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_expert": 0.0, "max_running_requests": None, "expert_rows": "routed",
                     "first_block_outside_limit": False, "prompt_prefill": "one-pass", "depth_overhead": 0.0}
+
+
+# the numbers of a stack a fit can set (host terms, the GEMM curve, the other efficiencies and behaviours)
+FITTABLE_FIELDS = ("us_per_layer", "fixed_us_per_forward", "us_per_sequence", "us_per_expert", "gemm_efficiency",
+                   "depth_overhead", "attention_efficiency", "elementwise_bytes_factor", "sampler_logits_bytes",
+                   "max_running_requests", "first_block_outside_limit")
 
 
 def _value(stack: "Stack", name: str):
