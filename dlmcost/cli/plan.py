@@ -112,12 +112,7 @@ def plan(
     record = api.plan_record(result)
     out = held_output(output.plot)
     chart = _chart(record) if output.charted else None
-    if output.fmt == "html":
-        from ..render.html import plan_page
-
-        out.write(plan_page(record, [chart] if chart else [], top))
-    else:
-        render_plan(record, output.fmt, out, top=top)
+    render_plan(record, output.fmt, out, top=top, charts=[chart] if chart else None)
     draw(chart, output.plot, out)
     _exit_unless_met(result)
 

@@ -25,6 +25,7 @@ from ..inputs.hardware import HardwareDB
 from ..inputs.models import ModelSpec
 from .results import Targets
 from ..serving.behaviour import DEFAULT_MAX_RUNNING
+from ..serving.costs import price_range
 from .search import DEFAULT_REQUESTS, Pricing, SearchSpace
 from ..serving.decodings import choose_decodings
 from ..serving.steptime import Decoding
@@ -187,6 +188,7 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
             raise UsageError(f"prices: {name} must be a price per GPU-hour in (0, 1000], got {value}")
         key = db.get(name).key
         usd[key], source[key] = value, "user"
+    ranges = {g.key: price_range(usd[g.key], source[g.key], g.price_per_hour) for g in db.gpus.values() if g.key in usd}
     s = spec.search
     if s.gpus is None:  # every priced data-centre part (workstation and consumer cards on request)
         gpus = [g for g in db.gpus.values() if g.key in usd and (s.consumer or g.segment == "datacenter")]
@@ -211,4 +213,6 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
         get_precision(p)
     space = SearchSpace(gpus, sorted(set(tps)), list(dict.fromkeys(precisions)), decodings, sorted(set(max_batches)))
     power = {g.key: g.board_power_w for g in gpus}
-    return space, Pricing(usd, source, power, spec.power_utilisation)
+    return space, Pricing(usd, source, power, spec.power_utilisation, low={k: lo for k, (lo, _) in ranges.items()},
+                          high={k: hi for k, (_, hi) in ranges.items()})
+
