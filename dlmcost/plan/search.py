@@ -47,6 +47,7 @@ class SearchSpace:
     precisions: list[str]
     decodings: list[Decoding]
     max_batches: list[int]
+    left_out: list[GPU] = field(default_factory=list)  # default GPUs the stack does not run on
 
 
 @dataclass(frozen=True)

@@ -101,7 +101,8 @@ def plan_search_line(p: dict) -> str:
     tried = p["evaluated"] + sum(v for k, v in (p.get("skipped") or {}).items() if k != "absurd")
     if tried > product:
         text += f" and {tried - product:,} for the AR baseline"
-    return f"{text}; {_release(s.get('release') or {})}{plural(s['requests'], 'simulated request')}, " \
+    stack = f"stack {safe(s['stack'])}; " if s.get("stack") else ""
+    return f"{text}; {stack}{_release(s.get('release') or {})}{plural(s['requests'], 'simulated request')}, " \
            f"random seed {s['seed']}"
 
 
@@ -127,7 +128,22 @@ def plan_header(p: dict) -> str:
     hidden = (f"; {absurd} absurd (over 10x their model's cheapest $/Mtok) left out, --absurd lists them"
               if absurd and not s.get("absurd_shown") else "")
     return (f"{safe(p['model'])} · {load} · prompt {lengths(t['prompt'])} · answer {lengths(t['answer'])} tokens\n"
-            f"targets: {targets}\n{plan_search_line(p)}{hidden}")
+            f"targets: {targets}\n{plan_search_line(p)}{hidden}" + left_out_line(s))
+
+
+def left_out_line(search: dict) -> str:
+    """The default GPUs the stack does not run on, named, with the options that plan them: a new
+    line of the header, or nothing."""
+    gone = search.get("left_out") or []
+    if not gone:
+        return ""
+    vendors = " and ".join(safe(v) for v in search.get("runs_on") or [])
+    text = (f"\nleft out: {plural(len(gone), 'accelerator')} the {safe(search['stack'])} stack does not run on "
+            f"({', '.join(safe(g['gpu']) for g in gone)}; it runs on {vendors} parts): --gpu NAME plans one")
+    own = {g["vendor"]: g["stack"] for g in gone if g["stack"]}
+    for vendor, stack in own.items():
+        text += f", and {safe(vendor)} parts named alone plan with the {safe(stack)} stack"
+    return text
 
 
 def plan_csv_rows(p: dict) -> list[dict]:
