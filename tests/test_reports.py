@@ -90,7 +90,7 @@ def test_plan_page_holds_the_whole_table(capsys):
     assert "Recommended: Model-A on 2 × MI300X" in page
     buf = io.StringIO()
     plan.render_plan(record, "markdown", Output(buf), top=15)
-    assert "(first 15 of 20; json/csv list all)" in buf.getvalue()
+    assert "(first 15 of 20; json, csv and html list all)" in buf.getvalue()
 
 
 @pytest.mark.parametrize(("headers", "legend"), [

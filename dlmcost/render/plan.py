@@ -173,7 +173,7 @@ def render_plan(p: dict, fmt: str, out: Output, top: int = 15, charts: list | No
                "the load; prices: dated list-price estimates; J/tok: board power envelope")
     sections = []
     if shown:
-        more = f" (first {len(shown)} of {len(p['deployments'])}; json/csv list all)" if len(p["deployments"]) > len(shown) else ""
+        more = f" (first {len(shown)} of {len(p['deployments'])}; json, csv and html list all)" if len(p["deployments"]) > len(shown) else ""
         sections.append((f"deployments meeting the targets{more}", plan_table(shown, multi), caption))
     if baseline:
         sections.append(("AR baseline at the same targets (the same model decoding one token per pass)",
