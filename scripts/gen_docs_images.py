@@ -23,6 +23,7 @@ COMMANDS = [
                      "--gen 256 --steps 64 --ops --plot {out}"),
     ("sweep.png", "sweep --gpu h100,b200 --scheme ar,mdm,dual-cache,block --block 1,8,32 --gen 256 --plot {out}"),
     ("plan-front.png", "plan --rate 4 --p95 20 --gpu h100,h200,b200,mi300x,l40s --tp 1,2 --requests 300 --plot {out}"),
+    ("serve.png", "serve --gpu h100 --scheme block --block 32 --tpf 2 --rate 1,2,4,8,16 --plot {out}"),
 ]
 
 def generate(out_dir: Path) -> list[Path]:

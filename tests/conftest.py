@@ -50,7 +50,7 @@ def _no_terminal_size_from_the_caller(monkeypatch):
 # Order only; a name that no longer matches is simply not moved. None of these uses a module-scoped
 # fixture: moved out of its module, such a test would build the fixture a second time
 # (test_hub_hostile's `results` is why its long first test is not here), unless every test that
-# uses it moves, together (test_html_browser's three pages and their one Chromium).
+# uses it moves, together (test_html_browser's pages and their one Chromium).
 LONG_FIRST = (
     "tests/test_scripting.py::test_ci_recipe_installs_dlmcost_in_a_fresh_venv_and_gates",
     "tests/test_plan.py::test_example_scenario_runs",

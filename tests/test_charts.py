@@ -16,7 +16,8 @@ import pytest
 pytest.importorskip("matplotlib")
 
 from dlmcost import api  # noqa: E402
-from dlmcost.render import charts, html, plot, termplot
+from dlmcost.render import charts, plot, termplot
+from dlmcost.render.analyze import analyze_page, analyze_rows
 from dlmcost.errors import UsageError  # noqa: E402
 from dlmcost.inputs.hardware import HardwareDB  # noqa: E402
 
@@ -46,8 +47,6 @@ def analyze_pair(model: str, opts: dict):
 
 def knee_cell(result: dict, gpu: int = 0) -> str:
     """The knee as the analyze table shows it (its last column)."""
-    from dlmcost.render.analyze import analyze_rows
-
     return analyze_rows(result)[gpu][-1]
 
 
@@ -96,7 +95,7 @@ def test_roofline_points_are_the_results_numbers(model, opts):
             x, y = lines[f"ar-step:{key}"].get_xydata()[0]
             assert x == pytest.approx(ar_step["arithmetic_intensity"])
             assert y == pytest.approx(roof_by_hand(key, compute, x))
-    page = html.analyze_page(result, [chart], show_ops=True)  # the SVG drawing: every artist drawn once
+    page = analyze_page(result, [chart], show_ops=True)  # the SVG drawing: every artist drawn once
     assert page.count("<svg") == 1 and all(f"pass:{p['name']}:" in page for p in result["results"][0]["passes"])
     text = termplot.render(chart, width=100)
     assert "attainable FLOP/s" in text and "step pass" in text
@@ -142,7 +141,10 @@ def test_roofline_black_and_white_markers_and_title():
     roof_styles = [s.linestyle for s in legend if s.gid.startswith("roof:")]
     assert len(roof_styles) == len(set(roof_styles)) == 3  # roofs differ without colour too
     assert "block" in chart.title and "b 32" in chart.title and LLADA in chart.title
-    assert {n.text for n in chart.panels[0].notes} >= {f"H100 SXM: knee b={knee_cell(result)}"}
+    # three GPUs: each one's ridges and knee in its legend entry, not beside the marks (they would crowd)
+    assert [s.label.rpartition("; ")[2] for s in legend if s.gid.startswith("roof:")] == \
+        [f"knee b={knee_cell(result, i)}" for i in range(3)]
+    assert not any("ridge" in n.text or "knee" in n.text for n in chart.panels[0].notes)
 
 
 def test_roofline_seven_gpus_fp8_roofs_differ_and_carry_the_knee():
@@ -152,7 +154,7 @@ def test_roofline_seven_gpus_fp8_roofs_differ_and_carry_the_knee():
     roofs = [s for s in chart.panels[0].series if s.gid.startswith("roof:")]
     assert len({str(s.linestyle) for s in roofs}) == 7
     for i, (s, r) in enumerate(zip(roofs, result["results"])):
-        assert s.label == f"{r['gpu']} roof (fp8), knee b={knee_cell(result, i)}"
+        assert s.label.startswith(f"{r['gpu']} roof (fp8): ") and s.label.endswith(f"; knee b={knee_cell(result, i)}")
     bf16 = [s for s in chart.panels[0].series if s.gid.startswith("roof-bf16:")]
     assert len(bf16) == 7 and all(s.width < roofs[0].width for s in bf16)
     assert not any("knee" in n.text for n in chart.panels[0].notes)  # in the legend, not colliding at ridges
@@ -183,7 +185,7 @@ def test_svg_and_html_points_sit_at_the_data():
     svg = plot.svg(chart, fig)  # and lays it out as for the SVG (one drawing for both)
     want = expected_svg_point(fig, "pass:step:h100-sxm")
     assert svg_point(svg, "pass:step:h100-sxm") == pytest.approx(want, abs=0.01)
-    page = html.analyze_page(result, [chart])
+    page = analyze_page(result, [chart])
     inline = re.search(r"<svg.*?</svg>", page, re.S).group(0)
     assert svg_point(inline, "pass:step:h100-sxm") == pytest.approx(want, abs=0.01)
     # and that position is the intensity on a log axis: invert the axis mapping by hand
@@ -270,8 +272,9 @@ def test_roofline_knee_label_is_the_tables():
     r = result["results"][0]
     assert r["knee"]["block"] >= result["workload"]["gen"] and knee_cell(result) == "all"
     chart = charts.roofline(result)
-    assert any(s.label == "H100 SXM roof (bf16), knee b=all" for s in chart.panels[0].series)
-    assert "H100 SXM: knee b=all" in {n.text for n in chart.panels[0].notes}
+    assert any(s.label.startswith("H100 SXM roof (bf16): ") and s.label.endswith("; knee b=all")
+               for s in chart.panels[0].series)
+    assert "H100 SXM: peak ridge 295, knee b=all" in {n.text for n in chart.panels[0].notes}
     assert f"b={r['knee']['block']}" not in termplot.render(chart, width=100)
 
 
@@ -323,32 +326,100 @@ def test_sweep_title_states_the_fixed_knobs_and_the_panels_share_one_y_scale():
     assert len(ticks) == 3 and ticks[0] == ticks[1] == ticks[2]
 
 
-PLAN = [
-    dict(gpu="H100 SXM", usd_per_mtok=2.0, p95_latency_s=1.5, pareto=True, is_ar_baseline=False),
-    dict(gpu="B200", usd_per_mtok=1.2, p95_latency_s=4.0, pareto=True, is_ar_baseline=False),
-    dict(gpu="H200 SXM", usd_per_mtok=3.5, p95_latency_s=0.6, pareto=True, is_ar_baseline=False),
-    dict(gpu="MI300X", usd_per_mtok=2.5, p95_latency_s=5.0, pareto=False, is_ar_baseline=False),
-    dict(gpu="L4", usd_per_mtok=40.0, p95_latency_s=90.0, pareto=False, is_ar_baseline=False),
-    dict(gpu="H100 SXM", usd_per_mtok=6.0, p95_latency_s=9.0, pareto=False, is_ar_baseline=True),
-]
+# plan rows as `plan --format json` lists deployments (the keys the chart reads)
+PLAN = [dict(zip(("model", "gpu", "replicas", "tp", "precision", "decoding", "usd_per_mtok", "p95_latency_s", "pareto",
+                  "is_ar_baseline"), row)) for row in [
+    ("org/A", "H100 SXM", 1, 1, "bf16", "block/32/2", 2.0, 1.5, True, False),
+    ("org/A", "B200", 2, 1, "fp8", "block/32/2", 1.2, 4.0, True, False),
+    ("org/B", "H200 SXM", 1, 2, "bf16", "ar", 3.5, 0.6, True, False),
+    ("org/B", "MI300X", 1, 1, "fp8", "ar", 2.5, 5.0, False, False),
+    ("org/A", "L4", 8, 1, "bf16", "block/32/2", 40.0, 90.0, False, False),
+    ("org/A", "H100 SXM", 3, 1, "bf16", "ar", 6.0, 9.0, False, True),
+]]
 
 
-def test_plan_front_on_synthetic_rows(tmp_path):
+def test_plan_front_labels_each_point_by_model_gpu_tp_and_decoding(tmp_path):
+    """Issue 29: a two-model plan drew every candidate as a gray circle and labelled the front
+    with the GPU alone. Each model and decoding is a series of its own (named in the legend), the
+    front's points are labelled with model, GPU, replicas × TP, precision and decoding, and every
+    point carries that label on hover in the SVG."""
     chart = charts.plan_front(PLAN)
-    lines = lines_by_gid(plot.figure(chart))
-    front = lines["plan:pareto"].get_xydata().tolist()
-    assert front == [[0.6, 3.5], [1.5, 2.0], [4.0, 1.2]]  # sorted by latency, cost falling
+    fig = plot.figure(chart)
+    lines = lines_by_gid(fig)
+    assert lines["plan:candidates:1"].get_xydata().tolist() == [[1.5, 2.0], [4.0, 1.2], [90.0, 40.0]]
+    assert lines["plan:candidates:2"].get_xydata().tolist() == [[0.6, 3.5], [5.0, 2.5]]
+    assert [s.label for s in chart.panels[0].series] == ["A block/32/2", "B ar", "Pareto front", "AR baseline"]
+    assert lines["plan:pareto"].get_xydata().tolist() == [[0.6, 3.5], [1.5, 2.0], [4.0, 1.2]]  # by latency
     assert lines["plan:ar-baseline"].get_xydata().tolist() == [[9.0, 6.0]]
-    assert sorted(lines["plan:candidates"].get_xydata().tolist()) == [[5.0, 2.5], [90.0, 40.0]]
+    assert [n.text for n in chart.panels[0].notes] == [
+        "B H200 SXM 1×TP2 bf16 ar", "A H100 SXM 1×TP1 bf16 block/32/2", "A B200 2×TP1 fp8 block/32/2",
+        "AR A H100 SXM 3×TP1 bf16 ar"]
     panel = chart.panels[0]
     assert panel.xlog and panel.ylog  # 0.6..90 s and $1.2..40 span decades
+    assert lines["plan:candidates:1"].get_markerfacecolor() == "none"  # hollow: differs without colour
     markers = [s.marker for s in panel.series]
     assert len(markers) == len(set(markers))
-    assert lines["plan:candidates"].get_markerfacecolor() == "none"  # hollow: differs without colour
-    plot.save(chart, str(tmp_path / "plan.png"))
+    svg = plot.svg(chart, fig)
+    titles = re.findall(r'<g id="plan:candidates:2">.*?</g>\s*</g>', svg, re.S)[0]
+    assert re.findall(r"<title>(.*?)</title>", titles) == ["B H200 SXM 1×TP2 bf16 ar: $3.5 per Mtok, p95 0.6 s",
+                                                          "B MI300X 1×TP1 fp8 ar: $2.5 per Mtok, p95 5 s"]
+    assert labels_apart(fig)
     assert "Pareto front" in termplot.render(chart)
     with pytest.raises(UsageError, match="lack"):
         charts.plan_front([dict(gpu="x")])
+
+
+def labels_apart(fig) -> bool:
+    """No two text labels of a drawn figure overlap, and each lies inside its axes (boxes from the
+    Agg renderer's own layout of the text, not from the code that placed them)."""
+    import matplotlib.text
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    for ax in fig.axes:
+        frame = ax.get_window_extent(renderer)
+        boxes = [(a.get_text(), matplotlib.text.Text.get_window_extent(a, renderer)) for a in ax.texts]
+        for i, (text, box) in enumerate(boxes):
+            assert frame.x0 - 0.5 <= box.x0 and box.x1 <= frame.x1 + 0.5, f"{text!r} leaves the axes"
+            assert frame.y0 - 0.5 <= box.y0 and box.y1 <= frame.y1 + 0.5, f"{text!r} leaves the axes"
+            for other, obox in boxes[:i]:
+                assert not box.overlaps(obox), f"{text!r} covers {other!r}"
+    return True
+
+
+def test_roofline_labels_do_not_collide():
+    """Issue 29: analyze's roofline with three GPUs and --ops printed the knee labels and the op
+    cluster's label on top of each other. In the picture and in the terminal's text, every label
+    is whole and clear of the others."""
+    result, _ = analyze_pair(LLADA, dict(gpus="h100,b200,mi300x"))
+    chart = charts.roofline(result, show_ops=True)
+    assert labels_apart(plot.figure(chart))
+    text = termplot.render(chart, width=100)
+    assert all(n.text in text for n in chart.panels[0].notes)
+
+
+def test_roofline_marks_the_achievable_and_the_peak_ridge_apart():
+    """Issue 29: the chart bent the roof at the peak ridge (989.5 / 3.35 = 295 FLOP/B on an H100)
+    while the table's ridge column shows the achievable one (170 for this workload): both are
+    drawn, apart, at their own intensities, and labelled with the numbers the table and
+    `dlmcost gpus` print."""
+    result, _ = analyze_pair(LLADA, dict(gpus="h100"))
+    r = result["results"][0]
+    peak = 989.5e12 / 3.35e12  # the H100 SXM file's bf16 TFLOP/s over its TB/s
+    table_ridge = analyze_rows(result)[0][5]
+    assert table_ridge == "170" and round(peak) == 295
+    chart = charts.roofline(result)
+    lines = lines_by_gid(plot.figure(chart))
+    (x, y), = lines["ridge-peak:h100-sxm"].get_xydata().tolist()
+    assert x == pytest.approx(peak) and y == pytest.approx(989.5e12)
+    xs = [pt[0] for pt in lines["ridge-achievable:h100-sxm"].get_xydata()]
+    assert xs == pytest.approx([r["achievable_ridge_flops_per_byte"]] * 2) and abs(xs[0] - peak) > 100
+    notes = {n.text for n in chart.panels[0].notes}
+    assert {"H100 SXM: achievable ridge 170", "H100 SXM: peak ridge 295, knee b=all"} <= notes
+    roof = next(s for s in chart.panels[0].series if s.gid == "roof:h100-sxm")
+    assert "ridge 170 achievable, 295 peak" in roof.label
 
 
 def test_terminal_chart_places_markers_on_the_grid():

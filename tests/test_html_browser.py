@@ -1,5 +1,6 @@
 """The HTML report in a real headless browser (Chromium from the system packages): it loads with
-no console message and its screenshot shows the chart.
+no console message, its screenshot shows the chart, and a click on a column's header sorts the
+table by that column (the page's inline script; no network).
 
 One Chromium serves every page (started once for the module, driven over the DevTools protocol on
 a pipe, `--remote-debugging-pipe`): a start costs more than a page. Skipped only when Chromium is
@@ -11,6 +12,7 @@ import base64
 import fcntl
 import json
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -138,11 +140,43 @@ def screenshot(browser: Chromium, page: str, shot: str) -> list[str]:
     return [json.dumps(e["params"])[:500] for e in browser.events if e.get("method") in CONSOLE_EVENTS] + logged
 
 
+def evaluate(browser: Chromium, expression: str):
+    """The value of a JavaScript expression in the loaded page."""
+    answer = browser.call("Runtime.evaluate", browser.session, expression=expression, returnByValue=True)
+    assert "exceptionDetails" not in answer, answer
+    return answer["result"].get("value")
+
+
+def column(browser: Chromium, table: str, header: str) -> list[str]:
+    """Click the header (as shown: line breaks as spaces) of the table (a CSS selector) and read
+    that column's cells, top to bottom."""
+    return evaluate(browser, f"""(function () {{
+        var t = document.querySelector({json.dumps(table)});
+        var th = Array.prototype.find.call(t.tHead.rows[0].cells, function (c) {{ return c.textContent === {json.dumps(header)}; }});
+        th.click();
+        return Array.prototype.map.call(t.tBodies[0].rows, function (r) {{ return r.cells[th.cellIndex].textContent; }});
+    }})()""")
+
+
+def as_number(cell: str) -> float:
+    """A cell as the tables write numbers: thousands commas, marks (*, !) after them."""
+    return float(cell.rstrip("*!").replace(",", ""))
+
+
+# (the page's table, a numeric column, a text column whose cells hold numbers) per page checked for
+# sorting; the plan's headroom holds numbers with a thousands comma (1,359) beside shorter ones
+# (731), which sorted as text would come first
+SORTED = {"serve": ("table", "e2e p99 s", "load"), "plan": ("#deployments", "head %", "GPU")}
+
+
 @pytest.mark.parametrize("args", [
     ["analyze", "--gpu", "h100,b200,mi300x", "--scheme", "block", "--block", "32", "--ops"],
     ["analyze", "inclusionAI/LLaDA2.0-mini", "--gpu", "h100,b200", "--tp", "2"],
     ["sweep", "--gpu", "h100,b200", "--block", "1,8,32"],
-], ids=["analyze-ops", "moe-tp2", "sweep"])
+    ["serve", "--gpu", "h100,mi300x", "--answer", "64", "--rate", "0.2,0.5,2,8", "--requests", "200"],
+    ["plan", "inclusionAI/LLaDA2.0-mini,Qwen/Qwen3-30B-A3B", "--gpu", "h100,mi300x", "--rate", "4", "--p95", "20",
+     "--requests", "200"],
+], ids=["analyze-ops", "moe-tp2", "sweep", "serve", "plan"])
 def test_report_page_in_chromium(args, tmp_path, capsys, monkeypatch, chromium):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     capsys.readouterr()
@@ -165,3 +199,16 @@ def test_report_page_in_chromium(args, tmp_path, capsys, monkeypatch, chromium):
     # the chart: coloured (non-gray) pixels, i.e. the roofs, markers or sweep lines
     colour = (pixels.max(axis=2) - pixels.min(axis=2)) > 0.3
     assert colour.sum() > 500
+    # a summary line on top, and a legend entry (and a tooltip) for every column of every table
+    assert evaluate(chromium, "document.querySelector('#summary').textContent.length") > 40
+    assert evaluate(chromium, """Array.prototype.every.call(document.querySelectorAll('th'), function (th) {
+        return th.title.length > 0; })""")
+    if args[0] in SORTED:
+        table, numeric, text = SORTED[args[0]]
+        up = column(chromium, table, numeric)
+        assert len(up) > 3 and [as_number(c) for c in up] == sorted(as_number(c) for c in up)
+        assert args[0] != "plan" or (any("," in c for c in up) and any(len(c) == 3 for c in up)), up
+        down = column(chromium, table, numeric)  # a second click: the other way
+        assert [as_number(c) for c in down] == sorted((as_number(c) for c in up), reverse=True)
+        words = column(chromium, table, text)
+        assert words == sorted(words, key=lambda s: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)])

@@ -272,6 +272,8 @@ def test_hand_checked_plan(capsys):
     assert best["usd_per_hour"] == pytest.approx(2.0 * replicas)
     tokens_per_s = rate * 128
     assert best["usd_per_mtok"] == pytest.approx(2.0 * replicas / (tokens_per_s * 3600) * 1e6)
+    # a price given on the command line has no range: both ends are it
+    assert best["usd_per_mtok_low"] == best["usd_per_mtok_high"] == best["usd_per_mtok"]
     assert best["joules_per_token"] == pytest.approx(700 * replicas / tokens_per_s)
     assert best["headroom"] == pytest.approx(replicas * capacity / rate - 1)
     # output tokens/s at the offered load, per GPU; with no latency target the highest load the
@@ -724,6 +726,12 @@ def test_default_decodings_are_the_models_own(capsys):
     small = ["--rate", "2", "--gpu", "h100", "--tp", "1", "--precision", "bf16"]
     p, err = _plan_json(capsys, MODEL, *small)
     assert p["search"]["decodings"] == ["mdm/1", "prefix-cache/32/1", "dual-cache/32/1"] and not err
+    # at the H100's list price, with its public range: $/Mtok is in proportion to the price per GPU-hour
+    price = HardwareDB.load().get("h100").price_per_hour
+    for d in p["deployments"]:
+        assert (d["price_per_gpu_hour_low"], d["price_per_gpu_hour_high"]) == (price.low, price.high)
+        assert d["usd_per_mtok_low"] == pytest.approx(d["usd_per_mtok"] * price.low / price.usd, rel=1e-12)
+        assert d["usd_per_mtok_high"] == pytest.approx(d["usd_per_mtok"] * price.high / price.usd, rel=1e-12)
     p, err = _plan_json(capsys, MODEL, *small, "--tpf", "2")
     assert p["search"]["decodings"] == ["mdm/2"] and not err
     p, err = _plan_json(capsys, MODEL, *small, "--scheme", "block", "--block", "32", "--tpf", "2")

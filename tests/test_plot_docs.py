@@ -24,7 +24,7 @@ def test_docs_images_regenerate_from_the_documented_commands(tmp_path, capsys, m
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     script = load_script()
     files = script.generate(tmp_path)
-    assert [f.name for f in files] == ["roofline.png", "sweep.png", "plan-front.png"]
+    assert [f.name for f in files] == ["roofline.png", "sweep.png", "plan-front.png", "serve.png"]
     for f in files:
         assert f.read_bytes()[:4] == b"\x89PNG" and f.stat().st_size > 20_000
         assert (REPO / "docs" / "img" / f.name).is_file()

@@ -359,6 +359,42 @@ def test_synchronous_release_costs_throughput_when_steps_vary():
     assert b.requests_per_s == pytest.approx(16 / _engine(16)[0], rel=1e-9)
 
 
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_saturation_by_hand(replicas):
+    """Every batch always full: each replica runs waves of 16 requests (its batch limit) in step,
+    each wave the engine's batch-16 generation time T16, so R replicas complete 16 R / T16
+    requests/s and 128 times that in output tokens, and hold 16 R requests at once. The record
+    carries it for every serve; --max-rate bisects below the same rate."""
+    prep = _prepared(release="synchronous", max_running=16, replicas=replicas)
+    s = dep.saturation(prep, requests=400)
+    t16 = _engine(16)[0]
+    assert s["rate"] == pytest.approx(16 * replicas / t16, rel=1e-9)
+    assert s["output_tokens_per_s"] == pytest.approx(16 * replicas * 128 / t16, rel=1e-9)
+    assert s["output_tokens_per_s_per_gpu"] == pytest.approx(16 * 128 / t16, rel=1e-9)
+    assert s["in_flight"] == 16 * replicas
+    assert dep.saturation_rate(prep, requests=400) == s["rate"]
+
+
+def test_usd_per_mtok_over_the_price_range_by_hand(capsys):
+    """One user on one H100: $/Mtok = price / (128 tokens / T x 3600) x 1e6, at the hardware
+    file's list, low and high prices; a price given with --price has no range (both ends are it)."""
+    p = dep.evaluate(_prepared(), ClosedLoop(1), requests=200)
+    total = _engine(1)[0]
+    h100 = HardwareDB.load().get("h100").price_per_hour
+    assert h100.low < h100.usd < h100.high
+
+    def by_hand(price):
+        return price / (128 / total * 3600) * 1e6
+
+    assert (p.usd_per_mtok, p.usd_per_mtok_low, p.usd_per_mtok_high) == pytest.approx(
+        (by_hand(h100.usd), by_hand(h100.low), by_hand(h100.high)), rel=1e-9)
+    rc, out, err = run(capsys, "serve", MODEL, "--gpu", "h100", "--concurrency", "1", "--answer", "64", "--price",
+                       "2.5", "-f", "json")
+    assert rc == 0, err
+    (point,) = json.loads(out)["deployments"][0]["points"]
+    assert point["usd_per_mtok_low"] == point["usd_per_mtok_high"] == pytest.approx(point["usd_per_mtok"], rel=1e-12)
+
+
 def test_table_cells_from_the_record():
     """Three significant digits, whole numbers from 1,000 on, busy in percent; the load's short
     name; * on the front, ! when overloaded."""
@@ -447,7 +483,7 @@ def test_max_rate_from_the_command(capsys):
     (["--concurrency", "4", "--gpu", "h900"], 4, "unknown GPU"),
     (["--concurrency", "4", "--max-running", "0"], 2, "--max-running"),
     (["--concurrency", "4", "--p95", "-2"], 2, "p95"),
-    (["--concurrency", "4", "-f", "html"], 2, "unknown format"),
+    (["--concurrency", "4", "-f", "xml"], 2, "unknown format"),
     (["--concurrency", "4", "--tp", "3"], 3, "cannot run"),
 ])
 def test_bad_options_one_line(capsys, args, code, needle):
@@ -456,13 +492,34 @@ def test_bad_options_one_line(capsys, args, code, needle):
     assert err.count("\n") == 1 and err.startswith("error: ") and needle in err, err
 
 
-def test_plot_draws_both_panels(capsys, tmp_path):
+def test_chart_marks_the_saturation_and_names_the_model(capsys, tmp_path):
+    """Issue 29: the load curve's legend named no model, and nothing marked where the deployment
+    saturates. Three panels: throughput against interactivity, throughput against the load with
+    the saturation throughput (a dashed line) and point (the saturation rate), and latency p50 and
+    p99 against the load with the saturation rate; every number is the JSON record's."""
     pytest.importorskip("matplotlib")
-    path = tmp_path / "curve.svg"
-    rc, out, err = run(capsys, "serve", MODEL, "--answer", "64", "--concurrency", "1,4,16", "--plot", path)
+    from dlmcost.render.serve import serve_chart
+
+    args = ["serve", MODEL, "--answer", "64", "--rate", "1,4,16", "--requests", "200"]
+    rc, out, err = run(capsys, *args, "-f", "json", "--plot", tmp_path / "curve.svg")
     assert rc == 0, err
-    text = path.read_text()
-    assert "serve:pareto" in text and "serve:curve:1" in text
+    (entry,) = json.loads(out)["deployments"]
+    sat, points = entry["saturation"], sorted(entry["points"], key=lambda p: p["rate"])
+    chart = serve_chart(json.loads(out))
+    assert [p.title for p in chart.panels] == ["throughput against interactivity", "throughput against load",
+                                               "latency against load"]
+    series = {s.gid: s for p in chart.panels for s in p.series}
+    assert series["serve:saturation:1"].y == [sat["output_tokens_per_s"]] * 2
+    assert series["serve:saturation-point:1"].x == [sat["rate"]]
+    assert series["serve:saturation-line:1"].x == [sat["rate"]] * 2
+    assert series["serve:latency-median:1"].y == [p["latency_s"]["median"] for p in points]
+    assert series["serve:latency-p99:1"].y == [p["latency_s"]["p99"] for p in points]
+    assert series["serve:curve:1"].x == [1.0, 4.0, 16.0]
+    named = [s.label for s in chart.panels[0].series if s.gid.startswith("serve:points")]
+    assert named == ["LLaDA-8B-Instruct"]
+    text = (tmp_path / "curve.svg").read_text()
+    assert all(f'id="{gid}"' in text for gid in ("serve:pareto", "serve:curve:1", "serve:saturation:1",
+                                                 "serve:latency-p99:1"))
 
 
 def test_a_dllm_beside_the_ar_model_it_would_replace(capsys):

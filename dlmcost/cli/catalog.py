@@ -33,9 +33,11 @@ def schema(which: str = typer.Argument("analyze", help="analyze | sweep")):
 
 @app.command(epilog=examples("dlmcost gpus -f csv"))
 def gpus(fmt: str = FormatOpt, hardware: Optional[list[str]] = HardwareOpt):
-    """List the accelerators with their dense peaks and ridge points."""
+    """List the accelerators with their dense peaks, ridge points and list prices (with their date;
+    a price over a year old is warned about)."""
     check_format(fmt)
-    listing.render_gpus(api.list_gpus(hardware), fmt, Output.stdout())
+    gpus = api.list_gpus(hardware)
+    listing.render_gpus(gpus, fmt, Output.stdout(), api.price_ages(gpus))
 
 
 @app.command(epilog=examples("dlmcost models"))

@@ -53,7 +53,9 @@ def group(into: str, build: Callable[..., Any], options: dict[str, tuple[Any, An
 
 SCHEME_CHOICES = " | ".join(api.SCHEMES)
 
-FormatOpt = typer.Option("table", "--format", "-f", metavar="FORMAT", help="table | json | csv | markdown | html (analyze, sweep)")
+# --format of the commands without a page of their own (the listings, measure, calibrate); those
+# with charts take `output_options`, whose help adds html
+FormatOpt = typer.Option("table", "--format", "-f", metavar="FORMAT", help="table | json | csv | markdown")
 PlotOpt = typer.Option(None, "--plot", metavar="FILE", help="draw the chart to FILE.png / FILE.svg, or - for the terminal (needs dlmcost[plot] for files)")
 HardwareOpt = typer.Option(None, "--hardware", metavar="PATH", help="extra GPU YAML file or folder (repeatable; also $DLMCOST_HARDWARE)")
 EfficiencyOpt = typer.Option("realistic", "--efficiency", help="realistic | ideal | path to an efficiency YAML")
@@ -233,14 +235,14 @@ knob_options = group("workload", _workload, {
     **KNOB_OPTIONS})
 
 
-def output_options(extra_formats: tuple[str, ...] = (), formats_help: str | None = None, charts: bool = True):
-    """--format and --plot, both checked before any work: passes `output: OutputChoice`
-    (`charts`: whether the command draws HTML pages)."""
-    fmt_option = FormatOpt if formats_help is None else typer.Option("table", "--format", "-f", metavar="FORMAT",
-                                                                     help=formats_help)
+def output_options(extra_formats: tuple[str, ...] = (), formats_help: str | None = None):
+    """--format (with html: a page with the command's charts) and --plot, both checked before
+    any work: passes `output: OutputChoice`."""
+    formats_help = formats_help or "table | json | csv | markdown | html (one self-contained page with the charts)"
+    fmt_option = typer.Option("table", "--format", "-f", metavar="FORMAT", help=formats_help)
 
     def build(fmt, plot):
-        check_format(fmt, charts=charts, extra=extra_formats)
+        check_format(fmt, charts=True, extra=extra_formats)
         check_plot(plot, fmt)
         return OutputChoice(fmt, plot)
 

@@ -91,7 +91,7 @@ def plan(
     power_utilisation: Optional[float] = typer.Option(None, "--power-utilisation", help="fraction of board power drawn [1.0]"),
     requests: Optional[int] = typer.Option(None, "--requests", help="simulated requests per run [2000]"),
     seed: Optional[int] = typer.Option(None, "--seed", help="random seed [0]"),
-    top: int = typer.Option(15, "--limit", "--top", metavar="N", help="rows of the table (json/csv list all)"),
+    top: int = typer.Option(15, "--limit", "--top", metavar="N", help="rows of the table (json, csv and html list all)"),
     absurd: bool = typer.Option(False, "--absurd", help="search and list absurd deployments too (over 10x the cheapest $/Mtok of their model)"),
     ar_baseline: bool = typer.Option(False, "--ar-baseline", help="also plan the same model decoded autoregressively"),
     efficiency: str = EfficiencyOpt,
@@ -112,12 +112,7 @@ def plan(
     record = api.plan_record(result)
     out = held_output(output.plot)
     chart = _chart(record) if output.charted else None
-    if output.fmt == "html":
-        from ..render.html import plan_page
-
-        out.write(plan_page(record, [chart] if chart else [], top))
-    else:
-        render_plan(record, output.fmt, out, top=top)
+    render_plan(record, output.fmt, out, top=top, charts=[chart] if chart else None)
     draw(chart, output.plot, out)
     _exit_unless_met(result)
 

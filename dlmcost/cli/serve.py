@@ -132,7 +132,7 @@ latency_targets = group("targets", _targets, LATENCY_TARGETS)
 @deployment_options
 @load_options
 @latency_targets
-@output_options(charts=False)
+@output_options()
 def serve(
     model: Optional[str] = typer.Argument(None, help="bundled id, local file, or Hub id, or a comma list to "
                                           "compare (e.g. a dLLM and the AR model it replaces) [LLaDA-8B-Instruct]"),
@@ -159,5 +159,6 @@ def serve(
     from ..render.serve import render_serve, serve_chart
 
     out = held_output(output.plot)
-    render_serve(record, output.fmt, out)
-    draw(serve_chart(record) if output.plot else None, output.plot, out)
+    chart = serve_chart(record) if output.charted and any(e["points"] for e in record["deployments"]) else None
+    render_serve(record, output.fmt, out, charts=[chart] if chart else None)
+    draw(chart if output.plot else None, output.plot, out)

@@ -26,7 +26,8 @@ SWEEPING = "sweeping: configurations"  # what the progress bar counts
 @knob_options
 @source_options
 @output_options(extra_formats=("jsonl",),
-                formats_help="table | json | jsonl (one row per line, streamed) | csv (streamed) | markdown | html")
+                formats_help="table | json | jsonl (one row per line, streamed) | csv (streamed) | markdown | html (one "
+                             "self-contained page with the chart)")
 def sweep(
     model: str = typer.Option(api.DEFAULT_MODEL, "--model", "-m", metavar="ID[,ID...]", help="bundled id, local file, or Hub id; a comma list sweeps each on one grid (lengths, steps, block and store pass not given: the first model's defaults; schemes: each its own) into one table with a model column"),
     own_defaults: bool = typer.Option(False, "--own-defaults", help="several models: each model's grid from its own defaults (generation length, steps, block, store pass) instead of the first model's"),

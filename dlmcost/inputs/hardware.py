@@ -81,6 +81,19 @@ class Price(BaseModel):
     source: str = Field(min_length=1)
     estimate: bool = True  # list prices move often (2025-2026 saw cuts and rises): never a constant
 
+    @property
+    def dated(self):
+        """The date `as_of` starts with, as a `datetime.date`: a year or a month alone counts from its
+        first day ('2026 (catalog v8)' is 2026-01-01); None when it starts with no date."""
+        import datetime
+        import re
+
+        m = re.match(r"(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?", self.as_of.strip())
+        try:
+            return datetime.date(int(m.group(1)), int(m.group(2) or 1), int(m.group(3) or 1)) if m else None
+        except ValueError:  # 2026-13-40
+            return None
+
     @model_validator(mode="after")
     def _ordered(self) -> "Price":
         if self.low is not None and self.low > self.usd:

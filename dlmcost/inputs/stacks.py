@@ -22,6 +22,9 @@ from ..errors import DlmcostError
 
 # A serving engine is what a capacity plan buys GPUs for; research code is `hf-eager`.
 DEFAULT_STACK = "sglang"
+# The serving engine of the vendors whose parts DEFAULT_STACK does not run on, where one is bundled:
+# a plan on TPUs alone runs sglang's JAX port (`runs_on` in each file says where it runs).
+DEFAULT_STACK_BY_VENDOR = {"google": "jax-tpu"}
 STACK_NONE = "none"  # --stack none: the bare hardware roofline, no software stack
 MAX_STACK_FILE_BYTES = 256 * 1024
 MAX_CURVE_POINTS = 64
@@ -114,6 +117,9 @@ class Stack(BaseModel):
     # how a block-diffusion request's prompt is prefilled: one pass over all of it, or one block of
     # it per forward (SGLang's dLLM path: a request's extend is cut to the block size each round)
     prompt_prefill: Literal["one-pass", "block-chunks"] = "one-pass"
+    # the vendors of the accelerators the engine runs on (a hardware file's `vendor`, any case;
+    # None: any): `plan` searches only those unless --gpu names others
+    runs_on: list[str] | None = Field(default=None, min_length=1, max_length=16)
     version: str = Field(default="", max_length=100)  # the software release the numbers describe
     as_of: str = Field(default="", max_length=40)  # when they were checked (a date)
     sources: dict[str, str]
@@ -133,6 +139,17 @@ class Stack(BaseModel):
             raise ValueError("fitted: every field names the points it was fitted on")
         return v
 
+    @field_validator("runs_on")
+    @classmethod
+    def _vendors(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and any(not (0 < len(name.strip()) <= 40) for name in v):
+            raise ValueError("runs_on: vendor names of 1 to 40 characters")
+        return None if v is None else [name.strip().lower() for name in v]
+
+    def runs(self, vendor: str) -> bool:
+        """Whether the engine runs on an accelerator of this vendor."""
+        return self.runs_on is None or vendor.strip().lower() in self.runs_on
+
     @model_validator(mode="after")
     def _sourced(self) -> "Stack":
         wanted = list(SOURCED_FIELDS)
@@ -148,7 +165,8 @@ SOURCED_FIELDS = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "e
                   "sampler_logits_bytes")
 # fields with a neutral default, and that default: sourced when set otherwise
 OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_expert": 0.0, "max_running_requests": None, "expert_rows": "routed",
-                    "first_block_outside_limit": False, "prompt_prefill": "one-pass", "depth_overhead": 0.0}
+                    "first_block_outside_limit": False, "prompt_prefill": "one-pass", "depth_overhead": 0.0,
+                    "runs_on": None}
 
 
 # the numbers of a stack a fit can set (host terms, the GEMM curve, the other efficiencies and behaviours)
@@ -197,3 +215,14 @@ def load_stack(spec: str | Stack | None = None) -> Stack:
         return read_stack_file(path)
     raise StackFileError(f"unknown stack '{shown(spec)}': use one of {', '.join(names)}, "
                          f"{STACK_NONE}, or a stack YAML file")
+
+
+def default_stack_for(vendors: set[str]) -> str:
+    """The stack a plan on parts of these vendors uses when none is named: DEFAULT_STACK, unless
+    it runs on none of them and they all have the same serving engine of their own
+    (DEFAULT_STACK_BY_VENDOR)."""
+    vendors = {v.strip().lower() for v in vendors}
+    if not vendors or any(load_stack(DEFAULT_STACK).runs(v) for v in vendors):
+        return DEFAULT_STACK
+    own = {DEFAULT_STACK_BY_VENDOR.get(v) for v in vendors}
+    return own.pop() if len(own) == 1 and None not in own else DEFAULT_STACK

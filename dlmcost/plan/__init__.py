@@ -22,10 +22,11 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     """Read the scenario, search the deployments of each model (several: side by side, at the same
     traffic and targets), return the ranked result."""
     from ..inputs.hardware import HardwareDB
+    from ..inputs.stacks import DEFAULT_STACK_BY_VENDOR
     from ..analysis.prepare import resolve_spec
     from .results import pareto_front, rank_key
-    from .scenario import (build_decodings, build_space_and_pricing, build_targets, build_traffic, parse_price,
-                           read_scenario)
+    from .scenario import (build_decodings, build_space_and_pricing, build_targets, build_traffic, choose_stack,
+                           parse_price, read_scenario, warn_off_stack)
     from ..serving import behaviour
     from .search import default_max_batch, plan, stack_profile
 
@@ -39,12 +40,15 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     traffic = build_traffic(spec, first)
     targets = build_targets(spec)
     db = HardwareDB.load(hardware)
+    stack = choose_stack(stack, spec, db)
     cap = default_max_batch(stack, efficiency)
     profile = stack_profile(stack, efficiency)
     parts, decodings, release = [], [], {}
-    for m in model_specs:
+    for i, m in enumerate(model_specs):
         own = build_decodings(spec, m, traffic, side_by_side=len(model_specs) > 1)
-        space, pricing = build_space_and_pricing(spec, own, db, default_max_batch=cap)
+        space, pricing = build_space_and_pricing(spec, own, db, default_max_batch=cap, stack=profile)
+        if i == 0:
+            warn_off_stack(space, profile)
         decodings += [d.label for d in space.decodings]
         release.update({d.label: behaviour.policy(profile, d).release for d in space.decodings})
         parts.append(plan(m, traffic, targets, space, pricing, requests=spec.simulation.requests,
@@ -62,7 +66,14 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                          release=release,  # each decoding's batch release policy, as serve's
                          requests=spec.simulation.requests, seed=spec.simulation.seed,
                          power_utilisation=pricing.power_utilisation, absurd_shown=absurd,
-                         ar_baseline=baseline)
+                         ar_baseline=baseline, stack=profile.name if profile is not None else "none",
+                         # the default GPUs the stack does not run on, and the stack each one's
+                         # vendor has of its own (None: none bundled)
+                         left_out=[dict(gpu=g.name, vendor=g.vendor, stack=DEFAULT_STACK_BY_VENDOR.get(g.vendor.lower()))
+                                   for g in space.left_out],
+                         # the vendors it runs on, as the hardware files spell them
+                         runs_on=sorted({g.vendor for g in db.gpus.values() if profile.runs(g.vendor)})
+                         if profile is not None and profile.runs_on is not None else None)
     return result
 
 

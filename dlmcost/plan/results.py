@@ -7,6 +7,7 @@ deployment); the money / energy formulas are serving/costs.py's, applied here as
     $/Mtok          = $/hour / (output tok/s x 3600) x 1e6
     $/Mtok at capacity = $/hour / (sustained requests/s x mean answer tokens x 3600) x 1e6
     J/token         = GPUs x board power (W) x power utilisation / output tok/s
+    $/Mtok low, high = $/Mtok at the low and high ends of the price's range (costs.price_range)
 
 $/Mtok is at the offered load: provisioned GPUs are paid for whether busy or not. At capacity it
 is at the highest load the same deployment sustains within the latency targets (`sustained_rps`),
@@ -17,7 +18,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from ..serving.costs import joules_per_token, usd_per_hour, usd_per_mtok  # noqa: F401  (plan's names for them)
+from ..serving.costs import (joules_per_token, usd_per_hour, usd_per_mtok,  # noqa: F401  (plan's names for them)
+                             usd_per_mtok_range)
 from ..serving.targets import Miss, Targets
 
 
@@ -54,6 +56,10 @@ class Deployment:
     misses: list[Miss] = field(default_factory=list)
     pareto: bool = False
     absurd: bool = False
+    price_per_gpu_hour_low: float | None = None  # the price's range: public low and high list prices
+    price_per_gpu_hour_high: float | None = None
+    usd_per_mtok_low: float | None = None  # $/Mtok at them
+    usd_per_mtok_high: float | None = None
 
     @property
     def gpus(self) -> int:

@@ -25,6 +25,7 @@ from ..inputs.hardware import HardwareDB
 from ..inputs.models import ModelSpec
 from .results import Targets
 from ..serving.behaviour import DEFAULT_MAX_RUNNING
+from ..serving.costs import price_range
 from .search import DEFAULT_REQUESTS, Pricing, SearchSpace
 from ..serving.decodings import choose_decodings
 from ..serving.steptime import Decoding
@@ -174,9 +175,11 @@ def parse_price(text: str) -> tuple[str, float]:
 
 
 def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: HardwareDB, *,
-                            default_max_batch: int = DEFAULT_MAX_BATCH[0]) -> tuple[SearchSpace, Pricing]:
+                            default_max_batch: int = DEFAULT_MAX_BATCH[0], stack=None) -> tuple[SearchSpace, Pricing]:
     """The search space and prices; the batch limit searched, when none is given, is
-    `default_max_batch` (the stack's running-request limit, as `serve` takes it)."""
+    `default_max_batch` (the stack's running-request limit, as `serve` takes it). Without a GPU
+    list: every priced data-centre part that `stack` (a Stack; None: the bare roofline) runs on,
+    the others left out (`SearchSpace.left_out`)."""
     usd, source = {}, {}
     for g in db.gpus.values():
         if g.price_per_hour is not None:
@@ -187,9 +190,13 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
             raise UsageError(f"prices: {name} must be a price per GPU-hour in (0, 1000], got {value}")
         key = db.get(name).key
         usd[key], source[key] = value, "user"
+    ranges = {g.key: price_range(usd[g.key], source[g.key], g.price_per_hour) for g in db.gpus.values() if g.key in usd}
     s = spec.search
+    left_out = []
     if s.gpus is None:  # every priced data-centre part (workstation and consumer cards on request)
         gpus = [g for g in db.gpus.values() if g.key in usd and (s.consumer or g.segment == "datacenter")]
+        left_out = [g for g in gpus if stack is not None and not stack.runs(g.vendor)]
+        gpus = [g for g in gpus if g not in left_out]
     else:
         gpus = db.select(s.gpus, [])
         unpriced = [g.name for g in gpus if g.key not in usd]
@@ -209,6 +216,28 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
 
     for p in precisions:
         get_precision(p)
-    space = SearchSpace(gpus, sorted(set(tps)), list(dict.fromkeys(precisions)), decodings, sorted(set(max_batches)))
+    space = SearchSpace(gpus, sorted(set(tps)), list(dict.fromkeys(precisions)), decodings, sorted(set(max_batches)),
+                        left_out)
     power = {g.key: g.board_power_w for g in gpus}
-    return space, Pricing(usd, source, power, spec.power_utilisation)
+    return space, Pricing(usd, source, power, spec.power_utilisation, low={k: lo for k, (lo, _) in ranges.items()},
+                          high={k: hi for k, (_, hi) in ranges.items()})
+
+
+def choose_stack(stack: str | None, spec: ScenarioSpec, db: HardwareDB) -> str | None:
+    """The stack a plan runs: the one named; else, for a GPU list, the default for their vendors
+    (`stacks.default_stack_for`: TPUs alone run jax-tpu); else the default (None)."""
+    from ..inputs.stacks import default_stack_for
+
+    if stack is not None or spec.search.gpus is None:
+        return stack
+    return default_stack_for({g.vendor for g in db.select(spec.search.gpus, [])})
+
+
+def warn_off_stack(space: SearchSpace, stack) -> None:
+    """A warning for each GPU asked for that the stack does not run on: its times are those of
+    an engine that is not there."""
+    off = [g for g in space.gpus if stack is not None and not stack.runs(g.vendor)]
+    if off:
+        names = ", ".join(f"{g.name} ({g.vendor})" for g in off)
+        warnings.warn(f"the {stack.name} stack does not run on {names}: its times there are those of an engine that "
+                      f"is not there (--stack names another)", DlmcostWarning, stacklevel=2)

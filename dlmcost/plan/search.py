@@ -27,7 +27,7 @@ from ..analysis import limits
 from ..inputs.hardware import GPU
 from ..engine.schemes import autoregressive_scheme
 from .results import (ABSURD_RATIO, Deployment, Targets, check_targets, joules_per_token, mark_absurd, pareto_front,
-                      rank_key, usd_per_hour, usd_per_mtok)
+                      rank_key, usd_per_hour, usd_per_mtok, usd_per_mtok_range)
 from ..serving import behaviour
 from ..serving.behaviour import DEFAULT_REQUESTS, batch_grid
 from ..serving.simulate import ClassTable, RequestPasses, in_flight_cap
@@ -47,6 +47,7 @@ class SearchSpace:
     precisions: list[str]
     decodings: list[Decoding]
     max_batches: list[int]
+    left_out: list[GPU] = field(default_factory=list)  # default GPUs the stack does not run on
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,8 @@ class Pricing:
     source: dict[str, str]
     power_w: dict[str, float | None]
     power_utilisation: float = 1.0
+    low: dict[str, float | None] = field(default_factory=dict)  # the price's range (costs.price_range)
+    high: dict[str, float | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -177,7 +180,10 @@ def _deployment(c: Candidate, ev: ReplicaRun, replicas: int, capacity_rps: float
         joules_per_token=joules_per_token(gpus, pricing.power_w.get(c.gpu.key), pricing.power_utilisation, out_tok_s),
         price_per_gpu_hour=price, price_source=pricing.source.get(c.gpu.key),
         output_tokens_per_s=out_tok_s, tokens_per_s_per_gpu=out_tok_s / gpus,
+        price_per_gpu_hour_low=pricing.low.get(c.gpu.key), price_per_gpu_hour_high=pricing.high.get(c.gpu.key),
     )
+    d.usd_per_mtok_low, d.usd_per_mtok_high = usd_per_mtok_range(gpus, d.price_per_gpu_hour_low,
+                                                                 d.price_per_gpu_hour_high, out_tok_s)
     d.misses = check_targets(d, targets)
     return d
 

@@ -11,6 +11,6 @@ and is reached from the CLI alone.
                       each command's rows, tables, machine formats and HTML page
     report_stacks.py  measure's and calibrate's tables
     charts.py         chart data from results; plot.py draws it with matplotlib; termplot.py on a terminal
-    page.py           the parts of an HTML page; html.py the pages by the name the CLI imports
+    page.py           the parts of an HTML page (each command's page is in its module)
     progress.py       rich's progress bar on a terminal's stderr, for work over a second
 """

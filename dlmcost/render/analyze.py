@@ -21,6 +21,23 @@ ANALYZE_CAPTION = ("latency: whole generation; tok/s: the whole tensor-parallel 
                    "time-weighted over passes, each against its own ridge; mem: GB = 1e9 bytes; max batch: largest batch that fits "
                    "in memory; knee block: largest block whose cached step stays memory-bound (all: every block "
                    "up to the generation length)")
+# What each column means, for the HTML page's legend (docs/methodology.md has the formulas).
+ANALYZE_LEGEND = {
+    "GPU": "the accelerator, as `dlmcost gpus` names it",
+    "latency\nms": "time of the whole generation (prompt passes and every denoising or decode step), milliseconds",
+    "tok/s": "generated tokens / latency, the whole tensor-parallel group's",
+    "speed-up\nvs AR ×": "AR decode latency / this latency (same model, GPU, prompt, gen, batch); above 1 = faster than AR",
+    "AI\nFLOP/B": "arithmetic intensity: FLOPs / bytes moved, over the whole generation",
+    "ridge\nFLOP/B": "achievable ridge: where the achievable compute and memory times meet (the GEMM rate at the "
+                     "longest pass's rows over the achievable bandwidth); the peak ridge, peak / bandwidth, is in "
+                     "`dlmcost gpus`",
+    "bound": "memory or compute: time-weighted over the passes, each against its own achievable ridge",
+    "mem\nGB": "weights + K/V cache + peak activations and logits per GPU, GB = 1e9 bytes",
+    "fits": "whether that memory fits in the GPU's",
+    "max\nbatch": "the largest batch that fits in memory",
+    "knee\nblock": "the largest block whose cached step stays memory-bound (all: every block up to the generation "
+                   "length; >limit: past the search's limit)",
+}
 
 
 def analyze_rows(a: dict) -> list[list]:
@@ -62,6 +79,19 @@ PASS_HEADERS = ["pass", "count", "q", "c", "GFLOP\n/pass", "MB\n/pass", "weights
                 "AI\nFLOP/B", "bound", "ms\n/pass"]
 # A narrow terminal keeps what a pass costs (count, time, verdict) and drops its make-up first.
 PASS_PRIORITY = [0, 0, 2, 2, 1, 1, 3, 3, 2, 0, 0]
+PASS_LEGEND = {
+    "pass": "the pass family (prefill, step, refresh...): passes of one shape, or of shapes growing by a fixed step",
+    "count": "passes of the family over the generation",
+    "q": "query tokens per pass (first–last where they grow)",
+    "c": "context tokens each query attends to (first–last where they grow)",
+    "GFLOP\n/pass": "FLOPs of one pass (the family's mean), 1e9",
+    "MB\n/pass": "bytes one pass moves (weights, K/V, activations, logits), 1e6",
+    "weights\nMB": "weight bytes one pass reads, 1e6",
+    "KV read\nMB": "K/V cache bytes one pass reads, 1e6",
+    "AI\nFLOP/B": "the pass's FLOPs / bytes",
+    "bound": "memory or compute: the pass's AI against its achievable ridge",
+    "ms\n/pass": "time of one pass, milliseconds",
+}
 
 
 def tokens(x: float) -> str:
@@ -82,6 +112,14 @@ def pass_rows(result: dict) -> list[list]:
 
 OP_HEADERS = ["op", "TFLOP", "GB\nmoved", "AI\nFLOP/B", "time\nms", "share\n%"]
 OP_PRIORITY = [0, 1, 1, 2, 0, 0]
+OP_LEGEND = {
+    "op": "the operation, summed over every pass of the generation",
+    "TFLOP": "its FLOPs, 1e12",
+    "GB\nmoved": "its bytes moved, 1e9",
+    "AI\nFLOP/B": "its FLOPs / bytes",
+    "time\nms": "its time over the generation, milliseconds",
+    "share\n%": "its share of the generation's time",
+}
 
 
 def op_rows(result: dict) -> list[list]:
@@ -162,12 +200,27 @@ def analyze_page(a: dict, charts: list, show_ops: bool = False) -> str:
     from . import page
 
     escape = page.text  # control characters shown, then HTML-escaped
-    sections = [page.table(ANALYZE_HEADERS, analyze_rows(a)), page.figures(charts)]
+    sections = [page.table(ANALYZE_HEADERS, analyze_rows(a), legend=ANALYZE_LEGEND), page.figures(charts)]
     for r in a["results"]:
         if not r.get("supported"):
             sections.append(f"<p>{escape(r['gpu'])}: {escape(r['error'])}</p>")
         elif show_ops:
-            sections.append(f"<h2>{escape(r['gpu'])}: passes</h2>" + page.table(PASS_HEADERS, pass_rows(r)))
+            sections.append(f"<h2>{escape(r['gpu'])}: passes</h2>" + page.table(PASS_HEADERS, pass_rows(r), legend=PASS_LEGEND))
             sections.append(f"<h2>{escape(r['gpu'])}: ops over the whole generation</h2>"
-                            + page.table(OP_HEADERS, op_rows(r)))
-    return page.page(f"dlmcost analyze: {a['model']['id']}", analyze_header(a), sections, a.get("warnings", []))
+                            + page.table(OP_HEADERS, op_rows(r), legend=OP_LEGEND))
+    return page.page(f"dlmcost analyze: {a['model']['id']}", analyze_header(a), sections, a.get("warnings", []),
+                     summary=analyze_summary(a))
+
+
+def analyze_summary(a: dict) -> str:
+    """One sentence: the fastest GPU, its latency, throughput and verdict, and how many were compared."""
+    runs = [r for r in a["results"] if r.get("supported")]
+    if not runs:
+        return "No selected GPU supports this workload."
+    best = min(runs, key=lambda r: r["time_s"])
+    others = len(a["results"]) - 1
+    against = f" of {len(a['results'])} GPUs" if others else ""
+    fits = "fits" if best["memory"]["fits"] else "does NOT fit"
+    return (f"Fastest{against}: {best['gpu']}, {ms(best['time_s'])} ms for the generation "
+            f"({num(best['tokens_per_s'], 4)} tok/s), {best['verdict'] or 'no verdict'}, "
+            f"and it {fits} in memory ({gb(best['memory']['total_bytes'])} GB).")

@@ -28,30 +28,45 @@ def render_schemes(entries: list[dict], fmt: str, out: Output) -> None:
         print_fitted(out, columns, rows)
 
 
-def gpu_records(gpus) -> list[dict]:
+def gpu_records(gpus, price_ages: dict | None = None) -> list[dict]:
+    """One record per GPU; `price_ages`: each list price's age in days and whether it is stale,
+    by key (`api.price_ages`)."""
+    ages = price_ages or {}
     return [dict(name=g.name, key=g.key, aliases=list(g.aliases), vendor=g.vendor, status=g.status,
                  memory_bytes=g.memory_bytes,
                  memory_as_listed=f"{g.memory_gb:g} GB" if g.memory_gb is not None else f"{g.memory_gib:g} GiB",
                  bandwidth_bytes_per_s=g.bandwidth_bytes_per_s,
                  peak_flops=dict(g.peak_flops), ridge_flops_per_byte=dict(g.ridge_flops_per_byte),
-                 scale_up_bytes_per_s=g.link_bytes_per_s, efficiency=g.efficiency.model_dump(), notes=g.notes)
+                 scale_up_bytes_per_s=g.link_bytes_per_s, efficiency=g.efficiency.model_dump(), notes=g.notes,
+                 price_per_hour=g.price_per_hour.model_dump() if g.price_per_hour is not None else None,
+                 price_age_days=ages.get(g.key, {}).get("days"), price_stale=ages.get(g.key, {}).get("stale", False))
             for g in gpus]
 
 
 GPU_HEADERS = ["GPU", "mem\nGB", "listed\nas", "BW\nTB/s", "bf16\nTF/s", "fp8\nTF/s", "fp4\nTF/s",
-               "ridge\nbf16", "ridge\nfp8", "ridge\nfp4", "status"]
+               "ridge\nbf16", "ridge\nfp8", "ridge\nfp4", "$/h", "price\nas of", "status"]
 
 
 GPU_CAPTION = ("mem: GB = 1e9 bytes, the unit of every memory figure dlmcost prints (JSON: memory_bytes); listed as: "
                "the vendor's figure, whose 'GB' is often binary (an H100's 80 GB is 80 GiB = 85.9 GB); dense "
-               "tensor-core peaks (no sparsity); ridge = peak / bandwidth in FLOP/byte")
+               "tensor-core peaks (no sparsity); ridge = peak / bandwidth in FLOP/byte; $/h: list price per GPU-hour "
+               "(an estimate; JSON: its low-high range and source), as of its date, ! = over a year old")
 
 
-GPU_PRIORITY = [0, 0, 3, 0, 1, 2, 2, 3, 4, 4, 2]
+GPU_PRIORITY = [0, 0, 3, 0, 1, 2, 2, 3, 4, 4, 1, 1, 2]
 
 
-def render_gpus(gpus, fmt: str, out: Output) -> None:
-    recs = gpu_records(gpus)
+def price_date(r: dict) -> str:
+    """The price's date as its file gives it (the date part), '!' after it when over a year old."""
+    p = r["price_per_hour"]
+    if p is None:
+        return "—"
+    day = p["as_of"].split(" ")[0]
+    return day + ("!" if r["price_stale"] else "")
+
+
+def render_gpus(gpus, fmt: str, out: Output, price_ages: dict | None = None) -> None:
+    recs = gpu_records(gpus, price_ages)
     if fmt == "json":
         out.write(to_json(recs) + "\n")
         return
@@ -64,14 +79,15 @@ def render_gpus(gpus, fmt: str, out: Output) -> None:
 
     rows = [[r["name"], gb(r["memory_bytes"]), r["memory_as_listed"], f"{r['bandwidth_bytes_per_s'] / 1e12:.3g}",
              peak(r, "bf16"), peak(r, "fp8"), peak(r, "fp4"), ridge(r, "bf16"), ridge(r, "fp8"), ridge(r, "fp4"),
-             r["status"]] for r in recs]
+             f"{r['price_per_hour']['usd']:.2f}" if r["price_per_hour"] else "—", price_date(r), r["status"]]
+            for r in recs]
     if fmt == "csv":
         out.write(to_csv([dict(zip((h.replace("\n", " ") for h in GPU_HEADERS), r)) for r in rows]))
     elif fmt == "markdown":
         out.write(to_markdown(GPU_HEADERS, rows))
     else:
         columns = table_columns(GPU_HEADERS, GPU_PRIORITY)
-        columns[-1].right = False  # status is a word
+        columns[-1].right = columns[-2].right = False  # status is a word, the date text
         print_fitted(out, columns, rows, GPU_CAPTION)
 
 

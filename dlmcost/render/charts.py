@@ -17,15 +17,20 @@ import math
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
+from .cells import num
 from .labels import knee_label, uses
 
 # Markers distinct in black and white (matplotlib codes; termplot maps them to characters).
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h")
+# A plan's deployments, one marker per model and decoding: none of the front's square or the AR star.
+CANDIDATE_MARKERS = tuple(m for m in MARKERS if m not in ("s", "*"))
 # Line styles for GPU roofs, so that up to seven roofs differ without colour (matplotlib dash
 # patterns: (offset, (on, off, ...)) in line widths).
 LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (8, 2, 1, 2)))
 BF16_ROOF_STYLE = (0, (1, 2))  # thin and finely dotted, under the precision's own roofs
-KNEE_NOTES_UP_TO = 3  # more GPUs than this: the knee is in the legend only (labels would collide)
+# More GPUs than this: their ridges and knees are in the legend only (beside the marks, the labels
+# of several GPUs crowd the few points where their roofs bend).
+RIDGE_NOTES_UP_TO = 1
 GRAY = -1  # palette index drawn in gray
 LOG_SPAN = 20.0  # an axis whose positive values span at least this ratio is drawn log-scaled
 
@@ -44,6 +49,7 @@ class Series:
     size: float = 6.0  # marker size in points
     filled: bool = True
     gid: str | None = None  # id of the element in SVG output (tests read points back by it)
+    tips: list[str] | None = None  # one text per point, shown on hover in SVG and HTML (needs a gid)
 
 
 @dataclass
@@ -72,6 +78,7 @@ class Chart:
     title: str
     panels: list[Panel]
     shared_y: bool = False  # every panel on one y scale (the sweep's GPU panels compare by eye)
+    per_row: int | None = None  # panels side by side at most (None: the drawing's default)
 
 
 def attainable_flops(intensity: float, peak_flops: float, bandwidth_bytes_per_s: float) -> float:
@@ -121,9 +128,12 @@ def roofline(result: dict, show_ops: bool = False) -> Chart:
     """Log-log roofline of one analyze result: each GPU's roof at the workload's compute
     precision (bf16 dotted beneath when attention's peak differs), every pass family on its roof
     with a marker whose area is its share of the time, the AR decode step (the result's AR
-    baseline; not for AR itself), with `show_ops` each op over the generation, and each GPU's
-    ridge labelled with the knee block as the table shows it. Everything drawn is in `result`
-    (the AR point is its `ar_step_arithmetic_intensity`)."""
+    baseline; not for AR itself), with `show_ops` each op over the generation, and each GPU's two
+    ridges apart: the peak ridge where its roof bends (peak / bandwidth, a tick) and the achievable
+    ridge the table shows (a dotted vertical line: where the achievable compute and memory times
+    meet), both in the roof's legend entry with the knee block as the table shows it, and labelled
+    beside the marks for up to RIDGE_NOTES_UP_TO GPUs. Everything drawn is in `result` (the AR
+    point is its `ar_step_arithmetic_intensity`)."""
     w = result["workload"]
     compute = w["compute_precision"]
     runs = [r for r in result["results"] if r.get("supported")]
@@ -141,8 +151,10 @@ def roofline(result: dict, show_ops: bool = False) -> Chart:
             xs.append(r["ar_step_arithmetic_intensity"])
         if show_ops:
             xs += [o["arithmetic_intensity"] for o in r["ops"] if o["arithmetic_intensity"] > 0]
-        xs += [r["peak_flops"] / r["bandwidth_bytes_per_s"], r["attention_peak_flops"] / r["bandwidth_bytes_per_s"]]
+        xs += [r["peak_flops"] / r["bandwidth_bytes_per_s"], r["attention_peak_flops"] / r["bandwidth_bytes_per_s"],
+               r["achievable_ridge_flops_per_byte"]]
     lo, hi = min(x for x in xs if x > 0) / 4, max(xs) * 12  # room right of the ridges for their labels
+    floor = min(attainable_flops(lo, r["peak_flops"], r["bandwidth_bytes_per_s"]) for r in runs)
 
     for gi, r in enumerate(runs):
         bw, peak, apeak = r["bandwidth_bytes_per_s"], r["peak_flops"], r["attention_peak_flops"]
@@ -150,17 +162,24 @@ def roofline(result: dict, show_ops: bool = False) -> Chart:
         def roof(x: float, peak=peak, bw=bw) -> float:
             return attainable_flops(x, peak, bw)
 
-        ridge = peak / bw
+        ridge, achievable = peak / bw, r["achievable_ridge_flops_per_byte"]
         knee_text = f"knee b={knee_label(r['knee']['block'], w['gen'])}"
+        ridges = f"ridge {num(achievable)} achievable, {num(ridge)} peak"
         panel.series.append(Series([lo, ridge, hi], [roof(lo), roof(ridge), roof(hi)],
-                                   label=f"{r['gpu']} roof ({compute}), {knee_text}", color=gi,
+                                   label=f"{r['gpu']} roof ({compute}): {ridges}; {knee_text}", color=gi,
                                    linestyle=LINESTYLES[gi % len(LINESTYLES)], gid=f"roof:{r['gpu_key']}"))
+        panel.series.append(Series([ridge], [peak], label="peak ridge (peak / bandwidth)" if gi == 0 else None,
+                                   color=gi, marker="|", size=12, gid=f"ridge-peak:{r['gpu_key']}"))
+        panel.series.append(Series([achievable, achievable], [floor, roof(achievable)],
+                                   label="achievable ridge (the table's)" if gi == 0 else None, color=gi,
+                                   linestyle=":", width=1.0, gid=f"ridge-achievable:{r['gpu_key']}"))
         if apeak != peak:
             panel.series.append(Series([lo, apeak / bw, hi], [attainable_flops(x, apeak, bw) for x in (lo, apeak / bw, hi)],
                                        label="bf16 roofs (attention)" if gi == 0 else None, color=gi,
                                        linestyle=BF16_ROOF_STYLE, width=0.8, gid=f"roof-bf16:{r['gpu_key']}"))
-        if len(runs) <= KNEE_NOTES_UP_TO:
-            panel.notes.append(Note(ridge, peak, f"{r['gpu']}: {knee_text}", below=True))
+        if len(runs) <= RIDGE_NOTES_UP_TO:
+            panel.notes.append(Note(ridge, peak, f"{r['gpu']}: peak ridge {num(ridge)}, {knee_text}", below=True))
+            panel.notes.append(Note(achievable, roof(achievable), f"{r['gpu']}: achievable ridge {num(achievable)}"))
         for p in r["passes"]:
             x = p["arithmetic_intensity"]
             share = _share(p, r)
@@ -305,29 +324,57 @@ def fixed_knobs(rows: list[dict], shown: set) -> list[str]:
 PLAN_KEYS = ("gpu", "usd_per_mtok", "p95_latency_s", "pareto", "is_ar_baseline")
 
 
+def short_model(model_id: str) -> str:
+    """A model id without its organisation ('LLaDA2.0-mini'), as the plan table's model column."""
+    return str(model_id).rpartition("/")[2]
+
+
+def deployment_label(r: dict, model: bool = True) -> str:
+    """A deployment in a few words: model, GPU, replicas × TP, precision and decoding, whichever of
+    them the row has ('LLaDA2.0-mini MI300X 2×TP1 fp8 block/32/1')."""
+    size = f"{r['replicas']}×TP{r['tp']}" if "replicas" in r and "tp" in r else ""
+    parts = [short_model(r["model"]) if model and r.get("model") else "", str(r["gpu"]), size,
+             str(r.get("precision") or ""), str(r.get("decoding") or "")]
+    return " ".join(p for p in parts if p)
+
+
 def plan_front(rows: list[dict], title: str = "plan: cost against p95 latency") -> Chart:
-    """$ per million tokens against p95 latency: every candidate (hollow gray), the Pareto front
-    (filled squares joined by a line, labelled with the GPU), and the AR baseline (a star)."""
+    """$ per million tokens against p95 latency: every deployment (hollow markers, one colour and
+    marker per model and decoding, named in the legend), the Pareto front (joined in latency order,
+    each point labelled with its model, GPU, replicas × TP, precision and decoding) and the AR
+    baseline (stars, labelled alike). Every point carries its full label as a hover text."""
     if not rows:
         raise UsageError("nothing to plot: the plan has no candidate")
     missing = [k for k in PLAN_KEYS if k not in rows[0]]
     if missing:
         raise UsageError(f"plan rows lack {', '.join(missing)}")
+    several = len({r.get("model") for r in rows}) > 1
     xs = [r["p95_latency_s"] for r in rows]
     ys = [r["usd_per_mtok"] for r in rows]
     panel = Panel(xlabel="p95 latency (s)", ylabel="$ per million tokens", xlog=_log_scaled(xs), ylog=_log_scaled(ys))
-    rest = [r for r in rows if not r["pareto"] and not r["is_ar_baseline"]]
-    front = sorted((r for r in rows if r["pareto"] and not r["is_ar_baseline"]), key=lambda r: r["p95_latency_s"])
+
+    def tip(r: dict) -> str:
+        return f"{deployment_label(r)}: ${r['usd_per_mtok']:.3g} per Mtok, p95 {r['p95_latency_s']:.3g} s"
+
+    plan_rows = [r for r in rows if not r["is_ar_baseline"]]
+    groups = list(dict.fromkeys((r.get("model"), r.get("decoding")) for r in plan_rows))
+    for i, (model, decoding) in enumerate(groups):
+        members = [r for r in plan_rows if (r.get("model"), r.get("decoding")) == (model, decoding)]
+        name = " ".join(str(v) for v in ((short_model(model) if several and model else None), decoding) if v)
+        panel.series.append(Series([r["p95_latency_s"] for r in members], [r["usd_per_mtok"] for r in members],
+                                   label=name or "deployment", color=i if len(groups) > 1 else GRAY,
+                                   marker=CANDIDATE_MARKERS[i % len(CANDIDATE_MARKERS)], filled=False, size=5,
+                                   gid=f"plan:candidates:{i + 1}", tips=[tip(r) for r in members]))
+    front = sorted((r for r in plan_rows if r["pareto"]), key=lambda r: r["p95_latency_s"])
     base = [r for r in rows if r["is_ar_baseline"]]
-    if rest:
-        panel.series.append(Series([r["p95_latency_s"] for r in rest], [r["usd_per_mtok"] for r in rest],
-                                   label="candidate", color=GRAY, marker="o", filled=False, size=5, gid="plan:candidates"))
     if front:
         panel.series.append(Series([r["p95_latency_s"] for r in front], [r["usd_per_mtok"] for r in front],
-                                   label="Pareto front", color=0, marker="s", linestyle="-", size=7, gid="plan:pareto"))
-        panel.notes += [Note(r["p95_latency_s"], r["usd_per_mtok"], str(r["gpu"])) for r in front]
+                                   label="Pareto front", color=0, marker="s", linestyle="-", size=7, gid="plan:pareto",
+                                   tips=[tip(r) for r in front]))
+        panel.notes += [Note(r["p95_latency_s"], r["usd_per_mtok"], deployment_label(r, several)) for r in front]
     if base:
         panel.series.append(Series([r["p95_latency_s"] for r in base], [r["usd_per_mtok"] for r in base],
-                                   label="AR baseline", color=1, marker="*", size=12, gid="plan:ar-baseline"))
-        panel.notes += [Note(r["p95_latency_s"], r["usd_per_mtok"], f"AR {r['gpu']}") for r in base]
+                                   label="AR baseline", color=1, marker="*", size=12, gid="plan:ar-baseline",
+                                   tips=[tip(r) for r in base]))
+        panel.notes += [Note(r["p95_latency_s"], r["usd_per_mtok"], "AR " + deployment_label(r, several)) for r in base]
     return Chart("plan", title, [panel])

@@ -10,7 +10,7 @@ from typing import Any, Iterable
 from .cells import safe
 
 FORMATS = ("table", "json", "csv", "markdown", "html")
-CHART_FORMATS = ("html",)  # formats only analyze and sweep offer (they draw charts)
+CHART_FORMATS = ("html",)  # formats only the commands that draw charts offer (analyze, sweep, plan, serve)
 
 
 def _jsonable(o: Any):

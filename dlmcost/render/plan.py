@@ -13,13 +13,36 @@ from .tables import print_fitted, table_columns
 PLAN_HEADERS = ["model", "GPU", "scheme/\nb/tpf", "R×TP\nprec", "B", "p50\ns", "p95\ns", "1st\nblk s", "tok/s\n/user",
                 "out\ntok/s", "tok/s\n/GPU", "cap\nreq/s", "head\n%", "$/h", "$/Mtok", "$/Mtok\n@cap", "J/tok"]
 PLAN_PRIORITY = [0, 0, 0, 0, 3, 2, 0, 3, 2, 3, 1, 4, 4, 3, 0, 0, 4]  # larger: dropped sooner on a narrow terminal
+PRICE_RANGE = "$/Mtok\nlow–high"  # the HTML page's column: $/Mtok over the price's public range
+PLAN_LEGEND = {
+    "model": "the model deployed",
+    "GPU": "the accelerator, as `dlmcost gpus` names it",
+    "scheme/\nb/tpf": "the decoding: scheme / block length / tokens per forward (ar: one token per pass)",
+    "R×TP\nprec": "data-parallel replicas × tensor-parallel GPUs per replica, and the weights' precision",
+    "B": "the batch limit: requests a replica runs at once",
+    "p50\ns": "median end-to-end latency of the simulated requests, seconds",
+    "p95\ns": "95th percentile end-to-end latency, seconds",
+    "1st\nblk s": "95th percentile time to the first streamed block (AR: token), seconds",
+    "tok/s\n/user": "median over requests of answer tokens / latency",
+    "out\ntok/s": "output tokens per second at the offered load",
+    "tok/s\n/GPU": "output tokens/s over replicas × TP GPUs",
+    "cap\nreq/s": "saturation throughput: requests/s the replicas complete with every batch full",
+    "head\n%": "the capacity's margin over the offered load",
+    "$/h": "dollars per hour for all the GPUs, at the hardware file's list price (an estimate) or --price",
+    "$/Mtok": "dollars per million output tokens at the offered load (the ranking); * = on the cost/latency "
+              "Pareto front; -: no price for the GPU",
+    PRICE_RANGE: "the same at the low and high ends of the hardware file's public price range (list prices move: "
+                 "a year can double or halve them)",
+    "$/Mtok\n@cap": "dollars per million output tokens at the highest load the deployment sustains within the targets",
+    "J/tok": "joules per output token at the board power envelope",
+}
 
 
-def plan_table(records: list[dict], show_decoding: bool) -> tuple[list[str], list[list]]:
+def plan_table(records: list[dict], show_decoding: bool, price_range: bool = False) -> tuple[list[str], list[list]]:
     """Headers and cells, two significant digits (json/csv carry full values); the decoding column
     only when several decodings were searched, the model column only when several models were, so
     that the table stays within 100 columns. '*' after $/Mtok marks the cost/latency Pareto front;
-    '-': no price for the GPU."""
+    '-': no price for the GPU. `price_range`: a column of $/Mtok over the price's range after $/Mtok."""
     def g2(x):
         return "-" if x is None else f"{x:.2g}" if abs(x) < 100 else f"{x:,.0f}"
 
@@ -38,14 +61,21 @@ def plan_table(records: list[dict], show_decoding: bool) -> tuple[list[str], lis
               g2(r["joules_per_token"])] for r in records]
     several_models = len({r.get("model") for r in records}) > 1
     keep = [several_models, True, show_decoding] + [True] * (len(PLAN_HEADERS) - 3)
-    return [h for h, k in zip(PLAN_HEADERS, keep) if k], [[c for c, k in zip(row, keep) if k] for row in cells]
+    headers, rows = [h for h, k in zip(PLAN_HEADERS, keep) if k], [[c for c, k in zip(row, keep) if k] for row in cells]
+    if price_range:
+        at = headers.index("$/Mtok") + 1
+        ends = [(r.get("usd_per_mtok_low"), r.get("usd_per_mtok_high")) for r in records]
+        headers.insert(at, PRICE_RANGE)
+        rows = [row[:at] + ["-" if None in e else f"{g2(e[0])}–{g2(e[1])}"] + row[at:] for row, e in zip(rows, ends)]
+    return headers, rows
 
 
 PLAN_CSV_KEYS = ("model", "gpu", "replicas", "tp", "gpus", "precision", "scheme", "block", "tpf", "decoding", "max_batch",
                  "p50_latency_s", "p95_latency_s", "p99_latency_s", "p95_first_block_s", "tokens_per_s_per_user",
                  "served_rps", "output_tokens_per_s", "tokens_per_s_per_gpu", "capacity_rps", "sustained_rps",
-                 "headroom", "usd_per_hour", "usd_per_mtok", "usd_per_mtok_at_capacity", "joules_per_token",
-                 "price_per_gpu_hour", "price_source", "pareto", "absurd")
+                 "headroom", "usd_per_hour", "usd_per_mtok", "usd_per_mtok_low", "usd_per_mtok_high",
+                 "usd_per_mtok_at_capacity", "joules_per_token", "price_per_gpu_hour", "price_per_gpu_hour_low",
+                 "price_per_gpu_hour_high", "price_source", "pareto", "absurd")
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -71,7 +101,8 @@ def plan_search_line(p: dict) -> str:
     tried = p["evaluated"] + sum(v for k, v in (p.get("skipped") or {}).items() if k != "absurd")
     if tried > product:
         text += f" and {tried - product:,} for the AR baseline"
-    return f"{text}; {_release(s.get('release') or {})}{plural(s['requests'], 'simulated request')}, " \
+    stack = f"stack {safe(s['stack'])}; " if s.get("stack") else ""
+    return f"{text}; {stack}{_release(s.get('release') or {})}{plural(s['requests'], 'simulated request')}, " \
            f"random seed {s['seed']}"
 
 
@@ -97,7 +128,22 @@ def plan_header(p: dict) -> str:
     hidden = (f"; {absurd} absurd (over 10x their model's cheapest $/Mtok) left out, --absurd lists them"
               if absurd and not s.get("absurd_shown") else "")
     return (f"{safe(p['model'])} · {load} · prompt {lengths(t['prompt'])} · answer {lengths(t['answer'])} tokens\n"
-            f"targets: {targets}\n{plan_search_line(p)}{hidden}")
+            f"targets: {targets}\n{plan_search_line(p)}{hidden}" + left_out_line(s))
+
+
+def left_out_line(search: dict) -> str:
+    """The default GPUs the stack does not run on, named, with the options that plan them: a new
+    line of the header, or nothing."""
+    gone = search.get("left_out") or []
+    if not gone:
+        return ""
+    vendors = " and ".join(safe(v) for v in search.get("runs_on") or [])
+    text = (f"\nleft out: {plural(len(gone), 'accelerator')} the {safe(search['stack'])} stack does not run on "
+            f"({', '.join(safe(g['gpu']) for g in gone)}; it runs on {vendors} parts): --gpu NAME plans one")
+    own = {g["vendor"]: g["stack"] for g in gone if g["stack"]}
+    for vendor, stack in own.items():
+        text += f", and {safe(vendor)} parts named alone plan with the {safe(stack)} stack"
+    return text
 
 
 def plan_csv_rows(p: dict) -> list[dict]:
@@ -105,7 +151,12 @@ def plan_csv_rows(p: dict) -> list[dict]:
     return [dict(set=name, **{k: r.get(k) for k in PLAN_CSV_KEYS}) for name, r in rows]
 
 
-def render_plan(p: dict, fmt: str, out: Output, top: int = 15) -> None:
+def render_plan(p: dict, fmt: str, out: Output, top: int = 15, charts: list | None = None) -> None:
+    """The plan in `fmt`; the table and Markdown show the first `top` deployments, the HTML page
+    every one."""
+    if fmt == "html":
+        out.write(plan_page(p, charts or []))
+        return
     if fmt == "json":
         out.write(to_json(p) + "\n")
         return
@@ -122,7 +173,7 @@ def render_plan(p: dict, fmt: str, out: Output, top: int = 15) -> None:
                "the load; prices: dated list-price estimates; J/tok: board power envelope")
     sections = []
     if shown:
-        more = f" (first {len(shown)} of {len(p['deployments'])}; json/csv list all)" if len(p["deployments"]) > len(shown) else ""
+        more = f" (first {len(shown)} of {len(p['deployments'])}; json, csv and html list all)" if len(p["deployments"]) > len(shown) else ""
         sections.append((f"deployments meeting the targets{more}", plan_table(shown, multi), caption))
     if baseline:
         sections.append(("AR baseline at the same targets (the same model decoding one token per pass)",
@@ -148,18 +199,54 @@ def render_plan(p: dict, fmt: str, out: Output, top: int = 15) -> None:
         out.line("AR baseline: no autoregressive deployment meets the targets", style="yellow")
 
 
-def plan_page(p: dict, charts: list, top: int) -> str:
-    """`plan --format html`: the header, the cost/latency chart, the ranked table and the AR baseline."""
+def recommendation(p: dict) -> str:
+    """The plan in one sentence: the cheapest deployment meeting the targets, what it costs (and
+    over the price's range), its latency against the target and its margin; or the nearest miss."""
+    if not p["deployments"]:
+        targets = ", ".join(f"{k} {v:g}" for k, v in p["targets"].items()) or "no latency target"
+        miss = p.get("nearest_miss")
+        if not miss:
+            return "No deployment meets the targets: no candidate could run."
+        missed = "; ".join(f"{m['target']} {m['value']:.3g} against {m['limit']:g}" for m in miss["misses"])
+        return f"No deployment meets the targets ({targets}); the nearest miss, {deployment(miss)}, misses {missed}."
+    d = p["deployments"][0]
+    cost = ("with no price for its GPU (--price NAME=USD gives one)" if d["usd_per_mtok"] is None
+            else f"at ${d['usd_per_mtok']:.2g} per million output tokens")
+    if d.get("usd_per_mtok_low") is not None and d.get("usd_per_mtok_high") is not None \
+            and d["usd_per_mtok_low"] != d["usd_per_mtok_high"]:
+        cost += f" (${d['usd_per_mtok_low']:.2g}–{d['usd_per_mtok_high']:.2g} over the GPU's public price range)"
+    target = p["targets"].get("p95_latency_s")
+    return (f"Recommended: {deployment(d)}, {cost}; p95 latency {d['p95_latency_s']:.2g} s"
+            + (f" (target {target:g} s)" if target else "")
+            + f", capacity {100 * d['headroom']:,.0f}% above the offered load; the cheapest of "
+            f"{plural(len(p['deployments']), 'deployment')} meeting the targets.")
+
+
+def deployment(d: dict) -> str:
+    """'LLaDA2.0-mini on 2 × MI300X (TP 1, fp8), block/32/1 decoding, batch limit 256'."""
+    model = d.get("model", "").rpartition("/")[2]
+    return (f"{safe(model)} on {d['replicas']} × {safe(d['gpu'])} (TP {d['tp']}, {d['precision']}), "
+            f"{safe(d['decoding'])} decoding, batch limit {d['max_batch']}")
+
+
+def plan_page(p: dict, charts: list) -> str:
+    """`plan --format html`: the recommendation, the header, the cost/latency chart, and every
+    deployment meeting the targets (the whole ranked table, with $/Mtok over the price's range),
+    the AR baseline's and the nearest miss."""
     from . import page
 
+    multi = len(p["search"]["decodings"]) > 1
     sections = [page.figures(charts)]
     if p["deployments"]:
-        headers, rows = plan_table(p["deployments"][:top], len(p["search"]["decodings"]) > 1)
-        sections.append("<h2>deployments meeting the targets</h2>" + page.table(headers, rows))
+        headers, rows = plan_table(p["deployments"], multi, price_range=True)
+        sections.append(f"<h2>deployments meeting the targets ({len(rows):,}, ranked by $/Mtok)</h2>"
+                        + page.table(headers, rows, legend=PLAN_LEGEND, table_id="deployments"))
     if p["ar_baseline"]:
-        headers, rows = plan_table(p["ar_baseline"][:3], False)
-        sections.append("<h2>AR baseline at the same targets</h2>" + page.table(headers, rows))
+        headers, rows = plan_table(p["ar_baseline"], False, price_range=True)
+        sections.append("<h2>AR baseline at the same targets (the same model decoding one token per pass)</h2>"
+                        + page.table(headers, rows, legend=PLAN_LEGEND))
     if not p["deployments"] and p.get("nearest_miss"):
-        headers, rows = plan_table([p["nearest_miss"]], True)
-        sections.append("<h2>no deployment meets the targets; nearest miss</h2>" + page.table(headers, rows))
-    return page.page(f"dlmcost plan: {p['model']}", plan_header(p), sections)
+        headers, rows = plan_table([p["nearest_miss"]], True, price_range=True)
+        sections.append("<h2>no deployment meets the targets; nearest miss</h2>"
+                        + page.table(headers, rows, legend=PLAN_LEGEND))
+    return page.page(f"dlmcost plan: {p['model']}", plan_header(p), sections, summary=recommendation(p))

@@ -1,4 +1,5 @@
-"""`dlmcost serve` output: the header, the load-curve rows, the latency rows, CSV rows and the chart.
+"""`dlmcost serve` output: the header, the load-curve rows, the latency rows, CSV rows, the chart
+and the HTML page.
 
 Rows are built here as plain headers + cells (`curve_table`, `latency_table`), apart from
 drawing them (`render_serve`), so that another table backend can take the same rows.
@@ -7,7 +8,7 @@ Numbers: three significant digits; json and csv carry every value in full.
 
 from __future__ import annotations
 
-from .charts import Chart, Note, Panel, Series, _log_scaled
+from .charts import Chart, Note, Panel, Series, _log_scaled, short_model
 from .output import Output
 from .cells import num
 from .formats import to_csv, to_json, to_markdown
@@ -23,6 +24,37 @@ CAPTION = ("req/s, tok/s: completed in the measured window; tok/s/GPU: output to
            "(AR: token); gap: a request's mean time between streamed blocks (AR: tokens); busy: share of the "
            "time a replica runs passes; run: mean running requests per replica; * = Pareto front of tok/s/GPU "
            "against tok/s/user; ! = overloaded (under 95% of the rate served: queues grow); $/Mtok at list price (estimate); J/tok: board power envelope")
+
+
+CURVE_LEGEND = {
+    "#": "the deployment, numbered as in the header",
+    "load": "the load: c=N concurrent users (closed loop), a rate in requests/s (open loop), a batch job "
+            "(requests × in parallel) or a trace; * = on the Pareto front of tok/s/GPU against tok/s/user, "
+            "! = overloaded (under 95% of the rate served: queues grow)",
+    "req/s": "requests completed per second in the measured window",
+    "out\ntok/s": "output tokens per second: requests/s × mean answer tokens",
+    "tok/s\n/GPU": "output tokens/s over replicas × TP GPUs",
+    "tok/s\n/user": "median over requests of answer tokens / end-to-end latency",
+    "TTFB\np50 s": "median time from arrival to the first streamed block (AR: token), seconds",
+    "gap\np50 s": "median of a request's mean time between streamed blocks (AR: tokens), seconds",
+    "e2e\np50 s": "median end-to-end latency, arrival to the last answer token, seconds",
+    "e2e\np99 s": "99th percentile of the end-to-end latency, seconds",
+    "busy\n%": "share of the time a replica runs passes",
+    "run\nmean": "mean running requests per replica",
+    "$/Mtok": "dollars per million output tokens at the hardware file's list price (an estimate)",
+    "$/Mtok\nlow–high": "the same at the low and high ends of the hardware file's public price range",
+    "J/tok": "joules per output token at the board power envelope",
+}
+LATENCY_LEGEND = {
+    "#": "the deployment, numbered as in the header",
+    "load": "the load, as in the table above",
+    "": "time to first block: arrival to the first streamed block (AR: token); inter-block gap: a request's "
+        "mean time between streamed blocks; end to end: arrival to the last answer token",
+    "mean s": "mean over the measured requests, seconds",
+    "median s": "median, seconds",
+    "p90 s": "90th percentile, seconds",
+    "p99 s": "99th percentile, seconds",
+}
 
 
 def n3(x: float | None) -> str:
@@ -141,13 +173,17 @@ def csv_rows(record: dict) -> list[dict]:
                 for stat in ("mean", "median", "p90", "p99"):
                     row[f"{key.removesuffix('_s')}_{stat}_s"] = p[key][stat]
             row.update(gpu_busy_fraction=p["gpu_busy_fraction"], mean_running=p["mean_running"],
-                       usd_per_mtok=p["usd_per_mtok"], joules_per_token=p["joules_per_token"],
+                       usd_per_mtok=p["usd_per_mtok"], usd_per_mtok_low=p.get("usd_per_mtok_low"),
+                       usd_per_mtok_high=p.get("usd_per_mtok_high"), joules_per_token=p["joules_per_token"],
                        makespan_s=p["makespan_s"], overloaded=p["overloaded"], pareto=p["pareto"])
             out.append(row)
     return out
 
 
-def render_serve(record: dict, fmt: str, out: Output) -> None:
+def render_serve(record: dict, fmt: str, out: Output, charts: list | None = None) -> None:
+    if fmt == "html":
+        out.write(serve_page(record, charts or []))
+        return
     if fmt == "json":
         out.write(to_json(record) + "\n")
         return
@@ -181,10 +217,24 @@ def render_serve(record: dict, fmt: str, out: Output) -> None:
         out.line(line)
 
 
+def deployment_name(d: dict) -> str:
+    """A deployment as a legend names it: 'LLaDA-8B-Instruct on 1× H100 SXM TP1 block/32/2'."""
+    return f"{short_model(d['model'])} on {d['replicas']}× {d['gpu']} TP{d['tp']} {d['decoding']}"
+
+
+def _load_x(p: dict, by_rate: bool) -> float | None:
+    """Where a load point sits on a load axis: its offered rate, or its concurrency (None: a trace)."""
+    return p.get("rate") if by_rate else p.get("concurrency")
+
+
 def serve_chart(record: dict) -> Chart:
-    """Two panels: tokens/s per GPU against tokens/s per user (every load of every deployment, the
-    Pareto front over all of them joined), and output tokens/s against the load (concurrency or
-    rate), one curve per deployment."""
+    """Up to three panels: tokens/s per GPU against tokens/s per user (every load of every
+    deployment, the Pareto front over all of them joined); output tokens/s against the load
+    (concurrency or rate), one curve per deployment, with its saturation throughput (every batch
+    full) as a dashed line and, on a rate axis, the saturation point; end-to-end latency p50 and
+    p99 against the load, with the saturation rate (or, on a concurrency axis, the requests the
+    replicas hold at once) as a dotted line. Each deployment's legend entry names its model. A
+    trace replay, which has no load axis, gets the first panel only."""
     entries = [e for e in record["deployments"] if e["points"]]
     many = len(record["deployments"]) > 1
     first = entries[0]["deployment"]
@@ -197,23 +247,32 @@ def serve_chart(record: dict) -> Chart:
     left = Panel(xlabel="tokens/s per user", ylabel="output tokens/s per GPU", xlog=_log_scaled(user),
                  ylog=_log_scaled(gpu), title="throughput against interactivity")
     by_rate = all(p.get("rate") is not None for _, p in points)
-    xs_all = [p["rate"] if by_rate else (p["concurrency"] or 0) for _, p in points]
-    right = Panel(xlabel="offered rate (req/s)" if by_rate else "concurrency", ylabel="output tokens/s",
-                  xlog=_log_scaled(xs_all), title="saturation")
+    xs_all = [_load_x(p, by_rate) for _, p in points]
+    on_load_axis = all(x is not None for x in xs_all)
+    axis = "offered rate (req/s)" if by_rate else "concurrency"
+    xlog = on_load_axis and _log_scaled(xs_all)
+    right = Panel(xlabel=axis, ylabel="output tokens/s", xlog=xlog, title="throughput against load")
+    latency = Panel(xlabel=axis, ylabel="end-to-end latency (s)", xlog=xlog,
+                    ylog=_log_scaled([p["latency_s"][k] for _, p in points for k in ("median", "p99")]),
+                    title="latency against load")
     for i, e in enumerate(entries):
-        label = f"#{i + 1} {e['deployment']['gpu']} {e['deployment']['decoding']}" if many else "load"
+        # one deployment: the title says the rest
+        name = f"#{i + 1} {deployment_name(e['deployment'])}" if many else short_model(e["deployment"]["model"])
         ps = e["points"]
         left.series.append(Series([p["tokens_per_s_per_user"] for p in ps], [p["output_tokens_per_s_per_gpu"] for p in ps],
-                                  label=label, color=i + 1 if many else -1, marker="o", filled=False, size=5,
+                                  label=name, color=i + 1 if many else -1, marker="o", filled=False, size=5,
                                   gid=f"serve:points:{i + 1}"))
-        xs = [p["rate"] if by_rate else (p["concurrency"] or 0) for p in ps]
-        order = sorted(range(len(ps)), key=lambda k: xs[k])
-        right.series.append(Series([xs[k] for k in order], [ps[k]["output_tokens_per_s"] for k in order],
-                                   label=label if many else "output tokens/s", color=i + 1, marker="o", linestyle="-",
-                                   size=6, gid=f"serve:curve:{i + 1}"))
-        m = e.get("max_rate")
-        if m and m.get("rate") and by_rate:
-            right.notes.append(Note(m["rate"], max(p["output_tokens_per_s"] for p in ps), "max rate"))
+        if not on_load_axis:
+            continue
+        order = sorted(range(len(ps)), key=lambda k: _load_x(ps[k], by_rate))
+        xs = [_load_x(ps[k], by_rate) for k in order]
+        right.series.append(Series(xs, [ps[k]["output_tokens_per_s"] for k in order], label=name, color=i + 1,
+                                   marker="o", linestyle="-", size=6, gid=f"serve:curve:{i + 1}"))
+        for stat, style, marker in (("median", "-", "o"), ("p99", "--", "^")):
+            latency.series.append(Series(xs, [ps[k]["latency_s"][stat] for k in order],
+                                         label=f"{name}, {'p50' if stat == 'median' else 'p99'}", color=i + 1,
+                                         marker=marker, linestyle=style, size=5, gid=f"serve:latency-{stat}:{i + 1}"))
+        _mark_saturation(right, latency, e, i, xs, by_rate, many)
     front = sorted((p for _, p in points if p["pareto"]), key=lambda p: p["tokens_per_s_per_user"])
     if front:
         left.series.append(Series([p["tokens_per_s_per_user"] for p in front],
@@ -221,4 +280,98 @@ def serve_chart(record: dict) -> Chart:
                                   marker="s", linestyle="-", size=7, gid="serve:pareto"))
     left.notes += [Note(p["tokens_per_s_per_user"], p["output_tokens_per_s_per_gpu"],
                         (f"#{i + 1} " if many else "") + short_load(p)) for i, p in points]
-    return Chart("serve", title, [left, right])
+    return Chart("serve", title, [left, right, latency] if on_load_axis else [left], per_row=2)
+
+
+def _mark_saturation(right: Panel, latency: Panel, entry: dict, i: int, xs: list[float], by_rate: bool,
+                     many: bool) -> None:
+    """The deployment's saturation on the load panels: its throughput as a dashed line across the
+    throughput panel, and where the load reaches it (the saturation rate; on a concurrency axis the
+    requests the replicas hold at once, when the curve spans it) as a dotted line on the latency
+    panel and a point on the throughput curve's panel; the highest rate within the targets, when
+    --max-rate found one."""
+    sat = entry.get("saturation")
+    tag = f"#{i + 1} " if many else ""
+    if sat:
+        where = sat["rate"] if by_rate else sat["in_flight"]
+        marked = by_rate or min(xs) <= where <= max(xs)
+        right.series.append(Series([min(xs), max(xs + [where] if marked else xs)], [sat["output_tokens_per_s"]] * 2,
+                                   label="saturation (every batch full)" if i == 0 else None, color=i + 1,
+                                   linestyle="--", width=1.0, gid=f"serve:saturation:{i + 1}"))
+        if marked:
+            what = f"{n3(sat['rate'])} req/s" if by_rate else f"c={sat['in_flight']}"
+            right.series.append(Series([where], [sat["output_tokens_per_s"]],
+                                       label="saturation point" if i == 0 else None, color=i + 1, marker="X",
+                                       size=9, gid=f"serve:saturation-point:{i + 1}"))
+            right.notes.append(Note(where, sat["output_tokens_per_s"],
+                                    f"{tag}saturation {what}, {n3(sat['output_tokens_per_s'])} tok/s"))
+            ys = [p["latency_s"][k] for p in entry["points"] for k in ("median", "p99")]
+            latency.series.append(Series([where, where], [min(ys), max(ys)],
+                                         label=("saturation rate" if by_rate else "batches full") if i == 0 else None,
+                                         color=i + 1, linestyle=":", width=1.0, gid=f"serve:saturation-line:{i + 1}"))
+    m = entry.get("max_rate")
+    if m and m.get("rate") and by_rate:
+        right.notes.append(Note(m["rate"], max(p["output_tokens_per_s"] for p in entry["points"]), f"{tag}max rate"))
+
+
+def price_range(low: float | None, high: float | None) -> str:
+    """'0.83–3.3' (three digits each); '-' without both ends."""
+    return "-" if low is None or high is None else f"{n3(low)}–{n3(high)}"
+
+
+def saturation_lines(record: dict) -> list[str]:
+    """Each deployment's saturation: what it completes with every batch always full."""
+    many = len(record["deployments"]) > 1
+    out = []
+    for i, entry in enumerate(record["deployments"], 1):
+        s = entry.get("saturation")
+        if s:
+            out.append(f"{f'#{i} ' if many else ''}saturation (every batch full, {s['in_flight']:,} requests held at "
+                       f"once): {n3(s['rate'])} req/s, {n3(s['output_tokens_per_s'])} output tok/s "
+                       f"({n3(s['output_tokens_per_s_per_gpu'])} per GPU)")
+    return out
+
+
+def serve_summary(record: dict) -> str:
+    """One sentence: the load that delivers the most output tokens/s per GPU (and its latency),
+    how many loads were overloaded, and the saturation (one deployment) or its range (several)."""
+    many = len(record["deployments"]) > 1
+    points = [(i, e, p) for i, e in enumerate(record["deployments"], 1) for p in e["points"]]
+    sats = [e["saturation"] for e in record["deployments"] if e.get("saturation")]
+    if not points:
+        return "No load was run" + (f"; saturation {n3(sats[0]['rate'])} req/s." if sats else ".")
+    i, e, best = max(points, key=lambda t: t[2]["output_tokens_per_s_per_gpu"])
+    who = f"#{i} {deployment_name(e['deployment'])}" if many else deployment_name(e["deployment"])
+    text = (f"Most output tokens/s per GPU: {who} at {short_load(best)}, {n3(best['output_tokens_per_s_per_gpu'])} "
+            f"(p99 latency {n3(best['latency_s']['p99'])} s)")
+    overloaded = sum(p["overloaded"] for _, _, p in points)
+    if overloaded:
+        text += f"; {overloaded} of {len(points)} loads overloaded (queues grow)"
+    if sats and not many:
+        text += f"; it saturates at {n3(sats[0]['rate'])} req/s ({n3(sats[0]['output_tokens_per_s'])} output tok/s)"
+    elif sats:
+        rates = [s["rate"] for s in sats]
+        text += f"; saturation {n3(min(rates))}–{n3(max(rates))} req/s across the deployments"
+    return text + "."
+
+
+def serve_page(record: dict, charts: list) -> str:
+    """`serve --format html`: the summary, the header, the charts, the whole load-curve table (with
+    the $/Mtok range of the hardware file's prices), the latency table, the Pareto front, the
+    saturation and the highest sustained rate of each deployment."""
+    from . import page
+
+    sections = [page.figures(charts)]
+    if any(entry["points"] for entry in record["deployments"]):
+        headers, rows = curve_table(record)
+        at = headers.index("$/Mtok") + 1
+        ranges = [price_range(p.get("usd_per_mtok_low"), p.get("usd_per_mtok_high")) for _, _, p in _points(record)]
+        headers = headers[:at] + ["$/Mtok\nlow–high"] + headers[at:]
+        rows = [row[:at] + [r] + row[at:] for row, r in zip(rows, ranges)]
+        sections.append("<h2>what the deployment delivers</h2>" + page.table(headers, rows, legend=CURVE_LEGEND))
+        headers, rows = latency_table(record)
+        sections.append("<h2>latency (measured requests)</h2>" + page.table(headers, rows, legend=LATENCY_LEGEND))
+    lines = [line for line in [pareto_line(record)] if line] + saturation_lines(record) + max_rate_lines(record)
+    sections += [f"<p>{page.text(line)}</p>" for line in lines]
+    models = ", ".join(dict.fromkeys(e["deployment"]["model"] for e in record["deployments"]))
+    return page.page(f"dlmcost serve: {models}", header(record), sections, summary=serve_summary(record))

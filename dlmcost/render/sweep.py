@@ -18,6 +18,25 @@ SWEEP_CAPTION = ("Lp/Lg: prompt/generated tokens; S: denoising steps; b: block l
                  "tensor-parallel group's; speed-up vs AR: AR decode latency / latency (above 1 = faster); "
                  "fit: weights + K/V + activations within the GPU's memory")
 SWEEP_KNOBS = {3: "prompt", 4: "gen", 5: "steps", 6: "block", 7: "batch", 8: "precision"}
+SWEEP_LEGEND = {
+    "model": "the model of the row",
+    "GPU": "the accelerator, as `dlmcost gpus` names it",
+    "scheme": "the decoding scheme (`dlmcost schemes`)",
+    "Lp": "prompt tokens",
+    "Lg": "generated tokens",
+    "S": "denoising steps over the generation (AR: one per token)",
+    "b": "block length (-: the scheme reads no block)",
+    "B": "sequences per batch",
+    "prec": "weights and compute precision",
+    "tp/ep": "tensor-parallel GPUs / expert-parallel ways",
+    "NFE": "forward passes over the generation",
+    "latency\nms": "time of the whole generation, milliseconds",
+    "tok/s": "generated tokens / latency, the whole tensor-parallel group's",
+    "speed-up\nvs AR ×": "AR decode latency / this latency; above 1 = faster than AR",
+    "AI\nFLOP/B": "arithmetic intensity: FLOPs / bytes moved over the generation",
+    "bound": "memory or compute: time-weighted over the passes, each against its own achievable ridge",
+    "fit": "weights + K/V + activations within the GPU's memory",
+}
 
 
 def _distinct(rows, key: str) -> set:
@@ -104,4 +123,18 @@ def sweep_page(result: dict, rows: list[dict], shown: list[dict], charts: list) 
     headers, body = sweep_table(shown, rows)
     note = f"<p>showing {len(shown)} of {len(rows)} rows (--limit)</p>" if len(shown) < len(rows) else ""
     return page.page(f"dlmcost sweep: {result['model']['id']}", sweep_summary(result),
-                     [page.figures(charts), note, page.table(headers, body)])
+                     [page.figures(charts), note, page.table(headers, body, legend=SWEEP_LEGEND)],
+                     summary=sweep_best(rows))
+
+
+def sweep_best(rows: list[dict]) -> str:
+    """One sentence: the configuration with the most tokens/s among those that fit in memory."""
+    fitting = [r for r in rows if r["fits"]]
+    if not fitting:
+        return f"{len(rows):,} configurations; none fits in memory."
+    best = max(fitting, key=lambda r: r["tokens_per_s"])
+    knobs = " ".join(f"{k} {best[k]}" for k in ("block", "batch") if best[k] is not None)
+    model = f"{best['model']} " if best.get("model") else ""
+    return (f"Most tokens/s of {len(rows):,} configurations ({len(fitting):,} fit in memory): {model}{best['gpu']} "
+            f"{best['scheme']} {knobs}, {best['precision']}, tp {best['tp']}: {num(best['tokens_per_s'], 4)} tok/s, "
+            f"{ms(best['time_s'])} ms.")

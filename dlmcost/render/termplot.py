@@ -16,7 +16,7 @@ from .charts import Chart, Panel
 from .labels import si
 
 MARKER_CHARS = {"o": "o", "s": "#", "^": "^", "D": "D", "v": "v", "P": "+", "X": "X", "*": "*", "<": "<",
-                ">": ">", "h": "h", "x": "x"}
+                ">": ">", "h": "h", "x": "x", "|": "|"}
 # Each line with a legend entry gets its own character (the n-th such line the n-th of these).
 # Lines without one (the bf16 roofs of the second and later GPUs) are left out: in a hundred
 # columns they would bury the rest.
@@ -53,6 +53,21 @@ class _Axis:
         return [self.lo + step * i for i in range(5)]
 
 
+def _label_spot(n: int, col: int, row: int, below: bool, width: int, height: int,
+                taken: set[tuple[int, int]]) -> tuple[int, int]:
+    """Row and first column of an n-character label for the point at (row, col): beside it,
+    right of the point before left of it, on the row above (below: under) it, then further
+    above and below; the first spot clear of every label placed before; else the first spot."""
+    steps = (1, -1) if below else (-1, 1)
+    rows = [row + k * s for k in range(1, 6) for s in steps]
+    spots = [(r, c) for r in rows if 0 <= r < height
+             for c in (min(col + 1, width - n), max(0, col - n)) if 0 <= c and c + n <= width]
+    for r, c in spots:
+        if not any((r, c + i) in taken for i in range(n)):
+            return r, c
+    return spots[0] if spots else (max(0, min(height - 1, row + steps[0])), max(0, min(col + 1, width - n)))
+
+
 def render_panel(panel: Panel, width: int, height: int, y_values: list[float] | None = None) -> list[str]:
     """The panel as lines of text; `y_values`: what the y axis spans (default: the panel's own
     points; a chart whose panels share one scale passes every panel's)."""
@@ -79,15 +94,18 @@ def render_panel(panel: Panel, width: int, height: int, y_values: list[float] | 
             for i in range(plot_w * 2 + 1):
                 t = i / (plot_w * 2)
                 put(fx(x0, x1, t), fy(y0, y1, t), ch)
+    # cells holding a marker or a label's text: a label goes where it covers neither
+    labelled = {(height - 1 - cy, cx) for s in panel.series if s.marker for x, y in zip(s.x, s.y)
+                if (cx := ax.cell(x)) is not None and (cy := ay.cell(y)) is not None}
     for note in panel.notes:
         cx, cy = ax.cell(note.x), ay.cell(note.y)
         if cx is None or cy is None:
             continue
-        text = _printable(note.text)
-        start = cx + 1
-        row = grid[min(height - 1, height - cy)] if note.below else grid[max(0, height - 2 - cy)]
-        for i, c in enumerate(text[: plot_w - start]):
-            row[start + i] = c
+        text = _printable(note.text)[: plot_w - 1]
+        r, start = _label_spot(len(text), cx, height - 1 - cy, note.below, plot_w, height, labelled)
+        for i, c in enumerate(text):
+            grid[r][start + i] = c
+            labelled.add((r, start + i))
     for s in sorted(panel.series, key=lambda s: s.size):  # big (time-weighted) markers stay visible
         if s.marker:
             for x, y in zip(s.x, s.y):

@@ -25,7 +25,7 @@ from ..engine.schemes import get_scheme
 from ..errors import UsageError, WorkloadError
 from ..inputs.stacks import DEFAULT_STACK
 from .loads import ClosedLoop, BatchJob, OpenLoop, TraceReplay
-from .costs import joules_per_token, usd_per_hour, usd_per_mtok
+from .costs import joules_per_token, price_range, usd_per_hour, usd_per_mtok, usd_per_mtok_range
 from .targets import Targets
 from . import behaviour
 from .behaviour import DEFAULT_MAX_RUNNING, DEFAULT_RELEASE  # noqa: F401  (serve's defaults, documented here)
@@ -101,6 +101,8 @@ class Prepared:
     price: float | None
     price_source: str | None
     power_w: float | None
+    price_low: float | None = None  # the ends of the price's range (costs.price_range)
+    price_high: float | None = None
 
     @property
     def table(self) -> ClassTable:
@@ -138,6 +140,8 @@ class Point:
     overloaded: bool = False  # open loop: less than SUSTAIN_FRACTION of the rate served (queues grow)
     pareto: bool = False
     misses: list = field(default_factory=list)
+    usd_per_mtok_low: float | None = None  # $/Mtok at the low and high ends of the price range
+    usd_per_mtok_high: float | None = None
 
     def record(self) -> dict:
         return asdict(self)
@@ -148,10 +152,12 @@ class ServeResult:
     deployment: dict
     points: list[Point]
     max_rate: dict | None = None
+    saturation: dict | None = None  # `saturation()`: what it delivers with every batch always full
 
     def record(self) -> dict:
         return dict(deployment=self.deployment, points=[p.record() for p in self.points],
-                    pareto=[i for i, p in enumerate(self.points) if p.pareto], max_rate=self.max_rate)
+                    pareto=[i for i, p in enumerate(self.points) if p.pareto], max_rate=self.max_rate,
+                    saturation=self.saturation)
 
 
 @dataclass
@@ -224,6 +230,7 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     price, price_source = setup.price, "user" if setup.price is not None else None
     if price is None and gpu.price_per_hour is not None:
         price, price_source = gpu.price_per_hour.usd, f"list price as of {gpu.price_per_hour.as_of} (estimate)"
+    price_low, price_high = price_range(price, price_source, gpu.price_per_hour)
     return Prepared(model=spec.id, gpu_name=gpu.name, gpus=setup.replicas * setup.tp, setup=setup, decoding=decoding,
                     release=pol.release, max_running=pol.max_running,
                     first_block_outside_limit=pol.first_block_outside_limit, prompt_prefill=pol.prompt_prefill,
@@ -231,8 +238,8 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
                     max_running_source=pol.max_running_source, requests=rt, sample=sample,
                     answer_tokens=np.tile(sample.answer_values.astype(float), n_p),
                     prompt_tokens=np.repeat(sample.prompt_values.astype(float), len(answer_vals)),
-                    price=price,
-                    price_source=price_source, power_w=gpu.board_power_w)
+                    price=price, price_source=price_source, power_w=gpu.board_power_w,
+                    price_low=price_low, price_high=price_high)
 
 
 # --- one load --------------------------------------------------------------------------------------
@@ -348,6 +355,7 @@ def _measure(prep: Prepared, load, replicas: list[_Replica], synthetic: bool, ta
               joules_per_token=joules_per_token(gpus, prep.power_w, s.power_utilisation, out_tps) if out_tps > 0 else None,
               makespan_s=makespan,
               overloaded=isinstance(load, OpenLoop) and rps < SUSTAIN_FRACTION * load.rate)
+    p.usd_per_mtok_low, p.usd_per_mtok_high = usd_per_mtok_range(gpus, prep.price_low, prep.price_high, out_tps)
     if targets is not None:
         p.misses = _misses(p, lat, ttfb, targets)
     return p
@@ -383,23 +391,34 @@ def mark_pareto(points: list[Point]) -> None:
                            and (q.output_tokens_per_s_per_gpu > a or q.tokens_per_s_per_user > b) for q in points)
 
 
-def saturation_rate(prep: Prepared, *, requests: int = DEFAULT_REQUESTS, seed: int = 0) -> float:
-    """Requests/s the deployment completes with every batch always full (a closed loop of more
-    users than the replicas hold, no think time): no rate above it is sustained."""
+def saturation(prep: Prepared, *, requests: int = DEFAULT_REQUESTS, seed: int = 0) -> dict:
+    """What the deployment completes with every batch always full (a closed loop of more users
+    than the replicas hold, no think time): no rate above it is sustained, and no load gets more
+    output tokens/s. Its requests/s (`rate`), output tokens/s (in all and per GPU), and the
+    requests the replicas hold at once (`in_flight`: beyond it a request waits for a place)."""
     from dataclasses import replace
 
     one = replace(prep, setup=replace(prep.setup, replicas=1), gpus=prep.setup.tp)  # replicas are alike
-    users = 2 * in_flight_cap(prep.max_running, prep.first_block_outside_limit) + 1  # always full
-    return prep.setup.replicas * evaluate(one, ClosedLoop(users), requests=max(requests, 4 * users),
-                                          seed=seed).requests_per_s
+    cap = in_flight_cap(prep.max_running, prep.first_block_outside_limit)
+    users = 2 * cap + 1  # always full
+    p = evaluate(one, ClosedLoop(users), requests=max(requests, 4 * users), seed=seed)
+    r = prep.setup.replicas
+    return dict(rate=r * p.requests_per_s, output_tokens_per_s=r * p.output_tokens_per_s,
+                output_tokens_per_s_per_gpu=p.output_tokens_per_s_per_gpu, in_flight=r * cap)
+
+
+def saturation_rate(prep: Prepared, *, requests: int = DEFAULT_REQUESTS, seed: int = 0) -> float:
+    """Requests/s the deployment completes with every batch always full (`saturation`)."""
+    return saturation(prep, requests=requests, seed=seed)["rate"]
 
 
 def max_rate(prep: Prepared, targets: Targets, *, arrival: str = "poisson", cv: float = 1.0,
-             requests: int = DEFAULT_REQUESTS, seed: int = 0) -> dict:
+             requests: int = DEFAULT_REQUESTS, seed: int = 0, top: float | None = None) -> dict:
     """The highest open-loop rate the deployment sustains within the targets, by bisection on
     (0, saturation]: a rate passes when at least SUSTAIN_FRACTION of it is served and no target
-    is missed. The same random draws at every rate, so the arrivals are the same gaps rescaled."""
-    top = saturation_rate(prep, requests=requests, seed=seed)
+    is missed. The same random draws at every rate, so the arrivals are the same gaps rescaled.
+    `top`: the saturation rate, when it is known already."""
+    top = top if top is not None else saturation_rate(prep, requests=requests, seed=seed)
 
     def ok(rate: float) -> bool:
         p = evaluate(prep, OpenLoop(rate, arrival, cv), requests=requests, seed=seed, targets=targets)
@@ -431,7 +450,8 @@ def describe(prep: Prepared) -> dict:
                 first_block_outside_limit=prep.first_block_outside_limit, prompt_prefill=prep.prompt_prefill,
                 memory_limit=_memory_limit(prep.table),
                 release=prep.release, release_source=prep.release_source, stack=s.stack or DEFAULT_STACK,
-                price_per_gpu_hour=prep.price, price_source=prep.price_source, board_power_w=prep.power_w,
+                price_per_gpu_hour=prep.price, price_source=prep.price_source,
+                price_per_gpu_hour_low=prep.price_low, price_per_gpu_hour_high=prep.price_high, board_power_w=prep.power_w,
                 power_utilisation=s.power_utilisation)
 
 
@@ -465,9 +485,10 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=256, answer=None, 
     prep = prepare(spec, lengths, setup, hardware=hardware)
     points = [evaluate(prep, ld, requests=requests, seed=seed, targets=targets) for ld in loads]
     mark_pareto(points)
-    found = max_rate(prep, targets or Targets(), arrival=arrival, cv=cv, requests=requests, seed=seed) \
-        if find_max_rate else None
-    return ServeResult(describe(prep), points, found)
+    full = saturation(prep, requests=requests, seed=seed)
+    found = max_rate(prep, targets or Targets(), arrival=arrival, cv=cv, requests=requests, seed=seed,
+                     top=full["rate"]) if find_max_rate else None
+    return ServeResult(describe(prep), points, found, full)
 
 
 def own_decoding_is_ar(spec) -> bool:
