@@ -44,7 +44,8 @@ _ELSEWHERE = {
                        "sweep_first_pass", "sweep_passes", "sweep_rows"),
     "analysis.model_info": ("VERIFY_WARN_FRACTION", "list_models", "model_info", "verify_model"),
     "analysis.catalog": ("list_gpus", "list_schemes"),
-    "analysis.requirements": ("parse_requirements", "requirement_failures", "requirement_rows", "sweep_label"),
+    "analysis.requirements": ("parse_requirements", "requirement_failures", "requirement_rows", "requirement_warnings",
+                              "sweep_label"),
     "calibration.runs": ("calibrate_file", "calibrate_measured", "measure_batches", "write_measurements"),
     "plan": ("plan_record", "run_plan"),
     # `dlmcost serve`: a fixed deployment under a load

@@ -101,6 +101,8 @@ def test_analyze_per_token_numbers_by_hand():
     assert r["flops_per_token"] == pytest.approx(r["flops"] * 2 / TOKENS, rel=1e-12)
     assert r["bytes_per_token"] == pytest.approx(r["bytes"] * 2 / TOKENS, rel=1e-12)
     assert r["ar_tokens_per_s"] == pytest.approx(TOKENS / r["ar_time_s"], rel=1e-12)
+    # speed-up over AR: AR latency / latency (above 1 = faster); the deprecated alias is its inverse
+    assert r["speedup_vs_ar"] == pytest.approx(r["ar_time_s"] / r["time_s"], rel=1e-12)
     assert r["time_ratio_to_ar"] == pytest.approx(r["time_s"] / r["ar_time_s"], rel=1e-12)
     assert r["arithmetic_intensity"] == pytest.approx(r["flops"] / r["bytes"], rel=1e-12)
 
@@ -112,6 +114,7 @@ def test_sweep_per_token_numbers_by_hand():
     assert row["tokens_per_nfe"] == pytest.approx(TOKENS / NFE, rel=1e-12)
     assert row["tokens_per_s"] == pytest.approx(TOKENS / row["time_s"], rel=1e-12)
     assert row["tokens_per_s_per_gpu"] == pytest.approx(TOKENS / row["time_s"] / 2, rel=1e-12)
+    assert row["speedup_vs_ar"] == pytest.approx(ar_time / row["time_s"], rel=1e-12)
     assert row["time_ratio_to_ar"] == pytest.approx(row["time_s"] / ar_time, rel=1e-12)
     r = analyze(**PER_TOKEN)  # flops and bytes per GPU are not sweep columns
     assert row["flops_per_token"] == pytest.approx(r["flops"] * 2 / TOKENS, rel=1e-12)

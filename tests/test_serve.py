@@ -321,7 +321,7 @@ def test_trace_option_reads_through_the_trace_reader(capsys, monkeypatch, tmp_pa
 def test_stats_by_hand():
     s = dep.stats(np.arange(1.0, 101.0))
     # numpy's default: rank p (n - 1) interpolated in 1..100
-    assert s == pytest.approx(dict(mean=50.5, median=50.5, p90=90.1, p99=99.01))
+    assert s == pytest.approx(dict(mean=50.5, median=50.5, p90=90.1, p95=95.05, p99=99.01))
     assert dep.stats(np.array([np.nan]))["mean"] is None
 
 

@@ -83,7 +83,7 @@ def gpu_result(w: Workload, gpu: GPU, rate: dict, frame: Frame, i: int, derived:
     number = {k: float(derived[k]) for k in ("nfe", "tokens_per_nfe", "arithmetic_intensity",
                                              "achievable_ridge_flops_per_byte", "memory_bound_time_fraction",
                                              "tokens_per_s", "tokens_per_s_per_gpu", "flops_per_token", "bytes_per_token",
-                                             "ar_tokens_per_s", "time_ratio_to_ar")}
+                                             "ar_tokens_per_s", "speedup_vs_ar", "time_ratio_to_ar")}
     return GPUResult.model_construct(
         gpu=gpu.name, gpu_key=gpu.key, gpu_status=gpu.status, ridge_flops_per_byte=ridge, peak_flops=rate["peak_linear"],
         attention_peak_flops=rate["peak_attention"], bandwidth_bytes_per_s=rate["bandwidth"], flops=flops, bytes=nbytes,
@@ -108,6 +108,7 @@ def model_summary(spec: ModelSpec) -> ModelSummary:
     """What every result says of its model: id, source, parameters, K/V bytes per token."""
     return ModelSummary.model_construct(
         id=spec.id, family=spec.family, source=spec.source, revision=spec.revision, verified=spec.verified,
+        provenance=spec.provenance,
         params_total=spec.params_total, params_nonembedding=spec.params_nonembedding,
         params_active=spec.params_active, kv_bytes_per_token=spec.kv_bytes_per_token(2.0),
         max_context=spec.max_context,

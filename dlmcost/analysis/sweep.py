@@ -330,7 +330,7 @@ def _sweep_arrays(chunk: _SweepChunk) -> dict[str, np.ndarray]:
                                    "flops_per_token", "bytes_per_token", "arithmetic_intensity")},
         ridge_flops_per_byte=frame.grid.rates.ridge,
         **{k: derived[k] for k in ("achievable_ridge_flops_per_byte", "memory_bound_time_fraction", "verdict",
-                                   "time_ratio_to_ar")},
+                                   "speedup_vs_ar", "time_ratio_to_ar")},
         fits=mem["fits"], memory_total_bytes=mem["total_bytes"], max_batch=derived["max_batch"],
     )
     return columns

@@ -12,7 +12,7 @@ from ..render import columns, report
 from ..render.output import Output
 from .app import app, examples
 from .options import RequireOpt, grid_options, knob_options, output_options, source_options
-from .output import draw, gate, held_output, progress_bar
+from .output import draw, gate, held_output, progress_bar, requirements_of
 
 CHART_AXES = ("x", "y", "color", "facet")
 SWEEPING = "sweeping: configurations"  # what the progress bar counts
@@ -47,7 +47,7 @@ def sweep(
         raise UsageError("--x/--y/--color/--facet shape the chart: add --plot FILE or --format html")
     if limit is not None and limit < 0:
         raise UsageError("--limit must be 0 (all rows) or positive")
-    requirements = api.parse_requirements(require)
+    requirements = requirements_of(require)
     models = [api.locate_example(m.strip()) for m in model.split(",") if m.strip()] or [model]
     if len(models) > 1 and output.charted:
         raise UsageError("charts show one model: give one --model with --plot or --format html")

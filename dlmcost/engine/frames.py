@@ -122,7 +122,8 @@ def generation_numbers(frame: Frame, tokens: np.ndarray, tp: np.ndarray, cfg: bo
         bytes_per_token=t.bytes * tp / tokens, arithmetic_intensity=t.flops / t.bytes,
         memory_bound_time_fraction=frac, verdict=generation_verdict(frac),
         achievable_ridge_flops_per_byte=frame.achievable_ridge,
-        ar_tokens_per_s=tokens / frame.ar_time_s, time_ratio_to_ar=t.time_s / frame.ar_time_s,
+        ar_tokens_per_s=tokens / frame.ar_time_s, speedup_vs_ar=frame.ar_time_s / t.time_s,
+        time_ratio_to_ar=t.time_s / frame.ar_time_s,  # deprecated: speedup_vs_ar's inverse
         max_batch=np.floor(mem["max_effective_batch"] / (2 if cfg else 1)).astype(int),
     )
 

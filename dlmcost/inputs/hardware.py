@@ -111,6 +111,8 @@ class GPU(BaseModel):
     board_power_w: float | None = Field(default=None, gt=0, le=100_000)  # vendor envelope (TDP/TBP)
     # the market the vendor sells the card in: `plan` searches data-centre parts unless asked
     segment: Literal["datacenter", "workstation", "consumer"] = "datacenter"
+    # what one is called in a sentence ("4 chips"): TPUs and Trainium are chips, Gaudi an accelerator
+    unit: Literal["GPU", "chip", "accelerator"] = "GPU"
 
     @field_validator("peak_tflops")
     @classmethod

@@ -190,7 +190,8 @@ KNOBS = ("gpu", "scheme", "prompt", "gen", "steps", "block", "batch", "tp", "ep"
 X_PREFERENCE = ("block", "batch", "gen", "prompt", "steps", "tp", "ep", "precision", "scheme", "gpu")
 COLOR_PREFERENCE = ("scheme", "precision", "gpu", "batch", "block", "gen", "prompt", "steps", "tp", "ep")
 AXIS_LABELS = dict(tokens_per_s="tokens/s", tokens_per_s_per_gpu="tokens/s per GPU", time_s="latency (s)",
-                   time_ratio_to_ar="latency / AR latency", arithmetic_intensity="arithmetic intensity (FLOP/byte)",
+                   speedup_vs_ar="speed-up vs AR (AR latency / latency)", time_ratio_to_ar="latency / AR latency",
+                   arithmetic_intensity="arithmetic intensity (FLOP/byte)",
                    block="block length b", batch="batch B", gen="generated tokens Lg", prompt="prompt tokens Lp",
                    steps="steps S", memory_total_bytes="memory (bytes)", nfe="forward passes (NFE)")
 

@@ -71,6 +71,14 @@ def to_json(obj: Any) -> str:
     return json.dumps(obj, indent=2, default=_jsonable, allow_nan=False)
 
 
+def typed_json(command: str, document) -> str:
+    """A command's `--format json`, through its typed record (dlmcost/documents.py): the keys
+    printed are the keys `dlmcost schema COMMAND` documents."""
+    from .. import documents
+
+    return to_json(documents.plain(command, document)) + "\n"
+
+
 def safe(text) -> str:
     """Text from input (a model id, a GPU name...) for the terminal: control characters escaped."""
     return shown(text, None)
@@ -132,9 +140,9 @@ ANALYZE_CAPTION = ("latency: whole generation; tok/s: the whole tensor-parallel 
                    "up to the generation length)")
 
 
-def speedup(time_ratio_to_ar: float) -> str:
-    """The table shows AR latency / latency (above 1 = faster); JSON keeps `time_ratio_to_ar`."""
-    return sig(1 / time_ratio_to_ar, 3) if time_ratio_to_ar else "-"
+def speedup(speedup_vs_ar: float | None) -> str:
+    """AR latency / latency (above 1 = faster), as JSON's `speedup_vs_ar`."""
+    return "-" if speedup_vs_ar is None else sig(speedup_vs_ar, 3)
 
 
 def count(x: float | None) -> str:
@@ -150,7 +158,7 @@ def analyze_rows(a: dict) -> list[list]:
             continue
         knee = knee_label(r["knee"]["block"], a["workload"]["gen"])
         rows.append([
-            r["gpu"], ms(r["time_s"]), num(r["tokens_per_s"], 4), speedup(r["time_ratio_to_ar"]),
+            r["gpu"], ms(r["time_s"]), num(r["tokens_per_s"], 4), speedup(r["speedup_vs_ar"]),
             num(r["arithmetic_intensity"]), num(r["achievable_ridge_flops_per_byte"]), verdict_text(r["verdict"]),
             gb(r["memory"]["total_bytes"]), "yes" if r["memory"]["fits"] else Styled("NO", "red bold"),
             str(r["memory"]["max_batch"]), knee,
@@ -305,7 +313,7 @@ def _sweep_cells(rows: list[dict], all_rows: list[dict]) -> tuple[list[str], lis
     keep = [bool(rows) and "model" in rows[0]] + [True] * 7 + [show_prec, show_tp] + [True] * 7
     cells = [[r.get("model"), r["gpu"], r["scheme"], str(r["prompt"]), str(r["gen"]), count(r["steps"]),
               "-" if r["block"] is None else str(r["block"]), str(r["batch"]), r["precision"], f"{r['tp']}/{r['ep']}",
-              count(r["nfe"]), ms(r["time_s"]), num(r["tokens_per_s"], 4), speedup(r["time_ratio_to_ar"]),
+              count(r["nfe"]), ms(r["time_s"]), num(r["tokens_per_s"], 4), speedup(r["speedup_vs_ar"]),
               num(r["arithmetic_intensity"]), verdict_text(r["verdict"]),
               "yes" if r["fits"] else Styled("NO", "red bold")] for r in rows]
     index = [i for i, k in enumerate(keep) if k]
@@ -371,7 +379,7 @@ SCHEME_HEADERS = ["scheme", "knobs", "stops\nat EOS", "what it runs"]
 
 def render_schemes(entries: list[dict], fmt: str, out: Output) -> None:
     if fmt == "json":
-        out.write(to_json(entries) + "\n")
+        out.write(typed_json("schemes", entries))
         return
     if fmt == "csv":
         out.write(to_csv(entries))
@@ -390,7 +398,7 @@ def render_schemes(entries: list[dict], fmt: str, out: Output) -> None:
 
 
 def gpu_records(gpus) -> list[dict]:
-    return [dict(name=g.name, key=g.key, aliases=list(g.aliases), vendor=g.vendor, status=g.status,
+    return [dict(name=g.name, key=g.key, aliases=list(g.aliases), vendor=g.vendor, unit=g.unit, status=g.status,
                  memory_bytes=g.memory_bytes,
                  memory_as_listed=f"{g.memory_gb:g} GB" if g.memory_gb is not None else f"{g.memory_gib:g} GiB",
                  bandwidth_bytes_per_s=g.bandwidth_bytes_per_s,
@@ -414,7 +422,7 @@ GPU_PRIORITY = [0, 0, 3, 0, 1, 2, 2, 3, 4, 4, 2]
 def render_gpus(gpus, fmt: str, out: Output) -> None:
     recs = gpu_records(gpus)
     if fmt == "json":
-        out.write(to_json(recs) + "\n")
+        out.write(typed_json("gpus", recs))
         return
 
     def peak(r, k):
@@ -436,20 +444,21 @@ def render_gpus(gpus, fmt: str, out: Output) -> None:
         print_fitted(out, columns, rows, GPU_CAPTION)
 
 
-MODEL_HEADERS = ["model", "family", "params", "active", "KV\nKiB/tok", "default\nscheme", "config"]
-# A narrow terminal keeps the id, the size, the K/V bytes (what memory planning needs) and the config status.
+MODEL_HEADERS = ["model", "family", "params", "active", "KV\nKiB/tok", "default\nscheme", "provenance"]
+# A narrow terminal keeps the id, the size, the K/V bytes (what memory planning needs) and the provenance.
 MODEL_PRIORITY = [0, 3, 0, 1, 0, 2, 1]
-MODEL_CAPTION = ("KV: bf16 K/V cache per token, all layers; config status from the bundled MANIFEST (unverified = "
-                 "third-party dimensions)")
+MODEL_CAPTION = ("KV: bf16 K/V cache per token, all layers; provenance of the config (the bundled MANIFEST): "
+                 "verbatim = the Hub's config.json, reconstructed = the upstream architecture with published "
+                 "dimensions, unverified = a third-party port's dimensions")
 
 
 def render_models(entries: list[dict], fmt: str, out: Output) -> None:
     if fmt == "json":
-        out.write(to_json(entries) + "\n")
+        out.write(typed_json("models", entries))
         return
     rows = [[e["id"], e["family"], f"{e['params_total'] / 1e9:.2f}B", f"{e['params_active'] / 1e9:.2f}B",
              sig(e['kv_bytes_per_token'] / 1024, 4), e["default_scheme"],
-             Styled(e["status"], "yellow" if e["status"] == "unverified" else "")] for e in entries]
+             Styled(e["provenance"], "yellow" if e["provenance"] == "unverified" else "")] for e in entries]
     if fmt == "csv":
         out.write(to_csv(entries))
     elif fmt == "markdown":
@@ -462,9 +471,10 @@ def render_models(entries: list[dict], fmt: str, out: Output) -> None:
 
 def render_model(info: dict, fmt: str, out: Output) -> None:
     if fmt == "json":
-        out.write(to_json(info) + "\n")
+        out.write(typed_json("model", info))
         return
-    rows = [[k, _fmt_value(v)] for k, v in info.items() if not isinstance(v, dict)]
+    # `verified` is in JSON and CSV; a table says it once, as `provenance` (as `dlmcost models` does)
+    rows = [[k, _fmt_value(v)] for k, v in info.items() if not isinstance(v, dict) and (k != "verified" or fmt == "csv")]
     for k, v in info.items():
         if isinstance(v, dict):
             rows += [[f"{k}.{kk}", _fmt_value(vv)] for kk, vv in v.items()]
@@ -510,7 +520,7 @@ def plan_table(records: list[dict], show_decoding: bool) -> tuple[list[str], lis
     def rate(x):
         return "-" if x is None else f"{x:.0f}" if x >= 100 else f"{x:.3g}"
 
-    cells = [[model(r), r["gpu"], r["decoding"], f"{r['replicas']}×{r['tp']} {r['precision']}", str(r["max_batch"]),
+    cells = [[model(r), r["gpu"], r["decoding"], f"{r['replicas']}×{r['tp']} {r['precision']}", str(r["max_running"]),
               g2(r["p50_latency_s"]), g2(r["p95_latency_s"]), g2(r["p95_first_block_s"]),
               num(r["tokens_per_s_per_user"]), rate(r.get("output_tokens_per_s")), rate(r.get("tokens_per_s_per_gpu")),
               num(r["capacity_rps"]), f"{100 * r['headroom']:,.0f}",
@@ -522,11 +532,12 @@ def plan_table(records: list[dict], show_decoding: bool) -> tuple[list[str], lis
     return [h for h, k in zip(PLAN_HEADERS, keep) if k], [[c for c, k in zip(row, keep) if k] for row in cells]
 
 
-PLAN_CSV_KEYS = ("model", "gpu", "replicas", "tp", "gpus", "precision", "scheme", "block", "tpf", "decoding", "max_batch",
-                 "p50_latency_s", "p95_latency_s", "p99_latency_s", "p95_first_block_s", "tokens_per_s_per_user",
-                 "served_rps", "output_tokens_per_s", "tokens_per_s_per_gpu", "capacity_rps", "sustained_rps",
-                 "headroom", "usd_per_hour", "usd_per_mtok", "usd_per_mtok_at_capacity", "joules_per_token",
-                 "price_per_gpu_hour", "price_source", "pareto", "absurd")
+PLAN_CSV_KEYS = ("model", "gpu", "replicas", "tp", "gpus", "precision", "scheme", "block", "tpf", "decoding",
+                 "max_running", "p50_latency_s", "p95_latency_s", "p99_latency_s", "p95_first_block_s",
+                 "tokens_per_s_per_user", "served_rps", "output_tokens_per_s", "tokens_per_s_per_gpu", "capacity_rps",
+                 "sustained_rps", "headroom", "usd_per_hour", "usd_per_mtok", "usd_per_mtok_at_capacity",
+                 "gpu_busy_fraction", "joules_per_token", "price_per_gpu_hour", "price_source", "pareto", "absurd",
+                 "max_batch")  # max_batch: max_running's deprecated alias, for one release
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -588,7 +599,7 @@ def plan_csv_rows(p: dict) -> list[dict]:
 
 def render_plan(p: dict, fmt: str, out: Output, top: int = 15) -> None:
     if fmt == "json":
-        out.write(to_json(p) + "\n")
+        out.write(typed_json("plan", p))
         return
     if fmt == "csv":
         out.write(to_csv(plan_csv_rows(p)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .charts import Chart, Note, Panel, Series, _log_scaled
 from .output import Output
-from .report import num, print_fitted, table_columns, to_csv, to_json, to_markdown
+from .report import num, print_fitted, table_columns, to_csv, to_markdown, typed_json
 
 CURVE_HEADERS = ["load", "req/s", "out\ntok/s", "tok/s\n/GPU", "tok/s\n/user", "TTFB\np50 s", "gap\np50 s",
                  "e2e\np50 s", "e2e\np99 s", "busy\n%", "run\nmean", "$/Mtok", "J/tok"]
@@ -147,7 +147,7 @@ def csv_rows(record: dict) -> list[dict]:
 
 def render_serve(record: dict, fmt: str, out: Output) -> None:
     if fmt == "json":
-        out.write(to_json(record) + "\n")
+        out.write(typed_json("serve", record))
         return
     if fmt == "csv":
         out.write(to_csv(csv_rows(record)))

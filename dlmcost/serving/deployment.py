@@ -25,8 +25,8 @@ from ..engine.schemes import get_scheme
 from ..errors import UsageError, WorkloadError
 from ..inputs.stacks import DEFAULT_STACK
 from .loads import ClosedLoop, BatchJob, OpenLoop, TraceReplay
-from .costs import joules_per_token, usd_per_hour, usd_per_mtok
-from .targets import Targets
+from .costs import IDLE_POWER_FRACTION, joules_per_token, usd_per_hour, usd_per_mtok
+from .targets import Miss, Targets
 from . import behaviour
 from .behaviour import DEFAULT_MAX_RUNNING, DEFAULT_RELEASE  # noqa: F401  (serve's defaults, documented here)
 from .simulate import RELEASES, ClassTable, SimResult, in_flight_cap
@@ -85,6 +85,7 @@ class Prepared:
 
     model: str
     gpu_name: str
+    unit: str  # what one accelerator is called: GPU, chip...
     gpus: int  # per deployment: replicas x TP
     setup: Setup
     decoding: Decoding
@@ -138,6 +139,7 @@ class Point:
     overloaded: bool = False  # open loop: less than SUSTAIN_FRACTION of the rate served (queues grow)
     pareto: bool = False
     misses: list = field(default_factory=list)
+    meets_targets: bool | None = None  # None: no targets given
 
     def record(self) -> dict:
         return asdict(self)
@@ -166,13 +168,14 @@ class Comparison:
 
 
 def stats(values: np.ndarray) -> dict:
-    """Mean, median, p90, p99 (numpy's linear interpolation between order statistics); NaNs ignored."""
+    """Mean, median, p90, p95, p99 (numpy's linear interpolation between order statistics, as the
+    targets are checked); NaNs ignored."""
     v = np.asarray(values, float)
     v = v[~np.isnan(v)]
     if not len(v):
-        return dict(mean=None, median=None, p90=None, p99=None)
-    p50, p90, p99 = np.percentile(v, [50, 90, 99])
-    return dict(mean=float(v.mean()), median=float(p50), p90=float(p90), p99=float(p99))
+        return dict(mean=None, median=None, p90=None, p95=None, p99=None)
+    p50, p90, p95, p99 = np.percentile(v, [50, 90, 95, 99])
+    return dict(mean=float(v.mean()), median=float(p50), p90=float(p90), p95=float(p95), p99=float(p99))
 
 
 # --- preparing the deployment --------------------------------------------------------------------
@@ -224,7 +227,7 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     price, price_source = setup.price, "user" if setup.price is not None else None
     if price is None and gpu.price_per_hour is not None:
         price, price_source = gpu.price_per_hour.usd, f"list price as of {gpu.price_per_hour.as_of} (estimate)"
-    return Prepared(model=spec.id, gpu_name=gpu.name, gpus=setup.replicas * setup.tp, setup=setup, decoding=decoding,
+    return Prepared(model=spec.id, gpu_name=gpu.name, unit=gpu.unit, gpus=setup.replicas * setup.tp, setup=setup, decoding=decoding,
                     release=pol.release, max_running=pol.max_running,
                     first_block_outside_limit=pol.first_block_outside_limit, prompt_prefill=pol.prompt_prefill,
                     release_source=pol.release_source,
@@ -345,11 +348,13 @@ def _measure(prep: Prepared, load, replicas: list[_Replica], synthetic: bool, ta
               ttfb_s=stats(ttfb), inter_block_s=stats(gap), latency_s=stats(lat),
               gpu_busy_fraction=busy / span if span > 0 else 0.0, mean_running=in_service / span if span > 0 else 0.0,
               usd_per_mtok=usd_per_mtok(hour, out_tps) if hour is not None and out_tps > 0 else None,
-              joules_per_token=joules_per_token(gpus, prep.power_w, s.power_utilisation, out_tps) if out_tps > 0 else None,
+              joules_per_token=joules_per_token(gpus, prep.power_w, s.power_utilisation, out_tps,
+                                                busy_fraction=busy / span if span > 0 else 0.0) if out_tps > 0 else None,
               makespan_s=makespan,
               overloaded=isinstance(load, OpenLoop) and rps < SUSTAIN_FRACTION * load.rate)
-    if targets is not None:
+    if targets is not None and targets.as_dict():
         p.misses = _misses(p, lat, ttfb, targets)
+        p.meets_targets = not p.misses
     return p
 
 
@@ -412,8 +417,20 @@ def max_rate(prep: Prepared, targets: Targets, *, arrival: str = "poisson", cv: 
         for _ in range(MAX_RATE_STEPS):
             mid = (lo + hi) / 2
             lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    reason = None
+    if lo <= 0:  # what the lowest rate tried missed: the answer "none" says why
+        p = evaluate(prep, OpenLoop(hi, arrival, cv), requests=requests, seed=seed, targets=targets)
+        reason = why_not(p, hi)
     return dict(rate=lo if lo > 0 else None, saturation_rate=top, targets=targets.as_dict(), arrival=arrival,
-                bisection_steps=MAX_RATE_STEPS, resolution_rps=top / 2 ** MAX_RATE_STEPS)
+                bisection_steps=MAX_RATE_STEPS, resolution_rps=top / 2 ** MAX_RATE_STEPS, reason=reason)
+
+
+def why_not(p: Point, rate: float) -> str:
+    """Why a load fails: the targets it misses (value against limit), or the rate it does not keep up with."""
+    missed = [Miss(m["target"], m["value"], m["limit"]).describe() for m in p.misses]
+    if p.overloaded:
+        missed.append(f"served {p.requests_per_s:.4g} of {rate:.4g} req/s (under {SUSTAIN_FRACTION:.0%}: queues grow)")
+    return f"at {rate:.4g} req/s: " + "; ".join(missed)
 
 
 def _memory_limit(table: ClassTable) -> int | None:
@@ -424,7 +441,7 @@ def _memory_limit(table: ClassTable) -> int | None:
 
 def describe(prep: Prepared) -> dict:
     s = prep.setup
-    return dict(model=prep.model, gpu=prep.gpu_name, tp=s.tp, ep=s.ep, replicas=s.replicas, gpus=prep.gpus,
+    return dict(model=prep.model, gpu=prep.gpu_name, unit=prep.unit, tp=s.tp, ep=s.ep, replicas=s.replicas, gpus=prep.gpus,
                 precision=s.precision, decoding=prep.decoding.label, scheme=prep.decoding.scheme,
                 block=prep.decoding.block, tpf=prep.decoding.tpf, tpf_spread=s.tpf_spread,
                 max_running=prep.max_running, max_running_source=prep.max_running_source,
@@ -432,7 +449,7 @@ def describe(prep: Prepared) -> dict:
                 memory_limit=_memory_limit(prep.table),
                 release=prep.release, release_source=prep.release_source, stack=s.stack or DEFAULT_STACK,
                 price_per_gpu_hour=prep.price, price_source=prep.price_source, board_power_w=prep.power_w,
-                power_utilisation=s.power_utilisation)
+                idle_power_fraction=IDLE_POWER_FRACTION, power_utilisation=s.power_utilisation)
 
 
 def serve(model, loads, setup: Setup | None = None, *, prompt=256, answer=None, targets: Targets | None = None,

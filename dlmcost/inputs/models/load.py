@@ -54,8 +54,9 @@ def _check_finite(value: Any) -> None:
 
 
 def spec_from_mapping(data: Any, *, model_id: str, source: str, revision: str | None = None,
-                      verified: bool = True) -> ModelSpec:
-    """A config.json-style mapping or a dlmcost-schema mapping -> ModelSpec."""
+                      verified: bool = True, provenance: str | None = None) -> ModelSpec:
+    """A config.json-style mapping or a dlmcost-schema mapping -> ModelSpec. `provenance`: a
+    bundled config's MANIFEST status; otherwise the Hub's file is verbatim, a local one local."""
     if not isinstance(data, dict):
         raise ConfigError(f"model config for '{shown(model_id)}' must be a mapping of fields, got {type(data).__name__}")
     _check_finite(data)
@@ -64,11 +65,13 @@ def spec_from_mapping(data: Any, *, model_id: str, source: str, revision: str | 
         fields.setdefault("id", model_id)
         fields.setdefault("family", "custom")
         fields["source"] = source
+        fields["provenance"] = provenance or "local"
         where = "dlmcost schema"
     else:
         family = detect(data)
         fields = family.parse(data)
-        fields.update(id=model_id, source=source, revision=revision, verified=verified, sampler=family.sampler)
+        fields.update(id=model_id, source=source, revision=revision, verified=verified, sampler=family.sampler,
+                      provenance=provenance or ("verbatim" if source in ("hub", "cache") else "local"))
         where = f"{family.description} config"
     try:
         return ModelSpec.model_validate(fields)
@@ -133,7 +136,8 @@ def load_bundled(model_id: str) -> ModelSpec:
         raise UnknownModelError(f"'{shown(model_id)}' is not a bundled model")
     meta = bundled_manifest()[key]
     data = json.loads((CONFIG_DIR / (key.replace("/", "__") + ".json")).read_text(encoding="utf-8"))
-    return spec_from_mapping(data, model_id=key, source="bundled", verified=meta.get("status") != "unverified")
+    return spec_from_mapping(data, model_id=key, source="bundled", verified=meta.get("status") != "unverified",
+                             provenance=meta.get("status"))
 
 
 def resolve_model(arg: str, *, revision: str | None = None, hub: bool = False,
