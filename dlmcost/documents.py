@@ -155,6 +155,10 @@ class PlanDeployment(Record):
     misses: list[TargetMiss]
 
 
+# plan's renamed keys (`--require` accepts them with a warning), as results.DEPRECATED_KEYS
+PLAN_DEPRECATED_KEYS = {"max_batch": ("max_running", "the batch limit per replica, serve's --max-running; sweep's "
+                                                     "max_batch is the largest batch that fits in memory")}
+
 Lengths = Union[int, str, dict[str, Union[Number, str]]]  # N, 'p50:N,...', @FILE, {p50: N} or {file: PATH}
 
 

@@ -44,6 +44,7 @@ class Requirement:
     op: str | None  # None: the key itself must be true (or false with `not`)
     value: object
     negate: bool
+    replaced_by: tuple[str, str] | None = None  # a deprecated key: (its new name, how the two relate)
 
     def holds(self, row: dict) -> bool:
         if not row.get("supported", True) and self.key != "supported":
@@ -114,30 +115,32 @@ def _value(token: str, key: str, op: str):
     return token
 
 
-def parse(text: str, keys: tuple[str, ...] = ROW_KEYS) -> Requirement:
-    """One `--require` expression over `keys` (the command's)."""
+def parse(text: str, keys: tuple[str, ...] = ROW_KEYS, deprecated: dict | None = None) -> Requirement:
+    """One `--require` expression over `keys` (the command's); `deprecated`: the command's renamed
+    keys, old -> (new, how they relate) (default: analyze's and sweep's, `results.DEPRECATED_KEYS`)."""
+    deprecated = DEPRECATED_KEYS if deprecated is None else deprecated
     m = _FORM.match(text)
     if not m:
         raise UsageError(f"--require: cannot read '{text}'; write KEY OP VALUE (e.g. 'tokens_per_s >= 300') "
                          f"or KEY / not KEY (e.g. 'fits')")
     negate, key, op, raw = m.groups()
     if key not in keys:
-        current = [k for k in keys if k not in DEPRECATED_KEYS]
+        current = [k for k in keys if k not in deprecated]
         raise UsageError(f"--require: unknown key '{key}'; choose from: {', '.join(current)}")
     if negate and op:
         raise UsageError("--require: 'not' applies to a bare key only, e.g. 'not fits'")
-    return Requirement(text.strip(), key, op, _value(raw, key, op) if op else None, bool(negate))
+    return Requirement(text.strip(), key, op, _value(raw, key, op) if op else None, bool(negate), deprecated.get(key))
 
 
-def parse_all(texts: list[str] | None, keys: tuple[str, ...] = ROW_KEYS) -> list[Requirement]:
-    return [parse(t, keys) for t in texts or []]
+def parse_all(texts: list[str] | None, keys: tuple[str, ...] = ROW_KEYS,
+              deprecated: dict | None = None) -> list[Requirement]:
+    return [parse(t, keys, deprecated) for t in texts or []]
 
 
 def deprecation_warnings(requirements: list[Requirement]) -> list[str]:
     """One line per requirement that names a deprecated key: what it means and what replaces it."""
-    return [f"--require '{q.text}': '{q.key}' is deprecated and will be removed; use "
-            f"'{DEPRECATED_KEYS[q.key][0]}' ({DEPRECATED_KEYS[q.key][1]})"
-            for q in requirements if q.key in DEPRECATED_KEYS]
+    return [f"--require '{q.text}': '{q.key}' is deprecated and will be removed; use '{q.replaced_by[0]}' "
+            f"({q.replaced_by[1]})" for q in requirements if q.replaced_by]
 
 
 def analyze_rows(a: dict) -> list[dict]:

@@ -60,9 +60,13 @@ EfficiencyOpt = typer.Option("realistic", "--efficiency", help="realistic | idea
 StackOpt = typer.Option(None, "--stack", help="software stack: hf-eager | compiled | sglang (default) | none | a stack YAML")
 TpfOpt = typer.Option(None, "--tpf", help="tokens per forward (S = Lg / tpf) when --steps is not given; "
                       "draft-verify: mean accepted tokens per iteration")
-RequireOpt = typer.Option(None, "--require", "-r", metavar="EXPR",
-                          help="fail (exit 8) unless every row meets EXPR, e.g. 'tokens_per_s >= 300', 'fits', "
-                               "'time_s < 2' (repeatable; keys: dlmcost sweep -f csv columns)")
+def require_option(what: str, example: str, keys: str):
+    """--require EXPR (repeatable): exit 8 unless `what` meets every expression."""
+    return typer.Option(None, "--require", "-r", metavar="EXPR",
+                        help=f"fail (exit 8) unless {what} meets EXPR, e.g. {example} (repeatable; keys: {keys})")
+
+
+RequireOpt = require_option("every row", "'tokens_per_s >= 300', 'fits', 'time_s < 2'", "dlmcost sweep -f csv columns")
 
 
 def parse_list(text: Optional[str], kind, name: str) -> Optional[list]:

@@ -90,15 +90,16 @@ def progress_bar(what: str, shows: bool = True):
             bar.clear()
 
 
-def requirements_of(require: Optional[list[str]], keys: Optional[tuple[str, ...]] = None) -> list:
-    """--require's expressions over the command's keys (default: analyze's and sweep's), parsed,
-    with a warning on stderr for each deprecated key (the parser loads only when there are some:
-    most commands have none, and analyze's start-up counts)."""
+def requirements_of(require: Optional[list[str]], keys: Optional[tuple[str, ...]] = None,
+                    deprecated: Optional[dict] = None) -> list:
+    """--require's expressions over the command's keys (default: analyze's and sweep's) and its
+    renamed ones, parsed, with a warning on stderr for each deprecated key (the parser loads only
+    when there are some: most commands have none, and analyze's start-up counts)."""
     if not require:
         return []
     from .. import api
 
-    requirements = api.parse_requirements(require, *([keys] if keys else []))
+    requirements = api.parse_requirements(require, *([keys, deprecated] if keys else []))
     for line in api.requirement_warnings(requirements):
         stderr(f"warning: {line}")
     return requirements

@@ -8,10 +8,10 @@ from typing import NamedTuple, Optional
 import typer
 
 from .. import api
-from ..errors import UsageError
+from ..errors import RequirementError, UsageError
 from .app import app
-from .options import EfficiencyOpt, StackOpt, group, output_options, parse_list
-from .output import check_finite, draw, held_output
+from .options import EfficiencyOpt, StackOpt, group, output_options, parse_list, require_option
+from .output import GATE_LINES, check_finite, draw, held_output, requirements_of
 from .plan import LATENCY_TARGETS
 
 EXAMPLES = ("Examples:\n\n\b\n"
@@ -20,6 +20,7 @@ EXAMPLES = ("Examples:\n\n\b\n"
             "  dlmcost serve --gpu h100 --rate 2,4,8 --arrival gamma --cv 3\n"
             "  dlmcost serve --gpu h100 --job 10000 --parallel 128\n"
             "  dlmcost serve --gpu h100 --max-rate --p95 10 --first-block-p95 1\n"
+            "  dlmcost serve --gpu h100 -c 8,32 --p95 5 -r 'tokens_per_s_per_user >= 20'\n"
             "  dlmcost serve --gpu h100 --trace requests.csv --time-scale 0.5")
 
 
@@ -140,12 +141,18 @@ def serve(
     answer: Optional[str] = typer.Option(None, "--answer", help="answer tokens: N, 'p50:N,p90:M', or @FILE (default: the model's)"),
     max_rate: bool = typer.Option(False, "--max-rate", help="find the highest rate sustained within the targets (bisection)"),
     hardware: Optional[list[str]] = typer.Option(None, "--hardware", metavar="PATH", help="extra GPU YAML file or folder (repeatable; also $DLMCOST_HARDWARE)"),
+    require: Optional[list[str]] = require_option("every load point", "'p95_latency_s <= 5', 'usd_per_mtok < 1'",
+                                                  "dlmcost serve -f csv columns"),
     *, setups, load, targets, output,
 ):
     """What a fixed deployment delivers under a given load: throughput, latency, cost.
 
     One load (--concurrency, --rate, --job or --trace), a list of concurrencies or rates for a
-    load curve and its Pareto front, and/or --max-rate."""
+    load curve and its Pareto front, and/or --max-rate. Exit 8 when a load point misses a target
+    (--p95...) or a --require, or --max-rate finds no rate within the targets."""
+    from ..render.serve import CSV_KEYS
+
+    requirements = requirements_of(require, CSV_KEYS, {})
     if not load.loads and not max_rate:
         raise UsageError("give a load: --concurrency N, --rate R, --job N (--parallel P) or --trace FILE, or --max-rate")
     if output.plot and not load.loads:
@@ -161,3 +168,32 @@ def serve(
     out = held_output(output.plot)
     render_serve(record, output.fmt, out)
     draw(serve_chart(record) if output.plot else None, output.plot, out)
+    _gate(record, requirements)
+
+
+def _gate(record: dict, requirements: list) -> None:
+    """Exit 8 (the output printed first) when a load point misses a target or a requirement, or
+    --max-rate answers none; each on its own line of stderr."""
+    from ..render.serve import csv_rows, miss_text, short_load
+
+    many = len(record["deployments"]) > 1
+    missed, lines = 0, []
+    for i, entry in enumerate(record["deployments"], 1):
+        where = f"#{i} " if many else ""
+        for p in entry["points"]:
+            if p["misses"]:
+                missed += 1
+                lines.append(f"{where}{short_load(p)}: {'; '.join(miss_text(m) for m in p['misses'])}")
+        m = entry.get("max_rate")
+        if m and m["rate"] is None:
+            lines.append(f"{where}--max-rate: no rate within the targets; {m['reason']}")
+    failed = api.requirement_failures(requirements, csv_rows(record),
+                                      lambda r: (f"#{r['deployment']} " if many else "") + short_load(r))
+    if not lines and not failed:
+        return
+    what = [f"{missed} load point(s) miss a target" if missed else "",
+            "--max-rate found no rate within the targets" if any("--max-rate" in x for x in lines) else "",
+            f"{len(failed)} load point(s) miss a requirement ({'; '.join(q.text for q in requirements)})" if failed else ""]
+    details = lines + failed
+    more = [f"... and {len(details) - GATE_LINES:,} more"] if len(details) > GATE_LINES else []
+    raise RequirementError("; ".join(w for w in what if w) + ":", details[:GATE_LINES] + more)

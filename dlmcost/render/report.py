@@ -597,7 +597,7 @@ def plan_csv_rows(p: dict) -> list[dict]:
     return [dict(set=name, **{k: r.get(k) for k in PLAN_CSV_KEYS}) for name, r in rows]
 
 
-def render_plan(p: dict, fmt: str, out: Output, top: int = 15) -> None:
+def render_plan(p: dict, fmt: str, out: Output, top: int | None = 15) -> None:
     if fmt == "json":
         out.write(typed_json("plan", p))
         return
@@ -611,7 +611,8 @@ def render_plan(p: dict, fmt: str, out: Output, top: int = 15) -> None:
     caption = ("ranked by $/Mtok at the offered load (* = on the cost/latency Pareto front); R×TP: replicas × "
                "tensor-parallel GPUs; B: batch limit; 1st blk: time to the first streamed block (AR: token); "
                "tok/s/user: median answer tokens / latency; cap: saturation throughput, head: its margin over "
-               "the load; prices: dated list-price estimates; J/tok: board power envelope")
+               "the load; prices: dated list-price estimates; J/tok: board power while busy, its idle share while idle, "
+               "over output tokens")
     sections = []
     if shown:
         more = f" (first {len(shown)} of {len(p['deployments'])}; json/csv list all)" if len(p["deployments"]) > len(shown) else ""
@@ -670,7 +671,7 @@ def sweep_page(result: dict, rows: list[dict], shown: list[dict], charts: list) 
                      [page.figures(charts), note, page.table(headers, body)])
 
 
-def plan_page(p: dict, charts: list, top: int) -> str:
+def plan_page(p: dict, charts: list, top: int | None) -> str:
     """`plan --format html`: the header, the cost/latency chart, the ranked table and the AR baseline."""
     from . import page
 
