@@ -265,11 +265,10 @@ class HardwareDB:
     def get(self, name: str) -> GPU:
         key = self._lookup.get(normalise(name))
         if key is None:
-            import difflib  # only on the error path
+            from .names import close_matches, hint  # only on the error path
 
-            close = difflib.get_close_matches(normalise(name)[:100], list(self._lookup), n=3, cutoff=0.5)
-            hint = f"; did you mean {', '.join(close)}?" if close else "; `dlmcost gpus` lists them"
-            raise UnknownGPUError(f"unknown GPU '{shown(name)}'{hint}")
+            close = close_matches(normalise(name), list(self._lookup))
+            raise UnknownGPUError(f"unknown GPU '{shown(name)}'{hint(close, '`dlmcost gpus` lists them')}")
         return self.gpus[key]
 
     def select(self, spec: str | list[str] | None, default: list[str]) -> list[GPU]:

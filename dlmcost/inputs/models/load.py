@@ -126,8 +126,49 @@ def bundled_ids() -> list[str]:
 
 
 def _bundled_key(model_id: str) -> str | None:
+    """The bundled id `model_id` names, whatever its case, with or without the organisation
+    (`llada2.0-mini`, `LLaDA-8B-Instruct`); None if none. A bare name that two organisations
+    share is refused with both ids."""
     lower = {k.lower(): k for k in bundled_manifest()}
-    return lower.get(model_id.lower())
+    if model_id.lower() in lower or "/" in model_id:
+        return lower.get(model_id.lower())
+    named = [k for k in bundled_manifest() if k.split("/", 1)[-1].lower() == model_id.lower()]
+    if len(named) > 1:
+        raise UnknownModelError(f"'{shown(model_id)}' names several bundled models: {', '.join(named)}; give the "
+                                f"organisation too")
+    return named[0] if named else None
+
+
+def _unknown(arg: str) -> UnknownModelError:
+    """A name that is neither a file nor a bundled id, with the bundled ids it may mean: those
+    whose name contains it (`llada2.0`: both LLaDA2.0 models), else the closest ones."""
+    from ..names import close_matches, hint, is_slip
+
+    ids = bundled_ids()
+    lowered = arg.lower()
+    containing = [k for k in ids if lowered in k.lower()] if len(lowered) >= 3 else []
+    if len(containing) > 1:
+        return UnknownModelError(f"'{shown(arg)}' matches several bundled models: {', '.join(containing)}; give one")
+    bare = "/" not in arg  # compared with the names without their organisation
+    by_name = {(k.split("/", 1)[-1] if bare else k): k for k in ids}
+    slips = [k for name, k in by_name.items() if is_slip(arg, name)]
+    near = containing or slips or [by_name[n] for n in close_matches(arg, list(by_name))]
+    return UnknownModelError(f"no such file or bundled model: '{shown(arg)}'"
+                             f"{hint(near, '`dlmcost models` lists the bundled ids')}")
+
+
+def _slip_of_bundled(arg: str, revision: str | None) -> str | None:
+    """The bundled id a Hub-shaped argument is a typing slip of (inclusionAI/LLaDA2.0-min), found
+    before any network request; None if it is no slip, or if the Hugging Face cache holds it (a
+    real model of that name)."""
+    from ..names import is_slip
+
+    meant = [k for k in bundled_ids() if is_slip(arg, k)]
+    if not meant:
+        return None
+    from .hub import is_cached  # imported lazily: huggingface_hub is slow to import
+
+    return None if is_cached(arg, revision) else meant[0]
 
 
 def load_bundled(model_id: str) -> ModelSpec:
@@ -148,11 +189,16 @@ def resolve_model(arg: str, *, revision: str | None = None, hub: bool = False,
     path = _local_path(arg)
     if path is not None:
         return load_local(path)
-    if _bundled_key(arg) and not (hub or revision):
-        return load_bundled(arg)
-    if arg.endswith((".json", ".yaml", ".yml")) or "/" not in arg:
-        hint = "; `dlmcost models` lists the bundled ids" if "/" not in arg else ""
-        raise UnknownModelError(f"no such file or bundled model: '{shown(arg)}'{hint}")
+    key = _bundled_key(arg)
+    if key and not (hub or revision):
+        return load_bundled(key)
+    if key:
+        arg = key  # the Hub asked for by a bundled id's short name: its full id
+    elif arg.endswith((".json", ".yaml", ".yml")) or "/" not in arg:
+        raise _unknown(arg)
+    elif not hub and (meant := _slip_of_bundled(arg, revision)):
+        raise UnknownModelError(f"'{shown(arg)}' is not a bundled model; did you mean {meant}? (to fetch "
+                                f"'{shown(arg)}' from the Hub as written, add --hub)")
     from .hub import fetch_config  # imported lazily: huggingface_hub is slow to import
 
     data, source, commit = fetch_config(arg, revision=revision, timeout_s=timeout_s)
