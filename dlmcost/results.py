@@ -276,6 +276,7 @@ class SweepResult(Versioned):
     evaluated: int
     skipped_impossible: int
     skipped_unsupported: int
+    warnings: list[str] = Field(default=[], description="what the grid probably did not mean (printed on stderr)")
     settings: dict[str, object] = {}
     rows: list[SweepRow] = []
 

@@ -20,9 +20,32 @@ BYTE_LABELS = dict(weight_bytes="weights", kv_read_bytes="kv_read", kv_write_byt
                    activation_bytes="activations")
 
 
-def workload_warnings(spec: ModelSpec, w: Workload) -> list[str]:
-    """Things that are computable but probably not what the user meant."""
-    out = []
+def ignored_knobs_warning(scheme: str, given, logits_committed: bool = False) -> str | None:
+    """A line for the knobs given that the scheme does not read (`--scheme ar --block 32`): they
+    change nothing, which is probably not what was meant."""
+    ignored = REGISTRY[scheme].ignored(given, logits_committed)
+    if not ignored:
+        return None
+    reads = ", ".join(REGISTRY[scheme].knobs) or "none of them"
+    return (f"{', '.join('--' + k.replace('_', '-') for k in ignored)} {'does' if len(ignored) == 1 else 'do'} "
+            f"nothing for the {scheme} scheme (it reads {reads}; `dlmcost schemes`)")
+
+
+def steps_warning(steps: float, tokens: float) -> str | None:
+    """More denoising steps than generated tokens: some steps commit no token (tokens per forward
+    below 1), which a sampler would not be set to do."""
+    if steps <= tokens * (1 + 1e-9):
+        return None
+    return (f"{steps:g} steps for {tokens:g} generated tokens: more passes than tokens, so some steps commit no "
+            f"token (tokens per forward {tokens / steps:.3g}, below 1)")
+
+
+def workload_warnings(spec: ModelSpec, w: Workload, given=()) -> list[str]:
+    """Things that are computable but probably not what the user meant; `given`: the names of the
+    knobs the caller set (the others took defaults)."""
+    out = [line for line in (ignored_knobs_warning(w.scheme, given, w.logits == "committed"),
+                             steps_warning(w.total_steps, w.gen) if REGISTRY[w.scheme].uses("steps") else None)
+           if line]
     if spec.max_context and w.prompt + w.gen > spec.max_context:
         out.append(f"prompt + generation = {w.prompt + w.gen} tokens exceeds {spec.id}'s trained context of "
                    f"{spec.max_context}; the numbers assume the model could run it")

@@ -218,6 +218,8 @@ GRID_OPTIONS = {
     "prompt": ("prompts", int, typer.Option(None, "--prompt", metavar="LIST", help="comma list of prompt lengths")),
     "gen": ("gens", int, typer.Option(None, "--gen", metavar="LIST", help="comma list of generation lengths")),
     "steps": ("steps", float, typer.Option(None, "--steps", metavar="LIST", help="comma list of total steps (default: S = Lg / tpf)")),
+    "tpf": ("tpf", float, typer.Option(None, "--tpf", metavar="LIST", help="comma list of tokens per forward (S = Lg / tpf) "
+                                       "when --steps is not given; draft-verify: mean accepted tokens per iteration")),
     "block": ("blocks", int, typer.Option(None, "--block", metavar="LIST", help="comma list of block lengths")),
     "batch": ("batches", int, typer.Option(None, "--batch", metavar="LIST", help="comma list of batch sizes")),
     "precision": ("precisions", str, typer.Option(None, "--precision", metavar="LIST", help="comma list of precisions")),
@@ -232,9 +234,9 @@ def _grid(**texts) -> api.SweepGrid:
 
 
 grid_options = group("grid", _grid, {name: (Optional[str], option) for name, (_, _, option) in GRID_OPTIONS.items()})
-knob_options = group("workload", _workload, {
+knob_options = group("workload", _workload, {  # sweep's: its --tpf is a list, among the grid's
     "kv_dtype": (Optional[str], typer.Option(None, "--kv-dtype", help="K/V cache dtype: bf16 | fp8 | int8 | fp4 [bf16]")),
-    **KNOB_OPTIONS})
+    **{k: v for k, v in KNOB_OPTIONS.items() if k != "tpf"}})
 
 
 def output_options(extra_formats: tuple[str, ...] = (), formats_help: str | None = None, charts: bool = True):

@@ -32,12 +32,20 @@ def _finite(name: str, value: float) -> float:
 
 def _setups(gpu, tp, ep, replicas, precision, scheme, block, tpf, steps, tpf_spread, max_running, release, stack,
             efficiency, price, power_utilisation) -> list:
-    """Every deployment asked for: one per GPU and TP size of the comma lists."""
-    return [api.ServeSetup(gpu=g, tp=t, ep=ep, replicas=replicas, precision=precision, scheme=scheme, block=block,
-                           tpf=tpf, steps=steps, tpf_spread=tpf_spread, max_running=max_running, release=release,
-                           stack=stack, efficiency=api.locate_example(efficiency), price=price,
-                           power_utilisation=power_utilisation)
-            for g in parse_list(gpu, str, "gpu") for t in parse_list(tp, int, "tp")]
+    """Every deployment asked for: one per combination of the comma lists (as plan searches them)."""
+    if tpf is not None and steps is not None:
+        raise UsageError("give --tpf or --steps, not both")
+
+    def listed(text, kind, name):
+        return parse_list(text, kind, name) or [None]
+
+    return [api.ServeSetup(gpu=g, tp=t, ep=ep, replicas=replicas, precision=p, scheme=sc, block=b, tpf=f, steps=st,
+                           tpf_spread=tpf_spread, max_running=m, release=release, stack=stack,
+                           efficiency=api.locate_example(efficiency), price=price, power_utilisation=power_utilisation)
+            for g in parse_list(gpu, str, "gpu") for t in parse_list(tp, int, "tp")
+            for p in parse_list(precision, str, "precision") for sc in listed(scheme, str, "scheme")
+            for b in listed(block, int, "block") for f in listed(tpf, float, "tpf") for st in listed(steps, float, "steps")
+            for m in listed(max_running, int, "max-running")]
 
 
 deployment_options = group("setups", _setups, {
@@ -45,15 +53,16 @@ deployment_options = group("setups", _setups, {
     "tp": (str, typer.Option("1", "--tp", metavar="LIST", help="tensor-parallel GPUs per replica (a comma list compares)")),
     "ep": (int, typer.Option(1, "--ep", help="expert-parallel ways (MoE; divides --tp)")),
     "replicas": (int, typer.Option(1, "--replicas", "-R", help="data-parallel replicas")),
-    "precision": (str, typer.Option("bf16", "--precision", help="weights and compute precision")),
-    "scheme": (Optional[str], typer.Option(None, "--scheme", help="decoding scheme (default: the model's)")),
-    "block": (Optional[int], typer.Option(None, "--block", help="block length")),
-    "tpf": (Optional[float], typer.Option(None, "--tpf", help="mean tokens per forward")),
-    "steps": (Optional[float], typer.Option(None, "--steps", help="total steps at the median answer (instead of --tpf)")),
+    "precision": (str, typer.Option("bf16", "--precision", metavar="LIST", help="weights and compute precision (a comma list compares)")),
+    "scheme": (Optional[str], typer.Option(None, "--scheme", metavar="LIST", help="decoding scheme (default: the model's; a comma list compares)")),
+    "block": (Optional[str], typer.Option(None, "--block", metavar="LIST", help="block length (a comma list compares)")),
+    "tpf": (Optional[str], typer.Option(None, "--tpf", metavar="LIST", help="mean tokens per forward (a comma list compares)")),
+    "steps": (Optional[str], typer.Option(None, "--steps", metavar="LIST", help="total steps at the median answer, instead of --tpf (a comma list compares)")),
     "tpf_spread": (float, typer.Option(0.0, "--tpf-spread", help="coefficient of variation of a request's passes "
                                        "per block (gamma) [0: every request the mean]")),
-    "max_running": (Optional[int], typer.Option(None, "--max-running", "--batch", help="running requests per replica "
-                                                "[the stack's max_running_requests, else 256]")),
+    "max_running": (Optional[str], typer.Option(None, "--max-running", "--batch", metavar="LIST",
+                                                help="running requests per replica, a comma list compares "
+                                                     "[the stack's max_running_requests, else 256]")),
     "release": (Optional[str], typer.Option(None, "--release", help="synchronous (a block lasts until the batch's "
                                             "slowest request commits) | first-done [the stack's, else synchronous]")),
     "stack": (Optional[str], StackOpt),
@@ -95,8 +104,8 @@ def _loads(concurrency, think, rate, arrival, cv, job, parallel, trace, trace_fo
     elif kind == "job":
         loads = [api.BatchJob(job, parallel if parallel is not None else 1)]
     elif kind == "trace":
-        loads = [api.read_trace(api.locate_example(trace), fmt=trace_format, time_scale=time_scale, sample=sample,
-                                seed=seed)]
+        loads = [api.read_trace(api.locate_example(trace), fmt=trace_format, time_scale=time_scale,
+                                sample=sample or None, seed=seed)]  # 0: the whole trace, as --limit 0
     return LoadChoice(loads, arrival, cv, requests, seed)
 
 
@@ -112,7 +121,7 @@ load_options = group("load", _loads, {
     "trace": (Optional[str], typer.Option(None, "--trace", metavar="FILE", help="replay a request trace (Azure, Mooncake, BurstGPT)")),
     "trace_format": (Optional[str], typer.Option(None, "--trace-format", help="azure | mooncake | burstgpt [from the file]")),
     "time_scale": (float, typer.Option(1.0, "--time-scale", help="trace: multiply its arrival times by this")),
-    "sample": (Optional[int], typer.Option(None, "--sample", metavar="N", help="trace: replay N requests drawn from it")),
+    "sample": (Optional[int], typer.Option(None, "--sample", metavar="N", help="trace: replay N requests drawn from it (0: all)")),
     "requests": (int, typer.Option(2000, "--requests", help="simulated requests per synthetic load")),
     "seed": (int, typer.Option(0, "--seed", help="random seed")),
 })
