@@ -202,6 +202,9 @@ class GPUResult(Record):
     arithmetic_intensity: float
     achievable_ridge_flops_per_byte: float = Field(description="the achievable ridge of the pass family taking the "
                                                                "most time (the verdict compares each family's own)")
+    dominant_pass_arithmetic_intensity: float = Field(
+        description="FLOP/byte of the pass family taking the most time, whose ridge is achievable_ridge_flops_per_byte: "
+                    "the AI the tables show beside the verdict (arithmetic_intensity is the whole generation's average)")
     verdict: str
     memory_bound_time_fraction: float
     time_s: float
@@ -260,6 +263,9 @@ class SweepRow(Record):
     arithmetic_intensity: float
     ridge_flops_per_byte: float
     achievable_ridge_flops_per_byte: float
+    dominant_pass_arithmetic_intensity: float = Field(
+        description="FLOP/byte of the pass family taking the most time, whose ridge is achievable_ridge_flops_per_byte: "
+                    "the AI the tables show beside the verdict (arithmetic_intensity is the whole generation's average)")
     memory_bound_time_fraction: float
     verdict: str
     speedup_vs_ar: float = Field(description=SPEEDUP)

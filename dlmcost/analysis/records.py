@@ -104,7 +104,8 @@ def gpu_result(w: Workload, gpu: GPU, rate: dict, frame: Frame, i: int, derived:
     op_flops, op_bytes, op_time = ops[:, 0], ops[:, 1:5].sum(axis=1), ops[:, 5]
     kinds = [OP_KINDS[name] for name in frame.ev.op_names]
     number = {k: float(derived[k]) for k in ("nfe", "tokens_per_nfe", "arithmetic_intensity",
-                                             "achievable_ridge_flops_per_byte", "memory_bound_time_fraction",
+                                             "achievable_ridge_flops_per_byte", "dominant_pass_arithmetic_intensity",
+                                             "memory_bound_time_fraction",
                                              "tokens_per_s", "tokens_per_s_per_gpu", "flops_per_token", "bytes_per_token",
                                              "ar_tokens_per_s", "speedup_vs_ar", "time_ratio_to_ar")}
     return GPUResult.model_construct(

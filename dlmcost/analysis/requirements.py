@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import UsageError
-from ..results import DEPRECATED_KEYS
+from ..results import DEPRECATED_KEYS, SweepRow
 
 OPERATORS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq,
              "!=": operator.ne}
@@ -30,11 +30,7 @@ _FORM = re.compile(r"^\s*(?:(not)\s+)?([a-z_][a-z0-9_]*)\s*(?:(>=|<=|==|!=|>|<)\
 
 # The keys a requirement can name, per row: the columns of `sweep --format csv` (one row per
 # configuration) and, for `analyze`, the same names taken from each GPU's result.
-ROW_KEYS = ("gpu", "scheme", "prompt", "gen", "steps", "block", "batch", "tp", "ep", "precision", "nfe",
-            "tokens_per_nfe", "time_s", "tokens_per_s", "tokens_per_s_per_gpu", "flops_per_token",
-            "bytes_per_token", "arithmetic_intensity", "ridge_flops_per_byte", "memory_bound_time_fraction",
-            "verdict", "speedup_vs_ar", "fits", "memory_total_bytes", "max_batch", "supported",
-            *DEPRECATED_KEYS)
+ROW_KEYS = (*SweepRow.model_fields, "supported")
 
 
 @dataclass(frozen=True)

@@ -353,7 +353,8 @@ def _sweep_arrays(chunk: _SweepChunk) -> dict[str, np.ndarray]:
         **{k: derived[k] for k in ("nfe", "tokens_per_nfe", "time_s", "tokens_per_s", "tokens_per_s_per_gpu",
                                    "flops_per_token", "bytes_per_token", "arithmetic_intensity")},
         ridge_flops_per_byte=frame.grid.rates.ridge,
-        **{k: derived[k] for k in ("achievable_ridge_flops_per_byte", "memory_bound_time_fraction", "verdict",
+        **{k: derived[k] for k in ("achievable_ridge_flops_per_byte", "dominant_pass_arithmetic_intensity",
+                                   "memory_bound_time_fraction", "verdict",
                                    "speedup_vs_ar", "time_ratio_to_ar")},
         fits=mem["fits"], memory_total_bytes=mem["total_bytes"], max_batch=derived["max_batch"],
     )

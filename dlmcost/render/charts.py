@@ -151,7 +151,7 @@ def roofline(result: dict, show_ops: bool = False) -> Chart:
             return attainable_flops(x, peak, bw)
 
         ridge = peak / bw
-        knee_text = f"knee b={knee_label(r['knee']['block'], w['gen'])}"
+        knee_text = f"knee b={knee_label(r['knee']['block'], w)}" if uses(w, "block") else "no block knee"
         panel.series.append(Series([lo, ridge, hi], [roof(lo), roof(ridge), roof(hi)],
                                    label=f"{r['gpu']} roof ({compute}), {knee_text}", color=gi,
                                    linestyle=LINESTYLES[gi % len(LINESTYLES)], gid=f"roof:{r['gpu_key']}"))

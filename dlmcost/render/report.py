@@ -84,6 +84,16 @@ def safe(text) -> str:
     return shown(text, None)
 
 
+CSV_LIST_SEPARATOR = ";"  # a list in one cell (a scheme's knobs): steps;block, never Python's ['steps', 'block']
+
+
+def csv_cell(value):
+    """A value as a CSV cell: text made safe, a list joined by CSV_LIST_SEPARATOR."""
+    if isinstance(value, (list, tuple)):
+        value = CSV_LIST_SEPARATOR.join(str(v) for v in value)
+    return safe(value) if isinstance(value, str) else value
+
+
 def to_csv(rows: list[dict]) -> str:
     import csv  # only for --format csv
 
@@ -91,7 +101,7 @@ def to_csv(rows: list[dict]) -> str:
     if rows:
         writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
         writer.writeheader()
-        writer.writerows({k: safe(v) if isinstance(v, str) else v for k, v in row.items()} for row in rows)
+        writer.writerows({k: csv_cell(v) for k, v in row.items()} for row in rows)
     return buf.getvalue()
 
 
@@ -132,12 +142,14 @@ ANALYZE_HEADERS = ["GPU", "latency\nms", "tok/s", "speed-up\nvs AR ×", "AI\nFLO
 # Which columns a narrow terminal drops first (larger = sooner; 0 = never).
 ANALYZE_PRIORITY = [0, 0, 0, 2, 3, 4, 1, 2, 0, 3, 4]
 ANALYZE_CAPTION = ("latency: whole generation; tok/s: the whole tensor-parallel group's; speed-up vs AR: AR decode "
-                   "latency / this latency (same model, GPU, prompt, gen, batch; above 1 = faster than AR); "
-                   "ridge: where the achievable compute and memory times meet (the GEMM rate at the longest "
-                   "pass's rows over the achievable bandwidth; peak / bandwidth in `dlmcost gpus`); verdict: "
-                   "time-weighted over passes, each against its own ridge; mem: GB = 1e9 bytes; max batch: largest batch that fits "
-                   "in memory; knee block: largest block whose cached step stays memory-bound (all: every block "
-                   "up to the generation length)")
+                   "latency / this latency (same model, GPU, prompt, gen, batch; above 1 = faster than AR); AI and "
+                   "ridge: of the pass family taking the most time (JSON: dominant_pass_arithmetic_intensity; the "
+                   "generation's average is arithmetic_intensity), the ridge where the achievable compute and memory "
+                   "times meet (the GEMM rate at its rows over the achievable bandwidth; peak / bandwidth in `dlmcost "
+                   "gpus`); bound: time-weighted over passes, each against its own ridge (memory when at least half "
+                   "the time is in passes below theirs); mem: GB = 1e9 bytes; max batch: largest batch that fits in "
+                   "memory; knee block: largest block whose cached step stays memory-bound (all: every block up to "
+                   "the generation length; -: a scheme without a cached block step, such as mdm and AR)")
 
 
 def speedup(speedup_vs_ar: float | None) -> str:
@@ -156,10 +168,10 @@ def analyze_rows(a: dict) -> list[list]:
         if not r.get("supported"):
             rows.append([r["gpu"], "-", "-", "-", "-", "-", Styled("unsupported", "yellow"), "-", "-", "-", "-"])
             continue
-        knee = knee_label(r["knee"]["block"], a["workload"]["gen"])
+        knee = knee_label(r["knee"]["block"], a["workload"])
         rows.append([
             r["gpu"], ms(r["time_s"]), num(r["tokens_per_s"], 4), speedup(r["speedup_vs_ar"]),
-            num(r["arithmetic_intensity"]), num(r["achievable_ridge_flops_per_byte"]), verdict_text(r["verdict"]),
+            num(r["dominant_pass_arithmetic_intensity"]), num(r["achievable_ridge_flops_per_byte"]), verdict_text(r["verdict"]),
             gb(r["memory"]["total_bytes"]), "yes" if r["memory"]["fits"] else Styled("NO", "red bold"),
             str(r["memory"]["max_batch"]), knee,
         ])
@@ -291,8 +303,9 @@ SWEEP_HEADERS = ["model", "GPU", "scheme", "Lp", "Lg", "S", "b", "B", "prec", "t
 # same in every row goes before anything else (its value is named in the note).
 SWEEP_PRIORITY = [0, 0, 0, 3, 3, 2, 1, 1, 1, 1, 5, 0, 0, 3, 4, 2, 0]
 SWEEP_CAPTION = ("Lp/Lg: prompt/generated tokens; S: denoising steps; b: block length; B: batch; tok/s: the "
-                 "tensor-parallel group's; speed-up vs AR: AR decode latency / latency (above 1 = faster); "
-                 "fit: weights + K/V + activations within the GPU's memory")
+                 "tensor-parallel group's; speed-up vs AR: AR decode latency / latency (above 1 = faster); AI: of "
+                 "the pass family taking the most time; bound: time-weighted over passes; fit: weights + K/V + "
+                 "activations within the GPU's memory")
 SWEEP_KNOBS = {3: "prompt", 4: "gen", 5: "steps", 6: "block", 7: "batch", 8: "precision"}
 
 
@@ -314,7 +327,7 @@ def _sweep_cells(rows: list[dict], all_rows: list[dict]) -> tuple[list[str], lis
     cells = [[r.get("model"), r["gpu"], r["scheme"], str(r["prompt"]), str(r["gen"]), count(r["steps"]),
               "-" if r["block"] is None else str(r["block"]), str(r["batch"]), r["precision"], f"{r['tp']}/{r['ep']}",
               count(r["nfe"]), ms(r["time_s"]), num(r["tokens_per_s"], 4), speedup(r["speedup_vs_ar"]),
-              num(r["arithmetic_intensity"]), verdict_text(r["verdict"]),
+              num(r["dominant_pass_arithmetic_intensity"]), verdict_text(r["verdict"]),
               "yes" if r["fits"] else Styled("NO", "red bold")] for r in rows]
     index = [i for i, k in enumerate(keep) if k]
     return [SWEEP_HEADERS[i] for i in index], [[row[i] for i in index] for row in cells], index
@@ -413,7 +426,8 @@ GPU_HEADERS = ["GPU", "mem\nGB", "listed\nas", "BW\nTB/s", "bf16\nTF/s", "fp8\nT
 
 GPU_CAPTION = ("mem: GB = 1e9 bytes, the unit of every memory figure dlmcost prints (JSON: memory_bytes); listed as: "
                "the vendor's figure, whose 'GB' is often binary (an H100's 80 GB is 80 GiB = 85.9 GB); dense "
-               "tensor-core peaks (no sparsity); ridge = peak / bandwidth in FLOP/byte")
+               "tensor-core peaks (no sparsity); ridge = peak / bandwidth in FLOP/byte; TPUs and Trainium are chips "
+               "and Gaudi an accelerator, not GPUs (JSON: unit)")
 
 
 GPU_PRIORITY = [0, 0, 3, 0, 1, 2, 2, 3, 4, 4, 2]

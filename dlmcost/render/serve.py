@@ -11,7 +11,7 @@ import math
 
 from .charts import Chart, Note, Panel, Series, _log_scaled
 from .output import Output
-from .report import num, print_fitted, table_columns, to_csv, to_markdown, typed_json
+from .report import num, plural, print_fitted, table_columns, to_csv, to_markdown, typed_json
 
 CURVE_HEADERS = ["load", "req/s", "out\ntok/s", "tok/s\n/GPU", "tok/s\n/user", "TTFB\np50 s", "gap\np50 s",
                  "e2e\np50 s", "e2e\np99 s", "busy\n%", "run\nmean", "$/Mtok", "J/tok"]
@@ -83,7 +83,7 @@ def latency_table(record: dict) -> tuple[list[str], list[list[str]]]:
 def deployment_lines(d: dict) -> list[str]:
     ep = f" EP{d['ep']}" if d["ep"] > 1 else ""
     lines = [f"{d['model']} on {d['replicas']}× {d['gpu']} TP{d['tp']}{ep} {d['precision']} "
-             f"({d['gpus']} GPU{'s' if d['gpus'] > 1 else ''}) · {d['decoding']}"
+             f"({plural(d['gpus'], d['unit'])}) · {d['decoding']}"
              + (f", spread {d['tpf_spread']:g}" if d["tpf_spread"] else "") + f" · stack {d['stack']}",
              f"running ≤ {d['max_running']}{' (+ first blocks)' if d.get('first_block_outside_limit') else ''} "
              f"per replica ({d['max_running_source']}; memory fits "
