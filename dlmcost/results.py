@@ -241,6 +241,17 @@ class AnalyzeResult(Versioned):
     warnings: list[str]
     results: list[Union[GPUResult, Unsupported]]
 
+    def to_pandas(self, what: Literal["results", "passes", "ops"] = "results"):
+        """A pandas DataFrame (the `pandas` extra): one row per GPU (nested keys dotted:
+        `memory.total_bytes`), or per pass family or op of every supported GPU (a `gpu` column)."""
+        from .dataframes import from_records
+
+        plain = self.plain()
+        if what == "results":
+            return from_records(plain["results"], drop=("passes", "ops"), model=self.model.id)
+        return from_records([dict(gpu=r["gpu"], **item) for r in plain["results"] if r["supported"] for item in r[what]],
+                            model=self.model.id)
+
 
 class SweepRow(Record):
     gpu: str
@@ -285,6 +296,14 @@ class SweepResult(Versioned):
     warnings: list[str] = Field(default=[], description="what the grid probably did not mean (printed on stderr)")
     settings: dict[str, object] = {}
     rows: list[SweepRow] = []
+
+    def to_pandas(self):
+        """A pandas DataFrame (the `pandas` extra), one row per configuration, the columns of
+        `sweep --format csv` (None where a scheme ignores the knob)."""
+        from .dataframes import from_columns
+
+        names = list(SweepRow.model_fields)
+        return from_columns({k: [row.__dict__[k] for row in self.rows] for k in names})
 
 
 SCHEMAS = {"analyze": AnalyzeResult, "sweep": SweepResult}

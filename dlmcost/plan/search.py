@@ -72,6 +72,14 @@ class PlanResult:
     search: dict = field(default_factory=dict)
     models: list[str] = field(default_factory=list)
 
+    def to_pandas(self, what: str = "deployments"):
+        """A pandas DataFrame (the `pandas` extra): one row per deployment meeting the targets,
+        cheapest first (`what="ar_baseline"`: the AR baseline's), the keys of `plan --format json`."""
+        from ..dataframes import from_records
+
+        return from_records([d.record() for d in (self.baseline if what == "ar_baseline" else self.deployments)],
+                            drop=("misses",))
+
 
 @dataclass(frozen=True, eq=False)
 class Candidate:

@@ -15,9 +15,10 @@ idle boards per token too, and two rows with the same GPUs differ by how busy th
 from __future__ import annotations
 
 # Share of the board power envelope an accelerator draws while idle with a model loaded (a CUDA
-# context holds its clocks above bare idle). NVIDIA's DGX user guide reads an idle 700 W-limit GPU
-# at 64 W (Redfish power reading example, 9%); arXiv:2605.23918 ("The Model Parking Tax") measures
-# a loaded CUDA context at 26-50 W above bare idle on H100 and A100: about 90-115 W of 700 W, 13-16%.
+# context holds its clocks above bare idle). NVIDIA's DGX user guide's Redfish example reads 64 W on a
+# GPU whose power limit is 700 W (a board at rest: 9%); arXiv:2605.23918 ("The Model Parking Tax")
+# measures a loaded CUDA context at 26-50 W above bare idle on H100 and A100: about 90-115 W of
+# 700 W, 13-16%.
 IDLE_POWER_FRACTION = 0.15
 
 

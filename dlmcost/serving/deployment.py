@@ -166,6 +166,14 @@ class Comparison:
         return dict(deployments=[r.record() for r in self.results],
                     pareto=[[i, j] for i, r in enumerate(self.results) for j, p in enumerate(r.points) if p.pareto])
 
+    def to_pandas(self):
+        """A pandas DataFrame (the `pandas` extra): one row per load point of every deployment,
+        its deployment's settings as `deployment.*` columns and each statistic dotted (`latency_s.p99`)."""
+        from ..dataframes import from_records
+
+        return from_records([dict(number=i, deployment=r.deployment, **p.record())
+                             for i, r in enumerate(self.results, 1) for p in r.points], drop=("misses",))
+
 
 def stats(values: np.ndarray) -> dict:
     """Mean, median, p90, p95, p99 (numpy's linear interpolation between order statistics, as the
