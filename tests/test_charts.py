@@ -146,7 +146,7 @@ def test_roofline_black_and_white_markers_and_title():
 
 
 def test_roofline_seven_gpus_fp8_roofs_differ_and_carry_the_knee():
-    result, ar = analyze_pair(LLADA, dict(precision="fp8", gpus=None))
+    result, ar = analyze_pair(LLADA, dict(precision="fp8", gpus=None, scheme="dual-cache", block=32))
     assert len(result["results"]) == 7
     chart = charts.roofline(result)
     roofs = [s for s in chart.panels[0].series if s.gid.startswith("roof:")]
@@ -264,15 +264,21 @@ def test_sweep_axis_options_are_checked():
 
 
 def test_roofline_knee_label_is_the_tables():
-    """Issue 21: the default LLaDA-8B mdm run on an H100 has a knee beyond its 128 generated
-    tokens: the table says 'all', and so must the chart (it said 'b=367')."""
-    result, _ = analyze_pair(LLADA, dict(gpus="h100"))
+    """Issue 21: LLaDA-8B dual-cache on an H100 has a knee beyond its 128 generated tokens: the
+    table says 'all', and so must the chart (it said 'b=367'). mdm has no block to grow: the
+    table says '-' and the chart no knee."""
+    result, _ = analyze_pair(LLADA, dict(gpus="h100", scheme="dual-cache", block=32))
     r = result["results"][0]
     assert r["knee"]["block"] >= result["workload"]["gen"] and knee_cell(result) == "all"
     chart = charts.roofline(result)
     assert any(s.label == "H100 SXM roof (bf16), knee b=all" for s in chart.panels[0].series)
     assert "H100 SXM: knee b=all" in {n.text for n in chart.panels[0].notes}
     assert f"b={r['knee']['block']}" not in termplot.render(chart, width=100)
+    result, _ = analyze_pair(LLADA, dict(gpus="h100"))
+    assert result["workload"]["scheme"] == "mdm" and knee_cell(result) == "-"
+    chart = charts.roofline(result)
+    assert any(s.label == "H100 SXM roof (bf16)" for s in chart.panels[0].series)
+    assert not any("knee" in n.text for n in chart.panels[0].notes)
 
 
 def test_roofline_needs_no_database(monkeypatch):

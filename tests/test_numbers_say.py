@@ -13,7 +13,6 @@ import json
 import pytest
 
 from dlmcost import api
-from dlmcost.cli import main
 from dlmcost.render.charts import Panel, Series
 from dlmcost.render.termplot import render_panel
 
@@ -21,40 +20,34 @@ MODEL = "GSAI-ML/LLaDA-8B-Instruct"
 IDLE = 0.15  # of the board envelope, drawn while idle (docs/plan.md, Money and energy)
 
 
-def run(capsys, *args):
-    capsys.readouterr()
-    rc = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
 
 # --- percentiles ------------------------------------------------------------------------------
 
 
-def test_a_note_when_percentiles_collapse(capsys):
+def test_a_note_when_percentiles_collapse(run):
     """A closed loop whose requests all have the same lengths runs every request alike: p50 = p90
     = p99, which the table now says, with what would show a tail."""
     args = ["serve", MODEL, "--gpu", "h100", "-c", "4", "--requests", "200", "--prompt", "256"]
-    rc, out, _ = run(capsys, *args, "--answer", "128", "-f", "json")
+    rc, out, _ = run(*args, "--answer", "128", "-f", "json")
     lat = json.loads(out)["deployments"][0]["points"][0]["latency_s"]
     assert lat["median"] == pytest.approx(lat["p99"], rel=1e-9)  # the premise: they are equal
-    rc, out, _ = run(capsys, *args, "--answer", "128")
+    rc, out, _ = run(*args, "--answer", "128")
     assert "p50 = p90 = p99 at c=4: every measured request took the same time" in out
-    rc, out, _ = run(capsys, *args, "--answer", "p50:128,p90:256", "-f", "json")
+    rc, out, _ = run(*args, "--answer", "p50:128,p90:256", "-f", "json")
     lat = json.loads(out)["deployments"][0]["points"][0]["latency_s"]
     assert lat["p99"] > lat["median"] * 1.05  # lengths that differ: a tail
-    rc, out, _ = run(capsys, *args, "--answer", "p50:128,p90:256")
+    rc, out, _ = run(*args, "--answer", "p50:128,p90:256")
     assert "p50 = p90 = p99" not in out
 
 
 # --- energy -------------------------------------------------------------------------------------
 
 
-def test_serve_joules_per_token_follow_the_busy_fraction(capsys):
+def test_serve_joules_per_token_follow_the_busy_fraction(run):
     """Two loads on the same one H100: J/token = 700 W x (0.15 idle share x (1 - busy) + busy) /
     output tok/s, from each row's own busy fraction, so a lightly loaded row pays for its idle time
     and the two differ beyond their throughputs."""
-    rc, out, _ = run(capsys, "serve", MODEL, "--gpu", "h100", "--rate", "0.1,0.4", "--requests", "300",
+    rc, out, _ = run("serve", MODEL, "--gpu", "h100", "--rate", "0.1,0.4", "--requests", "300",
                      "--answer", "128", "-f", "json")
     points = json.loads(out)["deployments"][0]["points"]
     busy = [p["gpu_busy_fraction"] for p in points]
@@ -66,8 +59,8 @@ def test_serve_joules_per_token_follow_the_busy_fraction(capsys):
     assert points[0]["joules_per_token"] < 700 / points[0]["output_tokens_per_s"] * 0.5
 
 
-def test_plan_rows_with_the_same_gpus_differ_in_joules_per_token(capsys):
-    rc, out, _ = run(capsys, "plan", MODEL, "--rate", "1", "--gpu", "h100", "--tp", "1", "--precision", "bf16",
+def test_plan_rows_with_the_same_gpus_differ_in_joules_per_token(run):
+    rc, out, _ = run("plan", MODEL, "--rate", "1", "--gpu", "h100", "--tp", "1", "--precision", "bf16",
                      "--requests", "300", "--answer", "128", "-f", "json")
     one_gpu = [d for d in json.loads(out)["deployments"] if d["gpus"] == 1]
     assert len(one_gpu) >= 2
@@ -95,11 +88,11 @@ def test_the_ai_shown_is_the_dominant_pass_familys(workload):
         assert r.verdict == ("memory-bound" if below else "compute-bound")
 
 
-def test_no_memory_bound_row_shows_more_ai_than_a_compute_bound_one(capsys):
+def test_no_memory_bound_row_shows_more_ai_than_a_compute_bound_one(run):
     """The trip: on one GPU and scheme, b=16 B=8 showed "AI 238, memory" above b=64 B=4 "AI 225,
     compute" (the generation's average AI beside a time-weighted verdict). With the dominant
     family's AI, the shown numbers order as their verdicts do on this grid."""
-    rc, out, _ = run(capsys, "sweep", "--gpu", "h100,b200,mi300x", "--scheme", "dual-cache,prefix-cache,mdm",
+    rc, out, _ = run("sweep", "--gpu", "h100,b200,mi300x", "--scheme", "dual-cache,prefix-cache,mdm",
                      "--block", "4,8,16,32,64", "--batch", "1,4,8,16,32,64", "-f", "csv")
     rows = list(csv.DictReader(io.StringIO(out)))
     assert len(rows) > 150
@@ -108,7 +101,7 @@ def test_no_memory_bound_row_shows_more_ai_than_a_compute_bound_one(capsys):
                 and b["verdict"] == "compute-bound"
                 and float(a["dominant_pass_arithmetic_intensity"]) > float(b["dominant_pass_arithmetic_intensity"])]
     assert inverted == []
-    shown = run(capsys, "sweep", "--gpu", "h100", "--scheme", "dual-cache", "--block", "16", "--batch", "8")[1]
+    shown = run("sweep", "--gpu", "h100", "--scheme", "dual-cache", "--block", "16", "--batch", "8")[1]
     r = api.analyze(MODEL, "h100", scheme="dual-cache", block=16, batch=8).results[0]
     assert f" {r.dominant_pass_arithmetic_intensity:.3g} " in shown
 
@@ -117,8 +110,8 @@ def test_no_memory_bound_row_shows_more_ai_than_a_compute_bound_one(capsys):
 
 
 @pytest.mark.parametrize("scheme, knee", [("mdm", "-"), ("ar", "-"), ("dual-cache", None)])
-def test_knee_block_only_where_the_scheme_has_a_block(capsys, scheme, knee):
-    rc, out, _ = run(capsys, "analyze", "--gpu", "h100", "--scheme", scheme, *(["--block", "32"] * (scheme == "dual-cache")))
+def test_knee_block_only_where_the_scheme_has_a_block(run, scheme, knee):
+    rc, out, _ = run("analyze", "--gpu", "h100", "--scheme", scheme, *(["--block", "32"] * (scheme == "dual-cache")))
     row = next(line for line in out.splitlines() if line.startswith("H100 SXM"))
     if knee:
         assert row.split()[-1] == knee
@@ -130,12 +123,12 @@ def test_knee_block_only_where_the_scheme_has_a_block(capsys, scheme, knee):
 # --- CSV cells ---------------------------------------------------------------------------------------
 
 
-def test_csv_cells_hold_no_python_reprs(capsys):
-    rc, out, _ = run(capsys, "analyze", "--gpu", "h100", "--scheme", "dual-cache", "--block", "32", "-f", "csv")
+def test_csv_cells_hold_no_python_reprs(run):
+    rc, out, _ = run("analyze", "--gpu", "h100", "--scheme", "dual-cache", "--block", "32", "-f", "csv")
     row = next(csv.DictReader(io.StringIO(out)))
     assert row["workload_knobs"] == "steps;block"
     assert not any(v.startswith(("[", "(", "{")) for v in row.values())
-    rc, out, _ = run(capsys, "analyze", "--gpu", "h100", "--scheme", "ar", "-f", "csv")
+    rc, out, _ = run("analyze", "--gpu", "h100", "--scheme", "ar", "-f", "csv")
     assert next(csv.DictReader(io.StringIO(out)))["workload_knobs"] == ""
 
 
@@ -160,13 +153,13 @@ def test_no_negative_tick_for_values_that_cannot_be_negative():
 # --- TPUs are not GPUs ------------------------------------------------------------------------------
 
 
-def test_tpus_are_chips(capsys):
-    rc, out, _ = run(capsys, "serve", MODEL, "--gpu", "tpu-v6e", "--replicas", "2", "-c", "4", "--requests", "200")
+def test_tpus_are_chips(run):
+    rc, out, _ = run("serve", MODEL, "--gpu", "tpu-v6e", "--replicas", "2", "-c", "4", "--requests", "200")
     assert rc == 0 and "(2 chips)" in out.splitlines()[0] and "GPU" not in out.splitlines()[0]
-    rc, out, _ = run(capsys, "serve", MODEL, "--gpu", "h100", "--replicas", "2", "-c", "4", "--requests", "200")
+    rc, out, _ = run("serve", MODEL, "--gpu", "h100", "--replicas", "2", "-c", "4", "--requests", "200")
     assert "(2 GPUs)" in out.splitlines()[0]
-    rc, out, _ = run(capsys, "gpus", "-f", "json")
+    rc, out, _ = run("gpus", "-f", "json")
     units = {g["name"]: g["unit"] for g in json.loads(out)}
     assert units["TPU v5e"] == units["Trainium2"] == "chip" and units["H100 SXM"] == "GPU"
-    rc, out, _ = run(capsys, "analyze", "--gpu", "tpu-v5e", "--precision", "fp8")
+    rc, out, _ = run("analyze", "--gpu", "tpu-v5e", "--precision", "fp8")
     assert "TPU v5e has no fp8 matrix units" in out and "tensor cores" not in out

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from dlmcost.cli import main
 from dlmcost.errors import install_hint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,14 +29,8 @@ def _isolated_env(monkeypatch):
 
 
 @pytest.fixture
-def cli(capsys):
-    def run(*args):
-        capsys.readouterr()
-        rc = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return rc, out, err
-
-    return run
+def cli(run):
+    return run  # conftest's: the CLI in-process
 
 
 def test_base_analyze_imports_no_plotting_code():

@@ -334,9 +334,13 @@ def test_knee_equal_to_the_generation_length_is_all(capsys):
     context, ridge = 0 + 168 / 2, h100_achievable_ridge_bf16
     assert oracle_ai(168, context, 1) < ridge(168) and oracle_ai(169, context, 1) >= ridge(169)
     assert r["knee"]["block"] == 168
+    # the knee is a block's: the table shows it for a scheme with a block (the search is the same)
+    cells = table_line(capsys, "analyze", "--gpu", "h100", "--scheme", "dual-cache", "--block", "8", "--prompt", "0",
+                       "--gen", "168", "--steps", "168")
+    assert cells[10] == "all"
     cells = table_line(capsys, "analyze", "--gpu", "h100", "--scheme", "mdm", "--prompt", "0", "--gen", "168",
                        "--steps", "168")
-    assert cells[10] == "all"
+    assert cells[10] == "-"  # mdm has no block to grow
 
 
 # --- gpus, models, model -----------------------------------------------------------------------------

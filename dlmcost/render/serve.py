@@ -22,7 +22,7 @@ CAPTION = ("req/s, tok/s: completed in the measured window; tok/s/GPU: output to
            "tok/s/user: median answer tokens / end-to-end latency; TTFB: arrival to the first streamed block "
            "(AR: token); gap: a request's mean time between streamed blocks (AR: tokens); busy: share of the "
            "time a replica runs passes; run: mean running requests per replica; * = Pareto front of tok/s/GPU "
-           "against tok/s/user; ! = overloaded (under 95% of the rate served: queues grow); x = misses a target (--p95..., "
+           "against tok/s/user; ! = overloaded (under 95% of the arrivals served: queues grow); x = misses a target (--p95..., "
            "listed on stderr); $/Mtok at list price (estimate); J/tok: board power while busy, its idle share while "
            "idle, over output tokens")
 
