@@ -84,6 +84,7 @@ def test_hub_flag_fetches_a_near_miss_as_written(hub_calls):
     ("GSAI-ML/LLaDA-8B-Instrcut", "GSAI-ML/LLaDA-8B-Instruct", True),  # two swapped
     ("GSAIML/LLaDA-8B-Instruct", "GSAI-ML/LLaDA-8B-Instruct", True),  # a separator left out
     ("Qwen/Qwen3-4B", "Qwen/Qwen3-8B", False),
+    ("Qwen/Qwen2-8B", "Qwen/Qwen3-8B", False),  # a digit inside a long word: another version
     ("deepseek-ai/DeepSeek-V2", "deepseek-ai/DeepSeek-V3", False),
     ("google/gemma-3-1b-pt", "google/gemma-3-1b-it", False),
     ("GSAI-ML/LLaDA-8B-Intsrcut", "GSAI-ML/LLaDA-8B-Instruct", False),  # four letters moved

@@ -74,7 +74,8 @@ def test_plan_rows_with_the_same_gpus_differ_in_joules_per_token(run):
 
 
 @pytest.mark.parametrize("workload", [dict(), dict(scheme="dual-cache", block=16, batch=8),
-                                      dict(scheme="dual-cache", block=64, batch=4), dict(scheme="ar", batch=32)])
+                                      dict(scheme="dual-cache", block=64, batch=4), dict(scheme="ar", batch=32),
+                                      dict(scheme="ar", prompt=8192, gen=4)])  # the prefill, the first family, longest
 def test_the_ai_shown_is_the_dominant_pass_familys(workload):
     """The tables' AI is the FLOP/byte of the pass family taking the most time (count x time of
     its average pass, from the result's own passes), the family whose ridge the table shows; when
