@@ -44,7 +44,8 @@ _ELSEWHERE = {
                        "sweep_first_pass", "sweep_passes", "sweep_rows"),
     "analysis.model_info": ("VERIFY_WARN_FRACTION", "list_models", "model_info", "verify_model"),
     "analysis.catalog": ("list_gpus", "list_schemes", "price_ages"),
-    "analysis.requirements": ("parse_requirements", "requirement_failures", "requirement_rows", "sweep_label"),
+    "analysis.requirements": ("parse_requirements", "requirement_failures", "requirement_rows", "requirement_warnings",
+                              "sweep_label"),
     "calibration.runs": ("calibrate_file", "calibrate_measured", "measure_batches", "write_measurements"),
     "plan": ("plan_record", "run_plan"),
     # `dlmcost serve`: a fixed deployment under a load
@@ -75,8 +76,24 @@ def read_trace(path, fmt=None, time_scale: float = 1.0, sample=None, seed: int =
 __all__ = sorted({"AnalyzeResult", "DEFAULT_MODEL", "Frame", "Grids", "MAX_PASSES_ONE_BY_ONE", "MAX_SWEEP_CONFIGS",
                   "ModelSpec", "Prepared", "Stack", "Unsupported", "analyze", "build_grid", "check_passes",
                   "generation_numbers", "model_summary", "models_by_role", "prepare", "read_trace", "resolve_stack",
+                  "to_frame",
                   "unique_rows", "unsupported_reason", "workload_for", "workload_summary", "workload_warnings",
                   "workloads_grid", *(name for names in _ELSEWHERE.values() for name in names)})
+
+
+def to_frame(result, what: str | None = None):
+    """Any result as a pandas DataFrame (the `pandas` extra), no loop to write: `analyze`'s (one
+    row per GPU; `what="passes"` or `"ops"`), `sweep`'s (per configuration), `serve_many`'s (per
+    load point), `run_plan`'s (per deployment; `what="ar_baseline"`), or a list from
+    `list_gpus`, `list_models`, `list_schemes` (per entry), or `model_info`'s dict (one row).
+    Nested keys become dotted columns (`memory.total_bytes`)."""
+    from .dataframes import from_records
+
+    if hasattr(result, "to_pandas"):
+        return result.to_pandas(**({"what": what} if what else {}))
+    if isinstance(result, dict):
+        return from_records([result])
+    return from_records([r.model_dump() if hasattr(r, "model_dump") else dict(r) for r in result])
 
 
 def configure_hub(*, verbose: bool = False, budget_s: float | None = None) -> None:

@@ -78,6 +78,27 @@ class MissingExtraError(DlmcostError):
     exit_code = 9
 
 
+# What each extra installs, as pyproject.toml lists it (the installed metadata is read first, so
+# the two agree; these answer when dlmcost runs from a checkout that was never installed).
+EXTRAS = {"plot": "matplotlib>=3.7", "measure": "torch>=2.1", "pandas": "pandas>=2.0"}
+
+
+def install_hint(extra: str) -> str:
+    """How to install an extra's packages: by their own names, which works wherever dlmcost runs
+    (the package index's `dlmcost` is another project, so `pip install 'dlmcost[plot]'` would
+    fetch that), or from a dlmcost checkout by the extra's name."""
+    needs = [EXTRAS[extra]]
+    try:
+        from importlib.metadata import PackageNotFoundError, requires
+
+        marker = f"extra == '{extra}'"
+        listed = [r.split(";")[0].strip() for r in requires("dlmcost") or [] if r.replace('"', "'").endswith(marker)]
+        needs = listed or needs
+    except (ImportError, PackageNotFoundError):
+        pass
+    return f"pip install {' '.join(repr(n) for n in needs)} (or, from a dlmcost checkout, pip install '.[{extra}]')"
+
+
 class HubError(DlmcostError):
     """Base for failures talking to the Hugging Face Hub; subclasses carry distinct exit codes."""
 

@@ -10,6 +10,24 @@ from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+SCHEMA_VERSION = 2
+"""The version of every JSON document dlmcost prints (`schema_version`, its first key). 2: the
+speed-up over AR is `speedup_vs_ar` (above 1 = faster than AR); 1 (no `schema_version` key) had
+only `time_ratio_to_ar`, its inverse, which stays for one release as a deprecated alias."""
+
+# A renamed key -> (the key that replaces it, how the two relate): the old key is still printed
+# (and accepted by `--require`, with a warning) for one release, marked `"deprecated": true` in the
+# schema.
+DEPRECATED_KEYS = {"time_ratio_to_ar": ("speedup_vs_ar", "its inverse, above 1 = faster than AR")}
+_OLD_RATIO = ("deprecated alias of 1 / speedup_vs_ar, kept for one release: latency over AR decode "
+              "latency (above 1 is SLOWER than AR)")
+SPEEDUP = "AR decode latency / this latency (same model, GPU, prompt, gen, batch): above 1 is faster than AR"
+
+
+def version_field():
+    """`schema_version`, the first key of every JSON document."""
+    return Field(default=SCHEMA_VERSION, description="the version of this JSON layout (`dlmcost schema`)")
+
 
 class Record(BaseModel):
     # dlmcost builds these from its own computed values (`model_construct`: no validation, so a
@@ -19,15 +37,20 @@ class Record(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     def __getitem__(self, key: str):
-        if key not in type(self).model_fields:
+        field = type(self).model_fields.get(key)
+        if field is None:
             raise KeyError(key)
-        return getattr(self, key)
+        if field.deprecated:  # (attribute access warns too, once pydantic has built the model)
+            import warnings
+
+            warnings.warn(f"'{key}' is deprecated: {field.description}", DeprecationWarning, stacklevel=2)
+        return self.__dict__[key]
 
     def __contains__(self, key: object) -> bool:
         return key in type(self).model_fields
 
     def get(self, key: str, default=None):
-        return getattr(self, key, default) if key in type(self).model_fields else default
+        return self[key] if key in type(self).model_fields else default
 
     def keys(self):
         return type(self).model_fields.keys()
@@ -49,12 +72,22 @@ def _plain(value):
     return value
 
 
+class Versioned(Record):
+    """A JSON document: `schema_version` first."""
+
+    schema_version: Literal[SCHEMA_VERSION] = version_field()
+
+
 class ModelSummary(Record):
     id: str
     family: str
     source: str = Field(description="bundled | local | schema | cache | hub")
     revision: str | None
-    verified: bool = Field(description="false for configs reconstructed from third-party dimensions")
+    verified: bool = Field(description="false when the config's dimensions come from a third-party port "
+                                       "(provenance unverified)")
+    provenance: str = Field(description="where the config comes from: verbatim (the Hub's own file, bundled or "
+                                        "fetched), reconstructed (the upstream architecture and published dimensions), "
+                                        "unverified (a third-party port's dimensions) or local (your file)")
     params_total: int
     params_nonembedding: int
     params_active: int = Field(description="parameters one token touches (MoE: the routed experts it is sent to)")
@@ -169,6 +202,9 @@ class GPUResult(Record):
     arithmetic_intensity: float
     achievable_ridge_flops_per_byte: float = Field(description="the achievable ridge of the pass family taking the "
                                                                "most time (the verdict compares each family's own)")
+    dominant_pass_arithmetic_intensity: float = Field(
+        description="FLOP/byte of the pass family taking the most time, whose ridge is achievable_ridge_flops_per_byte: "
+                    "the AI the tables show beside the verdict (arithmetic_intensity is the whole generation's average)")
     verdict: str
     memory_bound_time_fraction: float
     time_s: float
@@ -180,7 +216,8 @@ class GPUResult(Record):
     bytes_per_token: float
     ar_time_s: float
     ar_tokens_per_s: float
-    time_ratio_to_ar: float = Field(description="latency over AR decode latency: above 1 is slower than AR")
+    speedup_vs_ar: float = Field(description=SPEEDUP)
+    time_ratio_to_ar: float = Field(deprecated=True, description=_OLD_RATIO)
     ar_step_arithmetic_intensity: float = Field(
         description="FLOP/byte of the AR decode baseline's average cached step (the roofline's AR point)")
     knee: Knee
@@ -196,13 +233,24 @@ class Unsupported(Record):
     error: str
 
 
-class AnalyzeResult(Record):
+class AnalyzeResult(Versioned):
     model: ModelSummary
     workload: WorkloadSummary
     efficiency_profile: str
     stack: str = Field(description="software stack applied (docs/stacks.md); none: the bare hardware roofline")
     warnings: list[str]
     results: list[Union[GPUResult, Unsupported]]
+
+    def to_pandas(self, what: Literal["results", "passes", "ops"] = "results"):
+        """A pandas DataFrame (the `pandas` extra): one row per GPU (nested keys dotted:
+        `memory.total_bytes`), or per pass family or op of every supported GPU (a `gpu` column)."""
+        from .dataframes import from_records
+
+        plain = self.plain()
+        if what == "results":
+            return from_records(plain["results"], drop=("passes", "ops"), model=self.model.id)
+        return from_records([dict(gpu=r["gpu"], **item) for r in plain["results"] if r["supported"] for item in r[what]],
+                            model=self.model.id)
 
 
 class SweepRow(Record):
@@ -226,23 +274,36 @@ class SweepRow(Record):
     arithmetic_intensity: float
     ridge_flops_per_byte: float
     achievable_ridge_flops_per_byte: float
+    dominant_pass_arithmetic_intensity: float = Field(
+        description="FLOP/byte of the pass family taking the most time, whose ridge is achievable_ridge_flops_per_byte: "
+                    "the AI the tables show beside the verdict (arithmetic_intensity is the whole generation's average)")
     memory_bound_time_fraction: float
     verdict: str
-    time_ratio_to_ar: float
+    speedup_vs_ar: float = Field(description=SPEEDUP)
+    time_ratio_to_ar: float = Field(deprecated=True, description=_OLD_RATIO)
     fits: bool
     memory_total_bytes: float
     max_batch: int
 
 
-class SweepResult(Record):
+class SweepResult(Versioned):
     model: ModelSummary
     efficiency_profile: str
     stack: str = Field(description="software stack applied (docs/stacks.md); none: the bare hardware roofline")
     evaluated: int
     skipped_impossible: int
     skipped_unsupported: int
+    warnings: list[str] = Field(default=[], description="what the grid probably did not mean (printed on stderr)")
     settings: dict[str, object] = {}
     rows: list[SweepRow] = []
+
+    def to_pandas(self):
+        """A pandas DataFrame (the `pandas` extra), one row per configuration, the columns of
+        `sweep --format csv` (None where a scheme ignores the knob)."""
+        from .dataframes import from_columns
+
+        names = list(SweepRow.model_fields)
+        return from_columns({k: [row.__dict__[k] for row in self.rows] for k in names})
 
 
 SCHEMAS = {"analyze": AnalyzeResult, "sweep": SweepResult}

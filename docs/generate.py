@@ -22,7 +22,7 @@ sys.path.insert(0, str(DOCS))
 import cogdocs  # noqa: E402
 
 SCHEMA_DIR = DOCS / "schema"
-SCHEMAS = ("analyze", "sweep")
+SCHEMAS = ("analyze", "sweep", "serve", "plan", "gpus", "models", "model", "schemes", "calibrate", "measure")
 
 
 def documents() -> list[Path]:

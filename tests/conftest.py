@@ -76,3 +76,17 @@ def pytest_collection_modifyitems(items):
         return LONG_FIRST.index(base) if base in LONG_FIRST else len(LONG_FIRST)
 
     items.sort(key=rank)  # stable: everything else keeps its order
+
+
+@pytest.fixture
+def run(capsys):
+    """The CLI in-process: `run(*args)` -> (exit code, stdout, stderr), each argument as a string."""
+    from dlmcost.cli import main
+
+    def call(*args):
+        capsys.readouterr()
+        rc = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return rc, out, err
+
+    return call

@@ -148,7 +148,7 @@ def test_roofline_black_and_white_markers_and_title():
 
 
 def test_roofline_seven_gpus_fp8_roofs_differ_and_carry_the_knee():
-    result, ar = analyze_pair(LLADA, dict(precision="fp8", gpus=None))
+    result, ar = analyze_pair(LLADA, dict(precision="fp8", gpus=None, scheme="dual-cache", block=32))
     assert len(result["results"]) == 7
     chart = charts.roofline(result)
     roofs = [s for s in chart.panels[0].series if s.gid.startswith("roof:")]
@@ -266,9 +266,10 @@ def test_sweep_axis_options_are_checked():
 
 
 def test_roofline_knee_label_is_the_tables():
-    """Issue 21: the default LLaDA-8B mdm run on an H100 has a knee beyond its 128 generated
-    tokens: the table says 'all', and so must the chart (it said 'b=367')."""
-    result, _ = analyze_pair(LLADA, dict(gpus="h100"))
+    """Issue 21: LLaDA-8B dual-cache on an H100 has a knee beyond its 128 generated tokens: the
+    table says 'all', and so must the chart (it said 'b=367'). mdm has no block to grow: the
+    table says '-' and the chart no knee."""
+    result, _ = analyze_pair(LLADA, dict(gpus="h100", scheme="dual-cache", block=32))
     r = result["results"][0]
     assert r["knee"]["block"] >= result["workload"]["gen"] and knee_cell(result) == "all"
     chart = charts.roofline(result)
@@ -276,6 +277,13 @@ def test_roofline_knee_label_is_the_tables():
                for s in chart.panels[0].series)
     assert "H100 SXM: peak ridge 295, knee b=all" in {n.text for n in chart.panels[0].notes}
     assert f"b={r['knee']['block']}" not in termplot.render(chart, width=100)
+    result, _ = analyze_pair(LLADA, dict(gpus="h100"))
+    assert result["workload"]["scheme"] == "mdm" and knee_cell(result) == "-"
+    chart = charts.roofline(result)
+    roof = next(s for s in chart.panels[0].series if s.gid == "roof:h100-sxm")
+    assert roof.label == "H100 SXM roof (bf16): ridge 170 achievable, 295 peak"  # no knee after it
+    assert "H100 SXM: peak ridge 295" in {n.text for n in chart.panels[0].notes}
+    assert not any("knee" in n.text for n in chart.panels[0].notes)
 
 
 def test_roofline_needs_no_database(monkeypatch):
@@ -417,7 +425,8 @@ def test_roofline_marks_the_achievable_and_the_peak_ridge_apart():
     xs = [pt[0] for pt in lines["ridge-achievable:h100-sxm"].get_xydata()]
     assert xs == pytest.approx([r["achievable_ridge_flops_per_byte"]] * 2) and abs(xs[0] - peak) > 100
     notes = {n.text for n in chart.panels[0].notes}
-    assert {"H100 SXM: achievable ridge 170", "H100 SXM: peak ridge 295, knee b=all"} <= notes
+    # (mdm, the model's scheme, has no block to grow: no knee beside the peak ridge)
+    assert {"H100 SXM: achievable ridge 170", "H100 SXM: peak ridge 295"} <= notes
     roof = next(s for s in chart.panels[0].series if s.gid == "roof:h100-sxm")
     assert "ridge 170 achievable, 295 peak" in roof.label
 

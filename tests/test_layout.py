@@ -15,7 +15,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "dlmcost"
 
-GROUND = {"", "errors", "results", "safe_text"}  # "" is dlmcost/__init__.py (__version__)
+GROUND = {"", "errors", "results", "documents", "dataframes", "safe_text"}  # "" is dlmcost/__init__.py (__version__)
 # what each top-level part may import, besides itself and the ground floor
 ALLOWED = {
     "inputs": set(),

@@ -249,9 +249,13 @@ def test_money_and_energy_formulas_by_hand():
     assert results.usd_per_hour(8, 3.99) == pytest.approx(31.92)
     assert results.usd_per_mtok(31.92, 1000.0) == pytest.approx(8.866666, rel=1e-6)
     # 8 x 700 W at full envelope over 1000 tok/s = 5.6 J/token; at 60% draw 3.36
-    assert results.joules_per_token(8, 700.0, 1.0, 1000.0) == pytest.approx(5.6)
-    assert results.joules_per_token(8, 700.0, 0.6, 1000.0) == pytest.approx(3.36)
-    assert results.joules_per_token(8, None, 1.0, 1000.0) is None
+    assert results.joules_per_token(8, 700.0, 1.0, 1000.0, busy_fraction=1.0) == pytest.approx(5.6)
+    assert results.joules_per_token(8, 700.0, 0.6, 1000.0, busy_fraction=1.0) == pytest.approx(3.36)
+    # idle boards draw 15% of 700 W = 105 W: never busy, 8 x 105 / 1000 = 0.84; half busy at the
+    # full envelope, 8 x (52.5 + 350) / 1000 = 3.22
+    assert results.joules_per_token(8, 700.0, 1.0, 1000.0, busy_fraction=0.0) == pytest.approx(0.84)
+    assert results.joules_per_token(8, 700.0, 1.0, 1000.0, busy_fraction=0.5) == pytest.approx(3.22)
+    assert results.joules_per_token(8, None, 1.0, 1000.0, busy_fraction=1.0) is None
 
 
 def test_hand_checked_plan(capsys):
@@ -274,7 +278,10 @@ def test_hand_checked_plan(capsys):
     assert best["usd_per_mtok"] == pytest.approx(2.0 * replicas / (tokens_per_s * 3600) * 1e6)
     # a price given on the command line has no range: both ends are it
     assert best["usd_per_mtok_low"] == best["usd_per_mtok_high"] == best["usd_per_mtok"]
-    assert best["joules_per_token"] == pytest.approx(700 * replicas / tokens_per_s)
+    # the boards draw 700 W while a replica runs passes and 15% of it while it waits
+    busy = best["gpu_busy_fraction"]
+    assert 0.3 < busy < 1
+    assert best["joules_per_token"] == pytest.approx(700 * replicas * (0.15 * (1 - busy) + busy) / tokens_per_s)
     assert best["headroom"] == pytest.approx(replicas * capacity / rate - 1)
     # output tokens/s at the offered load, per GPU; with no latency target the highest load the
     # deployment sustains is its saturation throughput, so $/Mtok at capacity divides by that

@@ -7,10 +7,14 @@ import json
 import os
 import re
 import sys
+import tomllib
+from pathlib import Path
 
 import pytest
 
-from dlmcost.cli import main
+from dlmcost.errors import install_hint
+
+ROOT = Path(__file__).resolve().parents[1]
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import forkrun  # noqa: E402
@@ -25,14 +29,8 @@ def _isolated_env(monkeypatch):
 
 
 @pytest.fixture
-def cli(capsys):
-    def run(*args):
-        capsys.readouterr()
-        rc = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return rc, out, err
-
-    return run
+def cli(run):
+    return run  # conftest's: the CLI in-process
 
 
 def test_base_analyze_imports_no_plotting_code():
@@ -57,7 +55,12 @@ def test_without_the_extra_one_line_and_exit_9(args, tmp_path, cli, monkeypatch)
     assert rc == 9
     assert out == ""
     assert err.count("\n") == 1 and err.startswith("error: ")
-    assert "pip install 'dlmcost[plot]'" in err
+    # the plot extra's own requirement (pyproject.toml's), which pip installs wherever dlmcost runs, and
+    # the extra by name from a checkout; never 'dlmcost[plot]': the package index's dlmcost is another project
+    plot_extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["plot"]
+    assert plot_extra == ["matplotlib>=3.7"]
+    assert "pip install 'matplotlib>=3.7' (or, from a dlmcost checkout, pip install '.[plot]')" in err
+    assert "dlmcost[" not in err
     assert list(tmp_path.iterdir()) == []
 
 
@@ -174,3 +177,14 @@ def test_html_pages_are_self_contained(cli):
         assert urls <= {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"}, urls
     rc, out, _ = cli("analyze", "--gpu", "h100", "--format", "json")
     assert json.loads(out)["results"][0]["gpu"] == "H100 SXM"  # json unaffected
+
+
+def test_every_extra_hint_names_what_pyproject_lists():
+    """The hints install the extras' own packages (what `pip install '.[EXTRA]'` would), read from
+    the installed metadata, with the table of errors.EXTRAS as the fallback agreeing."""
+    from dlmcost.errors import EXTRAS
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for extra, requirement in EXTRAS.items():
+        assert extras[extra] == [requirement]
+        assert install_hint(extra) == f"pip install '{requirement}' (or, from a dlmcost checkout, pip install '.[{extra}]')"

@@ -101,6 +101,8 @@ def test_analyze_per_token_numbers_by_hand():
     assert r["flops_per_token"] == pytest.approx(r["flops"] * 2 / TOKENS, rel=1e-12)
     assert r["bytes_per_token"] == pytest.approx(r["bytes"] * 2 / TOKENS, rel=1e-12)
     assert r["ar_tokens_per_s"] == pytest.approx(TOKENS / r["ar_time_s"], rel=1e-12)
+    # speed-up over AR: AR latency / latency (above 1 = faster); the deprecated alias is its inverse
+    assert r["speedup_vs_ar"] == pytest.approx(r["ar_time_s"] / r["time_s"], rel=1e-12)
     assert r["time_ratio_to_ar"] == pytest.approx(r["time_s"] / r["ar_time_s"], rel=1e-12)
     assert r["arithmetic_intensity"] == pytest.approx(r["flops"] / r["bytes"], rel=1e-12)
 
@@ -112,6 +114,7 @@ def test_sweep_per_token_numbers_by_hand():
     assert row["tokens_per_nfe"] == pytest.approx(TOKENS / NFE, rel=1e-12)
     assert row["tokens_per_s"] == pytest.approx(TOKENS / row["time_s"], rel=1e-12)
     assert row["tokens_per_s_per_gpu"] == pytest.approx(TOKENS / row["time_s"] / 2, rel=1e-12)
+    assert row["speedup_vs_ar"] == pytest.approx(ar_time / row["time_s"], rel=1e-12)
     assert row["time_ratio_to_ar"] == pytest.approx(row["time_s"] / ar_time, rel=1e-12)
     r = analyze(**PER_TOKEN)  # flops and bytes per GPU are not sweep columns
     assert row["flops_per_token"] == pytest.approx(r["flops"] * 2 / TOKENS, rel=1e-12)
@@ -331,9 +334,13 @@ def test_knee_equal_to_the_generation_length_is_all(capsys):
     context, ridge = 0 + 168 / 2, h100_achievable_ridge_bf16
     assert oracle_ai(168, context, 1) < ridge(168) and oracle_ai(169, context, 1) >= ridge(169)
     assert r["knee"]["block"] == 168
+    # the knee is a block's: the table shows it for a scheme with a block (the search is the same)
+    cells = table_line(capsys, "analyze", "--gpu", "h100", "--scheme", "dual-cache", "--block", "8", "--prompt", "0",
+                       "--gen", "168", "--steps", "168")
+    assert cells[10] == "all"
     cells = table_line(capsys, "analyze", "--gpu", "h100", "--scheme", "mdm", "--prompt", "0", "--gen", "168",
                        "--steps", "168")
-    assert cells[10] == "all"
+    assert cells[10] == "-"  # mdm has no block to grow
 
 
 # --- gpus, models, model -----------------------------------------------------------------------------

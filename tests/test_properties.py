@@ -189,7 +189,7 @@ def test_sweep_row_equals_analyze(model, w, gpu):
     rows = api.sweep_rows(result)
     assert len(rows) == 1 == result["evaluated"], result["skipped_impossible"]
     row = rows[0]
-    for key in ("time_s", "tokens_per_s", "arithmetic_intensity", "nfe", "time_ratio_to_ar"):
+    for key in ("time_s", "tokens_per_s", "arithmetic_intensity", "nfe", "speedup_vs_ar"):
         assert row[key] == pytest.approx(res[key], rel=1e-9), key
     assert row["verdict"] == res["verdict"]
     assert row["fits"] == res["memory"]["fits"]

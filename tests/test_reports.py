@@ -42,7 +42,8 @@ def test_every_format_the_help_lists_is_accepted(command, capsys, monkeypatch):
 # A plan record as `dlmcost plan -f json` writes it, cut to what the pages read.
 def deployment(i: int, **change) -> dict:
     d = dict(model="org/Model-A", gpu="MI300X", gpu_key="mi300x", replicas=2, tp=1, precision="fp8", scheme="block",
-             decoding="block/32/1", max_batch=256, p50_latency_s=6.2, p95_latency_s=6.8, p99_latency_s=7.0,
+             decoding="block/32/1", max_running=256,
+             max_batch=256, p50_latency_s=6.2, p95_latency_s=6.8, p99_latency_s=7.0,
              p95_first_block_s=0.74, tokens_per_s_per_user=81.2, served_rps=20.0, capacity_rps=23.4, headroom=0.17,
              usd_per_hour=3.98, usd_per_mtok=0.11 + i / 100, usd_per_mtok_low=0.083 + i / 100,
              usd_per_mtok_high=0.33 + i / 100, usd_per_mtok_at_capacity=0.087, joules_per_token=0.15,

@@ -321,7 +321,7 @@ def test_trace_option_reads_through_the_trace_reader(capsys, monkeypatch, tmp_pa
 def test_stats_by_hand():
     s = dep.stats(np.arange(1.0, 101.0))
     # numpy's default: rank p (n - 1) interpolated in 1..100
-    assert s == pytest.approx(dict(mean=50.5, median=50.5, p90=90.1, p99=99.01))
+    assert s == pytest.approx(dict(mean=50.5, median=50.5, p90=90.1, p95=95.05, p99=99.01))
     assert dep.stats(np.array([np.nan]))["mean"] is None
 
 
@@ -404,7 +404,7 @@ def test_table_cells_from_the_record():
     point = dict(load="2 req/s (Poisson)", concurrency=None, rate=2.0, requests=100, requests_per_s=1.98765,
                  output_tokens_per_s=1234.6, output_tokens_per_s_per_gpu=617.3, tokens_per_s_per_user=45.678,
                  ttfb_s=st, inter_block_s=st, latency_s=st, gpu_busy_fraction=0.876, mean_running=3.456,
-                 usd_per_mtok=None, joules_per_token=0.5, pareto=True, overloaded=True, makespan_s=None)
+                 usd_per_mtok=None, joules_per_token=0.5, pareto=True, overloaded=True, makespan_s=None, misses=[])
     record = dict(deployments=[dict(points=[point, dict(point, rate=None, concurrency=8, pareto=False,
                                                         overloaded=False)])])
     headers, rows = curve_table(record)
@@ -467,6 +467,21 @@ def test_max_rate_from_the_command(capsys):
                        "--answer", "128", "--max-running", "16", "--max-rate", "--p95", "2", "--requests", "500")
     assert rc == 0, err
     assert "highest sustained poisson rate within targets (p95_latency_s=2)" in out
+    assert "none" not in out  # 500 requests' own arrival rate, not the nominal one, is what must be served
+
+
+@pytest.mark.parametrize("requests", [200, 500, 2000])
+def test_a_light_open_loop_is_never_overloaded(requests):
+    """At a rate far below saturation every arrival is served: the served rate is compared with the
+    sample's own arrival rate (the same estimator, the same window), not with the nominal rate, from
+    which a few hundred Poisson draws stray by several percent. (It was compared with the nominal
+    one, so that at 500 requests no rate at all passed --max-rate: the same draws, rescaled, at
+    every rate.)"""
+    prep = dep.prepare(MODEL, (np.full(requests, 256.0), np.full(requests, 128.0)),
+                       dep.Setup(gpu="h100", scheme="dual-cache", block=32, tpf=2, max_running=16))
+    for rate in (0.01, 0.3, 1.0):
+        p = dep.evaluate(prep, api.OpenLoop(rate), requests=requests, seed=0)
+        assert not p.overloaded, (rate, p.requests_per_s)
 
 
 @pytest.mark.parametrize("args, code, needle", [

@@ -56,4 +56,4 @@ def analyze(model: str | ModelSpec | AnalyzeRequest = DEFAULT_MODEL, gpus: str |
                for g in p.selected]
     return AnalyzeResult.model_construct(model=model_summary(spec), workload=workload_summary(w),
                                          efficiency_profile=p.profile.name, stack=st.name if st else STACK_NONE,
-                                         warnings=workload_warnings(spec, w), results=results)
+                                         warnings=workload_warnings(spec, w, given=workload), results=results)

@@ -38,13 +38,14 @@ def model_info(spec: ModelSpec) -> dict:
 
 
 def list_models() -> list[dict]:
-    from ..inputs.models import bundled_ids, bundled_manifest, load_bundled
+    from ..inputs.models import bundled_ids, load_bundled
 
     out = []
     for model_id in bundled_ids():
         spec = load_bundled(model_id)
-        out.append(dict(model_summary(spec).model_dump(), status=bundled_manifest()[model_id].get("status", ""),
-                        default_scheme=spec.sampler.scheme if spec.sampler else "ar"))
+        summary = model_summary(spec).plain()
+        # status: provenance's old name, kept for one release (documents.ModelEntry)
+        out.append(dict(summary, status=summary["provenance"], default_scheme=spec.sampler.scheme if spec.sampler else "ar"))
     return out
 
 

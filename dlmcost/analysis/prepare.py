@@ -37,7 +37,8 @@ def unsupported_reason(gpu: GPU, precision: str, tp: int = 1) -> str:
     """Why `rates_or_none` gave None: no tensor cores for the precision, or no link for tp > 1."""
     compute = get_precision(precision).compute
     if not gpu.supports(compute):
-        return f"{gpu.name} has no {compute} tensor cores (precision {precision} unsupported)"
+        units = "tensor cores" if gpu.unit == "GPU" else "matrix units"  # a TPU's MXUs, Trainium's engines
+        return f"{gpu.name} has no {compute} {units} (precision {precision} unsupported)"
     return f"{gpu.name} has no scale-up link in its hardware file (tp={tp} needs one)"
 
 

@@ -20,9 +20,32 @@ BYTE_LABELS = dict(weight_bytes="weights", kv_read_bytes="kv_read", kv_write_byt
                    activation_bytes="activations")
 
 
-def workload_warnings(spec: ModelSpec, w: Workload) -> list[str]:
-    """Things that are computable but probably not what the user meant."""
-    out = []
+def ignored_knobs_warning(scheme: str, given, logits_committed: bool = False) -> str | None:
+    """A line for the knobs given that the scheme does not read (`--scheme ar --block 32`): they
+    change nothing, which is probably not what was meant."""
+    ignored = REGISTRY[scheme].ignored(given, logits_committed)
+    if not ignored:
+        return None
+    reads = ", ".join(REGISTRY[scheme].knobs) or "none of them"
+    return (f"{', '.join('--' + k.replace('_', '-') for k in ignored)} {'does' if len(ignored) == 1 else 'do'} "
+            f"nothing for the {scheme} scheme (it reads {reads}; `dlmcost schemes`)")
+
+
+def steps_warning(steps: float, tokens: float) -> str | None:
+    """More denoising steps than generated tokens: some steps commit no token (tokens per forward
+    below 1), which a sampler would not be set to do."""
+    if steps <= tokens * (1 + 1e-9):
+        return None
+    return (f"{steps:g} steps for {tokens:g} generated tokens: more passes than tokens, so some steps commit no "
+            f"token (tokens per forward {tokens / steps:.3g}, below 1)")
+
+
+def workload_warnings(spec: ModelSpec, w: Workload, given=()) -> list[str]:
+    """Things that are computable but probably not what the user meant; `given`: the names of the
+    knobs the caller set (the others took defaults)."""
+    out = [line for line in (ignored_knobs_warning(w.scheme, given, w.logits == "committed"),
+                             steps_warning(w.total_steps, w.gen) if REGISTRY[w.scheme].uses("steps") else None)
+           if line]
     if spec.max_context and w.prompt + w.gen > spec.max_context:
         out.append(f"prompt + generation = {w.prompt + w.gen} tokens exceeds {spec.id}'s trained context of "
                    f"{spec.max_context}; the numbers assume the model could run it")
@@ -81,9 +104,10 @@ def gpu_result(w: Workload, gpu: GPU, rate: dict, frame: Frame, i: int, derived:
     op_flops, op_bytes, op_time = ops[:, 0], ops[:, 1:5].sum(axis=1), ops[:, 5]
     kinds = [OP_KINDS[name] for name in frame.ev.op_names]
     number = {k: float(derived[k]) for k in ("nfe", "tokens_per_nfe", "arithmetic_intensity",
-                                             "achievable_ridge_flops_per_byte", "memory_bound_time_fraction",
+                                             "achievable_ridge_flops_per_byte", "dominant_pass_arithmetic_intensity",
+                                             "memory_bound_time_fraction",
                                              "tokens_per_s", "tokens_per_s_per_gpu", "flops_per_token", "bytes_per_token",
-                                             "ar_tokens_per_s", "time_ratio_to_ar")}
+                                             "ar_tokens_per_s", "speedup_vs_ar", "time_ratio_to_ar")}
     return GPUResult.model_construct(
         gpu=gpu.name, gpu_key=gpu.key, gpu_status=gpu.status, ridge_flops_per_byte=ridge, peak_flops=rate["peak_linear"],
         attention_peak_flops=rate["peak_attention"], bandwidth_bytes_per_s=rate["bandwidth"], flops=flops, bytes=nbytes,
@@ -108,6 +132,7 @@ def model_summary(spec: ModelSpec) -> ModelSummary:
     """What every result says of its model: id, source, parameters, K/V bytes per token."""
     return ModelSummary.model_construct(
         id=spec.id, family=spec.family, source=spec.source, revision=spec.revision, verified=spec.verified,
+        provenance=spec.provenance,
         params_total=spec.params_total, params_nonembedding=spec.params_nonembedding,
         params_active=spec.params_active, kv_bytes_per_token=spec.kv_bytes_per_token(2.0),
         max_context=spec.max_context,

@@ -62,8 +62,8 @@ class WorkloadSettings:
 
 
 # the knobs a sweep crosses, as WorkloadSettings names them -> the sweep's list argument
-GRID_KNOBS = {"scheme": "schemes", "prompt": "prompts", "gen": "gens", "steps": "steps", "block": "blocks",
-              "batch": "batches", "precision": "precisions", "tp": "tps", "ep": "eps"}
+GRID_KNOBS = {"scheme": "schemes", "prompt": "prompts", "gen": "gens", "steps": "steps", "tpf": "tpf",
+              "block": "blocks", "batch": "batches", "precision": "precisions", "tp": "tps", "ep": "eps"}
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,7 @@ class SweepGrid:
     prompts: list[int] | None = None
     gens: list[int] | None = None
     steps: list[float] | None = None
+    tpf: list[float] | None = None
     blocks: list[int] | None = None
     batches: list[int] | None = None
     precisions: list[str] | None = None

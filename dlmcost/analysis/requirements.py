@@ -7,7 +7,9 @@ same for every row of `analyze`):
     fits                       not fits            supported
 
 Operators: >= <= > < == != ; values are numbers, true/false, or a word. Several `--require`
-options must all hold. The text is tokenised and compared here; nothing is ever evaluated as
+options must all hold. Each command names its own keys (`ROW_KEYS` here for analyze and sweep;
+`plan` and `serve` pass theirs); a renamed key (`results.DEPRECATED_KEYS`) is still accepted for one
+release, and `deprecation_warnings` says what to write instead. The text is tokenised and compared here; nothing is ever evaluated as
 Python (no eval). A row that fails any requirement is listed on stderr and the command exits
 with EXIT_REQUIREMENT (8, the code `plan` uses when no deployment meets its targets).
 """
@@ -20,6 +22,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import UsageError
+from ..results import DEPRECATED_KEYS, SweepRow
 
 OPERATORS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq,
              "!=": operator.ne}
@@ -27,10 +30,7 @@ _FORM = re.compile(r"^\s*(?:(not)\s+)?([a-z_][a-z0-9_]*)\s*(?:(>=|<=|==|!=|>|<)\
 
 # The keys a requirement can name, per row: the columns of `sweep --format csv` (one row per
 # configuration) and, for `analyze`, the same names taken from each GPU's result.
-ROW_KEYS = ("gpu", "scheme", "prompt", "gen", "steps", "block", "batch", "tp", "ep", "precision", "nfe",
-            "tokens_per_nfe", "time_s", "tokens_per_s", "tokens_per_s_per_gpu", "flops_per_token",
-            "bytes_per_token", "arithmetic_intensity", "ridge_flops_per_byte", "memory_bound_time_fraction",
-            "verdict", "time_ratio_to_ar", "fits", "memory_total_bytes", "max_batch", "supported")
+ROW_KEYS = (*SweepRow.model_fields, "supported")
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,7 @@ class Requirement:
     op: str | None  # None: the key itself must be true (or false with `not`)
     value: object
     negate: bool
+    replaced_by: tuple[str, str] | None = None  # a deprecated key: (its new name, how the two relate)
 
     def holds(self, row: dict) -> bool:
         if not row.get("supported", True) and self.key != "supported":
@@ -110,21 +111,32 @@ def _value(token: str, key: str, op: str):
     return token
 
 
-def parse(text: str) -> Requirement:
+def parse(text: str, keys: tuple[str, ...] = ROW_KEYS, deprecated: dict | None = None) -> Requirement:
+    """One `--require` expression over `keys` (the command's); `deprecated`: the command's renamed
+    keys, old -> (new, how they relate) (default: analyze's and sweep's, `results.DEPRECATED_KEYS`)."""
+    deprecated = DEPRECATED_KEYS if deprecated is None else deprecated
     m = _FORM.match(text)
     if not m:
         raise UsageError(f"--require: cannot read '{text}'; write KEY OP VALUE (e.g. 'tokens_per_s >= 300') "
                          f"or KEY / not KEY (e.g. 'fits')")
     negate, key, op, raw = m.groups()
-    if key not in ROW_KEYS:
-        raise UsageError(f"--require: unknown key '{key}'; choose from: {', '.join(ROW_KEYS)}")
+    if key not in keys:
+        current = [k for k in keys if k not in deprecated]
+        raise UsageError(f"--require: unknown key '{key}'; choose from: {', '.join(current)}")
     if negate and op:
         raise UsageError("--require: 'not' applies to a bare key only, e.g. 'not fits'")
-    return Requirement(text.strip(), key, op, _value(raw, key, op) if op else None, bool(negate))
+    return Requirement(text.strip(), key, op, _value(raw, key, op) if op else None, bool(negate), deprecated.get(key))
 
 
-def parse_all(texts: list[str] | None) -> list[Requirement]:
-    return [parse(t) for t in texts or []]
+def parse_all(texts: list[str] | None, keys: tuple[str, ...] = ROW_KEYS,
+              deprecated: dict | None = None) -> list[Requirement]:
+    return [parse(t, keys, deprecated) for t in texts or []]
+
+
+def deprecation_warnings(requirements: list[Requirement]) -> list[str]:
+    """One line per requirement that names a deprecated key: what it means and what replaces it."""
+    return [f"--require '{q.text}': '{q.key}' is deprecated and will be removed; use '{q.replaced_by[0]}' "
+            f"({q.replaced_by[1]})" for q in requirements if q.replaced_by]
 
 
 def analyze_rows(a: dict) -> list[dict]:
@@ -162,3 +174,4 @@ def sweep_label(row: dict) -> str:
 
 # the names dlmcost.api exports them by
 parse_requirements, requirement_failures, requirement_rows = parse_all, failures, analyze_rows
+requirement_warnings = deprecation_warnings

@@ -29,7 +29,7 @@ from .prepare import (DEFAULT_MODEL, rates_or_none, resolve_drafter, resolve_spe
 from ..inputs.models import ModelSpec
 from ..inputs.precision import get_precision, kv_bytes
 from ..inputs.profiles import load_profile
-from .records import model_summary
+from .records import ignored_knobs_warning, model_summary
 from ..results import SweepResult, SweepRow
 from ..engine.schemes import REGISTRY, SCHEMES
 from ..inputs.stacks import STACK_NONE, Stack
@@ -136,7 +136,7 @@ class _SweepChunk:
 
 
 def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, prompts=None, gens=None,
-               steps=None, tpf: float | None = None, blocks=None, batches=None, precisions=None,
+               steps=None, tpf: float | list[float] | None = None, blocks=None, batches=None, precisions=None,
                kv_dtype: str = "bf16", cfg: bool = False, store_pass: bool | None = None, logits: str = "all",
                expert_load: str = "expected", tps=None, eps=None, mla_form: str = "auto",
                efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
@@ -157,9 +157,13 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     source = spec if defaults is None else resolve_spec(defaults, revision, hub)  # whose defaults the knobs take
     answer_tokens = scheme_knobs.pop("answer_tokens", None)
     _validated("answer_tokens", [answer_tokens])
+    tpfs = _as_list(tpf, [None])  # tokens per forward: a list, as steps (S = Lg / tpf where steps are not given)
+    _validated("tpf", tpfs)
+    if steps is not None and tpf is not None:
+        raise UsageError("give --steps or --tpf, not both")
     # the settings shared by every row are validated by the same rules as analyze's
     shared = workload_for(source, kv_dtype=kv_dtype, logits=logits, expert_load=expert_load, mla_form=mla_form,
-                          tpf=tpf, cfg=cfg or None, **scheme_knobs)
+                          tpf=tpfs[0], cfg=cfg or None, **scheme_knobs)
     drafter = resolve_drafter(shared.model_copy(update=dict(scheme="draft-verify")), spec) if shared.drafter else None
     sampler = source.sampler
     gpu_list = HardwareDB.load(hardware).select(gpus, DEFAULT_GPUS)
@@ -174,11 +178,11 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     for p in precision_list:
         get_precision(p)
     knobs = dict(prompt=_as_list(prompts, [shared.prompt]), gen=_as_list(gens, [shared.gen]),
-                 steps=_as_list(steps, [None]), block=_as_list(blocks, [None]),
+                 steps=_as_list(steps, [None]), tpf=tpfs, block=_as_list(blocks, [None]),
                  batch=_as_list(batches, [shared.batch]), tp=_as_list(tps, [1]), ep=_as_list(eps, [1]))
     for name, values in knobs.items():
         _validated(name, values)
-    if tpf is not None and max(knobs["gen"]) / tpf > 10_000_000:
+    if tpf is not None and max(knobs["gen"]) / min(tpfs) > 10_000_000:
         raise UsageError("--tpf gives more than 10,000,000 steps")
 
     # (GPU, precision) pairs that can run; the others are counted as unsupported.
@@ -193,8 +197,8 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
                 rate_rows.append(r)
 
     committed = logits == "committed"
-    sizes = {sc: [1 if k in IGNORABLE_KNOBS and not REGISTRY[sc].uses(k, committed) else len(v)
-                  for k, v in knobs.items()] for sc in scheme_list}
+    sizes = {sc: [1 if REGISTRY[sc].ignored([k], committed) else len(v) for k, v in knobs.items()]
+             for sc in scheme_list}
     per_pair = {sc: int(np.prod(s)) for sc, s in sizes.items()}
     total = len(pairs) * sum(per_pair.values())
     limits.check_configs(total, max_configs)
@@ -223,17 +227,21 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     # the block, steps and store pass not given take the defaults analyze takes for each scheme and
     # generation length (prepare.sampler_defaults), looked up by index; an ignored block is one
     # block of the whole generation, and steps without a default are S = Lg / tpf
-    table = [[(g, sampler_defaults(source, scheme=sc, gen=g, tpf=tpf)) for g in knobs["gen"]] for sc in scheme_list]
+    table = [[(g, sampler_defaults(source, scheme=sc, gen=g, tpf=tpfs[0])) for g in knobs["gen"]] for sc in scheme_list]
 
     def default(key: str, otherwise) -> np.ndarray:
         return np.array([[d.get(key, otherwise(g)) for g, d in row] for row in table])[scheme_idx, gen_idx]
 
     default_block = default("block", lambda g: g)
-    default_steps = default("steps", lambda g: g / (tpf or 1.0))
+    default_steps = default("steps", lambda g: np.nan)
+    default_steps = np.where(np.isnan(default_steps), gen / np.where(np.isnan(vals["tpf"]), 1.0, vals["tpf"]), default_steps)
     default_store = default("store_pass", lambda g: False).astype(bool)
     block = np.where(ignores["block"], gen, np.where(np.isnan(vals["block"]), default_block, vals["block"]))
     steps_arr = np.where(np.isnan(vals["steps"]), default_steps, vals["steps"])
     steps_arr = np.where(np.isin(scheme_col, [s for s in scheme_list if REGISTRY[s].autoregressive]), gen, steps_arr)
+    given = [k for k, v in dict(steps=steps, tpf=tpf, block=blocks, store_pass=store_pass, **scheme_knobs).items()
+             if v is not None and k != "drafter"]
+    warnings = _grid_warnings(scheme_list, given, committed, (steps_arr > gen * (1 + 1e-9)) & ~ignores["steps"])
     store = default_store if store_pass is None else bool(store_pass)
     settings["store_pass"] = sampler.store_pass if (store_pass is None and sampler) else bool(store_pass)
     scheme_knob_cols = {k: v for k, v in shared.knobs().items() if k in ("active_blocks", "cache_delay",
@@ -303,8 +311,24 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
 
     meta = SweepResult.model_construct(model=model_summary(spec), efficiency_profile=profile.name,
                                        stack=st.name if st else STACK_NONE, evaluated=len(keep),
-                                       skipped_impossible=impossible, skipped_unsupported=unsupported, settings=settings)
+                                       skipped_impossible=impossible, skipped_unsupported=unsupported,
+                                       warnings=warnings, settings=settings)
     return meta, chunks(), passes
+
+
+def _grid_warnings(schemes: list[str], given: list[str], committed: bool, too_many_steps: np.ndarray) -> list[str]:
+    """What a sweep's grid probably did not mean: knobs given that no scheme swept reads, and
+    configurations with more steps than generated tokens (before the impossible ones are skipped)."""
+    out = []
+    unread = [k for k in given if all(REGISTRY[sc].ignored([k], committed) for sc in schemes)]
+    if unread:
+        out.append(ignored_knobs_warning(schemes[0], unread, committed) if len(schemes) == 1 else
+                   f"{', '.join('--' + k.replace('_', '-') for k in unread)} {'does' if len(unread) == 1 else 'do'} "
+                   f"nothing for the schemes swept ({', '.join(schemes)}; `dlmcost schemes`)")
+    if too_many_steps.any():
+        out.append(f"{int(too_many_steps.sum()):,} configuration(s) have more steps than generated tokens: some "
+                   f"steps commit no token (tokens per forward below 1)")
+    return out
 
 
 # sweep, iter_sweep and sweep_first_pass take _sweep_chunks' options: show them in their
@@ -329,8 +353,9 @@ def _sweep_arrays(chunk: _SweepChunk) -> dict[str, np.ndarray]:
         **{k: derived[k] for k in ("nfe", "tokens_per_nfe", "time_s", "tokens_per_s", "tokens_per_s_per_gpu",
                                    "flops_per_token", "bytes_per_token", "arithmetic_intensity")},
         ridge_flops_per_byte=frame.grid.rates.ridge,
-        **{k: derived[k] for k in ("achievable_ridge_flops_per_byte", "memory_bound_time_fraction", "verdict",
-                                   "time_ratio_to_ar")},
+        **{k: derived[k] for k in ("achievable_ridge_flops_per_byte", "dominant_pass_arithmetic_intensity",
+                                   "memory_bound_time_fraction", "verdict",
+                                   "speedup_vs_ar", "time_ratio_to_ar")},
         fits=mem["fits"], memory_total_bytes=mem["total_bytes"], max_batch=derived["max_batch"],
     )
     return columns

@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 
-from ..errors import MissingExtraError, UsageError
+from ..errors import MissingExtraError, UsageError, install_hint
 
 
 class NumpyBackend:
@@ -101,7 +101,7 @@ class TorchBackend(NumpyBackend):
         try:
             import torch
         except ImportError:
-            raise MissingExtraError("the torch backend needs PyTorch: pip install 'dlmcost[measure]'") from None
+            raise MissingExtraError(f"the torch backend needs PyTorch: {install_hint('measure')}") from None
         self.torch = torch
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         if self.device.startswith("cuda") and not torch.cuda.is_available():

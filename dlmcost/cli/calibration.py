@@ -48,7 +48,7 @@ def measure(
     block: Optional[int] = typer.Option(None, "--block", help="block length"),
     batch: str = typer.Option("1", "--batch", help="comma list of batch sizes (one measurement each)"),
     stack: Optional[str] = typer.Option(None, "--stack", help="stack to predict with and to calibrate from"),
-    backend: str = typer.Option("numpy", "--backend", help="numpy (CPU) | torch (pip install 'dlmcost[measure]')"),
+    backend: str = typer.Option("numpy", "--backend", help="numpy (CPU) | torch (the measure extra: PyTorch)"),
     device: Optional[str] = typer.Option(None, "--device", help="torch device: cuda | cpu (default: cuda if present)"),
     warmup: int = typer.Option(1, "--warmup", help="untimed runs per pass shape"),
     repeats: int = typer.Option(3, "--repeats", help="timed runs per pass shape, at most (median; fewer once they add up to 0.5 s)"),

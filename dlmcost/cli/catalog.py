@@ -21,14 +21,16 @@ def schemes(fmt: str = FormatOpt):
     listing.render_schemes(api.list_schemes(), fmt, Output.stdout())
 
 
-@app.command(epilog=examples("dlmcost schema sweep > sweep.schema.json"))
-def schema(which: str = typer.Argument("analyze", help="analyze | sweep")):
-    """Print the JSON Schema of `--format json` output (generated from the result types)."""
-    from ..results import SCHEMAS
+@app.command(epilog=examples("dlmcost schema sweep > sweep.schema.json", "dlmcost schema serve"))
+def schema(which: str = typer.Argument("analyze", metavar="COMMAND",
+                                       help="analyze | sweep | serve | plan | gpus | models | model | schemes | "
+                                            "calibrate | measure")):
+    """Print the JSON Schema of a command's `--format json` output (generated from its typed records)."""
+    from ..documents import SCHEMAS, json_schema
 
     if which not in SCHEMAS:
         raise UsageError(f"unknown schema '{which}'; choose one of: {', '.join(SCHEMAS)}")
-    print(to_json(SCHEMAS[which].model_json_schema()))
+    print(to_json(json_schema(which)))
 
 
 @app.command(epilog=examples("dlmcost gpus -f csv"))

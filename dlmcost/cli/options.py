@@ -56,15 +56,19 @@ SCHEME_CHOICES = " | ".join(api.SCHEMES)
 # --format of the commands without a page of their own (the listings, measure, calibrate); those
 # with charts take `output_options`, whose help adds html
 FormatOpt = typer.Option("table", "--format", "-f", metavar="FORMAT", help="table | json | csv | markdown")
-PlotOpt = typer.Option(None, "--plot", metavar="FILE", help="draw the chart to FILE.png / FILE.svg, or - for the terminal (needs dlmcost[plot] for files)")
+PlotOpt = typer.Option(None, "--plot", metavar="FILE", help="draw the chart to FILE.png / FILE.svg, or - for the terminal (files need the plot extra: matplotlib)")
 HardwareOpt = typer.Option(None, "--hardware", metavar="PATH", help="extra GPU YAML file or folder (repeatable; also $DLMCOST_HARDWARE)")
 EfficiencyOpt = typer.Option("realistic", "--efficiency", help="realistic | ideal | path to an efficiency YAML")
 StackOpt = typer.Option(None, "--stack", help="software stack: hf-eager | compiled | sglang (default) | none | a stack YAML")
 TpfOpt = typer.Option(None, "--tpf", help="tokens per forward (S = Lg / tpf) when --steps is not given; "
                       "draft-verify: mean accepted tokens per iteration")
-RequireOpt = typer.Option(None, "--require", "-r", metavar="EXPR",
-                          help="fail (exit 8) unless every row meets EXPR, e.g. 'tokens_per_s >= 300', 'fits', "
-                               "'time_s < 2' (repeatable; keys: dlmcost sweep -f csv columns)")
+def require_option(what: str, example: str, keys: str):
+    """--require EXPR (repeatable): exit 8 unless `what` meets every expression."""
+    return typer.Option(None, "--require", "-r", metavar="EXPR",
+                        help=f"fail (exit 8) unless {what} meets EXPR, e.g. {example} (repeatable; keys: {keys})")
+
+
+RequireOpt = require_option("every row", "'tokens_per_s >= 300', 'fits', 'time_s < 2'", "dlmcost sweep -f csv columns")
 
 
 def parse_list(text: Optional[str], kind, name: str) -> Optional[list]:
@@ -216,6 +220,8 @@ GRID_OPTIONS = {
     "prompt": ("prompts", int, typer.Option(None, "--prompt", metavar="LIST", help="comma list of prompt lengths")),
     "gen": ("gens", int, typer.Option(None, "--gen", metavar="LIST", help="comma list of generation lengths")),
     "steps": ("steps", float, typer.Option(None, "--steps", metavar="LIST", help="comma list of total steps (default: S = Lg / tpf)")),
+    "tpf": ("tpf", float, typer.Option(None, "--tpf", metavar="LIST", help="comma list of tokens per forward (S = Lg / tpf) "
+                                       "when --steps is not given; draft-verify: mean accepted tokens per iteration")),
     "block": ("blocks", int, typer.Option(None, "--block", metavar="LIST", help="comma list of block lengths")),
     "batch": ("batches", int, typer.Option(None, "--batch", metavar="LIST", help="comma list of batch sizes")),
     "precision": ("precisions", str, typer.Option(None, "--precision", metavar="LIST", help="comma list of precisions")),
@@ -230,9 +236,9 @@ def _grid(**texts) -> api.SweepGrid:
 
 
 grid_options = group("grid", _grid, {name: (Optional[str], option) for name, (_, _, option) in GRID_OPTIONS.items()})
-knob_options = group("workload", _workload, {
+knob_options = group("workload", _workload, {  # sweep's: its --tpf is a list, among the grid's
     "kv_dtype": (Optional[str], typer.Option(None, "--kv-dtype", help="K/V cache dtype: bf16 | fp8 | int8 | fp4 [bf16]")),
-    **KNOB_OPTIONS})
+    **{k: v for k, v in KNOB_OPTIONS.items() if k != "tpf"}})
 
 
 def output_options(extra_formats: tuple[str, ...] = (), formats_help: str | None = None):

@@ -90,14 +90,19 @@ def progress_bar(what: str, shows: bool = True):
             bar.clear()
 
 
-def requirements_of(require: Optional[list[str]]) -> list:
-    """--require's expressions, parsed (the parser loads only when there are some: most commands
-    have none, and analyze's start-up counts)."""
+def requirements_of(require: Optional[list[str]], keys: Optional[tuple[str, ...]] = None,
+                    deprecated: Optional[dict] = None) -> list:
+    """--require's expressions over the command's keys (default: analyze's and sweep's) and its
+    renamed ones, parsed, with a warning on stderr for each deprecated key (the parser loads only
+    when there are some: most commands have none, and analyze's start-up counts)."""
     if not require:
         return []
     from .. import api
 
-    return api.parse_requirements(require)
+    requirements = api.parse_requirements(require, *([keys, deprecated] if keys else []))
+    for line in api.requirement_warnings(requirements):
+        stderr(f"warning: {line}")
+    return requirements
 
 
 def gate(failed: list[str], requirements) -> None:

@@ -6,10 +6,10 @@ import typer
 
 from .. import api
 from ..errors import NoDeploymentError, UsageError
-from ..render.plan import render_plan
+from ..render.plan import PLAN_CSV_KEYS, plan_csv_rows, render_plan
 from .app import app, examples
-from .options import EfficiencyOpt, HardwareOpt, StackOpt, group, output_options, parse_list
-from .output import draw, held_output, progress_bar
+from .options import EfficiencyOpt, HardwareOpt, StackOpt, group, output_options, parse_list, require_option
+from .output import draw, gate, held_output, progress_bar, requirements_of
 
 # --- option groups (the traffic and the targets: what a deployment is asked to serve) -----------
 
@@ -78,6 +78,7 @@ def _decodings(scheme, block, tpf, steps) -> list[dict]:
 # --- the command ---------------------------------------------------------------------------------
 
 @app.command(epilog=examples("dlmcost plan --rate 5 --p95 10 --gpu h100,b200",
+                             "dlmcost plan --rate 5 --p95 10 -r 'usd_per_mtok <= 0.5' -r 'gpus <= 4'",
                              "dlmcost plan inclusionAI/LLaDA2.0-mini,Qwen/Qwen3-30B-A3B --rate 5 --p95 20",
                              "dlmcost plan --scenario examples/plan-scenario.yaml --plot plan.png"))
 @traffic_options
@@ -91,19 +92,26 @@ def plan(
     power_utilisation: Optional[float] = typer.Option(None, "--power-utilisation", help="fraction of board power drawn [1.0]"),
     requests: Optional[int] = typer.Option(None, "--requests", help="simulated requests per run [2000]"),
     seed: Optional[int] = typer.Option(None, "--seed", help="random seed [0]"),
-    top: int = typer.Option(15, "--limit", "--top", metavar="N", help="rows of the table (json, csv and html list all)"),
+    top: int = typer.Option(15, "--limit", "--top", metavar="N", help="rows of the table (0: all; json, csv and html list all)"),
     absurd: bool = typer.Option(False, "--absurd", help="search and list absurd deployments too (over 10x the cheapest $/Mtok of their model)"),
     ar_baseline: bool = typer.Option(False, "--ar-baseline", help="also plan the same model decoded autoregressively"),
     efficiency: str = EfficiencyOpt,
     stack: Optional[str] = StackOpt,
     hardware: Optional[list[str]] = HardwareOpt,
+    require: Optional[list[str]] = require_option("the recommended (first) deployment", "'usd_per_mtok <= 0.5'",
+                                                  "dlmcost plan -f csv columns"),
     *, traffic, targets, search, output,
 ):
     """Fewest GPUs and replicas meeting latency / cost targets at a given traffic, ranked by $/Mtok.
 
-    Exit 0 when a deployment meets the targets, 8 when none does (nearest miss on stderr)."""
-    if top <= 0:
-        raise UsageError("--limit must be positive")
+    Exit 0 when a deployment meets the targets, 8 when none does (nearest miss on stderr) or the
+    recommended one misses a --require."""
+    from ..documents import PLAN_DEPRECATED_KEYS
+
+    if top < 0:
+        raise UsageError("--limit must be 0 (all rows) or positive")
+    requirements = requirements_of(require, PLAN_CSV_KEYS, PLAN_DEPRECATED_KEYS)
+    top = top or None  # 0: every row, as sweep's --limit 0
     if traffic["rate"] is not None and traffic["users"] is None:
         traffic["users"] = None  # a rate given on the command line replaces the scenario's users
     overrides = dict(traffic=traffic, targets=targets, search=search, simulation=dict(requests=requests, seed=seed),
@@ -115,6 +123,10 @@ def plan(
     render_plan(record, output.fmt, out, top=top, charts=[chart] if chart else None)
     draw(chart, output.plot, out)
     _exit_unless_met(result)
+    if requirements:  # the deployment the plan recommends: the first row (a requirement on any row: sweep)
+        best = [r for r in plan_csv_rows(record) if r["set"] == "plan"][:1]
+        gate(api.requirement_failures(requirements, best, lambda r: f"{r['gpu']} {r['replicas']}x tp{r['tp']} "
+                                      f"{r['precision']} {r['decoding']}"), requirements)
 
 
 def _run(scenario, overrides, model, price, hardware, efficiency, stack, baseline, absurd):

@@ -8,10 +8,10 @@ from typing import NamedTuple, Optional
 import typer
 
 from .. import api
-from ..errors import UsageError
+from ..errors import RequirementError, UsageError
 from .app import app
-from .options import EfficiencyOpt, StackOpt, group, output_options, parse_list
-from .output import check_finite, draw, held_output
+from .options import EfficiencyOpt, StackOpt, group, output_options, parse_list, require_option
+from .output import GATE_LINES, check_finite, draw, held_output, requirements_of
 from .plan import LATENCY_TARGETS
 
 EXAMPLES = ("Examples:\n\n\b\n"
@@ -20,6 +20,7 @@ EXAMPLES = ("Examples:\n\n\b\n"
             "  dlmcost serve --gpu h100 --rate 2,4,8 --arrival gamma --cv 3\n"
             "  dlmcost serve --gpu h100 --job 10000 --parallel 128\n"
             "  dlmcost serve --gpu h100 --max-rate --p95 10 --first-block-p95 1\n"
+            "  dlmcost serve --gpu h100 -c 8,32 --p95 5 -r 'tokens_per_s_per_user >= 20'\n"
             "  dlmcost serve --gpu h100 --trace requests.csv --time-scale 0.5")
 
 
@@ -31,12 +32,20 @@ def _finite(name: str, value: float) -> float:
 
 def _setups(gpu, tp, ep, replicas, precision, scheme, block, tpf, steps, tpf_spread, max_running, release, stack,
             efficiency, price, power_utilisation) -> list:
-    """Every deployment asked for: one per GPU and TP size of the comma lists."""
-    return [api.ServeSetup(gpu=g, tp=t, ep=ep, replicas=replicas, precision=precision, scheme=scheme, block=block,
-                           tpf=tpf, steps=steps, tpf_spread=tpf_spread, max_running=max_running, release=release,
-                           stack=stack, efficiency=api.locate_example(efficiency), price=price,
-                           power_utilisation=power_utilisation)
-            for g in parse_list(gpu, str, "gpu") for t in parse_list(tp, int, "tp")]
+    """Every deployment asked for: one per combination of the comma lists (as plan searches them)."""
+    if tpf is not None and steps is not None:
+        raise UsageError("give --tpf or --steps, not both")
+
+    def listed(text, kind, name):
+        return parse_list(text, kind, name) or [None]
+
+    return [api.ServeSetup(gpu=g, tp=t, ep=ep, replicas=replicas, precision=p, scheme=sc, block=b, tpf=f, steps=st,
+                           tpf_spread=tpf_spread, max_running=m, release=release, stack=stack,
+                           efficiency=api.locate_example(efficiency), price=price, power_utilisation=power_utilisation)
+            for g in parse_list(gpu, str, "gpu") for t in parse_list(tp, int, "tp")
+            for p in parse_list(precision, str, "precision") for sc in listed(scheme, str, "scheme")
+            for b in listed(block, int, "block") for f in listed(tpf, float, "tpf") for st in listed(steps, float, "steps")
+            for m in listed(max_running, int, "max-running")]
 
 
 deployment_options = group("setups", _setups, {
@@ -44,15 +53,16 @@ deployment_options = group("setups", _setups, {
     "tp": (str, typer.Option("1", "--tp", metavar="LIST", help="tensor-parallel GPUs per replica (a comma list compares)")),
     "ep": (int, typer.Option(1, "--ep", help="expert-parallel ways (MoE; divides --tp)")),
     "replicas": (int, typer.Option(1, "--replicas", "-R", help="data-parallel replicas")),
-    "precision": (str, typer.Option("bf16", "--precision", help="weights and compute precision")),
-    "scheme": (Optional[str], typer.Option(None, "--scheme", help="decoding scheme (default: the model's)")),
-    "block": (Optional[int], typer.Option(None, "--block", help="block length")),
-    "tpf": (Optional[float], typer.Option(None, "--tpf", help="mean tokens per forward")),
-    "steps": (Optional[float], typer.Option(None, "--steps", help="total steps at the median answer (instead of --tpf)")),
+    "precision": (str, typer.Option("bf16", "--precision", metavar="LIST", help="weights and compute precision (a comma list compares)")),
+    "scheme": (Optional[str], typer.Option(None, "--scheme", metavar="LIST", help="decoding scheme (default: the model's; a comma list compares)")),
+    "block": (Optional[str], typer.Option(None, "--block", metavar="LIST", help="block length (a comma list compares)")),
+    "tpf": (Optional[str], typer.Option(None, "--tpf", metavar="LIST", help="mean tokens per forward (a comma list compares)")),
+    "steps": (Optional[str], typer.Option(None, "--steps", metavar="LIST", help="total steps at the median answer, instead of --tpf (a comma list compares)")),
     "tpf_spread": (float, typer.Option(0.0, "--tpf-spread", help="coefficient of variation of a request's passes "
                                        "per block (gamma) [0: every request the mean]")),
-    "max_running": (Optional[int], typer.Option(None, "--max-running", "--batch", help="running requests per replica "
-                                                "[the stack's max_running_requests, else 256]")),
+    "max_running": (Optional[str], typer.Option(None, "--max-running", "--batch", metavar="LIST",
+                                                help="running requests per replica, a comma list compares "
+                                                     "[the stack's max_running_requests, else 256]")),
     "release": (Optional[str], typer.Option(None, "--release", help="synchronous (a block lasts until the batch's "
                                             "slowest request commits) | first-done [the stack's, else synchronous]")),
     "stack": (Optional[str], StackOpt),
@@ -94,8 +104,8 @@ def _loads(concurrency, think, rate, arrival, cv, job, parallel, trace, trace_fo
     elif kind == "job":
         loads = [api.BatchJob(job, parallel if parallel is not None else 1)]
     elif kind == "trace":
-        loads = [api.read_trace(api.locate_example(trace), fmt=trace_format, time_scale=time_scale, sample=sample,
-                                seed=seed)]
+        loads = [api.read_trace(api.locate_example(trace), fmt=trace_format, time_scale=time_scale,
+                                sample=sample or None, seed=seed)]  # 0: the whole trace, as --limit 0
     return LoadChoice(loads, arrival, cv, requests, seed)
 
 
@@ -111,7 +121,7 @@ load_options = group("load", _loads, {
     "trace": (Optional[str], typer.Option(None, "--trace", metavar="FILE", help="replay a request trace (Azure, Mooncake, BurstGPT)")),
     "trace_format": (Optional[str], typer.Option(None, "--trace-format", help="azure | mooncake | burstgpt [from the file]")),
     "time_scale": (float, typer.Option(1.0, "--time-scale", help="trace: multiply its arrival times by this")),
-    "sample": (Optional[int], typer.Option(None, "--sample", metavar="N", help="trace: replay N requests drawn from it")),
+    "sample": (Optional[int], typer.Option(None, "--sample", metavar="N", help="trace: replay N requests drawn from it (0: all)")),
     "requests": (int, typer.Option(2000, "--requests", help="simulated requests per synthetic load")),
     "seed": (int, typer.Option(0, "--seed", help="random seed")),
 })
@@ -140,12 +150,18 @@ def serve(
     answer: Optional[str] = typer.Option(None, "--answer", help="answer tokens: N, 'p50:N,p90:M', or @FILE (default: the model's)"),
     max_rate: bool = typer.Option(False, "--max-rate", help="find the highest rate sustained within the targets (bisection)"),
     hardware: Optional[list[str]] = typer.Option(None, "--hardware", metavar="PATH", help="extra GPU YAML file or folder (repeatable; also $DLMCOST_HARDWARE)"),
+    require: Optional[list[str]] = require_option("every load point", "'p95_latency_s <= 5', 'usd_per_mtok < 1'",
+                                                  "dlmcost serve -f csv columns"),
     *, setups, load, targets, output,
 ):
     """What a fixed deployment delivers under a given load: throughput, latency, cost.
 
     One load (--concurrency, --rate, --job or --trace), a list of concurrencies or rates for a
-    load curve and its Pareto front, and/or --max-rate."""
+    load curve and its Pareto front, and/or --max-rate. Exit 8 when a load point misses a target
+    (--p95...) or a --require, or --max-rate finds no rate within the targets."""
+    from ..render.serve import CSV_KEYS
+
+    requirements = requirements_of(require, CSV_KEYS, {})
     if not load.loads and not max_rate:
         raise UsageError("give a load: --concurrency N, --rate R, --job N (--parallel P) or --trace FILE, or --max-rate")
     if output.plot and not load.loads:
@@ -162,3 +178,32 @@ def serve(
     chart = serve_chart(record) if output.charted and any(e["points"] for e in record["deployments"]) else None
     render_serve(record, output.fmt, out, charts=[chart] if chart else None)
     draw(chart if output.plot else None, output.plot, out)
+    _gate(record, requirements)
+
+
+def _gate(record: dict, requirements: list) -> None:
+    """Exit 8 (the output printed first) when a load point misses a target or a requirement, or
+    --max-rate answers none; each on its own line of stderr."""
+    from ..render.serve import csv_rows, miss_text, short_load
+
+    many = len(record["deployments"]) > 1
+    missed, lines = 0, []
+    for i, entry in enumerate(record["deployments"], 1):
+        where = f"#{i} " if many else ""
+        for p in entry["points"]:
+            if p["misses"]:
+                missed += 1
+                lines.append(f"{where}{short_load(p)}: {'; '.join(miss_text(m) for m in p['misses'])}")
+        m = entry.get("max_rate")
+        if m and m["rate"] is None:
+            lines.append(f"{where}--max-rate: no rate within the targets; {m['reason']}")
+    failed = api.requirement_failures(requirements, csv_rows(record),
+                                      lambda r: (f"#{r['deployment']} " if many else "") + short_load(r))
+    if not lines and not failed:
+        return
+    what = [f"{missed} load point(s) miss a target" if missed else "",
+            "--max-rate found no rate within the targets" if any("--max-rate" in x for x in lines) else "",
+            f"{len(failed)} load point(s) miss a requirement ({'; '.join(q.text for q in requirements)})" if failed else ""]
+    details = lines + failed
+    more = [f"... and {len(details) - GATE_LINES:,} more"] if len(details) > GATE_LINES else []
+    raise RequirementError("; ".join(w for w in what if w) + ":", details[:GATE_LINES] + more)

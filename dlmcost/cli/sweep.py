@@ -14,7 +14,7 @@ from ..render.sweep import render_sweep
 from ..render.output import Output
 from .app import app, examples
 from .options import RequireOpt, grid_options, knob_options, output_options, source_options
-from .output import draw, gate, held_output, progress_bar
+from .output import draw, gate, held_output, progress_bar, requirements_of, stderr
 
 CHART_AXES = ("x", "y", "color", "facet")
 SWEEPING = "sweeping: configurations"  # what the progress bar counts
@@ -50,7 +50,7 @@ def sweep(
         raise UsageError("--x/--y/--color/--facet shape the chart: add --plot FILE or --format html")
     if limit is not None and limit < 0:
         raise UsageError("--limit must be 0 (all rows) or positive")
-    requirements = api.parse_requirements(require)
+    requirements = requirements_of(require)
     models = [api.locate_example(m.strip()) for m in model.split(",") if m.strip()] or [model]
     if len(models) > 1 and output.charted:
         raise UsageError("charts show one model: give one --model with --plot or --format html")
@@ -116,12 +116,20 @@ def _failures(requirements, cols: dict) -> list[str]:
     return api.requirement_failures(requirements, columns.rows(cols, failing), api.sweep_label)
 
 
+def _warn(meta, i: int) -> None:
+    """The grid's warnings on stderr (several models share one grid: the first model's say it)."""
+    if i == 0:
+        for line in meta.warnings:
+            stderr(f"warning: {line}")
+
+
 def _evaluated(models, options, bar) -> tuple[list, list[dict]]:
     """Each model's summary and its rows in columns (several models: with a `model` column)."""
     several = len(models) > 1
     metas, parts = [], []
     for i, m in enumerate(models):
         meta, chunks = api.iter_sweep_columns(m, **_reporting(options, bar, i, len(models)))
+        _warn(meta, i)
         cols = columns.concatenate(list(chunks))
         columns.check_finite(cols, "sweep")
         metas.append(meta)
@@ -190,7 +198,8 @@ def _stream(models: list[str], options: dict, fmt: str, out: Output, requirement
     when several models are swept); returns the requirement failures."""
     failed, header = [], True
     for i, m in enumerate(models):
-        _, chunks = api.iter_sweep_columns(m, **_reporting(options, bar, i, len(models)))
+        meta, chunks = api.iter_sweep_columns(m, **_reporting(options, bar, i, len(models)))
+        _warn(meta, i)
         for cols in chunks:
             columns.check_finite(cols, "sweep")
             cols = _with_model(cols, m, len(models) > 1)

@@ -700,13 +700,14 @@ def family_ridge(grid: Grid, fam: FamilyCost) -> np.ndarray:
     return achievable_ridge(grid.rates.take(rows), grid.stack, take(grid.batch, rows) * q)
 
 
-def memory_bound_time_fraction(ev: Evaluation, grid: Grid) -> tuple[np.ndarray, np.ndarray]:
+def memory_bound_time_fraction(ev: Evaluation, grid: Grid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The generation's verdict, time-weighted: the share of its time spent in pass families
     whose average arithmetic intensity is below their achievable ridge; and, per configuration,
-    the achievable ridge of the family it spends the most time in (what a table shows beside the
-    generation's arithmetic intensity)."""
+    the achievable ridge and the arithmetic intensity of the family it spends the most time in
+    (what a table shows: the two numbers the verdict of most of the time compares)."""
     mem_time = np.zeros_like(ev.total.count)
     longest, ridge_of_longest = np.full_like(mem_time, -1.0), np.zeros_like(mem_time)
+    ai_of_longest = np.zeros_like(mem_time)
     for fam in ev.families.values():
         flops, nbytes = fam.flops, fam.bytes
         ai = np.divide(flops, nbytes, out=np.zeros_like(flops), where=nbytes > 0)
@@ -715,7 +716,8 @@ def memory_bound_time_fraction(ev: Evaluation, grid: Grid) -> tuple[np.ndarray, 
         longer = fam.time_s > longest[fam.rows]
         longest[fam.rows] = np.where(longer, fam.time_s, longest[fam.rows])
         ridge_of_longest[fam.rows] = np.where(longer, ridge, ridge_of_longest[fam.rows])
-    return mem_time / ev.total.time_s, ridge_of_longest
+        ai_of_longest[fam.rows] = np.where(longer, ai, ai_of_longest[fam.rows])
+    return mem_time / ev.total.time_s, ridge_of_longest, ai_of_longest
 
 
 def generation_verdict(memory_bound_fraction) -> np.ndarray:

@@ -71,6 +71,7 @@ class Frame:
     memory_bound_fraction: np.ndarray
     models: dict[str, ModelSpec]  # by role: "main", and "drafter" for draft-verify with a drafter
     achievable_ridge: np.ndarray  # FLOP/byte: the ridge of the rates the time model uses (its longest family's)
+    dominant_ai: np.ndarray  # FLOP/byte of the family taking the most time (whose ridge is achievable_ridge)
     ar: Evaluation  # the AR decode baselines' evaluation (`Grids.ar`; row i's is ar_of[i]): the chart's AR point
 
 
@@ -122,7 +123,9 @@ def generation_numbers(frame: Frame, tokens: np.ndarray, tp: np.ndarray, cfg: bo
         bytes_per_token=t.bytes * tp / tokens, arithmetic_intensity=t.flops / t.bytes,
         memory_bound_time_fraction=frac, verdict=generation_verdict(frac),
         achievable_ridge_flops_per_byte=frame.achievable_ridge,
-        ar_tokens_per_s=tokens / frame.ar_time_s, time_ratio_to_ar=t.time_s / frame.ar_time_s,
+        dominant_pass_arithmetic_intensity=frame.dominant_ai,
+        ar_tokens_per_s=tokens / frame.ar_time_s, speedup_vs_ar=frame.ar_time_s / t.time_s,
+        time_ratio_to_ar=t.time_s / frame.ar_time_s,  # deprecated: speedup_vs_ar's inverse
         max_batch=np.floor(mem["max_effective_batch"] / (2 if cfg else 1)).astype(int),
     )
 
@@ -146,10 +149,10 @@ def evaluate_frame(spec: ModelSpec, drafter: ModelSpec | None, grids: Grids, cap
     """Both grids evaluated (one engine call each), and memory against each row's GPU capacity."""
     grid, models = grids.grid, models_by_role(spec, drafter)
     ev = evaluate(models, grid)
-    fraction, ridge = memory_bound_time_fraction(ev, grid)
+    fraction, ridge, dominant_ai = memory_bound_time_fraction(ev, grid)
     ar = evaluate(spec, grids.ar)
     return Frame(grid, ev, ar.total.time_s[grids.ar_of], grid_memory(spec, grid, ev, capacity_bytes, drafter),
-                 fraction, models, ridge, ar)
+                 fraction, models, ridge, dominant_ai, ar)
 
 
 def ar_step_intensity(ar: Evaluation, grids: Grids) -> np.ndarray:

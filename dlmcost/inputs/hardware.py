@@ -124,6 +124,8 @@ class GPU(BaseModel):
     board_power_w: float | None = Field(default=None, gt=0, le=100_000)  # vendor envelope (TDP/TBP)
     # the market the vendor sells the card in: `plan` searches data-centre parts unless asked
     segment: Literal["datacenter", "workstation", "consumer"] = "datacenter"
+    # what one is called in a sentence ("4 chips"): TPUs and Trainium are chips, Gaudi an accelerator
+    unit: Literal["GPU", "chip", "accelerator"] = "GPU"
     # efficiency numbers set by fitting them to published measurements: field -> the validation
     # points they were fitted on (a same-die part that takes a fitted value names the same points)
     fitted: dict[str, list[Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[a-z0-9:._-]+$")]]] = \
@@ -290,11 +292,10 @@ class HardwareDB:
     def get(self, name: str) -> GPU:
         key = self._lookup.get(normalise(name))
         if key is None:
-            import difflib  # only on the error path
+            from .names import close_matches, hint  # only on the error path
 
-            close = difflib.get_close_matches(normalise(name)[:100], list(self._lookup), n=3, cutoff=0.5)
-            hint = f"; did you mean {', '.join(close)}?" if close else "; `dlmcost gpus` lists them"
-            raise UnknownGPUError(f"unknown GPU '{shown(name)}'{hint}")
+            close = close_matches(normalise(name), list(self._lookup))
+            raise UnknownGPUError(f"unknown GPU '{shown(name)}'{hint(close, '`dlmcost gpus` lists them')}")
         return self.gpus[key]
 
     def select(self, spec: str | list[str] | None, default: list[str]) -> list[GPU]:

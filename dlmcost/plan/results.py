@@ -6,7 +6,7 @@ deployment); the money / energy formulas are serving/costs.py's, applied here as
     tok/s per GPU   = output tok/s / GPUs
     $/Mtok          = $/hour / (output tok/s x 3600) x 1e6
     $/Mtok at capacity = $/hour / (sustained requests/s x mean answer tokens x 3600) x 1e6
-    J/token         = GPUs x board power (W) x power utilisation / output tok/s
+    J/token         = GPUs x board power (W) x (idle x (1 - busy) + power utilisation x busy) / output tok/s
     $/Mtok low, high = $/Mtok at the low and high ends of the price's range (costs.price_range)
 
 $/Mtok is at the offered load: provisioned GPUs are paid for whether busy or not. At capacity it
@@ -52,6 +52,7 @@ class Deployment:
     tokens_per_s_per_gpu: float = 0.0
     sustained_rps: float = 0.0  # the highest load (requests/s) it serves within the latency targets
     usd_per_mtok_at_capacity: float | None = None
+    gpu_busy_fraction: float = 1.0  # share of the time a replica runs passes (the simulated one)
     model: str = ""
     misses: list[Miss] = field(default_factory=list)
     pareto: bool = False
@@ -71,6 +72,9 @@ class Deployment:
 
     def record(self) -> dict:
         out = {k: v for k, v in asdict(self).items() if k != "misses"}
+        # the batch limit under serve's name for it (sweep's max_batch is the largest batch that fits
+        # in memory); max_batch stays for one release (documents.PlanDeployment)
+        out["max_running"] = self.max_batch
         out["gpus"] = self.gpus
         out["meets_targets"] = self.meets
         out["misses"] = [dict(target=m.target, value=m.value, limit=m.limit) for m in self.misses]

@@ -75,6 +75,14 @@ class PlanResult:
     search: dict = field(default_factory=dict)
     models: list[str] = field(default_factory=list)
 
+    def to_pandas(self, what: str = "deployments"):
+        """A pandas DataFrame (the `pandas` extra): one row per deployment meeting the targets,
+        cheapest first (`what="ar_baseline"`: the AR baseline's), the keys of `plan --format json`."""
+        from ..dataframes import from_records
+
+        return from_records([d.record() for d in (self.baseline if what == "ar_baseline" else self.deployments)],
+                            drop=("misses",))
+
 
 @dataclass(frozen=True, eq=False)
 class Candidate:
@@ -109,6 +117,7 @@ class ReplicaRun:
     ttfb: np.ndarray
     tokens: np.ndarray
     served_rps: float  # per replica
+    busy_fraction: float = 1.0  # share of the time the replica runs passes (what its boards draw)
 
 
 _window = behaviour.measured_window
@@ -137,7 +146,7 @@ def _run(c: Candidate, sample: RequestSample, traffic: Traffic, replicas: int, *
         served = _completion_rate(r.done_s) * (traffic.users / replicas) / math.ceil(traffic.users / replicas)
     else:
         served = traffic.rate / replicas
-    return ReplicaRun(lat, ttfb, tokens, served)
+    return ReplicaRun(lat, ttfb, tokens, served, r.busy_s / r.end_s if r.end_s > 0 else 0.0)
 
 
 def _saturation_rps(c: Candidate, sample: RequestSample) -> float:
@@ -177,7 +186,9 @@ def _deployment(c: Candidate, ev: ReplicaRun, replicas: int, capacity_rps: float
         tokens_per_s_per_user=float(np.median(ev.tokens / ev.latency)),
         served_rps=served, capacity_rps=cap_total, headroom=cap_total / served - 1 if served > 0 else math.inf,
         usd_per_hour=hour, usd_per_mtok=usd_per_mtok(hour, out_tok_s) if hour is not None else None,
-        joules_per_token=joules_per_token(gpus, pricing.power_w.get(c.gpu.key), pricing.power_utilisation, out_tok_s),
+        joules_per_token=joules_per_token(gpus, pricing.power_w.get(c.gpu.key), pricing.power_utilisation, out_tok_s,
+                                          busy_fraction=ev.busy_fraction),
+        gpu_busy_fraction=ev.busy_fraction,
         price_per_gpu_hour=price, price_source=pricing.source.get(c.gpu.key),
         output_tokens_per_s=out_tok_s, tokens_per_s_per_gpu=out_tok_s / gpus,
         price_per_gpu_hour_low=pricing.low.get(c.gpu.key), price_per_gpu_hour_high=pricing.high.get(c.gpu.key),

@@ -15,28 +15,33 @@ ANALYZE_HEADERS = ["GPU", "latency\nms", "tok/s", "speed-up\nvs AR ×", "AI\nFLO
 # Which columns a narrow terminal drops first (larger = sooner; 0 = never).
 ANALYZE_PRIORITY = [0, 0, 0, 2, 3, 4, 1, 2, 0, 3, 4]
 ANALYZE_CAPTION = ("latency: whole generation; tok/s: the whole tensor-parallel group's; speed-up vs AR: AR decode "
-                   "latency / this latency (same model, GPU, prompt, gen, batch; above 1 = faster than AR); "
-                   "ridge: where the achievable compute and memory times meet (the GEMM rate at the longest "
-                   "pass's rows over the achievable bandwidth; peak / bandwidth in `dlmcost gpus`); verdict: "
-                   "time-weighted over passes, each against its own ridge; mem: GB = 1e9 bytes; max batch: largest batch that fits "
-                   "in memory; knee block: largest block whose cached step stays memory-bound (all: every block "
-                   "up to the generation length)")
+                   "latency / this latency (same model, GPU, prompt, gen, batch; above 1 = faster than AR); AI and "
+                   "ridge: of the pass family taking the most time (JSON: dominant_pass_arithmetic_intensity; the "
+                   "generation's average is arithmetic_intensity), the ridge where the achievable compute and memory "
+                   "times meet (the GEMM rate at its rows over the achievable bandwidth; peak / bandwidth in `dlmcost "
+                   "gpus`); bound: time-weighted over passes, each against its own ridge (memory when at least half "
+                   "the time is in passes below theirs); mem: GB = 1e9 bytes; max batch: largest batch that fits in "
+                   "memory; knee block: largest block whose cached step stays memory-bound (all: every block up to "
+                   "the generation length; -: a scheme without a cached block step, such as mdm and AR)")
 # What each column means, for the HTML page's legend (docs/methodology.md has the formulas).
 ANALYZE_LEGEND = {
     "GPU": "the accelerator, as `dlmcost gpus` names it",
     "latency\nms": "time of the whole generation (prompt passes and every denoising or decode step), milliseconds",
     "tok/s": "generated tokens / latency, the whole tensor-parallel group's",
     "speed-up\nvs AR ×": "AR decode latency / this latency (same model, GPU, prompt, gen, batch); above 1 = faster than AR",
-    "AI\nFLOP/B": "arithmetic intensity: FLOPs / bytes moved, over the whole generation",
-    "ridge\nFLOP/B": "achievable ridge: where the achievable compute and memory times meet (the GEMM rate at the "
-                     "longest pass's rows over the achievable bandwidth); the peak ridge, peak / bandwidth, is in "
+    "AI\nFLOP/B": "arithmetic intensity (FLOPs / bytes moved) of the pass family taking the most time (JSON: "
+                  "dominant_pass_arithmetic_intensity; the generation's average is arithmetic_intensity)",
+    "ridge\nFLOP/B": "achievable ridge of that pass family: where the achievable compute and memory times meet (the "
+                     "GEMM rate at its rows over the achievable bandwidth); the peak ridge, peak / bandwidth, is in "
                      "`dlmcost gpus`",
-    "bound": "memory or compute: time-weighted over the passes, each against its own achievable ridge",
+    "bound": "memory or compute: time-weighted over the passes, each against its own achievable ridge (memory when "
+             "at least half the time is in passes below theirs)",
     "mem\nGB": "weights + K/V cache + peak activations and logits per GPU, GB = 1e9 bytes",
     "fits": "whether that memory fits in the GPU's",
     "max\nbatch": "the largest batch that fits in memory",
     "knee\nblock": "the largest block whose cached step stays memory-bound (all: every block up to the generation "
-                   "length; >limit: past the search's limit)",
+                   "length; >limit: past the search's limit; -: a scheme without a cached block step, such as mdm "
+                   "and AR)",
 }
 
 
@@ -46,10 +51,10 @@ def analyze_rows(a: dict) -> list[list]:
         if not r.get("supported"):
             rows.append([r["gpu"], "-", "-", "-", "-", "-", Styled("unsupported", "yellow"), "-", "-", "-", "-"])
             continue
-        knee = knee_label(r["knee"]["block"], a["workload"]["gen"])
+        knee = knee_label(r["knee"]["block"], a["workload"])
         rows.append([
-            r["gpu"], ms(r["time_s"]), num(r["tokens_per_s"], 4), speedup(r["time_ratio_to_ar"]),
-            num(r["arithmetic_intensity"]), num(r["achievable_ridge_flops_per_byte"]), verdict_text(r["verdict"]),
+            r["gpu"], ms(r["time_s"]), num(r["tokens_per_s"], 4), speedup(r["speedup_vs_ar"]),
+            num(r["dominant_pass_arithmetic_intensity"]), num(r["achievable_ridge_flops_per_byte"]), verdict_text(r["verdict"]),
             gb(r["memory"]["total_bytes"]), "yes" if r["memory"]["fits"] else Styled("NO", "red bold"),
             str(r["memory"]["max_batch"]), knee,
         ])

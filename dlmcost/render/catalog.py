@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .cells import gb, sig
-from .formats import to_csv, to_json, to_markdown
+from .formats import to_csv, to_markdown, typed_json
 from .output import Output, Styled
 from .page import plain
 from .tables import Column, print_fitted, table_columns
@@ -13,7 +13,7 @@ SCHEME_HEADERS = ["scheme", "knobs", "stops\nat EOS", "what it runs"]
 
 def render_schemes(entries: list[dict], fmt: str, out: Output) -> None:
     if fmt == "json":
-        out.write(to_json(entries) + "\n")
+        out.write(typed_json("schemes", entries))
         return
     if fmt == "csv":
         out.write(to_csv(entries))
@@ -32,7 +32,7 @@ def gpu_records(gpus, price_ages: dict | None = None) -> list[dict]:
     """One record per GPU; `price_ages`: each list price's age in days and whether it is stale,
     by key (`api.price_ages`)."""
     ages = price_ages or {}
-    return [dict(name=g.name, key=g.key, aliases=list(g.aliases), vendor=g.vendor, status=g.status,
+    return [dict(name=g.name, key=g.key, aliases=list(g.aliases), vendor=g.vendor, unit=g.unit, status=g.status,
                  memory_bytes=g.memory_bytes,
                  memory_as_listed=f"{g.memory_gb:g} GB" if g.memory_gb is not None else f"{g.memory_gib:g} GiB",
                  bandwidth_bytes_per_s=g.bandwidth_bytes_per_s,
@@ -49,8 +49,9 @@ GPU_HEADERS = ["GPU", "mem\nGB", "listed\nas", "BW\nTB/s", "bf16\nTF/s", "fp8\nT
 
 GPU_CAPTION = ("mem: GB = 1e9 bytes, the unit of every memory figure dlmcost prints (JSON: memory_bytes); listed as: "
                "the vendor's figure, whose 'GB' is often binary (an H100's 80 GB is 80 GiB = 85.9 GB); dense "
-               "tensor-core peaks (no sparsity); ridge = peak / bandwidth in FLOP/byte; $/h: list price per GPU-hour "
-               "(an estimate; JSON: its low-high range and source), as of its date, ! = over a year old")
+               "tensor-core peaks (no sparsity); ridge = peak / bandwidth in FLOP/byte; TPUs and Trainium are chips "
+               "and Gaudi an accelerator, not GPUs (JSON: unit); $/h: list price per GPU-hour (an estimate; JSON: "
+               "its low-high range and source), as of its date, ! = over a year old")
 
 
 GPU_PRIORITY = [0, 0, 3, 0, 1, 2, 2, 3, 4, 4, 1, 1, 2]
@@ -68,7 +69,7 @@ def price_date(r: dict) -> str:
 def render_gpus(gpus, fmt: str, out: Output, price_ages: dict | None = None) -> None:
     recs = gpu_records(gpus, price_ages)
     if fmt == "json":
-        out.write(to_json(recs) + "\n")
+        out.write(typed_json("gpus", recs))
         return
 
     def peak(r, k):
@@ -91,20 +92,21 @@ def render_gpus(gpus, fmt: str, out: Output, price_ages: dict | None = None) -> 
         print_fitted(out, columns, rows, GPU_CAPTION)
 
 
-MODEL_HEADERS = ["model", "family", "params", "active", "KV\nKiB/tok", "default\nscheme", "config"]
-# A narrow terminal keeps the id, the size, the K/V bytes (what memory planning needs) and the config status.
+MODEL_HEADERS = ["model", "family", "params", "active", "KV\nKiB/tok", "default\nscheme", "provenance"]
+# A narrow terminal keeps the id, the size, the K/V bytes (what memory planning needs) and the provenance.
 MODEL_PRIORITY = [0, 3, 0, 1, 0, 2, 1]
-MODEL_CAPTION = ("KV: bf16 K/V cache per token, all layers; config status from the bundled MANIFEST (unverified = "
-                 "third-party dimensions)")
+MODEL_CAPTION = ("KV: bf16 K/V cache per token, all layers; provenance of the config (the bundled MANIFEST): "
+                 "verbatim = the Hub's config.json, reconstructed = the upstream architecture with published "
+                 "dimensions, unverified = a third-party port's dimensions")
 
 
 def render_models(entries: list[dict], fmt: str, out: Output) -> None:
     if fmt == "json":
-        out.write(to_json(entries) + "\n")
+        out.write(typed_json("models", entries))
         return
     rows = [[e["id"], e["family"], f"{e['params_total'] / 1e9:.2f}B", f"{e['params_active'] / 1e9:.2f}B",
              sig(e['kv_bytes_per_token'] / 1024, 4), e["default_scheme"],
-             Styled(e["status"], "yellow" if e["status"] == "unverified" else "")] for e in entries]
+             Styled(e["provenance"], "yellow" if e["provenance"] == "unverified" else "")] for e in entries]
     if fmt == "csv":
         out.write(to_csv(entries))
     elif fmt == "markdown":
@@ -117,9 +119,10 @@ def render_models(entries: list[dict], fmt: str, out: Output) -> None:
 
 def render_model(info: dict, fmt: str, out: Output) -> None:
     if fmt == "json":
-        out.write(to_json(info) + "\n")
+        out.write(typed_json("model", info))
         return
-    rows = [[k, _fmt_value(v)] for k, v in info.items() if not isinstance(v, dict)]
+    # `verified` is in JSON and CSV; a table says it once, as `provenance` (as `dlmcost models` does)
+    rows = [[k, _fmt_value(v)] for k, v in info.items() if not isinstance(v, dict) and (k != "verified" or fmt == "csv")]
     for k, v in info.items():
         if isinstance(v, dict):
             rows += [[f"{k}.{kk}", _fmt_value(vv)] for kk, vv in v.items()]

@@ -13,6 +13,11 @@ from ..safe_text import shown
 VERDICT_STYLE = {"memory-bound": "cyan", "compute-bound": "magenta"}
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 user', '2 users' (`many`: an irregular plural)."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"
+
+
 def sig(x: float, digits: int) -> str:
     """`digits` significant digits, never exponent notation: a number with more whole digits
     than that is shown whole, with thousands separators (10,920, not 1.092e+04)."""
@@ -43,9 +48,9 @@ def verdict_text(v: str | None) -> Styled:
     return Styled(v.removesuffix("-bound"), VERDICT_STYLE.get(v, ""))
 
 
-def speedup(time_ratio_to_ar: float) -> str:
-    """The table shows AR latency / latency (above 1 = faster); JSON keeps `time_ratio_to_ar`."""
-    return sig(1 / time_ratio_to_ar, 3) if time_ratio_to_ar else "-"
+def speedup(speedup_vs_ar: float | None) -> str:
+    """AR latency / latency (above 1 = faster), as JSON's `speedup_vs_ar`."""
+    return "-" if speedup_vs_ar is None else sig(speedup_vs_ar, 3)
 
 
 def count(x: float | None) -> str:

@@ -163,10 +163,12 @@ def roofline(result: dict, show_ops: bool = False) -> Chart:
             return attainable_flops(x, peak, bw)
 
         ridge, achievable = peak / bw, r["achievable_ridge_flops_per_byte"]
-        knee_text = f"knee b={knee_label(r['knee']['block'], w['gen'])}"
+        # the knee as the table says it, where the scheme has a block to grow (mdm, AR: none)
+        knee_text = f"knee b={knee_label(r['knee']['block'], w)}" if uses(w, "block") else None
         ridges = f"ridge {num(achievable)} achievable, {num(ridge)} peak"
         panel.series.append(Series([lo, ridge, hi], [roof(lo), roof(ridge), roof(hi)],
-                                   label=f"{r['gpu']} roof ({compute}): {ridges}; {knee_text}", color=gi,
+                                   label=f"{r['gpu']} roof ({compute}): {ridges}" + (f"; {knee_text}" if knee_text else ""),
+                                   color=gi,
                                    linestyle=LINESTYLES[gi % len(LINESTYLES)], gid=f"roof:{r['gpu_key']}"))
         panel.series.append(Series([ridge], [peak], label="peak ridge (peak / bandwidth)" if gi == 0 else None,
                                    color=gi, marker="|", size=12, gid=f"ridge-peak:{r['gpu_key']}"))
@@ -178,7 +180,8 @@ def roofline(result: dict, show_ops: bool = False) -> Chart:
                                        label="bf16 roofs (attention)" if gi == 0 else None, color=gi,
                                        linestyle=BF16_ROOF_STYLE, width=0.8, gid=f"roof-bf16:{r['gpu_key']}"))
         if len(runs) <= RIDGE_NOTES_UP_TO:
-            panel.notes.append(Note(ridge, peak, f"{r['gpu']}: peak ridge {num(ridge)}, {knee_text}", below=True))
+            panel.notes.append(Note(ridge, peak, f"{r['gpu']}: peak ridge {num(ridge)}"
+                                    + (f", {knee_text}" if knee_text else ""), below=True))
             panel.notes.append(Note(achievable, roof(achievable), f"{r['gpu']}: achievable ridge {num(achievable)}"))
         for p in r["passes"]:
             x = p["arithmetic_intensity"]
@@ -209,7 +212,8 @@ KNOBS = ("gpu", "scheme", "prompt", "gen", "steps", "block", "batch", "tp", "ep"
 X_PREFERENCE = ("block", "batch", "gen", "prompt", "steps", "tp", "ep", "precision", "scheme", "gpu")
 COLOR_PREFERENCE = ("scheme", "precision", "gpu", "batch", "block", "gen", "prompt", "steps", "tp", "ep")
 AXIS_LABELS = dict(tokens_per_s="tokens/s", tokens_per_s_per_gpu="tokens/s per GPU", time_s="latency (s)",
-                   time_ratio_to_ar="latency / AR latency", arithmetic_intensity="arithmetic intensity (FLOP/byte)",
+                   speedup_vs_ar="speed-up vs AR (AR latency / latency)", time_ratio_to_ar="latency / AR latency",
+                   arithmetic_intensity="arithmetic intensity (FLOP/byte)",
                    block="block length b", batch="batch B", gen="generated tokens Lg", prompt="prompt tokens Lp",
                    steps="steps S", memory_total_bytes="memory (bytes)", nfe="forward passes (NFE)")
 

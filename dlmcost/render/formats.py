@@ -27,6 +27,24 @@ def to_json(obj: Any) -> str:
     return json.dumps(obj, indent=2, default=_jsonable, allow_nan=False)
 
 
+def typed_json(command: str, document) -> str:
+    """A command's `--format json`, through its typed record (dlmcost/documents.py): the keys
+    printed are the keys `dlmcost schema COMMAND` documents."""
+    from .. import documents
+
+    return to_json(documents.plain(command, document)) + "\n"
+
+
+CSV_LIST_SEPARATOR = ";"  # a list in one cell (a scheme's knobs): steps;block, never Python's ['steps', 'block']
+
+
+def csv_cell(value):
+    """A value as a CSV cell: text made safe, a list joined by CSV_LIST_SEPARATOR."""
+    if isinstance(value, (list, tuple)):
+        value = CSV_LIST_SEPARATOR.join(str(v) for v in value)
+    return safe(value) if isinstance(value, str) else value
+
+
 def to_csv(rows: list[dict]) -> str:
     import csv  # only for --format csv
 
@@ -34,7 +52,7 @@ def to_csv(rows: list[dict]) -> str:
     if rows:
         writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
         writer.writeheader()
-        writer.writerows({k: safe(v) if isinstance(v, str) else v for k, v in row.items()} for row in rows)
+        writer.writerows({k: csv_cell(v) for k, v in row.items()} for row in rows)
     return buf.getvalue()
 
 

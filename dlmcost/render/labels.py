@@ -19,12 +19,15 @@ def si(x: float | None, digits: int = 3) -> str:
     return f"{x:.{digits}g}"
 
 
-def knee_label(block: int | None, gen: int) -> str:
-    """The knee block as the tables show it: '>limit' past the search limit, 'all' when every
-    block up to the generation length stays memory-bound, else the block."""
+def knee_label(block: int | None, workload: dict) -> str:
+    """The knee block as the tables show it: '-' for a scheme without a cached block step (mdm,
+    AR: no block to grow), '>limit' past the search limit, 'all' when every block up to the
+    generation length stays memory-bound, else the block."""
+    if not uses(workload, "block"):
+        return "-"
     if block is None:
         return ">limit"
-    return "all" if block >= gen else str(block)
+    return "all" if block >= workload["gen"] else str(block)
 
 
 def uses(workload: dict, knob: str) -> bool:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from .cells import num, safe, sig
-from .formats import to_csv, to_json, to_markdown
+from .cells import num, plural, safe, sig
+from .formats import to_csv, to_markdown, typed_json
 from .output import Output
 from .tables import print_fitted, table_columns
 
@@ -19,7 +19,7 @@ PLAN_LEGEND = {
     "GPU": "the accelerator, as `dlmcost gpus` names it",
     "scheme/\nb/tpf": "the decoding: scheme / block length / tokens per forward (ar: one token per pass)",
     "R×TP\nprec": "data-parallel replicas × tensor-parallel GPUs per replica, and the weights' precision",
-    "B": "the batch limit: requests a replica runs at once",
+    "B": "the batch limit: requests a replica runs at once (JSON: max_running, serve's --max-running)",
     "p50\ns": "median end-to-end latency of the simulated requests, seconds",
     "p95\ns": "95th percentile end-to-end latency, seconds",
     "1st\nblk s": "95th percentile time to the first streamed block (AR: token), seconds",
@@ -34,7 +34,8 @@ PLAN_LEGEND = {
     PRICE_RANGE: "the same at the low and high ends of the hardware file's public price range (list prices move: "
                  "a year can double or halve them)",
     "$/Mtok\n@cap": "dollars per million output tokens at the highest load the deployment sustains within the targets",
-    "J/tok": "joules per output token at the board power envelope",
+    "J/tok": "joules per output token: board power while a replica runs passes (its busy fraction), its idle "
+             "share while idle, over the output tokens",
 }
 
 
@@ -52,7 +53,7 @@ def plan_table(records: list[dict], show_decoding: bool, price_range: bool = Fal
     def rate(x):
         return "-" if x is None else f"{x:.0f}" if x >= 100 else f"{x:.3g}"
 
-    cells = [[model(r), r["gpu"], r["decoding"], f"{r['replicas']}×{r['tp']} {r['precision']}", str(r["max_batch"]),
+    cells = [[model(r), r["gpu"], r["decoding"], f"{r['replicas']}×{r['tp']} {r['precision']}", str(r["max_running"]),
               g2(r["p50_latency_s"]), g2(r["p95_latency_s"]), g2(r["p95_first_block_s"]),
               num(r["tokens_per_s_per_user"]), rate(r.get("output_tokens_per_s")), rate(r.get("tokens_per_s_per_gpu")),
               num(r["capacity_rps"]), f"{100 * r['headroom']:,.0f}",
@@ -70,17 +71,13 @@ def plan_table(records: list[dict], show_decoding: bool, price_range: bool = Fal
     return headers, rows
 
 
-PLAN_CSV_KEYS = ("model", "gpu", "replicas", "tp", "gpus", "precision", "scheme", "block", "tpf", "decoding", "max_batch",
-                 "p50_latency_s", "p95_latency_s", "p99_latency_s", "p95_first_block_s", "tokens_per_s_per_user",
-                 "served_rps", "output_tokens_per_s", "tokens_per_s_per_gpu", "capacity_rps", "sustained_rps",
-                 "headroom", "usd_per_hour", "usd_per_mtok", "usd_per_mtok_low", "usd_per_mtok_high",
-                 "usd_per_mtok_at_capacity", "joules_per_token", "price_per_gpu_hour", "price_per_gpu_hour_low",
-                 "price_per_gpu_hour_high", "price_source", "pareto", "absurd")
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """'1 user', '2 users' (`many`: an irregular plural)."""
-    return f"{n:,} {word if n == 1 else many or word + 's'}"
+PLAN_CSV_KEYS = ("model", "gpu", "replicas", "tp", "gpus", "precision", "scheme", "block", "tpf", "decoding",
+                 "max_running", "p50_latency_s", "p95_latency_s", "p99_latency_s", "p95_first_block_s",
+                 "tokens_per_s_per_user", "served_rps", "output_tokens_per_s", "tokens_per_s_per_gpu", "capacity_rps",
+                 "sustained_rps", "headroom", "usd_per_hour", "usd_per_mtok", "usd_per_mtok_low", "usd_per_mtok_high",
+                 "usd_per_mtok_at_capacity", "gpu_busy_fraction", "joules_per_token", "price_per_gpu_hour",
+                 "price_per_gpu_hour_low", "price_per_gpu_hour_high", "price_source", "pareto", "absurd",
+                 "max_batch")  # max_batch: max_running's deprecated alias, for one release
 
 
 def _listed(n: int, word: str, values: list, many: str | None = None) -> str:
@@ -151,14 +148,14 @@ def plan_csv_rows(p: dict) -> list[dict]:
     return [dict(set=name, **{k: r.get(k) for k in PLAN_CSV_KEYS}) for name, r in rows]
 
 
-def render_plan(p: dict, fmt: str, out: Output, top: int = 15, charts: list | None = None) -> None:
+def render_plan(p: dict, fmt: str, out: Output, top: int | None = 15, charts: list | None = None) -> None:
     """The plan in `fmt`; the table and Markdown show the first `top` deployments, the HTML page
     every one."""
     if fmt == "html":
         out.write(plan_page(p, charts or []))
         return
     if fmt == "json":
-        out.write(to_json(p) + "\n")
+        out.write(typed_json("plan", p))
         return
     if fmt == "csv":
         out.write(to_csv(plan_csv_rows(p)))
@@ -170,7 +167,8 @@ def render_plan(p: dict, fmt: str, out: Output, top: int = 15, charts: list | No
     caption = ("ranked by $/Mtok at the offered load (* = on the cost/latency Pareto front); R×TP: replicas × "
                "tensor-parallel GPUs; B: batch limit; 1st blk: time to the first streamed block (AR: token); "
                "tok/s/user: median answer tokens / latency; cap: saturation throughput, head: its margin over "
-               "the load; prices: dated list-price estimates; J/tok: board power envelope")
+               "the load; prices: dated list-price estimates; J/tok: board power while busy, its idle share while idle, "
+               "over output tokens")
     sections = []
     if shown:
         more = f" (first {len(shown)} of {len(p['deployments'])}; json, csv and html list all)" if len(p["deployments"]) > len(shown) else ""
@@ -226,7 +224,7 @@ def deployment(d: dict) -> str:
     """'LLaDA2.0-mini on 2 × MI300X (TP 1, fp8), block/32/1 decoding, batch limit 256'."""
     model = d.get("model", "").rpartition("/")[2]
     return (f"{safe(model)} on {d['replicas']} × {safe(d['gpu'])} (TP {d['tp']}, {d['precision']}), "
-            f"{safe(d['decoding'])} decoding, batch limit {d['max_batch']}")
+            f"{safe(d['decoding'])} decoding, batch limit {d['max_running']}")
 
 
 def plan_page(p: dict, charts: list) -> str:

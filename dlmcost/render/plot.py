@@ -13,10 +13,9 @@ from pathlib import Path
 
 from .charts import GRAY, Chart
 from .labels import si
-from ..errors import MissingExtraError, UsageError
+from ..errors import MissingExtraError, UsageError, install_hint
 from ..safe_text import shown
 
-INSTALL_HINT = "pip install 'dlmcost[plot]'"
 FILE_FORMATS = (".png", ".svg")
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 PANEL_SIZE_IN = (6.4, 4.6)
@@ -37,12 +36,12 @@ def require(what: str = "--plot") -> None:
         import matplotlib  # noqa: F401
         import matplotlib.figure  # noqa: F401 - what figure() draws with; loaded here, before any work
     except ImportError:
-        raise MissingExtraError(f"{what} needs matplotlib, which is not installed: {INSTALL_HINT}") from None
+        raise MissingExtraError(f"{what} needs matplotlib, which is not installed: {install_hint('plot')}") from None
     except Exception as exc:  # noqa: BLE001 - whatever the installed matplotlib raises
         reason = " ".join(str(exc).split()) or "no message"
         raise MissingExtraError(
             f"{what} needs matplotlib, which failed to load ({type(exc).__name__}: {shown(reason)}): "
-            f"check MPLCONFIGDIR and its matplotlibrc, or reinstall: {INSTALL_HINT}") from None
+            f"check MPLCONFIGDIR and its matplotlibrc, or reinstall: {install_hint('plot')}") from None
 
 
 def check_path(path: str) -> Path:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .output import Output
-from .formats import to_csv, to_json, to_markdown
+from .formats import to_csv, to_markdown, typed_json
 from .tables import print_fitted, table_columns
 
 POINT_HEADERS = ["point", "GPU", "measured\nms/fwd", "before\nms/fwd", "before\nerror", "after\nms/fwd", "after\nerror"]
@@ -29,7 +29,7 @@ def render_calibration(result: dict, written: str, fmt: str, out: Output) -> Non
                    points=[dict(id=b["id"], gpu=b["gpu"], measured_ms=b["measured_ms"], before_ms=b["predicted_ms"],
                                 before_error=b["error"], after_ms=a["predicted_ms"], after_error=a["error"])
                            for b, a in zip(result["before"], result["after"])])
-        out.write(to_json(doc) + "\n")
+        out.write(typed_json("calibrate", doc))
         return
     if fmt == "csv":
         out.write(to_csv([dict(zip((h.replace("\n", " ") for h in POINT_HEADERS), r)) for r in rows]))
@@ -54,7 +54,7 @@ def render_measure(result: dict, fmt: str, out: Output) -> None:
     rows = [[f["name"], f"{f['q']:g}", f"{f['c']:g}", "causal" if f["causal"] else "bidirectional", f"{f['count']:g}", f"{f['measured_ms']:.4g}",
              f"{f['predicted_ms']:.4g}", f"{f['predicted_ms'] / f['measured_ms']:.3g}"] for f in result["families"]]
     if fmt == "json":
-        out.write(to_json(result) + "\n")
+        out.write(typed_json("measure", result))
     elif fmt == "csv":
         out.write(to_csv([dict(zip((h.replace("\n", " ") for h in headers), r)) for r in rows]))
     elif fmt == "markdown":

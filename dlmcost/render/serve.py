@@ -8,10 +8,12 @@ Numbers: three significant digits; json and csv carry every value in full.
 
 from __future__ import annotations
 
+import math
+
 from .charts import Chart, Note, Panel, Series, _log_scaled, short_model
 from .output import Output
-from .cells import num
-from .formats import to_csv, to_json, to_markdown
+from .cells import num, plural
+from .formats import to_csv, to_markdown, typed_json
 from .tables import print_fitted, table_columns
 
 CURVE_HEADERS = ["load", "req/s", "out\ntok/s", "tok/s\n/GPU", "tok/s\n/user", "TTFB\np50 s", "gap\np50 s",
@@ -23,14 +25,17 @@ CAPTION = ("req/s, tok/s: completed in the measured window; tok/s/GPU: output to
            "tok/s/user: median answer tokens / end-to-end latency; TTFB: arrival to the first streamed block "
            "(AR: token); gap: a request's mean time between streamed blocks (AR: tokens); busy: share of the "
            "time a replica runs passes; run: mean running requests per replica; * = Pareto front of tok/s/GPU "
-           "against tok/s/user; ! = overloaded (under 95% of the rate served: queues grow); $/Mtok at list price (estimate); J/tok: board power envelope")
+           "against tok/s/user; ! = overloaded (under 95% of the arrivals served: queues grow); x = misses a target (--p95..., "
+           "listed on stderr); $/Mtok at list price (estimate); J/tok: board power while busy, its idle share while "
+           "idle, over output tokens")
 
 
 CURVE_LEGEND = {
     "#": "the deployment, numbered as in the header",
     "load": "the load: c=N concurrent users (closed loop), a rate in requests/s (open loop), a batch job "
             "(requests × in parallel) or a trace; * = on the Pareto front of tok/s/GPU against tok/s/user, "
-            "! = overloaded (under 95% of the rate served: queues grow)",
+            "! = overloaded (under 95% of the arrivals served: queues grow), x = misses a target (--p95...; which "
+            "ones: stderr, and the misses column of JSON and CSV)",
     "req/s": "requests completed per second in the measured window",
     "out\ntok/s": "output tokens per second: requests/s × mean answer tokens",
     "tok/s\n/GPU": "output tokens/s over replicas × TP GPUs",
@@ -43,7 +48,8 @@ CURVE_LEGEND = {
     "run\nmean": "mean running requests per replica",
     "$/Mtok": "dollars per million output tokens at the hardware file's list price (an estimate)",
     "$/Mtok\nlow–high": "the same at the low and high ends of the hardware file's public price range",
-    "J/tok": "joules per output token at the board power envelope",
+    "J/tok": "joules per output token: board power while a replica runs passes (busy %), its idle share while "
+             "idle, over the output tokens",
 }
 LATENCY_LEGEND = {
     "#": "the deployment, numbered as in the header",
@@ -88,7 +94,7 @@ def curve_table(record: dict) -> tuple[list[str], list[list[str]]]:
     rows = []
     curve = sum(len(d["points"]) for d in record["deployments"]) > 1
     for i, _, p in _points(record):
-        mark = ("*" if p["pareto"] and curve else "") + ("!" if p["overloaded"] else "")
+        mark = ("*" if p["pareto"] and curve else "") + ("!" if p["overloaded"] else "") + ("x" if p["misses"] else "")
         rows.append(([str(i)] if i else []) + [
             short_load(p) + mark,
             n3(p["requests_per_s"]), n3(p["output_tokens_per_s"]), n3(p["output_tokens_per_s_per_gpu"]),
@@ -113,7 +119,7 @@ def latency_table(record: dict) -> tuple[list[str], list[list[str]]]:
 def deployment_lines(d: dict) -> list[str]:
     ep = f" EP{d['ep']}" if d["ep"] > 1 else ""
     lines = [f"{d['model']} on {d['replicas']}× {d['gpu']} TP{d['tp']}{ep} {d['precision']} "
-             f"({d['gpus']} GPU{'s' if d['gpus'] > 1 else ''}) · {d['decoding']}"
+             f"({plural(d['gpus'], d['unit'])}) · {d['decoding']}"
              + (f", spread {d['tpf_spread']:g}" if d["tpf_spread"] else "") + f" · stack {d['stack']}",
              f"running ≤ {d['max_running']}{' (+ first blocks)' if d.get('first_block_outside_limit') else ''} "
              f"per replica ({d['max_running_source']}; memory fits "
@@ -157,6 +163,39 @@ def pareto_line(record: dict) -> str | None:
            + ", ".join(names)
 
 
+def collapsed_note(record: dict) -> str | None:
+    """A word when a load's latency percentiles are all one value (p50 = p90 = p99): every measured
+    request took the same time, as in a closed loop whose requests all have the same lengths (each
+    user's next request meets the same batch as the last), so the percentiles say nothing of a tail."""
+    loads = [(f"#{i} " if i else "") + short_load(p) for i, _, p in _points(record)
+             if p["requests"] > 1 and p["latency_s"]["median"] is not None
+             and math.isclose(p["latency_s"]["median"], p["latency_s"]["p99"], rel_tol=1e-9)]
+    if not loads:
+        return None
+    return (f"p50 = p90 = p99 at {', '.join(loads)}: every measured request took the same time (fixed prompt and "
+            f"answer lengths, each request meeting the same batch), so there is no tail to show; give lengths as "
+            f"percentiles (--answer 'p50:N,p90:M'), a --tpf-spread, or an open-loop --rate for one")
+
+
+# The latency targets' names (plan's keys and serve's --p50/--p95/--p99/--first-block-p95), beside
+# the full distributions: a key means the same in serve's CSV, plan's and `--require`.
+TARGET_COLUMNS = (("p50_latency_s", "latency_s", "median"), ("p95_latency_s", "latency_s", "p95"),
+                  ("p99_latency_s", "latency_s", "p99"), ("p95_first_block_s", "ttfb_s", "p95"))
+CSV_KEYS = ("deployment", "model", "gpu", "replicas", "tp", "ep", "precision", "decoding", "release", "max_running",
+            "load", "concurrency", "rate", "requests", "requests_per_s", "output_tokens_per_s", "total_tokens_per_s",
+            "output_tokens_per_s_per_gpu", "tokens_per_s_per_user",
+            *(f"{key.removesuffix('_s')}_{stat}_s" for key, _ in METRICS for stat in ("mean", "median", "p90", "p95", "p99")),
+            *(name for name, _, _ in TARGET_COLUMNS), "gpu_busy_fraction", "mean_running", "usd_per_mtok",
+            "usd_per_mtok_low", "usd_per_mtok_high", "joules_per_token", "makespan_s", "overloaded", "pareto", "meets_targets", "misses")
+"""serve's CSV columns: the keys `serve --require` names."""
+
+
+def miss_text(m: dict) -> str:
+    """A missed target as `serve` and `plan` say it: 'p95_latency_s 3.6 > 1' (a floor: '<')."""
+    op = "<" if m["target"].startswith("min_") else ">"
+    return f"{m['target']} {m['value']:.4g} {op} {m['limit']:.4g}"
+
+
 def csv_rows(record: dict) -> list[dict]:
     out = []
     for i, entry in enumerate(record["deployments"], 1):
@@ -170,12 +209,14 @@ def csv_rows(record: dict) -> list[dict]:
                       "tokens_per_s_per_user"):
                 row[k] = p[k]
             for key, _ in METRICS:
-                for stat in ("mean", "median", "p90", "p99"):
+                for stat in ("mean", "median", "p90", "p95", "p99"):
                     row[f"{key.removesuffix('_s')}_{stat}_s"] = p[key][stat]
+            row.update({name: p[key][stat] for name, key, stat in TARGET_COLUMNS})
             row.update(gpu_busy_fraction=p["gpu_busy_fraction"], mean_running=p["mean_running"],
                        usd_per_mtok=p["usd_per_mtok"], usd_per_mtok_low=p.get("usd_per_mtok_low"),
                        usd_per_mtok_high=p.get("usd_per_mtok_high"), joules_per_token=p["joules_per_token"],
-                       makespan_s=p["makespan_s"], overloaded=p["overloaded"], pareto=p["pareto"])
+                       makespan_s=p["makespan_s"], overloaded=p["overloaded"], pareto=p["pareto"],
+                       meets_targets=p["meets_targets"], misses="; ".join(miss_text(m) for m in p["misses"]))
             out.append(row)
     return out
 
@@ -185,12 +226,12 @@ def render_serve(record: dict, fmt: str, out: Output, charts: list | None = None
         out.write(serve_page(record, charts or []))
         return
     if fmt == "json":
-        out.write(to_json(record) + "\n")
+        out.write(typed_json("serve", record))
         return
     if fmt == "csv":
         out.write(to_csv(csv_rows(record)))
         return
-    rates = [line for line in [pareto_line(record)] if line] + max_rate_lines(record)
+    rates = [line for line in [pareto_line(record), collapsed_note(record)] if line] + max_rate_lines(record)
     tables = []
     if any(entry["points"] for entry in record["deployments"]):
         tables = [("what the deployment delivers", curve_table(record), CAPTION),
@@ -371,7 +412,8 @@ def serve_page(record: dict, charts: list) -> str:
         sections.append("<h2>what the deployment delivers</h2>" + page.table(headers, rows, legend=CURVE_LEGEND))
         headers, rows = latency_table(record)
         sections.append("<h2>latency (measured requests)</h2>" + page.table(headers, rows, legend=LATENCY_LEGEND))
-    lines = [line for line in [pareto_line(record)] if line] + saturation_lines(record) + max_rate_lines(record)
+    lines = ([line for line in [pareto_line(record), collapsed_note(record)] if line] + saturation_lines(record)
+             + max_rate_lines(record))
     sections += [f"<p>{page.text(line)}</p>" for line in lines]
     models = ", ".join(dict.fromkeys(e["deployment"]["model"] for e in record["deployments"]))
     return page.page(f"dlmcost serve: {models}", header(record), sections, summary=serve_summary(record))

@@ -15,8 +15,9 @@ SWEEP_HEADERS = ["model", "GPU", "scheme", "Lp", "Lg", "S", "b", "B", "prec", "t
 # same in every row goes before anything else (its value is named in the note).
 SWEEP_PRIORITY = [0, 0, 0, 3, 3, 2, 1, 1, 1, 1, 5, 0, 0, 3, 4, 2, 0]
 SWEEP_CAPTION = ("Lp/Lg: prompt/generated tokens; S: denoising steps; b: block length; B: batch; tok/s: the "
-                 "tensor-parallel group's; speed-up vs AR: AR decode latency / latency (above 1 = faster); "
-                 "fit: weights + K/V + activations within the GPU's memory")
+                 "tensor-parallel group's; speed-up vs AR: AR decode latency / latency (above 1 = faster); AI: of "
+                 "the pass family taking the most time; bound: time-weighted over passes; fit: weights + K/V + "
+                 "activations within the GPU's memory")
 SWEEP_KNOBS = {3: "prompt", 4: "gen", 5: "steps", 6: "block", 7: "batch", 8: "precision"}
 SWEEP_LEGEND = {
     "model": "the model of the row",
@@ -33,7 +34,8 @@ SWEEP_LEGEND = {
     "latency\nms": "time of the whole generation, milliseconds",
     "tok/s": "generated tokens / latency, the whole tensor-parallel group's",
     "speed-up\nvs AR ×": "AR decode latency / this latency; above 1 = faster than AR",
-    "AI\nFLOP/B": "arithmetic intensity: FLOPs / bytes moved over the generation",
+    "AI\nFLOP/B": "arithmetic intensity (FLOPs / bytes moved) of the pass family taking the most time (JSON: "
+                  "dominant_pass_arithmetic_intensity)",
     "bound": "memory or compute: time-weighted over the passes, each against its own achievable ridge",
     "fit": "weights + K/V + activations within the GPU's memory",
 }
@@ -56,8 +58,8 @@ def _sweep_cells(rows: list[dict], all_rows: list[dict]) -> tuple[list[str], lis
     keep = [bool(rows) and "model" in rows[0]] + [True] * 7 + [show_prec, show_tp] + [True] * 7
     cells = [[r.get("model"), r["gpu"], r["scheme"], str(r["prompt"]), str(r["gen"]), count(r["steps"]),
               "-" if r["block"] is None else str(r["block"]), str(r["batch"]), r["precision"], f"{r['tp']}/{r['ep']}",
-              count(r["nfe"]), ms(r["time_s"]), num(r["tokens_per_s"], 4), speedup(r["time_ratio_to_ar"]),
-              num(r["arithmetic_intensity"]), verdict_text(r["verdict"]),
+              count(r["nfe"]), ms(r["time_s"]), num(r["tokens_per_s"], 4), speedup(r["speedup_vs_ar"]),
+              num(r["dominant_pass_arithmetic_intensity"]), verdict_text(r["verdict"]),
               "yes" if r["fits"] else Styled("NO", "red bold")] for r in rows]
     index = [i for i, k in enumerate(keep) if k]
     return [SWEEP_HEADERS[i] for i in index], [[row[i] for i in index] for row in cells], index

@@ -38,7 +38,10 @@ class _Axis:
         f = math.log10 if self.log else float
         lo, hi = (min(map(f, vals)), max(map(f, vals))) if vals else (0.0, 1.0)
         pad = (hi - lo) * 0.04 or (0.5 if self.log else abs(lo) * 0.1 or 1.0)
-        self.lo, self.hi, self.cells = lo - pad, hi + pad, cells
+        # a linear axis of values none of which is negative (tokens/s, latency) starts at 0 at the
+        # lowest: padded below it, it drew ticks no value can have (-114 tok/s)
+        below = lo - pad if self.log or lo < 0 else max(lo - pad, 0.0)
+        self.lo, self.hi, self.cells = below, hi + pad, cells
 
     def cell(self, v: float) -> int | None:
         if self.log and v <= 0:

@@ -14,6 +14,7 @@ from ..engine.schemes import autoregressive_scheme, get_scheme
 from ..engine.workload import SCHEMES
 from ..errors import DlmcostWarning, UsageError
 from ..inputs.models import ModelSpec
+from ..analysis.records import ignored_knobs_warning
 from .steptime import Decoding
 
 
@@ -48,6 +49,10 @@ def choose_decodings(model: ModelSpec, given: list | None, *, median_answer: flo
     if not given:
         return [_own_decoding(model, name) for name in own]
     default = model.sampler.scheme if model.sampler else autoregressive_scheme()
+    schemes = list(dict.fromkeys(d.scheme or default for d in given))
+    knobs = [k for k in ("block", "tpf", "steps") if any(getattr(d, k) is not None for d in given)]
+    if knobs and all(s in SCHEMES and get_scheme(s).autoregressive for s in schemes):  # one token per pass
+        warnings.warn(ignored_knobs_warning(schemes[0], knobs), DlmcostWarning, stacklevel=2)
     out, foreign = [], []
     for d in given:
         scheme = d.scheme or default
@@ -63,6 +68,12 @@ def choose_decodings(model: ModelSpec, given: list | None, *, median_answer: flo
             out.append(Decoding(scheme, None, 1.0))
             continue
         tpf = d.tpf if d.tpf is not None else (median_answer / d.steps if d.steps and median_answer else 1.0)
+        if tpf < 1 and not get_scheme(scheme).takes_drafter:
+            warnings.warn(f"{scheme} at {tpf:.3g} tokens per forward: more passes than tokens, so some steps commit "
+                          f"no token", DlmcostWarning, stacklevel=2)
+        elif tpf < 1:
+            raise UsageError(f"decoding: {tpf:g} accepted tokens per iteration is fewer than the one every "
+                             f"iteration of {scheme} accepts (the verifier's own token)")
         block = d.block
         if block is None and (scheme not in foreign or get_scheme(scheme).uses("block")):
             # the model's own block (LLaDA's semi-autoregressive mdm too), else the scheme's

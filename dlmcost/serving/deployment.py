@@ -25,8 +25,8 @@ from ..engine.schemes import get_scheme
 from ..errors import UsageError, WorkloadError
 from ..inputs.stacks import DEFAULT_STACK
 from .loads import ClosedLoop, BatchJob, OpenLoop, TraceReplay
-from .costs import joules_per_token, price_range, usd_per_hour, usd_per_mtok, usd_per_mtok_range
-from .targets import Targets
+from .costs import IDLE_POWER_FRACTION, joules_per_token, price_range, usd_per_hour, usd_per_mtok, usd_per_mtok_range
+from .targets import Miss, Targets
 from . import behaviour
 from .behaviour import DEFAULT_MAX_RUNNING, DEFAULT_RELEASE  # noqa: F401  (serve's defaults, documented here)
 from .simulate import RELEASES, ClassTable, SimResult, in_flight_cap
@@ -85,6 +85,7 @@ class Prepared:
 
     model: str
     gpu_name: str
+    unit: str  # what one accelerator is called: GPU, chip...
     gpus: int  # per deployment: replicas x TP
     setup: Setup
     decoding: Decoding
@@ -137,11 +138,12 @@ class Point:
     usd_per_mtok: float | None
     joules_per_token: float | None
     makespan_s: float | None = None  # batch job and trace: first arrival to last answer
-    overloaded: bool = False  # open loop: less than SUSTAIN_FRACTION of the rate served (queues grow)
+    overloaded: bool = False  # open loop: under SUSTAIN_FRACTION of the arrivals served (queues grow)
     pareto: bool = False
     misses: list = field(default_factory=list)
     usd_per_mtok_low: float | None = None  # $/Mtok at the low and high ends of the price range
     usd_per_mtok_high: float | None = None
+    meets_targets: bool | None = None  # None: no targets given
 
     def record(self) -> dict:
         return asdict(self)
@@ -170,15 +172,24 @@ class Comparison:
         return dict(deployments=[r.record() for r in self.results],
                     pareto=[[i, j] for i, r in enumerate(self.results) for j, p in enumerate(r.points) if p.pareto])
 
+    def to_pandas(self):
+        """A pandas DataFrame (the `pandas` extra): one row per load point of every deployment,
+        its deployment's settings as `deployment.*` columns and each statistic dotted (`latency_s.p99`)."""
+        from ..dataframes import from_records
+
+        return from_records([dict(number=i, deployment=r.deployment, **p.record())
+                             for i, r in enumerate(self.results, 1) for p in r.points], drop=("misses",))
+
 
 def stats(values: np.ndarray) -> dict:
-    """Mean, median, p90, p99 (numpy's linear interpolation between order statistics); NaNs ignored."""
+    """Mean, median, p90, p95, p99 (numpy's linear interpolation between order statistics, as the
+    targets are checked); NaNs ignored."""
     v = np.asarray(values, float)
     v = v[~np.isnan(v)]
     if not len(v):
-        return dict(mean=None, median=None, p90=None, p99=None)
-    p50, p90, p99 = np.percentile(v, [50, 90, 99])
-    return dict(mean=float(v.mean()), median=float(p50), p90=float(p90), p99=float(p99))
+        return dict(mean=None, median=None, p90=None, p95=None, p99=None)
+    p50, p90, p95, p99 = np.percentile(v, [50, 90, 95, 99])
+    return dict(mean=float(v.mean()), median=float(p50), p90=float(p90), p95=float(p95), p99=float(p99))
 
 
 # --- preparing the deployment --------------------------------------------------------------------
@@ -231,7 +242,8 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     if price is None and gpu.price_per_hour is not None:
         price, price_source = gpu.price_per_hour.usd, f"list price as of {gpu.price_per_hour.as_of} (estimate)"
     price_low, price_high = price_range(price, price_source, gpu.price_per_hour)
-    return Prepared(model=spec.id, gpu_name=gpu.name, gpus=setup.replicas * setup.tp, setup=setup, decoding=decoding,
+    return Prepared(model=spec.id, gpu_name=gpu.name, unit=gpu.unit, gpus=setup.replicas * setup.tp, setup=setup,
+                    decoding=decoding,
                     release=pol.release, max_running=pol.max_running,
                     first_block_outside_limit=pol.first_block_outside_limit, prompt_prefill=pol.prompt_prefill,
                     release_source=pol.release_source,
@@ -316,7 +328,7 @@ def _resample(cls: np.ndarray, n: int) -> np.ndarray:
 
 def _measure(prep: Prepared, load, replicas: list[_Replica], synthetic: bool, targets: Targets | None) -> Point:
     lat, ttfb, gap, tokens, prompts = [], [], [], [], []
-    rps = 0.0
+    rps = offered = 0.0
     busy = span = in_service = 0.0
     makespan = None
     units = np.asarray(prep.table.units, float)
@@ -332,6 +344,9 @@ def _measure(prep: Prepared, load, replicas: list[_Replica], synthetic: bool, ta
         tokens.append(prep.answer_tokens[c])
         prompts.append(prep.prompt_tokens[c])
         rps += _rate(r, w, synthetic)
+        # arrivals per second by the same estimator over the same window: a sample's own rate, which
+        # differs from the nominal one by its draws (at 500 requests by a few percent either way)
+        offered += behaviour.completion_rate(r.arrival_s, w, r.end_s) if isinstance(load, OpenLoop) else 0.0
         busy += r.busy_s
         span += r.end_s
         in_service += r.in_service_s
@@ -352,12 +367,14 @@ def _measure(prep: Prepared, load, replicas: list[_Replica], synthetic: bool, ta
               ttfb_s=stats(ttfb), inter_block_s=stats(gap), latency_s=stats(lat),
               gpu_busy_fraction=busy / span if span > 0 else 0.0, mean_running=in_service / span if span > 0 else 0.0,
               usd_per_mtok=usd_per_mtok(hour, out_tps) if hour is not None and out_tps > 0 else None,
-              joules_per_token=joules_per_token(gpus, prep.power_w, s.power_utilisation, out_tps) if out_tps > 0 else None,
+              joules_per_token=joules_per_token(gpus, prep.power_w, s.power_utilisation, out_tps,
+                                                busy_fraction=busy / span if span > 0 else 0.0) if out_tps > 0 else None,
               makespan_s=makespan,
-              overloaded=isinstance(load, OpenLoop) and rps < SUSTAIN_FRACTION * load.rate)
+              overloaded=isinstance(load, OpenLoop) and rps < SUSTAIN_FRACTION * offered)
     p.usd_per_mtok_low, p.usd_per_mtok_high = usd_per_mtok_range(gpus, prep.price_low, prep.price_high, out_tps)
-    if targets is not None:
+    if targets is not None and targets.as_dict():
         p.misses = _misses(p, lat, ttfb, targets)
+        p.meets_targets = not p.misses
     return p
 
 
@@ -431,8 +448,20 @@ def max_rate(prep: Prepared, targets: Targets, *, arrival: str = "poisson", cv: 
         for _ in range(MAX_RATE_STEPS):
             mid = (lo + hi) / 2
             lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    reason = None
+    if lo <= 0:  # what the lowest rate tried missed: the answer "none" says why
+        p = evaluate(prep, OpenLoop(hi, arrival, cv), requests=requests, seed=seed, targets=targets)
+        reason = why_not(p, hi)
     return dict(rate=lo if lo > 0 else None, saturation_rate=top, targets=targets.as_dict(), arrival=arrival,
-                bisection_steps=MAX_RATE_STEPS, resolution_rps=top / 2 ** MAX_RATE_STEPS)
+                bisection_steps=MAX_RATE_STEPS, resolution_rps=top / 2 ** MAX_RATE_STEPS, reason=reason)
+
+
+def why_not(p: Point, rate: float) -> str:
+    """Why a load fails: the targets it misses (value against limit), or the rate it does not keep up with."""
+    missed = [Miss(m["target"], m["value"], m["limit"]).describe() for m in p.misses]
+    if p.overloaded:
+        missed.append(f"served {p.requests_per_s:.4g} req/s, under {SUSTAIN_FRACTION:.0%} of its arrivals (queues grow)")
+    return f"at {rate:.4g} req/s: " + "; ".join(missed)
 
 
 def _memory_limit(table: ClassTable) -> int | None:
@@ -443,7 +472,7 @@ def _memory_limit(table: ClassTable) -> int | None:
 
 def describe(prep: Prepared) -> dict:
     s = prep.setup
-    return dict(model=prep.model, gpu=prep.gpu_name, tp=s.tp, ep=s.ep, replicas=s.replicas, gpus=prep.gpus,
+    return dict(model=prep.model, gpu=prep.gpu_name, unit=prep.unit, tp=s.tp, ep=s.ep, replicas=s.replicas, gpus=prep.gpus,
                 precision=s.precision, decoding=prep.decoding.label, scheme=prep.decoding.scheme,
                 block=prep.decoding.block, tpf=prep.decoding.tpf, tpf_spread=s.tpf_spread,
                 max_running=prep.max_running, max_running_source=prep.max_running_source,
@@ -452,7 +481,7 @@ def describe(prep: Prepared) -> dict:
                 release=prep.release, release_source=prep.release_source, stack=s.stack or DEFAULT_STACK,
                 price_per_gpu_hour=prep.price, price_source=prep.price_source,
                 price_per_gpu_hour_low=prep.price_low, price_per_gpu_hour_high=prep.price_high, board_power_w=prep.power_w,
-                power_utilisation=s.power_utilisation)
+                idle_power_fraction=IDLE_POWER_FRACTION, power_utilisation=s.power_utilisation)
 
 
 def serve(model, loads, setup: Setup | None = None, *, prompt=256, answer=None, targets: Targets | None = None,

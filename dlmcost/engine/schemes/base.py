@@ -150,6 +150,12 @@ class Scheme:
     def uses(self, knob: str, logits_committed: bool = False) -> bool:
         return knob in self.knobs or (logits_committed and knob in self.logit_knobs)
 
+    def ignored(self, given, logits_committed: bool = False) -> list[str]:
+        """The knobs among `given` (names) whose cost this scheme does not read; tokens per forward
+        (`tpf`) sets the steps, so it goes where the steps go."""
+        return [k for k in given if k in (*SCHEME_KNOBS, "tpf")
+                and not self.uses("steps" if k == "tpf" else k, logits_committed)]
+
     @property
     def stops_at_eos(self) -> bool:
         return self.stops != "never"

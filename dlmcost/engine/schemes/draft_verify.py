@@ -22,7 +22,9 @@ from .base import Knobs, family, scheme, whole_sequence
 def _checks(k: Knobs):
     accepted = k.gen / k.steps
     return [(accepted <= k.block + 1 + 1e-9,
-             "{tpf:g} accepted tokens per iteration is more than the {block:g} drafts plus one can give")]
+             "{tpf:g} accepted tokens per iteration is more than the {block:g} drafts plus one can give"),
+            (accepted >= 1 - 1e-9, "{tpf:g} accepted tokens per iteration is fewer than the one every iteration "
+             "accepts (the verifier's own token): more steps than tokens")]
 
 
 @scheme("draft-verify", summary="draft k tokens, verify them causally (TiDAR self-speculative, or a drafter "

@@ -331,6 +331,16 @@ def _cached_config(repo_id: str, revision: str) -> tuple[str | None, bool]:
     return None, found is not None  # huggingface_hub's _CACHED_NO_EXIST sentinel
 
 
+def is_cached(repo_id: str, revision: str | None = None) -> bool:
+    """Whether the Hugging Face cache holds this repository's config.json (no network)."""
+    _load_hub()
+    try:
+        with _quiet():
+            return _cached_config(repo_id, revision or "main")[0] is not None
+    except Exception:  # noqa: BLE001 - an unreadable cache holds nothing we can use
+        return False
+
+
 def _locate_config(repo_id: str, revision: str, timeout_s: float | None) -> tuple[str, str]:
     """(local path of config.json, "cache" | "hub"); raises client exceptions untranslated."""
     from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url

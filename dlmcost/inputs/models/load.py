@@ -54,8 +54,9 @@ def _check_finite(value: Any) -> None:
 
 
 def spec_from_mapping(data: Any, *, model_id: str, source: str, revision: str | None = None,
-                      verified: bool = True) -> ModelSpec:
-    """A config.json-style mapping or a dlmcost-schema mapping -> ModelSpec."""
+                      verified: bool = True, provenance: str | None = None) -> ModelSpec:
+    """A config.json-style mapping or a dlmcost-schema mapping -> ModelSpec. `provenance`: a
+    bundled config's MANIFEST status; otherwise the Hub's file is verbatim, a local one local."""
     if not isinstance(data, dict):
         raise ConfigError(f"model config for '{shown(model_id)}' must be a mapping of fields, got {type(data).__name__}")
     _check_finite(data)
@@ -64,11 +65,13 @@ def spec_from_mapping(data: Any, *, model_id: str, source: str, revision: str | 
         fields.setdefault("id", model_id)
         fields.setdefault("family", "custom")
         fields["source"] = source
+        fields["provenance"] = provenance or "local"
         where = "dlmcost schema"
     else:
         family = detect(data)
         fields = family.parse(data)
-        fields.update(id=model_id, source=source, revision=revision, verified=verified, sampler=family.sampler)
+        fields.update(id=model_id, source=source, revision=revision, verified=verified, sampler=family.sampler,
+                      provenance=provenance or ("verbatim" if source in ("hub", "cache") else "local"))
         where = f"{family.description} config"
     try:
         return ModelSpec.model_validate(fields)
@@ -123,8 +126,49 @@ def bundled_ids() -> list[str]:
 
 
 def _bundled_key(model_id: str) -> str | None:
+    """The bundled id `model_id` names, whatever its case, with or without the organisation
+    (`llada2.0-mini`, `LLaDA-8B-Instruct`); None if none. A bare name that two organisations
+    share is refused with both ids."""
     lower = {k.lower(): k for k in bundled_manifest()}
-    return lower.get(model_id.lower())
+    if model_id.lower() in lower or "/" in model_id:
+        return lower.get(model_id.lower())
+    named = [k for k in bundled_manifest() if k.split("/", 1)[-1].lower() == model_id.lower()]
+    if len(named) > 1:
+        raise UnknownModelError(f"'{shown(model_id)}' names several bundled models: {', '.join(named)}; give the "
+                                f"organisation too")
+    return named[0] if named else None
+
+
+def _unknown(arg: str) -> UnknownModelError:
+    """A name that is neither a file nor a bundled id, with the bundled ids it may mean: those
+    whose name contains it (`llada2.0`: both LLaDA2.0 models), else the closest ones."""
+    from ..names import close_matches, hint, is_slip
+
+    ids = bundled_ids()
+    lowered = arg.lower()
+    containing = [k for k in ids if lowered in k.lower()] if len(lowered) >= 3 else []
+    if len(containing) > 1:
+        return UnknownModelError(f"'{shown(arg)}' matches several bundled models: {', '.join(containing)}; give one")
+    bare = "/" not in arg  # compared with the names without their organisation
+    by_name = {(k.split("/", 1)[-1] if bare else k): k for k in ids}
+    slips = [k for name, k in by_name.items() if is_slip(arg, name)]
+    near = containing or slips or [by_name[n] for n in close_matches(arg, list(by_name))]
+    return UnknownModelError(f"no such file or bundled model: '{shown(arg)}'"
+                             f"{hint(near, '`dlmcost models` lists the bundled ids')}")
+
+
+def _slip_of_bundled(arg: str, revision: str | None) -> str | None:
+    """The bundled id a Hub-shaped argument is a typing slip of (inclusionAI/LLaDA2.0-min), found
+    before any network request; None if it is no slip, or if the Hugging Face cache holds it (a
+    real model of that name)."""
+    from ..names import is_slip
+
+    meant = [k for k in bundled_ids() if is_slip(arg, k)]
+    if not meant:
+        return None
+    from .hub import is_cached  # imported lazily: huggingface_hub is slow to import
+
+    return None if is_cached(arg, revision) else meant[0]
 
 
 def load_bundled(model_id: str) -> ModelSpec:
@@ -133,7 +177,8 @@ def load_bundled(model_id: str) -> ModelSpec:
         raise UnknownModelError(f"'{shown(model_id)}' is not a bundled model")
     meta = bundled_manifest()[key]
     data = json.loads((CONFIG_DIR / (key.replace("/", "__") + ".json")).read_text(encoding="utf-8"))
-    return spec_from_mapping(data, model_id=key, source="bundled", verified=meta.get("status") != "unverified")
+    return spec_from_mapping(data, model_id=key, source="bundled", verified=meta.get("status") != "unverified",
+                             provenance=meta.get("status"))
 
 
 def resolve_model(arg: str, *, revision: str | None = None, hub: bool = False,
@@ -144,11 +189,16 @@ def resolve_model(arg: str, *, revision: str | None = None, hub: bool = False,
     path = _local_path(arg)
     if path is not None:
         return load_local(path)
-    if _bundled_key(arg) and not (hub or revision):
-        return load_bundled(arg)
-    if arg.endswith((".json", ".yaml", ".yml")) or "/" not in arg:
-        hint = "; `dlmcost models` lists the bundled ids" if "/" not in arg else ""
-        raise UnknownModelError(f"no such file or bundled model: '{shown(arg)}'{hint}")
+    key = _bundled_key(arg)
+    if key and not (hub or revision):
+        return load_bundled(key)
+    if key:
+        arg = key  # the Hub asked for by a bundled id's short name: its full id
+    elif arg.endswith((".json", ".yaml", ".yml")) or "/" not in arg:
+        raise _unknown(arg)
+    elif not hub and (meant := _slip_of_bundled(arg, revision)):
+        raise UnknownModelError(f"'{shown(arg)}' is not a bundled model; did you mean {meant}? (to fetch "
+                                f"'{shown(arg)}' from the Hub as written, add --hub)")
     from .hub import fetch_config  # imported lazily: huggingface_hub is slow to import
 
     data, source, commit = fetch_config(arg, revision=revision, timeout_s=timeout_s)

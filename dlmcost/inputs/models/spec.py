@@ -161,7 +161,10 @@ class ModelSpec(BaseModel):
     sampler: SamplerDefaults | None = None
     source: str = "local"  # local | bundled | cache | hub | schema
     revision: str | None = None
-    verified: bool = True  # False for configs reconstructed from third-party dimensions
+    verified: bool = True  # False for configs whose dimensions come from a third-party port
+    # where the config comes from: a bundled one's MANIFEST status (verbatim, reconstructed,
+    # unverified), the Hub's own file (verbatim), or a local file (local)
+    provenance: Literal["verbatim", "reconstructed", "unverified", "local"] = "local"
 
     @model_validator(mode="after")
     def _consistent(self) -> "ModelSpec":

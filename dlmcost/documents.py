@@ -1,0 +1,387 @@
+"""The JSON of every command beyond analyze and sweep (whose records are results.py's), as typed
+records: serve, plan, gpus, models, model, schemes, calibrate, measure. Each command's `--format
+json` goes through its record here (`typed`), so the keys it prints are the keys its schema
+(`dlmcost schema NAME`, `SCHEMAS`) documents; a key the record lacks is a bug that fails loudly,
+never a silent difference. Objects start with `schema_version` (results.SCHEMA_VERSION); the
+catalog commands (gpus, models, schemes) print a list of records, as they always have.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+from pydantic import Field, TypeAdapter
+
+from .results import AnalyzeResult, ModelSummary, Record, SweepResult, Versioned
+
+Number = Union[int, float]
+
+
+# --- serve -------------------------------------------------------------------------------------------
+
+
+class Stats(Record):
+    """A distribution over the measured requests (numpy's linear interpolation between order
+    statistics); null when no request had the quantity (a one-block answer has no gap)."""
+
+    mean: Optional[float]
+    median: Optional[float]
+    p90: Optional[float]
+    p95: Optional[float]
+    p99: Optional[float]
+
+
+class TargetMiss(Record):
+    target: str = Field(description="the target's name (p95_latency_s...); min_tokens_per_s_per_user is a floor")
+    value: float
+    limit: float
+
+
+class ServeDeployment(Record):
+    model: str
+    gpu: str
+    unit: str = Field(description="what one of these accelerators is called: GPU, or chip (TPU, Trainium)")
+    tp: int
+    ep: int
+    replicas: int
+    gpus: int = Field(description="accelerators in all: replicas x tp")
+    precision: str
+    decoding: str
+    scheme: str
+    block: Optional[int]
+    tpf: Optional[float]
+    tpf_spread: float
+    max_running: int = Field(description="running requests per replica (the batch limit)")
+    max_running_source: str
+    first_block_outside_limit: bool
+    prompt_prefill: str
+    memory_limit: Optional[int]
+    release: str
+    release_source: str
+    stack: str
+    price_per_gpu_hour: Optional[float]
+    price_source: Optional[str]
+    price_per_gpu_hour_low: Optional[float] = Field(description="the low end of the price's public range (the "
+                                                                "hardware file's; --price: the price itself)")
+    price_per_gpu_hour_high: Optional[float] = Field(description="the high end of that range")
+    board_power_w: Optional[float]
+    idle_power_fraction: float = Field(description="share of board power drawn while idle (docs/plan.md, Money and energy)")
+    power_utilisation: float
+
+
+class ServePoint(Record):
+    load: str
+    concurrency: Optional[int]
+    rate: Optional[float]
+    requests: int = Field(description="measured requests (after the warm-up and cool-down of a synthetic load)")
+    output_tokens_per_s: float
+    total_tokens_per_s: float
+    output_tokens_per_s_per_gpu: float
+    tokens_per_s_per_user: float = Field(description="median over requests of answer tokens / end-to-end latency")
+    requests_per_s: float
+    ttfb_s: Stats = Field(description="arrival to the first streamed block (AR: token)")
+    inter_block_s: Stats
+    latency_s: Stats = Field(description="end to end")
+    gpu_busy_fraction: float = Field(description="share of the time a replica runs passes")
+    mean_running: float
+    usd_per_mtok: Optional[float]
+    usd_per_mtok_low: Optional[float] = Field(description="$/Mtok at the low end of the price's range")
+    usd_per_mtok_high: Optional[float] = Field(description="$/Mtok at the high end of the price's range")
+    joules_per_token: Optional[float] = Field(description="board power at the busy fraction (idle share while idle) / output tok/s")
+    makespan_s: Optional[float]
+    overloaded: bool
+    pareto: bool
+    misses: list[TargetMiss] = Field(description="the targets (--p95...) this load misses; empty: it meets them")
+    meets_targets: Optional[bool] = Field(description="null when no target was given")
+
+
+class MaxRate(Record):
+    rate: Optional[float] = Field(description="requests/s; null: even the lowest rate tried misses the targets")
+    saturation_rate: float
+    targets: dict[str, float]
+    arrival: str
+    bisection_steps: int
+    resolution_rps: float
+    reason: Optional[str] = Field(description="why the lowest rate tried failed (null when a rate was found)")
+
+
+class Saturation(Record):
+    """What the deployment completes with every batch always full (docs/plan.md, saturation)."""
+
+    rate: float = Field(description="requests/s: the saturation rate, above which no rate is sustained")
+    output_tokens_per_s: float
+    output_tokens_per_s_per_gpu: float
+    in_flight: int = Field(description="requests the replicas hold at once (beyond it a request waits)")
+
+
+class ServeEntry(Record):
+    deployment: ServeDeployment
+    points: list[ServePoint]
+    pareto: list[int]
+    max_rate: Optional[MaxRate]
+    saturation: Optional[Saturation]
+
+
+class ServeDocument(Versioned):
+    deployments: list[ServeEntry]
+    pareto: list[list[int]] = Field(description="[deployment, point] pairs on the Pareto front of tok/s per GPU "
+                                                "against tok/s per user")
+
+
+# --- plan --------------------------------------------------------------------------------------------
+
+
+class PlanDeployment(Record):
+    gpu: str
+    gpu_key: str
+    replicas: int
+    tp: int
+    precision: str
+    scheme: str
+    block: Optional[int]
+    tpf: Optional[float]
+    decoding: str
+    max_running: int = Field(description="the batch limit: running requests per replica (serve's --max-running)")
+    max_batch: int = Field(deprecated=True, description="deprecated alias of max_running, kept for one release "
+                                                          "(sweep's max_batch is the largest batch that fits in memory)")
+    p50_latency_s: float
+    p95_latency_s: float
+    p99_latency_s: float
+    p95_first_block_s: float
+    tokens_per_s_per_user: float
+    served_rps: float
+    capacity_rps: float
+    headroom: float = Field(description="capacity / served - 1")
+    usd_per_hour: Optional[float]
+    usd_per_mtok: Optional[float]
+    usd_per_mtok_low: Optional[float] = Field(description="$/Mtok at the low end of the price's public range")
+    usd_per_mtok_high: Optional[float] = Field(description="$/Mtok at the high end of the price's public range")
+    joules_per_token: Optional[float]
+    price_per_gpu_hour: Optional[float]
+    price_per_gpu_hour_low: Optional[float] = Field(description="the low end of the price's public range (the "
+                                                                "hardware file's; --price: the price itself)")
+    price_per_gpu_hour_high: Optional[float] = Field(description="the high end of that range")
+    price_source: Optional[str]
+    output_tokens_per_s: float
+    tokens_per_s_per_gpu: float = Field(description="output tokens/s per accelerator")
+    sustained_rps: float
+    usd_per_mtok_at_capacity: Optional[float]
+    gpu_busy_fraction: float = Field(description="share of the time a replica runs passes (what J/token is drawn at)")
+    model: str
+    pareto: bool
+    absurd: bool
+    gpus: int
+    meets_targets: bool
+    misses: list[TargetMiss]
+
+
+# plan's renamed keys (`--require` accepts them with a warning), as results.DEPRECATED_KEYS
+PLAN_DEPRECATED_KEYS = {"max_batch": ("max_running", "the batch limit per replica, serve's --max-running; sweep's "
+                                                     "max_batch is the largest batch that fits in memory")}
+
+Lengths = Union[int, str, dict[str, Union[Number, str]]]  # N, 'p50:N,...', @FILE, {p50: N} or {file: PATH}
+
+
+class PlanTraffic(Record):
+    rate: Optional[float]
+    users: Optional[int]
+    think_s: Optional[float]
+    prompt: Lengths
+    answer: Lengths
+
+
+class LeftOutGPU(Record):
+    gpu: str
+    vendor: str
+    stack: Optional[str] = Field(description="the bundled stack of the accelerator's vendor (null: none)")
+
+
+class PlanSearch(Record):
+    gpus: list[str]
+    tp: list[int]
+    precisions: list[str]
+    decodings: list[str]
+    max_batch: list[int]
+    release: dict[str, str]
+    requests: int
+    seed: int
+    power_utilisation: float
+    absurd_shown: bool
+    ar_baseline: bool
+    stack: str = Field(description="the serving stack planned with ('none': no stack)")
+    left_out: list[LeftOutGPU] = Field(description="default accelerators the stack does not run on (--gpu NAME "
+                                                   "plans one)")
+    runs_on: Optional[list[str]] = Field(description="the vendors the stack runs on (null: any)")
+
+
+class PlanDocument(Versioned):
+    model: str
+    models: list[str]
+    traffic: PlanTraffic
+    targets: dict[str, Number]
+    search: PlanSearch
+    all_autoregressive: bool
+    evaluated: int
+    skipped: dict[str, int]
+    deployments: list[PlanDeployment]
+    pareto: list[PlanDeployment]
+    ar_baseline: list[PlanDeployment]
+    nearest_miss: Optional[PlanDeployment]
+
+
+# --- gpus, models, model, schemes ------------------------------------------------------------------
+
+
+class ListPrice(Record):
+    """A hardware file's price per GPU-hour: a dated public on-demand list price, an estimate."""
+
+    usd: float = Field(description="the typical on-demand rate the planner uses, USD per GPU-hour")
+    low: Optional[float] = Field(description="the low end of the public range seen for the part (null: none given)")
+    high: Optional[float] = Field(description="the high end of that range (null: none given)")
+    as_of: str = Field(description="the date of the source snapshot, as the file gives it")
+    source: str
+    estimate: bool
+
+
+class GPUEntry(Record):
+    name: str
+    key: str
+    aliases: list[str]
+    vendor: str
+    unit: str = Field(description="what one of these is called: GPU, or chip (TPU, Trainium)")
+    status: str
+    memory_bytes: float
+    memory_as_listed: str
+    bandwidth_bytes_per_s: float
+    peak_flops: dict[str, float]
+    ridge_flops_per_byte: dict[str, float]
+    scale_up_bytes_per_s: float
+    efficiency: dict[str, Union[float, dict[str, float]]]
+    notes: str
+    price_per_hour: Optional[ListPrice] = Field(description="null: no public price (plan needs --price)")
+    price_age_days: Optional[int] = Field(description="days from the price's date to today (null: no price or no date)")
+    price_stale: bool = Field(description="the price is over a year old (a warning names it)")
+
+
+class ModelEntry(ModelSummary):
+    provenance: str = Field(description="where the bundled config comes from: verbatim (the Hub's file), "
+                                        "reconstructed (the upstream architecture and published dimensions) or "
+                                        "unverified (a third-party port's dimensions)")
+    status: str = Field(deprecated=True, description="deprecated alias of provenance, kept for one release")
+    default_scheme: str
+
+
+class ModelInfo(ModelSummary, Versioned):  # (fields: Versioned's first, then ModelSummary's)
+    kv_bytes_per_token: dict[str, float] = Field(description="K/V cache bytes per token, all layers, per K/V dtype")
+    n_layers: int
+    d_model: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    group_size: float
+    ffn_dim: int
+    mlp: str
+    vocab_size: int
+    tie_embeddings: bool
+    qkv_bias: bool
+    qk_norm: bool
+    n_dense_layers: int
+    n_moe_layers: int
+    layers: Optional[dict[str, str]] = None
+    logit_softcap: Optional[float] = None
+    vision_params: Optional[int] = None
+    moe: Optional[dict[str, Union[int, bool]]] = None
+    mla: Optional[dict[str, Optional[int]]] = None
+    sampler: Optional[dict[str, Union[str, int, bool, None]]] = None
+    verify: Optional[dict[str, Union[int, float, bool, str, dict[str, int], None]]] = None
+
+
+class SchemeEntry(Record):
+    name: str
+    summary: str
+    knobs: str = Field(description="the knobs its cost depends on, comma-separated ('-': none)")
+    stops_at_eos: bool
+
+
+# --- calibrate, measure ------------------------------------------------------------------------------
+
+
+class CalibrationPoint(Record):
+    id: str
+    gpu: str
+    measured_ms: float
+    before_ms: float
+    before_error: float
+    after_ms: float
+    after_error: float
+
+
+class CalibrateDocument(Versioned):
+    stack: str
+    written: str
+    fitted: dict[str, float]
+    rms_log_error: float
+    points: list[CalibrationPoint]
+
+
+class LayerKind(Record):
+    kind: str
+    count: int
+    built: int
+
+
+class MeasuredFamily(Record):
+    name: str
+    q: Number
+    c: Number
+    q_last: Number
+    c_last: Number
+    count: Number
+    causal: bool
+    logits: int = Field(description="positions the LM head and sampler run on")
+    kv_write: int = Field(description="tokens whose K/V the pass keeps in the cache")
+    self_condition: bool
+    measured_ms: float
+    predicted_ms: float
+
+
+class MeasureDocument(Versioned):
+    model: str
+    gpu: str
+    device: str
+    backend: str
+    stack: str
+    workload: dict[str, Union[str, int, float, bool]]
+    warmup: int
+    repeats: int
+    layers_built: int
+    layer_kinds: list[LayerKind]
+    memory_bytes: float
+    families: list[MeasuredFamily]
+    nfe: float
+    measured_ms_per_forward: float
+    predicted_ms_per_forward: float
+
+
+# --- every command's ----------------------------------------------------------------------------------
+
+SCHEMAS = {"analyze": AnalyzeResult, "sweep": SweepResult, "serve": ServeDocument, "plan": PlanDocument,
+           "gpus": list[GPUEntry], "models": list[ModelEntry], "model": ModelInfo, "schemes": list[SchemeEntry],
+           "calibrate": CalibrateDocument, "measure": MeasureDocument}
+
+
+def json_schema(name: str) -> dict:
+    """The JSON Schema of command `name`'s `--format json` (KeyError: no such command)."""
+    return TypeAdapter(SCHEMAS[name]).json_schema()
+
+
+def typed(name: str, document):
+    """`document` (plain data) as command `name`'s record, checked against it: what `--format json`
+    dumps. A missing or unknown key raises (a bug, never a silent difference from the schema)."""
+    return TypeAdapter(SCHEMAS[name]).validate_python(document)
+
+
+def plain(name: str, document):
+    """`document` through its record and back to plain data, in the record's key order."""
+    value = typed(name, document)
+    return TypeAdapter(SCHEMAS[name]).dump_python(value)
