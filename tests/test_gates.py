@@ -80,6 +80,13 @@ def test_serve_csv_has_the_targets_keys(run, two_loads):
     assert float(row["p50_latency_s"]) == pytest.approx(p["latency_s"]["median"])
     assert float(row["p95_first_block_s"]) == pytest.approx(p["ttfb_s"]["p95"])
     assert row["meets_targets"] == "" and row["misses"] == ""  # no target given
+    # every CSV column is a key --require takes (the price range's ends too), and no other
+    from dlmcost.render.serve import CSV_KEYS
+
+    assert list(row) == list(CSV_KEYS) and {"usd_per_mtok_low", "usd_per_mtok_high"} <= set(row)
+    low = float(row["usd_per_mtok_low"])
+    rc, _, err = run(*SERVE, "-c", "8", "--require", f"usd_per_mtok_low >= {low * 2:.6g}")
+    assert rc == 8 and "usd_per_mtok_low" in err
 
 
 PLAN = ["plan", MODEL, "--rate", "1", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--prompt", "256",

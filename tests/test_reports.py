@@ -107,6 +107,18 @@ def test_every_column_of_every_page_has_a_legend(headers, legend):
     assert all(len(text) > 10 for text in legend.values())
 
 
+def test_legends_speak_the_tables_vocabulary():
+    """The pages explain the cells in the words JSON uses: AI is the dominant pass family's (its
+    JSON key named), the knee '-' of a scheme without a block, plan's B is max_running, serve's
+    load marks include x (a missed target), and J/tok follows the busy fraction."""
+    for legend in (analyze.ANALYZE_LEGEND, sweep.SWEEP_LEGEND):
+        assert "dominant_pass_arithmetic_intensity" in legend["AI\nFLOP/B"]
+    assert "-: a scheme without a cached block step" in analyze.ANALYZE_LEGEND["knee\nblock"]
+    assert "max_running" in plan.PLAN_LEGEND["B"]
+    assert "x = misses a target" in serve.CURVE_LEGEND["load"] and "! = overloaded" in serve.CURVE_LEGEND["load"]
+    assert all("idle" in legend["J/tok"] for legend in (plan.PLAN_LEGEND, serve.CURVE_LEGEND))
+
+
 def test_serve_and_analyze_summaries_by_hand():
     """The serve page's sentence: the load with the most output tokens/s per GPU, its p99, how many
     loads were overloaded, and the saturation; analyze's: the fastest GPU."""
