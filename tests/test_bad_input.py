@@ -410,6 +410,13 @@ BLOCKING_CASES = {  # name: (args, exit code, word in the message)
     "dev-zero-efficiency": (["analyze", "--gpu", "h100", "--efficiency", "{zero_yaml}"], errors.EXIT_USAGE,
                             "character device"),
     "moe-billion-layers": (["model", "{slow}/moe_billion_layers.json"], errors.ConfigError.exit_code, "layers"),
+    # lengths files: an option's value (no arrival times: not a request trace), so exit 2
+    "fifo-lengths-serve": (["serve", "--rate", "1", "--prompt", "@{fifo}"], errors.EXIT_USAGE, "named pipe"),
+    "fifo-lengths-plan": (["plan", "--rate", "1", "--p95", "10", "--answer", "@{fifo}"], errors.EXIT_USAGE,
+                          "named pipe"),
+    "dev-zero-lengths-serve": (["serve", "--rate", "1", "--answer", "@{zero}"], errors.EXIT_USAGE,
+                               "character device"),
+    "folder-lengths-plan": (["plan", "--rate", "1", "--p95", "10", "--prompt", "@{dir}"], errors.EXIT_USAGE, "folder"),
 }
 
 
@@ -431,6 +438,7 @@ def blocking_results(tmp_path_factory):
     subst = {"{fifo}": str(tmp / "pipe.json"), "{dir}": str(tmp / "model_dir"), "{zero}": str(tmp / "zero.json"),
              "{zero_yaml}": str(tmp / "zero.yaml"), "{slow}": str(CORPUS / "slow")}
     env = {k: v for k, v in os.environ.items() if k != "DLMCOST_HARDWARE"} | {"HF_HUB_OFFLINE": "1"}
+    subst |= {f"@{k}": f"@{v}" for k, v in subst.items()}  # a lengths file: --prompt @FILE
     cases = {name: [subst.get(a, a).replace("{slow}", subst["{slow}"]) for a in args]
              for name, (args, _, _) in BLOCKING_CASES.items()}
     cases |= {f"alias-bomb-{name}": [a.replace("{slow}", subst["{slow}"]) for a in args]
@@ -464,6 +472,10 @@ def test_oversize_files_and_folders_are_named_for_what_they_are(fails, tmp_path)
     assert "limit is 1 MiB" in fails("gpus", "--hardware", tmp_path / "big.yaml", code=errors.HardwareFileError.exit_code)
     assert "limit is 1 MiB" in fails("analyze", "--efficiency", tmp_path / "big.yaml", code=errors.EXIT_USAGE)
     assert "folder" in fails("analyze", "--gpu", "h100", "--efficiency", tmp_path, code=errors.EXIT_USAGE)
+    with open(tmp_path / "lengths.txt", "wb") as fh:  # a lengths file (docs/limits.md: 16 MiB)
+        fh.truncate((16 << 20) + 1)
+    assert "limit is 16 MiB" in fails("serve", "--rate", "1", "--prompt", f"@{tmp_path / 'lengths.txt'}",
+                                      code=errors.EXIT_USAGE)
 
 
 @pytest.mark.parametrize("name", ["huge_int_5000_digits.json", "huge_int_5000_digits.yaml"])

@@ -366,7 +366,7 @@ def test_impossible_targets_exit_8_with_nearest_miss(capsys):
     (["--rate", "5", "--p95", "-1"], 2, "p95_latency_s"),
     (["--rate", "5", "--prompt", "p50:300,p90:100"], 2, "must not decrease"),
     (["--rate", "5", "--prompt", "lots"], 2, "not a token count"),
-    (["--rate", "5", "--answer", "@/nonexistent/lengths.txt"], 2, "cannot read lengths file"),
+    (["--rate", "5", "--answer", "@/nonexistent/lengths.txt"], 2, "lengths file /nonexistent/lengths.txt: does not exist"),
     (["--rate", "5", "--scheme", "turbo"], 2, "unknown scheme"),
     (["--rate", "5", "--scheme", "block", "--block", "4", "--tpf", "8"], 2, "exceeds the block"),
     (["--rate", "5", "--scenario", "/nonexistent.yaml"], 2, "scenario file /nonexistent.yaml: does not exist"),
