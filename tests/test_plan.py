@@ -395,6 +395,44 @@ def test_bad_scenario_files(capsys, tmp_path, text, needle):
     assert err.count("\n") == 1 and err.startswith("error: ") and needle in err, err
 
 
+def test_too_many_candidates_are_refused_before_any_work(capsys, monkeypatch):
+    """2 GPUs x 4 TP sizes x 2 precisions x 6 decodings (block 8, 16, 32 at 1 or 2 tokens per
+    forward) x 110 batch limits = 10,560 candidates, over the 10,000 of docs/limits.md: refused
+    with the product, before the traffic is sampled or a pass table built."""
+    from dlmcost.plan import search
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started before the candidate limit was checked")
+
+    monkeypatch.setattr(search, "sample_requests", no_work)
+    monkeypatch.setattr(search, "pass_table", no_work)
+    batches = ",".join(str(b) for b in range(1, 111))
+    rc, out, err = run(capsys, "plan", MODEL, "--rate", "5", "--p95", "10", "--gpu", "h100,mi300x", "--tp", "1,2,4,8",
+                       "--precision", "bf16,fp8", "--scheme", "block", "--block", "8,16,32", "--tpf", "1,2",
+                       "--max-batch", batches)
+    assert rc == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith("error: the plan asks for 10,560 candidate deployments (2 GPUs x 4 TP sizes x 2 "
+                          "precisions x 6 decodings x 110 batch limits); at most 10,000: shorten some lists"), err
+    assert "split the search" in err
+
+
+@pytest.mark.parametrize("extra, count", [
+    ([], 12), (["--ar-baseline"], 16), (["--ar-baseline", "--model", "inclusionAI/LLaDA2.0-mini"], 24)])
+def test_the_candidate_limit_counts_every_model_and_the_ar_baseline(capsys, monkeypatch, extra, count):
+    """The README's plan: 2 GPUs x 1 TP size x 2 precisions x 3 decodings x 1 batch limit = 12
+    candidates; the AR baseline is one decoding more, 16; LLaDA2.0-mini beside it adds its own
+    decoding and the baseline, 2 x 1 x 2 x 2 x 1 = 8 more, 24. Under a limit of 11, each is refused."""
+    from dlmcost.analysis import limits
+
+    monkeypatch.setattr(limits, "MAX_PLAN_CANDIDATES", 11)
+    models = MODEL + (",inclusionAI/LLaDA2.0-mini" if "--model" in extra else "")
+    rc, out, err = run(capsys, "plan", models, "--rate", "5", "--p95", "10", "--gpu", "h100,mi300x", "--tp", "1",
+                       *extra[:1])
+    assert rc == 2 and f"asks for {count} candidate deployments" in err and "at most 11:" in err, err
+    limits.check_candidates(11, 11, "")  # at the limit: not refused
+    limits.check_candidates(10**9, None, "")  # None: no limit (the Python API's max_candidates=None)
+
+
 def test_lengths_from_file_and_percentiles(tmp_path):
     f = tmp_path / "lengths.txt"
     f.write_text("100\n200, 300\n")
@@ -729,6 +767,27 @@ def test_default_decodings_are_the_models_own(capsys):
     p, err = _plan_json(capsys, MODEL, *small, "--scheme", "block", "--block", "32", "--tpf", "2")
     assert p["search"]["decodings"] == ["block/32/2"]
     assert err.startswith("warning: ") and "not published with block" in err
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["plan", MODEL, "--rate", "1", "--p95", "10", "--scheme", "block", "--tp", "2000"], "tensor-parallel sizes"),
+    (["plan", MODEL, "--rate", "1", "--p95", "10", "--scheme", "block", "--precision", "foo"], "unknown precision"),
+    (["serve", MODEL, "--rate", "1", "--scheme", "block", "--precision", "foo"], "unknown precision"),
+])
+def test_a_failing_command_prints_its_error_alone(capsys, args, needle):
+    """A scheme the model was not published with warns, then an option fails validation: the
+    failure is one error line, without the warning (docs/limits.md, "What reaches the terminal")."""
+    rc, out, err = run(capsys, *args)
+    assert rc == 2 and out == "" and err.count("\n") == 1 and err.startswith("error: ") and needle in err, err
+
+
+def test_warnings_come_before_the_error_of_a_missed_target(capsys):
+    """Exit 8: the plan ran, so its warning stands, before the error line and its details."""
+    rc, out, err = run(capsys, "plan", MODEL, "--rate", "1", "--p95", "0.001", "--gpu", "h100", "--tp", "1",
+                       "--precision", "bf16", "--scheme", "block", "--block", "32", "--tpf", "2")
+    lines = err.splitlines()
+    assert rc == 8 and lines[0].startswith("warning: ") and "not published with block" in lines[0], err
+    assert lines[1].startswith("error: no deployment meets the targets"), err
 
 
 def test_default_gpus_are_data_centre_parts():

@@ -10,7 +10,7 @@ from ..render import report
 from ..render.output import Output
 from .app import app, examples
 from .options import FormatOpt, HardwareOpt, check_format, hub_options
-from .output import stderr
+from .output import warn
 
 
 @app.command(epilog=examples("dlmcost schemes -f markdown"))
@@ -60,4 +60,4 @@ def model(
         info["verify"] = api.verify_model(spec, revision=hub_source.revision)
     report.render_model(info, fmt, Output.stdout())
     if verify and info["verify"].get("warning"):
-        stderr(f"warning: {info['verify']['warning']}")
+        warn(info["verify"]["warning"])
