@@ -447,6 +447,39 @@ def test_refusals(micro):
                          get_backend("numpy"), repeats=0, hardware=[CPU])
 
 
+class _BrokenImport:
+    """A finder that fails the import of one module as a broken install does."""
+
+    def __init__(self, name: str, error: Exception):
+        self.name, self.error = name, error
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == self.name:
+            raise self.error
+        return None
+
+
+@pytest.mark.parametrize("error, needle", [
+    (OSError("libcudart.so.12: cannot open shared object file: No such file or directory"),
+     "failed to load (OSError: libcudart.so.12: cannot open shared object file"),
+    (ModuleNotFoundError("No module named 'sympy'", name="sympy"), "failed to load (ModuleNotFoundError"),
+    (RuntimeError("\x1b[2Jhalf upgraded"), "failed to load (RuntimeError: \\x1b[2Jhalf upgraded)"),
+    (ModuleNotFoundError("No module named 'torch'", name="torch"), "needs PyTorch: pip install"),
+])
+def test_torch_that_fails_to_import_is_exit_9_with_its_reason(micro, monkeypatch, capsys, error, needle):
+    """As `--plot` with a matplotlib that fails to load: the extra's failure, exit 9, one line
+    with the reason (escaped), not an internal error (exit 70)."""
+    import sys
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [_BrokenImport("torch", error), *sys.meta_path])
+    capsys.readouterr()
+    code = main(["measure", str(micro), "--hardware", CPU, "--gpu", "generic-cpu", "--backend", "torch"])
+    out, err = capsys.readouterr()
+    assert code == 9 and out == "" and err.count("\n") == 1 and err.startswith("error: ") and needle in err, err
+    assert "\x1b" not in err
+
+
 def test_torch_backend_agrees_with_numpy():
     """The same weights on both backends (torch on the CPU, float32): the same layer outputs
     (causal and bidirectional, over a cache, sliding too) and the same sampler output."""

@@ -9,6 +9,7 @@ import os
 import numpy as np
 
 from ..errors import MissingExtraError, UsageError
+from ..safe_text import shown
 
 
 class NumpyBackend:
@@ -100,8 +101,12 @@ class TorchBackend(NumpyBackend):
     def __init__(self, device: str | None = None, seed: int = 0):
         try:
             import torch
-        except ImportError:
+        except ModuleNotFoundError as exc:
+            if exc.name != "torch":  # torch is there, but something it imports is not
+                raise _failed_to_load(exc) from None
             raise MissingExtraError("the torch backend needs PyTorch: pip install 'dlmcost[measure]'") from None
+        except Exception as exc:  # noqa: BLE001 - whatever the installed torch raises as it loads
+            raise _failed_to_load(exc) from None
         self.torch = torch
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         if self.device.startswith("cuda") and not torch.cuda.is_available():
@@ -154,6 +159,16 @@ class TorchBackend(NumpyBackend):
     def sync(self):
         if self.device.startswith("cuda"):
             self.torch.cuda.synchronize()
+
+
+def _failed_to_load(exc: Exception) -> MissingExtraError:
+    """PyTorch installed but failing to import (a missing CUDA library: `OSError: libcudart.so.12:
+    cannot open shared object file`, a half-upgraded package): the measure extra's failure, with
+    its reason (exit 9, as `--plot` with a matplotlib that fails to load), not a dlmcost bug."""
+    reason = " ".join(str(exc).split()) or "no message"
+    return MissingExtraError(f"the torch backend needs PyTorch, which failed to load ({type(exc).__name__}: "
+                             f"{shown(reason)}): check its CUDA libraries (LD_LIBRARY_PATH) or reinstall it: "
+                             "pip install 'dlmcost[measure]'")
 
 
 def get_backend(name: str, device: str | None = None):
