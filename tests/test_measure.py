@@ -391,6 +391,89 @@ def test_over_the_memory_bound_is_one_clear_error(micro, monkeypatch, capsys):
     assert code == 2 and "needs about" in err and "a test bound" in err and len(err.strip().splitlines()) == 1
 
 
+def test_the_bound_is_the_least_of_the_machine_the_address_space_limit_and_the_cgroup(monkeypatch):
+    """80% of each: MemAvailable 10 GB, what `ulimit -v` leaves 5 GB, what the cgroup leaves 2 GB
+    -> 1.6 GB, said to be the cgroup's; without the cgroup's, 4 GB from the address-space limit."""
+    from dlmcost.calibration import backends
+
+    monkeypatch.setattr(backends, "_proc_kib", lambda path, key: {"MemAvailable:": 10e9}.get(key))
+    monkeypatch.setattr(backends, "address_space_left", lambda: 5e9)
+    monkeypatch.setattr(backends, "cgroup_memory_left", lambda: 2e9)
+    be = NumpyBackend()
+    limit, why = backends.available_bytes(be)
+    assert limit == pytest.approx(1.6e9) and "memory cgroup" in why
+    monkeypatch.setattr(backends, "cgroup_memory_left", lambda: None)
+    limit, why = backends.available_bytes(be)
+    assert limit == pytest.approx(4e9) and "address-space limit (ulimit -v)" in why
+    monkeypatch.setattr(backends, "address_space_left", lambda: None)
+    assert backends.available_bytes(be) == (pytest.approx(8e9), "80% of the memory available")
+
+
+def test_what_an_address_space_limit_and_a_cgroup_leave(monkeypatch, tmp_path):
+    """RLIMIT_AS 3 GiB with 1 GiB mapped (VmSize) leaves 2 GiB; cgroup v2 `max` is no limit, a
+    v2 or v1 limit less its usage is what is left, and v1's largest int64 is no limit."""
+    import resource
+
+    from dlmcost.calibration import backends
+
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (3 << 30, resource.RLIM_INFINITY))
+    monkeypatch.setattr(backends, "_proc_kib", lambda path, key: float(1 << 30) if key == "VmSize:" else None)
+    assert backends.address_space_left() == 2 << 30
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    assert backends.address_space_left() is None
+
+    def cgroup(limit: str, usage: str):
+        (tmp_path / "limit").write_text(limit)
+        (tmp_path / "usage").write_text(usage)
+        monkeypatch.setattr(backends, "_cgroup_files", lambda: [(str(tmp_path / "none"), str(tmp_path / "none")),
+                                                                 (str(tmp_path / "limit"), str(tmp_path / "usage"))])
+        return backends.cgroup_memory_left()
+
+    assert cgroup("max\n", "123\n") is None
+    assert cgroup("2147483648\n", "536870912\n") == 1536 << 20
+    assert cgroup("9223372036854771712\n", "1\n") is None
+    assert cgroup("100\n", "200\n") == 0
+
+
+def test_an_address_space_limit_is_a_clear_error_not_a_memory_error():
+    """LLaDA-8B's largest part (its LM head, about 2.1 GB at this shape) under an address-space
+    limit 1.5 GB above what the process has mapped: refused up front with the limit named (before
+    this bound, numpy's MemoryError ended in an internal error, exit 70). In a process of its own,
+    forked (tests/forkrun.py), since the limit cannot be lifted once lowered."""
+    import os
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    import forkrun
+
+    code = """
+import resource, sys
+vm = next(int(l.split()[1]) * 1024 for l in open('/proc/self/status') if l.startswith('VmSize:'))
+resource.setrlimit(resource.RLIMIT_AS, (vm + (3 << 29), resource.RLIM_INFINITY))
+from dlmcost.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+    args = ["measure", "GSAI-ML/LLaDA-8B-Instruct", "--gpu", "h100", "--scheme", "block", "--prompt", "32", "--gen",
+            "32", "--block", "32", "--steps", "8"]
+    result = forkrun.run({"m": forkrun.script(code, args)}, dict(os.environ), limit_s=60)["m"]
+    assert result is not None, "still running at the deadline"
+    rc, out, err = result
+    assert rc == 2 and out == "" and err.count("\n") == 1, (rc, err)
+    assert err.startswith("error: measuring GSAI-ML/LLaDA-8B-Instruct needs about") and "ulimit -v" in err, err
+
+
+def test_running_out_of_memory_within_the_bound_is_a_clear_error(micro, monkeypatch, capsys):
+    def refused(*args, **kwargs):
+        raise MemoryError("Unable to allocate 1.93 GiB for an array with shape (126464, 4096)")
+
+    monkeypatch.setattr(measure, "time_shapes", refused)
+    code = main(["measure", str(micro), "--hardware", CPU, "--gpu", "generic-cpu", "--scheme", "ar",
+                 "--prompt", "8", "--gen", "4"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith("error: measuring test/micro ran out of memory (Unable to allocate 1.93 GiB"), err
+
+
 # --- the whole path and the refusals ----------------------------------------------------------
 
 
