@@ -7,6 +7,7 @@ is stated and enforced, and the whole path measure -> calibrate -> predict works
 Timing tests compare ratios with generous bounds and take the best of three attempts, so a
 loaded two-core machine cannot make them fail; a broken timer fails every attempt."""
 
+import json
 import time
 from pathlib import Path
 
@@ -258,6 +259,33 @@ def test_time_call_stops_once_the_timed_runs_add_up(monkeypatch):
     assert len(calls) == 1 + 3
 
 
+def test_time_call_stops_the_warm_up_once_it_adds_up(monkeypatch):
+    """`--warmup 1000000000` ran until killed. A clock that advances 125 ms per reading: runs of
+    125 ms; with enough_s = 0.5 s the warm-up stops after 4 runs (0.5 s), then the timed runs
+    after 4 more, whatever the counts asked for; without enough_s the counts hold (2 + 3)."""
+    clock, calls = iter(0.125 * i for i in range(1000)), []
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: next(clock))
+    assert time_call(lambda: calls.append(1), NumpyBackend(), 10**9, 10**9, enough_s=0.5) == pytest.approx(0.125)
+    assert len(calls) == 4 + 4
+    calls.clear()
+    time_call(lambda: calls.append(1), NumpyBackend(), 2, 3)
+    assert len(calls) == 2 + 3
+
+
+def test_a_huge_warm_up_ends(micro, capsys, monkeypatch):
+    """Through the command: a billion warm-up and timed runs per shape end (after 10 ms of each
+    here, instead of ENOUGH_S's half a second, to keep the test short)."""
+    import time as clock
+
+    monkeypatch.setattr(measure, "ENOUGH_S", 0.01)
+    t0 = clock.perf_counter()
+    code = main(["measure", str(micro), "--hardware", CPU, "--gpu", "generic-cpu", "--scheme", "ar", "--prompt", "8",
+                 "--gen", "4", "--warmup", "1000000000", "--repeats", "1000000000", "-f", "json"])
+    assert code == 0, capsys.readouterr().err
+    assert clock.perf_counter() - t0 < 60
+    assert json.loads(capsys.readouterr().out)["measurements"][0]["warmup"] == 10**9
+
+
 def test_random_weights_are_the_pool_tiled_and_scaled():
     """numpy's weights: the backend's pool of random numbers repeated over the shape (2.5 pools
     here, so the last copy is cut) and scaled, as float32."""
@@ -359,11 +387,12 @@ def test_measured_and_predicted_numbers_by_hand(micro, monkeypatch):
     import io
 
     from dlmcost.render.output import Output
-    from dlmcost.render.report_stacks import render_measure
+    from dlmcost.render.report_stacks import render_measurements
 
     buf = io.StringIO()
-    render_measure(res, "csv", Output(buf))
+    render_measurements([res], "csv", Output(buf))
     rows = list(csv.DictReader(io.StringIO(buf.getvalue())))
+    assert [r["batch"] for r in rows] == ["2", "2"]  # the workload's batch, on every row
     assert [r["ratio pred/meas"] for r in rows] == [f"{f['predicted_ms'] / f['measured_ms']:.3g}" for f in (prefill, step)]
     assert [r["mask"] for r in rows] == ["causal", "bidirectional"]
 
@@ -482,7 +511,11 @@ def test_whole_path_measure_calibrate_predict(micro, tmp_path, capsys):
     code = main(["measure", str(micro), "--hardware", CPU, "--gpu", "generic-cpu", "--scheme", "block",
                  "--prompt", "16", "--gen", "32", "--block", "16", "--batch", "1,4", "--stack", "compiled",
                  "--repeats", "3", "-o", str(out), "--profile-out", str(prof), "-f", "json"])
-    assert code == 0, capsys.readouterr().err
+    out_text, err = capsys.readouterr()
+    assert code == 0, err
+    printed = json.loads(out_text)  # one JSON document: both batches and the fit to them
+    assert [m["workload"]["batch"] for m in printed["measurements"]] == [1, 4]
+    assert printed["calibrated"]["written"] == str(prof) and len(printed["calibrated"]["points"]) == 2
     from dlmcost.calibration.measurements import analysis_for, compare, load_points
 
     points, base = load_points(out)

@@ -16,8 +16,9 @@ part is estimated (its weights, its K/V cache and one pass's activations); over 
 memory cgroup's, the least of them) the run stops with one line saying how much it needs; an
 allocation that fails all the same is the same kind of error.
 
-Timing (`time_call`): warm-up runs, then up to `repeats` timed runs with the device synchronised
-before and after each (fewer once they add up to ENOUGH_S); the median is reported.
+Timing (`time_call`): up to `warmup` warm-up runs, then up to `repeats` timed runs with the device
+synchronised before and after each (each kind fewer once it adds up to ENOUGH_S); the median is
+reported.
 """
 
 from __future__ import annotations
@@ -141,18 +142,27 @@ ENOUGH_S = 0.5  # timed runs stop early once they add up to this: runs that long
 def time_call(fn, be, warmup: int, repeats: int, enough_s: float | None = None) -> float:
     """Median seconds of fn() over `repeats` runs after `warmup` untimed ones, the device
     synchronised before and after each timed run. fn is called exactly warmup + repeats times,
-    or (with `enough_s`) fewer timed runs once they add up to enough_s seconds, at least one."""
-    for _ in range(warmup):
+    or (with `enough_s`) fewer: the warm-up runs stop once they add up to enough_s seconds, and so
+    do the timed ones, at least one of each (when asked for), so that neither count can make a
+    run endless."""
+    spent = 0.0
+    for i in range(warmup):
+        if enough_s is not None and i and spent >= enough_s:
+            break
+        t0 = time.perf_counter()
         fn()
+        spent += time.perf_counter() - t0
     times: list[float] = []
+    spent = 0.0
     for _ in range(repeats):
-        if enough_s is not None and times and sum(times) >= enough_s:
+        if enough_s is not None and times and spent >= enough_s:
             break
         be.sync()
         t0 = time.perf_counter()
         fn()
         be.sync()
         times.append(time.perf_counter() - t0)
+        spent += times[-1]
     return statistics.median(times)
 
 
