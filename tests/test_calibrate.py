@@ -128,6 +128,31 @@ def test_cli_the_first_bad_point_is_reported(tmp_path, capsys):
     assert capsys.readouterr().err == "error: point first: a100 cannot run this workload\n"
 
 
+def test_a_relative_model_path_is_taken_from_the_file_s_folder_never_the_current_one(tmp_path, capsys,
+                                                                                     monkeypatch):
+    """tiny.yaml in the current folder, the measurements file in sub/: not found beside the file
+    (exit 6, saying where it looked), instead of a fit on whatever the current folder held; a
+    copy beside the file is the one read; an id is never looked up as a path."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(TINY, tmp_path / "tiny.yaml")
+    (tmp_path / "sub").mkdir()
+    src = tmp_path / "sub" / "m.yaml"
+    src.write_text(yaml.safe_dump(dict(points=[dict(GOOD, model="tiny.yaml")])))
+    assert main(["calibrate", str(src), "--fit", "fixed", "-o", str(tmp_path / "x.yaml")]) == 6
+    assert capsys.readouterr().err == (f"error: point ok: no model file tiny.yaml in the measurements file's folder "
+                                       f"({tmp_path / 'sub'}), where a relative path is taken from\n")
+    beside = yaml.safe_load(Path(TINY).read_text()) | {"id": "beside/tiny"}  # not the current folder's copy
+    (tmp_path / "sub" / "tiny.yaml").write_text(yaml.safe_dump(beside))
+    points, base = load_points(src)
+    assert base == tmp_path / "sub" and analysis_for(points[0], base)[1].id == "beside/tiny"
+    (tmp_path / "GSAI-ML").mkdir()  # a folder named like a bundled id's org, in the current folder
+    (tmp_path / "GSAI-ML" / "LLaDA-8B-Instruct").mkdir()
+    llada = dict(GOOD, model="GSAI-ML/LLaDA-8B-Instruct")
+    assert analysis_for(Point(**llada), tmp_path / "sub")[1].source == "bundled"
+
+
 def point_by_point_rows(problem: Problem, theta) -> list[dict]:
     """The rows as calibrate first computed them: a whole `analyze` of each point."""
     s = problem.stack(theta)

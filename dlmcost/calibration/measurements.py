@@ -18,6 +18,7 @@ Time per forward is the compared quantity: measured = 1000 x tokens_per_forward 
 predicted time / its forward passes.
 """
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -25,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..inputs import files
 from ..safe_text import shown
-from ..errors import UsageError
+from ..errors import UnknownModelError, UsageError
 from ..inputs.models import resolve_model
 
 MAX_FILE_BYTES = 1024 * 1024
@@ -100,9 +101,24 @@ def measured_ms_per_forward(p: Point) -> float:
     return None  # latency: needs the workload's pass count (see compare)
 
 
+MODEL_SUFFIXES = (".yaml", ".yml", ".json")
+
+
 def resolve_point_model(p: Point, base: Path):
-    local = base / p.model
-    return resolve_model(str(local) if local.suffix in (".yaml", ".yml", ".json") and local.is_file() else p.model)
+    """A point's model. A relative path is taken from the measurements file's folder `base`,
+    never from the current one: the path there when anything is there (a FIFO or a folder is
+    then named for what it is); a model file's name with nothing there is an error that says
+    where it was looked for; any other name is an id (bundled, or the Hub)."""
+    given = p.model
+    if given.startswith("~") or Path(given).is_absolute():
+        return resolve_model(given)
+    local = base / given
+    if os.path.lexists(local):
+        return resolve_model(str(local))
+    if local.suffix.lower() in MODEL_SUFFIXES:
+        raise UnknownModelError(f"point {shown(p.id)}: no model file {shown(given)} in the measurements file's "
+                                f"folder ({shown(str(base))}), where a relative path is taken from")
+    return resolve_model(given, local=False)
 
 
 def analysis_for(p: Point, base: Path, hardware: list[str] | None = None, stack=None, spec=None):
