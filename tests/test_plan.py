@@ -357,6 +357,8 @@ def test_impossible_targets_exit_8_with_nearest_miss(capsys):
 @pytest.mark.parametrize("args, code, needle", [
     (["--rate", "-3"], 2, "rate"),
     (["--rate", "0"], 2, "rate"),
+    (["--rate", "1e-300"], 2, "field 'traffic.rate': Input should be greater than or equal to 0.000001"),  # was 70
+    (["--users", "3", "--think", "1e300"], 2, "field 'traffic.think_s': Input should be less than or equal to 1000000"),
     (["--rate", "5", "--users", "3"], 2, "not both"),
     ([], 2, "request rate"),
     (["--rate", "5", "--gpu", "h900"], 4, "unknown GPU"),

@@ -8,6 +8,7 @@ expected values are worked out by hand in the comments.
 from __future__ import annotations
 
 import math
+import re
 import warnings
 
 import numpy as np
@@ -32,14 +33,17 @@ def refused(match: str, make, *args, **kwargs):
 def test_closed_loop_bounds():
     assert ClosedLoop(100_000).users == 100_000 and ClosedLoop(1, 1e6).think_s == 1e6
     refused("concurrency must be a whole number of users in 1..100,000", ClosedLoop, 100_001)
-    for think in (-1.0, 1e6 + 0.5, math.inf, math.nan):  # finite but out of range, and not finite
-        refused("^think time must be >= 0 seconds, got", ClosedLoop, 1, think)
+    for think in (-1.0, 1e6 + 0.5, 1e300, math.inf, math.nan):  # finite but out of range, and not finite
+        refused("^think time must be in 0..1,000,000 seconds, got", ClosedLoop, 1, think)
 
 
 def test_open_loop_bounds():
-    assert OpenLoop(1e7).rate == 1e7 and OpenLoop(1.0, "gamma", 100).cv == 100
-    for rate in (0.0, 1e7 + 0.5):
-        refused("request rate must be a positive number", OpenLoop, rate)
+    assert OpenLoop(1e7).rate == 1e7 and OpenLoop(1.0, "gamma", 100).cv == 100 and OpenLoop(1e-6).rate == 1e-6
+    # 1e308 is not "a positive number" it lacks; 1e-300 put a million arrivals beyond the
+    # float's resolution of a pass (latencies of 0, tokens/s per user of inf: exit 3)
+    for rate, shown in ((0.0, "0.0"), (1e7 + 0.5, "10000000.5"), (1e308, "1e+308"), (1e-300, "1e-300"),
+                        (9.9e-7, "9.9e-07")):
+        refused(f"^the request rate must be in 0.000001..10,000,000 requests/s, got {re.escape(shown)}$", OpenLoop, rate)
     refused("--cv: .* must be in \\(0, 100\\], got 100.5", OpenLoop, 1.0, "gamma", 100.5)
     refused("^arrivals: choose one of poisson, constant, gamma, got 'uniform'$", OpenLoop, 1.0, "uniform")
 
@@ -190,12 +194,14 @@ def test_traffic_bounds():
     assert Traffic(LENGTHS, LENGTHS, users=1).users == 1 and Traffic(LENGTHS, LENGTHS, users=10_000_000).closed_loop
     assert Traffic(LENGTHS, LENGTHS, rate=1.0, think_s=1e6).think_s == 1e6
     refused("^traffic: give a request rate .* not both$", Traffic, LENGTHS, LENGTHS, rate=1.0, users=1)
-    for rate in (0.0, -1.0, 1e7 + 0.5):
-        refused("^traffic: the request rate must be a positive number", Traffic, LENGTHS, LENGTHS, rate=rate)
+    for rate in (0.0, -1.0, 1e7 + 0.5, 1e308, 1e-300):
+        refused("^traffic: the request rate must be in 0.000001..10,000,000 requests/s, got", Traffic, LENGTHS, LENGTHS,
+                rate=rate)
     for users in (0, 10_000_001):
-        refused("^traffic: users must be a positive whole number", Traffic, LENGTHS, LENGTHS, users=users)
-    for think in (-1.0, 1e6 + 0.5):
-        refused("^traffic: think time must be >= 0 seconds", Traffic, LENGTHS, LENGTHS, rate=1.0, think_s=think)
+        refused("^traffic: users must be a whole number in 1..10,000,000", Traffic, LENGTHS, LENGTHS, users=users)
+    for think in (-1.0, 1e6 + 0.5, 1e300):
+        refused("^traffic: think time must be in 0..1,000,000 seconds", Traffic, LENGTHS, LENGTHS, rate=1.0,
+                think_s=think)
 
 
 def test_an_answer_has_at_least_one_token():

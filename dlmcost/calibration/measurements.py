@@ -129,6 +129,15 @@ def analysis_for(p: Point, base: Path, hardware: list[str] | None = None, stack=
     return analyze(spec, gpus=p.gpu, hardware=hardware, stack=stack, **dict(p.workload)), spec
 
 
+def check_answer_tokens(p: Point, gen: float) -> None:
+    """`answer_tokens` counts the useful tokens of a generation of `gen` (the workload's, the
+    model's default when not given): never more than it generates."""
+    if p.answer_tokens is not None and p.answer_tokens > gen:
+        given = f"{p.answer_tokens:,.0f}" if p.answer_tokens == int(p.answer_tokens) else f"{p.answer_tokens:g}"
+        raise UsageError(f"point {shown(p.id)}: answer_tokens {given} is more than the {gen:,.0f} tokens its "
+                         f"workload generates (gen); it counts the useful tokens of that generation")
+
+
 def cannot_run(p: Point) -> UsageError:
     return UsageError(f"point {p.id}: {p.gpu} cannot run this workload")
 
@@ -136,6 +145,7 @@ def cannot_run(p: Point) -> UsageError:
 def compare(p: Point, analysis, roofline=None) -> dict:
     """Measured vs predicted time per forward for one point; `roofline`: the same workload's
     analysis without a stack, for comparison."""
+    check_answer_tokens(p, analysis["workload"]["gen"])
     r = next((x for x in analysis["results"] if x.get("supported")), None)
     if r is None:
         raise cannot_run(p)

@@ -20,6 +20,22 @@ from ..inputs import files
 from ..safe_text import shown
 
 MAX_LENGTH = 1_000_000
+# A request rate's range, requests/s: below a request every 11.6 days, arrival times of a
+# million requests (up to ~1e12 s) would no longer resolve the milliseconds of a pass
+MIN_RATE, MAX_RATE = 1e-6, 1e7
+RATE_RANGE = "0.000001..10,000,000 requests/s"
+MAX_THINK_S = 1e6
+THINK_RANGE = "0..1,000,000 seconds"
+
+
+def check_rate(rate, what: str = "the request rate") -> None:
+    if not (math.isfinite(rate) and MIN_RATE <= rate <= MAX_RATE):
+        raise UsageError(f"{what} must be in {RATE_RANGE}, got {float(rate)!r}")
+
+
+def check_think(think_s, what: str = "think time") -> None:
+    if not (math.isfinite(think_s) and 0 <= think_s <= MAX_THINK_S):
+        raise UsageError(f"{what} must be in {THINK_RANGE}, got {float(think_s)!r}")
 MAX_CLASSES_PER_LENGTH = 3  # length bins per axis: the step-time table is evaluated per bin
 # A lengths file (`--prompt @FILE`) is read whole, through the bounded reader: at most
 # LENGTHS_FILE_BYTES bytes and MAX_FILE_VALUES token counts, counted before any is converted (a
@@ -156,12 +172,11 @@ class Traffic:
     def __post_init__(self):
         if (self.rate is None) == (self.users is None):
             raise UsageError("traffic: give a request rate (requests/s) or a number of concurrent users, not both")
-        if self.rate is not None and not (math.isfinite(self.rate) and 0 < self.rate <= 1e7):
-            raise UsageError(f"traffic: the request rate must be a positive number of requests/s, got {self.rate}")
+        if self.rate is not None:
+            check_rate(self.rate, "traffic: the request rate")
         if self.users is not None and not (isinstance(self.users, int) and 0 < self.users <= 10_000_000):
-            raise UsageError(f"traffic: users must be a positive whole number, got {self.users}")
-        if not (math.isfinite(self.think_s) and 0 <= self.think_s <= 1e6):
-            raise UsageError(f"traffic: think time must be >= 0 seconds, got {self.think_s}")
+            raise UsageError(f"traffic: users must be a whole number in 1..10,000,000, got {self.users}")
+        check_think(self.think_s, "traffic: think time")
 
     @property
     def closed_loop(self) -> bool:
