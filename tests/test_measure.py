@@ -531,6 +531,29 @@ def test_whole_path_measure_calibrate_predict(micro, tmp_path, capsys):
     assert after <= before + 1e-9
 
 
+def test_built_layers_stand_for_their_kind_s_count_by_hand(monkeypatch):
+    """6 sliding-window and 2 full-attention layers, --layers 3: 3 sliding and 2 full layers are
+    built (at most the kind's count), and a pass is the head plus each kind's built layers' time x
+    count / built. With the timer replaced (the head 0.25 s; a built sliding layer 1 s, a full one
+    0.5 s): 0.25 + (3 x 1) x 6/3 + (2 x 0.5) x 2/2 = 7.25 s for every pass. Scaling by --layers
+    instead would give 12.25 s; by the layers built, 11.25 s."""
+    sliding = LayerKind(attention="sliding", window=8, head_dim=32, n_kv_heads=2)
+    full = LayerKind(head_dim=32, n_kv_heads=2)
+    spec = SPEC.model_copy(update=dict(id="test/eight", n_layers=8, layers=((6, sliding), (2, full))))
+
+    def fake_time(part, s, warmup, repeats):
+        if isinstance(part, measure.HeadPart):
+            return 0.25
+        return len(part.layers) * (1.0 if part.kind.attention == "sliding" else 0.5)
+
+    monkeypatch.setattr(measure, "time_pass", fake_time)
+    res = measure_workload(spec, "generic-cpu", dict(scheme="ar", prompt=8, gen=4), load_stack("compiled"),
+                           get_backend("numpy"), layers=3, hardware=[CPU])
+    assert [(k["count"], k["built"]) for k in res["layer_kinds"]] == [(6, 3), (2, 2)]
+    assert [f["measured_ms"] for f in res["families"]] == pytest.approx([7250.0] * len(res["families"]))
+    assert res["measured_ms_per_forward"] == pytest.approx(7250.0)
+
+
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 def test_moe_and_hybrid_models_run(backend):
     """A dense + MoE model with sliding and full layers (DiffusionGemma's layout, micro sizes):

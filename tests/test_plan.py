@@ -435,6 +435,70 @@ def test_the_candidate_limit_counts_every_model_and_the_ar_baseline(capsys, monk
     limits.check_candidates(10**9, None, "")  # None: no limit (the Python API's max_candidates=None)
 
 
+def test_the_fewest_replicas_are_those_a_brute_force_search_finds():
+    """The search's R against a brute-force search over a grid of real deployments (LLaDA-8B, H100
+    and L40S, dual-cache and block decoding, batch limits 16 and 64, 5 to 60 requests/s, p95 of 2
+    and 5 s): every R from the fewest stable replicas up, simulated until one meets the targets.
+    Where the simulated latency falls with R (R - 1 fails whenever R does, over that range) the two
+    agree; everywhere, the search's R meets and R - 1 does not. A search that stopped with a
+    bracket two wide answered one too many in about one case in ten here."""
+    import functools
+
+    from dlmcost.inputs.models import resolve_model
+    from dlmcost.plan import search
+    from dlmcost.serving.steptime import Decoding
+    from dlmcost.serving.traffic import Traffic, sample_requests
+
+    model, db = resolve_model(MODEL), HardwareDB.load(None)
+    pricing = search.Pricing({}, {}, {})
+    compared = 0
+    for rate in (5.0, 20.0, 60.0):
+        traffic = Traffic(parse_lengths(256, "p"), parse_lengths(128, "a"), rate=rate)
+        sample = sample_requests(traffic, 400, 0)
+        for decoding in (Decoding("dual-cache", 32, 1.0), Decoding("block", 32, 2.0)):
+            space = search.SearchSpace([db.get("h100"), db.get("l40s")], [1], ["bf16"], [decoding], [16, 64])
+            for c in search._candidates(model, space, decoding, sample, "realistic", None, None)[0]:
+                lo = math.floor(rate / search._saturation_rps(c, sample)) + 1  # utilisation below 1
+                for p95 in (2.0, 5.0):
+                    targets = results.Targets(p95_latency_s=p95)
+                    found = search._fewest_replicas(c, sample, traffic, targets, pricing,  # as plan() calls it
+                                                    capacity_bound=search._throughput_bound(c, sample) * 1.02)
+                    d = found[0]
+                    if not d.meets:  # no R within the search's range: its nearest miss
+                        continue
+
+                    @functools.cache
+                    def meets(r: int) -> bool:
+                        return search._deployment(c, search._run(c, sample, traffic, r), r, 1.0, pricing,
+                                                  targets).meets
+
+                    where = (rate, p95, c.gpu.name, decoding.label, c.max_batch, d.replicas)
+                    assert d.replicas == lo or not meets(d.replicas - 1), where
+                    if d.replicas - lo > 20:  # brute force where it takes a few simulations (not 90)
+                        continue
+                    fewest = next(r for r in range(lo, d.replicas + 1) if meets(r))  # brute force
+                    if all(meets(r) for r in range(fewest, d.replicas + 1)):  # one switch from failing to meeting
+                        assert d.replicas == fewest, (*where, fewest)
+                        compared += 1
+    assert compared >= 20
+
+
+def test_the_batch_limit_is_what_the_longest_requests_fit(capsys, tmp_path):
+    """Prompts of 256 and 2,048 tokens (a lengths file: two classes, exactly these), answers of 128,
+    no running limit below memory's: the max-batch column is the largest batch of the longest
+    requests that fits, analyze's max batch at prompt 2,048, not the shorter ones' (which would
+    overfill the GPU when the long ones come together)."""
+    lengths = tmp_path / "prompts.txt"
+    lengths.write_text("256 2048")
+    p, err = _plan_json(capsys, MODEL, "--rate", "1", "--p95", "100", "--gpu", "h100", "--tp", "1", "--precision",
+                        "bf16", "--scheme", "dual-cache", "--block", "32", "--tpf", "1", "--prompt", f"@{lengths}",
+                        "--answer", "128", "--max-batch", "4096")
+    fits = {n: api.analyze(MODEL, "h100", scheme="dual-cache", block=32, prompt=n, gen=128, steps=128).results[0]
+            .memory.max_batch for n in (256, 2048)}
+    assert fits[2048] < fits[256] < 4096
+    assert [d["max_batch"] for d in p["deployments"]] == [fits[2048]], (p["deployments"], fits)
+
+
 def test_lengths_from_file_and_percentiles(tmp_path):
     f = tmp_path / "lengths.txt"
     f.write_text("100\n200, 300\n")
@@ -581,6 +645,8 @@ def test_passes_to_first_block_by_hand():
     after 1. mdm with 128 steps over 4 blocks of 32 (semi-autoregressive commits): 32 passes to
     the first block. multi-block (A = 2 blocks in flight, default) with a prompt prefill: 1 + 64/4.
     dual-cache: no prompt-only pass, a refresh then 15 cached steps per block: 64/4 = 16."""
+    import functools
+
     from dlmcost.inputs.models import resolve_model
     from dlmcost.plan import search
     from dlmcost.serving.steptime import Decoding
@@ -615,6 +681,8 @@ def test_time_to_first_output_against_the_engine(batch):
     prefill pass); done after the generation's time at batch b. Block diffusion (prompt 256,
     answer 128, block 32, 2 tokens per forward): the first block after the prefill and 16 of the
     64 steps, whose mean is (generation - prefill) / 64."""
+    import functools
+
     from dlmcost.inputs.models import resolve_model
     from dlmcost.plan import search
     from dlmcost.serving.steptime import Decoding
