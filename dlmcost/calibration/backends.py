@@ -109,7 +109,7 @@ class TorchBackend(NumpyBackend):
         except Exception as exc:  # noqa: BLE001 - whatever the installed torch raises as it loads
             raise _failed_to_load(exc) from None
         self.torch = torch
-        self.out_of_memory = (MemoryError, *(getattr(torch.cuda, "OutOfMemoryError", MemoryError),))
+        self.out_of_memory = (MemoryError, getattr(torch.cuda, "OutOfMemoryError", MemoryError))
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         if self.device.startswith("cuda") and not torch.cuda.is_available():
             raise UsageError("--device cuda: no CUDA device is visible to PyTorch")

@@ -16,13 +16,13 @@ from .results import Deployment
 from .search import PlanResult
 
 
-_LIMIT = "limits.MAX_PLAN_CANDIDATES"  # run's default: the limit as analysis/limits.py has it when run is called
+_LIMIT = object()  # run's default max_candidates: limits.MAX_PLAN_CANDIDATES as it is when run is called
 
 
 def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | None = None, prices: list[str] = (),
         hardware: list[str] | None = None, efficiency: str = "realistic", stack: str | None = None,
         baseline: bool = False, absurd: bool = False, progress: Callable[[int, int], None] | None = None,
-        max_candidates: int | None | str = _LIMIT) -> PlanResult:
+        max_candidates: int | None | object = _LIMIT) -> PlanResult:
     """Read the scenario, search the deployments of each model (several: side by side, at the same
     traffic and targets), return the ranked result. A search of more than `max_candidates`
     candidate deployments in all is refused before any is costed (None: no limit)."""
@@ -52,7 +52,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         own = build_decodings(spec, m, traffic, side_by_side=len(model_specs) > 1)
         spaces.append((m, *build_space_and_pricing(spec, own, db, default_max_batch=cap)))
     counted = [candidate_count(space, baseline) for _, space, _ in spaces]
-    limits.check_candidates(sum(n for n, _ in counted), limits.MAX_PLAN_CANDIDATES if max_candidates == _LIMIT
+    limits.check_candidates(sum(n for n, _ in counted), limits.MAX_PLAN_CANDIDATES if max_candidates is _LIMIT
                             else max_candidates, " + ".join(what for _, what in counted))
     parts, decodings, release = [], [], {}
     for m, space, pricing in spaces:

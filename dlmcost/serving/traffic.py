@@ -143,7 +143,7 @@ def _from_file(path: Path, what: str) -> LengthDist:
     try:
         values = np.array(tokens, dtype=np.float64)
     except ValueError:  # the first token that is not a number, by its position
-        at, bad = next((i, t) for i, t in enumerate(tokens) if not _is_float(t))
+        at, bad = next(((i, t) for i, t in enumerate(tokens) if not _is_float(t)), (len(tokens) - 1, tokens[-1]))
         raise UsageError(f"{what}: lengths file {name}, value {at + 1:,}: "
                          f"'{shown(bad.decode('utf-8', 'replace'), 40)}' is not a number") from None
     wrong = ~np.isfinite(values) | (values < 0) | (values > MAX_LENGTH) | (values != np.round(values))
