@@ -39,7 +39,7 @@ def check_think(think_s, what: str = "think time") -> None:
 MAX_CLASSES_PER_LENGTH = 3  # length bins per axis: the step-time table is evaluated per bin
 # A lengths file (`--prompt @FILE`) is read whole, through the bounded reader: at most
 # LENGTHS_FILE_BYTES bytes and MAX_FILE_VALUES token counts, counted before any is converted (a
-# million take about 0.3 s and 60 MB; `serve` simulates at most a million requests anyway).
+# million take about 0.3 s and 80 MB; `serve` simulates at most a million requests anyway).
 LENGTHS_FILE_BYTES = 16 << 20
 MAX_FILE_VALUES = 1_000_000
 _SEPARATORS = np.zeros(256, bool)
