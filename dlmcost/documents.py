@@ -316,12 +316,18 @@ class CalibrationPoint(Record):
     after_error: float
 
 
-class CalibrateDocument(Versioned):
+class CalibrationFit(Record):
+    """A stack fitted to measured points: what `calibrate` writes (and `measure --profile-out`)."""
+
     stack: str
     written: str
     fitted: dict[str, float]
     rms_log_error: float
     points: list[CalibrationPoint]
+
+
+class CalibrateDocument(CalibrationFit, Versioned):
+    pass
 
 
 class LayerKind(Record):
@@ -345,7 +351,9 @@ class MeasuredFamily(Record):
     predicted_ms: float
 
 
-class MeasureDocument(Versioned):
+class MeasuredBatch(Record):
+    """One batch's measured pass families, and the model's prediction for each."""
+
     model: str
     gpu: str
     device: str
@@ -361,6 +369,11 @@ class MeasureDocument(Versioned):
     nfe: float
     measured_ms_per_forward: float
     predicted_ms_per_forward: float
+
+
+class MeasureDocument(Versioned):
+    measurements: list[MeasuredBatch] = Field(description="one per --batch value")
+    calibrated: CalibrationFit | None = Field(description="the stack fitted to them (--profile-out), else null")
 
 
 # --- every command's ----------------------------------------------------------------------------------

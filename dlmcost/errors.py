@@ -73,7 +73,8 @@ class NoDeploymentError(RequirementError):
 
 
 class MissingExtraError(DlmcostError):
-    """An optional feature whose extra is not installed (`--plot`, `--format html` need `plot`)."""
+    """An optional feature whose extra is not installed or fails to load (`--plot`, `--format html`
+    need `plot`; `measure --backend torch` needs `measure`)."""
 
     exit_code = 9
 

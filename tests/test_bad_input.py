@@ -410,6 +410,19 @@ BLOCKING_CASES = {  # name: (args, exit code, word in the message)
     "dev-zero-efficiency": (["analyze", "--gpu", "h100", "--efficiency", "{zero_yaml}"], errors.EXIT_USAGE,
                             "character device"),
     "moe-billion-layers": (["model", "{slow}/moe_billion_layers.json"], errors.ConfigError.exit_code, "layers"),
+    # lengths files: an option's value (no arrival times: not a request trace), so exit 2
+    "fifo-lengths-serve": (["serve", "--rate", "1", "--prompt", "@{fifo}"], errors.EXIT_USAGE, "named pipe"),
+    "fifo-lengths-plan": (["plan", "--rate", "1", "--p95", "10", "--answer", "@{fifo}"], errors.EXIT_USAGE,
+                          "named pipe"),
+    "dev-zero-lengths-serve": (["serve", "--rate", "1", "--answer", "@{zero}"], errors.EXIT_USAGE,
+                               "character device"),
+    "folder-lengths-plan": (["plan", "--rate", "1", "--p95", "10", "--prompt", "@{dir}"], errors.EXIT_USAGE, "folder"),
+    # a measurements file's model, beside it (never a "no such file or bundled model")
+    "fifo-calibrate-model": (["calibrate", "{points_fifo}", "-o", "{out}"], errors.ConfigError.exit_code, "named pipe"),
+    "dev-zero-calibrate-model": (["calibrate", "{points_zero}", "-o", "{out}"], errors.ConfigError.exit_code,
+                                 "character device"),
+    "folder-calibrate-model": (["calibrate", "{points_dir}", "-o", "{out}"], errors.ConfigError.exit_code, "named pipe"),
+    "fifo-model-without-suffix": (["model", "{fifo_bare}"], errors.ConfigError.exit_code, "named pipe"),
 }
 
 
@@ -428,9 +441,17 @@ def blocking_results(tmp_path_factory):
     os.mkfifo(tmp / "model_dir" / "config.json")
     for name in ("zero.json", "zero.yaml"):
         (tmp / name).symlink_to("/dev/zero")
+    os.mkfifo(tmp / "pipe")
     subst = {"{fifo}": str(tmp / "pipe.json"), "{dir}": str(tmp / "model_dir"), "{zero}": str(tmp / "zero.json"),
-             "{zero_yaml}": str(tmp / "zero.yaml"), "{slow}": str(CORPUS / "slow")}
+             "{zero_yaml}": str(tmp / "zero.yaml"), "{slow}": str(CORPUS / "slow"), "{fifo_bare}": str(tmp / "pipe"),
+             "{out}": str(tmp / "fitted.yaml")}
+    for name, model in (("fifo", "pipe.json"), ("zero", "zero.json"), ("dir", "model_dir")):
+        point = dict(id="p", model=model, gpu="h100", workload=dict(scheme="ar", prompt=8, gen=8),
+                     measured=dict(ms_per_forward=1.0))
+        (tmp / f"points_{name}.yaml").write_text(json.dumps(dict(points=[point])))
+        subst[f"{{points_{name}}}"] = str(tmp / f"points_{name}.yaml")
     env = {k: v for k, v in os.environ.items() if k != "DLMCOST_HARDWARE"} | {"HF_HUB_OFFLINE": "1"}
+    subst |= {f"@{k}": f"@{v}" for k, v in subst.items()}  # a lengths file: --prompt @FILE
     cases = {name: [subst.get(a, a).replace("{slow}", subst["{slow}"]) for a in args]
              for name, (args, _, _) in BLOCKING_CASES.items()}
     cases |= {f"alias-bomb-{name}": [a.replace("{slow}", subst["{slow}"]) for a in args]
@@ -464,6 +485,10 @@ def test_oversize_files_and_folders_are_named_for_what_they_are(fails, tmp_path)
     assert "limit is 1 MiB" in fails("gpus", "--hardware", tmp_path / "big.yaml", code=errors.HardwareFileError.exit_code)
     assert "limit is 1 MiB" in fails("analyze", "--efficiency", tmp_path / "big.yaml", code=errors.EXIT_USAGE)
     assert "folder" in fails("analyze", "--gpu", "h100", "--efficiency", tmp_path, code=errors.EXIT_USAGE)
+    with open(tmp_path / "lengths.txt", "wb") as fh:  # a lengths file (docs/limits.md: 16 MiB)
+        fh.truncate((16 << 20) + 1)
+    assert "limit is 16 MiB" in fails("serve", "--rate", "1", "--prompt", f"@{tmp_path / 'lengths.txt'}",
+                                      code=errors.EXIT_USAGE)
 
 
 @pytest.mark.parametrize("name", ["huge_int_5000_digits.json", "huge_int_5000_digits.yaml"])

@@ -118,6 +118,34 @@ def test_cli_a_bad_point_is_one_line_with_its_code(tmp_path, capsys, bad, code, 
     assert not out.exists()
 
 
+def test_answer_tokens_beyond_the_generation_is_refused(tmp_path, capsys):
+    """answer_tokens counts the useful tokens of the generation: 1,000,000 of a gen of 128 (or of
+    the model's default generation, when gen is not given) cannot be, in calibrate as in compare."""
+    point = dict(GOOD, id="long", workload=dict(scheme="mdm", prompt=16, gen=128), measured=dict(tokens_per_s=50.0),
+                 answer_tokens=1_000_000)
+    src = tmp_path / "m.yaml"
+    src.write_text(yaml.safe_dump(dict(points=[point])))
+    assert main(["calibrate", str(src), "--fit", "fixed", "-o", str(tmp_path / "x.yaml")]) == 2
+    assert capsys.readouterr().err == ("error: point long: answer_tokens 1,000,000 is more than the 128 tokens its "
+                                       "workload generates (gen); it counts the useful tokens of that generation\n")
+    with pytest.raises(UsageError, match="answer_tokens 129 is more than the 128 tokens"):
+        p = Point(**dict(point, answer_tokens=129))
+        compare(p, analysis_for(p, ROOT)[0])
+    p = Point(**dict(point, answer_tokens=128))  # all of it: fine
+    assert compare(p, analysis_for(p, ROOT)[0])["measured_ms"] > 0
+
+
+def test_stack_none_is_refused_for_what_it_is(tmp_path, capsys):
+    """`none` is the bare roofline: calibrate has nothing to fit in it, and says so instead of
+    calling it unknown and listing it among the stacks to use."""
+    src = tmp_path / "m.yaml"
+    src.write_text(yaml.safe_dump(dict(points=[GOOD])))
+    assert main(["calibrate", str(src), "--stack", "none", "-o", str(tmp_path / "x.yaml")]) == 5
+    err = capsys.readouterr().err
+    assert err.startswith("error: --stack none (the bare roofline) has no parameters to fit") and err.count("\n") == 1
+    assert ", none," not in err and "unknown stack" not in err
+
+
 def test_cli_the_first_bad_point_is_reported(tmp_path, capsys):
     # points are checked in file order, each fully (workload, then whether its GPU can run it)
     first = dict(GOOD, id="first", gpu="a100", workload=dict(AR, precision="fp8"))
@@ -126,6 +154,31 @@ def test_cli_the_first_bad_point_is_reported(tmp_path, capsys):
     src.write_text(yaml.safe_dump(dict(points=[first, second])))
     assert main(["calibrate", str(src), "--fit", "fixed", "-o", str(tmp_path / "x.yaml")]) == 2
     assert capsys.readouterr().err == "error: point first: a100 cannot run this workload\n"
+
+
+def test_a_relative_model_path_is_taken_from_the_file_s_folder_never_the_current_one(tmp_path, capsys,
+                                                                                     monkeypatch):
+    """tiny.yaml in the current folder, the measurements file in sub/: not found beside the file
+    (exit 6, saying where it looked), instead of a fit on whatever the current folder held; a
+    copy beside the file is the one read; an id is never looked up as a path."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(TINY, tmp_path / "tiny.yaml")
+    (tmp_path / "sub").mkdir()
+    src = tmp_path / "sub" / "m.yaml"
+    src.write_text(yaml.safe_dump(dict(points=[dict(GOOD, model="tiny.yaml")])))
+    assert main(["calibrate", str(src), "--fit", "fixed", "-o", str(tmp_path / "x.yaml")]) == 6
+    assert capsys.readouterr().err == (f"error: point ok: no model file tiny.yaml in the measurements file's folder "
+                                       f"({tmp_path / 'sub'}), where a relative path is taken from\n")
+    beside = yaml.safe_load(Path(TINY).read_text()) | {"id": "beside/tiny"}  # not the current folder's copy
+    (tmp_path / "sub" / "tiny.yaml").write_text(yaml.safe_dump(beside))
+    points, base = load_points(src)
+    assert base == tmp_path / "sub" and analysis_for(points[0], base)[1].id == "beside/tiny"
+    (tmp_path / "GSAI-ML").mkdir()  # a folder named like a bundled id's org, in the current folder
+    (tmp_path / "GSAI-ML" / "LLaDA-8B-Instruct").mkdir()
+    llada = dict(GOOD, model="GSAI-ML/LLaDA-8B-Instruct")
+    assert analysis_for(Point(**llada), tmp_path / "sub")[1].source == "bundled"
 
 
 def point_by_point_rows(problem: Problem, theta) -> list[dict]:

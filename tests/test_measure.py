@@ -7,6 +7,7 @@ is stated and enforced, and the whole path measure -> calibrate -> predict works
 Timing tests compare ratios with generous bounds and take the best of three attempts, so a
 loaded two-core machine cannot make them fail; a broken timer fails every attempt."""
 
+import json
 import time
 from pathlib import Path
 
@@ -258,6 +259,33 @@ def test_time_call_stops_once_the_timed_runs_add_up(monkeypatch):
     assert len(calls) == 1 + 3
 
 
+def test_time_call_stops_the_warm_up_once_it_adds_up(monkeypatch):
+    """`--warmup 1000000000` ran until killed. A clock that advances 125 ms per reading: runs of
+    125 ms; with enough_s = 0.5 s the warm-up stops after 4 runs (0.5 s), then the timed runs
+    after 4 more, whatever the counts asked for; without enough_s the counts hold (2 + 3)."""
+    clock, calls = iter(0.125 * i for i in range(1000)), []
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: next(clock))
+    assert time_call(lambda: calls.append(1), NumpyBackend(), 10**9, 10**9, enough_s=0.5) == pytest.approx(0.125)
+    assert len(calls) == 4 + 4
+    calls.clear()
+    time_call(lambda: calls.append(1), NumpyBackend(), 2, 3)
+    assert len(calls) == 2 + 3
+
+
+def test_a_huge_warm_up_ends(micro, capsys, monkeypatch):
+    """Through the command: a billion warm-up and timed runs per shape end (after 10 ms of each
+    here, instead of ENOUGH_S's half a second, to keep the test short)."""
+    import time as clock
+
+    monkeypatch.setattr(measure, "ENOUGH_S", 0.01)
+    t0 = clock.perf_counter()
+    code = main(["measure", str(micro), "--hardware", CPU, "--gpu", "generic-cpu", "--scheme", "ar", "--prompt", "8",
+                 "--gen", "4", "--warmup", "1000000000", "--repeats", "1000000000", "-f", "json"])
+    assert code == 0, capsys.readouterr().err
+    assert clock.perf_counter() - t0 < 60
+    assert json.loads(capsys.readouterr().out)["measurements"][0]["warmup"] == 10**9
+
+
 def test_random_weights_are_the_pool_tiled_and_scaled():
     """numpy's weights: the backend's pool of random numbers repeated over the shape (2.5 pools
     here, so the last copy is cut) and scaled, as float32."""
@@ -359,11 +387,12 @@ def test_measured_and_predicted_numbers_by_hand(micro, monkeypatch):
     import io
 
     from dlmcost.render.output import Output
-    from dlmcost.render.report_stacks import render_measure
+    from dlmcost.render.report_stacks import render_measurements
 
     buf = io.StringIO()
-    render_measure(res, "csv", Output(buf))
+    render_measurements([res], "csv", Output(buf))
     rows = list(csv.DictReader(io.StringIO(buf.getvalue())))
+    assert [r["batch"] for r in rows] == ["2", "2"]  # the workload's batch, on every row
     assert [r["ratio pred/meas"] for r in rows] == [f"{f['predicted_ms'] / f['measured_ms']:.3g}" for f in (prefill, step)]
     assert [r["mask"] for r in rows] == ["causal", "bidirectional"]
 
@@ -391,6 +420,89 @@ def test_over_the_memory_bound_is_one_clear_error(micro, monkeypatch, capsys):
     assert code == 2 and "needs about" in err and "a test bound" in err and len(err.strip().splitlines()) == 1
 
 
+def test_the_bound_is_the_least_of_the_machine_the_address_space_limit_and_the_cgroup(monkeypatch):
+    """80% of each: MemAvailable 10 GB, what `ulimit -v` leaves 5 GB, what the cgroup leaves 2 GB
+    -> 1.6 GB, said to be the cgroup's; without the cgroup's, 4 GB from the address-space limit."""
+    from dlmcost.calibration import backends
+
+    monkeypatch.setattr(backends, "_proc_kib", lambda path, key: {"MemAvailable:": 10e9}.get(key))
+    monkeypatch.setattr(backends, "address_space_left", lambda: 5e9)
+    monkeypatch.setattr(backends, "cgroup_memory_left", lambda: 2e9)
+    be = NumpyBackend()
+    limit, why = backends.available_bytes(be)
+    assert limit == pytest.approx(1.6e9) and "memory cgroup" in why
+    monkeypatch.setattr(backends, "cgroup_memory_left", lambda: None)
+    limit, why = backends.available_bytes(be)
+    assert limit == pytest.approx(4e9) and "address-space limit (ulimit -v)" in why
+    monkeypatch.setattr(backends, "address_space_left", lambda: None)
+    assert backends.available_bytes(be) == (pytest.approx(8e9), "80% of the memory available")
+
+
+def test_what_an_address_space_limit_and_a_cgroup_leave(monkeypatch, tmp_path):
+    """RLIMIT_AS 3 GiB with 1 GiB mapped (VmSize) leaves 2 GiB; cgroup v2 `max` is no limit, a
+    v2 or v1 limit less its usage is what is left, and v1's largest int64 is no limit."""
+    import resource
+
+    from dlmcost.calibration import backends
+
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (3 << 30, resource.RLIM_INFINITY))
+    monkeypatch.setattr(backends, "_proc_kib", lambda path, key: float(1 << 30) if key == "VmSize:" else None)
+    assert backends.address_space_left() == 2 << 30
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    assert backends.address_space_left() is None
+
+    def cgroup(limit: str, usage: str):
+        (tmp_path / "limit").write_text(limit)
+        (tmp_path / "usage").write_text(usage)
+        monkeypatch.setattr(backends, "_cgroup_files", lambda: [(str(tmp_path / "none"), str(tmp_path / "none")),
+                                                                 (str(tmp_path / "limit"), str(tmp_path / "usage"))])
+        return backends.cgroup_memory_left()
+
+    assert cgroup("max\n", "123\n") is None
+    assert cgroup("2147483648\n", "536870912\n") == 1536 << 20
+    assert cgroup("9223372036854771712\n", "1\n") is None
+    assert cgroup("100\n", "200\n") == 0
+
+
+def test_an_address_space_limit_is_a_clear_error_not_a_memory_error():
+    """LLaDA-8B's largest part (its LM head, about 2.1 GB at this shape) under an address-space
+    limit 1.5 GB above what the process has mapped: refused up front with the limit named (before
+    this bound, numpy's MemoryError ended in an internal error, exit 70). In a process of its own,
+    forked (tests/forkrun.py), since the limit cannot be lifted once lowered."""
+    import os
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    import forkrun
+
+    code = """
+import resource, sys
+vm = next(int(l.split()[1]) * 1024 for l in open('/proc/self/status') if l.startswith('VmSize:'))
+resource.setrlimit(resource.RLIMIT_AS, (vm + (3 << 29), resource.RLIM_INFINITY))
+from dlmcost.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+    args = ["measure", "GSAI-ML/LLaDA-8B-Instruct", "--gpu", "h100", "--scheme", "block", "--prompt", "32", "--gen",
+            "32", "--block", "32", "--steps", "8"]
+    result = forkrun.run({"m": forkrun.script(code, args)}, dict(os.environ), limit_s=60)["m"]
+    assert result is not None, "still running at the deadline"
+    rc, out, err = result
+    assert rc == 2 and out == "" and err.count("\n") == 1, (rc, err)
+    assert err.startswith("error: measuring GSAI-ML/LLaDA-8B-Instruct needs about") and "ulimit -v" in err, err
+
+
+def test_running_out_of_memory_within_the_bound_is_a_clear_error(micro, monkeypatch, capsys):
+    def refused(*args, **kwargs):
+        raise MemoryError("Unable to allocate 1.93 GiB for an array with shape (126464, 4096)")
+
+    monkeypatch.setattr(measure, "time_shapes", refused)
+    code = main(["measure", str(micro), "--hardware", CPU, "--gpu", "generic-cpu", "--scheme", "ar",
+                 "--prompt", "8", "--gen", "4"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith("error: measuring test/micro ran out of memory (Unable to allocate 1.93 GiB"), err
+
+
 # --- the whole path and the refusals ----------------------------------------------------------
 
 
@@ -399,7 +511,11 @@ def test_whole_path_measure_calibrate_predict(micro, tmp_path, capsys):
     code = main(["measure", str(micro), "--hardware", CPU, "--gpu", "generic-cpu", "--scheme", "block",
                  "--prompt", "16", "--gen", "32", "--block", "16", "--batch", "1,4", "--stack", "compiled",
                  "--repeats", "3", "-o", str(out), "--profile-out", str(prof), "-f", "json"])
-    assert code == 0, capsys.readouterr().err
+    out_text, err = capsys.readouterr()
+    assert code == 0, err
+    printed = json.loads(out_text)  # one JSON document: both batches and the fit to them
+    assert [m["workload"]["batch"] for m in printed["measurements"]] == [1, 4]
+    assert printed["calibrated"]["written"] == str(prof) and len(printed["calibrated"]["points"]) == 2
     from dlmcost.calibration.measurements import analysis_for, compare, load_points
 
     points, base = load_points(out)
@@ -413,6 +529,29 @@ def test_whole_path_measure_calibrate_predict(micro, tmp_path, capsys):
         after += math.log(compare(p, analysis_for(p, base, [CPU], stack)[0])["error"]) ** 2
         before += math.log(compare(p, analysis_for(p, base, [CPU], "compiled")[0])["error"]) ** 2
     assert after <= before + 1e-9
+
+
+def test_built_layers_stand_for_their_kind_s_count_by_hand(monkeypatch):
+    """6 sliding-window and 2 full-attention layers, --layers 3: 3 sliding and 2 full layers are
+    built (at most the kind's count), and a pass is the head plus each kind's built layers' time x
+    count / built. With the timer replaced (the head 0.25 s; a built sliding layer 1 s, a full one
+    0.5 s): 0.25 + (3 x 1) x 6/3 + (2 x 0.5) x 2/2 = 7.25 s for every pass. Scaling by --layers
+    instead would give 12.25 s; by the layers built, 11.25 s."""
+    sliding = LayerKind(attention="sliding", window=8, head_dim=32, n_kv_heads=2)
+    full = LayerKind(head_dim=32, n_kv_heads=2)
+    spec = SPEC.model_copy(update=dict(id="test/eight", n_layers=8, layers=((6, sliding), (2, full))))
+
+    def fake_time(part, s, warmup, repeats):
+        if isinstance(part, measure.HeadPart):
+            return 0.25
+        return len(part.layers) * (1.0 if part.kind.attention == "sliding" else 0.5)
+
+    monkeypatch.setattr(measure, "time_pass", fake_time)
+    res = measure_workload(spec, "generic-cpu", dict(scheme="ar", prompt=8, gen=4), load_stack("compiled"),
+                           get_backend("numpy"), layers=3, hardware=[CPU])
+    assert [(k["count"], k["built"]) for k in res["layer_kinds"]] == [(6, 3), (2, 2)]
+    assert [f["measured_ms"] for f in res["families"]] == pytest.approx([7250.0] * len(res["families"]))
+    assert res["measured_ms_per_forward"] == pytest.approx(7250.0)
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
@@ -445,6 +584,39 @@ def test_refusals(micro):
     with pytest.raises(UsageError, match="--repeats"):
         measure_workload(spec, "generic-cpu", dict(scheme="ar", prompt=4, gen=4), load_stack("compiled"),
                          get_backend("numpy"), repeats=0, hardware=[CPU])
+
+
+class _BrokenImport:
+    """A finder that fails the import of one module as a broken install does."""
+
+    def __init__(self, name: str, error: Exception):
+        self.name, self.error = name, error
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == self.name:
+            raise self.error
+        return None
+
+
+@pytest.mark.parametrize("error, needle", [
+    (OSError("libcudart.so.12: cannot open shared object file: No such file or directory"),
+     "failed to load (OSError: libcudart.so.12: cannot open shared object file"),
+    (ModuleNotFoundError("No module named 'sympy'", name="sympy"), "failed to load (ModuleNotFoundError"),
+    (RuntimeError("\x1b[2Jhalf upgraded"), "failed to load (RuntimeError: \\x1b[2Jhalf upgraded)"),
+    (ModuleNotFoundError("No module named 'torch'", name="torch"), "needs PyTorch: pip install"),
+])
+def test_torch_that_fails_to_import_is_exit_9_with_its_reason(micro, monkeypatch, capsys, error, needle):
+    """As `--plot` with a matplotlib that fails to load: the extra's failure, exit 9, one line
+    with the reason (escaped), not an internal error (exit 70)."""
+    import sys
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [_BrokenImport("torch", error), *sys.meta_path])
+    capsys.readouterr()
+    code = main(["measure", str(micro), "--hardware", CPU, "--gpu", "generic-cpu", "--backend", "torch"])
+    out, err = capsys.readouterr()
+    assert code == 9 and out == "" and err.count("\n") == 1 and err.startswith("error: ") and needle in err, err
+    assert "\x1b" not in err
 
 
 def test_torch_backend_agrees_with_numpy():

@@ -70,3 +70,37 @@ def test_an_ar_prompt_is_prefilled_once_however_short(prompt, prefills):
     # the serving simulation's count of passes that see only the prompt
     cols = api.sweep_first_pass("meta-llama/Meta-Llama-3-8B", gpus="h100", schemes=["ar"], prompts=[prompt], gens=[16])
     assert cols["prompt_passes"].tolist() == [prefills]
+
+
+@pytest.mark.parametrize("precision, kv_dtype, kv_bytes", [("fp8", "bf16", 2), ("bf16", "fp8", 1), ("fp8", "fp4", 0.5),
+                                                           ("w4a16", "int8", 1)])
+def test_the_kv_cache_is_counted_at_its_own_precision_not_the_weights(precision, kv_dtype, kv_bytes):
+    """--kv-dtype sets the cache's bytes per element whatever the weights' precision (fp8 weights
+    with a bf16 cache: 2 bytes; bf16 weights with an fp8 cache: 1): LLaDA-8B's block decoding
+    keeps prompt and answer, LP + LG tokens x 32 layers x 2 x 32 K/V heads x 128 x kv bytes, in
+    analyze; a sweep's total grows by the same per sequence against an fp4 cache's half byte."""
+    expected = (LP + LG) * LAYERS * 2 * KV_HEADS * HEAD_DIM * kv_bytes
+    knobs = dict(scheme="block", prompt=LP, gen=LG, steps=S, block=BLOCK, precision=precision, kv_dtype=kv_dtype)
+    mem = api.analyze(LLADA, "h100", **knobs)["results"][0]["memory"]
+    assert mem["kv_cache_bytes"] == pytest.approx(expected, rel=1e-12)
+
+    def sweep_totals(kv: str) -> list[float]:  # a sweep's rows give the total: the K/V is its only change here
+        return [r["memory_total_bytes"] for r in api.sweep_rows(api.sweep(
+            LLADA, gpus="h100", schemes=["block"], prompts=[LP], gens=[LG], steps=[S], blocks=[BLOCK], batches=[1, 2],
+            precisions=[precision], kv_dtype=kv))]
+
+    elements = (LP + LG) * LAYERS * 2 * KV_HEADS * HEAD_DIM
+    more = [a - b for a, b in zip(sweep_totals(kv_dtype), sweep_totals("fp4"))]  # against half a byte
+    assert more == pytest.approx([elements * (kv_bytes - 0.5), 2 * elements * (kv_bytes - 0.5)], rel=1e-9, abs=1)
+
+
+def test_a_drafter_s_kv_cache_does_not_follow_the_weights_precision():
+    """With a drafter (LLaDA2.0-mini drafting for LLaDA2.0-flash) both models' caches are kept at
+    --kv-dtype: the same K/V bytes under bf16 and fp8 weights, and a bf16 cache holds 4x an fp4
+    one's half byte per element."""
+    def kv(precision: str, kv_dtype: str) -> float:
+        return api.analyze("inclusionAI/LLaDA2.0-flash", "h100", scheme="draft-verify", block=8, tpf=3,
+                           drafter="inclusionAI/LLaDA2.0-mini", prompt=LP, gen=LG, precision=precision,
+                           kv_dtype=kv_dtype)["results"][0]["memory"]["kv_cache_bytes"]
+
+    assert kv("fp8", "bf16") == kv("bf16", "bf16") == pytest.approx(4 * kv("fp8", "fp4"), rel=1e-12)

@@ -366,6 +366,8 @@ def test_impossible_targets_exit_8_with_nearest_miss(capsys):
 @pytest.mark.parametrize("args, code, needle", [
     (["--rate", "-3"], 2, "rate"),
     (["--rate", "0"], 2, "rate"),
+    (["--rate", "1e-300"], 2, "field 'traffic.rate': Input should be greater than or equal to 0.000001"),  # was 70
+    (["--users", "3", "--think", "1e300"], 2, "field 'traffic.think_s': Input should be less than or equal to 1000000"),
     (["--rate", "5", "--users", "3"], 2, "not both"),
     ([], 2, "request rate"),
     (["--rate", "5", "--gpu", "h900"], 4, "unknown GPU"),
@@ -375,7 +377,7 @@ def test_impossible_targets_exit_8_with_nearest_miss(capsys):
     (["--rate", "5", "--p95", "-1"], 2, "p95_latency_s"),
     (["--rate", "5", "--prompt", "p50:300,p90:100"], 2, "must not decrease"),
     (["--rate", "5", "--prompt", "lots"], 2, "not a token count"),
-    (["--rate", "5", "--answer", "@/nonexistent/lengths.txt"], 2, "cannot read lengths file"),
+    (["--rate", "5", "--answer", "@/nonexistent/lengths.txt"], 2, "lengths file /nonexistent/lengths.txt: does not exist"),
     (["--rate", "5", "--scheme", "turbo"], 2, "unknown scheme"),
     (["--rate", "5", "--scheme", "block", "--block", "4", "--tpf", "8"], 2, "exceeds the block"),
     (["--rate", "5", "--scenario", "/nonexistent.yaml"], 2, "scenario file /nonexistent.yaml: does not exist"),
@@ -402,6 +404,108 @@ def test_bad_scenario_files(capsys, tmp_path, text, needle):
     rc, out, err = run(capsys, "plan", MODEL, "--scenario", path, "--gpu", "h100")
     assert rc == 2, err
     assert err.count("\n") == 1 and err.startswith("error: ") and needle in err, err
+
+
+def test_too_many_candidates_are_refused_before_any_work(capsys, monkeypatch):
+    """2 GPUs x 4 TP sizes x 2 precisions x 6 decodings (block 8, 16, 32 at 1 or 2 tokens per
+    forward) x 110 batch limits = 10,560 candidates, over the 10,000 of docs/limits.md: refused
+    with the product, before the traffic is sampled or a pass table built."""
+    from dlmcost.plan import search
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started before the candidate limit was checked")
+
+    monkeypatch.setattr(search, "sample_requests", no_work)
+    monkeypatch.setattr(search, "pass_table", no_work)
+    batches = ",".join(str(b) for b in range(1, 111))
+    rc, out, err = run(capsys, "plan", MODEL, "--rate", "5", "--p95", "10", "--gpu", "h100,mi300x", "--tp", "1,2,4,8",
+                       "--precision", "bf16,fp8", "--scheme", "block", "--block", "8,16,32", "--tpf", "1,2",
+                       "--max-batch", batches)
+    assert rc == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith("error: the plan asks for 10,560 candidate deployments (2 GPUs x 4 TP sizes x 2 "
+                          "precisions x 6 decodings x 110 batch limits); at most 10,000: shorten some lists"), err
+    assert "split the search" in err
+
+
+@pytest.mark.parametrize("extra, count", [
+    ([], 12), (["--ar-baseline"], 16), (["--ar-baseline", "--model", "inclusionAI/LLaDA2.0-mini"], 24)])
+def test_the_candidate_limit_counts_every_model_and_the_ar_baseline(capsys, monkeypatch, extra, count):
+    """The README's plan: 2 GPUs x 1 TP size x 2 precisions x 3 decodings x 1 batch limit = 12
+    candidates; the AR baseline is one decoding more, 16; LLaDA2.0-mini beside it adds its own
+    decoding and the baseline, 2 x 1 x 2 x 2 x 1 = 8 more, 24. Under a limit of 11, each is refused."""
+    from dlmcost.analysis import limits
+
+    monkeypatch.setattr(limits, "MAX_PLAN_CANDIDATES", 11)
+    models = MODEL + (",inclusionAI/LLaDA2.0-mini" if "--model" in extra else "")
+    rc, out, err = run(capsys, "plan", models, "--rate", "5", "--p95", "10", "--gpu", "h100,mi300x", "--tp", "1",
+                       *extra[:1])
+    assert rc == 2 and f"asks for {count} candidate deployments" in err and "at most 11:" in err, err
+    limits.check_candidates(11, 11, "")  # at the limit: not refused
+    limits.check_candidates(10**9, None, "")  # None: no limit (the Python API's max_candidates=None)
+
+
+def test_the_fewest_replicas_are_those_a_brute_force_search_finds():
+    """The search's R against a brute-force search over a grid of real deployments (LLaDA-8B, H100
+    and L40S, dual-cache and block decoding, batch limits 16 and 64, 5 to 60 requests/s, p95 of 2
+    and 5 s): every R from the fewest stable replicas up, simulated until one meets the targets.
+    Where the simulated latency falls with R (R - 1 fails whenever R does, over that range) the two
+    agree; everywhere, the search's R meets and R - 1 does not. A search that stopped with a
+    bracket two wide answered one too many in about one case in ten here."""
+    import functools
+
+    from dlmcost.inputs.models import resolve_model
+    from dlmcost.plan import search
+    from dlmcost.serving.steptime import Decoding
+    from dlmcost.serving.traffic import Traffic, sample_requests
+
+    model, db = resolve_model(MODEL), HardwareDB.load(None)
+    pricing = search.Pricing({}, {}, {})
+    compared = 0
+    for rate in (5.0, 20.0, 60.0):
+        traffic = Traffic(parse_lengths(256, "p"), parse_lengths(128, "a"), rate=rate)
+        sample = sample_requests(traffic, 400, 0)
+        for decoding in (Decoding("dual-cache", 32, 1.0), Decoding("block", 32, 2.0)):
+            space = search.SearchSpace([db.get("h100"), db.get("l40s")], [1], ["bf16"], [decoding], [16, 64])
+            for c in search._candidates(model, space, decoding, sample, "realistic", None, None)[0]:
+                lo = math.floor(rate / search._saturation_rps(c, sample)) + 1  # utilisation below 1
+                for p95 in (2.0, 5.0):
+                    targets = results.Targets(p95_latency_s=p95)
+                    found = search._fewest_replicas(c, sample, traffic, targets, pricing,  # as plan() calls it
+                                                    capacity_bound=search._throughput_bound(c, sample) * 1.02)
+                    d = found[0]
+                    if not d.meets:  # no R within the search's range: its nearest miss
+                        continue
+
+                    @functools.cache
+                    def meets(r: int) -> bool:
+                        return search._deployment(c, search._run(c, sample, traffic, r), r, 1.0, pricing,
+                                                  targets).meets
+
+                    where = (rate, p95, c.gpu.name, decoding.label, c.max_batch, d.replicas)
+                    assert d.replicas == lo or not meets(d.replicas - 1), where
+                    if d.replicas - lo > 20:  # brute force where it takes a few simulations (not 90)
+                        continue
+                    fewest = next(r for r in range(lo, d.replicas + 1) if meets(r))  # brute force
+                    if all(meets(r) for r in range(fewest, d.replicas + 1)):  # one switch from failing to meeting
+                        assert d.replicas == fewest, (*where, fewest)
+                        compared += 1
+    assert compared >= 20
+
+
+def test_the_batch_limit_is_what_the_longest_requests_fit(capsys, tmp_path):
+    """Prompts of 256 and 2,048 tokens (a lengths file: two classes, exactly these), answers of 128,
+    no running limit below memory's: the max-batch column is the largest batch of the longest
+    requests that fits, analyze's max batch at prompt 2,048, not the shorter ones' (which would
+    overfill the GPU when the long ones come together)."""
+    lengths = tmp_path / "prompts.txt"
+    lengths.write_text("256 2048")
+    p, err = _plan_json(capsys, MODEL, "--rate", "1", "--p95", "100", "--gpu", "h100", "--tp", "1", "--precision",
+                        "bf16", "--scheme", "dual-cache", "--block", "32", "--tpf", "1", "--prompt", f"@{lengths}",
+                        "--answer", "128", "--max-batch", "4096")
+    fits = {n: api.analyze(MODEL, "h100", scheme="dual-cache", block=32, prompt=n, gen=128, steps=128).results[0]
+            .memory.max_batch for n in (256, 2048)}
+    assert fits[2048] < fits[256] < 4096
+    assert [d["max_batch"] for d in p["deployments"]] == [fits[2048]], (p["deployments"], fits)
 
 
 def test_lengths_from_file_and_percentiles(tmp_path):
@@ -550,6 +654,8 @@ def test_passes_to_first_block_by_hand():
     after 1. mdm with 128 steps over 4 blocks of 32 (semi-autoregressive commits): 32 passes to
     the first block. multi-block (A = 2 blocks in flight, default) with a prompt prefill: 1 + 64/4.
     dual-cache: no prompt-only pass, a refresh then 15 cached steps per block: 64/4 = 16."""
+    import functools
+
     from dlmcost.inputs.models import resolve_model
     from dlmcost.plan import search
     from dlmcost.serving.steptime import Decoding
@@ -584,6 +690,8 @@ def test_time_to_first_output_against_the_engine(batch):
     prefill pass); done after the generation's time at batch b. Block diffusion (prompt 256,
     answer 128, block 32, 2 tokens per forward): the first block after the prefill and 16 of the
     64 steps, whose mean is (generation - prefill) / 64."""
+    import functools
+
     from dlmcost.inputs.models import resolve_model
     from dlmcost.plan import search
     from dlmcost.serving.steptime import Decoding
@@ -744,6 +852,27 @@ def test_default_decodings_are_the_models_own(capsys):
     p, err = _plan_json(capsys, MODEL, *small, "--scheme", "block", "--block", "32", "--tpf", "2")
     assert p["search"]["decodings"] == ["block/32/2"]
     assert err.startswith("warning: ") and "not published with block" in err
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["plan", MODEL, "--rate", "1", "--p95", "10", "--scheme", "block", "--tp", "2000"], "tensor-parallel sizes"),
+    (["plan", MODEL, "--rate", "1", "--p95", "10", "--scheme", "block", "--precision", "foo"], "unknown precision"),
+    (["serve", MODEL, "--rate", "1", "--scheme", "block", "--precision", "foo"], "unknown precision"),
+])
+def test_a_failing_command_prints_its_error_alone(capsys, args, needle):
+    """A scheme the model was not published with warns, then an option fails validation: the
+    failure is one error line, without the warning (docs/limits.md, "What reaches the terminal")."""
+    rc, out, err = run(capsys, *args)
+    assert rc == 2 and out == "" and err.count("\n") == 1 and err.startswith("error: ") and needle in err, err
+
+
+def test_warnings_come_before_the_error_of_a_missed_target(capsys):
+    """Exit 8: the plan ran, so its warning stands, before the error line and its details."""
+    rc, out, err = run(capsys, "plan", MODEL, "--rate", "1", "--p95", "0.001", "--gpu", "h100", "--tp", "1",
+                       "--precision", "bf16", "--scheme", "block", "--block", "32", "--tpf", "2")
+    lines = err.splitlines()
+    assert rc == 8 and lines[0].startswith("warning: ") and "not published with block" in lines[0], err
+    assert lines[1].startswith("error: no deployment meets the targets"), err
 
 
 def test_default_gpus_are_data_centre_parts():

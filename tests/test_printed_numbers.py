@@ -471,3 +471,21 @@ def test_achievable_ridge_worked_example():
                                                                     rel=1e-9)
     assert r["ridge_flops_per_byte"] == pytest.approx(h100_ridge_bf16(), rel=1e-12)
     assert step["verdict"] == ("memory-bound" if step["flops"] / step["bytes"] < 89.055 else "compute-bound")
+
+
+def test_the_ridge_of_a_family_whose_q_varies_is_read_at_its_mean_pass():
+    """Prefix cache, 256 tokens in blocks of 32, one token per step: after each block's refresh
+    its steps run the block and all after it, q from 256 down to 32, so the steps' mean pass has
+    (256 + 32) / 2 = 144 rows at batch 1. Its ridge (and the generation's: the steps take most of
+    the time) is the achievable ridge at 144 rows, by hand from the files, not at the first
+    pass's 256."""
+    r = analyze(scheme="prefix-cache", prompt=256, gen=256, block=32, steps=256)
+    refresh, step = r["passes"]
+    assert (step["q"], step["q_last"]) == (256, 32)
+    assert step["count"] * step["time_s"] > refresh["count"] * refresh["time_s"]
+    ridge = h100_achievable_ridge_bf16(144)
+    assert ridge < 0.95 * h100_achievable_ridge_bf16(256)  # the curve still climbs here: the two differ
+    assert step["achievable_ridge_flops_per_byte"] == pytest.approx(ridge, rel=1e-12)
+    assert r["achievable_ridge_flops_per_byte"] == pytest.approx(ridge, rel=1e-12)
+    assert sweep_row(scheme="prefix-cache", prompt=256, gen=256, block=32, steps=256)[
+        "achievable_ridge_flops_per_byte"] == pytest.approx(ridge, rel=1e-12)

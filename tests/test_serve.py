@@ -494,7 +494,10 @@ def test_a_light_open_loop_is_never_overloaded(requests):
     (["--concurrency", "4", "--tpf-spread", "-1"], 2, "--tpf-spread"),
     (["--concurrency", "4", "--parallel", "3"], 2, "--parallel goes with --job"),
     ([], 2, "give a load"),
-    (["--job", "0"], 2, "--job"),
+    (["--job", "0"], 2, "--job: the number of requests must be in 1..2,000,000, got 0"),  # not "give a load"
+    (["--rate", "1e308"], 2, "the request rate must be in 0.000001..10,000,000 requests/s, got 1e+308"),
+    (["--rate", "1e-300"], 2, "the request rate must be in 0.000001..10,000,000 requests/s, got 1e-300"),  # was 3
+    (["--concurrency", "4", "--think", "1e300"], 2, "think time must be in 0..1,000,000 seconds, got 1e+300"),
     (["--concurrency", "4", "--gpu", "h900"], 4, "unknown GPU"),
     (["--concurrency", "4", "--max-running", "0"], 2, "--max-running"),
     (["--concurrency", "4", "--p95", "-2"], 2, "p95"),

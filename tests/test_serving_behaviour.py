@@ -10,6 +10,7 @@ import pytest
 from dlmcost.serving import behaviour
 from dlmcost.serving import deployment as dep
 from dlmcost.serving.simulate import ClassTable, RequestPasses, simulate
+from dlmcost.serving.steptime import Decoding
 
 
 @pytest.fixture(autouse=True)
@@ -60,6 +61,54 @@ def test_first_block_outside_limit_synchronous_by_hand():
     assert r.done_s.tolist() == pytest.approx([7.5, 10.5])
     r = _two_requests("synchronous", False)
     assert r.done_s.tolist() == pytest.approx([6.0, 12.0])
+
+
+def test_first_block_outside_limit_at_a_limit_of_three_by_hand():
+    """First-done, limit 3, five requests at t = 0 with 10, 4, 6, 5 and 3 passes, each streaming its
+    first block after 2; every iteration takes 1 s (so times are iteration numbers). A newcomer
+    may join at iteration k when fewer than 3 of the requests in flight finish after k + 2, i.e.
+    when the 3rd-latest finish (the one at the running limit, not the latest) is by k + 2.
+    k = 0: A, B, C join (finishing at 10, 4, 6). D: the 3rd-latest of {10, 4, 6} is 4 > 0 + 2, so
+    D waits to k = 4 - 2 = 2 and joins (finishing at 2 + 5 = 7, first block at 4). E: the
+    3rd-latest of {10, 4, 6, 7} is 6 > 2 + 2, so E waits to k = 6 - 2 = 4, when B is done; the
+    3rd-latest of {10, 6, 7} is 6 <= 4 + 2: E joins (finishing at 4 + 3 = 7, first block at 6).
+    Waiting for the latest finish (A's, 10) instead would hold D and E until B and C leave:
+    both done at 9."""
+    table = ClassTable([10], [2], [0.0], [[0.0] + [1.0] * 6])
+    nfe = [10, 4, 6, 5, 3]
+    passes = RequestPasses.from_rows([0] * 5, [[2, n - 2] for n in nfe])
+    r = little(simulate(table, np.zeros(5, int), 3, arrivals_s=np.zeros(5), passes=passes, release="first-done",
+                        first_block_outside_limit=True))
+    assert r.start_s.tolist() == [0.0, 0.0, 0.0, 2.0, 4.0]
+    assert r.first_block_s.tolist() == [2.0, 2.0, 2.0, 4.0, 6.0]
+    assert r.done_s.tolist() == [10.0, 4.0, 6.0, 7.0, 7.0]
+    assert r.busy_s == 10.0
+
+
+def test_a_tokens_per_forward_spread_never_takes_more_passes_than_the_block_has_tokens():
+    """SDAR-4B's block decoding, blocks of 4 at 2 tokens per forward (its engine count: a prefill,
+    then 3 passes per block, the store pass included), drawn with a spread of 4: a block takes at
+    least 1 pass and at most 4, its length (a pass commits a token at least; docs/plan.md), and
+    the cap is reached, not only respected, at this spread. What serve and plan simulate."""
+    n = 200
+    prep = dep.prepare("JetLM/SDAR-4B-Chat", (np.full(n, 256.0), np.full(n, 128.0)),
+                       dep.Setup(scheme="block", block=4, tpf=2.0, tpf_spread=4.0, max_running=8))
+    assert prep.table.nfe == [1 + 32 * 3] and prep.requests.max_per_block == [4]
+    drawn = behaviour.request_passes(prep.requests, prep.classes(), 4.0, np.random.default_rng(0)).flat
+    assert drawn.min() == 1 and drawn.max() == 4
+
+
+def test_an_answer_runs_whole_blocks_rounded_up():
+    """A block-streaming scheme decodes the block that holds the answer's last token: ceil(a / 32)
+    blocks of 32 (1 and 31 tokens: one block; 33 and 40: two; 100: four), never the nearest
+    number of blocks; a token-streaming scheme runs the answer itself. In a deployment of answers
+    of 40 tokens: 2 blocks a request, streamed as 2 pieces."""
+    block = Decoding("block", 32, 2.0)
+    assert behaviour.canvases(block, [1, 16, 31, 32, 33, 40, 48, 100]) == [32, 32, 32, 32, 64, 64, 64, 128]
+    assert behaviour.canvases(Decoding("ar", None, 1.0), [1, 33, 100]) == [1, 33, 100]
+    prep = dep.prepare("JetLM/SDAR-4B-Chat", (np.full(10, 256.0), np.full(10, 40.0)), dep.Setup(scheme="block",
+                                                                                                   block=32, tpf=2.0))
+    assert prep.table.blocks == [2] and prep.table.units == [2]
 
 
 def test_first_block_outside_limit_holds_at_most_twice_the_limit():

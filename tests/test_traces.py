@@ -333,6 +333,16 @@ def test_a_huge_csv_field(tmp_path):
     fails(path, "row 2: field larger than field limit")
 
 
+@pytest.mark.parametrize("fmt", [None, "azure", "burstgpt"])
+def test_a_first_line_of_deep_json_or_a_huge_field(tmp_path, fmt):
+    """A first line of 10^5 nested JSON arrays and objects (600,000 characters) is neither a
+    Mooncake object nor a CSV header: not a format (detected), or one field too large for the
+    csv module (a CSV format asked for), never the csv module's own error escaping."""
+    path = write(tmp_path, "deep.jsonl", '[{"a":' * 100_000 + "\n")
+    problem = "row 1: field larger than field limit (131072)" if fmt else "not a trace format dlmcost reads"
+    fails(path, problem, fmt=fmt)
+
+
 def test_a_line_over_the_line_limit(tmp_path):
     path = write(tmp_path, "b.csv", "Timestamp,Request tokens,Response tokens,Model\n1,2,3," + "x" * (2 << 20) + "\n")
     fails(path, "row 2 is longer than 1,048,576 bytes")

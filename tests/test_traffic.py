@@ -8,6 +8,7 @@ expected values are worked out by hand in the comments.
 from __future__ import annotations
 
 import math
+import re
 import warnings
 
 import numpy as np
@@ -32,14 +33,17 @@ def refused(match: str, make, *args, **kwargs):
 def test_closed_loop_bounds():
     assert ClosedLoop(100_000).users == 100_000 and ClosedLoop(1, 1e6).think_s == 1e6
     refused("concurrency must be a whole number of users in 1..100,000", ClosedLoop, 100_001)
-    for think in (-1.0, 1e6 + 0.5, math.inf, math.nan):  # finite but out of range, and not finite
-        refused("^think time must be >= 0 seconds, got", ClosedLoop, 1, think)
+    for think in (-1.0, 1e6 + 0.5, 1e300, math.inf, math.nan):  # finite but out of range, and not finite
+        refused("^think time must be in 0..1,000,000 seconds, got", ClosedLoop, 1, think)
 
 
 def test_open_loop_bounds():
-    assert OpenLoop(1e7).rate == 1e7 and OpenLoop(1.0, "gamma", 100).cv == 100
-    for rate in (0.0, 1e7 + 0.5):
-        refused("request rate must be a positive number", OpenLoop, rate)
+    assert OpenLoop(1e7).rate == 1e7 and OpenLoop(1.0, "gamma", 100).cv == 100 and OpenLoop(1e-6).rate == 1e-6
+    # 1e308 is not "a positive number" it lacks; 1e-300 put a million arrivals beyond the
+    # float's resolution of a pass (latencies of 0, tokens/s per user of inf: exit 3)
+    for rate, shown in ((0.0, "0.0"), (1e7 + 0.5, "10000000.5"), (1e308, "1e+308"), (1e-300, "1e-300"),
+                        (9.9e-7, "9.9e-07")):
+        refused(f"^the request rate must be in 0.000001..10,000,000 requests/s, got {re.escape(shown)}$", OpenLoop, rate)
     refused("--cv: .* must be in \\(0, 100\\], got 100.5", OpenLoop, 1.0, "gamma", 100.5)
     refused("^arrivals: choose one of poisson, constant, gamma, got 'uniform'$", OpenLoop, 1.0, "uniform")
 
@@ -137,15 +141,49 @@ def test_a_lengths_file(tmp_path, monkeypatch):
     assert parse_lengths(f"@{path}", "x").values == (3.0, 4.0, 5.0)
     assert parse_lengths({"file": str(path)}, "x").kind == "file"
     (tmp_path / "bad.txt").write_text("3 4.5")
-    refused("^--answer: lengths must be whole token counts", parse_lengths, f"@{tmp_path / 'bad.txt'}", "--answer")
-    refused("^--answer: lengths must be whole token counts", parse_lengths, {"file": str(tmp_path / "bad.txt")},
-            "--answer")
+    where = f"^--answer: lengths file {tmp_path / 'bad.txt'}, value 2: lengths must be whole token counts"
+    refused(where, parse_lengths, f"@{tmp_path / 'bad.txt'}", "--answer")
+    refused(where, parse_lengths, {"file": str(tmp_path / "bad.txt")}, "--answer")
     (tmp_path / "empty.txt").write_text(" ,\n")
     refused("^x: lengths file .* holds no numbers$", parse_lengths, f"@{tmp_path / 'empty.txt'}", "x")
     monkeypatch.setattr(traffic, "MAX_FILE_VALUES", 3)
     assert len(parse_lengths(f"@{path}", "x").values) == 3
-    path.write_text("1 2 3 4")
+    path.write_text(",1 ,2\t3\n\n4,")  # four values, however they are separated
     refused("^x: lengths file .* is too large \\(more than 3 values\\)$", parse_lengths, f"@{path}", "x")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("1 2 ten 4", "value 3: 'ten' is not a number"),
+    ("1 2 \x1b[2J 4", "value 3: '\\\\x1b\\[2J' is not a number"),  # the escape is shown, not sent
+    ("5 nan", "value 2: lengths must be whole token counts in 0..1,000,000, got nan"),
+    ("5 1e400", "value 2: lengths must be whole token counts in 0..1,000,000, got 1e400"),
+    ("1000001", "value 1: lengths must be whole token counts in 0..1,000,000, got 1000001"),
+    ("7 -1", "value 2: lengths must be whole token counts in 0..1,000,000, got -1"),
+])
+def test_a_bad_value_in_a_lengths_file_is_named_by_its_position(tmp_path, text, message):
+    path = tmp_path / "l.txt"
+    path.write_text(text)
+    refused(f"^x: lengths file .*l.txt, {message}$", parse_lengths, f"@{path}", "x")
+
+
+def test_a_lengths_file_is_read_only_if_it_is_a_regular_file_within_the_limits(tmp_path, monkeypatch):
+    """What the bounded reader refuses, before it opens anything (a FIFO without a writer would
+    block an open for reading: this test would then hang until its timeout)."""
+    import os
+
+    fifo, zero, folder = tmp_path / "fifo", tmp_path / "zero", tmp_path / "folder"
+    os.mkfifo(fifo)
+    zero.symlink_to("/dev/zero")
+    folder.mkdir()
+    refused("^x: lengths file .*fifo is a named pipe \\(FIFO\\), not a regular file$", parse_lengths, f"@{fifo}", "x")
+    refused("^x: lengths file .*zero is a character device, not a regular file$", parse_lengths, f"@{zero}", "x")
+    refused("^x: lengths file .*folder is a folder, not a regular file$", parse_lengths, f"@{folder}", "x")
+    refused("^x: lengths file .*none.txt: does not exist$", parse_lengths, f"@{tmp_path / 'none.txt'}", "x")
+    assert traffic.LENGTHS_FILE_BYTES == 16 << 20 and traffic.MAX_FILE_VALUES == 1_000_000  # docs/limits.md
+    big = tmp_path / "big.txt"
+    big.write_text("1 " * 10)  # 20 bytes
+    monkeypatch.setattr(traffic, "LENGTHS_FILE_BYTES", 19)
+    refused("^x: lengths file .*big.txt is 20 bytes; the limit is 0 KiB$", parse_lengths, f"@{big}", "x")
 
 
 # --- traffic and its sample -----------------------------------------------------------------------
@@ -156,12 +194,14 @@ def test_traffic_bounds():
     assert Traffic(LENGTHS, LENGTHS, users=1).users == 1 and Traffic(LENGTHS, LENGTHS, users=10_000_000).closed_loop
     assert Traffic(LENGTHS, LENGTHS, rate=1.0, think_s=1e6).think_s == 1e6
     refused("^traffic: give a request rate .* not both$", Traffic, LENGTHS, LENGTHS, rate=1.0, users=1)
-    for rate in (0.0, -1.0, 1e7 + 0.5):
-        refused("^traffic: the request rate must be a positive number", Traffic, LENGTHS, LENGTHS, rate=rate)
+    for rate in (0.0, -1.0, 1e7 + 0.5, 1e308, 1e-300):
+        refused("^traffic: the request rate must be in 0.000001..10,000,000 requests/s, got", Traffic, LENGTHS, LENGTHS,
+                rate=rate)
     for users in (0, 10_000_001):
-        refused("^traffic: users must be a positive whole number", Traffic, LENGTHS, LENGTHS, users=users)
-    for think in (-1.0, 1e6 + 0.5):
-        refused("^traffic: think time must be >= 0 seconds", Traffic, LENGTHS, LENGTHS, rate=1.0, think_s=think)
+        refused("^traffic: users must be a whole number in 1..10,000,000", Traffic, LENGTHS, LENGTHS, users=users)
+    for think in (-1.0, 1e6 + 0.5, 1e300):
+        refused("^traffic: think time must be in 0..1,000,000 seconds", Traffic, LENGTHS, LENGTHS, rate=1.0,
+                think_s=think)
 
 
 def test_an_answer_has_at_least_one_token():

@@ -1,8 +1,10 @@
 """The limits on one command's work, checked before the work starts: configurations per sweep,
-passes costed one by one (docs/limits.md), and the chunk that bounds a sweep's memory.
+passes costed one by one, candidate deployments per plan (docs/limits.md), and the chunk that
+bounds a sweep's memory.
 
-The chunk, the CLI's configuration limit and the limit on a command's total of passes (a sweep of
-several models, plan, calibrate) are read from this module when they run (`limits.SWEEP_CHUNK`),
+The chunk, the CLI's configuration limit, the limit on a command's total of passes (a sweep of
+several models, plan, calibrate) and plan's on its candidates are read from this module when they
+run (`limits.SWEEP_CHUNK`),
 so that a test or a script that sets one here changes them. The defaults of `max_configs` and
 `max_passes` in `api.analyze`, `api.sweep` and plan's step-time table are bound when their module
 loads (sweep.py on its first use): to change one call, pass the argument.
@@ -26,6 +28,9 @@ MAX_SWEEP_CONFIGS = 200_000  # configurations one sweep evaluates unless asked f
 # configurations and their AR baselines (`engine.passes_one_by_one`: the families without a closed-form sum). Each takes
 # up to about a microsecond, so this bounds that work to some 20 s; refused before any work.
 MAX_PASSES_ONE_BY_ONE = 20_000_000
+# Candidate deployments one `plan` searches (each a few simulations: about 5 ms of CPU, so this
+# bounds a plan to a minute or two; the default search is 576); refused before any work.
+MAX_PLAN_CANDIDATES = 10_000
 SWEEP_FEWER = "shorten some lists (GPUs, precisions, batches, lengths), use larger blocks, or fewer tokens or steps"
 
 
@@ -34,6 +39,16 @@ def check_configs(configs: int, limit: int | None) -> None:
     if limit is not None and configs > limit:
         raise UsageError(f"the sweep asks for {configs:,} configurations; at most {limit:,}: shorten some lists, "
                          f"or stream it with --format csv or jsonl and --allow-large")
+
+
+def check_candidates(candidates: int, limit: int | None, what: str) -> None:
+    """Refuse a plan of more than `limit` candidate deployments (None: no limit), before it
+    starts; `what`: the product they come from."""
+    if limit is not None and candidates > limit:
+        raise UsageError(f"the plan asks for {candidates:,} candidate deployments ({what}); at most {limit:,}: "
+                         f"shorten some lists (GPUs, TP sizes, precisions, decodings, batch limits), or split the "
+                         f"search into runs of at most {limit:,} (e.g. one GPU or TP size each) and compare their "
+                         f"--format json")
 
 
 def count_passes(spec: ModelSpec, drafter: ModelSpec | None, grids: Grids) -> int:

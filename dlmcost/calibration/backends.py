@@ -9,6 +9,7 @@ import os
 import numpy as np
 
 from ..errors import MissingExtraError, UsageError, install_hint
+from ..safe_text import shown
 
 
 class NumpyBackend:
@@ -17,6 +18,7 @@ class NumpyBackend:
     itemsize = 4  # float32
 
     POOL = 1 << 20  # weights are tiled from a pool of random numbers: their values do not change the time
+    out_of_memory: tuple[type[BaseException], ...] = (MemoryError,)  # what an allocation that fails raises
 
     def __init__(self, seed: int = 0):
         self.dtype = np.float32
@@ -100,9 +102,14 @@ class TorchBackend(NumpyBackend):
     def __init__(self, device: str | None = None, seed: int = 0):
         try:
             import torch
-        except ImportError:
+        except ModuleNotFoundError as exc:
+            if exc.name != "torch":  # torch is there, but something it imports is not
+                raise _failed_to_load(exc) from None
             raise MissingExtraError(f"the torch backend needs PyTorch: {install_hint('measure')}") from None
+        except Exception as exc:  # noqa: BLE001 - whatever the installed torch raises as it loads
+            raise _failed_to_load(exc) from None
         self.torch = torch
+        self.out_of_memory = (MemoryError, getattr(torch.cuda, "OutOfMemoryError", MemoryError))
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         if self.device.startswith("cuda") and not torch.cuda.is_available():
             raise UsageError("--device cuda: no CUDA device is visible to PyTorch")
@@ -156,6 +163,16 @@ class TorchBackend(NumpyBackend):
             self.torch.cuda.synchronize()
 
 
+def _failed_to_load(exc: Exception) -> MissingExtraError:
+    """PyTorch installed but failing to import (a missing CUDA library: `OSError: libcudart.so.12:
+    cannot open shared object file`, a half-upgraded package): the measure extra's failure, with
+    its reason (exit 9, as `--plot` with a matplotlib that fails to load), not a dlmcost bug."""
+    reason = " ".join(str(exc).split()) or "no message"
+    return MissingExtraError(f"the torch backend needs PyTorch, which failed to load ({type(exc).__name__}: "
+                             f"{shown(reason)}): check its CUDA libraries (LD_LIBRARY_PATH) or reinstall it: "
+                             "pip install 'dlmcost[measure]'")
+
+
 def get_backend(name: str, device: str | None = None):
     if name == "numpy":
         if device not in (None, "cpu"):
@@ -168,19 +185,103 @@ def get_backend(name: str, device: str | None = None):
 
 def available_bytes(be) -> tuple[float, str]:
     """What measure may hold at once, and where the number comes from: 90% of the free memory of
-    the CUDA device, else 80% of the memory the OS says is available (MemAvailable), else half
-    the physical memory."""
+    the CUDA device; else the least of 80% of the memory the OS says is available (MemAvailable;
+    else half the physical memory), 80% of what the process's address-space limit leaves
+    (RLIMIT_AS, `ulimit -v`) and 80% of what its memory cgroup's limit leaves (memory.max, as
+    containers and CI runners set)."""
     if be.device.startswith("cuda"):
         free, _ = be.torch.cuda.mem_get_info()
         return 0.9 * free, "90% of the GPU's free memory"
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return 0.8 * int(line.split()[1]) * 1024, "80% of the memory available"
-    except (OSError, ValueError, IndexError):
-        pass
+    bounds = [_machine_memory()]
+    left = address_space_left()
+    if left is not None:
+        bounds.append((0.8 * left, "80% of what the process's address-space limit (ulimit -v) leaves"))
+    left = cgroup_memory_left()
+    if left is not None:
+        bounds.append((0.8 * left, "80% of what the memory cgroup's limit leaves"))
+    return min(bounds, key=lambda b: b[0])
+
+
+def _machine_memory() -> tuple[float, str]:
+    """80% of the memory the OS says is available (MemAvailable), else half the physical memory."""
+    available = _proc_kib("/proc/meminfo", "MemAvailable:")
+    if available is not None:
+        return 0.8 * available, "80% of the memory available"
     try:
         return 0.5 * os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "half the physical memory"
     except (OSError, ValueError, AttributeError):
         return 8 * 2**30, "8 GiB (the machine's memory is unknown)"
+
+
+def _proc_kib(path: str, key: str) -> float | None:
+    """Bytes of a `key: N kB` line of a /proc file (None: no such file or line)."""
+    try:
+        with open(path, encoding="ascii") as f:
+            for line in f:
+                if line.startswith(key):
+                    return int(line.split()[1]) * 1024.0
+    except (OSError, ValueError, IndexError, UnicodeDecodeError):
+        pass
+    return None
+
+
+def address_space_left() -> float | None:
+    """Bytes the process may still map under its address-space limit (RLIMIT_AS), None without
+    one: the limit less what is mapped already (VmSize)."""
+    try:
+        import resource
+
+        limit, _ = resource.getrlimit(resource.RLIMIT_AS)
+        unlimited = resource.RLIM_INFINITY
+    except (ImportError, OSError, ValueError, AttributeError):  # not a POSIX system
+        return None
+    if limit == unlimited or limit < 0:
+        return None
+    return max(limit - (_proc_kib("/proc/self/status", "VmSize:") or 0.0), 0.0)
+
+
+_NO_LIMIT = 1 << 60  # cgroup v1 writes "no limit" as the largest page-aligned int64
+
+
+def cgroup_memory_left() -> float | None:
+    """Bytes the process's memory cgroup may still take (its limit less its usage), None without
+    a limit: cgroup v2 (memory.max, memory.current) or v1 (memory.limit_in_bytes,
+    memory.usage_in_bytes), at the path /proc/self/cgroup names or at the root a container sees."""
+    for limit_file, usage_file in _cgroup_files():
+        limit = _read_bytes_number(limit_file)
+        if limit is None:
+            continue
+        if limit >= _NO_LIMIT:
+            return None
+        return max(limit - (_read_bytes_number(usage_file) or 0), 0)
+    return None
+
+
+def _cgroup_files() -> list[tuple[str, str]]:
+    root, found = "/sys/fs/cgroup", []
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            lines = f.read(1 << 16).splitlines()
+    except (OSError, UnicodeDecodeError):
+        lines = []
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        path = path.rstrip("/")
+        if controllers == "":
+            found.append((f"{root}{path}/memory.max", f"{root}{path}/memory.current"))
+        elif "memory" in controllers.split(","):
+            found.append((f"{root}/memory{path}/memory.limit_in_bytes", f"{root}/memory{path}/memory.usage_in_bytes"))
+    return found + [(f"{root}/memory.max", f"{root}/memory.current"),
+                    (f"{root}/memory/memory.limit_in_bytes", f"{root}/memory/memory.usage_in_bytes")]
+
+
+def _read_bytes_number(path: str) -> int | None:
+    """A cgroup file's number of bytes ("max" is no limit), None if it cannot be read."""
+    try:
+        with open(path, encoding="ascii") as f:
+            text = f.read(64).strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if text == "max":
+        return _NO_LIMIT
+    return int(text) if text.isdigit() else None

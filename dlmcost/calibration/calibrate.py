@@ -31,7 +31,7 @@ from ..engine import frames
 from ..analysis import limits
 from ..engine.evaluation import evaluate, passes_one_by_one
 from ..errors import UsageError
-from .measurements import Point, cannot_run, comparison, resolve_point_model
+from .measurements import Point, cannot_run, check_answer_tokens, comparison, resolve_point_model
 from ..inputs.stacks import Stack, validate_stack
 
 PARAMETERS = ("host", "fixed", "gemm", "attention", "elementwise")
@@ -89,6 +89,7 @@ class Problem:
         self.prepared = []
         for p, spec in zip(points, self.specs):  # in file order: the first bad point is the one reported
             prepared = prepare(spec, gpus=p.gpu, hardware=hardware, stack=base, **dict(p.workload))
+            check_answer_tokens(p, prepared.workload.gen)
             if not prepared.supported:
                 raise cannot_run(p)
             self.prepared.append(prepared)

@@ -12,10 +12,13 @@ K/V heads, dense MLP and/or MoE) `--layers` layers of that kind (default 1), bui
 before the next kind is built. Pass time = head + sum over kinds of (time of the built layers x
 layers of that kind / layers built). Before building anything the peak memory of the largest
 part is estimated (its weights, its K/V cache and one pass's activations); over the bound
-(backends.available_bytes) the run stops with one line saying how much it needs.
+(backends.available_bytes: the machine's free memory, the process's address-space limit and its
+memory cgroup's, the least of them) the run stops with one line saying how much it needs; an
+allocation that fails all the same is the same kind of error.
 
-Timing (`time_call`): warm-up runs, then up to `repeats` timed runs with the device synchronised
-before and after each (fewer once they add up to ENOUGH_S); the median is reported.
+Timing (`time_call`): up to `warmup` warm-up runs, then up to `repeats` timed runs with the device
+synchronised before and after each (each kind fewer once it adds up to ENOUGH_S); the median is
+reported.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 
 from ..errors import UsageError
 from ..inputs.models import ModelSpec
+from ..safe_text import shown
 from .backends import NumpyBackend, TorchBackend, available_bytes, get_backend  # noqa: F401 (the measure API)
 from .layers import Head, Layer, experts_to_build, kept_keys
 
@@ -138,18 +142,27 @@ ENOUGH_S = 0.5  # timed runs stop early once they add up to this: runs that long
 def time_call(fn, be, warmup: int, repeats: int, enough_s: float | None = None) -> float:
     """Median seconds of fn() over `repeats` runs after `warmup` untimed ones, the device
     synchronised before and after each timed run. fn is called exactly warmup + repeats times,
-    or (with `enough_s`) fewer timed runs once they add up to enough_s seconds, at least one."""
-    for _ in range(warmup):
+    or (with `enough_s`) fewer: the warm-up runs stop once they add up to enough_s seconds, and so
+    do the timed ones, at least one of each (when asked for), so that neither count can make a
+    run endless."""
+    spent = 0.0
+    for i in range(warmup):
+        if enough_s is not None and i and spent >= enough_s:
+            break
+        t0 = time.perf_counter()
         fn()
+        spent += time.perf_counter() - t0
     times: list[float] = []
+    spent = 0.0
     for _ in range(repeats):
-        if enough_s is not None and times and sum(times) >= enough_s:
+        if enough_s is not None and times and spent >= enough_s:
             break
         be.sync()
         t0 = time.perf_counter()
         fn()
         be.sync()
         times.append(time.perf_counter() - t0)
+        spent += times[-1]
     return statistics.median(times)
 
 
@@ -276,7 +289,13 @@ def measure_workload(spec: ModelSpec, gpu: str, workload: dict, stack, backend, 
         raise RuntimeError(f"families {[f['name'] for f in fams]} differ from analyze's {list(predicted)}")
     shapes = list(dict.fromkeys(s for f in fams for s in f["shapes"]))
     need = check_memory(spec, shapes, per_kind, backend)
-    seconds = time_shapes(spec, shapes, backend, per_kind, warmup, repeats, progress)
+    try:
+        seconds = time_shapes(spec, shapes, backend, per_kind, warmup, repeats, progress)
+    except backend.out_of_memory as exc:  # the estimate was within the bound, the allocator said no
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise UsageError(f"measuring {spec.id} ran out of memory ({shown(reason)}), although its estimate of "
+                         f"{need / 1e9:.3g} GB at once was within the bound here: use a smaller batch or shorter "
+                         "sequences, or a machine with more memory") from None
     families, total_meas, total_pred, count = [], 0.0, 0.0, 0.0
     for f in fams:
         p = predicted[f["name"]]

@@ -18,6 +18,7 @@ Time per forward is the compared quantity: measured = 1000 x tokens_per_forward 
 predicted time / its forward passes.
 """
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -25,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..inputs import files
 from ..safe_text import shown
-from ..errors import UsageError
+from ..errors import UnknownModelError, UsageError
 from ..inputs.models import resolve_model
 
 MAX_FILE_BYTES = 1024 * 1024
@@ -105,9 +106,24 @@ def measured_ms_per_forward(p: Point) -> float:
     return None  # latency: needs the workload's pass count (see compare)
 
 
+MODEL_SUFFIXES = (".yaml", ".yml", ".json")
+
+
 def resolve_point_model(p: Point, base: Path):
-    local = base / p.model
-    return resolve_model(str(local) if local.suffix in (".yaml", ".yml", ".json") and local.is_file() else p.model)
+    """A point's model. A relative path is taken from the measurements file's folder `base`,
+    never from the current one: the path there when anything is there (a FIFO or a folder is
+    then named for what it is); a model file's name with nothing there is an error that says
+    where it was looked for; any other name is an id (bundled, or the Hub)."""
+    given = p.model
+    if given.startswith("~") or Path(given).is_absolute():
+        return resolve_model(given)
+    local = base / given
+    if os.path.lexists(local):
+        return resolve_model(str(local))
+    if local.suffix.lower() in MODEL_SUFFIXES:
+        raise UnknownModelError(f"point {shown(p.id)}: no model file {shown(given)} in the measurements file's "
+                                f"folder ({shown(str(base))}), where a relative path is taken from")
+    return resolve_model(given, local=False)
 
 
 def analysis_for(p: Point, base: Path, hardware: list[str] | None = None, stack=None, spec=None):
@@ -118,6 +134,15 @@ def analysis_for(p: Point, base: Path, hardware: list[str] | None = None, stack=
     return analyze(spec, gpus=p.gpu, hardware=hardware, stack=stack, **dict(p.workload)), spec
 
 
+def check_answer_tokens(p: Point, gen: float) -> None:
+    """`answer_tokens` counts the useful tokens of a generation of `gen` (the workload's, the
+    model's default when not given): never more than it generates."""
+    if p.answer_tokens is not None and p.answer_tokens > gen:
+        given = f"{p.answer_tokens:,.0f}" if p.answer_tokens == int(p.answer_tokens) else f"{p.answer_tokens:g}"
+        raise UsageError(f"point {shown(p.id)}: answer_tokens {given} is more than the {gen:,.0f} tokens its "
+                         f"workload generates (gen); it counts the useful tokens of that generation")
+
+
 def cannot_run(p: Point) -> UsageError:
     return UsageError(f"point {p.id}: {p.gpu} cannot run this workload")
 
@@ -125,6 +150,7 @@ def cannot_run(p: Point) -> UsageError:
 def compare(p: Point, analysis, roofline=None) -> dict:
     """Measured vs predicted time per forward for one point; `roofline`: the same workload's
     analysis without a stack, for comparison."""
+    check_answer_tokens(p, analysis["workload"]["gen"])
     r = next((x for x in analysis["results"] if x.get("supported")), None)
     if r is None:
         raise cannot_run(p)

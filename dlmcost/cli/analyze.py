@@ -8,7 +8,7 @@ from .. import api
 from ..render.analyze import render_analyze
 from .app import app, examples
 from .options import RequireOpt, output_options, source_options, workload_options
-from .output import check_finite, draw, gate, held_output, requirements_of, stderr
+from .output import check_finite, draw, gate, held_output, requirements_of, warn
 
 
 @app.command(epilog=examples("dlmcost analyze --gpu h100 --gen 256 --tpf 3 --scheme dual-cache",
@@ -30,7 +30,7 @@ def analyze(
     data = result.plain()
     check_finite(data)
     for warning in result.warnings:
-        stderr(f"warning: {warning}")
+        warn(warning)
     chart = None
     if output.charted:  # everything it draws (peaks, bandwidth, the AR point) is in the result
         from ..render import charts

@@ -50,7 +50,7 @@ def measure(
     stack: Optional[str] = typer.Option(None, "--stack", help="stack to predict with and to calibrate from"),
     backend: str = typer.Option("numpy", "--backend", help="numpy (CPU) | torch (the measure extra: PyTorch)"),
     device: Optional[str] = typer.Option(None, "--device", help="torch device: cuda | cpu (default: cuda if present)"),
-    warmup: int = typer.Option(1, "--warmup", help="untimed runs per pass shape"),
+    warmup: int = typer.Option(1, "--warmup", help="untimed runs per pass shape, at most (fewer once they add up to 0.5 s)"),
     repeats: int = typer.Option(3, "--repeats", help="timed runs per pass shape, at most (median; fewer once they add up to 0.5 s)"),
     layers: Optional[int] = typer.Option(None, "--layers", help="layers of each kind built and timed together (default 1), scaled to that kind's count"),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="write the measurements (a file `calibrate` reads)"),
@@ -63,20 +63,27 @@ def measure(
     for path, option in ((out, "--out"), (profile_out, "--profile-out")):
         if path is not None:
             check_output_file(path, option)
-    from ..render.report_stacks import render_calibration, render_measure
+    from ..render.report_stacks import render_calibration, render_measure, render_measurements
 
     workload = dict(scheme=scheme, prompt=prompt, gen=gen, steps=steps, tpf=tpf, block=block)
     results = []
+    one_document = fmt in ("json", "csv")  # every batch at the end; a table or Markdown as each is taken
     with progress_bar("measuring: timings (head, layer kinds)") as bar:
         for res in api.measure_batches(model, gpu, workload, parse_list(batch, int, "batch"), stack=stack,
                                        backend=backend, device=device, warmup=warmup, repeats=repeats, layers=layers,
                                        hardware=hardware, progress=bar):
             results.append(res)
+            if one_document:
+                continue
             if bar:
                 bar.clear()  # off the screen while the table is printed; back with the next timing
             render_measure(res, fmt, Output.stdout())
     doc = api.write_measurements(results, model, gpu, out)
+    calibrated = None
     if profile_out:
         with progress_bar(FITTING) as bar:
             calibrated = api.calibrate_measured(doc, stack, hardware, profile_out, progress=bar)
+    if one_document:
+        render_measurements(results, fmt, Output.stdout(), calibrated, profile_out)
+    elif calibrated is not None:
         render_calibration(calibrated, profile_out, fmt, Output.stdout())

@@ -11,7 +11,7 @@ from ..render.formats import to_json
 from ..render.output import Output
 from .app import app, examples
 from .options import FormatOpt, HardwareOpt, check_format, hub_options
-from .output import stderr
+from .output import warn
 
 
 @app.command(epilog=examples("dlmcost schemes -f markdown"))
@@ -65,4 +65,4 @@ def model(
         info["verify"] = api.verify_model(spec, revision=hub_source.revision)
     listing.render_model(info, fmt, Output.stdout())
     if verify and info["verify"].get("warning"):
-        stderr(f"warning: {info['verify']['warning']}")
+        warn(info["verify"]["warning"])

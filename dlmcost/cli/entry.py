@@ -11,9 +11,10 @@ import warnings
 
 import typer
 
-from ..errors import EXIT_INTERNAL, EXIT_OUTPUT, EXIT_USAGE, DlmcostError, DlmcostWarning
+from ..errors import EXIT_INTERNAL, EXIT_OUTPUT, EXIT_USAGE, DlmcostError, DlmcostWarning, RequirementError
 from .app import app
 from .output import stderr as _stderr
+from .output import warn, warnings_held
 
 
 _GLYPHS = {"\u00b7": ".", "\u2014": "-", "\u2013": "-", "\u00d7": "x", "\u2026": "...", "\u2500": "-",
@@ -45,7 +46,13 @@ def _prepare_streams() -> None:
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     if issubclass(category, DlmcostWarning):
-        _stderr(f"warning: {message}")
+        warn(str(message))
+
+
+def _show(held: list[str]) -> None:
+    """The warnings a command gave, once it has run (or ran and missed a requirement)."""
+    for text in held:
+        _stderr(f"warning: {text}")
 
 
 def _click_exit(exc: BaseException) -> int | None:
@@ -110,25 +117,36 @@ def _command_tree(args: list[str]):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: one line on stderr and a distinct exit code for every failure."""
+    """Entry point: one line on stderr and a distinct exit code for every failure. Warnings are
+    held until the command has run: shown when it succeeds (or misses a requirement, exit 8),
+    dropped when it fails, so that a failure is its one error line."""
     if sys.stdout is None:  # started with stdout closed: nowhere to print a result
         _stderr("error: standard output is closed: nowhere to write the result")
         return EXIT_OUTPUT
     _prepare_streams()
     command = _command_tree(sys.argv[1:] if argv is None else argv)
+    with warnings_held() as held:
+        return _run(command, argv, held)
+
+
+def _run(command, argv: list[str] | None, held: list[str]) -> int:
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             warnings.simplefilter("always", DlmcostWarning)
             command.main(args=argv, prog_name="dlmcost", standalone_mode=False)
             sys.stdout.flush()  # a full disk shows up here, not at exit
+        _show(held)
     except DlmcostError as exc:
+        if isinstance(exc, RequirementError):  # the command ran: what it warned about stands
+            _show(held)
         _stderr(f"error: {exc.message}")
         for line in getattr(exc, "details", ()):
             _stderr(f"  {line}")
         return exc.exit_code
     except BrokenPipeError:  # the reader went away (`| head`): nothing more to say
         _silence_stdout()
+        _show(held)
         return 0
     except KeyboardInterrupt:
         return 130

@@ -1,5 +1,6 @@
-"""What every command does with its result: warnings and failures as single lines on stderr,
-the finite check, charts drawn after the table, and --require turned into an exit code."""
+"""What every command does with its result: warnings and failures as single lines on stderr (the
+warnings held until the command has run), the finite check, charts drawn after the table, and
+--require turned into an exit code."""
 
 import math
 import sys
@@ -24,6 +25,30 @@ def stderr(line: str) -> None:
         stream.flush()
     except (OSError, ValueError):
         pass
+
+
+_held: list[str] | None = None  # the warnings of the command running (`warnings_held`)
+
+
+def warn(text: str) -> None:
+    """A `warning: ...` line; held while a command runs (`warnings_held`), else printed now."""
+    if _held is None:
+        stderr(f"warning: {text}")
+    else:
+        _held.append(text)
+
+
+@contextmanager
+def warnings_held():
+    """The warnings `warn` is given inside, held in the list this yields instead of printed, so
+    that the caller shows them once the command has run (or drops them when it fails: a command
+    that fails prints its one error line alone)."""
+    global _held
+    outer, _held = _held, []
+    try:
+        yield _held
+    finally:
+        _held = outer
 
 
 def check_finite(result, where: str = "result") -> None:

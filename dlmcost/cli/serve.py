@@ -81,7 +81,7 @@ class LoadChoice(NamedTuple):
 
 
 def _one_of(**given) -> str | None:
-    named = [k for k, v in given.items() if v not in (None, False)]
+    named = [k for k, v in given.items() if v is not None and v is not False]  # 0 is given (--job 0), not absent
     if len(named) > 1:
         raise UsageError(f"give one load: {' or '.join('--' + k.replace('_', '-') for k in named)}, not several")
     return named[0] if named else None

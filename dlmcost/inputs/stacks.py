@@ -210,6 +210,10 @@ def load_stack(spec: str | Stack | None = None) -> Stack:
     names = bundled_stack_names()
     if spec in names:
         return read_stack_file(bundled_stack_dir() / f"{spec}.yaml")
+    if spec == STACK_NONE:  # the commands that take it (analyze...) resolve it before calling here
+        raise StackFileError(f"--stack {STACK_NONE} (the bare roofline) has no parameters to fit or predict with: "
+                             f"calibrate and measure start from a stack, one of {', '.join(names)}, or a stack "
+                             "YAML file")
     path = Path(spec)
     if path.suffix in (".yaml", ".yml"):  # a file, meant as one: read (or refused) as one
         return read_stack_file(path)

@@ -16,11 +16,17 @@ from .results import Deployment
 from .search import PlanResult
 
 
+_LIMIT = object()  # run's default max_candidates: limits.MAX_PLAN_CANDIDATES as it is when run is called
+
+
 def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | None = None, prices: list[str] = (),
         hardware: list[str] | None = None, efficiency: str = "realistic", stack: str | None = None,
-        baseline: bool = False, absurd: bool = False, progress: Callable[[int, int], None] | None = None) -> PlanResult:
+        baseline: bool = False, absurd: bool = False, progress: Callable[[int, int], None] | None = None,
+        max_candidates: int | None | object = _LIMIT) -> PlanResult:
     """Read the scenario, search the deployments of each model (several: side by side, at the same
-    traffic and targets), return the ranked result."""
+    traffic and targets), return the ranked result. A search of more than `max_candidates`
+    candidate deployments in all is refused before any is costed (None: no limit)."""
+    from ..analysis import limits
     from ..inputs.hardware import HardwareDB
     from ..inputs.stacks import DEFAULT_STACK_BY_VENDOR
     from ..analysis.prepare import resolve_spec
@@ -28,7 +34,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     from .scenario import (build_decodings, build_space_and_pricing, build_targets, build_traffic, choose_stack,
                            parse_price, read_scenario, warn_off_stack)
     from ..serving import behaviour
-    from .search import default_max_batch, plan, stack_profile
+    from .search import candidate_count, default_max_batch, plan, stack_profile
 
     price_overrides = dict(parse_price(p) for p in prices)
     spec = read_scenario(scenario_path, overrides)
@@ -43,12 +49,18 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     stack = choose_stack(stack, spec, db)
     cap = default_max_batch(stack, efficiency)
     profile = stack_profile(stack, efficiency)
-    parts, decodings, release = [], [], {}
+    spaces = []
     for i, m in enumerate(model_specs):
         own = build_decodings(spec, m, traffic, side_by_side=len(model_specs) > 1)
         space, pricing = build_space_and_pricing(spec, own, db, default_max_batch=cap, stack=profile)
         if i == 0:
             warn_off_stack(space, profile)
+        spaces.append((m, space, pricing))
+    counted = [candidate_count(space, baseline) for _, space, _ in spaces]
+    limits.check_candidates(sum(n for n, _ in counted), limits.MAX_PLAN_CANDIDATES if max_candidates is _LIMIT
+                            else max_candidates, " + ".join(what for _, what in counted))
+    parts, decodings, release = [], [], {}
+    for m, space, pricing in spaces:
         decodings += [d.label for d in space.decodings]
         release.update({d.label: behaviour.policy(profile, d).release for d in space.decodings})
         parts.append(plan(m, traffic, targets, space, pricing, requests=spec.simulation.requests,

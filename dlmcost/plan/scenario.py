@@ -29,7 +29,7 @@ from ..serving.costs import price_range
 from .search import DEFAULT_REQUESTS, Pricing, SearchSpace
 from ..serving.decodings import choose_decodings
 from ..serving.steptime import Decoding
-from ..serving.traffic import Traffic, parse_lengths
+from ..serving.traffic import MAX_RATE, MAX_THINK_S, MIN_RATE, Traffic, parse_lengths
 
 DEFAULT_TPS = [1, 2, 4, 8]
 DEFAULT_PRECISIONS = ["bf16", "fp8"]
@@ -42,9 +42,9 @@ _STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 class TrafficSpec(BaseModel):
     model_config = _STRICT
-    rate: Optional[float] = Field(default=None, gt=0, le=1e7)
+    rate: Optional[float] = Field(default=None, ge=MIN_RATE, le=MAX_RATE)
     users: Optional[int] = Field(default=None, gt=0, le=10_000_000)
-    think_s: float = Field(default=0.0, ge=0, le=1e6)
+    think_s: float = Field(default=0.0, ge=0, le=MAX_THINK_S)
     prompt: Lengths = 256
     answer: Optional[Lengths] = None  # default: the model's sampler generation length
 

@@ -500,6 +500,16 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
     return out, skipped
 
 
+def candidate_count(space: SearchSpace, baseline: bool = False) -> tuple[int, str]:
+    """The candidate deployments `plan` searches in this space, counted before any is built, and
+    the product they come from: GPUs x TP sizes x precisions x (decodings, plus the AR baseline
+    with `baseline` when a decoding is not autoregressive) x batch limits."""
+    decodings = len(space.decodings) + (baseline and any(not d.autoregressive for d in space.decodings))
+    factors = {"GPUs": len(space.gpus), "TP sizes": len(space.tps), "precisions": len(space.precisions),
+               "decodings": decodings, "batch limits": len(space.max_batches)}
+    return math.prod(factors.values()), " x ".join(f"{n:,} {name}" for name, n in factors.items())
+
+
 def stack_profile(stack: str | None, efficiency: str):
     """The stack profile the passes are costed with (None: the bare roofline), for its serving fields."""
     from ..analysis.prepare import resolve_stack

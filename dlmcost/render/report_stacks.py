@@ -21,15 +21,19 @@ def calibration_rows(result: dict) -> list[list[str]]:
              f"{a['predicted_ms']:.4g}", _err(a)] for b, a in zip(result["before"], result["after"])]
 
 
+def calibration_record(result: dict, written: str) -> dict:
+    """The fit as `--format json` prints it."""
+    return dict(stack=result["data"]["name"], written=written, fitted=result["values"],
+                rms_log_error=result["rms_log_error"],
+                points=[dict(id=b["id"], gpu=b["gpu"], measured_ms=b["measured_ms"], before_ms=b["predicted_ms"],
+                             before_error=b["error"], after_ms=a["predicted_ms"], after_error=a["error"])
+                        for b, a in zip(result["before"], result["after"])])
+
+
 def render_calibration(result: dict, written: str, fmt: str, out: Output) -> None:
     rows = calibration_rows(result)
     if fmt == "json":
-        doc = dict(stack=result["data"]["name"], written=written, fitted=result["values"],
-                   rms_log_error=result["rms_log_error"],
-                   points=[dict(id=b["id"], gpu=b["gpu"], measured_ms=b["measured_ms"], before_ms=b["predicted_ms"],
-                                before_error=b["error"], after_ms=a["predicted_ms"], after_error=a["error"])
-                           for b, a in zip(result["before"], result["after"])])
-        out.write(typed_json("calibrate", doc))
+        out.write(typed_json("calibrate", calibration_record(result, written)))
         return
     if fmt == "csv":
         out.write(to_csv([dict(zip((h.replace("\n", " ") for h in POINT_HEADERS), r)) for r in rows]))
@@ -49,19 +53,38 @@ def _kinds(result: dict) -> str:
     return "layers: " + "; ".join(f"{k['built']} of {k['count']} built ({k['kind']})" for k in result["layer_kinds"])
 
 
+def _measure_rows(result: dict) -> list[list[str]]:
+    return [[f["name"], f"{f['q']:g}", f"{f['c']:g}", "causal" if f["causal"] else "bidirectional", f"{f['count']:g}",
+             f"{f['measured_ms']:.4g}", f"{f['predicted_ms']:.4g}", f"{f['predicted_ms'] / f['measured_ms']:.3g}"]
+            for f in result["families"]]
+
+
 def render_measure(result: dict, fmt: str, out: Output) -> None:
-    headers = MEASURE_HEADERS
-    rows = [[f["name"], f"{f['q']:g}", f"{f['c']:g}", "causal" if f["causal"] else "bidirectional", f"{f['count']:g}", f"{f['measured_ms']:.4g}",
-             f"{f['predicted_ms']:.4g}", f"{f['predicted_ms'] / f['measured_ms']:.3g}"] for f in result["families"]]
-    if fmt == "json":
-        out.write(typed_json("measure", result))
-    elif fmt == "csv":
-        out.write(to_csv([dict(zip((h.replace("\n", " ") for h in headers), r)) for r in rows]))
-    elif fmt == "markdown":
-        out.write(to_markdown(headers, rows))
+    """One batch's measurement as a table or Markdown, printed as soon as it is taken (json and
+    csv print every batch at once: `render_measurements`)."""
+    rows = _measure_rows(result)
+    if fmt == "markdown":
+        out.write(to_markdown(MEASURE_HEADERS, rows))
     else:
-        print_fitted(out, table_columns(headers, MEASURE_PRIORITY), rows,
+        print_fitted(out, table_columns(MEASURE_HEADERS, MEASURE_PRIORITY), rows,
                      caption=f"median of up to {result['repeats']} timed runs after {result['warmup']} warm-up; "
                              f"{_kinds(result)}; predicted = the stack's time for the same pass",
                      title=f"{result['model']} on {result['device']} ({result['backend']} backend), "
                            f"stack '{result['stack']}'")
+
+
+def render_measurements(results: list[dict], fmt: str, out: Output, calibrated: dict | None = None,
+                        written: str | None = None) -> None:
+    """Every batch's measurement as one document: json, an object with the `measurements` (one per
+    batch) and the fit to them (`calibrated`, with --profile-out, else null); csv, one table of
+    every batch's pass families with a `batch` column, then the fit's table after a blank line."""
+    if fmt == "json":
+        out.write(typed_json("measure", dict(measurements=results, calibrated=calibration_record(calibrated, written)
+                                             if calibrated is not None else None)))
+        return
+    headers = ["batch"] + [h.replace("\n", " ") for h in MEASURE_HEADERS]
+    out.write(to_csv([dict(zip(headers, [str(r["workload"].get("batch", 1)), *row]))
+                      for r in results for row in _measure_rows(r)]))
+    if calibrated is not None:
+        out.write("\n")
+        render_calibration(calibrated, written, "csv", out)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UsageError
+from .traffic import check_rate, check_think
 
 ARRIVALS = ("poisson", "constant", "gamma")
 MAX_REQUESTS = 2_000_000
@@ -33,8 +34,7 @@ class ClosedLoop:
     def __post_init__(self):
         if not (isinstance(self.users, int) and 0 < self.users <= 100_000):
             raise UsageError(f"concurrency must be a whole number of users in 1..100,000, got {self.users}")
-        if not (math.isfinite(self.think_s) and 0 <= self.think_s <= 1e6):
-            raise UsageError(f"think time must be >= 0 seconds, got {self.think_s}")
+        check_think(self.think_s)
 
     @property
     def label(self) -> str:
@@ -48,8 +48,7 @@ class OpenLoop:
     cv: float = 1.0  # of the inter-arrival gaps, for "gamma"
 
     def __post_init__(self):
-        if not (math.isfinite(self.rate) and 0 < self.rate <= 1e7):
-            raise UsageError(f"the request rate must be a positive number of requests/s, got {self.rate}")
+        check_rate(self.rate)
         if self.arrival not in ARRIVALS:
             raise UsageError(f"arrivals: choose one of {', '.join(ARRIVALS)}, got '{self.arrival}'")
         if self.arrival == "gamma" and not (math.isfinite(self.cv) and 0 < self.cv <= 100):

@@ -159,14 +159,22 @@ class _Lines:
                              f"(byte {exc.start + 1} of the row: {exc.reason})") from None
 
 
-def _csv_fields(line: str) -> list[str]:
-    return next(csv.reader([line]), [])
+def _csv_fields(line: str, at: str) -> list[str]:
+    """The fields of one CSV line; what the csv module refuses (a field over its 131,072
+    characters) is a bad trace, said with the row (`at`)."""
+    try:
+        return next(csv.reader([line]), [])
+    except csv.Error as exc:
+        raise TraceError(f"{at}: {shown(exc)}") from None
 
 
 def _detect(first: str, label: str) -> str:
     if first.lstrip().startswith("{"):
         return "mooncake"
-    names = {name.strip().lower() for name in _csv_fields(first)}
+    try:
+        names = {name.strip().lower() for name in next(csv.reader([first]), [])}
+    except csv.Error:  # not a CSV header either (a field over the csv module's 131,072 characters)
+        names = set()
     for fmt in ("azure", "burstgpt"):
         if {c.lower() for c in COLUMNS[fmt][1:]} <= names:
             return fmt
@@ -176,7 +184,7 @@ def _detect(first: str, label: str) -> str:
 
 
 def _read_csv(first: str, lines: _Lines, fmt: str, label: str):
-    header = [name.strip().lower() for name in _csv_fields(first)]
+    header = [name.strip().lower() for name in _csv_fields(first, f"{label} row {lines.number}")]
     where = []
     for column in COLUMNS[fmt]:
         if column.lower() not in header:

@@ -16,10 +16,34 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UsageError
+from ..inputs import files
+from ..safe_text import shown
 
 MAX_LENGTH = 1_000_000
+# A request rate's range, requests/s: below a request every 11.6 days, arrival times of a
+# million requests (up to ~1e12 s) would no longer resolve the milliseconds of a pass
+MIN_RATE, MAX_RATE = 1e-6, 1e7
+RATE_RANGE = "0.000001..10,000,000 requests/s"
+MAX_THINK_S = 1e6
+THINK_RANGE = "0..1,000,000 seconds"
+
+
+def check_rate(rate, what: str = "the request rate") -> None:
+    if not (math.isfinite(rate) and MIN_RATE <= rate <= MAX_RATE):
+        raise UsageError(f"{what} must be in {RATE_RANGE}, got {float(rate)!r}")
+
+
+def check_think(think_s, what: str = "think time") -> None:
+    if not (math.isfinite(think_s) and 0 <= think_s <= MAX_THINK_S):
+        raise UsageError(f"{what} must be in {THINK_RANGE}, got {float(think_s)!r}")
 MAX_CLASSES_PER_LENGTH = 3  # length bins per axis: the step-time table is evaluated per bin
-MAX_FILE_VALUES = 10_000_000  # token counts in one lengths file
+# A lengths file (`--prompt @FILE`) is read whole, through the bounded reader: at most
+# LENGTHS_FILE_BYTES bytes and MAX_FILE_VALUES token counts, counted before any is converted (a
+# million take about 0.3 s and 80 MB; `serve` simulates at most a million requests anyway).
+LENGTHS_FILE_BYTES = 16 << 20
+MAX_FILE_VALUES = 1_000_000
+_SEPARATORS = np.zeros(256, bool)
+_SEPARATORS[list(b" \t\n\r\f\v,")] = True
 
 
 @dataclass(frozen=True)
@@ -106,16 +130,36 @@ def _from_percentiles(pairs: dict, what: str) -> LengthDist:
 
 
 def _from_file(path: Path, what: str) -> LengthDist:
+    """Token counts separated by whitespace or commas, from a regular file within the limits."""
+    data = files.read_bytes(path, limit=LENGTHS_FILE_BYTES, error=UsageError, what=f"{what}: lengths file")
+    name = shown(str(path))
+    is_separator = _SEPARATORS[np.frombuffer(data, np.uint8)]
+    count = int(np.count_nonzero(~is_separator[:1]) + np.count_nonzero(is_separator[:-1] & ~is_separator[1:]))
+    if not count:
+        raise UsageError(f"{what}: lengths file {name} holds no numbers")
+    if count > MAX_FILE_VALUES:
+        raise UsageError(f"{what}: lengths file {name} is too large (more than {MAX_FILE_VALUES:,} values)")
+    tokens = data.replace(b",", b" ").split()
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{what}: cannot read lengths file {path}: {exc.__class__.__name__}") from None
-    tokens = text.replace(",", " ").split()
-    if not tokens:
-        raise UsageError(f"{what}: lengths file {path} holds no numbers")
-    if len(tokens) > MAX_FILE_VALUES:
-        raise UsageError(f"{what}: lengths file {path} is too large (more than {MAX_FILE_VALUES:,} values)")
-    return LengthDist("file", tuple(_length(t, what) for t in tokens))
+        values = np.array(tokens, dtype=np.float64)
+    except ValueError:  # the first token that is not a number, by its position
+        at, bad = next(((i, t) for i, t in enumerate(tokens) if not _is_float(t)), (len(tokens) - 1, tokens[-1]))
+        raise UsageError(f"{what}: lengths file {name}, value {at + 1:,}: "
+                         f"'{shown(bad.decode('utf-8', 'replace'), 40)}' is not a number") from None
+    wrong = ~np.isfinite(values) | (values < 0) | (values > MAX_LENGTH) | (values != np.round(values))
+    if wrong.any():
+        at = int(np.argmax(wrong))
+        _length(tokens[at].decode("ascii", "replace"), f"{what}: lengths file {name}, value {at + 1:,}")
+    del tokens, data  # the text's objects go before the values' are made (a million of each: ~40 MB)
+    return LengthDist("file", tuple(values.tolist()))
+
+
+def _is_float(token: bytes) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -129,12 +173,11 @@ class Traffic:
     def __post_init__(self):
         if (self.rate is None) == (self.users is None):
             raise UsageError("traffic: give a request rate (requests/s) or a number of concurrent users, not both")
-        if self.rate is not None and not (math.isfinite(self.rate) and 0 < self.rate <= 1e7):
-            raise UsageError(f"traffic: the request rate must be a positive number of requests/s, got {self.rate}")
+        if self.rate is not None:
+            check_rate(self.rate, "traffic: the request rate")
         if self.users is not None and not (isinstance(self.users, int) and 0 < self.users <= 10_000_000):
-            raise UsageError(f"traffic: users must be a positive whole number, got {self.users}")
-        if not (math.isfinite(self.think_s) and 0 <= self.think_s <= 1e6):
-            raise UsageError(f"traffic: think time must be >= 0 seconds, got {self.think_s}")
+            raise UsageError(f"traffic: users must be a whole number in 1..10,000,000, got {self.users}")
+        check_think(self.think_s, "traffic: think time")
 
     @property
     def closed_loop(self) -> bool:

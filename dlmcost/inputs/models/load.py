@@ -109,6 +109,8 @@ def _local_path(arg: str) -> Path | None:
         if not os.path.lexists(config):
             raise ConfigError(f"{shown(arg)} is a folder without a config.json")
         return config
+    if not stat.S_ISREG(mode):  # named for what it is, whatever its suffix, and never opened
+        raise ConfigError(f"model path {shown(arg)} is {files.kind_of(mode)}, not a regular file")
     return path
 
 
@@ -182,11 +184,13 @@ def load_bundled(model_id: str) -> ModelSpec:
 
 
 def resolve_model(arg: str, *, revision: str | None = None, hub: bool = False,
-                  timeout_s: float | None = None) -> ModelSpec:
-    """Local path, then bundled id (unless the Hub is asked for), then HF cache / Hub."""
+                  timeout_s: float | None = None, local: bool = True) -> ModelSpec:
+    """Local path, then bundled id (unless the Hub is asked for), then HF cache / Hub.
+    `local=False`: `arg` is an id, never looked up as a path (a caller that resolved paths
+    itself, from another folder than the current one)."""
     if not arg or not arg.strip():
         raise UnknownModelError("model name is empty")
-    path = _local_path(arg)
+    path = _local_path(arg) if local else None
     if path is not None:
         return load_local(path)
     key = _bundled_key(arg)
