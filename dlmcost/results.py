@@ -201,6 +201,9 @@ class AnalyzeResult(Record):
     workload: WorkloadSummary
     efficiency_profile: str
     stack: str = Field(description="software stack applied (docs/stacks.md); none: the bare hardware roofline")
+    ar_stack: str = Field(default="", description="software stack of the AR decode baseline (the speed-up's denominator): "
+                          "the stack given, else the autoregressive default")
+    stack_default: bool = Field(default=False, description="true when no stack was given: the decoding's kind's default")
     warnings: list[str]
     results: list[Union[GPUResult, Unsupported]]
 

@@ -19,7 +19,7 @@ from ..inputs.precision import get_precision, kv_bytes
 from ..inputs.profiles import Profile, load_profile
 from ..engine.roofline import gpu_rates
 from ..engine.schemes import REGISTRY, SCHEMES
-from ..inputs.stacks import STACK_NONE, Stack, load_stack
+from ..inputs.stacks import STACK_NONE, Stack, default_stack, load_stack
 from ..safe_text import shown
 from ..engine.workload import Workload, check_parallel, scheme_problem
 
@@ -67,11 +67,14 @@ def resolve_drafter(w: Workload, spec: ModelSpec) -> ModelSpec | None:
     return drafter
 
 
-def resolve_stack(stack: str | Stack | None, profile: Profile) -> Stack | None:
-    """The stack to apply: a name or file (None: the default, `stacks.DEFAULT_STACK`); `none`,
-    or the `ideal` efficiency profile (an upper bound), give the bare roofline."""
+def resolve_stack(stack: str | Stack | None, profile: Profile, *, scheme: str | None = None) -> Stack | None:
+    """The stack to apply: a name or file (None: the default of the decoding's kind,
+    `stacks.default_stack`: `scheme`'s, autoregressive when no scheme is named); `none`, or the
+    `ideal` efficiency profile (an upper bound), give the bare roofline."""
     if profile.name == "ideal" or stack == STACK_NONE:
         return None
+    if stack is None:
+        stack = default_stack(scheme is None or REGISTRY[scheme].autoregressive)
     return load_stack(stack)
 
 
@@ -87,6 +90,7 @@ class Prepared:
     profile: Profile
     stack: Stack | None
     supported: list[tuple[GPU, dict]]  # those that can run it, with their rates
+    ar_stack: Stack | None = None  # the AR decode baseline's: the stack given, else the AR default
 
 
 def prepare(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None = None, *,
@@ -100,12 +104,13 @@ def prepare(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None
     drafter = resolve_drafter(w, spec)
     selected = HardwareDB.load(hardware).select(gpus, DEFAULT_GPUS)
     profile = load_profile(efficiency)
-    st = resolve_stack(stack, profile)
+    st = resolve_stack(stack, profile, scheme=w.scheme)
+    ar_st = st if stack is not None else resolve_stack(None, profile)
     problem = scheme_problem(w) or check_parallel(spec, w.tp, w.ep)
     if problem:
         raise WorkloadError(problem)
     supported = [(g, r) for g in selected if (r := rates_or_none(g, w.precision, profile, w.tp)) is not None]
-    return Prepared(spec, w, drafter, selected, profile, st, supported)
+    return Prepared(spec, w, drafter, selected, profile, st, supported, ar_st)
 
 
 def sampler_defaults(spec: ModelSpec, **given) -> dict:

@@ -20,8 +20,17 @@ from .bundled import bundled_stack_dir
 from ..safe_text import shown
 from ..errors import DlmcostError
 
-# A serving engine is what a capacity plan buys GPUs for; research code is `hf-eager`.
-DEFAULT_STACK = "sglang"
+# A serving engine is what a capacity plan buys GPUs for (research code is `hf-eager`): SGLang, as
+# it is run. Its diffusion models run on its dLLM path (`--dllm-algorithm`: every denoising step
+# synchronous with the host, its own running-request limit), autoregressive decoding on its usual
+# path (overlap scheduling, continuous batching). Without --stack, each decoding takes its kind's.
+DEFAULT_STACKS = {"diffusion": "sglang-dllm", "autoregressive": "sglang"}
+DEFAULT_STACK = DEFAULT_STACKS["autoregressive"]
+
+
+def default_stack(autoregressive: bool) -> str:
+    """The stack a decoding runs on when none is given (DEFAULT_STACKS)."""
+    return DEFAULT_STACKS["autoregressive" if autoregressive else "diffusion"]
 STACK_NONE = "none"  # --stack none: the bare hardware roofline, no software stack
 MAX_STACK_FILE_BYTES = 256 * 1024
 MAX_CURVE_POINTS = 64

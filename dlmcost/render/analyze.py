@@ -54,8 +54,16 @@ def analyze_header(a: dict) -> str:
         f"scheme {w['scheme']} · prompt {w['prompt']} · gen {w['gen']} · {steps}{block}{store} · "
         f"batch {w['batch']}{cfg}{parallel} · {w['precision']} weights · "
         f"K/V {w['kv_dtype']} · logits: {w['logits']}\n"
-        f"efficiency profile: {safe(a['efficiency_profile'])} · stack: {safe(a['stack'])}"
+        f"efficiency profile: {safe(a['efficiency_profile'])} · {stack_phrase(a)}"
     )
+
+
+def stack_phrase(a: dict) -> str:
+    """`stack: NAME`, saying when it is the default and what the AR baseline ran on when that differs."""
+    default = " (default for this decoding; --stack to change)" if a.get("stack_default") else ""
+    ar = a.get("ar_stack")
+    baseline = f" · AR baseline on {safe(ar)}" if ar and ar != a["stack"] else ""
+    return f"stack: {safe(a['stack'])}{default}{baseline}"
 
 
 PASS_HEADERS = ["pass", "count", "q", "c", "GFLOP\n/pass", "MB\n/pass", "weights\nMB", "KV read\nMB",

@@ -23,7 +23,6 @@ import numpy as np
 from ..analysis import limits
 from ..engine.schemes import get_scheme
 from ..errors import UsageError, WorkloadError
-from ..inputs.stacks import DEFAULT_STACK
 from .loads import ClosedLoop, BatchJob, OpenLoop, TraceReplay
 from .costs import joules_per_token, usd_per_hour, usd_per_mtok
 from .targets import Targets
@@ -101,6 +100,8 @@ class Prepared:
     price: float | None
     price_source: str | None
     power_w: float | None
+    stack: str = ""  # the stack's name (or file) the passes were costed under
+    stack_default: bool = False  # no --stack: the decoding's kind's default
 
     @property
     def table(self) -> ClassTable:
@@ -205,13 +206,14 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     prompts, answers = lengths
     sample = length_classes(prompts, answers)
     decoding = _decoding(spec, setup, np.asarray(answers, float))
-    stack = resolve_stack(setup.stack, load_profile(setup.efficiency))
+    stack_name = behaviour.stack_name(setup.stack, decoding)
+    stack = resolve_stack(stack_name, load_profile(setup.efficiency))
     pol = behaviour.policy(stack, decoding, release=setup.release, max_running=setup.max_running)
     prompt_vals = [int(v) for v in sample.prompt_values]
     answer_vals = [int(v) for v in sample.answer_values]
     distinct = sorted(set(behaviour.canvases(decoding, answer_vals)))
     args = (decoding, [gpu.name], [setup.precision], [setup.tp], prompt_vals, distinct, behaviour.batch_grid(pol.in_flight_cap()))
-    opts = dict(efficiency=setup.efficiency, stack=setup.stack, hardware=hardware, ep=setup.ep)
+    opts = dict(efficiency=setup.efficiency, stack=stack_name, hardware=hardware, ep=setup.ep)
     limits.check_passes(table_passes(spec, *args, **opts), limits.MAX_PASSES_ONE_BY_ONE,
                         "choose larger blocks, shorter answers, or a smaller --max-running")
     pt = pass_table(spec, *args, **opts, max_passes=None)
@@ -232,7 +234,8 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
                     answer_tokens=np.tile(sample.answer_values.astype(float), n_p),
                     prompt_tokens=np.repeat(sample.prompt_values.astype(float), len(answer_vals)),
                     price=price,
-                    price_source=price_source, power_w=gpu.board_power_w)
+                    price_source=price_source, power_w=gpu.board_power_w, stack=stack_name,
+                    stack_default=setup.stack is None)
 
 
 # --- one load --------------------------------------------------------------------------------------
@@ -430,7 +433,7 @@ def describe(prep: Prepared) -> dict:
                 max_running=prep.max_running, max_running_source=prep.max_running_source,
                 first_block_outside_limit=prep.first_block_outside_limit, prompt_prefill=prep.prompt_prefill,
                 memory_limit=_memory_limit(prep.table),
-                release=prep.release, release_source=prep.release_source, stack=s.stack or DEFAULT_STACK,
+                release=prep.release, release_source=prep.release_source, stack=prep.stack, stack_default=prep.stack_default,
                 price_per_gpu_hour=prep.price, price_source=prep.price_source, board_power_w=prep.power_w,
                 power_utilisation=s.power_utilisation)
 
