@@ -38,6 +38,14 @@ def gpus(fmt: str = FormatOpt, hardware: Optional[list[str]] = HardwareOpt):
     listing.render_gpus(api.list_gpus(hardware), fmt, Output.stdout())
 
 
+@app.command(epilog=examples("dlmcost stacks", "dlmcost stacks -f json"))
+def stacks(fmt: str = FormatOpt):
+    """List the software stacks: the engine each describes, its defaults, what was fitted on which
+    published measurements, and how far off it has been from the others."""
+    check_format(fmt)
+    listing.render_stacks(api.list_stacks(), fmt, Output.stdout())
+
+
 @app.command(epilog=examples("dlmcost models"))
 def models(fmt: str = FormatOpt):
     """List the bundled model ids (usable offline)."""

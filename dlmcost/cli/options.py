@@ -57,7 +57,10 @@ FormatOpt = typer.Option("table", "--format", "-f", metavar="FORMAT", help="tabl
 PlotOpt = typer.Option(None, "--plot", metavar="FILE", help="draw the chart to FILE.png / FILE.svg, or - for the terminal (needs dlmcost[plot] for files)")
 HardwareOpt = typer.Option(None, "--hardware", metavar="PATH", help="extra GPU YAML file or folder (repeatable; also $DLMCOST_HARDWARE)")
 EfficiencyOpt = typer.Option("realistic", "--efficiency", help="realistic | ideal | path to an efficiency YAML")
-StackOpt = typer.Option(None, "--stack", help="software stack: hf-eager | compiled | sglang (default) | none | a stack YAML")
+STACK_HELP = (f"software stack: {' | '.join(api.bundled_stack_names())} | {api.STACK_NONE} | a stack YAML (default: "
+              + ", ".join(f"{name} for {kind} decoding" for kind, name in api.DEFAULT_STACKS.items())
+              + "; `dlmcost stacks` lists them)")
+StackOpt = typer.Option(None, "--stack", help=STACK_HELP)
 TpfOpt = typer.Option(None, "--tpf", help="tokens per forward (S = Lg / tpf) when --steps is not given; "
                       "draft-verify: mean accepted tokens per iteration")
 RequireOpt = typer.Option(None, "--require", "-r", metavar="EXPR",

@@ -117,6 +117,9 @@ class Stack(BaseModel):
     # requests the engine runs at once unless told otherwise (None: no limit of its own); the
     # serving simulation reads it as the default batch cap
     max_running_requests: int | None = Field(default=None, ge=1, le=1_000_000)
+    # how a batch of diffusion requests releases them (None: the serving simulation's default,
+    # synchronous): all at once when the slowest finishes its block, or each when its own does
+    release: Literal["synchronous", "first-done"] | None = None
     # a waiting request's prompt passes and first block run beside the running requests' last
     # passes, outside max_running_requests (the serving simulation: serving/simulate.py)
     first_block_outside_limit: bool = False
@@ -156,7 +159,8 @@ class Stack(BaseModel):
 SOURCED_FIELDS = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "elementwise_bytes_factor",
                   "sampler_logits_bytes")
 # fields with a neutral default, and that default: sourced when set otherwise
-OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_expert": 0.0, "max_running_requests": None, "expert_rows": "routed",
+OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_expert": 0.0, "max_running_requests": None, "release": None,
+                    "expert_rows": "routed",
                     "first_block_outside_limit": False, "prompt_prefill": "one-pass", "depth_overhead": 0.0}
 
 

@@ -23,12 +23,13 @@ import numpy as np
 from ..analysis import limits
 from ..engine.schemes import get_scheme
 from ..errors import UsageError, WorkloadError
+from ..inputs.error_bands import band_for
 from .loads import ClosedLoop, BatchJob, OpenLoop, TraceReplay
 from .costs import joules_per_token, usd_per_hour, usd_per_mtok
 from .targets import Targets
 from . import behaviour
 from .behaviour import DEFAULT_MAX_RUNNING, DEFAULT_RELEASE  # noqa: F401  (serve's defaults, documented here)
-from .simulate import RELEASES, ClassTable, SimResult, in_flight_cap
+from .simulate import RELEASES, ClassTable, SimResult, in_flight_cap, scaled
 from .steptime import Decoding, pass_table, table_passes
 from .traffic import LengthDist, RequestSample, length_classes, parse_lengths
 
@@ -139,6 +140,8 @@ class Point:
     overloaded: bool = False  # open loop: less than SUSTAIN_FRACTION of the rate served (queues grow)
     pareto: bool = False
     misses: list = field(default_factory=list)
+    # metric -> [low, high]: the same load with every step time at the ends of the stack's error band
+    intervals: dict = field(default_factory=dict)
 
     def record(self) -> dict:
         return asdict(self)
@@ -467,10 +470,51 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=256, answer=None, 
         lengths = (p_d.sample(rng, n), np.maximum(a_d.sample(rng, n), 1.0))
     prep = prepare(spec, lengths, setup, hardware=hardware)
     points = [evaluate(prep, ld, requests=requests, seed=seed, targets=targets) for ld in loads]
+    band = band_for(prep.stack)
+    if band is not None:
+        for point, ld in zip(points, loads):
+            point.intervals = intervals(prep, ld, band, requests=requests, seed=seed)
     mark_pareto(points)
     found = max_rate(prep, targets or Targets(), arrival=arrival, cv=cv, requests=requests, seed=seed) \
         if find_max_rate else None
-    return ServeResult(describe(prep), points, found)
+    described = describe(prep)
+    described["error_band"] = None if band is None else dict(stack=band.stack, low=band.low, median=band.median,
+                                                             high=band.high, numbers=band.numbers, basis=band.basis)
+    return ServeResult(described, points, found)
+
+
+# What an interval is given for: a speed (more is faster) or a time or cost (less is faster)
+INTERVAL_METRICS = {
+    "output_tokens_per_s": lambda p: p.output_tokens_per_s,
+    "output_tokens_per_s_per_gpu": lambda p: p.output_tokens_per_s_per_gpu,
+    "tokens_per_s_per_user": lambda p: p.tokens_per_s_per_user,
+    "requests_per_s": lambda p: p.requests_per_s,
+    "ttfb_p50_s": lambda p: p.ttfb_s["median"],
+    "latency_p50_s": lambda p: p.latency_s["median"],
+    "latency_p99_s": lambda p: p.latency_s["p99"],
+    "usd_per_mtok": lambda p: p.usd_per_mtok,
+    "joules_per_token": lambda p: p.joules_per_token,
+}
+
+
+def intervals(prep: Prepared, load, band, *, requests: int, seed: int) -> dict[str, list[float]]:
+    """Each metric at the two ends of the stack's error band: the same load simulated with every
+    step `band.low` and `band.high` times as long as predicted (the measured speeds the band was
+    taken from ran at predicted / ratio). Queueing is not linear in the step time: near saturation
+    the latency interval widens faster than the band."""
+    from dataclasses import replace
+
+    ends = []
+    for factor in (band.low, band.high):
+        table = scaled(prep.requests.table, factor)
+        moved = replace(prep, requests=replace(prep.requests, table=table))
+        ends.append(evaluate(moved, load, requests=requests, seed=seed))
+    out = {}
+    for name, read in INTERVAL_METRICS.items():
+        values = [read(p) for p in ends]
+        if all(v is not None and math.isfinite(v) for v in values):
+            out[name] = sorted(values)
+    return out
 
 
 def own_decoding_is_ar(spec) -> bool:
