@@ -48,6 +48,15 @@ METRICS = {
     "ttft_mean_s": ("TTFT mean s", lambda p: p["ttfb_s"]["mean"], False),
     "e2e_mean_s": ("E2E mean s", lambda p: p["latency_s"]["mean"], False),
     "forward_ms": ("ms/forward", lambda p: 1000 * p["makespan_s"], False),
+    # prompt + answer tokens / s (guidellm's "tokens/s total")
+    "total_tokens_per_s": ("total tok/s", lambda p: p["total_tokens_per_s"], True),
+    # the wall time of a closed batch of requests (a job's makespan)
+    "makespan_s": ("makespan s", lambda p: p["makespan_s"], False),
+    "e2e_p50_s": ("E2E p50 s", lambda p: p["latency_s"]["median"], False),
+    # bench_serving's mean TPOT, (E2E - TTFT) / (answer - 1) per request: exact from the means where
+    # every answer has the same length (answer tokens per request = output tok/s / requests/s)
+    "tpot_mean_ms": ("TPOT mean ms", lambda p: 1000 * (p["latency_s"]["mean"] - p["ttfb_s"]["mean"])
+                     / (p["output_tokens_per_s"] / p["requests_per_s"] - 1), False),
 }
 
 

@@ -107,7 +107,8 @@ def test_serving_ratios_from_the_definitions(serving):
     for r in serving:
         assert r["ratio"] == pytest.approx(r["predicted"] / r["measured"])
         assert r["error"] == pytest.approx(max(r["predicted"] / r["measured"], r["measured"] / r["predicted"]))
-        faster = r["predicted"] > r["measured"] if r["metric"] == "output_tokens_per_s" else r["predicted"] < r["measured"]
+        throughput = r["metric"] in ("output_tokens_per_s", "total_tokens_per_s")  # the rest are times
+        faster = r["predicted"] > r["measured"] if throughput else r["predicted"] < r["measured"]
         assert (r["optimism"] > 1) == faster, r
     # a forward at batch 32 is a job of 32 one-pass requests: its makespan, read back from serve's JSON
     point = validation.serve_json(next(r["point"]["command"] for r in serving if r["id"] == "fluxserve-llada-a100-b32"))
@@ -129,3 +130,48 @@ def test_serving_lengths_reproduce_the_published_totals():
     assert total("sglang-random-1000-seed1-n10-output.txt") == 4220
     assert total("sglang-random-1000-seed1-n500-input.txt") == 249831
     assert total("sglang-random-1000-seed1-n500-output.txt") == 252662
+
+
+def test_serving_tpot_from_its_definition(serving):
+    """bench_serving's mean TPOT, (E2E - TTFT) / (answer - 1) per request, where every answer has the
+    command's fixed length (1,536 tokens here): recomputed from serve's latency and first-block means."""
+    row = next(r for r in serving if r["id"] == "wxrep-llada21mini-h20-4k1k5-c72-radixoff-k1"
+               and r["metric"] == "tpot_mean_ms")
+    assert "--answer 1536" in " ".join(row["point"]["command"].split())
+    point = validation.serve_json(row["point"]["command"])
+    assert row["predicted"] == pytest.approx(1000 * (point["latency_s"]["mean"] - point["ttfb_s"]["mean"]) / 1535)
+
+
+def test_fitted_tokens_per_forward_reproduce_their_points(serving):
+    """Each point whose note sets --tpf predicts its measured throughput to within the step that whole
+    steps per block allow (scripts/fit_serving_tpf.py); the points that lean on it use the same value."""
+    import re
+
+    fitted = [r for r in serving if re.match(r"\w+ sets --tpf ", r["point"].get("fitted") or "") and r["in_sample"]]
+    assert len(fitted) >= 8
+    for r in fitted:
+        assert r["error"] <= 1.03, r
+        value = re.search(r"sets --tpf ([0-9.]+)", r["point"]["fitted"]).group(1)
+        assert f"--tpf {value} " in " ".join(r["point"]["command"].split()) + " "
+        for q in serving:
+            if f"serving:{r['id']}" in q["point"].get("leans_on", []):
+                assert f"--tpf {value} " in " ".join(q["point"]["command"].split()) + " ", q["id"]
+
+
+def test_fit_script_writes_a_value_where_it_is_used():
+    """scripts/fit_serving_tpf.py's --write puts a fitted value in the fitting point's note and command and
+    in the commands of the points that lean on it, and nowhere else."""
+    spec_fit = importlib.util.spec_from_file_location("fit_serving_tpf", ROOT / "scripts" / "fit_serving_tpf.py")
+    fit = importlib.util.module_from_spec(spec_fit)
+    spec_fit.loader.exec_module(fit)
+    text = (
+        "points:\n"
+        "  - id: a\n    command: dlmcost serve m --tpf 1 --job 2\n    fitted: \"output_tokens_per_s sets --tpf 1 (x)\"\n"
+        "  - id: b\n    command: >-\n      dlmcost serve m --tpf 1\n      --tpf-spread 0.5\n    leans_on: [serving:a]\n"
+        "  - id: c\n    command: dlmcost serve m --tpf 1 --job 2\n"
+    )
+    points = [{"id": "a"}, {"id": "b", "leans_on": ["serving:a"]}, {"id": "c"}]
+    out = fit.write(text, points, {"a": (2.5, 1.0, False)})
+    assert out == text.replace("--tpf 1 --job 2\n    fitted: \"output_tokens_per_s sets --tpf 1",
+                               "--tpf 2.5 --job 2\n    fitted: \"output_tokens_per_s sets --tpf 2.5") \
+                      .replace("serve m --tpf 1\n      --tpf-spread", "serve m --tpf 2.5\n      --tpf-spread")
