@@ -55,6 +55,9 @@ class HostCost(BaseModel):
     # the scheduler's and sampler's host work per running sequence per step (batch metadata,
     # per-request commit of the decoded tokens): a step's host time grows with the batch
     us_per_sequence: float = Field(default=0.0, ge=0, le=1e6)
+    # host work per step that grows with the square of the running batch (a scheduler or runtime
+    # whose per-request work scans the other requests): us_per_sequence_squared x batch^2
+    us_per_sequence_squared: float = Field(default=0.0, ge=0, le=1e4)
     # a reference MoE block's Python loop over its experts: host time per expert per MoE layer
     us_per_expert: float = Field(default=0.0, ge=0, le=1e6)
 
@@ -110,7 +113,10 @@ class Stack(BaseModel):
     gemm_efficiency: GemmCurve
     attention_efficiency: float = Field(gt=0, le=1)  # fraction of the hardware's bf16 GEMM efficiency
     elementwise_bytes_factor: float = Field(gt=0, le=16)  # x the engine's bf16 elementwise traffic
-    sampler_logits_bytes: float = Field(ge=0, le=64)  # bytes per logit the sampler reads + writes
+    sampler_logits_bytes: float = Field(ge=0, le=64)  # bytes per logit the head and the sampler hold at once
+    # bytes per logit the sampler's kernels read and write in a step (its time at the achievable
+    # bandwidth); None: sampler_logits_bytes, one pass over what it holds
+    sampler_traffic_bytes: float | None = Field(default=None, ge=0, le=1000)
     # MoE expert GEMMs read the GEMM curve at the rows each expert receives (B q k / d experts
     # touched: a grouped GEMM runs one tile loop per expert) or, "pass", at the pass's B q rows
     expert_rows: Literal["routed", "pass"] = "routed"
@@ -159,14 +165,16 @@ class Stack(BaseModel):
 SOURCED_FIELDS = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "elementwise_bytes_factor",
                   "sampler_logits_bytes")
 # fields with a neutral default, and that default: sourced when set otherwise
-OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_expert": 0.0, "max_running_requests": None, "release": None,
+OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_sequence_squared": 0.0, "us_per_expert": 0.0, "max_running_requests": None, "release": None,
+                    "sampler_traffic_bytes": None,
                     "expert_rows": "routed",
                     "first_block_outside_limit": False, "prompt_prefill": "one-pass", "depth_overhead": 0.0}
 
 
 # the numbers of a stack a fit can set (host terms, the GEMM curve, the other efficiencies and behaviours)
-FITTABLE_FIELDS = ("us_per_layer", "fixed_us_per_forward", "us_per_sequence", "us_per_expert", "gemm_efficiency",
+FITTABLE_FIELDS = ("us_per_layer", "fixed_us_per_forward", "us_per_sequence", "us_per_sequence_squared", "us_per_expert", "gemm_efficiency",
                    "depth_overhead", "attention_efficiency", "elementwise_bytes_factor", "sampler_logits_bytes",
+                   "sampler_traffic_bytes",
                    "max_running_requests", "first_block_outside_limit")
 
 
