@@ -26,8 +26,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     from .results import pareto_front, rank_key
     from .scenario import (build_decodings, build_space_and_pricing, build_targets, build_traffic, parse_price,
                            read_scenario)
-    from ..serving import behaviour
-    from .search import default_max_batch, plan, stack_profile
+    from ..serving import behaviour  # noqa: F401  (stack_name below)
+    from .search import decoding_policy, plan
 
     price_overrides = dict(parse_price(p) for p in prices)
     spec = read_scenario(scenario_path, overrides)
@@ -39,14 +39,15 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     traffic = build_traffic(spec, first)
     targets = build_targets(spec)
     db = HardwareDB.load(hardware)
-    cap = default_max_batch(stack, efficiency)
-    profile = stack_profile(stack, efficiency)
-    parts, decodings, release = [], [], {}
+    parts, decodings, release, limits, stacks = [], [], {}, {}, {}
     for m in model_specs:
         own = build_decodings(spec, m, traffic, side_by_side=len(model_specs) > 1)
-        space, pricing = build_space_and_pricing(spec, own, db, default_max_batch=cap)
+        space, pricing = build_space_and_pricing(spec, own, db)
         decodings += [d.label for d in space.decodings]
-        release.update({d.label: behaviour.policy(profile, d).release for d in space.decodings})
+        policies = {d.label: decoding_policy(stack, efficiency, d) for d in space.decodings}
+        release.update({label: pol.release for label, pol in policies.items()})
+        limits.update({label: space.max_batches or [pol.max_running] for label, pol in policies.items()})
+        stacks.update({label: behaviour.stack_name(stack, d) for label, d in zip(policies, space.decodings)})
         parts.append(plan(m, traffic, targets, space, pricing, requests=spec.simulation.requests,
                           seed=spec.simulation.seed, efficiency=efficiency, stack=stack, hardware=hardware,
                           baseline=baseline, absurd=absurd, progress=progress))
@@ -58,7 +59,10 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     result.traffic = spec.traffic.model_dump() | dict(answer=spec.traffic.answer if spec.traffic.answer is not None
                                                        else (first.sampler.gen if first.sampler else 256))
     result.search = dict(gpus=[g.name for g in space.gpus], tp=space.tps, precisions=space.precisions,
-                         decodings=list(dict.fromkeys(decodings)), max_batch=space.max_batches,
+                         decodings=list(dict.fromkeys(decodings)),
+                         max_batch=sorted({b for bs in limits.values() for b in bs}),
+                         max_running=limits,  # each decoding's running limits searched (its stack's own unless given)
+                         stacks=stacks, stack_default=stack is None,  # each decoding's stack
                          release=release,  # each decoding's batch release policy, as serve's
                          requests=spec.simulation.requests, seed=spec.simulation.seed,
                          power_utilisation=pricing.power_utilisation, absurd_shown=absurd,

@@ -174,9 +174,10 @@ def parse_price(text: str) -> tuple[str, float]:
 
 
 def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: HardwareDB, *,
-                            default_max_batch: int = DEFAULT_MAX_BATCH[0]) -> tuple[SearchSpace, Pricing]:
+                            default_max_batch: int | None = None) -> tuple[SearchSpace, Pricing]:
     """The search space and prices; the batch limit searched, when none is given, is
-    `default_max_batch` (the stack's running-request limit, as `serve` takes it)."""
+    `default_max_batch`, or with None each decoding's stack's running-request limit (as `serve`
+    takes it: SearchSpace.max_batches empty)."""
     usd, source = {}, {}
     for g in db.gpus.values():
         if g.price_per_hour is not None:
@@ -201,7 +202,7 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
     tps = s.tp or DEFAULT_TPS
     if any(t <= 0 or t > 1024 for t in tps):
         raise UsageError("search.tp: tensor-parallel sizes must be in 1..1024")
-    max_batches = s.max_batch or [default_max_batch]
+    max_batches = s.max_batch or ([default_max_batch] if default_max_batch is not None else [])
     if any(b <= 0 or b > 4096 for b in max_batches):
         raise UsageError("search.max_batch: batch limits must be in 1..4096")
     precisions = s.precisions or DEFAULT_PRECISIONS

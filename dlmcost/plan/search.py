@@ -46,7 +46,7 @@ class SearchSpace:
     tps: list[int]
     precisions: list[str]
     decodings: list[Decoding]
-    max_batches: list[int]
+    max_batches: list[int]  # running limits searched; empty: each decoding's stack's own
 
 
 @dataclass(frozen=True)
@@ -452,17 +452,23 @@ def _canvases(decoding: Decoding, sample: RequestSample) -> tuple[list[int], lis
     return prompts, behaviour.canvases(decoding, [int(v) for v in sample.answer_values])
 
 
+def running_limits(space: SearchSpace, pol: behaviour.Policy) -> list[int]:
+    """The running limits searched for a decoding: the space's, or its stack's own (the policy's)."""
+    return space.max_batches or [pol.max_running]
+
+
 def _table_args(space: SearchSpace, decoding: Decoding, prompts: list[int], canvases: list[int],
                 pol: behaviour.Policy) -> tuple:
     """`pass_table`'s positional arguments: every GPU, precision, TP, prompt, distinct canvas and batch."""
     return (decoding, [g.name for g in space.gpus], space.precisions, space.tps, prompts, sorted(set(canvases)),
-            batch_grid(pol.in_flight_cap(max(space.max_batches))))
+            batch_grid(pol.in_flight_cap(max(running_limits(space, pol)))))
 
 
 def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSample, efficiency: str,
                 stack: str | None, hardware: list[str] | None) -> tuple[list[Candidate], int]:
     prompts, canvases = _canvases(decoding, sample)
     answers = [int(v) for v in sample.answer_values]
+    stack = behaviour.stack_name(stack, decoding)  # the decoding's engine path unless one is given
     pol = behaviour.policy(stack_profile(stack, efficiency), decoding)  # its running limit: max_batch's
     pt = pass_table(model, *_table_args(space, decoding, prompts, canvases, pol), efficiency=efficiency,
                     stack=stack, hardware=hardware, max_passes=None)  # plan checked the total of its sweeps
@@ -472,7 +478,7 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
     for gi, g in enumerate(space.gpus):
         for pi, prec in enumerate(space.precisions):
             for ti, tp in enumerate(space.tps):
-                for mb in space.max_batches:
+                for mb in running_limits(space, pol):
                     rt = behaviour.request_table(pt, gi, pi, ti, decoding, prompts, answers, mb, pol)
                     if rt is None:
                         skipped += 1
@@ -491,9 +497,10 @@ def stack_profile(stack: str | None, efficiency: str):
     return resolve_stack(stack, load_profile(efficiency))
 
 
-def default_max_batch(stack: str | None, efficiency: str) -> int:
-    """The batch limit searched when none is given: the stack's running-request limit, as `serve`'s."""
-    return behaviour.running_limit(stack_profile(stack, efficiency))[0]
+def decoding_policy(stack: str | None, efficiency: str, decoding: Decoding) -> behaviour.Policy:
+    """How a decoding is served when no option says otherwise: on its stack (the one given, else its
+    kind's default), with that stack's release and running limit, as `serve` serves it."""
+    return behaviour.policy(stack_profile(behaviour.stack_name(stack, decoding), efficiency), decoding)
 
 
 def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing: Pricing, *,
@@ -509,9 +516,9 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
     if baseline and any(not d.autoregressive for d in space.decodings):
         sets.append(("baseline", [ar]))
     # the limit on passes costed one by one holds for the whole search: its sweeps added up first
-    pols = {dec: behaviour.policy(stack_profile(stack, efficiency), dec) for _, decodings in sets for dec in decodings}
+    pols = {dec: decoding_policy(stack, efficiency, dec) for _, decodings in sets for dec in decodings}
     passes = sum(table_passes(model, *_table_args(space, dec, *_canvases(dec, sample), pols[dec]),
-                              efficiency=efficiency, stack=stack, hardware=hardware)
+                              efficiency=efficiency, stack=behaviour.stack_name(stack, dec), hardware=hardware)
                  for _, decodings in sets for dec in decodings)
     limits.check_passes(passes, limits.MAX_PASSES_ONE_BY_ONE, "choose fewer GPUs, TP sizes, precisions or decodings, "
                         "larger blocks, shorter answers, or a smaller --max-batch")
