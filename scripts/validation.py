@@ -157,11 +157,13 @@ def fit_origins(stack: str, gpu: str, numbers: list[dict], where: dict[str, str]
 
 
 def fitting_points(numbers: list[dict]) -> set[str]:
-    """The points that set a number or another point's assumption (in sample, whatever their source)."""
+    """The points that set a number, another point's assumption or one of their own (a `fitted`
+    note): in sample, whatever their source."""
     points, _ = load_points(DATA)
-    leaned = {pid for p in points for pid in p.leans_on}
-    leaned |= {pid for q in yaml.safe_load(SERVING.read_text(encoding="utf-8"))["points"] for pid in q.get("leans_on", [])}
-    return {pid for n in numbers for pid in n["points"]} | leaned
+    serving = yaml.safe_load(SERVING.read_text(encoding="utf-8"))["points"]
+    leaned = {pid for p in points for pid in p.leans_on} | {pid for q in serving for pid in q.get("leans_on", [])}
+    own = {p.id for p in points if p.in_sample} | {f"serving:{q['id']}" for q in serving if q.get("fitted")}
+    return {pid for n in numbers for pid in n["points"]} | leaned | own
 
 
 def mark_sources(rs: list[dict], serving: list[dict]) -> None:
@@ -394,6 +396,8 @@ def render_headline(rs: list[dict], serving: list[dict]) -> list[str]:
 
 
 def render(rs: list[dict], serving: list[dict] | None = None) -> str:
+    if serving is not None and any("in_source" not in r for r in (*rs, *serving)):
+        mark_sources(rs, serving)
     s = summary(rs)
     lines = [
         "# Validation: predicted vs published measurements",
