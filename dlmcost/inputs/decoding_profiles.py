@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import stat
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Annotated, Any
@@ -327,17 +326,7 @@ def read_profile_file(path: str | os.PathLike) -> ArchitectureProfiles:
 
 def _yaml_files(path: str | os.PathLike) -> list[Path]:
     """The profile files a path names: itself, or the .yaml/.yml regular files of a folder."""
-    p = files.expand(path, DecodingProfileError, "decoding profile path")
-    try:
-        mode = os.stat(p).st_mode
-    except OSError as exc:
-        raise DecodingProfileError(f"decoding profile path {shown(str(path))}: {files.os_problem(exc)}") from None
-    except ValueError:
-        raise DecodingProfileError(f"decoding profile path {shown(str(path))}: a path cannot contain a NUL "
-                                   "character") from None
-    if stat.S_ISDIR(mode):
-        return sorted(f for f in p.iterdir() if f.suffix in (".yaml", ".yml") and f.is_file())
-    return [p]  # a regular file, or something the reader refuses by name
+    return files.yaml_files(path, error=DecodingProfileError, what="decoding profile path")
 
 
 class _File:
