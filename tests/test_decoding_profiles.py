@@ -1,15 +1,20 @@
 """Published decodings (decoding/*.yaml, dlmcost/inputs/decoding_profiles.py): every bundled file
 loads, every diffusion model has a default or a named gap, spot values match the sources' printed
 numbers (typed here by hand from the tables they quote), the spread proxy against a hand
-computation, hostile files as one-line errors."""
+computation, hostile files as one-line errors, and `dlmcost decodings`."""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+import math
 import statistics
 
 import pytest
 import yaml
 
+from dlmcost.cli import main
 from dlmcost.engine.schemes import SCHEMES, get_scheme
 from dlmcost.inputs.bundled import bundled_decoding_dir
 from dlmcost.inputs.decoding_profiles import (DecodingProfileError, ProfileDB, bundled_profiles, mix_tpfs,
@@ -357,3 +362,92 @@ def test_a_missing_path_or_a_folder_without_files(tmp_path):
     with pytest.raises(DecodingProfileError, match="does not exist"):
         ProfileDB.load([str(tmp_path / "nope.yaml")])
     assert ProfileDB.load([str(tmp_path)]).for_model("inclusionAI/LLaDA2.0-mini") is not None
+
+
+# --- dlmcost decodings ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def run(*args: str):
+        capsys.readouterr()
+        rc = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return rc, out, err
+
+    return run
+
+
+def test_decodings_json_rows_of_one_model_and_task(cli):
+    rc, out, err = cli("decodings", "inclusionAI/LLaDA2.1-mini", "--task", "general", "-f", "json")
+    assert rc == 0 and err == ""
+    rows = json.loads(out)
+    assert [(r["checkpoint"], r["setting"], r["accuracy"], r["tpf"], r["default"]) for r in rows] == [
+        ("inclusionAI/LLaDA2.0-mini", "t0.95-b32", 0.6339, 2.6, True),
+        ("inclusionAI/LLaDA2.1-mini", "s-mode", 0.6207, 5.34, False),
+        ("inclusionAI/LLaDA2.1-mini", "q-mode", 0.639, 3.12, False)]
+    cv = statistics.pstdev(MINI_S_TPF) / statistics.fmean(MINI_S_TPF)
+    assert rows[1]["tpf_cv"] == pytest.approx(cv, rel=1e-12)
+    assert rows[1]["source_ref"] == "arXiv 2602.08676" and rows[1]["label"] == "LLaDA2.1-mini S mode"
+
+
+def test_exactly_one_row_is_the_default(cli):
+    rc, out, _ = cli("decodings", "JetLM/SDAR-4B-Chat", "-f", "json")
+    assert [(r["setting"], r["task"]) for r in json.loads(out) if r["default"]] == [("static-b4", "gsm8k")]
+
+
+def test_decodings_table_marks_the_default_and_unverified_accuracy(cli):
+    rc, out, _ = cli("decodings", "mistralai/Mixtral-8x7B-Instruct-v0.1")
+    assert rc == 0
+    line = next(x for x in out.splitlines() if " gsm8k " in x)
+    assert "paper-ar *" in line and "74.40?" in line and "1.00" in line
+    assert "TPF CV" not in out  # no benchmark mix here
+
+
+def test_decodings_of_every_model_filtered_by_task(cli):
+    rc, out, _ = cli("decodings", "--task", "gsm8k,humaneval", "-f", "csv")
+    assert rc == 0
+    assert out.startswith("architecture,checkpoint,setting,")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert {r["task"] for r in rows} == {"gsm8k", "humaneval"}
+    assert len(rows) == 53 + 52  # the research's GSM8K and HumanEval rows
+    rc, out, _ = cli("decodings", "JetLM/SDAR-4B-Chat", "-f", "markdown")
+    assert rc == 0 and out.startswith("| checkpoint | setting |") and "| static-b4 * |" in out
+
+
+@pytest.mark.parametrize("args, code, needle", [
+    (("decodings", "inclusionAI/LLaDA-MoE-7B-A1B-Instruct"), 2, "no published decodings for"),
+    (("decodings", "JetLM/SDAR-4B-Chat", "--task", "general"), 2, "its tasks: gsm8k, humaneval, math, mbpp"),
+    (("decodings", "--task", " , "), 2, "--task names no task"),
+    (("decodings", "-f", "html"), 2, "unknown format"),
+])
+def test_decodings_refusals(cli, args, code, needle):
+    rc, out, err = cli(*args)
+    assert rc == code and out == "" and err.startswith("error: ") and needle in err and err.count("\n") == 1
+
+
+def test_decodings_reads_a_users_file_and_refuses_a_bad_one(cli, tmp_path):
+    good = tmp_path / "good.yaml"
+    good.write_text(yaml.safe_dump(minimal()))
+    rc, out, _ = cli("decodings", "org/model", "--decoding-profiles", good, "-f", "json")
+    assert rc == 0 and json.loads(out)[0]["tpf"] == 2.0
+    data = minimal()
+    data["settings"][0]["results"]["gsm8k"]["accuracy"] = 1.5
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    rc, out, err = cli("decodings", "--decoding-profiles", bad)
+    assert rc == 5 and out == "" and err.count("\n") == 1 and "results.gsm8k.accuracy" in err
+    data = minimal()
+    data["settings"][0]["scheme"] = "warp-drive"
+    bad.write_text(yaml.safe_dump(data))
+    rc, _, err = cli("decodings", "--decoding-profiles", bad)
+    assert rc == 5 and "scheme 'warp-drive'" in err
+
+
+def test_tpf_cv_in_records_is_the_spread_function(cli, db):
+    rc, out, _ = cli("decodings", "inclusionAI/LLaDA2.0-flash", "--task", "general", "-f", "json")
+    for row in json.loads(out):
+        s = db.for_model(row["checkpoint"]).setting(row["setting"])
+        assert math.isclose(row["tpf_cv"], tpf_spread(s))
