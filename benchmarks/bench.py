@@ -172,7 +172,7 @@ def bench_render(repeats: int) -> None:
     import io
 
     from dlmcost import api
-    from dlmcost.render import report
+    from dlmcost.render.sweep import render_sweep
     from dlmcost.render.output import Output
 
     result = api.sweep(gpus="all", blocks=[4, 8, 16, 32], batches=[1, 2, 4, 8, 16], gens=[128, 256, 512])
@@ -182,7 +182,7 @@ def bench_render(repeats: int) -> None:
     for _ in range(repeats):
         out = Output(io.StringIO(), width=120)
         t0 = time.perf_counter()
-        report.render_sweep(meta, rows, "table", out, rows)
+        render_sweep(meta, rows, "table", out, rows)
         times.append(time.perf_counter() - t0)
     print(f"render  a {len(rows):,}-row sweep table: wall median {statistics.median(times):.3f} s, "
           f"max {max(times):.3f} s (target <= 1 s)")

@@ -46,9 +46,9 @@ def analyze_pair(model: str, opts: dict):
 
 def knee_cell(result: dict, gpu: int = 0) -> str:
     """The knee as the analyze table shows it (its last column)."""
-    from dlmcost.render import report
+    from dlmcost.render.analyze import analyze_rows
 
-    return report.analyze_rows(result)[gpu][-1]
+    return analyze_rows(result)[gpu][-1]
 
 
 def roof_by_hand(gpu_key: str, compute: str, ai: float) -> float:

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from dlmcost.render import report, tables
+from dlmcost.render import analyze, cells, formats, page, plan, tables
 from dlmcost.render.output import MIN_COLUMNS, PIPE_WIDTH, Output, Styled
 from dlmcost.render.tables import Column
 
@@ -93,7 +93,7 @@ def test_markup_in_a_name_is_shown_as_it_is():
     """A GPU or model named like rich markup prints literally, in prose and in a table."""
     out = Output(io.StringIO(), width=80, color=True)
     out.line("[bold]x[/] and [red]y[/red]")
-    report.print_fitted(out, [Column("GPU", 0, right=False), Column("n", 0)], [["[bold]H100[/]", "1"]])
+    tables.print_fitted(out, [Column("GPU", 0, right=False), Column("n", 0)], [["[bold]H100[/]", "1"]])
     text = out.stream.getvalue()
     assert "[bold]x[/] and [red]y[/red]" in text and "[bold]H100[/]" in text
     assert "\x1b[31m" not in text  # nothing turned red
@@ -101,8 +101,8 @@ def test_markup_in_a_name_is_shown_as_it_is():
 
 def test_styled_text_is_its_string():
     s = Styled("NO", "red bold")
-    assert s == "NO" and s.style == "red bold" and report.plain(s) == "NO"
-    assert report.to_markdown(["fits"], [[s]]).endswith("| NO |\n")
+    assert s == "NO" and s.style == "red bold" and page.plain(s) == "NO"
+    assert formats.to_markdown(["fits"], [[s]]).endswith("| NO |\n")
 
 
 def _table(columns, rows, width, color=False, by_column=None):
@@ -188,8 +188,8 @@ def test_columns_that_never_drop_overflow_rather_than_lose_digits():
 def test_numbers_are_never_in_exponent_notation(x, digits, text):
     """More whole digits than the significant digits asked for: whole, with thousands
     separators ('1.092e+04' was what the tables showed)."""
-    assert report.num(x, digits) == text
-    assert "e+" not in report.count(x) and "e+" not in report.ms(x) and "e+" not in report.gb(x * 1e9)
+    assert cells.num(x, digits) == text
+    assert "e+" not in cells.count(x) and "e+" not in cells.ms(x) and "e+" not in cells.gb(x * 1e9)
 
 
 def test_a_big_pass_shows_its_numbers_whole():
@@ -198,11 +198,11 @@ def test_a_big_pass_shows_its_numbers_whole():
     from dlmcost import api
 
     a = api.analyze("GSAI-ML/LLaDA-8B-Instruct", "h100", prompt=2048, gen=1024, steps=64).plain()
-    rows = report.pass_rows(a["results"][0])
+    rows = analyze.pass_rows(a["results"][0])
     flops = a["results"][0]["passes"][0]["flops"] / 1e9
     assert flops > 1e4 and rows[0][4] == f"{flops:,.0f}"
-    assert not any("e+" in report.plain(c) for r in rows for c in r)
-    assert not any("e+" in report.plain(c) for r in report.analyze_rows(a) for c in r)
+    assert not any("e+" in page.plain(c) for r in rows for c in r)
+    assert not any("e+" in page.plain(c) for r in analyze.analyze_rows(a) for c in r)
 
 
 PLAN = dict(model="M", traffic=dict(rate=None, users=1, think_s=0.0, prompt=256, answer=128),
@@ -214,14 +214,14 @@ PLAN = dict(model="M", traffic=dict(rate=None, users=1, think_s=0.0, prompt=256,
 def test_plan_header_says_what_was_searched_in_words():
     """2 GPUs × 1 TP size × 2 precisions × 1 decoding × 1 batch limit = 4 candidates; the 8
     evaluated are those and the AR baseline's 4. No Python list syntax; '1 user', not '1 users'."""
-    text = report.plan_header(PLAN)
+    text = plan.plan_header(PLAN)
     assert "searched 4 candidates (2 GPUs (H100 SXM, B200) × 1 TP size (1) × 2 precisions (bf16, fp8) × " \
            "1 decoding (mdm/32/1) × 1 batch limit (256)) and 4 for the AR baseline" in text
     assert "[" not in text and "'" not in text
     assert "1 user (think 0 s)" in text and "users" not in text
     many = dict(PLAN, traffic=dict(PLAN["traffic"], users=12), evaluated=4,
                 search=dict(PLAN["search"], decodings=["ar"]))
-    assert "12 users" in report.plan_header(many) and "AR baseline" not in report.plan_header(many)
+    assert "12 users" in plan.plan_header(many) and "AR baseline" not in plan.plan_header(many)
 
 
 def test_plan_header_of_a_real_plan(capsys):
@@ -232,7 +232,7 @@ def test_plan_header_of_a_real_plan(capsys):
     record = json.loads(capsys.readouterr().out)
     s = record["search"]
     product = len(s["gpus"]) * len(s["tp"]) * len(s["precisions"]) * len(s["decodings"]) * len(s["max_batch"])
-    assert f"searched {product} candidates" in report.plan_header(record)
+    assert f"searched {product} candidates" in plan.plan_header(record)
 
 
 # --- rich only where a table is drawn ---------------------------------------------------------

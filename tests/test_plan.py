@@ -623,7 +623,7 @@ def test_deployment_statistics_by_hand():
     at the offered load with the mean answer length. Requests here take 1, 2, ..., 100 s."""
     from dlmcost.plan import search
     from dlmcost.serving.steptime import Decoding
-    from dlmcost.render.report import plan_table
+    from dlmcost.render.plan import plan_table
 
     gpu = HardwareDB.load().get("h100")
     latency = np.arange(1.0, 101.0)

@@ -104,7 +104,7 @@ def test_a_stack_s_release_and_running_limit_reach_the_plan(capsys, monkeypatch)
 def test_the_release_policy_is_shown(capsys, monkeypatch):
     """The search line and the JSON say how the batches were released: the default stack's
     synchronous batch, a stack's first-done, and per decoding where they differ."""
-    from dlmcost.render.report import _release
+    from dlmcost.render.plan import _release
 
     base = ["plan", MODEL, "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--scheme", "dual-cache",
             "--rate", "2", "--requests", "200"]

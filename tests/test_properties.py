@@ -27,7 +27,7 @@ from dlmcost import api, errors
 from dlmcost.cli import main
 from dlmcost.engine.cost import PassInput, pass_ops
 from dlmcost.inputs.models import bundled_ids, load_bundled
-from dlmcost.render.report import to_json
+from dlmcost.render.formats import to_json
 
 MODEL_IDS = bundled_ids()
 DIFFUSION_SCHEMES = ["mdm", "prefix-cache", "dual-cache", "block"]

@@ -19,7 +19,7 @@ import pytest
 import dlmcost
 from dlmcost import api
 from dlmcost.analysis import requirements as gates, limits
-from dlmcost.render import report
+from dlmcost.render.sweep import render_sweep
 from dlmcost.errors import EXIT_REQUIREMENT, UsageError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -274,7 +274,7 @@ def test_output_formats_do_not_import_rich():
     interpreter; the first, `dlmcost analyze -f json`, as the installed script runs it."""
     r = subprocess.run([DLMCOST, "analyze", "-f", "json"], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
-    assert r.returncode == 0 and "dlmcost.render.report" in r.stderr
+    assert r.returncode == 0 and "dlmcost.render.analyze" in r.stderr
     assert not re.search(r"\|\s+rich(\.|$)", r.stderr, re.M)
     # the others forked from one interpreter that has imported dlmcost.cli and nothing else, so
     # each command starts where a fresh `from dlmcost.cli import main` would (no start-up, not 14:
@@ -430,7 +430,7 @@ def test_a_4000_row_sweep_table_is_drawn_whole():
     from dlmcost.render.output import Output
 
     out = Output(io.StringIO(), width=120)
-    report.render_sweep(result.model_dump(exclude={"rows"}), rows, "table", out, rows)
+    render_sweep(result.model_dump(exclude={"rows"}), rows, "table", out, rows)
     assert out.stream.getvalue().count("\n") > 4000
 
 

@@ -1,6 +1,6 @@
 """Sweeps written from columns (render/columns.py) against the row-by-row path they replace, used
 here as the oracle: csv.DictWriter and json.dumps over `SweepRow.plain()` dictionaries (strings
-through report.safe), the per-row `cli.output.check_finite`, and Python's stable `list.sort`."""
+through cells.safe), the per-row `cli.output.check_finite`, and Python's stable `list.sort`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from dlmcost import api, errors
 from dlmcost.cli.output import check_finite as check_rows
 from dlmcost.render import columns
-from dlmcost.render.report import safe
+from dlmcost.render.cells import safe
 
 ODD_GPU = r"""
 name: "Odd, \"quoted\" GPU \e[31m é"

@@ -5,7 +5,7 @@ from typing import Optional
 import typer
 
 from .. import api
-from ..render import report
+from ..render.analyze import render_analyze
 from .app import app, examples
 from .options import RequireOpt, output_options, source_options, workload_options
 from .output import check_finite, draw, gate, held_output, requirements_of, stderr
@@ -37,7 +37,7 @@ def analyze(
 
         chart = charts.roofline(data, show_ops=ops)
     out = held_output(output.plot)
-    report.render_analyze(data, output.fmt, out, show_ops=ops, charts=[chart] if chart else None)
+    render_analyze(data, output.fmt, out, show_ops=ops, charts=[chart] if chart else None)
     draw(chart, output.plot, out)
     if requirements:
         gate(api.requirement_failures(requirements, api.requirement_rows(data), lambda r: r["gpu"]), requirements)

@@ -6,7 +6,8 @@ import typer
 
 from .. import api
 from ..errors import UsageError
-from ..render import report
+from ..render import catalog as listing
+from ..render.formats import to_json
 from ..render.output import Output
 from .app import app, examples
 from .options import DecodingProfilesOpt, FormatOpt, HardwareOpt, check_format, hub_options
@@ -17,7 +18,7 @@ from .output import stderr
 def schemes(fmt: str = FormatOpt):
     """List the decoding schemes: what each runs and the knobs it reads."""
     check_format(fmt)
-    report.render_schemes(api.list_schemes(), fmt, Output.stdout())
+    listing.render_schemes(api.list_schemes(), fmt, Output.stdout())
 
 
 @app.command(epilog=examples("dlmcost schema sweep > sweep.schema.json"))
@@ -27,21 +28,21 @@ def schema(which: str = typer.Argument("analyze", help="analyze | sweep")):
 
     if which not in SCHEMAS:
         raise UsageError(f"unknown schema '{which}'; choose one of: {', '.join(SCHEMAS)}")
-    print(report.to_json(SCHEMAS[which].model_json_schema()))
+    print(to_json(SCHEMAS[which].model_json_schema()))
 
 
 @app.command(epilog=examples("dlmcost gpus -f csv"))
 def gpus(fmt: str = FormatOpt, hardware: Optional[list[str]] = HardwareOpt):
     """List the accelerators with their dense peaks and ridge points."""
     check_format(fmt)
-    report.render_gpus(api.list_gpus(hardware), fmt, Output.stdout())
+    listing.render_gpus(api.list_gpus(hardware), fmt, Output.stdout())
 
 
 @app.command(epilog=examples("dlmcost models"))
 def models(fmt: str = FormatOpt):
     """List the bundled model ids (usable offline)."""
     check_format(fmt)
-    report.render_models(api.list_models(), fmt, Output.stdout())
+    listing.render_models(api.list_models(), fmt, Output.stdout())
 
 
 @app.command(epilog=examples("dlmcost model examples/tiny-dlm.yaml", "dlmcost model GSAI-ML/LLaDA-8B-Instruct -f json"))
@@ -58,7 +59,7 @@ def model(
     info = api.model_info(spec)
     if verify:
         info["verify"] = api.verify_model(spec, revision=hub_source.revision)
-    report.render_model(info, fmt, Output.stdout())
+    listing.render_model(info, fmt, Output.stdout())
     if verify and info["verify"].get("warning"):
         stderr(f"warning: {info['verify']['warning']}")
 

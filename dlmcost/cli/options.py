@@ -86,9 +86,9 @@ def parse_list(text: Optional[str], kind, name: str) -> Optional[list]:
 
 
 def check_format(fmt: str, charts: bool = False, extra: tuple[str, ...] = ()) -> str:
-    from ..render import report
+    from ..render.formats import CHART_FORMATS, FORMATS
 
-    formats = [f for f in report.FORMATS if charts or f not in report.CHART_FORMATS] + list(extra)
+    formats = [f for f in FORMATS if charts or f not in CHART_FORMATS] + list(extra)
     if fmt not in formats:
         raise UsageError(f"unknown format '{fmt}'; choose one of: {', '.join(formats)}")
     return fmt

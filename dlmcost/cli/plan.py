@@ -6,7 +6,7 @@ import typer
 
 from .. import api
 from ..errors import NoDeploymentError, UsageError
-from ..render import report
+from ..render.plan import render_plan
 from .app import app, examples
 from .options import EfficiencyOpt, HardwareOpt, StackOpt, group, output_options, parse_list
 from .output import draw, held_output, progress_bar
@@ -117,7 +117,7 @@ def plan(
 
         out.write(plan_page(record, [chart] if chart else [], top))
     else:
-        report.render_plan(record, output.fmt, out, top=top)
+        render_plan(record, output.fmt, out, top=top)
     draw(chart, output.plot, out)
     _exit_unless_met(result)
 

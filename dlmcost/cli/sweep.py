@@ -8,7 +8,9 @@ import typer
 
 from .. import api
 from ..errors import UsageError
-from ..render import columns, report
+from ..render import columns
+from ..render.formats import to_json
+from ..render.sweep import render_sweep
 from ..render.output import Output
 from .app import app, examples
 from .options import RequireOpt, grid_options, knob_options, output_options, source_options
@@ -136,7 +138,7 @@ def _whole(metas, parts, models, options, sort, requirements, out, output, limit
         failed = sum((_failures(requirements, cols) for _, cols in docs), [])
         rows = [[{k: v for k, v in r.items() if k != "model"} for r in columns.rows(cols)] for _, cols in docs]
         if several:
-            out.write(report.to_json([dict(**meta.model_dump(exclude={"rows"}), rows=r)
+            out.write(to_json([dict(**meta.model_dump(exclude={"rows"}), rows=r)
                                       for (meta, _), r in zip(docs, rows)]) + "\n")
         else:
             _render(metas[0].model_dump(exclude={"rows"}), rows[0], output, out, limit, axes)
@@ -178,7 +180,7 @@ def _render(meta: dict, rows, output, out: Output, limit: Optional[int], axes: d
         from ..render import charts
 
         chart = charts.sweep(rows, meta["model"]["id"], **axes)
-    report.render_sweep(meta, rows, output.fmt, out, shown, charts=[chart] if chart else None)
+    render_sweep(meta, rows, output.fmt, out, shown, charts=[chart] if chart else None)
     draw(chart, output.plot, out)
 
 

@@ -5,7 +5,10 @@ and is reached from the CLI alone.
     output.py         the output stream, and rich's Console over it for what is drawn (width, colour)
     tables.py         terminal tables: rich's Table, fitted to the width by dropping columns
     labels.py         words tables and charts share (the knee, the knobs a scheme reads)
-    report.py         every command's rows, tables, machine formats and HTML pages
+    cells.py          how a table cell writes a number or a word
+    formats.py        the --format names, and JSON, CSV and Markdown from rows
+    analyze.py, sweep.py, plan.py, serve.py, catalog.py
+                      each command's rows, tables, machine formats and HTML page
     report_stacks.py  measure's and calibrate's tables
     charts.py         chart data from results; plot.py draws it with matplotlib; termplot.py on a terminal
     page.py           the parts of an HTML page; html.py the pages by the name the CLI imports

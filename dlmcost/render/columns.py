@@ -42,7 +42,7 @@ def _listed(values: list) -> list[str]:
 
 
 def _strings(column: np.ndarray, fmt: str) -> list[str]:
-    """Text cells, control characters escaped as report.safe escapes them; each distinct value once."""
+    """Text cells, control characters escaped as cells.safe escapes them; each distinct value once."""
     distinct, where = np.unique(column.astype(str), return_inverse=True)
     quote = _csv_field if fmt == "csv" else json.dumps
     cells = np.array([quote(shown(v, None)) for v in distinct.tolist()], dtype=object)

@@ -3,9 +3,9 @@ per checkpoint x decoding setting x task (the records of `api.list_decodings`)."
 
 from __future__ import annotations
 
+from .formats import to_csv, to_json, to_markdown
 from .output import Output, Styled
-from .report import print_fitted, to_csv, to_json, to_markdown
-from .tables import Column
+from .tables import Column, print_fitted
 
 HEADERS = ["checkpoint", "setting", "scheme\n/block", "task", "acc\n%", "TPF", "TPF\nCV", "source"]
 NUMBERS = ("acc\n%", "TPF", "TPF\nCV")  # right-aligned

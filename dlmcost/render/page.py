@@ -1,7 +1,7 @@
 """The parts of an HTML page (`--format html`): one self-contained document (header, tables,
 charts as inline SVG) for CI artifacts and pull-request links. No network: no external scripts,
 styles, fonts or images; the SVG draws its text as paths. Which tables and charts a command's
-page holds is report.py's (`analyze_page`, `sweep_page`, `plan_page`).
+page holds is its command's module's (`analyze_page`, `sweep_page`, `plan_page`).
 
 Every piece of text goes through `text`: `safe_text.shown` (a model id's ESC, BEL or bidi override
 is written as `\\x1b`, `\\x07`, `\\u202e`, as on the terminal), then HTML escaping (`<script>` is

@@ -1,10 +1,10 @@
-"""Rendering for the stack commands (calibrate, measure): tables of measured vs predicted time.
-Kept apart from report.py (the analyze/sweep renderers); reuses its formatting helpers."""
+"""Rendering for the stack commands (calibrate, measure): tables of measured vs predicted time."""
 
 from __future__ import annotations
 
 from .output import Output
-from .report import table_columns, print_fitted, to_csv, to_json, to_markdown
+from .formats import to_csv, to_json, to_markdown
+from .tables import print_fitted, table_columns
 
 POINT_HEADERS = ["point", "GPU", "measured\nms/fwd", "before\nms/fwd", "before\nerror", "after\nms/fwd", "after\nerror"]
 POINT_PRIORITY = [0, 1, 0, 2, 2, 0, 0]  # a narrow terminal keeps the measurement and the fitted prediction

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from .charts import Chart, Note, Panel, Series, _log_scaled
 from .output import Output
-from .report import num, print_fitted, table_columns, to_csv, to_json, to_markdown
+from .cells import num
+from .formats import to_csv, to_json, to_markdown
+from .tables import print_fitted, table_columns
 
 CURVE_HEADERS = ["load", "req/s", "out\ntok/s", "tok/s\n/GPU", "tok/s\n/user", "TTFB\np50 s", "gap\np50 s",
                  "e2e\np50 s", "e2e\np99 s", "busy\n%", "run\nmean", "$/Mtok", "J/tok"]

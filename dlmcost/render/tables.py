@@ -205,3 +205,22 @@ def draw(out, columns: list[Column], rows: list[list]) -> list[str]:
     table, dropped, need = build(columns, rows, out.width)
     print_lines(out.console, table, max(out.console.width, need), laid_out=True)
     return dropped
+
+
+def print_fitted(out, columns: list[Column], rows: list[list], caption: str | None = None,
+                 title: str | None = None) -> None:
+    """A table within the output's width: the least important columns are dropped whole (and
+    named) rather than the numbers elided; free-text columns wrap. `title` above it in bold,
+    `caption` below it dimmed."""
+    if title is not None:
+        out.line(shown(title, None), style="bold")
+    dropped = draw(out, columns, rows)
+    if dropped:
+        out.line(f"(hidden at {out.width} columns: {', '.join(dropped)}; widen the terminal, set COLUMNS, "
+                 f"or use --format csv)", style="dim")
+    if caption:
+        out.line(caption, style="dim")
+
+
+def table_columns(headers: list[str], priority: list[int], left: int = 1) -> list[Column]:
+    return [Column(h, p, right=i >= left) for i, (h, p) in enumerate(zip(headers, priority))]

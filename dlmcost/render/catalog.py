@@ -1,0 +1,128 @@
+"""What dlmcost knows, as tables: `dlmcost schemes`, `gpus`, `models` and one `model`."""
+
+from __future__ import annotations
+
+from .cells import gb, sig
+from .formats import to_csv, to_json, to_markdown
+from .output import Output, Styled
+from .page import plain
+from .tables import Column, print_fitted, table_columns
+
+SCHEME_HEADERS = ["scheme", "knobs", "stops\nat EOS", "what it runs"]
+
+
+def render_schemes(entries: list[dict], fmt: str, out: Output) -> None:
+    if fmt == "json":
+        out.write(to_json(entries) + "\n")
+        return
+    if fmt == "csv":
+        out.write(to_csv(entries))
+        return
+    rows = [[e["name"], e["knobs"], "yes" if e["stops_at_eos"] else "no", e["summary"]] for e in entries]
+    if fmt == "markdown":
+        out.write(to_markdown(SCHEME_HEADERS, rows))
+    else:  # one knob per line, so that the description, wrapped, keeps most of the width
+        rows = [[name, knobs.split(", "), *rest] for name, knobs, *rest in rows]
+        columns = [Column("scheme", 0, right=False), Column("knobs", 1, right=False),
+                   Column("stops\nat EOS", 2, right=False), Column("what it runs", 0, wrap=True)]
+        print_fitted(out, columns, rows)
+
+
+def gpu_records(gpus) -> list[dict]:
+    return [dict(name=g.name, key=g.key, aliases=list(g.aliases), vendor=g.vendor, status=g.status,
+                 memory_bytes=g.memory_bytes,
+                 memory_as_listed=f"{g.memory_gb:g} GB" if g.memory_gb is not None else f"{g.memory_gib:g} GiB",
+                 bandwidth_bytes_per_s=g.bandwidth_bytes_per_s,
+                 peak_flops=dict(g.peak_flops), ridge_flops_per_byte=dict(g.ridge_flops_per_byte),
+                 scale_up_bytes_per_s=g.link_bytes_per_s, efficiency=g.efficiency.model_dump(), notes=g.notes)
+            for g in gpus]
+
+
+GPU_HEADERS = ["GPU", "mem\nGB", "listed\nas", "BW\nTB/s", "bf16\nTF/s", "fp8\nTF/s", "fp4\nTF/s",
+               "ridge\nbf16", "ridge\nfp8", "ridge\nfp4", "status"]
+
+
+GPU_CAPTION = ("mem: GB = 1e9 bytes, the unit of every memory figure dlmcost prints (JSON: memory_bytes); listed as: "
+               "the vendor's figure, whose 'GB' is often binary (an H100's 80 GB is 80 GiB = 85.9 GB); dense "
+               "tensor-core peaks (no sparsity); ridge = peak / bandwidth in FLOP/byte")
+
+
+GPU_PRIORITY = [0, 0, 3, 0, 1, 2, 2, 3, 4, 4, 2]
+
+
+def render_gpus(gpus, fmt: str, out: Output) -> None:
+    recs = gpu_records(gpus)
+    if fmt == "json":
+        out.write(to_json(recs) + "\n")
+        return
+
+    def peak(r, k):
+        return f"{r['peak_flops'][k] / 1e12:.0f}" if k in r["peak_flops"] else "—"
+
+    def ridge(r, k):
+        return f"{r['ridge_flops_per_byte'][k]:.0f}" if k in r["ridge_flops_per_byte"] else "—"
+
+    rows = [[r["name"], gb(r["memory_bytes"]), r["memory_as_listed"], f"{r['bandwidth_bytes_per_s'] / 1e12:.3g}",
+             peak(r, "bf16"), peak(r, "fp8"), peak(r, "fp4"), ridge(r, "bf16"), ridge(r, "fp8"), ridge(r, "fp4"),
+             r["status"]] for r in recs]
+    if fmt == "csv":
+        out.write(to_csv([dict(zip((h.replace("\n", " ") for h in GPU_HEADERS), r)) for r in rows]))
+    elif fmt == "markdown":
+        out.write(to_markdown(GPU_HEADERS, rows))
+    else:
+        columns = table_columns(GPU_HEADERS, GPU_PRIORITY)
+        columns[-1].right = False  # status is a word
+        print_fitted(out, columns, rows, GPU_CAPTION)
+
+
+MODEL_HEADERS = ["model", "family", "params", "active", "KV\nKiB/tok", "default\nscheme", "config"]
+# A narrow terminal keeps the id, the size, the K/V bytes (what memory planning needs) and the config status.
+MODEL_PRIORITY = [0, 3, 0, 1, 0, 2, 1]
+MODEL_CAPTION = ("KV: bf16 K/V cache per token, all layers; config status from the bundled MANIFEST (unverified = "
+                 "third-party dimensions)")
+
+
+def render_models(entries: list[dict], fmt: str, out: Output) -> None:
+    if fmt == "json":
+        out.write(to_json(entries) + "\n")
+        return
+    rows = [[e["id"], e["family"], f"{e['params_total'] / 1e9:.2f}B", f"{e['params_active'] / 1e9:.2f}B",
+             sig(e['kv_bytes_per_token'] / 1024, 4), e["default_scheme"],
+             Styled(e["status"], "yellow" if e["status"] == "unverified" else "")] for e in entries]
+    if fmt == "csv":
+        out.write(to_csv(entries))
+    elif fmt == "markdown":
+        out.write(to_markdown(MODEL_HEADERS, ([plain(c) for c in r] for r in rows)))
+    else:
+        columns = table_columns(MODEL_HEADERS, MODEL_PRIORITY, left=2)
+        columns[-2].right = columns[-1].right = False  # words
+        print_fitted(out, columns, rows, MODEL_CAPTION)
+
+
+def render_model(info: dict, fmt: str, out: Output) -> None:
+    if fmt == "json":
+        out.write(to_json(info) + "\n")
+        return
+    rows = [[k, _fmt_value(v)] for k, v in info.items() if not isinstance(v, dict)]
+    for k, v in info.items():
+        if isinstance(v, dict):
+            rows += [[f"{k}.{kk}", _fmt_value(vv)] for kk, vv in v.items()]
+    if fmt == "csv":
+        out.write(to_csv([{r[0]: r[1] for r in rows}]))
+    elif fmt == "markdown":
+        out.write(to_markdown(["field", "value"], rows))
+    else:
+        columns = [Column("field", 0, right=False), Column("value", 0, right=False, wrap=True)]
+        print_fitted(out, columns, rows, title=info["id"])
+
+
+def _fmt_value(v) -> str:
+    if v is None:  # not set (no pinned revision, a sampler setting the model card leaves open)
+        return "-"
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, int) and abs(v) >= 10**6:
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)

@@ -1,0 +1,58 @@
+"""How a table cell writes a number or a word: significant digits without exponent notation,
+milliseconds, GB, step counts, the speed-up against AR, the memory/compute verdict, and text from
+input made safe for the terminal. Shared by every command's tables (terminal and Markdown alike)."""
+
+from __future__ import annotations
+
+import math
+
+from .labels import si
+from .output import Styled
+from ..safe_text import shown
+
+VERDICT_STYLE = {"memory-bound": "cyan", "compute-bound": "magenta"}
+
+
+def sig(x: float, digits: int) -> str:
+    """`digits` significant digits, never exponent notation: a number with more whole digits
+    than that is shown whole, with thousands separators (10,920, not 1.092e+04)."""
+    return f"{x:,.0f}" if abs(x) >= 10 ** digits else f"{x:.{digits}g}"
+
+
+def num(x: float | None, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return sig(x, digits) if abs(x) < 1e6 else si(x, digits)
+
+
+def ms(seconds: float | None) -> str:
+    """Milliseconds to four digits, whole from 10,000 on (12,345: never exponent notation)."""
+    if seconds is None:
+        return "-"
+    return sig(seconds * 1e3, 4)
+
+
+def gb(nbytes: float | None) -> str:
+    return "-" if nbytes is None else sig(nbytes / 1e9, 4)
+
+
+def verdict_text(v: str | None) -> Styled:
+    """Tables say 'memory' / 'compute' under a 'bound' header to stay within 100 columns."""
+    if not v:
+        return Styled("-")
+    return Styled(v.removesuffix("-bound"), VERDICT_STYLE.get(v, ""))
+
+
+def speedup(time_ratio_to_ar: float) -> str:
+    """The table shows AR latency / latency (above 1 = faster); JSON keeps `time_ratio_to_ar`."""
+    return sig(1 / time_ratio_to_ar, 3) if time_ratio_to_ar else "-"
+
+
+def count(x: float | None) -> str:
+    """Step and pass counts: whole numbers as such, fractions to four digits (85.33, not 85.3333)."""
+    return "-" if x is None else sig(x, 4)
+
+
+def safe(text) -> str:
+    """Text from input (a model id, a GPU name...) for the terminal: control characters escaped."""
+    return shown(text, None)

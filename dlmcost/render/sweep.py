@@ -1,0 +1,107 @@
+"""`dlmcost sweep` output: the summary line, the table of the rows shown (columns that do not vary
+named once instead of repeated), Markdown, JSON and the HTML page."""
+
+from __future__ import annotations
+
+from .cells import count, ms, num, safe, speedup, verdict_text
+from .formats import to_csv, to_json, to_markdown
+from .output import Output, Styled
+from .page import plain
+from .tables import print_fitted, table_columns
+
+SWEEP_HEADERS = ["model", "GPU", "scheme", "Lp", "Lg", "S", "b", "B", "prec", "tp/ep", "NFE", "latency\nms", "tok/s",
+                 "speed-up\nvs AR ×", "AI\nFLOP/B", "bound", "fit"]
+# Which columns a narrow terminal drops first (larger = sooner; 0 = never); a knob that is the
+# same in every row goes before anything else (its value is named in the note).
+SWEEP_PRIORITY = [0, 0, 0, 3, 3, 2, 1, 1, 1, 1, 5, 0, 0, 3, 4, 2, 0]
+SWEEP_CAPTION = ("Lp/Lg: prompt/generated tokens; S: denoising steps; b: block length; B: batch; tok/s: the "
+                 "tensor-parallel group's; speed-up vs AR: AR decode latency / latency (above 1 = faster); "
+                 "fit: weights + K/V + activations within the GPU's memory")
+SWEEP_KNOBS = {3: "prompt", 4: "gen", 5: "steps", 6: "block", 7: "batch", 8: "precision"}
+
+
+def _distinct(rows, key: str) -> set:
+    """The values of one key over all rows (rows held as columns answer without building rows)."""
+    return rows.distinct(key) if hasattr(rows, "distinct") else {r[key] for r in rows}
+
+
+def sweep_table(rows: list[dict], all_rows: list[dict]) -> tuple[list[str], list[list]]:
+    """Headers and cells; the precision and TP/EP columns appear only when the sweep varies them."""
+    headers, cells, _ = _sweep_cells(rows, all_rows)
+    return headers, cells
+
+
+def _sweep_cells(rows: list[dict], all_rows: list[dict]) -> tuple[list[str], list[list], list[int]]:
+    show_prec = len(_distinct(all_rows, "precision")) > 1
+    show_tp = any(v > 1 for k in ("tp", "ep") for v in _distinct(all_rows, k))
+    keep = [bool(rows) and "model" in rows[0]] + [True] * 7 + [show_prec, show_tp] + [True] * 7
+    cells = [[r.get("model"), r["gpu"], r["scheme"], str(r["prompt"]), str(r["gen"]), count(r["steps"]),
+              "-" if r["block"] is None else str(r["block"]), str(r["batch"]), r["precision"], f"{r['tp']}/{r['ep']}",
+              count(r["nfe"]), ms(r["time_s"]), num(r["tokens_per_s"], 4), speedup(r["time_ratio_to_ar"]),
+              num(r["arithmetic_intensity"]), verdict_text(r["verdict"]),
+              "yes" if r["fits"] else Styled("NO", "red bold")] for r in rows]
+    index = [i for i, k in enumerate(keep) if k]
+    return [SWEEP_HEADERS[i] for i in index], [[row[i] for i in index] for row in cells], index
+
+
+def sweep_summary(result: dict) -> str:
+    """The sweep's header line; skipped configurations are named only when there are any."""
+    parts = [f"{result['evaluated']} configurations evaluated"]
+    if result["skipped_impossible"]:
+        parts.append(f"skipped {result['skipped_impossible']} impossible (block not dividing the generation, fewer "
+                     f"steps than blocks, a TP/EP layout that does not split the model)")
+    if result["skipped_unsupported"]:
+        parts.append(f"skipped {result['skipped_unsupported']} on GPUs without the precision")
+    parts += [f"efficiency profile: {safe(result['efficiency_profile'])}", f"stack: {safe(result['stack'])}"]
+    if result.get("grid"):  # several models in one table
+        parts.append(safe(result["grid"]))
+    return "; ".join(parts)
+
+
+def more_rows_note(shown: int, total: int) -> str:
+    return (f"… {total - shown:,} more rows ({total:,} in all): --limit N shows N (0: all), --sort KEY picks "
+            f"which come first, --format csv prints every row")
+
+
+def render_sweep(result: dict, rows: list[dict], fmt: str, out: Output, shown: list[dict],
+                 charts: list | None = None) -> None:
+    if fmt == "html":
+        out.write(sweep_page(result, rows, shown, charts or []))
+        return
+    if fmt == "json":
+        meta = {k: v for k, v in result.items() if k != "columns"}
+        out.write(to_json(dict(**meta, rows=rows)) + "\n")
+        return
+    if fmt == "csv":
+        out.write(to_csv(rows))
+        return
+    skipped = sweep_summary(result)
+    headers, body, index = _sweep_cells(shown, rows)
+    if fmt == "markdown":
+        out.write(f"{safe(result['model']['id'])}: {skipped}\n\n"
+                  + to_markdown(headers, ([plain(c) for c in r] for r in body),
+                                [SWEEP_HEADERS.index(h) >= 3 and h not in ("prec", "bound", "fit") for h in headers])
+                  + (f"\n{more_rows_note(len(shown), len(rows))}\n" if len(shown) < len(rows) else "")
+                  + f"\n{SWEEP_CAPTION}\n")
+        return
+    out.line(f"{safe(result['model']['id'])} · {skipped}")
+    columns = table_columns(headers, [SWEEP_PRIORITY[i] for i in index], left=2)
+    for c, i in zip(columns, index):
+        c.right = 3 <= i != 8
+        knob = SWEEP_KNOBS.get(i)
+        if knob is not None and len(_distinct(rows, knob)) == 1:
+            c.priority, c.same = 6, plain(body[0][index.index(i)]) if body else None
+    print_fitted(out, columns, body)
+    if len(shown) < len(rows):
+        out.line(more_rows_note(len(shown), len(rows)), style="yellow")
+    out.line(SWEEP_CAPTION, style="dim")
+
+
+def sweep_page(result: dict, rows: list[dict], shown: list[dict], charts: list) -> str:
+    """`sweep --format html`: the chart, then the rows shown (--limit)."""
+    from . import page
+
+    headers, body = sweep_table(shown, rows)
+    note = f"<p>showing {len(shown)} of {len(rows)} rows (--limit)</p>" if len(shown) < len(rows) else ""
+    return page.page(f"dlmcost sweep: {result['model']['id']}", sweep_summary(result),
+                     [page.figures(charts), note, page.table(headers, body)])
