@@ -258,3 +258,10 @@ class OutputChoice(NamedTuple):
     def charted(self) -> bool:
         """A chart is drawn: to a file or the terminal, or into the HTML page."""
         return bool(self.plot) or self.fmt == "html"
+
+
+# --- published decodings ------------------------------------------------------------------------
+
+DecodingProfilesOpt = typer.Option(None, "--decoding-profiles", metavar="PATH",
+                                   help="extra decoding-profile YAML file or folder (repeatable; replaces the bundled "
+                                        "file of the same architecture)")
