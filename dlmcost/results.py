@@ -204,6 +204,9 @@ class AnalyzeResult(Record):
     ar_stack: str = Field(default="", description="software stack of the AR decode baseline (the speed-up's denominator): "
                           "the stack given, else the autoregressive default")
     stack_default: bool = Field(default=False, description="true when no stack was given: the decoding's kind's default")
+    decoding_source: dict | None = Field(
+        default=None, description="where the tokens per forward come from when none was given: the model's published "
+        "decoding (checkpoint, setting, task, tpf, accuracy, source; docs/decoding.md); null otherwise")
     warnings: list[str]
     results: list[Union[GPUResult, Unsupported]]
 

@@ -59,4 +59,5 @@ def analyze(model: str | ModelSpec | AnalyzeRequest = DEFAULT_MODEL, gpus: str |
                                          efficiency_profile=p.profile.name, stack=st.name if st else STACK_NONE,
                                          ar_stack=p.ar_stack.name if p.ar_stack else STACK_NONE,
                                          stack_default=stack is None and st is not None,
+                                         decoding_source=p.published.record() if p.published else None,
                                          warnings=workload_warnings(spec, w), results=results)

@@ -156,9 +156,10 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     spec = resolve_spec(model, revision, hub)
     source = spec if defaults is None else resolve_spec(defaults, revision, hub)  # whose defaults the knobs take
     answer_tokens = scheme_knobs.pop("answer_tokens", None)
+    task = scheme_knobs.pop("task", None)
     _validated("answer_tokens", [answer_tokens])
     # the settings shared by every row are validated by the same rules as analyze's
-    shared = workload_for(source, kv_dtype=kv_dtype, logits=logits, expert_load=expert_load, mla_form=mla_form,
+    shared = workload_for(source, task, kv_dtype=kv_dtype, logits=logits, expert_load=expert_load, mla_form=mla_form,
                           tpf=tpf, cfg=cfg or None, **scheme_knobs)
     drafter = resolve_drafter(shared.model_copy(update=dict(scheme="draft-verify")), spec) if shared.drafter else None
     sampler = source.sampler
@@ -223,13 +224,15 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     # the block, steps and store pass not given take the defaults analyze takes for each scheme and
     # generation length (prepare.sampler_defaults), looked up by index; an ignored block is one
     # block of the whole generation, and steps without a default are S = Lg / tpf
-    table = [[(g, sampler_defaults(source, scheme=sc, gen=g, tpf=tpf)) for g in knobs["gen"]] for sc in scheme_list]
+    table = [[(g, sampler_defaults(source, task, scheme=sc, gen=g, tpf=tpf)) for g in knobs["gen"]] for sc in scheme_list]
 
     def default(key: str, otherwise) -> np.ndarray:
         return np.array([[d.get(key, otherwise(g)) for g, d in row] for row in table])[scheme_idx, gen_idx]
 
     default_block = default("block", lambda g: g)
-    default_steps = default("steps", lambda g: g / (tpf or 1.0))
+    # steps: the sampler's, else the generation over the tokens per forward given or published
+    default_steps = np.array([[d.get("steps", g / d.get("tpf", tpf or 1.0)) for g, d in row]
+                              for row in table])[scheme_idx, gen_idx]
     default_store = default("store_pass", lambda g: False).astype(bool)
     block = np.where(ignores["block"], gen, np.where(np.isnan(vals["block"]), default_block, vals["block"]))
     steps_arr = np.where(np.isnan(vals["steps"]), default_steps, vals["steps"])

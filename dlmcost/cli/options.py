@@ -164,9 +164,15 @@ def hub_options(command):
     return group("hub_source", build, HUB_OPTIONS)(command)
 
 
+TaskOpt = typer.Option(None, "--task", metavar="TASK",
+                       help="the task whose published tokens per forward set the default when neither --tpf nor "
+                            "--steps is given (`dlmcost decodings MODEL` lists them) [the model's: a general mix "
+                            "where one is published]")
+
 # The scheme's own knobs, one value each in analyze and in sweep (see `dlmcost schemes`).
 KNOB_OPTIONS = {
     "tpf": (Optional[float], TpfOpt),
+    "task": (Optional[str], TaskOpt),
     "cfg": (float, typer.Option(0.0, "--cfg", help="classifier-free guidance scale; > 0 doubles the batch")),
     "store_pass": (Optional[bool], typer.Option(None, "--store-pass/--no-store-pass", help="block scheme: extra K/V store pass per block")),
     "logits": (str, typer.Option("all", "--logits", help="all: logits for every query position; committed: only the block's")),
