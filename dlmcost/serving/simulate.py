@@ -405,9 +405,9 @@ def _simulate_rounds(table: ClassTable, request_class: np.ndarray, batch_cap: in
             raise ValueError(f"a closed loop needs at least one user, got {users}")
         issued = min(users, n)  # users' first requests at 0; the others when an answer comes back
         arrival = [0.0] * issued + [math.inf] * (n - issued + 1)
-    if single and alike and not ahead:  # (ahead: the general loop counts who goes on)
+    if single and alike:
         done, start, first_block, busy, now, in_service = _rounds_one_kind(
-            rows[0], pass0, lift0, share0, n, batch_cap, arrival, issued, not open_loop, think_s)
+            rows[0], pass0, lift0, share0, n, batch_cap, arrival, issued, not open_loop, think_s, ahead)
         return SimResult(np.array(arrival[:n], float), np.array(done, float), np.array(first_block, float),
                          np.asarray(request_class), busy, now, np.array(start, float), in_service)
     done, start, first_block = [math.nan] * n, [math.nan] * n, [math.nan] * n
@@ -514,9 +514,12 @@ def _simulate_rounds(table: ClassTable, request_class: np.ndarray, batch_cap: in
 
 
 def _rounds_one_kind(row: list[int], pass0: list[float], lift0: list[float], share0: float, n: int,
-                     batch_cap: int, arrival: list[float], issued: int, closed: bool, think_s: float) -> tuple:
+                     batch_cap: int, arrival: list[float], issued: int, closed: bool, think_s: float,
+                     ahead: bool = False) -> tuple:
     """`_simulate_rounds` where every request is of one class and runs the same passes per block
-    (`row`): the cohorts then all finish at their last block, oldest first, one per round at most."""
+    (`row`): the cohorts then all finish at their last block, oldest first, one per round at most.
+    `ahead` (a first block outside the limit): the limit counts the members that go on past the
+    round, i.e. all but the oldest cohort when it is in its last block."""
     done, start, first_block = [math.nan] * n, [math.nan] * n, [math.nan] * n
     last = len(row) - 1
     # every block after the first alike (the usual case): a round lasts the newest cohort's first
@@ -530,7 +533,10 @@ def _rounds_one_kind(row: list[int], pass0: list[float], lift0: list[float], sha
         if arrival[tail] <= now:
             tail = bisect.bisect_right(arrival, now, tail, issued)
         a = head
-        while head < tail and b < batch_cap and (b == 0 or share_used + share0 <= limit):
+        cap = batch_cap
+        if ahead and cohorts and rnd - cohorts[0][0] == last:
+            cap += cohorts[0][2] - cohorts[0][1]
+        while head < tail and b < cap and (b == 0 or share_used + share0 <= limit):
             share_used += share0
             b += 1
             head += 1
