@@ -244,6 +244,9 @@ class SweepResult(Record):
     model: ModelSummary
     efficiency_profile: str
     stack: str = Field(description="software stack applied (docs/stacks.md); none: the bare hardware roofline")
+    ar_stack: str = Field(default="", description="software stack of the autoregressive rows and of every AR baseline: "
+                          "the stack given, else the autoregressive default")
+    stack_default: bool = Field(default=False, description="true when no stack was given: each decoding's kind's default")
     evaluated: int
     skipped_impossible: int
     skipped_unsupported: int

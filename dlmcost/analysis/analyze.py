@@ -10,7 +10,7 @@ from .limits import MAX_PASSES_ONE_BY_ONE
 from .prepare import DEFAULT_MODEL, prepare, unsupported_reason
 from .requests import AnalyzeRequest
 from .records import gpu_result, model_summary, workload_summary, workload_warnings
-from ..engine.evaluation import knees
+from ..engine.verdict import knees
 from ..engine.schemes import REGISTRY
 from ..engine.frames import ar_step_intensity, evaluate_frame, generation_numbers, make_grids, workload_columns
 from ..inputs.models import ModelSpec

@@ -11,7 +11,7 @@ import warnings
 
 import typer
 
-from ..errors import EXIT_INTERNAL, EXIT_OUTPUT, EXIT_USAGE, DlmcostError, DlmcostWarning
+from ..errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OUTPUT, EXIT_USAGE, DlmcostError, DlmcostWarning
 from .app import app
 from .output import stderr as _stderr
 
@@ -61,7 +61,7 @@ def _click_exit(exc: BaseException) -> int | None:
         return int(getattr(exc, "exit_code", 0) or 0)
     if "Abort" in kind:
         _stderr("error: aborted")
-        return 130
+        return EXIT_INTERRUPTED
     if "ClickException" in kind:
         _stderr(f"error: {exc.format_message()}")
         return EXIT_USAGE
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         _silence_stdout()
         return 0
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except OSError as exc:
         if exc.errno in _OUTPUT_ERRNOS:  # file reads raise DlmcostErrors: this is the output
             _silence_stdout()

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .columns import column
-from .evaluation import Evaluation, Grid, evaluate, generation_verdict, memory_bound_time_fraction
+from .evaluation import Evaluation, Grid, evaluate
+from .verdict import generation_verdict, memory_bound_time_fraction
 from .memory import grid_memory
 from ..inputs.models import ModelSpec
 from ..inputs.precision import get_precision, kv_bytes
