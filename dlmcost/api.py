@@ -44,6 +44,7 @@ _ELSEWHERE = {
                        "sweep_first_pass", "sweep_passes", "sweep_rows"),
     "analysis.model_info": ("VERIFY_WARN_FRACTION", "list_models", "model_info", "verify_model"),
     "analysis.catalog": ("list_decodings", "list_gpus", "list_schemes", "list_stacks"),
+    "analysis.published": ("parse_floor",),
     "analysis.requirements": ("parse_requirements", "requirement_failures", "requirement_rows", "sweep_label"),
     "calibration.runs": ("calibrate_file", "calibrate_measured", "measure_batches", "write_measurements"),
     "plan": ("plan_record", "run_plan"),

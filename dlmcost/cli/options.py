@@ -169,6 +169,10 @@ TaskOpt = typer.Option(None, "--task", metavar="TASK",
                             "--steps is given (`dlmcost decodings MODEL` lists them) [the model's: a general mix "
                             "where one is published]")
 
+MinAccuracyOpt = typer.Option(None, "--min-accuracy", metavar="TASK=FRACTION",
+                              help="quality floor: only decodings whose published accuracy on TASK reaches it, e.g. "
+                                   "gsm8k=0.85 (`dlmcost decodings MODEL --task TASK` lists them)")
+
 # The scheme's own knobs, one value each in analyze and in sweep (see `dlmcost schemes`).
 KNOB_OPTIONS = {
     "tpf": (Optional[float], TpfOpt),

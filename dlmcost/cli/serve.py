@@ -10,7 +10,7 @@ import typer
 from .. import api
 from ..errors import UsageError
 from .app import app
-from .options import EfficiencyOpt, StackOpt, group, output_options, parse_list
+from .options import MinAccuracyOpt, TaskOpt, EfficiencyOpt, StackOpt, group, output_options, parse_list
 from .output import check_finite, draw, held_output
 from .plan import LATENCY_TARGETS
 
@@ -29,11 +29,13 @@ def _finite(name: str, value: float) -> float:
     return value
 
 
-def _setups(gpu, tp, ep, replicas, precision, scheme, block, tpf, steps, tpf_spread, max_running, release, stack,
-            efficiency, price, power_utilisation) -> list:
+def _setups(gpu, tp, ep, replicas, precision, scheme, block, tpf, steps, tpf_spread, task, min_accuracy, max_running,
+            release, stack, efficiency, price, power_utilisation) -> list:
     """Every deployment asked for: one per GPU and TP size of the comma lists."""
+    floor = api.parse_floor(min_accuracy) if min_accuracy is not None else None
     return [api.ServeSetup(gpu=g, tp=t, ep=ep, replicas=replicas, precision=precision, scheme=scheme, block=block,
-                           tpf=tpf, steps=steps, tpf_spread=tpf_spread, max_running=max_running, release=release,
+                           tpf=tpf, steps=steps, tpf_spread=tpf_spread, task=task, min_accuracy=floor,
+                           max_running=max_running, release=release,
                            stack=stack, efficiency=api.locate_example(efficiency), price=price,
                            power_utilisation=power_utilisation)
             for g in parse_list(gpu, str, "gpu") for t in parse_list(tp, int, "tp")]
@@ -49,8 +51,11 @@ deployment_options = group("setups", _setups, {
     "block": (Optional[int], typer.Option(None, "--block", help="block length")),
     "tpf": (Optional[float], typer.Option(None, "--tpf", help="mean tokens per forward")),
     "steps": (Optional[float], typer.Option(None, "--steps", help="total steps at the median answer (instead of --tpf)")),
-    "tpf_spread": (float, typer.Option(0.0, "--tpf-spread", help="coefficient of variation of a request's passes "
-                                       "per block (gamma) [0: every request the mean]")),
+    "tpf_spread": (Optional[float], typer.Option(None, "--tpf-spread", help="coefficient of variation of a request's "
+                                                 "passes per block (gamma) [the published decoding's spread across its "
+                                                 "mix of tasks, else 0: every request the mean]")),
+    "task": (Optional[str], TaskOpt),
+    "min_accuracy": (Optional[str], MinAccuracyOpt),
     "max_running": (Optional[int], typer.Option(None, "--max-running", "--batch", help="running requests per replica "
                                                 "[the stack's max_running_requests, else 256]")),
     "release": (Optional[str], typer.Option(None, "--release", help="synchronous (a block lasts until the batch's "

@@ -21,6 +21,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         baseline: bool = False, absurd: bool = False, progress: Callable[[int, int], None] | None = None) -> PlanResult:
     """Read the scenario, search the deployments of each model (several: side by side, at the same
     traffic and targets), return the ranked result."""
+    from ..errors import NoDeploymentError
     from ..inputs.hardware import HardwareDB
     from ..analysis.prepare import resolve_spec
     from .results import pareto_front, rank_key
@@ -39,18 +40,26 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     traffic = build_traffic(spec, first)
     targets = build_targets(spec)
     db = HardwareDB.load(hardware)
-    parts, decodings, release, limits, stacks = [], [], {}, {}, {}
+    parts, decodings, release, limits, stacks, published = [], [], {}, {}, {}, {}
+    quality = []
     for m in model_specs:
-        own = build_decodings(spec, m, traffic, side_by_side=len(model_specs) > 1)
+        own, note = build_decodings(spec, m, traffic, side_by_side=len(model_specs) > 1)
+        if note is not None:
+            quality.append(note)
+        if not own:
+            continue  # nothing published reaches the quality floor: the model is left out (`quality` says why)
         space, pricing = build_space_and_pricing(spec, own, db)
         decodings += [d.label for d in space.decodings]
         policies = {d.label: decoding_policy(stack, efficiency, d) for d in space.decodings}
         release.update({label: pol.release for label, pol in policies.items()})
         limits.update({label: space.max_batches or [pol.max_running] for label, pol in policies.items()})
         stacks.update({label: behaviour.stack_name(stack, d) for label, d in zip(policies, space.decodings)})
+        published.update({f"{m.id} {d.label}": d.published.record() for d in space.decodings if d.published})
         parts.append(plan(m, traffic, targets, space, pricing, requests=spec.simulation.requests,
                           seed=spec.simulation.seed, efficiency=efficiency, stack=stack, hardware=hardware,
                           baseline=baseline, absurd=absurd, progress=progress))
+    if not parts:
+        raise NoDeploymentError("no model has a published decoding that meets the quality floor: " + "; ".join(quality))
     result = parts[0]
     if len(parts) > 1:
         result = _side_by_side(parts, pareto_front, rank_key)
@@ -66,7 +75,10 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                          release=release,  # each decoding's batch release policy, as serve's
                          requests=spec.simulation.requests, seed=spec.simulation.seed,
                          power_utilisation=pricing.power_utilisation, absurd_shown=absurd,
-                         ar_baseline=baseline)
+                         ar_baseline=baseline,
+                         published=published,  # model + decoding -> the published decoding it comes from
+                         task=spec.search.task, min_accuracy=spec.search.min_accuracy,
+                         quality=quality)  # with a floor: per model, what published data kept
     return result
 
 

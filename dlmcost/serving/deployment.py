@@ -22,7 +22,7 @@ import numpy as np
 
 from ..analysis import limits
 from ..engine.schemes import get_scheme
-from ..errors import UsageError, WorkloadError
+from ..errors import NoDeploymentError, UsageError, WorkloadError
 from ..inputs.error_bands import band_for
 from .loads import ClosedLoop, BatchJob, OpenLoop, TraceReplay
 from .costs import joules_per_token, usd_per_hour, usd_per_mtok
@@ -51,7 +51,10 @@ class Setup:
     block: int | None = None
     tpf: float | None = None
     steps: float | None = None
-    tpf_spread: float = 0.0  # coefficient of variation of a request's passes per block
+    tpf_spread: float | None = None  # coefficient of variation of a request's passes per block (None: the
+    # published decoding's spread across its mix of tasks, else 0)
+    task: str | None = None  # the task whose published tokens per forward the decoding takes
+    min_accuracy: tuple[str, float] | None = None  # (task, fraction): the published decoding must reach it
     max_running: int | None = None
     release: str | None = None
     stack: str | None = None
@@ -66,7 +69,7 @@ class Setup:
                 raise UsageError(f"--{name}: a whole number in 1..{hi:,}, got {v}")
         if self.max_running is not None and not (isinstance(self.max_running, int) and 1 <= self.max_running <= 4096):
             raise UsageError(f"--max-running: a whole number in 1..4096, got {self.max_running}")
-        if not (math.isfinite(self.tpf_spread) and 0 <= self.tpf_spread <= 4):
+        if self.tpf_spread is not None and not (math.isfinite(self.tpf_spread) and 0 <= self.tpf_spread <= 4):
             raise UsageError(f"--tpf-spread: a coefficient of variation in 0..4, got {self.tpf_spread}")
         if self.release is not None and self.release not in RELEASES:
             raise UsageError(f"--release: choose {' or '.join(RELEASES)}, got '{self.release}'")
@@ -103,6 +106,11 @@ class Prepared:
     power_w: float | None
     stack: str = ""  # the stack's name (or file) the passes were costed under
     stack_default: bool = False  # no --stack: the decoding's kind's default
+
+    @property
+    def spread(self) -> float:
+        """The spread of a request's passes per block: the option, else the published decoding's."""
+        return self.setup.tpf_spread if self.setup.tpf_spread is not None else self.decoding.spread
 
     @property
     def table(self) -> ClassTable:
@@ -183,17 +191,25 @@ def stats(values: np.ndarray) -> dict:
 
 
 def _decoding(spec, setup: Setup, answers: np.ndarray) -> Decoding:
-    from .decodings import choose_decodings
+    from .decodings import choose_decodings, floor_decodings
 
     given = None
     if any(v is not None for v in (setup.scheme, setup.block, setup.tpf, setup.steps)):
+        if setup.min_accuracy is not None:
+            raise UsageError("--min-accuracy chooses among the model's published decodings: give it without "
+                             "--scheme, --block, --tpf or --steps (`dlmcost decodings MODEL` lists them)")
         scheme = setup.scheme or (spec.sampler.scheme if spec.sampler else "ar")  # plan's default for no sampler
         given = [Setup(scheme=scheme, block=setup.block, tpf=setup.tpf, steps=setup.steps)]
+    if setup.min_accuracy is not None:
+        found, note = floor_decodings(spec, setup.min_accuracy, setup.task)
+        if not found:
+            raise NoDeploymentError(f"no published decoding meets --min-accuracy: {note}")
+        return max(found, key=lambda d: d.tpf)  # the fastest that is good enough
     median = None
     if given and setup.steps is not None:  # steps over the median answer, drawn as plan draws it
         dist = LengthDist("file", tuple(float(a) for a in answers[:10_001]))
         median = float(np.median(dist.sample(np.random.default_rng(0), 1001)))
-    return choose_decodings(spec, given, median_answer=median)[0]
+    return choose_decodings(spec, given, median_answer=median, task=setup.task)[0]
 
 
 def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hardware: list[str] | None = None) -> Prepared:
@@ -263,7 +279,7 @@ def _simulate_replicas(prep: Prepared, load, cls: np.ndarray, arrivals: np.ndarr
                        rng: np.random.Generator) -> list[_Replica]:
     setup = prep.setup
     n, R = len(cls), setup.replicas
-    passes_all = behaviour.request_passes(prep.requests, cls, setup.tpf_spread, rng)
+    passes_all = behaviour.request_passes(prep.requests, cls, prep.spread, rng)
     out = []
     if isinstance(load, (ClosedLoop, BatchJob)):
         users = load.users if isinstance(load, ClosedLoop) else load.parallel
@@ -432,7 +448,8 @@ def describe(prep: Prepared) -> dict:
     s = prep.setup
     return dict(model=prep.model, gpu=prep.gpu_name, tp=s.tp, ep=s.ep, replicas=s.replicas, gpus=prep.gpus,
                 precision=s.precision, decoding=prep.decoding.label, scheme=prep.decoding.scheme,
-                block=prep.decoding.block, tpf=prep.decoding.tpf, tpf_spread=s.tpf_spread,
+                block=prep.decoding.block, tpf=prep.decoding.tpf, tpf_spread=prep.spread,
+                published=prep.decoding.published.record() if prep.decoding.published else None,
                 max_running=prep.max_running, max_running_source=prep.max_running_source,
                 first_block_outside_limit=prep.first_block_outside_limit, prompt_prefill=prep.prompt_prefill,
                 memory_limit=_memory_limit(prep.table),
@@ -542,7 +559,7 @@ def serve_many(models: list, loads, setups: list[Setup], *, answer=None, **optio
     for spec in specs:
         for setup in setups:
             if len(specs) > 1 and own_decoding_is_ar(spec):
-                setup = replace(setup, scheme=None, block=None, tpf=None, steps=None, tpf_spread=0.0)
+                setup = replace(setup, scheme=None, block=None, tpf=None, steps=None, tpf_spread=None)
             results.append(serve(spec, loads, setup, answer=answer, **options))
     mark_pareto([p for r in results for p in r.points])
     return Comparison(results)
