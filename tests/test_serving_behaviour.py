@@ -84,7 +84,7 @@ def test_the_sglang_dllm_stack_sets_it():
     table then runs to twice its limit on running requests (the newcomer beside a full batch)."""
     lengths = (np.full(20, 256.0), np.full(20, 64.0))
     setup = dict(gpu="h100", scheme="block", block=32, tpf=2.0)
-    p = dep.prepare("GSAI-ML/LLaDA-8B-Instruct", lengths, dep.Setup(stack="sglang-dllm", **setup))
+    p = dep.prepare("GSAI-ML/LLaDA-8B-Instruct", lengths, dep.Setup(stack="sglang-dllm", max_running=1, **setup))
     assert (p.max_running, p.first_block_outside_limit) == (1, True)
     assert len(p.table.pass_s[0]) == 2 + 1
     assert dep.describe(p)["first_block_outside_limit"] is True
@@ -98,7 +98,10 @@ def test_the_header_says_so(capsys):
     args = ["serve", "inclusionAI/LLaDA2.0-mini", "--gpu", "b200", "--tpf", "2.1", "--prompt", "64", "--answer", "64",
             "--job", "4", "--parallel", "2"]
     assert main([*args, "--stack", "sglang-dllm"]) == 0
-    assert "running ≤ 1 (+ first blocks) per replica (stack;" in capsys.readouterr().out
+    assert "running ≤ 128 (+ first blocks) per replica (sglang-dllm's default, --max-running to change;" \
+        in " ".join(capsys.readouterr().out.split())
+    assert main([*args, "--stack", "sglang-dllm", "--max-running", "1"]) == 0
+    assert "running ≤ 1 (+ first blocks) per replica (option;" in " ".join(capsys.readouterr().out.split())
     assert main([*args, "--stack", "sglang"]) == 0
     assert "(+ first blocks)" not in capsys.readouterr().out
 
