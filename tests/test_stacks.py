@@ -109,7 +109,7 @@ def test_unknown_stack_name_lists_choices():
         load_stack("no-such-stack\x1b[31m")
 
 
-def test_the_stacks_command_lists_the_registry_with_its_fits_and_bands(capsys):
+def test_the_stacks_command_lists_the_registry_with_its_fits_and_bands(capsys, monkeypatch):
     """`dlmcost stacks`: every bundled stack, which decodings default to it, what was fitted on
     which validation points (the files' `fitted`), and its error band (error_bands.json)."""
     import json as _json
@@ -130,6 +130,7 @@ def test_the_stacks_command_lists_the_registry_with_its_fits_and_bands(capsys):
     table = " ".join(capsys.readouterr().out.split())
     assert all(name in table for name in entries) and "default for" in table
     # every --help that takes --stack lists the registry's stacks
+    monkeypatch.setenv("COLUMNS", "400")  # no name broken across lines
     assert main(["analyze", "--help"]) == 0
     helptext = " ".join(capsys.readouterr().out.split())
     assert all(name in helptext for name in entries)
