@@ -130,7 +130,8 @@ def test_the_stacks_command_lists_the_registry_with_its_fits_and_bands(capsys, m
     table = " ".join(capsys.readouterr().out.split())
     assert all(name in table for name in entries) and "default for" in table
     # every --help that takes --stack lists the registry's stacks
-    monkeypatch.setenv("COLUMNS", "400")  # no name broken across lines
+    import re
+
     assert main(["analyze", "--help"]) == 0
-    helptext = " ".join(capsys.readouterr().out.split())
+    helptext = " ".join(re.sub(r"-\n\s+", "-", capsys.readouterr().out).split())  # a name the help wraps at its hyphen
     assert all(name in helptext for name in entries)
