@@ -41,7 +41,8 @@ class Published:
     tpf_published: float  # as the source prints it (a mix's: its average row)
     accuracy: float | None  # on `task` (None: not published)
     spread: float  # coefficient of variation of passes per block across a mix's members (0: none)
-    source: str  # title (reference), location
+    source: str  # reference, location (short: a header's)
+    source_title: str
 
     @property
     def label(self) -> str:
@@ -49,15 +50,6 @@ class Published:
 
     def record(self) -> dict:
         return asdict(self) | dict(label=self.label)
-
-    def describe(self) -> str:
-        """One line for a header: what the tokens per forward are and where they come from."""
-        rate = f"{self.tpf:.3g} tokens per forward"
-        if self.tpf != self.tpf_published:
-            rate += f" (the mix's pooled rate; its printed average is {self.tpf_published:.3g})"
-        task = self.task if self.tpf_task == self.task else f"{self.task} (TPF from {self.tpf_task})"
-        acc = f", accuracy {100 * self.accuracy:.1f}%" if self.accuracy is not None else ""
-        return f"{rate}: {self.label} on {task}{acc}; {self.source}"
 
 
 @lru_cache(maxsize=4)
@@ -127,11 +119,12 @@ def published(setting, task: str, *, fallback: bool = False, others=()) -> Publi
     printed = tpf_setting.result(tpf_task)
     src = tpf_setting.source
     location = (printed.location if printed is not None else "") or ""
-    source = f"{src.title} ({src.ref})" + (f", {location}" if location else "")
+    source = src.ref.split(";")[0].strip() + (f", {location.split(',')[0].split('(')[0].strip()}" if location else "")
     return Published(checkpoint=setting.checkpoint, setting=setting.key, name=setting.name, scheme=setting.scheme,
                      block=setting.block, task=task, tpf=tpf, tpf_task=tpf_task,
                      tpf_published=printed.tpf if printed is not None and printed.tpf else tpf,
-                     accuracy=result.accuracy if result is not None else None, spread=spread, source=source)
+                     accuracy=result.accuracy if result is not None else None, spread=spread, source=source,
+                     source_title=src.title)
 
 
 def default_decoding(spec: ModelSpec, scheme: str | None = None, task: str | None = None,

@@ -61,7 +61,7 @@ def analyze_header(a: dict) -> str:
 
 def published_phrase(d: dict) -> str:
     """Where the default tokens per forward come from: the model's published decoding on a task."""
-    rate = f"{d['tpf']:.3g} tokens per forward"
+    rate = f"{d['tpf']:.3g} token{'' if d['tpf'] == 1 else 's'} per forward"
     if d["tpf"] != d["tpf_published"]:
         rate += f" (the mix's pooled rate; printed average {d['tpf_published']:.3g})"
     task = d["task"] if d["tpf_task"] == d["task"] else f"{d['task']} (TPF from {d['tpf_task']})"
