@@ -54,6 +54,9 @@ class Deployment:
     misses: list[Miss] = field(default_factory=list)
     pareto: bool = False
     absurd: bool = False
+    # the search again at the two ends of the stack's error band: gpus, usd_per_mtok, p95_latency_s
+    # -> [at the faster end, at the slower end] (None: no replica count meets the targets there)
+    intervals: dict = field(default_factory=dict)
 
     @property
     def gpus(self) -> int:

@@ -30,7 +30,8 @@ from .results import (ABSURD_RATIO, Deployment, Targets, check_targets, joules_p
                       rank_key, usd_per_hour, usd_per_mtok)
 from ..serving import behaviour
 from ..serving.behaviour import DEFAULT_REQUESTS, batch_grid
-from ..serving.simulate import ClassTable, RequestPasses, in_flight_cap
+from ..inputs.error_bands import band_for
+from ..serving.simulate import ClassTable, RequestPasses, in_flight_cap, scaled
 from ..serving.steptime import Decoding, pass_table, table_passes
 from ..serving.traffic import RequestSample, Traffic, sample_requests
 
@@ -357,6 +358,28 @@ def _search_replicas(c: Candidate, sample: RequestSample, traffic: Traffic, targ
     return at(good), capacity, points()
 
 
+def _band_ends(c: Candidate, sample: RequestSample, traffic: Traffic, targets: Targets, pricing: Pricing,
+               band, capacity: float) -> dict:
+    """The deployment searched again with every step `band.low` and `band.high` times as long as
+    predicted (the ends of its stack's error band): the fewest GPUs meeting the targets at each
+    end, and its $/Mtok and p95 latency there; None at an end where no replica count meets them.
+    A replica whose every step takes k times as long saturates at exactly 1/k of `capacity` (the
+    same run in a slower clock), so that is not simulated again."""
+    from dataclasses import replace
+
+    ends = []
+    for factor in (band.low, band.high):
+        moved = replace(c, table=scaled(c.table, factor), floors={})
+        found = _search_replicas(moved, sample, traffic, targets, pricing, math.inf, capacity / factor)
+        ends.append(found[0] if isinstance(found, tuple) and found[0].meets else None)
+
+    def pair(read):
+        return [None if d is None else read(d) for d in ends]
+
+    return dict(gpus=pair(lambda d: d.gpus), usd_per_mtok=pair(lambda d: d.usd_per_mtok),
+                p95_latency_s=pair(lambda d: d.p95_latency_s), band=[band.low, band.high], band_stack=band.stack)
+
+
 def _sustained_rps(c: Candidate, sample: RequestSample, traffic: Traffic, targets: Targets, d: Deployment,
                    capacity: float, known: list[tuple[float, float]] = ()) -> float:
     """The highest load (requests/s, all replicas) the deployment `d` serves within the latency
@@ -572,6 +595,11 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
                 d.usd_per_mtok_at_capacity = usd_per_mtok(d.usd_per_hour, d.sustained_rps * d.output_tokens_per_s
                                                           / d.served_rps)
         results[name].sort(key=rank_key)
+        for d in results[name]:  # what it takes if the stack's step times are off as its error band says
+            c, capacity, _ = found_by[id(d)]
+            band = band_for(behaviour.stack_name(stack, c.decoding))
+            if band is not None:
+                d.intervals = _band_ends(c, sample, traffic, targets, pricing, band, capacity)
     pareto_front([d for d in results["plan"] if not d.absurd])
     plan_misses = [d for d in misses if d.decoding != ar.label or not sets[1:]]
     nearest = min(plan_misses or misses, key=lambda d: max(m.ratio for m in d.misses), default=None)
