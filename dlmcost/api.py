@@ -27,7 +27,7 @@ from .analysis.prepare import DEFAULT_MODEL, prepare, unsupported_reason
 from .analysis.records import model_summary, workload_summary, workload_warnings
 from .engine.frames import generation_numbers
 from .inputs.models import ModelSpec
-from .inputs.stacks import Stack
+from .inputs.stacks import DEFAULT_STACKS, STACK_NONE, Stack, bundled_stack_names  # noqa: F401  (the CLI's choices)
 from .results import AnalyzeResult, Unsupported
 
 # The rest of the public API, from the module each lives in (the names scripts and the CLI use):
@@ -43,7 +43,8 @@ _ELSEWHERE = {
     "analysis.sweep": ("check_sweeps_passes", "iter_sweep", "iter_sweep_columns", "sweep", "sweep_columns",
                        "sweep_first_pass", "sweep_passes", "sweep_rows"),
     "analysis.model_info": ("VERIFY_WARN_FRACTION", "list_models", "model_info", "verify_model"),
-    "analysis.catalog": ("list_gpus", "list_schemes", "price_ages"),
+    "analysis.catalog": ("list_decodings", "list_gpus", "list_schemes", "list_stacks", "price_ages"),
+    "analysis.published": ("parse_floor",),
     "analysis.requirements": ("parse_requirements", "requirement_failures", "requirement_rows", "requirement_warnings",
                               "sweep_label"),
     "calibration.runs": ("calibrate_file", "calibrate_measured", "measure_batches", "write_measurements"),

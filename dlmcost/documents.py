@@ -20,6 +20,37 @@ Number = Union[int, float]
 # --- serve -------------------------------------------------------------------------------------------
 
 
+class PublishedDecoding(Record):
+    """The model's published decoding a deployment runs (docs/decoding.md)."""
+
+    checkpoint: str
+    setting: str = Field(description="its key in the model's decoding file")
+    name: str
+    label: str
+    scheme: str
+    block: Optional[int]
+    task: str
+    tpf: float = Field(description="tokens per forward the cost model runs (a mix of benchmarks: their harmonic mean)")
+    tpf_task: str = Field(description="the task the tokens per forward are from (the setting's mix where the task "
+                                      "has none published)")
+    tpf_published: float = Field(description="the tokens per forward as the source prints them")
+    accuracy: Optional[float] = Field(description="published accuracy on the task, a fraction (null: not published)")
+    spread: float = Field(description="coefficient of variation of a request's passes per block across the mix")
+    source: str
+    source_title: str
+
+
+class ErrorBand(Record):
+    """How far the stack's predictions were from published measurements it was not fitted on."""
+
+    stack: str = Field(description="the stack the band is of ('pooled': every stack's)")
+    low: float = Field(description="10th percentile of predicted / measured speed (above 1: optimistic)")
+    median: float
+    high: float = Field(description="90th percentile")
+    numbers: int = Field(description="the out-of-source validation numbers it rests on")
+    basis: str
+
+
 class Stats(Record):
     """A distribution over the measured requests (numpy's linear interpolation between order
     statistics); null when no request had the quantity (a one-block answer has no gap)."""
@@ -50,7 +81,7 @@ class ServeDeployment(Record):
     scheme: str
     block: Optional[int]
     tpf: Optional[float]
-    tpf_spread: float
+    tpf_spread: float = Field(description="coefficient of variation of a request's passes per block")
     max_running: int = Field(description="running requests per replica (the batch limit)")
     max_running_source: str
     first_block_outside_limit: bool
@@ -59,6 +90,11 @@ class ServeDeployment(Record):
     release: str
     release_source: str
     stack: str
+    stack_default: bool = Field(description="true when no --stack was given: the decoding's kind's default")
+    published: Optional[PublishedDecoding] = Field(
+        description="the model's published decoding it runs (its tokens per forward and accuracy); null when the "
+                    "decoding was given")
+    error_band: Optional[ErrorBand] = Field(description="the stack's error band the intervals come from")
     price_per_gpu_hour: Optional[float]
     price_source: Optional[str]
     price_per_gpu_hour_low: Optional[float] = Field(description="the low end of the price's public range (the "
@@ -93,6 +129,9 @@ class ServePoint(Record):
     pareto: bool
     misses: list[TargetMiss] = Field(description="the targets (--p95...) this load misses; empty: it meets them")
     meets_targets: Optional[bool] = Field(description="null when no target was given")
+    intervals: dict[str, list[float]] = Field(
+        description="metric -> [low, high]: the load simulated again with every step time at the two ends of the "
+                    "stack's error band (docs/plan.md)")
 
 
 class MaxRate(Record):
@@ -170,6 +209,10 @@ class PlanDeployment(Record):
     model: str
     pareto: bool
     absurd: bool
+    intervals: dict[str, Union[list[Optional[float]], str]] = Field(
+        description="the search again at the two ends of the stack's error band: gpus, usd_per_mtok, "
+                    "p95_latency_s -> [faster end, slower end] (null: no replica count meets the targets there); "
+                    "band, band_stack")
     gpus: int
     meets_targets: bool
     misses: list[TargetMiss]
@@ -208,7 +251,15 @@ class PlanSearch(Record):
     power_utilisation: float
     absurd_shown: bool
     ar_baseline: bool
-    stack: str = Field(description="the serving stack planned with ('none': no stack)")
+    stack: str = Field(description="the serving stack named ('default': each decoding its kind's, `stacks`)")
+    stacks: dict[str, str] = Field(description="decoding -> the stack it runs on")
+    stack_default: bool = Field(description="true when no --stack was given")
+    max_running: dict[str, list[int]] = Field(description="decoding -> the running limits searched")
+    published: dict[str, PublishedDecoding] = Field(
+        description="'MODEL DECODING' -> the model's published decoding it is (its tokens per forward and accuracy)")
+    task: Optional[str] = Field(description="the task whose published tokens per forward the decodings take")
+    min_accuracy: Optional[dict[str, float]] = Field(description="the quality floor: task -> fraction")
+    quality: list[str] = Field(description="with a floor: per model, which published decodings reach it")
     left_out: list[LeftOutGPU] = Field(description="default accelerators the stack does not run on (--gpu NAME "
                                                    "plans one)")
     runs_on: Optional[list[str]] = Field(description="the vendors the stack runs on (null: any)")
@@ -376,11 +427,59 @@ class MeasureDocument(Versioned):
     calibrated: CalibrationFit | None = Field(description="the stack fitted to them (--profile-out), else null")
 
 
+# --- stacks, decodings --------------------------------------------------------------------------------
+
+
+class StackEntry(Record):
+    name: str
+    description: str
+    version: str
+    as_of: str
+    default_for: list[str] = Field(description="the kinds of decoding that run on it without --stack")
+    max_running_requests: Optional[int] = Field(description="requests at once per replica (null: no limit of its own)")
+    release: Optional[str] = Field(description="how a batch of diffusion requests lets them go (null: synchronous)")
+    fitted: dict[str, list[str]] = Field(description="field -> the validation points it was fitted on")
+    error_band: Optional[ErrorBand] = Field(description="predicted / measured speed over the published measurements "
+                                                        "it was not fitted on (docs/validation.md)")
+    sources: dict[str, str]
+
+
+class DecodingEntry(Record):
+    """One published result: a checkpoint's decoding setting on a task (docs/decoding.md)."""
+
+    architecture: str
+    checkpoint: str
+    setting: str
+    name: str
+    label: str
+    scheme: str
+    block: Optional[int]
+    steps: Optional[int]
+    steps_per_block: Optional[int]
+    threshold: Optional[float]
+    mode: Optional[str]
+    gen_length: Optional[int]
+    task: str
+    accuracy: Optional[float] = Field(description="the benchmark's own metric, a fraction (null: not published)")
+    tpf: Optional[float] = Field(description="tokens per forward as the source counts them (null: not published)")
+    tpf_cv: Optional[float] = Field(description="a mix's spread of TPF across its benchmarks (std / mean)")
+    verified: bool = Field(description="false: read in a secondary copy, not the primary source")
+    default: bool = Field(description="the model's own decoding on its default task")
+    source: str
+    source_title: str
+    source_ref: str
+    source_url: str
+    tpf_counting: str
+    location: str
+    note: str
+
+
 # --- every command's ----------------------------------------------------------------------------------
 
 SCHEMAS = {"analyze": AnalyzeResult, "sweep": SweepResult, "serve": ServeDocument, "plan": PlanDocument,
            "gpus": list[GPUEntry], "models": list[ModelEntry], "model": ModelInfo, "schemes": list[SchemeEntry],
-           "calibrate": CalibrateDocument, "measure": MeasureDocument}
+           "calibrate": CalibrateDocument, "measure": MeasureDocument, "stacks": list[StackEntry],
+           "decodings": list[DecodingEntry]}
 
 
 def json_schema(name: str) -> dict:

@@ -138,3 +138,35 @@ class DlmcostWarning(UserWarning):
 
 
 EXIT_OUTPUT = 74  # sysexits EX_IOERR: the result could not be written (stdout closed, disk full)
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
+
+# Every exit code, the one list that `dlmcost --help` (its short words) and the README's table (its
+# meaning, Markdown) are made from: (code or range, short, meaning).
+EXIT_CODES = (
+    ("0", "ok", "success"),
+    ("2", "bad usage", "bad option value (non-positive size, unknown precision, scheme, format or profile), or a "
+                       "request beyond a [limit](docs/limits.md)"),
+    ("3", "impossible workload", "impossible workload (a block not dividing the generation...), or a result that "
+                                 "would overflow"),
+    ("4", "unknown GPU", "unknown GPU (the message suggests close names)"),
+    ("5", "bad hardware or stack file", "invalid hardware or stack file, unknown stack"),
+    ("6", "unknown model", "unknown model (not a file, not bundled, not a Hub id)"),
+    ("7", "bad model config", "unreadable, malformed or incomplete model config (the message names the field)"),
+    ("8", "ran fine but a result missed --require (plan: no deployment meets the targets)",
+     "ran fine, but a `--require` failed or `plan` found no deployment meeting the targets (details on stderr)"),
+    ("9", "missing extra", "`--plot FILE` or `--format html` without the `plot` extra"),
+    ("10-15", "Hugging Face Hub", "Hub: 11 repository not found, 12 gated or private (set `HF_TOKEN`), 13 revision "
+                                  "not found, 14 no `config.json` (or safetensors, for `--verify`), 15 unreachable, "
+                                  "timed out or answering unlike the Hub (retry, or `HF_HUB_OFFLINE=1` for the "
+                                  "cache), 10 anything else"),
+    ("16", "bad request trace", "unreadable or malformed request trace, or one beyond a [limit](docs/limits.md) "
+                                "(the message names the row and the column)"),
+    (str(EXIT_INTERNAL), "internal error", "internal error (a bug; please report it)"),
+    (str(EXIT_OUTPUT), "output not written", "the result could not be written (stdout closed, disk full)"),
+    (str(EXIT_INTERRUPTED), "interrupted", "interrupted"),
+)
+
+
+def exit_codes_line() -> str:
+    """The exit codes in one line, as `dlmcost --help` ends."""
+    return "Exit codes: " + "; ".join(f"{code} {short}" for code, short, _ in EXIT_CODES) + "."

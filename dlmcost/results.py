@@ -238,6 +238,12 @@ class AnalyzeResult(Versioned):
     workload: WorkloadSummary
     efficiency_profile: str
     stack: str = Field(description="software stack applied (docs/stacks.md); none: the bare hardware roofline")
+    ar_stack: str = Field(default="", description="software stack of the AR decode baseline (the speed-up's denominator): "
+                          "the stack given, else the autoregressive default")
+    stack_default: bool = Field(default=False, description="true when no stack was given: the decoding's kind's default")
+    decoding_source: dict | None = Field(
+        default=None, description="where the tokens per forward come from when none was given: the model's published "
+        "decoding (checkpoint, setting, task, tpf, accuracy, source; docs/decoding.md); null otherwise")
     warnings: list[str]
     results: list[Union[GPUResult, Unsupported]]
 
@@ -290,6 +296,9 @@ class SweepResult(Versioned):
     model: ModelSummary
     efficiency_profile: str
     stack: str = Field(description="software stack applied (docs/stacks.md); none: the bare hardware roofline")
+    ar_stack: str = Field(default="", description="software stack of the autoregressive rows and of every AR baseline: "
+                          "the stack given, else the autoregressive default")
+    stack_default: bool = Field(default=False, description="true when no stack was given: each decoding's kind's default")
     evaluated: int
     skipped_impossible: int
     skipped_unsupported: int

@@ -121,6 +121,16 @@ def python_file(path: str) -> None:
     cog.outl(f"```python\n{code}\n```\n\n```text\n$ python {path}\n{out.getvalue().rstrip()}\n```")
 
 
+def exit_codes() -> None:
+    """Emit the README's table of exit codes from `dlmcost.errors.EXIT_CODES`, the list that
+    `dlmcost --help` ends with."""
+    import cog
+
+    from dlmcost.errors import EXIT_CODES
+
+    cog.outl("| code | meaning |\n|---|---|\n" + "\n".join(f"| {code} | {meaning} |" for code, _, meaning in EXIT_CODES))
+
+
 def layout(*folders: str) -> None:
     """Emit the modules of these folders with the first sentence of each module's docstring, so
     that the layout in CONTRIBUTING.md cannot fall behind the code."""

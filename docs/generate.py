@@ -51,7 +51,7 @@ def run_cog(check: bool) -> int:
     mode = ["--check", "--diff"] if check else ["-r"]
     # -I: the snippets import cogdocs; -p: what every snippet starts with; --verbosity=1: name
     # only the files that change
-    prologue = "from cogdocs import run, run_many, python_file, layout"
+    prologue = "from cogdocs import exit_codes, run, run_many, python_file, layout"
     return Cog().main(["cog", *mode, "-I", str(DOCS), "-p", prologue, "--verbosity=1", *files])
 
 

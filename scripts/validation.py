@@ -48,6 +48,15 @@ METRICS = {
     "ttft_mean_s": ("TTFT mean s", lambda p: p["ttfb_s"]["mean"], False),
     "e2e_mean_s": ("E2E mean s", lambda p: p["latency_s"]["mean"], False),
     "forward_ms": ("ms/forward", lambda p: 1000 * p["makespan_s"], False),
+    # prompt + answer tokens / s (guidellm's "tokens/s total")
+    "total_tokens_per_s": ("total tok/s", lambda p: p["total_tokens_per_s"], True),
+    # the wall time of a closed batch of requests (a job's makespan)
+    "makespan_s": ("makespan s", lambda p: p["makespan_s"], False),
+    "e2e_p50_s": ("E2E p50 s", lambda p: p["latency_s"]["median"], False),
+    # bench_serving's mean TPOT, (E2E - TTFT) / (answer - 1) per request: exact from the means where
+    # every answer has the same length (answer tokens per request = output tok/s / requests/s)
+    "tpot_mean_ms": ("TPOT mean ms", lambda p: 1000 * (p["latency_s"]["mean"] - p["ttfb_s"]["mean"])
+                     / (p["output_tokens_per_s"] / p["requests_per_s"] - 1), False),
 }
 
 
@@ -112,9 +121,12 @@ def serving_rows(data: Path = SERVING) -> list[dict]:
 #
 # A stack or hardware file's `fitted:` names the validation points each fitted number was set on
 # (published ids; `serving:` + id for points under load). A point is *in source* when a number its
-# prediction reads (its stack's and its GPU's fitted numbers) or one of its assumptions (`leans_on`)
-# was fitted on a point of its own publication (`origin`): it shares the setup, the harness and the
-# author's choices that the fit absorbed. The headline error is taken on the other points only.
+# prediction reads (its stack's and its GPU's fitted numbers) was fitted on a point of its own
+# publication (`origin`): it shares the setup, the harness and the author's choices that the fit
+# absorbed. A point that set a number, or an assumption of other points (`leans_on`: the tokens per
+# forward a source does not publish, fitted at a curve's lowest load), is in sample. The headline
+# error is taken on the other points only: those leaning on an assumption fitted on a sibling point
+# test how the model scales with the load from there.
 
 
 def origins() -> dict[str, str]:
@@ -138,18 +150,20 @@ def fitted_numbers() -> list[dict]:
     return out
 
 
-def fit_origins(stack: str, gpu: str, leans_on: list[str], numbers: list[dict], where: dict[str, str]) -> set[str]:
-    """The publications whose points set a number or an assumption a prediction uses."""
+def fit_origins(stack: str, gpu: str, numbers: list[dict], where: dict[str, str]) -> set[str]:
+    """The publications whose points set a number a prediction reads."""
     used = [n for n in numbers if (n["kind"], n["name"]) in (("stack", stack), ("gpu", gpu))]
-    return {where[pid] for n in used for pid in n["points"]} | {where[pid] for pid in leans_on}
+    return {where[pid] for n in used for pid in n["points"]}
 
 
 def fitting_points(numbers: list[dict]) -> set[str]:
-    """The points that set a number or another point's assumption (in sample, whatever their source)."""
+    """The points that set a number, another point's assumption or one of their own (a `fitted`
+    note): in sample, whatever their source."""
     points, _ = load_points(DATA)
-    leaned = {pid for p in points for pid in p.leans_on}
-    leaned |= {pid for q in yaml.safe_load(SERVING.read_text(encoding="utf-8"))["points"] for pid in q.get("leans_on", [])}
-    return {pid for n in numbers for pid in n["points"]} | leaned
+    serving = yaml.safe_load(SERVING.read_text(encoding="utf-8"))["points"]
+    leaned = {pid for p in points for pid in p.leans_on} | {pid for q in serving for pid in q.get("leans_on", [])}
+    own = {p.id for p in points if p.in_sample} | {f"serving:{q['id']}" for q in serving if q.get("fitted")}
+    return {pid for n in numbers for pid in n["points"]} | leaned | own
 
 
 def mark_sources(rs: list[dict], serving: list[dict]) -> None:
@@ -159,21 +173,28 @@ def mark_sources(rs: list[dict], serving: list[dict]) -> None:
     for r in rs:
         p = r["point"]
         r["origin"] = p.origin
-        r["in_source"] = p.id in fitters or p.origin in fit_origins(r["stack"], r["gpu"], p.leans_on, numbers, where)
+        r["in_source"] = p.id in fitters or p.origin in fit_origins(r["stack"], r["gpu"], numbers, where)
     for r in serving:
         p = r["point"]
         r["origin"] = p["origin"]
         r["in_source"] = (f"serving:{p['id']}" in fitters
-                          or p["origin"] in fit_origins(r["stack"], r["gpu"], p.get("leans_on", []), numbers, where))
+                          or p["origin"] in fit_origins(r["stack"], r["gpu"], numbers, where))
+        r["not_modelled"] = p.get("not_modelled")
+
+
+def scored(r: dict) -> bool:
+    """Whether a row counts in the headline: out of source, in a configuration a stack describes."""
+    return not r["in_source"] and not r.get("not_modelled")
 
 
 def headline(rs: list[dict], serving: list[dict]) -> dict:
     """The out-of-source error over every number (single-stream times and serving metrics)."""
-    errors = [r["error"] for r in (*rs, *serving) if not r["in_source"]]
+    errors = [r["error"] for r in (*rs, *serving) if scored(r)]
     n_in = sum(r["in_source"] for r in (*rs, *serving))
+    n_not_modelled = sum(bool(r.get("not_modelled")) and not r["in_source"] for r in serving)
     med, worst = statistics.median(errors), max(errors)
-    return dict(n=len(errors), n_in_source=n_in, median_error=med, worst_error=worst,
-                origins=sorted({r["origin"] for r in (*rs, *serving) if not r["in_source"]}),
+    return dict(n=len(errors), n_in_source=n_in, n_not_modelled=n_not_modelled, median_error=med, worst_error=worst,
+                origins=sorted({r["origin"] for r in (*rs, *serving) if scored(r)}),
                 median_met=med <= TARGET_OUT_OF_SOURCE_MEDIAN, worst_met=worst <= TARGET_OUT_OF_SOURCE_WORST)
 
 
@@ -189,7 +210,7 @@ def error_bands(rs: list[dict], serving: list[dict]) -> dict:
 
     by_stack: dict[str, list[float]] = {}
     for r in (*rs, *serving):
-        if not r["in_source"]:
+        if scored(r):
             by_stack.setdefault(r["stack"], []).append(speed_ratio(r))
     pooled = [v for vs in by_stack.values() for v in vs]
 
@@ -271,13 +292,14 @@ def render_serving(rs: list[dict]) -> list[str]:
         "fitted by hand to the decode step alone, without the prefill and the growing context the simulation adds.",
         "The stacks' per-step host terms are described in [stacks.md](stacks.md).",
         "",
-        "| point | c | batch | metric | measured | predicted | ratio | error | |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---|",
+        "| point | from | c | batch | metric | measured | predicted | ratio | error | |",
+        "|---|---|---:|---:|---|---:|---:|---:|---:|---|",
     ]
     for r in rs:
-        tag = " *(in-sample)*" if r["in_sample"] else ""
+        tag = (" *(in-sample)*" if r["in_sample"] else " *(in source)*" if r.get("in_source")
+               else " *(not modelled)*" if r.get("not_modelled") else "")
         side = "" if r["error"] < 1.005 else "optimistic" if r["optimism"] > 1 else "pessimistic"
-        lines.append(f"| {r['id']}{tag} | {r['concurrency']} | {r['batch']} | {r['label']} | {_fmt(r['measured'])} | "
+        lines.append(f"| {r['id']}{tag} | {r.get('origin', '')} | {r['concurrency']} | {r['batch']} | {r['label']} | {_fmt(r['measured'])} | "
                      f"{_fmt(r['predicted'])} | {r['ratio']:.2f} | {r['error']:.2f}x | {side} |")
     lines += ["", "Why the largest errors are there:", "", *SERVING_NOTES, "", "### Serving sources and commands", ""]
     seen = set()
@@ -287,7 +309,8 @@ def render_serving(rs: list[dict]) -> list[str]:
             continue
         seen.add(p["id"])
         fitted = f" Fitted: {p['fitted']}." if p.get("fitted") else " Out of sample."
-        lines.append(f"- **{p['id']}**: {p['source']}.{fitted} Assumes: {' '.join(p['assumes'].split())}. "
+        differs = f" Not modelled: {p['not_modelled']}." if p.get("not_modelled") else ""
+        lines.append(f"- **{p['id']}**: {p['source']}.{fitted}{differs} Assumes: {' '.join(p['assumes'].split())}. "
                      f"`{' '.join(p['command'].split())}`")
     lines += ["", "Source keys: see the header of `validation/serving.yaml` (SGC = SGLang cookbook, LLaDA 2.1 page, "
               "section 5.1; FLX = JasperTan-03/flux-serve `simulator/config.py`; SGJ = sgl-project/sglang-jax PR #1632)."]
@@ -320,12 +343,70 @@ SERVING_NOTES = [
 ]
 
 
+def render_headline(rs: list[dict], serving: list[dict]) -> list[str]:
+    """The page's first section: the out-of-source error, the fitted numbers, the error bands."""
+    h = headline(rs, serving)
+    met = lambda ok: "**met**" if ok else "**not met**"  # noqa: E731
+    lines = [
+        "## The headline: out of source",
+        "",
+        "Every free number of a stack or hardware file is fitted on named points (below). A point is *in source* when",
+        "a number its prediction reads (its stack's and its GPU's fitted numbers) was fitted on a point from its own",
+        "publication: it shares the setup, the harness and the choices the fit absorbed, so it cannot test the fit.",
+        "A point that set a number, or an assumption of other points, is in sample (and in source): most serving",
+        "sources do not publish their tokens per forward, so it is fitted at each curve's lowest load and the rest of",
+        "the curve tests how the model scales with the load. The headline is taken on the other numbers only:",
+        "single-stream times and serving metrics together, each an error max(predicted/measured, measured/predicted).",
+        "",
+        f"- **Out of source: median error {h['median_error']:.2f}x, worst {h['worst_error']:.2f}x** over {h['n']} numbers "
+        f"from {len(h['origins'])} publications ({', '.join(h['origins'])}); targets: median <= "
+        f"{TARGET_OUT_OF_SOURCE_MEDIAN}x ({met(h['median_met'])}), worst <= {TARGET_OUT_OF_SOURCE_WORST:g}x "
+        f"({met(h['worst_met'])}). `tests/test_validation.py` fails when a target is missed.",
+        f"- In source (not in the headline): {h['n_in_source']} numbers, listed in the tables with their publication.",
+        f"- Configurations no stack describes (not in the headline, marked *not modelled* in the serving table with "
+        f"what differs): {h['n_not_modelled']} numbers.",
+        "",
+        "### Fitted numbers and the points they were fitted on",
+        "",
+        "| file | field | fitted on | publication |",
+        "|---|---|---|---|",
+    ]
+    where = origins()
+    for n in fitted_numbers():
+        pubs = ", ".join(sorted({where[pid] for pid in n["points"]}))
+        lines.append(f"| {n['kind']} {n['name']} | `{n['field']}` | {', '.join(n['points'])} | {pubs} |")
+    bands = error_bands(rs, serving)
+    lines += [
+        "",
+        "### Error bands: what `serve` and `plan` print as intervals",
+        "",
+        "Per stack, the 10th, 50th and 90th percentiles of predicted speed / measured speed (above 1: the prediction",
+        "is optimistic) over its out-of-source numbers; a stack with fewer than "
+        f"{BAND_MIN_NUMBERS} of them takes the band of all stacks",
+        "together. `serve` and `plan` divide a predicted throughput by the high and low ends to bracket it (and",
+        "multiply times and costs), so an interval is as wide as the tool's measured error, not a typed-in margin.",
+        "Written to `dlmcost/inputs/error_bands.json`, which the commands read.",
+        "",
+        "| stack | p10 | median | p90 | numbers | basis |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for name, b in bands.items():
+        lines.append(f"| {name} | {b['low']:.2f} | {b['median']:.2f} | {b['high']:.2f} | {b['numbers']} | {b['basis']} |")
+    return lines + [""]
+
+
 def render(rs: list[dict], serving: list[dict] | None = None) -> str:
+    if serving is not None and any("in_source" not in r for r in (*rs, *serving)):
+        mark_sources(rs, serving)
     s = summary(rs)
     lines = [
         "# Validation: predicted vs published measurements",
         "",
-        "Generated by `python scripts/validation.py` from `validation/published.yaml`; do not edit by hand.",
+        "Generated by `python scripts/validation.py` from `validation/published.yaml` and `validation/serving.yaml`;",
+        "do not edit by hand.",
+        "",
+        *(render_headline(rs, serving) if serving is not None else []),
+        "## Single stream: time per forward pass",
         "",
         f"{s['n']} published measurements, {len(s['stacks'])} software stacks ({', '.join(s['stacks'])}), "
         f"GPUs: {', '.join(s['gpus'])}.",
@@ -335,26 +416,17 @@ def render(rs: list[dict], serving: list[dict] | None = None) -> str:
         "forward = 1000 x tokens per forward / tokens/s; where a source counts tokens/s up to end-of-sequence",
         "(`answer tokens`), it is the generation's time (batch x answer tokens / tokens/s) over its passes.",
         "",
-        f"- **With the matching stack: median error {s['median_error']:.2f}x, worst {s['worst_error']:.2f}x** "
-        f"(median predicted/measured {s['median_ratio']:.2f}).",
-        f"- Out of sample (the {s['n_out']} cases not marked *in-sample*): median error {s['out_median_error']:.2f}x, "
-        f"worst {s['out_worst_error']:.2f}x.",
+        f"- With the matching stack: median error {s['median_error']:.2f}x, worst {s['worst_error']:.2f}x "
+        f"(median predicted/measured {s['median_ratio']:.2f}); in sample and in source included.",
         f"- Roofline alone: median error {s['roofline_median_error']:.2f}x, worst {s['roofline_worst_error']:.2f}x.",
         "",
-        "Cases marked *in-sample* set a number of their stack's profile (stacks/*.yaml says which) or of their",
-        "GPU's hardware file: the six d3LLM-LLaDA full-canvas points (batch 1 and 4) set `gemm_rows_scale`,",
-        "the GPU's factor on the stack's GEMM curve, and `sustained_compute` of the A100, H100 and B200;",
-        "Qwen3-8B's decode on an H20 sets that GPU's achievable memory bandwidth, and Qwen3-30B-A3B under",
-        "transformers `hf-eager`'s MoE loop (`python scripts/fit_hardware_efficiency.py` refits them;",
-        "[stacks.md](stacks.md#the-time-of-a-pass)). The others are independent checks.",
-        "",
-        "| case | kind | stack | GPU | measured ms/fwd | predicted ms/fwd | roofline ms/fwd | measured tok/s | predicted tok/s | error |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| case | from | kind | stack | GPU | measured ms/fwd | predicted ms/fwd | roofline ms/fwd | measured tok/s | predicted tok/s | error |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rs:
         p = r["point"]
-        tag = " *(in-sample)*" if p.in_sample else ""
-        lines.append(f"| {p.id}{tag} | {p.case} | {r['stack']} | {r['gpu']} | {r['measured_ms']:.2f} | "
+        tag = " *(in source)*" if r.get("in_source") else ""
+        lines.append(f"| {p.id}{tag} | {p.origin} | {p.case} | {r['stack']} | {r['gpu']} | {r['measured_ms']:.2f} | "
                      f"{r['predicted_ms']:.2f} | {r['roofline_ms']:.2f} | {r['measured_tokens_per_s']:.1f} | "
                      f"{r['predicted_tokens_per_s']:.1f} | {r['error']:.2f}x |")
     lines += ["", "## Sources and settings", ""]
@@ -394,12 +466,25 @@ def render(rs: list[dict], serving: list[dict] | None = None) -> str:
     return "\n".join(lines)
 
 
+def bands_text(rs: list[dict], serving: list[dict]) -> str:
+    """dlmcost/inputs/error_bands.json as this validation computes it."""
+    doc = dict(generated_by="scripts/validation.py", what=(
+        "per stack: 10th/50th/90th percentiles of predicted speed / measured speed over the out-of-source "
+        "validation numbers (docs/validation.md)"), bands=error_bands(rs, serving))
+    return json.dumps(doc, indent=1, sort_keys=True) + "\n"
+
+
 def main(argv: list[str]) -> int:
     rs, serving = rows(), serving_rows()
-    text = render(rs, serving)
+    mark_sources(rs, serving)
+    text, bands = render(rs, serving), bands_text(rs, serving)
     if "--check" in argv:
-        return 0 if PAGE.exists() and PAGE.read_text(encoding="utf-8") == text else 1
+        current = PAGE.exists() and PAGE.read_text(encoding="utf-8") == text
+        return 0 if current and BANDS.exists() and BANDS.read_text(encoding="utf-8") == bands else 1
     PAGE.write_text(text, encoding="utf-8")
+    BANDS.write_text(bands, encoding="utf-8")
+    h = headline(rs, serving)
+    print(f"out of source: {h['n']} numbers, median {h['median_error']:.2f}x, worst {h['worst_error']:.2f}x")
     s, v = summary(rs), serving_summary(serving)
     print(f"{PAGE.relative_to(ROOT)}: {s['n']} cases, median error {s['median_error']:.2f}x, worst {s['worst_error']:.2f}x; "
           f"serving: {v['n']} numbers, median {v['median_error']:.2f}x, worst {v['worst_error']:.2f}x, at c >= 8 "

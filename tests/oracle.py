@@ -475,10 +475,11 @@ def pass_bound(ops: list[Op], g: dict) -> float:
 
 # --- a software stack (docs/stacks.md, "The time of a pass") --------------------------------------
 #
-# A stack is a plain dict here: us_per_layer, overlaps_gpu, fixed_us (host), us_per_sequence
-# and us_per_expert (host, optional), gemm (a list of (rows, efficiency) points), attention, elementwise (bytes
-# factor), sampler_bytes (per logit), expert_rows ("routed" unless "pass"), depth (optional:
-# (overhead, reference K) of the GEMM depth term).
+# A stack is a plain dict here: us_per_layer, overlaps_gpu, fixed_us (host), us_per_sequence,
+# us_per_sequence_squared and us_per_expert (host, optional), gemm (a list of (rows, efficiency)
+# points), attention, elementwise (bytes factor), sampler_bytes (per logit held), sampler_traffic
+# (optional: per logit streamed; sampler_bytes without it), expert_rows ("routed" unless "pass"),
+# depth (optional: (overhead, reference K) of the GEMM depth term).
 
 
 def stack_gemm_factor(stack: dict, rows: float) -> float:
@@ -531,13 +532,15 @@ def pass_times(m, p: Pass, st: Setup, g: dict, stack: dict | None) -> dict[str, 
         return {op.name: op_time(op, g) for op in ops}
     times = {op.name: stacked_op_time(op, g, stack, st.B * p.q) for op in ops}
     logits = st.B * p.logits * m.vocab_size
-    times["lm_head"] += logits * stack["sampler_bytes"] / (g["bandwidth"] * g["eff_mem"])
+    streamed = stack.get("sampler_traffic", stack["sampler_bytes"])
+    times["lm_head"] += logits * streamed / (g["bandwidth"] * g["eff_mem"])
     gpu = sum(times.values())
     # a reference MoE loop visits every expert of every MoE layer (us_per_expert each)
     loops = m.moe.n_moe_layers * m.moe.n_experts if m.moe else 0
     host = (m.n_layers * stack["us_per_layer"] + loops * stack.get("us_per_expert", 0.0)) * 1e-6
     times["host_wait"] = max(host - gpu, 0.0) if stack["overlaps_gpu"] else host
-    times["per_forward"] = (stack["fixed_us"] + stack.get("us_per_sequence", 0.0) * st.B) * 1e-6
+    times["per_forward"] = (stack["fixed_us"] + stack.get("us_per_sequence", 0.0) * st.B
+                            + stack.get("us_per_sequence_squared", 0.0) * st.B ** 2) * 1e-6
     return times
 
 

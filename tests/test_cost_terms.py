@@ -251,11 +251,17 @@ def test_serving_stacks_are_bundled_dated_and_versioned(name):
     assert s.max_running_requests is None or s.max_running_requests >= 1
 
 
-def test_sglang_dllm_runs_one_request_at_a_time_and_syncs_every_step():
+def test_sglang_dllm_runs_as_deployed_and_syncs_every_step():
     s = load_stack("sglang-dllm")
-    assert s.max_running_requests == 1  # python/sglang/srt/dllm/config.py
+    assert s.max_running_requests == 128  # as published deployments under load launch it (the engine's own: 1)
+    assert s.release == "first-done"  # FDFO, the throughput recipes' scheduler
     assert not s.host.overlaps_gpu or s.host.fixed_us_per_forward >= 4100  # PR #40756: ~4.1 ms exposed per step
     assert math.isclose(stack_time.step_overhead(0, s), s.host.fixed_us_per_forward * 1e-6)
+    # each running request adds its host work, linearly (jax-tpu's grows with the square of the batch)
+    assert math.isclose(stack_time.step_overhead(10, s) - stack_time.step_overhead(0, s), 10 * s.host.us_per_sequence * 1e-6)
+    t = load_stack("jax-tpu")
+    assert math.isclose(stack_time.step_overhead(32, t), (t.host.fixed_us_per_forward + 32 ** 2 * t.host.us_per_sequence_squared)
+                        * 1e-6)
 
 
 def test_logits_are_a_term_of_admission():

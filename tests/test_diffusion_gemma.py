@@ -59,9 +59,15 @@ def test_two_canvases_cross_the_sliding_window():
         (25 * 1024 * 2 * 8 * 256 + 5 * 1156 * 2 * 2 * 512) * 2)
 
 
-def test_defaults_come_from_generation_config():
+def test_defaults_come_from_generation_config_and_the_published_decoding():
+    """The canvas (256) and the store pass from the generation config; the tokens per forward from
+    the published decoding (vLLM's DiffusionGemma benchmark: 16.02 tokens per denoising step at 16
+    steps per canvas), not the config's ceiling of 48 steps; --steps 48 gives the ceiling."""
     w = api.analyze(DG, "h100")["workload"]
-    assert (w["scheme"], w["gen"], w["block"], w["steps"], w["store_pass"]) == ("diffgemma", 256, 256, 48, False)
+    assert (w["scheme"], w["gen"], w["block"], w["store_pass"]) == ("diffgemma", 256, 256, False)
+    assert w["steps"] == pytest.approx(256 / 16.02)
+    w = api.analyze(DG, "h100", steps=48)["workload"]
+    assert (w["block"], w["steps"]) == (256, 48)
 
 
 def test_three_canvases_and_ar_decode_across_the_window_sum_pass_by_pass():

@@ -73,17 +73,37 @@ def test_relative_links_point_into_the_repository():
             assert resolved.exists(), f"{path.name}: broken link {target}"
 
 
+def readme_exit_codes() -> list[tuple[str, str]]:
+    """(code or range, meaning) of each row of the README's table of exit codes."""
+    return re.findall(r"^\| (\d+(?:-\d+)?) \| (.*) \|$", (ROOT / "README.md").read_text(), re.MULTILINE)
+
+
 def test_exit_code_table_lists_every_code():
     from dlmcost import errors
 
     def subclasses(cls):
         return [c for s in cls.__subclasses__() for c in (s, *subclasses(s))]
 
-    codes = {c.exit_code for c in subclasses(errors.DlmcostError)} | {0, errors.EXIT_INTERNAL}
+    codes = {c.exit_code for c in subclasses(errors.DlmcostError)} | {0, errors.EXIT_INTERNAL, errors.EXIT_OUTPUT,
+                                                                      errors.EXIT_INTERRUPTED, errors.EXIT_USAGE}
     table = set()
-    for first, last, meaning in re.findall(r"^\| (\d+)(?:-(\d+))? \|(.*)$", (ROOT / "README.md").read_text(),
-                                           re.MULTILINE):
+    for code, meaning in readme_exit_codes():
+        first, _, last = code.partition("-")
         span = range(int(first), int(last or first) + 1)
         # a row for a range ("10-15") says what each of its codes means
         table |= {c for c in span if not last or re.search(rf"\b{c}\b", meaning)}
     assert codes <= table, f"README exit codes lack {sorted(codes - table)}"
+
+
+def test_help_lists_the_exit_codes_of_the_readme():
+    """`dlmcost --help` ends with the codes of the README's table, in its order, each with a few
+    words (both are made from errors.EXIT_CODES; this reads what each prints)."""
+    from dlmcost.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["--help"]) == 0
+    line = " ".join(out.getvalue().split()).split("Exit codes: ", 1)[1]
+    helped = [item.split(" ", 1) for item in line.removesuffix(".").split("; ")]
+    assert [code for code, _ in helped] == [code for code, _ in readme_exit_codes()]
+    assert all(words for _, words in helped)

@@ -431,7 +431,7 @@ def test_first_pass_and_evaluate_take_a_model_or_a_dict_of_roles():
 
 def test_generation_verdict_is_memory_bound_from_half_the_time_on():
     # docs/methodology.md: `memory-bound` when the memory-bound share of the time is at least 0.5
-    from dlmcost.engine.evaluation import generation_verdict
+    from dlmcost.engine.verdict import generation_verdict
 
     got = generation_verdict(np.array([0.0, 0.4999, 0.5, 1.0]))
     assert got.tolist() == ["compute-bound", "compute-bound", "memory-bound", "memory-bound"]

@@ -18,7 +18,8 @@ import pytest
 from dlmcost import api
 from dlmcost.engine import frames
 from dlmcost.engine.cost import PassInput, pass_ops
-from dlmcost.engine.evaluation import KNEE_LIMIT, evaluate, knee
+from dlmcost.engine.evaluation import evaluate
+from dlmcost.engine.verdict import KNEE_LIMIT, knee
 from dlmcost.inputs.hardware import HardwareDB
 from dlmcost.inputs.models import load_bundled
 from dlmcost.inputs.precision import get_precision

@@ -259,15 +259,18 @@ def test_money_and_energy_formulas_by_hand():
 
 
 def test_hand_checked_plan(capsys):
-    """One H100 at $2/h, batch limit 8, fixed lengths, no latency target: the fewest replicas
+    """One H100 at $2/h, batch limit 8, fixed lengths, no latency target, on SGLang's usual path (a
+    prompt in one prefill, as analyze costs it): the fewest replicas
     keep utilisation below 1, R = floor(rate / capacity) + 1, with the capacity of one replica
     = 8 / (time of a batch-8 generation) taken from `api.analyze` (not from plan's code)."""
-    a = api.analyze(MODEL, "h100", scheme="block", block=32, tpf=2, prompt=256, gen=128, batch=8)["results"][0]
+    a = api.analyze(MODEL, "h100", scheme="block", block=32, tpf=2, prompt=256, gen=128, batch=8,
+                    stack="sglang")["results"][0]
     capacity = 8 / a["time_s"]
     rate = 2.5 * capacity
     rc, out, _ = run(capsys, "plan", MODEL, "--rate", rate, "--gpu", "h100", "--tp", "1", "--precision", "bf16",
                      "--scheme", "block", "--block", "32", "--tpf", "2", "--prompt", "256", "--answer", "128",
-                     "--max-batch", "8", "--price", "h100=2", "--max-usd-per-mtok", "1000", "-f", "json")
+                     "--max-batch", "8", "--price", "h100=2", "--max-usd-per-mtok", "1000", "--stack", "sglang",
+                     "-f", "json")
     assert rc == 0
     best = json.loads(out)["deployments"][0]
     replicas = math.floor(rate / capacity) + 1
@@ -291,7 +294,8 @@ def test_hand_checked_plan(capsys):
     assert best["usd_per_mtok_at_capacity"] == pytest.approx(2.0 * replicas / (replicas * capacity * 128 * 3600) * 1e6,
                                                              rel=1e-6)
     # a lone request (no queue) takes NFE passes of the batch-1 pass time at least
-    alone = api.analyze(MODEL, "h100", scheme="block", block=32, tpf=2, prompt=256, gen=128, batch=1)["results"][0]
+    alone = api.analyze(MODEL, "h100", scheme="block", block=32, tpf=2, prompt=256, gen=128, batch=1,
+                        stack="sglang")["results"][0]
     assert best["p50_latency_s"] >= alone["time_s"] * (1 - 1e-9)
 
 
@@ -670,12 +674,12 @@ def test_passes_to_first_block_by_hand():
              (Decoding("mdm", 32, 1.0), 128, 32, "step"), (Decoding("multi-block", 32, 2.0), 65, 17, "prefill"),
              (Decoding("dual-cache", 32, 2.0), 64, 16, "refresh"))
     for decoding, nfe, first, first_family in cases:
-        (cand,), skipped = search._candidates(spec, space, decoding, sample, "realistic", None, None)
+        (cand,), skipped = search._candidates(spec, space, decoding, sample, "realistic", "sglang", None)
         assert (cand.table.nfe, cand.table.first_passes) == ([nfe], [first]), decoding
         # at batch b: the first pass is the engine's first family's pass (every pass of these
         # families has the same shape), the others share the rest of the generation's time
         a = api.analyze(spec, "h100", scheme=decoding.scheme, block=decoding.block, prompt=256, gen=128, batch=4,
-                        **({} if decoding.scheme == "ar" else {"tpf": decoding.tpf}))["results"][0]
+                        stack="sglang", **({} if decoding.scheme == "ar" else {"tpf": decoding.tpf}))["results"][0]
         opening = a["passes"][0]
         assert opening["name"] == first_family
         assert cand.table.first_pass_s[0][4] == pytest.approx(opening["time_s"], rel=1e-9), decoding
@@ -702,9 +706,10 @@ def test_time_to_first_output_against_the_engine(batch):
     sample = sample_requests(traffic, 10, 0)
     space = search.SearchSpace([HardwareDB.load().get("h100")], [1], ["bf16"], [], [8])
     for decoding, steps_to_first in ((Decoding("ar", None, 1.0), 0), (Decoding("block", 32, 2.0), 16)):
-        (cand,), _ = search._candidates(spec, space, decoding, sample, "realistic", None, None)
+        (cand,), _ = search._candidates(spec, space, decoding, sample, "realistic", "sglang", None)
         a = api.analyze(spec, "h100", scheme=decoding.scheme, block=decoding.block, prompt=256, gen=128,
-                        batch=batch, **({} if decoding.scheme == "ar" else {"tpf": decoding.tpf}))["results"][0]
+                        batch=batch, stack="sglang",
+                        **({} if decoding.scheme == "ar" else {"tpf": decoding.tpf}))["results"][0]
         prefill = next(p["time_s"] for p in a["passes"] if p["name"] == "prefill")
         step = (a["time_s"] - prefill) / (a["nfe"] - 1)
         r = simulate(cand.table, np.zeros(batch, int), 8, arrivals_s=np.zeros(batch))

@@ -16,6 +16,9 @@ from dlmcost.serving.loads import ClosedLoop, OpenLoop
 
 MODEL = "GSAI-ML/LLaDA-8B-Instruct"
 DECODING = dict(scheme="dual-cache", block=32, tpf=2.0)  # one of the model's own schemes
+# unless a test names one: SGLang's usual path, a stack with no release policy or running limit of
+# its own, so that each test sets them (the dLLM path's are tested at the end)
+STACK = "sglang"
 
 
 @pytest.fixture(autouse=True)
@@ -27,14 +30,17 @@ def _clean_env(monkeypatch):
 def plan_row(capsys, *options) -> dict:
     """The cheapest row of a plan on one H100 at TP 1, bf16, the decoding above, 256/128 tokens."""
     capsys.readouterr()
+    stack = [] if "--stack" in options else ["--stack", STACK]
     rc = main(["plan", MODEL, "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--scheme", "dual-cache",
-               "--block", "32", "--tpf", "2", "--prompt", "256", "--answer", "128", "-f", "json", *map(str, options)])
+               "--block", "32", "--tpf", "2", "--prompt", "256", "--answer", "128", "-f", "json", *stack,
+               *map(str, options)])
     out, err = capsys.readouterr()
     assert rc == 0, err
     return json.loads(out)["deployments"][0]
 
 
 def served(load, **setup) -> dep.Point:
+    setup.setdefault("stack", STACK)
     return dep.serve(MODEL, load, dep.Setup(gpu="h100", **DECODING, **setup), prompt=256, answer=128).points[0]
 
 
@@ -51,7 +57,7 @@ def with_serving_fields(monkeypatch, **fields):
         def __getattr__(self, name):
             return fields[name] if name in fields else getattr(self._stack, name)
 
-    monkeypatch.setattr(prep_mod, "resolve_stack", lambda stack, profile: WithServing(real(stack, profile)))
+    monkeypatch.setattr(prep_mod, "resolve_stack", lambda stack, profile, **kw: WithServing(real(stack, profile, **kw)))
 
 
 def assert_same(row: dict, p: dep.Point, rel: float = 1e-9):
@@ -96,7 +102,7 @@ def test_a_stack_s_release_and_running_limit_reach_the_plan(capsys, monkeypatch)
     assert row["max_batch"] == 4
     p = served(OpenLoop(2.0))
     assert (p.latency_s["median"], dep.describe(dep.prepare(MODEL, (np.full(10, 256.0), np.full(10, 128.0)),
-                                                            dep.Setup(gpu="h100", **DECODING)))["release"]) \
+                                                            dep.Setup(gpu="h100", stack=STACK, **DECODING)))["release"]) \
         == (pytest.approx(row["p50_latency_s"], rel=1e-9), "first-done")
     assert_same(at_measured_rate(row, p), p)
 
@@ -107,7 +113,7 @@ def test_the_release_policy_is_shown(capsys, monkeypatch):
     from dlmcost.render.plan import _release
 
     base = ["plan", MODEL, "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--scheme", "dual-cache",
-            "--rate", "2", "--requests", "200"]
+            "--rate", "2", "--requests", "200", "--stack", STACK]
     capsys.readouterr()
     assert main([*base, "-f", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["search"]["release"] == {"dual-cache/32/1": "synchronous"}
@@ -121,18 +127,20 @@ def test_the_release_policy_is_shown(capsys, monkeypatch):
 
 
 def test_the_sglang_dllm_stack_s_first_blocks_and_chunked_prompt_reach_the_plan(capsys, monkeypatch):
-    """The sglang-dllm stack runs one request at a time, lets a waiting request's prompt and first
-    block run beside it (`first_block_outside_limit`) and prefills a prompt one block per forward
-    (`prompt_prefill: block-chunks`): a closed loop of 4 users planned under it is serve's replica
-    under the same stack, and serves more than the same stack strictly one request at a time."""
-    row = plan_row(capsys, "--users", 4, "--stack", "sglang-dllm")
+    """The sglang-dllm stack run one request at a time (its latency recipe, `--max-batch 1`) lets a
+    waiting request's prompt and first block run beside it (`first_block_outside_limit`) and
+    prefills a prompt one block per forward (`prompt_prefill: block-chunks`): a closed loop of 4
+    users planned under it is serve's replica under the same stack, and serves more than the same
+    stack strictly one request at a time."""
+    row = plan_row(capsys, "--users", 4, "--stack", "sglang-dllm", "--max-batch", 1)
     assert row["max_batch"] == 1
-    p = served(ClosedLoop(4), stack="sglang-dllm")
+    p = served(ClosedLoop(4), stack="sglang-dllm", max_running=1)
     described = dep.describe(dep.prepare(MODEL, (np.full(10, 256.0), np.full(10, 128.0)),
                                          dep.Setup(gpu="h100", stack="sglang-dllm", **DECODING)))
     assert (described["first_block_outside_limit"], described["prompt_prefill"]) == (True, "block-chunks")
     assert_same(row, p)
     with_serving_fields(monkeypatch, first_block_outside_limit=False)
-    alone = plan_row(capsys, "--users", 4, "--stack", "sglang-dllm")
+    alone = plan_row(capsys, "--users", 4, "--stack", "sglang-dllm", "--max-batch", 1)
     assert alone["served_rps"] < row["served_rps"] * 0.99
-    assert alone["served_rps"] == pytest.approx(served(ClosedLoop(4), stack="sglang-dllm").requests_per_s, rel=1e-9)
+    assert alone["served_rps"] == pytest.approx(served(ClosedLoop(4), stack="sglang-dllm", max_running=1).requests_per_s,
+                                                rel=1e-9)

@@ -90,7 +90,8 @@ def test_stacks_say_what_they_run_on():
     with pytest.raises(StackFileError, match="needs a source for: runs_on"):
         validate_stack(dict(data, sources={k: v for k, v in data["sources"].items() if k != "runs_on"}))
     assert default_stack_for({"Google"}) == "jax-tpu"
-    assert default_stack_for({"Google", "NVIDIA"}) == default_stack_for({"AWS"}) == "sglang"
+    # else each decoding its kind's default (None): SGLang's, which runs on NVIDIA and AMD
+    assert default_stack_for({"Google", "NVIDIA"}) is default_stack_for({"AWS"}) is None
 
 
 def test_default_plan_leaves_out_what_the_stack_does_not_run_on():
@@ -132,6 +133,7 @@ def test_a_plan_on_tpus_runs_jax_and_one_off_the_stack_warns(capsys):
     rc, out, err = run(capsys, *small, "--gpu", "tpu-v6e")
     assert rc == 0 and json.loads(out)["search"]["stack"] == "jax-tpu" and not err
     rc, out, err = run(capsys, *small, "--gpu", "trainium2,h100")
-    assert rc == 0 and json.loads(out)["search"]["stack"] == "sglang"
-    assert err == ("warning: the sglang stack does not run on Trainium2 (AWS): its times there are those of an "
+    assert rc == 0 and json.loads(out)["search"]["stack"] == "default"
+    assert json.loads(out)["search"]["stacks"] == {"mdm/2": "sglang-dllm"}
+    assert err == ("warning: the sglang-dllm stack does not run on Trainium2 (AWS): its times there are those of an "
                    "engine that is not there (--stack names another)\n")

@@ -29,6 +29,8 @@ COMMANDS = {
     "plan": ["plan", "--rate", "2", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--ar-baseline",
              "--requests", "200"],
     "gpus": ["gpus"],
+    "stacks": ["stacks"],
+    "decodings": ["decodings", "inclusionAI/LLaDA2.0-mini", "--task", "general,gsm8k"],
     "models": ["models"],
     "model": ["model", "deepseek-ai/DeepSeek-V3"],  # MoE and MLA blocks, the sampler
     "schemes": ["schemes"],

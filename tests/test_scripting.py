@@ -126,7 +126,7 @@ def test_version_has_one_source():
     assert "version = " not in (ROOT / "pyproject.toml").read_text().split("[project]")[1].split("[")[0]
 
 
-COMMANDS = ["analyze", "sweep", "schemes", "schema", "gpus", "models", "model", "plan"]
+COMMANDS = ["analyze", "sweep", "schemes", "schema", "gpus", "models", "model", "decodings", "plan"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

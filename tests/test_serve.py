@@ -21,7 +21,10 @@ from dlmcost.serving.targets import Targets
 from dlmcost.serving.simulate import ClassTable, RequestPasses, draw_passes, simulate
 
 MODEL = "GSAI-ML/LLaDA-8B-Instruct"
-BLOCK = dict(scheme="block", block=32, tpf=2.0)  # not one of LLaDA's published schemes: serve warns
+# not one of LLaDA's published schemes: serve warns. On SGLang's usual path: these tests check the
+# simulation's arithmetic against analyze's pass times, and analyze costs a prompt in one pass (the
+# dLLM path's block-chunked prompt is tests/test_serving_behaviour.py's)
+BLOCK = dict(scheme="block", block=32, tpf=2.0, stack="sglang")
 
 
 def foreign_scheme_warning():
@@ -308,7 +311,7 @@ def test_trace_option_reads_through_the_trace_reader(capsys, monkeypatch, tmp_pa
     monkeypatch.setattr(dlmcost.serving, "traces", fake, raising=False)
     path = tmp_path / "t.csv"
     path.write_text("x\n")
-    rc, out, err = run(capsys, "serve", MODEL, "--gpu", "h100", "--scheme", "block", "--block", "32", "--tpf", "2",
+    rc, out, err = run(capsys, "serve", MODEL, "--gpu", "h100", "--scheme", "block", "--block", "32", "--tpf", "2", "--stack", "sglang",
                        "--trace", path, "--trace-format", "azure", "--time-scale", "0.5", "--sample", "2",
                        "--seed", "3", "-f", "json")
     assert rc == 0, err
@@ -463,7 +466,7 @@ def test_unpriced_gpu_is_served_without_a_cost(capsys):
 
 
 def test_max_rate_from_the_command(capsys):
-    rc, out, err = run(capsys, "serve", MODEL, "--gpu", "h100", "--scheme", "block", "--block", "32", "--tpf", "2",
+    rc, out, err = run(capsys, "serve", MODEL, "--gpu", "h100", "--scheme", "block", "--block", "32", "--tpf", "2", "--stack", "sglang",
                        "--answer", "128", "--max-running", "16", "--max-rate", "--p95", "2", "--requests", "500")
     assert rc == 0, err
     assert "highest sustained poisson rate within targets (p95_latency_s=2)" in out

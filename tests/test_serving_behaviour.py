@@ -86,13 +86,14 @@ def test_first_block_outside_limit_at_a_limit_of_three_by_hand():
 
 
 def test_a_tokens_per_forward_spread_never_takes_more_passes_than_the_block_has_tokens():
-    """SDAR-4B's block decoding, blocks of 4 at 2 tokens per forward (its engine count: a prefill,
+    """SDAR-4B's block decoding on SGLang's usual path (a prompt in one prefill), blocks of 4 at 2
+    tokens per forward (its engine count: a prefill,
     then 3 passes per block, the store pass included), drawn with a spread of 4: a block takes at
     least 1 pass and at most 4, its length (a pass commits a token at least; docs/plan.md), and
     the cap is reached, not only respected, at this spread. What serve and plan simulate."""
     n = 200
     prep = dep.prepare("JetLM/SDAR-4B-Chat", (np.full(n, 256.0), np.full(n, 128.0)),
-                       dep.Setup(scheme="block", block=4, tpf=2.0, tpf_spread=4.0, max_running=8))
+                       dep.Setup(scheme="block", block=4, tpf=2.0, tpf_spread=4.0, max_running=8, stack="sglang"))
     assert prep.table.nfe == [1 + 32 * 3] and prep.requests.max_per_block == [4]
     drawn = behaviour.request_passes(prep.requests, prep.classes(), 4.0, np.random.default_rng(0)).flat
     assert drawn.min() == 1 and drawn.max() == 4
@@ -133,7 +134,7 @@ def test_the_sglang_dllm_stack_sets_it():
     table then runs to twice its limit on running requests (the newcomer beside a full batch)."""
     lengths = (np.full(20, 256.0), np.full(20, 64.0))
     setup = dict(gpu="h100", scheme="block", block=32, tpf=2.0)
-    p = dep.prepare("GSAI-ML/LLaDA-8B-Instruct", lengths, dep.Setup(stack="sglang-dllm", **setup))
+    p = dep.prepare("GSAI-ML/LLaDA-8B-Instruct", lengths, dep.Setup(stack="sglang-dllm", max_running=1, **setup))
     assert (p.max_running, p.first_block_outside_limit) == (1, True)
     assert len(p.table.pass_s[0]) == 2 + 1
     assert dep.describe(p)["first_block_outside_limit"] is True
@@ -147,7 +148,10 @@ def test_the_header_says_so(capsys):
     args = ["serve", "inclusionAI/LLaDA2.0-mini", "--gpu", "b200", "--tpf", "2.1", "--prompt", "64", "--answer", "64",
             "--job", "4", "--parallel", "2"]
     assert main([*args, "--stack", "sglang-dllm"]) == 0
-    assert "running ≤ 1 (+ first blocks) per replica (stack;" in capsys.readouterr().out
+    assert "running ≤ 128 (+ first blocks) per replica (sglang-dllm's default, --max-running to change;" \
+        in " ".join(capsys.readouterr().out.split())
+    assert main([*args, "--stack", "sglang-dllm", "--max-running", "1"]) == 0
+    assert "running ≤ 1 (+ first blocks) per replica (option;" in " ".join(capsys.readouterr().out.split())
     assert main([*args, "--stack", "sglang"]) == 0
     assert "(+ first blocks)" not in capsys.readouterr().out
 

@@ -123,8 +123,15 @@ def test_sampler_and_elementwise_traffic(tp):
 
 
 def test_default_stack_named_and_ideal_has_none(capsys):
+    """Without --stack a decoding runs on its kind's engine path: LLaDA's diffusion decoding on
+    SGLang's dLLM path, its AR baseline (and an AR model) on SGLang's usual one."""
     a = api.analyze("GSAI-ML/LLaDA-8B-Instruct", gpus="h100")
-    assert a["stack"] == "sglang" and any(o["name"] == "host_wait" for o in a["results"][0]["ops"])
+    assert (a["stack"], a["ar_stack"], a["stack_default"]) == ("sglang-dllm", "sglang", True)
+    assert any(o["name"] == "host_wait" for o in a["results"][0]["ops"])
+    assert api.analyze("GSAI-ML/LLaDA-8B-Instruct", gpus="h100", scheme="ar")["stack"] == "sglang"
+    assert api.analyze("Qwen/Qwen3-8B", gpus="h100")["stack"] == "sglang"
+    given = api.analyze("GSAI-ML/LLaDA-8B-Instruct", gpus="h100", stack="compiled")
+    assert (given["stack"], given["ar_stack"], given["stack_default"]) == ("compiled", "compiled", False)
     assert api.analyze("GSAI-ML/LLaDA-8B-Instruct", gpus="h100", efficiency="ideal")["stack"] == "none"
     assert main(["analyze", "--gpu", "h100", "--stack", "hf-eager", "-f", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["stack"] == "hf-eager"

@@ -107,3 +107,31 @@ def test_validation_rejects_out_of_range(over, field):
 def test_unknown_stack_name_lists_choices():
     with pytest.raises(StackFileError, match="hf-eager"):
         load_stack("no-such-stack\x1b[31m")
+
+
+def test_the_stacks_command_lists_the_registry_with_its_fits_and_bands(capsys, monkeypatch):
+    """`dlmcost stacks`: every bundled stack, which decodings default to it, what was fitted on
+    which validation points (the files' `fitted`), and its error band (error_bands.json)."""
+    import json as _json
+
+    from dlmcost.cli import main
+    from dlmcost.inputs import error_bands
+    from dlmcost.inputs.stacks import DEFAULT_STACKS, bundled_stack_names, load_stack
+
+    assert main(["stacks", "-f", "json"]) == 0
+    entries = {e["name"]: e for e in _json.loads(capsys.readouterr().out)}
+    assert set(entries) == set(bundled_stack_names())
+    bands = _json.loads(error_bands.BANDS_FILE.read_text())["bands"]
+    for name, e in entries.items():
+        assert e["fitted"] == {k: list(v) for k, v in load_stack(name).fitted.items()}
+        assert (e["error_band"]["low"], e["error_band"]["high"]) == (bands[name]["low"], bands[name]["high"])
+        assert e["default_for"] == [kind for kind, n in DEFAULT_STACKS.items() if n == name]
+    assert main(["stacks"]) == 0
+    table = " ".join(capsys.readouterr().out.split())
+    assert all(name in table for name in entries) and "default for" in table
+    # every --help that takes --stack lists the registry's stacks
+    import re
+
+    assert main(["analyze", "--help"]) == 0
+    helptext = " ".join(re.sub(r"-\n\s+", "-", capsys.readouterr().out).split())  # a name the help wraps at its hyphen
+    assert all(name in helptext for name in entries)

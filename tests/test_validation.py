@@ -51,55 +51,118 @@ def test_docs_quote_the_current_numbers(rows):
 
 # --- serving under load (validation/serving.yaml, `dlmcost serve`) ---------------------------------
 
-# When this was written: at concurrency >= 8 median 1.21x, worst 1.37x; at batch >= 32 at most 1.01x
-# optimistic; overall worst 1.37x (before sglang-dllm's first_block_outside_limit and prompt_prefill
-# and the A100 40GB PCIe's sustained_compute: 1.40x, 1.52x, 1.47x, 1.92x). The issue's targets (1.3x,
-# 2x, 1.5x) are reported on the page; these limits hold the median to its target and keep the rest
-# from regressing.
-SERVING_HEAVY_MEDIAN_LIMIT = 1.3
-SERVING_HEAVY_WORST_LIMIT = 1.45
-SERVING_BIG_OPTIMISM_LIMIT = 1.1
-SERVING_WORST_LIMIT = 1.5
-
 
 @pytest.fixture(scope="module")
 def serving():
-    """Every serving point's `dlmcost serve` command run once (about 2 s in all)."""
+    """Every serving point's `dlmcost serve` command run once (about 3 s in all)."""
     return validation.serving_rows()
 
 
-def test_serving_coverage(serving):
-    s = validation.serving_summary(serving)
-    # at least two throughput-against-concurrency curves of four loads or more
-    assert sum(len(v) >= 4 for v in s["curves"].values()) >= 2, s["curves"]
-    points = {r["id"]: r["point"] for r in serving}
-    assert all(p["source"] and p["assumes"] and p["command"].startswith("dlmcost serve ") for p in points.values())
-    assert {"output_tokens_per_s", "ttft_mean_s", "e2e_mean_s", "forward_ms"} <= {r["metric"] for r in serving}
-    # in-sample: the jax-tpu stack's two fitted points, the fitted tokens per forward, the A100 40GB
-    # PCIe's sustained_compute (batch 32), and the mini's concurrency-100 point that sglang-dllm's
-    # first_block_outside_limit is inferred from (all three of its numbers)
-    in_sample = {(r["id"], r["metric"]) for r in serving if r["in_sample"]}
-    assert in_sample == {("sglang-llada21-mini-b200-c1", "output_tokens_per_s"),
-                         ("sglang-jax-qwen3-8b-tpu7x-c1", "output_tokens_per_s"),
-                         ("sglang-jax-qwen3-8b-tpu7x-c128", "output_tokens_per_s"),
-                         ("fluxserve-llada-a100-b32", "forward_ms"),
-                         *(("sglang-llada21-mini-b200-c100", m) for m in ("output_tokens_per_s", "ttft_mean_s",
-                                                                           "e2e_mean_s"))}
-    assert s["n_out"] == s["n"] - 7 and s["n_heavy"] >= 8
+@pytest.fixture(scope="module")
+def marked(rows, serving):
+    """The single-stream and serving rows with their publication and in-source marks."""
+    validation.mark_sources(rows, serving)
+    return rows, serving
 
 
-def test_serving_errors_do_not_regress(serving):
-    s = validation.serving_summary(serving)
-    assert s["heavy_median_error"] <= SERVING_HEAVY_MEDIAN_LIMIT, s
-    assert s["heavy_worst_error"] <= SERVING_HEAVY_WORST_LIMIT, s
-    assert s["big_optimism"] <= SERVING_BIG_OPTIMISM_LIMIT, s
-    assert s["worst_error"] <= SERVING_WORST_LIMIT, s
-    # the fitted tokens per forward reproduces its point
-    fit = next(r for r in serving if r["id"] == "sglang-llada21-mini-b200-c1" and r["metric"] == "output_tokens_per_s")
-    assert fit["predicted"] == pytest.approx(426.26, rel=0.01)
-    # and the fitted sustained compute its forward
-    fit = next(r for r in serving if r["id"] == "fluxserve-llada-a100-b32")
-    assert fit["predicted"] == pytest.approx(401.3, rel=0.01)
+# The headline (docs/validation.md): every number scored only against numbers fitted on other
+# publications. The targets are TARGET_OUT_OF_SOURCE_MEDIAN (1.3x) and _WORST (2x); when this was
+# written the headline was a median of 1.39x and a worst of 2.32x over 40 numbers from 9 publications
+# (from 1.57x / 4.95x before the per-request terms of sglang-dllm and jax-tpu), so the page says
+# "not met" and these limits hold the recorded values from regressing until the targets are met.
+HEADLINE_MEDIAN_LIMIT = 1.40
+HEADLINE_WORST_LIMIT = 2.35
+
+
+def test_headline_is_out_of_source_and_does_not_regress(marked):
+    h = validation.headline(*marked)
+    assert h["n"] >= 30 and len(h["origins"]) >= 6, h
+    assert h["median_error"] <= HEADLINE_MEDIAN_LIMIT, h
+    assert h["worst_error"] <= HEADLINE_WORST_LIMIT, h
+    # the page says whether each target is met, from the numbers
+    page = validation.PAGE.read_text(encoding="utf-8")
+    median_word = "**met**" if h["median_error"] <= validation.TARGET_OUT_OF_SOURCE_MEDIAN else "**not met**"
+    worst_word = "**met**" if h["worst_error"] <= validation.TARGET_OUT_OF_SOURCE_WORST else "**not met**"
+    assert f"median <= {validation.TARGET_OUT_OF_SOURCE_MEDIAN}x ({median_word})" in page
+    assert f"worst <= {validation.TARGET_OUT_OF_SOURCE_WORST:g}x ({worst_word})" in page
+
+
+def test_no_scored_number_leans_on_a_fit_from_its_own_publication(marked):
+    """Recomputed here from the files: for each scored row, the publications of every point that a
+    fitted number of its stack or of its GPU was set on; its own must not be among them."""
+    from dlmcost.inputs.hardware import HardwareDB
+    from dlmcost.inputs.stacks import load_stack
+
+    where = validation.origins()
+    gpus = {g.name: g for g in HardwareDB.load().gpus.values()}
+    scored = [r for r in (*marked[0], *marked[1]) if validation.scored(r)]
+    assert scored
+    for r in scored:
+        fitted = [*load_stack(r["stack"]).fitted.values(), *gpus[r["gpu"]].fitted.values()]
+        publications = {where[pid] for points in fitted for pid in points}
+        assert r["origin"] not in publications, r.get("id") or r["point"].id
+    # and every fitting point is left out, whatever its publication
+    fitters = validation.fitting_points(validation.fitted_numbers())
+    assert not any(validation.scored(r) for r in marked[1] if f"serving:{r['id']}" in fitters)
+
+
+def test_the_in_source_rule_on_a_made_up_case():
+    numbers = [dict(kind="stack", name="s", field="fixed_us_per_forward", points=["a1"]),
+               dict(kind="gpu", name="G", field="memory_bandwidth", points=["serving:b1"])]
+    where = {"a1": "A", "serving:b1": "B", "c1": "C"}
+    assert validation.fit_origins("s", "G", numbers, where) == {"A", "B"}
+    assert validation.fit_origins("s", "other GPU", numbers, where) == {"A"}
+    assert validation.fit_origins("other stack", "other GPU", numbers, where) == set()
+
+
+def test_every_fitted_number_names_validation_points():
+    where = validation.origins()
+    numbers = validation.fitted_numbers()
+    assert numbers
+    for n in numbers:
+        assert n["points"] and all(pid in where for pid in n["points"]), n
+    # a point whose `fitted` note sets a number or an assumption is a fitting point
+    import yaml
+
+    for p in yaml.safe_load(validation.SERVING.read_text(encoding="utf-8"))["points"]:
+        leaned = {pid for q in yaml.safe_load(validation.SERVING.read_text(encoding="utf-8"))["points"]
+                  for pid in q.get("leans_on", [])}
+        if p.get("fitted"):
+            assert f"serving:{p['id']}" in validation.fitting_points(numbers) | leaned, p["id"]
+
+
+def test_error_bands_are_derived_from_the_out_of_source_numbers(marked):
+    """The shipped bands (dlmcost/inputs/error_bands.json) are what the validation computes now,
+    and a stack's band is the 10th/50th/90th percentile of its scored rows' speed ratios (numpy's
+    linear interpolation, recomputed here), or the pooled band when it has too few."""
+    import json
+
+    import numpy as np
+
+    rows, serving = marked
+    assert validation.BANDS.read_text(encoding="utf-8") == validation.bands_text(rows, serving), \
+        "run: python scripts/validation.py"
+    bands = json.loads(validation.BANDS.read_text(encoding="utf-8"))["bands"]
+    ratios = {}
+    for r in serving:
+        if validation.scored(r):
+            faster_up = validation.METRICS[r["metric"]][2]  # a throughput: more is faster
+            ratios.setdefault(r["stack"], []).append(r["predicted"] / r["measured"] if faster_up
+                                                     else r["measured"] / r["predicted"])
+    for r in rows:
+        if validation.scored(r):
+            ratios.setdefault(r["stack"], []).append(r["measured_ms"] / r["predicted_ms"])
+    pooled = [v for vs in ratios.values() for v in vs]
+    assert bands["pooled"]["numbers"] == len(pooled)
+    assert bands["pooled"]["low"] == pytest.approx(np.percentile(pooled, 10), abs=1e-4)
+    for name, band in bands.items():
+        own = ratios.get(name, [])
+        if name == "pooled" or len(own) < validation.BAND_MIN_NUMBERS:
+            continue
+        assert band["numbers"] == len(own)
+        assert (band["low"], band["median"], band["high"]) == pytest.approx(tuple(np.percentile(own, [10, 50, 90])),
+                                                                           abs=1e-4)
+    assert any(len(v) >= validation.BAND_MIN_NUMBERS for v in ratios.values())
 
 
 def test_serving_ratios_from_the_definitions(serving):
@@ -107,7 +170,8 @@ def test_serving_ratios_from_the_definitions(serving):
     for r in serving:
         assert r["ratio"] == pytest.approx(r["predicted"] / r["measured"])
         assert r["error"] == pytest.approx(max(r["predicted"] / r["measured"], r["measured"] / r["predicted"]))
-        faster = r["predicted"] > r["measured"] if r["metric"] == "output_tokens_per_s" else r["predicted"] < r["measured"]
+        throughput = r["metric"] in ("output_tokens_per_s", "total_tokens_per_s")  # the rest are times
+        faster = r["predicted"] > r["measured"] if throughput else r["predicted"] < r["measured"]
         assert (r["optimism"] > 1) == faster, r
     # a forward at batch 32 is a job of 32 one-pass requests: its makespan, read back from serve's JSON
     point = validation.serve_json(next(r["point"]["command"] for r in serving if r["id"] == "fluxserve-llada-a100-b32"))
@@ -129,3 +193,48 @@ def test_serving_lengths_reproduce_the_published_totals():
     assert total("sglang-random-1000-seed1-n10-output.txt") == 4220
     assert total("sglang-random-1000-seed1-n500-input.txt") == 249831
     assert total("sglang-random-1000-seed1-n500-output.txt") == 252662
+
+
+def test_serving_tpot_from_its_definition(serving):
+    """bench_serving's mean TPOT, (E2E - TTFT) / (answer - 1) per request, where every answer has the
+    command's fixed length (1,536 tokens here): recomputed from serve's latency and first-block means."""
+    row = next(r for r in serving if r["id"] == "wxrep-llada21mini-h20-4k1k5-c72-radixoff-k1"
+               and r["metric"] == "tpot_mean_ms")
+    assert "--answer 1536" in " ".join(row["point"]["command"].split())
+    point = validation.serve_json(row["point"]["command"])
+    assert row["predicted"] == pytest.approx(1000 * (point["latency_s"]["mean"] - point["ttfb_s"]["mean"]) / 1535)
+
+
+def test_fitted_tokens_per_forward_reproduce_their_points(serving):
+    """Each point whose note sets --tpf predicts its measured throughput to within the step that whole
+    steps per block allow (scripts/fit_serving_tpf.py); the points that lean on it use the same value."""
+    import re
+
+    fitted = [r for r in serving if re.match(r"\w+ sets --tpf ", r["point"].get("fitted") or "") and r["in_sample"]]
+    assert len(fitted) >= 8
+    for r in fitted:
+        assert r["error"] <= 1.03, r
+        value = re.search(r"sets --tpf ([0-9.]+)", r["point"]["fitted"]).group(1)
+        assert f"--tpf {value} " in " ".join(r["point"]["command"].split()) + " "
+        for q in serving:
+            if f"serving:{r['id']}" in q["point"].get("leans_on", []):
+                assert f"--tpf {value} " in " ".join(q["point"]["command"].split()) + " ", q["id"]
+
+
+def test_fit_script_writes_a_value_where_it_is_used():
+    """scripts/fit_serving_tpf.py's --write puts a fitted value in the fitting point's note and command and
+    in the commands of the points that lean on it, and nowhere else."""
+    spec_fit = importlib.util.spec_from_file_location("fit_serving_tpf", ROOT / "scripts" / "fit_serving_tpf.py")
+    fit = importlib.util.module_from_spec(spec_fit)
+    spec_fit.loader.exec_module(fit)
+    text = (
+        "points:\n"
+        "  - id: a\n    command: dlmcost serve m --tpf 1 --job 2\n    fitted: \"output_tokens_per_s sets --tpf 1 (x)\"\n"
+        "  - id: b\n    command: >-\n      dlmcost serve m --tpf 1\n      --tpf-spread 0.5\n    leans_on: [serving:a]\n"
+        "  - id: c\n    command: dlmcost serve m --tpf 1 --job 2\n"
+    )
+    points = [{"id": "a"}, {"id": "b", "leans_on": ["serving:a"]}, {"id": "c"}]
+    out = fit.write(text, points, {"a": (2.5, 1.0, False)})
+    assert out == text.replace("--tpf 1 --job 2\n    fitted: \"output_tokens_per_s sets --tpf 1",
+                               "--tpf 2.5 --job 2\n    fitted: \"output_tokens_per_s sets --tpf 2.5") \
+                      .replace("serve m --tpf 1\n      --tpf-spread", "serve m --tpf 2.5\n      --tpf-spread")

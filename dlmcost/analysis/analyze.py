@@ -10,7 +10,7 @@ from .limits import MAX_PASSES_ONE_BY_ONE
 from .prepare import DEFAULT_MODEL, prepare, unsupported_reason
 from .requests import AnalyzeRequest
 from .records import gpu_result, model_summary, workload_summary, workload_warnings
-from ..engine.evaluation import knees
+from ..engine.verdict import knees
 from ..engine.schemes import REGISTRY
 from ..engine.frames import ar_step_intensity, evaluate_frame, generation_numbers, make_grids, workload_columns
 from ..inputs.models import ModelSpec
@@ -25,7 +25,8 @@ def analyze(model: str | ModelSpec | AnalyzeRequest = DEFAULT_MODEL, gpus: str |
     """Cost of one workload on each GPU, asked as arguments or as one `AnalyzeRequest` (what the
     CLI builds; keyword `workload` fields then replace the request's). Unset workload fields take the model's sampler defaults
     (or, for schemes with a reference engine of their own, that engine's). `stack`: a software
-    stack name or file (default `stacks.DEFAULT_STACK`; `none`: the bare hardware roofline).
+    stack name or file (default: the decoding's kind's, `stacks.default_stack`; its AR baseline runs on
+    the autoregressive default; `none`: the bare hardware roofline).
     `max_passes`: the passes costed one by one it may take, over all GPUs (None: no limit)."""
     if isinstance(model, AnalyzeRequest):  # a typed request (the CLI's); `workload` replaces its fields
         request = model
@@ -37,7 +38,7 @@ def analyze(model: str | ModelSpec | AnalyzeRequest = DEFAULT_MODEL, gpus: str |
     by_key = {}
     if supported:
         n = len(supported)
-        grids = make_grids(workload_columns(w), [r for _, r in supported], np.arange(n), st)
+        grids = make_grids(workload_columns(w), [r for _, r in supported], np.arange(n), st, p.ar_stack)
         if max_passes is not None:  # (no limit: nothing to count, as in a sweep)
             limits.check_passes(limits.count_passes(spec, p.drafter, grids), max_passes,
                                 "choose fewer GPUs, larger blocks, or fewer tokens or steps")
@@ -56,4 +57,7 @@ def analyze(model: str | ModelSpec | AnalyzeRequest = DEFAULT_MODEL, gpus: str |
                for g in p.selected]
     return AnalyzeResult.model_construct(model=model_summary(spec), workload=workload_summary(w),
                                          efficiency_profile=p.profile.name, stack=st.name if st else STACK_NONE,
+                                         ar_stack=p.ar_stack.name if p.ar_stack else STACK_NONE,
+                                         stack_default=stack is None and st is not None,
+                                         decoding_source=p.published.record() if p.published else None,
                                          warnings=workload_warnings(spec, w, given=workload), results=results)

@@ -46,3 +46,68 @@ def price_ages(gpus: list[GPU], on: datetime.date | None = None) -> dict[str, di
                           f"prices move, check it (`dlmcost plan --price {g.key}=USD` plans with yours)",
                           DlmcostWarning, stacklevel=2)
     return ages
+def list_stacks() -> list[dict]:
+    """One record per bundled software stack: what it describes, which decodings run on it by
+    default, its serving behaviour, the numbers fitted to published measurements (and on which
+    validation points), its error band against measurements it was not fitted on, and its sources."""
+    from ..inputs.error_bands import band_for
+    from ..inputs.stacks import DEFAULT_STACKS, bundled_stack_names, load_stack
+
+    out = []
+    for name in bundled_stack_names():
+        s = load_stack(name)
+        band = band_for(name)
+        out.append(dict(name=s.name, description=s.description, version=s.version, as_of=s.as_of,
+                        default_for=[kind for kind, n in DEFAULT_STACKS.items() if n == name],
+                        max_running_requests=s.max_running_requests, release=s.release,
+                        fitted={field: list(points) for field, points in s.fitted.items()},
+                        error_band=None if band is None else dict(stack=band.stack, low=band.low, median=band.median,
+                                                                  high=band.high,
+                                                                  numbers=band.numbers, basis=band.basis),
+                        sources=dict(s.sources)))
+    return out
+
+
+def list_decodings(model: str | None = None, tasks: list[str] | None = None,
+                   profiles: list[str] | None = None) -> list[dict]:
+    """One record per published result (checkpoint x decoding setting x task): of the file that
+    holds `model` (its architecture or one of its checkpoints), or of every file; only `tasks`
+    when given. `profiles`: extra decoding-profile files or folders (a user's file for an
+    architecture replaces the bundled one)."""
+    from ..engine.schemes import SCHEMES
+    from ..errors import UsageError
+    from ..inputs.decoding_profiles import DecodingProfileError, ProfileDB, tpf_spread
+    from ..safe_text import shown
+
+    db = ProfileDB.load(profiles)
+    if model is None:
+        chosen = db.profiles
+    else:
+        found = db.for_model(model)
+        if found is None:
+            raise UsageError(f"no published decodings for '{shown(model)}' (`dlmcost decodings` lists the models "
+                             "and checkpoints that have them)")
+        chosen = [found]
+    records = []
+    for p in chosen:
+        for s in p.settings:
+            if s.scheme not in SCHEMES:
+                raise DecodingProfileError(f"decoding profile for {p.architecture}: setting '{s.key}' names scheme "
+                                           f"'{s.scheme}', which dlmcost does not have ({', '.join(SCHEMES)})")
+            for task, r in s.results.items():
+                records.append(dict(
+                    architecture=p.architecture, checkpoint=s.checkpoint, setting=s.key, name=s.name, label=s.label,
+                    scheme=s.scheme, block=s.block, steps=s.steps, steps_per_block=s.steps_per_block,
+                    threshold=s.threshold, mode=s.mode, gen_length=s.gen_length, task=task,
+                    accuracy=r.accuracy, tpf=r.tpf, tpf_cv=tpf_spread(s, task), verified=r.verified,
+                    default=(s.key, task) == (p.default.setting, p.default_task),
+                    source=s.source.key, source_title=s.source.title, source_ref=s.source.ref,
+                    source_url=s.source.url, tpf_counting=s.source.tpf_counting, location=r.location, note=r.note))
+    if tasks:
+        kept = [r for r in records if r["task"] in tasks]
+        if not kept:
+            known = sorted({r["task"] for r in records})
+            raise UsageError(f"no published result for task {', '.join(map(shown, tasks))}; "
+                             f"{'its' if model else 'the'} tasks: {', '.join(known)}")
+        records = kept
+    return records

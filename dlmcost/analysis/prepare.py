@@ -19,7 +19,7 @@ from ..inputs.precision import get_precision, kv_bytes
 from ..inputs.profiles import Profile, load_profile
 from ..engine.roofline import gpu_rates
 from ..engine.schemes import REGISTRY, SCHEMES
-from ..inputs.stacks import STACK_NONE, Stack, load_stack
+from ..inputs.stacks import STACK_NONE, Stack, default_stack, load_stack
 from ..safe_text import shown
 from ..engine.workload import Workload, check_parallel, scheme_problem
 
@@ -68,11 +68,14 @@ def resolve_drafter(w: Workload, spec: ModelSpec) -> ModelSpec | None:
     return drafter
 
 
-def resolve_stack(stack: str | Stack | None, profile: Profile) -> Stack | None:
-    """The stack to apply: a name or file (None: the default, `stacks.DEFAULT_STACK`); `none`,
-    or the `ideal` efficiency profile (an upper bound), give the bare roofline."""
+def resolve_stack(stack: str | Stack | None, profile: Profile, *, scheme: str | None = None) -> Stack | None:
+    """The stack to apply: a name or file (None: the default of the decoding's kind,
+    `stacks.default_stack`: `scheme`'s, autoregressive when no scheme is named); `none`, or the
+    `ideal` efficiency profile (an upper bound), give the bare roofline."""
     if profile.name == "ideal" or stack == STACK_NONE:
         return None
+    if stack is None:
+        stack = default_stack(scheme is None or REGISTRY[scheme].autoregressive)
     return load_stack(stack)
 
 
@@ -88,6 +91,8 @@ class Prepared:
     profile: Profile
     stack: Stack | None
     supported: list[tuple[GPU, dict]]  # those that can run it, with their rates
+    ar_stack: Stack | None = None  # the AR decode baseline's: the stack given, else the AR default
+    published: object | None = None  # published.Published: where the default tokens per forward came from
 
 
 def prepare(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None = None, *,
@@ -98,23 +103,30 @@ def prepare(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None
     fit many times), so each caller checks its own."""
     spec = resolve_spec(model, revision, hub)
     w = workload_for(spec, **workload)
+    chose_speed = any(workload.get(k) is not None for k in ("steps", "tpf"))
+    found = None if chose_speed or REGISTRY[w.scheme].autoregressive else \
+        published_default(spec, w.scheme, workload.get("task"))
     drafter = resolve_drafter(w, spec)
     selected = HardwareDB.load(hardware).select(gpus, DEFAULT_GPUS)
     profile = load_profile(efficiency)
-    st = resolve_stack(stack, profile)
+    st = resolve_stack(stack, profile, scheme=w.scheme)
+    ar_st = st if stack is not None else resolve_stack(None, profile)
     problem = scheme_problem(w) or check_parallel(spec, w.tp, w.ep)
     if problem:
         raise WorkloadError(problem)
     supported = [(g, r) for g in selected if (r := rates_or_none(g, w.precision, profile, w.tp)) is not None]
-    return Prepared(spec, w, drafter, selected, profile, st, supported)
+    return Prepared(spec, w, drafter, selected, profile, st, supported, ar_st,
+                    found if found is not None and w.tpf == found.tpf else None)
 
 
-def sampler_defaults(spec: ModelSpec, **given) -> dict:
+def sampler_defaults(spec: ModelSpec, task: str | None = None, **given) -> dict:
     """`given` (None: unset) with the fields the model's sampler fills in: the scheme and the
-    generation length; the block (a scheme with a reference engine of its own, a `default_block`,
-    takes its block from there instead), only where it divides the generation; the block scheme's
-    store pass; the sampler's steps, at the sampler's own generation length only. `workload_for`
-    builds analyze's Workload from it, and sweep asks it once per scheme and length of its grid."""
+    generation length; without steps or tokens per forward, the tokens per forward of the model's
+    published decoding on `task` (published.py; the model's default task when None) and its block;
+    else the block (a scheme with a reference engine of its own, a `default_block`, takes its block
+    from there instead), only where it divides the generation; the block scheme's store pass; the
+    sampler's steps, at the sampler's own generation length only. `workload_for` builds analyze's
+    Workload from it, and sweep asks it once per scheme and length of its grid."""
     given = {k: v for k, v in given.items() if v is not None}
     sampler = spec.sampler
     if sampler:
@@ -123,6 +135,14 @@ def sampler_defaults(spec: ModelSpec, **given) -> dict:
     scheme = REGISTRY.get(given.get("scheme", Workload.model_fields["scheme"].default))
     own_block = scheme.default_block if scheme else None
     gen = given.get("gen", Workload.model_fields["gen"].default)
+    if "steps" not in given and "tpf" not in given and scheme and not scheme.autoregressive:
+        found = published_default(spec, scheme.name, task)
+        if found is not None:
+            given["tpf"] = found.tpf
+            if found.block and "block" not in given and isinstance(gen, int) and gen % found.block == 0:
+                given["block"] = found.block
+    elif task is not None:
+        published_default(spec, given.get("scheme"), task)  # an unknown task is still an error
     if own_block and "block" not in given and isinstance(gen, int) and (not scheme.block_divides_gen or gen % own_block == 0):
         given["block"] = own_block
     elif sampler and not own_block:
@@ -135,9 +155,16 @@ def sampler_defaults(spec: ModelSpec, **given) -> dict:
     return given
 
 
-def workload_for(spec: ModelSpec, **given) -> Workload:
+def published_default(spec: ModelSpec, scheme: str | None, task: str | None):
+    """The model's published decoding on `task` for this scheme (published.default_decoding)."""
+    from .published import default_decoding
+
+    return default_decoding(spec, scheme, task)
+
+
+def workload_for(spec: ModelSpec, task: str | None = None, **given) -> Workload:
     """A Workload whose unset fields come from the model's sampler defaults (`sampler_defaults`)."""
-    given = sampler_defaults(spec, **given)
+    given = sampler_defaults(spec, task, **given)
     scheme = REGISTRY.get(given.get("scheme", Workload.model_fields["scheme"].default))
     if scheme and scheme.needs_block and "block" not in given:
         raise WorkloadError(f"the {scheme.name} scheme needs --block")

@@ -6,7 +6,8 @@ and the warnings analyze attaches.
 from __future__ import annotations
 
 from ..engine.cost import KINDS, OP_KINDS
-from ..engine.evaluation import KNEE_LIMIT, METRICS, family_ridge
+from ..engine.evaluation import METRICS
+from ..engine.verdict import KNEE_LIMIT, family_ridge
 from ..engine.frames import Frame
 from ..inputs.hardware import GPU
 from ..inputs.models import ModelSpec

@@ -51,6 +51,7 @@ class WorkloadSettings:
     kv_single_tensor: bool = False
     ring_buffer: bool = True
     quantize_head: bool = False
+    task: str | None = None  # the task whose published tokens per forward are the default
 
     def given(self) -> dict:
         """Workload's fields as set: the cost depends on whether guidance runs, not on its scale."""

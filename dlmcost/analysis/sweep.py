@@ -23,15 +23,15 @@ from ..engine.evaluation import first_pass
 from ..errors import UsageError
 from ..inputs.files import validation_message
 from ..engine.frames import KNOB_COLUMNS, Frame, evaluate_frame, generation_numbers, make_grids
-from ..inputs.hardware import DEFAULT_GPUS, HardwareDB
+from ..inputs.hardware import DEFAULT_GPUS, GPU, HardwareDB
 from .prepare import (DEFAULT_MODEL, rates_or_none, resolve_drafter, resolve_spec, resolve_stack, sampler_defaults,
                       workload_for)
 from ..inputs.models import ModelSpec
 from ..inputs.precision import get_precision, kv_bytes
-from ..inputs.profiles import load_profile
+from ..inputs.profiles import Profile, load_profile
 from .records import ignored_knobs_warning, model_summary
 from ..results import SweepResult, SweepRow
-from ..engine.schemes import REGISTRY, SCHEMES
+from ..engine.schemes import REGISTRY, SCHEMES, Knobs
 from ..inputs.stacks import STACK_NONE, Stack
 from ..engine.workload import Workload, check_parallel, make_knobs, scheme_ok
 
@@ -135,45 +135,50 @@ class _SweepChunk:
     cfg: bool
 
 
-def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, prompts=None, gens=None,
-               steps=None, tpf: float | list[float] | None = None, blocks=None, batches=None, precisions=None,
-               kv_dtype: str = "bf16", cfg: bool = False, store_pass: bool | None = None, logits: str = "all",
-               expert_load: str = "expected", tps=None, eps=None, mla_form: str = "auto",
-               efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
-               revision: str | None = None, hub: bool = False, max_configs: int | None = limits.MAX_SWEEP_CONFIGS,
-               max_passes: int | None = limits.MAX_PASSES_ONE_BY_ONE, defaults: str | ModelSpec | None = None,
-               progress: Callable[[int, int], None] | None = None, **scheme_knobs) -> tuple[SweepResult, Iterator[_SweepChunk], int | None]:
-    """The work of a sweep: the summary (counts, no rows), a generator of evaluated chunks of
-    limits.SWEEP_CHUNK configurations, and the passes they cost one by one. Everything is validated
-    before the summary is returned; `max_configs=None` and `max_passes=None` lift the limits (the
-    passes are then not counted: None; a caller that checked a total of several sweeps already,
-    as plan and a sweep of several models do, passes None so that each is counted once).
-    `defaults`: the model whose sampler settings fill the knobs not given (lengths, steps, block,
-    store pass; several models swept on one grid: the first's); None: this model's. The schemes
-    not given are this model's own, the ones it can run. `progress(done, total)`, if given, is
-    called as each chunk is evaluated with the configurations evaluated so far and in all (the
-    last call: total, total)."""
+@dataclass(eq=False)
+class _Asked:
+    """What a sweep asks for, validated: the model, whose defaults fill the knobs not given, the
+    settings every row shares, the GPUs, the stack, and the lists it combines."""
+
+    spec: ModelSpec
+    source: ModelSpec  # whose sampler defaults the knobs not given take
+    shared: Workload  # the settings every row shares, validated as analyze's
+    drafter: ModelSpec | None
+    gpus: list[GPU]
+    profile: Profile
+    stack: Stack | None  # the diffusion rows' (all rows' when given)
+    ar_stack: Stack | None  # the autoregressive rows' and every AR baseline's: the stack given, else the AR default
+    schemes: list[str]
+    precisions: list[str]
+    knobs: dict[str, list]  # prompt, gen, steps, tpf, block, batch, tp, ep
+    options: dict  # the remaining options, as _sweep_chunks was given them
+
+
+def _asked(model, gpus, schemes, prompts, gens, steps, tpf, blocks, batches, precisions, tps, eps, efficiency, stack,
+           hardware, revision, hub, defaults, scheme_knobs, options) -> _Asked:
+    """The sweep's request, every list checked before any work."""
     spec = resolve_spec(model, revision, hub)
-    source = spec if defaults is None else resolve_spec(defaults, revision, hub)  # whose defaults the knobs take
-    answer_tokens = scheme_knobs.pop("answer_tokens", None)
-    _validated("answer_tokens", [answer_tokens])
+    source = spec if defaults is None else resolve_spec(defaults, revision, hub)
+    _validated("answer_tokens", [options["answer_tokens"]])
     tpfs = _as_list(tpf, [None])  # tokens per forward: a list, as steps (S = Lg / tpf where steps are not given)
     _validated("tpf", tpfs)
     if steps is not None and tpf is not None:
         raise UsageError("give --steps or --tpf, not both")
-    # the settings shared by every row are validated by the same rules as analyze's
-    shared = workload_for(source, kv_dtype=kv_dtype, logits=logits, expert_load=expert_load, mla_form=mla_form,
-                          tpf=tpfs[0], cfg=cfg or None, **scheme_knobs)
+    o = options
+    shared = workload_for(source, o["task"], kv_dtype=o["kv_dtype"], logits=o["logits"], expert_load=o["expert_load"],
+                          mla_form=o["mla_form"], tpf=tpfs[0], cfg=o["cfg"] or None, **scheme_knobs)
     drafter = resolve_drafter(shared.model_copy(update=dict(scheme="draft-verify")), spec) if shared.drafter else None
-    sampler = source.sampler
     gpu_list = HardwareDB.load(hardware).select(gpus, DEFAULT_GPUS)
     profile = load_profile(efficiency)
-    st = resolve_stack(stack, profile)
     runs = spec.sampler  # the schemes a model can run are its own, whoever's defaults the knobs take
     scheme_list = _as_list(schemes, list(runs.schemes) if runs and runs.schemes else list(SCHEMES))
     for sc in scheme_list:
         if sc not in REGISTRY:
             raise UsageError(f"unknown scheme '{sc}'; choose from: {', '.join(SCHEMES)}")
+    # without --stack each row runs on its decoding's engine path (stacks.default_stack)
+    diffusion = next((sc for sc in scheme_list if not REGISTRY[sc].autoregressive), scheme_list[0])
+    st = resolve_stack(stack, profile, scheme=diffusion)
+    ar_st = st if stack is not None else resolve_stack(None, profile)
     precision_list = _as_list(precisions, [shared.precision])
     for p in precision_list:
         get_precision(p)
@@ -184,136 +189,126 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
         _validated(name, values)
     if tpf is not None and max(knobs["gen"]) / min(tpfs) > 10_000_000:
         raise UsageError("--tpf gives more than 10,000,000 steps")
+    given = [k for k, v in dict(steps=steps, tpf=tpf, block=blocks, store_pass=options["store_pass"],
+                                **scheme_knobs).items() if v is not None and k != "drafter"]
+    return _Asked(spec, source, shared, drafter, gpu_list, profile, st, ar_st, scheme_list, precision_list, knobs,
+                  dict(options, tpf=tpf, given=given))
 
-    # (GPU, precision) pairs that can run; the others are counted as unsupported.
-    rate_rows, pairs, unsupported_pairs = [], [], 0
-    for gi, g in enumerate(gpu_list):
-        for pi, p in enumerate(precision_list):
-            r = rates_or_none(g, p, profile)
+
+def _pairs(a: _Asked) -> tuple[list, list[tuple[int, int]], int]:
+    """The rates of each (GPU, precision) pair that can run, the pairs, and how many cannot."""
+    rate_rows, pairs, unsupported = [], [], 0
+    for gi, g in enumerate(a.gpus):
+        for pi, p in enumerate(a.precisions):
+            r = rates_or_none(g, p, a.profile)
             if r is None:
-                unsupported_pairs += 1
+                unsupported += 1
             else:
                 pairs.append((gi, pi))
                 rate_rows.append(r)
+    return rate_rows, pairs, unsupported
 
-    committed = logits == "committed"
-    sizes = {sc: [1 if REGISTRY[sc].ignored([k], committed) else len(v) for k, v in knobs.items()]
-             for sc in scheme_list}
-    per_pair = {sc: int(np.prod(s)) for sc, s in sizes.items()}
-    total = len(pairs) * sum(per_pair.values())
-    limits.check_configs(total, max_configs)
-    unsupported = unsupported_pairs * sum(per_pair.values())
-    settings = dict(kv_dtype=shared.kv_dtype, cfg=cfg, store_pass=None, logits=logits, expert_load=expert_load,
-                    mla_form=mla_form, tpf=tpf, answer_tokens=answer_tokens, kv_single_tensor=shared.kv_single_tensor,
-                    ring_buffer=shared.ring_buffer, quantize_head=shared.quantize_head)
-    if not pairs or not scheme_list:
-        return SweepResult.model_construct(model=model_summary(spec), efficiency_profile=profile.name,
-                                           stack=st.name if st else STACK_NONE, evaluated=0, skipped_impossible=0,
-                                           skipped_unsupported=unsupported, settings=settings), iter(()), 0
 
-    # Per scheme, the product of the knobs it depends on (index arrays, no per-row Python loop).
-    parts = [(sc, np.indices([len(pairs)] + sizes[sc]).reshape(len(knobs) + 1, -1)) for sc in scheme_list]
-    scheme_idx = np.repeat(np.arange(len(scheme_list)), [idx.shape[1] for _, idx in parts])
-    scheme_col = np.array(scheme_list, dtype=str)[scheme_idx]
-    pair_idx = np.concatenate([idx[0] for _, idx in parts])
-    gen_idx = np.concatenate([idx[1 + list(knobs).index("gen")] for _, idx in parts])
-    vals = {}
-    for k_i, (name, values) in enumerate(knobs.items(), start=1):
-        arr = np.array([np.nan if v is None else v for v in values], dtype=float)
-        vals[name] = np.concatenate([arr[idx[k_i]] for _, idx in parts])
-    ignores = {k: np.array([not REGISTRY[sc].uses(k, committed) for sc in scheme_list])[scheme_idx]
+def _settings(a: _Asked) -> dict:
+    """The settings every row shares, as the summary reports them (store_pass: None until the
+    sweep has rows)."""
+    o, s = a.options, a.shared
+    return dict(kv_dtype=s.kv_dtype, cfg=o["cfg"], store_pass=None, logits=o["logits"], expert_load=o["expert_load"],
+                mla_form=o["mla_form"], tpf=o["tpf"], answer_tokens=o["answer_tokens"],
+                kv_single_tensor=s.kv_single_tensor, ring_buffer=s.ring_buffer, quantize_head=s.quantize_head)
+
+
+@dataclass(eq=False)  # of arrays
+class _Combinations:
+    """Every combination a sweep asks for, as one array per knob (no per-row Python loop): per
+    scheme, the product of the knobs it reads (one value of a knob it ignores) over the pairs."""
+
+    scheme_idx: np.ndarray  # index into the scheme list
+    scheme: np.ndarray
+    pair: np.ndarray  # index into the (GPU, precision) pairs
+    gen_idx: np.ndarray  # index into the generation lengths
+    values: dict[str, np.ndarray]  # each knob's value (nan: not given)
+    ignores: dict[str, np.ndarray]  # per IGNORABLE_KNOBS knob: the row's scheme ignores it
+
+
+def _combinations(a: _Asked, n_pairs: int, sizes: dict[str, list[int]]) -> _Combinations:
+    parts = [np.indices([n_pairs] + sizes[sc]).reshape(len(a.knobs) + 1, -1) for sc in a.schemes]
+    scheme_idx = np.repeat(np.arange(len(a.schemes)), [idx.shape[1] for idx in parts])
+    values = {}
+    for k_i, (name, given) in enumerate(a.knobs.items(), start=1):
+        arr = np.array([np.nan if v is None else v for v in given], dtype=float)
+        values[name] = np.concatenate([arr[idx[k_i]] for idx in parts])
+    committed = a.options["logits"] == "committed"
+    ignores = {k: np.array([not REGISTRY[sc].uses(k, committed) for sc in a.schemes])[scheme_idx]
                for k in IGNORABLE_KNOBS}
-    gen = vals["gen"]
-    # the block, steps and store pass not given take the defaults analyze takes for each scheme and
-    # generation length (prepare.sampler_defaults), looked up by index; an ignored block is one
-    # block of the whole generation, and steps without a default are S = Lg / tpf
-    table = [[(g, sampler_defaults(source, scheme=sc, gen=g, tpf=tpfs[0])) for g in knobs["gen"]] for sc in scheme_list]
+    return _Combinations(scheme_idx, np.array(a.schemes, dtype=str)[scheme_idx],
+                         np.concatenate([idx[0] for idx in parts]),
+                         np.concatenate([idx[1 + list(a.knobs).index("gen")] for idx in parts]), values, ignores)
+
+
+@dataclass(eq=False)  # of arrays
+class _Knobbed:
+    """The combinations' knobs with the defaults filled in, what each runs for its answer, and
+    which can run."""
+
+    steps: np.ndarray  # as configured (before the answer cuts the run short)
+    answer: np.ndarray
+    knobs: Knobs  # engine knob columns, for the tokens each runs
+    ok: np.ndarray  # a possible combination
+    store_pass: bool | None  # the store pass of the summary's settings
+    warnings: list[str]  # what the grid probably did not mean (_grid_warnings)
+
+
+def _filled(a: _Asked, c: _Combinations) -> tuple[np.ndarray, np.ndarray, np.ndarray | bool]:
+    """(block, steps, store pass) of each combination: those not given take the defaults analyze
+    takes for its scheme and generation length (prepare.sampler_defaults), looked up by index; an
+    ignored block is one block of the whole generation, and steps without a default are
+    S = Lg / tpf (an autoregressive scheme's: one per token)."""
+    gen, v = c.values["gen"], c.values
+    first_tpf = a.knobs["tpf"][0]
+    table = [[(g, sampler_defaults(a.source, a.options["task"], scheme=sc, gen=g, tpf=first_tpf))
+              for g in a.knobs["gen"]] for sc in a.schemes]
 
     def default(key: str, otherwise) -> np.ndarray:
-        return np.array([[d.get(key, otherwise(g)) for g, d in row] for row in table])[scheme_idx, gen_idx]
+        return np.array([[d.get(key, otherwise(g)) for g, d in row] for row in table])[c.scheme_idx, c.gen_idx]
 
-    default_block = default("block", lambda g: g)
-    default_steps = default("steps", lambda g: np.nan)
-    default_steps = np.where(np.isnan(default_steps), gen / np.where(np.isnan(vals["tpf"]), 1.0, vals["tpf"]), default_steps)
-    default_store = default("store_pass", lambda g: False).astype(bool)
-    block = np.where(ignores["block"], gen, np.where(np.isnan(vals["block"]), default_block, vals["block"]))
-    steps_arr = np.where(np.isnan(vals["steps"]), default_steps, vals["steps"])
-    steps_arr = np.where(np.isin(scheme_col, [s for s in scheme_list if REGISTRY[s].autoregressive]), gen, steps_arr)
-    given = [k for k, v in dict(steps=steps, tpf=tpf, block=blocks, store_pass=store_pass, **scheme_knobs).items()
-             if v is not None and k != "drafter"]
-    warnings = _grid_warnings(scheme_list, given, committed, (steps_arr > gen * (1 + 1e-9)) & ~ignores["steps"])
-    store = default_store if store_pass is None else bool(store_pass)
-    settings["store_pass"] = sampler.store_pass if (store_pass is None and sampler) else bool(store_pass)
-    scheme_knob_cols = {k: v for k, v in shared.knobs().items() if k in ("active_blocks", "cache_delay",
-                                                                         "refresh_every", "window", "drafter")}
-    knob_cols = make_knobs(prompt=vals["prompt"], gen=gen, steps=steps_arr, block=block, store_pass=store,
-                           logits_committed=committed, **scheme_knob_cols)
+    block = np.where(c.ignores["block"], gen, np.where(np.isnan(v["block"]), default("block", lambda g: g), v["block"]))
+    # steps: the sampler's, else the generation over the row's tokens per forward (given, else the
+    # model's published one for the scheme, else 1)
+    sampler_steps = default("steps", lambda g: np.nan)
+    published = np.array([[d.get("tpf", 1.0) for g, d in row] for row in table])[c.scheme_idx, c.gen_idx]
+    tpf = np.where(np.isnan(v["tpf"]), published, v["tpf"])
+    steps = np.where(np.isnan(sampler_steps) | ~np.isnan(v["tpf"]), gen / tpf, sampler_steps)
+    steps = np.where(np.isnan(v["steps"]), steps, v["steps"])
+    steps = np.where(np.isin(c.scheme, [s for s in a.schemes if REGISTRY[s].autoregressive]), gen, steps)
+    store_pass = a.options["store_pass"]
+    store = default("store_pass", lambda g: False).astype(bool) if store_pass is None else bool(store_pass)
+    return block, steps, store
+
+
+def _knobbed(a: _Asked, c: _Combinations) -> _Knobbed:
+    """The combinations' knobs, which of them can run, and the tokens each runs for its answer."""
+    gen, v = c.values["gen"], c.values
+    block, steps, store = _filled(a, c)
+    committed = a.options["logits"] == "committed"
+    scheme_knobs = {name: value for name, value in a.shared.knobs().items()
+                    if name in ("active_blocks", "cache_delay", "refresh_every", "window", "drafter")}
+    knobs = make_knobs(prompt=v["prompt"], gen=gen, steps=steps, block=block, store_pass=store,
+                       logits_committed=committed, **scheme_knobs)
+    answer_tokens = a.options["answer_tokens"]
     answer = np.minimum(gen, answer_tokens) if answer_tokens else gen
     longer = answer < (answer_tokens or 0)  # an answer longer than the generation
-    ok = scheme_ok(scheme_col, knob_cols) & check_parallel(spec, vals["tp"], vals["ep"]) & ~longer
-    # what each scheme runs for that answer: up to the block holding end-of-sequence, or all of it
-    run = gen.copy()
-    for i, sc in enumerate(scheme_list):
-        rows_sc = scheme_idx == i
+    ok = scheme_ok(c.scheme, knobs) & check_parallel(a.spec, v["tp"], v["ep"]) & ~longer
+    run = gen.copy()  # what each scheme runs for that answer: up to the block holding end-of-sequence, or all of it
+    for i, sc in enumerate(a.schemes):
+        rows_sc = c.scheme_idx == i
         run[rows_sc] = REGISTRY[sc].tokens_run(answer[rows_sc], gen[rows_sc], block[rows_sc])
-    knob_cols = make_knobs(prompt=vals["prompt"], gen=run, steps=steps_arr * run / gen, block=block, store_pass=store,
-                           logits_committed=committed, **scheme_knob_cols)
-    no_link = (vals["tp"] > 1) & (np.array([gpu_list[gi].link_bytes_per_s for gi, _ in pairs])[pair_idx] <= 0)
-    unsupported += int((ok & no_link).sum())
-    impossible = int((~ok).sum())
-    keep = np.flatnonzero(ok & ~no_link)
-
-    capacity = np.array([gpu_list[gi].memory_bytes for gi, _ in pairs])
-    wbytes = np.array([get_precision(precision_list[pi]).weight_bytes for _, pi in pairs])
-    gpu_names, pair_precisions = [gpu_list[gi].name for gi, _ in pairs], [precision_list[p] for _, p in pairs]
-
-    def columns(sel: np.ndarray) -> dict:
-        batch = vals["batch"][sel]
-        return dict(scheme=scheme_col[sel], **{k: getattr(knob_cols, k)[sel] for k in KNOB_COLUMNS},
-                    answer=answer[sel], configured_gen=gen[sel], configured_steps=steps_arr[sel],
-                    batch=batch * (2 if cfg else 1), ar_batch=batch, wbytes=wbytes[pair_idx[sel]],
-                    kvbytes=kv_bytes(kv_dtype), all_experts=expert_load == "all", tp=vals["tp"][sel], ep=vals["ep"][sel],
-                    mla_absorbed=mla_form != "expanded", mla_auto=mla_form == "auto",
-                    kv_single_tensor=shared.kv_single_tensor, ring_buffer=shared.ring_buffer,
-                    quantize_head=shared.quantize_head)
-
-    size = limits.SWEEP_CHUNK
-    selections = [keep[start:start + size] for start in range(0, len(keep), size)]
-    def grids(sel: np.ndarray):
-        cols = columns(sel)
-        return cols, make_grids(cols, rate_rows, pair_idx[sel], st)
-
-    # the grids built to count the passes are kept for the evaluation when the sweep is within
-    # the limit on configurations (its memory is bounded then); a larger, streamed one builds
-    # each chunk's again, so that it holds one chunk at a time
-    passes, counted = None, {}
-    if max_passes is not None:
-        reuse = len(keep) <= limits.MAX_SWEEP_CONFIGS
-        passes = 0
-        for i, sel in enumerate(selections):
-            built = grids(sel)
-            passes += limits.count_passes(spec, drafter, built[1])
-            if reuse:
-                counted[i] = built
-        limits.check_passes(passes, max_passes, limits.SWEEP_FEWER)
-
-    def chunks() -> Iterator[_SweepChunk]:
-        done = 0
-        for i, sel in enumerate(selections):
-            pi = pair_idx[sel]
-            cols, g = counted.pop(i) if i in counted else grids(sel)
-            frame = evaluate_frame(spec, drafter, g, capacity[pi])
-            done += len(sel)
-            if progress:
-                progress(done, len(keep))
-            yield _SweepChunk(frame, cols, gpu_names, pair_precisions, pi, ignores["steps"][sel],
-                              ignores["block"][sel], cfg)
-
-    meta = SweepResult.model_construct(model=model_summary(spec), efficiency_profile=profile.name,
-                                       stack=st.name if st else STACK_NONE, evaluated=len(keep),
-                                       skipped_impossible=impossible, skipped_unsupported=unsupported,
-                                       warnings=warnings, settings=settings)
-    return meta, chunks(), passes
+    knobs = make_knobs(prompt=v["prompt"], gen=run, steps=steps * run / gen, block=block, store_pass=store,
+                       logits_committed=committed, **scheme_knobs)
+    store_pass, sampler = a.options["store_pass"], a.source.sampler
+    warnings = _grid_warnings(a.schemes, a.options["given"], committed, (steps > gen * (1 + 1e-9)) & ~c.ignores["steps"])
+    return _Knobbed(steps, answer, knobs, ok, sampler.store_pass if (store_pass is None and sampler) else bool(store_pass),
+                    warnings)
 
 
 def _grid_warnings(schemes: list[str], given: list[str], committed: bool, too_many_steps: np.ndarray) -> list[str]:
@@ -329,6 +324,152 @@ def _grid_warnings(schemes: list[str], given: list[str], committed: bool, too_ma
         out.append(f"{int(too_many_steps.sum()):,} configuration(s) have more steps than generated tokens: some "
                    f"steps commit no token (tokens per forward below 1)")
     return out
+
+
+@dataclass(eq=False)  # of arrays
+class _Runnable:
+    """The combinations a sweep evaluates (`keep`, in chunks of limits.SWEEP_CHUNK) and the counts
+    of those it skips."""
+
+    rates: list  # per (GPU, precision) pair that can run
+    pairs: list[tuple[int, int]]  # (GPU index, precision index)
+    combinations: _Combinations | None  # None: no pair or no scheme, nothing to evaluate
+    knobbed: _Knobbed | None
+    keep: np.ndarray
+    impossible: int
+    unsupported: int
+    split: np.ndarray | None = None  # True where a kept row starts a run of the other kind of decoding
+
+    @property
+    def selections(self) -> list[np.ndarray]:
+        """Chunks of the kept rows, in order; a chunk holds one kind of decoding (autoregressive
+        or diffusion) where the two run on different stacks."""
+        runs = np.split(self.keep, np.flatnonzero(self.split)) if self.split is not None else [self.keep]
+        return [run[start:start + limits.SWEEP_CHUNK] for run in runs for start in range(0, len(run), limits.SWEEP_CHUNK)
+                if len(run)]
+
+
+def _runnable(a: _Asked, max_configs: int | None) -> _Runnable:
+    """Every combination, within the limit on configurations; those that cannot run counted:
+    impossible (a block not dividing the generation...), or unsupported (a GPU without the
+    precision, tensor parallelism on a GPU without a link)."""
+    rates, pairs, unsupported_pairs = _pairs(a)
+    committed = a.options["logits"] == "committed"
+    sizes = {sc: [1 if REGISTRY[sc].ignored([k], committed) else len(v) for k, v in a.knobs.items()]
+             for sc in a.schemes}
+    per_pair = sum(int(np.prod(s)) for s in sizes.values())
+    limits.check_configs(len(pairs) * per_pair, max_configs)
+    unsupported = unsupported_pairs * per_pair
+    if not pairs or not a.schemes:
+        return _Runnable(rates, pairs, None, None, np.zeros(0, np.int64), 0, unsupported)
+    c = _combinations(a, len(pairs), sizes)
+    k = _knobbed(a, c)
+    no_link = (c.values["tp"] > 1) & (np.array([a.gpus[gi].link_bytes_per_s for gi, _ in pairs])[c.pair] <= 0)
+    keep = np.flatnonzero(k.ok & ~no_link)
+    split = None
+    if a.stack is not a.ar_stack:  # the kinds of decoding run on different stacks: chunk them apart
+        ar = np.isin(c.scheme[keep], [sc for sc in a.schemes if REGISTRY[sc].autoregressive])
+        split = np.r_[False, ar[1:] != ar[:-1]]
+    return _Runnable(rates, pairs, c, k, keep, int((~k.ok).sum()), unsupported + int((k.ok & no_link).sum()), split)
+
+
+def _summary(a: _Asked, r: _Runnable) -> SweepResult:
+    """The sweep's summary: counts and settings, no rows."""
+    settings = _settings(a)
+    if r.knobbed is not None:
+        settings["store_pass"] = r.knobbed.store_pass
+    return SweepResult.model_construct(model=model_summary(a.spec), efficiency_profile=a.profile.name,
+                                       stack=a.stack.name if a.stack else STACK_NONE,
+                                       ar_stack=a.ar_stack.name if a.ar_stack else STACK_NONE,
+                                       stack_default=a.options.get("stack_given") is False and a.stack is not None,
+                                       evaluated=len(r.keep),
+                                       skipped_impossible=r.impossible, skipped_unsupported=r.unsupported,
+                                       warnings=r.knobbed.warnings if r.knobbed is not None else [],
+                                       settings=settings)
+
+
+def _grids(a: _Asked, r: _Runnable, sel: np.ndarray) -> tuple[dict, object]:
+    """The engine's columns of the selected combinations, and their grids."""
+    c, k, o = r.combinations, r.knobbed, a.options
+    wbytes = np.array([get_precision(a.precisions[pi]).weight_bytes for _, pi in r.pairs])
+    batch = c.values["batch"][sel]
+    cols = dict(scheme=c.scheme[sel], **{name: getattr(k.knobs, name)[sel] for name in KNOB_COLUMNS},
+                answer=k.answer[sel], configured_gen=c.values["gen"][sel], configured_steps=k.steps[sel],
+                batch=batch * (2 if o["cfg"] else 1), ar_batch=batch, wbytes=wbytes[c.pair[sel]],
+                kvbytes=kv_bytes(o["kv_dtype"]), all_experts=o["expert_load"] == "all", tp=c.values["tp"][sel],
+                ep=c.values["ep"][sel], mla_absorbed=o["mla_form"] != "expanded", mla_auto=o["mla_form"] == "auto",
+                kv_single_tensor=a.shared.kv_single_tensor, ring_buffer=a.shared.ring_buffer,
+                quantize_head=a.shared.quantize_head)
+    autoregressive = len(sel) and REGISTRY[str(c.scheme[sel[0]])].autoregressive  # a chunk holds one kind
+    return cols, make_grids(cols, r.rates, c.pair[sel], a.ar_stack if autoregressive else a.stack, a.ar_stack)
+
+
+def _counted_passes(a: _Asked, r: _Runnable, max_passes: int | None) -> tuple[int | None, dict]:
+    """The passes the chunks cost one by one (None: not counted), checked against the limit, and
+    the grids built to count them, kept for the evaluation when the sweep is within the limit on
+    configurations (its memory is bounded then); a larger, streamed one builds each chunk's again,
+    so that it holds one chunk at a time."""
+    if max_passes is None:
+        return None, {}
+    reuse, passes, counted = len(r.keep) <= limits.MAX_SWEEP_CONFIGS, 0, {}
+    for i, sel in enumerate(r.selections):
+        built = _grids(a, r, sel)
+        passes += limits.count_passes(a.spec, a.drafter, built[1])
+        if reuse:
+            counted[i] = built
+    limits.check_passes(passes, max_passes, limits.SWEEP_FEWER)
+    return passes, counted
+
+
+def _chunks(a: _Asked, r: _Runnable, counted: dict, progress: Callable[[int, int], None] | None
+            ) -> Iterator[_SweepChunk]:
+    """Each chunk evaluated in one vectorised engine call, as it is asked for."""
+    capacity = np.array([a.gpus[gi].memory_bytes for gi, _ in r.pairs])
+    names, precisions = [a.gpus[gi].name for gi, _ in r.pairs], [a.precisions[p] for _, p in r.pairs]
+    ignores, done = r.combinations.ignores, 0
+    for i, sel in enumerate(r.selections):
+        pi = r.combinations.pair[sel]
+        cols, g = counted.pop(i) if i in counted else _grids(a, r, sel)
+        frame = evaluate_frame(a.spec, a.drafter, g, capacity[pi])
+        done += len(sel)
+        if progress:
+            progress(done, len(r.keep))
+        yield _SweepChunk(frame, cols, names, precisions, pi, ignores["steps"][sel], ignores["block"][sel],
+                          a.options["cfg"])
+
+
+def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=None, prompts=None, gens=None,
+                  steps=None, tpf: float | list[float] | None = None, blocks=None, batches=None, precisions=None,
+                  kv_dtype: str = "bf16", cfg: bool = False, store_pass: bool | None = None, logits: str = "all",
+                  expert_load: str = "expected", tps=None, eps=None, mla_form: str = "auto",
+                  efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
+                  revision: str | None = None, hub: bool = False, max_configs: int | None = limits.MAX_SWEEP_CONFIGS,
+                  max_passes: int | None = limits.MAX_PASSES_ONE_BY_ONE, defaults: str | ModelSpec | None = None,
+                  progress: Callable[[int, int], None] | None = None,
+                  **scheme_knobs) -> tuple[SweepResult, Iterator[_SweepChunk], int | None]:
+    """The work of a sweep: the summary (counts, no rows), a generator of evaluated chunks of
+    limits.SWEEP_CHUNK configurations, and the passes they cost one by one. Everything is validated
+    before the summary is returned; `max_configs=None` and `max_passes=None` lift the limits (the
+    passes are then not counted: None; a caller that checked a total of several sweeps already,
+    as plan and a sweep of several models do, passes None so that each is counted once).
+    `defaults`: the model whose sampler settings fill the knobs not given (lengths, steps, block,
+    store pass; several models swept on one grid: the first's); None: this model's. The schemes
+    not given are this model's own, the ones it can run. `progress(done, total)`, if given, is
+    called as each chunk is evaluated with the configurations evaluated so far and in all (the
+    last call: total, total).
+
+    The ladder: what is asked (_asked) -> the combinations that can run (_runnable) -> their
+    passes counted (_counted_passes) -> evaluated chunk by chunk (_chunks)."""
+    options = dict(kv_dtype=kv_dtype, cfg=cfg, store_pass=store_pass, logits=logits, expert_load=expert_load,
+                   mla_form=mla_form, answer_tokens=scheme_knobs.pop("answer_tokens", None),
+                   task=scheme_knobs.pop("task", None), stack_given=stack is not None)
+    a = _asked(model, gpus, schemes, prompts, gens, steps, tpf, blocks, batches, precisions, tps, eps, efficiency,
+               stack, hardware, revision, hub, defaults, scheme_knobs, options)
+    r = _runnable(a, max_configs)
+    if r.combinations is None:
+        return _summary(a, r), iter(()), 0
+    passes, counted = _counted_passes(a, r, max_passes)
+    return _summary(a, r), _chunks(a, r, counted, progress), passes
 
 
 # sweep, iter_sweep and sweep_first_pass take _sweep_chunks' options: show them in their

@@ -3,12 +3,11 @@
 import typer
 
 from .. import __version__
+from ..errors import exit_codes_line
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Capacity planner for diffusion language model inference.",
-                  epilog="Exit codes: 0 ok; 2 bad usage; 3-7 bad workload, GPU, hardware file, model or config; "
-                         "8 ran fine but a result missed --require (plan: no deployment meets the targets); "
-                         "9 missing extra; 10-15 Hugging Face Hub; 70 internal error.")
+                  epilog=exit_codes_line())
 
 
 def _version(value: bool) -> None:

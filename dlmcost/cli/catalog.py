@@ -10,7 +10,7 @@ from ..render import catalog as listing
 from ..render.formats import to_json
 from ..render.output import Output
 from .app import app, examples
-from .options import FormatOpt, HardwareOpt, check_format, hub_options
+from .options import DecodingProfilesOpt, FormatOpt, HardwareOpt, check_format, hub_options
 from .output import warn
 
 
@@ -42,6 +42,14 @@ def gpus(fmt: str = FormatOpt, hardware: Optional[list[str]] = HardwareOpt):
     listing.render_gpus(gpus, fmt, Output.stdout(), api.price_ages(gpus))
 
 
+@app.command(epilog=examples("dlmcost stacks", "dlmcost stacks -f json"))
+def stacks(fmt: str = FormatOpt):
+    """List the software stacks: the engine each describes, its defaults, what was fitted on which
+    published measurements, and how far off it has been from the others."""
+    check_format(fmt)
+    listing.render_stacks(api.list_stacks(), fmt, Output.stdout())
+
+
 @app.command(epilog=examples("dlmcost models"))
 def models(fmt: str = FormatOpt):
     """List the bundled model ids (usable offline)."""
@@ -66,3 +74,31 @@ def model(
     listing.render_model(info, fmt, Output.stdout())
     if verify and info["verify"].get("warning"):
         warn(info["verify"]["warning"])
+
+
+
+# --- published decodings --------------------------------------------------------------------------
+
+
+@app.command(epilog=examples("dlmcost decodings inclusionAI/LLaDA2.0-mini --task general",
+                             "dlmcost decodings --task gsm8k -f csv"))
+def decodings(
+    model_id: Optional[str] = typer.Argument(None, metavar="MODEL",
+                                             help="a model id or a checkpoint that shares its config; all when omitted"),
+    task: Optional[str] = typer.Option(None, "--task", metavar="TASKS",
+                                       help="only these tasks (comma list): gsm8k, humaneval, general..."),
+    fmt: str = FormatOpt,
+    profiles: Optional[list[str]] = DecodingProfilesOpt,
+):
+    """List published decodings: tokens per forward and accuracy per checkpoint, setting and task."""
+    from ..render.decodings import render_decodings
+
+    check_format(fmt)
+    tasks = [t.strip() for t in task.split(",") if t.strip()] if task is not None else None
+    if tasks is not None and not tasks:
+        raise UsageError("--task names no task")
+    records = api.list_decodings(model_id, tasks, profiles)
+    title = None
+    if model_id is not None and records:
+        title = f"{records[0]['architecture']}: published decodings"
+    render_decodings(records, fmt, Output.stdout(), title=title)

@@ -11,7 +11,8 @@ import warnings
 
 import typer
 
-from ..errors import EXIT_INTERNAL, EXIT_OUTPUT, EXIT_USAGE, DlmcostError, DlmcostWarning, RequirementError
+from ..errors import (EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OUTPUT, EXIT_USAGE, DlmcostError, DlmcostWarning,
+                      RequirementError)
 from .app import app
 from .output import stderr as _stderr
 from .output import warn, warnings_held
@@ -68,7 +69,7 @@ def _click_exit(exc: BaseException) -> int | None:
         return int(getattr(exc, "exit_code", 0) or 0)
     if "Abort" in kind:
         _stderr("error: aborted")
-        return 130
+        return EXIT_INTERRUPTED
     if "ClickException" in kind:
         _stderr(f"error: {exc.format_message()}")
         return EXIT_USAGE
@@ -149,7 +150,7 @@ def _run(command, argv: list[str] | None, held: list[str]) -> int:
         _show(held)
         return 0
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except OSError as exc:
         if exc.errno in _OUTPUT_ERRNOS:  # file reads raise DlmcostErrors: this is the output
             _silence_stdout()

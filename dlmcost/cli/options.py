@@ -59,7 +59,10 @@ FormatOpt = typer.Option("table", "--format", "-f", metavar="FORMAT", help="tabl
 PlotOpt = typer.Option(None, "--plot", metavar="FILE", help="draw the chart to FILE.png / FILE.svg, or - for the terminal (files need the plot extra: matplotlib)")
 HardwareOpt = typer.Option(None, "--hardware", metavar="PATH", help="extra GPU YAML file or folder (repeatable; also $DLMCOST_HARDWARE)")
 EfficiencyOpt = typer.Option("realistic", "--efficiency", help="realistic | ideal | path to an efficiency YAML")
-StackOpt = typer.Option(None, "--stack", help="software stack: hf-eager | compiled | sglang (default) | none | a stack YAML")
+STACK_HELP = (f"software stack: {' | '.join(api.bundled_stack_names())} | {api.STACK_NONE} | a stack YAML (default: "
+              + ", ".join(f"{name} for {kind} decoding" for kind, name in api.DEFAULT_STACKS.items())
+              + "; `dlmcost stacks` lists them)")
+StackOpt = typer.Option(None, "--stack", help=STACK_HELP)
 TpfOpt = typer.Option(None, "--tpf", help="tokens per forward (S = Lg / tpf) when --steps is not given; "
                       "draft-verify: mean accepted tokens per iteration")
 def require_option(what: str, example: str, keys: str):
@@ -167,9 +170,19 @@ def hub_options(command):
     return group("hub_source", build, HUB_OPTIONS)(command)
 
 
+TaskOpt = typer.Option(None, "--task", metavar="TASK",
+                       help="the task whose published tokens per forward set the default when neither --tpf nor "
+                            "--steps is given (`dlmcost decodings MODEL` lists them) [the model's: a general mix "
+                            "where one is published]")
+
+MinAccuracyOpt = typer.Option(None, "--min-accuracy", metavar="TASK=FRACTION",
+                              help="quality floor: only decodings whose published accuracy on TASK reaches it, e.g. "
+                                   "gsm8k=0.85 (`dlmcost decodings MODEL --task TASK` lists them)")
+
 # The scheme's own knobs, one value each in analyze and in sweep (see `dlmcost schemes`).
 KNOB_OPTIONS = {
     "tpf": (Optional[float], TpfOpt),
+    "task": (Optional[str], TaskOpt),
     "cfg": (float, typer.Option(0.0, "--cfg", help="classifier-free guidance scale; > 0 doubles the batch")),
     "store_pass": (Optional[bool], typer.Option(None, "--store-pass/--no-store-pass", help="block scheme: extra K/V store pass per block")),
     "logits": (str, typer.Option("all", "--logits", help="all: logits for every query position; committed: only the block's")),
@@ -263,3 +276,10 @@ class OutputChoice(NamedTuple):
     def charted(self) -> bool:
         """A chart is drawn: to a file or the terminal, or into the HTML page."""
         return bool(self.plot) or self.fmt == "html"
+
+
+# --- published decodings ------------------------------------------------------------------------
+
+DecodingProfilesOpt = typer.Option(None, "--decoding-profiles", metavar="PATH",
+                                   help="extra decoding-profile YAML file or folder (repeatable; replaces the bundled "
+                                        "file of the same architecture)")

@@ -10,7 +10,8 @@ import typer
 from .. import api
 from ..errors import RequirementError, UsageError
 from .app import app
-from .options import EfficiencyOpt, StackOpt, group, output_options, parse_list, require_option
+from .options import (EfficiencyOpt, MinAccuracyOpt, StackOpt, TaskOpt, group, output_options, parse_list,
+                      require_option)
 from .output import GATE_LINES, check_finite, draw, held_output, requirements_of
 from .plan import LATENCY_TARGETS
 
@@ -30,18 +31,20 @@ def _finite(name: str, value: float) -> float:
     return value
 
 
-def _setups(gpu, tp, ep, replicas, precision, scheme, block, tpf, steps, tpf_spread, max_running, release, stack,
-            efficiency, price, power_utilisation) -> list:
+def _setups(gpu, tp, ep, replicas, precision, scheme, block, tpf, steps, tpf_spread, task, min_accuracy, max_running,
+            release, stack, efficiency, price, power_utilisation) -> list:
     """Every deployment asked for: one per combination of the comma lists (as plan searches them)."""
     if tpf is not None and steps is not None:
         raise UsageError("give --tpf or --steps, not both")
+    floor = api.parse_floor(min_accuracy) if min_accuracy is not None else None
 
     def listed(text, kind, name):
         return parse_list(text, kind, name) or [None]
 
     return [api.ServeSetup(gpu=g, tp=t, ep=ep, replicas=replicas, precision=p, scheme=sc, block=b, tpf=f, steps=st,
-                           tpf_spread=tpf_spread, max_running=m, release=release, stack=stack,
-                           efficiency=api.locate_example(efficiency), price=price, power_utilisation=power_utilisation)
+                           tpf_spread=tpf_spread, task=task, min_accuracy=floor, max_running=m, release=release,
+                           stack=stack, efficiency=api.locate_example(efficiency), price=price,
+                           power_utilisation=power_utilisation)
             for g in parse_list(gpu, str, "gpu") for t in parse_list(tp, int, "tp")
             for p in parse_list(precision, str, "precision") for sc in listed(scheme, str, "scheme")
             for b in listed(block, int, "block") for f in listed(tpf, float, "tpf") for st in listed(steps, float, "steps")
@@ -56,10 +59,14 @@ deployment_options = group("setups", _setups, {
     "precision": (str, typer.Option("bf16", "--precision", metavar="LIST", help="weights and compute precision (a comma list compares)")),
     "scheme": (Optional[str], typer.Option(None, "--scheme", metavar="LIST", help="decoding scheme (default: the model's; a comma list compares)")),
     "block": (Optional[str], typer.Option(None, "--block", metavar="LIST", help="block length (a comma list compares)")),
-    "tpf": (Optional[str], typer.Option(None, "--tpf", metavar="LIST", help="mean tokens per forward (a comma list compares)")),
+    "tpf": (Optional[str], typer.Option(None, "--tpf", metavar="LIST", help="mean tokens per forward (a comma list compares) "
+                                        "[the model's published decoding's on --task]")),
     "steps": (Optional[str], typer.Option(None, "--steps", metavar="LIST", help="total steps at the median answer, instead of --tpf (a comma list compares)")),
-    "tpf_spread": (float, typer.Option(0.0, "--tpf-spread", help="coefficient of variation of a request's passes "
-                                       "per block (gamma) [0: every request the mean]")),
+    "tpf_spread": (Optional[float], typer.Option(None, "--tpf-spread", help="coefficient of variation of a request's "
+                                                 "passes per block (gamma) [the published decoding's spread across its "
+                                                 "mix of tasks, else 0: every request the mean]")),
+    "task": (Optional[str], TaskOpt),
+    "min_accuracy": (Optional[str], MinAccuracyOpt),
     "max_running": (Optional[str], typer.Option(None, "--max-running", "--batch", metavar="LIST",
                                                 help="running requests per replica, a comma list compares "
                                                      "[the stack's max_running_requests, else 256]")),

@@ -8,6 +8,7 @@
     stack_time.py   a software stack's host time and efficiencies on top of the roofline
     memory.py       weights, cache and activation memory at the peak shape
     evaluation.py   the vectorised evaluation of a grid of configurations on GPUs
+    verdict.py      memory- or compute-bound: the achievable ridge, the verdict and the knees
     frames.py       grids of configurations and their evaluated columns
     columns.py      per-configuration columns (shared constant views in large grids)
 

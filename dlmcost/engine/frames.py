@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .columns import column
-from .evaluation import Evaluation, Grid, evaluate, generation_verdict, memory_bound_time_fraction
+from .evaluation import Evaluation, Grid, evaluate
+from .verdict import generation_verdict, memory_bound_time_fraction
 from .memory import grid_memory
 from ..inputs.models import ModelSpec
 from ..inputs.precision import get_precision, kv_bytes
@@ -79,8 +80,8 @@ def _ar_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray,
              stack: Stack | None) -> tuple[Grid, np.ndarray]:
     """The AR decode baselines of these columns (prefill + one cached step per answer token: AR
     stops at end-of-sequence) of the same model, prompt, batch (no CFG copy: AR has no guidance),
-    precision, layout and GPU, under the same software stack: each distinct one once, and which
-    one each row takes."""
+    precision, layout and GPU, under the AR path of the same software (`make_grids`): each distinct
+    one once, and which one each row takes."""
     n = len(rate_index)
     keys = ("prompt", "answer", "ar_batch", "wbytes", "kvbytes", "all_experts", "tp", "ep", "mla_absorbed", "mla_auto",
             "kv_single_tensor", "ring_buffer", "quantize_head")
@@ -140,9 +141,16 @@ class Grids:
     ar_of: np.ndarray
 
 
-def make_grids(cols: dict, rate_rows: list[dict], rate_index: np.ndarray, stack: Stack | None = None) -> Grids:
-    """The grid of these columns and their AR baselines' (what `evaluate_frame` takes)."""
-    return Grids(build_grid(cols, rate_rows, rate_index, stack), *_ar_grid(cols, rate_rows, rate_index, stack))
+_SAME = object()
+
+
+def make_grids(cols: dict, rate_rows: list[dict], rate_index: np.ndarray, stack: Stack | None = None,
+               ar_stack: Stack | None = _SAME) -> Grids:
+    """The grid of these columns and their AR baselines' (what `evaluate_frame` takes); the
+    baselines run under `ar_stack` (the AR engine's path when the diffusion decoding runs on a
+    dLLM one), `stack` unless given."""
+    ar_stack = stack if ar_stack is _SAME else ar_stack
+    return Grids(build_grid(cols, rate_rows, rate_index, stack), *_ar_grid(cols, rate_rows, rate_index, ar_stack))
 
 
 def evaluate_frame(spec: ModelSpec, drafter: ModelSpec | None, grids: Grids, capacity_bytes: np.ndarray) -> Frame:

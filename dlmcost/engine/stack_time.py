@@ -15,7 +15,8 @@ a pass", states the whole rule:
     pass time = GPU time + host_wait(GPU, host) + step_overhead(batch)
         host = host_time: n_layers x us_per_layer + the MoE layers' experts x us_per_expert
         host_wait = max(host - GPU, 0) if launches overlap the GPU, else all the host time
-        step_overhead = fixed_us_per_forward + us_per_sequence x batch (never overlapped)
+        step_overhead = fixed_us_per_forward + us_per_sequence x batch
+                        + us_per_sequence_squared x batch^2 (never overlapped)
         (so a pass takes max(GPU, host) + step, or GPU + host + step)
 
 Hardware efficiencies (the hardware file) and stack factors multiply: the hardware file says what
@@ -101,9 +102,11 @@ def traffic_factor(kind: str, stack: Stack) -> float:
 
 
 def sampler_time(logit_count, bandwidth, eff_mem, stack: Stack) -> np.ndarray:
-    """Seconds the sampler spends on one pass's logits (B x positions x vocabulary elements): it
-    streams `sampler_logits_bytes` per logit (its casts, softmax and copies)."""
-    return np.asarray(logit_count, float) * stack.sampler_logits_bytes / (np.asarray(bandwidth, float) * eff_mem)
+    """Seconds the sampler spends on one pass's logits (B x positions x vocabulary elements): its
+    kernels stream `sampler_traffic_bytes` per logit (its casts, softmax, confidence and copies;
+    without one, `sampler_logits_bytes`: one pass over what it holds)."""
+    traffic = stack.sampler_traffic_bytes if stack.sampler_traffic_bytes is not None else stack.sampler_logits_bytes
+    return np.asarray(logit_count, float) * traffic / (np.asarray(bandwidth, float) * eff_mem)
 
 
 def host_time(n_layers, stack: Stack, expert_loops=0.0) -> np.ndarray:
@@ -128,9 +131,12 @@ def host_wait(gpu_s, host_s, stack: Stack) -> np.ndarray:
 def step_overhead(batch, stack: Stack) -> np.ndarray:
     """Seconds of host work per forward that nothing hides (the step loop's synchronisation, the
     scheduler, the sampler's host side): fixed_us_per_forward plus us_per_sequence for each of
-    the `batch` sequences the step runs. A serving simulation that times steps itself takes a
-    step's exposed host time from here; the engine's `per_forward` entry is this."""
-    return (stack.host.fixed_us_per_forward + stack.host.us_per_sequence * np.asarray(batch, float)) * 1e-6
+    the `batch` sequences the step runs, plus us_per_sequence_squared x batch^2 where a runtime's
+    per-request work grows with the batch too. A serving simulation that times steps itself takes
+    a step's exposed host time from here; the engine's `per_forward` entry is this."""
+    b = np.asarray(batch, float)
+    host = stack.host
+    return (host.fixed_us_per_forward + host.us_per_sequence * b + host.us_per_sequence_squared * b * b) * 1e-6
 
 
 def fixed_time(stack: Stack) -> float:

@@ -64,10 +64,15 @@ def bundled_stack_dir() -> Path:
     return _data_dir("stacks")
 
 
+def bundled_decoding_dir() -> Path:
+    """The published decodings shipped with dlmcost: inside the wheel, or the checkout's `decoding/`."""
+    return _data_dir("decoding")
+
+
 def bundled_yaml_files() -> list[Path]:
     """Every YAML file that ships with dlmcost and is read at run time."""
     found = [*bundled_hardware_dir().glob("*.yaml"), *bundled_stack_dir().glob("*.yaml"),
-             *CONFIG_DIR.glob("*.yaml")]
+             *bundled_decoding_dir().glob("*.yaml"), *CONFIG_DIR.glob("*.yaml")]
     return sorted(found, key=lambda p: (p.parent.name, p.name))
 
 

@@ -104,6 +104,23 @@ def _open_regular(path: str | os.PathLike, *, limit: int, error: type[DlmcostErr
     return fh, st
 
 
+def yaml_files(path: str | os.PathLike, *, error: type[DlmcostError], what: str) -> list[Path]:
+    """The YAML files a path names: itself (a regular file), or the .yaml/.yml regular files of a
+    folder, in name order. Anything else is `error`, named for what it is."""
+    p = expand(path, error, what)
+    try:
+        mode = os.stat(p).st_mode
+    except OSError as exc:
+        raise error(f"{what} {shown(str(path))}: {os_problem(exc)}") from None
+    except ValueError:  # an embedded NUL (only through the Python API: argv cannot hold one)
+        raise error(f"{what} {shown(str(path))}: a path cannot contain a NUL character") from None
+    if stat.S_ISDIR(mode):
+        return sorted(f for f in p.iterdir() if f.suffix in (".yaml", ".yml") and f.is_file())
+    if not stat.S_ISREG(mode):
+        raise error(f"{what} {shown(str(path))} is {kind_of(mode)}, not a YAML file or folder")
+    return [p]
+
+
 def read_bytes(path: str | os.PathLike, *, limit: int, error: type[DlmcostError], what: str) -> bytes:
     """The bytes of a regular file of at most `limit` bytes, without ever blocking."""
     name = shown(str(path))

@@ -8,7 +8,6 @@ the bundled one.
 """
 
 import os
-import stat
 import warnings
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -241,18 +240,7 @@ def load_gpu_file(path: Path) -> GPU:
 
 def _yaml_files(path: Path) -> list[Path]:
     """The hardware files a path names: itself, or the .yaml/.yml regular files of a folder."""
-    p = files.expand(path, HardwareFileError, "hardware path")
-    try:
-        mode = os.stat(p).st_mode
-    except OSError as exc:
-        raise HardwareFileError(f"hardware path {shown(path)}: {files.os_problem(exc)}") from None
-    except ValueError:
-        raise HardwareFileError(f"hardware path {shown(path)}: a path cannot contain a NUL character") from None
-    if stat.S_ISDIR(mode):
-        return sorted(f for f in p.iterdir() if f.suffix in (".yaml", ".yml") and f.is_file())
-    if not stat.S_ISREG(mode):
-        raise HardwareFileError(f"hardware path {shown(path)} is {files.kind_of(mode)}, not a YAML file or folder")
-    return [p]
+    return files.yaml_files(path, error=HardwareFileError, what="hardware path")
 
 
 def user_hardware_paths(extra: list[str] | None = None) -> list[Path]:

@@ -20,11 +20,20 @@ from .bundled import bundled_stack_dir
 from ..safe_text import shown
 from ..errors import DlmcostError
 
-# A serving engine is what a capacity plan buys GPUs for; research code is `hf-eager`.
-DEFAULT_STACK = "sglang"
-# The serving engine of the vendors whose parts DEFAULT_STACK does not run on, where one is bundled:
-# a plan on TPUs alone runs sglang's JAX port (`runs_on` in each file says where it runs).
+# A serving engine is what a capacity plan buys GPUs for (research code is `hf-eager`): SGLang, as
+# it is run. Its diffusion models run on its dLLM path (`--dllm-algorithm`: every denoising step
+# synchronous with the host, its own running-request limit), autoregressive decoding on its usual
+# path (overlap scheduling, continuous batching). Without --stack, each decoding takes its kind's.
+DEFAULT_STACKS = {"diffusion": "sglang-dllm", "autoregressive": "sglang"}
+DEFAULT_STACK = DEFAULT_STACKS["autoregressive"]
+# The serving engine of the vendors whose parts SGLang does not run on, where one is bundled: a
+# plan on TPUs alone runs sglang's JAX port (`runs_on` in each file says where it runs).
 DEFAULT_STACK_BY_VENDOR = {"google": "jax-tpu"}
+
+
+def default_stack(autoregressive: bool) -> str:
+    """The stack a decoding runs on when none is given (DEFAULT_STACKS)."""
+    return DEFAULT_STACKS["autoregressive" if autoregressive else "diffusion"]
 STACK_NONE = "none"  # --stack none: the bare hardware roofline, no software stack
 MAX_STACK_FILE_BYTES = 256 * 1024
 MAX_CURVE_POINTS = 64
@@ -49,6 +58,9 @@ class HostCost(BaseModel):
     # the scheduler's and sampler's host work per running sequence per step (batch metadata,
     # per-request commit of the decoded tokens): a step's host time grows with the batch
     us_per_sequence: float = Field(default=0.0, ge=0, le=1e6)
+    # host work per step that grows with the square of the running batch (a scheduler or runtime
+    # whose per-request work scans the other requests): us_per_sequence_squared x batch^2
+    us_per_sequence_squared: float = Field(default=0.0, ge=0, le=1e4)
     # a reference MoE block's Python loop over its experts: host time per expert per MoE layer
     us_per_expert: float = Field(default=0.0, ge=0, le=1e6)
 
@@ -104,13 +116,19 @@ class Stack(BaseModel):
     gemm_efficiency: GemmCurve
     attention_efficiency: float = Field(gt=0, le=1)  # fraction of the hardware's bf16 GEMM efficiency
     elementwise_bytes_factor: float = Field(gt=0, le=16)  # x the engine's bf16 elementwise traffic
-    sampler_logits_bytes: float = Field(ge=0, le=64)  # bytes per logit the sampler reads + writes
+    sampler_logits_bytes: float = Field(ge=0, le=64)  # bytes per logit the head and the sampler hold at once
+    # bytes per logit the sampler's kernels read and write in a step (its time at the achievable
+    # bandwidth); None: sampler_logits_bytes, one pass over what it holds
+    sampler_traffic_bytes: float | None = Field(default=None, ge=0, le=1000)
     # MoE expert GEMMs read the GEMM curve at the rows each expert receives (B q k / d experts
     # touched: a grouped GEMM runs one tile loop per expert) or, "pass", at the pass's B q rows
     expert_rows: Literal["routed", "pass"] = "routed"
     # requests the engine runs at once unless told otherwise (None: no limit of its own); the
     # serving simulation reads it as the default batch cap
     max_running_requests: int | None = Field(default=None, ge=1, le=1_000_000)
+    # how a batch of diffusion requests releases them (None: the serving simulation's default,
+    # synchronous): all at once when the slowest finishes its block, or each when its own does
+    release: Literal["synchronous", "first-done"] | None = None
     # a waiting request's prompt passes and first block run beside the running requests' last
     # passes, outside max_running_requests (the serving simulation: serving/simulate.py)
     first_block_outside_limit: bool = False
@@ -164,14 +182,16 @@ class Stack(BaseModel):
 SOURCED_FIELDS = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "elementwise_bytes_factor",
                   "sampler_logits_bytes")
 # fields with a neutral default, and that default: sourced when set otherwise
-OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_expert": 0.0, "max_running_requests": None, "expert_rows": "routed",
-                    "first_block_outside_limit": False, "prompt_prefill": "one-pass", "depth_overhead": 0.0,
-                    "runs_on": None}
+OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_sequence_squared": 0.0, "us_per_expert": 0.0,
+                    "max_running_requests": None, "release": None, "sampler_traffic_bytes": None,
+                    "expert_rows": "routed", "first_block_outside_limit": False, "prompt_prefill": "one-pass",
+                    "depth_overhead": 0.0, "runs_on": None}
 
 
 # the numbers of a stack a fit can set (host terms, the GEMM curve, the other efficiencies and behaviours)
-FITTABLE_FIELDS = ("us_per_layer", "fixed_us_per_forward", "us_per_sequence", "us_per_expert", "gemm_efficiency",
+FITTABLE_FIELDS = ("us_per_layer", "fixed_us_per_forward", "us_per_sequence", "us_per_sequence_squared", "us_per_expert", "gemm_efficiency",
                    "depth_overhead", "attention_efficiency", "elementwise_bytes_factor", "sampler_logits_bytes",
+                   "sampler_traffic_bytes",
                    "max_running_requests", "first_block_outside_limit")
 
 
@@ -221,12 +241,12 @@ def load_stack(spec: str | Stack | None = None) -> Stack:
                          f"{STACK_NONE}, or a stack YAML file")
 
 
-def default_stack_for(vendors: set[str]) -> str:
-    """The stack a plan on parts of these vendors uses when none is named: DEFAULT_STACK, unless
-    it runs on none of them and they all have the same serving engine of their own
-    (DEFAULT_STACK_BY_VENDOR)."""
+def default_stack_for(vendors: set[str]) -> str | None:
+    """The stack a plan on parts of these vendors uses when none is named: None (each decoding
+    its kind's default, DEFAULT_STACKS), unless SGLang runs on none of them and they all have the
+    same serving engine of their own (DEFAULT_STACK_BY_VENDOR)."""
     vendors = {v.strip().lower() for v in vendors}
     if not vendors or any(load_stack(DEFAULT_STACK).runs(v) for v in vendors):
-        return DEFAULT_STACK
+        return None
     own = {DEFAULT_STACK_BY_VENDOR.get(v) for v in vendors}
-    return own.pop() if len(own) == 1 and None not in own else DEFAULT_STACK
+    return own.pop() if len(own) == 1 and None not in own else None

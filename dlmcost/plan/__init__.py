@@ -27,14 +27,16 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     traffic and targets), return the ranked result. A search of more than `max_candidates`
     candidate deployments in all is refused before any is costed (None: no limit)."""
     from ..analysis import limits
+    from ..errors import NoDeploymentError
     from ..inputs.hardware import HardwareDB
     from ..inputs.stacks import DEFAULT_STACK_BY_VENDOR
     from ..analysis.prepare import resolve_spec
     from .results import pareto_front, rank_key
     from .scenario import (build_decodings, build_space_and_pricing, build_targets, build_traffic, choose_stack,
                            parse_price, read_scenario, warn_off_stack)
+    from ..inputs.stacks import default_stack
     from ..serving import behaviour
-    from .search import candidate_count, default_max_batch, plan, stack_profile
+    from .search import candidate_count, decoding_policy, plan, stack_profile
 
     price_overrides = dict(parse_price(p) for p in prices)
     spec = read_scenario(scenario_path, overrides)
@@ -46,23 +48,34 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     traffic = build_traffic(spec, first)
     targets = build_targets(spec)
     db = HardwareDB.load(hardware)
-    stack = choose_stack(stack, spec, db)
-    cap = default_max_batch(stack, efficiency)
-    profile = stack_profile(stack, efficiency)
-    spaces = []
-    for i, m in enumerate(model_specs):
-        own = build_decodings(spec, m, traffic, side_by_side=len(model_specs) > 1)
-        space, pricing = build_space_and_pricing(spec, own, db, default_max_batch=cap, stack=profile)
-        if i == 0:
+    stack = choose_stack(stack, spec, db)  # None: each decoding its kind's default (TPUs alone: their own)
+    # the stack that decides which GPUs a default plan searches (the diffusion and the AR defaults
+    # run on the same parts) and that is warned about when asked to run where it does not
+    profile = stack_profile(stack if stack is not None else default_stack(False), efficiency)
+    spaces, quality = [], []
+    for m in model_specs:
+        own, note = build_decodings(spec, m, traffic, side_by_side=len(model_specs) > 1)
+        if note is not None:
+            quality.append(note)
+        if not own:
+            continue  # nothing published reaches the quality floor: the model is left out (`quality` says why)
+        space, pricing = build_space_and_pricing(spec, own, db, stack=profile)
+        if not spaces:
             warn_off_stack(space, profile)
         spaces.append((m, space, pricing))
+    if not spaces:
+        raise NoDeploymentError("no model has a published decoding that meets the quality floor: " + "; ".join(quality))
     counted = [candidate_count(space, baseline) for _, space, _ in spaces]
     limits.check_candidates(sum(n for n, _ in counted), limits.MAX_PLAN_CANDIDATES if max_candidates is _LIMIT
                             else max_candidates, " + ".join(what for _, what in counted))
-    parts, decodings, release = [], [], {}
+    parts, decodings, release, running, stacks, published = [], [], {}, {}, {}, {}
     for m, space, pricing in spaces:
         decodings += [d.label for d in space.decodings]
-        release.update({d.label: behaviour.policy(profile, d).release for d in space.decodings})
+        policies = {d.label: decoding_policy(stack, efficiency, d) for d in space.decodings}
+        release.update({label: pol.release for label, pol in policies.items()})
+        running.update({label: space.max_batches or [pol.max_running] for label, pol in policies.items()})
+        stacks.update({label: behaviour.stack_name(stack, d) for label, d in zip(policies, space.decodings)})
+        published.update({f"{m.id} {d.label}": d.published.record() for d in space.decodings if d.published})
         parts.append(plan(m, traffic, targets, space, pricing, requests=spec.simulation.requests,
                           seed=spec.simulation.seed, efficiency=efficiency, stack=stack, hardware=hardware,
                           baseline=baseline, absurd=absurd, progress=progress))
@@ -74,18 +87,27 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     result.traffic = spec.traffic.model_dump() | dict(answer=spec.traffic.answer if spec.traffic.answer is not None
                                                        else (first.sampler.gen if first.sampler else 256))
     result.search = dict(gpus=[g.name for g in space.gpus], tp=space.tps, precisions=space.precisions,
-                         decodings=list(dict.fromkeys(decodings)), max_batch=space.max_batches,
+                         decodings=list(dict.fromkeys(decodings)),
+                         max_batch=sorted({b for bs in running.values() for b in bs}),
+                         max_running=running,  # each decoding's running limits searched (its stack's own unless given)
+                         stacks=stacks, stack_default=stack is None,  # each decoding's stack
                          release=release,  # each decoding's batch release policy, as serve's
                          requests=spec.simulation.requests, seed=spec.simulation.seed,
                          power_utilisation=pricing.power_utilisation, absurd_shown=absurd,
-                         ar_baseline=baseline, stack=profile.name if profile is not None else "none",
+                         ar_baseline=baseline,
+                         # the stack each decoding runs on (a default plan: the diffusion decodings on
+                         # sglang-dllm, the AR ones on sglang), and the one named, if any
+                         stack=stack if stack is not None else "default",
                          # the default GPUs the stack does not run on, and the stack each one's
                          # vendor has of its own (None: none bundled)
                          left_out=[dict(gpu=g.name, vendor=g.vendor, stack=DEFAULT_STACK_BY_VENDOR.get(g.vendor.lower()))
                                    for g in space.left_out],
                          # the vendors it runs on, as the hardware files spell them
                          runs_on=sorted({g.vendor for g in db.gpus.values() if profile.runs(g.vendor)})
-                         if profile is not None and profile.runs_on is not None else None)
+                         if profile is not None and profile.runs_on is not None else None,
+                         published=published,  # model + decoding -> the published decoding it comes from
+                         task=spec.search.task, min_accuracy=spec.search.min_accuracy,
+                         quality=quality)  # with a floor: per model, what published data kept
     return result
 
 

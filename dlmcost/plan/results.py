@@ -61,6 +61,9 @@ class Deployment:
     price_per_gpu_hour_high: float | None = None
     usd_per_mtok_low: float | None = None  # $/Mtok at them
     usd_per_mtok_high: float | None = None
+    # the search again at the two ends of the stack's error band: gpus, usd_per_mtok, p95_latency_s
+    # -> [at the faster end, at the slower end] (None: no replica count meets the targets there)
+    intervals: dict = field(default_factory=dict)
 
     @property
     def gpus(self) -> int:

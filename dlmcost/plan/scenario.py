@@ -27,7 +27,7 @@ from .results import Targets
 from ..serving.behaviour import DEFAULT_MAX_RUNNING
 from ..serving.costs import price_range
 from .search import DEFAULT_REQUESTS, Pricing, SearchSpace
-from ..serving.decodings import choose_decodings
+from ..serving.decodings import choose_decodings, floor_decodings
 from ..serving.steptime import Decoding
 from ..serving.traffic import MAX_RATE, MAX_THINK_S, MIN_RATE, Traffic, parse_lengths
 
@@ -76,6 +76,9 @@ class SearchSpec(BaseModel):
     decoding: Optional[list[DecodingSpec]] = None
     max_batch: Optional[list[int]] = None
     consumer: bool = False  # the default GPU set with workstation and consumer cards too
+    task: Optional[str] = Field(default=None, min_length=1, max_length=100)  # whose published TPF is the default
+    # quality floor: task -> fraction; only the published decodings reaching it are searched
+    min_accuracy: Optional[dict[str, float]] = Field(default=None, max_length=1)
 
 
 class SimulationSpec(BaseModel):
@@ -150,17 +153,35 @@ def build_targets(spec: ScenarioSpec) -> Targets:
     return Targets(**spec.targets.model_dump())
 
 
+def quality_floor(spec: ScenarioSpec) -> tuple[str, float] | None:
+    """The scenario's quality floor (task, fraction), checked; None without one."""
+    floor = spec.search.min_accuracy
+    if not floor:
+        return None
+    (task, value), = floor.items()
+    if not (0 < value <= 1):
+        raise UsageError(f"min_accuracy: {task} must be a fraction in (0, 1], got {value}")
+    return task.strip().lower(), value
+
+
 def build_decodings(spec: ScenarioSpec, model: ModelSpec, traffic: Traffic, *,
-                    side_by_side: bool = False) -> list[Decoding]:
+                    side_by_side: bool = False) -> tuple[list[Decoding], str | None]:
     """The scenario's decodings for this model (serving/decodings.py), `steps` read at the median
-    answer length of the traffic."""
+    answer length of the traffic; with a quality floor, the model's published decodings that
+    reach it, and a sentence on what was kept (None without a floor)."""
     given = spec.search.decoding
+    floor = quality_floor(spec)
+    if floor is not None:
+        if given:
+            raise UsageError("--min-accuracy chooses among the models' published decodings: give it without "
+                             "--scheme, --block, --tpf or --steps (`dlmcost decodings MODEL` lists them)")
+        return floor_decodings(model, floor, spec.search.task)
     median = None
     if given:
         import numpy as np
 
         median = float(np.median(traffic.answer.sample(np.random.default_rng(0), 1001)))
-    return choose_decodings(model, given, median_answer=median, side_by_side=side_by_side)
+    return choose_decodings(model, given, median_answer=median, side_by_side=side_by_side, task=spec.search.task), None
 
 
 def parse_price(text: str) -> tuple[str, float]:
@@ -175,11 +196,12 @@ def parse_price(text: str) -> tuple[str, float]:
 
 
 def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: HardwareDB, *,
-                            default_max_batch: int = DEFAULT_MAX_BATCH[0], stack=None) -> tuple[SearchSpace, Pricing]:
+                            default_max_batch: int | None = None, stack=None) -> tuple[SearchSpace, Pricing]:
     """The search space and prices; the batch limit searched, when none is given, is
-    `default_max_batch` (the stack's running-request limit, as `serve` takes it). Without a GPU
-    list: every priced data-centre part that `stack` (a Stack; None: the bare roofline) runs on,
-    the others left out (`SearchSpace.left_out`)."""
+    `default_max_batch`, or with None each decoding's stack's running-request limit (as `serve`
+    takes it: SearchSpace.max_batches empty). Without a GPU list: every priced data-centre part
+    that `stack` (a Stack; None: the bare roofline) runs on, the others left out
+    (`SearchSpace.left_out`)."""
     usd, source = {}, {}
     for g in db.gpus.values():
         if g.price_per_hour is not None:
@@ -208,7 +230,7 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
     tps = s.tp or DEFAULT_TPS
     if any(t <= 0 or t > 1024 for t in tps):
         raise UsageError("search.tp: tensor-parallel sizes must be in 1..1024")
-    max_batches = s.max_batch or [default_max_batch]
+    max_batches = s.max_batch or ([default_max_batch] if default_max_batch is not None else [])
     if any(b <= 0 or b > 4096 for b in max_batches):
         raise UsageError("search.max_batch: batch limits must be in 1..4096")
     precisions = s.precisions or DEFAULT_PRECISIONS

@@ -30,7 +30,8 @@ from .results import (ABSURD_RATIO, Deployment, Targets, check_targets, joules_p
                       rank_key, usd_per_hour, usd_per_mtok, usd_per_mtok_range)
 from ..serving import behaviour
 from ..serving.behaviour import DEFAULT_REQUESTS, batch_grid
-from ..serving.simulate import ClassTable, RequestPasses, in_flight_cap
+from ..inputs.error_bands import band_for
+from ..serving.simulate import ClassTable, RequestPasses, in_flight_cap, scaled
 from ..serving.steptime import Decoding, pass_table, table_passes
 from ..serving.traffic import RequestSample, Traffic, sample_requests
 
@@ -46,7 +47,7 @@ class SearchSpace:
     tps: list[int]
     precisions: list[str]
     decodings: list[Decoding]
-    max_batches: list[int]
+    max_batches: list[int]  # running limits searched; empty: each decoding's stack's own
     left_out: list[GPU] = field(default_factory=list)  # default GPUs the stack does not run on
 
 
@@ -374,6 +375,28 @@ def _search_replicas(c: Candidate, sample: RequestSample, traffic: Traffic, targ
     return at(good), capacity, points()
 
 
+def _band_ends(c: Candidate, sample: RequestSample, traffic: Traffic, targets: Targets, pricing: Pricing,
+               band, capacity: float) -> dict:
+    """The deployment searched again with every step `band.low` and `band.high` times as long as
+    predicted (the ends of its stack's error band): the fewest GPUs meeting the targets at each
+    end, and its $/Mtok and p95 latency there; None at an end where no replica count meets them.
+    A replica whose every step takes k times as long saturates at exactly 1/k of `capacity` (the
+    same run in a slower clock), so that is not simulated again."""
+    from dataclasses import replace
+
+    ends = []
+    for factor in (band.low, band.high):
+        moved = replace(c, table=scaled(c.table, factor), floors={})
+        found = _search_replicas(moved, sample, traffic, targets, pricing, math.inf, capacity / factor)
+        ends.append(found[0] if isinstance(found, tuple) and found[0].meets else None)
+
+    def pair(read):
+        return [None if d is None else read(d) for d in ends]
+
+    return dict(gpus=pair(lambda d: d.gpus), usd_per_mtok=pair(lambda d: d.usd_per_mtok),
+                p95_latency_s=pair(lambda d: d.p95_latency_s), band=[band.low, band.high], band_stack=band.stack)
+
+
 def _sustained_rps(c: Candidate, sample: RequestSample, traffic: Traffic, targets: Targets, d: Deployment,
                    capacity: float, known: list[tuple[float, float]] = ()) -> float:
     """The highest load (requests/s, all replicas) the deployment `d` serves within the latency
@@ -469,17 +492,23 @@ def _canvases(decoding: Decoding, sample: RequestSample) -> tuple[list[int], lis
     return prompts, behaviour.canvases(decoding, [int(v) for v in sample.answer_values])
 
 
+def running_limits(space: SearchSpace, pol: behaviour.Policy) -> list[int]:
+    """The running limits searched for a decoding: the space's, or its stack's own (the policy's)."""
+    return space.max_batches or [pol.max_running]
+
+
 def _table_args(space: SearchSpace, decoding: Decoding, prompts: list[int], canvases: list[int],
                 pol: behaviour.Policy) -> tuple:
     """`pass_table`'s positional arguments: every GPU, precision, TP, prompt, distinct canvas and batch."""
     return (decoding, [g.name for g in space.gpus], space.precisions, space.tps, prompts, sorted(set(canvases)),
-            batch_grid(pol.in_flight_cap(max(space.max_batches))))
+            batch_grid(pol.in_flight_cap(max(running_limits(space, pol)))))
 
 
 def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSample, efficiency: str,
                 stack: str | None, hardware: list[str] | None) -> tuple[list[Candidate], int]:
     prompts, canvases = _canvases(decoding, sample)
     answers = [int(v) for v in sample.answer_values]
+    stack = behaviour.stack_name(stack, decoding)  # the decoding's engine path unless one is given
     pol = behaviour.policy(stack_profile(stack, efficiency), decoding)  # its running limit: max_batch's
     pt = pass_table(model, *_table_args(space, decoding, prompts, canvases, pol), efficiency=efficiency,
                     stack=stack, hardware=hardware, max_passes=None)  # plan checked the total of its sweeps
@@ -489,7 +518,7 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
     for gi, g in enumerate(space.gpus):
         for pi, prec in enumerate(space.precisions):
             for ti, tp in enumerate(space.tps):
-                for mb in space.max_batches:
+                for mb in running_limits(space, pol):
                     rt = behaviour.request_table(pt, gi, pi, ti, decoding, prompts, answers, mb, pol)
                     if rt is None:
                         skipped += 1
@@ -503,10 +532,11 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
 def candidate_count(space: SearchSpace, baseline: bool = False) -> tuple[int, str]:
     """The candidate deployments `plan` searches in this space, counted before any is built, and
     the product they come from: GPUs x TP sizes x precisions x (decodings, plus the AR baseline
-    with `baseline` when a decoding is not autoregressive) x batch limits."""
+    with `baseline` when a decoding is not autoregressive) x batch limits (each decoding's stack's
+    own one when none is given)."""
     decodings = len(space.decodings) + (baseline and any(not d.autoregressive for d in space.decodings))
     factors = {"GPUs": len(space.gpus), "TP sizes": len(space.tps), "precisions": len(space.precisions),
-               "decodings": decodings, "batch limits": len(space.max_batches)}
+               "decodings": decodings, "batch limits": len(space.max_batches) or 1}
     return math.prod(factors.values()), " x ".join(f"{n:,} {name}" for name, n in factors.items())
 
 
@@ -518,9 +548,10 @@ def stack_profile(stack: str | None, efficiency: str):
     return resolve_stack(stack, load_profile(efficiency))
 
 
-def default_max_batch(stack: str | None, efficiency: str) -> int:
-    """The batch limit searched when none is given: the stack's running-request limit, as `serve`'s."""
-    return behaviour.running_limit(stack_profile(stack, efficiency))[0]
+def decoding_policy(stack: str | None, efficiency: str, decoding: Decoding) -> behaviour.Policy:
+    """How a decoding is served when no option says otherwise: on its stack (the one given, else its
+    kind's default), with that stack's release and running limit, as `serve` serves it."""
+    return behaviour.policy(stack_profile(behaviour.stack_name(stack, decoding), efficiency), decoding)
 
 
 def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing: Pricing, *,
@@ -536,9 +567,9 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
     if baseline and any(not d.autoregressive for d in space.decodings):
         sets.append(("baseline", [ar]))
     # the limit on passes costed one by one holds for the whole search: its sweeps added up first
-    pols = {dec: behaviour.policy(stack_profile(stack, efficiency), dec) for _, decodings in sets for dec in decodings}
+    pols = {dec: decoding_policy(stack, efficiency, dec) for _, decodings in sets for dec in decodings}
     passes = sum(table_passes(model, *_table_args(space, dec, *_canvases(dec, sample), pols[dec]),
-                              efficiency=efficiency, stack=stack, hardware=hardware)
+                              efficiency=efficiency, stack=behaviour.stack_name(stack, dec), hardware=hardware)
                  for _, decodings in sets for dec in decodings)
     limits.check_passes(passes, limits.MAX_PASSES_ONE_BY_ONE, "choose fewer GPUs, TP sizes, precisions or decodings, "
                         "larger blocks, shorter answers, or a smaller --max-batch")
@@ -592,6 +623,11 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
                 d.usd_per_mtok_at_capacity = usd_per_mtok(d.usd_per_hour, d.sustained_rps * d.output_tokens_per_s
                                                           / d.served_rps)
         results[name].sort(key=rank_key)
+        for d in results[name]:  # what it takes if the stack's step times are off as its error band says
+            c, capacity, _ = found_by[id(d)]
+            band = band_for(behaviour.stack_name(stack, c.decoding))
+            if band is not None:
+                d.intervals = _band_ends(c, sample, traffic, targets, pricing, band, capacity)
     pareto_front([d for d in results["plan"] if not d.absurd])
     plan_misses = [d for d in misses if d.decoding != ar.label or not sets[1:]]
     nearest = min(plan_misses or misses, key=lambda d: max(m.ratio for m in d.misses), default=None)

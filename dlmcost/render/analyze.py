@@ -76,8 +76,27 @@ def analyze_header(a: dict) -> str:
         f"scheme {w['scheme']} · prompt {w['prompt']} · gen {w['gen']} · {steps}{block}{store} · "
         f"batch {w['batch']}{cfg}{parallel} · {w['precision']} weights · "
         f"K/V {w['kv_dtype']} · logits: {w['logits']}\n"
-        f"efficiency profile: {safe(a['efficiency_profile'])} · stack: {safe(a['stack'])}"
+        f"efficiency profile: {safe(a['efficiency_profile'])} · {stack_phrase(a)}"
+        + (f"\n{published_phrase(a['decoding_source'])}" if a.get("decoding_source") else "")
     )
+
+
+def published_phrase(d: dict) -> str:
+    """Where the default tokens per forward come from: the model's published decoding on a task."""
+    rate = f"{d['tpf']:.3g} token{'' if d['tpf'] == 1 else 's'} per forward"
+    if d["tpf"] != d["tpf_published"]:
+        rate += f" (the mix's pooled rate; printed average {d['tpf_published']:.3g})"
+    task = d["task"] if d["tpf_task"] == d["task"] else f"{d['task']} (TPF from {d['tpf_task']})"
+    acc = f", accuracy {100 * d['accuracy']:.1f}%" if d.get("accuracy") is not None else ""
+    return f"{rate}: {safe(d['label'])} on {safe(task)}{acc} ({safe(d['source'])}); --task or --tpf to change"
+
+
+def stack_phrase(a: dict) -> str:
+    """`stack: NAME`, saying when it is the default and what the AR baseline ran on when that differs."""
+    default = " (default for this decoding; --stack to change)" if a.get("stack_default") else ""
+    ar = a.get("ar_stack")
+    baseline = f" · AR baseline on {safe(ar)}" if ar and ar != a["stack"] else ""
+    return f"stack: {safe(a['stack'])}{default}{baseline}"
 
 
 PASS_HEADERS = ["pass", "count", "q", "c", "GFLOP\n/pass", "MB\n/pass", "weights\nMB", "KV read\nMB",

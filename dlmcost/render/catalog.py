@@ -145,3 +145,40 @@ def _fmt_value(v) -> str:
     if isinstance(v, float):
         return f"{v:.6g}"
     return str(v)
+
+
+STACK_HEADERS = ["stack", "default\nfor", "running\nlimit", "release", "version", "as of", "error band\np10-p90",
+                 "fitted numbers"]
+STACK_PRIORITY = [0, 0, 0, 1, 2, 3, 1, 0]
+STACK_CAPTION = ("default for: the decodings that run on it when no --stack is given; running limit: requests at once "
+                 "per replica unless --max-running says otherwise (-: no limit of its own); release: how a batch of "
+                 "diffusion requests lets them go (-: synchronous); error band: predicted / measured speed, 10th to "
+                 "90th percentile, over published measurements it was not fitted on (above 1: optimistic; docs/"
+                 "validation.md); fitted numbers: field <- the validation points it was fitted on (-f json: every "
+                 "source)")
+
+
+def _fitted_cell(fitted: dict) -> list[str]:
+    return [f"{field} <- {', '.join(points)}" for field, points in fitted.items()] or ["-"]
+
+
+def render_stacks(entries: list[dict], fmt: str, out: Output) -> None:
+    if fmt == "json":
+        out.write(typed_json("stacks", entries))
+        return
+    rows = [[e["name"], ", ".join(e["default_for"]) or "-",
+             "-" if e["max_running_requests"] is None else str(e["max_running_requests"]),
+             e["release"] or "-", e["version"] or "-", e["as_of"] or "-",
+             "-" if e["error_band"] is None else f"{e['error_band']['low']:.2f}-{e['error_band']['high']:.2f}",
+             _fitted_cell(e["fitted"])] for e in entries]
+    if fmt == "csv":
+        out.write(to_csv([dict(zip((h.replace("\n", " ") for h in STACK_HEADERS), r[:-1] + ["; ".join(r[-1])]))
+                          for r in rows]))
+    elif fmt == "markdown":
+        out.write(to_markdown(STACK_HEADERS, [r[:-1] + ["; ".join(r[-1])] for r in rows]))
+    else:
+        columns = table_columns(STACK_HEADERS, STACK_PRIORITY)
+        for c in columns[3:6] + columns[7:]:
+            c.right = False
+        columns[-1].wrap = True
+        print_fitted(out, columns, rows, STACK_CAPTION)

@@ -120,11 +120,18 @@ def deployment_lines(d: dict) -> list[str]:
     ep = f" EP{d['ep']}" if d["ep"] > 1 else ""
     lines = [f"{d['model']} on {d['replicas']}× {d['gpu']} TP{d['tp']}{ep} {d['precision']} "
              f"({plural(d['gpus'], d['unit'])}) · {d['decoding']}"
-             + (f", spread {d['tpf_spread']:g}" if d["tpf_spread"] else "") + f" · stack {d['stack']}",
+             + (f", spread {d['tpf_spread']:g}" if d["tpf_spread"] else "") + f" · stack {d['stack']}"
+             + (" (default; --stack)" if d.get("stack_default") else ""),
              f"running ≤ {d['max_running']}{' (+ first blocks)' if d.get('first_block_outside_limit') else ''} "
-             f"per replica ({d['max_running_source']}; memory fits "
+             f"per replica ({_limit_source(d)}; memory fits "
              f"{d['memory_limit']}) · {d['release']} release ({d['release_source']})"]
     return lines
+
+
+def _limit_source(d: dict) -> str:
+    """Where the running limit came from, with the flag that changes it unless the user gave it."""
+    source = {"stack": f"{d['stack']}'s default"}.get(d["max_running_source"], d["max_running_source"])
+    return source if d["max_running_source"] == "option" else f"{source}, --max-running to change"
 
 
 def header(record: dict) -> str:

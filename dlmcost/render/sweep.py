@@ -73,7 +73,10 @@ def sweep_summary(result: dict) -> str:
                      f"steps than blocks, a TP/EP layout that does not split the model)")
     if result["skipped_unsupported"]:
         parts.append(f"skipped {result['skipped_unsupported']} on GPUs without the precision")
-    parts += [f"efficiency profile: {safe(result['efficiency_profile'])}", f"stack: {safe(result['stack'])}"]
+    ar = result.get("ar_stack")
+    parts += [f"efficiency profile: {safe(result['efficiency_profile'])}",
+              f"stack: {safe(result['stack'])}" + (f" (autoregressive rows and AR baselines: {safe(ar)})"
+                                                   if ar and ar != result["stack"] else "")]
     if result.get("grid"):  # several models in one table
         parts.append(safe(result["grid"]))
     return "; ".join(parts)

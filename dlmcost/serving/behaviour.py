@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine.schemes import get_scheme
+from ..inputs.stacks import default_stack
 from .simulate import ClassTable, RequestPasses, SimResult, draw_passes, in_flight_cap, simulate
 from .steptime import Decoding, PassTable, passes_to_first_output
 
@@ -56,6 +57,12 @@ def choose(given, from_stack, default) -> tuple:
     if from_stack is not None:
         return from_stack, "stack"
     return default, "default"
+
+
+def stack_name(given: str | None, decoding: Decoding) -> str:
+    """The stack a decoding is served on: the one given, else its kind's default (SGLang's dLLM
+    path for a diffusion decoding, its usual path for an autoregressive one: stacks.DEFAULT_STACKS)."""
+    return given if given is not None else default_stack(get_scheme(decoding.scheme).autoregressive)
 
 
 def stack_field(stack, name: str):

@@ -1,15 +1,20 @@
 """Which decodings a deployment runs: the ones asked for (scheme, block, tokens per forward or
-steps), checked against the model, or the model's own at its published sampler settings. `serve`
+steps), checked against the model, or the model's own: its published decoding on a task (its
+tokens per forward and their spread across a mix of benchmarks; analysis/published.py), else its
+sampler settings. With a quality floor, the model's published settings that reach it. `serve`
 takes one, `plan` searches several.
 
 A decoding asked for is any object with `scheme`, `block`, `tpf` and `steps` (None: not given);
-`steps`, total steps over an answer, becomes tokens per forward at the median answer length.
+`steps`, total steps over an answer, becomes tokens per forward at the median answer length; a
+scheme given without either runs at the model's published tokens per forward where that scheme
+is the published one.
 """
 
 from __future__ import annotations
 
 import warnings
 
+from ..analysis.published import Published, default_decoding, meeting_floor
 from ..engine.schemes import autoregressive_scheme, get_scheme
 from ..engine.workload import SCHEMES
 from ..errors import DlmcostWarning, UsageError
@@ -29,25 +34,49 @@ def model_schemes(model: ModelSpec) -> tuple[str, ...]:
     return own or listed
 
 
-def _own_decoding(model: ModelSpec, name: str) -> Decoding:
-    """Scheme `name` at the model's sampler settings: its block, tokens per forward gen / steps."""
+def _block(model: ModelSpec, name: str, published: Published | None = None) -> int | None:
+    """A diffusion scheme's block: the published decoding's, the model's sampler's, the scheme's own."""
+    s = model.sampler
+    return (published.block if published else None) or (s.block if s else None) or get_scheme(name).default_block
+
+
+def from_published(model: ModelSpec, p: Published) -> Decoding:
+    """A published decoding as the simulation runs it."""
+    if get_scheme(p.scheme).autoregressive:
+        return Decoding(p.scheme, None, 1.0, published=p)
+    return Decoding(p.scheme, _block(model, p.scheme, p), p.tpf, p.spread, published=p)
+
+
+def _own_decoding(model: ModelSpec, name: str, task: str | None = None) -> Decoding:
+    """Scheme `name` as the model was published with it: its published decoding on `task` where
+    that is this scheme, else its sampler settings (block, tokens per forward gen / steps)."""
     if get_scheme(name).autoregressive:
         return Decoding(name, None, 1.0)
+    p = default_decoding(model, name, task)
+    if p is not None:
+        return from_published(model, p)
     s = model.sampler
     tpf = s.gen / s.steps if s and s.steps else 1.0
-    return Decoding(name, (s.block if s else None) or get_scheme(name).default_block, tpf)
+    return Decoding(name, _block(model, name), tpf)
+
+
+def floor_decodings(model: ModelSpec, floor: tuple[str, float], task: str | None = None) -> tuple[list[Decoding], str]:
+    """The model's published settings whose accuracy on the floor's task reaches it (each at its
+    tokens per forward on `task`, else on the floor's task), and a sentence saying what was kept."""
+    found, note = meeting_floor(model, floor[0], floor[1], task)
+    return list(dict.fromkeys(from_published(model, p) for p in found)), note
 
 
 def choose_decodings(model: ModelSpec, given: list | None, *, median_answer: float | None = None,
-                     side_by_side: bool = False) -> list[Decoding]:
-    """The decodings to consider: given, or the model's own schemes at its sampler settings. A
+                     side_by_side: bool = False, task: str | None = None) -> list[Decoding]:
+    """The decodings to consider: given, or the model's own schemes as published (on `task`). A
     decoding without a scheme takes the model's default one. `steps` (total steps at the median
     answer length) becomes tokens per forward = median answer / steps. A scheme the model was not
     published with is used with a warning; planned side by side with other models it is left to
     the models that list it (a model listing none of the given ones runs its own)."""
     own = model_schemes(model)
     if not given:
-        return [_own_decoding(model, name) for name in own]
+        return [_own_decoding(model, name, task) for name in own]
     default = model.sampler.scheme if model.sampler else autoregressive_scheme()
     schemes = list(dict.fromkeys(d.scheme or default for d in given))
     knobs = [k for k in ("block", "tpf", "steps") if any(getattr(d, k) is not None for d in given)]
@@ -67,7 +96,9 @@ def choose_decodings(model: ModelSpec, given: list | None, *, median_answer: flo
         if get_scheme(scheme).autoregressive:
             out.append(Decoding(scheme, None, 1.0))
             continue
-        tpf = d.tpf if d.tpf is not None else (median_answer / d.steps if d.steps and median_answer else 1.0)
+        published = default_decoding(model, scheme, task) if d.tpf is None and d.steps is None else None
+        tpf = d.tpf if d.tpf is not None else (median_answer / d.steps if d.steps and median_answer else
+                                               published.tpf if published else 1.0)
         if tpf < 1 and not get_scheme(scheme).takes_drafter:
             warnings.warn(f"{scheme} at {tpf:.3g} tokens per forward: more passes than tokens, so some steps commit "
                           f"no token", DlmcostWarning, stacklevel=2)
@@ -76,20 +107,23 @@ def choose_decodings(model: ModelSpec, given: list | None, *, median_answer: flo
                              f"iteration of {scheme} accepts (the verifier's own token)")
         block = d.block
         if block is None and (scheme not in foreign or get_scheme(scheme).uses("block")):
-            # the model's own block (LLaDA's semi-autoregressive mdm too), else the scheme's
-            block = (model.sampler.block if model.sampler else None) or get_scheme(scheme).default_block
+            # the published decoding's, the model's own (LLaDA's semi-autoregressive mdm too), else the scheme's
+            block = _block(model, scheme, published)
             if block is None and get_scheme(scheme).uses("block"):
                 raise UsageError(f"decoding: the {scheme} scheme needs a block length (--block)")
         if block is not None and tpf > block:
             raise UsageError(f"decoding: {tpf:g} tokens per forward exceeds the block of {block} "
                              "(at least one step per block)")
-        out.append(Decoding(scheme, block, tpf))
+        if published is not None and published.block in (None, block):  # the published decoding itself
+            out.append(Decoding(scheme, block, tpf, published.spread, published=published))
+        else:
+            out.append(Decoding(scheme, block, tpf))
     if foreign:
         names = ", ".join(dict.fromkeys(foreign))
         if side_by_side and not out:
             warnings.warn(f"{model.id} was not published with {names}: it runs its own ({', '.join(own)})",
                           DlmcostWarning, stacklevel=2)
-            return [_own_decoding(model, name) for name in own]
+            return [_own_decoding(model, name, task) for name in own]
         if not side_by_side:
             warnings.warn(f"{model.id} was not published with {names} (its config lists {', '.join(own)}): "
                           "the answers' quality there is not known", DlmcostWarning, stacklevel=2)

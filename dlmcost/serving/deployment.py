@@ -22,14 +22,14 @@ import numpy as np
 
 from ..analysis import limits
 from ..engine.schemes import get_scheme
-from ..errors import UsageError, WorkloadError
-from ..inputs.stacks import DEFAULT_STACK
+from ..errors import NoDeploymentError, UsageError, WorkloadError
+from ..inputs.error_bands import band_for
 from .loads import ClosedLoop, BatchJob, OpenLoop, TraceReplay
 from .costs import IDLE_POWER_FRACTION, joules_per_token, price_range, usd_per_hour, usd_per_mtok, usd_per_mtok_range
 from .targets import Miss, Targets
 from . import behaviour
 from .behaviour import DEFAULT_MAX_RUNNING, DEFAULT_RELEASE  # noqa: F401  (serve's defaults, documented here)
-from .simulate import RELEASES, ClassTable, SimResult, in_flight_cap
+from .simulate import RELEASES, ClassTable, SimResult, in_flight_cap, scaled
 from .steptime import Decoding, pass_table, table_passes
 from .traffic import LengthDist, RequestSample, length_classes, parse_lengths
 
@@ -51,7 +51,10 @@ class Setup:
     block: int | None = None
     tpf: float | None = None
     steps: float | None = None
-    tpf_spread: float = 0.0  # coefficient of variation of a request's passes per block
+    tpf_spread: float | None = None  # coefficient of variation of a request's passes per block (None: the
+    # published decoding's spread across its mix of tasks, else 0)
+    task: str | None = None  # the task whose published tokens per forward the decoding takes
+    min_accuracy: tuple[str, float] | None = None  # (task, fraction): the published decoding must reach it
     max_running: int | None = None
     release: str | None = None
     stack: str | None = None
@@ -66,7 +69,7 @@ class Setup:
                 raise UsageError(f"--{name}: a whole number in 1..{hi:,}, got {v}")
         if self.max_running is not None and not (isinstance(self.max_running, int) and 1 <= self.max_running <= 4096):
             raise UsageError(f"--max-running: a whole number in 1..4096, got {self.max_running}")
-        if not (math.isfinite(self.tpf_spread) and 0 <= self.tpf_spread <= 4):
+        if self.tpf_spread is not None and not (math.isfinite(self.tpf_spread) and 0 <= self.tpf_spread <= 4):
             raise UsageError(f"--tpf-spread: a coefficient of variation in 0..4, got {self.tpf_spread}")
         if self.release is not None and self.release not in RELEASES:
             raise UsageError(f"--release: choose {' or '.join(RELEASES)}, got '{self.release}'")
@@ -104,6 +107,13 @@ class Prepared:
     power_w: float | None
     price_low: float | None = None  # the ends of the price's range (costs.price_range)
     price_high: float | None = None
+    stack: str = ""  # the stack's name (or file) the passes were costed under
+    stack_default: bool = False  # no --stack: the decoding's kind's default
+
+    @property
+    def spread(self) -> float:
+        """The spread of a request's passes per block: the option, else the published decoding's."""
+        return self.setup.tpf_spread if self.setup.tpf_spread is not None else self.decoding.spread
 
     @property
     def table(self) -> ClassTable:
@@ -144,6 +154,8 @@ class Point:
     usd_per_mtok_low: float | None = None  # $/Mtok at the low and high ends of the price range
     usd_per_mtok_high: float | None = None
     meets_targets: bool | None = None  # None: no targets given
+    # metric -> [low, high]: the same load with every step time at the ends of the stack's error band
+    intervals: dict = field(default_factory=dict)
 
     def record(self) -> dict:
         return asdict(self)
@@ -196,17 +208,25 @@ def stats(values: np.ndarray) -> dict:
 
 
 def _decoding(spec, setup: Setup, answers: np.ndarray) -> Decoding:
-    from .decodings import choose_decodings
+    from .decodings import choose_decodings, floor_decodings
 
     given = None
     if any(v is not None for v in (setup.scheme, setup.block, setup.tpf, setup.steps)):
+        if setup.min_accuracy is not None:
+            raise UsageError("--min-accuracy chooses among the model's published decodings: give it without "
+                             "--scheme, --block, --tpf or --steps (`dlmcost decodings MODEL` lists them)")
         scheme = setup.scheme or (spec.sampler.scheme if spec.sampler else "ar")  # plan's default for no sampler
         given = [Setup(scheme=scheme, block=setup.block, tpf=setup.tpf, steps=setup.steps)]
+    if setup.min_accuracy is not None:
+        found, note = floor_decodings(spec, setup.min_accuracy, setup.task)
+        if not found:
+            raise NoDeploymentError(f"no published decoding meets --min-accuracy: {note}")
+        return max(found, key=lambda d: d.tpf)  # the fastest that is good enough
     median = None
     if given and setup.steps is not None:  # steps over the median answer, drawn as plan draws it
         dist = LengthDist("file", tuple(float(a) for a in answers[:10_001]))
         median = float(np.median(dist.sample(np.random.default_rng(0), 1001)))
-    return choose_decodings(spec, given, median_answer=median)[0]
+    return choose_decodings(spec, given, median_answer=median, task=setup.task)[0]
 
 
 def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hardware: list[str] | None = None) -> Prepared:
@@ -222,13 +242,14 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     prompts, answers = lengths
     sample = length_classes(prompts, answers)
     decoding = _decoding(spec, setup, np.asarray(answers, float))
-    stack = resolve_stack(setup.stack, load_profile(setup.efficiency))
+    stack_name = behaviour.stack_name(setup.stack, decoding)
+    stack = resolve_stack(stack_name, load_profile(setup.efficiency))
     pol = behaviour.policy(stack, decoding, release=setup.release, max_running=setup.max_running)
     prompt_vals = [int(v) for v in sample.prompt_values]
     answer_vals = [int(v) for v in sample.answer_values]
     distinct = sorted(set(behaviour.canvases(decoding, answer_vals)))
     args = (decoding, [gpu.name], [setup.precision], [setup.tp], prompt_vals, distinct, behaviour.batch_grid(pol.in_flight_cap()))
-    opts = dict(efficiency=setup.efficiency, stack=setup.stack, hardware=hardware, ep=setup.ep)
+    opts = dict(efficiency=setup.efficiency, stack=stack_name, hardware=hardware, ep=setup.ep)
     limits.check_passes(table_passes(spec, *args, **opts), limits.MAX_PASSES_ONE_BY_ONE,
                         "choose larger blocks, shorter answers, or a smaller --max-running")
     pt = pass_table(spec, *args, **opts, max_passes=None)
@@ -251,7 +272,7 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
                     answer_tokens=np.tile(sample.answer_values.astype(float), n_p),
                     prompt_tokens=np.repeat(sample.prompt_values.astype(float), len(answer_vals)),
                     price=price, price_source=price_source, power_w=gpu.board_power_w,
-                    price_low=price_low, price_high=price_high)
+                    price_low=price_low, price_high=price_high, stack=stack_name, stack_default=setup.stack is None)
 
 
 # --- one load --------------------------------------------------------------------------------------
@@ -276,7 +297,7 @@ def _simulate_replicas(prep: Prepared, load, cls: np.ndarray, arrivals: np.ndarr
                        rng: np.random.Generator) -> list[_Replica]:
     setup = prep.setup
     n, R = len(cls), setup.replicas
-    passes_all = behaviour.request_passes(prep.requests, cls, setup.tpf_spread, rng)
+    passes_all = behaviour.request_passes(prep.requests, cls, prep.spread, rng)
     out = []
     if isinstance(load, (ClosedLoop, BatchJob)):
         users = load.users if isinstance(load, ClosedLoop) else load.parallel
@@ -474,11 +495,12 @@ def describe(prep: Prepared) -> dict:
     s = prep.setup
     return dict(model=prep.model, gpu=prep.gpu_name, unit=prep.unit, tp=s.tp, ep=s.ep, replicas=s.replicas, gpus=prep.gpus,
                 precision=s.precision, decoding=prep.decoding.label, scheme=prep.decoding.scheme,
-                block=prep.decoding.block, tpf=prep.decoding.tpf, tpf_spread=s.tpf_spread,
+                block=prep.decoding.block, tpf=prep.decoding.tpf, tpf_spread=prep.spread,
+                published=prep.decoding.published.record() if prep.decoding.published else None,
                 max_running=prep.max_running, max_running_source=prep.max_running_source,
                 first_block_outside_limit=prep.first_block_outside_limit, prompt_prefill=prep.prompt_prefill,
                 memory_limit=_memory_limit(prep.table),
-                release=prep.release, release_source=prep.release_source, stack=s.stack or DEFAULT_STACK,
+                release=prep.release, release_source=prep.release_source, stack=prep.stack, stack_default=prep.stack_default,
                 price_per_gpu_hour=prep.price, price_source=prep.price_source,
                 price_per_gpu_hour_low=prep.price_low, price_per_gpu_hour_high=prep.price_high, board_power_w=prep.power_w,
                 idle_power_fraction=IDLE_POWER_FRACTION, power_utilisation=s.power_utilisation)
@@ -513,11 +535,52 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=256, answer=None, 
         lengths = (p_d.sample(rng, n), np.maximum(a_d.sample(rng, n), 1.0))
     prep = prepare(spec, lengths, setup, hardware=hardware)
     points = [evaluate(prep, ld, requests=requests, seed=seed, targets=targets) for ld in loads]
+    band = band_for(prep.stack)
+    if band is not None:
+        for point, ld in zip(points, loads):
+            point.intervals = intervals(prep, ld, band, requests=requests, seed=seed)
     mark_pareto(points)
     full = saturation(prep, requests=requests, seed=seed)
     found = max_rate(prep, targets or Targets(), arrival=arrival, cv=cv, requests=requests, seed=seed,
                      top=full["rate"]) if find_max_rate else None
-    return ServeResult(describe(prep), points, found, full)
+    described = describe(prep)
+    described["error_band"] = None if band is None else dict(stack=band.stack, low=band.low, median=band.median,
+                                                             high=band.high, numbers=band.numbers, basis=band.basis)
+    return ServeResult(described, points, found, full)
+
+
+# What an interval is given for: a speed (more is faster) or a time or cost (less is faster)
+INTERVAL_METRICS = {
+    "output_tokens_per_s": lambda p: p.output_tokens_per_s,
+    "output_tokens_per_s_per_gpu": lambda p: p.output_tokens_per_s_per_gpu,
+    "tokens_per_s_per_user": lambda p: p.tokens_per_s_per_user,
+    "requests_per_s": lambda p: p.requests_per_s,
+    "ttfb_p50_s": lambda p: p.ttfb_s["median"],
+    "latency_p50_s": lambda p: p.latency_s["median"],
+    "latency_p99_s": lambda p: p.latency_s["p99"],
+    "usd_per_mtok": lambda p: p.usd_per_mtok,
+    "joules_per_token": lambda p: p.joules_per_token,
+}
+
+
+def intervals(prep: Prepared, load, band, *, requests: int, seed: int) -> dict[str, list[float]]:
+    """Each metric at the two ends of the stack's error band: the same load simulated with every
+    step `band.low` and `band.high` times as long as predicted (the measured speeds the band was
+    taken from ran at predicted / ratio). Queueing is not linear in the step time: near saturation
+    the latency interval widens faster than the band."""
+    from dataclasses import replace
+
+    ends = []
+    for factor in (band.low, band.high):
+        table = scaled(prep.requests.table, factor)
+        moved = replace(prep, requests=replace(prep.requests, table=table))
+        ends.append(evaluate(moved, load, requests=requests, seed=seed))
+    out = {}
+    for name, read in INTERVAL_METRICS.items():
+        values = [read(p) for p in ends]
+        if all(v is not None and math.isfinite(v) for v in values):
+            out[name] = sorted(values)
+    return out
 
 
 def own_decoding_is_ar(spec) -> bool:
@@ -545,7 +608,7 @@ def serve_many(models: list, loads, setups: list[Setup], *, answer=None, **optio
     for spec in specs:
         for setup in setups:
             if len(specs) > 1 and own_decoding_is_ar(spec):
-                setup = replace(setup, scheme=None, block=None, tpf=None, steps=None, tpf_spread=0.0)
+                setup = replace(setup, scheme=None, block=None, tpf=None, steps=None, tpf_spread=None)
             results.append(serve(spec, loads, setup, answer=answer, **options))
     mark_pareto([p for r in results for p in r.points])
     return Comparison(results)

@@ -91,6 +91,15 @@ class ClassTable:
         return [[f - p for f, p in zip(fc, pc)] for fc, pc in zip(self.first_pass_s, self.pass_s)]
 
 
+def scaled(table: ClassTable, factor: float) -> ClassTable:
+    """The same table with every pass `factor` times as long (a deployment whose step times are off
+    by that factor, as the validation's error bands say they may be)."""
+    from dataclasses import replace
+
+    return replace(table, pass_s=[[t * factor for t in row] for row in table.pass_s],
+                   first_pass_s=[[t * factor for t in row] for row in table.first_pass_s])
+
+
 MAX_BLOCKS = 20_000_000  # blocks over all simulated requests (the passes are drawn per block)
 
 
@@ -405,9 +414,9 @@ def _simulate_rounds(table: ClassTable, request_class: np.ndarray, batch_cap: in
             raise ValueError(f"a closed loop needs at least one user, got {users}")
         issued = min(users, n)  # users' first requests at 0; the others when an answer comes back
         arrival = [0.0] * issued + [math.inf] * (n - issued + 1)
-    if single and alike and not ahead:  # (ahead: the general loop counts who goes on)
+    if single and alike:
         done, start, first_block, busy, now, in_service = _rounds_one_kind(
-            rows[0], pass0, lift0, share0, n, batch_cap, arrival, issued, not open_loop, think_s)
+            rows[0], pass0, lift0, share0, n, batch_cap, arrival, issued, not open_loop, think_s, ahead)
         return SimResult(np.array(arrival[:n], float), np.array(done, float), np.array(first_block, float),
                          np.asarray(request_class), busy, now, np.array(start, float), in_service)
     done, start, first_block = [math.nan] * n, [math.nan] * n, [math.nan] * n
@@ -514,9 +523,12 @@ def _simulate_rounds(table: ClassTable, request_class: np.ndarray, batch_cap: in
 
 
 def _rounds_one_kind(row: list[int], pass0: list[float], lift0: list[float], share0: float, n: int,
-                     batch_cap: int, arrival: list[float], issued: int, closed: bool, think_s: float) -> tuple:
+                     batch_cap: int, arrival: list[float], issued: int, closed: bool, think_s: float,
+                     ahead: bool = False) -> tuple:
     """`_simulate_rounds` where every request is of one class and runs the same passes per block
-    (`row`): the cohorts then all finish at their last block, oldest first, one per round at most."""
+    (`row`): the cohorts then all finish at their last block, oldest first, one per round at most.
+    `ahead` (a first block outside the limit): the limit counts the members that go on past the
+    round, i.e. all but the oldest cohort when it is in its last block."""
     done, start, first_block = [math.nan] * n, [math.nan] * n, [math.nan] * n
     last = len(row) - 1
     # every block after the first alike (the usual case): a round lasts the newest cohort's first
@@ -530,7 +542,10 @@ def _rounds_one_kind(row: list[int], pass0: list[float], lift0: list[float], sha
         if arrival[tail] <= now:
             tail = bisect.bisect_right(arrival, now, tail, issued)
         a = head
-        while head < tail and b < batch_cap and (b == 0 or share_used + share0 <= limit):
+        cap = batch_cap
+        if ahead and cohorts and rnd - cohorts[0][0] == last:
+            cap += cohorts[0][2] - cohorts[0][1]
+        while head < tail and b < cap and (b == 0 or share_used + share0 <= limit):
             share_used += share0
             b += 1
             head += 1
@@ -577,7 +592,37 @@ def _rounds_one_kind(row: list[int], pass0: list[float], lift0: list[float], sha
         rnd += 1
         if not b:
             share_used = 0.0
+        elif later is not None and rnd < cohorts[0][0] + last:
+            full = b >= batch_cap or share_used + share0 > limit
+            if full or head == tail:  # else the waiting ones join the next round
+                rnd, now, busy, in_service = _quiet_rounds(rnd, cohorts[0][0] + last, now, busy, in_service, b,
+                                                           pass0[b], later, full, arrival, tail)
     return done, start, first_block, busy, now, in_service
+
+
+def _quiet_rounds(rnd: int, until: int, now: float, busy: float, in_service: float, b: int, pass_b: float,
+                  later: int, full: bool, arrival: list[float], tail: int) -> tuple[int, float, float, float]:
+    """`_rounds_one_kind`'s rounds from `rnd` on in which nobody joins (the batch is `full`, or no
+    request arrives before the round starts) and nobody leaves (before round `until`, when the
+    oldest cohort reaches its last block): the same members run a round of their later blocks
+    again, so only the clock moves, by the same sums as a round's (to the last bit). Not `full`:
+    no request is waiting, and the first to arrive (`arrival[tail]`) joins the round it finds."""
+    tau = b * pass_b / b
+    elapsed = tau + ((later if later > 1 else 1) - 1) * tau
+    held = b * elapsed
+    if full:
+        for rnd in range(rnd, until):
+            now += elapsed
+            busy += elapsed
+            in_service += held
+        return until, now, busy, in_service
+    next_arrival = arrival[tail]
+    while rnd < until and next_arrival > now:
+        now += elapsed
+        busy += elapsed
+        in_service += held
+        rnd += 1
+    return rnd, now, busy, in_service
 
 
 def _columns(rows: list[list[int]]) -> list[list[int]]:

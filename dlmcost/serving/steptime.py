@@ -10,7 +10,7 @@ largest batch that fits in memory.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,11 +21,16 @@ from ..engine.schemes import get_scheme
 
 @dataclass(frozen=True)
 class Decoding:
-    """What a request runs: scheme, block (None: one block of the whole answer), tokens per forward."""
+    """What a request runs: scheme, block (None: one block of the whole answer), tokens per forward,
+    and the spread of a request's passes per block (their coefficient of variation: a published mix
+    of tasks decodes each at its own rate). `published`: the model's published decoding it comes
+    from (analysis.published.Published), if any."""
 
     scheme: str
     block: int | None
     tpf: float
+    spread: float = 0.0
+    published: object | None = field(default=None, compare=False)
 
     @property
     def autoregressive(self) -> bool:
@@ -37,9 +42,10 @@ class Decoding:
         answer), naming only the knobs the scheme reads ('mdm/1': masked diffusion reads no block)."""
         if self.autoregressive:
             return self.scheme
+        tpf = f"{self.tpf:.3g}"  # a published mix's pooled rate has many digits; the JSON keeps them all
         if not get_scheme(self.scheme).uses("block"):
-            return f"{self.scheme}/{self.tpf:g}"
-        return f"{self.scheme}/{self.block or '-'}/{self.tpf:g}"
+            return f"{self.scheme}/{tpf}"
+        return f"{self.scheme}/{self.block or '-'}/{tpf}"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,73 @@
+"""Intervals: `serve` simulates each load again with every step time at the two ends of its
+stack's error band (dlmcost/inputs/error_bands.json, which the validation writes from its
+out-of-source errors: tests/test_validation.py checks it is what the rows give). With one user
+and no think time every time in the run scales with the steps, so the interval is the prediction
+divided (speeds) or multiplied (times, costs) by the band's ends, exactly."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from dlmcost import api
+from dlmcost.inputs import error_bands
+
+MODEL = "GSAI-ML/LLaDA-8B-Instruct"
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    monkeypatch.delenv("DLMCOST_HARDWARE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def test_one_user_scales_exactly_with_the_band():
+    band = json.loads(error_bands.BANDS_FILE.read_text())["bands"]["sglang-dllm"]
+    r = api.serve(MODEL, api.ClosedLoop(1), api.ServeSetup(gpu="h100"), prompt=256, answer=128)
+    d, (p,) = r.deployment, r.points
+    assert d["error_band"]["low"] == band["low"] and d["error_band"]["high"] == band["high"]
+    lo, hi = band["low"], band["high"]
+    iv = p.intervals
+    assert iv["output_tokens_per_s"] == pytest.approx([p.output_tokens_per_s / hi, p.output_tokens_per_s / lo])
+    assert iv["tokens_per_s_per_user"] == pytest.approx([p.tokens_per_s_per_user / hi, p.tokens_per_s_per_user / lo])
+    assert iv["latency_p50_s"] == pytest.approx([p.latency_s["median"] * lo, p.latency_s["median"] * hi])
+    assert iv["usd_per_mtok"] == pytest.approx([p.usd_per_mtok * lo, p.usd_per_mtok * hi])
+
+
+def test_a_stack_file_takes_the_pooled_band(tmp_path):
+    from dlmcost.inputs.stacks import bundled_stack_dir
+
+    mine = tmp_path / "mine.yaml"
+    mine.write_text((bundled_stack_dir() / "sglang.yaml").read_text().replace("name: sglang", "name: mine"))
+    pooled = json.loads(error_bands.BANDS_FILE.read_text())["bands"]["pooled"]
+    band = error_bands.band_for(str(mine))
+    assert (band.low, band.high, band.numbers) == (pooled["low"], pooled["high"], pooled["numbers"])
+    assert "pooled" in band.basis
+
+
+def test_plan_gpus_at_the_band_ends_by_hand(capsys):
+    """No latency target, fixed lengths, batch limit 8 on one H100 (SGLang's usual path): the
+    fewest replicas keep utilisation below 1, R = floor(rate / capacity) + 1; at the ends of the
+    stack's band every step is `low` or `high` times as long, so a replica's capacity is capacity /
+    low or capacity / high, and R follows (capacity from `api.analyze`, not from plan's code)."""
+    from dlmcost.cli import main
+
+    band = json.loads(error_bands.BANDS_FILE.read_text())["bands"]["sglang"]
+    a = api.analyze(MODEL, "h100", scheme="block", block=32, tpf=2, prompt=256, gen=128, batch=8,
+                    stack="sglang")["results"][0]
+    capacity = 8 / a["time_s"]
+    rate = 2.5 * capacity
+    capsys.readouterr()
+    rc = main([str(x) for x in ("plan", MODEL, "--rate", rate, "--gpu", "h100", "--tp", "1", "--precision", "bf16",
+                                "--scheme", "block", "--block", "32", "--tpf", "2", "--prompt", "256", "--answer", "128",
+                                "--max-batch", "8", "--price", "h100=2", "--max-usd-per-mtok", "1000", "--stack",
+                                "sglang", "-f", "json")])
+    best = json.loads(capsys.readouterr().out)["deployments"][0]
+    assert rc == 0
+    expected = [math.floor(rate / (capacity / k)) + 1 for k in (band["low"], band["high"])]
+    assert best["intervals"]["gpus"] == expected
+    assert best["intervals"]["band"] == [band["low"], band["high"]]
+    tokens_per_s = rate * 128
+    assert best["intervals"]["usd_per_mtok"] == pytest.approx([2.0 * r / (tokens_per_s * 3600) * 1e6 for r in expected])

@@ -1,0 +1,130 @@
+"""The model's published decoding sets every command's default tokens per forward (`--task` picks the
+task, `--tpf` and `--steps` override it), and a quality floor keeps only the published decodings that
+reach it (`--min-accuracy TASK=FRACTION`, plan and serve). Expected values are read from the bundled
+tables here and computed by hand from them (a mix runs at the harmonic mean of its members' TPFs)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from dlmcost import api
+from dlmcost.cli import main
+from dlmcost.inputs.decoding_profiles import ProfileDB
+
+MINI = "inclusionAI/LLaDA2.0-mini"
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    monkeypatch.delenv("DLMCOST_HARDWARE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def _mini_default():
+    profiles = ProfileDB.load().for_model(MINI)
+    return profiles.default_setting()
+
+
+def _pooled(setting, task="general") -> tuple[float, float]:
+    """(harmonic mean of the mix members' TPFs, CV of passes per token across them), by hand."""
+    members = [setting.results[t].tpf for t in setting.source.mixes[task]
+               if t in setting.results and setting.results[t].tpf]
+    passes = [1 / t for t in members]
+    mean = sum(passes) / len(passes)
+    cv = math.sqrt(sum((p - mean) ** 2 for p in passes) / len(passes)) / mean
+    return 1 / mean, cv
+
+
+def run(capsys, *args):
+    capsys.readouterr()
+    rc = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_the_default_tokens_per_forward_is_the_published_mix_pooled():
+    """LLaDA2.0-mini's own decoding (threshold 0.95, block 32) on the 33-benchmark mix: the report
+    prints their average TPF (2.6); requests drawn from the mix decode at their own benchmark's
+    rate, so tokens pool at the harmonic mean."""
+    setting = _mini_default()
+    assert setting.results["general"].tpf == pytest.approx(2.6)
+    tpf, _ = _pooled(setting)
+    assert tpf < 2.6
+    a = api.analyze(MINI, "h100")
+    assert a["workload"]["steps"] == pytest.approx(256 / tpf)
+    src = a["decoding_source"]
+    assert (src["task"], src["tpf_task"], src["tpf"], src["tpf_published"]) == ("general", "general",
+                                                                              pytest.approx(tpf), 2.6)
+    assert src["accuracy"] == pytest.approx(setting.results["general"].accuracy)
+    # a sweep's rows take the same
+    s = api.sweep(MINI, gpus="h100", schemes=["block"])
+    assert s["rows"][0]["steps"] == pytest.approx(256 / tpf)
+
+
+def test_task_picks_the_task_and_tpf_or_steps_override(capsys):
+    setting = _mini_default()
+    a = api.analyze(MINI, "h100", task="humaneval-plus")
+    assert a["workload"]["steps"] == pytest.approx(256 / setting.results["humaneval-plus"].tpf)
+    assert a["decoding_source"]["task"] == "humaneval-plus"
+    given = api.analyze(MINI, "h100", tpf=3.0)
+    assert given["workload"]["steps"] == pytest.approx(256 / 3.0) and given["decoding_source"] is None
+    rc, out, _ = run(capsys, "analyze", MINI, "--gpu", "h100", "--task", "gsm-plus")
+    assert rc == 0 and "on gsm-plus" in " ".join(out.split())
+    # a task without a published TPF for the setting: one line naming those that have one
+    rc, _, err = run(capsys, "analyze", MINI, "--gpu", "h100", "--task", "gsm8k")
+    assert rc == 2 and err.startswith("error: --task:") and "gsm-plus" in err and err.count("\n") == 1
+    # a model without published decodings
+    rc, _, err = run(capsys, "analyze", "google/gemma-2-9b", "--gpu", "h100", "--task", "gsm8k")
+    assert rc == 2 and "no published decodings" in err
+
+
+def test_serve_draws_the_mix_spread_unless_given():
+    setting = _mini_default()
+    tpf, cv = _pooled(setting)
+    r = api.serve(MINI, api.ClosedLoop(4), api.ServeSetup(gpu="h100"), prompt=256, answer=256).record()
+    d = r["deployment"]
+    assert (d["tpf"], d["tpf_spread"]) == (pytest.approx(tpf), pytest.approx(cv))
+    assert d["published"]["label"] == setting.label
+    r = api.serve(MINI, api.ClosedLoop(4), api.ServeSetup(gpu="h100", tpf_spread=0.0), prompt=256, answer=256).record()
+    assert r["deployment"]["tpf_spread"] == 0.0
+
+
+def test_a_quality_floor_keeps_the_decodings_that_reach_it(capsys):
+    """gsm-plus >= 0.86: LLaDA2.0-mini's published 86.5% there reaches it (at its gsm-plus TPF);
+    0.87 does not, and serve then says so with exit 8."""
+    setting = _mini_default()
+    plus = setting.results["gsm-plus"]
+    assert plus.accuracy == pytest.approx(0.865)
+    r = api.serve(MINI, api.ClosedLoop(2), api.ServeSetup(gpu="h100", min_accuracy=("gsm-plus", 0.86)),
+                  prompt=256, answer=256).record()
+    assert r["deployment"]["tpf"] == pytest.approx(plus.tpf)
+    rc, _, err = run(capsys, "serve", MINI, "--gpu", "h100", "-c", "2", "--min-accuracy", "gsm-plus=0.87")
+    assert rc == 8 and "0 of" in err and err.count("\n") == 1
+    rc, _, err = run(capsys, "serve", MINI, "--gpu", "h100", "-c", "2", "--min-accuracy", "gsm-plus")
+    assert rc == 2 and err.startswith("error: --min-accuracy")
+    rc, _, err = run(capsys, "serve", MINI, "--gpu", "h100", "-c", "2", "--min-accuracy", "gsm-plus=0.8",
+                     "--tpf", "3")
+    assert rc == 2 and "published decodings" in err
+
+
+def test_plan_at_equal_quality_searches_what_reaches_the_floor(capsys):
+    """Side by side with Qwen3-30B-A3B at gsm-plus >= 0.86: LLaDA2.0-mini at its gsm-plus TPF, and
+    the AR model (89.4% there at one token per forward) decoded autoregressively; at 0.87 only the
+    AR model is left, and the plan says why."""
+    common = ["plan", f"{MINI},Qwen/Qwen3-30B-A3B", "--rate", "2", "--gpu", "h100", "--tp", "1", "--precision",
+              "bf16", "--requests", "200", "-f", "json"]
+    rc, out, err = run(capsys, *common, "--min-accuracy", "gsm-plus=0.86")
+    assert rc == 0, err
+    doc = json.loads(out)
+    tpf = _mini_default().results["gsm-plus"].tpf
+    assert {d["decoding"] for d in doc["deployments"]} >= {f"block/32/{tpf:.3g}", "ar"}
+    rc, out, err = run(capsys, *common, "--min-accuracy", "gsm-plus=0.87")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert {d["model"] for d in doc["deployments"]} == {"Qwen/Qwen3-30B-A3B"}
+    assert any("LLaDA2.0-mini: 0 of" in note for note in doc["search"]["quality"])
+    rc, _, err = run(capsys, *common, "--min-accuracy", "gsm-plus=0.99")
+    assert rc == 8 and "no model has a published decoding" in err
