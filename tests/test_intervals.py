@@ -71,3 +71,29 @@ def test_plan_gpus_at_the_band_ends_by_hand(capsys):
     assert best["intervals"]["band"] == [band["low"], band["high"]]
     tokens_per_s = rate * 128
     assert best["intervals"]["usd_per_mtok"] == pytest.approx([2.0 * r / (tokens_per_s * 3600) * 1e6 for r in expected])
+
+
+def test_plan_table_and_csv_carry_the_band_ends():
+    """The table's band columns: the GPUs at the two ends as 'low–high' (one number when they
+    agree, 'none' for an end where no replica count meets the targets; '-' without a band), the p95 latency the same way; the CSV
+    has each end as its own column."""
+    from dlmcost.render.plan import PLAN_HEADERS, plan_csv_rows, plan_table
+
+    base = dict(model=MODEL, gpu="H100 SXM", decoding="mdm/1", replicas=1, tp=1, precision="bf16", max_running=8,
+                p50_latency_s=1.0, p95_latency_s=2.0, p95_first_block_s=0.5, tokens_per_s_per_user=10.0,
+                capacity_rps=3.0, headroom=0.5, usd_per_hour=2.0, usd_per_mtok=1.0, joules_per_token=1.0)
+    rows = [dict(base, intervals=dict(gpus=[1, 3], usd_per_mtok=[1.0, 3.0], p95_latency_s=[2.5, 4.25],
+                                      band=[1.2, 1.6], band_stack="s")),
+            dict(base, intervals=dict(gpus=[2, None], usd_per_mtok=[2.0, None], p95_latency_s=[2.5, None],
+                                      band=[1.2, 1.6], band_stack="s")),
+            dict(base, intervals=dict(gpus=[1, 1], usd_per_mtok=[1.0, 1.0], p95_latency_s=[3.0, 3.0],
+                                      band=[1.2, 1.6], band_stack="s")),
+            base]
+    headers, cells = plan_table(rows, show_decoding=False)
+    at = headers.index("GPUs\nband"), headers.index("p95 s\nband")
+    assert [[row[i] for i in at] for row in cells] == [["1–3", "2.5–4.2"], ["2–none", "2.5–none"], ["1", "3"], ["-", "-"]]
+    assert headers[-2:] == PLAN_HEADERS[-2:]
+    csv = plan_csv_rows(dict(deployments=rows, ar_baseline=[]))
+    assert (csv[0]["gpus_band_low"], csv[0]["gpus_band_high"], csv[0]["p95_latency_s_band_high"],
+            csv[0]["band_stack"]) == (1, 3, 4.25, "s")
+    assert csv[3]["gpus_band_low"] is None

@@ -6,6 +6,7 @@ checked against `serve` of its deployment at the same load, which computes them 
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -108,9 +109,9 @@ def test_a_stack_s_release_and_running_limit_reach_the_plan(capsys, monkeypatch)
 
 
 def test_the_release_policy_is_shown(capsys, monkeypatch):
-    """The search line and the JSON say how the batches were released: the default stack's
+    """The engines line and the JSON say how the batches were released: the default stack's
     synchronous batch, a stack's first-done, and per decoding where they differ."""
-    from dlmcost.render.plan import _release
+    from dlmcost.render.plan import engines_line
 
     base = ["plan", MODEL, "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--scheme", "dual-cache",
             "--rate", "2", "--requests", "200", "--stack", STACK]
@@ -118,12 +119,20 @@ def test_the_release_policy_is_shown(capsys, monkeypatch):
     assert main([*base, "-f", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["search"]["release"] == {"dual-cache/32/1": "synchronous"}
     assert main(base) == 0
-    assert "; synchronous release; 200 simulated requests" in " ".join(capsys.readouterr().out.split())
+    assert re.search(rf"engines: {STACK} for dual-cache/32/1 \(batch limit \d+, synchronous release\) \(--stack\)",
+                     " ".join(capsys.readouterr().out.split()))
     with_serving_fields(monkeypatch, release="first-done")
     assert main([*base, "-f", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["search"]["release"] == {"dual-cache/32/1": "first-done"}
-    assert _release({"block/32/1": "synchronous", "ar": "first-done"}) == "release block/32/1 synchronous, ar first-done; "
-    assert _release({}) == ""
+    search = dict(decodings=["block/32/1"], max_batch=[64, 256], stack_default=True,
+                  stacks={"block/32/1": "x", "ar": "y"}, max_running={"block/32/1": [64], "ar": [256]},
+                  release={"block/32/1": "synchronous", "ar": "first-done"})
+    assert engines_line(search) == ("engines: x for block/32/1 (batch limit 64, synchronous release); y for the AR "
+                                    "baseline (batch limit 256, first-done release) (each decoding's default "
+                                    "engine, --stack to change)")
+    same = dict(search, stacks={"block/32/1": "x", "ar": "x"}, max_running={"block/32/1": [64], "ar": [64]},
+                release={"block/32/1": "synchronous", "ar": "synchronous"})
+    assert engines_line(same).startswith("engines: x for block/32/1, the AR baseline (batch limit 64, synchronous")
 
 
 def test_the_sglang_dllm_stack_s_first_blocks_and_chunked_prompt_reach_the_plan(capsys, monkeypatch):

@@ -128,3 +128,33 @@ def test_plan_at_equal_quality_searches_what_reaches_the_floor(capsys):
     assert any("LLaDA2.0-mini: 0 of" in note for note in doc["search"]["quality"])
     rc, _, err = run(capsys, *common, "--min-accuracy", "gsm-plus=0.99")
     assert rc == 8 and "no model has a published decoding" in err
+
+
+def test_settings_that_decode_alike_are_searched_once(capsys):
+    """LLaDA-8B-Instruct at gsm8k >= 0.7: several published settings share a label (scheme, block,
+    tokens per forward) and so cost alike; each label is searched once, by the most accurate of
+    them (the product of the lists is exactly what was evaluated), and the header names each."""
+    from dlmcost.analysis.published import meeting_floor
+    from dlmcost.inputs.models import resolve_model
+    from dlmcost.render.plan import plan_header
+    from dlmcost.serving.decodings import from_published
+
+    spec = resolve_model("GSAI-ML/LLaDA-8B-Instruct")
+    found, _ = meeting_floor(spec, "gsm8k", 0.7, None)
+    by_label: dict[str, list] = {}
+    for p in found:
+        by_label.setdefault(from_published(spec, p).label, []).append(p)
+    assert len(by_label) < len(found)  # the case this is about: some labels published twice
+    rc, out, err = run(capsys, "plan", "--rate", "2", "--gpu", "h100", "--tp", "1", "--precision", "bf16",
+                       "--requests", "100", "--min-accuracy", "gsm8k=0.7", "-f", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert sorted(doc["search"]["decodings"]) == sorted(by_label)
+    assert doc["evaluated"] + doc["skipped"]["unsupported_or_not_fitting"] == len(by_label)
+    for label, settings in by_label.items():
+        kept = doc["search"]["published"][f"GSAI-ML/LLaDA-8B-Instruct {label}"]
+        assert kept["accuracy"] == max(p.accuracy for p in settings)
+    header = " ".join(plan_header(doc).split())
+    assert f"searched {len(by_label)} candidates" in header
+    assert all(f"{label} = " in header for label in by_label)
+    assert "quality floor gsm8k" in header

@@ -36,7 +36,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                            parse_price, read_scenario, warn_off_stack)
     from ..inputs.stacks import default_stack
     from ..serving import behaviour
-    from .search import candidate_count, decoding_policy, plan, stack_profile
+    from .search import baseline_decoding, candidate_count, decoding_policy, plan, stack_profile
 
     price_overrides = dict(parse_price(p) for p in prices)
     spec = read_scenario(scenario_path, overrides)
@@ -79,6 +79,12 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         parts.append(plan(m, traffic, targets, space, pricing, requests=spec.simulation.requests,
                           seed=spec.simulation.seed, efficiency=efficiency, stack=stack, hardware=hardware,
                           baseline=baseline, absurd=absurd, progress=progress))
+    if baseline and any(not d.autoregressive for _, space, _ in spaces for d in space.decodings):
+        ar = baseline_decoding()  # the AR baseline's engine, as the header names it
+        policy = decoding_policy(stack, efficiency, ar)
+        release.setdefault(ar.label, policy.release)
+        running.setdefault(ar.label, spaces[0][1].max_batches or [policy.max_running])
+        stacks.setdefault(ar.label, behaviour.stack_name(stack, ar))
     result = parts[0]
     if len(parts) > 1:
         result = _side_by_side(parts, pareto_front, rank_key)
@@ -89,7 +95,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     result.search = dict(gpus=[g.name for g in space.gpus], tp=space.tps, precisions=space.precisions,
                          decodings=list(dict.fromkeys(decodings)),
                          max_batch=sorted({b for bs in running.values() for b in bs}),
-                         max_running=running,  # each decoding's running limits searched (its stack's own unless given)
+                         max_running=running,  # each decoding's running limits searched (its stack's own unless given), the AR baseline's too
                          stacks=stacks, stack_default=stack is None,  # each decoding's stack
                          release=release,  # each decoding's batch release policy, as serve's
                          requests=spec.simulation.requests, seed=spec.simulation.seed,

@@ -548,6 +548,11 @@ def stack_profile(stack: str | None, efficiency: str):
     return resolve_stack(stack, load_profile(efficiency))
 
 
+def baseline_decoding() -> Decoding:
+    """The AR baseline's decoding: one token per pass."""
+    return Decoding(autoregressive_scheme(), None, 1.0)
+
+
 def decoding_policy(stack: str | None, efficiency: str, decoding: Decoding) -> behaviour.Policy:
     """How a decoding is served when no option says otherwise: on its stack (the one given, else its
     kind's default), with that stack's release and running limit, as `serve` serves it."""
@@ -562,7 +567,7 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
     $/Mtok at capacity). `baseline`: the same model decoded autoregressively beside it;
     `absurd`: search and keep the absurd deployments too (`results.mark_absurd`)."""
     sample = sample_requests(traffic, requests, seed)
-    ar = Decoding(autoregressive_scheme(), None, 1.0)
+    ar = baseline_decoding()
     sets = [("plan", space.decodings)]
     if baseline and any(not d.autoregressive for d in space.decodings):
         sets.append(("baseline", [ar]))

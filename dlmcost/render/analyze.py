@@ -4,6 +4,7 @@ and the HTML page (the same rows as the terminal's table, with the roofline)."""
 from __future__ import annotations
 
 from .cells import count, gb, ms, num, safe, speedup, verdict_text
+from .evidence import published_phrase
 from .formats import to_csv, to_json, to_markdown
 from .labels import knee_label, uses
 from .output import Output, Styled
@@ -79,16 +80,6 @@ def analyze_header(a: dict) -> str:
         f"efficiency profile: {safe(a['efficiency_profile'])} · {stack_phrase(a)}"
         + (f"\n{published_phrase(a['decoding_source'])}" if a.get("decoding_source") else "")
     )
-
-
-def published_phrase(d: dict) -> str:
-    """Where the default tokens per forward come from: the model's published decoding on a task."""
-    rate = f"{d['tpf']:.3g} token{'' if d['tpf'] == 1 else 's'} per forward"
-    if d["tpf"] != d["tpf_published"]:
-        rate += f" (the mix's pooled rate; printed average {d['tpf_published']:.3g})"
-    task = d["task"] if d["tpf_task"] == d["task"] else f"{d['task']} (TPF from {d['tpf_task']})"
-    acc = f", accuracy {100 * d['accuracy']:.1f}%" if d.get("accuracy") is not None else ""
-    return f"{rate}: {safe(d['label'])} on {safe(task)}{acc} ({safe(d['source'])}); --task or --tpf to change"
 
 
 def stack_phrase(a: dict) -> str:

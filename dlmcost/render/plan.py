@@ -6,13 +6,15 @@ from __future__ import annotations
 import math
 
 from .cells import num, plural, safe, sig
+from .evidence import BAND_MEANING, band_phrase, published_brief, span
 from .formats import to_csv, to_markdown, typed_json
 from .output import Output
 from .tables import print_fitted, table_columns
 
 PLAN_HEADERS = ["model", "GPU", "scheme/\nb/tpf", "R×TP\nprec", "B", "p50\ns", "p95\ns", "1st\nblk s", "tok/s\n/user",
-                "out\ntok/s", "tok/s\n/GPU", "cap\nreq/s", "head\n%", "$/h", "$/Mtok", "$/Mtok\n@cap", "J/tok"]
-PLAN_PRIORITY = [0, 0, 0, 0, 3, 2, 0, 3, 2, 3, 1, 4, 4, 3, 0, 0, 4]  # larger: dropped sooner on a narrow terminal
+                "out\ntok/s", "tok/s\n/GPU", "cap\nreq/s", "head\n%", "$/h", "$/Mtok", "$/Mtok\n@cap", "J/tok",
+                "GPUs\nband", "p95 s\nband"]
+PLAN_PRIORITY = [0, 0, 0, 0, 3, 2, 0, 3, 2, 3, 1, 4, 4, 3, 0, 0, 4, 1, 3]  # larger: dropped sooner on a narrow terminal
 PRICE_RANGE = "$/Mtok\nlow–high"  # the HTML page's column: $/Mtok over the price's public range
 PLAN_LEGEND = {
     "model": "the model deployed",
@@ -36,6 +38,10 @@ PLAN_LEGEND = {
     "$/Mtok\n@cap": "dollars per million output tokens at the highest load the deployment sustains within the targets",
     "J/tok": "joules per output token: board power while a replica runs passes (its busy fraction), its idle "
              "share while idle, over the output tokens",
+    "GPUs\nband": "the fewest GPUs meeting the targets were every step slower or faster than predicted by the "
+                  "stack's error band (predicted / measured speed, 10th–90th percentile over published "
+                  "measurements the stack was not fitted on); none: no replica count meets them there",
+    "p95 s\nband": "the p95 latency at the band's two ends, on those GPUs",
 }
 
 
@@ -59,7 +65,7 @@ def plan_table(records: list[dict], show_decoding: bool, price_range: bool = Fal
               num(r["capacity_rps"]), f"{100 * r['headroom']:,.0f}",
               "-" if r["usd_per_hour"] is None else sig(r['usd_per_hour'], 4),
               g2(r["usd_per_mtok"]) + ("*" if r.get("pareto") else ""), g2(r.get("usd_per_mtok_at_capacity")),
-              g2(r["joules_per_token"])] for r in records]
+              g2(r["joules_per_token"]), *_band_cells(r.get("intervals") or {}, g2)] for r in records]
     several_models = len({r.get("model") for r in records}) > 1
     keep = [several_models, True, show_decoding] + [True] * (len(PLAN_HEADERS) - 3)
     headers, rows = [h for h, k in zip(PLAN_HEADERS, keep) if k], [[c for c, k in zip(row, keep) if k] for row in cells]
@@ -71,13 +77,22 @@ def plan_table(records: list[dict], show_decoding: bool, price_range: bool = Fal
     return headers, rows
 
 
+def _band_cells(intervals: dict, g2) -> list[str]:
+    """The GPUs and the p95 latency at the error band's two ends ('-' without a band)."""
+    if "band" not in intervals:
+        return ["-", "-"]
+    return [span(*intervals["gpus"], lambda v: f"{v:.0f}"), span(*intervals["p95_latency_s"], g2)]
+
+
 PLAN_CSV_KEYS = ("model", "gpu", "replicas", "tp", "gpus", "precision", "scheme", "block", "tpf", "decoding",
                  "max_running", "p50_latency_s", "p95_latency_s", "p99_latency_s", "p95_first_block_s",
                  "tokens_per_s_per_user", "served_rps", "output_tokens_per_s", "tokens_per_s_per_gpu", "capacity_rps",
                  "sustained_rps", "headroom", "usd_per_hour", "usd_per_mtok", "usd_per_mtok_low", "usd_per_mtok_high",
                  "usd_per_mtok_at_capacity", "gpu_busy_fraction", "joules_per_token", "price_per_gpu_hour",
                  "price_per_gpu_hour_low", "price_per_gpu_hour_high", "price_source", "pareto", "absurd",
-                 "max_batch")  # max_batch: max_running's deprecated alias, for one release
+                 "max_batch",  # max_batch: max_running's deprecated alias, for one release
+                 *(f"{key}_band_{end}" for key in ("gpus", "usd_per_mtok", "p95_latency_s") for end in ("low", "high")),
+                 "band_stack")
 
 
 def _listed(n: int, word: str, values: list, many: str | None = None) -> str:
@@ -88,29 +103,70 @@ def _listed(n: int, word: str, values: list, many: str | None = None) -> str:
 
 def plan_search_line(p: dict) -> str:
     """What was searched: the product of the lists, with each factor's count and values, and
-    the candidates the AR baseline added (the evaluated and the skipped make up both)."""
+    the candidates the AR baseline added (the evaluated and the skipped make up both). The batch
+    limits are a factor when every decoding searched the same ones; else each its own."""
     s = p["search"]
+    running = s.get("max_running") or {d: s["max_batch"] for d in s["decodings"]}
+    limits = {tuple(running.get(d, s["max_batch"])) for d in s["decodings"]}
     factors = [(s["gpus"], "GPU", None), (s["tp"], "TP size", None), (s["precisions"], "precision", None),
-               (s["decodings"], "decoding", None), (s["max_batch"], "batch limit", None)]
-    product = math.prod(len(v) for v, _, _ in factors)
-    text = f"searched {plural(product, 'candidate')} (" + " × ".join(_listed(len(v), w, v, m) for v, w, m in factors) + ")"
+               (s["decodings"], "decoding", None)]
+    per_decoding = sum(len(running.get(d, s["max_batch"])) for d in s["decodings"])
+    if len(limits) == 1:
+        factors.append((list(limits.pop()), "batch limit", None))
+    product = math.prod(len(v) for v, _, _ in factors[:3]) * per_decoding
+    text = f"searched {plural(product, 'candidate')} (" + " × ".join(_listed(len(v), w, v, m) for v, w, m in factors)
+    text += ", each at its engine's batch limits)" if len(factors) == 4 else ")"
     # (absurd candidates are among the product: searched, then left out)
     tried = p["evaluated"] + sum(v for k, v in (p.get("skipped") or {}).items() if k != "absurd")
     if tried > product:
         text += f" and {tried - product:,} for the AR baseline"
-    stack = f"stack {safe(s['stack'])}; " if s.get("stack") else ""
-    return f"{text}; {stack}{_release(s.get('release') or {})}{plural(s['requests'], 'simulated request')}, " \
-           f"random seed {s['seed']}"
+    return f"{text}; {plural(s['requests'], 'simulated request')}, random seed {s['seed']}"
 
 
-def _release(by_decoding: dict) -> str:
-    """How the batches are released ('synchronous release; '), per decoding where they differ."""
-    policies = list(dict.fromkeys(by_decoding.values()))
-    if not policies:
-        return ""
-    if len(policies) == 1:
-        return f"{safe(policies[0])} release; "
-    return "release " + ", ".join(f"{safe(k)} {safe(v)}" for k, v in by_decoding.items()) + "; "
+def engines_line(s: dict) -> str:
+    """Which engine runs each decoding, with its batch limits and release: 'engines: sglang-dllm
+    for mdm/1, dual-cache/32/1 (batch limit 128, first-done release); sglang for the AR baseline
+    (...)'. Decodings on the same engine with the same limits and release share one entry."""
+    stacks, running, release = s.get("stacks") or {}, s.get("max_running") or {}, s.get("release") or {}
+    groups: dict[tuple, list[str]] = {}
+    for label in list(dict.fromkeys([*s["decodings"], *stacks])):
+        if label in stacks:
+            key = (stacks[label], tuple(running.get(label, s["max_batch"])), release.get(label, ""))
+            groups.setdefault(key, []).append(label)
+    if not groups:
+        return f"stack {safe(s.get('stack', 'none'))}"
+    parts = []
+    for (stack, limits, policy), labels in groups.items():
+        names = ", ".join("the AR baseline" if lab not in s["decodings"] else safe(lab) for lab in labels)
+        limit = plural(len(limits), "batch limit") if len(limits) > 1 else "batch limit"
+        parts.append(f"{safe(stack)} for {names} ({limit} {', '.join(map(str, limits))}"
+                     + (f", {safe(policy)} release)" if policy else ")"))
+    how = "each decoding's default engine, --stack to change" if s.get("stack_default") else "--stack"
+    return "engines: " + "; ".join(parts) + f" ({how})"
+
+
+def evidence_lines(p: dict) -> list[str]:
+    """The published decodings the tokens per forward come from, the quality floor, and the error
+    bands the ranges are drawn from."""
+    s, lines = p["search"], []
+    published = s.get("published") or {}
+    one_model = len(p.get("models") or [p.get("model")]) == 1
+    shown = [f"{safe(key.partition(' ')[2] if one_model else key)} = {published_brief(r)}" for key, r in published.items()]
+    if shown:
+        lines.append("published decodings (--task chooses the benchmark): " + "; ".join(shown))
+    floor = s.get("min_accuracy") or {}
+    if floor:
+        said = ", ".join(f"{safe(task)} ≥ {100 * value:.3g}%" for task, value in floor.items())
+        lines.append(f"quality floor {said}: " + ("; ".join(safe(q) for q in s.get("quality") or []) or "met"))
+    bands = {}
+    for r in [*p.get("deployments", []), *p.get("ar_baseline", []), *([p["nearest_miss"]] if p.get("nearest_miss") else [])]:
+        iv = r.get("intervals") or {}
+        if "band" in iv:
+            bands.setdefault(iv["band_stack"], iv["band"])
+    if bands:
+        lines.append("error bands: " + ", ".join(band_phrase(k, *v) for k, v in bands.items())
+                     + f" ({BAND_MEANING})")
+    return lines
 
 
 def plan_header(p: dict) -> str:
@@ -124,8 +180,9 @@ def plan_header(p: dict) -> str:
     s, absurd = p["search"], (p.get("skipped") or {}).get("absurd", 0)
     hidden = (f"; {absurd} absurd (over 10x their model's cheapest $/Mtok) left out, --absurd lists them"
               if absurd and not s.get("absurd_shown") else "")
-    return (f"{safe(p['model'])} · {load} · prompt {lengths(t['prompt'])} · answer {lengths(t['answer'])} tokens\n"
-            f"targets: {targets}\n{plan_search_line(p)}{hidden}" + left_out_line(s))
+    return "\n".join([f"{safe(p['model'])} · {load} · prompt {lengths(t['prompt'])} · answer {lengths(t['answer'])} "
+                      f"tokens", f"targets: {targets}", plan_search_line(p) + hidden, engines_line(s),
+                      *evidence_lines(p)]) + left_out_line(s)
 
 
 def left_out_line(search: dict) -> str:
@@ -145,7 +202,15 @@ def left_out_line(search: dict) -> str:
 
 def plan_csv_rows(p: dict) -> list[dict]:
     rows = [("plan", r) for r in p["deployments"]] + [("ar_baseline", r) for r in p["ar_baseline"]]
-    return [dict(set=name, **{k: r.get(k) for k in PLAN_CSV_KEYS}) for name, r in rows]
+    return [dict(set=name, **{k: _flat(r).get(k) for k in PLAN_CSV_KEYS}) for name, r in rows]
+
+
+def _flat(r: dict) -> dict:
+    """A deployment's record with its intervals as columns: gpus_band_low, ..., band_stack."""
+    iv = r.get("intervals") or {}
+    ends = {f"{key}_band_{end}": v for key in ("gpus", "usd_per_mtok", "p95_latency_s")
+            for end, v in zip(("low", "high"), iv.get(key) or (None, None))}
+    return {**r, **ends, "band_stack": iv.get("band_stack")}
 
 
 def render_plan(p: dict, fmt: str, out: Output, top: int | None = 15, charts: list | None = None) -> None:

@@ -64,7 +64,14 @@ def floor_decodings(model: ModelSpec, floor: tuple[str, float], task: str | None
     """The model's published settings whose accuracy on the floor's task reaches it (each at its
     tokens per forward on `task`, else on the floor's task), and a sentence saying what was kept."""
     found, note = meeting_floor(model, floor[0], floor[1], task)
-    return list(dict.fromkeys(from_published(model, p) for p in found)), note
+    # settings that decode alike (one label: scheme, block, tokens per forward) cost alike: the
+    # most accurate of them stands for the rest, so that none is searched twice
+    best: dict[str, Decoding] = {}
+    for d in (from_published(model, p) for p in found):
+        kept = best.get(d.label)
+        if kept is None or (d.published.accuracy or 0) > (kept.published.accuracy or 0):
+            best[d.label] = d
+    return list(best.values()), note
 
 
 def choose_decodings(model: ModelSpec, given: list | None, *, median_answer: float | None = None,

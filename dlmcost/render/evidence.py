@@ -1,0 +1,44 @@
+"""What a default and an interval stand on, in words: the published decoding a model's tokens
+per forward come from, and the error band a range is drawn from (shared by analyze, serve and
+plan, so that the three say it alike)."""
+
+from __future__ import annotations
+
+from .cells import safe
+
+
+def published_phrase(d: dict, change: str = "--task or --tpf to change") -> str:
+    """Where the default tokens per forward come from: the model's published decoding on a task."""
+    rate = f"{d['tpf']:.3g} token{'' if d['tpf'] == 1 else 's'} per forward"
+    if d["tpf"] != d["tpf_published"]:
+        rate += f" (the mix's pooled rate; printed average {d['tpf_published']:.3g})"
+    task = d["task"] if d["tpf_task"] == d["task"] else f"{d['task']} (TPF from {d['tpf_task']})"
+    acc = f", accuracy {100 * d['accuracy']:.1f}%" if d.get("accuracy") is not None else ""
+    hint = f"; {change}" if change else ""
+    return f"{rate}: {safe(d['label'])} on {safe(task)}{acc} ({safe(d['source'])}){hint}"
+
+
+def published_brief(d: dict) -> str:
+    """'LLaDA-8B-Instruct 256 steps for 256 tokens, block 8 (gsm8k 78.6%; arXiv 2502.09992)': a
+    published setting, where the decoding's label already says its tokens per forward."""
+    acc = f" {100 * d['accuracy']:.1f}%" if d.get("accuracy") is not None else ""
+    task = d["task"] if d["tpf_task"] == d["task"] else f"{d['task']}{acc}, TPF from {d['tpf_task']}"
+    return f"{safe(d['label'])} ({safe(task)}{acc if d['tpf_task'] == d['task'] else ''}; {safe(d['source'])})"
+
+
+def band_phrase(stack: str, low: float, high: float, numbers: int | None = None) -> str:
+    """'sglang-dllm 1.22–1.55× (16 numbers)': a stack's error band, predicted / measured speed at
+    the 10th and 90th percentile of the published measurements it was not fitted on."""
+    count = f" over {numbers} measurements" if numbers else ""
+    return f"{safe(stack)} {low:.2f}–{high:.2f}×{count}"
+
+
+BAND_MEANING = ("predicted / measured speed, 10th–90th percentile over published measurements the stack was "
+                "not fitted on; ranges are the same run at the band's two ends")
+
+
+def span(low, high, fmt) -> str:
+    """'1.5–2.6', one value when both ends agree, 'none' for an end with no value (nothing met the
+    targets there)."""
+    a, b = ("none" if v is None else fmt(v) for v in (low, high))
+    return a if a == b else f"{a}–{b}"
