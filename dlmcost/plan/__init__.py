@@ -3,7 +3,8 @@
 A search on top of the serving simulation (dlmcost/serving/): each candidate deployment is
 served as `dlmcost serve` serves it, and the search finds its fewest replicas.
 
-    search.py    the fewest replicas per candidate deployment, its sustained load, ranking, AR baseline
+    search.py    the candidates, searched cheapest first and pruned; ranking, AR baseline
+    replicas.py  one candidate's fewest replicas and the load it sustains, by simulation
     results.py   result types, target checks, Pareto front, ranking
     scenario.py  the scenario YAML and command-line options
 """
@@ -18,9 +19,12 @@ from .search import PlanResult
 
 def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | None = None, prices: list[str] = (),
         hardware: list[str] | None = None, efficiency: str = "realistic", stack: str | None = None,
-        baseline: bool = False, absurd: bool = False, progress: Callable[[int, int], None] | None = None) -> PlanResult:
+        baseline: bool = False, absurd: bool = False, progress: Callable[[int, int], None] | None = None,
+        ranked: int | None = None, prune: bool = True) -> PlanResult:
     """Read the scenario, search the deployments of each model (several: side by side, at the same
-    traffic and targets), return the ranked result."""
+    traffic and targets), return the ranked result. `ranked`: the sustained load of the first so
+    many deployments only (an output that shows no more; search.plan); `prune=False`: the
+    exhaustive search, the reference the pruned one is held to."""
     from ..inputs.hardware import HardwareDB
     from ..analysis.prepare import resolve_spec
     from .results import pareto_front, rank_key
@@ -49,7 +53,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         release.update({d.label: behaviour.policy(profile, d).release for d in space.decodings})
         parts.append(plan(m, traffic, targets, space, pricing, requests=spec.simulation.requests,
                           seed=spec.simulation.seed, efficiency=efficiency, stack=stack, hardware=hardware,
-                          baseline=baseline, absurd=absurd, progress=progress))
+                          baseline=baseline, absurd=absurd, progress=progress, ranked=ranked, prune=prune))
     result = parts[0]
     if len(parts) > 1:
         result = _side_by_side(parts, pareto_front, rank_key)
@@ -77,13 +81,14 @@ def _model_ids(given) -> list[str]:
 
 def _side_by_side(parts: list[PlanResult], pareto_front, rank_key) -> PlanResult:
     """One ranked table of several models' deployments (each model's absurd ones judged against
-    its own best), one Pareto front over them, the nearest miss of them all."""
+    its own best), one Pareto front over them, the nearest miss of them all when none meets the
+    targets."""
     deployments = sorted((d for p in parts for d in p.deployments), key=rank_key)
     for d in deployments:
         d.pareto = False
     pareto_front([d for d in deployments if not d.absurd])
     misses = [p.nearest_miss for p in parts if p.nearest_miss is not None]
-    nearest = min(misses, key=lambda d: max(m.ratio for m in d.misses), default=None)
+    nearest = None if deployments else min(misses, key=lambda d: max(m.ratio for m in d.misses), default=None)
     skipped: dict[str, int] = {}
     for p in parts:
         for k, v in p.skipped.items():

@@ -25,7 +25,8 @@ from ..inputs.hardware import HardwareDB
 from ..inputs.models import ModelSpec
 from .results import Targets
 from ..serving.behaviour import DEFAULT_MAX_RUNNING
-from .search import DEFAULT_REQUESTS, Pricing, SearchSpace
+from .replicas import Pricing
+from .search import DEFAULT_REQUESTS, SearchSpace
 from ..serving.decodings import choose_decodings
 from ..serving.steptime import Decoding
 from ..serving.traffic import Traffic, parse_lengths
