@@ -268,16 +268,25 @@ def _lone_latencies(c: Candidate, sample: RequestSample) -> tuple[np.ndarray, np
     return first1 + (nfe - 1) * t1, first1 + (first_passes - 1) * t1
 
 
+def _percentiles(x: np.ndarray, qs: list[float]) -> list[float]:
+    """np.percentile(x, qs), at once where every value is the same (requests of one length
+    class alone: the usual plan), which numpy's interpolation between equal values gives exactly."""
+    if x.min() == x.max():
+        return [float(x[0])] * len(qs)
+    return np.percentile(x, qs).tolist()
+
+
 def _lone_ratio(c: Candidate, sample: RequestSample, targets: Targets) -> float:
     latency, first = _lone_latencies(c, sample)
     w = _window(len(latency))
     latency, first = latency[w], first[w]
-    values = dict(p50_latency_s=np.percentile(latency, 50), p95_latency_s=np.percentile(latency, 95),
-                  p99_latency_s=np.percentile(latency, 99), p95_first_block_s=np.percentile(first, 95))
+    p50, p95, p99 = _percentiles(latency, [50, 95, 99])
+    values = dict(p50_latency_s=p50, p95_latency_s=p95, p99_latency_s=p99,
+                  p95_first_block_s=_percentiles(first, [95])[0])
     ratios = [values[name] / getattr(targets, name) for name in LATENCY_TARGETS if getattr(targets, name)]
     if targets.min_tokens_per_s_per_user:
         tokens = c.answer_tokens[request_classes(sample)[w]]
-        ratios.append(targets.min_tokens_per_s_per_user / np.median(tokens / latency))
+        ratios.append(targets.min_tokens_per_s_per_user / _percentiles(tokens / latency, [50])[0])
     return float(max(ratios, default=0.0))
 
 

@@ -15,7 +15,7 @@ which ranks how efficiently it uses its GPUs. A GPU without a price has no costs
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 from ..serving.costs import joules_per_token, usd_per_hour, usd_per_mtok  # noqa: F401  (plan's names for them)
 from ..serving.targets import Miss, Targets
@@ -64,7 +64,7 @@ class Deployment:
         return not self.misses
 
     def record(self) -> dict:
-        out = {k: v for k, v in asdict(self).items() if k != "misses"}
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "misses"}  # (all plain values)
         out["gpus"] = self.gpus
         out["meets_targets"] = self.meets
         out["misses"] = [dict(target=m.target, value=m.value, limit=m.limit) for m in self.misses]

@@ -127,6 +127,7 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
     tokens = np.tile(sample.answer_values.astype(float), len(prompts))  # useful tokens per request class
     cls = request_classes(sample)
     out, skipped = [], 0
+    drawn: dict[tuple, object] = {}  # the requests' passes depend on the classes' passes and blocks alone
     for gi, g in enumerate(space.gpus):
         for pi, prec in enumerate(space.precisions):
             for ti, tp in enumerate(space.tps):
@@ -135,9 +136,12 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
                     if rt is None:
                         skipped += 1
                         continue
-                    passes = behaviour.request_passes(rt, cls)
-                    out.append(Candidate(g, prec, tp, decoding, mb, rt.table, tokens, rt.batch_limit, pol.release,
-                                         passes, pol.first_block_outside_limit))
+                    t = rt.table
+                    key = (rt.block_streaming, tuple(t.nfe), tuple(t.lead or ()), tuple(t.blocks or ()))
+                    if key not in drawn:
+                        drawn[key] = behaviour.request_passes(rt, cls)
+                    out.append(Candidate(g, prec, tp, decoding, mb, t, tokens, rt.batch_limit, pol.release,
+                                         drawn[key], pol.first_block_outside_limit))
     return out, skipped
 
 
