@@ -6,6 +6,7 @@ AR baseline), each with fewer simulations."""
 from __future__ import annotations
 
 import io
+from unittest.mock import Mock
 
 import pytest
 
@@ -55,16 +56,11 @@ CASES = {
 }
 
 
-def _simulations(monkeypatch) -> list[int]:
-    count = [0]
-    real = behaviour.simulate
-
-    def counted(*args, **kwargs):
-        count[0] += 1
-        return real(*args, **kwargs)
-
+def _simulations(monkeypatch) -> Mock:
+    """The simulator, its calls counted (`call_count`)."""
+    counted = Mock(wraps=behaviour.simulate)
     monkeypatch.setattr(behaviour, "simulate", counted)
-    return count
+    return counted
 
 
 def _shown(result, fmt: str) -> str:
@@ -81,15 +77,15 @@ def test_pruned_plan_is_the_exhaustive_plan(case, monkeypatch):
     models, overrides, options = CASES[case]
     sims = _simulations(monkeypatch)
     exhaustive = plan.run(None, overrides, model=models, prune=False, **options)
-    every = sims[0]
+    every = sims.call_count
     pruned = plan.run(None, overrides, model=models, **options)
-    pruned_sims = sims[0] - every
+    pruned_sims = sims.call_count - every
     assert _shown(pruned, "json") == _shown(exhaustive, "json")
-    sims[0] = 0
+    sims.reset_mock()
     shown = plan.run(None, overrides, model=models, ranked=TOP, **options)
     assert _shown(shown, "table") == _shown(exhaustive, "table")
     assert _shown(shown, "markdown") == _shown(exhaustive, "markdown")
-    assert sims[0] <= pruned_sims <= every  # (test_the_grid_prunes_each_way: and fewer, case by case)
+    assert sims.call_count <= pruned_sims <= every  # (test_the_grid_prunes_each_way: and fewer, case by case)
 
 
 def test_the_grid_prunes_each_way():
@@ -98,28 +94,19 @@ def test_the_grid_prunes_each_way():
     from dlmcost.plan import replicas, search
 
     seen = {"before": 0, "stopped": 0, "lone miss": 0, "unsustained": 0}
-    real_fewest, real_sustained = search.fewest_replicas, search.sustained_rps
-    calls = {"fewest": 0, "sustained": 0}
-
-    def fewest(*args, **kwargs):
-        calls["fewest"] += 1
-        found = real_fewest(*args, **kwargs)
-        seen["stopped"] += found == replicas.ABSURD
-        return found
-
-    def sustained(*args, **kwargs):
-        calls["sustained"] += 1
-        return real_sustained(*args, **kwargs)
-
+    found, real = [], search.fewest_replicas  # each search's answer, ABSURD for one stopped
+    fewest = Mock(side_effect=lambda *args, **kwargs: found.append(real(*args, **kwargs)) or found[-1])
+    sustained = Mock(wraps=search.sustained_rps)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(search, "fewest_replicas", fewest)
         mp.setattr(search, "sustained_rps", sustained)
         for case in ("mdm-beside-dual-cache", "tight-lone-requests", "two-models"):
             models, overrides, options = CASES[case]
-            calls.update(fewest=0, sustained=0)
+            fewest.reset_mock(), sustained.reset_mock(), found.clear()
             result = plan.run(None, overrides, model=models, ranked=TOP, **options)
             runnable = result.evaluated - result.skipped["unsupported_or_not_fitting"]
-            left_out = runnable - calls["fewest"]  # neither searched: absurd by the bound, or a lone miss
+            left_out = runnable - fewest.call_count  # neither searched: absurd by the bound, or a lone miss
             seen["before" if case != "tight-lone-requests" else "lone miss"] += left_out
-            seen["unsustained"] += len(result.deployments) - calls["sustained"]
+            seen["stopped"] += sum(r == replicas.ABSURD for r in found)
+            seen["unsustained"] += len(result.deployments) - sustained.call_count
     assert all(seen.values()), seen

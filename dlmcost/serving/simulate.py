@@ -290,6 +290,7 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     seg_it: list[int] = []
     seg_t: list[float] = []
     seg_tau: list[float] = []
+    segments = (seg_it, seg_t, seg_tau)
     completed = 0
     while completed < n:
         # arrivals up to now join the queue
@@ -332,19 +333,9 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         m = inflight[0][0] - it  # iterations to the next completion
         if opens_at is not None:
             m = min(m, opens_at - it)
-        if head == tail and b < cap_in_flight and next_t < math.inf:  # an arrival could join before then
-            m_a = 1 + math.ceil((next_t - now - tau0) / tau - 1e-9)  # the first boundary at or after it
-            if m_a < m:
-                m = m_a if m_a > 1 else 1
-        seg_it.append(it)
-        seg_t.append(now)
-        seg_tau.append(tau0)
-        if tau0 != tau and m > 1:  # the admission iteration, then m - 1 iterations of tau
-            seg_it.append(it + 1)
-            seg_t.append(now + tau0)
-            seg_tau.append(tau)
+        m, elapsed = _iterations(m, head == tail and b < cap_in_flight and next_t < math.inf, next_t, now, tau0, tau,
+                                 it, segments)
         it += m
-        elapsed = tau0 + (m - 1) * tau
         now += elapsed
         busy += elapsed
         in_service += b * elapsed
@@ -364,6 +355,27 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
 
     return _first_done_result(arrival, done, start, first_it, seg_it, seg_t, seg_tau, request_class, busy, now,
                               in_service)
+
+
+def _iterations(m: int, may_join: bool, next_t: float, now: float, tau0: float, tau: float, it: int,
+                segments: tuple[list, list, list]) -> tuple[int, float]:
+    """The first-done loop's iterations before its next event, from iteration `it` at `now`: `m`
+    (to the next completion), fewer when the next arrival `may_join` sooner (the first boundary
+    at or after it); recorded as segments (the admission iteration of `tau0`, then those of
+    `tau`). Returns (iterations, their seconds)."""
+    if may_join:
+        m_a = 1 + math.ceil((next_t - now - tau0) / tau - 1e-9)
+        if m_a < m:
+            m = m_a if m_a > 1 else 1
+    seg_it, seg_t, seg_tau = segments
+    seg_it.append(it)
+    seg_t.append(now)
+    seg_tau.append(tau0)
+    if tau0 != tau and m > 1:
+        seg_it.append(it + 1)
+        seg_t.append(now + tau0)
+        seg_tau.append(tau)
+    return m, tau0 + (m - 1) * tau
 
 
 def _first_done_result(arrival, done, start, first_it, seg_it, seg_t, seg_tau, request_class, busy, now,
@@ -391,6 +403,7 @@ def _first_done_one_kind(nfe: int, first: int, pass0: list[float], lift0: list[f
     seg_it: list[int] = []
     seg_t: list[float] = []
     seg_tau: list[float] = []
+    segments = (seg_it, seg_t, seg_tau)
     head = tail = b = oldest = completed = it = 0
     now = busy = in_service = 0.0
     while completed < n:
@@ -411,20 +424,9 @@ def _first_done_one_kind(nfe: int, first: int, pass0: list[float], lift0: list[f
             new = 0
         tau = pass0[b]
         tau0 = tau if uniform or not new else tau + new * lift0[b] / b
-        m = joined[oldest] + nfe - it  # iterations to the next completion
-        if head == tail and b < cap and next_t < math.inf:  # an arrival could join before then
-            m_a = 1 + math.ceil((next_t - now - tau0) / tau - 1e-9)  # the first boundary at or after it
-            if m_a < m:
-                m = m_a if m_a > 1 else 1
-        seg_it.append(it)
-        seg_t.append(now)
-        seg_tau.append(tau0)
-        if tau0 != tau and m > 1:  # the admission iteration, then m - 1 iterations of tau
-            seg_it.append(it + 1)
-            seg_t.append(now + tau0)
-            seg_tau.append(tau)
+        m, elapsed = _iterations(joined[oldest] + nfe - it, head == tail and b < cap and next_t < math.inf, next_t,
+                                 now, tau0, tau, it, segments)
         it += m
-        elapsed = tau0 + (m - 1) * tau
         now += elapsed
         busy += elapsed
         in_service += b * elapsed
