@@ -140,25 +140,3 @@ def check_against_request_by_request(seed: int, ahead: bool):
     assert r.first_block_s.tolist() == first_block.tolist() and r.start_s.tolist() == start.tolist()
     assert (r.busy_s, r.end_s, r.in_service_s) == (busy, end, in_service)
 
-
-@pytest.mark.parametrize("seed", range(12))
-def test_first_done_one_kind_is_the_general_loop(seed):
-    """First-done, requests of one class (one NFE): the loop that keeps them as a range of ids
-    (`_first_done_one_kind`) gives the general loop's schedule to the last bit. The general one
-    runs when the memory share could limit the batch: a share just over 1 / the limit that never
-    does (the limit is reached first) makes it run on the same requests."""
-    rng = np.random.default_rng(100 + seed)
-    cap, nfe, first_passes = int(rng.integers(1, 30)), int(rng.integers(2, 40)), 1
-    steady = [0.0] + [0.01 + 0.002 * b for b in range(1, cap + 1)]
-    first = [0.0] + [float(rng.choice([0.01, 0.2])) + 0.003 * b for b in range(1, cap + 1)]
-    n = int(rng.integers(1, 400))
-    cls = np.zeros(n, int)
-    if seed % 2:
-        load = dict(arrivals_s=np.cumsum(rng.exponential(float(rng.choice([0.005, 0.05, 0.5])), n)))
-    else:
-        load = dict(users=int(rng.integers(1, 60)), think_s=float(rng.choice([0.0, 0.3])))
-    runs = [simulate(ClassTable([nfe], [first_passes], [share], [steady], [first]), cls, cap, **load)
-            for share in (0.0, (1 + 1e-12) / cap)]
-    for field in ("arrival_s", "done_s", "first_block_s", "start_s"):
-        assert getattr(runs[0], field).tolist() == getattr(runs[1], field).tolist(), field
-    assert (runs[0].busy_s, runs[0].end_s, runs[0].in_service_s) == (runs[1].busy_s, runs[1].end_s, runs[1].in_service_s)

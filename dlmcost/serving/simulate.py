@@ -273,11 +273,6 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     # in flight: (finish iteration, request), the earliest first; with one NFE for every request
     # they finish in the order they were admitted (a queue), else a heap
     fifo = len(set(nfe)) <= 1
-    if single and fifo and not ahead and n and share[0] * cap_in_flight <= 1.0:
-        done, start, first_it, seg_it, seg_t, seg_tau, busy, now, in_service = _first_done_one_kind(
-            nfe[0], first[0], pass0, lift0, uniform, n, cap_in_flight, arrival, issued, not open_loop, think_s)
-        return _first_done_result(arrival, done, start, first_it, seg_it, seg_t, seg_tau, request_class, busy, now,
-                                  in_service)
     inflight: deque | list = deque() if fifo else []
     push = inflight.append if fifo else (lambda item: heapq.heappush(inflight, item))
     pop = inflight.popleft if fifo else (lambda: heapq.heappop(inflight))
@@ -290,7 +285,6 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     seg_it: list[int] = []
     seg_t: list[float] = []
     seg_tau: list[float] = []
-    segments = (seg_it, seg_t, seg_tau)
     completed = 0
     while completed < n:
         # arrivals up to now join the queue
@@ -333,9 +327,19 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         m = inflight[0][0] - it  # iterations to the next completion
         if opens_at is not None:
             m = min(m, opens_at - it)
-        m, elapsed = _iterations(m, head == tail and b < cap_in_flight and next_t < math.inf, next_t, now, tau0, tau,
-                                 it, segments)
+        if head == tail and b < cap_in_flight and next_t < math.inf:  # an arrival could join before then
+            m_a = 1 + math.ceil((next_t - now - tau0) / tau - 1e-9)  # the first boundary at or after it
+            if m_a < m:
+                m = m_a if m_a > 1 else 1
+        seg_it.append(it)
+        seg_t.append(now)
+        seg_tau.append(tau0)
+        if tau0 != tau and m > 1:  # the admission iteration, then m - 1 iterations of tau
+            seg_it.append(it + 1)
+            seg_t.append(now + tau0)
+            seg_tau.append(tau)
         it += m
+        elapsed = tau0 + (m - 1) * tau
         now += elapsed
         busy += elapsed
         in_service += b * elapsed
@@ -353,97 +357,13 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         if not b:
             share_used = 0.0  # no drift from float sums
 
-    return _first_done_result(arrival, done, start, first_it, seg_it, seg_t, seg_tau, request_class, busy, now,
-                              in_service)
-
-
-def _iterations(m: int, may_join: bool, next_t: float, now: float, tau0: float, tau: float, it: int,
-                segments: tuple[list, list, list]) -> tuple[int, float]:
-    """The first-done loop's iterations before its next event, from iteration `it` at `now`: `m`
-    (to the next completion), fewer when the next arrival `may_join` sooner (the first boundary
-    at or after it); recorded as segments (the admission iteration of `tau0`, then those of
-    `tau`). Returns (iterations, their seconds)."""
-    if may_join:
-        m_a = 1 + math.ceil((next_t - now - tau0) / tau - 1e-9)
-        if m_a < m:
-            m = m_a if m_a > 1 else 1
-    seg_it, seg_t, seg_tau = segments
-    seg_it.append(it)
-    seg_t.append(now)
-    seg_tau.append(tau0)
-    if tau0 != tau and m > 1:
-        seg_it.append(it + 1)
-        seg_t.append(now + tau0)
-        seg_tau.append(tau)
-    return m, tau0 + (m - 1) * tau
-
-
-def _first_done_result(arrival, done, start, first_it, seg_it, seg_t, seg_tau, request_class, busy, now,
-                       in_service) -> SimResult:
-    """The first-done simulation's result: each first block's iteration number turned into a time,
-    via the segment the boundary ends."""
-    n = len(request_class)
+    # iteration number -> time, via the segment each boundary ends
     seg_it_arr = np.asarray(seg_it)
     k = np.searchsorted(seg_it_arr, np.asarray(first_it), side="left") - 1
     k = np.clip(k, 0, len(seg_it) - 1)
     first_block = np.asarray(seg_t)[k] + (np.asarray(first_it) - seg_it_arr[k]) * np.asarray(seg_tau)[k]
     return SimResult(np.array(arrival[:n], float), np.array(done, float), first_block, np.asarray(request_class),
                      busy, now, np.array(start, float), in_service)
-
-
-def _first_done_one_kind(nfe: int, first: int, pass0: list[float], lift0: list[float], uniform: bool, n: int,
-                         cap: int, arrival: list[float], issued: int, closed: bool, think_s: float) -> tuple:
-    """`simulate`'s first-done loop where every request is of one class with one NFE and the
-    memory never limits the batch (its share times the most in flight is at most 1): requests
-    join as the running limit allows and finish in the order they joined, so the requests in
-    flight are the ids `oldest`..`head` - 1, each finishing at its admission iteration + NFE.
-    The same events and sums as the general loop (to the last bit)."""
-    done, start, first_it = [math.nan] * n, [math.nan] * n, [0] * n
-    joined = [0] * n  # the iteration each request joined at
-    seg_it: list[int] = []
-    seg_t: list[float] = []
-    seg_tau: list[float] = []
-    segments = (seg_it, seg_t, seg_tau)
-    head = tail = b = oldest = completed = it = 0
-    now = busy = in_service = 0.0
-    while completed < n:
-        if arrival[tail] <= now:
-            tail = bisect.bisect_right(arrival, now, tail, issued)
-        next_t = arrival[tail]
-        new = min(tail - head, cap - b)
-        if new > 0:
-            joined[head:head + new] = [it] * new
-            first_it[head:head + new] = [it + first] * new
-            start[head:head + new] = [now] * new
-            head += new
-            b += new
-        elif b == 0:
-            now = next_t  # idle until the next request
-            continue
-        else:
-            new = 0
-        tau = pass0[b]
-        tau0 = tau if uniform or not new else tau + new * lift0[b] / b
-        m, elapsed = _iterations(joined[oldest] + nfe - it, head == tail and b < cap and next_t < math.inf, next_t,
-                                 now, tau0, tau, it, segments)
-        it += m
-        now += elapsed
-        busy += elapsed
-        in_service += b * elapsed
-        end = oldest
-        while end < head and joined[end] + nfe == it:
-            end += 1
-        if end > oldest:
-            k = end - oldest
-            done[oldest:end] = [now] * k
-            completed += k
-            b -= k
-            if closed and issued < n:  # each user thinks, then asks again
-                more = min(k, n - issued)
-                arrival[issued:issued + more] = [now + think_s] * more
-                issued += more
-            oldest = end
-    return done, start, first_it, seg_it, seg_t, seg_tau, busy, now, in_service
 
 
 def _leaving_this_round(cohorts: list[list]) -> int:
