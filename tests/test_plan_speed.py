@@ -139,4 +139,3 @@ def check_against_request_by_request(seed: int, ahead: bool):
     assert r.arrival_s.tolist() == arrival.tolist() and r.done_s.tolist() == done.tolist()
     assert r.first_block_s.tolist() == first_block.tolist() and r.start_s.tolist() == start.tolist()
     assert (r.busy_s, r.end_s, r.in_service_s) == (busy, end, in_service)
-
