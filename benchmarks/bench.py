@@ -9,7 +9,7 @@ other users of the cores).
    benchmark the target was set on); under a stack (which came later) for reference.
 2. `dlmcost analyze` (default model and GPUs) against the time Python takes to import the
    third-party modules that analyze loads (found by running it, see FLOOR_PROBE: rich's console,
-   table, text and segment modules among them, since rich draws the table). Target: <= 1.25x
+   text and segment modules among them, since rich's Console draws the table). Target: <= 1.25x
    that floor.
 3. `dlmcost analyze` against `llm-analysis infer` for Llama-2-7B, side by side, when an
    interpreter with llm-analysis installed is given (`--llm-analysis PYTHON`; e.g.

@@ -458,12 +458,12 @@ def test_the_fewest_replicas_are_those_a_brute_force_search_finds():
     import functools
 
     from dlmcost.inputs.models import resolve_model
-    from dlmcost.plan import search
+    from dlmcost.plan import replicas, search
     from dlmcost.serving.steptime import Decoding
     from dlmcost.serving.traffic import Traffic, sample_requests
 
     model, db = resolve_model(MODEL), HardwareDB.load(None)
-    pricing = search.Pricing({}, {}, {})
+    pricing = replicas.Pricing({}, {}, {})
     compared = 0
     for rate in (5.0, 20.0, 60.0):
         traffic = Traffic(parse_lengths(256, "p"), parse_lengths(128, "a"), rate=rate)
@@ -471,19 +471,17 @@ def test_the_fewest_replicas_are_those_a_brute_force_search_finds():
         for decoding in (Decoding("dual-cache", 32, 1.0), Decoding("block", 32, 2.0)):
             space = search.SearchSpace([db.get("h100"), db.get("l40s")], [1], ["bf16"], [decoding], [16, 64])
             for c in search._candidates(model, space, decoding, sample, "realistic", None, None)[0]:
-                lo = math.floor(rate / search._saturation_rps(c, sample)) + 1  # utilisation below 1
+                lo = math.floor(rate / replicas.saturation_rps(c, sample)) + 1  # utilisation below 1
                 for p95 in (2.0, 5.0):
                     targets = results.Targets(p95_latency_s=p95)
-                    found = search._fewest_replicas(c, sample, traffic, targets, pricing,  # as plan() calls it
-                                                    capacity_bound=search._throughput_bound(c, sample) * 1.02)
-                    d = found[0]
+                    d = replicas.fewest_replicas(c, sample, traffic, targets, pricing).deployment  # as plan() calls it
                     if not d.meets:  # no R within the search's range: its nearest miss
                         continue
 
                     @functools.cache
                     def meets(r: int) -> bool:
-                        return search._deployment(c, search._run(c, sample, traffic, r), r, 1.0, pricing,
-                                                  targets).meets
+                        return replicas._deployment(c, replicas._run(c, sample, traffic, r), r, 1.0, pricing,
+                                                    targets).meets
 
                     where = (rate, p95, c.gpu.name, decoding.label, c.max_batch, d.replicas)
                     assert d.replicas == lo or not meets(d.replicas - 1), where
@@ -571,37 +569,37 @@ def test_no_deployment_code_is_distinct():
 def test_closed_loop_served_rate_by_hand():
     """Closed loop, one class, everything in one batch: each user completes one request per
     NFE x pass(N) + think seconds, so the served rate is N / (that)."""
-    from dlmcost.plan import search
+    from dlmcost.plan import replicas
     from dlmcost.serving.traffic import Traffic, sample_requests
 
     traffic = Traffic(parse_lengths(0, "p"), parse_lengths(10, "a"), users=8, think_s=1.0)
     sample = sample_requests(traffic, 2000, 0)
     table = one_class(10, lambda b: 0.1)
-    cand = search.Candidate(None, "bf16", 1, None, 64, table, np.array([10.0]), 64)
-    ev = search._run(cand, sample, traffic, replicas=1)
+    cand = replicas.Candidate(None, "bf16", 1, None, 64, table, np.array([10.0]), 64)
+    ev = replicas._run(cand, sample, traffic, replicas=1)
     assert ev.served_rps == pytest.approx(8 / (10 * 0.1 + 1.0), rel=1e-6)
     assert np.allclose(ev.latency, 1.0)
-    ev3 = search._run(cand, sample, traffic, replicas=3)  # 3, 3 and 2 users: the busiest has 3
+    ev3 = replicas._run(cand, sample, traffic, replicas=3)  # 3, 3 and 2 users: the busiest has 3
     assert ev3.served_rps == pytest.approx(3 / 2.0 * (8 / 3) / 3, rel=1e-6)
 
 
 def test_lone_request_floor_counts_the_prefill():
     """A candidate is given up when a lone request (batch 1) misses a latency target: prefill 1 s
     + 9 steps of 0.1 s = 1.9 s end to end, first block (3 passes) at 1.2 s."""
-    from dlmcost.plan import search
+    from dlmcost.plan import replicas
     from dlmcost.serving.targets import Targets
     from dlmcost.serving.traffic import Traffic, sample_requests
 
     traffic = Traffic(parse_lengths(100, "p"), parse_lengths(10, "a"), rate=1.0)
     sample = sample_requests(traffic, 100, 0)
     table = two_pass_kinds(10, 3, lambda b: 1.0 * b, lambda b: 0.1 * b)
-    cand = search.Candidate(None, "bf16", 1, None, 8, table, np.array([10.0]), 8)
+    cand = replicas.Candidate(None, "bf16", 1, None, 8, table, np.array([10.0]), 8)
     lone, first = 1.0 + 9 * 0.1, 1.0 + 2 * 0.1
     for name, limit, fails in (("p95_latency_s", lone * 0.99, True), ("p95_latency_s", lone * 1.01, False),
                                ("p50_latency_s", lone * 0.99, True), ("p95_first_block_s", first * 0.99, True),
                                ("p95_first_block_s", first * 1.01, False)):
-        assert search._floor_fails(cand, sample, Targets(**{name: limit})) is fails, (name, limit)
-    assert search._floor_fails(cand, sample, Targets(min_tokens_per_s_per_user=10 / lone * 1.01))
+        assert replicas.floor_fails(cand, sample, Targets(**{name: limit})) is fails, (name, limit)
+    assert replicas.floor_fails(cand, sample, Targets(min_tokens_per_s_per_user=10 / lone * 1.01))
 
 
 def test_user_hardware_file_overrides_price(capsys, tmp_path):
@@ -743,17 +741,17 @@ def test_deployment_statistics_by_hand():
     energy): latency percentiles (numpy's linear interpolation between order statistics), p95
     time to first block, the median of answer tokens / latency per request, and $/Mtok, J/token
     at the offered load with the mean answer length. Requests here take 1, 2, ..., 100 s."""
-    from dlmcost.plan import search
+    from dlmcost.plan import replicas
     from dlmcost.serving.steptime import Decoding
     from dlmcost.render.plan import plan_table
 
     gpu = HardwareDB.load().get("h100")
     latency = np.arange(1.0, 101.0)
     tokens = np.where(np.arange(100) < 90, 10.0, 1000.0)  # mean 109, median 10
-    ev = search.ReplicaRun(latency=latency, ttfb=latency / 100, tokens=tokens, served_rps=0.5)
-    cand = search.Candidate(gpu, "bf16", 2, Decoding("block", 32, 2.0), 64, None, np.array([109.0]), 48)
-    pricing = search.Pricing({gpu.key: 3.0}, {gpu.key: "test"}, {gpu.key: 700.0}, power_utilisation=0.5)
-    d = search._deployment(cand, ev, replicas=3, capacity_rps=2.0, pricing=pricing, targets=results.Targets())
+    ev = replicas.ReplicaRun(latency=latency, ttfb=latency / 100, tokens=tokens, served_rps=0.5)
+    cand = replicas.Candidate(gpu, "bf16", 2, Decoding("block", 32, 2.0), 64, None, np.array([109.0]), 48)
+    pricing = replicas.Pricing({gpu.key: 3.0}, {gpu.key: "test"}, {gpu.key: 700.0}, power_utilisation=0.5)
+    d = replicas._deployment(cand, ev, replicas=3, capacity_rps=2.0, pricing=pricing, targets=results.Targets())
     # rank p/100 * (n - 1) in the sorted list 1..100, interpolated: 1 + 0.5 * 99 = 50.5, ...
     assert d.p50_latency_s == pytest.approx(50.5)
     assert d.p95_latency_s == pytest.approx(95.05)

@@ -130,7 +130,7 @@ def test_arrival_gaps_have_the_coefficient_of_variation_of_their_law():
 def test_plans_poisson_arrivals_are_poisson():
     """plan's request sample: exponential gaps (CV 1), and at batch 1 its replica waits as
     M/D/1 says; evenly spaced gaps would fail both."""
-    from dlmcost.plan import search
+    from dlmcost.plan import replicas
     from dlmcost.serving.traffic import Traffic, parse_lengths, sample_requests
 
     rho, nfe, tau = 0.7, 10, 0.1
@@ -138,8 +138,8 @@ def test_plans_poisson_arrivals_are_poisson():
     sample = sample_requests(traffic, 40_000, 1)
     assert sample.unit_gaps.std() / sample.unit_gaps.mean() == pytest.approx(1.0, rel=0.03)
     t = ClassTable([nfe], [1], [0.0], [[0.0, tau, tau]])
-    cand = search.Candidate(None, "bf16", 1, None, 1, t, np.array([10.0]), 1)
-    ev = search._run(cand, sample, traffic, replicas=1)
+    cand = replicas.Candidate(None, "bf16", 1, None, 1, t, np.array([10.0]), 1)
+    ev = replicas._run(cand, sample, traffic, replicas=1)
     service = nfe * tau
     assert (ev.latency - service).mean() == pytest.approx(rho * service / (2 * (1 - rho)), rel=0.07)
 

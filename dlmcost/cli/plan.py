@@ -23,6 +23,7 @@ traffic_options = group("traffic", lambda **t: t, {
 })
 
 # the latency targets `plan` and `serve` share (serve's --max-rate holds a deployment to them)
+BASELINE_SHOWN = 3  # AR baseline deployments a table, a page and a chart show (render.report's)
 LATENCY_TARGETS = {
     "p50_latency_s": (Optional[float], typer.Option(None, "--p50", help="target: p50 end-to-end latency, s")),
     "p95_latency_s": (Optional[float], typer.Option(None, "--p95", help="target: p95 end-to-end latency, s")),
@@ -121,7 +122,11 @@ def plan(
         traffic["users"] = None  # a rate given on the command line replaces the scenario's users
     overrides = dict(traffic=traffic, targets=targets, search=search, simulation=dict(requests=requests, seed=seed),
                      power_utilisation=power_utilisation)
-    result = _run(scenario, overrides, model, price, hardware, efficiency, stack, ar_baseline, absurd)
+    # a table or Markdown shows the first rows only: their sustained load and band ends are all it
+    # needs (json, csv and the HTML page list every row; a requirement is checked on the CSV row)
+    every_row = output.fmt in ("json", "csv", "html") or top is None or bool(requirements)
+    ranked = None if every_row else max(top, BASELINE_SHOWN)
+    result = _run(scenario, overrides, model, price, hardware, efficiency, stack, ar_baseline, absurd, ranked)
     record = api.plan_record(result)
     out = held_output(output.plot)
     chart = _chart(record) if output.charted else None
@@ -134,13 +139,13 @@ def plan(
                                       f"{r['precision']} {r['decoding']}"), requirements)
 
 
-def _run(scenario, overrides, model, price, hardware, efficiency, stack, baseline, absurd):
+def _run(scenario, overrides, model, price, hardware, efficiency, stack, baseline, absurd, ranked):
     """The search, with a progress bar on a terminal."""
     with progress_bar("planning: candidate deployments") as progress:
         models = [api.locate_example(m.strip()) for m in model.split(",") if m.strip()] if model else None
         return api.run_plan(api.locate_example(scenario), overrides, model=models, prices=price or [],
                             hardware=hardware, efficiency=api.locate_example(efficiency), stack=stack,
-                            baseline=baseline, absurd=absurd, progress=progress)
+                            baseline=baseline, absurd=absurd, progress=progress, ranked=ranked)
 
 
 def _exit_unless_met(result) -> None:
@@ -161,6 +166,7 @@ def _chart(record: dict):
     from ..render import charts
 
     rows = [dict(r, is_ar_baseline=False) for r in record["deployments"] if r["usd_per_mtok"] is not None]
-    # the AR baseline as the table shows it: its three cheapest deployments (a GPU without a price has no cost to draw)
-    rows += [dict(r, is_ar_baseline=True, pareto=False) for r in record["ar_baseline"][:3] if r["usd_per_mtok"] is not None]
+    # the AR baseline as the table shows it: its cheapest deployments (a GPU without a price has no cost to draw)
+    rows += [dict(r, is_ar_baseline=True, pareto=False) for r in record["ar_baseline"][:BASELINE_SHOWN]
+             if r["usd_per_mtok"] is not None]
     return charts.plan_front(rows, title=f"plan: {record['model']}, cost against p95 latency") if rows else None

@@ -181,9 +181,10 @@ def _summary(metas, models: list[str], options: dict) -> dict:
 def _render(meta: dict, rows, output, out: Output, limit: Optional[int], axes: dict) -> None:
     if limit is None and output.fmt == "table" and sys.stdout.isatty():
         limit = max(5, out.height - 12)  # what fits under the header, the notes and the caption
-    shown = rows[:limit] if limit else rows
-    if isinstance(shown, columns.ColumnRows):
-        shown = shown[:]
+    if isinstance(rows, columns.ColumnRows):  # shown as columns too: a table formats them column by column
+        shown = rows.head(limit)
+    else:
+        shown = rows[:limit] if limit else rows
     chart = None
     if output.charted:
         from ..render import charts

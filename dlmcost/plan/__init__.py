@@ -3,7 +3,8 @@
 A search on top of the serving simulation (dlmcost/serving/): each candidate deployment is
 served as `dlmcost serve` serves it, and the search finds its fewest replicas.
 
-    search.py    the fewest replicas per candidate deployment, its sustained load, ranking, AR baseline
+    search.py    the candidates, searched cheapest first and pruned; ranking, AR baseline
+    replicas.py  one candidate's fewest replicas and the load it sustains, by simulation
     results.py   result types, target checks, Pareto front, ranking
     scenario.py  the scenario YAML and command-line options
 """
@@ -22,10 +23,13 @@ _LIMIT = object()  # run's default max_candidates: limits.MAX_PLAN_CANDIDATES as
 def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | None = None, prices: list[str] = (),
         hardware: list[str] | None = None, efficiency: str = "realistic", stack: str | None = None,
         baseline: bool = False, absurd: bool = False, progress: Callable[[int, int], None] | None = None,
-        max_candidates: int | None | object = _LIMIT) -> PlanResult:
+        max_candidates: int | None | object = _LIMIT, ranked: int | None = None, prune: bool = True) -> PlanResult:
     """Read the scenario, search the deployments of each model (several: side by side, at the same
     traffic and targets), return the ranked result. A search of more than `max_candidates`
-    candidate deployments in all is refused before any is costed (None: no limit)."""
+    candidate deployments in all is refused before any is costed (None: no limit). `ranked`: the
+    sustained load and the error band's ends of the first so many deployments only (an output
+    that shows no more; search.plan); `prune=False`: the exhaustive search, the reference the
+    pruned one is held to."""
     from ..analysis import limits
     from ..errors import NoDeploymentError
     from ..inputs.hardware import HardwareDB
@@ -78,7 +82,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         published.update({f"{m.id} {d.label}": d.published.record() for d in space.decodings if d.published})
         parts.append(plan(m, traffic, targets, space, pricing, requests=spec.simulation.requests,
                           seed=spec.simulation.seed, efficiency=efficiency, stack=stack, hardware=hardware,
-                          baseline=baseline, absurd=absurd, progress=progress))
+                          baseline=baseline, absurd=absurd, progress=progress, ranked=ranked, prune=prune))
     if baseline and any(not d.autoregressive for _, space, _ in spaces for d in space.decodings):
         ar = baseline_decoding()  # the AR baseline's engine, as the header names it
         policy = decoding_policy(stack, efficiency, ar)
@@ -128,13 +132,14 @@ def _model_ids(given) -> list[str]:
 
 def _side_by_side(parts: list[PlanResult], pareto_front, rank_key) -> PlanResult:
     """One ranked table of several models' deployments (each model's absurd ones judged against
-    its own best), one Pareto front over them, the nearest miss of them all."""
+    its own best), one Pareto front over them, the nearest miss of them all when none meets the
+    targets."""
     deployments = sorted((d for p in parts for d in p.deployments), key=rank_key)
     for d in deployments:
         d.pareto = False
     pareto_front([d for d in deployments if not d.absurd])
     misses = [p.nearest_miss for p in parts if p.nearest_miss is not None]
-    nearest = min(misses, key=lambda d: max(m.ratio for m in d.misses), default=None)
+    nearest = None if deployments else min(misses, key=lambda d: max(m.ratio for m in d.misses), default=None)
     skipped: dict[str, int] = {}
     for p in parts:
         for k, v in p.skipped.items():

@@ -16,7 +16,7 @@ which ranks how efficiently it uses its GPUs. A GPU without a price has no costs
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 from ..serving.costs import (joules_per_token, usd_per_hour, usd_per_mtok,  # noqa: F401  (plan's names for them)
                              usd_per_mtok_range)
@@ -74,7 +74,9 @@ class Deployment:
         return not self.misses
 
     def record(self) -> dict:
-        out = {k: v for k, v in asdict(self).items() if k != "misses"}
+        # (all plain values; the intervals' dict copied, so that a record is the caller's own)
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "misses"}
+        out["intervals"] = {k: list(v) if isinstance(v, list) else v for k, v in self.intervals.items()}
         # the batch limit under serve's name for it (sweep's max_batch is the largest batch that fits
         # in memory); max_batch stays for one release (documents.PlanDeployment)
         out["max_running"] = self.max_batch

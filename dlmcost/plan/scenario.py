@@ -26,7 +26,8 @@ from ..inputs.models import ModelSpec
 from .results import Targets
 from ..serving.behaviour import DEFAULT_MAX_RUNNING
 from ..serving.costs import price_range
-from .search import DEFAULT_REQUESTS, Pricing, SearchSpace
+from .replicas import Pricing
+from .search import DEFAULT_REQUESTS, SearchSpace
 from ..serving.decodings import choose_decodings, floor_decodings
 from ..serving.steptime import Decoding
 from ..serving.traffic import MAX_RATE, MAX_THINK_S, MIN_RATE, Traffic, parse_lengths

@@ -148,6 +148,18 @@ def sort(columns: dict[str, np.ndarray], key: str, reverse: bool = False) -> dic
     return {k: np.asarray(v)[order] for k, v in columns.items()}
 
 
+def formatted(columns: dict[str, np.ndarray], keys: tuple[str, ...], form) -> list:
+    """`form` of each row's values of `keys` (a table's cells), computed once per distinct value
+    where a column has few (a knob, a GPU name), else once a row."""
+    values = [np.asarray(columns[k]).tolist() for k in keys]
+    rows = values[0] if len(keys) == 1 else list(zip(*values))
+    distinct = set(rows)
+    if 2 * len(distinct) > len(rows):
+        return list(map(form, rows)) if len(keys) == 1 else [form(*v) for v in rows]
+    cells = {v: form(v) if len(keys) == 1 else form(*v) for v in distinct}
+    return list(map(cells.__getitem__, rows))
+
+
 class ColumnRows(Sequence):
     """Rows held as columns: their number, the distinct values of a key, and rows as dictionaries
     only for the indices asked for (a table's shown rows)."""
@@ -166,6 +178,10 @@ class ColumnRows(Sequence):
 
     def distinct(self, key: str) -> set:
         return set(self.columns[key].tolist()) if self._n else set()
+
+    def head(self, n: int | None) -> "ColumnRows":
+        """The first `n` rows (all for None or 0), still as columns."""
+        return self if not n or n >= self._n else ColumnRows({k: v[:n] for k, v in self.columns.items()})
 
 
 def rows(columns: dict[str, np.ndarray], index=None) -> list[dict]:

@@ -4,6 +4,7 @@ named once instead of repeated), Markdown, JSON and the HTML page."""
 from __future__ import annotations
 
 from .cells import count, ms, num, safe, speedup, verdict_text
+from .columns import formatted
 from .formats import to_csv, to_json, to_markdown
 from .output import Output, Styled
 from .page import plain
@@ -52,17 +53,33 @@ def sweep_table(rows: list[dict], all_rows: list[dict]) -> tuple[list[str], list
     return headers, cells
 
 
+def _same(value):
+    return value
+
+
+# What each column of SWEEP_HEADERS shows: the row keys it reads, and the cell made of their values
+SWEEP_CELLS = [(("model",), _same), (("gpu",), _same), (("scheme",), _same), (("prompt",), str), (("gen",), str),
+               (("steps",), count), (("block",), lambda b: "-" if b is None else str(b)), (("batch",), str),
+               (("precision",), _same), (("tp", "ep"), lambda tp, ep: f"{tp}/{ep}"), (("nfe",), count),
+               (("time_s",), ms), (("tokens_per_s",), lambda x: num(x, 4)), (("speedup_vs_ar",), speedup),
+               (("dominant_pass_arithmetic_intensity",), num), (("verdict",), verdict_text),
+               (("fits",), lambda fits: "yes" if fits else Styled("NO", "red bold"))]
+
+
 def _sweep_cells(rows: list[dict], all_rows: list[dict]) -> tuple[list[str], list[list], list[int]]:
+    """Headers, cells and the indices of SWEEP_HEADERS shown; rows held as columns (ColumnRows)
+    are formatted column by column, each distinct value once (columns.formatted)."""
     show_prec = len(_distinct(all_rows, "precision")) > 1
     show_tp = any(v > 1 for k in ("tp", "ep") for v in _distinct(all_rows, k))
-    keep = [bool(rows) and "model" in rows[0]] + [True] * 7 + [show_prec, show_tp] + [True] * 7
-    cells = [[r.get("model"), r["gpu"], r["scheme"], str(r["prompt"]), str(r["gen"]), count(r["steps"]),
-              "-" if r["block"] is None else str(r["block"]), str(r["batch"]), r["precision"], f"{r['tp']}/{r['ep']}",
-              count(r["nfe"]), ms(r["time_s"]), num(r["tokens_per_s"], 4), speedup(r["speedup_vs_ar"]),
-              num(r["dominant_pass_arithmetic_intensity"]), verdict_text(r["verdict"]),
-              "yes" if r["fits"] else Styled("NO", "red bold")] for r in rows]
+    held = getattr(rows, "columns", None)
+    keep = [bool(rows) and ("model" in held if held is not None else "model" in rows[0])] + [True] * 7 + \
+        [show_prec, show_tp] + [True] * 7
     index = [i for i, k in enumerate(keep) if k]
-    return [SWEEP_HEADERS[i] for i in index], [[row[i] for i in index] for row in cells], index
+    if held is not None:
+        cells = list(map(list, zip(*(formatted(held, *SWEEP_CELLS[i]) for i in index)))) if len(rows) else []
+    else:
+        cells = [[form(*(r.get(k) for k in keys)) for keys, form in (SWEEP_CELLS[i] for i in index)] for r in rows]
+    return [SWEEP_HEADERS[i] for i in index], cells, index
 
 
 def sweep_summary(result: dict) -> str:

@@ -1,14 +1,17 @@
-"""Terminal tables, drawn by rich's Table, fitted to the width by dropping whole columns.
+"""Terminal tables, drawn by rich, fitted to the width by dropping whole columns.
 
 A narrow terminal loses the least important columns (a `priority`, named in a note under the
 table) instead of seeing its numbers elided to '…'; a column of free text (a description) is
 kept and wrapped by rich into the width that is left. Every cell is rich Text or plain
 segments, never markup, with control characters escaped (safe_text.shown).
 
-A table of one-line cells (analyze, sweep, plan: up to thousands of rows) goes to rich as one
-body row whose cells are whole columns, each a `ColumnCells` of one line per row: rich lays
-out and draws a Table cell by cell (about 2 ms a row of a sweep), so a 4,000-row sweep would
-take seconds; as columns it keeps rich's widths, justification, header, rule and styles.
+A table of one-line cells (analyze, sweep, plan: up to tens of thousands of rows) is laid out
+here, column by column: each column's texts, styles and width are found from the column as a
+whole (one check that it is printable, one that it is ASCII, its widest line), and every line
+goes to rich's Console as the segments rich's Table would draw for it, cell by cell (a test holds
+the two to the same text, colours included). rich lays out and draws a Table cell by cell (about
+2 ms a row of a sweep, and it measures every cell twice), so a 72,000-row sweep would take
+seconds; laid out here it keeps rich's widths, justification, header, rule and styles.
 """
 
 from __future__ import annotations
@@ -92,63 +95,6 @@ def _style(name: str):
     return Style.parse(name) if name else None
 
 
-@lru_cache(maxsize=None)
-def ascii_segment():
-    """rich's Segment for ASCII text without control codes, whose width is its length: rich
-    measures every segment of every line several times as it lays a table out (the cell, the
-    row, the printed line), through a cache of 4,096 strings that thousands of distinct cells
-    overflow; the numbers are ASCII, so their width needs no lookup."""
-    from rich.segment import Segment
-
-    class AsciiSegment(Segment):
-        __slots__ = ()
-
-        @property
-        def cell_length(self) -> int:
-            return len(self.text)
-
-    return AsciiSegment
-
-
-class ColumnCells:
-    """One column of one-line cells as a single rich renderable: each line padded to the
-    column's width (right-aligned for numbers) in its cell's style, then `gap` spaces (the
-    table around it has no padding of its own: rich would render every line again to add it)."""
-
-    def __init__(self, lines: list[str], styles: list[str], width: int, right: bool, gap: int = 0,
-                 styled_fill: bool = True):
-        self.lines, self.styles, self.width, self.right, self.gap = lines, styles, width, right, gap
-        self.styled_fill = styled_fill  # a left-aligned cell's fill in its style (rich: a cell's, not a header's)
-
-    def __rich_measure__(self, console, options):
-        from rich.measure import Measurement
-
-        return Measurement(self.width + self.gap, self.width + self.gap)
-
-    def __rich_console__(self, console, options):
-        from rich.cells import cell_len
-        from rich.segment import Segment
-
-        new_line, width, right, gap = Segment.line(), self.width, self.right, " " * self.gap
-        Ascii = ascii_segment()
-        for text, style in zip(self.lines, self.styles):
-            ascii = text.isascii()
-            fill = " " * (width - (len(text) if ascii else cell_len(text)))
-            if not style:  # nearly every cell: one segment
-                yield (Ascii if ascii else Segment)(fill + text + gap if right else text + fill + gap)
-            elif right:  # styled as rich styles a Text cell: the text, and the fill after it
-                yield Segment(fill)
-                yield Segment(text, _style(style))
-                yield Segment(gap)
-            elif self.styled_fill:
-                yield Segment(text + fill, _style(style))
-                yield Segment(gap)
-            else:
-                yield Segment(text, _style(style))
-                yield Segment(fill + gap)
-            yield new_line
-
-
 def header_lines(text: str, depth: int, width: int) -> tuple[list[str], list[str]]:
     """A column's header lines aligned at the bottom of `depth`, in bold, over a rule of the
     column's width (each column's rule its own: rich's box rules run on across the gaps)."""
@@ -156,10 +102,150 @@ def header_lines(text: str, depth: int, width: int) -> tuple[list[str], list[str
     return [""] * (depth - len(lines)) + lines + ["─" * width], ["bold"] * depth + [""]
 
 
+def _texts(values: tuple) -> tuple[list[str], list[str]] | None:
+    """A column's texts (safe to show) and styles when every cell is one line (None otherwise):
+    the checks made once over the whole column where it allows (the usual column of numbers and
+    names: plain strings, printable)."""
+    kinds = set(map(type, values))
+    if kinds <= {str}:
+        texts = list(values)
+    elif not kinds & {list, tuple}:
+        texts = [str.__str__(v) if isinstance(v, str) else str(v) for v in values]
+    else:
+        lines = [cell_lines(v) for v in values]
+        if any(len(cell) > 1 for cell in lines):
+            return None
+        return [cell[0] for cell in lines], [cell_style(v) for v in values]
+    if not "".join(texts).isprintable():
+        texts = [_printable(t) for t in texts]
+    styles = [cell_style(v) for v in values] if Styled in kinds else [""] * len(values)
+    return texts, styles
+
+
+def _widest(texts: list[str]) -> int:
+    """The widest of `texts` in terminal columns (a wide character is two)."""
+    if not texts:
+        return 0
+    if "".join(texts).isascii():
+        return max(map(len, texts))
+    from rich.cells import cell_len
+
+    return max(cell_len(t) for t in texts)
+
+
+class LaidOut:
+    """A table of one-line cells laid out here: header lines aligned at the bottom in bold, a
+    rule under each column as wide as it, then the rows, each column padded to its width
+    (right-aligned for numbers) in its cell's style and followed by GAP spaces (none after the
+    last). It yields, line by line, the segments rich's Table yields for the same table drawn cell
+    by cell (text and fill in a cell's style, the gap plain; a header's fill plain), with the plain
+    ones run together: the Console writes the same text, escape codes and all."""
+
+    def __init__(self, columns: list[Column], texts: list[list[str]], styles: list[list[str]], widths: list[int]):
+        self.columns, self.texts, self.styles, self.widths = columns, texts, styles, widths
+
+    def __rich_measure__(self, console, options):
+        from rich.measure import Measurement
+
+        width = sum(self.widths) + GAP * (len(self.widths) - 1)
+        return Measurement(width, width)
+
+    def _lines(self):
+        """(texts, styles, styled fill) of each line: the header's lines and rule, then the rows."""
+        depth = max(len(c.header.split("\n")) for c in self.columns)
+        heads = [header_lines(c.header, depth, w) for c, w in zip(self.columns, self.widths)]
+        for k in range(depth + 1):
+            yield [h[0][k] for h in heads], [h[1][k] for h in heads], False
+        for row in zip(*self.texts):
+            yield row, None, True
+
+    def _plain(self) -> str:
+        """Every line as text, column by column: what the Console writes when it shows no style
+        (a pipe, NO_COLOR), where a style changes no character."""
+        last = len(self.columns) - 1
+        depth = max(len(c.header.split("\n")) for c in self.columns)
+        columns = []
+        for k, (c, texts, width) in enumerate(zip(self.columns, self.texts, self.widths)):
+            gap = " " * GAP if k < last else ""
+            cells = [_padded(t, width, c.right) + gap for t in header_lines(c.header, depth, width)[0]]
+            if "".join(texts).isascii():  # (str's own padding counts characters: one column each here)
+                pad = str.rjust if c.right else str.ljust
+                cells += [pad(t, width) + gap for t in texts]
+            else:
+                cells += [_padded(t, width, c.right) + gap for t in texts]
+            columns.append(cells)
+        return "\n".join(map("".join, zip(*columns))) + "\n"
+
+    def __rich_console__(self, console, options):
+        from rich.segment import Segment
+
+        if console.color_system is None:  # (rich's Style.render returns the text itself then)
+            yield Segment(self._plain())
+            return
+        last, widths, rights = len(self.columns) - 1, self.widths, [c.right for c in self.columns]
+        body_styles = list(zip(*self.styles)) if any(any(s) for s in self.styles) else None
+        gaps = [" " * GAP] * last + [""]
+        row_index = -1
+        for texts, styles, styled_fill in self._lines():
+            if styles is None:
+                row_index += 1
+                styles = body_styles[row_index] if body_styles is not None else None
+            plain = []  # unstyled text, run together until a styled segment or the line's end
+            for k, text in enumerate(texts):
+                fill = " " * (widths[k] - (len(text) if text.isascii() else _cell_len(text)))
+                style = styles[k] if styles is not None else ""
+                if not style:
+                    plain.append(fill + text + gaps[k] if rights[k] else text + fill + gaps[k])
+                    continue
+                if rights[k]:
+                    plain.append(fill)
+                    yield Segment("".join(plain))
+                    yield Segment(text, _style(style))
+                    plain = [gaps[k]]
+                elif styled_fill:
+                    yield Segment("".join(plain))
+                    yield Segment(text + fill, _style(style))
+                    plain = [gaps[k]]
+                else:
+                    yield Segment("".join(plain))
+                    yield Segment(text, _style(style))
+                    plain = [fill + gaps[k]]
+            plain.append("\n")
+            yield Segment("".join(plain))
+
+
+def _cell_len(text: str) -> int:
+    from rich.cells import cell_len
+
+    return cell_len(text)
+
+
+def _padded(text: str, width: int, right: bool) -> str:
+    """`text` filled with spaces to `width` terminal columns, on the left if `right`."""
+    fill = " " * (width - (len(text) if text.isascii() else _cell_len(text)))
+    return fill + text if right else text + fill
+
+
 def build(columns: list[Column], rows: list[list], width: int | None, by_column: bool | None = None):
-    """The rich Table of `rows` within `width` (None: every column), the names of the columns
-    dropped to fit, and the width the kept columns need. `by_column`: one cell a column (the
-    default when every cell is one line and no column wraps) or one a row."""
+    """What draws `rows` within `width` (None: every column), the names of the columns dropped to
+    fit, and the width the kept columns need. `by_column`: laid out here (`LaidOut`: the default
+    when every cell is one line and no column wraps) or drawn by rich's Table cell by cell."""
+    laid = None
+    if by_column is not False and not any(c.wrap for c in columns):
+        laid = [_texts(col) for col in zip(*rows)] if rows else [([], []) for _ in columns]
+        if any(t is None for t in laid):
+            laid = None
+    if laid is not None:
+        natural = [max(_widest(texts), _widest(c.header.split("\n"))) for c, (texts, _) in zip(columns, laid)]
+        keep, dropped = fit(columns, natural, width)
+        need = sum(natural[i] for i in keep) + GAP * (len(keep) - 1)
+        return LaidOut([columns[i] for i in keep], [laid[i][0] for i in keep], [laid[i][1] for i in keep],
+                       [natural[i] for i in keep]), dropped, need
+    return _by_row(columns, rows, width)
+
+
+def _by_row(columns: list[Column], rows: list[list], width: int | None):
+    """`build` by rich's Table, one cell a cell (multi-line cells, wrapped columns)."""
     from rich.table import Table
     from rich.text import Text
 
@@ -169,19 +255,6 @@ def build(columns: list[Column], rows: list[list], width: int | None, by_column:
     cols = [columns[i] for i in keep]
     need = sum(_needed(c, natural[i]) for i, c in zip(keep, cols)) + GAP * (len(keep) - 1)
     depth = max(len(c.header.split("\n")) for c in cols)
-    if by_column is None:
-        by_column = not any(c.wrap for c in cols) and all(len(lines) == 1 for row in cells for lines in row)
-    if by_column:  # headers and cells as whole columns, each followed by the gap but the last
-        table = Table(box=None, padding=0, show_header=True, header_style="")
-        for k, (i, c) in enumerate(zip(keep, cols)):
-            gap = GAP if k < len(cols) - 1 else 0
-            lines, styles = header_lines(c.header, depth, natural[i])
-            table.add_column(ColumnCells(lines, styles, natural[i], c.right, gap, styled_fill=False), no_wrap=True)
-        if rows:
-            table.add_row(*[ColumnCells([row[i][0] for row in cells], [cell_style(r[i]) for r in rows], natural[i],
-                                        c.right, GAP if k < len(cols) - 1 else 0)
-                            for k, (i, c) in enumerate(zip(keep, cols))])
-        return table, dropped, need
     table = Table(box=None, pad_edge=False, padding=(0, GAP, 0, 0), show_header=True, header_style="")
     for i, c in zip(keep, cols):
         right = c.right and not c.wrap
@@ -203,7 +276,8 @@ def draw(out, columns: list[Column], rows: list[list]) -> list[str]:
     from .output import print_lines
 
     table, dropped, need = build(columns, rows, out.width)
-    print_lines(out.console, table, max(out.console.width, need), laid_out=True)
+    # laid out here, its lines are printed as they are, however wide; rich lays a Table out at the width
+    print_lines(out.console, table, None if isinstance(table, LaidOut) else max(out.console.width, need), laid_out=True)
     return dropped
 
 

@@ -554,7 +554,11 @@ def _rounds_one_kind(row: list[int], pass0: list[float], lift0: list[float], sha
             continue
         new = head - a
         tau = b * pass0[b] / b
-        if new:
+        if new == 1:  # (sum([x]) is x)
+            start[a] = now
+            tau0 = tau + lift0[b] / b
+            cohorts.append((rnd, a, head))
+        elif new:
             start[a:head] = [now] * new
             tau0 = tau + sum([lift0[b]] * new) / b
             cohorts.append((rnd, a, head))
@@ -580,9 +584,13 @@ def _rounds_one_kind(row: list[int], pass0: list[float], lift0: list[float], sha
         if rnd - admitted == last:
             cohorts.popleft()
             k = e0 - a0
-            done[a0:e0] = [now] * k
-            for _ in range(k):
+            if k == 1:
+                done[a0] = now
                 share_used -= share0
+            else:
+                done[a0:e0] = [now] * k
+                for _ in range(k):
+                    share_used -= share0
             b -= k
             completed += k
             if closed and issued < n:  # each user thinks, then asks again
@@ -592,37 +600,34 @@ def _rounds_one_kind(row: list[int], pass0: list[float], lift0: list[float], sha
         rnd += 1
         if not b:
             share_used = 0.0
-        elif later is not None and rnd < cohorts[0][0] + last:
-            full = b >= batch_cap or share_used + share0 > limit
-            if full or head == tail:  # else the waiting ones join the next round
-                rnd, now, busy, in_service = _quiet_rounds(rnd, cohorts[0][0] + last, now, busy, in_service, b,
-                                                           pass0[b], later, full, arrival, tail)
+            continue
+        # quiet rounds: nobody joins (the batch is full, or nobody is waiting and the next arrival
+        # comes after the round starts) and nobody leaves (before the oldest cohort's last block):
+        # the same members run a round of their later blocks again, so only the clock moves, by
+        # the same sums as a round's (to the last bit)
+        until = cohorts[0][0] + last
+        if later is None or rnd >= until:
+            continue
+        full = b >= batch_cap or share_used + share0 > limit
+        if not full and head < tail:  # the waiting ones join the next round
+            continue
+        tau = b * pass0[b] / b
+        elapsed = tau + ((later if later > 1 else 1) - 1) * tau
+        held = b * elapsed
+        if full:
+            for rnd in range(rnd, until):
+                now += elapsed
+                busy += elapsed
+                in_service += held
+            rnd = until
+        else:
+            next_arrival = arrival[tail]
+            while rnd < until and next_arrival > now:
+                now += elapsed
+                busy += elapsed
+                in_service += held
+                rnd += 1
     return done, start, first_block, busy, now, in_service
-
-
-def _quiet_rounds(rnd: int, until: int, now: float, busy: float, in_service: float, b: int, pass_b: float,
-                  later: int, full: bool, arrival: list[float], tail: int) -> tuple[int, float, float, float]:
-    """`_rounds_one_kind`'s rounds from `rnd` on in which nobody joins (the batch is `full`, or no
-    request arrives before the round starts) and nobody leaves (before round `until`, when the
-    oldest cohort reaches its last block): the same members run a round of their later blocks
-    again, so only the clock moves, by the same sums as a round's (to the last bit). Not `full`:
-    no request is waiting, and the first to arrive (`arrival[tail]`) joins the round it finds."""
-    tau = b * pass_b / b
-    elapsed = tau + ((later if later > 1 else 1) - 1) * tau
-    held = b * elapsed
-    if full:
-        for rnd in range(rnd, until):
-            now += elapsed
-            busy += elapsed
-            in_service += held
-        return until, now, busy, in_service
-    next_arrival = arrival[tail]
-    while rnd < until and next_arrival > now:
-        now += elapsed
-        busy += elapsed
-        in_service += held
-        rnd += 1
-    return rnd, now, busy, in_service
 
 
 def _columns(rows: list[list[int]]) -> list[list[int]]:

@@ -1,0 +1,112 @@
+"""The pruned plan search gives the exhaustive one's answer (search.py: the candidates it skips,
+the searches it stops, the sustained loads it leaves out): the same JSON, and the same table, on
+a grid of cases (models, GPUs, stacks, targets, open and closed loops, no deployment at all, the
+AR baseline), each with fewer simulations."""
+
+from __future__ import annotations
+
+import io
+from unittest.mock import Mock
+
+import pytest
+
+from dlmcost import plan
+from dlmcost.render.plan import render_plan
+from dlmcost.render.output import Output
+from dlmcost.serving import behaviour
+
+LLADA, LLADA2, QWEN = "GSAI-ML/LLaDA-8B-Instruct", "inclusionAI/LLaDA2.0-mini", "Qwen/Qwen3-30B-A3B"
+FEW = dict(requests=100)  # small runs: the answers are compared, not their accuracy
+
+
+def scenario(rate=None, users=None, prompt=512, answer=256, gpus="h100,mi300x,l40s,a10g", tp=(1, 2),
+             precisions=("bf16", "fp8"), decoding=None, max_batch=None, think_s=0.0, **targets) -> dict:
+    traffic = dict(rate=rate, users=users, think_s=think_s, prompt=prompt, answer=answer)
+    search = dict(gpus=gpus, tp=list(tp), precisions=list(precisions), decoding=decoding, max_batch=max_batch)
+    return dict(traffic=traffic, targets=targets, simulation=FEW,
+                search={k: v for k, v in search.items() if v is not None})
+
+
+CASES = {
+    # a full-canvas scheme beside a cached one: most mdm candidates are absurd
+    "mdm-beside-dual-cache": ([LLADA], scenario(rate=20, decoding=[dict(scheme="mdm"), dict(scheme="dual-cache", tpf=2)],
+                                                p95_latency_s=8), {}),
+    "two-models": ([LLADA2, QWEN], scenario(rate=20, prompt=1000, answer=500, precisions=("fp8",),
+                                            p95_latency_s=10), {}),
+    "tokens-per-forward": ([LLADA2], scenario(rate=40, gpus="h100,l40s,a10g", decoding=[dict(tpf=1), dict(tpf=3)],
+                                              p95_latency_s=4, p95_first_block_s=1), {}),
+    "sglang-dllm": ([LLADA2], scenario(rate=20, prompt=1000, answer=500, gpus="h100,mi300x", p95_latency_s=10),
+                    dict(stack="sglang-dllm")),
+    "tight-lone-requests": ([LLADA], scenario(rate=5, decoding=[dict(scheme="mdm"), dict(scheme="dual-cache", tpf=2)],
+                                              p50_latency_s=3, min_tokens_per_s_per_user=60), {}),
+    "cost-and-gpu-caps": ([LLADA2], scenario(rate=30, p95_latency_s=6, max_usd_per_mtok=0.5, max_gpus=24), {}),
+    # two GPUs at most: dear candidates end missing that target, which is not absurd
+    "gpu-cap": ([LLADA], scenario(rate=10, gpus="h100,a10g,l4,b200", decoding=[dict(scheme="mdm"),
+                                  dict(scheme="dual-cache", tpf=2)], p95_latency_s=3, max_gpus=2), {}),
+    "closed-loop": ([LLADA], scenario(users=64, think_s=2, gpus="h100,l40s", precisions=("fp8",),
+                                      decoding=[dict(scheme="mdm"), dict(scheme="dual-cache")], p95_latency_s=20), {}),
+    "nothing-meets": ([LLADA2], scenario(rate=10, p95_latency_s=0.05), {}),
+    "ar-baseline": ([LLADA2], scenario(rate=10, gpus="h100,l40s", precisions=("fp8",), p95_latency_s=5),
+                    dict(baseline=True)),
+    # a first block within 50 ms of a 4,000-token prompt: only autoregressive decoding meets it,
+    # on the faster GPUs; a slow one misses it even alone, at a cost over 10x (a miss, not absurd)
+    "only-the-baseline-meets": ([LLADA2], scenario(rate=150, prompt=4000, gpus="h100,l40s,a10g,l4,mi300x,b200",
+                                                   p95_first_block_s=0.05), dict(baseline=True)),
+    "batch-limits": ([LLADA2], scenario(rate=20, gpus="h100,mi300x", max_batch=[4, 64], p99_latency_s=6), {}),
+}
+
+
+def _simulations(monkeypatch) -> Mock:
+    """The simulator, its calls counted (`call_count`)."""
+    counted = Mock(wraps=behaviour.simulate)
+    monkeypatch.setattr(behaviour, "simulate", counted)
+    return counted
+
+
+def _shown(result, fmt: str) -> str:
+    out = io.StringIO()
+    render_plan(plan.to_record(result), fmt, Output(out, width=220), top=TOP)
+    return out.getvalue()
+
+
+TOP = 6  # table rows: fewer than most cases have deployments, so that `ranked` leaves some out
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_pruned_plan_is_the_exhaustive_plan(case, monkeypatch):
+    models, overrides, options = CASES[case]
+    sims = _simulations(monkeypatch)
+    exhaustive = plan.run(None, overrides, model=models, prune=False, **options)
+    every = sims.call_count
+    pruned = plan.run(None, overrides, model=models, **options)
+    pruned_sims = sims.call_count - every
+    assert _shown(pruned, "json") == _shown(exhaustive, "json")
+    sims.reset_mock()
+    shown = plan.run(None, overrides, model=models, ranked=TOP, **options)
+    assert _shown(shown, "table") == _shown(exhaustive, "table")
+    assert _shown(shown, "markdown") == _shown(exhaustive, "markdown")
+    assert sims.call_count <= pruned_sims <= every  # (test_the_grid_prunes_each_way: and fewer, case by case)
+
+
+def test_the_grid_prunes_each_way():
+    """The cases above exercise every rule: candidates left out before a simulation, searches
+    stopped, lone misses not simulated once a deployment meets, rows without a sustained load."""
+    from dlmcost.plan import replicas, search
+
+    seen = {"before": 0, "stopped": 0, "lone miss": 0, "unsustained": 0}
+    found, real = [], search.fewest_replicas  # each search's answer, ABSURD for one stopped
+    fewest = Mock(side_effect=lambda *args, **kwargs: found.append(real(*args, **kwargs)) or found[-1])
+    sustained = Mock(wraps=search.sustained_rps)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(search, "fewest_replicas", fewest)
+        mp.setattr(search, "sustained_rps", sustained)
+        for case in ("mdm-beside-dual-cache", "tight-lone-requests", "two-models"):
+            models, overrides, options = CASES[case]
+            fewest.reset_mock(), sustained.reset_mock(), found.clear()
+            result = plan.run(None, overrides, model=models, ranked=TOP, **options)
+            runnable = result.evaluated - result.skipped["unsupported_or_not_fitting"]
+            left_out = runnable - fewest.call_count  # neither searched: absurd by the bound, or a lone miss
+            seen["before" if case != "tight-lone-requests" else "lone miss"] += left_out
+            seen["stopped"] += sum(r == replicas.ABSURD for r in found)
+            seen["unsustained"] += len(result.deployments) - sustained.call_count
+    assert all(seen.values()), seen
