@@ -124,11 +124,12 @@ def test_every_fitted_number_names_validation_points():
     # a point whose `fitted` note sets a number or an assumption is a fitting point
     import yaml
 
-    for p in yaml.safe_load(validation.SERVING.read_text(encoding="utf-8"))["points"]:
-        leaned = {pid for q in yaml.safe_load(validation.SERVING.read_text(encoding="utf-8"))["points"]
-                  for pid in q.get("leans_on", [])}
+    points = yaml.safe_load(validation.SERVING.read_text(encoding="utf-8"))["points"]
+    leaned = {pid for q in points for pid in q.get("leans_on", [])}
+    fitting = validation.fitting_points(numbers) | leaned
+    for p in points:
         if p.get("fitted"):
-            assert f"serving:{p['id']}" in validation.fitting_points(numbers) | leaned, p["id"]
+            assert f"serving:{p['id']}" in fitting, p["id"]
 
 
 def test_error_bands_are_derived_from_the_out_of_source_numbers(marked):

@@ -338,8 +338,9 @@ def fewest_replicas(c: Candidate, sample: RequestSample, traffic: Traffic, targe
 
 
 def _search_replicas(c: Candidate, sample: RequestSample, traffic: Traffic, targets: Targets, pricing: Pricing,
-                     capacity: float, give_up: Callable[[int], bool] | None) -> Found | str:
-    """`fewest_replicas` at a given saturation throughput of one replica."""
+                     capacity: float, give_up: Callable[[int], bool] | None, start: int | None = None) -> Found | str:
+    """`fewest_replicas` at a given saturation throughput of one replica; `start`: the R to
+    simulate first, where a guess is known (the band's ends), instead of the fewest below SATURATED."""
     lo = 1 if traffic.closed_loop else math.floor(traffic.rate / capacity) + 1  # utilisation below 1
     top = separate_replicas(c, sample, traffic)
     cap = replica_cap(c, traffic, targets, pricing, mean_window_tokens(c, sample))
@@ -367,7 +368,9 @@ def _search_replicas(c: Candidate, sample: RequestSample, traffic: Traffic, targ
     if give_up is not None and give_up(lo):
         return ABSURD
 
-    if traffic.closed_loop:
+    if start is not None:
+        first = min(max(lo, start), top)
+    elif traffic.closed_loop:
         first = lo
     else:  # a point past SATURATED says little but that it fails: start at the fewest below it
         first = max(lo, math.ceil(traffic.rate / (capacity * SATURATED) * (1 + 1e-9)))
@@ -409,7 +412,9 @@ def band_ends(found: Found, sample: RequestSample, traffic: Traffic, targets: Ta
     ends = []
     for factor in (band.low, band.high):
         moved = replace(found.candidate, table=scaled(found.candidate.table, factor), floors={})
-        at_end = _search_replicas(moved, sample, traffic, targets, pricing, found.capacity / factor, None)
+        # first guess: the replicas that keep each one's utilisation where it was
+        guess = math.ceil(found.deployment.replicas * factor - 1e-9)
+        at_end = _search_replicas(moved, sample, traffic, targets, pricing, found.capacity / factor, None, guess)
         ends.append(at_end.deployment if isinstance(at_end, Found) and at_end.deployment.meets else None)
 
     def pair(read):

@@ -59,7 +59,7 @@ import heapq
 import math
 from collections import deque
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 
 import numpy as np
 
@@ -280,11 +280,16 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     pass0 = pass_s[0]
     in_service = 0.0
     # in flight: (finish iteration, request), the earliest first; with one NFE for every request
-    # they finish in the order they were admitted (a queue), else a heap
+    # they finish in the order they were admitted (a queue); else a heap, or, where newcomers wait
+    # on the batch_cap-th latest finish (`ahead`), a sorted list that reads it off by index
     fifo = len(set(nfe)) <= 1
     inflight: deque | list = deque() if fifo else []
-    push = inflight.append if fifo else (lambda item: heapq.heappush(inflight, item))
-    pop = inflight.popleft if fifo else (lambda: heapq.heappop(inflight))
+    if fifo:
+        push, pop = inflight.append, inflight.popleft
+    elif ahead:
+        push, pop = partial(bisect.insort, inflight), partial(inflight.pop, 0)
+    else:
+        push, pop = partial(heapq.heappush, inflight), partial(heapq.heappop, inflight)
     head = tail = b = 0
     share_used = 0.0
     limit = 1.0 + 1e-9
@@ -309,7 +314,7 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
                 break
             if ahead and b >= batch_cap:
                 # the batch_cap-th latest finish must come by the end of the newcomer's first block
-                kth = heapq.nlargest(batch_cap, inflight)[-1][0]
+                kth = inflight[len(inflight) - batch_cap][0]
                 if kth > it + first[head]:
                     opens_at = kth - first[head]
                     break
