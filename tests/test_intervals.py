@@ -97,3 +97,24 @@ def test_plan_table_and_csv_carry_the_band_ends():
     assert (csv[0]["gpus_band_low"], csv[0]["gpus_band_high"], csv[0]["p95_latency_s_band_high"],
             csv[0]["band_stack"]) == (1, 3, 4.25, "s")
     assert csv[3]["gpus_band_low"] is None
+
+
+def test_serve_prints_the_band_and_the_ranges(capsys):
+    """One user: the table of the band's ends shows output tokens/s as predicted / high – predicted
+    / low and the median latency as predicted x low – x high (the band from its file, the
+    predictions from the JSON), and the header names the band and the published decoding."""
+    from dlmcost.cli import main
+    from dlmcost.render.serve import n3
+
+    band = json.loads(error_bands.BANDS_FILE.read_text())["bands"]["sglang-dllm"]
+    args = ["serve", MODEL, "--gpu", "h100", "-c", "1", "--prompt", "256", "--answer", "128", "--requests", "100"]
+    capsys.readouterr()
+    assert main([*args, "-f", "json"]) == 0
+    p = json.loads(capsys.readouterr().out)["deployments"][0]["points"][0]
+    assert main(args) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    tok, lat = p["output_tokens_per_s"], p["latency_s"]["median"]
+    assert f"{n3(tok / band['high'])}–{n3(tok / band['low'])}" in text
+    assert f"{n3(lat * band['low'])}–{n3(lat * band['high'])}" in text
+    assert f"error band: sglang-dllm {band['low']:.2f}–{band['high']:.2f}× over {band['numbers']} measurements" in text
+    assert "token per forward: LLaDA-8B-Instruct" in text

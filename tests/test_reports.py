@@ -100,7 +100,8 @@ def test_plan_page_holds_the_whole_table(capsys):
     (plan.PLAN_HEADERS + [plan.PRICE_RANGE], plan.PLAN_LEGEND),
     (["#"] + serve.CURVE_HEADERS + ["$/Mtok\nlow–high"], serve.CURVE_LEGEND),
     (["#"] + serve.LATENCY_HEADERS, serve.LATENCY_LEGEND),
-], ids=["analyze", "passes", "ops", "sweep", "plan", "serve-curve", "serve-latency"])
+    (["#"] + serve.BAND_HEADERS, serve.BAND_LEGEND),
+], ids=["analyze", "passes", "ops", "sweep", "plan", "serve-curve", "serve-latency", "serve-band"])
 def test_every_column_of_every_page_has_a_legend(headers, legend):
     """A column added without its meaning fails here; a legend entry for no column too."""
     assert set(headers) == set(legend)

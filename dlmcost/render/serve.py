@@ -12,7 +12,8 @@ import math
 
 from .charts import Chart, Note, Panel, Series, _log_scaled, short_model
 from .output import Output
-from .cells import num, plural
+from .cells import num, plural, safe
+from .evidence import BAND_MEANING, band_phrase, published_phrase, span
 from .formats import to_csv, to_markdown, typed_json
 from .tables import print_fitted, table_columns
 
@@ -105,6 +106,53 @@ def curve_table(record: dict) -> tuple[list[str], list[list[str]]]:
     return (["#"] if many else []) + list(CURVE_HEADERS), rows
 
 
+BAND_HEADERS = ["load", "req/s", "out\ntok/s", "tok/s\n/GPU", "tok/s\n/user", "TTFB\np50 s", "e2e\np50 s", "e2e\np99 s",
+                "$/Mtok"]
+BAND_KEYS = ["requests_per_s", "output_tokens_per_s", "output_tokens_per_s_per_gpu", "tokens_per_s_per_user",
+             "ttfb_p50_s", "latency_p50_s", "latency_p99_s", "usd_per_mtok"]
+BAND_LEGEND = {
+    "#": "the deployment, numbered as in the header",
+    "load": "the load, as in the table above",
+    "req/s": "completed requests/s, low–high",
+    "out\ntok/s": "output tokens/s, low–high",
+    "tok/s\n/GPU": "output tokens/s per GPU, low–high",
+    "tok/s\n/user": "median answer tokens / latency, low–high",
+    "TTFB\np50 s": "median time to the first streamed block, low–high",
+    "e2e\np50 s": "median end-to-end latency, low–high",
+    "e2e\np99 s": "99th percentile end-to-end latency, low–high",
+    "$/Mtok": "dollars per million output tokens, low–high",
+}
+BAND_PRIORITY = [0, 2, 1, 0, 0, 1, 0, 0, 1]  # a narrow terminal keeps the throughput per GPU and the latencies
+BAND_TITLE = "the same loads at the two ends of the stack's error band"
+
+
+def band_table(record: dict) -> tuple[list[str], list[list[str]]]:
+    """Each load's metrics simulated again at the two ends of the error band, 'low–high' ('-':
+    no interval, as for a trace)."""
+    rows = []
+    for i, _, p in _points(record):
+        iv = p.get("intervals") or {}
+        rows.append(([str(i)] if i else []) + [short_load(p)]
+                    + [span(*iv[k], n3) if k in iv else "-" for k in BAND_KEYS])
+    many = len(record["deployments"]) > 1
+    return (["#"] if many else []) + list(BAND_HEADERS), rows
+
+
+def band_lines(record: dict) -> list[str]:
+    """The published decoding each deployment's tokens per forward come from, and its error band."""
+    many = len(record["deployments"]) > 1
+    out = []
+    for i, entry in enumerate(record["deployments"], 1):
+        d, tag = entry["deployment"], f"#{i} " if many else ""
+        if d.get("published"):
+            out.append(f"{tag}{published_phrase(d['published'])}")
+        band = d.get("error_band")
+        if band:
+            out.append(f"{tag}error band: {band_phrase(band['stack'], band['low'], band['high'], band['numbers'])}, "
+                       f"{safe(band['basis'])} ({BAND_MEANING})")
+    return out
+
+
 def latency_table(record: dict) -> tuple[list[str], list[list[str]]]:
     rows = []
     for i, _, p in _points(record):
@@ -143,7 +191,7 @@ def header(record: dict) -> str:
         for p in entry["points"]:
             if p.get("makespan_s") is not None:
                 lines.append(f"{'   ' if many else ''}{p['load']}: makespan {n3(p['makespan_s'])} s")
-    return "\n".join(lines)
+    return "\n".join(lines + band_lines(record))
 
 
 def max_rate_lines(record: dict) -> list[str]:
@@ -243,6 +291,8 @@ def render_serve(record: dict, fmt: str, out: Output, charts: list | None = None
     if any(entry["points"] for entry in record["deployments"]):
         tables = [("what the deployment delivers", curve_table(record), CAPTION),
                   ("latency (measured requests)", latency_table(record), None)]
+        if any(p.get("intervals") for _, _, p in _points(record)):
+            tables.append((BAND_TITLE, band_table(record), None))
     if fmt == "markdown":
         parts = [header(record).replace("\n", "  \n") + "\n"]
         for title, (headers, rows), _ in tables:
@@ -255,8 +305,10 @@ def render_serve(record: dict, fmt: str, out: Output, charts: list | None = None
     out.line(header(record))
     for title, (headers, rows), caption in tables:
         curve = headers[-1] == CURVE_HEADERS[-1]
-        priority = ([0] if headers[0] == "#" else []) + (CURVE_PRIORITY if curve else [0] * len(LATENCY_HEADERS))
-        left = headers.index("load") + (1 if curve else 2)
+        banded = title == BAND_TITLE
+        own = CURVE_PRIORITY if curve else BAND_PRIORITY if banded else [0] * len(LATENCY_HEADERS)
+        priority = ([0] if headers[0] == "#" else []) + own
+        left = headers.index("load") + (1 if curve or banded else 2)
         columns = table_columns(headers, priority, left=left)
         if headers[0] == "#":
             columns[0].right = True
@@ -419,6 +471,9 @@ def serve_page(record: dict, charts: list) -> str:
         sections.append("<h2>what the deployment delivers</h2>" + page.table(headers, rows, legend=CURVE_LEGEND))
         headers, rows = latency_table(record)
         sections.append("<h2>latency (measured requests)</h2>" + page.table(headers, rows, legend=LATENCY_LEGEND))
+        if any(p.get("intervals") for _, _, p in _points(record)):
+            headers, rows = band_table(record)
+            sections.append(f"<h2>{BAND_TITLE}</h2>" + page.table(headers, rows, legend=BAND_LEGEND))
     lines = ([line for line in [pareto_line(record), collapsed_note(record)] if line] + saturation_lines(record)
              + max_rate_lines(record))
     sections += [f"<p>{page.text(line)}</p>" for line in lines]
