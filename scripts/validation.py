@@ -225,7 +225,7 @@ def error_bands(rs: list[dict], serving: list[dict]) -> dict:
     for name in bundled_stack_names():
         own = by_stack.get(name, [])
         out[name] = band(own, "its own out-of-source numbers") if len(own) >= BAND_MIN_NUMBERS else \
-            dict(out["pooled"], basis=f"pooled: {len(own)} out-of-source numbers of its own (fewer than {BAND_MIN_NUMBERS})")
+            dict(out["pooled"], basis=f"pooled: {len(own)} out-of-source number{'' if len(own) == 1 else 's'} of its own (fewer than {BAND_MIN_NUMBERS})")
     return out
 
 
