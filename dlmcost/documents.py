@@ -8,13 +8,17 @@ catalog commands (gpus, models, schemes) print a list of records, as they always
 
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Annotated, Optional, Union
 
 from pydantic import Field, TypeAdapter
 
 from .results import AnalyzeResult, ModelSummary, Record, SweepResult, Versioned
 
 Number = Union[int, float]
+# a GPU's price range, as serve's deployment and plan's deployments both carry it
+PriceLow = Annotated[Optional[float], Field(description="the low end of the price's public range (the hardware "
+                                                        "file's; --price: the price itself)")]
+PriceHigh = Annotated[Optional[float], Field(description="the high end of that range")]
 
 
 # --- serve -------------------------------------------------------------------------------------------
@@ -97,9 +101,8 @@ class ServeDeployment(Record):
     error_band: Optional[ErrorBand] = Field(description="the stack's error band the intervals come from")
     price_per_gpu_hour: Optional[float]
     price_source: Optional[str]
-    price_per_gpu_hour_low: Optional[float] = Field(description="the low end of the price's public range (the "
-                                                                "hardware file's; --price: the price itself)")
-    price_per_gpu_hour_high: Optional[float] = Field(description="the high end of that range")
+    price_per_gpu_hour_low: PriceLow
+    price_per_gpu_hour_high: PriceHigh
     board_power_w: Optional[float]
     idle_power_fraction: float = Field(description="share of board power drawn while idle (docs/plan.md, Money and energy)")
     power_utilisation: float
@@ -197,9 +200,8 @@ class PlanDeployment(Record):
     usd_per_mtok_high: Optional[float] = Field(description="$/Mtok at the high end of the price's public range")
     joules_per_token: Optional[float]
     price_per_gpu_hour: Optional[float]
-    price_per_gpu_hour_low: Optional[float] = Field(description="the low end of the price's public range (the "
-                                                                "hardware file's; --price: the price itself)")
-    price_per_gpu_hour_high: Optional[float] = Field(description="the high end of that range")
+    price_per_gpu_hour_low: PriceLow
+    price_per_gpu_hour_high: PriceHigh
     price_source: Optional[str]
     output_tokens_per_s: float
     tokens_per_s_per_gpu: float = Field(description="output tokens/s per accelerator")

@@ -35,6 +35,14 @@ settings.register_profile(
 settings.load_profile("dlmcost")
 
 
+@pytest.fixture
+def bundled_offline(monkeypatch):
+    """The bundled hardware files and no Hub: what the serve and plan modules' numbers are
+    computed against (`pytestmark = pytest.mark.usefixtures("bundled_offline")`)."""
+    monkeypatch.delenv("DLMCOST_HARDWARE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
 @pytest.fixture(autouse=True)
 def _no_terminal_size_from_the_caller(monkeypatch):
     """Tables follow $COLUMNS: a test that needs a width sets it. Without this, output depended on

@@ -17,10 +17,7 @@ from dlmcost.inputs import error_bands
 MODEL = "GSAI-ML/LLaDA-8B-Instruct"
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch):
-    monkeypatch.delenv("DLMCOST_HARDWARE", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("bundled_offline")
 
 
 def test_one_user_scales_exactly_with_the_band():

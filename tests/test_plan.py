@@ -21,10 +21,7 @@ from dlmcost.serving.traffic import parse_lengths
 MODEL = "GSAI-ML/LLaDA-8B-Instruct"
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch):
-    monkeypatch.delenv("DLMCOST_HARDWARE", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("bundled_offline")
 
 
 @pytest.fixture(autouse=True)

@@ -22,10 +22,7 @@ DECODING = dict(scheme="dual-cache", block=32, tpf=2.0)  # one of the model's ow
 STACK = "sglang"
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch):
-    monkeypatch.delenv("DLMCOST_HARDWARE", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("bundled_offline")
 
 
 def plan_row(capsys, *options) -> dict:

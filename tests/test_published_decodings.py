@@ -17,10 +17,7 @@ from dlmcost.inputs.decoding_profiles import ProfileDB
 MINI = "inclusionAI/LLaDA2.0-mini"
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch):
-    monkeypatch.delenv("DLMCOST_HARDWARE", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("bundled_offline")
 
 
 def _mini_default():

@@ -35,10 +35,7 @@ def foreign_scheme_warning():
                                               r"prefix-cache, dual-cache\): the answers' quality there is not known")
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch):
-    monkeypatch.delenv("DLMCOST_HARDWARE", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("bundled_offline")
 
 
 @pytest.fixture(autouse=True)

@@ -13,10 +13,7 @@ from dlmcost.serving.simulate import ClassTable, RequestPasses, simulate
 from dlmcost.serving.steptime import Decoding
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch):
-    monkeypatch.delenv("DLMCOST_HARDWARE", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("bundled_offline")
 
 
 def little(r):

@@ -320,12 +320,12 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
             if d.usd_per_hour is not None:
                 d.usd_per_mtok_at_capacity = usd_per_mtok(d.usd_per_hour, d.sustained_rps * d.output_tokens_per_s
                                                           / d.served_rps)
-        ranking[name] = sorted((f.deployment for f in found), key=rank_key)
-        by_deployment = {id(f.deployment): f for f in found}
-        for d in ranking[name][:ranked]:  # what the rows shown take were the step times off as far as the band says
-            band = band_for(behaviour.stack_name(stack, by_deployment[id(d)].candidate.decoding))
+        found.sort(key=lambda f: rank_key(f.deployment))
+        ranking[name] = [f.deployment for f in found]
+        for f in found[:ranked]:  # what the rows shown take were the step times off as far as the band says
+            band = band_for(behaviour.stack_name(stack, f.candidate.decoding))
             if band is not None:
-                d.intervals = band_ends(by_deployment[id(d)], sample, traffic, targets, pricing, band)
+                f.deployment.intervals = band_ends(f, sample, traffic, targets, pricing, band)
     pareto_front([d for d in ranking["plan"] if not d.absurd])
     return PlanResult(model=str(model), traffic={}, targets=targets.as_dict(), deployments=ranking["plan"],
                       baseline=ranking["baseline"], nearest_miss=nearest_miss(ranking, misses), evaluated=len(candidates),

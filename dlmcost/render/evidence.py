@@ -22,8 +22,8 @@ def published_brief(d: dict) -> str:
     """'LLaDA-8B-Instruct 256 steps for 256 tokens, block 8 (gsm8k 78.6%; arXiv 2502.09992)': a
     published setting, where the decoding's label already says its tokens per forward."""
     acc = f" {100 * d['accuracy']:.1f}%" if d.get("accuracy") is not None else ""
-    task = d["task"] if d["tpf_task"] == d["task"] else f"{d['task']}{acc}, TPF from {d['tpf_task']}"
-    return f"{safe(d['label'])} ({safe(task)}{acc if d['tpf_task'] == d['task'] else ''}; {safe(d['source'])})"
+    where = f"{d['task']}{acc}" + ("" if d["tpf_task"] == d["task"] else f", TPF from {d['tpf_task']}")
+    return f"{safe(d['label'])} ({safe(where)}; {safe(d['source'])})"
 
 
 def band_phrase(stack: str, low: float, high: float, numbers: int | None = None) -> str:
