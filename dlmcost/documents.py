@@ -277,6 +277,8 @@ class PlanDocument(Versioned):
     evaluated: int
     skipped: dict[str, int]
     deployments: list[PlanDeployment]
+    deployments_unlisted: int = Field(0, description="deployments meeting the targets past the rows the output "
+                                      "asked for, counted but not listed (0 in json, csv and html, which list every one)")
     pareto: list[PlanDeployment]
     ar_baseline: list[PlanDeployment]
     nearest_miss: Optional[PlanDeployment]

@@ -492,6 +492,50 @@ def test_the_fewest_replicas_are_those_a_brute_force_search_finds():
     assert compared >= 20
 
 
+def test_a_row_past_those_shown_gets_the_verdict_of_a_brute_force_search():
+    """`meets_within` (a candidate the table will not show: only whether it meets the targets short
+    of giving up) against a brute-force search: the fewest R meeting the targets, every R from the
+    fewest stable replicas up simulated. Giving up at R* + 1 it meets; at R* it is absurd; giving up
+    past R_sep (each request alone) it meets without a simulation at R. Checked where the simulated
+    latency falls with R over the range (R - 1 fails whenever R does), as the search assumes."""
+    import functools
+
+    from dlmcost.inputs.models import resolve_model
+    from dlmcost.plan import replicas, search
+    from dlmcost.serving.steptime import Decoding
+    from dlmcost.serving.traffic import Traffic, sample_requests
+
+    model, db = resolve_model(MODEL), HardwareDB.load(None)
+    pricing, targets = replicas.Pricing({}, {}, {}), results.Targets(p95_latency_s=5.0)
+    compared = 0
+    for rate in (5.0, 20.0):
+        traffic = Traffic(parse_lengths(256, "p"), parse_lengths(128, "a"), rate=rate)
+        sample = sample_requests(traffic, 300, 0)
+        decoding = Decoding("block", 32, 2.0)
+        space = search.SearchSpace([db.get("h100"), db.get("l40s")], [1], ["bf16"], [decoding], [16, 64])
+        for c in search._candidates(model, space, decoding, sample, "realistic", None, None)[0]:
+            lo = math.floor(rate / replicas.saturation_rps(c, sample)) + 1
+
+            @functools.cache
+            def meets(r: int) -> bool:
+                return replicas._deployment(c, replicas._run(c, sample, traffic, r), r, 1.0, pricing, targets).meets
+
+            separate = replicas.separate_replicas(c, sample, traffic)
+            fewest = next((r for r in range(lo, min(separate, lo + 20) + 1) if meets(r)), None)  # brute force
+            if fewest is None or not all(meets(r) for r in range(fewest, min(separate, fewest + 4) + 1)):
+                continue
+
+            def verdict(give_up_at: int) -> str:
+                return replicas.meets_within(c, sample, traffic, targets, pricing, lambda r: r >= give_up_at, 1)
+
+            where = (rate, c.gpu.name, c.max_batch, fewest)
+            assert verdict(fewest + 1) == replicas.MEETS, where
+            assert verdict(fewest) == replicas.ABSURD, where
+            assert verdict(separate + 1) == replicas.MEETS, where
+            compared += 1
+    assert compared >= 3
+
+
 def test_the_batch_limit_is_what_the_longest_requests_fit(capsys, tmp_path):
     """Prompts of 256 and 2,048 tokens (a lengths file: two classes, exactly these), answers of 128,
     no running limit below memory's: the max-batch column is the largest batch of the longest

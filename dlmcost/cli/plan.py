@@ -123,8 +123,8 @@ def plan(
     overrides = dict(traffic=traffic, targets=targets, search=search, simulation=dict(requests=requests, seed=seed),
                      power_utilisation=power_utilisation)
     # a table or Markdown shows the first rows only: their sustained load and band ends are all it
-    # needs (json, csv and the HTML page list every row; a requirement is checked on the CSV row)
-    every_row = output.fmt in ("json", "csv", "html") or top is None or bool(requirements)
+    # needs (json, csv, the HTML page and a chart list every row; a requirement is checked on the CSV row)
+    every_row = output.fmt in ("json", "csv", "html") or top is None or bool(requirements) or output.charted
     ranked = None if every_row else max(top, BASELINE_SHOWN)
     result = _run(scenario, overrides, model, price, hardware, efficiency, stack, ar_baseline, absurd, ranked)
     record = api.plan_record(result)

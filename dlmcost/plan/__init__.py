@@ -40,7 +40,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                            parse_price, read_scenario, warn_off_stack)
     from ..inputs.stacks import default_stack
     from ..serving import behaviour
-    from .search import baseline_decoding, candidate_count, decoding_policy, plan, stack_profile
+    from .search import baseline_decoding, candidate_count, decoding_policy, plan, rank_rows, stack_profile
 
     price_overrides = dict(parse_price(p) for p in prices)
     spec = read_scenario(scenario_path, overrides)
@@ -82,7 +82,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         published.update({f"{m.id} {d.label}": d.published.record() for d in space.decodings if d.published})
         parts.append(plan(m, traffic, targets, space, pricing, requests=spec.simulation.requests,
                           seed=spec.simulation.seed, efficiency=efficiency, stack=stack, hardware=hardware,
-                          baseline=baseline, absurd=absurd, progress=progress, ranked=ranked, prune=prune))
+                          baseline=baseline, absurd=absurd, progress=progress, ranked=ranked, prune=prune,
+                          defer=len(spaces) > 1))
     if baseline and any(not d.autoregressive for _, space, _ in spaces for d in space.decodings):
         ar = baseline_decoding()  # the AR baseline's engine, as the header names it
         policy = decoding_policy(stack, efficiency, ar)
@@ -90,7 +91,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         running.setdefault(ar.label, spaces[0][1].max_batches or [policy.max_running])
         stacks.setdefault(ar.label, behaviour.stack_name(stack, ar))
     result = parts[0]
-    if len(parts) > 1:
+    if len(parts) > 1:  # the rows shown of all the models' rankings searched again, then ranked together
+        rank_rows([row for p in parts for row in p.pending], ranked)
         result = _side_by_side(parts, pareto_front, rank_key)
     result.model = ", ".join(m.id for m in model_specs)
     result.models = [m.id for m in model_specs]
@@ -146,7 +148,8 @@ def _side_by_side(parts: list[PlanResult], pareto_front, rank_key) -> PlanResult
             skipped[k] = skipped.get(k, 0) + v
     return PlanResult(model="", traffic={}, targets=parts[0].targets, deployments=deployments,
                       baseline=[d for p in parts for d in p.baseline], nearest_miss=nearest,
-                      evaluated=sum(p.evaluated for p in parts), skipped=skipped)
+                      evaluated=sum(p.evaluated for p in parts), skipped=skipped,
+                      unlisted=sum(p.unlisted for p in parts))
 
 
 def to_record(result: PlanResult) -> dict:
@@ -160,6 +163,7 @@ def to_record(result: PlanResult) -> dict:
                 all_autoregressive=all(REGISTRY[s].autoregressive for s in deployed),
                 evaluated=result.evaluated, skipped=result.skipped,
                 deployments=[d.record() for d in result.deployments],
+                deployments_unlisted=result.unlisted,
                 pareto=[d.record() for d in result.deployments if d.pareto],
                 ar_baseline=[d.record() for d in result.baseline],
                 nearest_miss=result.nearest_miss.record() if result.nearest_miss else None)

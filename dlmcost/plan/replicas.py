@@ -400,6 +400,39 @@ def _search_replicas(c: Candidate, sample: RequestSample, traffic: Traffic, targ
     return found(at(good))
 
 
+MEETS = "meets"  # what `meets_within` returns for a candidate whose fewest replicas meet the targets in time
+
+
+def meets_within(c: Candidate, sample: RequestSample, traffic: Traffic, targets: Targets, pricing: Pricing,
+                 give_up: Callable[[int], bool], fewest: int) -> str | None:
+    """What `fewest_replicas` would answer for an open-loop candidate whose lone requests meet the
+    latency targets, when only its verdict matters (a row past those an output shows): MEETS when
+    its fewest replicas meeting the targets are fewer than the first R with give_up(R), ABSURD
+    when they are not, None when it completes no request. `fewest`: a lower bound on the replicas
+    that keep up with the load (`_search_replicas`' lo, below which nothing is an answer).
+
+    Meeting the targets only gets easier with more replicas (the search's bracketing rests on the
+    same), and R_sep replicas, each request served alone, meet them (its lone requests do); so one
+    simulation at R_max, the most replicas short of giving up, settles it, and none is needed when
+    R_max >= R_sep. The saturation run, for lo, only where the answer may be MEETS."""
+    if give_up(fewest):
+        return ABSURD
+    most, over = fewest, fewest * 2  # the most replicas short of giving up, and the fewest that give up
+    while not give_up(over):
+        most, over = over, over * 2
+    while over - most > 1:
+        mid = (most + over) // 2
+        most, over = (mid, over) if not give_up(mid) else (most, mid)
+    if most < separate_replicas(c, sample, traffic):
+        d = _deployment(c, _run(c, sample, traffic, most), most, 0.0, pricing, targets)
+        if not d.meets:
+            return ABSURD
+    capacity = saturation_rps(c, sample)
+    if not capacity > 0:
+        return None
+    return ABSURD if give_up(math.floor(traffic.rate / capacity) + 1) else MEETS
+
+
 def band_ends(found: Found, sample: RequestSample, traffic: Traffic, targets: Targets, pricing: Pricing,
               band) -> dict:
     """The deployment searched again with every step `band.low` and `band.high` times as long as

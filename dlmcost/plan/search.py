@@ -18,11 +18,16 @@ test holds the search to); the search leaves out only work that cannot change it
 - the sustained load (a simulation or two per deployment) is found for the deployments an output
   shows (`ranked`: the first so many of the ranking, with every one of the same $/Mtok as the
   last of them, which $/Mtok at capacity puts in order), or for all of them; the error band's
-  ends (two more replica searches) for the first so many rows after that, or for all.
+  ends (two more replica searches) for the first so many rows after that, or for all; several
+  models side by side, for the first rows of their one ranking (`defer`, `rank_rows`);
+- with `ranked`, a candidate whose cost bound is over the `ranked`-th cheapest found cannot be
+  among the rows shown: only whether it meets the targets short of being absurd is needed (the
+  count of rows meeting them), which `meets_within` settles with one simulation at most.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, field
 from typing import Callable
@@ -33,8 +38,8 @@ from ..analysis import limits
 from ..inputs.hardware import GPU
 from ..engine.schemes import autoregressive_scheme
 from ..inputs.error_bands import band_for
-from .replicas import (ABSURD, Candidate, Found, Pricing, band_ends, fewest_replicas, floor_fails, mean_window_tokens,
-                       open_loop_usd_per_mtok, request_classes, sustained_rps)
+from .replicas import (ABSURD, MEETS, Candidate, Found, Pricing, band_ends, fewest_replicas, floor_fails,
+                       mean_window_tokens, meets_within, open_loop_usd_per_mtok, request_classes, sustained_rps)
 from .results import ABSURD_RATIO, Deployment, Targets, mark_absurd, pareto_front, rank_key, usd_per_hour, usd_per_mtok
 from ..serving import behaviour
 from ..serving.behaviour import DEFAULT_REQUESTS, batch_grid
@@ -66,6 +71,8 @@ class PlanResult:
     skipped: dict[str, int] = field(default_factory=dict)
     search: dict = field(default_factory=dict)
     models: list[str] = field(default_factory=list)
+    unlisted: int = 0  # deployments meeting the targets past the rows asked for (`ranked`), counted only
+    pending: list = field(default_factory=list)  # `defer`: the rows (Found, Setting) the caller ranks (`rank_rows`)
 
     def to_pandas(self, what: str = "deployments"):
         """A pandas DataFrame (the `pandas` extra): one row per deployment meeting the targets,
@@ -226,6 +233,29 @@ def _absurd_from(c: Candidate, sample: RequestSample, traffic: Traffic, pricing:
     return lambda r: usd_per_mtok(usd_per_hour(r * c.tp, price), most * tokens) > ABSURD_RATIO * cheapest.usd_per_mtok
 
 
+class _Shown:
+    """The `ranked` cheapest $/Mtok among the deployments found to meet the targets (a max-heap of
+    their negatives), and whether a candidate is past them: its cost bound over the last of them,
+    so that it ranks after every row an output shows whatever its search would find (rows found
+    later only push the last one down). None: every row is shown."""
+
+    def __init__(self, ranked: int | None):
+        self.ranked = ranked
+        self.costs: list[float] = []
+
+    def add(self, d: Deployment) -> None:
+        if self.ranked is None or d.usd_per_mtok is None:
+            return
+        heapq.heappush(self.costs, -d.usd_per_mtok)
+        if len(self.costs) > self.ranked:
+            heapq.heappop(self.costs)
+
+    def past(self, bound: tuple[int, float, int]) -> bool:
+        unpriced, cost, _ = bound
+        return (self.ranked is not None and not unpriced and len(self.costs) == self.ranked
+                and cost > -self.costs[0])
+
+
 def _fewest_by_bound(throughput: float, traffic: Traffic) -> int:
     """The fewest replicas an upper bound on one replica's throughput allows (at most the fewest
     the simulated one does)."""
@@ -237,29 +267,62 @@ def _provisional_key(d: Deployment) -> tuple:
     return (1, d.gpus, d.p95_latency_s) if d.usd_per_mtok is None else (0, d.usd_per_mtok)
 
 
-def _to_sustain(found: list[Found], ranked: int | None) -> list[Found]:
+@dataclass(frozen=True)
+class Setting:
+    """What a deployment found by one model's search is searched again under (its sustained load,
+    its error band's ends): that search's requests, traffic, targets, prices and stack."""
+
+    sample: RequestSample
+    traffic: Traffic
+    targets: Targets
+    pricing: Pricing
+    stack: str | None
+
+
+def _to_sustain(rows: list[tuple[Found, Setting]], ranked: int | None) -> list[tuple[Found, Setting]]:
     """The deployments whose sustained load the output needs: all (`ranked` None), else the first
     `ranked` of the ranking and every other one of the same $/Mtok as the last of them (their
     order is $/Mtok at capacity's)."""
-    ordered = sorted(found, key=lambda f: _provisional_key(f.deployment))
+    ordered = sorted(rows, key=lambda row: _provisional_key(row[0].deployment))
     if ranked is None or len(ordered) <= ranked:
         return ordered
-    last = ordered[ranked - 1].deployment
-    ties = [f for f in ordered[ranked:] if last.usd_per_mtok is not None and f.deployment.usd_per_mtok == last.usd_per_mtok]
+    last = ordered[ranked - 1][0].deployment
+    ties = [row for row in ordered[ranked:]
+            if last.usd_per_mtok is not None and row[0].deployment.usd_per_mtok == last.usd_per_mtok]
     return ordered[:ranked] + ties
+
+
+def rank_rows(rows: list[tuple[Found, Setting]], ranked: int | None) -> list[Deployment]:
+    """The deployments ranked (`rank_key`): the sustained load of those an output shows first,
+    which breaks the ties of $/Mtok, then the error band's ends of the first `ranked`."""
+    for f, s in _to_sustain(rows, ranked):  # the load each sustains, for those an output shows
+        d = f.deployment
+        d.sustained_rps = sustained_rps(f.candidate, s.sample, s.traffic, s.targets, d, f.capacity, f.points)
+        if d.usd_per_hour is not None:
+            d.usd_per_mtok_at_capacity = usd_per_mtok(d.usd_per_hour, d.sustained_rps * d.output_tokens_per_s
+                                                      / d.served_rps)
+    rows = sorted(rows, key=lambda row: rank_key(row[0].deployment))
+    for f, s in rows[:ranked]:  # what the rows shown take were the step times off as far as the band says
+        band = band_for(behaviour.stack_name(s.stack, f.candidate.decoding))
+        if band is not None:
+            f.deployment.intervals = band_ends(f, s.sample, s.traffic, s.targets, s.pricing, band)
+    return [f.deployment for f, _ in rows]
 
 
 def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing: Pricing, *,
          requests: int = DEFAULT_REQUESTS, seed: int = 0, efficiency: str = "realistic",
          stack: str | None = None, hardware: list[str] | None = None, baseline: bool = False,
          absurd: bool = False, progress: Callable[[int, int], None] | None = None,
-         ranked: int | None = None, prune: bool = True) -> PlanResult:
+         ranked: int | None = None, prune: bool = True, defer: bool = False) -> PlanResult:
     """Every candidate's cheapest deployment; those meeting the targets ranked by $/Mtok (and
     $/Mtok at capacity). `baseline`: the same model decoded autoregressively beside it;
     `absurd`: search and keep the absurd deployments too (`results.mark_absurd`). `ranked`: the
     sustained load (and $/Mtok at capacity) of the first so many deployments of each ranking
     only, ties included (the others' are left unset, 0 and None: for an output that shows no more);
-    `prune=False`: search every candidate to the end (the reference; the same answer, slower)."""
+    `prune=False`: search every candidate to the end (the reference; the same answer, slower);
+    `defer`: the deployments meeting the targets are left unranked, without their sustained load
+    and band ends, for the caller to rank with other models' (`pending`, `rank_rows`), so that
+    only the rows shown of them all are searched again."""
     sample = sample_requests(traffic, requests, seed)
     ar = baseline_decoding()
     sets = [("plan", space.decodings)]
@@ -288,6 +351,10 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
     cheapest = {"plan": _Cheapest(), "baseline": _Cheapest()}
     left_out = 0  # candidates known to be absurd without their search's answer
     capped = any(getattr(targets, name) is not None for name in ("max_gpus", "max_usd_per_mtok"))
+    # the rows an output shows (`ranked`, open loop): the cheapest found so far, and the candidates
+    # that cannot be among them (their cost bound over the last shown's $/Mtok)
+    shown = {name: _Shown(ranked if not traffic.closed_loop else None) for name in meeting}
+    past: dict[str, list[tuple[Candidate, int]]] = {name: [] for name in meeting}  # with their fewest by the bound
     for done, k in enumerate(order):
         name, c = candidates[k]
         give_up = None if absurd or not prune else _absurd_from(c, sample, traffic, pricing, cheapest[name])
@@ -296,6 +363,9 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
             found = None  # a miss (at any size), and no miss is reported once a deployment meets the targets
         elif give_up is not None and not capped and not lone_misses and give_up(_fewest_by_bound(throughput[k], traffic)):
             found = ABSURD  # it would meet the targets, but at a cost over the bound
+        elif give_up is not None and not capped and not lone_misses and shown[name].past(bounds[k]):
+            found = None  # a row past those shown: only whether it meets the targets is needed, found below
+            past[name].append((c, _fewest_by_bound(throughput[k], traffic)))
         else:
             found = fewest_replicas(c, sample, traffic, targets, pricing, give_up)
         if found == ABSURD:
@@ -305,31 +375,34 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
             if found.deployment.meets:
                 meeting[name].append(found)
                 cheapest[name].add(found.deployment)
+                shown[name].add(found.deployment)
             else:
                 misses[name].append(found.deployment)
         if progress:
             progress(done + 1, len(candidates))
-    ranking = {}
+    unlisted = {name: 0 for name in meeting}  # rows past those shown that meet the targets, not absurd
+    for name, rest in past.items():
+        for c, fewest in rest:  # against the cheapest of all, as `mark_absurd` judges the rows found
+            verdict = meets_within(c, sample, traffic, targets, pricing,
+                                   _absurd_from(c, sample, traffic, pricing, cheapest[name]), fewest)
+            unlisted[name] += verdict == MEETS
+            left_out += verdict == ABSURD
+    ranking, pending = {}, []
+    setting = Setting(sample, traffic, targets, pricing, stack)
     for name, found in meeting.items():
         mark_absurd([f.deployment for f in found])
         left_out += 0 if absurd else sum(f.deployment.absurd for f in found)
-        found = [f for f in found if absurd or not f.deployment.absurd]
-        for f in _to_sustain(found, ranked):  # the load each sustains, for those an output shows
-            d = f.deployment
-            d.sustained_rps = sustained_rps(f.candidate, sample, traffic, targets, d, f.capacity, f.points)
-            if d.usd_per_hour is not None:
-                d.usd_per_mtok_at_capacity = usd_per_mtok(d.usd_per_hour, d.sustained_rps * d.output_tokens_per_s
-                                                          / d.served_rps)
-        found.sort(key=lambda f: rank_key(f.deployment))
-        ranking[name] = [f.deployment for f in found]
-        for f in found[:ranked]:  # what the rows shown take were the step times off as far as the band says
-            band = band_for(behaviour.stack_name(stack, f.candidate.decoding))
-            if band is not None:
-                f.deployment.intervals = band_ends(f, sample, traffic, targets, pricing, band)
-    pareto_front([d for d in ranking["plan"] if not d.absurd])
+        rows = [(f, setting) for f in found if absurd or not f.deployment.absurd]
+        if name == "plan" and defer:  # ranked with other models' rows by the caller
+            pending, ranking[name] = rows, [f.deployment for f, _ in rows]
+        else:
+            ranking[name] = rank_rows(rows, ranked)
+    if not defer:
+        pareto_front([d for d in ranking["plan"] if not d.absurd])
     return PlanResult(model=str(model), traffic={}, targets=targets.as_dict(), deployments=ranking["plan"],
                       baseline=ranking["baseline"], nearest_miss=nearest_miss(ranking, misses), evaluated=len(candidates),
-                      skipped={"unsupported_or_not_fitting": unsupported, "absurd": left_out})
+                      skipped={"unsupported_or_not_fitting": unsupported, "absurd": left_out},
+                      unlisted=unlisted["plan"], pending=pending)
 
 
 def nearest_miss(ranking: dict[str, list[Deployment]], misses: dict[str, list[Deployment]]) -> Deployment | None:

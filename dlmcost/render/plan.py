@@ -236,7 +236,8 @@ def render_plan(p: dict, fmt: str, out: Output, top: int | None = 15, charts: li
                "over output tokens")
     sections = []
     if shown:
-        more = f" (first {len(shown)} of {len(p['deployments'])}; json, csv and html list all)" if len(p["deployments"]) > len(shown) else ""
+        meeting = len(p["deployments"]) + p.get("deployments_unlisted", 0)
+        more = f" (first {len(shown)} of {meeting}; json, csv and html list all)" if meeting > len(shown) else ""
         sections.append((f"deployments meeting the targets{more}", plan_table(shown, multi), caption))
     if baseline:
         sections.append(("AR baseline at the same targets (the same model decoding one token per pass)",
