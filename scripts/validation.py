@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "docs"))
 
 from dlmcost.calibration.measurements import analysis_for, compare, load_points  # noqa: E402
+from dlmcost.inputs.error_bands import MIN_NUMBERS  # noqa: E402
 
 # A row reproduced with the CLI; a cogapp block, so that `docs/generate.py --check` verifies it too.
 EXAMPLE = ("dlmcost analyze GSAI-ML/LLaDA-8B-Instruct --gpu a100 --scheme prefix-cache --prompt 900 --gen 256 "
@@ -40,7 +41,7 @@ TARGET_OPTIMISM = 1.5  # predicted speed / measured speed at a batch of >= 32 ru
 # The headline: every number scored against numbers fitted on other publications only (CI checks it)
 TARGET_OUT_OF_SOURCE_MEDIAN = 1.3
 TARGET_OUT_OF_SOURCE_WORST = 2.0
-BAND_MIN_NUMBERS = 6  # a stack's own error band needs this many out-of-source numbers
+BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-of-source numbers (6)
 BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
 # What each published metric is in `dlmcost serve -f json`, and whether a larger value is faster.
 METRICS = {

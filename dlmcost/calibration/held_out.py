@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..inputs.error_bands import CALIBRATION, MIN_NUMBERS, ErrorBand
+from ..inputs.error_bands import CALIBRATION, MIN_NUMBERS, POOLED, ErrorBand
 
 MAX_FOLDS = 50  # refits a calibration runs at most (leave-one-out up to this many measurements)
 
@@ -52,7 +52,8 @@ def held_out_band(ratios: list[float], published: ErrorBand | None, measurements
         return None
     low, high = min([published.low, *ratios]), max([published.high, *ratios])
     widened = "" if (low, high) == (published.low, published.high) else ", widened to take in every held-out ratio"
-    basis = (f"{published.stack}'s published band{widened}: the calibration has {n} held-out measurement"
+    whose = "the pooled" if published.stack == POOLED else f"{published.stack}'s"
+    basis = (f"{whose} published band{widened}: the calibration has {n} held-out measurement"
              f"{'' if n == 1 else 's'}, fewer than {MIN_NUMBERS}{missing}")
     return dict(ratios=ratios, low=low, median=published.median, high=high, basis=basis, published=pub)
 

@@ -59,7 +59,8 @@ def against_published(band: dict) -> str:
     p = band.get("published")
     if not p:
         return ""
-    return f"; {safe(p['stack'])}'s published band {p['low']:.2f}–{p['high']:.2f}×: {narrowing_phrase(band['narrowing'])}"
+    whose = "the pooled" if p["stack"] == "pooled" else f"{safe(p['stack'])}'s"  # (a stack file's: every stack's)
+    return f"; {whose} published band {p['low']:.2f}–{p['high']:.2f}×: {narrowing_phrase(band['narrowing'])}"
 
 
 def span(low, high, fmt) -> str:
