@@ -158,12 +158,12 @@ def evidence_lines(p: dict) -> list[str]:
     if floor:
         said = ", ".join(f"{safe(task)} ≥ {100 * value:.3g}%" for task, value in floor.items())
         lines.append(f"quality floor {said}: " + ("; ".join(safe(q) for q in s.get("quality") or []) or "met"))
-    shown = set()  # the bands of the rows with intervals (those an output shows)
+    records = {b["stack"]: b for b in (s.get("error_bands") or {}).values()}
+    bands = {}  # the bands of the rows with intervals (those an output shows), in the rows' order
     for r in [*p.get("deployments", []), *p.get("ar_baseline", []), *([p["nearest_miss"]] if p.get("nearest_miss") else [])]:
         iv = r.get("intervals") or {}
-        if "band" in iv:
-            shown.add(iv["band_stack"])
-    bands = {b["stack"]: b for b in (s.get("error_bands") or {}).values() if b["stack"] in shown}
+        if "band" in iv and iv["band_stack"] in records:
+            bands.setdefault(iv["band_stack"], records[iv["band_stack"]])
     if bands:
         lines.append("error bands: " + ", ".join(band_phrase(k, b["low"], b["high"]) + against_published(b)
                                                  for k, b in bands.items())
