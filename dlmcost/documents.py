@@ -44,15 +44,34 @@ class PublishedDecoding(Record):
     source_title: str
 
 
+class PublishedBand(Record):
+    """A stack's published error band, as a calibration found it (error_bands.json)."""
+
+    stack: str = Field(description="the stack the band is of ('pooled': every stack's)")
+    low: float
+    median: float
+    high: float
+    numbers: int = Field(description="the out-of-source validation numbers it rests on")
+
+
 class ErrorBand(Record):
-    """How far the stack's predictions were from published measurements it was not fitted on."""
+    """How far the stack's predictions were from measurements they were not fitted on: published
+    ones (the validation), or the user's own (a calibrated stack file's held-out error)."""
 
     stack: str = Field(description="the stack the band is of ('pooled': every stack's)")
     low: float = Field(description="10th percentile of predicted / measured speed (above 1: optimistic)")
     median: float
     high: float = Field(description="90th percentile")
-    numbers: int = Field(description="the out-of-source validation numbers it rests on")
+    numbers: int = Field(description="the numbers it rests on: out-of-source validation numbers, or a "
+                                     "calibration's held-out measurements")
     basis: str
+    source: str = Field(description="validation (published measurements) or calibration (the held-out error "
+                                    "`dlmcost calibrate` wrote into the stack file)")
+    published: Optional[PublishedBand] = Field(
+        description="a calibration's band: the published band of the stack it was calibrated from (null otherwise)")
+    narrowing: Optional[float] = Field(
+        description="the published band's width / this band's, a width being ln(high / low): above 1 narrower, "
+                    "below 1 wider; null for a published band, or a held-out band of no width")
 
 
 class Stats(Record):
@@ -98,7 +117,8 @@ class ServeDeployment(Record):
     published: Optional[PublishedDecoding] = Field(
         description="the model's published decoding it runs (its tokens per forward and accuracy); null when the "
                     "decoding was given")
-    error_band: Optional[ErrorBand] = Field(description="the stack's error band the intervals come from")
+    error_band: Optional[ErrorBand] = Field(description="the stack's error band the intervals come from (a "
+                                                        "calibrated stack file's: its held-out error)")
     price_per_gpu_hour: Optional[float]
     price_source: Optional[str]
     price_per_gpu_hour_low: PriceLow
@@ -265,6 +285,8 @@ class PlanSearch(Record):
     left_out: list[LeftOutGPU] = Field(description="default accelerators the stack does not run on (--gpu NAME "
                                                    "plans one)")
     runs_on: Optional[list[str]] = Field(description="the vendors the stack runs on (null: any)")
+    error_bands: dict[str, ErrorBand] = Field(
+        description="stack (as `stacks` names it) -> the error band its deployments' intervals come from")
 
 
 class PlanDocument(Versioned):
@@ -369,6 +391,22 @@ class CalibrationPoint(Record):
     before_error: float
     after_ms: float
     after_error: float
+    held_out_ratio: Optional[float] = Field(description="measured / predicted time per forward under a fit without "
+                                                        "this point (null: that refit could not pin the parameters)")
+
+
+class HeldOut(Record):
+    """The fit's held-out error and the band serve and plan take for the written stack."""
+
+    ratios: int = Field(description="the measurements with a held-out ratio")
+    low: float = Field(description="the band's low end (10th percentile of the ratios, or the published band's, "
+                                   "widened, with fewer than 6)")
+    median: float
+    high: float
+    basis: str
+    published: Optional[PublishedBand] = Field(description="the starting stack's published band")
+    narrowing: Optional[float] = Field(description="the published band's width / this band's (widths ln(high / "
+                                                   "low)): above 1 narrower")
 
 
 class CalibrationFit(Record):
@@ -379,6 +417,8 @@ class CalibrationFit(Record):
     fitted: dict[str, float]
     rms_log_error: float
     points: list[CalibrationPoint]
+    held_out: Optional[HeldOut] = Field(description="the held-out error written into the stack file (null: too "
+                                                    "few held-out measurements and no published band)")
 
 
 class CalibrateDocument(CalibrationFit, Versioned):

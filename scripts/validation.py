@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "docs"))
 
 from dlmcost.calibration.measurements import analysis_for, compare, load_points  # noqa: E402
+from dlmcost.inputs.error_bands import MIN_NUMBERS  # noqa: E402
 
 # A row reproduced with the CLI; a cogapp block, so that `docs/generate.py --check` verifies it too.
 EXAMPLE = ("dlmcost analyze GSAI-ML/LLaDA-8B-Instruct --gpu a100 --scheme prefix-cache --prompt 900 --gen 256 "
@@ -40,7 +41,7 @@ TARGET_OPTIMISM = 1.5  # predicted speed / measured speed at a batch of >= 32 ru
 # The headline: every number scored against numbers fitted on other publications only (CI checks it)
 TARGET_OUT_OF_SOURCE_MEDIAN = 1.3
 TARGET_OUT_OF_SOURCE_WORST = 2.0
-BAND_MIN_NUMBERS = 6  # a stack's own error band needs this many out-of-source numbers
+BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-of-source numbers (6)
 BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
 # What each published metric is in `dlmcost serve -f json`, and whether a larger value is faster.
 METRICS = {
@@ -385,7 +386,9 @@ def render_headline(rs: list[dict], serving: list[dict]) -> list[str]:
         f"{BAND_MIN_NUMBERS} of them takes the band of all stacks",
         "together. `serve` and `plan` divide a predicted throughput by the high and low ends to bracket it (and",
         "multiply times and costs), so an interval is as wide as the tool's measured error, not a typed-in margin.",
-        "Written to `dlmcost/inputs/error_bands.json`, which the commands read.",
+        "Written to `dlmcost/inputs/error_bands.json`, which the commands read. A stack `dlmcost calibrate` fitted to",
+        "your own measurements carries a band of its own instead, its held-out error over them",
+        "([stacks.md](stacks.md#calibrating-a-stack-to-your-measurements)).",
         "",
         "| stack | p10 | median | p90 | numbers | basis |",
         "|---|---:|---:|---:|---:|---|",

@@ -61,9 +61,7 @@ def list_stacks() -> list[dict]:
                         default_for=[kind for kind, n in DEFAULT_STACKS.items() if n == name],
                         max_running_requests=s.max_running_requests, release=s.release,
                         fitted={field: list(points) for field, points in s.fitted.items()},
-                        error_band=None if band is None else dict(stack=band.stack, low=band.low, median=band.median,
-                                                                  high=band.high,
-                                                                  numbers=band.numbers, basis=band.basis),
+                        error_band=None if band is None else band.record(),
                         sources=dict(s.sources)))
     return out
 

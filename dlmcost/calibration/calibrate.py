@@ -31,6 +31,8 @@ from ..engine import frames
 from ..analysis import limits
 from ..engine.evaluation import evaluate, passes_one_by_one
 from ..errors import UsageError
+from ..inputs.error_bands import ErrorBand
+from . import held_out
 from .measurements import Point, cannot_run, check_answer_tokens, comparison, resolve_point_model
 from ..inputs.stacks import Stack, validate_stack
 
@@ -38,6 +40,8 @@ PARAMETERS = ("host", "fixed", "gemm", "attention", "elementwise")
 # Start a parameter that is exactly zero (no host time under CUDA graphs) here so its log exists.
 ZERO_START = {"host": 1.0, "fixed": 1.0}
 MAX_ITER = 60
+STEP_TOL = 1e-6  # a step in every log-parameter under this ends the fit
+REFIT_DAMPING = 1e-6  # a held-out refit's first Levenberg-Marquardt damping (the whole fit's: 1e-2)
 RANK_TOL = 1e-6  # relative singular value below which a direction is not pinned
 
 
@@ -105,8 +109,8 @@ class Problem:
             self.groups.append((models, grid, np.array(rows)))
         # the limit on passes costed one by one (docs/limits.md), checked before any work: the fit
         # evaluates the points at most (MAX_ITER + 3) x (parameters + 1) times
-        evaluations = (MAX_ITER + 3) * (len(fit) + 1)
-        passes = sum(int(passes_one_by_one(models, grid).sum()) for models, grid, _ in self.groups)
+        self.evaluations = evaluations = (MAX_ITER + 3) * (len(fit) + 1)
+        self.passes = passes = sum(int(passes_one_by_one(models, grid).sum()) for models, grid, _ in self.groups)
         limits.check_passes(passes * evaluations, limits.MAX_PASSES_ONE_BY_ONE, f"fitting evaluates the points up to "
                             f"{evaluations} times: use fewer or shorter measurement points, or larger blocks")
 
@@ -140,6 +144,61 @@ class Problem:
         return J
 
 
+class WithoutFold:
+    """The problem without some of its points (a fold): the fit sees the others only. It starts
+    at the whole fit's `start`, whose residuals and Jacobian (`at_start`) every fold shares."""
+
+    def __init__(self, problem: Problem, left_out: np.ndarray, start: np.ndarray,
+                 at_start: tuple[np.ndarray, np.ndarray]):
+        self.problem = problem
+        self.keep = np.setdiff1d(np.arange(len(problem.points)), left_out)
+        self.points = [problem.points[i] for i in self.keep]
+        self.fit, self.theta0 = problem.fit, start
+        self.r_start, self.j_start = (a[self.keep] for a in at_start)
+
+    def residuals(self, theta) -> np.ndarray:
+        if np.array_equal(theta, self.theta0):
+            return self.r_start
+        return self.problem.residuals(theta)[self.keep]
+
+    def jacobian(self, theta, r0) -> np.ndarray:
+        if np.array_equal(theta, self.theta0):
+            return self.j_start
+        return Problem.jacobian(self, theta, r0)  # (backward differences of `residuals`, as the whole problem's)
+
+
+def refits_fit_the_limit(problem: Problem, refits: int) -> bool:
+    """The held-out refits stay within the passes a command may cost one by one (docs/limits.md;
+    the fit itself was checked when the problem was made); over it, they are not run."""
+    limit = limits.MAX_PASSES_ONE_BY_ONE
+    return limit is None or problem.passes * problem.evaluations * (refits + 1) <= limit
+
+
+def held_out_ratios(problem: Problem, theta: np.ndarray,
+                    progress: Callable[[int, int], None] | None = None) -> list[float | None]:
+    """Each point's measured / predicted time per forward under a fit without its fold, started
+    from the full fit's `theta` (held_out.py; None: that refit was refused, or the refits would
+    cost more passes than the limit). `progress(done, folds)` after each refit."""
+    parts = held_out.folds(len(problem.points))
+    ratios: list[float | None] = [None] * len(problem.points)
+    if not refits_fit_the_limit(problem, len(parts)):
+        return ratios
+    r = problem.residuals(theta)
+    at_start = r, problem.jacobian(theta, r)
+    for done, fold in enumerate(parts, 1):
+        try:  # (little damping: each refit starts near its minimum, the whole fit's)
+            refit, _ = fit(WithoutFold(problem, fold, theta, at_start), damping=REFIT_DAMPING)
+        except UsageError:  # the other points cannot pin the parameters: no held-out number here
+            refit = None
+        if refit is not None:
+            rows = problem.rows(refit)
+            for i in fold:
+                ratios[i] = rows[i]["measured_ms"] / rows[i]["predicted_ms"]
+        if progress:
+            progress(done, len(parts))
+    return ratios
+
+
 def _specs(points: list[Point], base_dir: Path) -> list:
     """Each point's model, each distinct model resolved once."""
     resolved = {}
@@ -166,7 +225,8 @@ def _refuse(reason: str) -> UsageError:
     return UsageError(f"cannot calibrate: {reason}; fit fewer parameters with --fit")
 
 
-def fit(problem: Problem, progress: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, dict]:
+def fit(problem: Problem, progress: Callable[[int, int], None] | None = None,
+        damping: float = 1e-2) -> tuple[np.ndarray, dict]:
     """Levenberg-Marquardt on ln(predicted/measured). Returns theta and a summary.
     `progress(done, MAX_ITER)`, if given, is called after each iteration, and with (MAX_ITER,
     MAX_ITER) once the fit stops (converged early or not)."""
@@ -179,7 +239,7 @@ def fit(problem: Problem, progress: Callable[[int, int], None] | None = None) ->
     bad = unpinned(J, problem.fit)
     if bad:
         raise _refuse(f"the measurements do not depend on {', '.join(bad)} at the starting profile")
-    lam = 1e-2
+    lam = damping
     cost = float(r @ r)
     for iteration in range(1, MAX_ITER + 1):
         if progress:
@@ -191,14 +251,16 @@ def fit(problem: Problem, progress: Callable[[int, int], None] | None = None) ->
         r_trial = problem.residuals(trial)
         c_trial = float(r_trial @ r_trial)
         if c_trial < cost:
-            converged = cost - c_trial < 1e-12 * max(cost, 1e-30) or np.max(np.abs(step)) < 1e-6
+            converged = cost - c_trial < 1e-12 * max(cost, 1e-30) or np.max(np.abs(step)) < STEP_TOL
             theta, r, cost, lam = trial, r_trial, c_trial, lam / 3
             if converged:
                 break
             J = problem.jacobian(theta, r)
         else:
             lam *= 10
-            if lam > 1e8:
+            # more damping only shortens the step: once it is under the tolerance no later one can
+            # move the parameters by more (an accepted one would stop the fit at once)
+            if lam > 1e8 or np.max(np.abs(step)) < STEP_TOL:
                 break
     if progress:
         progress(MAX_ITER, MAX_ITER)
@@ -210,12 +272,20 @@ def fit(problem: Problem, progress: Callable[[int, int], None] | None = None) ->
 
 
 def calibrate(points: list[Point], base_dir: Path, base: Stack, fit_names: list[str], name: str,
-              hardware: list[str] | None = None, progress: Callable[[int, int], None] | None = None) -> dict:
-    """The fitted stack and the points before and after; `progress`: see `fit`."""
+              hardware: list[str] | None = None, progress: Callable[[int, int], None] | None = None,
+              published: ErrorBand | None = None) -> dict:
+    """The fitted stack, the points before and after, and the fit's held-out error (held_out.py)
+    beside `published`, the starting stack's published band. `progress(done, total)`: the fit's
+    iterations (see `fit`), then MAX_ITER more for each held-out refit."""
     problem = Problem(points, base_dir, base, fit_names, hardware)
     before = problem.rows(problem.theta0)
-    theta, info = fit(problem, progress)
+    total = MAX_ITER * (1 + len(held_out.folds(len(points))))
+    theta, info = fit(problem, progress and (lambda done, _: progress(done, total)))
     after = problem.rows(theta)
+    ratios = held_out_ratios(problem, theta, progress and (lambda done, _: progress(MAX_ITER * (1 + done), total)))
+    band = held_out.held_out_band([r for r in ratios if r is not None], published, len(points))
+    if progress:
+        progress(total, total)
     values = dict(zip(fit_names, np.exp(theta).tolist()))
     fitted = with_parameters(base, values)
     data = fitted.model_dump()
@@ -227,8 +297,9 @@ def calibrate(points: list[Point], base_dir: Path, base: Stack, fit_names: list[
               "elementwise": "elementwise_bytes_factor"}
     for n in fit_names:
         data["sources"][key_of[n]] = note
+    data["held_out_error"] = band  # (a stack the calibration started from may carry one: never kept)
     return dict(stack=validate_stack(data, "calibrated"), data=data, values=values, before=before, after=after,
-                **info)
+                held_out_ratios=ratios, held_out=None if band is None else held_out.summary(band), **info)
 
 
 def write_stack(data: dict, path: Path) -> None:
@@ -241,16 +312,18 @@ def write_stack(data: dict, path: Path) -> None:
 
 def calibrate_what_data_pins(points: list[Point], base_dir: Path, base: Stack, name: str,
                              hardware: list[str] | None = None, order: tuple[tuple[str, ...], ...] = (("fixed", "gemm"), ("gemm",), ("fixed",)),
-                             progress: Callable[[int, int], None] | None = None) -> dict:
+                             progress: Callable[[int, int], None] | None = None,
+                             published: ErrorBand | None = None) -> dict:
     """Fit the largest parameter set of `order` the points can pin (for `measure --profile-out`).
-    `progress(done, total)`: the fits' iterations, MAX_ITER for each set of `order` tried; the
-    last call is (total, total) when a fit succeeds."""
+    `progress(done, total)`: MAX_ITER for each set of `order` tried (a calibration's own count,
+    refits included, scaled to it); the last call is (total, total) when a fit succeeds."""
     last, total = None, MAX_ITER * len(order)
     for tried, names in enumerate(order):
         offset = MAX_ITER * tried
-        fit_progress = (lambda done, _, offset=offset: progress(offset + done, total)) if progress else None
+        fit_progress = (lambda done, of, offset=offset: progress(offset + MAX_ITER * done // of, total)) \
+            if progress else None
         try:
-            result = calibrate(points, base_dir, base, list(names), name, hardware, fit_progress)
+            result = calibrate(points, base_dir, base, list(names), name, hardware, fit_progress, published)
         except UsageError as exc:
             last = exc
             continue

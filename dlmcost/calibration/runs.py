@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..analysis.prepare import resolve_spec
-from ..inputs.stacks import load_stack
+from ..inputs.error_bands import published_band_for
+from ..inputs.stacks import DEFAULT_STACK, load_stack
 from . import calibrate as cal
 from . import measure as ms
 from .measurements import MeasurementFile, load_points
@@ -25,7 +26,7 @@ def calibrate_file(measurements: str, *, stack: str | None, fit: str, name: str 
         if not points:
             raise UsageError(f"--only {only}: no point of {measurements} has stack '{only}'")
     result = cal.calibrate(points, base_dir, load_stack(stack), cal.parse_fit(fit), name or "calibrated", hardware,
-                           progress)
+                           progress, published_band_for(stack or DEFAULT_STACK))
     cal.write_stack(result["data"], Path(out))
     return result
 
@@ -66,6 +67,6 @@ def calibrate_measured(doc: dict, stack: str | None, hardware: list[str] | None,
     base = load_stack(stack)
     points = MeasurementFile.model_validate(doc).points
     result = cal.calibrate_what_data_pins(points, Path.cwd(), base, f"{base.name}-measured", hardware,
-                                          progress=progress)
+                                          progress=progress, published=published_band_for(stack or DEFAULT_STACK))
     cal.write_stack(result["data"], Path(out))
     return result

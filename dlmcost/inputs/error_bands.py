@@ -6,17 +6,26 @@ validation's out-of-source numbers (docs/validation.md, "Error bands"); nothing 
 A band is the 10th, 50th and 90th percentile of predicted speed / measured speed: above 1 the
 prediction was optimistic. A stack without enough out-of-source numbers of its own carries the
 band of all stacks together, and says so (`basis`).
+
+A stack file `dlmcost calibrate` wrote carries a band of its own instead (`held_out_error`: each
+of the user's measurements predicted by a fit that did not see it, calibration/held_out.py); the
+published band it stands in for travels with it, so that the output can say how much narrower it is.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 BANDS_FILE = Path(__file__).with_name("error_bands.json")
 POOLED = "pooled"
+# A band of its own needs this many numbers: a stack's out-of-source validation numbers
+# (scripts/validation.py), a calibration's held-out measurements (calibration/held_out.py).
+MIN_NUMBERS = 6
+VALIDATION, CALIBRATION = "validation", "calibration"  # where a band comes from
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,23 @@ class ErrorBand:
     high: float
     numbers: int
     basis: str
+    source: str = VALIDATION
+    # a calibration's band: the published band of the stack it was calibrated from (None otherwise)
+    published: "ErrorBand | None" = None
+
+    @property
+    def width(self) -> float:
+        """ln(high / low): how far apart the interval's two ends are, in log terms (an interval
+        runs from predicted / high to predicted / low, a factor high / low)."""
+        return math.log(self.high / self.low)
+
+    @property
+    def narrowing(self) -> float | None:
+        """The published band's width / this band's: above 1, narrower. None for a published band,
+        or a calibration's band of no width (every held-out ratio the same)."""
+        if self.published is None or self.width <= 0:
+            return None
+        return self.published.width / self.width
 
     def speed_interval(self, predicted: float) -> tuple[float, float]:
         """Where a predicted speed (tokens/s, requests/s) is likely to land: predicted / high to
@@ -38,6 +64,16 @@ class ErrorBand:
     def time_interval(self, predicted: float) -> tuple[float, float]:
         """The same for a time or a cost per token (inverse to speed): predicted x low to x high."""
         return predicted * self.low, predicted * self.high
+
+    def record(self) -> dict:
+        """The band as the JSON prints it (documents.ErrorBand)."""
+        published = self.published
+        return dict(stack=self.stack, low=self.low, median=self.median, high=self.high, numbers=self.numbers,
+                    basis=self.basis, source=self.source,
+                    published=None if published is None else dict(stack=published.stack, low=published.low,
+                                                                  median=published.median, high=published.high,
+                                                                  numbers=published.numbers),
+                    narrowing=self.narrowing)
 
 
 @lru_cache(maxsize=1)
@@ -50,8 +86,31 @@ def _bands() -> dict:
 
 
 def band_for(stack: str | None) -> ErrorBand | None:
-    """The band of a bundled stack by name; a user's stack file (or an unknown name) takes the
-    pooled band of every stack; None when no band was generated."""
+    """The band a stack's ranges are drawn from: a calibrated stack file's own held-out band, else
+    `published_band_for`'s."""
+    return calibrated_band(stack) or published_band_for(stack)
+
+
+def calibrated_band(stack: str | None) -> ErrorBand | None:
+    """The band `dlmcost calibrate` wrote into a stack file (`held_out_error`); None for a bundled
+    stack's name or a stack file without one."""
+    from .stacks import load_stack, stack_file_named
+
+    if stack is None or not stack_file_named(stack):
+        return None
+    calibrated = load_stack(stack)
+    held = calibrated.held_out_error
+    if held is None:
+        return None
+    p = held.published
+    published = None if p is None else ErrorBand(p.stack, p.low, p.median, p.high, p.numbers, "published")
+    return ErrorBand(calibrated.name, held.low, held.median, held.high, len(held.ratios), held.basis,
+                     CALIBRATION, published)
+
+
+def published_band_for(stack: str | None) -> ErrorBand | None:
+    """The published band of a bundled stack by name; a user's stack file (or an unknown name)
+    takes the pooled band of every stack; None when no band was generated."""
     bands = _bands()
     entry = bands.get(stack or "") or bands.get(POOLED)
     if not isinstance(entry, dict):

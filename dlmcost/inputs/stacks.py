@@ -105,6 +105,39 @@ class GemmCurve(BaseModel):
         return self
 
 
+class PublishedBand(BaseModel):
+    """A stack's published error band (error_bands.json) as a calibration found it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    stack: str = Field(min_length=1, max_length=100)
+    low: float = Field(gt=0, le=1e6)
+    median: float = Field(gt=0, le=1e6)
+    high: float = Field(gt=0, le=1e6)
+    numbers: int = Field(ge=0, le=1_000_000)
+
+
+class HeldOutError(BaseModel):
+    """What `dlmcost calibrate` writes: each measurement's measured / predicted time per forward
+    under a fit that did not see it, and the band `serve` and `plan` draw their ranges from
+    (calibration/held_out.py; docs/methodology.md, "Error bands")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    ratios: list[Annotated[float, Field(gt=0, le=1e6)]] = Field(max_length=10_000)
+    low: float = Field(gt=0, le=1e6)
+    median: float = Field(gt=0, le=1e6)
+    high: float = Field(gt=0, le=1e6)
+    basis: str = Field(min_length=1, max_length=1000)
+    published: PublishedBand | None = None  # the stack's published band it stands in for
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "HeldOutError":
+        if not self.low <= self.median <= self.high:
+            raise ValueError("held_out_error: needs low <= median <= high")
+        return self
+
+
 class Stack(BaseModel):
     """One software stack. Every number needs a line in `sources`."""
 
@@ -145,6 +178,8 @@ class Stack(BaseModel):
     # (ids in validation/*.yaml) they were fitted on; validation scores a point only against
     # numbers fitted on other sources, and `dlmcost stacks` lists them
     fitted: dict[str, list[PointId]] = Field(default_factory=dict, max_length=64)
+    # a calibrated stack's held-out error (written by `dlmcost calibrate`): its error band
+    held_out_error: HeldOutError | None = None
 
     @field_validator("fitted")
     @classmethod
@@ -220,6 +255,11 @@ def validate_stack(data: dict, where: str = "stack") -> Stack:
         return Stack.model_validate(data)
     except ValidationError as exc:
         raise StackFileError(f"stack file {where}: {files.validation_message(exc)}") from None
+
+
+def stack_file_named(spec: str) -> bool:
+    """`--stack` names a stack file (a .yaml or .yml path that is no bundled stack's name)."""
+    return spec not in bundled_stack_names() and Path(spec).suffix in (".yaml", ".yml")
 
 
 def load_stack(spec: str | Stack | None = None) -> Stack:

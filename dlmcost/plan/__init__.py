@@ -32,6 +32,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     pruned one is held to."""
     from ..analysis import limits
     from ..errors import NoDeploymentError
+    from ..inputs.error_bands import band_for
     from ..inputs.hardware import HardwareDB
     from ..inputs.stacks import DEFAULT_STACK_BY_VENDOR
     from ..analysis.prepare import resolve_spec
@@ -119,7 +120,10 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                          if profile is not None and profile.runs_on is not None else None,
                          published=published,  # model + decoding -> the published decoding it comes from
                          task=spec.search.task, min_accuracy=spec.search.min_accuracy,
-                         quality=quality)  # with a floor: per model, what published data kept
+                         quality=quality,  # with a floor: per model, what published data kept
+                         # each stack's band, the one its deployments' intervals come from (search.py)
+                         error_bands={name: band.record() for name in dict.fromkeys(stacks.values())
+                                      if (band := band_for(name)) is not None})
     return result
 
 

@@ -35,6 +35,32 @@ def band_phrase(stack: str, low: float, high: float, numbers: int | None = None)
 
 BAND_MEANING = ("predicted / measured speed, 10th–90th percentile over published measurements the stack was "
                 "not fitted on; ranges are the same run at the band's two ends")
+CALIBRATED_MEANING = ("predicted / measured speed over measurements the stack was not fitted on; ranges are the same "
+                      "run at the band's two ends")
+
+
+def band_meaning(bands: list[dict]) -> str:
+    """What the bands' ratios are: published measurements, or a calibration's held-out ones."""
+    return CALIBRATED_MEANING if any(b.get("source") == "calibration" for b in bands) else BAND_MEANING
+
+
+def narrowing_phrase(narrowing: float | None) -> str:
+    """'narrower by 3.6×' (a band's width against its stack's published band's; widths ln(high / low))."""
+    if narrowing is None:
+        return "of no width (every held-out ratio the same)"
+    if round(narrowing, 2) == 1:
+        return "as wide"
+    return f"narrower by {narrowing:.3g}×" if narrowing > 1 else f"wider by {1 / narrowing:.3g}×"
+
+
+def against_published(band: dict) -> str:
+    """'; sglang's published band 0.88–1.61×: narrower by 3.6×' for a calibration's band ('' for a
+    published one)."""
+    p = band.get("published")
+    if not p:
+        return ""
+    whose = "the pooled" if p["stack"] == "pooled" else f"{safe(p['stack'])}'s"  # (a stack file's: every stack's)
+    return f"; {whose} published band {p['low']:.2f}–{p['high']:.2f}×: {narrowing_phrase(band['narrowing'])}"
 
 
 def span(low, high, fmt) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from .cells import num, plural, safe, sig
-from .evidence import BAND_MEANING, band_phrase, published_brief, span
+from .evidence import against_published, band_meaning, band_phrase, published_brief, span
 from .formats import to_csv, to_markdown, typed_json
 from .output import Output
 from .tables import print_fitted, table_columns
@@ -158,14 +158,16 @@ def evidence_lines(p: dict) -> list[str]:
     if floor:
         said = ", ".join(f"{safe(task)} ≥ {100 * value:.3g}%" for task, value in floor.items())
         lines.append(f"quality floor {said}: " + ("; ".join(safe(q) for q in s.get("quality") or []) or "met"))
-    bands = {}
+    records = {b["stack"]: b for b in (s.get("error_bands") or {}).values()}
+    bands = {}  # the bands of the rows with intervals (those an output shows), in the rows' order
     for r in [*p.get("deployments", []), *p.get("ar_baseline", []), *([p["nearest_miss"]] if p.get("nearest_miss") else [])]:
         iv = r.get("intervals") or {}
-        if "band" in iv:
-            bands.setdefault(iv["band_stack"], iv["band"])
+        if "band" in iv and iv["band_stack"] in records:
+            bands.setdefault(iv["band_stack"], records[iv["band_stack"]])
     if bands:
-        lines.append("error bands: " + ", ".join(band_phrase(k, *v) for k, v in bands.items())
-                     + f" ({BAND_MEANING})")
+        lines.append("error bands: " + ", ".join(band_phrase(k, b["low"], b["high"]) + against_published(b)
+                                                 for k, b in bands.items())
+                     + f" ({band_meaning(list(bands.values()))})")
     return lines
 
 

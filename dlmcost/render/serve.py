@@ -13,7 +13,7 @@ import math
 from .charts import Chart, Note, Panel, Series, _log_scaled, short_model
 from .output import Output
 from .cells import num, plural, safe
-from .evidence import BAND_MEANING, band_phrase, published_phrase, span
+from .evidence import against_published, band_meaning, band_phrase, published_phrase, span
 from .formats import to_csv, to_markdown, typed_json
 from .tables import print_fitted, table_columns
 
@@ -149,7 +149,7 @@ def band_lines(record: dict) -> list[str]:
         band = d.get("error_band")
         if band:
             out.append(f"{tag}error band: {band_phrase(band['stack'], band['low'], band['high'], band['numbers'])}, "
-                       f"{safe(band['basis'])} ({BAND_MEANING})")
+                       f"{safe(band['basis'])}{against_published(band)} ({band_meaning([band])})")
     return out
 
 

@@ -544,8 +544,7 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=256, answer=None, 
     found = max_rate(prep, targets or Targets(), arrival=arrival, cv=cv, requests=requests, seed=seed,
                      top=full["rate"]) if find_max_rate else None
     described = describe(prep)
-    described["error_band"] = None if band is None else dict(stack=band.stack, low=band.low, median=band.median,
-                                                             high=band.high, numbers=band.numbers, basis=band.basis)
+    described["error_band"] = None if band is None else band.record()
     return ServeResult(described, points, found, full)
 
 
