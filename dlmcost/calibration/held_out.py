@@ -27,7 +27,7 @@ import numpy as np
 
 from ..inputs.error_bands import CALIBRATION, MIN_NUMBERS, POOLED, ErrorBand
 
-MAX_FOLDS = 50  # refits a calibration runs at most (leave-one-out up to this many measurements)
+MAX_FOLDS = 10  # refits a calibration runs at most (leave-one-out up to this many measurements): ten-fold beyond
 
 
 def folds(n: int) -> list[np.ndarray]:
