@@ -132,10 +132,10 @@ def _table_args(space: SearchSpace, decoding: Decoding, prompts: list[int], canv
 
 
 def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSample, efficiency: str,
-                stack: str | None, hardware: list[str] | None) -> tuple[list[Candidate], int]:
+                stack: str | None, hardware: list[str] | None, eager: bool = False) -> tuple[list[Candidate], int]:
     prompts, canvases = _canvases(decoding, sample)
     answers = [int(v) for v in sample.answer_values]
-    stack = behaviour.stack_name(stack, decoding)  # the decoding's engine path unless one is given
+    stack = behaviour.stack_name(stack, decoding, eager)  # the decoding's engine path unless one is given
     pol = behaviour.policy(stack_profile(stack, efficiency), decoding)  # its running limit: max_batch's
     pt = pass_table(model, *_table_args(space, decoding, prompts, canvases, pol), efficiency=efficiency,
                     stack=stack, hardware=hardware, max_passes=None)  # plan checked the total of its sweeps
@@ -171,12 +171,13 @@ def candidate_count(space: SearchSpace, baseline: bool = False) -> tuple[int, st
     return math.prod(factors.values()), " x ".join(f"{n:,} {name}" for name, n in factors.items())
 
 
-def stack_profile(stack: str | None, efficiency: str):
-    """The stack profile the passes are costed with (None: the bare roofline), for its serving fields."""
+def stack_profile(stack: str | None, efficiency: str, eager: bool = False):
+    """The stack profile the passes are costed with (None: the bare roofline), for its serving
+    fields; `eager`: run without CUDA graphs (refused where the stack has no eager profile)."""
     from ..analysis.prepare import resolve_stack
     from ..inputs.profiles import load_profile
 
-    return resolve_stack(stack, load_profile(efficiency))
+    return resolve_stack(stack, load_profile(efficiency), eager=eager)
 
 
 def baseline_decoding() -> Decoding:
@@ -184,10 +185,10 @@ def baseline_decoding() -> Decoding:
     return Decoding(autoregressive_scheme(), None, 1.0)
 
 
-def decoding_policy(stack: str | None, efficiency: str, decoding: Decoding) -> behaviour.Policy:
+def decoding_policy(stack: str | None, efficiency: str, decoding: Decoding, eager: bool = False) -> behaviour.Policy:
     """How a decoding is served when no option says otherwise: on its stack (the one given, else its
     kind's default), with that stack's release and running limit, as `serve` serves it."""
-    return behaviour.policy(stack_profile(behaviour.stack_name(stack, decoding), efficiency), decoding)
+    return behaviour.policy(stack_profile(behaviour.stack_name(stack, decoding), efficiency, eager), decoding)
 
 
 
@@ -251,7 +252,7 @@ def _to_sustain(found: list[Found], ranked: int | None) -> list[Found]:
 
 def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing: Pricing, *,
          requests: int = DEFAULT_REQUESTS, seed: int = 0, efficiency: str = "realistic",
-         stack: str | None = None, hardware: list[str] | None = None, baseline: bool = False,
+         stack: str | None = None, eager: bool = False, hardware: list[str] | None = None, baseline: bool = False,
          absurd: bool = False, progress: Callable[[int, int], None] | None = None,
          ranked: int | None = None, prune: bool = True) -> PlanResult:
     """Every candidate's cheapest deployment; those meeting the targets ranked by $/Mtok (and
@@ -266,9 +267,9 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
     if baseline and any(not d.autoregressive for d in space.decodings):
         sets.append(("baseline", [ar]))
     # the limit on passes costed one by one holds for the whole search: its sweeps added up first
-    pols = {dec: decoding_policy(stack, efficiency, dec) for _, decodings in sets for dec in decodings}
+    pols = {dec: decoding_policy(stack, efficiency, dec, eager) for _, decodings in sets for dec in decodings}
     passes = sum(table_passes(model, *_table_args(space, dec, *_canvases(dec, sample), pols[dec]),
-                              efficiency=efficiency, stack=behaviour.stack_name(stack, dec), hardware=hardware)
+                              efficiency=efficiency, stack=behaviour.stack_name(stack, dec, eager), hardware=hardware)
                  for _, decodings in sets for dec in decodings)
     limits.check_passes(passes, limits.MAX_PASSES_ONE_BY_ONE, "choose fewer GPUs, TP sizes, precisions or decodings, "
                         "larger blocks, shorter answers, or a smaller --max-batch")
@@ -276,7 +277,7 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
     unsupported = 0
     for name, decodings in sets:
         for dec in decodings:
-            found, n_skip = _candidates(model, space, dec, sample, efficiency, stack, hardware)
+            found, n_skip = _candidates(model, space, dec, sample, efficiency, stack, hardware, eager)
             candidates += [(name, c) for c in found]
             unsupported += n_skip
     # cheapest bound first, so that the cheapest deployment is known early and absurd ones are not searched
@@ -323,7 +324,7 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
         found.sort(key=lambda f: rank_key(f.deployment))
         ranking[name] = [f.deployment for f in found]
         for f in found[:ranked]:  # what the rows shown take were the step times off as far as the band says
-            band = band_for(behaviour.stack_name(stack, f.candidate.decoding))
+            band = band_for(behaviour.stack_name(stack, f.candidate.decoding, eager))
             if band is not None:
                 f.deployment.intervals = band_ends(f, sample, traffic, targets, pricing, band)
     pareto_front([d for d in ranking["plan"] if not d.absurd])
