@@ -114,6 +114,8 @@ class ServeDeployment(Record):
     release_source: str
     stack: str
     stack_default: bool = Field(description="true when no --stack was given: the decoding's kind's default")
+    eager: bool = Field(description="true when the stack ran without CUDA graphs (--eager; its name then ends in "
+                                    "' (eager)')")
     published: Optional[PublishedDecoding] = Field(
         description="the model's published decoding it runs (its tokens per forward and accuracy); null when the "
                     "decoding was given")
@@ -276,6 +278,7 @@ class PlanSearch(Record):
     stack: str = Field(description="the serving stack named ('default': each decoding its kind's, `stacks`)")
     stacks: dict[str, str] = Field(description="decoding -> the stack it runs on")
     stack_default: bool = Field(description="true when no --stack was given")
+    eager: bool = Field(description="true when every decoding's stack ran without CUDA graphs (--eager)")
     max_running: dict[str, list[int]] = Field(description="decoding -> the running limits searched")
     published: dict[str, PublishedDecoding] = Field(
         description="'MODEL DECODING' -> the model's published decoding it is (its tokens per forward and accuracy)")

@@ -241,6 +241,8 @@ class AnalyzeResult(Versioned):
     ar_stack: str = Field(default="", description="software stack of the AR decode baseline (the speed-up's denominator): "
                           "the stack given, else the autoregressive default")
     stack_default: bool = Field(default=False, description="true when no stack was given: the decoding's kind's default")
+    eager: bool = Field(default=False, description="true when the stack ran without CUDA graphs (--eager; its name "
+                        "then ends in ' (eager)')")
     decoding_source: dict | None = Field(
         default=None, description="where the tokens per forward come from when none was given: the model's published "
         "decoding (checkpoint, setting, task, tpf, accuracy, source; docs/decoding.md); null otherwise")
@@ -299,6 +301,8 @@ class SweepResult(Versioned):
     ar_stack: str = Field(default="", description="software stack of the autoregressive rows and of every AR baseline: "
                           "the stack given, else the autoregressive default")
     stack_default: bool = Field(default=False, description="true when no stack was given: each decoding's kind's default")
+    eager: bool = Field(default=False, description="true when the stacks ran without CUDA graphs (--eager; their "
+                        "names then end in ' (eager)')")
     evaluated: int
     skipped_impossible: int
     skipped_unsupported: int

@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT / "docs"))
 
 from dlmcost.calibration.measurements import analysis_for, compare, load_points  # noqa: E402
 from dlmcost.inputs.error_bands import MIN_NUMBERS  # noqa: E402
+from dlmcost.inputs.stacks import EAGER_SUFFIX  # noqa: E402
 
 # A row reproduced with the CLI; a cogapp block, so that `docs/generate.py --check` verifies it too.
 EXAMPLE = ("dlmcost analyze GSAI-ML/LLaDA-8B-Instruct --gpu a100 --scheme prefix-cache --prompt 900 --gen 256 "
@@ -152,8 +153,13 @@ def fitted_numbers() -> list[dict]:
 
 
 def fit_origins(stack: str, gpu: str, numbers: list[dict], where: dict[str, str]) -> set[str]:
-    """The publications whose points set a number a prediction reads."""
-    used = [n for n in numbers if (n["kind"], n["name"]) in (("stack", stack), ("gpu", gpu))]
+    """The publications whose points set a number a prediction reads: an eagerly run stack's
+    (`NAME (eager)`) numbers are its stack's, its `eager` dispatch among them; a stack run with
+    CUDA graphs does not read that one."""
+    eager = stack.endswith(EAGER_SUFFIX)
+    name = stack[:-len(EAGER_SUFFIX)] if eager else stack
+    used = [n for n in numbers if (n["kind"], n["name"]) in (("stack", name), ("gpu", gpu))
+            and (eager or n["kind"] != "stack" or n["field"] != "eager")]
     return {where[pid] for n in used for pid in n["points"]}
 
 

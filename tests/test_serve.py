@@ -583,7 +583,7 @@ def test_stack_fields_set_the_defaults(monkeypatch):
         def __getattr__(self, name):
             return getattr(self._stack, name)
 
-    monkeypatch.setattr(prep_mod, "resolve_stack", lambda stack, profile: WithServing(real(stack, profile)))
+    monkeypatch.setattr(prep_mod, "resolve_stack", lambda stack, profile, **kw: WithServing(real(stack, profile, **kw)))
     lengths = (np.full(50, 256.0), np.full(50, 128.0))
     with foreign_scheme_warning():
         p = dep.prepare(MODEL, lengths, dep.Setup(gpu="h100", **BLOCK))

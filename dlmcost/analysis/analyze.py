@@ -19,21 +19,22 @@ from ..results import AnalyzeResult, Unsupported
 
 
 def analyze(model: str | ModelSpec | AnalyzeRequest = DEFAULT_MODEL, gpus: str | list[str] | None = None, *,
-            efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
-            revision: str | None = None, hub: bool = False, max_passes: int | None = MAX_PASSES_ONE_BY_ONE,
+            efficiency: str = "realistic", stack: str | Stack | None = None, eager: bool = False,
+            hardware: list[str] | None = None, revision: str | None = None, hub: bool = False, max_passes: int | None = MAX_PASSES_ONE_BY_ONE,
             **workload) -> AnalyzeResult:
     """Cost of one workload on each GPU, asked as arguments or as one `AnalyzeRequest` (what the
     CLI builds; keyword `workload` fields then replace the request's). Unset workload fields take the model's sampler defaults
     (or, for schemes with a reference engine of their own, that engine's). `stack`: a software
     stack name or file (default: the decoding's kind's, `stacks.default_stack`; its AR baseline runs on
-    the autoregressive default; `none`: the bare hardware roofline).
+    the autoregressive default; `none`: the bare hardware roofline); `eager`: that stack run without
+    CUDA graphs (its `eager:` host dispatch; the stack's name then ends in ` (eager)`).
     `max_passes`: the passes costed one by one it may take, over all GPUs (None: no limit)."""
     if isinstance(model, AnalyzeRequest):  # a typed request (the CLI's); `workload` replaces its fields
         request = model
         return analyze(request.model, request.gpus, **request.sources.given(),
                        **{**request.workload.given(), **workload})
-    p = prepare(model, gpus, efficiency=efficiency, stack=stack, hardware=hardware, revision=revision, hub=hub,
-                **workload)
+    p = prepare(model, gpus, efficiency=efficiency, stack=stack, eager=eager, hardware=hardware, revision=revision,
+                hub=hub, **workload)
     spec, w, st, supported = p.spec, p.workload, p.stack, p.supported
     by_key = {}
     if supported:
@@ -59,5 +60,6 @@ def analyze(model: str | ModelSpec | AnalyzeRequest = DEFAULT_MODEL, gpus: str |
                                          efficiency_profile=p.profile.name, stack=st.name if st else STACK_NONE,
                                          ar_stack=p.ar_stack.name if p.ar_stack else STACK_NONE,
                                          stack_default=stack is None and st is not None,
+                                         eager=eager,
                                          decoding_source=p.published.record() if p.published else None,
                                          warnings=workload_warnings(spec, w, given=workload), results=results)

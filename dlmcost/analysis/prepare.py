@@ -68,15 +68,21 @@ def resolve_drafter(w: Workload, spec: ModelSpec) -> ModelSpec | None:
     return drafter
 
 
-def resolve_stack(stack: str | Stack | None, profile: Profile, *, scheme: str | None = None) -> Stack | None:
+def resolve_stack(stack: str | Stack | None, profile: Profile, *, scheme: str | None = None,
+                  eager: bool = False) -> Stack | None:
     """The stack to apply: a name or file (None: the default of the decoding's kind,
     `stacks.default_stack`: `scheme`'s, autoregressive when no scheme is named); `none`, or the
-    `ideal` efficiency profile (an upper bound), give the bare roofline."""
+    `ideal` efficiency profile (an upper bound), give the bare roofline. `eager`: the stack run
+    without CUDA graphs (`Stack.run_eagerly`; the bare roofline has no host to run eagerly)."""
     if profile.name == "ideal" or stack == STACK_NONE:
+        if eager:
+            raise UsageError(f"--eager costs a stack's host dispatch without CUDA graphs; "
+                             f"{'--efficiency ideal' if profile.name == 'ideal' else '--stack ' + STACK_NONE} "
+                             "costs the bare roofline, which has none")
         return None
     if stack is None:
         stack = default_stack(scheme is None or REGISTRY[scheme].autoregressive)
-    return load_stack(stack)
+    return load_stack(stack, eager=eager)
 
 
 @dataclass
@@ -96,8 +102,8 @@ class Prepared:
 
 
 def prepare(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None = None, *,
-            efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
-            revision: str | None = None, hub: bool = False, **workload) -> Prepared:
+            efficiency: str = "realistic", stack: str | Stack | None = None, eager: bool = False,
+            hardware: list[str] | None = None, revision: str | None = None, hub: bool = False, **workload) -> Prepared:
     """Everything `analyze` checks before it evaluates (same arguments, same errors), but the
     limit on passes costed one by one: that depends on how often the caller evaluates (calibrate's
     fit many times), so each caller checks its own."""
@@ -109,8 +115,8 @@ def prepare(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None
     drafter = resolve_drafter(w, spec)
     selected = HardwareDB.load(hardware).select(gpus, DEFAULT_GPUS)
     profile = load_profile(efficiency)
-    st = resolve_stack(stack, profile, scheme=w.scheme)
-    ar_st = st if stack is not None else resolve_stack(None, profile)
+    st = resolve_stack(stack, profile, scheme=w.scheme, eager=eager)
+    ar_st = st if stack is not None else resolve_stack(None, profile, eager=eager)
     problem = scheme_problem(w) or check_parallel(spec, w.tp, w.ep)
     if problem:
         raise WorkloadError(problem)

@@ -92,6 +92,7 @@ class Sources:
 
     efficiency: str = "realistic"
     stack: str | None = None
+    eager: bool = False  # the stack run without CUDA graphs (its `eager:` host dispatch)
     hardware: list[str] | None = None
     revision: str | None = None
     hub: bool = False

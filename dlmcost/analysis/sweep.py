@@ -177,8 +177,8 @@ def _asked(model, gpus, schemes, prompts, gens, steps, tpf, blocks, batches, pre
             raise UsageError(f"unknown scheme '{sc}'; choose from: {', '.join(SCHEMES)}")
     # without --stack each row runs on its decoding's engine path (stacks.default_stack)
     diffusion = next((sc for sc in scheme_list if not REGISTRY[sc].autoregressive), scheme_list[0])
-    st = resolve_stack(stack, profile, scheme=diffusion)
-    ar_st = st if stack is not None else resolve_stack(None, profile)
+    st = resolve_stack(stack, profile, scheme=diffusion, eager=o["eager"])
+    ar_st = st if stack is not None else resolve_stack(None, profile, eager=o["eager"])
     precision_list = _as_list(precisions, [shared.precision])
     for p in precision_list:
         get_precision(p)
@@ -382,6 +382,7 @@ def _summary(a: _Asked, r: _Runnable) -> SweepResult:
                                        stack=a.stack.name if a.stack else STACK_NONE,
                                        ar_stack=a.ar_stack.name if a.ar_stack else STACK_NONE,
                                        stack_default=a.options.get("stack_given") is False and a.stack is not None,
+                                       eager=a.options["eager"],
                                        evaluated=len(r.keep),
                                        skipped_impossible=r.impossible, skipped_unsupported=r.unsupported,
                                        warnings=r.knobbed.warnings if r.knobbed is not None else [],
@@ -442,8 +443,8 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
                   steps=None, tpf: float | list[float] | None = None, blocks=None, batches=None, precisions=None,
                   kv_dtype: str = "bf16", cfg: bool = False, store_pass: bool | None = None, logits: str = "all",
                   expert_load: str = "expected", tps=None, eps=None, mla_form: str = "auto",
-                  efficiency: str = "realistic", stack: str | Stack | None = None, hardware: list[str] | None = None,
-                  revision: str | None = None, hub: bool = False, max_configs: int | None = limits.MAX_SWEEP_CONFIGS,
+                  efficiency: str = "realistic", stack: str | Stack | None = None, eager: bool = False,
+                  hardware: list[str] | None = None, revision: str | None = None, hub: bool = False, max_configs: int | None = limits.MAX_SWEEP_CONFIGS,
                   max_passes: int | None = limits.MAX_PASSES_ONE_BY_ONE, defaults: str | ModelSpec | None = None,
                   progress: Callable[[int, int], None] | None = None,
                   **scheme_knobs) -> tuple[SweepResult, Iterator[_SweepChunk], int | None]:
@@ -462,7 +463,7 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     passes counted (_counted_passes) -> evaluated chunk by chunk (_chunks)."""
     options = dict(kv_dtype=kv_dtype, cfg=cfg, store_pass=store_pass, logits=logits, expert_load=expert_load,
                    mla_form=mla_form, answer_tokens=scheme_knobs.pop("answer_tokens", None),
-                   task=scheme_knobs.pop("task", None), stack_given=stack is not None)
+                   task=scheme_knobs.pop("task", None), stack_given=stack is not None, eager=eager)
     a = _asked(model, gpus, schemes, prompts, gens, steps, tpf, blocks, batches, precisions, tps, eps, efficiency,
                stack, hardware, revision, hub, defaults, scheme_knobs, options)
     r = _runnable(a, max_configs)

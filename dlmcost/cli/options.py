@@ -63,6 +63,11 @@ STACK_HELP = (f"software stack: {' | '.join(api.bundled_stack_names())} | {api.S
               + ", ".join(f"{name} for {kind} decoding" for kind, name in api.DEFAULT_STACKS.items())
               + "; `dlmcost stacks` lists them)")
 StackOpt = typer.Option(None, "--stack", help=STACK_HELP)
+EagerOpt = typer.Option(False, "--eager", help="run the stack without CUDA graphs (vLLM --enforce-eager, SGLang "
+                        "--disable-cuda-graph): its kernels launched one by one, at the host cost of its `eager:` "
+                        "profile (`dlmcost stacks`; stacks without one refuse it)")
+# the software stack and how it runs: every command that costs passes takes both
+STACK_OPTIONS = {"stack": (Optional[str], StackOpt), "eager": (bool, EagerOpt)}
 TpfOpt = typer.Option(None, "--tpf", help="tokens per forward (S = Lg / tpf) when --steps is not given; "
                       "draft-verify: mean accepted tokens per iteration")
 def require_option(what: str, example: str, keys: str):
@@ -138,9 +143,9 @@ def configure_hub(verbose: bool, hub_timeout: Optional[float]) -> None:
 
 # --- groups --------------------------------------------------------------------------------------
 
-def _sources(efficiency, stack, hardware, revision, hub, hub_timeout, verbose) -> api.Sources:
+def _sources(efficiency, stack, eager, hardware, revision, hub, hub_timeout, verbose) -> api.Sources:
     configure_hub(verbose, hub_timeout)
-    return api.Sources(efficiency=api.locate_example(efficiency), stack=stack, hardware=hardware,
+    return api.Sources(efficiency=api.locate_example(efficiency), stack=stack, eager=eager, hardware=hardware,
                        revision=revision, hub=hub)
 
 
@@ -154,10 +159,21 @@ HUB_OPTIONS = {
 
 source_options = group("sources", _sources, {
     "efficiency": (str, EfficiencyOpt),
-    "stack": (Optional[str], StackOpt),
+    **STACK_OPTIONS,
     "hardware": (Optional[list[str]], HardwareOpt),
     **HUB_OPTIONS,
 })
+
+
+class StackChoice(NamedTuple):
+    """--stack and --eager, as `stack_options` passes them."""
+
+    stack: Optional[str]
+    eager: bool
+
+
+# for a command that takes the stack options alone (plan): passes `stack_choice: StackChoice`
+stack_options = group("stack_choice", StackChoice, STACK_OPTIONS)
 
 
 def hub_options(command):

@@ -8,8 +8,8 @@ from .. import api
 from ..errors import NoDeploymentError, UsageError
 from ..render.plan import PLAN_CSV_KEYS, plan_csv_rows, render_plan
 from .app import app, examples
-from .options import (EfficiencyOpt, HardwareOpt, MinAccuracyOpt, StackOpt, TaskOpt, group, output_options, parse_list,
-                      require_option)
+from .options import (EfficiencyOpt, HardwareOpt, MinAccuracyOpt, TaskOpt, group, output_options, parse_list,
+                      require_option, stack_options)
 from .output import draw, gate, held_output, progress_bar, requirements_of
 
 # --- option groups (the traffic and the targets: what a deployment is asked to serve) -----------
@@ -90,6 +90,7 @@ def _decodings(scheme, block, tpf, steps) -> list[dict]:
 @traffic_options
 @targets_options
 @search_options
+@stack_options
 @output_options()
 def plan(
     model: Optional[str] = typer.Argument(None, help="bundled id, local file, or Hub id; a comma list plans several side by side (default: the scenario's, else LLaDA-8B-Instruct)"),
@@ -102,11 +103,10 @@ def plan(
     absurd: bool = typer.Option(False, "--absurd", help="search and list absurd deployments too (over 10x the cheapest $/Mtok of their model)"),
     ar_baseline: bool = typer.Option(False, "--ar-baseline", help="also plan the same model decoded autoregressively"),
     efficiency: str = EfficiencyOpt,
-    stack: Optional[str] = StackOpt,
     hardware: Optional[list[str]] = HardwareOpt,
     require: Optional[list[str]] = require_option("the recommended (first) deployment", "'usd_per_mtok <= 0.5'",
                                                   "dlmcost plan -f csv columns"),
-    *, traffic, targets, search, output,
+    *, traffic, targets, search, stack_choice, output,
 ):
     """Fewest GPUs and replicas meeting latency / cost targets at a given traffic, ranked by $/Mtok.
 
@@ -126,7 +126,7 @@ def plan(
     # needs (json, csv, the HTML page and a chart list every row; a requirement is checked on the CSV row)
     every_row = output.fmt in ("json", "csv", "html") or top is None or bool(requirements) or output.charted
     ranked = None if every_row else max(top, BASELINE_SHOWN)
-    result = _run(scenario, overrides, model, price, hardware, efficiency, stack, ar_baseline, absurd, ranked)
+    result = _run(scenario, overrides, model, price, hardware, efficiency, stack_choice, ar_baseline, absurd, ranked)
     record = api.plan_record(result)
     out = held_output(output.plot)
     chart = _chart(record) if output.charted else None
@@ -139,12 +139,13 @@ def plan(
                                       f"{r['precision']} {r['decoding']}"), requirements)
 
 
-def _run(scenario, overrides, model, price, hardware, efficiency, stack, baseline, absurd, ranked):
+def _run(scenario, overrides, model, price, hardware, efficiency, stack_choice, baseline, absurd, ranked):
     """The search, with a progress bar on a terminal."""
     with progress_bar("planning: candidate deployments") as progress:
         models = [api.locate_example(m.strip()) for m in model.split(",") if m.strip()] if model else None
         return api.run_plan(api.locate_example(scenario), overrides, model=models, prices=price or [],
-                            hardware=hardware, efficiency=api.locate_example(efficiency), stack=stack,
+                            hardware=hardware, efficiency=api.locate_example(efficiency),
+                            stack=stack_choice.stack, eager=stack_choice.eager,
                             baseline=baseline, absurd=absurd, progress=progress, ranked=ranked)
 
 

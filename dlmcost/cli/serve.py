@@ -10,7 +10,7 @@ import typer
 from .. import api
 from ..errors import RequirementError, UsageError
 from .app import app
-from .options import (EfficiencyOpt, MinAccuracyOpt, StackOpt, TaskOpt, group, output_options, parse_list,
+from .options import (STACK_OPTIONS, EfficiencyOpt, MinAccuracyOpt, TaskOpt, group, output_options, parse_list,
                       require_option)
 from .output import GATE_LINES, check_finite, draw, held_output, requirements_of
 from .plan import LATENCY_TARGETS
@@ -32,7 +32,7 @@ def _finite(name: str, value: float) -> float:
 
 
 def _setups(gpu, tp, ep, replicas, precision, scheme, block, tpf, steps, tpf_spread, task, min_accuracy, max_running,
-            release, stack, efficiency, price, power_utilisation) -> list:
+            release, stack, eager, efficiency, price, power_utilisation) -> list:
     """Every deployment asked for: one per combination of the comma lists (as plan searches them)."""
     if tpf is not None and steps is not None:
         raise UsageError("give --tpf or --steps, not both")
@@ -43,7 +43,7 @@ def _setups(gpu, tp, ep, replicas, precision, scheme, block, tpf, steps, tpf_spr
 
     return [api.ServeSetup(gpu=g, tp=t, ep=ep, replicas=replicas, precision=p, scheme=sc, block=b, tpf=f, steps=st,
                            tpf_spread=tpf_spread, task=task, min_accuracy=floor, max_running=m, release=release,
-                           stack=stack, efficiency=api.locate_example(efficiency), price=price,
+                           stack=stack, eager=eager, efficiency=api.locate_example(efficiency), price=price,
                            power_utilisation=power_utilisation)
             for g in parse_list(gpu, str, "gpu") for t in parse_list(tp, int, "tp")
             for p in parse_list(precision, str, "precision") for sc in listed(scheme, str, "scheme")
@@ -72,7 +72,7 @@ deployment_options = group("setups", _setups, {
                                                      "[the stack's max_running_requests, else 256]")),
     "release": (Optional[str], typer.Option(None, "--release", help="synchronous (a block lasts until the batch's "
                                             "slowest request commits) | first-done [the stack's, else synchronous]")),
-    "stack": (Optional[str], StackOpt),
+    **STACK_OPTIONS,
     "efficiency": (str, EfficiencyOpt),
     "price": (Optional[float], typer.Option(None, "--price", metavar="USD", help="USD per GPU-hour [the hardware file's list price]")),
     "power_utilisation": (float, typer.Option(1.0, "--power-utilisation", help="fraction of board power drawn")),

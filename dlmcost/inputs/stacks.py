@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from . import files
 from .bundled import bundled_stack_dir
 from ..safe_text import shown
-from ..errors import DlmcostError
+from ..errors import DlmcostError, UsageError
 
 # A serving engine is what a capacity plan buys GPUs for (research code is `hf-eager`): SGLang, as
 # it is run. Its diffusion models run on its dLLM path (`--dllm-algorithm`: every denoising step
@@ -63,6 +63,18 @@ class HostCost(BaseModel):
     us_per_sequence_squared: float = Field(default=0.0, ge=0, le=1e4)
     # a reference MoE block's Python loop over its experts: host time per expert per MoE layer
     us_per_expert: float = Field(default=0.0, ge=0, le=1e6)
+
+
+class EagerHost(BaseModel):
+    """The host's dispatch when the engine runs without CUDA graphs (`--eager`: vLLM
+    --enforce-eager, SGLang --disable-cuda-graph): its fused kernels launched one by one from Python."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    us_per_layer: float = Field(ge=0, le=1e6)  # replaces host.us_per_layer
+    # replaces host.overlaps_gpu: false when us_per_layer is the GPU's idle time measured as the
+    # eager pass minus the graphed one (added to every pass, not hidden behind the GPU's work)
+    overlaps_gpu: bool
 
 
 class GemmCurve(BaseModel):
@@ -171,6 +183,9 @@ class Stack(BaseModel):
     # the vendors of the accelerators the engine runs on (a hardware file's `vendor`, any case;
     # None: any): `plan` searches only those unless --gpu names others
     runs_on: list[str] | None = Field(default=None, min_length=1, max_length=16)
+    # the host's dispatch without CUDA graphs (`--eager`); None: the stack has no eager way to run
+    # (it runs without graphs already, or no eager measurement of it is published)
+    eager: EagerHost | None = None
     version: str = Field(default="", max_length=100)  # the software release the numbers describe
     as_of: str = Field(default="", max_length=40)  # when they were checked (a date)
     sources: dict[str, str]
@@ -203,6 +218,14 @@ class Stack(BaseModel):
         """Whether the engine runs on an accelerator of this vendor."""
         return self.runs_on is None or vendor.strip().lower() in self.runs_on
 
+    def run_eagerly(self) -> "Stack":
+        """The same engine without CUDA graphs: its `eager` host dispatch, its name marked (the
+        name the outputs print, and that `load_stack` reads back)."""
+        if self.eager is None:
+            raise UsageError(eager_refusal(self.name))
+        host = self.host.model_copy(update=self.eager.model_dump())
+        return self.model_copy(update=dict(name=stack_label(self.name, True), host=host))
+
     @model_validator(mode="after")
     def _sourced(self) -> "Stack":
         wanted = list(SOURCED_FIELDS)
@@ -220,14 +243,32 @@ SOURCED_FIELDS = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "e
 OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_sequence_squared": 0.0, "us_per_expert": 0.0,
                     "max_running_requests": None, "release": None, "sampler_traffic_bytes": None,
                     "expert_rows": "routed", "first_block_outside_limit": False, "prompt_prefill": "one-pass",
-                    "depth_overhead": 0.0, "runs_on": None}
+                    "depth_overhead": 0.0, "runs_on": None, "eager": None}
 
 
 # the numbers of a stack a fit can set (host terms, the GEMM curve, the other efficiencies and behaviours)
 FITTABLE_FIELDS = ("us_per_layer", "fixed_us_per_forward", "us_per_sequence", "us_per_sequence_squared", "us_per_expert", "gemm_efficiency",
                    "depth_overhead", "attention_efficiency", "elementwise_bytes_factor", "sampler_logits_bytes",
                    "sampler_traffic_bytes",
-                   "max_running_requests", "first_block_outside_limit")
+                   "max_running_requests", "first_block_outside_limit", "eager")
+# how an eagerly run stack's name ends: `vllm (eager)`
+EAGER_SUFFIX = " (eager)"
+
+
+def stack_label(name: str, eager: bool) -> str:
+    """A stack's name as the outputs print it: `NAME (eager)` when run without CUDA graphs."""
+    return name if not eager or name.endswith(EAGER_SUFFIX) else name + EAGER_SUFFIX
+
+
+def eager_refusal(name: str) -> str:
+    """Why --eager cannot apply to a stack without an `eager:` profile."""
+    with_eager = [n for n in bundled_stack_names() if _bundled_has_eager(n)]
+    return (f"--eager: the {shown(name)} stack has no eager profile (an `eager:` block): it runs without CUDA graphs "
+            f"already, or no eager measurement of it is published; the stacks that have one: {', '.join(with_eager)}")
+
+
+def _bundled_has_eager(name: str) -> bool:
+    return read_stack_file(bundled_stack_dir() / f"{name}.yaml").eager is not None
 
 
 def _value(stack: "Stack", name: str):
@@ -262,11 +303,17 @@ def stack_file_named(spec: str) -> bool:
     return spec not in bundled_stack_names() and Path(spec).suffix in (".yaml", ".yml")
 
 
-def load_stack(spec: str | Stack | None = None) -> Stack:
-    """A bundled stack by name, or a stack YAML by path; None gives the default."""
+def load_stack(spec: str | Stack | None = None, eager: bool = False) -> Stack:
+    """A bundled stack by name, or a stack YAML by path; None gives the default. `eager`, or a
+    name ending in ` (eager)` (as the outputs print it): the stack run without CUDA graphs
+    (`Stack.run_eagerly`)."""
     if isinstance(spec, Stack):
-        return spec
+        return spec.run_eagerly() if eager else spec
     spec = DEFAULT_STACK if spec is None else spec
+    if spec.endswith(EAGER_SUFFIX):
+        return load_stack(spec[:-len(EAGER_SUFFIX)], eager=True)
+    if eager:
+        return load_stack(spec).run_eagerly()
     names = bundled_stack_names()
     if spec in names:
         return read_stack_file(bundled_stack_dir() / f"{spec}.yaml")

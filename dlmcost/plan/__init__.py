@@ -21,7 +21,7 @@ _LIMIT = object()  # run's default max_candidates: limits.MAX_PLAN_CANDIDATES as
 
 
 def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | None = None, prices: list[str] = (),
-        hardware: list[str] | None = None, efficiency: str = "realistic", stack: str | None = None,
+        hardware: list[str] | None = None, efficiency: str = "realistic", stack: str | None = None, eager: bool = False,
         baseline: bool = False, absurd: bool = False, progress: Callable[[int, int], None] | None = None,
         max_candidates: int | None | object = _LIMIT, ranked: int | None = None, prune: bool = True) -> PlanResult:
     """Read the scenario, search the deployments of each model (several: side by side, at the same
@@ -29,7 +29,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     candidate deployments in all is refused before any is costed (None: no limit). `ranked`: the
     sustained load and the error band's ends of the first so many deployments only (an output
     that shows no more; search.plan); `prune=False`: the exhaustive search, the reference the
-    pruned one is held to."""
+    pruned one is held to. `eager`: every decoding's stack run without CUDA graphs (refused where
+    one has no eager profile)."""
     from ..analysis import limits
     from ..errors import NoDeploymentError
     from ..inputs.error_bands import band_for
@@ -39,7 +40,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     from .results import pareto_front, rank_key
     from .scenario import (build_decodings, build_space_and_pricing, build_targets, build_traffic, choose_stack,
                            parse_price, read_scenario, warn_off_stack)
-    from ..inputs.stacks import default_stack
+    from ..inputs.stacks import default_stack, stack_label
     from ..serving import behaviour
     from .search import baseline_decoding, candidate_count, decoding_policy, plan, rank_rows, stack_profile
 
@@ -56,7 +57,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     stack = choose_stack(stack, spec, db)  # None: each decoding its kind's default (TPUs alone: their own)
     # the stack that decides which GPUs a default plan searches (the diffusion and the AR defaults
     # run on the same parts) and that is warned about when asked to run where it does not
-    profile = stack_profile(stack if stack is not None else default_stack(False), efficiency)
+    profile = stack_profile(stack if stack is not None else default_stack(False), efficiency, eager)
     spaces, quality = [], []
     for m in model_specs:
         own, note = build_decodings(spec, m, traffic, side_by_side=len(model_specs) > 1)
@@ -76,21 +77,21 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     parts, decodings, release, running, stacks, published = [], [], {}, {}, {}, {}
     for m, space, pricing in spaces:
         decodings += [d.label for d in space.decodings]
-        policies = {d.label: decoding_policy(stack, efficiency, d) for d in space.decodings}
+        policies = {d.label: decoding_policy(stack, efficiency, d, eager) for d in space.decodings}
         release.update({label: pol.release for label, pol in policies.items()})
         running.update({label: space.max_batches or [pol.max_running] for label, pol in policies.items()})
-        stacks.update({label: behaviour.stack_name(stack, d) for label, d in zip(policies, space.decodings)})
+        stacks.update({label: behaviour.stack_name(stack, d, eager) for label, d in zip(policies, space.decodings)})
         published.update({f"{m.id} {d.label}": d.published.record() for d in space.decodings if d.published})
         parts.append(plan(m, traffic, targets, space, pricing, requests=spec.simulation.requests,
-                          seed=spec.simulation.seed, efficiency=efficiency, stack=stack, hardware=hardware,
+                          seed=spec.simulation.seed, efficiency=efficiency, stack=stack, eager=eager, hardware=hardware,
                           baseline=baseline, absurd=absurd, progress=progress, ranked=ranked, prune=prune,
                           defer=len(spaces) > 1))
     if baseline and any(not d.autoregressive for _, space, _ in spaces for d in space.decodings):
         ar = baseline_decoding()  # the AR baseline's engine, as the header names it
-        policy = decoding_policy(stack, efficiency, ar)
+        policy = decoding_policy(stack, efficiency, ar, eager)
         release.setdefault(ar.label, policy.release)
         running.setdefault(ar.label, spaces[0][1].max_batches or [policy.max_running])
-        stacks.setdefault(ar.label, behaviour.stack_name(stack, ar))
+        stacks.setdefault(ar.label, behaviour.stack_name(stack, ar, eager))
     result = parts[0]
     if len(parts) > 1:  # the rows shown of all the models' rankings searched again, then ranked together
         rank_rows([row for p in parts for row in p.pending], ranked)
@@ -110,7 +111,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                          ar_baseline=baseline,
                          # the stack each decoding runs on (a default plan: the diffusion decodings on
                          # sglang-dllm, the AR ones on sglang), and the one named, if any
-                         stack=stack if stack is not None else "default",
+                         stack=stack_label(stack, eager) if stack is not None else "default",
+                         eager=eager,  # every decoding's stack run without CUDA graphs
                          # the default GPUs the stack does not run on, and the stack each one's
                          # vendor has of its own (None: none bundled)
                          left_out=[dict(gpu=g.name, vendor=g.vendor, stack=DEFAULT_STACK_BY_VENDOR.get(g.vendor.lower()))

@@ -139,10 +139,10 @@ def _table_args(space: SearchSpace, decoding: Decoding, prompts: list[int], canv
 
 
 def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSample, efficiency: str,
-                stack: str | None, hardware: list[str] | None) -> tuple[list[Candidate], int]:
+                stack: str | None, hardware: list[str] | None, eager: bool = False) -> tuple[list[Candidate], int]:
     prompts, canvases = _canvases(decoding, sample)
     answers = [int(v) for v in sample.answer_values]
-    stack = behaviour.stack_name(stack, decoding)  # the decoding's engine path unless one is given
+    stack = behaviour.stack_name(stack, decoding, eager)  # the decoding's engine path unless one is given
     pol = behaviour.policy(stack_profile(stack, efficiency), decoding)  # its running limit: max_batch's
     pt = pass_table(model, *_table_args(space, decoding, prompts, canvases, pol), efficiency=efficiency,
                     stack=stack, hardware=hardware, max_passes=None)  # plan checked the total of its sweeps
@@ -178,12 +178,13 @@ def candidate_count(space: SearchSpace, baseline: bool = False) -> tuple[int, st
     return math.prod(factors.values()), " x ".join(f"{n:,} {name}" for name, n in factors.items())
 
 
-def stack_profile(stack: str | None, efficiency: str):
-    """The stack profile the passes are costed with (None: the bare roofline), for its serving fields."""
+def stack_profile(stack: str | None, efficiency: str, eager: bool = False):
+    """The stack profile the passes are costed with (None: the bare roofline), for its serving
+    fields; `eager`: run without CUDA graphs (refused where the stack has no eager profile)."""
     from ..analysis.prepare import resolve_stack
     from ..inputs.profiles import load_profile
 
-    return resolve_stack(stack, load_profile(efficiency))
+    return resolve_stack(stack, load_profile(efficiency), eager=eager)
 
 
 def baseline_decoding() -> Decoding:
@@ -191,10 +192,10 @@ def baseline_decoding() -> Decoding:
     return Decoding(autoregressive_scheme(), None, 1.0)
 
 
-def decoding_policy(stack: str | None, efficiency: str, decoding: Decoding) -> behaviour.Policy:
+def decoding_policy(stack: str | None, efficiency: str, decoding: Decoding, eager: bool = False) -> behaviour.Policy:
     """How a decoding is served when no option says otherwise: on its stack (the one given, else its
     kind's default), with that stack's release and running limit, as `serve` serves it."""
-    return behaviour.policy(stack_profile(behaviour.stack_name(stack, decoding), efficiency), decoding)
+    return behaviour.policy(stack_profile(behaviour.stack_name(stack, decoding), efficiency, eager), decoding)
 
 
 
@@ -277,6 +278,7 @@ class Setting:
     targets: Targets
     pricing: Pricing
     stack: str | None
+    eager: bool = False
 
 
 def _to_sustain(rows: list[tuple[Found, Setting]], ranked: int | None) -> list[tuple[Found, Setting]]:
@@ -303,7 +305,7 @@ def rank_rows(rows: list[tuple[Found, Setting]], ranked: int | None) -> list[Dep
                                                       / d.served_rps)
     rows = sorted(rows, key=lambda row: rank_key(row[0].deployment))
     for f, s in rows[:ranked]:  # what the rows shown take were the step times off as far as the band says
-        band = band_for(behaviour.stack_name(s.stack, f.candidate.decoding))
+        band = band_for(behaviour.stack_name(s.stack, f.candidate.decoding, s.eager))
         if band is not None:
             f.deployment.intervals = band_ends(f, s.sample, s.traffic, s.targets, s.pricing, band)
     return [f.deployment for f, _ in rows]
@@ -311,7 +313,7 @@ def rank_rows(rows: list[tuple[Found, Setting]], ranked: int | None) -> list[Dep
 
 def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing: Pricing, *,
          requests: int = DEFAULT_REQUESTS, seed: int = 0, efficiency: str = "realistic",
-         stack: str | None = None, hardware: list[str] | None = None, baseline: bool = False,
+         stack: str | None = None, eager: bool = False, hardware: list[str] | None = None, baseline: bool = False,
          absurd: bool = False, progress: Callable[[int, int], None] | None = None,
          ranked: int | None = None, prune: bool = True, defer: bool = False) -> PlanResult:
     """Every candidate's cheapest deployment; those meeting the targets ranked by $/Mtok (and
@@ -329,9 +331,9 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
     if baseline and any(not d.autoregressive for d in space.decodings):
         sets.append(("baseline", [ar]))
     # the limit on passes costed one by one holds for the whole search: its sweeps added up first
-    pols = {dec: decoding_policy(stack, efficiency, dec) for _, decodings in sets for dec in decodings}
+    pols = {dec: decoding_policy(stack, efficiency, dec, eager) for _, decodings in sets for dec in decodings}
     passes = sum(table_passes(model, *_table_args(space, dec, *_canvases(dec, sample), pols[dec]),
-                              efficiency=efficiency, stack=behaviour.stack_name(stack, dec), hardware=hardware)
+                              efficiency=efficiency, stack=behaviour.stack_name(stack, dec, eager), hardware=hardware)
                  for _, decodings in sets for dec in decodings)
     limits.check_passes(passes, limits.MAX_PASSES_ONE_BY_ONE, "choose fewer GPUs, TP sizes, precisions or decodings, "
                         "larger blocks, shorter answers, or a smaller --max-batch")
@@ -339,7 +341,7 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
     unsupported = 0
     for name, decodings in sets:
         for dec in decodings:
-            found, n_skip = _candidates(model, space, dec, sample, efficiency, stack, hardware)
+            found, n_skip = _candidates(model, space, dec, sample, efficiency, stack, hardware, eager)
             candidates += [(name, c) for c in found]
             unsupported += n_skip
     # cheapest bound first, so that the cheapest deployment is known early and absurd ones are not searched
@@ -388,7 +390,7 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
             unlisted[name] += verdict == MEETS
             left_out += verdict == ABSURD
     ranking, pending = {}, []
-    setting = Setting(sample, traffic, targets, pricing, stack)
+    setting = Setting(sample, traffic, targets, pricing, stack, eager)
     for name, found in meeting.items():
         mark_absurd([f.deployment for f in found])
         left_out += 0 if absurd else sum(f.deployment.absurd for f in found)

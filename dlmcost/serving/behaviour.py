@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine.schemes import get_scheme
-from ..inputs.stacks import default_stack
+from ..inputs.stacks import default_stack, stack_label
 from .simulate import ClassTable, RequestPasses, SimResult, draw_passes, in_flight_cap, simulate
 from .steptime import Decoding, PassTable, passes_to_first_output
 
@@ -59,10 +59,12 @@ def choose(given, from_stack, default) -> tuple:
     return default, "default"
 
 
-def stack_name(given: str | None, decoding: Decoding) -> str:
+def stack_name(given: str | None, decoding: Decoding, eager: bool = False) -> str:
     """The stack a decoding is served on: the one given, else its kind's default (SGLang's dLLM
-    path for a diffusion decoding, its usual path for an autoregressive one: stacks.DEFAULT_STACKS)."""
-    return given if given is not None else default_stack(get_scheme(decoding.scheme).autoregressive)
+    path for a diffusion decoding, its usual path for an autoregressive one: stacks.DEFAULT_STACKS);
+    `eager`: run without CUDA graphs, `NAME (eager)` (a name `stacks.load_stack` reads as such)."""
+    name = given if given is not None else default_stack(get_scheme(decoding.scheme).autoregressive)
+    return stack_label(name, eager)
 
 
 def stack_field(stack, name: str):

@@ -58,6 +58,7 @@ class Setup:
     max_running: int | None = None
     release: str | None = None
     stack: str | None = None
+    eager: bool = False  # the stack run without CUDA graphs (its `eager:` host dispatch)
     efficiency: str = "realistic"
     price: float | None = None  # USD per GPU-hour; None: the hardware file's list price, if any
     power_utilisation: float = 1.0
@@ -242,8 +243,8 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     prompts, answers = lengths
     sample = length_classes(prompts, answers)
     decoding = _decoding(spec, setup, np.asarray(answers, float))
-    stack_name = behaviour.stack_name(setup.stack, decoding)
-    stack = resolve_stack(stack_name, load_profile(setup.efficiency))
+    stack = resolve_stack(behaviour.stack_name(setup.stack, decoding), load_profile(setup.efficiency), eager=setup.eager)
+    stack_name = behaviour.stack_name(setup.stack, decoding, setup.eager)  # what the passes are costed under
     pol = behaviour.policy(stack, decoding, release=setup.release, max_running=setup.max_running)
     prompt_vals = [int(v) for v in sample.prompt_values]
     answer_vals = [int(v) for v in sample.answer_values]
@@ -501,6 +502,7 @@ def describe(prep: Prepared) -> dict:
                 first_block_outside_limit=prep.first_block_outside_limit, prompt_prefill=prep.prompt_prefill,
                 memory_limit=_memory_limit(prep.table),
                 release=prep.release, release_source=prep.release_source, stack=prep.stack, stack_default=prep.stack_default,
+                eager=s.eager,
                 price_per_gpu_hour=prep.price, price_source=prep.price_source,
                 price_per_gpu_hour_low=prep.price_low, price_per_gpu_hour_high=prep.price_high, board_power_w=prep.power_w,
                 idle_power_fraction=IDLE_POWER_FRACTION, power_utilisation=s.power_utilisation)
