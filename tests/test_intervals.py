@@ -87,9 +87,10 @@ def test_plan_table_and_csv_carry_the_band_ends():
                                       band=[1.2, 1.6], band_stack="s")),
             base]
     headers, cells = plan_table(rows, show_decoding=False)
-    at = headers.index("GPUs\nband"), headers.index("p95 s\nband")
-    assert [[row[i] for i in at] for row in cells] == [["1–3", "2.5–4.2"], ["2–none", "2.5–none"], ["1", "3"], ["-", "-"]]
-    assert headers[-2:] == PLAN_HEADERS[-2:]
+    at = headers.index("GPUs\n(band)"), headers.index("$/Mtok\nband"), headers.index("p95 s\nband")
+    assert [[row[i] for i in at] for row in cells] == [["1 (1–3)", "1–3", "2.5–4.2"], ["1 (2–none)", "2–none", "2.5–none"],
+                                                       ["1 (1)", "1", "3"], ["1", "-", "-"]]
+    assert headers[-3:] == PLAN_HEADERS[-3:]
     csv = plan_csv_rows(dict(deployments=rows, ar_baseline=[]))
     assert (csv[0]["gpus_band_low"], csv[0]["gpus_band_high"], csv[0]["p95_latency_s_band_high"],
             csv[0]["band_stack"]) == (1, 3, 4.25, "s")

@@ -13,8 +13,8 @@ from .tables import print_fitted, table_columns
 
 PLAN_HEADERS = ["model", "GPU", "scheme/\nb/tpf", "R×TP\nprec", "B", "p50\ns", "p95\ns", "1st\nblk s", "tok/s\n/user",
                 "out\ntok/s", "tok/s\n/GPU", "cap\nreq/s", "head\n%", "$/h", "$/Mtok", "$/Mtok\n@cap", "J/tok",
-                "GPUs\nband", "p95 s\nband"]
-PLAN_PRIORITY = [0, 0, 0, 0, 3, 2, 0, 3, 2, 3, 1, 4, 4, 3, 0, 0, 4, 1, 3]  # larger: dropped sooner on a narrow terminal
+                "GPUs\n(band)", "$/Mtok\nband", "p95 s\nband"]
+PLAN_PRIORITY = [0, 0, 0, 0, 3, 2, 0, 3, 2, 3, 1, 4, 4, 3, 0, 0, 4, 1, 4, 3]  # larger: dropped sooner on a narrow terminal
 PRICE_RANGE = "$/Mtok\nlow–high"  # the HTML page's column: $/Mtok over the price's public range
 PLAN_LEGEND = {
     "model": "the model deployed",
@@ -38,9 +38,11 @@ PLAN_LEGEND = {
     "$/Mtok\n@cap": "dollars per million output tokens at the highest load the deployment sustains within the targets",
     "J/tok": "joules per output token: board power while a replica runs passes (its busy fraction), its idle "
              "share while idle, over the output tokens",
-    "GPUs\nband": "the fewest GPUs meeting the targets were every step slower or faster than predicted by the "
-                  "stack's error band (predicted / measured speed, 10th–90th percentile over published "
-                  "measurements the stack was not fitted on); none: no replica count meets them there",
+    "GPUs\n(band)": "replicas × TP GPUs, and in brackets the fewest GPUs meeting the targets were every step "
+                    "slower or faster than predicted by the stack's error band (predicted / measured speed, 10th–90th "
+                    "percentile over published measurements the stack was not fitted on); none: no replica count "
+                    "meets them there",
+    "$/Mtok\nband": "dollars per million output tokens at the band's two ends, on those GPUs",
     "p95 s\nband": "the p95 latency at the band's two ends, on those GPUs",
 }
 
@@ -65,7 +67,7 @@ def plan_table(records: list[dict], show_decoding: bool, price_range: bool = Fal
               num(r["capacity_rps"]), f"{100 * r['headroom']:,.0f}",
               "-" if r["usd_per_hour"] is None else sig(r['usd_per_hour'], 4),
               g2(r["usd_per_mtok"]) + ("*" if r.get("pareto") else ""), g2(r.get("usd_per_mtok_at_capacity")),
-              g2(r["joules_per_token"]), *_band_cells(r.get("intervals") or {}, g2)] for r in records]
+              g2(r["joules_per_token"]), *_band_cells(r, g2)] for r in records]
     several_models = len({r.get("model") for r in records}) > 1
     keep = [several_models, True, show_decoding] + [True] * (len(PLAN_HEADERS) - 3)
     headers, rows = [h for h, k in zip(PLAN_HEADERS, keep) if k], [[c for c, k in zip(row, keep) if k] for row in cells]
@@ -77,11 +79,14 @@ def plan_table(records: list[dict], show_decoding: bool, price_range: bool = Fal
     return headers, rows
 
 
-def _band_cells(intervals: dict, g2) -> list[str]:
-    """The GPUs and the p95 latency at the error band's two ends ('-' without a band)."""
+def _band_cells(r: dict, g2) -> list[str]:
+    """The deployment's GPUs with those at the error band's two ends in brackets ('3 (2–5)'), and
+    its $/Mtok and p95 latency at the two ends (the GPUs alone and '-' without a band)."""
+    gpus, intervals = r["replicas"] * r["tp"], r.get("intervals") or {}
     if "band" not in intervals:
-        return ["-", "-"]
-    return [span(*intervals["gpus"], lambda v: f"{v:.0f}"), span(*intervals["p95_latency_s"], g2)]
+        return [f"{gpus}", "-", "-"]
+    return [f"{gpus} ({span(*intervals['gpus'], lambda v: f'{v:.0f}')})", span(*intervals["usd_per_mtok"], g2),
+            span(*intervals["p95_latency_s"], g2)]
 
 
 PLAN_CSV_KEYS = ("model", "gpu", "replicas", "tp", "gpus", "precision", "scheme", "block", "tpf", "decoding",
