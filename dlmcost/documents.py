@@ -109,6 +109,10 @@ class ServeDeployment(Record):
     max_running_source: str
     first_block_outside_limit: bool
     prompt_prefill: str
+    prefill_chunk_tokens: Optional[int] = Field(
+        description="an autoregressive prompt's chunk per step beside the running decodes (chunked prefill), "
+                    "tokens; null: the prompt in one pass")
+    prefill_chunk_source: str = Field(description="where it came from: option, stack, default, or diffusion decoding")
     memory_limit: Optional[int]
     release: str
     release_source: str

@@ -32,7 +32,7 @@ def _finite(name: str, value: float) -> float:
 
 
 def _setups(gpu, tp, ep, replicas, precision, scheme, block, tpf, steps, tpf_spread, task, min_accuracy, max_running,
-            release, stack, eager, efficiency, price, power_utilisation) -> list:
+            release, prefill_chunk, stack, eager, efficiency, price, power_utilisation) -> list:
     """Every deployment asked for: one per combination of the comma lists (as plan searches them)."""
     if tpf is not None and steps is not None:
         raise UsageError("give --tpf or --steps, not both")
@@ -43,7 +43,8 @@ def _setups(gpu, tp, ep, replicas, precision, scheme, block, tpf, steps, tpf_spr
 
     return [api.ServeSetup(gpu=g, tp=t, ep=ep, replicas=replicas, precision=p, scheme=sc, block=b, tpf=f, steps=st,
                            tpf_spread=tpf_spread, task=task, min_accuracy=floor, max_running=m, release=release,
-                           stack=stack, eager=eager, efficiency=api.locate_example(efficiency), price=price,
+                           prefill_chunk=prefill_chunk, stack=stack, eager=eager, efficiency=api.locate_example(efficiency),
+                           price=price,
                            power_utilisation=power_utilisation)
             for g in parse_list(gpu, str, "gpu") for t in parse_list(tp, int, "tp")
             for p in parse_list(precision, str, "precision") for sc in listed(scheme, str, "scheme")
@@ -72,6 +73,10 @@ deployment_options = group("setups", _setups, {
                                                      "[the stack's max_running_requests, else 256]")),
     "release": (Optional[str], typer.Option(None, "--release", help="synchronous (a block lasts until the batch's "
                                             "slowest request commits) | first-done [the stack's, else synchronous]")),
+    "prefill_chunk": (Optional[int], typer.Option(None, "--prefill-chunk", metavar="TOKENS",
+                                                  help="autoregressive prompts prefilled in chunks of this many tokens "
+                                                       "per step beside the running decodes (chunked prefill); 0: in "
+                                                       "one pass [the stack's prefill_chunk_tokens, else 0]")),
     **STACK_OPTIONS,
     "efficiency": (str, EfficiencyOpt),
     "price": (Optional[float], typer.Option(None, "--price", metavar="USD", help="USD per GPU-hour [the hardware file's list price]")),

@@ -180,6 +180,11 @@ class Stack(BaseModel):
     # how a block-diffusion request's prompt is prefilled: one pass over all of it, or one block of
     # it per forward (SGLang's dLLM path: a request's extend is cut to the block size each round)
     prompt_prefill: Literal["one-pass", "block-chunks"] = "one-pass"
+    # an autoregressive prompt prefilled in chunks that share each step with the running decodes
+    # (vLLM V1's chunked prefill): the step's token budget, max_num_batched_tokens, so a prompt
+    # of P tokens takes ceil(P / budget) steps beside the decodes instead of one step that stalls
+    # them; None: the prompt in one pass (an engine whose chunks run as steps of their own)
+    prefill_chunk_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
     # the vendors of the accelerators the engine runs on (a hardware file's `vendor`, any case;
     # None: any): `plan` searches only those unless --gpu names others
     runs_on: list[str] | None = Field(default=None, min_length=1, max_length=16)
@@ -243,6 +248,7 @@ SOURCED_FIELDS = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "e
 OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_sequence_squared": 0.0, "us_per_expert": 0.0,
                     "max_running_requests": None, "release": None, "sampler_traffic_bytes": None,
                     "expert_rows": "routed", "first_block_outside_limit": False, "prompt_prefill": "one-pass",
+                    "prefill_chunk_tokens": None,
                     "depth_overhead": 0.0, "runs_on": None, "eager": None}
 
 

@@ -172,8 +172,18 @@ def deployment_lines(d: dict) -> list[str]:
              + (" (default; --stack)" if d.get("stack_default") else ""),
              f"running ≤ {d['max_running']}{' (+ first blocks)' if d.get('first_block_outside_limit') else ''} "
              f"per replica ({_limit_source(d)}; memory fits "
-             f"{d['memory_limit']}) · {d['release']} release ({d['release_source']})"]
+             f"{d['memory_limit']}) · {d['release']} release ({d['release_source']})"
+             + _chunk_words(d)]
     return lines
+
+
+def _chunk_words(d: dict) -> str:
+    """The prompt's chunks beside the decodes, where a chunked prefill is on."""
+    chunk = d.get("prefill_chunk_tokens")
+    if not chunk:
+        return ""
+    source = {"stack": f"{d['stack']}'s default"}.get(d["prefill_chunk_source"], d["prefill_chunk_source"])
+    return f" · prompts in chunks of {chunk:,} tokens beside the decodes ({source}, --prefill-chunk to change)"
 
 
 def _limit_source(d: dict) -> str:

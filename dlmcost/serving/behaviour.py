@@ -5,8 +5,9 @@ by block, or first-done-first-out release), its limit on running requests per re
 request's passes per block (the engine's count spread over the blocks; a tokens-per-forward
 spread draws them at random), and two stack properties of SGLang's dLLM path: a waiting
 request's first block beside a full batch (`first_block_outside_limit`) and a prompt prefilled
-one block per forward (`prompt_prefill: block-chunks`). The option wins, then the stack profile's
-field, then the default: `policy`. `request_table` builds a deployment's per-class table (pass times, passes, blocks and
+one block per forward (`prompt_prefill: block-chunks`), and one of vLLM's: an autoregressive prompt
+prefilled in chunks beside the running decodes (`prefill_chunk_tokens`). The option wins, then the
+stack profile's field, then the default: `policy`. `request_table` builds a deployment's per-class table (pass times, passes, blocks and
 streamed pieces) from a pass table, `request_passes` each request's passes, and `run` simulates
 one replica with them. `serve` (deployment.py) and `plan`'s search (search.py) call only these,
 so that a plan row and a `serve` of the same deployment at the same load cannot drift apart.
@@ -42,6 +43,8 @@ class Policy:
     max_running_source: str
     first_block_outside_limit: bool = False  # the stack's: newcomers' first blocks beside a full batch
     prompt_prefill: str = "one-pass"  # or "block-chunks": the prompt one block per forward (the stack's)
+    prefill_chunk: int | None = None  # a token-streaming prompt's chunk beside the decodes (None: one pass)
+    prefill_chunk_source: str = "default"
 
     def in_flight_cap(self, max_running: int | None = None) -> int:
         """Requests a replica may hold at once under a running limit (this policy's by default):
@@ -77,9 +80,11 @@ def streams_tokens(decoding: Decoding) -> bool:
     return get_scheme(decoding.scheme).stops == "token"
 
 
-def policy(stack, decoding: Decoding, *, release: str | None = None, max_running: int | None = None) -> Policy:
+def policy(stack, decoding: Decoding, *, release: str | None = None, max_running: int | None = None,
+           prefill_chunk: int | None = None) -> Policy:
     """The deployment's release policy and running-request limit. A scheme that streams tokens
-    always releases first-done (a request leaves at its last token)."""
+    always releases first-done (a request leaves at its last token). `prefill_chunk`: the option's
+    token budget of a chunked prefill, 0 for none."""
     rel, rel_source = choose(release, stack_field(stack, "release"), DEFAULT_RELEASE)
     if streams_tokens(decoding):
         rel, rel_source = "first-done", "token-streaming scheme"
@@ -88,7 +93,20 @@ def policy(stack, decoding: Decoding, *, release: str | None = None, max_running
     prefill = stack_field(stack, "prompt_prefill") or "one-pass"
     if not (decoding.block and not streams_tokens(decoding)):
         prefill = "one-pass"  # no blocks to cut the prompt into
-    return Policy(rel, rel_source, cap, cap_source, ahead, prefill)
+    chunk, chunk_source = prefill_chunk_of(stack, decoding, prefill_chunk)
+    return Policy(rel, rel_source, cap, cap_source, ahead, prefill, chunk, chunk_source)
+
+
+def prefill_chunk_of(stack, decoding: Decoding, given: int | None = None) -> tuple[int | None, str]:
+    """(a chunked prefill's token budget per step, its source): the option (0: none), else the
+    stack's `prefill_chunk_tokens`, else none. Only a scheme that streams tokens has one: the
+    engines that chunk a prompt beside the decodes (vLLM V1) chunk autoregressive prompts, while a
+    block-diffusion prompt is cut into blocks by its own path (`prompt_prefill: block-chunks`) or
+    prefilled whole (docs/methodology.md)."""
+    if not streams_tokens(decoding):
+        return None, "diffusion decoding"
+    chunk, source = choose(given, stack_field(stack, "prefill_chunk_tokens"), None)
+    return (int(chunk) if chunk else None), source
 
 
 def running_limit(stack, given: int | None = None) -> tuple[int, str]:
@@ -154,6 +172,8 @@ def request_table(pt: PassTable, gi: int, pi: int, ti: int, decoding: Decoding, 
                        lead=rows["lead"], blocks=rows["blocks"], units=rows["units"])
     if pol.prompt_prefill == "block-chunks":  # per_block above is unchanged: NFE and lead move together
         table = prompt_in_block_chunks(table, [p for p in prompts for _ in answers], decoding.block)
+    if pol.prefill_chunk:  # a token-streaming scheme: no per_block
+        table = prompt_in_token_chunks(table, [p for p in prompts for _ in answers], pol.prefill_chunk)
     limit = int(min(max_running, float(mem.min())))
     return RequestTable(table, limit, rows["per_block"], not token_streaming)
 
@@ -172,6 +192,26 @@ def prompt_in_block_chunks(table: ClassTable, prompts: list[int], block: int) ->
     first_s = [p if k else f for p, f, k in zip(table.pass_s, table.first_pass_s, chunks)]
     return ClassTable(nfe, first, table.mem_share, table.pass_s, first_s, lead=chunks, blocks=table.blocks,
                       units=table.units)
+
+
+def prompt_in_token_chunks(table: ClassTable, prompts: list[int], chunk: int) -> ClassTable:
+    """The prompt prefilled in chunks of at most `chunk` tokens that share each step with the
+    running decodes (the stack's `prefill_chunk_tokens`): a class whose prompt P is prefilled in one
+    pass of its own (lead 1) and is longer than a chunk takes k = ceil(P / chunk) passes in its
+    place, its first token after the k-th; each of them costs a later pass's share plus 1/k of
+    what the prefill pass adds to its step (first_pass_s - pass_s), so the k steps together carry
+    the whole prefill's work, and the simulation spreads that lift over them (`lift_passes`)."""
+    old = table.lead or [0] * len(prompts)
+    chunks = [math.ceil(p / chunk) if ld == 1 and p > chunk else 1 for p, ld in zip(prompts, old)]
+    if all(k == 1 for k in chunks):
+        return table
+    nfe = [n - 1 + k for n, k in zip(table.nfe, chunks)]
+    first = [f - 1 + k for f, k in zip(table.first_passes, chunks)]
+    first_s = [[p + (f - p) / k for f, p in zip(fr, pr)] if k > 1 else fr
+               for fr, pr, k in zip(table.first_pass_s, table.pass_s, chunks)]
+    lead = [k if k > 1 else ld for ld, k in zip(old, chunks)]
+    return ClassTable(nfe, first, table.mem_share, table.pass_s, first_s, lead=lead, blocks=table.blocks,
+                      units=table.units, lift_passes=chunks)
 
 
 def request_passes(rt: RequestTable, request_class: np.ndarray, spread: float = 0.0,

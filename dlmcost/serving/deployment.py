@@ -57,6 +57,7 @@ class Setup:
     min_accuracy: tuple[str, float] | None = None  # (task, fraction): the published decoding must reach it
     max_running: int | None = None
     release: str | None = None
+    prefill_chunk: int | None = None  # a token-streaming prompt's chunk beside the decodes (0: one pass)
     stack: str | None = None
     eager: bool = False  # the stack run without CUDA graphs (its `eager:` host dispatch)
     efficiency: str = "realistic"
@@ -72,6 +73,10 @@ class Setup:
             raise UsageError(f"--max-running: a whole number in 1..4096, got {self.max_running}")
         if self.tpf_spread is not None and not (math.isfinite(self.tpf_spread) and 0 <= self.tpf_spread <= 4):
             raise UsageError(f"--tpf-spread: a coefficient of variation in 0..4, got {self.tpf_spread}")
+        if self.prefill_chunk is not None and not (isinstance(self.prefill_chunk, int)
+                                                   and 0 <= self.prefill_chunk <= MAX_PREFILL_CHUNK):
+            raise UsageError(f"--prefill-chunk: tokens per step in 0..{MAX_PREFILL_CHUNK:,} (0: the prompt in one "
+                             f"pass), got {self.prefill_chunk}")
         if self.release is not None and self.release not in RELEASES:
             raise UsageError(f"--release: choose {' or '.join(RELEASES)}, got '{self.release}'")
         if self.price is not None and not (math.isfinite(self.price) and 0 < self.price <= 1000):
@@ -81,6 +86,7 @@ class Setup:
 
 
 ServeSetup = Setup  # the name the API exports
+MAX_PREFILL_CHUNK = 10_000_000  # as a stack's prefill_chunk_tokens
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,6 +103,8 @@ class Prepared:
     max_running: int
     first_block_outside_limit: bool  # the stack's: newcomers' first blocks beside a full batch
     prompt_prefill: str  # "one-pass", or "block-chunks": the prompt one block per forward (the stack's)
+    prefill_chunk: int | None  # an AR prompt's chunk beside the decodes, tokens (None: one pass)
+    prefill_chunk_source: str
     release_source: str
     max_running_source: str
     requests: behaviour.RequestTable  # the request classes' passes and pass times
@@ -245,7 +253,8 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     decoding = _decoding(spec, setup, np.asarray(answers, float))
     stack = resolve_stack(behaviour.stack_name(setup.stack, decoding), load_profile(setup.efficiency), eager=setup.eager)
     stack_name = behaviour.stack_name(setup.stack, decoding, setup.eager)  # what the passes are costed under
-    pol = behaviour.policy(stack, decoding, release=setup.release, max_running=setup.max_running)
+    pol = behaviour.policy(stack, decoding, release=setup.release, max_running=setup.max_running,
+                           prefill_chunk=setup.prefill_chunk)
     prompt_vals = [int(v) for v in sample.prompt_values]
     answer_vals = [int(v) for v in sample.answer_values]
     distinct = sorted(set(behaviour.canvases(decoding, answer_vals)))
@@ -268,6 +277,7 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
                     decoding=decoding,
                     release=pol.release, max_running=pol.max_running,
                     first_block_outside_limit=pol.first_block_outside_limit, prompt_prefill=pol.prompt_prefill,
+                    prefill_chunk=pol.prefill_chunk, prefill_chunk_source=pol.prefill_chunk_source,
                     release_source=pol.release_source,
                     max_running_source=pol.max_running_source, requests=rt, sample=sample,
                     answer_tokens=np.tile(sample.answer_values.astype(float), n_p),
@@ -500,6 +510,7 @@ def describe(prep: Prepared) -> dict:
                 published=prep.decoding.published.record() if prep.decoding.published else None,
                 max_running=prep.max_running, max_running_source=prep.max_running_source,
                 first_block_outside_limit=prep.first_block_outside_limit, prompt_prefill=prep.prompt_prefill,
+                prefill_chunk_tokens=prep.prefill_chunk, prefill_chunk_source=prep.prefill_chunk_source,
                 memory_limit=_memory_limit(prep.table),
                 release=prep.release, release_source=prep.release_source, stack=prep.stack, stack_default=prep.stack_default,
                 eager=s.eager,

@@ -17,8 +17,11 @@ requests of class c and pass_s[c][b] the mean of their other passes. So
     tau = sum_i pass_s[c_i][b] / b + sum_(i admitted now) (first_pass_s[c_i][b] - pass_s[c_i][b]) / b.
 
 When a pass costs a shared part (weights) plus a per-sequence part, this is exactly the cost of
-the mixed batch: the shared part is counted once. The prefill runs whole in one iteration (no
-chunked prefill), so it lengthens that iteration for every request in flight.
+the mixed batch: the shared part is counted once. The prefill runs whole in one iteration, so it
+lengthens that iteration for every request in flight; except in a chunked prefill (`lift_passes`
+k_c > 1: a prompt spread over k_c steps beside the decodes, behaviour.prompt_in_token_chunks),
+where a request adds its class's lift (first_pass_s - pass_s: then one chunk's) to each of the
+k_c iterations from its admission on, an event at the end of them.
 
 Because every request in flight advances one pass per iteration, a request admitted at
 iteration k finishes at iteration k + NFE and streams its first block at k + first_passes, fixed
@@ -80,6 +83,7 @@ class ClassTable:
     lead: list[int] | None = None  # passes over the prompt alone (None: 0)
     blocks: list[int] | None = None  # blocks of the canvas (None: 1)
     units: list[int] | None = None  # pieces streamed: blocks, or tokens for a token-streaming scheme
+    lift_passes: list[int] | None = None  # iterations a newcomer adds its lift to (None: its first alone)
 
     def __post_init__(self):
         if self.first_pass_s is None:
@@ -242,7 +246,10 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     """Serve requests in order: open loop (`arrivals_s`, sorted) or closed loop (`users`)."""
     if release not in RELEASES:
         raise ValueError(f"release must be one of {RELEASES}, got {release!r}")
+    chunk_of = table.lift_passes if table.lift_passes and max(table.lift_passes) > 1 else None
     if release == "synchronous":
+        if chunk_of is not None:
+            raise ValueError("a chunked prefill (lift_passes) is simulated for first-done release only")
         return _simulate_rounds(table, request_class, batch_cap, passes or class_passes(table, request_class),
                                 arrivals_s, users, think_s, first_block_outside_limit)
     ahead = first_block_outside_limit
@@ -257,6 +264,12 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         nfe, first = passes.nfe.tolist(), passes.first.tolist()
     # what a request in its first pass adds to the iteration, over b: first_pass_s - pass_s
     lift = table.lift
+    # a chunked prefill: a class whose lift lasts k > 1 iterations adds it through `lifting` (its
+    # requests in their chunks) from its admission on, the end of each one's k an event in `chunking`
+    chunking: list = []
+    if chunk_of is not None:
+        chunk_lift, lifting = lift, [0] * len(share)
+        lift = [row if k == 1 else [0.0] * len(row) for row, k in zip(lift, chunk_of)]
     uniform = not any(any(row) for row in lift)
     lift0 = lift[0]
     done = [math.nan] * n
@@ -322,6 +335,9 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
             counts[c] += 1
             push((it + nfe[head], head))
             first_it[head] = it + first[head]
+            if chunk_of is not None and chunk_of[c] > 1:
+                heapq.heappush(chunking, (it + chunk_of[c], c))
+                lifting[c] += 1
             head += 1
             b += 1
         if b == 0:
@@ -331,7 +347,9 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         if new:
             start[first_new:head] = [now] * new
         tau = pass0[b] if single else sum(k * pass_s[c][b] for c, k in enumerate(counts) if k) / b
-        # this iteration: the admitted requests run their first pass (all of it: no chunked prefill)
+        if chunking:  # requests in their prompt's chunks: one chunk's lift each, in every iteration
+            tau += sum(k * chunk_lift[c][b] for c, k in enumerate(lifting) if k) / b
+        # this iteration: the admitted requests run their first pass (a whole prefill, unless chunked)
         if uniform or not new:
             tau0 = tau
         elif single:
@@ -341,6 +359,8 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         m = inflight[0][0] - it  # iterations to the next completion
         if opens_at is not None:
             m = min(m, opens_at - it)
+        if chunking and chunking[0][0] - it < m:  # a prompt's last chunk: the iteration time changes
+            m = chunking[0][0] - it
         if head == tail and b < cap_in_flight and next_t < math.inf:  # an arrival could join before then
             m_a = 1 + math.ceil((next_t - now - tau0) / tau - 1e-9)  # the first boundary at or after it
             if m_a < m:
@@ -368,6 +388,8 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
             if not open_loop and issued < n:  # the user thinks, then asks again
                 arrival[issued] = now + think_s
                 issued += 1
+        while chunking and chunking[0][0] == it:
+            lifting[heapq.heappop(chunking)[1]] -= 1
         if not b:
             share_used = 0.0  # no drift from float sums
 

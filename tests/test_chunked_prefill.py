@@ -1,0 +1,113 @@
+"""An autoregressive prompt prefilled in chunks beside the running decodes (the stack's
+`prefill_chunk_tokens`, vLLM V1's chunked prefill), each against a schedule worked by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dlmcost.serving import behaviour
+from dlmcost.serving import deployment as dep
+from dlmcost.serving.simulate import ClassTable, simulate
+from dlmcost.serving.steptime import Decoding
+
+pytestmark = pytest.mark.usefixtures("bundled_offline")
+
+AR_MODEL = "Qwen/Qwen2.5-7B"
+
+
+def _one_pass_table() -> ClassTable:
+    """Class 0 (A): 3 passes, no prefill of its own to speak of. Class 1 (B): a 3,000-token prompt
+    prefilled in one pass (lead 1), then 2 decodes (NFE 3, first token after the prefill). An
+    iteration of b requests takes 1 s whatever b (pass_s 1); B's prefill pass adds 9 s per
+    request to its iteration (first_pass_s[b] = 1 + 9 b)."""
+    flat = [0.0, 1.0, 1.0]
+    return ClassTable([3, 3], [1, 1], [0.0, 0.0], [flat, flat], [flat, [0.0, 10.0, 19.0]], lead=[0, 1])
+
+
+def test_prompt_in_token_chunks_by_hand():
+    """In chunks of 1,000 tokens B's prompt takes ceil(3000 / 1000) = 3 passes in place of one:
+    NFE 3 - 1 + 3 = 5, first token after the 3rd, each chunk adding a third of the prefill's 9 s
+    per request (first_pass_s[b] = 1 + 3 b). A (no prompt-only pass) is left alone; so is a prompt
+    no longer than a chunk, and a chunk of 999 tokens takes ceil(3000 / 999) = 4."""
+    c = behaviour.prompt_in_token_chunks(_one_pass_table(), [3000, 3000], 1000)
+    assert (c.nfe, c.first_passes, c.lead, c.lift_passes) == ([3, 5], [1, 3], [0, 3], [1, 3])
+    assert c.first_pass_s[1] == pytest.approx([0.0, 4.0, 7.0]) and c.first_pass_s[0] == [0.0, 1.0, 1.0]
+    assert behaviour.prompt_in_token_chunks(_one_pass_table(), [3000, 3000], 3000) == _one_pass_table()
+    assert behaviour.prompt_in_token_chunks(_one_pass_table(), [3000, 3000], 999).lift_passes == [1, 4]
+
+
+def _a_then_b(table: ClassTable):
+    return simulate(table, np.array([0, 1]), 2, arrivals_s=np.array([0.0, 0.5]))
+
+
+def test_a_decode_beside_a_long_prompt_is_not_stalled_by_hand():
+    """A arrives at 0, B at 0.5; both fit. One pass: A's first pass alone (1 s), then B joins and
+    its prefill iteration takes 1 + 9 = 10 s (A waits in it), to 11: B's first token; A's last
+    pass to 12 (A done), B's last to 13. In 3 chunks: from 1 s, A and B run iterations of
+    1 + 3 = 4 s (B's chunk beside A's decode) to 9: A done after its 3 passes, so it is held 8 s,
+    not 10; B's last chunk alone, 1 + 3 s, to 13: its first token; two decodes of 1 s, to 15."""
+    one = _a_then_b(_one_pass_table())
+    assert one.done_s.tolist() == pytest.approx([12.0, 13.0])
+    assert one.first_block_s.tolist() == pytest.approx([1.0, 11.0])
+    chunked = _a_then_b(behaviour.prompt_in_token_chunks(_one_pass_table(), [3000, 3000], 1000))
+    assert chunked.done_s.tolist() == pytest.approx([9.0, 15.0])
+    assert chunked.first_block_s.tolist() == pytest.approx([1.0, 13.0])
+    assert chunked.busy_s == pytest.approx(15.0) and chunked.start_s.tolist() == pytest.approx([0.0, 1.0])
+
+
+def test_a_chunked_prefill_runs_first_done_only():
+    chunked = behaviour.prompt_in_token_chunks(_one_pass_table(), [3000, 3000], 1000)
+    with pytest.raises(ValueError, match="first-done"):
+        simulate(chunked, np.array([0, 1]), 2, arrivals_s=np.array([0.0, 0.5]), release="synchronous")
+
+
+def _lone(chunk: int | None):
+    """Qwen2.5-7B on vLLM, one request at a time: a 3,000-token prompt, 64 answer tokens."""
+    lengths = (np.full(20, 3000.0), np.full(20, 64.0))
+    p = dep.prepare(AR_MODEL, lengths, dep.Setup(gpu="h100", stack="vllm", prefill_chunk=chunk))
+    return p, dep.evaluate(p, dep.BatchJob(3, 1))
+
+
+def test_a_lone_request_takes_its_chunks_passes():
+    """Alone, a one-pass request's first token comes after its prefill (TTFT_0) and each of its 64
+    decodes takes d = (E2E_0 - TTFT_0) / 64. In chunks of 1,000 tokens its prompt takes 3 steps
+    carrying the prefill's work and two more decode shares: TTFT = TTFT_0 + 2 d (and E2E the
+    same 2 d later); in chunks of 999, 4 steps: 3 d."""
+    p0, one = _lone(0)
+    assert (p0.prefill_chunk, p0.prefill_chunk_source) == (None, "option")
+    d = (one.latency_s["mean"] - one.ttfb_s["mean"]) / 64
+    for chunk, extra in ((1000, 2), (999, 3), (3000, 0)):
+        p, r = _lone(chunk)
+        assert p.prefill_chunk == chunk
+        assert r.ttfb_s["mean"] == pytest.approx(one.ttfb_s["mean"] + extra * d, rel=1e-9)
+        assert r.latency_s["mean"] == pytest.approx(one.latency_s["mean"] + extra * d, rel=1e-9)
+
+
+def test_the_stacks_say_who_chunks():
+    """vLLM's chunk is its max_num_batched_tokens default, 8192 (a 3,000-token prompt: one
+    chunk); SGLang's chunks run as steps of their own, so it has none; a diffusion decoding has
+    none on any stack, the option included."""
+    p, _ = _lone(None)
+    assert (p.prefill_chunk, p.prefill_chunk_source) == (8192, "stack")
+    assert p.table.lift_passes is None  # 3,000 <= 8,192: one pass
+    assert dep.describe(p)["prefill_chunk_tokens"] == 8192
+    from dlmcost.inputs.stacks import load_stack
+
+    ar, block = Decoding("ar", None, 1.0), Decoding("block", 32, 2.0)
+    assert behaviour.policy(load_stack("sglang"), ar).prefill_chunk is None
+    assert behaviour.policy(load_stack("sglang"), ar, prefill_chunk=8192).prefill_chunk == 8192
+    assert behaviour.policy(load_stack("vllm"), ar, prefill_chunk=0).prefill_chunk is None
+    for stack in ("vllm", "vllm-dllm", "sglang-dllm"):
+        pol = behaviour.policy(load_stack(stack), block, prefill_chunk=512)
+        assert (pol.prefill_chunk, pol.prefill_chunk_source) == (None, "diffusion decoding")
+
+
+def test_the_header_says_so(run):
+    args = ["serve", AR_MODEL, "--stack", "vllm", "--prompt", "64", "--answer", "16", "--job", "2"]
+    rc, out, err = run(*args)
+    assert rc == 0, err
+    assert "prompts in chunks of 8,192 tokens beside the decodes (vllm's default, --prefill-chunk to change)" \
+        in " ".join(out.split())
+    rc, out, err = run(*args, "--prefill-chunk", "0")
+    assert rc == 0 and "chunks of" not in out
