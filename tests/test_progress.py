@@ -31,6 +31,7 @@ ERASE = "\x1b[2K"
 MICRO = dict(schema="dlmcost.model/v1", id="test/micro", family="custom", n_layers=2, d_model=128, n_heads=4,
              n_kv_heads=2, head_dim=32, ffn_dim=256, gated_mlp=True, vocab_size=512, tie_embeddings=True)
 MICRO_ARG = "<micro model file>"  # in CASES: replaced by the `micro` fixture's path
+FEW_ARG = "<few measurements>"  # in CASES: the example's first four points (a bar, not a fit, is tested)
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +41,20 @@ def micro(tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("models") / "micro.yaml"
     path.write_text(yaml.safe_dump(MICRO))
     return str(path)
+
+
+@pytest.fixture(scope="module")
+def few(tmp_path_factory) -> str:
+    """The example measurements' first four points of bundled models, as their own file: the fit and
+    its four held-out refits show the bar as the whole file's would, in a fraction of the time."""
+    points = [p for p in yaml.safe_load(Path(MEASUREMENTS).read_text())["points"] if not p["model"].endswith(".yaml")]
+    path = tmp_path_factory.mktemp("measurements") / "few.yaml"
+    path.write_text(yaml.safe_dump(dict(points=points[:4])))
+    return str(path)
+
+
+def placed(args: list[str], micro: str, few: str) -> list[str]:
+    return [{MICRO_ARG: micro, FEW_ARG: few}.get(a, a) for a in args]
 
 
 class Tty(io.StringIO):
@@ -78,13 +93,13 @@ def test_a_sweep_reports_the_configurations_evaluated_chunk_by_chunk(monkeypatch
     assert grows_to_its_total(calls)
 
 
-def test_calibrate_reports_its_fit_iterations_and_ends_at_the_total(tmp_path):
+def test_calibrate_reports_its_fit_iterations_and_ends_at_the_total(tmp_path, few):
     """The fit's iterations, then MAX_ITER more for each held-out refit (one per fold: a point
     each up to ten, ten folds beyond)."""
     out = str(tmp_path / "fitted.yaml")
-    calls = calls_of(lambda progress: api.calibrate_file(MEASUREMENTS, stack=None, fit="fixed,gemm", name=None,
+    calls = calls_of(lambda progress: api.calibrate_file(few, stack=None, fit="fixed,gemm", name=None,
                                                          only=None, hardware=None, out=out, progress=progress))
-    total = cal.MAX_ITER * (1 + min(10, len(yaml.safe_load(Path(MEASUREMENTS).read_text())["points"])))
+    total = cal.MAX_ITER * (1 + min(10, len(yaml.safe_load(Path(few).read_text())["points"])))
     assert calls[0] == (0, total) and calls[-1] == (total, total)
     assert (cal.MAX_ITER, total) in calls  # the fit's end, before the refits
     assert grows_to_its_total(calls)
@@ -103,9 +118,9 @@ def test_measure_reports_each_timing_over_every_batch(monkeypatch, micro):
     assert len(timed) >= 4  # two batches: the head and a layer kind at least, each
 
 
-def test_what_data_pins_counts_every_fit_tried(monkeypatch):
+def test_what_data_pins_counts_every_fit_tried(monkeypatch, few):
     """measure --profile-out tries parameter sets in turn: one growing count over all of them."""
-    points, base_dir = api.calibrate_file.__globals__["load_points"](MEASUREMENTS)
+    points, base_dir = api.calibrate_file.__globals__["load_points"](few)
     from dlmcost.inputs.stacks import load_stack
 
     order = (("host", "fixed", "gemm", "attention", "elementwise"), ("fixed", "gemm"))  # the first is refused
@@ -144,16 +159,16 @@ CASES = {
     "sweep csv": (SWEEP + ["-f", "csv"], "sweeping: configurations"),
     "several models": (SWEEP + ["-m", "GSAI-ML/LLaDA-8B-Instruct,Dream-org/Dream-v0-Instruct-7B"],
                        "sweeping model 2/2: configurations"),
-    "calibrate": (["calibrate", MEASUREMENTS, "-o", "fitted.yaml"], "calibrating: fit iterations"),
+    "calibrate": (["calibrate", FEW_ARG, "-o", "fitted.yaml"], "calibrating: fit iterations"),
     "measure": (["measure", MICRO_ARG, *CPU, "--gen", "32", "--prompt", "16", "--block", "8", "--tpf", "2",
                  "--batch", "1,2", "--warmup", "0", "--repeats", "1"], "measuring: timings (head, layer kinds)"),
 }
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_the_bar_shows_on_a_terminal_after_a_second_and_is_erased(case, monkeypatch, capsys, tmp_path, micro):
+def test_the_bar_shows_on_a_terminal_after_a_second_and_is_erased(case, monkeypatch, capsys, tmp_path, micro, few):
     args, text = CASES[case]
-    args = [micro if a == MICRO_ARG else a for a in args]
+    args = placed(args, micro, few)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(limits, "SWEEP_CHUNK", 16)  # many chunks: calls before and after the first second
     slow_clock(monkeypatch)
@@ -165,9 +180,9 @@ def test_the_bar_shows_on_a_terminal_after_a_second_and_is_erased(case, monkeypa
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_no_bar_on_a_pipe_and_no_bar_built(case, monkeypatch, capsys, tmp_path, micro):
+def test_no_bar_on_a_pipe_and_no_bar_built(case, monkeypatch, capsys, tmp_path, micro, few):
     args, _ = CASES[case]
-    args = [micro if a == MICRO_ARG else a for a in args]
+    args = placed(args, micro, few)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(limits, "SWEEP_CHUNK", 16)
     slow_clock(monkeypatch)
