@@ -86,6 +86,36 @@ def pytest_collection_modifyitems(items):
     items.sort(key=rank)  # stable: everything else keeps its order
 
 
+@pytest.fixture(scope="session")
+def once_per_run(tmp_path_factory, worker_id):
+    """`once_per_run(name, compute)`: compute's value, read from a pickle another pytest worker of
+    the run wrote (beside their temporary folders) when there is one, so that a costly fixture of a
+    module whose tests land on both workers is not computed twice. A worker never waits on
+    another: while one is computing it (holding the lock), the other computes it too."""
+    import os
+    import pickle
+
+    from filelock import FileLock, Timeout
+
+    def get(name: str, compute):
+        if worker_id == "master":  # no xdist: nothing to share
+            return compute()
+        path = tmp_path_factory.getbasetemp().parent / f"once-{name}.pickle"
+        try:
+            with FileLock(f"{path}.lock", timeout=0):
+                if path.is_file():
+                    return pickle.loads(path.read_bytes())
+                value = compute()
+                partial = path.with_suffix(f".{os.getpid()}")
+                partial.write_bytes(pickle.dumps(value))
+                partial.replace(path)  # whole or absent: a reader never sees half of it
+                return value
+        except Timeout:
+            return compute()
+
+    return get
+
+
 @pytest.fixture
 def run(capsys):
     """The CLI in-process: `run(*args)` -> (exit code, stdout, stderr), each argument as a string."""

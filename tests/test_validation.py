@@ -18,9 +18,9 @@ WORST_LIMIT = 1.7
 
 
 @pytest.fixture(scope="module")
-def rows():
-    """Every published case evaluated once for the module's tests (about 2 s each time)."""
-    return validation.rows()
+def rows(once_per_run):
+    """Every published case evaluated once for the run's tests (about 1 s)."""
+    return once_per_run("validation-rows", validation.rows)
 
 
 def test_validation_targets_and_coverage(rows):
@@ -53,9 +53,9 @@ def test_docs_quote_the_current_numbers(rows):
 
 
 @pytest.fixture(scope="module")
-def serving():
-    """Every serving point's `dlmcost serve` command run once (about 3 s in all)."""
-    return validation.serving_rows()
+def serving(once_per_run):
+    """Every serving point's `dlmcost serve` command run once for the run's tests (about 2 s in all)."""
+    return once_per_run("validation-serving", validation.serving_rows)
 
 
 @pytest.fixture(scope="module")
