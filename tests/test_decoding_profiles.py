@@ -384,10 +384,13 @@ def test_decodings_json_rows_of_one_model_and_task(cli):
     rc, out, err = cli("decodings", "inclusionAI/LLaDA2.1-mini", "--task", "general", "-f", "json")
     assert rc == 0 and err == ""
     rows = json.loads(out)
+    # `*` (default) marks what commands decode the model asked about with: LLaDA2.1-mini's own S mode
     assert [(r["checkpoint"], r["setting"], r["accuracy"], r["tpf"], r["default"]) for r in rows] == [
-        ("inclusionAI/LLaDA2.0-mini", "t0.95-b32", 0.6339, 2.6, True),
-        ("inclusionAI/LLaDA2.1-mini", "s-mode", 0.6207, 5.34, False),
+        ("inclusionAI/LLaDA2.0-mini", "t0.95-b32", 0.6339, 2.6, False),
+        ("inclusionAI/LLaDA2.1-mini", "s-mode", 0.6207, 5.34, True),
         ("inclusionAI/LLaDA2.1-mini", "q-mode", 0.639, 3.12, False)]
+    rc, out, _ = cli("decodings", "inclusionAI/LLaDA2.0-mini", "--task", "general", "-f", "json")
+    assert [r["setting"] for r in json.loads(out) if r["default"]] == ["t0.95-b32"]
     cv = statistics.pstdev(MINI_S_TPF) / statistics.fmean(MINI_S_TPF)
     assert rows[1]["tpf_cv"] == pytest.approx(cv, rel=1e-12)
     assert rows[1]["source_ref"] == "arXiv 2602.08676" and rows[1]["label"] == "LLaDA2.1-mini S mode"

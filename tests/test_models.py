@@ -14,6 +14,8 @@ PUBLISHED = {
     "meta-llama/Meta-Llama-3-8B": (8.03e9, None, None, 0.005),
     "inclusionAI/LLaDA2.0-mini": (16.3e9, None, 1.4e9, 0.03),
     "inclusionAI/LLaDA2.0-flash": (100e9, None, 6.1e9, 0.04),
+    "inclusionAI/LLaDA2.1-mini": (16e9, None, None, 0.03),  # the SGLang cookbook: 16B
+    "inclusionAI/LLaDA2.1-flash": (100e9, None, None, 0.04),  # 100B
     "mistralai/Mixtral-8x7B-Instruct-v0.1": (46.7e9, None, 12.9e9, 0.005),
     "deepseek-ai/DeepSeek-V3": (671e9, None, 37e9, 0.02),
 }
@@ -28,6 +30,52 @@ def test_parameter_counts_match_published(model_id):
         assert m.params_nonembedding == pytest.approx(nonemb, rel=tol)
     if active:
         assert m.params_active == pytest.approx(active, rel=tol)
+
+
+def _llada2_hand_count(d, L, heads, kv_heads, head_dim, dense_ffn, expert_ffn, experts, top_k, vocab):
+    """(non-embedding, active) parameters of a LLaDA2 MoE config, counted by hand: the first layer
+    dense, the others 256 routed SwiGLU experts + 1 shared one, a d x experts router with a bias per
+    expert, two norms per layer and a final one; embedding and head untied."""
+    attention = d * heads * head_dim + 2 * d * kv_heads * head_dim + heads * head_dim * d
+    expert = 3 * d * expert_ffn
+    dense_layer = attention + 3 * d * dense_ffn + 2 * d
+    moe_layer = attention + (experts + 1) * expert + d * experts + experts + 2 * d
+    active_moe_layer = attention + (top_k + 1) * expert + d * experts + experts + 2 * d
+    nonembedding = dense_layer + (L - 1) * moe_layer + d
+    active = dense_layer + (L - 1) * active_moe_layer + d + 2 * vocab * d
+    return nonembedding, active
+
+
+@pytest.mark.parametrize("model_id, dims", [
+    # LLaDA2.1 keeps LLaDA2.0's config (MANIFEST.yaml): mini d 2048, 20 layers, 16 / 4 heads of 128,
+    # dense FFN 5120, experts 512 wide; flash d 4096, 32 layers, 32 / 4 heads, 9216, 1024
+    ("inclusionAI/LLaDA2.1-mini", (2048, 20, 16, 4, 128, 5120, 512, 256, 8, 157184)),
+    ("inclusionAI/LLaDA2.1-flash", (4096, 32, 32, 4, 128, 9216, 1024, 256, 8, 157184)),
+])
+def test_llada21_hand_count(model_id, dims):
+    nonembedding, active = _llada2_hand_count(*dims)
+    m = load_bundled(model_id)
+    assert m.params_nonembedding == nonembedding
+    assert m.params_total == nonembedding + 2 * dims[-1] * dims[0]
+    assert m.params_active == active
+    if model_id.endswith("mini"):  # written out: 16,255,638,272 total, 1,432,967,936 active
+        assert (m.params_total, m.params_active) == (16_255_638_272, 1_432_967_936)
+
+
+def test_llada21_is_llada20_with_the_published_context():
+    """The 2.1 configs are the 2.0 ones (the report keeps the size) but for the context length the
+    SGLang cookbook's LLaDA 2.1 page publishes, 32,768 tokens."""
+    import json
+
+    from dlmcost.inputs.models.load import CONFIG_DIR, bundled_manifest
+
+    for size in ("mini", "flash"):
+        old, new = (json.loads((CONFIG_DIR / f"inclusionAI__LLaDA2.{v}-{size}.json").read_text()) for v in "01")
+        assert {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)} == {"max_position_embeddings"}
+        assert new["max_position_embeddings"] == 32768
+        m = load_bundled(f"inclusionAI/LLaDA2.1-{size}")
+        assert (m.max_context, m.provenance, m.family) == (32768, "reconstructed", "llada2")
+        assert bundled_manifest()[f"inclusionAI/LLaDA2.1-{size}"]["status"] == "reconstructed"
 
 
 def test_llada_8b_hand_count():

@@ -155,3 +155,61 @@ def test_settings_that_decode_alike_are_searched_once(capsys):
     assert f"searched {len(by_label)} candidates" in header
     assert all(f"{label} = " in header for label in by_label)
     assert "quality floor gsm8k" in header
+
+
+# --- a bundled twin: LLaDA2.1 shares LLaDA2.0's config and decodes with its own published modes --------
+
+MINI21 = "inclusionAI/LLaDA2.1-mini"
+
+
+def _mini21(key):
+    return ProfileDB.load().for_model(MINI21).setting(key)
+
+
+def test_a_bundled_twin_decodes_with_its_own_published_setting():
+    """LLaDA2.1-mini's default is its S mode on the 33-benchmark mix, as the LLaDA2.1 report's Table 2
+    prints it ("Average ... 62.07 | 5.34"), pooled at the harmonic mean of its members; the flash's
+    Table 1 row is 72.34 | 5.93. LLaDA2.0-mini, the same file's architecture, keeps its own."""
+    s = _mini21("s-mode")
+    tpf, cv = _pooled(s)
+    a = api.analyze(MINI21, "h100")
+    src = a["decoding_source"]
+    assert (src["label"], src["tpf_published"], src["accuracy"]) == ("LLaDA2.1-mini S mode", 5.34, 0.6207)
+    assert src["source"] == "arXiv 2602.08676, Table 2" and src["tpf"] == pytest.approx(tpf)
+    assert a["workload"]["steps"] == pytest.approx(256 / tpf)
+    flash = api.analyze("inclusionAI/LLaDA2.1-flash", "h200", tp=8)["decoding_source"]
+    assert (flash["label"], flash["tpf_published"], flash["accuracy"]) == ("LLaDA2.1-flash S mode", 5.93, 0.7234)
+    assert api.analyze(MINI, "h100")["decoding_source"]["label"] == "LLaDA2.0-mini threshold 0.95, block 32"
+    # --task: Table 2's HumanEval+ row, S mode 80.49 at 12.32 tokens per forward
+    plus = api.analyze(MINI21, "h100", task="humaneval-plus")["decoding_source"]
+    assert (plus["tpf"], plus["accuracy"]) == (12.32, 0.8049)
+    r = api.serve(MINI21, api.ClosedLoop(2), api.ServeSetup(gpu="h100"), prompt=256, answer=256).record()
+    assert (r["deployment"]["tpf"], r["deployment"]["tpf_spread"]) == (pytest.approx(tpf), pytest.approx(cv))
+
+
+def test_a_floor_only_q_mode_reaches_picks_q_mode(capsys):
+    """general >= 0.63: Table 2 prints S mode at 62.07% and Q mode at 63.90%, so only Q mode is
+    searched (at its pooled 3.12-average mix); at 0.62 both are. Side by side with Qwen3-30B-A3B
+    the plan's header names the published decoding and its source."""
+    q = _mini21("q-mode")
+    assert (q.results["general"].accuracy, q.results["general"].tpf) == (0.639, 3.12)
+    q_tpf, _ = _pooled(q)
+    s_tpf, _ = _pooled(_mini21("s-mode"))
+    r = api.serve(MINI21, api.ClosedLoop(2), api.ServeSetup(gpu="h100", min_accuracy=("general", 0.63)),
+                  prompt=256, answer=256).record()
+    assert r["deployment"]["published"]["label"] == "LLaDA2.1-mini Q mode"
+    assert r["deployment"]["tpf"] == pytest.approx(q_tpf)
+    common = ["plan", MINI21, "--rate", "2", "--gpu", "h100", "--tp", "1", "--precision", "bf16",
+              "--requests", "200", "-f", "json"]
+    rc, out, err = run(capsys, *common, "--min-accuracy", "general=0.63")
+    assert rc == 0, err
+    assert json.loads(out)["search"]["decodings"] == [f"block/32/{q_tpf:.3g}"]
+    rc, out, err = run(capsys, *common, "--min-accuracy", "general=0.62")
+    assert rc == 0, err
+    assert sorted(json.loads(out)["search"]["decodings"]) == sorted([f"block/32/{q_tpf:.3g}",
+                                                                     f"block/32/{s_tpf:.3g}"])
+    rc, out, err = run(capsys, "plan", f"{MINI21},Qwen/Qwen3-30B-A3B", "--rate", "20", "--p95", "10", "--gpu", "h100",
+                       "--tp", "1", "--precision", "bf16", "--requests", "200")
+    assert rc == 0, err
+    assert f"block/32/{s_tpf:.3g} = LLaDA2.1-mini S mode (general 62.1%; arXiv 2602.08676, Table 2)" \
+        in " ".join(out.split())

@@ -76,6 +76,7 @@ def list_decodings(model: str | None = None, tasks: list[str] | None = None,
     from ..errors import UsageError
     from ..inputs.decoding_profiles import DecodingProfileError, ProfileDB, tpf_spread
     from ..safe_text import shown
+    from .published import default_for
 
     db = ProfileDB.load(profiles)
     if model is None:
@@ -88,6 +89,8 @@ def list_decodings(model: str | None = None, tasks: list[str] | None = None,
         chosen = [found]
     records = []
     for p in chosen:
+        # `*` marks what commands decode the model asked about with; the file's default otherwise
+        default = default_for(p, model) if model is not None else (p.default.setting, p.default_task)
         for s in p.settings:
             if s.scheme not in SCHEMES:
                 raise DecodingProfileError(f"decoding profile for {p.architecture}: setting '{s.key}' names scheme "
@@ -98,7 +101,7 @@ def list_decodings(model: str | None = None, tasks: list[str] | None = None,
                     scheme=s.scheme, block=s.block, steps=s.steps, steps_per_block=s.steps_per_block,
                     threshold=s.threshold, mode=s.mode, gen_length=s.gen_length, task=task,
                     accuracy=r.accuracy, tpf=r.tpf, tpf_cv=tpf_spread(s, task), verified=r.verified,
-                    default=(s.key, task) == (p.default.setting, p.default_task),
+                    default=(s.key, task) == default,
                     source=s.source.key, source_title=s.source.title, source_ref=s.source.ref,
                     source_url=s.source.url, tpf_counting=s.source.tpf_counting, location=r.location, note=r.note))
     if tasks:

@@ -152,6 +152,14 @@ def default_decoding(spec: ModelSpec, scheme: str | None = None, task: str | Non
     return found
 
 
+def default_for(profiles, model_id: str) -> tuple[str, str] | None:
+    """(setting key, task) of the decoding commands use for `model_id` by default: the file's own
+    default for its architecture and default checkpoint, a twin checkpoint's first setting for a
+    twin (LLaDA2.1-mini's S mode); None for an id the file does not hold."""
+    setting = _own_default(profiles, model_id)
+    return None if setting is None else (setting.key, profiles.default_task)
+
+
 def _own_default(profiles, model_id: str):
     """The default setting of the file, or, for a checkpoint that is not the file's default one,
     that checkpoint's first setting."""
