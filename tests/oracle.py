@@ -36,6 +36,7 @@ Conventions taken from the docs:
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -43,7 +44,8 @@ from pathlib import Path
 
 import yaml
 
-HARDWARE_DIR = Path(__file__).resolve().parents[1] / "hardware"
+ROOT = Path(__file__).resolve().parents[1]
+HARDWARE_DIR = ROOT / "hardware"
 
 ACT_BYTES = 2.0  # bytes per activation element between kernels
 # precision -> (bytes per weight, which tensor-core peak its GEMMs run at)
@@ -92,7 +94,21 @@ def gpu_rates(yaml_name: str, precision: str, profile: str = "realistic") -> dic
         latency_s=0.0 if ideal else float(eff.get("collective_latency_us", 10.0)) * 1e-6,
         # a stack's GEMM curve is read at M / rows_scale rows on this GPU
         rows_scale=1.0 if ideal else float(eff.get("gemm_rows_scale", 1.0)),
+        # NCCL's bandwidth falls with the message size on NVIDIA links (collective_bandwidth.json)
+        link_by_size=not ideal and data["vendor"] == "NVIDIA",
     )
+
+
+def link_share(sent_bytes: float) -> float:
+    """The collective-bandwidth curve by hand: its two points joined by a straight line in
+    log(bytes sent per GPU), flat outside them."""
+    curve = json.loads((ROOT / "dlmcost" / "inputs" / "collective_bandwidth.json").read_text(encoding="utf-8"))
+    (x0, x1), (y0, y1) = curve["sent_bytes"], curve["share_of_link"]
+    if sent_bytes <= x0:
+        return y0
+    if sent_bytes >= x1:
+        return y1
+    return y0 + (y1 - y0) * (math.log(sent_bytes) - math.log(x0)) / (math.log(x1) - math.log(x0))
 
 
 # --- the schedule: every forward pass ---------------------------------------------------------
@@ -460,7 +476,8 @@ def pass_ops(m, p: Pass, st: Setup) -> list[Op]:
 
 def op_time(op: Op, g: dict) -> float:
     if op.kind == "comm":
-        t = op.link_bytes / (g["link"] * g["eff_link"]) if op.link_bytes > 0 else 0.0
+        share = link_share(op.link_bytes / op.collectives) if g.get("link_by_size") and op.collectives else 1.0
+        t = op.link_bytes / (g["link"] * g["eff_link"] * share) if op.link_bytes > 0 else 0.0
         return t + op.collectives * g["latency_s"]
     compute = op.flops / (g["peak"][op.kind] * g["eff"][op.kind])
     memory = op.bytes / (g["bandwidth"] * g["eff_mem"])

@@ -4,7 +4,9 @@ Time of one op in one pass (a kernel per layer):
 
     t = max(FLOPs / (peak_kind * eff_kind), bytes / (bandwidth * eff_mem)) + kernels * overhead
 
-plus, for the collectives of a parallel group, link_bytes / (link * eff_link) + n * latency.
+plus, for the collectives of a parallel group, link_bytes / (link * eff_link * share(sent)) + n * latency,
+share(sent) the collective-bandwidth curve read at the bytes each GPU sends in one collective
+(link_bytes / n; NVIDIA links under the realistic profile, 1 elsewhere).
 A pass is the sum over its ops (pessimistic: no overlap between ops, nor of communication). The optimistic bound of a
 pass is max(sum FLOPs/peak, sum bytes/bandwidth) at the ideal profile. Arithmetic intensity
 AI = FLOPs / bytes; a pass is memory-bound when AI < ridge = peak / bandwidth.
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .columns import take
+from ..inputs.collectives import link_share_curve
 from ..inputs.hardware import GPU
 from ..inputs.precision import ATTENTION_COMPUTE, ELEMENTWISE_COMPUTE, Precision
 
@@ -43,6 +46,7 @@ class Rates:
     eff_link: np.ndarray
     collective_latency_s: np.ndarray
     gemm_rows_scale: np.ndarray | float = 1.0  # rows this GPU needs on a stack's GEMM curve (hardware file)
+    link_by_size: np.ndarray | float = 0.0  # 1: the link's efficiency falls with the message size (NVIDIA, realistic)
 
     @cached_property
     def achievable_flops(self) -> dict[str, np.ndarray]:
@@ -57,7 +61,7 @@ class Rates:
         return Rates({k: take(v, idx) for k, v in self.peak.items()}, {k: take(v, idx) for k, v in self.eff.items()},
                      *(take(getattr(self, name), idx) for name in ("bandwidth", "eff_mem", "overhead_s", "ridge",
                                                                   "link_bandwidth", "eff_link", "collective_latency_s")),
-                     take(self.gemm_rows_scale, idx) if np.ndim(self.gemm_rows_scale) else self.gemm_rows_scale)
+                     *(take(v, idx) if np.ndim(v) else v for v in (self.gemm_rows_scale, self.link_by_size)))
 
 
 def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, float] | None:
@@ -80,6 +84,8 @@ def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, flo
         ridge=gpu.ridge_flops_per_byte[precision.compute],
         link_bandwidth=gpu.link_bytes_per_s, eff_link=eff.link, collective_latency_s=eff.collective_latency_us * 1e-6,
         gemm_rows_scale=1.0 if ideal else eff.gemm_rows_scale,
+        # the measured fall of NCCL's bandwidth with the message size is NVLink's (collectives.py)
+        link_by_size=0.0 if ideal or gpu.vendor != "NVIDIA" else 1.0,
     )
 
 
@@ -95,6 +101,7 @@ def stack_rates(rows: list[dict[str, float]]) -> Rates:
         link_bandwidth=col["link_bandwidth"], eff_link=col["eff_link"],
         collective_latency_s=col["collective_latency_s"],
         gemm_rows_scale=col["gemm_rows_scale"] if "gemm_rows_scale" in col else 1.0,
+        link_by_size=col["link_by_size"] if "link_by_size" in col else 0.0,
     )
 
 
@@ -104,11 +111,25 @@ def compute_time(flops, kind: str, rates: Rates):
     return flops / rates.achievable_flops[kind]
 
 
+def link_share(sent_bytes, link_by_size) -> np.ndarray:
+    """Share of the link's large-message efficiency a collective reaches when each GPU sends
+    `sent_bytes` in it: the published curve (inputs/collective_bandwidth.json), linear in log bytes
+    between its points and flat beyond them; 1 where the rates do not scale the link by size."""
+    sizes, shares = link_share_curve()
+    sent = np.log(np.maximum(np.asarray(sent_bytes, float), 1.0))
+    share = np.interp(sent, np.log(np.asarray(sizes)), np.asarray(shares))
+    return np.where(np.asarray(link_by_size) > 0, share, 1.0)
+
+
 def link_time(link_bytes, collectives, rates: Rates):
     """Collectives over the scale-up link: bytes each GPU sends over the achievable per-direction
-    bandwidth, plus a fixed latency per collective."""
+    bandwidth at their message size (link_share of each collective's bytes), plus a fixed latency
+    per collective."""
+    link_bytes, collectives = np.asarray(link_bytes, float), np.asarray(collectives, float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.where(link_bytes > 0, link_bytes / (rates.link_bandwidth * rates.eff_link), 0.0)
+        per_collective = np.where(collectives > 0, link_bytes / np.maximum(collectives, 1e-30), link_bytes)
+        share = link_share(per_collective, rates.link_by_size)
+        t = np.where(link_bytes > 0, link_bytes / (rates.link_bandwidth * rates.eff_link * share), 0.0)
     return t + collectives * rates.collective_latency_s
 
 
