@@ -298,8 +298,9 @@ def test_hand_checked_plan(capsys):
 
 # --- monotonicity --------------------------------------------------------------------------------
 
+# 500 simulated requests, not 2,000: what the tests on it check (orderings, shapes) holds at any sample size
 SMALL = ["plan", MODEL, "--gpu", "h100,l40s", "--tp", "1,2", "--precision", "bf16", "--scheme", "block",
-         "--block", "32", "--tpf", "2", "--answer", "128", "-f", "json"]
+         "--block", "32", "--tpf", "2", "--answer", "128", "--requests", "500", "-f", "json"]
 
 
 def _best(capsys, *extra):
@@ -949,7 +950,8 @@ def test_absurd_marks_by_hand():
 def test_absurd_deployments_are_left_out_unless_asked_for(capsys):
     """LLaDA-8B's full-canvas mdm costs far more per token than dual-cache: those rows are absurd,
     out of the default output (counted), listed and marked with --absurd."""
-    args = [MODEL, "--rate", "20", "--p95", "5", "--gpu", "h100,mi300x", "--tp", "1,2", "--precision", "fp8"]
+    args = [MODEL, "--rate", "20", "--p95", "5", "--gpu", "h100,mi300x", "--tp", "1,2", "--precision", "fp8",
+            "--requests", "500"]
     p, _ = _plan_json(capsys, *args)
     cheapest = min(d["usd_per_mtok"] for d in p["deployments"])
     assert p["skipped"]["absurd"] > 0
