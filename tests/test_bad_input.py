@@ -855,3 +855,9 @@ def test_a_calibrated_bands_basis_is_shown_escaped_in_serve(capsys, tmp_path):
     joined = re.sub(r"\n\s*", " ", out)
     assert "\\x1b]0;pwned\\x07\\x1b[2J [bold]x[/bold]\\u202e" in joined and "mine\\x1b[31m" in joined, out[:600]
 
+
+@pytest.mark.parametrize("stack", ["none (eager)", "hf-eager (eager)"])
+def test_a_stack_name_marked_eager_is_read_as_eager(fails, stack):
+    # `none (eager)` said "calibrate and measure start from a stack" (exit 5); it is --stack none --eager
+    assert "--eager" in fails("analyze", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--stack", stack, code=errors.EXIT_USAGE)
+
