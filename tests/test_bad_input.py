@@ -861,3 +861,27 @@ def test_a_stack_name_marked_eager_is_read_as_eager(fails, stack):
     # `none (eager)` said "calibrate and measure start from a stack" (exit 5); it is --stack none --eager
     assert "--eager" in fails("analyze", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--stack", stack, code=errors.EXIT_USAGE)
 
+
+def test_a_blank_task_is_refused_not_read_as_none(fails):
+    # `--task ''` ran the model's default task on analyze and serve (plan refused it)
+    for args in (["analyze", "--gpu", "h100"], ["serve", "-c", "2"], ["plan", "--rate", "1"]):
+        assert "task" in fails(args[0], "inclusionAI/LLaDA2.1-mini", *args[1:], "--task", "", code=errors.EXIT_USAGE)
+
+
+@pytest.mark.parametrize("floor, field", [
+    ("{general: true}", "search.min_accuracy.general"),  # read as 1.0: "no deployment", exit 8
+    ("{general: '0.6'}", "search.min_accuracy.general"),  # read as 0.6
+    ("{'  ': 0.5}", "search.min_accuracy"),  # "no published accuracy on " (a blank task), exit 8
+    ("{general: .nan}", "search.min_accuracy.general"),
+])
+def test_hostile_quality_floor_in_a_scenario(fails, tmp_path, floor, field):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"model: inclusionAI/LLaDA2.1-mini\ntraffic: {{rate: 1}}\nsearch: {{min_accuracy: {floor}}}\n")
+    assert f"field '{field}" in fails("plan", "--scenario", scenario, code=errors.EXIT_USAGE)
+
+
+@pytest.mark.parametrize("value", ["general=1.5", "general=-0.1", "general=nan", "general=inf", "general=",
+                                   "=0.5", "general=0.5,general=0.6", "general", "general=0"])
+def test_hostile_min_accuracy_option(fails, value):
+    assert "--min-accuracy" in fails("serve", "inclusionAI/LLaDA2.1-mini", "-c", "2", "--min-accuracy", value,
+                                     code=errors.EXIT_USAGE)
