@@ -782,3 +782,106 @@ def test_narrow_terminal_still_prints_the_rows(capsys, monkeypatch):
     monkeypatch.setattr(sys, "stdout", out)
     assert main(["gpus"]) == 0
     assert "H100" in out.getvalue() and "B200" in out.getvalue()
+
+
+# --- A user's stack file with the blocks the stack profiles gained (`eager:`, `prefill_chunk_tokens`,
+# `held_out_error` as `calibrate` writes it), edited by someone hostile: `serve --stack FILE` refuses
+# it at load, one line and exit 5, before anything is simulated.
+
+CALIBRATED = dict(ratios=[0.9, 1.0, 1.1, 1.2, 0.95, 1.05], low=0.92, median=1.0, high=1.15, basis="held out",
+                  published=dict(stack="vllm", low=0.8, median=1.0, high=1.4, numbers=20))
+
+
+def _stack_file(tmp_path: Path, **over) -> Path:
+    """The bundled vllm stack (it has all three blocks' neighbours: eager, a chunk) with `over` set."""
+    import yaml
+
+    from dlmcost.inputs.stacks import bundled_stack_dir
+
+    data = yaml.safe_load((bundled_stack_dir() / "vllm.yaml").read_text())
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump({**data, **over}, allow_unicode=True))
+    return path
+
+
+def _band(**over) -> dict:
+    published = {**CALIBRATED["published"], **over.pop("published", {})}
+    return {**CALIBRATED, **over, "published": published}
+
+
+@pytest.mark.parametrize("over, field", [
+    # a published band of no width: "narrower by" divided by zero (internal error, exit 70)
+    (dict(held_out_error=_band(published=dict(low=1.4, median=1.4))), "held_out_error.published"),
+    # upside down: printed "wider by -0.161x"
+    (dict(held_out_error=_band(published=dict(low=2.0, high=0.5))), "held_out_error.published"),
+    # YAML's true and a quoted number were read as 1.0 and 0.9 (lax types)
+    (dict(held_out_error=_band(low=True)), "held_out_error.low"),
+    (dict(held_out_error=_band(low="0.9")), "held_out_error.low"),
+    (dict(prefill_chunk_tokens=True), "prefill_chunk_tokens"),  # was a 1-token chunk
+    (dict(prefill_chunk_tokens="8192"), "prefill_chunk_tokens"),
+    (dict(eager=dict(us_per_layer="47", overlaps_gpu=False)), "eager.us_per_layer"),
+    # the mark --eager gives: printed "(eager)" on a stack run with CUDA graphs
+    (dict(name="mine (eager)"), "name"),
+    # refused already (kept so they stay refused)
+    (dict(held_out_error=_band(low=1.5, high=0.9)), "held_out_error"),
+    (dict(held_out_error=_band(high=float("nan"))), "held_out_error.high"),
+    (dict(held_out_error=_band(high=float("inf"))), "held_out_error.high"),
+    (dict(held_out_error=_band(high=1e308)), "held_out_error.high"),
+    (dict(held_out_error=_band(low=0)), "held_out_error.low"),
+    (dict(held_out_error=_band(ratios=[-1.0])), "held_out_error.ratios"),
+    (dict(held_out_error=_band(basis=5)), "held_out_error.basis"),
+    (dict(eager=dict(us_per_layer=-1, overlaps_gpu=False)), "eager.us_per_layer"),
+    (dict(eager=dict(us_per_layer=float("nan"), overlaps_gpu=False)), "eager.us_per_layer"),
+    (dict(eager=dict(us_per_layer=47)), "eager.overlaps_gpu"),
+    (dict(prefill_chunk_tokens=0), "prefill_chunk_tokens"),
+    (dict(prefill_chunk_tokens=10**18), "prefill_chunk_tokens"),
+], ids=["published-no-width", "published-upside-down", "bool-ratio", "text-ratio", "bool-chunk", "text-chunk",
+        "text-eager", "name-marked-eager", "low-above-high", "nan", "inf", "1e308", "zero", "negative-ratio",
+        "basis-number", "negative-eager", "nan-eager", "eager-half", "zero-chunk", "huge-chunk"])
+def test_hostile_values_in_a_stack_files_new_blocks(fails, tmp_path, over, field):
+    path = _stack_file(tmp_path, **over)
+    message = fails("serve", "Qwen/Qwen2.5-7B", "--stack", path, "-c", "2", code=errors.HardwareFileError.exit_code)
+    assert f"field '{field}" in message
+
+
+def test_a_calibrated_bands_basis_is_shown_escaped_in_serve(capsys, tmp_path):
+    """`basis` is printed in serve's header: control characters as escapes, markup as it is."""
+    path = _stack_file(tmp_path, held_out_error=_band(basis="\x1b]0;pwned\x07\x1b[2J [bold]x[/bold]\u202e"),
+                       name="mine\x1b[31m")
+    rc = main(["serve", "Qwen/Qwen2.5-7B", "--stack", str(path), "-c", "2", "--requests", "100"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert not any(c in out + err for c in (*UNSAFE, "\u202e")), repr(out[:500])
+    joined = re.sub(r"\n\s*", " ", out)
+    assert "\\x1b]0;pwned\\x07\\x1b[2J [bold]x[/bold]\\u202e" in joined and "mine\\x1b[31m" in joined, out[:600]
+
+
+@pytest.mark.parametrize("stack", ["none (eager)", "hf-eager (eager)"])
+def test_a_stack_name_marked_eager_is_read_as_eager(fails, stack):
+    # `none (eager)` said "calibrate and measure start from a stack" (exit 5); it is --stack none --eager
+    assert "--eager" in fails("analyze", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--stack", stack, code=errors.EXIT_USAGE)
+
+
+def test_a_blank_task_is_refused_not_read_as_none(fails):
+    # `--task ''` ran the model's default task on analyze and serve (plan refused it)
+    for args in (["analyze", "--gpu", "h100"], ["serve", "-c", "2"], ["plan", "--rate", "1"]):
+        assert "task" in fails(args[0], "inclusionAI/LLaDA2.1-mini", *args[1:], "--task", "", code=errors.EXIT_USAGE)
+
+
+@pytest.mark.parametrize("floor, field", [
+    ("{general: true}", "search.min_accuracy.general"),  # read as 1.0: "no deployment", exit 8
+    ("{general: '0.6'}", "search.min_accuracy.general"),  # read as 0.6
+    ("{'  ': 0.5}", "search.min_accuracy"),  # "no published accuracy on " (a blank task), exit 8
+    ("{general: .nan}", "search.min_accuracy.general"),
+])
+def test_hostile_quality_floor_in_a_scenario(fails, tmp_path, floor, field):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"model: inclusionAI/LLaDA2.1-mini\ntraffic: {{rate: 1}}\nsearch: {{min_accuracy: {floor}}}\n")
+    assert f"field '{field}" in fails("plan", "--scenario", scenario, code=errors.EXIT_USAGE)
+
+
+@pytest.mark.parametrize("value", ["general=1.5", "general=-0.1", "general=nan", "general=inf", "general=",
+                                   "=0.5", "general=0.5,general=0.6", "general", "general=0"])
+def test_hostile_min_accuracy_option(fails, value):
+    assert "--min-accuracy" in fails("serve", "inclusionAI/LLaDA2.1-mini", "-c", "2", "--min-accuracy", value,
+                                     code=errors.EXIT_USAGE)

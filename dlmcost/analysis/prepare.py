@@ -19,7 +19,7 @@ from ..inputs.precision import get_precision, kv_bytes
 from ..inputs.profiles import Profile, load_profile
 from ..engine.roofline import gpu_rates
 from ..engine.schemes import REGISTRY, SCHEMES
-from ..inputs.stacks import STACK_NONE, Stack, default_stack, load_stack
+from ..inputs.stacks import EAGER_SUFFIX, STACK_NONE, Stack, default_stack, load_stack
 from ..safe_text import shown
 from ..engine.workload import Workload, check_parallel, scheme_problem
 
@@ -74,6 +74,8 @@ def resolve_stack(stack: str | Stack | None, profile: Profile, *, scheme: str | 
     `stacks.default_stack`: `scheme`'s, autoregressive when no scheme is named); `none`, or the
     `ideal` efficiency profile (an upper bound), give the bare roofline. `eager`: the stack run
     without CUDA graphs (`Stack.run_eagerly`; the bare roofline has no host to run eagerly)."""
+    if isinstance(stack, str) and stack.endswith(EAGER_SUFFIX):  # `NAME (eager)`, as the outputs print it
+        stack, eager = stack[:-len(EAGER_SUFFIX)], True
     if profile.name == "ideal" or stack == STACK_NONE:
         if eager:
             raise UsageError(f"--eager costs a stack's host dispatch without CUDA graphs; "

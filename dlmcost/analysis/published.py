@@ -141,7 +141,7 @@ def default_decoding(spec: ModelSpec, scheme: str | None = None, task: str | Non
     setting = _own_default(profiles, spec.id)
     if setting is None or (scheme is not None and setting.scheme != scheme):
         return None
-    chosen = task or profiles.default_task
+    chosen = profiles.default_task if task is None else task  # a blank --task is a task not published
     found = published(setting, chosen)
     if found is None:
         if task is None:

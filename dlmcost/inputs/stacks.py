@@ -41,6 +41,11 @@ MAX_CURVE_POINTS = 64
 PointId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[a-z0-9:._-]+$")]
 
 
+# Every model of a stack file: unknown keys refused, no inf or NaN, and strict types: `true` is no
+# number of tokens nor a ratio, and "0.9" is text, not a number (YAML gives numbers as numbers).
+_FILE = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
+
+
 class StackFileError(DlmcostError):
     """An unknown stack name, or a stack YAML that is unreadable or fails validation."""
 
@@ -50,7 +55,7 @@ class StackFileError(DlmcostError):
 class HostCost(BaseModel):
     """CPU time the framework spends per forward pass."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = _FILE
 
     us_per_layer: float = Field(ge=0, le=1e6)  # dispatch and launches of one decoder layer
     overlaps_gpu: bool = True  # async launches: pass = max(GPU, host); else GPU + host
@@ -69,7 +74,7 @@ class EagerHost(BaseModel):
     """The host's dispatch when the engine runs without CUDA graphs (`--eager`: vLLM
     --enforce-eager, SGLang --disable-cuda-graph): its fused kernels launched one by one from Python."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = _FILE
 
     us_per_layer: float = Field(ge=0, le=1e6)  # replaces host.us_per_layer
     # replaces host.overlaps_gpu: false when us_per_layer is the GPU's idle time measured as the
@@ -85,7 +90,7 @@ class GemmCurve(BaseModel):
     of it, q(K) = K / (K + K0), K0 = depth_overhead x the GPU's achievable ridge (stack_time.py,
     depth_factor); depth_overhead 0: no depth term."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = _FILE
 
     rows: list[float] = Field(min_length=1, max_length=MAX_CURVE_POINTS)
     efficiency: list[float] = Field(min_length=1, max_length=MAX_CURVE_POINTS)
@@ -120,7 +125,7 @@ class GemmCurve(BaseModel):
 class PublishedBand(BaseModel):
     """A stack's published error band (error_bands.json) as a calibration found it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = _FILE
 
     stack: str = Field(min_length=1, max_length=100)
     low: float = Field(gt=0, le=1e6)
@@ -128,13 +133,21 @@ class PublishedBand(BaseModel):
     high: float = Field(gt=0, le=1e6)
     numbers: int = Field(ge=0, le=1_000_000)
 
+    @model_validator(mode="after")
+    def _ordered(self) -> "PublishedBand":
+        # the output compares the calibrated band's width with this one's (ErrorBand.narrowing):
+        # a band of no width, or upside down, has nothing to compare with
+        if not (self.low <= self.median <= self.high and self.low < self.high):
+            raise ValueError("needs low <= median <= high, and low below high")
+        return self
+
 
 class HeldOutError(BaseModel):
     """What `dlmcost calibrate` writes: each measurement's measured / predicted time per forward
     under a fit that did not see it, and the band `serve` and `plan` draw their ranges from
     (calibration/held_out.py; docs/methodology.md, "Error bands")."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = _FILE
 
     ratios: list[Annotated[float, Field(gt=0, le=1e6)]] = Field(max_length=10_000)
     low: float = Field(gt=0, le=1e6)
@@ -153,7 +166,7 @@ class HeldOutError(BaseModel):
 class Stack(BaseModel):
     """One software stack. Every number needs a line in `sources`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = _FILE
 
     name: str = Field(min_length=1, max_length=100)
     description: str = Field(default="", max_length=1000)
@@ -210,6 +223,16 @@ class Stack(BaseModel):
                              f"(known: {', '.join(FITTABLE_FIELDS)})")
         if any(not points for points in v.values()):
             raise ValueError("fitted: every field names the points it was fitted on")
+        return v
+
+    @field_validator("name")
+    @classmethod
+    def _not_marked_eager(cls, v: str) -> str:
+        # the mark the outputs give a stack run with --eager (`run_eagerly`): a file's own name
+        # carrying it would print "(eager)" on a stack run with CUDA graphs
+        if v.endswith(EAGER_SUFFIX):
+            raise ValueError(f"ends in '{EAGER_SUFFIX.strip()}', the mark --eager gives a stack's name "
+                             "(an eager profile is the file's `eager:` block)")
         return v
 
     @field_validator("runs_on")

@@ -13,9 +13,9 @@ Options given on the command line replace the file's values.
 
 import warnings
 from pathlib import Path
-from typing import Optional, Union
+from typing import Annotated, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, Strict, StringConstraints, ValidationError
 
 from ..engine.schemes import autoregressive_scheme, get_scheme
 from ..engine.workload import SCHEMES
@@ -69,6 +69,10 @@ class DecodingSpec(BaseModel):
     steps: Optional[float] = Field(default=None, gt=0, le=10_000_000)
 
 
+# a task named in a quality floor: a name, not blank (`dlmcost decodings MODEL --task TASK`)
+TaskKey = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
+
+
 class SearchSpec(BaseModel):
     model_config = _STRICT
     gpus: Optional[Union[str, list[str]]] = None
@@ -79,7 +83,8 @@ class SearchSpec(BaseModel):
     consumer: bool = False  # the default GPU set with workstation and consumer cards too
     task: Optional[str] = Field(default=None, min_length=1, max_length=100)  # whose published TPF is the default
     # quality floor: task -> fraction; only the published decodings reaching it are searched
-    min_accuracy: Optional[dict[str, float]] = Field(default=None, max_length=1)
+    # (a fraction is a number: `true` or "0.9" are refused, as a typo rather than 1 or 0.9)
+    min_accuracy: Optional[dict[TaskKey, Annotated[float, Strict()]]] = Field(default=None, max_length=1)
 
 
 class SimulationSpec(BaseModel):
