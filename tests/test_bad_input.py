@@ -656,6 +656,38 @@ def test_control_characters_and_markup_in_a_model_id_in_html(capsys, tmp_path, a
     assert page.count(escaped) >= 3, page[:600]  # <title>, <h1>, <figcaption> at least
 
 
+@pytest.mark.parametrize("args", [["analyze", "--gpu", "h100", "--ops"], ["sweep", "--gpu", "h100", "--gen", "64"],
+                                  ["plan", "--gpu", "h100", "--rate", "1"],
+                                  ["serve", "--gpu", "h100", "--rate", "1,2", "--requests", "100"]], ids=lambda a: a[0])
+def test_markup_in_a_model_id_is_inert_in_markdown(capsys, tmp_path, args):
+    """--format markdown: the id (with `<script>` and a `|`) reaches the header lines and the
+    table cells as text: no HTML tag a Markdown viewer would run, no cell split by the `|`."""
+    text = (Path(__file__).resolve().parents[1] / "examples" / "tiny-dlm.yaml").read_text()
+    model = tmp_path / "evil.yaml"
+    evil = EVIL_ID + " a|b"
+    model.write_text(re.sub(r"^id: .*$", lambda _: "id: " + json.dumps(evil), text, flags=re.M))
+    model_arg = ["--model", str(model)] if args[0] == "sweep" else [str(model)]
+    rc = main([args[0], *model_arg, *args[1:], "--format", "markdown"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert "<" not in out and ">" not in out, out[:600]  # dlmcost's own Markdown holds no HTML
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in out
+    assert not any(c in out for c in (*UNSAFE, "\u202e"))
+    for table in re.findall(r"(?:^\|.*\|\n)+", out, flags=re.M):  # every row of a table has its header's cells
+        rows = [re.split(r"(?<!\\)\|", line)[1:-1] for line in table.splitlines()]
+        assert len({len(r) for r in rows}) == 1, table[:400]
+
+
+def test_a_pipe_in_a_gpu_name_does_not_split_a_markdown_row(capsys, tmp_path):
+    """A GPU from a user's hardware file named with `|` and a tag: its cell stays one cell, as text."""
+    gpu = _hostile_gpu_file(tmp_path, "Evil|GPU <b>x</b>")
+    assert main(["analyze", "--hardware", str(gpu), "--gpu", "all", "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "Evil\\|GPU &lt;b&gt;x&lt;/b&gt;" in out and "<b>" not in out
+    table = re.search(r"(?:^\|.*\|\n)+", out, flags=re.M).group()
+    assert len({len(re.split(r"(?<!\\)\|", line)) for line in table.splitlines()}) == 1, table[:400]
+
+
 def test_long_unknown_gpu_is_cut_in_the_message(fails):
     msg = fails("analyze", "--gpu", "a" * 120_000, code=errors.UnknownGPUError.exit_code)
     assert len(msg) < 2000 and "120,000 characters" in msg

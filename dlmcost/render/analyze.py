@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .cells import count, gb, ms, num, safe, speedup, verdict_text
 from .evidence import published_phrase
-from .formats import to_csv, to_json, to_markdown
+from .formats import markdown_text, to_csv, to_json, to_markdown
 from .labels import knee_label, uses
 from .output import Output, Styled
 from .page import plain
@@ -185,13 +185,13 @@ def render_analyze(a: dict, fmt: str, out: Output, show_ops: bool = False, chart
         return
     rows = analyze_rows(a)
     if fmt == "markdown":
-        parts = [analyze_header(a).replace("\n", "  \n") + "\n",
+        parts = [markdown_text(analyze_header(a)).replace("\n", "  \n") + "\n",
                  to_markdown(ANALYZE_HEADERS, ([plain(c) for c in r] for r in rows), [i >= 1 and h != "bound" and h != "fits" for i, h in enumerate(ANALYZE_HEADERS)]),
                  f"\n{ANALYZE_CAPTION}\n"]
         if show_ops:
             for r in a["results"]:
                 if r.get("supported"):
-                    parts.append(f"\n**{safe(r['gpu'])}** passes\n\n" + to_markdown(PASS_HEADERS, ([plain(c) for c in x] for x in pass_rows(r)), [i >= 1 and h != "bound" for i, h in enumerate(PASS_HEADERS)]))
+                    parts.append(f"\n**{markdown_text(safe(r['gpu']))}** passes\n\n" + to_markdown(PASS_HEADERS, ([plain(c) for c in x] for x in pass_rows(r)), [i >= 1 and h != "bound" for i, h in enumerate(PASS_HEADERS)]))
                     parts.append("\n" + to_markdown(OP_HEADERS, op_rows(r), [i >= 1 for i in range(len(OP_HEADERS))]))
         out.write("".join(parts))
         return

@@ -56,10 +56,28 @@ def to_csv(rows: list[dict]) -> str:
     return buf.getvalue()
 
 
+def markdown_text(text: str) -> str:
+    """Markdown prose made inert: control characters escaped line by line (`Output.write` writes
+    Markdown as it is), and `&`, `<` and `>` as entities, so that a name from input holding
+    `<script>` or `<img onerror=...>` renders as the text it is wherever the Markdown is shown
+    (dlmcost's own Markdown holds no HTML)."""
+    return _inert("\n".join(safe(line) for line in text.split("\n")))
+
+
+def _inert(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def markdown_cell(value) -> str:
+    """A table cell: control characters escaped, inert as prose, and `|` escaped, so that a name
+    holding one does not split its row into more cells."""
+    return _inert(safe(value)).replace("|", "\\|")
+
+
 def to_markdown(headers: list[str], rows: Iterable[list[str]], right: Iterable[bool] | None = None) -> str:
     """A pipe table; `right` marks the columns to right-align (numbers)."""
     align = list(right) if right is not None else [False] * len(headers)
-    lines = ["| " + " | ".join(h.replace("\n", " ") for h in headers) + " |",
+    lines = ["| " + " | ".join(markdown_cell(h.replace("\n", " ")) for h in headers) + " |",
              "|" + "|".join("---:" if r else "---" for r in align) + "|"]
-    lines += ["| " + " | ".join(safe(c) for c in r) + " |" for r in rows]
+    lines += ["| " + " | ".join(markdown_cell(c) for c in r) + " |" for r in rows]
     return "\n".join(lines) + "\n"

@@ -7,7 +7,7 @@ import math
 
 from .cells import num, plural, safe, sig
 from .evidence import against_published, band_meaning, band_phrase, published_brief, span
-from .formats import to_csv, to_markdown, typed_json
+from .formats import markdown_text, to_csv, to_markdown, typed_json
 from .output import Output
 from .tables import print_fitted, table_columns
 
@@ -253,7 +253,7 @@ def render_plan(p: dict, fmt: str, out: Output, top: int | None = 15, charts: li
         sections.append(("no deployment meets the targets; nearest miss", plan_table(miss, True), None))
     no_ar = p["search"].get("ar_baseline", True) and not baseline and not p.get("all_autoregressive", False)
     if fmt == "markdown":
-        parts = [plan_header(p).replace("\n", "  \n") + "\n"]
+        parts = [markdown_text(plan_header(p)).replace("\n", "  \n") + "\n"]
         for title, (headers, rows), _ in sections:
             parts.append(f"\n{title}\n\n" + to_markdown(headers, rows, [h not in ("GPU", "scheme/\nb/tpf", "R×TP\nprec") for h in headers]))
         if no_ar:

@@ -14,7 +14,7 @@ from .charts import Chart, Note, Panel, Series, _log_scaled, short_model
 from .output import Output
 from .cells import num, plural, safe
 from .evidence import against_published, band_meaning, band_phrase, published_phrase, span
-from .formats import to_csv, to_markdown, typed_json
+from .formats import markdown_text, to_csv, to_markdown, typed_json
 from .tables import print_fitted, table_columns
 
 CURVE_HEADERS = ["load", "req/s", "out\ntok/s", "tok/s\n/GPU", "tok/s\n/user", "TTFB\np50 s", "gap\np50 s",
@@ -304,10 +304,10 @@ def render_serve(record: dict, fmt: str, out: Output, charts: list | None = None
         if any(p.get("intervals") for _, _, p in _points(record)):
             tables.append((BAND_TITLE, band_table(record), None))
     if fmt == "markdown":
-        parts = [header(record).replace("\n", "  \n") + "\n"]
+        parts = [markdown_text(header(record)).replace("\n", "  \n") + "\n"]
         for title, (headers, rows), _ in tables:
             parts.append(f"\n{title}\n\n" + to_markdown(headers, rows, [h not in ("load", "") for h in headers]))
-        parts += [f"\n{line}\n" for line in rates]
+        parts += [f"\n{markdown_text(line)}\n" for line in rates]
         if tables:
             parts.append(f"\n{CAPTION}\n")
         out.write("".join(parts))

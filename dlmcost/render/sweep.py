@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .cells import count, ms, num, safe, speedup, verdict_text
 from .columns import formatted
-from .formats import to_csv, to_json, to_markdown
+from .formats import markdown_text, to_csv, to_json, to_markdown
 from .output import Output, Styled
 from .page import plain
 from .tables import print_fitted, table_columns
@@ -119,7 +119,7 @@ def render_sweep(result: dict, rows: list[dict], fmt: str, out: Output, shown: l
     skipped = sweep_summary(result)
     headers, body, index = _sweep_cells(shown, rows)
     if fmt == "markdown":
-        out.write(f"{safe(result['model']['id'])}: {skipped}\n\n"
+        out.write(markdown_text(f"{safe(result['model']['id'])}: {skipped}") + "\n\n"
                   + to_markdown(headers, ([plain(c) for c in r] for r in body),
                                 [SWEEP_HEADERS.index(h) >= 3 and h not in ("prec", "bound", "fit") for h in headers])
                   + (f"\n{more_rows_note(len(shown), len(rows))}\n" if len(shown) < len(rows) else "")
