@@ -103,21 +103,23 @@ def _throughput_bound(c: Candidate, sample: RequestSample) -> float:
 def _bound(c: Candidate, sample: RequestSample, traffic: Traffic, pricing: Pricing,
            throughput: float) -> tuple[int, float, int]:
     """(0 priced / 1 not, a lower bound on $/Mtok at the offered load, or on the GPUs unpriced,
-    the GPUs it is at); the $/Mtok bound grows in proportion to the GPUs."""
-    cls = request_classes(sample)
-    tokens = float(c.answer_tokens[cls].mean())
-    if traffic.closed_loop:
-        gpus = c.tp
-        t = np.asarray(c.table.pass_s)[:, 1:]
-        fastest = min(float(t.min()), float(np.asarray(c.table.first_pass_s)[:, 1:].min()))
-        served = traffic.users / (traffic.think_s + float(np.asarray(c.table.nfe)[cls].mean()) * fastest)
-    else:
-        gpus = _fewest_by_bound(throughput, traffic) * c.tp
-        served = traffic.rate
+    the GPUs it is at); the $/Mtok bound grows in proportion to the GPUs. Open loop: the $/Mtok a
+    deployment of the fewest replicas the throughput bound allows would report, computed as it
+    computes it (the measured window's answer tokens), so that it is a true lower bound, which
+    `_Shown.past` relies on; closed loop: an ordering only."""
     price = pricing.usd.get(c.gpu.key)
+    if not traffic.closed_loop:
+        fewest = _fewest_by_bound(throughput, traffic)
+        if price is None:
+            return 1, float(fewest * c.tp), fewest * c.tp
+        return 0, open_loop_usd_per_mtok(c, fewest, traffic, mean_window_tokens(c, sample), pricing), fewest * c.tp
+    cls = request_classes(sample)
+    t = np.asarray(c.table.pass_s)[:, 1:]
+    fastest = min(float(t.min()), float(np.asarray(c.table.first_pass_s)[:, 1:].min()))
+    served = traffic.users / (traffic.think_s + float(np.asarray(c.table.nfe)[cls].mean()) * fastest)
     if price is None:
-        return 1, float(gpus), gpus
-    return 0, usd_per_mtok(usd_per_hour(gpus, price), served * tokens), gpus
+        return 1, float(c.tp), c.tp
+    return 0, usd_per_mtok(usd_per_hour(c.tp, price), served * float(c.answer_tokens[cls].mean())), c.tp
 
 
 def _canvases(decoding: Decoding, sample: RequestSample) -> tuple[list[int], list[int]]:
