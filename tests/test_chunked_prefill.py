@@ -111,3 +111,28 @@ def test_the_header_says_so(run):
         in " ".join(out.split())
     rc, out, err = run(*args, "--prefill-chunk", "0")
     assert rc == 0 and "chunks of" not in out
+
+
+def test_plan_reads_a_chunked_prompt_s_lone_latency_as_the_simulation_runs_it():
+    """plan's lone-request floor (what it rules candidates out by, and the replicas at which each
+    request is served alone) for an AR model on vLLM with prompts of 30,000 tokens, four chunks of
+    8,192: equal to the simulated latency and time to first token at those replicas. Counting the
+    chunked prompt's first pass once left out three quarters of the prefill (1.17 s to the first
+    token, read as 0.31 s)."""
+    from dlmcost.inputs.hardware import HardwareDB
+    from dlmcost.inputs.models import resolve_model
+    from dlmcost.plan import replicas, search
+    from dlmcost.serving.steptime import Decoding
+    from dlmcost.serving.traffic import Traffic, parse_lengths, sample_requests
+
+    traffic = Traffic(parse_lengths(30000, "p"), parse_lengths(64, "a"), rate=0.01)
+    sample = sample_requests(traffic, 40, 0)
+    decoding = Decoding("ar", None, 1.0)
+    space = search.SearchSpace([HardwareDB.load(None).get("h100")], [1], ["bf16"], [decoding], [16])
+    (c,), _ = search._candidates(resolve_model("Qwen/Qwen2.5-7B"), space, decoding, sample, "realistic", "vllm", None)
+    assert c.table.lift_passes == [4]  # ceil(30,000 / 8,192)
+    latency, first = replicas._lone_latencies(c, sample)
+    alone = replicas._run(c, sample, traffic, replicas.separate_replicas(c, sample, traffic))
+    window = replicas._window(len(sample.unit_gaps))
+    assert np.allclose(alone.latency, latency[window], rtol=1e-9)
+    assert np.allclose(alone.ttfb, first[window], rtol=1e-9)

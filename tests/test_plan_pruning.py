@@ -53,6 +53,9 @@ CASES = {
     "only-the-baseline-meets": ([LLADA2], scenario(rate=150, prompt=4000, gpus="h100,l40s,a10g,l4,mi300x,b200",
                                                    p95_first_block_s=0.05), dict(baseline=True)),
     "batch-limits": ([LLADA2], scenario(rate=20, gpus="h100,mi300x", max_batch=[4, 64], p99_latency_s=6), {}),
+    # an AR model on vLLM with prompts of 20,000 tokens: each prefilled in three chunks beside the decodes
+    "chunked-prefill": (["Qwen/Qwen2.5-7B"], scenario(rate=2, prompt=20000, answer=128, gpus="h100,h200,l40s,b200",
+                                                      p95_latency_s=8), dict(stack="vllm")),
 }
 
 

@@ -267,13 +267,15 @@ def floor_fails(c: Candidate, sample: RequestSample, targets: Targets) -> bool:
 
 def _lone_latencies(c: Candidate, sample: RequestSample) -> tuple[np.ndarray, np.ndarray]:
     """Each sampled request's latency and time to first block when served alone: its first pass
-    at batch 1, then its other passes at batch 1 (each request's own passes with a block-streaming
-    scheme, as the simulation runs them)."""
+    (a chunked prompt: its k chunk passes) at batch 1, then its other passes at batch 1 (each
+    request's own passes with a block-streaming scheme, as the simulation runs them)."""
     cls = request_classes(sample)
     t1, first1 = (np.array([row[1] for row in rows])[cls] for rows in (c.table.pass_s, c.table.first_pass_s))
     nfe, first_passes = ((c.passes.nfe, c.passes.first) if c.passes is not None
                          else (np.array(c.table.nfe)[cls], np.array(c.table.first_passes)[cls]))
-    return first1 + (nfe - 1) * t1, first1 + (first_passes - 1) * t1
+    # a prompt prefilled in k chunks (ClassTable.lift_passes) runs k passes at its first pass's cost
+    k = np.array(c.table.lift_passes or [1] * len(c.table.nfe))[cls]
+    return k * first1 + (nfe - k) * t1, k * first1 + (first_passes - k) * t1
 
 
 def _percentiles(x: np.ndarray, qs: list[float]) -> list[float]:
