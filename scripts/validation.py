@@ -337,10 +337,10 @@ SERVING_NOTES = [
     "prefill or of decode, never both, so how it overlaps them is not identified. The simulated overlap shares "
     "batch-2 passes, which slow the running request: the predicted decode after the first token is 2.25 ms per "
     "token at concurrency 100 (mini) against 1.92 ms at 1, where the measurement stays at 1.96-1.98 ms.",
-    "- SGLang's TTFT at concurrency 1 (1.09x and 1.15x pessimistic): the stack's `prompt_prefill: block-chunks` "
+    "- SGLang's TTFT at concurrency 1 (1.12x and 1.17x pessimistic): the stack's `prompt_prefill: block-chunks` "
     "prefills the prompt one 32-token block per forward, as SGLang's dLLM scheduler does (about 20 passes for the mean "
-    "610-token prompt); the tokens per forward fitted at concurrency 1 (2.32) then leaves the decode after the "
-    "first token 3% faster (mini) and 8% slower (flash) than the measured one. With one prefill pass the first block came "
+    "610-token prompt); the tokens per forward fitted at concurrency 1 (2.49) then leaves the decode after the "
+    "first token 4% faster (mini) and 5% slower (flash) than the measured one. With one prefill pass the first block came "
     "1.8-1.9x too early.",
     "- FluxServe: the A100 40GB PCIe's `sustained_compute` (0.65 of its GEMM efficiency, fitted at batch 32: 1-4k "
     "rows of eager LLaDA run at about 163 TF/s, 52% of peak, on the 250 W part) brings batches 2-16 within 1.1x "
