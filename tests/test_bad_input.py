@@ -664,7 +664,7 @@ def test_markup_in_a_model_id_is_inert_in_markdown(capsys, tmp_path, args):
     table cells as text: no HTML tag a Markdown viewer would run, no cell split by the `|`."""
     text = (Path(__file__).resolve().parents[1] / "examples" / "tiny-dlm.yaml").read_text()
     model = tmp_path / "evil.yaml"
-    evil = EVIL_ID + " a|b"
+    evil = EVIL_ID + " a|b [x](javascript:alert(1)) ![](https://tracker.example/p.png)"
     model.write_text(re.sub(r"^id: .*$", lambda _: "id: " + json.dumps(evil), text, flags=re.M))
     model_arg = ["--model", str(model)] if args[0] == "sweep" else [str(model)]
     rc = main([args[0], *model_arg, *args[1:], "--format", "markdown"])
@@ -672,6 +672,7 @@ def test_markup_in_a_model_id_is_inert_in_markdown(capsys, tmp_path, args):
     assert rc == 0, err
     assert "<" not in out and ">" not in out, out[:600]  # dlmcost's own Markdown holds no HTML
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in out
+    assert "](" not in out.replace("\\](", "")  # no link or image: every ']' before a '(' escaped
     assert not any(c in out for c in (*UNSAFE, "\u202e"))
     for table in re.findall(r"(?:^\|.*\|\n)+", out, flags=re.M):  # every row of a table has its header's cells
         rows = [re.split(r"(?<!\\)\|", line)[1:-1] for line in table.splitlines()]

@@ -58,14 +58,17 @@ def to_csv(rows: list[dict]) -> str:
 
 def markdown_text(text: str) -> str:
     """Markdown prose made inert: control characters escaped line by line (`Output.write` writes
-    Markdown as it is), and `&`, `<` and `>` as entities, so that a name from input holding
-    `<script>` or `<img onerror=...>` renders as the text it is wherever the Markdown is shown
-    (dlmcost's own Markdown holds no HTML)."""
+    Markdown as it is), `&`, `<` and `>` as entities and brackets escaped (`_inert`), so that a
+    name from input holding `<script>`, `<img onerror=...>` or a link renders as the text it is
+    wherever the Markdown is shown (dlmcost's own Markdown holds no HTML and no links)."""
     return _inert("\n".join(safe(line) for line in text.split("\n")))
 
 
 def _inert(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """`&`, `<`, `>` as entities (no HTML), `[` and `]` escaped (no link or image: a name such as
+    `[x](javascript:...)` or `![](https://tracker/...)` shows as typed)."""
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("[", "\\[").replace("]", "\\]"))
 
 
 def markdown_cell(value) -> str:
