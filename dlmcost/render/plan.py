@@ -40,8 +40,8 @@ PLAN_LEGEND = {
              "share while idle, over the output tokens",
     "GPUs\n(band)": "replicas × TP GPUs, and in brackets the fewest GPUs meeting the targets were every step "
                     "slower or faster than predicted by the stack's error band (predicted / measured speed, 10th–90th "
-                    "percentile over published measurements the stack was not fitted on); none: no replica count "
-                    "meets them there",
+                    "percentile over published measurements the stack was not fitted on, or over a calibration's "
+                    "held-out measurements: the header says which); none: no replica count meets them there",
     "$/Mtok\nband": "dollars per million output tokens at the band's two ends, on those GPUs",
     "p95 s\nband": "the p95 latency at the band's two ends, on those GPUs",
 }
