@@ -136,3 +136,14 @@ def test_plan_reads_a_chunked_prompt_s_lone_latency_as_the_simulation_runs_it():
     window = replicas._window(len(sample.unit_gaps))
     assert np.allclose(alone.latency, latency[window], rtol=1e-9)
     assert np.allclose(alone.ttfb, first[window], rtol=1e-9)
+
+
+def test_a_prefill_chunk_for_a_diffusion_decoding_is_said_to_do_nothing(run):
+    """--prefill-chunk chunks autoregressive prompts only: given for a diffusion decoding alone it
+    changes nothing, and a warning says so; with an AR model, or 0 (one pass), there is none."""
+    base = ["serve", "--gpu", "h100", "-c", "1", "--requests", "100", "--answer", "64"]
+    rc, _, err = run(*base[:1], "inclusionAI/LLaDA2.0-mini", *base[1:], "--prefill-chunk", "4096")
+    assert rc == 0 and "warning: --prefill-chunk does nothing here" in err
+    for model, chunk in (("Qwen/Qwen2.5-7B", "4096"), ("inclusionAI/LLaDA2.0-mini", "0")):
+        rc, _, err = run(*base[:1], model, *base[1:], "--prefill-chunk", chunk)
+        assert rc == 0 and "--prefill-chunk does nothing" not in err, (model, chunk, err)

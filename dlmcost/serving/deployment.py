@@ -22,7 +22,7 @@ import numpy as np
 
 from ..analysis import limits
 from ..engine.schemes import get_scheme
-from ..errors import NoDeploymentError, UsageError, WorkloadError
+from ..errors import DlmcostWarning, NoDeploymentError, UsageError, WorkloadError
 from ..inputs.error_bands import band_for
 from .loads import ClosedLoop, BatchJob, OpenLoop, TraceReplay
 from .costs import IDLE_POWER_FRACTION, joules_per_token, price_range, usd_per_hour, usd_per_mtok, usd_per_mtok_range
@@ -622,5 +622,11 @@ def serve_many(models: list, loads, setups: list[Setup], *, answer=None, **optio
             if len(specs) > 1 and own_decoding_is_ar(spec):
                 setup = replace(setup, scheme=None, block=None, tpf=None, steps=None, tpf_spread=None)
             results.append(serve(spec, loads, setup, answer=answer, **options))
+    if any(s.prefill_chunk for s in setups) and not any(r.deployment.get("prefill_chunk_tokens") for r in results):
+        import warnings
+
+        warnings.warn("--prefill-chunk does nothing here: only an autoregressive prompt is prefilled in chunks beside "
+                      "the decodes (a diffusion decoding's prompt runs as its stack's prompt_prefill says)",
+                      DlmcostWarning, stacklevel=2)
     mark_pareto([p for r in results for p in r.points])
     return Comparison(results)
