@@ -284,6 +284,11 @@ class PlanSearch(Record):
     stack_default: bool = Field(description="true when no --stack was given")
     eager: bool = Field(description="true when every decoding's stack ran without CUDA graphs (--eager)")
     max_running: dict[str, list[int]] = Field(description="decoding -> the running limits searched")
+    prefill_chunk_tokens: dict[str, Optional[int]] = Field(
+        description="decoding -> its autoregressive prompt's chunk per step beside the running decodes (chunked "
+                    "prefill), tokens; null: the prompt in one pass (serve's prefill_chunk_tokens)")
+    prefill_chunk_source: dict[str, str] = Field(description="decoding -> where its chunk came from: option, stack, "
+                                                             "default, or diffusion decoding")
     published: dict[str, PublishedDecoding] = Field(
         description="'MODEL DECODING' -> the model's published decoding it is (its tokens per forward and accuracy)")
     task: Optional[str] = Field(description="the task whose published tokens per forward the decodings take")

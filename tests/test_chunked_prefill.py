@@ -147,3 +147,91 @@ def test_a_prefill_chunk_for_a_diffusion_decoding_is_said_to_do_nothing(run):
     for model, chunk in (("Qwen/Qwen2.5-7B", "4096"), ("inclusionAI/LLaDA2.0-mini", "0")):
         rc, _, err = run(*base[:1], model, *base[1:], "--prefill-chunk", chunk)
         assert rc == 0 and "--prefill-chunk does nothing" not in err, (model, chunk, err)
+
+
+# --- plan --prefill-chunk: the same chunked prefill, searched -----------------------------------
+
+PLAN_AR = ["plan", AR_MODEL, "--users", "1", "--prompt", "20000", "--answer", "64", "--gpu", "h100", "--tp", "1",
+           "--precision", "bf16", "--stack", "vllm", "--requests", "100"]
+
+
+def _plan_json(run, *args) -> dict:
+    import json
+
+    rc, out, err = run(*PLAN_AR, "-f", "json", *args)
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def _lone_times(record: dict) -> tuple[float, float]:
+    """(time to first token, latency) of the plan's deployment: one user, so every request alone."""
+    (d,) = record["deployments"]
+    assert d["p50_latency_s"] == pytest.approx(d["p95_latency_s"], rel=1e-9)  # every request the same
+    return d["p95_first_block_s"], d["p95_latency_s"]
+
+
+def test_plan_searches_the_chunk_it_is_given_by_hand(run):
+    """One user on vLLM, 20,000-token prompts, 64 answer tokens: alone, a one-pass request (0)
+    has its first token after its prefill (TTFT_0) and each of its 64 decodes takes
+    d = (E2E_0 - TTFT_0) / 64. In chunks of C its prompt takes k = ceil(20000 / C) steps: TTFT and
+    E2E are k - 1 decode shares later. vllm's own 8,192: k = 3, + 2 d; --prefill-chunk 3000:
+    k = 7, + 6 d. The JSON names each chunk and its source, as serve's does."""
+    one = _plan_json(run, "--prefill-chunk", "0")
+    ttft0, e2e0 = _lone_times(one)
+    d = (e2e0 - ttft0) / 64
+    assert (one["search"]["prefill_chunk_tokens"], one["search"]["prefill_chunk_source"]) == ({"ar": None},
+                                                                                              {"ar": "option"})
+    for given, chunk, source, k in ((None, 8192, "stack", 3), ("3000", 3000, "option", 7)):
+        record = _plan_json(run, *(["--prefill-chunk", given] if given else []))
+        assert (record["search"]["prefill_chunk_tokens"], record["search"]["prefill_chunk_source"]) == (
+            {"ar": chunk}, {"ar": source})
+        ttft, e2e = _lone_times(record)
+        assert ttft == pytest.approx(ttft0 + (k - 1) * d, rel=1e-9), (given, k)
+        assert e2e == pytest.approx(e2e0 + (k - 1) * d, rel=1e-9), (given, k)
+
+
+def test_plan_s_answer_moves_with_the_chunk_by_hand(run):
+    """The lone request's floor (what plan rules a candidate out by) takes the chunks too: with a
+    first-token target of TTFT_0 + 6.5 d, chunks of 3,000 (k = 7: + 6 d) meet it and chunks of
+    2,500 (k = 8: + 7 d) miss it at any size (exit 8, the nearest miss on its first token)."""
+    ttft0, e2e0 = _lone_times(_plan_json(run, "--prefill-chunk", "0"))
+    target = ttft0 + 6.5 * (e2e0 - ttft0) / 64
+    rc, _, err = run(*PLAN_AR, "--first-block-p95", f"{target:.9f}", "--prefill-chunk", "3000")
+    assert rc == 0, err
+    rc, _, err = run(*PLAN_AR, "--first-block-p95", f"{target:.9f}", "--prefill-chunk", "2500")
+    assert rc == 8 and "nearest miss" in err and "p95_first_block_s" in err, err
+
+
+def test_plan_s_header_names_the_chunk_as_serve_s_does(run):
+    rc, out, err = run(*PLAN_AR)
+    assert rc == 0, err
+    assert ("vllm for ar (batch limit 256, first-done release), prompts in chunks of 8,192 tokens beside the "
+            "decodes (vllm's default, --prefill-chunk to change)") in " ".join(out.split())
+    rc, out, err = run(*PLAN_AR, "--prefill-chunk", "0")
+    assert rc == 0 and "chunks of" not in out
+
+
+def test_a_scenario_gives_the_chunk_and_the_option_overrides_it(run, tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("search: {prefill_chunk: 3000}\n")
+    record = _plan_json(run, "--scenario", scenario)
+    assert record["search"]["prefill_chunk_tokens"] == {"ar": 3000}
+    assert _plan_json(run, "--scenario", scenario, "--prefill-chunk", "0")["search"]["prefill_chunk_tokens"] == {
+        "ar": None}
+
+
+def test_plan_warns_when_the_chunk_does_nothing(run):
+    """As serve: a diffusion decoding alone takes no chunk, and a warning says so; with the AR
+    baseline beside it, the baseline takes it (and the diffusion decoding says why it has none)."""
+    import json
+
+    base = ["plan", "inclusionAI/LLaDA2.0-mini", "--users", "1", "--answer", "64", "--gpu", "h100", "--tp", "1",
+            "--precision", "bf16", "--requests", "100", "--prefill-chunk", "4096", "-f", "json"]
+    rc, out, err = run(*base)
+    assert rc == 0 and "warning: --prefill-chunk does nothing here" in err, err
+    rc, out, err = run(*base, "--ar-baseline")
+    assert rc == 0 and "--prefill-chunk does nothing" not in err, err
+    s = json.loads(out)["search"]
+    (diffusion,) = s["decodings"]
+    assert s["prefill_chunk_tokens"] == {diffusion: None, "ar": 4096}
+    assert s["prefill_chunk_source"] == {diffusion: "diffusion decoding", "ar": "option"}

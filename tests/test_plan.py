@@ -384,6 +384,11 @@ def test_impossible_targets_exit_8_with_nearest_miss(capsys):
     (["--rate", "5", "--scheme", "turbo"], 2, "unknown scheme"),
     (["--rate", "5", "--scheme", "block", "--block", "4", "--tpf", "8"], 2, "exceeds the block"),
     (["--rate", "5", "--scenario", "/nonexistent.yaml"], 2, "scenario file /nonexistent.yaml: does not exist"),
+    # serve's words for serve's option
+    (["--rate", "5", "--prefill-chunk", "-1"], 2, "--prefill-chunk: tokens per step in 0..10,000,000 (0: the prompt"),
+    (["--rate", "5", "--prefill-chunk", "10000001"], 2, "--prefill-chunk: tokens per step in 0..10,000,000"),
+    (["--rate", "5", "--prefill-chunk", "1.5"], 2, "Invalid value for '--prefill-chunk'"),
+    (["--rate", "5", "--prefill-chunk", "lots"], 2, "Invalid value for '--prefill-chunk'"),
 ])
 def test_bad_options_one_line(capsys, args, code, needle):
     rc, out, err = run(capsys, "plan", MODEL, *args)
@@ -399,6 +404,10 @@ def test_bad_options_one_line(capsys, args, code, needle):
     ("traffic: {rate: -1}\n", "traffic.rate"),
     ("traffic: {rate: 5}\nsearch: {tp: [0]}\n", "tp"),
     ("traffic: {rate: 5}\nprices: {h100: abc}\n", "prices.h100"),
+    ("traffic: {rate: 5}\nsearch: {prefill_chunk: -1}\n", "search.prefill_chunk: tokens per step in 0..10,000,000"),
+    ("traffic: {rate: 5}\nsearch: {prefill_chunk: '8192'}\n", "search.prefill_chunk"),  # a typo, not 8192
+    ("traffic: {rate: 5}\nsearch: {prefill_chunk: true}\n", "search.prefill_chunk"),  # not a 1-token chunk
+    ("traffic: {rate: 5}\nsearch: {prefill_chunk: 512.5}\n", "search.prefill_chunk"),
     ("a: &a [*a, *a]\n", "scenario"),
 ])
 def test_bad_scenario_files(capsys, tmp_path, text, needle):

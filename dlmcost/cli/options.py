@@ -294,6 +294,13 @@ class OutputChoice(NamedTuple):
         return bool(self.plot) or self.fmt == "html"
 
 
+# an AR prompt's chunked prefill beside the decodes: serve's deployment and plan's search take it
+PrefillChunkOpt = typer.Option(None, "--prefill-chunk", metavar="TOKENS",
+                               help="autoregressive prompts prefilled in chunks of this many tokens per step beside "
+                                    "the running decodes (chunked prefill); 0: in one pass [the stack's "
+                                    "prefill_chunk_tokens, else 0]")
+
+
 # --- published decodings ------------------------------------------------------------------------
 
 DecodingProfilesOpt = typer.Option(None, "--decoding-profiles", metavar="PATH",

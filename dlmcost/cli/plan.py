@@ -8,8 +8,8 @@ from .. import api
 from ..errors import NoDeploymentError, UsageError
 from ..render.plan import PLAN_CSV_KEYS, plan_csv_rows, render_plan
 from .app import app, examples
-from .options import (EfficiencyOpt, HardwareOpt, MinAccuracyOpt, TaskOpt, group, output_options, parse_list,
-                      require_option, stack_options)
+from .options import (EfficiencyOpt, HardwareOpt, MinAccuracyOpt, PrefillChunkOpt, TaskOpt, group, output_options,
+                      parse_list, require_option, stack_options)
 from .output import draw, gate, held_output, progress_bar, requirements_of
 
 # --- option groups (the traffic and the targets: what a deployment is asked to serve) -----------
@@ -39,12 +39,13 @@ targets_options = group("targets", lambda **t: t, {
 })
 
 
-def _search(gpu, consumer, tp, precision, scheme, block, tpf, steps, max_batch, task, min_accuracy) -> dict:
+def _search(gpu, consumer, tp, precision, scheme, block, tpf, steps, max_batch, prefill_chunk, task,
+            min_accuracy) -> dict:
     decoding = _decodings(scheme, block, tpf, steps) if any(v is not None for v in (scheme, block, tpf, steps)) else None
     floor = dict([api.parse_floor(min_accuracy)]) if min_accuracy is not None else None
     return dict(gpus=gpu, tp=parse_list(tp, int, "tp"), precisions=parse_list(precision, str, "precision"),
-                decoding=decoding, max_batch=parse_list(max_batch, int, "max-batch"), consumer=consumer or None,
-                task=task, min_accuracy=floor)
+                decoding=decoding, max_batch=parse_list(max_batch, int, "max-batch"), prefill_chunk=prefill_chunk,
+                consumer=consumer or None, task=task, min_accuracy=floor)
 
 
 search_options = group("search", _search, {
@@ -59,6 +60,7 @@ search_options = group("search", _search, {
     "max_batch": (Optional[str], typer.Option(None, "--max-batch", metavar="LIST",
                                               help="comma list of batch limits (running requests) per replica "
                                                    "[the stack's max_running_requests, else 256]")),
+    "prefill_chunk": (Optional[int], PrefillChunkOpt),
     "task": (Optional[str], TaskOpt),
     "min_accuracy": (Optional[str], MinAccuracyOpt),
 })

@@ -10,8 +10,8 @@ import typer
 from .. import api
 from ..errors import RequirementError, UsageError
 from .app import app
-from .options import (STACK_OPTIONS, EfficiencyOpt, MinAccuracyOpt, TaskOpt, group, output_options, parse_list,
-                      require_option)
+from .options import (STACK_OPTIONS, EfficiencyOpt, MinAccuracyOpt, PrefillChunkOpt, TaskOpt, group, output_options,
+                      parse_list, require_option)
 from .output import GATE_LINES, check_finite, draw, held_output, requirements_of
 from .plan import LATENCY_TARGETS
 
@@ -73,10 +73,7 @@ deployment_options = group("setups", _setups, {
                                                      "[the stack's max_running_requests, else 256]")),
     "release": (Optional[str], typer.Option(None, "--release", help="synchronous (a block lasts until the batch's "
                                             "slowest request commits) | first-done [the stack's, else synchronous]")),
-    "prefill_chunk": (Optional[int], typer.Option(None, "--prefill-chunk", metavar="TOKENS",
-                                                  help="autoregressive prompts prefilled in chunks of this many tokens "
-                                                       "per step beside the running decodes (chunked prefill); 0: in "
-                                                       "one pass [the stack's prefill_chunk_tokens, else 0]")),
+    "prefill_chunk": (Optional[int], PrefillChunkOpt),
     **STACK_OPTIONS,
     "efficiency": (str, EfficiencyOpt),
     "price": (Optional[float], typer.Option(None, "--price", metavar="USD", help="USD per GPU-hour [the hardware file's list price]")),

@@ -46,6 +46,9 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
 
     price_overrides = dict(parse_price(p) for p in prices)
     spec = read_scenario(scenario_path, overrides)
+    given_chunk = ((overrides or {}).get("search") or {}).get("prefill_chunk")
+    behaviour.check_prefill_chunk(spec.search.prefill_chunk,
+                                  "--prefill-chunk" if given_chunk is not None else "search.prefill_chunk")
     if price_overrides:
         spec = spec.model_copy(update={"prices": {**spec.prices, **price_overrides}})
     model_ids = _model_ids(model if model is not None else spec.model)
@@ -74,11 +77,12 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     counted = [candidate_count(space, baseline) for _, space, _ in spaces]
     limits.check_candidates(sum(n for n, _ in counted), limits.MAX_PLAN_CANDIDATES if max_candidates is _LIMIT
                             else max_candidates, " + ".join(what for _, what in counted))
-    parts, decodings, release, running, stacks, published = [], [], {}, {}, {}, {}
+    parts, decodings, release, running, stacks, published, chunks = [], [], {}, {}, {}, {}, {}
     for m, space, pricing in spaces:
         decodings += [d.label for d in space.decodings]
-        policies = {d.label: decoding_policy(stack, efficiency, d, eager) for d in space.decodings}
+        policies = {d.label: decoding_policy(stack, efficiency, d, eager, space.prefill_chunk) for d in space.decodings}
         release.update({label: pol.release for label, pol in policies.items()})
+        chunks.update({label: (pol.prefill_chunk, pol.prefill_chunk_source) for label, pol in policies.items()})
         running.update({label: space.max_batches or [pol.max_running] for label, pol in policies.items()})
         stacks.update({label: behaviour.stack_name(stack, d, eager) for label, d in zip(policies, space.decodings)})
         published.update({f"{m.id} {d.label}": d.published.record() for d in space.decodings if d.published})
@@ -88,10 +92,12 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                           defer=len(spaces) > 1))
     if baseline and any(not d.autoregressive for _, space, _ in spaces for d in space.decodings):
         ar = baseline_decoding()  # the AR baseline's engine, as the header names it
-        policy = decoding_policy(stack, efficiency, ar, eager)
+        policy = decoding_policy(stack, efficiency, ar, eager, spec.search.prefill_chunk)
         release.setdefault(ar.label, policy.release)
+        chunks.setdefault(ar.label, (policy.prefill_chunk, policy.prefill_chunk_source))
         running.setdefault(ar.label, spaces[0][1].max_batches or [policy.max_running])
         stacks.setdefault(ar.label, behaviour.stack_name(stack, ar, eager))
+    behaviour.warn_if_no_chunks(spec.search.prefill_chunk, [chunk for chunk, _ in chunks.values()])
     result = parts[0]
     if len(parts) > 1:  # the rows shown of all the models' rankings searched again, then ranked together
         rank_rows([row for p in parts for row in p.pending], ranked)
@@ -106,6 +112,10 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                          max_running=running,  # each decoding's running limits searched (its stack's own unless given), the AR baseline's too
                          stacks=stacks, stack_default=stack is None,  # each decoding's stack
                          release=release,  # each decoding's batch release policy, as serve's
+                         # each decoding's AR prompt chunk beside the decodes (None: one pass) and
+                         # where it came from, as serve's prefill_chunk_tokens and prefill_chunk_source
+                         prefill_chunk_tokens={label: chunk for label, (chunk, _) in chunks.items()},
+                         prefill_chunk_source={label: source for label, (_, source) in chunks.items()},
                          requests=spec.simulation.requests, seed=spec.simulation.seed,
                          power_utilisation=pricing.power_utilisation, absurd_shown=absurd,
                          ar_baseline=baseline,

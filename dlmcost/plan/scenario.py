@@ -4,7 +4,8 @@
     traffic: {rate: 20, prompt: 256, answer: {p50: 128, p90: 256}}   # or users: 64, think_s: 2
     targets: {p95_latency_s: 5, p95_first_block_s: 1, max_usd_per_mtok: 2}
     search: {gpus: [h100, mi300x], tp: [1, 2], precisions: [bf16, fp8],
-             decoding: [{scheme: block, block: 32, tpf: 2}], max_batch: [64, 256], consumer: false}
+             decoding: [{scheme: block, block: 32, tpf: 2}], max_batch: [64, 256], prefill_chunk: 8192,
+             consumer: false}
     prices: {h100: 2.49}
     simulation: {requests: 2000, seed: 0}
 
@@ -80,6 +81,9 @@ class SearchSpec(BaseModel):
     precisions: Optional[list[str]] = None
     decoding: Optional[list[DecodingSpec]] = None
     max_batch: Optional[list[int]] = None
+    # an autoregressive prompt's chunk beside the decodes, tokens (0: one pass; None: the stack's),
+    # checked by `behaviour.check_prefill_chunk` as serve's option is
+    prefill_chunk: Optional[Annotated[int, Strict()]] = None
     consumer: bool = False  # the default GPU set with workstation and consumer cards too
     task: Optional[str] = Field(default=None, min_length=1, max_length=100)  # whose published TPF is the default
     # quality floor: task -> fraction; only the published decodings reaching it are searched
@@ -245,7 +249,7 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
     for p in precisions:
         get_precision(p)
     space = SearchSpace(gpus, sorted(set(tps)), list(dict.fromkeys(precisions)), decodings, sorted(set(max_batches)),
-                        left_out)
+                        left_out, s.prefill_chunk)
     power = {g.key: g.board_power_w for g in gpus}
     return space, Pricing(usd, source, power, spec.power_utilisation, low={k: lo for k, (lo, _) in ranges.items()},
                           high={k: hi for k, (_, hi) in ranges.items()})

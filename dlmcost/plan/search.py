@@ -57,6 +57,7 @@ class SearchSpace:
     decodings: list[Decoding]
     max_batches: list[int]  # running limits searched; empty: each decoding's stack's own
     left_out: list[GPU] = field(default_factory=list)  # default GPUs the stack does not run on
+    prefill_chunk: int | None = None  # an AR prompt's chunk beside the decodes (0: one pass; None: the stack's)
 
 
 @dataclass
@@ -145,7 +146,8 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
     prompts, canvases = _canvases(decoding, sample)
     answers = [int(v) for v in sample.answer_values]
     stack = behaviour.stack_name(stack, decoding, eager)  # the decoding's engine path unless one is given
-    pol = behaviour.policy(stack_profile(stack, efficiency), decoding)  # its running limit: max_batch's
+    pol = behaviour.policy(stack_profile(stack, efficiency), decoding,  # its running limit: max_batch's
+                           prefill_chunk=space.prefill_chunk)
     pt = pass_table(model, *_table_args(space, decoding, prompts, canvases, pol), efficiency=efficiency,
                     stack=stack, hardware=hardware, max_passes=None)  # plan checked the total of its sweeps
     tokens = np.tile(sample.answer_values.astype(float), len(prompts))  # useful tokens per request class
@@ -194,10 +196,13 @@ def baseline_decoding() -> Decoding:
     return Decoding(autoregressive_scheme(), None, 1.0)
 
 
-def decoding_policy(stack: str | None, efficiency: str, decoding: Decoding, eager: bool = False) -> behaviour.Policy:
-    """How a decoding is served when no option says otherwise: on its stack (the one given, else its
-    kind's default), with that stack's release and running limit, as `serve` serves it."""
-    return behaviour.policy(stack_profile(behaviour.stack_name(stack, decoding), efficiency, eager), decoding)
+def decoding_policy(stack: str | None, efficiency: str, decoding: Decoding, eager: bool = False,
+                    prefill_chunk: int | None = None) -> behaviour.Policy:
+    """How a decoding is served: on its stack (the one given, else its kind's default), with that
+    stack's release and running limit, and the chunked prefill given (else the stack's), as `serve`
+    serves it."""
+    return behaviour.policy(stack_profile(behaviour.stack_name(stack, decoding), efficiency, eager), decoding,
+                            prefill_chunk=prefill_chunk)
 
 
 
@@ -333,7 +338,8 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
     if baseline and any(not d.autoregressive for d in space.decodings):
         sets.append(("baseline", [ar]))
     # the limit on passes costed one by one holds for the whole search: its sweeps added up first
-    pols = {dec: decoding_policy(stack, efficiency, dec, eager) for _, decodings in sets for dec in decodings}
+    pols = {dec: decoding_policy(stack, efficiency, dec, eager, space.prefill_chunk)
+            for _, decodings in sets for dec in decodings}
     passes = sum(table_passes(model, *_table_args(space, dec, *_canvases(dec, sample), pols[dec]),
                               efficiency=efficiency, stack=behaviour.stack_name(stack, dec, eager), hardware=hardware)
                  for _, decodings in sets for dec in decodings)

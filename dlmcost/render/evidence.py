@@ -1,6 +1,6 @@
 """What a default and an interval stand on, in words: the published decoding a model's tokens
-per forward come from, and the error band a range is drawn from (shared by analyze, serve and
-plan, so that the three say it alike)."""
+per forward come from, the error band a range is drawn from, and the chunked prefill a prompt
+runs (shared by analyze, serve and plan, so that the three say it alike)."""
 
 from __future__ import annotations
 
@@ -68,3 +68,13 @@ def span(low, high, fmt) -> str:
     targets there)."""
     a, b = ("none" if v is None else fmt(v) for v in (low, high))
     return a if a == b else f"{a}–{b}"
+
+
+def prefill_chunk_phrase(chunk: int | None, source: str, stack: str) -> str:
+    """An autoregressive prompt's chunks beside the decodes, where a chunked prefill is on (else
+    ''): 'prompts in chunks of 8,192 tokens beside the decodes (vllm's default, --prefill-chunk
+    to change)'."""
+    if not chunk:
+        return ""
+    where = {"stack": f"{stack}'s default"}.get(source, source)
+    return f"prompts in chunks of {chunk:,} tokens beside the decodes ({safe(where)}, --prefill-chunk to change)"

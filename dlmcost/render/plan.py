@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from .cells import num, plural, safe, sig
-from .evidence import against_published, band_meaning, band_phrase, published_brief, span
+from .evidence import against_published, band_meaning, band_phrase, prefill_chunk_phrase, published_brief, span
 from .formats import markdown_text, to_csv, to_markdown, typed_json
 from .output import Output
 from .tables import print_fitted, table_columns
@@ -129,23 +129,28 @@ def plan_search_line(p: dict) -> str:
 
 
 def engines_line(s: dict) -> str:
-    """Which engine runs each decoding, with its batch limits and release: 'engines: sglang-dllm
-    for mdm/1, dual-cache/32/1 (batch limit 128, first-done release); sglang for the AR baseline
-    (...)'. Decodings on the same engine with the same limits and release share one entry."""
+    """Which engine runs each decoding, with its batch limits and release, and its prompts' chunked
+    prefill where one is on: 'engines: sglang-dllm for mdm/1, dual-cache/32/1 (batch limit 128,
+    first-done release); vllm for the AR baseline (...), prompts in chunks of 8,192 tokens beside
+    the decodes (vllm's default, --prefill-chunk to change)'. Decodings on the same engine with the
+    same limits, release and chunk share one entry."""
     stacks, running, release = s.get("stacks") or {}, s.get("max_running") or {}, s.get("release") or {}
+    chunk, chunk_source = s.get("prefill_chunk_tokens") or {}, s.get("prefill_chunk_source") or {}
     groups: dict[tuple, list[str]] = {}
     for label in list(dict.fromkeys([*s["decodings"], *stacks])):
         if label in stacks:
-            key = (stacks[label], tuple(running.get(label, s["max_batch"])), release.get(label, ""))
+            key = (stacks[label], tuple(running.get(label, s["max_batch"])), release.get(label, ""),
+                   chunk.get(label), chunk_source.get(label, ""))
             groups.setdefault(key, []).append(label)
     if not groups:
         return f"stack {safe(s.get('stack', 'none'))}"
     parts = []
-    for (stack, limits, policy), labels in groups.items():
+    for (stack, limits, policy, tokens, source), labels in groups.items():
         names = ", ".join("the AR baseline" if lab not in s["decodings"] else safe(lab) for lab in labels)
         limit = plural(len(limits), "batch limit") if len(limits) > 1 else "batch limit"
+        chunks = prefill_chunk_phrase(tokens, source, stack)
         parts.append(f"{safe(stack)} for {names} ({limit} {', '.join(map(str, limits))}"
-                     + (f", {safe(policy)} release)" if policy else ")"))
+                     + (f", {safe(policy)} release)" if policy else ")") + (f", {chunks}" if chunks else ""))
     how = "each decoding's default engine, --stack to change" if s.get("stack_default") else "--stack"
     return "engines: " + "; ".join(parts) + f" ({how})"
 

@@ -13,7 +13,7 @@ import math
 from .charts import Chart, Note, Panel, Series, _log_scaled, short_model
 from .output import Output
 from .cells import num, plural, safe
-from .evidence import against_published, band_meaning, band_phrase, published_phrase, span
+from .evidence import against_published, band_meaning, band_phrase, prefill_chunk_phrase, published_phrase, span
 from .formats import markdown_text, to_csv, to_markdown, typed_json
 from .tables import print_fitted, table_columns
 
@@ -179,11 +179,8 @@ def deployment_lines(d: dict) -> list[str]:
 
 def _chunk_words(d: dict) -> str:
     """The prompt's chunks beside the decodes, where a chunked prefill is on."""
-    chunk = d.get("prefill_chunk_tokens")
-    if not chunk:
-        return ""
-    source = {"stack": f"{d['stack']}'s default"}.get(d["prefill_chunk_source"], d["prefill_chunk_source"])
-    return f" · prompts in chunks of {chunk:,} tokens beside the decodes ({source}, --prefill-chunk to change)"
+    phrase = prefill_chunk_phrase(d.get("prefill_chunk_tokens"), d.get("prefill_chunk_source", ""), d["stack"])
+    return f" · {phrase}" if phrase else ""
 
 
 def _limit_source(d: dict) -> str:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine.schemes import get_scheme
+from ..errors import DlmcostWarning, UsageError
 from ..inputs.stacks import default_stack, stack_label
 from .simulate import ClassTable, RequestPasses, SimResult, draw_passes, in_flight_cap, simulate
 from .steptime import Decoding, PassTable, passes_to_first_output
@@ -28,6 +29,7 @@ from .steptime import Decoding, PassTable, passes_to_first_output
 DEFAULT_REQUESTS = 2000  # simulated requests per load (plan's search and serve alike)
 DEFAULT_MAX_RUNNING = 256  # when neither the option nor the stack gives one (plan's batch limit)
 DEFAULT_RELEASE = "synchronous"  # when the stack does not say (SGLang's dLLM batches before PR #17770)
+MAX_PREFILL_CHUNK = 10_000_000  # as a stack's prefill_chunk_tokens
 WARMUP_FRACTION = 0.10  # requests of a synthetic load left out at the start (empty server) ...
 COOLDOWN_FRACTION = 0.05  # ... and at the end (arrivals have stopped)
 
@@ -107,6 +109,26 @@ def prefill_chunk_of(stack, decoding: Decoding, given: int | None = None) -> tup
         return None, "diffusion decoding"
     chunk, source = choose(given, stack_field(stack, "prefill_chunk_tokens"), None)
     return (int(chunk) if chunk else None), source
+
+
+def check_prefill_chunk(given: int | None, name: str = "--prefill-chunk") -> None:
+    """A chunked prefill's token budget as given (serve's option, plan's option or scenario field
+    `name`): a whole number in 0..MAX_PREFILL_CHUNK, 0 for one pass; None: not given."""
+    if given is not None and not (isinstance(given, int) and not isinstance(given, bool)
+                                  and 0 <= given <= MAX_PREFILL_CHUNK):
+        raise UsageError(f"{name}: tokens per step in 0..{MAX_PREFILL_CHUNK:,} (0: the prompt in one pass), "
+                         f"got {given}")
+
+
+def warn_if_no_chunks(given: int | None, chunks) -> None:
+    """The warning when a chunk was given (not 0) and no decoding served takes one (`chunks`: each
+    one's policy's `prefill_chunk`): only a token-streaming prompt is chunked, so it changed nothing."""
+    if given and not any(chunks):
+        import warnings
+
+        warnings.warn("--prefill-chunk does nothing here: only an autoregressive prompt is prefilled in chunks beside "
+                      "the decodes (a diffusion decoding's prompt runs as its stack's prompt_prefill says)",
+                      DlmcostWarning, stacklevel=3)
 
 
 def running_limit(stack, given: int | None = None) -> tuple[int, str]:

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..analysis import limits
 from ..engine.schemes import get_scheme
-from ..errors import DlmcostWarning, NoDeploymentError, UsageError, WorkloadError
+from ..errors import NoDeploymentError, UsageError, WorkloadError
 from ..inputs.error_bands import band_for
 from .loads import ClosedLoop, BatchJob, OpenLoop, TraceReplay
 from .costs import IDLE_POWER_FRACTION, joules_per_token, price_range, usd_per_hour, usd_per_mtok, usd_per_mtok_range
@@ -73,10 +73,7 @@ class Setup:
             raise UsageError(f"--max-running: a whole number in 1..4096, got {self.max_running}")
         if self.tpf_spread is not None and not (math.isfinite(self.tpf_spread) and 0 <= self.tpf_spread <= 4):
             raise UsageError(f"--tpf-spread: a coefficient of variation in 0..4, got {self.tpf_spread}")
-        if self.prefill_chunk is not None and not (isinstance(self.prefill_chunk, int)
-                                                   and 0 <= self.prefill_chunk <= MAX_PREFILL_CHUNK):
-            raise UsageError(f"--prefill-chunk: tokens per step in 0..{MAX_PREFILL_CHUNK:,} (0: the prompt in one "
-                             f"pass), got {self.prefill_chunk}")
+        behaviour.check_prefill_chunk(self.prefill_chunk)
         if self.release is not None and self.release not in RELEASES:
             raise UsageError(f"--release: choose {' or '.join(RELEASES)}, got '{self.release}'")
         if self.price is not None and not (math.isfinite(self.price) and 0 < self.price <= 1000):
@@ -86,7 +83,6 @@ class Setup:
 
 
 ServeSetup = Setup  # the name the API exports
-MAX_PREFILL_CHUNK = 10_000_000  # as a stack's prefill_chunk_tokens
 
 
 @dataclass(frozen=True, eq=False)
@@ -622,11 +618,7 @@ def serve_many(models: list, loads, setups: list[Setup], *, answer=None, **optio
             if len(specs) > 1 and own_decoding_is_ar(spec):
                 setup = replace(setup, scheme=None, block=None, tpf=None, steps=None, tpf_spread=None)
             results.append(serve(spec, loads, setup, answer=answer, **options))
-    if any(s.prefill_chunk for s in setups) and not any(r.deployment.get("prefill_chunk_tokens") for r in results):
-        import warnings
-
-        warnings.warn("--prefill-chunk does nothing here: only an autoregressive prompt is prefilled in chunks beside "
-                      "the decodes (a diffusion decoding's prompt runs as its stack's prompt_prefill says)",
-                      DlmcostWarning, stacklevel=2)
+    behaviour.warn_if_no_chunks(max((s.prefill_chunk or 0 for s in setups), default=None),
+                                [r.deployment.get("prefill_chunk_tokens") for r in results])
     mark_pareto([p for r in results for p in r.points])
     return Comparison(results)
