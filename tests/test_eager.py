@@ -24,11 +24,12 @@ def analyze_json(run, *args) -> dict:
     return json.loads(out)
 
 
-@pytest.mark.parametrize("stack, scheme", [("sglang-dllm", "mdm"), ("vllm", "ar"), ("sglang", "ar")])
+@pytest.mark.parametrize("stack, scheme", [("sglang-dllm", "mdm"), ("vllm", "ar"), ("sglang", "ar"),
+                                           ("compiled", "ar")])
 def test_eager_adds_the_layers_dispatch_to_every_pass(run, stack, scheme):
     """The eager profiles' dispatch is the GPU's measured wait (overlaps_gpu false): every pass of
     a batch-1 generation takes n_layers x us_per_layer longer, whatever the graphed stack overlapped.
-    sglang-dllm: 32 x 28 us = 0.896 ms; vllm: 32 x 47 us = 1.504 ms."""
+    sglang-dllm: 32 x 28 us = 0.896 ms; vllm: 32 x 47 us = 1.504 ms; compiled: 32 x 933 us = 29.856 ms."""
     block = eager_block(stack)
     assert block["overlaps_gpu"] is False
     graphed = analyze_json(run, "--stack", stack, "--scheme", scheme)
@@ -47,6 +48,8 @@ def test_the_hand_numbers_the_files_hold():
     assert eager_block("sglang-dllm") == eager_block("sglang")
     assert eager_block("vllm")["us_per_layer"] == round((1.2 - 1.05) * 1e6 / 100 / 32)
     assert eager_block("vllm-dllm") == eager_block("vllm")
+    # gpt-fast: 25.5 tok/s eager, 107.0 compiled, Llama-2-7B's 32 layers (pytorch.org blog, GPT, Fast)
+    assert eager_block("compiled")["us_per_layer"] == round((1 / 25.5 - 1 / 107.0) * 1e6 / 32) == 933
 
 
 def test_without_a_stack_every_default_runs_eagerly(run):
