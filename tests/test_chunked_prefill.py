@@ -37,6 +37,15 @@ def test_prompt_in_token_chunks_by_hand():
     assert behaviour.prompt_in_token_chunks(_one_pass_table(), [3000, 3000], 999).lift_passes == [1, 4]
 
 
+def test_only_a_prompt_prefilled_in_one_pass_of_its_own_is_chunked():
+    """A class whose prompt takes two passes of its own (lead 2) is not a one-pass prefill: left
+    alone beside class B (lead 1), which takes its ceil(3000 / 1000) = 3 chunks."""
+    t = _one_pass_table()
+    two = ClassTable(t.nfe, t.first_passes, t.mem_share, t.pass_s, t.first_pass_s, lead=[2, 1])
+    c = behaviour.prompt_in_token_chunks(two, [3000, 3000], 1000)
+    assert (c.nfe, c.first_passes, c.lead, c.lift_passes) == ([3, 5], [1, 3], [2, 3], [1, 3])
+
+
 def _a_then_b(table: ClassTable):
     return simulate(table, np.array([0, 1]), 2, arrivals_s=np.array([0.0, 0.5]))
 

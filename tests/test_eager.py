@@ -104,6 +104,9 @@ def test_plan_takes_eager(run):
     graphed = json.loads(out)
     assert eager["search"]["eager"] is True and graphed["search"]["eager"] is False
     assert eager["search"]["stacks"] == {"ar": "sglang (eager)"}
+    # its ranges: the pooled band (the eager engine has no validation of its own), not sglang's
+    assert eager["deployments"][0]["intervals"]["band_stack"] == "pooled"
+    assert graphed["deployments"][0]["intervals"]["band_stack"] == "sglang"
     # its candidates costed eagerly: each request's 129 passes 0.9 ms longer, a little more under load
     slower = eager["deployments"][0]["p50_latency_s"] - graphed["deployments"][0]["p50_latency_s"]
     assert slower > 129 * LLADA_LAYERS * eager_block("sglang")["us_per_layer"] * 1e-6

@@ -197,3 +197,43 @@ def test_fewer_than_six_held_out_keep_the_published_band_widened():
     assert (same["low"], same["high"]) == (0.9, 1.6)
     assert "widened" not in same["basis"] and "2 of 4 could not be left out" in same["basis"]
     assert held_out_band([1.0], None, 1) is None  # nothing to widen: no band
+
+
+def test_folds_by_hand():
+    """Up to ten measurements, each its own fold; beyond, ten folds, measurement i in fold i mod 10
+    (12 points: 0 and 10 together, 1 and 11, then one each)."""
+    from dlmcost.calibration.held_out import folds
+
+    assert [f.tolist() for f in folds(7)] == [[i] for i in range(7)]
+    assert [f.tolist() for f in folds(10)] == [[i] for i in range(10)]
+    assert [f.tolist() for f in folds(12)] == [[0, 10], [1, 11]] + [[i] for i in range(2, 10)]
+    assert [f.tolist() for f in folds(25)][4] == [4, 14, 24]
+
+
+def test_six_held_out_ratios_make_a_band_of_their_own():
+    """Six ratios (the least that make a band): the 10th, 50th and 90th percentile, linear between
+    order statistics: at ranks 0.5, 2.5 and 4.5 of 1.0..1.5, 1.05, 1.25, 1.45; the basis says each
+    is held out by leaving it alone out up to ten measurements, by its fold beyond."""
+    from dlmcost.calibration.held_out import held_out_band
+    from dlmcost.inputs.error_bands import ErrorBand
+
+    published = ErrorBand("sglang", 0.9, 1.3, 1.6, 37, "")
+    ratios = [1.3, 1.0, 1.5, 1.1, 1.4, 1.2]
+    band = held_out_band(ratios, published, 6)
+    assert (band["low"], band["median"], band["high"]) == pytest.approx((1.05, 1.25, 1.45))
+    assert band["basis"] == "held out: each of your measurements predicted by a fit without it"
+    assert held_out_band(ratios, published, 10)["basis"].endswith("a fit without it; 4 of 10 could not be left out")
+    assert held_out_band(ratios, published, 11)["basis"].endswith("a fit without its fold (10 folds); "
+                                                                  "5 of 11 could not be left out")
+
+
+def test_a_band_of_no_width_has_no_narrowing():
+    """Six equal ratios: a band of no width, which `calibrate` says as such instead of dividing by 0."""
+    from dlmcost.calibration.held_out import held_out_band, summary
+    from dlmcost.inputs.error_bands import ErrorBand
+    from dlmcost.render.evidence import narrowing_phrase
+
+    band = held_out_band([1.1] * 6, ErrorBand("sglang", 0.9, 1.3, 1.6, 37, ""), 6)
+    assert (band["low"], band["high"]) == pytest.approx((1.1, 1.1))
+    said = summary(band)
+    assert said["narrowing"] is None and narrowing_phrase(said["narrowing"]).startswith("of no width")

@@ -45,29 +45,35 @@ def test_a_stack_file_takes_the_pooled_band(tmp_path):
 
 
 def test_plan_gpus_at_the_band_ends_by_hand(capsys):
-    """No latency target, fixed lengths, batch limit 8 on one H100 (SGLang's usual path): the
-    fewest replicas keep utilisation below 1, R = floor(rate / capacity) + 1; at the ends of the
-    stack's band every step is `low` or `high` times as long, so a replica's capacity is capacity /
-    low or capacity / high, and R follows (capacity from `api.analyze`, not from plan's code)."""
+    """No latency target, fixed lengths, batch limit 8 on one H100 or one H200 (SGLang's usual
+    path): the fewest replicas keep utilisation below 1, R = floor(rate / capacity) + 1; at the ends
+    of the stack's band every step is `low` or `high` times as long, so a replica's capacity is
+    capacity / low or capacity / high, and R follows (capacity from `api.analyze`, not from plan's
+    code), for every row shown, not the first alone."""
     from dlmcost.cli import main
 
     band = json.loads(error_bands.BANDS_FILE.read_text())["bands"]["sglang"]
-    a = api.analyze(MODEL, "h100", scheme="block", block=32, tpf=2, prompt=256, gen=128, batch=8,
-                    stack="sglang")["results"][0]
-    capacity = 8 / a["time_s"]
-    rate = 2.5 * capacity
+    capacity = {}
+    for gpu in ("h100", "h200"):
+        a = api.analyze(MODEL, gpu, scheme="block", block=32, tpf=2, prompt=256, gen=128, batch=8,
+                        stack="sglang")["results"][0]
+        capacity[gpu] = 8 / a["time_s"]
+    rate = 2.5 * capacity["h100"]
     capsys.readouterr()
-    rc = main([str(x) for x in ("plan", MODEL, "--rate", rate, "--gpu", "h100", "--tp", "1", "--precision", "bf16",
-                                "--scheme", "block", "--block", "32", "--tpf", "2", "--prompt", "256", "--answer", "128",
-                                "--max-batch", "8", "--price", "h100=2", "--max-usd-per-mtok", "1000", "--stack",
-                                "sglang", "-f", "json")])
-    best = json.loads(capsys.readouterr().out)["deployments"][0]
-    assert rc == 0
-    expected = [math.floor(rate / (capacity / k)) + 1 for k in (band["low"], band["high"])]
-    assert best["intervals"]["gpus"] == expected
-    assert best["intervals"]["band"] == [band["low"], band["high"]]
-    tokens_per_s = rate * 128
-    assert best["intervals"]["usd_per_mtok"] == pytest.approx([2.0 * r / (tokens_per_s * 3600) * 1e6 for r in expected])
+    rc = main([str(x) for x in ("plan", MODEL, "--rate", rate, "--gpu", "h100,h200", "--tp", "1", "--precision",
+                                "bf16", "--scheme", "block", "--block", "32", "--tpf", "2", "--prompt", "256",
+                                "--answer", "128", "--max-batch", "8", "--price", "h100=2", "--price", "h200=3",
+                                "--max-usd-per-mtok", "1000", "--stack", "sglang", "-f", "json")])
+    rows = json.loads(capsys.readouterr().out)["deployments"]
+    assert rc == 0 and sorted(d["gpu"] for d in rows) == ["H100 SXM", "H200 SXM"]
+    for d in rows:
+        gpu, price = ("h100", 2.0) if d["gpu"] == "H100 SXM" else ("h200", 3.0)
+        expected = [math.floor(rate / (capacity[gpu] / k)) + 1 for k in (band["low"], band["high"])]
+        assert d["intervals"]["gpus"] == expected
+        assert d["intervals"]["band"] == [band["low"], band["high"]]
+        tokens_per_s = rate * 128
+        assert d["intervals"]["usd_per_mtok"] == pytest.approx([price * r / (tokens_per_s * 3600) * 1e6
+                                                                for r in expected])
 
 
 def test_plan_table_and_csv_carry_the_band_ends():

@@ -973,3 +973,54 @@ def test_absurd_deployments_are_left_out_unless_asked_for(capsys):
     # not searching the candidates a bound already calls absurd changes none of the others
     key = lambda d: (d["gpu"], d["tp"], d["precision"], d["decoding"], d["replicas"], d["p95_latency_s"])  # noqa: E731
     assert sorted(map(key, p["deployments"])) == sorted(key(d) for d in q["deployments"] if not d["absurd"])
+
+
+def test_a_row_past_those_shown_is_simulated_once_short_of_each_request_alone(monkeypatch):
+    """`meets_within` with the search's replica counts stubbed: R_sep = 5 (each request alone).
+    Giving up from 5 replicas, the most short of it, 4, is one fewer than R_sep: simulated there
+    (and a miss there is absurd). Giving up from 6, the most is 5 = R_sep: met without a simulation."""
+    from types import SimpleNamespace
+
+    from dlmcost.plan import replicas
+
+    simulated = []
+    monkeypatch.setattr(replicas, "separate_replicas", lambda c, sample, traffic: 5)
+    monkeypatch.setattr(replicas, "_run", lambda c, sample, traffic, r: simulated.append(r))
+    monkeypatch.setattr(replicas, "_deployment", lambda *a: SimpleNamespace(meets=False))
+    monkeypatch.setattr(replicas, "saturation_rps", lambda c, sample: 100.0)
+    traffic = SimpleNamespace(rate=1.0)
+
+    def verdict(give_up_at: int) -> str:
+        return replicas.meets_within(None, None, traffic, None, None, lambda r: r >= give_up_at, 1)
+
+    assert verdict(5) == replicas.ABSURD and simulated == [4]
+    assert verdict(6) == replicas.MEETS and simulated == [4]
+
+
+def test_the_rows_whose_sustained_load_is_searched_by_hand():
+    """$/Mtok 3, 1, 2, 2, 4: the first `ranked` by $/Mtok and every row tied with the last of them
+    (ranked 1: the 1; ranked 2 or 3: 1, 2, 2; none: all, in order)."""
+    from types import SimpleNamespace
+
+    from dlmcost.plan.search import _to_sustain
+
+    rows = [(SimpleNamespace(deployment=SimpleNamespace(usd_per_mtok=u, gpus=1, p95_latency_s=1.0)), None)
+            for u in (3.0, 1.0, 2.0, 2.0, 4.0)]
+    costs = lambda ranked: [f.deployment.usd_per_mtok for f, _ in _to_sustain(rows, ranked)]  # noqa: E731
+    assert costs(1) == [1.0]
+    assert costs(2) == costs(3) == [1.0, 2.0, 2.0]
+    assert costs(None) == [1.0, 2.0, 2.0, 3.0, 4.0]
+
+
+def test_rows_tied_in_cost_rank_by_their_cost_at_capacity(capsys):
+    """A light load on one H100 at batch limits 2, 8 and 32: one replica each, the same $/Mtok at
+    the offered load; the tie is broken by $/Mtok at the load each sustains, cheapest first (the
+    largest batch limit sustains the most)."""
+    rc = main(["plan", MODEL, "--rate", "0.2", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--scheme", "block",
+               "--block", "32", "--tpf", "2", "--prompt", "256", "--answer", "128", "--max-batch", "2,8,32",
+               "--price", "h100=2", "--requests", "100", "-f", "json"])
+    assert rc == 0
+    rows = json.loads(capsys.readouterr().out)["deployments"]
+    assert len({d["usd_per_mtok"] for d in rows}) == 1 and [d["replicas"] for d in rows] == [1, 1, 1]
+    at_capacity = [d["usd_per_mtok_at_capacity"] for d in rows]
+    assert at_capacity == sorted(at_capacity) and [d["max_running"] for d in rows] == [32, 8, 2]

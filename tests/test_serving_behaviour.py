@@ -4,6 +4,8 @@ path)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -107,6 +109,18 @@ def test_an_answer_runs_whole_blocks_rounded_up():
     prep = dep.prepare("JetLM/SDAR-4B-Chat", (np.full(10, 256.0), np.full(10, 40.0)), dep.Setup(scheme="block",
                                                                                                    block=32, tpf=2.0))
     assert prep.table.blocks == [2] and prep.table.units == [2]
+    # its first block is final after the prompt's passes (SDAR's default stack: one per block of
+    # 32, ceil(256 / 32) = 8) and one of the 2 blocks' share of the others, not 32 / 40 of them
+    t = prep.table
+    assert t.lead == [8] and t.first_passes == [math.ceil(8 + (t.nfe[0] - 8) / 2)]
+
+
+def test_the_measured_window_by_hand():
+    """The first 10% and the last 5% of a synthetic load's requests are left out: of 2,000, the
+    200th to the 1,899th (0-based); of 100, the 10th to the 94th; one request is kept alone."""
+    assert behaviour.measured_window(2000) == slice(200, 1900)
+    assert behaviour.measured_window(100) == slice(10, 95)
+    assert behaviour.measured_window(1) == slice(0, 1)
 
 
 def test_first_block_outside_limit_holds_at_most_twice_the_limit():
@@ -184,3 +198,11 @@ def test_the_sglang_dllm_stack_prefills_one_block_per_forward(monkeypatch):
     assert one.latency_s["mean"] == pytest.approx(48 * t.pass_s[0][1], rel=1e-9)
     plain = dep.prepare("GSAI-ML/LLaDA-8B-Instruct", lengths, dep.Setup(stack="sglang", **setup))
     assert (plain.table.lead, plain.table.first_passes, plain.prompt_prefill) == ([1], [17], "one-pass")
+
+
+def test_an_autoregressive_decoding_on_the_sglang_dllm_stack_prefills_in_one_pass():
+    """The stack's block-chunked prompt needs blocks: an autoregressive decoding (no blocks, tokens
+    streamed) served on sglang-dllm prefills its prompt in one pass, as on any stack."""
+    lengths = (np.full(10, 500.0), np.full(10, 8.0))
+    p = dep.prepare("Qwen/Qwen2.5-7B", lengths, dep.Setup(gpu="h100", stack="sglang-dllm"))
+    assert (p.prompt_prefill, p.table.lead) == ("one-pass", [1])
