@@ -65,6 +65,30 @@ def test_a_decode_beside_a_long_prompt_is_not_stalled_by_hand():
     assert chunked.busy_s == pytest.approx(15.0) and chunked.start_s.tolist() == pytest.approx([0.0, 1.0])
 
 
+def test_prompts_arriving_together_share_the_steps_prefill_budget_by_hand():
+    """Two B requests at 0 (room for both): the chunk is the step's prefill budget, so the second
+    prompt waits for the first one's last chunk. B1 alone: 3 chunk iterations of 1 + 3 = 4 s, to 12:
+    its first token. B2 joins: B1's 2 decodes beside B2's chunks, iterations of (1 + 1) / 2 +
+    (7 - 1) / 2 = 4 s, to 20: B1 done; B2's last chunk alone, 4 s, to 24: its first token; its 2
+    decodes, to 26. Side by side (each prompt a chunk per step, twice the budget) both would take
+    iterations of 1 + 6 = 7 s to 21, and end at 23."""
+    chunked = behaviour.prompt_in_token_chunks(_one_pass_table(), [3000, 3000], 1000)
+    r = simulate(chunked, np.array([1, 1]), 2, arrivals_s=np.array([0.0, 0.0]))
+    assert r.first_block_s.tolist() == pytest.approx([12.0, 24.0])
+    assert r.done_s.tolist() == pytest.approx([20.0, 26.0])
+    assert r.start_s.tolist() == pytest.approx([0.0, 12.0]) and r.busy_s == pytest.approx(26.0)
+
+
+def test_a_request_without_a_prompt_pass_joins_beside_a_chunked_prompt():
+    """A (no prompt pass of its own) arriving while B is in its chunks joins at once: only prompts
+    share the budget. B at 0: chunk iterations of 4 s; A at 0.5 joins at 4, iterations of
+    (1 + 1) / 2 + 6 / 2 = 4 s: B's first token at 12, A's 3 passes end at 16."""
+    chunked = behaviour.prompt_in_token_chunks(_one_pass_table(), [3000, 3000], 1000)
+    r = simulate(chunked, np.array([1, 0]), 2, arrivals_s=np.array([0.0, 0.5]))
+    assert r.start_s.tolist() == pytest.approx([0.0, 4.0])
+    assert r.first_block_s.tolist() == pytest.approx([12.0, 8.0])
+
+
 def test_a_chunked_prefill_runs_first_done_only():
     chunked = behaviour.prompt_in_token_chunks(_one_pass_table(), [3000, 3000], 1000)
     with pytest.raises(ValueError, match="first-done"):

@@ -21,7 +21,11 @@ the mixed batch: the shared part is counted once. The prefill runs whole in one 
 lengthens that iteration for every request in flight; except in a chunked prefill (`lift_passes`
 k_c > 1: a prompt spread over k_c steps beside the decodes, behaviour.prompt_in_token_chunks),
 where a request adds its class's lift (first_pass_s - pass_s: then one chunk's) to each of the
-k_c iterations from its admission on, an event at the end of them.
+k_c iterations from its admission on, an event at the end of them. The chunk is the step's token
+budget for prefills (vLLM's max_num_batched_tokens), shared by every prompt: while one prompt is
+in its chunks, no other prompt starts its prefill (the queue's head waits, first come first
+served, until that prompt's last chunk), so prompts arriving together are prefilled one after
+another, each at one chunk per step, not side by side at several.
 
 Because every request in flight advances one pass per iteration, a request admitted at
 iteration k finishes at iteration k + NFE and streams its first block at k + first_passes, fixed
@@ -270,6 +274,8 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     if chunk_of is not None:
         chunk_lift, lifting = lift, [0] * len(share)
         lift = [row if k == 1 else [0.0] * len(row) for row, k in zip(lift, chunk_of)]
+        # the classes with a prompt to prefill: they wait while another prompt is in its chunks
+        prefills = [ld > 0 for ld in table.lead] if table.lead is not None else [True] * len(share)
     uniform = not any(any(row) for row in lift)
     lift0 = lift[0]
     done = [math.nan] * n
@@ -331,6 +337,8 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
                 if kth > it + first[head]:
                     opens_at = kth - first[head]
                     break
+            if chunking and prefills[c]:
+                break  # the step's prefill budget is another prompt's chunk until its last
             share_used += share[c]
             counts[c] += 1
             push((it + nfe[head], head))
