@@ -221,9 +221,11 @@ def error_bands(rs: list[dict], serving: list[dict]) -> dict:
     import numpy as np
 
     by_stack: dict[str, list[float]] = {}
+    origins_of: dict[str, set[str]] = {}  # the publications a stack's numbers come from (said in its basis)
     for r in (*rs, *serving):
         if scored(r):
             by_stack.setdefault(r["stack"], []).append(speed_ratio(r))
+            origins_of.setdefault(r["stack"], set()).add(r["origin"])
     pooled = [v for vs in by_stack.values() for v in vs]
 
     def band(values: list[float], basis: str) -> dict:
@@ -236,7 +238,9 @@ def error_bands(rs: list[dict], serving: list[dict]) -> dict:
     out = {"pooled": band(pooled, "every stack's out-of-source numbers")}
     for name in bundled_stack_names():
         own = by_stack.get(name, [])
-        out[name] = band(own, "its own out-of-source numbers") if len(own) >= BAND_MIN_NUMBERS else \
+        pubs = len(origins_of.get(name, ()))
+        own_basis = f"its own out-of-source numbers, from {pubs} publication{'' if pubs == 1 else 's'}"
+        out[name] = band(own, own_basis) if len(own) >= BAND_MIN_NUMBERS else \
             dict(out["pooled"], basis=f"pooled: {len(own)} out-of-source number{'' if len(own) == 1 else 's'} of its own (fewer than {BAND_MIN_NUMBERS})")
     return out
 

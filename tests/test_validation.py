@@ -153,7 +153,11 @@ def test_error_bands_are_derived_from_the_out_of_source_numbers(marked):
     assert validation.BANDS.read_text(encoding="utf-8") == validation.bands_text(rows, serving), \
         "run: python scripts/validation.py"
     bands = json.loads(validation.BANDS.read_text(encoding="utf-8"))["bands"]
-    ratios = {}
+    ratios, publications = {}, {}
+    for r in (*rows, *serving):
+        if validation.scored(r):
+            publications.setdefault(r["stack"], set()).add(r["point"]["origin"] if isinstance(r["point"], dict)
+                                                           else r["point"].origin)
     for r in serving:
         if validation.scored(r):
             faster_up = validation.METRICS[r["metric"]][2]  # a throughput: more is faster
@@ -170,6 +174,8 @@ def test_error_bands_are_derived_from_the_out_of_source_numbers(marked):
         if name == "pooled" or len(own) < validation.BAND_MIN_NUMBERS:
             continue
         assert band["numbers"] == len(own)
+        n = len(publications[name])  # the basis says how many publications the numbers come from
+        assert band["basis"].endswith(f"from {n} publication{'' if n == 1 else 's'}"), band["basis"]
         assert (band["low"], band["median"], band["high"]) == pytest.approx(tuple(np.percentile(own, [10, 50, 90])),
                                                                            abs=1e-4)
     assert any(len(v) >= validation.BAND_MIN_NUMBERS for v in ratios.values())
