@@ -287,8 +287,8 @@ class PlanSearch(Record):
     prefill_chunk_tokens: dict[str, Optional[int]] = Field(
         description="decoding -> its autoregressive prompt's chunk per step beside the running decodes (chunked "
                     "prefill), tokens; null: the prompt in one pass (serve's prefill_chunk_tokens)")
-    prefill_chunk_source: dict[str, str] = Field(description="decoding -> where its chunk came from: option, stack, "
-                                                             "default, or diffusion decoding")
+    prefill_chunk_source: dict[str, str] = Field(description="decoding -> where its chunk came from: option, "
+                                                             "scenario, stack, default, or diffusion decoding")
     published: dict[str, PublishedDecoding] = Field(
         description="'MODEL DECODING' -> the model's published decoding it is (its tokens per forward and accuracy)")
     task: Optional[str] = Field(description="the task whose published tokens per forward the decodings take")

@@ -89,6 +89,19 @@ def test_a_request_without_a_prompt_pass_joins_beside_a_chunked_prompt():
     assert r.first_block_s.tolist() == pytest.approx([12.0, 8.0])
 
 
+@pytest.mark.timeout(10)  # the bug it pins was a loop without end
+def test_a_request_done_before_its_last_chunk_does_not_hold_the_queue():
+    """A table where a class ends before its chunks do (NFE 2 < 3 chunk iterations; no table
+    dlmcost builds has one, but `simulate` takes any): the request leaves at 2, and the next prompt
+    must not wait forever on a chunk of a request no longer in flight. A at 0: 2 iterations of
+    1 + 3 = 4 s, done at 8; B (waiting: a prompt while A's chunks last) then runs alone from 8."""
+    flat = [0.0, 1.0, 1.0]
+    table = ClassTable([2, 3], [1, 1], [0.0, 0.0], [flat, flat], [[0.0, 4.0, 7.0], [0.0, 4.0, 7.0]], lead=[3, 1],
+                       lift_passes=[3, 1])
+    r = simulate(table, np.array([0, 1]), 2, arrivals_s=np.array([0.0, 0.0]))
+    assert r.done_s[0] == pytest.approx(8.0) and r.start_s[1] == pytest.approx(8.0)
+
+
 def test_a_chunked_prefill_runs_first_done_only():
     chunked = behaviour.prompt_in_token_chunks(_one_pass_table(), [3000, 3000], 1000)
     with pytest.raises(ValueError, match="first-done"):
@@ -249,8 +262,9 @@ def test_a_scenario_gives_the_chunk_and_the_option_overrides_it(run, tmp_path):
     scenario.write_text("search: {prefill_chunk: 3000}\n")
     record = _plan_json(run, "--scenario", scenario)
     assert record["search"]["prefill_chunk_tokens"] == {"ar": 3000}
-    assert _plan_json(run, "--scenario", scenario, "--prefill-chunk", "0")["search"]["prefill_chunk_tokens"] == {
-        "ar": None}
+    assert record["search"]["prefill_chunk_source"] == {"ar": "scenario"}  # the file's, not an option
+    overridden = _plan_json(run, "--scenario", scenario, "--prefill-chunk", "0")["search"]
+    assert (overridden["prefill_chunk_tokens"], overridden["prefill_chunk_source"]) == ({"ar": None}, {"ar": "option"})
 
 
 def test_plan_warns_when_the_chunk_does_nothing(run):

@@ -46,9 +46,10 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
 
     price_overrides = dict(parse_price(p) for p in prices)
     spec = read_scenario(scenario_path, overrides)
-    given_chunk = ((overrides or {}).get("search") or {}).get("prefill_chunk")
-    behaviour.check_prefill_chunk(spec.search.prefill_chunk,
-                                  "--prefill-chunk" if given_chunk is not None else "search.prefill_chunk")
+    # the chunk's name where it was given: the option, else the scenario file's field
+    from_option = ((overrides or {}).get("search") or {}).get("prefill_chunk") is not None
+    chunk_name = "--prefill-chunk" if from_option else "search.prefill_chunk"
+    behaviour.check_prefill_chunk(spec.search.prefill_chunk, chunk_name)
     if price_overrides:
         spec = spec.model_copy(update={"prices": {**spec.prices, **price_overrides}})
     model_ids = _model_ids(model if model is not None else spec.model)
@@ -97,7 +98,9 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         chunks.setdefault(ar.label, (policy.prefill_chunk, policy.prefill_chunk_source))
         running.setdefault(ar.label, spaces[0][1].max_batches or [policy.max_running])
         stacks.setdefault(ar.label, behaviour.stack_name(stack, ar, eager))
-    behaviour.warn_if_no_chunks(spec.search.prefill_chunk, [chunk for chunk, _ in chunks.values()])
+    behaviour.warn_if_no_chunks(spec.search.prefill_chunk, [chunk for chunk, _ in chunks.values()], chunk_name)
+    if not from_option:  # a chunk the policies took as given came from the scenario file
+        chunks = {label: (chunk, "scenario" if source == "option" else source) for label, (chunk, source) in chunks.items()}
     result = parts[0]
     if len(parts) > 1:  # the rows shown of all the models' rankings searched again, then ranked together
         rank_rows([row for p in parts for row in p.pending], ranked)

@@ -120,13 +120,14 @@ def check_prefill_chunk(given: int | None, name: str = "--prefill-chunk") -> Non
                          f"got {given}")
 
 
-def warn_if_no_chunks(given: int | None, chunks) -> None:
-    """The warning when a chunk was given (not 0) and no decoding served takes one (`chunks`: each
-    one's policy's `prefill_chunk`): only a token-streaming prompt is chunked, so it changed nothing."""
+def warn_if_no_chunks(given: int | None, chunks, name: str = "--prefill-chunk") -> None:
+    """The warning when a chunk was given (not 0; `name`: where) and no decoding served takes one
+    (`chunks`: each one's policy's `prefill_chunk`): only a token-streaming prompt is chunked, so it
+    changed nothing."""
     if given and not any(chunks):
         import warnings
 
-        warnings.warn("--prefill-chunk does nothing here: only an autoregressive prompt is prefilled in chunks beside "
+        warnings.warn(f"{name} does nothing here: only an autoregressive prompt is prefilled in chunks beside "
                       "the decodes (a diffusion decoding's prompt runs as its stack's prompt_prefill says)",
                       DlmcostWarning, stacklevel=3)
 

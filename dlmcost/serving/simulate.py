@@ -400,6 +400,9 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
             lifting[heapq.heappop(chunking)[1]] -= 1
         if not b:
             share_used = 0.0  # no drift from float sums
+            if chunking:  # a request done before its last chunk (NFE < lift_passes): none is in its chunks
+                chunking.clear()
+                lifting = [0] * len(share)
 
     # iteration number -> time, via the segment each boundary ends
     seg_it_arr = np.asarray(seg_it)
