@@ -354,7 +354,7 @@ SERVING_NOTES = [
     "rows (read at 474 with the A100's rows scale, fitted on SXM forwards of 512 and 2,048 rows), not the sustained "
     "clock, set the pass. The value is fitted, not a clock measurement: no published sustained-clock figure for "
     "this part was found.",
-    "- The vLLM dLLM plugin (VPLUG; the worst out-of-source numbers after IFX's TTFT). Its eager run after its coherence fixes "
+    "- The vLLM dLLM plugin (VPLUG; the worst out-of-source numbers after IFX's TTFTs at 8 and 16 in flight). Its eager run after its coherence fixes "
     "(2.51x optimistic at one request, 1.68x at 8 running) takes about 1.6 s a 32-token block, 50 ms a pass by the "
     "report's own count of about 32 passes a block, where the stack's eager pass is 19 ms (the MoE's expert weights "
     "read at the A100's bandwidth, plus vLLM's eager launches); fewer passes a block would each take longer, so no "
