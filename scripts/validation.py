@@ -210,6 +210,17 @@ def headline(rs: list[dict], serving: list[dict]) -> dict:
                 median_met=med <= TARGET_OUT_OF_SOURCE_MEDIAN, worst_met=worst <= TARGET_OUT_OF_SOURCE_WORST)
 
 
+def without_each_publication(rs: list[dict], serving: list[dict]) -> list[tuple[str, int, float, float]]:
+    """(publication, its numbers, the headline's median and worst error without them) for each
+    publication the headline takes numbers from: how much the figure rests on any one source."""
+    scored_rows = [r for r in (*rs, *serving) if scored(r)]
+    out = []
+    for origin in sorted({r["origin"] for r in scored_rows}):
+        rest = [r["error"] for r in scored_rows if r["origin"] != origin]
+        out.append((origin, len(scored_rows) - len(rest), statistics.median(rest), max(rest)))
+    return out
+
+
 def speed_ratio(r: dict) -> float:
     """Predicted speed / measured speed (above 1: optimistic), for a single-stream or serving row."""
     return r["optimism"] if "optimism" in r else r["measured_ms"] / r["predicted_ms"]
@@ -399,6 +410,12 @@ def render_headline(rs: list[dict], serving: list[dict]) -> list[str]:
         f"- In source (not in the headline): {h['n_in_source']} numbers, listed in the tables with their publication.",
         f"- Configurations no stack describes (not in the headline, marked *not modelled* in the serving table with "
         f"what differs): {h['n_not_modelled']} numbers.",
+        "",
+        "How much the headline rests on any one publication: the same figures with its numbers left out.",
+        "",
+        "| left out | its numbers | median error without them | worst without them |",
+        "|---|---:|---:|---:|",
+        *(f"| {origin} | {n} | {med:.2f}x | {worst:.2f}x |" for origin, n, med, worst in without_each_publication(rs, serving)),
         "",
         "### Fitted numbers and the points they were fitted on",
         "",

@@ -254,3 +254,14 @@ def test_fit_script_writes_a_value_where_it_is_used():
     assert out == text.replace("--tpf 1 --job 2\n    fitted: \"output_tokens_per_s sets --tpf 1",
                                "--tpf 2.5 --job 2\n    fitted: \"output_tokens_per_s sets --tpf 2.5") \
                       .replace("serve m --tpf 1\n      --tpf-spread", "serve m --tpf 2.5\n      --tpf-spread")
+
+
+def test_the_headline_without_each_publication_by_hand(monkeypatch):
+    """A: errors 1.0 and 3.0, B: 2.0, and an in-source row of C (not scored): without A the median
+    and worst are B's 2.0; without B, the median of 1.0 and 3.0 is 2.0 and the worst 3.0; C, which
+    the headline never takes, is no row."""
+    monkeypatch.setattr(validation, "scored", lambda r: not r["in_source"])
+    rows = [dict(origin="A", error=1.0, in_source=False), dict(origin="B", error=2.0, in_source=False),
+            dict(origin="C", error=9.0, in_source=True)]
+    serving = [dict(origin="A", error=3.0, in_source=False)]
+    assert validation.without_each_publication(rows, serving) == [("A", 2, 2.0, 2.0), ("B", 1, 2.0, 3.0)]
