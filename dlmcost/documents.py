@@ -108,7 +108,9 @@ class ServeDeployment(Record):
     max_running: int = Field(description="running requests per replica (the batch limit)")
     max_running_source: str
     first_block_outside_limit: bool
-    prompt_prefill: str
+    prompt_prefill: str = Field(description="how the prompt is prefilled: one-pass, block-chunks (one block per "
+                                            "forward, the stack's), or none (no pass over the prompt alone: mdm, "
+                                            "dual-cache)")
     prefill_chunk_tokens: Optional[int] = Field(
         description="an autoregressive prompt's chunk per step beside the running decodes (chunked prefill), "
                     "tokens; null: the prompt in one pass")

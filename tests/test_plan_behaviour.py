@@ -134,8 +134,9 @@ def test_the_release_policy_is_shown(capsys, monkeypatch):
 
 def test_the_sglang_dllm_stack_s_first_blocks_and_chunked_prompt_reach_the_plan(capsys, monkeypatch):
     """The sglang-dllm stack run one request at a time (its latency recipe, `--max-batch 1`) lets a
-    waiting request's prompt and first block run beside it (`first_block_outside_limit`) and
-    prefills a prompt one block per forward (`prompt_prefill: block-chunks`): a closed loop of 4
+    waiting request's prompt and first block run beside it (`first_block_outside_limit`; its
+    `prompt_prefill: block-chunks` has no prompt pass to cut here: dual-cache's first refresh covers
+    the prompt, so the deployment says "none"): a closed loop of 4
     users planned under it is serve's replica under the same stack, and serves more than the same
     stack strictly one request at a time."""
     row = plan_row(capsys, "--users", 4, "--stack", "sglang-dllm", "--max-batch", 1)
@@ -143,7 +144,7 @@ def test_the_sglang_dllm_stack_s_first_blocks_and_chunked_prompt_reach_the_plan(
     p = served(ClosedLoop(4), stack="sglang-dllm", max_running=1)
     described = dep.describe(dep.prepare(MODEL, (np.full(10, 256.0), np.full(10, 128.0)),
                                          dep.Setup(gpu="h100", stack="sglang-dllm", **DECODING)))
-    assert (described["first_block_outside_limit"], described["prompt_prefill"]) == (True, "block-chunks")
+    assert (described["first_block_outside_limit"], described["prompt_prefill"]) == (True, "none")
     assert_same(row, p)
     with_serving_fields(monkeypatch, first_block_outside_limit=False)
     alone = plan_row(capsys, "--users", 4, "--stack", "sglang-dllm", "--max-batch", 1)

@@ -98,7 +98,9 @@ class Prepared:
     release: str
     max_running: int
     first_block_outside_limit: bool  # the stack's: newcomers' first blocks beside a full batch
-    prompt_prefill: str  # "one-pass", or "block-chunks": the prompt one block per forward (the stack's)
+    # "one-pass", or "block-chunks": the prompt one block per forward (the stack's); "none" where the
+    # decoding runs no pass over the prompt alone (mdm, an uncached block: the prompt is in every pass)
+    prompt_prefill: str
     prefill_chunk: int | None  # an AR prompt's chunk beside the decodes, tokens (None: one pass)
     prefill_chunk_source: str
     release_source: str
@@ -272,7 +274,8 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     return Prepared(model=spec.id, gpu_name=gpu.name, unit=gpu.unit, gpus=setup.replicas * setup.tp, setup=setup,
                     decoding=decoding,
                     release=pol.release, max_running=pol.max_running,
-                    first_block_outside_limit=pol.first_block_outside_limit, prompt_prefill=pol.prompt_prefill,
+                    first_block_outside_limit=pol.first_block_outside_limit,
+                    prompt_prefill=pol.prompt_prefill if any(rt.table.lead or []) else "none",
                     prefill_chunk=pol.prefill_chunk, prefill_chunk_source=pol.prefill_chunk_source,
                     release_source=pol.release_source,
                     max_running_source=pol.max_running_source, requests=rt, sample=sample,
