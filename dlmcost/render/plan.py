@@ -42,8 +42,8 @@ PLAN_LEGEND = {
                     "slower or faster than predicted by the stack's error band (predicted / measured speed, 10th–90th "
                     "percentile over published measurements the stack was not fitted on, or over a calibration's "
                     "held-out measurements: the header says which); none: no replica count meets them there; "
-                    "a band above 1 at both ends (nine in ten measurements or more slower than predicted) puts both above the "
-                    "estimate",
+                    "a band above 1 at both ends (nine in ten measurements or more slower than predicted) puts "
+                    "both above the estimate",
     "$/Mtok\nband": "dollars per million output tokens at the band's two ends, on those GPUs",
     "p95 s\nband": "the p95 latency at the band's two ends, on those GPUs",
 }
