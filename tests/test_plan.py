@@ -366,6 +366,21 @@ def test_impossible_targets_exit_8_with_nearest_miss(capsys):
     assert "p95_latency_s" in lines[0]
 
 
+# a limit near the float maximum once made the replica search divide ~0 by ~0 (NaN replicas) or
+# overflow the cost cap (exit 70); it binds nothing, so the answer is the one a loose limit gives
+@pytest.mark.parametrize("option", ["--p50", "--p95", "--first-block-p95", "--max-usd-per-mtok"])
+def test_a_target_near_the_float_maximum_binds_nothing(capsys, option):
+    small = [MODEL, "--rate", "1", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--scheme", "dual-cache",
+             "--requests", "100", "-f", "json"]
+    answers = []
+    for limit in ("1e6", "1e308"):
+        rc, out, err = run(capsys, "plan", *small, option, limit)
+        assert rc == 0, err
+        best = json.loads(out)["deployments"][0]
+        answers.append((best["gpus"], best["usd_per_mtok"]))
+    assert answers[0] == answers[1]
+
+
 @pytest.mark.parametrize("args, code, needle", [
     (["--rate", "-3"], 2, "rate"),
     (["--rate", "0"], 2, "rate"),

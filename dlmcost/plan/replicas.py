@@ -224,7 +224,7 @@ def _utilisation_for(ratio_points: list[tuple[float, float]], floor: float, aim:
         return None
     slope = (m1 - m2) / (x1 - x2)
     x = x1 + (aim - m1) / slope
-    return None if x <= 0 else x / (1 + x)
+    return None if not 0 < x < math.inf else x / (1 + x)  # inf: ratios a target ~1e308 flattens to ~0
 
 
 SATURATED = 0.95  # beyond this utilisation a finite run's latency follows no queueing shape
@@ -247,7 +247,7 @@ def _crossing(points: list[tuple[float, float]], floor: float) -> float | None:
     if x1 == x2 or (m2 - m1) * (x2 - x1) <= 0:  # no rise with the load to follow
         return None
     x = x1 + (1 - m1) * (x2 - x1) / (m2 - m1)
-    return None if x <= 0 else x / (1 + x)
+    return None if not 0 < x < math.inf else x / (1 + x)  # inf: ratios a target ~1e308 flattens to ~0
 
 
 def _floor_ratio(c: Candidate, sample: RequestSample, targets: Targets) -> float:
@@ -320,8 +320,10 @@ def replica_cap(c: Candidate, traffic: Traffic, targets: Targets, pricing: Prici
         caps.append(max(targets.max_gpus // c.tp, 1))
     price = pricing.usd.get(c.gpu.key)
     if targets.max_usd_per_mtok is not None and price is not None and not traffic.closed_loop:
-        # R tp price / (rate tokens 3600) 1e6 <= limit
-        caps.append(max(int(targets.max_usd_per_mtok * traffic.rate * mean_tokens * 3600 / (1e6 * c.tp * price)), 1))
+        # R tp price / (rate tokens 3600) 1e6 <= limit; a limit near the float maximum caps nothing
+        most = targets.max_usd_per_mtok * traffic.rate * mean_tokens * 3600 / (1e6 * c.tp * price)
+        if math.isfinite(most):
+            caps.append(max(int(most), 1))
     return min(caps) if caps else None
 
 
