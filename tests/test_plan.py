@@ -424,6 +424,13 @@ def test_bad_options_one_line(capsys, args, code, needle):
     ("traffic: {rate: 5}\nsearch: {prefill_chunk: true}\n", "search.prefill_chunk"),  # not a 1-token chunk
     ("traffic: {rate: 5}\nsearch: {prefill_chunk: 512.5}\n", "search.prefill_chunk"),
     ("a: &a [*a, *a]\n", "scenario"),
+    # a boolean or a quoted number where a number belongs is a typo: once $1/h, one token, 500 requests
+    ("traffic: {rate: 5}\nprices: {h100: true}\n", "field 'prices.h100': Input should be a valid number"),
+    ("traffic: {rate: 5}\nprices: {h100: '2.49'}\n", "field 'prices.h100'"),
+    ("traffic: {rate: 5, prompt: true}\n", "field 'traffic.prompt"),
+    ("traffic: {rate: 5, answer: {p50: true}}\n", "answer lengths: expected a token count, got True"),
+    ("traffic: {users: true}\n", "field 'traffic.users'"),
+    ("traffic: {rate: 5}\nsimulation: {requests: '500'}\n", "field 'simulation.requests'"),
 ])
 def test_bad_scenario_files(capsys, tmp_path, text, needle):
     path = tmp_path / "scenario.yaml"

@@ -39,7 +39,9 @@ DEFAULT_MAX_BATCH = [DEFAULT_MAX_RUNNING]  # without a stack limit of its own
 MAX_SCENARIO_BYTES = 1_000_000
 
 Lengths = Union[int, str, dict]
-_STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
+# strict, as a stack file: `true` or "2.49" where a number belongs is a typo, not 1 or 2.49 (lax,
+# `prices: {h100: true}` planned at $1/h and `prompt: true` at one token)
+_STRICT = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 class TrafficSpec(BaseModel):

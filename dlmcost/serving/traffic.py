@@ -98,6 +98,8 @@ def parse_lengths(spec, what: str) -> LengthDist:
 
 
 def _length(value, what: str) -> float:
+    if isinstance(value, bool):  # `p50: true` in a YAML mapping: a typo, not one token
+        raise UsageError(f"{what}: expected a token count, got {value!r}")
     try:
         v = float(value)
     except (TypeError, ValueError):
