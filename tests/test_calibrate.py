@@ -107,6 +107,13 @@ AR = dict(scheme="ar", prompt=64, gen=64)
     (dict(gpu="a100", workload=dict(AR, precision="fp8")), 2, "point bad: a100 cannot run this workload"),
     (dict(workload=dict(AR, precision="bogus")), 2, "unknown precision 'bogus'; choose one of: bf16, fp8, fp4, w8a16, w4a16"),
     (dict(workload=dict(AR, kv_dtype="zz")), 2, "unknown K/V dtype 'zz'; choose one of: bf16, fp16, fp8, int8, fp4, int4"),
+    # a time per forward past what floats can compare with put an infinite ratio into the fit (exit 70)
+    (dict(measured=dict(ms_per_forward=5e-324)), 2,
+     "point bad: its measurement gives 4.94e-324 ms per forward pass; a time per forward is in [1e-06, 1e+12] ms"),
+    (dict(measured=dict(tokens_per_s=5e-324), tokens_per_forward=1e6), 2,
+     "point bad: its measurement gives inf ms per forward pass; a time per forward is in [1e-06, 1e+12] ms"),
+    (dict(measured=dict(latency_s=1e-300)), 2,  # 1e-300 s over 65 passes (the prompt's, 64 decodes)
+     "point bad: its measurement gives 1.54e-299 ms per forward pass; a time per forward is in [1e-06, 1e+12] ms"),
 ])
 def test_cli_a_bad_point_is_one_line_with_its_code(tmp_path, capsys, bad, code, message):
     # the bad point sits between good ones; the messages and codes are those of `analyze`

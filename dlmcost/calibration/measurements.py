@@ -30,6 +30,10 @@ from ..errors import UnknownModelError, UsageError
 from ..inputs.models import resolve_model
 
 MAX_FILE_BYTES = 1024 * 1024
+# a measured time per forward (given, or from tokens/s or a latency) outside these, ms: no pass
+# takes under a nanosecond or over `latency_s`'s own limit, and one of ~1e-300 ms (or ~1e300)
+# put an infinite ratio into the fit (exit 70)
+MIN_MEASURED_MS, MAX_MEASURED_MS = 1e-6, 1e12
 MAX_POINTS = 10_000
 WORKLOAD_KEYS = ("scheme", "prompt", "gen", "steps", "block", "batch", "tp", "ep", "precision", "kv_dtype",
                  "cfg", "store_pass", "logits", "expert_load", "mla_form", "tpf")
@@ -168,6 +172,9 @@ def comparison(p: Point, gpu: str, stack: str, nfe: float, time_s: float, batch:
         meas_ms = 1e3 * p.measured.latency_s / nfe
     elif p.answer_tokens is not None and p.measured.tokens_per_s is not None:
         meas_ms = 1e3 * batch * p.answer_tokens / p.measured.tokens_per_s / nfe
+    if not MIN_MEASURED_MS <= meas_ms <= MAX_MEASURED_MS:
+        raise UsageError(f"point {shown(p.id)}: its measurement gives {meas_ms:.3g} ms per forward pass; a time "
+                         f"per forward is in [{MIN_MEASURED_MS:g}, {MAX_MEASURED_MS:g}] ms")
     pred_ms = 1e3 * time_s / nfe
 
     def tokens_per_s(ms: float) -> float:
