@@ -877,6 +877,21 @@ def test_hostile_values_in_a_stack_files_new_blocks(fails, tmp_path, over, field
     assert f"field '{field}" in message
 
 
+@pytest.mark.parametrize("command", [["serve", "--rate", "2", "--requests", "100"],
+                                     ["plan", "--rate", "1", "--tp", "1", "--precision", "bf16", "--requests", "100"]])
+def test_a_stack_efficiency_that_overflows_a_pass_time_is_refused(fails, tmp_path, command):
+    """A GEMM efficiency of 5e-324 is in (0, 1] but makes a pass take inf seconds: serve and plan
+    simulated those passes for ever (a hang); they refuse the table, as analyze refuses an inf."""
+    from dlmcost.inputs.stacks import bundled_stack_dir
+    import yaml
+
+    data = yaml.safe_load((bundled_stack_dir() / "vllm.yaml").read_text())
+    data["gemm_efficiency"]["efficiency"] = [5e-324] * len(data["gemm_efficiency"]["rows"])
+    path = _stack_file(tmp_path, gemm_efficiency=data["gemm_efficiency"])
+    message = fails(*command, "--gpu", "h100", "--stack", path, code=errors.WorkloadError.exit_code)
+    assert message == "error: a pass time on H100 SXM came out as inf (an overflow): inputs at the edge of their ranges?"
+
+
 def test_a_calibrated_bands_basis_is_shown_escaped_in_serve(capsys, tmp_path):
     """`basis` is printed in serve's header: control characters as escapes, markup as it is."""
     path = _stack_file(tmp_path, held_out_error=_band(basis="\x1b]0;pwned\x07\x1b[2J [bold]x[/bold]\u202e"),

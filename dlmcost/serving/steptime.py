@@ -16,6 +16,7 @@ import numpy as np
 
 from ..analysis.sweep import sweep_first_pass, sweep_passes
 from ..analysis import limits
+from ..errors import WorkloadError
 from ..engine.schemes import get_scheme
 
 
@@ -111,6 +112,10 @@ def pass_table(model, decoding: Decoding, gpus: list[str], precisions: list[str]
     lg = index(cols["gen"].astype(int), answers)
     b = index(cols["batch"].astype(int), batches)
     n, first = cols["nfe"], cols["first_pass_s"]
+    overflow = ~(np.isfinite(first) & np.isfinite(cols["time_s"]))
+    if overflow.any():  # (a stack's efficiency of ~5e-324): a simulation of infinite passes never ends
+        raise WorkloadError(f"a pass time on {cols['gpu'][np.argmax(overflow)]} came out as inf (an overflow): "
+                            "inputs at the edge of their ranges?")
     first_s[g, p, t, lp, lg, b] = first
     pass_s[g, p, t, lp, lg, b] = np.where(n > 1, (cols["time_s"] - first) / np.maximum(n - 1, 1), first)
     nfe[g, p, t, lp, lg] = n
