@@ -152,6 +152,13 @@ def test_a_lengths_file(tmp_path, monkeypatch):
     refused("^x: lengths file .* is too large \\(more than 3 values\\)$", parse_lengths, f"@{path}", "x")
 
 
+def test_a_lengths_file_may_start_with_a_byte_order_mark(tmp_path):
+    # as every other file dlmcost reads; it was "value 1: '\ufeff10' is not a number", the mark unseen
+    path = tmp_path / "l.txt"
+    path.write_bytes(b"\xef\xbb\xbf10 20")
+    assert parse_lengths(f"@{path}", "x").values == (10.0, 20.0)
+
+
 @pytest.mark.parametrize("text, message", [
     ("1 2 ten 4", "value 3: 'ten' is not a number"),
     ("1 2 \x1b[2J 4", "value 3: '\\\\x1b\\[2J' is not a number"),  # the escape is shown, not sent
@@ -159,6 +166,8 @@ def test_a_lengths_file(tmp_path, monkeypatch):
     ("5 1e400", "value 2: lengths must be whole token counts in 0..1,000,000, got 1e400"),
     ("1000001", "value 1: lengths must be whole token counts in 0..1,000,000, got 1000001"),
     ("7 -1", "value 2: lengths must be whole token counts in 0..1,000,000, got -1"),
+    # a 5,000-digit count was quoted whole (the line cut only at the terminal's message limit)
+    ("1" * 5000, "value 1: lengths must be whole token counts in 0..1,000,000, got 1{40}\\.\\.\\. \\(5,000 characters\\)"),
 ])
 def test_a_bad_value_in_a_lengths_file_is_named_by_its_position(tmp_path, text, message):
     path = tmp_path / "l.txt"

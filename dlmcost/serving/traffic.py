@@ -105,7 +105,7 @@ def _length(value, what: str) -> float:
     except (TypeError, ValueError):
         raise UsageError(f"{what}: '{value}' is not a number") from None
     if not math.isfinite(v) or v < 0 or v > MAX_LENGTH or v != round(v):
-        raise UsageError(f"{what}: lengths must be whole token counts in 0..{MAX_LENGTH:,}, got {value}")
+        raise UsageError(f"{what}: lengths must be whole token counts in 0..{MAX_LENGTH:,}, got {shown(value, 40)}")
     return v
 
 
@@ -134,6 +134,7 @@ def _from_percentiles(pairs: dict, what: str) -> LengthDist:
 def _from_file(path: Path, what: str) -> LengthDist:
     """Token counts separated by whitespace or commas, from a regular file within the limits."""
     data = files.read_bytes(path, limit=LENGTHS_FILE_BYTES, error=UsageError, what=f"{what}: lengths file")
+    data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark, allowed as in every file read
     name = shown(str(path))
     is_separator = _SEPARATORS[np.frombuffer(data, np.uint8)]
     count = int(np.count_nonzero(~is_separator[:1]) + np.count_nonzero(is_separator[:-1] & ~is_separator[1:]))
