@@ -261,3 +261,15 @@ def test_measured_time_per_forward_error_and_rms_by_hand():
     assert [r["error"] for r in res["before"]] == pytest.approx([2.0, 1.25, 1.25, 2.0], rel=1e-12)
     logs = [math.log(r["predicted_ms"] / r["measured_ms"]) for r in res["after"]]
     assert res["rms_log_error"] == pytest.approx(math.sqrt(sum(x * x for x in logs) / len(logs)), rel=1e-9)
+
+
+@pytest.mark.parametrize("bad", [dict(measured=dict(ms_per_forward="20")), dict(tokens_per_forward=True),
+                                 dict(measured=dict(tokens_per_s=True)), dict(in_sample="yes")])
+def test_a_point_with_a_typed_typo_is_refused(tmp_path, capsys, bad):
+    """Strict, as stack and scenario files: a quoted number or a boolean where a number belongs (or
+    a word where a boolean does) is a typo, refused with the file named, not read as 20 or 1."""
+    src = tmp_path / "m.yaml"
+    src.write_text(yaml.safe_dump(dict(points=[GOOD, dict(GOOD, id="bad", **bad)])))
+    assert main(["calibrate", str(src), "--fit", "fixed", "-o", str(tmp_path / "x.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err

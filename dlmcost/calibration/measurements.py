@@ -39,8 +39,12 @@ WORKLOAD_KEYS = ("scheme", "prompt", "gen", "steps", "block", "batch", "tp", "ep
                  "cfg", "store_pass", "logits", "expert_load", "mla_form", "tpf")
 
 
+# strict, as stack and scenario files: `true` or "20" where a number belongs is a typo, not 1 or 20
+_STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
+
+
 class Measured(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = _STRICT
 
     ms_per_forward: float | None = Field(default=None, gt=0, le=1e9)
     tokens_per_s: float | None = Field(default=None, gt=0, le=1e12)
@@ -55,7 +59,7 @@ class Measured(BaseModel):
 
 
 class Point(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = _STRICT
 
     id: str = Field(min_length=1, max_length=100)
     model: str = Field(min_length=1, max_length=500)
