@@ -264,7 +264,9 @@ def test_measured_time_per_forward_error_and_rms_by_hand():
 
 
 @pytest.mark.parametrize("bad", [dict(measured=dict(ms_per_forward="20")), dict(tokens_per_forward=True),
-                                 dict(measured=dict(tokens_per_s=True)), dict(in_sample="yes")])
+                                 dict(measured=dict(tokens_per_s=True)), dict(in_sample="yes"),
+                                 dict(workload=dict(AR, prompt=True)), dict(workload=dict(AR, gen="64")),
+                                 dict(workload=dict(AR, cfg=1))])
 def test_a_point_with_a_typed_typo_is_refused(tmp_path, capsys, bad):
     """Strict, as stack and scenario files: a quoted number or a boolean where a number belongs (or
     a word where a boolean does) is a typo, refused with the file named, not read as 20 or 1."""

@@ -37,6 +37,8 @@ MIN_MEASURED_MS, MAX_MEASURED_MS = 1e-6, 1e12
 MAX_POINTS = 10_000
 WORKLOAD_KEYS = ("scheme", "prompt", "gen", "steps", "block", "batch", "tp", "ep", "precision", "kv_dtype",
                  "cfg", "store_pass", "logits", "expert_load", "mla_form", "tpf")
+NUMERIC_WORKLOAD_KEYS = ("prompt", "gen", "steps", "block", "batch", "tp", "ep", "tpf")
+BOOLEAN_WORKLOAD_KEYS = ("cfg", "store_pass")
 
 
 # strict, as stack and scenario files: `true` or "20" where a number belongs is a typo, not 1 or 20
@@ -84,6 +86,12 @@ class Point(BaseModel):
         unknown = sorted(set(self.workload) - set(WORKLOAD_KEYS))
         if unknown:
             raise ValueError(f"unknown workload keys: {', '.join(unknown)} (known: {', '.join(WORKLOAD_KEYS)})")
+        # strict as the rest of the point: `prompt: true` or `gen: "64"` is a typo, not 1 or 64
+        for key, value in self.workload.items():
+            if key in NUMERIC_WORKLOAD_KEYS and isinstance(value, (bool, str)):
+                raise ValueError(f"workload {key}: expected a number, got {value!r}")
+            if key in BOOLEAN_WORKLOAD_KEYS and not isinstance(value, bool):
+                raise ValueError(f"workload {key}: expected true or false, got {value!r}")
         return self
 
 
