@@ -49,6 +49,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     # the chunk's name where it was given: the option, else the scenario file's field
     from_option = ((overrides or {}).get("search") or {}).get("prefill_chunk") is not None
     chunk_name = "--prefill-chunk" if from_option else "search.prefill_chunk"
+    chunk_given_as = "option" if from_option else "scenario"
     behaviour.check_prefill_chunk(spec.search.prefill_chunk, chunk_name)
     if price_overrides:
         spec = spec.model_copy(update={"prices": {**spec.prices, **price_overrides}})
@@ -81,7 +82,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     parts, decodings, release, running, stacks, published, chunks = [], [], {}, {}, {}, {}, {}
     for m, space, pricing in spaces:
         decodings += [d.label for d in space.decodings]
-        policies = {d.label: decoding_policy(stack, efficiency, d, eager, space.prefill_chunk) for d in space.decodings}
+        policies = {d.label: decoding_policy(stack, efficiency, d, eager, space.prefill_chunk, chunk_given_as)
+                    for d in space.decodings}
         release.update({label: pol.release for label, pol in policies.items()})
         chunks.update({label: (pol.prefill_chunk, pol.prefill_chunk_source) for label, pol in policies.items()})
         running.update({label: space.max_batches or [pol.max_running] for label, pol in policies.items()})
@@ -93,14 +95,12 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                           defer=len(spaces) > 1))
     if baseline and any(not d.autoregressive for _, space, _ in spaces for d in space.decodings):
         ar = baseline_decoding()  # the AR baseline's engine, as the header names it
-        policy = decoding_policy(stack, efficiency, ar, eager, spec.search.prefill_chunk)
+        policy = decoding_policy(stack, efficiency, ar, eager, spec.search.prefill_chunk, chunk_given_as)
         release.setdefault(ar.label, policy.release)
         chunks.setdefault(ar.label, (policy.prefill_chunk, policy.prefill_chunk_source))
         running.setdefault(ar.label, spaces[0][1].max_batches or [policy.max_running])
         stacks.setdefault(ar.label, behaviour.stack_name(stack, ar, eager))
     behaviour.warn_if_no_chunks(spec.search.prefill_chunk, [chunk for chunk, _ in chunks.values()], chunk_name)
-    if not from_option:  # a chunk the policies took as given came from the scenario file
-        chunks = {label: (chunk, "scenario" if source == "option" else source) for label, (chunk, source) in chunks.items()}
     result = parts[0]
     if len(parts) > 1:  # the rows shown of all the models' rankings searched again, then ranked together
         rank_rows([row for p in parts for row in p.pending], ranked)

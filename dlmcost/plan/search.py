@@ -197,12 +197,12 @@ def baseline_decoding() -> Decoding:
 
 
 def decoding_policy(stack: str | None, efficiency: str, decoding: Decoding, eager: bool = False,
-                    prefill_chunk: int | None = None) -> behaviour.Policy:
+                    prefill_chunk: int | None = None, chunk_given_as: str = "option") -> behaviour.Policy:
     """How a decoding is served: on its stack (the one given, else its kind's default), with that
     stack's release and running limit, and the chunked prefill given (else the stack's), as `serve`
     serves it."""
     return behaviour.policy(stack_profile(behaviour.stack_name(stack, decoding), efficiency, eager), decoding,
-                            prefill_chunk=prefill_chunk)
+                            prefill_chunk=prefill_chunk, prefill_chunk_given_as=chunk_given_as)
 
 
 

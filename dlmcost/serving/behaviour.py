@@ -83,7 +83,7 @@ def streams_tokens(decoding: Decoding) -> bool:
 
 
 def policy(stack, decoding: Decoding, *, release: str | None = None, max_running: int | None = None,
-           prefill_chunk: int | None = None) -> Policy:
+           prefill_chunk: int | None = None, prefill_chunk_given_as: str = "option") -> Policy:
     """The deployment's release policy and running-request limit. A scheme that streams tokens
     always releases first-done (a request leaves at its last token). `prefill_chunk`: the option's
     token budget of a chunked prefill, 0 for none."""
@@ -95,11 +95,12 @@ def policy(stack, decoding: Decoding, *, release: str | None = None, max_running
     prefill = stack_field(stack, "prompt_prefill") or "one-pass"
     if not (decoding.block and not streams_tokens(decoding)):
         prefill = "one-pass"  # no blocks to cut the prompt into
-    chunk, chunk_source = prefill_chunk_of(stack, decoding, prefill_chunk)
+    chunk, chunk_source = prefill_chunk_of(stack, decoding, prefill_chunk, prefill_chunk_given_as)
     return Policy(rel, rel_source, cap, cap_source, ahead, prefill, chunk, chunk_source)
 
 
-def prefill_chunk_of(stack, decoding: Decoding, given: int | None = None) -> tuple[int | None, str]:
+def prefill_chunk_of(stack, decoding: Decoding, given: int | None = None,
+                     given_as: str = "option") -> tuple[int | None, str]:
     """(a chunked prefill's token budget per step, its source): the option (0: none), else the
     stack's `prefill_chunk_tokens`, else none. Only a scheme that streams tokens has one: the
     engines that chunk a prompt beside the decodes (vLLM V1) chunk autoregressive prompts, while a
@@ -108,6 +109,7 @@ def prefill_chunk_of(stack, decoding: Decoding, given: int | None = None) -> tup
     if not streams_tokens(decoding):
         return None, "diffusion decoding"
     chunk, source = choose(given, stack_field(stack, "prefill_chunk_tokens"), None)
+    source = given_as if source == "option" else source  # the option, or a plan scenario's field
     return (int(chunk) if chunk else None), source
 
 
