@@ -54,6 +54,18 @@ class PublishedBand(Record):
     numbers: int = Field(description="the out-of-source validation numbers it rests on")
 
 
+class FirstTokenBand(Record):
+    """The band of the times to the first token (a speed being 1 / TTFT), kept apart from the
+    speed band: a fixed cost per request that no step time describes moves them alone."""
+
+    low: float = Field(description="10th percentile of measured / predicted time to the first token")
+    median: float
+    high: float = Field(description="90th percentile")
+    numbers: int = Field(description="the out-of-source validation numbers it rests on")
+    basis: str = Field(description="which numbers: the stack's own first-token ones, every stack's, or (too few "
+                                   "of those) the stack's band over all its numbers")
+
+
 class ErrorBand(Record):
     """How far the stack's predictions were from measurements they were not fitted on: published
     ones (the validation), or the user's own (a calibrated stack file's held-out error)."""
@@ -72,6 +84,9 @@ class ErrorBand(Record):
     narrowing: Optional[float] = Field(
         description="the published band's width / this band's, a width being ln(high / low): above 1 narrower, "
                     "below 1 wider; null for a published band, or a held-out band of no width")
+    first_token: Optional[FirstTokenBand] = Field(
+        description="the band the times to the first token take: at each end of the band above they are scaled "
+                    "further by this band's end / that band's (null: the band above serves them too)")
 
 
 class Stats(Record):

@@ -49,6 +49,8 @@ TARGET_OUT_OF_SOURCE_WORST = 2.0
 RECORDED_OUT_OF_SOURCE_WORST = 4.19
 BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-of-source numbers (6)
 BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
+# The metrics that are a time to the first token: their errors make a band of their own (error_bands)
+FIRST_TOKEN_METRICS = frozenset({"ttft_mean_s"})
 # What each published metric is in `dlmcost serve -f json`, and whether a larger value is faster.
 METRICS = {
     "output_tokens_per_s": ("output tok/s", lambda p: p["output_tokens_per_s"], True),
@@ -226,33 +228,72 @@ def speed_ratio(r: dict) -> float:
     return r["optimism"] if "optimism" in r else r["measured_ms"] / r["predicted_ms"]
 
 
+def first_token(r: dict) -> bool:
+    """Whether a row's metric is a time to the first token (it gets the first-token band)."""
+    return r.get("metric") in FIRST_TOKEN_METRICS
+
+
 def error_bands(rs: list[dict], serving: list[dict]) -> dict:
-    """Per stack, the 10th and 90th percentiles of predicted / measured speed over its out-of-source
-    numbers; a stack with fewer than BAND_MIN_NUMBERS of them takes the pooled band of every stack."""
+    """Per stack, the 10th, 50th and 90th percentiles of predicted / measured speed over its
+    out-of-source numbers, in two bands: speed (throughputs, end-to-end times, times per pass:
+    what the step times set) and first token (the times to the first token, which a fixed
+    per-request cost no step time describes can move alone). A stack with fewer than
+    BAND_MIN_NUMBERS speed numbers takes the pooled speed band. Its first-token band is its own
+    first-token numbers' with enough of them, else every stack's first-token numbers' with enough,
+    else its band over all its numbers, first-token ones included (else the pooled one of those)."""
     import numpy as np
 
-    by_stack: dict[str, list[float]] = {}
-    origins_of: dict[str, set[str]] = {}  # the publications a stack's numbers come from (said in its basis)
+    speed: dict[str, list[float]] = {}
+    first: dict[str, list[float]] = {}
+    origins_of: dict[tuple[str, bool], set[str]] = {}  # the publications a band's numbers come from
     for r in (*rs, *serving):
         if scored(r):
-            by_stack.setdefault(r["stack"], []).append(speed_ratio(r))
-            origins_of.setdefault(r["stack"], set()).add(r["origin"])
-    pooled = [v for vs in by_stack.values() for v in vs]
+            (first if first_token(r) else speed).setdefault(r["stack"], []).append(speed_ratio(r))
+            origins_of.setdefault((r["stack"], first_token(r)), set()).add(r["origin"])
 
     def band(values: list[float], basis: str) -> dict:
         lo, mid, hi = np.percentile(values, [10, 50, 90])
         return dict(low=round(float(lo), 4), median=round(float(mid), 4), high=round(float(hi), 4),
                     numbers=len(values), basis=basis)
 
+    def publications(stack: str, *first_token: bool) -> str:
+        pubs = len(set().union(*(origins_of.get((stack, f), set()) for f in first_token)))
+        return f"from {pubs} publication{'' if pubs == 1 else 's'}"
+
+    def few(n: int, what: str) -> str:
+        return f"{n} {what} number{'' if n == 1 else 's'} of its own (fewer than {BAND_MIN_NUMBERS})"
+
     from dlmcost.inputs.stacks import bundled_stack_names
 
-    out = {"pooled": band(pooled, "every stack's out-of-source numbers")}
+    pooled_speed = [v for vs in speed.values() for v in vs]
+    pooled_first = [v for vs in first.values() for v in vs]
+    pooled_all = pooled_speed + pooled_first
+    pooled = band(pooled_speed, "every stack's out-of-source speed numbers")
+    apart = f"{len(pooled_first)} in all, fewer than {BAND_MIN_NUMBERS} for a band apart"
+    pooled_first_band = (band(pooled_first, "every stack's out-of-source first-token numbers")
+                         if len(pooled_first) >= BAND_MIN_NUMBERS else
+                         band(pooled_all, f"every stack's out-of-source numbers, first-token ones included ({apart})"))
+    out = {"pooled": dict(pooled, first_token=pooled_first_band)}
     for name in bundled_stack_names():
-        own = by_stack.get(name, [])
-        pubs = len(origins_of.get(name, ()))
-        own_basis = f"its own out-of-source numbers, from {pubs} publication{'' if pubs == 1 else 's'}"
-        out[name] = band(own, own_basis) if len(own) >= BAND_MIN_NUMBERS else \
-            dict(out["pooled"], basis=f"pooled: {len(own)} out-of-source number{'' if len(own) == 1 else 's'} of its own (fewer than {BAND_MIN_NUMBERS})")
+        own_speed, own_first = speed.get(name, []), first.get(name, [])
+        entry = (band(own_speed, f"its own out-of-source speed numbers, {publications(name, False)}")
+                 if len(own_speed) >= BAND_MIN_NUMBERS else
+                 dict(pooled, basis=f"pooled: {few(len(own_speed), 'out-of-source speed')}"))
+        together = own_speed + own_first
+        if len(own_first) >= BAND_MIN_NUMBERS:
+            entry["first_token"] = band(own_first, f"its own out-of-source first-token numbers, "
+                                                   f"{publications(name, True)}")
+        elif len(pooled_first) >= BAND_MIN_NUMBERS:
+            entry["first_token"] = dict(pooled_first_band, basis="pooled: " + few(len(own_first), "first-token"))
+        elif len(together) >= BAND_MIN_NUMBERS and own_first:
+            entry["first_token"] = band(together, f"its own out-of-source numbers, first-token ones included, "
+                                                  f"{publications(name, False, True)} ({len(own_first)} of its own "
+                                                  f"first-token numbers; {apart})")
+        elif len(together) >= BAND_MIN_NUMBERS:
+            entry["first_token"] = dict(entry, basis=f"its speed band: no first-token numbers of its own ({apart})")
+        else:
+            entry["first_token"] = dict(pooled_first_band, basis="pooled: " + few(len(together), "out-of-source"))
+        out[name] = entry
     return out
 
 
@@ -432,19 +473,28 @@ def render_headline(rs: list[dict], serving: list[dict]) -> list[str]:
         "### Error bands: what `serve` and `plan` print as intervals",
         "",
         "Per stack, the 10th, 50th and 90th percentiles of predicted speed / measured speed (above 1: the prediction",
-        "is optimistic) over its out-of-source numbers; a stack with fewer than "
-        f"{BAND_MIN_NUMBERS} of them takes the band of all stacks",
-        "together. `serve` and `plan` divide a predicted throughput by the high and low ends to bracket it (and",
-        "multiply times and costs), so an interval is as wide as the tool's measured error, not a typed-in margin.",
+        "is optimistic) over its out-of-source numbers, in two bands. The speed band is taken over throughputs,",
+        "end-to-end times and times per pass, what the step times set; a stack with fewer than "
+        f"{BAND_MIN_NUMBERS} of them takes the",
+        "band of all stacks together. The first-token band is taken over the times to the first token (a speed being",
+        "1 / TTFT): a fixed cost per request that no step time describes moves them alone, so their errors do not",
+        "widen every other interval. With too few first-token numbers for a band apart, it is the stack's band over",
+        "all its numbers, first-token ones included (or its speed band, where it has none).",
+        "`serve` and `plan` divide a predicted throughput by the speed band's high and low ends to bracket it (and",
+        "multiply times and costs); a time to the first token at each end is scaled further by the first-token",
+        "band's end over the speed band's, so that at light load it moves by the first-token band alone. An interval",
+        "is as wide as the tool's measured error, not a typed-in margin.",
         "Written to `dlmcost/inputs/error_bands.json`, which the commands read. A stack `dlmcost calibrate` fitted to",
-        "your own measurements carries a band of its own instead, its held-out error over them",
-        "([stacks.md](stacks.md#calibrating-a-stack-to-your-measurements)).",
+        "your own measurements carries a speed band of its own instead, its held-out error over them",
+        "([stacks.md](stacks.md#calibrating-a-stack-to-your-measurements)), and keeps its published first-token band.",
         "",
-        "| stack | p10 | median | p90 | numbers | basis |",
-        "|---|---:|---:|---:|---:|---|",
+        "| stack | p10 | median | p90 | numbers | basis | first token: p10 | median | p90 | numbers | basis |",
+        "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|",
     ]
     for name, b in bands.items():
-        lines.append(f"| {name} | {b['low']:.2f} | {b['median']:.2f} | {b['high']:.2f} | {b['numbers']} | {b['basis']} |")
+        f = b["first_token"]
+        lines.append(f"| {name} | {b['low']:.2f} | {b['median']:.2f} | {b['high']:.2f} | {b['numbers']} | {b['basis']} "
+                     f"| {f['low']:.2f} | {f['median']:.2f} | {f['high']:.2f} | {f['numbers']} | {f['basis']} |")
     return lines + [""]
 
 
@@ -523,7 +573,7 @@ def bands_text(rs: list[dict], serving: list[dict]) -> str:
     """dlmcost/inputs/error_bands.json as this validation computes it."""
     doc = dict(generated_by="scripts/validation.py", what=(
         "per stack: 10th/50th/90th percentiles of predicted speed / measured speed over the out-of-source "
-        "validation numbers (docs/validation.md)"), bands=error_bands(rs, serving))
+        "validation numbers (docs/validation.md): the speed band, and the first-token band (first_token)"), bands=error_bands(rs, serving))
     return json.dumps(doc, indent=1, sort_keys=True) + "\n"
 
 

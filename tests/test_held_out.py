@@ -141,6 +141,11 @@ def test_serve_names_the_calibrated_band_and_draws_its_ranges_from_it(calibrated
     tok, lat = point["output_tokens_per_s"], point["latency_s"]["median"]
     assert point["intervals"]["output_tokens_per_s"] == pytest.approx([tok / hi, tok / lo])
     assert point["intervals"]["latency_p50_s"] == pytest.approx([lat * lo, lat * hi])
+    # a calibration measures passes, not first tokens: the published first-token band stays, so the
+    # first block moves by it (one user: exactly the prediction times its ends)
+    first, ttfb = p["first_token"], point["ttfb_s"]["median"]
+    assert (band["first_token"]["low"], band["first_token"]["high"]) == (first["low"], first["high"])
+    assert point["intervals"]["ttfb_p50_s"] == pytest.approx([ttfb * first["low"], ttfb * first["high"]])
     rc, text, _ = run(*args)
     said = " ".join(text.split())
     assert (f"error band: mine {lo:.2f}–{hi:.2f}× over 7 measurements, held out: each of your measurements "
@@ -163,8 +168,8 @@ def plan_at(run, stack: str, capacity_of) -> dict:
 
 def test_plan_intervals_shrink_to_the_calibrated_band(calibrated, run, tmp_path):
     """No latency target: the fewest replicas keep utilisation below 1, R = floor(rate / (capacity
-    / k)) + 1 at band end k. At 2.5 x capacity the pooled band (0.91–1.61) needs 3 to 5 GPUs; the
-    calibrated band (within 0.9–1.1) needs 3 at both ends."""
+    / k)) + 1 at band end k. At 2.5 x capacity the pooled speed band (0.94–1.56) needs 3 to 4 GPUs;
+    the calibrated band (within 0.9–1.1) needs 3 at both ends."""
     out, _ = calibrated
     held = yaml.safe_load(out.read_text())["held_out_error"]
     by_hand = lambda band: [math.floor(2.5 * k) + 1 for k in band]  # noqa: E731  (rate / capacity = 2.5)
@@ -177,10 +182,10 @@ def test_plan_intervals_shrink_to_the_calibrated_band(calibrated, run, tmp_path)
     published = plan_at(run, str(host_bound_stack(tmp_path)), capacities)  # the stack it was calibrated from
     p = pooled()
     wide = published["deployments"][0]["intervals"]
-    assert wide["gpus"] == by_hand([p["low"], p["high"]]) == [3, 5]
+    assert wide["gpus"] == by_hand([p["low"], p["high"]]) == [3, 4]
     assert published["search"]["error_bands"][str(host_bound_stack(tmp_path))]["source"] == "validation"
     ratio = lambda iv: iv["usd_per_mtok"][1] / iv["usd_per_mtok"][0]  # noqa: E731
-    assert ratio(d) == pytest.approx(1.0) and ratio(wide) == pytest.approx(5 / 3)
+    assert ratio(d) == pytest.approx(1.0) and ratio(wide) == pytest.approx(4 / 3)
 
 
 def test_fewer_than_six_held_out_keep_the_published_band_widened():

@@ -122,3 +122,48 @@ def test_serve_prints_the_band_and_the_ranges(capsys):
     assert f"{n3(lat * band['low'])}–{n3(lat * band['high'])}" in text
     assert f"error band: sglang-dllm {band['low']:.2f}–{band['high']:.2f}× over {band['numbers']} measurements" in text
     assert "token per forward: LLaDA-8B-Instruct" in text
+
+
+AR_MODEL = "Qwen/Qwen2.5-7B"
+
+
+def test_one_user_ttfb_moves_by_the_first_token_band():
+    """SGLang's time-to-first-token numbers make a band of their own (wider than its speed band).
+    One user: every time scales with the steps, so at each end the TTFB is the prediction times
+    the speed band's end times the first-token scale (first-token end / speed end), i.e. the
+    prediction times the first-token band's end; the other times move by the speed band."""
+    bands = json.loads(error_bands.BANDS_FILE.read_text())["bands"]
+    band, first = bands["sglang"], bands["sglang"]["first_token"]
+    assert first["high"] > band["high"] * 1.2  # the case this tests: the two bands differ
+    r = api.serve(AR_MODEL, api.ClosedLoop(1), api.ServeSetup(gpu="h100", stack="sglang"), prompt=512, answer=64)
+    d, (p,) = r.deployment, r.points
+    assert d["error_band"]["first_token"]["high"] == first["high"]
+    iv = p.intervals
+    assert iv["ttfb_p50_s"] == pytest.approx([p.ttfb_s["median"] * first["low"], p.ttfb_s["median"] * first["high"]])
+    assert iv["latency_p50_s"] == pytest.approx([p.latency_s["median"] * band["low"], p.latency_s["median"] * band["high"]])
+    assert iv["output_tokens_per_s"] == pytest.approx([p.output_tokens_per_s / band["high"],
+                                                       p.output_tokens_per_s / band["low"]])
+
+
+def test_plan_holds_a_first_block_target_at_the_first_token_bands_ends(capsys):
+    """A first-block target between the lone first block at the speed band's high end and at the
+    first-token band's: met at the low end, no replica count meets it at the high end (None),
+    where scaling the steps by the speed band alone would meet it. The lone first block comes from
+    `api.serve` at one user (a request alone on a replica: its prompt pass), not from plan."""
+    from dlmcost.cli import main
+
+    bands = json.loads(error_bands.BANDS_FILE.read_text())["bands"]
+    band, first = bands["sglang"], bands["sglang"]["first_token"]
+    r = api.serve(AR_MODEL, api.ClosedLoop(1), api.ServeSetup(gpu="h100", tp=1, precision="bf16", stack="sglang"),
+                  prompt=512, answer=64)
+    lone = r.points[0].ttfb_s["median"]
+    target = lone * (band["high"] + first["high"]) / 2
+    assert lone * first["low"] < target and lone * band["high"] < target < lone * first["high"]
+    capsys.readouterr()
+    rc = main([str(x) for x in ("plan", AR_MODEL, "--rate", 0.05, "--gpu", "h100", "--tp", "1", "--precision", "bf16",
+                                "--prompt", "512", "--answer", "64", "--stack", "sglang", "--price", "h100=2",
+                                "--first-block-p95", target, "-f", "json")])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0, out
+    (d,) = [d for d in out["deployments"] if d["replicas"] == 1]
+    assert d["intervals"]["gpus"] == [1, None]

@@ -5,7 +5,9 @@ fitted on: the error bands `serve` and `plan` turn into intervals.
 validation's out-of-source numbers (docs/validation.md, "Error bands"); nothing here is typed in.
 A band is the 10th, 50th and 90th percentile of predicted speed / measured speed: above 1 the
 prediction was optimistic. A stack without enough out-of-source numbers of its own carries the
-band of all stacks together, and says so (`basis`).
+band of all stacks together, and says so (`basis`). Each band has a second one for the time to
+the first token (`first_token`, a speed being 1 / TTFT): a fixed cost per request that no step
+time describes moves it alone, so its errors are kept out of the throughputs' intervals.
 
 A stack file `dlmcost calibrate` wrote carries a band of its own instead (`held_out_error`: each
 of the user's measurements predicted by a fit that did not see it, calibration/held_out.py); the
@@ -41,6 +43,8 @@ class ErrorBand:
     source: str = VALIDATION
     # a calibration's band: the published band of the stack it was calibrated from (None otherwise)
     published: "ErrorBand | None" = None
+    # the band of the times to the first token (None: this band serves them too)
+    first_token: "ErrorBand | None" = None
 
     @property
     def width(self) -> float:
@@ -65,15 +69,24 @@ class ErrorBand:
         """The same for a time or a cost per token (inverse to speed): predicted x low to x high."""
         return predicted * self.low, predicted * self.high
 
+    def first_token_scales(self) -> tuple[float, float]:
+        """How much further than the step times a time to the first token moves at the band's low
+        and high end: the first-token band's end / this band's (1, 1 without a first-token band).
+        At light load, where the first token is one pass, it then moves by the first-token band."""
+        first = self.first_token or self
+        return first.low / self.low, first.high / self.high
+
     def record(self) -> dict:
         """The band as the JSON prints it (documents.ErrorBand)."""
-        published = self.published
+        published, first = self.published, self.first_token
         return dict(stack=self.stack, low=self.low, median=self.median, high=self.high, numbers=self.numbers,
                     basis=self.basis, source=self.source,
                     published=None if published is None else dict(stack=published.stack, low=published.low,
                                                                   median=published.median, high=published.high,
                                                                   numbers=published.numbers),
-                    narrowing=self.narrowing)
+                    narrowing=self.narrowing,
+                    first_token=None if first is None else dict(low=first.low, median=first.median, high=first.high,
+                                                                numbers=first.numbers, basis=first.basis))
 
 
 @lru_cache(maxsize=1)
@@ -104,8 +117,10 @@ def calibrated_band(stack: str | None) -> ErrorBand | None:
         return None
     p = held.published
     published = None if p is None else ErrorBand(p.stack, p.low, p.median, p.high, p.numbers, "published")
+    # a calibration measures passes, not first tokens: the first-token band stays the published one
+    start = published_band_for(p.stack if p is not None else None)
     return ErrorBand(calibrated.name, held.low, held.median, held.high, len(held.ratios), held.basis,
-                     CALIBRATION, published)
+                     CALIBRATION, published, None if start is None else start.first_token)
 
 
 def published_band_for(stack: str | None) -> ErrorBand | None:
@@ -116,7 +131,11 @@ def published_band_for(stack: str | None) -> ErrorBand | None:
     if not isinstance(entry, dict):
         return None
     name = stack if stack in bands else POOLED
-    basis = entry.get("basis", "") if name != POOLED or stack in (None, POOLED) else \
-        f"pooled band of every stack ({stack} has no validation of its own)"
+    own = name != POOLED or stack in (None, POOLED)
+    basis = entry.get("basis", "") if own else f"pooled band of every stack ({stack} has no validation of its own)"
+    first = entry.get("first_token")
+    first_band = None if not isinstance(first, dict) else ErrorBand(
+        name, float(first["low"]), float(first["median"]), float(first["high"]), int(first["numbers"]),
+        first.get("basis", "") if own else f"pooled first-token band of every stack ({stack} has no validation of its own)")
     return ErrorBand(name, float(entry["low"]), float(entry["median"]), float(entry["high"]),
-                     int(entry["numbers"]), basis)
+                     int(entry["numbers"]), basis, first_token=first_band)

@@ -154,12 +154,21 @@ STACK_CAPTION = ("default for: the decodings that run on it when no --stack is g
                  "per replica unless --max-running says otherwise (-: no limit of its own); release: how a batch of "
                  "diffusion requests lets them go (-: synchronous); error band: predicted / measured speed, 10th to "
                  "90th percentile, over published measurements it was not fitted on (above 1: optimistic; docs/"
-                 "validation.md); fitted numbers: field <- the validation points it was fitted on (-f json: every "
+                 "validation.md), and where it differs, the band of the time to the first token (TTFT); fitted numbers: field <- the validation points it was fitted on (-f json: every "
                  "source)")
 
 
 def _fitted_cell(fitted: dict) -> list[str]:
     return [f"{field} <- {', '.join(points)}" for field, points in fitted.items()] or ["-"]
+
+
+def _band_cell(band: dict | None) -> str:
+    """'1.03-1.33' or, where the first-token band differs, '1.03-1.33 (TTFT 1.09-2.73)'."""
+    if band is None:
+        return "-"
+    cell, first = f"{band['low']:.2f}-{band['high']:.2f}", band.get("first_token")
+    said = None if first is None else f"{first['low']:.2f}-{first['high']:.2f}"
+    return cell if said in (None, cell) else f"{cell} (TTFT {said})"
 
 
 def render_stacks(entries: list[dict], fmt: str, out: Output) -> None:
@@ -169,8 +178,7 @@ def render_stacks(entries: list[dict], fmt: str, out: Output) -> None:
     rows = [[e["name"], ", ".join(e["default_for"]) or "-",
              "-" if e["max_running_requests"] is None else str(e["max_running_requests"]),
              e["release"] or "-", e["version"] or "-", e["as_of"] or "-",
-             "-" if e["error_band"] is None else f"{e['error_band']['low']:.2f}-{e['error_band']['high']:.2f}",
-             _fitted_cell(e["fitted"])] for e in entries]
+             _band_cell(e["error_band"]), _fitted_cell(e["fitted"])] for e in entries]
     if fmt == "csv":
         out.write(to_csv([dict(zip((h.replace("\n", " ") for h in STACK_HEADERS), r[:-1] + ["; ".join(r[-1])]))
                           for r in rows]))

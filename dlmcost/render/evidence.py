@@ -63,6 +63,17 @@ def against_published(band: dict) -> str:
     return f"; {whose} published band {p['low']:.2f}–{p['high']:.2f}×: {narrowing_phrase(band['narrowing'])}"
 
 
+def first_token_phrase(band: dict, basis: bool = True) -> str:
+    """'; time to first token 1.09–2.73× over 14 measurements, its own ...' (' (time to first token
+    1.09–2.73×)' without the basis): the band the times to the first block take, where it differs
+    from the speed band ('' where it does not)."""
+    f = band.get("first_token")
+    if not f or (round(f["low"], 2), round(f["high"], 2)) == (round(band["low"], 2), round(band["high"], 2)):
+        return ""
+    ends = f"time to first token {f['low']:.2f}–{f['high']:.2f}×"
+    return f"; {ends} over {f['numbers']} measurements, {safe(f['basis'])}" if basis else f" ({ends})"
+
+
 def span(low, high, fmt) -> str:
     """'1.5–2.6', one value when both ends agree, 'none' for an end with no value (nothing met the
     targets there)."""

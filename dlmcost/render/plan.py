@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 
 from .cells import num, plural, safe, sig
-from .evidence import against_published, band_meaning, band_phrase, prefill_chunk_phrase, published_brief, span
+from .evidence import (against_published, band_meaning, band_phrase, first_token_phrase, prefill_chunk_phrase,
+                       published_brief, span)
 from .formats import markdown_text, to_csv, to_markdown, typed_json
 from .output import Output
 from .tables import print_fitted, table_columns
@@ -178,7 +179,7 @@ def evidence_lines(p: dict) -> list[str]:
             bands.setdefault(iv["band_stack"], records[iv["band_stack"]])
     if bands:
         lines.append("error bands: " + ", ".join(band_phrase(k, b["low"], b["high"]) + against_published(b)
-                                                 for k, b in bands.items())
+                                                 + first_token_phrase(b, basis=False) for k, b in bands.items())
                      + f" ({band_meaning(list(bands.values()))})")
     return lines
 

@@ -13,7 +13,8 @@ import math
 from .charts import Chart, Note, Panel, Series, _log_scaled, short_model
 from .output import Output
 from .cells import num, plural, safe
-from .evidence import against_published, band_meaning, band_phrase, prefill_chunk_phrase, published_phrase, span
+from .evidence import (against_published, band_meaning, band_phrase, first_token_phrase, prefill_chunk_phrase,
+                       published_phrase, span)
 from .formats import markdown_text, to_csv, to_markdown, typed_json
 from .tables import print_fitted, table_columns
 
@@ -149,7 +150,8 @@ def band_lines(record: dict) -> list[str]:
         band = d.get("error_band")
         if band:
             out.append(f"{tag}error band: {band_phrase(band['stack'], band['low'], band['high'], band['numbers'])}, "
-                       f"{safe(band['basis'])}{against_published(band)} ({band_meaning([band])})")
+                       f"{safe(band['basis'])}{against_published(band)}{first_token_phrase(band)} "
+                       f"({band_meaning([band])})")
     return out
 
 
