@@ -170,7 +170,7 @@ def deployment_lines(d: dict) -> list[str]:
     ep = f" EP{d['ep']}" if d["ep"] > 1 else ""
     lines = [f"{d['model']} on {d['replicas']}× {d['gpu']} TP{d['tp']}{ep} {d['precision']} "
              f"({plural(d['gpus'], d['unit'])}) · {d['decoding']}"
-             + (f", spread {d['tpf_spread']:g}" if d["tpf_spread"] else "") + f" · stack {d['stack']}"
+             + (f", spread {d['tpf_spread']:.2g}" if d["tpf_spread"] else "") + f" · stack {d['stack']}"
              + (" (default; --stack)" if d.get("stack_default") else ""),
              f"running ≤ {d['max_running']}{' (+ first blocks)' if d.get('first_block_outside_limit') else ''} "
              f"per replica ({_limit_source(d)}; memory fits "
