@@ -269,10 +269,10 @@ def error_bands(rs: list[dict], serving: list[dict]) -> dict:
     pooled_first = [v for vs in first.values() for v in vs]
     pooled_all = pooled_speed + pooled_first
     pooled = band(pooled_speed, "every stack's out-of-source speed numbers")
-    apart = f"{len(pooled_first)} in all, fewer than {BAND_MIN_NUMBERS} for a band apart"
+    too_few = f"too few first-token numbers for a band apart ({BAND_MIN_NUMBERS} needed)"
     pooled_first_band = (band(pooled_first, "every stack's out-of-source first-token numbers")
                          if len(pooled_first) >= BAND_MIN_NUMBERS else
-                         band(pooled_all, f"every stack's out-of-source numbers, first-token ones included ({apart})"))
+                         band(pooled_all, f"every stack's out-of-source numbers: {too_few}, {len(pooled_first)} in all"))
     out = {"pooled": dict(pooled, first_token=pooled_first_band)}
     for name in bundled_stack_names():
         own_speed, own_first = speed.get(name, []), first.get(name, [])
@@ -286,11 +286,11 @@ def error_bands(rs: list[dict], serving: list[dict]) -> dict:
         elif len(pooled_first) >= BAND_MIN_NUMBERS:
             entry["first_token"] = dict(pooled_first_band, basis="pooled: " + few(len(own_first), "first-token"))
         elif len(together) >= BAND_MIN_NUMBERS and own_first:
-            entry["first_token"] = band(together, f"its own out-of-source numbers, first-token ones included, "
-                                                  f"{publications(name, False, True)} ({len(own_first)} of its own "
-                                                  f"first-token numbers; {apart})")
+            entry["first_token"] = band(together, f"all its out-of-source numbers, {publications(name, False, True)}: "
+                                                  f"{too_few}, {len(own_first)} of its own, {len(pooled_first)} in all")
         elif len(together) >= BAND_MIN_NUMBERS:
-            entry["first_token"] = dict(entry, basis=f"its speed band: no first-token numbers of its own ({apart})")
+            entry["first_token"] = dict(entry, basis=f"its speed band: no first-token numbers of its own "
+                                                     f"({len(pooled_first)} in all)")
         else:
             entry["first_token"] = dict(pooled_first_band, basis="pooled: " + few(len(together), "out-of-source"))
         out[name] = entry

@@ -167,3 +167,18 @@ def test_plan_holds_a_first_block_target_at_the_first_token_bands_ends(capsys):
     assert rc == 0, out
     (d,) = [d for d in out["deployments"] if d["replicas"] == 1]
     assert d["intervals"]["gpus"] == [1, None]
+
+
+def test_the_header_names_a_first_token_band_only_where_it_differs():
+    """The first-token band is named (with how a TTFB interval moves) where its ends differ from the
+    speed band's at the printed two decimals, and not otherwise."""
+    from dlmcost.render.evidence import band_meaning, first_token_phrase
+
+    speed = dict(stack="s", low=1.03, high=1.33, numbers=10, basis="b")
+    apart = dict(speed, first_token=dict(low=1.09, median=1.2, high=2.73, numbers=14, basis="all its numbers"))
+    same = dict(speed, first_token=dict(low=1.031, median=1.2, high=1.329, numbers=10, basis="its speed band"))
+    assert first_token_phrase(apart) == "; time to first token 1.09–2.73× over 14 measurements, all its numbers"
+    assert first_token_phrase(apart, basis=False) == " (time to first token 1.09–2.73×)"
+    assert first_token_phrase(same) == first_token_phrase(speed) == ""
+    assert band_meaning([apart]).endswith("the time to first token further to its own band's ends")
+    assert "first token" not in band_meaning([same, speed])

@@ -39,9 +39,14 @@ CALIBRATED_MEANING = ("predicted / measured speed over measurements the stack wa
                       "run at the band's two ends")
 
 
+FIRST_TOKEN_MEANING = ", the time to first token further to its own band's ends"
+
+
 def band_meaning(bands: list[dict]) -> str:
-    """What the bands' ratios are: published measurements, or a calibration's held-out ones."""
-    return CALIBRATED_MEANING if any(b.get("source") == "calibration" for b in bands) else BAND_MEANING
+    """What the bands' ratios are: published measurements, or a calibration's held-out ones (and
+    how a time to first token moves, where a band has a first-token band of its own)."""
+    meaning = CALIBRATED_MEANING if any(b.get("source") == "calibration" for b in bands) else BAND_MEANING
+    return meaning + (FIRST_TOKEN_MEANING if any(first_token_phrase(b) for b in bands) else "")
 
 
 def narrowing_phrase(narrowing: float | None) -> str:
