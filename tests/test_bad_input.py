@@ -31,7 +31,7 @@ PWNED = Path("/tmp/dlmcost_corpus_pwned")  # what the !!python/object files woul
 # Every exit code a user can cause, from errors.py (click's own usage errors share EXIT_USAGE).
 DOCUMENTED = {0, errors.EXIT_USAGE, errors.WorkloadError.exit_code, errors.UnknownGPUError.exit_code,
               errors.HardwareFileError.exit_code, errors.UnknownModelError.exit_code,
-              errors.ConfigError.exit_code}
+              errors.ConfigError.exit_code, errors.TraceError.exit_code}
 HUB_CODES = {errors.HubError.exit_code, errors.HubRepoNotFound.exit_code, errors.HubGated.exit_code,
              errors.HubRevisionNotFound.exit_code, errors.HubFileNotFound.exit_code,
              errors.HubUnreachable.exit_code}
@@ -1004,3 +1004,11 @@ def test_a_measurements_file_with_a_key_written_twice(fails, tmp_path):
                     "  measured:\n    tokens_per_s: 96.8\n    tokens_per_s: 9.68\n  source: mine\n")
     assert fails("calibrate", path, "-o", tmp_path / "out.yaml", code=errors.EXIT_USAGE) == \
         f"error: measurements file {path}: key 'tokens_per_s' appears twice (lines 7 and 8)"
+
+
+def test_a_trace_time_with_no_such_utc_offset(fails, tmp_path):
+    # `+99:99` was read as 99 h 99 min east of UTC (4 days off); a trace error, exit 16
+    path = tmp_path / "t.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2024-01-01 00:00:00Z,10,5\n2024-01-01 00:00:01+99:99,10,5\n")
+    assert fails("serve", "inclusionAI/LLaDA2.1-mini", "--trace", path, code=errors.TraceError.exit_code) == \
+        f"error: trace {path} row 3, column TIMESTAMP: '2024-01-01 00:00:01+99:99' has no such UTC offset (-23:59 to +23:59)"

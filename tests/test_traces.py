@@ -529,13 +529,33 @@ def test_azure_times_across_a_new_year_a_leap_day_and_utc_offsets_by_hand(tmp_pa
                                             ("2023-01-01 24:00:00", "is not a time of day"),
                                             ("2023-01-01 00:60:00", "is not a time of day"),
                                             ("2023-01-01 00:00:60", "is not a time of day"),
-                                            ("2023-02-29 00:00:00", "is not a date")])
+                                            ("2023-02-29 00:00:00", "is not a date"),
+                                            ("2023-13-01 00:00:00", "is not a date"),
+                                            ("2023-00-10 00:00:00", "is not a date"),
+                                            ("2023-01-00 00:00:00", "is not a date"),
+                                            ("0000-01-01 00:00:00", "is not a date"),
+                                            # a UTC offset is under 24 hours, its minutes under 60
+                                            ("2023-01-01 00:00:00+23:59", None),
+                                            ("2023-01-01 00:00:00-23:59", None),
+                                            ("2023-01-01 00:00:00+99:99", "has no such UTC offset (-23:59 to +23:59)"),
+                                            ("2023-01-01 00:00:00+24:00", "has no such UTC offset (-23:59 to +23:59)"),
+                                            ("2023-01-01 00:00:00-24:00", "has no such UTC offset (-23:59 to +23:59)"),
+                                            ("2023-01-01 00:00:00+00:60", "has no such UTC offset (-23:59 to +23:59)"),
+                                            ("2023-01-01 00:00:00+0075", "has no such UTC offset (-23:59 to +23:59)")])
 def test_the_edges_of_a_date_and_a_time_of_day(tmp_path, stamp, problem):
     path = write(tmp_path, "a.csv", f"TIMESTAMP,ContextTokens,GeneratedTokens\n{stamp},1,1\n")
     if problem is None:
         assert read_trace(path).rows_kept == 1
     else:
         assert fails(path, problem).endswith(f"column TIMESTAMP: '{stamp}' {problem}")
+
+
+def test_the_largest_utc_offsets_by_hand(tmp_path):
+    rows = ["2024-01-01 00:00:00Z",        # the origin
+            "2024-01-02 00:00:00+23:59",   # 2024-01-02 00:00 - 23:59 = 2024-01-01 00:01 UTC: 60 s
+            "2023-12-31 00:02:00-23:59"]   # 2023-12-31 00:02 + 23:59 = 2024-01-01 00:01 UTC: 60 s
+    text = "TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(f"{r},1,1\n" for r in rows)
+    assert read_trace(write(tmp_path, "a.csv", text)).arrival_s.tolist() == [0.0, 60.0, 60.0]
 
 
 def test_rows_that_are_blank_or_hold_only_spaces_are_skipped_and_a_lone_value_is_not(tmp_path):

@@ -324,7 +324,11 @@ def _azure_time(text: str, at: str, column: str) -> int:
     fraction = int((m.group(7) or "").ljust(9, "0"))
     offset = 0
     if m.group(9):
-        offset = (1 if m.group(9) == "+" else -1) * (int(m.group(10)) * 3600 + int(m.group(11)) * 60)
+        oh, om = int(m.group(10)), int(m.group(11))
+        if oh > 23 or om > 59:  # ISO 8601 and Python's datetime: under 24 hours, minutes under 60
+            raise TraceError(f"{at}, column {column}: '{shown(s, 40)}' has no such UTC offset "
+                             f"(-23:59 to +23:59)")
+        offset = (1 if m.group(9) == "+" else -1) * (oh * 3600 + om * 60)
     return ((day * 86400 + h * 3600 + mi * 60 + sec - offset) * 1_000_000_000) + fraction
 
 
