@@ -298,6 +298,25 @@ def test_a_missing_column(tmp_path):
     fails(write(tmp_path, "a.csv", "Stamp,ContextTokens,GeneratedTokens\n"), "no column TIMESTAMP in its header")
 
 
+@pytest.mark.parametrize("header, problem", [
+    ("TIMESTAMP,ContextTokens,GeneratedTokens,GeneratedTokens", "column GeneratedTokens appears twice in its header "
+                                                                "(fields 3 and 4)"),
+    # names are matched without case or surrounding spaces, so these are one column too
+    ("timestamp,ContextTokens, TIMESTAMP ,GeneratedTokens", "column TIMESTAMP appears twice in its header (fields 1 and 3)"),
+    ("Timestamp,Request tokens,Response tokens,Model,response TOKENS", "column Response tokens appears twice in its "
+                                                                       "header (fields 3 and 5)"),
+])
+def test_a_column_named_twice(tmp_path, header, problem):
+    # the first was read without a word, whichever one held the numbers
+    path = write(tmp_path, "a.csv", f"{header}\n")
+    assert fails(path, problem) == f"trace {path}: {problem}"
+
+
+def test_a_column_ignored_may_be_named_twice(tmp_path):
+    text = "Timestamp,Model,Request tokens,Response tokens,Model\n1,a,10,20,b\n"
+    assert read_trace(write(tmp_path, "b.csv", text)).answer_tokens.tolist() == [20]
+
+
 def test_empty_files_and_files_without_requests(tmp_path):
     fails(write(tmp_path, "e.csv", ""), "is empty")
     fails(write(tmp_path, "e.csv", "\n  \n\n"), "is empty")
@@ -322,6 +341,11 @@ def test_empty_files_and_files_without_requests(tmp_path):
     ('{"timestamp": 1, "input_length": 1' + "0" * 30 + ', "output_length": 1}', "input_length: '1" + "0" * 30 + "' is too large"),
     ('{"timestamp": 1, "input_length": 1' + "0" * 5000 + ', "output_length": 1}', "more than 4,300 digits"),
     ('{"timestamp": 1, "hash_ids": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+    # a field written twice: json keeps the last without a word (4000 tokens read, not 1)
+    ('{"timestamp": 1, "input_length": 5, "output_length": 1, "output_length": 4000}',
+     "row 2: field 'output_length' appears twice"),
+    ('{"timestamp": 1, "input_length": 5, "output_length": 1, "hash_ids": [], "other": {"a": 1, "a": 2}}',
+     "row 2: field 'a' appears twice"),
 ])
 def test_bad_mooncake_lines(tmp_path, line, problem):
     path = write(tmp_path, "m.jsonl", '{"timestamp": 0, "input_length": 5, "output_length": 1}\n' + line + "\n")
