@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dlmcost.calibration.measurements import analysis_for, compare, load_points  # noqa: E402
+from dlmcost.inputs.yaml_loader import load_yaml  # noqa: E402 - refuses a repeated key
 
 DATA = ROOT / "validation" / "published.yaml"
 SERVING = ROOT / "validation" / "serving.yaml"
@@ -79,7 +80,7 @@ def _validation_script():
 
 def ratio(point_id: str, file: Path, values: dict[tuple[str, str], float]) -> float:
     """predicted / measured time of a point with the file's fields set to `values`."""
-    data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    data = load_yaml(file.read_text(encoding="utf-8"))
     for (part, field), value in values.items():
         data[part][field] = value
         data["sources"].setdefault(field, "being fitted")
@@ -99,7 +100,7 @@ def ratio(point_id: str, file: Path, values: dict[tuple[str, str], float]) -> fl
 
 def _serving_ratio(point_id: str, changed: Path, folder: str) -> float:
     validation = _validation_script()
-    p = next(q for q in yaml.safe_load(SERVING.read_text(encoding="utf-8"))["points"] if q["id"] == point_id)
+    p = next(q for q in load_yaml(SERVING.read_text(encoding="utf-8"))["points"] if q["id"] == point_id)
     (metric, measured), = p["measured"].items()
     assert metric == "forward_ms", "a time: larger values of the fitted fields are slower"
     command = " ".join(p["command"].split()) + f" --hardware {folder}"
@@ -136,7 +137,7 @@ def solve(fit: Fit) -> dict[tuple[str, str], float]:
 def main() -> int:
     for fit in FITS:
         file = ROOT / fit.file
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+        data = load_yaml(file.read_text(encoding="utf-8"))
         now = {(part, field): data[part].get(field) for part, field, _ in fit.fields}
         fitted = solve(fit)
         shown = ", ".join(f"{field} {fitted[part, field]:.3f} (file: {now[part, field]})" for part, field in fitted)

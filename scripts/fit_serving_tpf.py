@@ -24,9 +24,11 @@ import shlex
 import sys
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from dlmcost.inputs.yaml_loader import load_yaml  # noqa: E402 - refuses a repeated key
+
 SERVING = ROOT / "validation" / "serving.yaml"
 NOTE = re.compile(r"^(\w+) sets --tpf ([0-9.]+)")
 TPF = re.compile(r"--tpf\s+([0-9.]+)(?=\s|$)")
@@ -115,7 +117,7 @@ def write(text: str, points: list[dict], fitted: dict[str, tuple[float, float, b
 
 def main(argv: list[str]) -> int:
     text = SERVING.read_text(encoding="utf-8")
-    points = yaml.safe_load(text)["points"]
+    points = load_yaml(text)["points"]
     fitted = solve(points)
     for pid, (value, r, kept) in fitted.items():
         print(f"{pid}: --tpf {value:g}{' (kept)' if kept else ''}, predicted / measured {r:.3f}")

@@ -19,8 +19,6 @@ import statistics
 import sys
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "docs"))
@@ -28,6 +26,7 @@ sys.path.insert(0, str(ROOT / "docs"))
 from dlmcost.calibration.measurements import analysis_for, compare, load_points  # noqa: E402
 from dlmcost.inputs.error_bands import MIN_NUMBERS  # noqa: E402
 from dlmcost.inputs.stacks import EAGER_SUFFIX  # noqa: E402
+from dlmcost.inputs.yaml_loader import load_yaml  # noqa: E402 - refuses a repeated key
 
 # A row reproduced with the CLI; a cogapp block, so that `docs/generate.py --check` verifies it too.
 EXAMPLE = ("dlmcost analyze GSAI-ML/LLaDA-8B-Instruct --gpu a100 --scheme prefix-cache --prompt 900 --gen 256 "
@@ -112,7 +111,7 @@ def serving_rows(data: Path = SERVING) -> list[dict]:
     """One row per published metric of each serving point: measured, predicted, their ratio,
     the error max(pred/meas, meas/pred) and the speed ratio (above 1: the prediction is optimistic)."""
     out = []
-    for p in yaml.safe_load(data.read_text(encoding="utf-8"))["points"]:
+    for p in load_yaml(data.read_text(encoding="utf-8"))["points"]:
         predicted = serve_json(" ".join(p["command"].split()))
         for metric, measured in p["measured"].items():
             label, read, faster_up = METRICS[metric]
@@ -142,7 +141,7 @@ def origins() -> dict[str, str]:
     """Every validation point's id (serving ones as `serving:ID`) -> its publication key."""
     points, _ = load_points(DATA)
     out = {p.id: p.origin for p in points}
-    for q in yaml.safe_load(SERVING.read_text(encoding="utf-8"))["points"]:
+    for q in load_yaml(SERVING.read_text(encoding="utf-8"))["points"]:
         out[f"serving:{q['id']}"] = q["origin"]
     return out
 
@@ -174,7 +173,7 @@ def fitting_points(numbers: list[dict]) -> set[str]:
     """The points that set a number, another point's assumption or one of their own (a `fitted`
     note): in sample, whatever their source."""
     points, _ = load_points(DATA)
-    serving = yaml.safe_load(SERVING.read_text(encoding="utf-8"))["points"]
+    serving = load_yaml(SERVING.read_text(encoding="utf-8"))["points"]
     leaned = {pid for p in points for pid in p.leans_on} | {pid for q in serving for pid in q.get("leans_on", [])}
     own = {p.id for p in points if p.in_sample} | {f"serving:{q['id']}" for q in serving if q.get("fitted")}
     return {pid for n in numbers for pid in n["points"]} | leaned | own

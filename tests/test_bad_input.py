@@ -31,7 +31,7 @@ PWNED = Path("/tmp/dlmcost_corpus_pwned")  # what the !!python/object files woul
 # Every exit code a user can cause, from errors.py (click's own usage errors share EXIT_USAGE).
 DOCUMENTED = {0, errors.EXIT_USAGE, errors.WorkloadError.exit_code, errors.UnknownGPUError.exit_code,
               errors.HardwareFileError.exit_code, errors.UnknownModelError.exit_code,
-              errors.ConfigError.exit_code}
+              errors.ConfigError.exit_code, errors.TraceError.exit_code}
 HUB_CODES = {errors.HubError.exit_code, errors.HubRepoNotFound.exit_code, errors.HubGated.exit_code,
              errors.HubRevisionNotFound.exit_code, errors.HubFileNotFound.exit_code,
              errors.HubUnreachable.exit_code}
@@ -933,3 +933,82 @@ def test_hostile_quality_floor_in_a_scenario(fails, tmp_path, floor, field):
 def test_hostile_min_accuracy_option(fails, value):
     assert "--min-accuracy" in fails("serve", "inclusionAI/LLaDA2.1-mini", "-c", "2", "--min-accuracy", value,
                                      code=errors.EXIT_USAGE)
+
+
+# --- A key written twice in one mapping: PyYAML kept the second without a word (a stack's `eager:`
+# or a hardware file's `memory_bandwidth:` changed the answer silently). Every YAML file is refused
+# with one line naming the file, the key and both lines, and the exit code of its kind of file.
+# The corpus files (hardware/duplicate_key*.yaml, models/yaml_duplicate_key.yaml) also run through
+# every command above; each would be a valid file with either of its two lines.
+
+
+@pytest.mark.parametrize("name, message", [
+    ("duplicate_key.yaml", "key 'bandwidth_tb_s' appears twice (lines 8 and 9)"),
+    ("duplicate_key_nested.yaml", "key 'memory_bandwidth' appears twice (lines 16 and 17)"),  # in `efficiency:`
+])
+def test_a_hardware_file_with_a_key_written_twice(fails, name, message):
+    path = CORPUS / "hardware" / name
+    assert fails("gpus", "--hardware", path, code=errors.HardwareFileError.exit_code) == \
+        f"error: hardware file {path}: {message}"
+
+
+def test_a_model_file_with_a_key_written_twice(fails):
+    path = CORPUS / "models" / "yaml_duplicate_key.yaml"
+    assert fails("model", path, code=errors.ConfigError.exit_code) == \
+        f"error: model file {path}: key 'n_layers' appears twice (lines 3 and 10)"
+
+
+@pytest.mark.parametrize("where", ["top", "nested"])
+def test_a_stack_file_with_a_key_written_twice(fails, tmp_path, where):
+    from dlmcost.inputs.stacks import bundled_stack_dir
+
+    lines = (bundled_stack_dir() / "vllm.yaml").read_text().splitlines(keepends=True)
+    eager = next(i for i, line in enumerate(lines) if line.startswith("eager:")) + 1  # its line, from 1
+    assert lines[eager].startswith("  us_per_layer: 47")
+    if where == "top":  # a second `eager:` block at the end: it was the one read, 0 µs a layer
+        lines.append("eager: {us_per_layer: 0, overlaps_gpu: false}\n")
+        key, first, again = "eager", eager, len(lines)
+    else:  # `us_per_layer` again under the first one's
+        lines.insert(eager + 1, "  us_per_layer: 0\n")
+        key, first, again = "us_per_layer", eager + 1, eager + 2
+    path = tmp_path / "mine.yaml"
+    path.write_text("".join(lines))
+    message = fails("serve", "Qwen/Qwen2.5-7B", "--stack", path, "-c", "2", code=errors.HardwareFileError.exit_code)
+    assert message == f"error: stack file {path}: key '{key}' appears twice (lines {first} and {again})"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("model: inclusionAI/LLaDA2.1-mini\ntraffic: {rate: 1}\nsimulation: {requests: 100}\ntraffic: {rate: 100}\n",
+     "key 'traffic' appears twice (lines 2 and 4)"),
+    # one line: the columns tell the two apart ("traffic: {" is 10 characters; "rate: 1, " 9 more)
+    ("model: inclusionAI/LLaDA2.1-mini\ntraffic: {rate: 1, rate: 100}\nsimulation: {requests: 100}\n",
+     "key 'rate' appears twice (line 2, columns 11 and 20)"),
+], ids=["top", "nested-flow"])
+def test_a_scenario_file_with_a_key_written_twice(fails, tmp_path, text, message):
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    assert fails("plan", "--scenario", path, code=errors.EXIT_USAGE) == f"error: scenario file {path}: {message}"
+
+
+def test_an_efficiency_file_with_a_key_written_twice(fails, tmp_path):
+    path = tmp_path / "eff.yaml"
+    path.write_text("memory_bandwidth: 0.8\ngemm: {bf16: 0.8}\noverhead_us_per_op: 3\nmemory_bandwidth: 0.08\n")
+    assert fails("analyze", "--gpu", "h100", "--efficiency", path, code=errors.EXIT_USAGE) == \
+        f"error: efficiency file {path}: key 'memory_bandwidth' appears twice (lines 1 and 4)"
+
+
+def test_a_measurements_file_with_a_key_written_twice(fails, tmp_path):
+    path = tmp_path / "points.yaml"
+    path.write_text("points:\n- id: mine\n  model: Qwen/Qwen2.5-7B\n  gpu: a100\n"
+                    "  workload: {scheme: ar, prompt: 128, gen: 256, batch: 1}\n"
+                    "  measured:\n    tokens_per_s: 96.8\n    tokens_per_s: 9.68\n  source: mine\n")
+    assert fails("calibrate", path, "-o", tmp_path / "out.yaml", code=errors.EXIT_USAGE) == \
+        f"error: measurements file {path}: key 'tokens_per_s' appears twice (lines 7 and 8)"
+
+
+def test_a_trace_time_with_no_such_utc_offset(fails, tmp_path):
+    # `+99:99` was read as 99 h 99 min east of UTC (4 days off); a trace error, exit 16
+    path = tmp_path / "t.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2024-01-01 00:00:00Z,10,5\n2024-01-01 00:00:01+99:99,10,5\n")
+    assert fails("serve", "inclusionAI/LLaDA2.1-mini", "--trace", path, code=errors.TraceError.exit_code) == \
+        f"error: trace {path} row 3, column TIMESTAMP: '2024-01-01 00:00:01+99:99' has no such UTC offset (-23:59 to +23:59)"

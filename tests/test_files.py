@@ -83,3 +83,63 @@ def test_a_small_file_under_a_large_limit_allocates_its_size_not_the_limit(tmp_p
     finally:
         tracemalloc.stop()
     assert peak < 1 << 20, peak
+
+
+# --- the YAML loader: a key written twice is refused; merge keys keep their YAML meaning --------
+
+
+@pytest.fixture(params=["C", "python"])
+def load_yaml(request, monkeypatch):
+    """`yaml_loader.load_yaml` on PyYAML's C parser and on its pure-Python one."""
+    import yaml
+
+    from dlmcost.inputs import yaml_loader
+
+    if request.param == "C" and not hasattr(yaml, "CSafeLoader"):
+        pytest.skip("PyYAML without its C parser")
+    if request.param == "python":
+        monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
+    yaml_loader._strict_loader.cache_clear()
+    yield yaml_loader.load_yaml
+    yaml_loader._strict_loader.cache_clear()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("a: 1\nb: 2\na: 3\n", "key 'a' appears twice (lines 1 and 3)"),
+    ("x:\n  - {y: 1}\n  - z: 1\n    y: 2\n    z: 3\n", "key 'z' appears twice (lines 3 and 5)"),  # in a list
+    ("{a: 1, a: 2}\n", "key 'a' appears twice (line 1, columns 2 and 8)"),
+    # keys compared as read, as the dict holding them would: these are one key
+    ("1: a\n0x1: b\n", "key '0x1' at line 2 is the same key as '1' at line 1"),
+    ("1: a\ntrue: b\n", "key 'true' at line 2 is the same key as '1' at line 1"),
+    ("'a': 1\n\"a\": 2\n", "key 'a' appears twice (lines 1 and 2)"),
+    ("{1: a, 1.0: b}\n", "key '1.0' at line 1 column 8 is the same key as '1' at column 2"),
+    # `<<` twice: `<<: [*a, *b]` says the order plainly
+    ("a: &a {x: 1}\nt: {<<: *a, <<: {x: 2}}\n", "key '<<' appears twice (line 2, columns 5 and 13)"),
+    # a merged mapping is a mapping too
+    ("a: &a {x: 1, x: 2}\nt: {<<: *a}\n", "key 'x' appears twice (line 1, columns 8 and 14)"),
+    ("t: {<<: {x: 1, x: 2}}\n", "key 'x' appears twice (line 1, columns 10 and 16)"),
+])
+def test_a_key_written_twice_is_refused(load_yaml, text, message):
+    from dlmcost.inputs.yaml_loader import RepeatedKeyError
+
+    with pytest.raises(RepeatedKeyError) as info:
+        load_yaml(text)
+    assert info.value.message() == message
+
+
+@pytest.mark.parametrize("text, data", [
+    ("1: a\n'1': b\n", {1: "a", "1": "b"}),  # a number and a text: two keys
+    ("a: {x: 1}\nb: {x: 2}\n", {"a": {"x": 1}, "b": {"x": 2}}),  # one key in two mappings
+    ("- {a: 1}\n- {a: 2}\n", [{"a": 1}, {"a": 2}]),
+    # yaml.org/type/merge: the mapping's own keys override the merged ones...
+    ("b: &b {x: 1, y: 2}\nt: {<<: *b, x: 3}\n", {"b": {"x": 1, "y": 2}, "t": {"x": 3, "y": 2}}),
+    # ...and of several merged mappings the first wins (PyYAML 6.0.4's own merge gave 2)
+    ("a: &a {speed: 1}\nb: &b {speed: 2}\nt: {<<: [*a, *b]}\n",
+     {"a": {"speed": 1}, "b": {"speed": 2}, "t": {"speed": 1}}),
+    # a mapping merged in turn is what it reads as: m is {x: 2, y: 2}, so t is {x: 2, y: 5}
+    # (PyYAML 6.0.4's own merge gave t x: 1, the value m overrides)
+    ("b: &b {x: 1, y: 2}\nm: &m\n  <<: *b\n  x: 2\nt:\n  <<: *m\n  y: 5\n",
+     {"b": {"x": 1, "y": 2}, "m": {"x": 2, "y": 2}, "t": {"x": 2, "y": 5}}),
+])
+def test_distinct_keys_and_merges_read_as_yaml_means(load_yaml, text, data):
+    assert load_yaml(text) == data

@@ -298,6 +298,25 @@ def test_a_missing_column(tmp_path):
     fails(write(tmp_path, "a.csv", "Stamp,ContextTokens,GeneratedTokens\n"), "no column TIMESTAMP in its header")
 
 
+@pytest.mark.parametrize("header, problem", [
+    ("TIMESTAMP,ContextTokens,GeneratedTokens,GeneratedTokens", "column GeneratedTokens appears twice in its header "
+                                                                "(fields 3 and 4)"),
+    # names are matched without case or surrounding spaces, so these are one column too
+    ("timestamp,ContextTokens, TIMESTAMP ,GeneratedTokens", "column TIMESTAMP appears twice in its header (fields 1 and 3)"),
+    ("Timestamp,Request tokens,Response tokens,Model,response TOKENS", "column Response tokens appears twice in its "
+                                                                       "header (fields 3 and 5)"),
+])
+def test_a_column_named_twice(tmp_path, header, problem):
+    # the first was read without a word, whichever one held the numbers
+    path = write(tmp_path, "a.csv", f"{header}\n")
+    assert fails(path, problem) == f"trace {path}: {problem}"
+
+
+def test_a_column_ignored_may_be_named_twice(tmp_path):
+    text = "Timestamp,Model,Request tokens,Response tokens,Model\n1,a,10,20,b\n"
+    assert read_trace(write(tmp_path, "b.csv", text)).answer_tokens.tolist() == [20]
+
+
 def test_empty_files_and_files_without_requests(tmp_path):
     fails(write(tmp_path, "e.csv", ""), "is empty")
     fails(write(tmp_path, "e.csv", "\n  \n\n"), "is empty")
@@ -322,6 +341,11 @@ def test_empty_files_and_files_without_requests(tmp_path):
     ('{"timestamp": 1, "input_length": 1' + "0" * 30 + ', "output_length": 1}', "input_length: '1" + "0" * 30 + "' is too large"),
     ('{"timestamp": 1, "input_length": 1' + "0" * 5000 + ', "output_length": 1}', "more than 4,300 digits"),
     ('{"timestamp": 1, "hash_ids": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+    # a field written twice: json keeps the last without a word (4000 tokens read, not 1)
+    ('{"timestamp": 1, "input_length": 5, "output_length": 1, "output_length": 4000}',
+     "row 2: field 'output_length' appears twice"),
+    ('{"timestamp": 1, "input_length": 5, "output_length": 1, "hash_ids": [], "other": {"a": 1, "a": 2}}',
+     "row 2: field 'a' appears twice"),
 ])
 def test_bad_mooncake_lines(tmp_path, line, problem):
     path = write(tmp_path, "m.jsonl", '{"timestamp": 0, "input_length": 5, "output_length": 1}\n' + line + "\n")
@@ -529,13 +553,33 @@ def test_azure_times_across_a_new_year_a_leap_day_and_utc_offsets_by_hand(tmp_pa
                                             ("2023-01-01 24:00:00", "is not a time of day"),
                                             ("2023-01-01 00:60:00", "is not a time of day"),
                                             ("2023-01-01 00:00:60", "is not a time of day"),
-                                            ("2023-02-29 00:00:00", "is not a date")])
+                                            ("2023-02-29 00:00:00", "is not a date"),
+                                            ("2023-13-01 00:00:00", "is not a date"),
+                                            ("2023-00-10 00:00:00", "is not a date"),
+                                            ("2023-01-00 00:00:00", "is not a date"),
+                                            ("0000-01-01 00:00:00", "is not a date"),
+                                            # a UTC offset is under 24 hours, its minutes under 60
+                                            ("2023-01-01 00:00:00+23:59", None),
+                                            ("2023-01-01 00:00:00-23:59", None),
+                                            ("2023-01-01 00:00:00+99:99", "has no such UTC offset (-23:59 to +23:59)"),
+                                            ("2023-01-01 00:00:00+24:00", "has no such UTC offset (-23:59 to +23:59)"),
+                                            ("2023-01-01 00:00:00-24:00", "has no such UTC offset (-23:59 to +23:59)"),
+                                            ("2023-01-01 00:00:00+00:60", "has no such UTC offset (-23:59 to +23:59)"),
+                                            ("2023-01-01 00:00:00+0075", "has no such UTC offset (-23:59 to +23:59)")])
 def test_the_edges_of_a_date_and_a_time_of_day(tmp_path, stamp, problem):
     path = write(tmp_path, "a.csv", f"TIMESTAMP,ContextTokens,GeneratedTokens\n{stamp},1,1\n")
     if problem is None:
         assert read_trace(path).rows_kept == 1
     else:
         assert fails(path, problem).endswith(f"column TIMESTAMP: '{stamp}' {problem}")
+
+
+def test_the_largest_utc_offsets_by_hand(tmp_path):
+    rows = ["2024-01-01 00:00:00Z",        # the origin
+            "2024-01-02 00:00:00+23:59",   # 2024-01-02 00:00 - 23:59 = 2024-01-01 00:01 UTC: 60 s
+            "2023-12-31 00:02:00-23:59"]   # 2023-12-31 00:02 + 23:59 = 2024-01-01 00:01 UTC: 60 s
+    text = "TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(f"{r},1,1\n" for r in rows)
+    assert read_trace(write(tmp_path, "a.csv", text)).arrival_s.tolist() == [0.0, 60.0, 60.0]
 
 
 def test_rows_that_are_blank_or_hold_only_spaces_are_skipped_and_a_lone_value_is_not(tmp_path):

@@ -78,12 +78,12 @@ def bundled_yaml_files() -> list[Path]:
 
 def build() -> str:
     """The table's text for the bundled files as they are now."""
-    import yaml
+    from .yaml_loader import load_yaml
 
     table = {}
     for path in bundled_yaml_files():
         text = path.read_bytes().decode("utf-8-sig")  # as files.decode reads it
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
+        data = load_yaml(text)  # as files.parse reads it: a repeated key is refused here too
         try:
             # key order kept: a mapping's order is data (the models' manifest lists them in order)
             parsed = json.dumps(data, separators=(",", ":"), allow_nan=False)

@@ -9,7 +9,9 @@ Files come from other people, so reading is bounded before it starts:
 - at most `limit` bytes are read (`limit + 1` to tell "too big" from "exactly the limit");
 - text is UTF-8, with or without a byte-order mark, for JSON and YAML alike;
 - YAML goes through the safe loader only (plain scalars, lists and mappings; `!!python/...` tags
-  are refused, never executed), the C one when PyYAML has it (ten times faster);
+  are refused, never executed), the C one when PyYAML has it (ten times faster), and a mapping
+  that names the same key twice is refused (PyYAML would keep the last one without a word:
+  `yaml_loader`);
 - integers over Python's 4,300-digit conversion limit, nesting deeper than the interpreter's
   stack, paths too long for the file system and `~unknownuser/...` each get their own message.
 
@@ -33,6 +35,7 @@ from typing import Any
 
 from ..errors import DlmcostError
 from ..safe_text import shown
+from .yaml_loader import RepeatedKeyError, load_yaml
 
 # Limits, generous for real files (the largest bundled model config is under 10 KB, the largest
 # real safetensors index, DeepSeek-V3's, about 9 MB), small enough to refuse junk at once.
@@ -218,10 +221,9 @@ def parse(text: str, *, fmt: str, error: type[DlmcostError], what: str) -> Any:
     try:
         if fmt == "json":
             return json.loads(text)
-        import yaml
-
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader (CSafeLoader or SafeLoader)
+        return load_yaml(text)
+    except RepeatedKeyError as exc:
+        raise error(f"{what}: {exc.message()}") from None
     except RecursionError:
         raise error(f"{what} is nested too deeply (more levels than the parser's stack allows)") from None
     except json.JSONDecodeError as exc:

@@ -13,8 +13,10 @@ Three public formats are read (docs/plan.md, "Traces"):
 
 A trace is another person's file: it is read through the bounded reader (`files.TRACE_LIMIT`
 bytes, a regular file only, never blocking), one line at a time (at most `MAX_LINE_BYTES`), at
-most `MAX_TRACE_ROWS` rows; every value is checked, and the first bad one is one `TraceError` line
-naming the file, the row (the line of the file, the header being row 1) and the column. Rows whose
+most `MAX_TRACE_ROWS` rows; every value is checked (a column the trace needs named twice in a CSV
+header, or a field written twice in a JSON line, is refused: which one holds the numbers?), and the
+first bad one is one `TraceError` line naming the file, the row (the line of the file, the header
+being row 1) and the column. Rows whose
 answer has no tokens are skipped and counted (in BurstGPT they are the failed requests); rows
 that arrived before the row above them are sorted into arrival order and counted. Both are said
 in `Trace.notes`, each also issued as a `DlmcostWarning`.
@@ -190,7 +192,10 @@ def _read_csv(first: str, lines: _Lines, fmt: str, label: str):
         if column.lower() not in header:
             raise TraceError(f"{label}: no column {column} in its header (a {FORMATS[fmt]} has "
                              f"{', '.join(COLUMNS[fmt])})")
-        where.append(header.index(column.lower()))
+        found = [i + 1 for i, name in enumerate(header) if name == column.lower()]
+        if len(found) > 1:  # which one holds the numbers? (the first was read, without a word)
+            raise TraceError(f"{label}: column {column} appears twice in its header (fields {found[0]} and {found[1]})")
+        where.append(found[0] - 1)
     it, ip, ia = where
     need = max(where) + 1
     azure = fmt == "azure"
@@ -240,9 +245,32 @@ def _read_jsonl(first: str, lines: _Lines, label: str):
     return times, prompts, answers
 
 
+class _RepeatedField(Exception):
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+def _unique_fields(pairs: list) -> dict:
+    """A JSON object's fields, refusing one written twice (json keeps the last without a word)."""
+    record = dict(pairs)
+    if len(record) != len(pairs):  # rare: only then is the repeated one looked for
+        seen = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise _RepeatedField(name)
+            seen.add(name)
+    return record
+
+
+_JSON = json.JSONDecoder(object_pairs_hook=_unique_fields)
+
+
 def _json_object(line: str, at: str) -> dict:
     try:
-        record = json.loads(line)
+        record = _JSON.decode(line)
+    except _RepeatedField as exc:
+        raise TraceError(f"{at}: field '{shown(exc.name, 40)}' appears twice") from None
     except RecursionError:
         raise TraceError(f"{at} is nested too deeply") from None
     except json.JSONDecodeError as exc:
@@ -324,7 +352,11 @@ def _azure_time(text: str, at: str, column: str) -> int:
     fraction = int((m.group(7) or "").ljust(9, "0"))
     offset = 0
     if m.group(9):
-        offset = (1 if m.group(9) == "+" else -1) * (int(m.group(10)) * 3600 + int(m.group(11)) * 60)
+        oh, om = int(m.group(10)), int(m.group(11))
+        if oh > 23 or om > 59:  # ISO 8601 and Python's datetime: under 24 hours, minutes under 60
+            raise TraceError(f"{at}, column {column}: '{shown(s, 40)}' has no such UTC offset "
+                             f"(-23:59 to +23:59)")
+        offset = (1 if m.group(9) == "+" else -1) * (oh * 3600 + om * 60)
     return ((day * 86400 + h * 3600 + mi * 60 + sec - offset) * 1_000_000_000) + fraction
 
 
