@@ -63,7 +63,8 @@ class FirstTokenBand(Record):
     high: float = Field(description="90th percentile")
     numbers: int = Field(description="the out-of-source validation numbers it rests on")
     basis: str = Field(description="which numbers: the stack's own first-token ones, every stack's, or (too few "
-                                   "of those) the stack's band over all its numbers")
+                                   "of those) the stack's band over all its numbers; for a calibrated stack, the "
+                                   "published first-token band's excess over the published speed band, on its band")
 
 
 class ErrorBand(Record):
@@ -177,7 +178,8 @@ class ServePoint(Record):
     meets_targets: Optional[bool] = Field(description="null when no target was given")
     intervals: dict[str, list[float]] = Field(
         description="metric -> [low, high]: the load simulated again with every step time at the two ends of the "
-                    "stack's error band (docs/plan.md)")
+                    "stack's error band, ttfb_p50_s scaled further by its first-token band's ends / the band's "
+                    "(docs/plan.md)")
 
 
 class MaxRate(Record):

@@ -291,7 +291,8 @@ def error_bands(rs: list[dict], serving: list[dict]) -> dict:
             entry["first_token"] = dict(entry, basis=f"its speed band: no first-token numbers of its own "
                                                      f"({len(pooled_first)} in all)")
         else:
-            entry["first_token"] = dict(pooled_first_band, basis="pooled: " + few(len(together), "out-of-source"))
+            entry["first_token"] = dict(pooled_first_band, basis="pooled, first-token ones included: "
+                                        + few(len(together), "out-of-source"))
         out[name] = entry
     return out
 
@@ -478,14 +479,16 @@ def render_headline(rs: list[dict], serving: list[dict]) -> list[str]:
         "band of all stacks together. The first-token band is taken over the times to the first token (a speed being",
         "1 / TTFT): a fixed cost per request that no step time describes moves them alone, so their errors do not",
         "widen every other interval. With too few first-token numbers for a band apart, it is the stack's band over",
-        "all its numbers, first-token ones included (or its speed band, where it has none).",
+        "all its numbers, first-token ones included (its speed band, where it has none), and with fewer than",
+        f"{BAND_MIN_NUMBERS} numbers in all, every stack's band over all theirs.",
         "`serve` and `plan` divide a predicted throughput by the speed band's high and low ends to bracket it (and",
         "multiply times and costs); a time to the first token at each end is scaled further by the first-token",
         "band's end over the speed band's, so that at light load it moves by the first-token band alone. An interval",
         "is as wide as the tool's measured error, not a typed-in margin.",
         "Written to `dlmcost/inputs/error_bands.json`, which the commands read. A stack `dlmcost calibrate` fitted to",
         "your own measurements carries a speed band of its own instead, its held-out error over them",
-        "([stacks.md](stacks.md#calibrating-a-stack-to-your-measurements)), and keeps its published first-token band.",
+        "([stacks.md](stacks.md#calibrating-a-stack-to-your-measurements)), and keeps its published first-token band's",
+        "excess over the speed band on it ([methodology.md](methodology.md#error-bands-and-intervals)).",
         "",
         "| stack | p10 | median | p90 | numbers | basis | first token: p10 | median | p90 | numbers | basis |",
         "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|",

@@ -141,11 +141,14 @@ def test_serve_names_the_calibrated_band_and_draws_its_ranges_from_it(calibrated
     tok, lat = point["output_tokens_per_s"], point["latency_s"]["median"]
     assert point["intervals"]["output_tokens_per_s"] == pytest.approx([tok / hi, tok / lo])
     assert point["intervals"]["latency_p50_s"] == pytest.approx([lat * lo, lat * hi])
-    # a calibration measures passes, not first tokens: the published first-token band stays, so the
-    # first block moves by it (one user: exactly the prediction times its ends)
+    # a calibration measures passes, not first tokens: the published first-token band's excess over the
+    # published speed band stays, on the calibrated band (the published first-token ratios were taken
+    # against the uncalibrated prediction); one user: exactly the prediction times those ends
     first, ttfb = p["first_token"], point["ttfb_s"]["median"]
-    assert (band["first_token"]["low"], band["first_token"]["high"]) == (first["low"], first["high"])
-    assert point["intervals"]["ttfb_p50_s"] == pytest.approx([ttfb * first["low"], ttfb * first["high"]])
+    ends = [lo * first["low"] / p["low"], hi * first["high"] / p["high"]]
+    assert (first["low"], first["high"]) != (p["low"], p["high"])  # the case this tests: the excess is not 1
+    assert [band["first_token"]["low"], band["first_token"]["high"]] == pytest.approx(ends)
+    assert point["intervals"]["ttfb_p50_s"] == pytest.approx([ttfb * ends[0], ttfb * ends[1]])
     rc, text, _ = run(*args)
     said = " ".join(text.split())
     assert (f"error band: mine {lo:.2f}–{hi:.2f}× over 7 measurements, held out: each of your measurements "

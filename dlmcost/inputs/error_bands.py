@@ -12,13 +12,14 @@ time describes moves it alone, so its errors are kept out of the throughputs' in
 A stack file `dlmcost calibrate` wrote carries a band of its own instead (`held_out_error`: each
 of the user's measurements predicted by a fit that did not see it, calibration/held_out.py); the
 published band it stands in for travels with it, so that the output can say how much narrower it is.
+Its first-token band is the published one's excess over the published speed band, on its own band.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -117,10 +118,26 @@ def calibrated_band(stack: str | None) -> ErrorBand | None:
         return None
     p = held.published
     published = None if p is None else ErrorBand(p.stack, p.low, p.median, p.high, p.numbers, "published")
-    # a calibration measures passes, not first tokens: the first-token band stays the published one
+    band = ErrorBand(calibrated.name, held.low, held.median, held.high, len(held.ratios), held.basis,
+                     CALIBRATION, published)
     start = published_band_for(p.stack if p is not None else None)
-    return ErrorBand(calibrated.name, held.low, held.median, held.high, len(held.ratios), held.basis,
-                     CALIBRATION, published, None if start is None else start.first_token)
+    return band if start is None else replace(band, first_token=first_token_beyond(band, start))
+
+
+def first_token_beyond(band: ErrorBand, published: ErrorBand) -> ErrorBand | None:
+    """A calibrated band's first-token band: the published first-token band's excess over the
+    published speed band (`first_token_scales`), on the calibrated band. A calibration measures
+    passes, not first tokens, so the excess stays; but the published first-token ratios were taken
+    against the uncalibrated predictions, whose step times the calibration has already corrected:
+    the published first-token band on the calibrated prediction would count that correction twice."""
+    first = published.first_token
+    if first is None:
+        return None
+    (low, high), median = published.first_token_scales(), first.median / published.median
+    return ErrorBand(first.stack, band.low * low, band.median * median, band.high * high, first.numbers,
+                     f"{published.stack}'s published first-token band {first.low:.2f}–{first.high:.2f}× over its "
+                     f"speed band {published.low:.2f}–{published.high:.2f}×, on this band (a calibration measures "
+                     f"passes, not first tokens)")
 
 
 def published_band_for(stack: str | None) -> ErrorBand | None:
