@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -33,7 +35,10 @@ def test_prompt_in_token_chunks_by_hand():
     c = behaviour.prompt_in_token_chunks(_one_pass_table(), [3000, 3000], 1000)
     assert (c.nfe, c.first_passes, c.lead, c.lift_passes) == ([3, 5], [1, 3], [0, 3], [1, 3])
     assert c.first_pass_s[1] == pytest.approx([0.0, 4.0, 7.0]) and c.first_pass_s[0] == [0.0, 1.0, 1.0]
-    assert behaviour.prompt_in_token_chunks(_one_pass_table(), [3000, 3000], 3000) == _one_pass_table()
+    # a prompt no longer than the budget keeps its one pass, and the table the budget it shares
+    fits = behaviour.prompt_in_token_chunks(_one_pass_table(), [3000, 3000], 3000)
+    assert fits == replace(_one_pass_table(), prompt_tokens=[0, 3000], prefill_budget=3000)
+    assert (c.prompt_tokens, c.prefill_budget) == ([0, 3000], 1000)
     assert behaviour.prompt_in_token_chunks(_one_pass_table(), [3000, 3000], 999).lift_passes == [1, 4]
 
 
@@ -77,6 +82,39 @@ def test_prompts_arriving_together_share_the_steps_prefill_budget_by_hand():
     assert r.first_block_s.tolist() == pytest.approx([12.0, 24.0])
     assert r.done_s.tolist() == pytest.approx([20.0, 26.0])
     assert r.start_s.tolist() == pytest.approx([0.0, 12.0]) and r.busy_s == pytest.approx(26.0)
+
+
+def _b_prompts(prompt: int, budget: int):
+    """Two B requests (the one-pass table's class 1, a prompt of `prompt` tokens) at 0, room for
+    both, under a prefill budget of `budget` tokens a step."""
+    table = behaviour.prompt_in_token_chunks(_one_pass_table(), [prompt, prompt], budget)
+    return simulate(table, np.array([1, 1]), 2, arrivals_s=np.array([0.0, 0.0]))
+
+
+def test_short_prompts_share_one_step_s_budget_by_hand():
+    """Two 600-token prompts, a budget of 1,000: B1's 600 tokens and B2's first 400 in the first
+    step, 1 + 9 + 9 x 400 / 600 = 16 s: B1's first token at 16; B2's last 200 beside B1's first
+    decode, 1 + 9 x 200 / 600 = 4 s, to 20: B2's first token; then one-second decodes: B1 done at
+    21, B2 at 22. Without a budget both prompts fill the first step, 1 + 18 = 19 s, and both first
+    tokens come at 19."""
+    r = _b_prompts(600, 1000)
+    assert r.first_block_s.tolist() == pytest.approx([16.0, 20.0])
+    assert r.done_s.tolist() == pytest.approx([21.0, 22.0])
+    assert r.start_s.tolist() == pytest.approx([0.0, 0.0]) and r.busy_s == pytest.approx(22.0)
+    whole = simulate(_one_pass_table(), np.array([1, 1]), 2, arrivals_s=np.array([0.0, 0.0]))
+    assert whole.first_block_s.tolist() == pytest.approx([19.0, 19.0])
+
+
+def test_a_long_prompt_s_last_piece_leaves_its_budget_to_the_next_by_hand():
+    """Two 1,500-token prompts, a budget of 1,000: B1's first 1,000 tokens alone, 1 + 9 x 1000 /
+    1500 = 7 s; B2 waits for budget. Then B1's last 500 and B2's first 500 in one step,
+    1 + 3 + 3 = 7 s, to 14: B1's first token; B2's last 1,000 beside B1's decode, 1 + 6 = 7 s, to
+    21: B2's first token; decodes of 1 s: B1 done at 22, B2 at 23. B2 joins at 7, with the budget
+    its prompt is first given."""
+    r = _b_prompts(1500, 1000)
+    assert r.first_block_s.tolist() == pytest.approx([14.0, 21.0])
+    assert r.done_s.tolist() == pytest.approx([22.0, 23.0])
+    assert r.start_s.tolist() == pytest.approx([0.0, 7.0])
 
 
 def test_a_request_without_a_prompt_pass_joins_beside_a_chunked_prompt():

@@ -171,8 +171,9 @@ def plan_at(run, stack: str, capacity_of) -> dict:
 
 def test_plan_intervals_shrink_to_the_calibrated_band(calibrated, run, tmp_path):
     """No latency target: the fewest replicas keep utilisation below 1, R = floor(rate / (capacity
-    / k)) + 1 at band end k. At 2.5 x capacity the pooled speed band (0.96–2.18) needs 3 to 6 GPUs;
-    the calibrated band (within 0.9–1.1) needs 3 at both ends."""
+    / k)) + 1 at band end k. At 2.5 x capacity the pooled speed band (the bands file's: its ends
+    move with the validation) needs more GPUs at its high end than at its low end; the calibrated
+    band (within 0.9–1.1) needs 3 at both ends."""
     out, _ = calibrated
     held = yaml.safe_load(out.read_text())["held_out_error"]
     by_hand = lambda band: [math.floor(2.5 * k) + 1 for k in band]  # noqa: E731  (rate / capacity = 2.5)
@@ -185,10 +186,11 @@ def test_plan_intervals_shrink_to_the_calibrated_band(calibrated, run, tmp_path)
     published = plan_at(run, str(host_bound_stack(tmp_path)), capacities)  # the stack it was calibrated from
     p = pooled()
     wide = published["deployments"][0]["intervals"]
-    assert wide["gpus"] == by_hand([p["low"], p["high"]]) == [3, 6]
+    ends = by_hand([p["low"], p["high"]])
+    assert wide["gpus"] == ends and ends[0] < ends[1]
     assert published["search"]["error_bands"][str(host_bound_stack(tmp_path))]["source"] == "validation"
     ratio = lambda iv: iv["usd_per_mtok"][1] / iv["usd_per_mtok"][0]  # noqa: E731
-    assert ratio(d) == pytest.approx(1.0) and ratio(wide) == pytest.approx(6 / 3)
+    assert ratio(d) == pytest.approx(1.0) and ratio(wide) == pytest.approx(ends[1] / ends[0])
 
 
 def test_fewer_than_six_held_out_keep_the_published_band_widened():

@@ -69,8 +69,9 @@ def marked(rows, serving):
 # publications. The targets are TARGET_OUT_OF_SOURCE_MEDIAN (1.3x) and _WORST (2x). Neither is met since
 # GPUStack's vLLM DeepSeek-R1 bursts (GPS) were added as a new source: the median is 1.31x over 65 numbers
 # from 11 publications (1.26x over 53 from 10 before, met; 1.28x over 41 from 9 before IFX, from 1.57x before
-# the per-request terms of sglang-dllm and jax-tpu), the worst 6.66x (GPS's 1,000 requests of 128 tokens;
-# 4.18x, IFX's mean TTFT at concurrency 8, before it; 2.51x, the vLLM dLLM plugin's eager run, before IFX).
+# the per-request terms of sglang-dllm and jax-tpu), the worst 9.41x (the mean TTFT of GPS's 1,000 requests
+# of 128 tokens since the prefill budget; their throughput, 6.66x, before it; 4.18x, IFX's mean TTFT at
+# concurrency 8, before GPS; 2.51x, the vLLM dLLM plugin's eager run, before IFX).
 # Each is held to what it was when recorded (RECORDED_OUT_OF_SOURCE_*) until its target is met.
 HEADLINE_MEDIAN_LIMIT = validation.RECORDED_OUT_OF_SOURCE_MEDIAN
 HEADLINE_WORST_LIMIT = validation.RECORDED_OUT_OF_SOURCE_WORST

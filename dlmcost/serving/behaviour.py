@@ -16,7 +16,7 @@ so that a plan row and a `serve` of the same deployment at the same load cannot 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -220,23 +220,29 @@ def prompt_in_block_chunks(table: ClassTable, prompts: list[int], block: int) ->
 
 
 def prompt_in_token_chunks(table: ClassTable, prompts: list[int], chunk: int) -> ClassTable:
-    """The prompt prefilled in chunks of at most `chunk` tokens that share each step with the
-    running decodes (the stack's `prefill_chunk_tokens`): a class whose prompt P is prefilled in one
-    pass of its own (lead 1) and is longer than a chunk takes k = ceil(P / chunk) passes in its
-    place, its first token after the k-th; each of them costs a later pass's share plus 1/k of
-    what the prefill pass adds to its step (first_pass_s - pass_s), so the k steps together carry
-    the whole prefill's work, and the simulation spreads that lift over them (`lift_passes`)."""
+    """The prompts prefilled under a token budget of `chunk` per step, shared with the running
+    decodes (the stack's `prefill_chunk_tokens`, vLLM's max_num_batched_tokens): the classes whose
+    prompt P is prefilled in one pass of its own (lead 1) become one stream of prompt tokens the
+    simulation feeds `chunk` a step (`prefill_budget`, `prompt_tokens`: several short prompts to a
+    step, a long one cut into pieces). Alone, such a prompt longer than a chunk takes
+    k = ceil(P / chunk) passes in its place, its first token after the k-th; each of them costs a
+    later pass's share plus 1/k of what the prefill pass adds to its step (first_pass_s - pass_s),
+    so the k steps together carry the whole prefill's work (`lift_passes`: k, what a lone request
+    runs; the simulation cuts each prompt where the stream puts it)."""
     old = table.lead or [0] * len(prompts)
-    chunks = [math.ceil(p / chunk) if ld == 1 and p > chunk else 1 for p, ld in zip(prompts, old)]
-    if all(k == 1 for k in chunks):
+    tokens = [int(p) if ld == 1 else 0 for p, ld in zip(prompts, old)]
+    if not any(tokens):
         return table
+    chunks = [math.ceil(t / chunk) if t > chunk else 1 for t in tokens]
+    if all(k == 1 for k in chunks):
+        return replace(table, prompt_tokens=tokens, prefill_budget=chunk)
     nfe = [n - 1 + k for n, k in zip(table.nfe, chunks)]
     first = [f - 1 + k for f, k in zip(table.first_passes, chunks)]
     first_s = [[p + (f - p) / k for f, p in zip(fr, pr)] if k > 1 else fr
                for fr, pr, k in zip(table.first_pass_s, table.pass_s, chunks)]
     lead = [k if k > 1 else ld for ld, k in zip(old, chunks)]
     return ClassTable(nfe, first, table.mem_share, table.pass_s, first_s, lead=lead, blocks=table.blocks,
-                      units=table.units, lift_passes=chunks)
+                      units=table.units, lift_passes=chunks, prompt_tokens=tokens, prefill_budget=chunk)
 
 
 def request_passes(rt: RequestTable, request_class: np.ndarray, spread: float = 0.0,

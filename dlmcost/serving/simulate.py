@@ -18,14 +18,19 @@ requests of class c and pass_s[c][b] the mean of their other passes. So
 
 When a pass costs a shared part (weights) plus a per-sequence part, this is exactly the cost of
 the mixed batch: the shared part is counted once. The prefill runs whole in one iteration, so it
-lengthens that iteration for every request in flight; except in a chunked prefill (`lift_passes`
-k_c > 1: a prompt spread over k_c steps beside the decodes, behaviour.prompt_in_token_chunks),
-where a request adds its class's lift (first_pass_s - pass_s: then one chunk's) to each of the
-k_c iterations from its admission on, an event at the end of them. The chunk is the step's token
-budget for prefills (vLLM's max_num_batched_tokens), shared by every prompt: while one prompt is
-in its chunks, no other prompt starts its prefill (the queue's head waits, first come first
-served, until that prompt's last chunk), so prompts arriving together are prefilled one after
-another, each at one chunk per step, not side by side at several.
+lengthens that iteration for every request in flight; except under a prefill budget (a token
+budget per step, `prefill_budget` C: vLLM's max_num_batched_tokens, behaviour.prompt_in_token_chunks),
+where the prompts of the classes with a prompt pass of their own (`prompt_tokens` P_c) are one
+stream of tokens, first come first served, and each iteration prefills the next C of them beside
+the decodes: a prompt that fits what is left of the budget is prefilled in that iteration, a longer
+one is cut, its rest taking the budget of the iterations that follow (whole chunks of C) until its
+last piece, whose leftover budget the next prompts in the queue take. A prompt admitted where the
+budget had room r before it runs k = 1 + ceil((P_c - r) / C) iterations of prefill (1 where P_c <= r),
+its passes and its first output k - 1 iterations later than in one pass; an iteration that prefills
+t tokens of a class-c prompt adds t / P_c of its lift (first_pass_s - pass_s: the whole prefill's
+work), so a prompt's pieces carry its whole prefill. No prompt starts while another's piece fills
+the budget: prompts arriving together are prefilled in turn, several to an iteration where they
+fit, not side by side over a budget each.
 
 Because every request in flight advances one pass per iteration, a request admitted at
 iteration k finishes at iteration k + NFE and streams its first block at k + first_passes, fixed
@@ -87,7 +92,9 @@ class ClassTable:
     lead: list[int] | None = None  # passes over the prompt alone (None: 0)
     blocks: list[int] | None = None  # blocks of the canvas (None: 1)
     units: list[int] | None = None  # pieces streamed: blocks, or tokens for a token-streaming scheme
-    lift_passes: list[int] | None = None  # iterations a newcomer adds its lift to (None: its first alone)
+    lift_passes: list[int] | None = None  # a lone prompt's iterations of prefill under the budget (None: 1)
+    prompt_tokens: list[int] | None = None  # under a prefill budget: each class's prompt tokens (0: no prompt pass)
+    prefill_budget: int | None = None  # prompt tokens an iteration prefills (None: every admitted prompt whole)
 
     def __post_init__(self):
         if self.first_pass_s is None:
@@ -237,6 +244,19 @@ class SimResult:
 RELEASES = ("synchronous", "first-done")
 
 
+def _prefill_stream(table: ClassTable) -> tuple[int, list[int], list[int]] | None:
+    """(budget C, each class's prompt tokens P_c (0: no prompt pass), a lone prompt's iterations of
+    prefill k_c) of a table with a prefill budget; None without one. A table with `lift_passes` and
+    no budget (made by hand) is a budget of one unit, each prompt `lift_passes` units long."""
+    k = table.lift_passes or [1] * len(table.nfe)
+    if table.prefill_budget:
+        return table.prefill_budget, list(table.prompt_tokens or [0] * len(k)), list(k)
+    if max(k) > 1:
+        lead = table.lead or [1] * len(k)
+        return 1, [kc if ld > 0 else 0 for kc, ld in zip(k, lead)], list(k)
+    return None
+
+
 def in_flight_cap(batch_cap: int, first_block_outside_limit: bool = False) -> int:
     """Requests a replica holds at once under a limit of batch_cap running: twice the limit where
     newcomers' first blocks run beside a full batch (the module docstring). Pass tables run to it."""
@@ -250,10 +270,10 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     """Serve requests in order: open loop (`arrivals_s`, sorted) or closed loop (`users`)."""
     if release not in RELEASES:
         raise ValueError(f"release must be one of {RELEASES}, got {release!r}")
-    chunk_of = table.lift_passes if table.lift_passes and max(table.lift_passes) > 1 else None
+    stream = _prefill_stream(table)
     if release == "synchronous":
-        if chunk_of is not None:
-            raise ValueError("a chunked prefill (lift_passes) is simulated for first-done release only")
+        if stream is not None:
+            raise ValueError("a prefill budget (prefill_budget, lift_passes) is simulated for first-done release only")
         return _simulate_rounds(table, request_class, batch_cap, passes or class_passes(table, request_class),
                                 arrivals_s, users, think_s, first_block_outside_limit)
     ahead = first_block_outside_limit
@@ -261,21 +281,26 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     n = len(request_class)
     cls = request_class.tolist()
     share, pass_s = table.mem_share, table.pass_s
-    if passes is None:
-        nfe = [table.nfe[c] for c in cls]
-        first = [table.first_passes[c] for c in cls]
-    else:
-        nfe, first = passes.nfe.tolist(), passes.first.tolist()
     # what a request in its first pass adds to the iteration, over b: first_pass_s - pass_s
     lift = table.lift
-    # a chunked prefill: a class whose lift lasts k > 1 iterations adds it through `lifting` (its
-    # requests in their chunks) from its admission on, the end of each one's k an event in `chunking`
-    chunking: list = []
-    if chunk_of is not None:
-        chunk_lift, lifting = lift, [0] * len(share)
-        lift = [row if k == 1 else [0.0] * len(row) for row, k in zip(lift, chunk_of)]
-        # the classes with a prompt to prefill: they wait while another prompt is in its chunks
-        prefills = [ld > 0 for ld in table.lead] if table.lead is not None else [True] * len(share)
+    if stream is None:
+        base_nfe, base_first = table.nfe, table.first_passes
+    else:  # the passes and the lift of a prompt prefilled whole; the stream adds each request's pieces
+        if passes is not None:
+            raise ValueError("a prefill budget is simulated for token-streaming requests (no per-request passes)")
+        budget, prompt, lone_k = stream
+        base_nfe = [x - k + 1 for x, k in zip(table.nfe, lone_k)]
+        base_first = [f - k + 1 for f, k in zip(table.first_passes, lone_k)]
+        # a token of a class-c prompt adds lift / P_c (over b) to the iteration that prefills it
+        per_token = [[k * x / pc for x in row] if pc else row for row, k, pc in zip(lift, lone_k, prompt)]
+        lift = [[0.0] * len(row) if pc else row for row, pc in zip(lift, prompt)]
+        pending = 0  # tokens of the prompt in its pieces not yet prefilled (at most one such prompt)
+        pending_c = pending_req = -1
+    if passes is None:
+        nfe = [base_nfe[c] for c in cls]
+        first = [base_first[c] for c in cls]
+    else:
+        nfe, first = passes.nfe.tolist(), passes.first.tolist()
     uniform = not any(any(row) for row in lift)
     lift0 = lift[0]
     done = [math.nan] * n
@@ -327,25 +352,36 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         # admit at this boundary, first come first served
         first_new = head
         opens_at = None  # ahead: the iteration at which the head of the queue may join
+        if stream is not None:  # the coming iteration's budget: the piece of a prompt in its pieces first
+            fed = [(pending_c, min(pending, budget))] if pending else []
+            room = budget - min(pending, budget)
+            pending = max(pending - budget, 0)
+            starved = False  # a prompt waits for budget
         while head < tail and b < cap_in_flight:
             c = cls[head]
             if share_used + share[c] > limit and b:
                 break
+            later = 0  # iterations its prompt's pieces run past the coming one
+            if stream is not None and prompt[c]:
+                if room <= 0:
+                    starved = True  # the budget is another prompt's piece: the queue waits, first come first served
+                    break
+                later = -(-(prompt[c] - room) // budget) if prompt[c] > room else 0
             if ahead and b >= batch_cap:
                 # the batch_cap-th latest finish must come by the end of the newcomer's first block
                 kth = inflight[len(inflight) - batch_cap][0]
-                if kth > it + first[head]:
-                    opens_at = kth - first[head]
+                if kth > it + first[head] + later:
+                    opens_at = kth - first[head] - later
                     break
-            if chunking and prefills[c]:
-                break  # the step's prefill budget is another prompt's chunk until its last
+            if stream is not None and prompt[c]:
+                fed.append((c, min(prompt[c], room)))
+                if later:
+                    pending, pending_c, pending_req = prompt[c] - room, c, head
+                room -= prompt[c]
             share_used += share[c]
             counts[c] += 1
-            push((it + nfe[head], head))
-            first_it[head] = it + first[head]
-            if chunk_of is not None and chunk_of[c] > 1:
-                heapq.heappush(chunking, (it + chunk_of[c], c))
-                lifting[c] += 1
+            push((it + nfe[head] + later, head))
+            first_it[head] = it + first[head] + later
             head += 1
             b += 1
         if b == 0:
@@ -355,9 +391,7 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         if new:
             start[first_new:head] = [now] * new
         tau = pass0[b] if single else sum(k * pass_s[c][b] for c, k in enumerate(counts) if k) / b
-        if chunking:  # requests in their prompt's chunks: one chunk's lift each, in every iteration
-            tau += sum(k * chunk_lift[c][b] for c, k in enumerate(lifting) if k) / b
-        # this iteration: the admitted requests run their first pass (a whole prefill, unless chunked)
+        # this iteration: the admitted requests run their first pass (a whole prefill, unless in pieces)
         if uniform or not new:
             tau0 = tau
         elif single:
@@ -367,8 +401,14 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         m = inflight[0][0] - it  # iterations to the next completion
         if opens_at is not None:
             m = min(m, opens_at - it)
-        if chunking and chunking[0][0] - it < m:  # a prompt's last chunk: the iteration time changes
-            m = chunking[0][0] - it
+        if stream is not None:  # the pieces prefilled in this iteration, then whole budgets of one prompt
+            tau0 += sum(t * per_token[c][b] for c, t in fed) / b
+            if pending:
+                tau += budget * per_token[pending_c][b] / b
+                # its last piece leaves budget to the queue: the iteration time changes there
+                m = min(m, -(-pending // budget))
+            elif starved:
+                m = 1  # the next iteration's budget is the waiting prompt's
         if head == tail and b < cap_in_flight and next_t < math.inf:  # an arrival could join before then
             m_a = 1 + math.ceil((next_t - now - tau0) / tau - 1e-9)  # the first boundary at or after it
             if m_a < m:
@@ -381,6 +421,8 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
             seg_t.append(now + tau0)
             seg_tau.append(tau)
         it += m
+        if stream is not None and pending:
+            pending -= (m - 1) * budget  # whole budgets of it in the iterations after the coming one
         elapsed = tau0 + (m - 1) * tau
         now += elapsed
         busy += elapsed
@@ -396,13 +438,10 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
             if not open_loop and issued < n:  # the user thinks, then asks again
                 arrival[issued] = now + think_s
                 issued += 1
-        while chunking and chunking[0][0] == it:
-            lifting[heapq.heappop(chunking)[1]] -= 1
+        if stream is not None and pending and done[pending_req] == done[pending_req]:
+            pending = 0  # its request ended before its last piece (NFE < lift_passes): nothing left to feed
         if not b:
             share_used = 0.0  # no drift from float sums
-            if chunking:  # a request done before its last chunk (NFE < lift_passes): none is in its chunks
-                chunking.clear()
-                lifting = [0] * len(share)
 
     # iteration number -> time, via the segment each boundary ends
     seg_it_arr = np.asarray(seg_it)
