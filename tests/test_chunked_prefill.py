@@ -120,11 +120,29 @@ def test_a_long_prompt_s_last_piece_leaves_its_budget_to_the_next_by_hand():
 def test_a_request_without_a_prompt_pass_joins_beside_a_chunked_prompt():
     """A (no prompt pass of its own) arriving while B is in its chunks joins at once: only prompts
     share the budget. B at 0: chunk iterations of 4 s; A at 0.5 joins at 4, iterations of
-    (1 + 1) / 2 + 6 / 2 = 4 s: B's first token at 12, A's 3 passes end at 16."""
+    (1 + 1) / 2 + 6 / 2 = 4 s: A's first pass to 8, B's last chunk to 12 (its first token) beside
+    A's second; then 1 s steps: A's third pass ends at 13, B's last decode at 14 (the replica busy
+    14 s; it was 13 when A's end, due before B's, was read after it and time ran back)."""
     chunked = behaviour.prompt_in_token_chunks(_one_pass_table(), [3000, 3000], 1000)
     r = simulate(chunked, np.array([1, 0]), 2, arrivals_s=np.array([0.0, 0.5]))
     assert r.start_s.tolist() == pytest.approx([0.0, 4.0])
     assert r.first_block_s.tolist() == pytest.approx([12.0, 8.0])
+    assert r.done_s.tolist() == pytest.approx([14.0, 13.0])
+    assert r.busy_s == pytest.approx(14.0) and r.end_s == pytest.approx(14.0)
+
+
+def test_a_request_without_a_prompt_pass_beside_a_chunked_prompt_leaves_first_by_hand():
+    """B (3 chunks) and A at 0, a second A waiting for room (limit 2); A and B have the same
+    passes (3) once B's prompt is one pass, so only the chunks put B's end after A's. B and A1:
+    iterations of (1 + 1) / 2 + 18 / 3 / 2 = 4 s to 12: A1's 3 passes done, B's first token. A2
+    joins at 12 in A1's place: 1 s steps, A2's first at 13, B done at 14, A2 at 15. A2 waited to
+    14 (B's end) when the requests in flight were taken to end in the order they joined."""
+    chunked = behaviour.prompt_in_token_chunks(_one_pass_table(), [3000, 3000], 1000)
+    r = simulate(chunked, np.array([1, 0, 0]), 2, arrivals_s=np.zeros(3))
+    assert r.start_s.tolist() == pytest.approx([0.0, 0.0, 12.0])
+    assert r.first_block_s.tolist() == pytest.approx([12.0, 4.0, 13.0])
+    assert r.done_s.tolist() == pytest.approx([14.0, 12.0, 15.0])
+    assert r.busy_s == pytest.approx(15.0)
 
 
 @pytest.mark.timeout(10)  # the bug it pins was a loop without end

@@ -325,8 +325,11 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     in_service = 0.0
     # in flight: (finish iteration, request), the earliest first; with one NFE for every request
     # they finish in the order they were admitted (a queue); else a heap, or, where newcomers wait
-    # on the batch_cap-th latest finish (`ahead`), a sorted list that reads it off by index
-    fifo = len(set(nfe)) <= 1
+    # on the batch_cap-th latest finish (`ahead`), a sorted list that reads it off by index. Under a
+    # prefill budget a prompt's pieces put off its finish: admission order is finish order only where
+    # every request's prompt is in the stream (its pieces end after those admitted before it) or none
+    # is (a request without a prompt pass admitted beside a prompt in its pieces can finish first)
+    fifo = len(set(nfe)) <= 1 and (stream is None or len({prompt[c] > 0 for c in set(cls)}) <= 1)
     inflight: deque | list = deque() if fifo else []
     if fifo:
         push, pop = inflight.append, inflight.popleft
