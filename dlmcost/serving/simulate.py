@@ -283,8 +283,10 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     share, pass_s = table.mem_share, table.pass_s
     # what a request in its first pass adds to the iteration, over b: first_pass_s - pass_s
     lift = table.lift
+    pending = 0  # under a budget: tokens of the prompt in its pieces not yet prefilled (at most one such prompt)
     if stream is None:
         base_nfe, base_first = table.nfe, table.first_passes
+        prompt = [0] * len(share)  # no prompt waits for budget
     else:  # the passes and the lift of a prompt prefilled whole; the stream adds each request's pieces
         if passes is not None:
             raise ValueError("a prefill budget is simulated for token-streaming requests (no per-request passes)")
@@ -294,7 +296,6 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         # a token of a class-c prompt adds lift / P_c (over b) to the iteration that prefills it
         per_token = [[k * x / pc for x in row] if pc else row for row, k, pc in zip(lift, lone_k, prompt)]
         lift = [[0.0] * len(row) if pc else row for row, pc in zip(lift, prompt)]
-        pending = 0  # tokens of the prompt in its pieces not yet prefilled (at most one such prompt)
         pending_c = pending_req = -1
     if passes is None:
         nfe = [base_nfe[c] for c in cls]
@@ -356,31 +357,34 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         first_new = head
         opens_at = None  # ahead: the iteration at which the head of the queue may join
         if stream is not None:  # the coming iteration's budget: the piece of a prompt in its pieces first
-            fed = [(pending_c, min(pending, budget))] if pending else []
-            room = budget - min(pending, budget)
-            pending = max(pending - budget, 0)
+            if pending:
+                piece = pending if pending < budget else budget
+                fed, room, pending = [(pending_c, piece)], budget - piece, pending - piece
+            else:
+                fed, room = [], budget
             starved = False  # a prompt waits for budget
         while head < tail and b < cap_in_flight:
             c = cls[head]
             if share_used + share[c] > limit and b:
                 break
             later = 0  # iterations its prompt's pieces run past the coming one
-            if stream is not None and prompt[c]:
+            pc = prompt[c]
+            if pc:
                 if room <= 0:
                     starved = True  # the budget is another prompt's piece: the queue waits, first come first served
                     break
-                later = -(-(prompt[c] - room) // budget) if prompt[c] > room else 0
+                later = -(-(pc - room) // budget) if pc > room else 0
             if ahead and b >= batch_cap:
                 # the batch_cap-th latest finish must come by the end of the newcomer's first block
                 kth = inflight[len(inflight) - batch_cap][0]
                 if kth > it + first[head] + later:
                     opens_at = kth - first[head] - later
                     break
-            if stream is not None and prompt[c]:
-                fed.append((c, min(prompt[c], room)))
+            if pc:
+                fed.append((c, pc if pc < room else room))
                 if later:
-                    pending, pending_c, pending_req = prompt[c] - room, c, head
-                room -= prompt[c]
+                    pending, pending_c, pending_req = pc - room, c, head
+                room -= pc
             share_used += share[c]
             counts[c] += 1
             push((it + nfe[head] + later, head))
@@ -405,7 +409,11 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         if opens_at is not None:
             m = min(m, opens_at - it)
         if stream is not None:  # the pieces prefilled in this iteration, then whole budgets of one prompt
-            tau0 += sum(t * per_token[c][b] for c, t in fed) / b
+            if fed:
+                lifted = 0.0
+                for c, t in fed:
+                    lifted += t * per_token[c][b]
+                tau0 += lifted / b
             if pending:
                 tau += budget * per_token[pending_c][b] / b
                 # its last piece leaves budget to the queue: the iteration time changes there
@@ -424,7 +432,7 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
             seg_t.append(now + tau0)
             seg_tau.append(tau)
         it += m
-        if stream is not None and pending:
+        if pending:
             pending -= (m - 1) * budget  # whole budgets of it in the iterations after the coming one
         elapsed = tau0 + (m - 1) * tau
         now += elapsed
@@ -441,7 +449,7 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
             if not open_loop and issued < n:  # the user thinks, then asks again
                 arrival[issued] = now + think_s
                 issued += 1
-        if stream is not None and pending and done[pending_req] == done[pending_req]:
+        if pending and done[pending_req] == done[pending_req]:
             pending = 0  # its request ended before its last piece (NFE < lift_passes): nothing left to feed
         if not b:
             share_used = 0.0  # no drift from float sums
