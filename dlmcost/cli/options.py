@@ -296,8 +296,9 @@ class OutputChoice(NamedTuple):
 
 # an AR prompt's chunked prefill beside the decodes: serve's deployment and plan's search take it
 PrefillChunkOpt = typer.Option(None, "--prefill-chunk", metavar="TOKENS",
-                               help="autoregressive prompts prefilled in chunks of this many tokens per step beside "
-                                    "the running decodes (chunked prefill); 0: in one pass [the stack's "
+                               help="autoregressive prompts prefilled this many tokens a step beside the running "
+                                    "decodes, first come first served (chunked prefill, vLLM's "
+                                    "max_num_batched_tokens); 0: each admitted prompt in one pass [the stack's "
                                     "prefill_chunk_tokens, else 0]")
 
 
