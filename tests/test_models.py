@@ -12,6 +12,7 @@ PUBLISHED = {
     "Dream-org/Dream-v0-Instruct-7B": (7.62e9, None, None, 0.005),
     "Qwen/Qwen2.5-7B": (7.62e9, None, None, 0.005),
     "meta-llama/Meta-Llama-3-8B": (8.03e9, None, None, 0.005),
+    "meta-llama/Llama-3.1-70B-Instruct": (70.6e9, None, None, 0.005),
     "inclusionAI/LLaDA2.0-mini": (16.3e9, None, 1.4e9, 0.03),
     "inclusionAI/LLaDA2.0-flash": (100e9, None, 6.1e9, 0.04),
     "inclusionAI/LLaDA2.1-mini": (16e9, None, None, 0.03),  # the SGLang cookbook: 16B
@@ -86,9 +87,20 @@ def test_llada_8b_hand_count():
     assert m.params_total == m.params_nonembedding + 2 * V * d
 
 
+def test_llama31_70b_hand_count():
+    # 80 layers x (q and o: 2 d^2; k and v: 2 d x 8 heads x 128; SwiGLU 3 d f; 2 norms) + final norm;
+    # embedding and head untied, vocabulary 128,256: 70,553,706,496 (the Hub page's 70.6B)
+    d, f, L, V, kv = 8192, 28672, 80, 128256, 8 * 128
+    m = load_bundled("meta-llama/Llama-3.1-70B-Instruct")
+    assert m.params_nonembedding == L * (2 * d * d + 2 * d * kv + 3 * d * f + 2 * d) + d
+    assert m.params_total == m.params_nonembedding + 2 * V * d == 70_553_706_496
+    assert (m.max_context, m.provenance, m.family) == (131072, "reconstructed", "llama")
+
+
 @pytest.mark.parametrize("model_id,kib", [
     ("GSAI-ML/LLaDA-8B-Instruct", 512), ("Dream-org/Dream-v0-Instruct-7B", 56),
     ("meta-llama/Meta-Llama-3-8B", 128), ("inclusionAI/LLaDA2.0-mini", 40),
+    ("meta-llama/Llama-3.1-70B-Instruct", 320),  # 80 layers x 8 K/V heads x 128 x 2 tensors x 2 bytes
 ])
 def test_kv_bytes_per_token_bf16(model_id, kib):
     assert load_bundled(model_id).kv_bytes_per_token(2.0) == kib * 1024
