@@ -187,9 +187,10 @@ def test_a_lone_request_takes_its_chunks_passes():
 
 
 def test_the_stacks_say_who_chunks():
-    """vLLM's chunk is its max_num_batched_tokens default, 8192 (a 3,000-token prompt: one
-    chunk); SGLang's chunks run as steps of their own, so it has none; a diffusion decoding has
-    none on any stack, the option included."""
+    """vLLM's budget is its max_num_batched_tokens default, 8192 (a 3,000-token prompt: one
+    chunk); SGLang's its --chunked-prefill-size default on H100-class parts, 8192 (a prefill batch
+    holds at most that many prompt tokens); a diffusion decoding has none on any stack, the option
+    included."""
     p, _ = _lone(None)
     assert (p.prefill_chunk, p.prefill_chunk_source) == (8192, "stack")
     assert p.table.lift_passes is None  # 3,000 <= 8,192: one pass
@@ -197,8 +198,8 @@ def test_the_stacks_say_who_chunks():
     from dlmcost.inputs.stacks import load_stack
 
     ar, block = Decoding("ar", None, 1.0), Decoding("block", 32, 2.0)
-    assert behaviour.policy(load_stack("sglang"), ar).prefill_chunk is None
-    assert behaviour.policy(load_stack("sglang"), ar, prefill_chunk=8192).prefill_chunk == 8192
+    assert behaviour.policy(load_stack("sglang"), ar).prefill_chunk == 8192
+    assert behaviour.policy(load_stack("sglang"), ar, prefill_chunk=0).prefill_chunk is None
     assert behaviour.policy(load_stack("vllm"), ar, prefill_chunk=0).prefill_chunk is None
     for stack in ("vllm", "vllm-dllm", "sglang-dllm"):
         pol = behaviour.policy(load_stack(stack), block, prefill_chunk=512)
