@@ -210,10 +210,10 @@ def test_the_header_says_so(run):
     args = ["serve", AR_MODEL, "--stack", "vllm", "--prompt", "64", "--answer", "16", "--job", "2"]
     rc, out, err = run(*args)
     assert rc == 0, err
-    assert "prompts in chunks of 8,192 tokens beside the decodes (vllm's default, --prefill-chunk to change)" \
+    assert "prompts prefilled 8,192 tokens a step beside the decodes (vllm's default, --prefill-chunk to change)" \
         in " ".join(out.split())
     rc, out, err = run(*args, "--prefill-chunk", "0")
-    assert rc == 0 and "chunks of" not in out
+    assert rc == 0 and "tokens a step" not in out
 
 
 def test_plan_reads_a_chunked_prompt_s_lone_latency_as_the_simulation_runs_it():
@@ -308,10 +308,10 @@ def test_plan_s_answer_moves_with_the_chunk_by_hand(run):
 def test_plan_s_header_names_the_chunk_as_serve_s_does(run):
     rc, out, err = run(*PLAN_AR)
     assert rc == 0, err
-    assert ("vllm for ar (batch limit 256, first-done release), prompts in chunks of 8,192 tokens beside the "
+    assert ("vllm for ar (batch limit 256, first-done release), prompts prefilled 8,192 tokens a step beside the "
             "decodes (vllm's default, --prefill-chunk to change)") in " ".join(out.split())
     rc, out, err = run(*PLAN_AR, "--prefill-chunk", "0")
-    assert rc == 0 and "chunks of" not in out
+    assert rc == 0 and "tokens a step" not in out
 
 
 def test_a_scenario_gives_the_chunk_and_the_option_overrides_it(run, tmp_path):

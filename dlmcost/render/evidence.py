@@ -88,9 +88,9 @@ def span(low, high, fmt) -> str:
 
 def prefill_chunk_phrase(chunk: int | None, source: str, stack: str) -> str:
     """An autoregressive prompt's chunks beside the decodes, where a chunked prefill is on (else
-    ''): 'prompts in chunks of 8,192 tokens beside the decodes (vllm's default, --prefill-chunk
+    ''): 'prompts prefilled 8,192 tokens a step beside the decodes (vllm's default, --prefill-chunk
     to change)'."""
     if not chunk:
         return ""
     where = {"stack": f"{stack}'s default"}.get(source, source)
-    return f"prompts in chunks of {chunk:,} tokens beside the decodes ({safe(where)}, --prefill-chunk to change)"
+    return f"prompts prefilled {chunk:,} tokens a step beside the decodes ({safe(where)}, --prefill-chunk to change)"

@@ -134,7 +134,7 @@ def plan_search_line(p: dict) -> str:
 def engines_line(s: dict) -> str:
     """Which engine runs each decoding, with its batch limits and release, and its prompts' chunked
     prefill where one is on: 'engines: sglang-dllm for mdm/1, dual-cache/32/1 (batch limit 128,
-    first-done release); vllm for the AR baseline (...), prompts in chunks of 8,192 tokens beside
+    first-done release); vllm for the AR baseline (...), prompts prefilled 8,192 tokens a step beside
     the decodes (vllm's default, --prefill-chunk to change)'. Decodings on the same engine with the
     same limits, release and chunk share one entry."""
     stacks, running, release = s.get("stacks") or {}, s.get("max_running") or {}, s.get("release") or {}
