@@ -417,7 +417,8 @@ SERVING_NOTES = [
     "rows (read at 474 with the A100's rows scale, fitted on SXM forwards of 512 and 2,048 rows), not the sustained "
     "clock, set the pass. The value is fitted, not a clock measurement: no published sustained-clock figure for "
     "this part was found.",
-    "- The vLLM dLLM plugin (VPLUG; the worst out-of-source numbers after GPS's five above 4x, SGCL's TTFTs at 16-100 in flight and IFX's at 8 and 16). Its eager run after its coherence fixes "
+    "- The vLLM dLLM plugin (VPLUG; the worst out-of-source numbers after GPS's 128-token burst, the mean TTFTs of "
+    "IFX at 8-32 in flight and of SGCL at 64 and 100). Its eager run after its coherence fixes "
     "(2.51x optimistic at one request, 1.68x at 8 running) takes about 1.6 s a 32-token block, 50 ms a pass by the "
     "report's own count of about 32 passes a block, where the stack's eager pass is 19 ms (the MoE's expert weights "
     "read at the A100's bandwidth, plus vLLM's eager launches); fewer passes a block would each take longer, so no "
@@ -429,8 +430,9 @@ SERVING_NOTES = [
     "against 18.3 ms; the report puts it down to TP communication, which the stack's all-reduces at these message "
     "sizes put at about 0.5 ms a pass. Fitting either would take a number from the source it is scored on.",
     "- InferenceX's DeepSeek-R1 on 8x H200 (IFX; SGLang, AR): throughput and mean E2E are 1.22-1.34x optimistic at "
-    "every load (8-64 in flight), and the mean TTFT 4.18x at 8, 3.00x at 16, 2.12x at 32 and 1.23x at 64 (79 ms "
-    "predicted against 331 ms measured at 8). SGLang streams the first token at once even with --stream-interval 10, "
+    "every load (8-64 in flight), and the mean TTFT 4.18x at 8, 3.74x at 16, 3.41x at 32 and 2.41x at 64 (79 ms "
+    "predicted against 331 ms measured at 8; 3.00x, 2.12x and 1.23x at 16-64 before the stack's prefill budget, "
+    "when a wave of prompts shared one pass and waited for it). SGLang streams the first token at once even with --stream-interval 10, "
     "so the TTFT is a first token's. The published P99 TTFT (2.0-2.7 s against means of 0.33-0.42 s) says a few "
     "requests wait seconds for their first token, which no stack term describes; which requests, and why, the "
     "issue does not say.",
