@@ -306,3 +306,50 @@ def test_the_headline_without_each_publication_by_hand(monkeypatch):
             dict(origin="C", error=9.0, in_source=True)]
     serving = [dict(origin="A", error=3.0, in_source=False)]
     assert validation.without_each_publication(rows, serving) == [("A", 2, 2.0, 2.0), ("B", 1, 2.0, 3.0)]
+
+
+def _row(stack: str, metric: str, optimism: float, origin: str = "X") -> dict:
+    """A scored serving row as error_bands reads it."""
+    return dict(stack=stack, metric=metric, optimism=optimism, origin=origin, in_source=False)
+
+
+def test_first_token_bands_fall_back_as_their_basis_says():
+    """Every branch of the first-token band on made-up rows, its ends recomputed with numpy and its
+    basis read: too few TTFT numbers anywhere (3): a stack with enough numbers and some TTFT ones
+    takes its band over all of them; one with enough speed numbers and no TTFT one, its speed band;
+    one with too few in all, the pooled band over every number. Six TTFT numbers of its own make a
+    band apart; a stack with fewer then takes the pooled first-token band."""
+    import numpy as np
+
+    speed = [1.0, 1.1, 1.2, 1.3, 1.4, 1.5]
+    rows = ([_row("sglang", "output_tokens_per_s", v, "A") for v in speed]
+            + [_row("sglang", "ttft_mean_s", v, "B") for v in (3.0, 4.0)]
+            + [_row("hf-eager", "e2e_mean_s", v) for v in speed] + [_row("vllm", "ttft_mean_s", 0.5)])
+    bands = validation.error_bands([], rows)
+
+    def ends(values):
+        return pytest.approx(tuple(np.percentile(values, [10, 50, 90])), abs=1e-4)
+
+    s = bands["sglang"]["first_token"]
+    assert (s["low"], s["median"], s["high"]) == ends(speed + [3.0, 4.0]) and s["numbers"] == 8
+    assert s["basis"] == ("all its out-of-source numbers, from 2 publications: too few first-token numbers for a "
+                          "band apart (6 needed), 2 of its own, 3 in all")
+    h = bands["hf-eager"]
+    assert (h["first_token"]["low"], h["first_token"]["high"]) == (h["low"], h["high"])
+    assert h["first_token"]["basis"] == "its speed band: no first-token numbers of its own (3 in all)"
+    everything = speed + [3.0, 4.0] + speed + [0.5]
+    p = bands["pooled"]["first_token"]
+    assert (p["low"], p["median"], p["high"]) == ends(everything) and p["numbers"] == 15
+    v = bands["vllm"]["first_token"]
+    assert (v["low"], v["high"]) == (p["low"], p["high"])
+    assert v["basis"] == "pooled, first-token ones included: 1 out-of-source number of its own (fewer than 6)"
+
+    ttft = [2.0, 2.5, 3.0, 3.5, 4.0, 4.5]
+    apart = validation.error_bands([], [_row("sglang", "ttft_mean_s", x, "B") for x in ttft]
+                                   + [_row("vllm", "ttft_mean_s", 0.5)] + [_row("sglang", "output_tokens_per_s", 1.2)])
+    s = apart["sglang"]["first_token"]
+    assert (s["low"], s["median"], s["high"]) == ends(ttft)
+    assert s["basis"] == "its own out-of-source first-token numbers, from 1 publication"
+    assert apart["pooled"]["first_token"]["basis"] == "every stack's out-of-source first-token numbers"
+    assert apart["pooled"]["first_token"]["numbers"] == 7
+    assert apart["vllm"]["first_token"]["basis"] == "pooled: 1 first-token number of its own (fewer than 6)"
