@@ -128,8 +128,9 @@ class ServeDeployment(Record):
                                             "forward, the stack's), or none (no pass over the prompt alone: mdm, "
                                             "dual-cache)")
     prefill_chunk_tokens: Optional[int] = Field(
-        description="an autoregressive prompt's chunk per step beside the running decodes (chunked prefill), "
-                    "tokens; null: the prompt in one pass")
+        description="the autoregressive prompts' token budget per step beside the running decodes (chunked "
+                    "prefill: the prompts one stream, first come first served), tokens; null: each admitted prompt "
+                    "in one pass")
     prefill_chunk_source: str = Field(description="where it came from: option, stack, default, or diffusion decoding")
     memory_limit: Optional[int]
     release: str
@@ -304,9 +305,10 @@ class PlanSearch(Record):
     eager: bool = Field(description="true when every decoding's stack ran without CUDA graphs (--eager)")
     max_running: dict[str, list[int]] = Field(description="decoding -> the running limits searched")
     prefill_chunk_tokens: dict[str, Optional[int]] = Field(
-        description="decoding -> its autoregressive prompt's chunk per step beside the running decodes (chunked "
-                    "prefill), tokens; null: the prompt in one pass (serve's prefill_chunk_tokens)")
-    prefill_chunk_source: dict[str, str] = Field(description="decoding -> where its chunk came from: option, "
+        description="decoding -> its autoregressive prompts' token budget per step beside the running decodes "
+                    "(chunked prefill), tokens; null: each admitted prompt in one pass (serve's "
+                    "prefill_chunk_tokens)")
+    prefill_chunk_source: dict[str, str] = Field(description="decoding -> where its budget came from: option, "
                                                              "scenario, stack, default, or diffusion decoding")
     published: dict[str, PublishedDecoding] = Field(
         description="'MODEL DECODING' -> the model's published decoding it is (its tokens per forward and accuracy)")

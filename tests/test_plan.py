@@ -400,7 +400,7 @@ def test_a_target_near_the_float_maximum_binds_nothing(capsys, option):
     (["--rate", "5", "--scheme", "block", "--block", "4", "--tpf", "8"], 2, "exceeds the block"),
     (["--rate", "5", "--scenario", "/nonexistent.yaml"], 2, "scenario file /nonexistent.yaml: does not exist"),
     # serve's words for serve's option
-    (["--rate", "5", "--prefill-chunk", "-1"], 2, "--prefill-chunk: tokens per step in 0..10,000,000 (0: the prompt"),
+    (["--rate", "5", "--prefill-chunk", "-1"], 2, "--prefill-chunk: tokens per step in 0..10,000,000 (0: each admitted prompt"),
     (["--rate", "5", "--prefill-chunk", "10000001"], 2, "--prefill-chunk: tokens per step in 0..10,000,000"),
     (["--rate", "5", "--prefill-chunk", "1.5"], 2, "Invalid value for '--prefill-chunk'"),
     (["--rate", "5", "--prefill-chunk", "lots"], 2, "Invalid value for '--prefill-chunk'"),

@@ -193,10 +193,11 @@ class Stack(BaseModel):
     # how a block-diffusion request's prompt is prefilled: one pass over all of it, or one block of
     # it per forward (SGLang's dLLM path: a request's extend is cut to the block size each round)
     prompt_prefill: Literal["one-pass", "block-chunks"] = "one-pass"
-    # an autoregressive prompt prefilled in chunks that share each step with the running decodes
-    # (vLLM V1's chunked prefill): the step's token budget, max_num_batched_tokens, so a prompt
-    # of P tokens takes ceil(P / budget) steps beside the decodes instead of one step that stalls
-    # them; None: the prompt in one pass (an engine whose chunks run as steps of their own)
+    # autoregressive prompts prefilled under a token budget a step, shared with the running decodes
+    # (vLLM V1's max_num_batched_tokens, SGLang's --chunked-prefill-size): the prompts are one
+    # stream, first come first served, so a prompt of P tokens takes ceil(P / budget) steps alone
+    # and a burst of short ones shares steps, beside the decodes instead of one step that stalls
+    # them; None: each admitted prompt in one pass
     prefill_chunk_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
     # the vendors of the accelerators the engine runs on (a hardware file's `vendor`, any case;
     # None: any): `plan` searches only those unless --gpu names others

@@ -1,6 +1,7 @@
 """What a default and an interval stand on, in words: the published decoding a model's tokens
-per forward come from, the error band a range is drawn from, and the chunked prefill a prompt
-runs (shared by analyze, serve and plan, so that the three say it alike)."""
+per forward come from, the error bands a range is drawn from (speed and first token), and the
+prefill budget the prompts run under (shared by analyze, serve and plan, so that the three say it
+alike)."""
 
 from __future__ import annotations
 
@@ -87,7 +88,7 @@ def span(low, high, fmt) -> str:
 
 
 def prefill_chunk_phrase(chunk: int | None, source: str, stack: str) -> str:
-    """An autoregressive prompt's chunks beside the decodes, where a chunked prefill is on (else
+    """The autoregressive prompts' token budget a step beside the decodes, where one is on (else
     ''): 'prompts prefilled 8,192 tokens a step beside the decodes (vllm's default, --prefill-chunk
     to change)'."""
     if not chunk:

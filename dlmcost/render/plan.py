@@ -132,11 +132,11 @@ def plan_search_line(p: dict) -> str:
 
 
 def engines_line(s: dict) -> str:
-    """Which engine runs each decoding, with its batch limits and release, and its prompts' chunked
-    prefill where one is on: 'engines: sglang-dllm for mdm/1, dual-cache/32/1 (batch limit 128,
+    """Which engine runs each decoding, with its batch limits and release, and its prompts' prefill
+    budget where one is on: 'engines: sglang-dllm for mdm/1, dual-cache/32/1 (batch limit 128,
     first-done release); vllm for the AR baseline (...), prompts prefilled 8,192 tokens a step beside
     the decodes (vllm's default, --prefill-chunk to change)'. Decodings on the same engine with the
-    same limits, release and chunk share one entry."""
+    same limits, release and budget share one entry."""
     stacks, running, release = s.get("stacks") or {}, s.get("max_running") or {}, s.get("release") or {}
     chunk, chunk_source = s.get("prefill_chunk_tokens") or {}, s.get("prefill_chunk_source") or {}
     groups: dict[tuple, list[str]] = {}

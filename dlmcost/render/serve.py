@@ -180,7 +180,7 @@ def deployment_lines(d: dict) -> list[str]:
 
 
 def _chunk_words(d: dict) -> str:
-    """The prompt's chunks beside the decodes, where a chunked prefill is on."""
+    """The prompts' token budget a step beside the decodes, where one is on."""
     phrase = prefill_chunk_phrase(d.get("prefill_chunk_tokens"), d.get("prefill_chunk_source", ""), d["stack"])
     return f" · {phrase}" if phrase else ""
 

@@ -5,9 +5,10 @@ by block, or first-done-first-out release), its limit on running requests per re
 request's passes per block (the engine's count spread over the blocks; a tokens-per-forward
 spread draws them at random), and two stack properties of SGLang's dLLM path: a waiting
 request's first block beside a full batch (`first_block_outside_limit`) and a prompt prefilled
-one block per forward (`prompt_prefill: block-chunks`), and one of vLLM's: an autoregressive prompt
-prefilled in chunks beside the running decodes (`prefill_chunk_tokens`). The option wins, then the
-stack profile's field, then the default: `policy`. `request_table` builds a deployment's per-class table (pass times, passes, blocks and
+one block per forward (`prompt_prefill: block-chunks`), and one of vLLM's and SGLang's usual path:
+autoregressive prompts prefilled under a token budget a step beside the running decodes
+(`prefill_chunk_tokens`). The option wins, then the stack profile's field, then the default:
+`policy`. `request_table` builds a deployment's per-class table (pass times, passes, blocks and
 streamed pieces) from a pass table, `request_passes` each request's passes, and `run` simulates
 one replica with them. `serve` (deployment.py) and `plan`'s search (search.py) call only these,
 so that a plan row and a `serve` of the same deployment at the same load cannot drift apart.
@@ -45,7 +46,7 @@ class Policy:
     max_running_source: str
     first_block_outside_limit: bool = False  # the stack's: newcomers' first blocks beside a full batch
     prompt_prefill: str = "one-pass"  # or "block-chunks": the prompt one block per forward (the stack's)
-    prefill_chunk: int | None = None  # a token-streaming prompt's chunk beside the decodes (None: one pass)
+    prefill_chunk: int | None = None  # token-streaming prompts' budget a step beside the decodes (None: one pass each)
     prefill_chunk_source: str = "default"
 
     def in_flight_cap(self, max_running: int | None = None) -> int:
@@ -103,7 +104,7 @@ def prefill_chunk_of(stack, decoding: Decoding, given: int | None = None,
                      given_as: str = "option") -> tuple[int | None, str]:
     """(a chunked prefill's token budget per step, its source): the option (0: none), else the
     stack's `prefill_chunk_tokens`, else none. Only a scheme that streams tokens has one: the
-    engines that chunk a prompt beside the decodes (vLLM V1) chunk autoregressive prompts, while a
+    engines with a prefill budget per step (vLLM V1, SGLang) apply it to autoregressive prompts, while a
     block-diffusion prompt is cut into blocks by its own path (`prompt_prefill: block-chunks`) or
     prefilled whole (docs/methodology.md)."""
     if not streams_tokens(decoding):
@@ -115,10 +116,11 @@ def prefill_chunk_of(stack, decoding: Decoding, given: int | None = None,
 
 def check_prefill_chunk(given: int | None, name: str = "--prefill-chunk") -> None:
     """A chunked prefill's token budget as given (serve's option, plan's option or scenario field
-    `name`): a whole number in 0..MAX_PREFILL_CHUNK, 0 for one pass; None: not given."""
+    `name`): a whole number in 0..MAX_PREFILL_CHUNK, 0 for none (each admitted prompt in one pass);
+    None: not given."""
     if given is not None and not (isinstance(given, int) and not isinstance(given, bool)
                                   and 0 <= given <= MAX_PREFILL_CHUNK):
-        raise UsageError(f"{name}: tokens per step in 0..{MAX_PREFILL_CHUNK:,} (0: the prompt in one pass), "
+        raise UsageError(f"{name}: tokens per step in 0..{MAX_PREFILL_CHUNK:,} (0: each admitted prompt in one pass), "
                          f"got {given}")
 
 
@@ -129,8 +131,8 @@ def warn_if_no_chunks(given: int | None, chunks, name: str = "--prefill-chunk") 
     if given and not any(chunks):
         import warnings
 
-        warnings.warn(f"{name} does nothing here: only an autoregressive prompt is prefilled in chunks beside "
-                      "the decodes (a diffusion decoding's prompt runs as its stack's prompt_prefill says)",
+        warnings.warn(f"{name} does nothing here: only autoregressive prompts are prefilled under a token budget "
+                      "beside the decodes (a diffusion decoding's prompt runs as its stack's prompt_prefill says)",
                       DlmcostWarning, stacklevel=3)
 
 

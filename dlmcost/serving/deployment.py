@@ -57,7 +57,7 @@ class Setup:
     min_accuracy: tuple[str, float] | None = None  # (task, fraction): the published decoding must reach it
     max_running: int | None = None
     release: str | None = None
-    prefill_chunk: int | None = None  # a token-streaming prompt's chunk beside the decodes (0: one pass)
+    prefill_chunk: int | None = None  # token-streaming prompts' budget a step beside the decodes (0: none)
     stack: str | None = None
     eager: bool = False  # the stack run without CUDA graphs (its `eager:` host dispatch)
     efficiency: str = "realistic"
@@ -101,7 +101,7 @@ class Prepared:
     # "one-pass", or "block-chunks": the prompt one block per forward (the stack's); "none" where the
     # decoding runs no pass over the prompt alone (mdm, an uncached block: the prompt is in every pass)
     prompt_prefill: str
-    prefill_chunk: int | None  # an AR prompt's chunk beside the decodes, tokens (None: one pass)
+    prefill_chunk: int | None  # AR prompts' budget a step beside the decodes, tokens (None: one pass each)
     prefill_chunk_source: str
     release_source: str
     max_running_source: str

@@ -32,10 +32,12 @@ work), so a prompt's pieces carry its whole prefill. No prompt starts while anot
 the budget: prompts arriving together are prefilled in turn, several to an iteration where they
 fit, not side by side over a budget each.
 
-Because every request in flight advances one pass per iteration, a request admitted at
-iteration k finishes at iteration k + NFE and streams its first block at k + first_passes, fixed
-at admission; and iterations differ in length only where a request was admitted. The simulation
-therefore only stops at arrivals and completions (O(requests) events, a heap each), records the
+Because every request in flight advances one pass per iteration, a request admitted at iteration k
+finishes at iteration k + NFE and streams its first block at k + first_passes (under a prefill
+budget, both later than in one pass by the iterations its prompt's pieces run past the first),
+fixed at admission; and iterations differ in length only where a request was admitted or, under a
+budget, where a prompt's last piece leaves its budget. The simulation therefore only stops at
+arrivals, completions and those last pieces (O(requests) events, a heap each), records the
 iteration times as segments (the admission iteration, then a run of equal ones), and converts
 iteration numbers to times afterwards.
 
