@@ -516,9 +516,12 @@ def render_headline(rs: list[dict], serving: list[dict]) -> list[str]:
         f"{BAND_MIN_NUMBERS} of them takes the",
         "band of all stacks together. The first-token band is taken over the times to the first token (a speed being",
         "1 / TTFT): a fixed cost per request that no step time describes moves them alone, so their errors do not",
-        "widen every other interval. With too few first-token numbers for a band apart, it is the stack's band over",
-        "all its numbers, first-token ones included (its speed band, where it has none), and with fewer than",
-        f"{BAND_MIN_NUMBERS} numbers in all, every stack's band over all theirs.",
+        "widen every other interval. A stack with fewer than "
+        f"{BAND_MIN_NUMBERS} first-token numbers of its own takes every stack's",
+        f"first-token band; with fewer than {BAND_MIN_NUMBERS} of those too, its band over all its numbers,",
+        "first-token ones included (its speed band, where it has none), and with fewer than "
+        f"{BAND_MIN_NUMBERS} numbers in all,",
+        "every stack's band over all theirs.",
         "`serve` and `plan` divide a predicted throughput by the speed band's high and low ends to bracket it (and",
         "multiply times and costs); a time to the first token at each end is scaled further by the first-token",
         "band's end over the speed band's, so that at light load it moves by the first-token band alone. An interval",
