@@ -1,5 +1,6 @@
-"""An autoregressive prompt prefilled in chunks beside the running decodes (the stack's
-`prefill_chunk_tokens`, vLLM V1's chunked prefill), each against a schedule worked by hand."""
+"""Autoregressive prompts prefilled under a token budget a step beside the running decodes (the
+stack's `prefill_chunk_tokens`: vLLM V1's max_num_batched_tokens, SGLang's --chunked-prefill-size;
+the prompts one stream, first come first served), each against a schedule worked by hand."""
 
 from __future__ import annotations
 
