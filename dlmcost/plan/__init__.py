@@ -115,7 +115,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                          max_running=running,  # each decoding's running limits searched (its stack's own unless given), the AR baseline's too
                          stacks=stacks, stack_default=stack is None,  # each decoding's stack
                          release=release,  # each decoding's batch release policy, as serve's
-                         # each decoding's AR prompt chunk beside the decodes (None: one pass) and
+                         # each decoding's AR prompts' budget a step beside the decodes (None: none) and
                          # where it came from, as serve's prefill_chunk_tokens and prefill_chunk_source
                          prefill_chunk_tokens={label: chunk for label, (chunk, _) in chunks.items()},
                          prefill_chunk_source={label: source for label, (_, source) in chunks.items()},

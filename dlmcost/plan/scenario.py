@@ -83,7 +83,7 @@ class SearchSpec(BaseModel):
     precisions: Optional[list[str]] = None
     decoding: Optional[list[DecodingSpec]] = None
     max_batch: Optional[list[int]] = None
-    # an autoregressive prompt's chunk beside the decodes, tokens (0: one pass; None: the stack's),
+    # the autoregressive prompts' token budget a step beside the decodes (0: none; None: the stack's),
     # checked by `behaviour.check_prefill_chunk` as serve's option is
     prefill_chunk: Optional[Annotated[int, Strict()]] = None
     consumer: bool = False  # the default GPU set with workstation and consumer cards too

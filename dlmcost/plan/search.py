@@ -57,7 +57,7 @@ class SearchSpace:
     decodings: list[Decoding]
     max_batches: list[int]  # running limits searched; empty: each decoding's stack's own
     left_out: list[GPU] = field(default_factory=list)  # default GPUs the stack does not run on
-    prefill_chunk: int | None = None  # an AR prompt's chunk beside the decodes (0: one pass; None: the stack's)
+    prefill_chunk: int | None = None  # AR prompts' token budget a step beside the decodes (0: none; None: the stack's)
 
 
 @dataclass
