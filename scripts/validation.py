@@ -48,7 +48,7 @@ TARGET_OUT_OF_SOURCE_WORST = 2.0
 # every prompt admitted at once used to share one long pass, whose length hid the per-request work of vLLM's
 # API server that no stack number describes (their throughput, 6.66x, set the worst before; 4.18x, the mean
 # TTFT of InferenceX's DeepSeek-R1 SGLang run at concurrency 8, before GPS; 2.51x, the vLLM dLLM plugin's eager
-# run at one request, before IFX). The median, 1.26x and met before GPS, is 1.31x: GPS's 12 numbers are above 1.3x.
+# run at one request, before IFX). The median, 1.26x and met before GPS, became 1.31x: GPS's 12 numbers were all above 1.3x (11 since the budget).
 # The SGLang cookbook's Llama 3.1 page (SGCL, a new source) moved the worst to 15.13x, the mean TTFT of its
 # 320 prompts of up to 8,000 tokens at 64 in flight (sgcl-llama31-70b-a100tp8-sglang-8k1k-c64, pessimistic:
 # the simulation prefilled each wave of 64 prompts in one pass), and the median to 1.32x (1.317). The sglang
