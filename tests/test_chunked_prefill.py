@@ -154,7 +154,7 @@ def test_a_request_done_before_its_last_chunk_does_not_hold_the_queue():
     1 + 3 = 4 s, done at 8; B (waiting: a prompt while A's chunks last) then runs alone from 8."""
     flat = [0.0, 1.0, 1.0]
     table = ClassTable([2, 3], [1, 1], [0.0, 0.0], [flat, flat], [[0.0, 4.0, 7.0], [0.0, 4.0, 7.0]], lead=[3, 1],
-                       lift_passes=[3, 1])
+                       lift_passes=[3, 1], prompt_tokens=[3, 1], prefill_budget=1)
     r = simulate(table, np.array([0, 1]), 2, arrivals_s=np.array([0.0, 0.0]))
     assert r.done_s[0] == pytest.approx(8.0) and r.start_s[1] == pytest.approx(8.0)
 
@@ -340,3 +340,12 @@ def test_plan_warns_when_the_chunk_does_nothing(run):
     (diffusion,) = s["decodings"]
     assert s["prefill_chunk_tokens"] == {diffusion: None, "ar": 4096}
     assert s["prefill_chunk_source"] == {diffusion: "diffusion decoding", "ar": "option"}
+
+
+def test_lone_prefill_passes_without_a_budget_are_refused():
+    """`lift_passes` says what a lone prompt runs under a budget; without the budget and the prompts'
+    tokens the simulation could not place the pieces, so it says so rather than guess."""
+    t = _one_pass_table()
+    bare = ClassTable(t.nfe, t.first_passes, t.mem_share, t.pass_s, t.first_pass_s, lead=[0, 3], lift_passes=[1, 3])
+    with pytest.raises(ValueError, match="prefill_budget"):
+        simulate(bare, np.array([1]), 1, arrivals_s=np.array([0.0]))

@@ -248,14 +248,13 @@ RELEASES = ("synchronous", "first-done")
 
 def _prefill_stream(table: ClassTable) -> tuple[int, list[int], list[int]] | None:
     """(budget C, each class's prompt tokens P_c (0: no prompt pass), a lone prompt's iterations of
-    prefill k_c) of a table with a prefill budget; None without one. A table with `lift_passes` and
-    no budget (made by hand) is a budget of one unit, each prompt `lift_passes` units long."""
+    prefill k_c) of a table with a prefill budget; None without one. `lift_passes` (what a lone
+    request runs) only means something beside a budget: a table with one and not the other is refused."""
     k = table.lift_passes or [1] * len(table.nfe)
     if table.prefill_budget:
         return table.prefill_budget, list(table.prompt_tokens or [0] * len(k)), list(k)
     if max(k) > 1:
-        lead = table.lead or [1] * len(k)
-        return 1, [kc if ld > 0 else 0 for kc, ld in zip(k, lead)], list(k)
+        raise ValueError("lift_passes without a prefill_budget and prompt_tokens: the pieces' lift has no budget to follow")
     return None
 
 
@@ -275,7 +274,7 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     stream = _prefill_stream(table)
     if release == "synchronous":
         if stream is not None:
-            raise ValueError("a prefill budget (prefill_budget, lift_passes) is simulated for first-done release only")
+            raise ValueError("a prefill budget (prefill_budget) is simulated for first-done release only")
         return _simulate_rounds(table, request_class, batch_cap, passes or class_passes(table, request_class),
                                 arrivals_s, users, think_s, first_block_outside_limit)
     ahead = first_block_outside_limit
