@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .cells import gb, sig
+from .evidence import first_token_apart
 from .formats import to_csv, to_markdown, typed_json
 from .output import Output, Styled
 from .page import plain
@@ -166,9 +167,8 @@ def _band_cell(band: dict | None) -> str:
     """'1.03-1.33' or, where the first-token band differs, '1.03-1.33 (TTFT 1.09-2.73)'."""
     if band is None:
         return "-"
-    cell, first = f"{band['low']:.2f}-{band['high']:.2f}", band.get("first_token")
-    said = None if first is None else f"{first['low']:.2f}-{first['high']:.2f}"
-    return cell if said in (None, cell) else f"{cell} (TTFT {said})"
+    cell, first = f"{band['low']:.2f}-{band['high']:.2f}", first_token_apart(band)
+    return cell if first is None else f"{cell} (TTFT {first['low']:.2f}-{first['high']:.2f})"
 
 
 def render_stacks(entries: list[dict], fmt: str, out: Output) -> None:

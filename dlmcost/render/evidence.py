@@ -69,12 +69,21 @@ def against_published(band: dict) -> str:
     return f"; {whose} published band {p['low']:.2f}–{p['high']:.2f}×: {narrowing_phrase(band['narrowing'])}"
 
 
+def first_token_apart(band: dict) -> dict | None:
+    """The band's first-token band where its printed ends differ from the speed band's; None where
+    it has none or they read the same at two decimals."""
+    f = band.get("first_token")
+    if not f or (round(f["low"], 2), round(f["high"], 2)) == (round(band["low"], 2), round(band["high"], 2)):
+        return None
+    return f
+
+
 def first_token_phrase(band: dict, basis: bool = True) -> str:
     """'; time to first token 1.09–2.73× over 14 measurements, its own ...' (' (time to first token
     1.09–2.73×)' without the basis): the band the times to the first block take, where it differs
     from the speed band ('' where it does not)."""
-    f = band.get("first_token")
-    if not f or (round(f["low"], 2), round(f["high"], 2)) == (round(band["low"], 2), round(band["high"], 2)):
+    f = first_token_apart(band)
+    if f is None:
         return ""
     ends = f"time to first token {f['low']:.2f}–{f['high']:.2f}×"
     return f"; {ends} over {f['numbers']} measurements, {safe(f['basis'])}" if basis else f" ({ends})"
