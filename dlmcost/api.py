@@ -53,6 +53,7 @@ _ELSEWHERE = {
     "serving.deployment": ("serve", "serve_many", "ServeSetup", "ServeResult"),
     "serving.loads": ("ClosedLoop", "OpenLoop", "BatchJob", "TraceReplay"),
     "serving.targets": ("Targets",),
+    "serving.traffic": ("parse_cached_shares",),
 }
 if TYPE_CHECKING:  # for editors and type checkers, which do not run __getattr__
     from .analysis.model_info import VERIFY_WARN_FRACTION, list_models, model_info, verify_model  # noqa: F401
@@ -61,6 +62,7 @@ if TYPE_CHECKING:  # for editors and type checkers, which do not run __getattr__
     from .serving.deployment import ServeResult, ServeSetup, serve, serve_many  # noqa: F401
     from .serving.loads import BatchJob, ClosedLoop, OpenLoop, TraceReplay  # noqa: F401
     from .serving.targets import Targets  # noqa: F401
+    from .serving.traffic import parse_cached_shares  # noqa: F401
 
 
 def read_trace(path, fmt=None, time_scale: float = 1.0, sample=None, seed: int = 0):

@@ -132,6 +132,11 @@ class ServeDeployment(Record):
                     "prefill: the prompts one stream, first come first served), tokens; null: each admitted prompt "
                     "in one pass")
     prefill_chunk_source: str = Field(description="where it came from: option, stack, default, or diffusion decoding")
+    cached_prompt_share: Optional[float] = Field(
+        None, description="the mean share of a prompt found in the engine's prefix cache over the shares given "
+                          "(--cached-prompt: one for every request, or one a request in the order they are sent); "
+                          "null: none given, every prompt prefilled whole")
+    cached_prompt_given: int = Field(0, description="how many shares --cached-prompt gave (0: none)")
     memory_limit: Optional[int]
     release: str
     release_source: str

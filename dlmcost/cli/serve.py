@@ -32,18 +32,19 @@ def _finite(name: str, value: float) -> float:
 
 
 def _setups(gpu, tp, ep, replicas, precision, scheme, block, tpf, steps, tpf_spread, task, min_accuracy, max_running,
-            release, prefill_chunk, stack, eager, efficiency, price, power_utilisation) -> list:
+            release, prefill_chunk, cached_prompt, stack, eager, efficiency, price, power_utilisation) -> list:
     """Every deployment asked for: one per combination of the comma lists (as plan searches them)."""
     if tpf is not None and steps is not None:
         raise UsageError("give --tpf or --steps, not both")
     floor = api.parse_floor(min_accuracy) if min_accuracy is not None else None
+    cached = api.parse_cached_shares(cached_prompt) if cached_prompt is not None else None
 
     def listed(text, kind, name):
         return parse_list(text, kind, name) or [None]
 
     return [api.ServeSetup(gpu=g, tp=t, ep=ep, replicas=replicas, precision=p, scheme=sc, block=b, tpf=f, steps=st,
                            tpf_spread=tpf_spread, task=task, min_accuracy=floor, max_running=m, release=release,
-                           prefill_chunk=prefill_chunk, stack=stack, eager=eager, efficiency=api.locate_example(efficiency),
+                           prefill_chunk=prefill_chunk, cached_prompt=cached, stack=stack, eager=eager, efficiency=api.locate_example(efficiency),
                            price=price,
                            power_utilisation=power_utilisation)
             for g in parse_list(gpu, str, "gpu") for t in parse_list(tp, int, "tp")
@@ -74,6 +75,11 @@ deployment_options = group("setups", _setups, {
     "release": (Optional[str], typer.Option(None, "--release", help="synchronous (a block lasts until the batch's "
                                             "slowest request commits) | first-done [the stack's, else synchronous]")),
     "prefill_chunk": (Optional[int], PrefillChunkOpt),
+    "cached_prompt": (Optional[str], typer.Option(None, "--cached-prompt", metavar="SHARE|@FILE",
+                                                  help="share of each prompt already in the engine's prefix cache "
+                                                       "(vLLM's prefix caching, SGLang's radix cache): 0..1 for every "
+                                                       "request, or @FILE of one share a request in the order they are "
+                                                       "sent [0]")),
     **STACK_OPTIONS,
     "efficiency": (str, EfficiencyOpt),
     "price": (Optional[float], typer.Option(None, "--price", metavar="USD", help="USD per GPU-hour [the hardware file's list price]")),

@@ -175,8 +175,17 @@ def deployment_lines(d: dict) -> list[str]:
              f"running ≤ {d['max_running']}{' (+ first blocks)' if d.get('first_block_outside_limit') else ''} "
              f"per replica ({_limit_source(d)}; memory fits "
              f"{d['memory_limit']}) · {d['release']} release ({d['release_source']})"
-             + _chunk_words(d)]
+             + _chunk_words(d) + _cache_words(d)]
     return lines
+
+
+def _cache_words(d: dict) -> str:
+    """The share of the prompts in the prefix cache, where one was given."""
+    share, given = d.get("cached_prompt_share"), d.get("cached_prompt_given") or 0
+    if share is None:
+        return ""
+    over = f"the mean of {given:,} shares, one a request sent" if given > 1 else "every request"
+    return f" · {share:.0%} of each prompt in the prefix cache ({over}, --cached-prompt)"
 
 
 def _chunk_words(d: dict) -> str:

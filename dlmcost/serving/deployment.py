@@ -58,6 +58,9 @@ class Setup:
     max_running: int | None = None
     release: str | None = None
     prefill_chunk: int | None = None  # token-streaming prompts' budget a step beside the decodes (0: none)
+    # the share of each prompt found in the prefix cache, request after request in the order they are
+    # sent (cycled); one value: every request's (None or 0: no prompt token is cached)
+    cached_prompt: tuple[float, ...] | None = None
     stack: str | None = None
     eager: bool = False  # the stack run without CUDA graphs (its `eager:` host dispatch)
     efficiency: str = "realistic"
@@ -74,6 +77,8 @@ class Setup:
         if self.tpf_spread is not None and not (math.isfinite(self.tpf_spread) and 0 <= self.tpf_spread <= 4):
             raise UsageError(f"--tpf-spread: a coefficient of variation in 0..4, got {self.tpf_spread}")
         behaviour.check_prefill_chunk(self.prefill_chunk)
+        if self.cached_prompt is not None:
+            behaviour.check_cached_prompt(self.cached_prompt)
         if self.release is not None and self.release not in RELEASES:
             raise UsageError(f"--release: choose {' or '.join(RELEASES)}, got '{self.release}'")
         if self.price is not None and not (math.isfinite(self.price) and 0 < self.price <= 1000):
@@ -262,6 +267,8 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
                         "choose larger blocks, shorter answers, or a smaller --max-running")
     pt = pass_table(spec, *args, **opts, max_passes=None)
     rt = behaviour.request_table(pt, 0, 0, 0, decoding, prompt_vals, answer_vals, pol.max_running, pol)
+    if rt is not None and setup.cached_prompt and any(setup.cached_prompt):
+        behaviour.check_cache_applies(pol, stack_name, rt.table)
     if rt is None:
         raise WorkloadError(f"{spec.id} cannot run on {gpu.name} at tp {setup.tp}, ep {setup.ep}, {setup.precision} "
                             f"with {decoding.label} (unsupported precision, a layout that does not split, or weights "
@@ -322,10 +329,11 @@ def _simulate_replicas(prep: Prepared, load, cls: np.ndarray, arrivals: np.ndarr
     else:
         groups = [np.arange(r, n, R) for r in range(min(R, n))]
         kinds = [dict(arrivals_s=arrivals[g]) for g in groups]
+    uncached = behaviour.uncached_shares(prep.setup.cached_prompt, n)
     for g, kind in zip(groups, kinds):
         sub = passes_all.subset(g) if passes_all is not None else None
         r = behaviour.run(prep.table, cls[g], prep.max_running, prep.release, sub, prep.first_block_outside_limit,
-                          **kind)
+                          uncached=None if uncached is None else uncached[g], **kind)
         out.append(_Replica(r, g))
     return out
 
@@ -501,6 +509,11 @@ def _memory_limit(table: ClassTable) -> int | None:
     return int(round(1 / max(shares))) if shares else None
 
 
+def _cached_share(s: Setup) -> float | None:
+    """The mean share of a prompt in the prefix cache over the shares given (None: none given)."""
+    return float(np.mean(s.cached_prompt)) if s.cached_prompt else None
+
+
 def describe(prep: Prepared) -> dict:
     s = prep.setup
     return dict(model=prep.model, gpu=prep.gpu_name, unit=prep.unit, tp=s.tp, ep=s.ep, replicas=s.replicas, gpus=prep.gpus,
@@ -510,6 +523,7 @@ def describe(prep: Prepared) -> dict:
                 max_running=prep.max_running, max_running_source=prep.max_running_source,
                 first_block_outside_limit=prep.first_block_outside_limit, prompt_prefill=prep.prompt_prefill,
                 prefill_chunk_tokens=prep.prefill_chunk, prefill_chunk_source=prep.prefill_chunk_source,
+                cached_prompt_share=_cached_share(s), cached_prompt_given=len(s.cached_prompt or ()),
                 memory_limit=_memory_limit(prep.table),
                 release=prep.release, release_source=prep.release_source, stack=prep.stack, stack_default=prep.stack_default,
                 eager=s.eager,

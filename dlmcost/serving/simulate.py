@@ -32,6 +32,13 @@ work), so a prompt's pieces carry its whole prefill. No prompt starts while anot
 the budget: prompts arriving together are prefilled in turn, several to an iteration where they
 fit, not side by side over a budget each.
 
+A prompt whose first tokens are in the engine's prefix cache (vLLM's automatic prefix caching,
+SGLang's radix cache; `uncached`: each request's share u_i of its prompt that is not) prefills
+only the rest: under a budget it puts max(1, round(u_i P_c)) tokens into the stream (the last
+token always runs: its logits are the first answer token), each still adding lift / P_c; without
+one its first pass adds u_i times the class's lift. A cached token's K/V is read, not computed:
+the attention of the tokens that are prefilled over it is counted as in the whole prompt's pass.
+
 Because every request in flight advances one pass per iteration, a request admitted at iteration k
 finishes at iteration k + NFE and streams its first block at k + first_passes (under a prefill
 budget, both later than in one pass by the iterations its prompt's pieces run past the first),
@@ -258,6 +265,15 @@ def _prefill_stream(table: ClassTable) -> tuple[int, list[int], list[int]] | Non
     return None
 
 
+def uncached_prompt_tokens(prompt_tokens: int, uncached: float) -> int:
+    """The tokens of a P-token prompt an engine prefills when a share 1 - u of it is in its prefix
+    cache: round(P * u), but at least one (a prompt's last token is always run: its logits give the
+    first answer token) and none for a request without a prompt pass (P = 0)."""
+    if not prompt_tokens:
+        return 0
+    return max(1, min(prompt_tokens, round(prompt_tokens * uncached)))
+
+
 def in_flight_cap(batch_cap: int, first_block_outside_limit: bool = False) -> int:
     """Requests a replica holds at once under a limit of batch_cap running: twice the limit where
     newcomers' first blocks run beside a full batch (the module docstring). Pass tables run to it."""
@@ -267,14 +283,18 @@ def in_flight_cap(batch_cap: int, first_block_outside_limit: bool = False) -> in
 def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
              arrivals_s: np.ndarray | None = None, users: int | None = None, think_s: float = 0.0,
              passes: RequestPasses | None = None, release: str = "first-done",
-             first_block_outside_limit: bool = False) -> SimResult:
-    """Serve requests in order: open loop (`arrivals_s`, sorted) or closed loop (`users`)."""
+             first_block_outside_limit: bool = False, uncached: np.ndarray | None = None) -> SimResult:
+    """Serve requests in order: open loop (`arrivals_s`, sorted) or closed loop (`users`).
+    `uncached`: each request's share of its prompt that is not in the prefix cache (None: all of
+    every prompt is prefilled; see `uncached_prompt_tokens`)."""
     if release not in RELEASES:
         raise ValueError(f"release must be one of {RELEASES}, got {release!r}")
     stream = _prefill_stream(table)
     if release == "synchronous":
         if stream is not None:
             raise ValueError("a prefill budget (prefill_budget) is simulated for first-done release only")
+        if uncached is not None:
+            raise ValueError("a prefix cache (uncached) is simulated for first-done release only")
         return _simulate_rounds(table, request_class, batch_cap, passes or class_passes(table, request_class),
                                 arrivals_s, users, think_s, first_block_outside_limit)
     ahead = first_block_outside_limit
@@ -305,6 +325,10 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         nfe, first = passes.nfe.tolist(), passes.first.tolist()
     uniform = not any(any(row) for row in lift)
     lift0 = lift[0]
+    # a prompt partly in the prefix cache: its lift (no budget) or its tokens in the stream scale down
+    part = None if uncached is None else uncached.tolist()
+    if part is not None and stream is not None:
+        own = [uncached_prompt_tokens(prompt[c], u) for c, u in zip(cls, part)]
     done = [math.nan] * n
     start = [math.nan] * n
     first_it = [0] * n
@@ -322,7 +346,7 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
             raise ValueError(f"a closed loop needs at least one user, got {users}")
         issued = min(users, n)
         arrival = [0.0] * issued + [math.inf] * (n - issued + 1)
-    single = len(share) == 1
+    single = len(share) == 1 and part is None  # with a cache the lifts differ request by request
     pass0 = pass_s[0]
     in_service = 0.0
     # in flight: (finish iteration, request), the earliest first; with one NFE for every request
@@ -369,7 +393,7 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
             if share_used + share[c] > limit and b:
                 break
             later = 0  # iterations its prompt's pieces run past the coming one
-            pc = prompt[c]
+            pc = prompt[c] if part is None or stream is None else own[head]
             if pc:
                 if room <= 0:
                     starved = True  # the budget is another prompt's piece: the queue waits, first come first served
@@ -404,6 +428,8 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
             tau0 = tau
         elif single:
             tau0 = tau + new * lift0[b] / b
+        elif part is not None:
+            tau0 = tau + sum(lift[cls[i]][b] * part[i] for i in range(first_new, head)) / b
         else:
             tau0 = tau + sum(lift[cls[i]][b] for i in range(first_new, head)) / b
         m = inflight[0][0] - it  # iterations to the next completion

@@ -157,6 +157,33 @@ def _from_file(path: Path, what: str) -> LengthDist:
     return LengthDist("file", tuple(values.tolist()))
 
 
+def parse_cached_shares(spec: str, what: str = "--cached-prompt") -> tuple[float, ...]:
+    """'0.3' (every prompt's share in the prefix cache) or '@FILE' (one share a request, in the order
+    requests are sent; whitespace or commas between them), each in 0..1."""
+    text = str(spec).strip()
+    if text.startswith("@"):
+        path = Path(text[1:])
+        data = files.read_bytes(path, limit=LENGTHS_FILE_BYTES, error=UsageError, what=f"{what}: shares file")
+        tokens = data.removeprefix(b"\xef\xbb\xbf").replace(b",", b" ").split()
+        if not tokens:
+            raise UsageError(f"{what}: shares file {shown(str(path))} holds no numbers")
+        if len(tokens) > MAX_FILE_VALUES:
+            raise UsageError(f"{what}: shares file {shown(str(path))} is too large (more than {MAX_FILE_VALUES:,} values)")
+        where = lambda i: f"{what}: shares file {shown(str(path))}, value {i + 1:,}"  # noqa: E731
+        return tuple(_share(t.decode("utf-8", "replace"), where(i)) for i, t in enumerate(tokens))
+    return (_share(text, what),)
+
+
+def _share(value: str, what: str) -> float:
+    try:
+        v = float(value)
+    except ValueError:
+        raise UsageError(f"{what}: '{shown(value, 40)}' is not a share in 0..1") from None
+    if not (math.isfinite(v) and 0 <= v <= 1):
+        raise UsageError(f"{what}: a share of the prompt in 0..1, got {shown(value, 40)}")
+    return v
+
+
 def _is_float(token: bytes) -> bool:
     try:
         float(token)

@@ -1,0 +1,106 @@
+"""Prompts whose first tokens are in the engine's prefix cache (`--cached-prompt`: vLLM's automatic
+prefix caching, SGLang's radix cache): only the rest of the prompt is prefilled, each against a
+schedule worked by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dlmcost.errors import UsageError
+from dlmcost.serving import behaviour
+from dlmcost.serving import deployment as dep
+from dlmcost.serving.simulate import ClassTable, simulate, uncached_prompt_tokens
+from dlmcost.serving.traffic import parse_cached_shares
+
+pytestmark = pytest.mark.usefixtures("bundled_offline")
+
+
+def _one_pass_table() -> ClassTable:
+    """Class 0 (A): 3 passes, no prefill of its own. Class 1 (B): a 3,000-token prompt prefilled in
+    one pass (lead 1), then 2 decodes. An iteration takes 1 s whatever its batch b (pass_s 1); B's
+    prefill pass adds 9 s per request to its iteration (first_pass_s[b] = 1 + 9 b)."""
+    flat = [0.0, 1.0, 1.0]
+    return ClassTable([3, 3], [1, 1], [0.0, 0.0], [flat, flat], [flat, [0.0, 10.0, 19.0]], lead=[0, 1])
+
+
+def test_uncached_prompt_tokens_by_hand():
+    """round(P u), at least the last token (its logits are the first answer token), none without a prompt pass."""
+    assert uncached_prompt_tokens(3000, 0.5) == 1500
+    assert uncached_prompt_tokens(3000, 1.0) == 3000
+    assert uncached_prompt_tokens(3000, 0.0) == 1
+    assert uncached_prompt_tokens(3000, 0.0001) == 1
+    assert uncached_prompt_tokens(0, 0.5) == 0
+
+
+def test_a_cached_prefix_shortens_a_one_pass_prefill_by_hand():
+    """A arrives at 0, B at 0.5 with two thirds of its prompt cached. A's first pass alone to 1; B
+    joins: its prefill adds 9 x 1/3 = 3 s, an iteration of 1 + 3 = 4 s, to 5 (B's first token); A's
+    last pass to 6, B's two decodes to 7. Uncached: B's prefill iteration is 1 + 9 = 10 s, to 11;
+    A done at 12, B at 13."""
+    table, cls, arrivals = _one_pass_table(), np.array([0, 1]), np.array([0.0, 0.5])
+    cached = simulate(table, cls, 2, arrivals_s=arrivals, uncached=np.array([1.0, 1 / 3]))
+    assert cached.first_block_s.tolist() == pytest.approx([1.0, 5.0])
+    assert cached.done_s.tolist() == pytest.approx([6.0, 7.0])
+    whole = simulate(table, cls, 2, arrivals_s=arrivals, uncached=np.array([1.0, 1.0]))
+    assert whole.done_s.tolist() == pytest.approx([12.0, 13.0])
+    assert whole.done_s.tolist() == pytest.approx(simulate(table, cls, 2, arrivals_s=arrivals).done_s.tolist())
+
+
+def test_a_cached_prompt_leaves_its_budget_to_the_next_by_hand():
+    """Budget 1,000 tokens a step, two B prompts of 3,000 at 0, the first wholly cached: it puts one
+    token (its last) in the stream, the second takes the 999 left and three more steps (1,000, 1,000,
+    1). A token adds 3 x 3 b / 3000 = 9 b / 3000 s (the chunked pass's lift, 3 b, times its 3 chunks,
+    over 3,000 tokens), so a full budget 3 s over b. Steps 1-3: 1 + 3 = 4 s each, to 12; B1's first
+    token after step 1 (4 s), its 2 decodes end at 12; B2's last token of prompt alone, 1 + 0.003 s,
+    to 13.003 (its first token), then 2 decodes, to 15.003. Uncached, B1's first token is at 12 and
+    B2's at 24 (test_chunked_prefill)."""
+    table = behaviour.prompt_in_token_chunks(_one_pass_table(), [3000, 3000], 1000)
+    r = simulate(table, np.array([1, 1]), 2, arrivals_s=np.array([0.0, 0.0]), uncached=np.array([0.0, 1.0]))
+    assert r.first_block_s.tolist() == pytest.approx([4.0, 13.003])
+    assert r.done_s.tolist() == pytest.approx([12.0, 15.003])
+
+
+def test_shares_are_taken_in_the_order_requests_are_sent():
+    """A file of shares is cycled over the requests in the order they are sent; one share is every
+    request's; nothing cached (or all zeros) is no cache at all."""
+    assert behaviour.uncached_shares((0.25, 1.0), 5).tolist() == [0.75, 0.0, 0.75, 0.0, 0.75]
+    assert behaviour.uncached_shares((0.4,), 3).tolist() == pytest.approx([0.6, 0.6, 0.6])
+    assert behaviour.uncached_shares((0.0, 0.0), 3) is None
+    assert behaviour.uncached_shares(None, 3) is None
+
+
+def test_parse_cached_shares(tmp_path):
+    f = tmp_path / "shares.txt"
+    f.write_text("1, 0.5\n0\n")
+    assert parse_cached_shares(f"@{f}") == (1.0, 0.5, 0.0)
+    assert parse_cached_shares("0.3") == (0.3,)
+    for bad in ("1.5", "-0.1", "nan", "inf", "x", "@" + str(tmp_path / "missing.txt")):
+        with pytest.raises(UsageError):
+            parse_cached_shares(bad)
+    f.write_text("0.5 \x1b[31m")
+    with pytest.raises(UsageError, match="value 2") as e:
+        parse_cached_shares(f"@{f}")
+    assert "\x1b" not in str(e.value)
+
+
+def test_serve_with_a_wholly_cached_prompt_prefills_one_token():
+    """A lone request of a 4,000-token prompt on an AR model: its time to first token is its prefill
+    step; with every prompt cached it is one step of one prompt token, so at most the time of the
+    next decode step and far below the whole prefill's."""
+    setup = dep.Setup(gpu="h100", tp=1, stack="vllm")
+    cached = dep.Setup(gpu="h100", tp=1, stack="vllm", cached_prompt=(1.0,))
+    load = dep.BatchJob(4, 1)
+    whole = dep.serve("Qwen/Qwen2.5-7B", load, setup, prompt=4000, answer=64).points[0]
+    part = dep.serve("Qwen/Qwen2.5-7B", load, cached, prompt=4000, answer=64).points[0]
+    gap = part.inter_block_s["mean"]
+    assert part.ttfb_s["mean"] < 1.5 * gap < whole.ttfb_s["mean"] / 5
+
+
+def test_a_cache_is_refused_where_it_is_not_modelled():
+    """The sglang-dllm stack prefills a prompt a block per forward: --cached-prompt is refused there."""
+    with pytest.raises(UsageError, match="block per forward"):
+        dep.serve("inclusionAI/LLaDA2.0-mini", dep.BatchJob(2, 1),
+                  dep.Setup(gpu="h100", stack="sglang-dllm", cached_prompt=(0.5,)), prompt=256, answer=64)
+    with pytest.raises(UsageError, match="0..1"):
+        dep.Setup(cached_prompt=(1.5,))
