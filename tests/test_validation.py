@@ -353,3 +353,39 @@ def test_first_token_bands_fall_back_as_their_basis_says():
     assert apart["pooled"]["first_token"]["basis"] == "every stack's out-of-source first-token numbers"
     assert apart["pooled"]["first_token"]["numbers"] == 7
     assert apart["vllm"]["first_token"]["basis"] == "pooled: 1 first-token number of its own (fewer than 6)"
+
+
+# The SGLang cookbook's Llama 3.1 runs (SGCL), in the order the page prints them, on one server whose
+# radix cache is never flushed (bench_serving flushes it only in SGLang's CI or with --flush-cache):
+# (I, N) of each run. Prompt i of every run is the i-th ShareGPT prompt of one shuffle (Python's random
+# at seed 1), repeated and cut to the run's i-th drawn input length, so it shares its first
+# min(L_i, L'_i) tokens with prompt i of every earlier run that had one; each run's warm-up request is
+# its own prompt 0.
+SGCL_RUNS = [(1000, 10), (1000, 80), (1000, 500), (8000, 10), (8000, 80), (8000, 320)]
+
+
+def sgcl_cached_shares(run: int) -> list[float]:
+    """Each request's share of its prompt already in the radix cache when it is sent (4 decimals)."""
+    import numpy as np
+
+    def inputs(i_len: int, n: int):
+        return np.random.RandomState(1).randint(1, i_len + 1, size=n)
+
+    i_len, n = SGCL_RUNS[run]
+    mine = inputs(i_len, n)
+    cached = np.zeros(n)
+    cached[0] = mine[0]  # the warm-up
+    for e_len, e_n in SGCL_RUNS[:run]:
+        theirs = inputs(e_len, e_n)
+        k = min(n, e_n)
+        cached[:k] = np.maximum(cached[:k], np.minimum(mine[:k], theirs[:k]))
+    return [round(float(c) / float(p), 4) for c, p in zip(cached, mine)]
+
+
+@pytest.mark.parametrize("run", range(len(SGCL_RUNS)))
+def test_sgcl_cached_shares_are_regenerated_from_the_runs_order(run):
+    """validation/lengths/sgcl-*-cached.txt: the shares above, one a request in the order sent."""
+    i_len, n = SGCL_RUNS[run]
+    stem = f"sglang-random-{'1000' if i_len == 1000 else '8000-1000'}-seed1-n{n}"
+    text = (validation.ROOT / "validation" / "lengths" / f"{stem}-cached.txt").read_text()
+    assert text == " ".join(f"{v:g}" for v in sgcl_cached_shares(run)) + "\n"
