@@ -71,7 +71,8 @@ def read_trace(path, fmt=None, time_scale: float = 1.0, sample=None, seed: int =
     from .serving.loads import TraceReplay
 
     t = traces.read_trace(path, fmt=fmt, time_scale=time_scale, sample=sample, seed=seed)
-    return TraceReplay(t.arrival_s, t.prompt_tokens, t.answer_tokens, name=str(getattr(t, "source", None) or path))
+    return TraceReplay(t.arrival_s, t.prompt_tokens, t.answer_tokens, name=str(getattr(t, "source", None) or path),
+                       cached_tokens=getattr(t, "cached_tokens", None))
 
 
 # `from dlmcost.api import *` takes these (each lazy name loads its module, as above); without a

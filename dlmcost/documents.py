@@ -137,6 +137,8 @@ class ServeDeployment(Record):
                           "(--cached-prompt: one for every request, or one a request in the order they are sent); "
                           "null: none given, every prompt prefilled whole")
     cached_prompt_given: int = Field(0, description="how many shares --cached-prompt gave (0: none)")
+    cached_prompt_from_trace: bool = Field(False, description="true with --cached-prompt trace: each request's "
+                                           "cached prefix from the replayed trace's hash_ids")
     memory_limit: Optional[int]
     release: str
     release_source: str

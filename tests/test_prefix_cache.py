@@ -104,3 +104,94 @@ def test_a_cache_is_refused_where_it_is_not_modelled():
                   dep.Setup(gpu="h100", stack="sglang-dllm", cached_prompt=(0.5,)), prompt=256, answer=64)
     with pytest.raises(UsageError, match="0..1"):
         dep.Setup(cached_prompt=(1.5,))
+
+
+# --- a Mooncake trace's hash_ids -----------------------------------------------------------------
+
+def _mooncake(tmp_path, rows) -> str:
+    import json
+
+    f = tmp_path / "trace.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(f)
+
+
+def test_prefix_hits_by_hand():
+    """The trace README's two requests share their first 12 blocks (ids 46-57): the second finds 12 x 512 =
+    6,144 of its 6,472 tokens cached; a third whose first block is 46 and second new finds 512; a block
+    seen before but after a new one does not count (a prefix cache matches from the start); a hit is at
+    most the prompt."""
+    from dlmcost.serving.traces import prefix_hits
+
+    shared = list(range(46, 58))
+    counts = [14, 13, 2, 2, 1]
+    ids = shared + [2353, 2354] + shared + [2366] + [46, 99] + [7, 46] + [46]
+    assert prefix_hits(counts, ids, [6955, 6472, 900, 900, 300]).tolist() == [0, 6144, 512, 0, 300]
+
+
+def test_a_traces_hits_follow_arrival_order_and_its_sample(tmp_path):
+    """Rows written out of arrival order are sorted first: the cache fills in arrival order. The
+    later of two requests with the same blocks finds them, whichever row of the file it is."""
+    from dlmcost.serving.traces import read_trace
+
+    path = _mooncake(tmp_path, [
+        {"timestamp": 2000, "input_length": 1024, "output_length": 8, "hash_ids": [1, 2]},
+        {"timestamp": 1000, "input_length": 1100, "output_length": 8, "hash_ids": [1, 2, 3]},
+        {"timestamp": 3000, "input_length": 600, "output_length": 8, "hash_ids": [1, 9]},
+    ])
+    t = read_trace(path)
+    assert t.prompt_tokens.tolist() == [1100, 1024, 600]
+    assert t.cached_tokens.tolist() == [0, 1024, 512]
+    # replayed alone, the last request finds nothing: the rows left out never filled the cache
+    one = read_trace(path, sample=1, seed=3)
+    assert one.cached_tokens.tolist() == [0]
+
+
+@pytest.mark.parametrize("bad", ['"1, 2"', "[1, true]", "[1, 2.5]", "[1, 9223372036854775808]", '{"a": 1}'])
+def test_hash_ids_that_are_not_block_ids_leave_the_trace_without_them(tmp_path, bad):
+    """hash_ids are optional: where a row's are not block ids, a warning names the row and the trace
+    has none (its requests are replayed as ever; --cached-prompt trace then says it cannot)."""
+    from dlmcost.errors import DlmcostWarning
+    from dlmcost.serving.traces import read_trace
+
+    f = tmp_path / "t.jsonl"
+    f.write_text('{"timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": [1]}\n'
+                 '{"timestamp": 1, "input_length": 10, "output_length": 2, "hash_ids": ' + bad + "}\n")
+    with pytest.warns(DlmcostWarning, match="row 2, column hash_ids"):
+        t = read_trace(str(f))
+    assert t.cached_tokens is None and t.prompt_tokens.tolist() == [10, 10]
+
+
+def test_too_many_hash_ids_leave_the_trace_without_them(tmp_path, monkeypatch):
+    from dlmcost.errors import DlmcostWarning
+    from dlmcost.serving import traces
+
+    monkeypatch.setattr(traces, "MAX_HASH_IDS", 3)
+    path = _mooncake(tmp_path, [{"timestamp": 0, "input_length": 2000, "output_length": 2, "hash_ids": [1, 2, 3, 4]}])
+    with pytest.warns(DlmcostWarning, match="more than 3 hash_ids"):
+        assert traces.read_trace(path).cached_tokens is None
+
+
+def test_serve_replays_a_traces_cache(tmp_path, run):
+    """Two requests with the same 4,096-token prompt, the second a minute after the first is done: with
+    the trace's cache the second's time to first token is a step of one prompt token (under a tenth of
+    a whole prefill), so the mean is just over half the uncached one; the share is 0.5 (all of the
+    second prompt, none of the first); a trace without hash_ids cannot say what is cached."""
+    import json
+
+    rows = [{"timestamp": t, "input_length": 4096, "output_length": 16, "hash_ids": list(range(8))}
+            for t in (0, 60_000)]
+    path = _mooncake(tmp_path, rows)
+    base = ["serve", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--stack", "vllm", "--trace", path, "-f", "json"]
+    whole = json.loads(run(*base)[1])
+    cached = json.loads(run(*base, "--cached-prompt", "trace")[1])
+    assert cached["deployments"][0]["deployment"]["cached_prompt_share"] == pytest.approx(0.5)
+    assert cached["deployments"][0]["deployment"]["cached_prompt_from_trace"] is True
+    # each request alone: the mean of two whole prefills, against one whole and one of a single token
+    whole_mean = whole["deployments"][0]["points"][0]["ttfb_s"]["mean"]
+    cached_mean = cached["deployments"][0]["points"][0]["ttfb_s"]["mean"]
+    assert 0.5 * whole_mean < cached_mean < 0.55 * whole_mean
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "hash_ids"}) + "\n" for r in rows))
+    rc, _, err = run("serve", "Qwen/Qwen2.5-7B", "--trace", str(plain), "--cached-prompt", "trace")
+    assert rc == 2 and "hash_ids" in err and len(err.strip().splitlines()) == 1

@@ -75,11 +75,11 @@ deployment_options = group("setups", _setups, {
     "release": (Optional[str], typer.Option(None, "--release", help="synchronous (a block lasts until the batch's "
                                             "slowest request commits) | first-done [the stack's, else synchronous]")),
     "prefill_chunk": (Optional[int], PrefillChunkOpt),
-    "cached_prompt": (Optional[str], typer.Option(None, "--cached-prompt", metavar="SHARE|@FILE",
+    "cached_prompt": (Optional[str], typer.Option(None, "--cached-prompt", metavar="SHARE|@FILE|trace",
                                                   help="share of each prompt already in the engine's prefix cache "
                                                        "(vLLM's prefix caching, SGLang's radix cache): 0..1 for every "
-                                                       "request, or @FILE of one share a request in the order they are "
-                                                       "sent [0]")),
+                                                       "request, @FILE of one share a request in the order they are "
+                                                       "sent, or 'trace': from a Mooncake trace's hash_ids [0]")),
     **STACK_OPTIONS,
     "efficiency": (str, EfficiencyOpt),
     "price": (Optional[float], typer.Option(None, "--price", metavar="USD", help="USD per GPU-hour [the hardware file's list price]")),

@@ -184,7 +184,10 @@ def _cache_words(d: dict) -> str:
     share, given = d.get("cached_prompt_share"), d.get("cached_prompt_given") or 0
     if share is None:
         return ""
-    over = f"the mean of {given:,} shares, one a request sent" if given > 1 else "every request"
+    if d.get("cached_prompt_from_trace"):
+        over = "the mean over the trace's requests, from its hash_ids: 512 tokens a block, one cache for every replica, never evicted"
+    else:
+        over = f"the mean of {given:,} shares, one a request sent" if given > 1 else "every request"
     return f" · {share:.0%} of each prompt in the prefix cache ({over}, --cached-prompt)"
 
 

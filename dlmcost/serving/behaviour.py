@@ -266,35 +266,39 @@ def run(table: ClassTable, request_class: np.ndarray, max_running: int, release:
                     first_block_outside_limit=first_block_outside_limit, uncached=uncached, **load)
 
 
-MAX_CACHED_SHARES = 1_000_000  # shares in a --cached-prompt file (one a request sent)
+MAX_CACHED_SHARES = 2_000_000  # shares (one a request sent): a --cached-prompt file's, or a trace's rows
 
 
 def check_cached_prompt(shares, name: str = "--cached-prompt") -> None:
-    """Shares of a prompt found in the prefix cache: finite, 0..1, at least one, at most a million."""
-    if not 1 <= len(shares) <= MAX_CACHED_SHARES:
+    """Shares of a prompt found in the prefix cache: finite, 0..1, at least one, at most a million;
+    or 'trace' (the replayed trace's own)."""
+    if shares == "trace":
+        return
+    if isinstance(shares, str) or not 1 <= len(shares) <= MAX_CACHED_SHARES:
         raise UsageError(f"{name}: between 1 and {MAX_CACHED_SHARES:,} shares, got {len(shares):,}")
     bad = next((v for v in shares if not (isinstance(v, (int, float)) and math.isfinite(v) and 0 <= v <= 1)), None)
     if bad is not None:
         raise UsageError(f"{name}: a share of the prompt in 0..1, got {bad!r}")
 
 
-def check_cache_applies(pol: Policy, stack: str, table: ClassTable) -> None:
+def check_cache_applies(prompt_prefill: str, release: str, stack: str) -> None:
     """A cached prefix shortens a prompt's prefill pass or its tokens under a budget; a decoding with
-    no pass over the prompt alone (the prompt in every pass), a stack that prefills the prompt a
-    block per forward, or one that releases a batch together, is not modelled with one."""
-    if not any(table.lead or []):
+    no pass over the prompt alone (`prompt_prefill` "none": the prompt in every pass), a stack that
+    prefills the prompt a block per forward, or one that releases a batch together, is not modelled
+    with one."""
+    if prompt_prefill == "none":
         raise UsageError("--cached-prompt: this decoding runs no pass over the prompt alone (the prompt is in every "
                          "pass), so a prefix cache does not shorten a prefill")
-    if pol.prompt_prefill == "block-chunks" or pol.release == "synchronous":
+    if prompt_prefill == "block-chunks" or release == "synchronous":
         raise UsageError(f"--cached-prompt: a prefix cache is modelled for stacks that prefill a prompt in one pass "
                          f"or under a token budget, with first-done release; the {stack} stack prefills "
-                         f"{'a block per forward' if pol.prompt_prefill == 'block-chunks' else 'and releases in rounds'}")
+                         f"{'a block per forward' if prompt_prefill == 'block-chunks' else 'and releases in rounds'}")
 
 
 def uncached_shares(cached, n: int) -> np.ndarray | None:
     """Each of n requests' share of its prompt outside the prefix cache: 1 - the cached share given
     for it (`Setup.cached_prompt`, cycled in the order requests are sent); None where nothing is cached."""
-    if not cached or not any(cached):
+    if not cached or isinstance(cached, str) or not any(cached):
         return None
     shares = np.asarray(cached, float)
     return 1.0 - shares[np.arange(n) % len(shares)]

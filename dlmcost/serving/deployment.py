@@ -31,7 +31,7 @@ from . import behaviour
 from .behaviour import DEFAULT_MAX_RUNNING, DEFAULT_RELEASE  # noqa: F401  (serve's defaults, documented here)
 from .simulate import RELEASES, ClassTable, SimResult, in_flight_cap, scaled
 from .steptime import Decoding, pass_table, table_passes
-from .traffic import LengthDist, RequestSample, length_classes, parse_lengths
+from .traffic import CACHED_FROM_TRACE, LengthDist, RequestSample, length_classes, parse_lengths
 
 DEFAULT_REQUESTS = behaviour.DEFAULT_REQUESTS
 MAX_RATE_STEPS = 14  # bisection halvings of the rate interval: 2^-14 of the saturation rate
@@ -267,8 +267,6 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
                         "choose larger blocks, shorter answers, or a smaller --max-running")
     pt = pass_table(spec, *args, **opts, max_passes=None)
     rt = behaviour.request_table(pt, 0, 0, 0, decoding, prompt_vals, answer_vals, pol.max_running, pol)
-    if rt is not None and setup.cached_prompt and any(setup.cached_prompt):
-        behaviour.check_cache_applies(pol, stack_name, rt.table)
     if rt is None:
         raise WorkloadError(f"{spec.id} cannot run on {gpu.name} at tp {setup.tp}, ep {setup.ep}, {setup.precision} "
                             f"with {decoding.label} (unsupported precision, a layout that does not split, or weights "
@@ -329,13 +327,22 @@ def _simulate_replicas(prep: Prepared, load, cls: np.ndarray, arrivals: np.ndarr
     else:
         groups = [np.arange(r, n, R) for r in range(min(R, n))]
         kinds = [dict(arrivals_s=arrivals[g]) for g in groups]
-    uncached = behaviour.uncached_shares(prep.setup.cached_prompt, n)
+    uncached = _uncached(prep, load, n)
     for g, kind in zip(groups, kinds):
         sub = passes_all.subset(g) if passes_all is not None else None
         r = behaviour.run(prep.table, cls[g], prep.max_running, prep.release, sub, prep.first_block_outside_limit,
                           uncached=None if uncached is None else uncached[g], **kind)
         out.append(_Replica(r, g))
     return out
+
+
+def _uncached(prep: Prepared, load, n: int) -> np.ndarray | None:
+    """Each of the n requests' share of its prompt outside the prefix cache (None: every prompt
+    whole), from --cached-prompt's shares (a trace's own: `_with_trace_cache`)."""
+    uncached = behaviour.uncached_shares(prep.setup.cached_prompt, n)
+    if uncached is not None:
+        behaviour.check_cache_applies(prep.prompt_prefill, prep.release, prep.stack)
+    return uncached
 
 
 def evaluate(prep: Prepared, load, *, requests: int = DEFAULT_REQUESTS, seed: int = 0,
@@ -551,6 +558,9 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=256, answer=None, 
     replays = [ld for ld in loads if isinstance(ld, TraceReplay)]
     if replays and len(loads) > 1:
         raise UsageError("serve: a trace is replayed alone, not in a list of loads")
+    from_trace = setup.cached_prompt == CACHED_FROM_TRACE
+    if from_trace:
+        setup = _with_trace_cache(setup, replays)
     if replays:
         lengths = (replays[0].prompt_tokens, replays[0].answer_tokens)
     else:
@@ -570,8 +580,20 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=256, answer=None, 
     found = max_rate(prep, targets or Targets(), arrival=arrival, cv=cv, requests=requests, seed=seed,
                      top=full["rate"]) if find_max_rate else None
     described = describe(prep)
+    described["cached_prompt_from_trace"] = from_trace
     described["error_band"] = None if band is None else band.record()
     return ServeResult(described, points, found, full)
+
+
+def _with_trace_cache(setup: Setup, replays: list) -> Setup:
+    """--cached-prompt trace: the replayed trace's own shares, request by request in arrival order
+    (the order every load of the deployment sends them in, saturation's included)."""
+    from dataclasses import replace
+
+    share = replays[0].cached_share if replays else None
+    if share is None:
+        raise UsageError("--cached-prompt trace: give a --trace whose rows carry hash_ids (a Mooncake trace)")
+    return replace(setup, cached_prompt=tuple(share.tolist()))
 
 
 # What an interval is given for: a speed (more is faster) or a time or cost (less is faster)

@@ -92,6 +92,7 @@ class TraceReplay:
     prompt_tokens: np.ndarray
     answer_tokens: np.ndarray
     name: str = "trace"
+    cached_tokens: np.ndarray | None = None  # each prompt's tokens in the prefix cache (Mooncake's hash_ids)
 
     def __post_init__(self):
         a, p, g = (np.asarray(x, float) for x in (self.arrival_s, self.prompt_tokens, self.answer_tokens))
@@ -103,10 +104,24 @@ class TraceReplay:
             raise UsageError("trace: arrival times and token counts must be finite numbers")
         if (p < 0).any() or (g < 0).any():
             raise UsageError("trace: token counts must be >= 0")
+        if self.cached_tokens is not None:
+            h = np.asarray(self.cached_tokens, float)
+            if len(h) != len(p) or not (np.isfinite(h).all() and (h >= 0).all() and (h <= p).all()):
+                raise UsageError("trace: cached tokens must be one a request, 0..its prompt")
         order = np.argsort(a, kind="stable")
+        if self.cached_tokens is not None:
+            object.__setattr__(self, "cached_tokens", np.round(np.asarray(self.cached_tokens, float)[order]))
         object.__setattr__(self, "arrival_s", a[order] - a[order][0])
         object.__setattr__(self, "prompt_tokens", np.round(p[order]))
         object.__setattr__(self, "answer_tokens", np.maximum(np.round(g[order]), 1.0))
+
+    @property
+    def cached_share(self) -> np.ndarray | None:
+        """Each request's share of its prompt in the prefix cache (None: the trace says nothing)."""
+        if self.cached_tokens is None:
+            return None
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.prompt_tokens > 0, self.cached_tokens / np.maximum(self.prompt_tokens, 1), 0.0)
 
     @property
     def label(self) -> str:

@@ -7,7 +7,10 @@ Three public formats are read (docs/plan.md, "Traces"):
   `TIMESTAMP` (a date and time, fractional seconds of up to 9 digits: the files have 7),
   `ContextTokens`, `GeneratedTokens`; the 2025 multimodal trace's `NumImages` is ignored;
 - `mooncake`: the Mooncake traces (kvcache-ai/Mooncake), JSON lines with `timestamp` (ms),
-  `input_length`, `output_length` (`hash_ids`, the prompt's cache blocks, is ignored);
+  `input_length`, `output_length`, and `hash_ids`, the prompt's cache blocks of 512 tokens (14 ids
+  for a prompt of 6,955 tokens in the trace README's example), from which `prefix_hits` finds each
+  request's prompt tokens a prefix cache holds when it arrives (`Trace.cached_tokens`, what
+  `serve --cached-prompt trace` replays);
 - `burstgpt`: BurstGPT (HPMLL/BurstGPT), CSV with `Timestamp` (s), `Request tokens`,
   `Response tokens` (`Model`, `Total tokens`, `Log Type` and any other column are ignored).
 
@@ -49,6 +52,8 @@ from .traffic import MAX_LENGTH
 MAX_TRACE_ROWS = 2_000_000  # rows of one trace (blank lines included); cut a longer one first
 MAX_LINE_BYTES = 1 << 20  # one line of a trace: a Mooncake line of a 128k-token prompt is ~2 KB
 MAX_SPAN_S = 1e9  # seconds from the first arrival to the last, after the time scale (~32 years)
+MOONCAKE_BLOCK_TOKENS = 512  # prompt tokens a Mooncake hash id stands for
+MAX_HASH_IDS = 20_000_000  # hash ids over a whole trace (8 bytes each, and as much again to find the repeats)
 
 FORMATS = {
     "azure": "Azure LLM inference trace (CSV)",
@@ -84,6 +89,9 @@ class Trace:
     rows_kept: int  # requests here: rows_read - rows_skipped, then sampled
     rows_reordered: int  # rows that arrived before the row above them (the trace was sorted)
     notes: tuple[str, ...] = ()  # what was skipped or sorted, one line each
+    # each request's prompt tokens a prefix cache holds when it arrives (Mooncake's hash_ids: `prefix_hits`);
+    # None for a format without them
+    cached_tokens: np.ndarray | None = None
 
     @property
     def span_s(self) -> float:
@@ -123,7 +131,7 @@ def read_trace(path, fmt: str | None = None, time_scale: float = 1.0, sample: in
             raise TraceError(f"{label} is empty")
         fmt = fmt or _detect(first, label)
         lines.most = MAX_TRACE_ROWS + (fmt != "mooncake")
-        rows = _read_jsonl(first, lines, label) if fmt == "mooncake" else _read_csv(first, lines, fmt, label)
+        rows = _read_jsonl(first, lines, label) if fmt == "mooncake" else (*_read_csv(first, lines, fmt, label), None)
     return _trace(*rows, fmt=fmt, source=shown(str(path)), label=label, scale=scale, sample=sample, seed=seed)
 
 
@@ -233,6 +241,10 @@ def _columns() -> tuple[array, array, array]:
 def _read_jsonl(first: str, lines: _Lines, label: str):
     t_name, p_name, a_name = COLUMNS["mooncake"]
     times, prompts, answers = _columns()
+    # each row's hash ids (0 where it has none) and all of them in order; optional: a row whose hash_ids
+    # are not block ids, or more of them than MAX_HASH_IDS, leaves the trace without them (`unread`)
+    counts, ids = array("q"), array("q")
+    any_hashes, unread = False, None
     line = first
     while line is not None:
         if line.strip():
@@ -241,8 +253,50 @@ def _read_jsonl(first: str, lines: _Lines, label: str):
             times.append(_json_number(record, t_name, at, whole=False) / 1000.0)  # ms
             prompts.append(_json_number(record, p_name, at, whole=True))
             answers.append(_json_number(record, a_name, at, whole=True))
+            if unread is None:
+                any_hashes = any_hashes or "hash_ids" in record
+                unread = _add_hash_ids(record, at, counts, ids)
         line = next(lines, None)
-    return times, prompts, answers
+    if unread is not None:
+        warnings.warn(f"{unread}: the trace's hash_ids are not read (--cached-prompt trace cannot use them)",
+                      DlmcostWarning, stacklevel=3)
+    return times, prompts, answers, (counts, ids) if any_hashes and unread is None else None
+
+
+def _add_hash_ids(record: dict, at: str, counts: array, ids: array) -> str | None:
+    """Appends a Mooncake row's `hash_ids` (a list of whole numbers within 64 bits; none where the
+    field is absent); what is wrong with them instead, if anything, and the ids read so far go."""
+    blocks = record.get("hash_ids", [])
+    problem = None
+    if not isinstance(blocks, list):
+        problem = f"{at}, column hash_ids: not a list of block ids"
+    elif any(isinstance(b, bool) or not isinstance(b, int) or not -(1 << 63) <= b < (1 << 63) for b in blocks):
+        problem = f"{at}, column hash_ids: not all whole numbers within 64 bits"
+    elif len(ids) + len(blocks) > MAX_HASH_IDS:
+        problem = f"{at}: more than {MAX_HASH_IDS:,} hash_ids in the trace"
+    if problem is not None:
+        del counts[:], ids[:]
+        return problem
+    counts.append(len(blocks))
+    ids.extend(blocks)
+    return None
+
+
+def prefix_hits(counts: np.ndarray, ids: np.ndarray, prompts: np.ndarray, block: int = MOONCAKE_BLOCK_TOKENS) -> np.ndarray:
+    """Each request's prompt tokens in a prefix cache when it arrives, the requests in arrival order
+    with `counts[r]` block ids each (`ids`, concatenated): its leading blocks whose ids an earlier
+    request had (a block's id names its whole prefix, as the Mooncake trace's chained hashes do), times
+    `block`, at most its prompt. One cache for every replica that never evicts (Mooncake's pooled
+    KV store), so an upper bound on the hits of replicas that each keep their own."""
+    counts = np.asarray(counts, np.int64)
+    ids = np.asarray(ids, np.int64)
+    row = np.repeat(np.arange(len(counts)), counts)
+    pos = np.arange(len(ids)) - np.repeat(np.cumsum(counts) - counts, counts)  # a block's place in its prompt
+    _, first_at, which = np.unique(ids, return_index=True, return_inverse=True)
+    seen = row[first_at][which.reshape(-1)] < row  # the id's first request came before this one
+    leading = counts.copy()
+    np.minimum.at(leading, row[~seen], pos[~seen])  # the first block not seen before ends the hit
+    return np.minimum(leading * block, np.asarray(prompts, np.int64))
 
 
 class _RepeatedField(Exception):
@@ -413,13 +467,14 @@ def _sample_rows(n: int, sample, seed: int, label: str) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, size=k, replace=False))
 
 
-def _trace(times, prompts, answers, *, fmt, source, label, scale, sample, seed) -> Trace:
+def _trace(times, prompts, answers, hashes=None, *, fmt, source, label, scale, sample, seed) -> Trace:
     rows_read = len(times)
     if rows_read == 0:
         raise TraceError(f"{label} holds no requests (only a header)")
     t = np.asarray(times, dtype=np.float64)
     prompt = np.asarray(prompts, dtype=np.int64)
     answer = np.asarray(answers, dtype=np.int64)
+    kept = np.arange(rows_read)  # the file's rows still kept, in the order kept
     notes = []
     answered = answer > 0
     skipped = int(rows_read - answered.sum())
@@ -429,27 +484,39 @@ def _trace(times, prompts, answers, *, fmt, source, label, scale, sample, seed) 
         if skipped == rows_read:
             raise TraceError(f"{label} holds no requests with an answer: every row has 0 {column} ({why})")
         notes.append(f"{source}: skipped {skipped:,} of {rows_read:,} rows with 0 {column} ({why})")
-        t, prompt, answer = t[answered], prompt[answered], answer[answered]
+        t, prompt, answer, kept = t[answered], prompt[answered], answer[answered], kept[answered]
     backwards = int(np.count_nonzero(np.diff(t) < 0))
     if backwards:
         order = np.argsort(t, kind="stable")
-        t, prompt, answer = t[order], prompt[order], answer[order]
+        t, prompt, answer, kept = t[order], prompt[order], answer[order], kept[order]
         rows = "row" if backwards == 1 else "rows"
         notes.append(f"{source}: {backwards:,} {rows} arrived before the row above; requests sorted by arrival time")
     if sample is not None:
         rows = _sample_rows(len(t), sample, seed, label)
-        t, prompt, answer = t[rows], prompt[rows], answer[rows]
+        t, prompt, answer, kept = t[rows], prompt[rows], answer[rows], kept[rows]
+    cached = _cached_tokens(hashes, kept, prompt) if hashes is not None else None
     arrival = (t - t[0]) * scale
     if not arrival[-1] <= MAX_SPAN_S:
         raise TraceError(f"{label} spans {arrival[-1]:.4g} s from its first request to its last (after the time "
                          f"scale); at most {MAX_SPAN_S:g} s")
     for note in notes:
         warnings.warn(note, DlmcostWarning, stacklevel=3)
-    for a in (arrival, prompt, answer):
+    for a in (arrival, prompt, answer) + ((cached,) if cached is not None else ()):
         a.setflags(write=False)
     return Trace(arrival_s=arrival, prompt_tokens=prompt, answer_tokens=answer, fmt=fmt, source=source,
                  rows_read=rows_read, rows_skipped=skipped, rows_kept=len(arrival), rows_reordered=backwards,
-                 notes=tuple(notes))
+                 notes=tuple(notes), cached_tokens=cached)
+
+
+def _cached_tokens(hashes, kept: np.ndarray, prompt: np.ndarray) -> np.ndarray:
+    """`prefix_hits` over the requests replayed (the kept rows, in arrival order): what the file's
+    rows left out never filled the cache."""
+    counts = np.asarray(hashes[0], np.int64)
+    ids = np.asarray(hashes[1], np.int64)
+    starts = np.cumsum(counts) - counts
+    mine = counts[kept]
+    take = np.repeat(starts[kept], mine) + (np.arange(int(mine.sum())) - np.repeat(np.cumsum(mine) - mine, mine))
+    return prefix_hits(mine, ids[take], prompt)
 
 
 # --- from an answer length to the canvas ---------------------------------------------------------

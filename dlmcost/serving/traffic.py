@@ -157,10 +157,16 @@ def _from_file(path: Path, what: str) -> LengthDist:
     return LengthDist("file", tuple(values.tolist()))
 
 
-def parse_cached_shares(spec: str, what: str = "--cached-prompt") -> tuple[float, ...]:
-    """'0.3' (every prompt's share in the prefix cache) or '@FILE' (one share a request, in the order
-    requests are sent; whitespace or commas between them), each in 0..1."""
+CACHED_FROM_TRACE = "trace"  # --cached-prompt trace: each request's cached prefix from the trace's hash_ids
+
+
+def parse_cached_shares(spec: str, what: str = "--cached-prompt") -> tuple[float, ...] | str:
+    """'0.3' (every prompt's share in the prefix cache), '@FILE' (one share a request, in the order
+    requests are sent; whitespace or commas between them), each in 0..1, or 'trace' (the replayed
+    trace's own: CACHED_FROM_TRACE)."""
     text = str(spec).strip()
+    if text == CACHED_FROM_TRACE:
+        return CACHED_FROM_TRACE
     if text.startswith("@"):
         path = Path(text[1:])
         data = files.read_bytes(path, limit=LENGTHS_FILE_BYTES, error=UsageError, what=f"{what}: shares file")
