@@ -286,6 +286,8 @@ class PlanTraffic(Record):
     think_s: Optional[float]
     prompt: Lengths
     answer: Lengths
+    cached_prompt: float = Field(0.0, description="the share of each prompt already in the engine's prefix cache "
+                                                  "(--cached-prompt; 0: every prompt prefilled whole)")
 
 
 class LeftOutGPU(Record):
@@ -317,6 +319,10 @@ class PlanSearch(Record):
                     "prefill_chunk_tokens)")
     prefill_chunk_source: dict[str, str] = Field(description="decoding -> where its budget came from: option, "
                                                              "scenario, stack, default, or diffusion decoding")
+    cached_prompt_decodings: list[str] = Field(
+        default_factory=list, description="the decodings whose prefill the prefix cache shortens (traffic."
+                                          "cached_prompt > 0): those that prefill a prompt in one pass or under a "
+                                          "budget, with first-done release")
     published: dict[str, PublishedDecoding] = Field(
         description="'MODEL DECODING' -> the model's published decoding it is (its tokens per forward and accuracy)")
     task: Optional[str] = Field(description="the task whose published tokens per forward the decodings take")

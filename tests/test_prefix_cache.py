@@ -195,3 +195,76 @@ def test_serve_replays_a_traces_cache(tmp_path, run):
     plain.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "hash_ids"}) + "\n" for r in rows))
     rc, _, err = run("serve", "Qwen/Qwen2.5-7B", "--trace", str(plain), "--cached-prompt", "trace")
     assert rc == 2 and "hash_ids" in err and len(err.strip().splitlines()) == 1
+
+
+# --- plan --cached-prompt: the same cache, searched ----------------------------------------------
+
+@pytest.mark.parametrize("stack, share, prompt, users, whole_bound_fails", [
+    ("vllm", 0.6, 30000, None, False), ("vllm", 1.0, 30000, 1, True), ("vllm", 0.6, 2000, None, True),
+    ("hf-eager", 0.6, 30000, 1, True)])
+def test_plans_lone_floor_is_the_simulated_lone_request(stack, share, prompt, users, whole_bound_fails):
+    """The lone-request floor that bounds plan's search (`_lone_latencies`) against the simulation of
+    each request alone (open loop: replicas enough; closed loop: one user a replica), prompts partly
+    cached: equal, under vLLM's budget of 8,192 (the cached prompt's own steps, ceil(P' / C), each with
+    P'/P of the prefill's lift) and without one (hf-eager: the prefill pass's lift times u). The
+    throughput bound stays above a saturated replica's requests per busy second (it is an upper
+    bound the search prunes on)."""
+    from dlmcost.inputs.hardware import HardwareDB
+    from dlmcost.inputs.models import resolve_model
+    from dlmcost.plan import replicas, search
+    from dlmcost.serving.steptime import Decoding
+    from dlmcost.serving.traffic import Traffic, parse_lengths, sample_requests
+
+    load = dict(users=users) if users else dict(rate=0.01)
+    traffic = Traffic(parse_lengths(prompt, "p"), parse_lengths(64, "a"), **load, cached_prompt=share)
+    sample = sample_requests(traffic, 40, 0)
+    decoding = Decoding("ar", None, 1.0)
+    space = search.SearchSpace([HardwareDB.load(None).get("h100")], [1], ["bf16"], [decoding], [16])
+    (c,), _ = search._candidates(resolve_model("Qwen/Qwen2.5-7B"), space, decoding, sample, "realistic", stack,
+                                 None, cached_prompt=share)
+    assert c.uncached == pytest.approx(1 - share)
+    latency, first = replicas._lone_latencies(c, sample)
+    alone = replicas._run(c, sample, traffic, replicas.separate_replicas(c, sample, traffic))
+    window = replicas._window(len(sample.unit_gaps))
+    assert np.allclose(alone.latency, latency[window], rtol=1e-9)
+    assert np.allclose(alone.ttfb, first[window], rtol=1e-9)
+    whole = replace_uncached(c, 1.0)
+    assert first[window].max() < replicas._lone_latencies(whole, sample)[1][window].min()
+    # the bound is on busy time per request: a saturated replica's requests over its busy seconds; the
+    # uncached bound would be under it but for a long prompt's chunks (whose lift it mostly leaves out)
+    cls = replicas.request_classes(sample)
+    full = behaviour.run(c.table, cls, c.max_batch, c.release, c.passes, c.first_block_outside_limit,
+                         uncached=c.uncached_shares(len(cls)), users=2 * c.in_flight_cap + 1)
+    busy_rate = len(cls) / full.busy_s
+    assert search._throughput_bound(c, sample) >= busy_rate
+    assert (busy_rate > search._throughput_bound(whole, sample)) == whole_bound_fails
+
+
+def replace_uncached(c, u):
+    from dataclasses import replace
+
+    return replace(c, uncached=u, floors={})
+
+
+def test_plan_takes_the_cache_for_the_decodings_it_shortens(run):
+    """A dLLM and an AR model side by side with nine tenths of each prompt cached: the AR rows' prefill
+    shrinks (its p95 falls), the diffusion decoding on SGLang's dLLM path (a block of the prompt per
+    forward) is left as it was, and the header and JSON say which."""
+    import json
+
+    base = ["plan", "inclusionAI/LLaDA2.0-mini,Qwen/Qwen3-30B-A3B", "--rate", "2", "--prompt", "8000",
+            "--answer", "64", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--requests", "200", "-f", "json"]
+    rc, out, _ = run(*base)
+    rc_c, out_c, _ = run(*base, "--cached-prompt", "0.9")
+    assert rc == rc_c == 0
+    whole, cached = json.loads(out), json.loads(out_c)
+    assert cached["traffic"]["cached_prompt"] == 0.9 and cached["search"]["cached_prompt_decodings"] == ["ar"]
+
+    def row(rec, label):
+        return next(d for d in rec["deployments"] if d["decoding"] == label)
+
+    assert row(cached, "ar")["p95_latency_s"] < 0.9 * row(whole, "ar")["p95_latency_s"]
+    dllm = next(d["decoding"] for d in whole["deployments"] if d["decoding"] != "ar")
+    assert row(cached, dllm)["p95_latency_s"] == row(whole, dllm)["p95_latency_s"]
+    rc, text, _ = run(*base[:-2], "--cached-prompt", "0.9")
+    assert "90% of each prompt in the prefix cache (for ar; not" in " ".join(text.split())

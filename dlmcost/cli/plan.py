@@ -20,6 +20,11 @@ traffic_options = group("traffic", lambda **t: t, {
     "think_s": (Optional[float], typer.Option(None, "--think", help="closed loop: seconds a user waits between requests [0]")),
     "prompt": (Optional[str], typer.Option(None, "--prompt", help="prompt tokens: N, 'p50:N,p90:M', or @FILE [256]")),
     "answer": (Optional[str], typer.Option(None, "--answer", help="answer tokens: N, 'p50:N,p90:M', or @FILE (default: the model's)")),
+    "cached_prompt": (Optional[float], typer.Option(None, "--cached-prompt", metavar="SHARE",
+                                                    help="share of each prompt already in the engine's prefix cache "
+                                                         "(vLLM's prefix caching, SGLang's radix cache), 0..1, for the "
+                                                         "decodings that prefill a prompt in one pass or under a "
+                                                         "budget [0]")),
 })
 
 # the latency targets `plan` and `serve` share (serve's --max-rate holds a deployment to them)

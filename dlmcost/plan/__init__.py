@@ -119,6 +119,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                          # where it came from, as serve's prefill_chunk_tokens and prefill_chunk_source
                          prefill_chunk_tokens={label: chunk for label, (chunk, _) in chunks.items()},
                          prefill_chunk_source={label: source for label, (_, source) in chunks.items()},
+                         # the decodings whose prefill a prefix cache shortens (traffic.cached_prompt > 0)
+                         cached_prompt_decodings=result.cached,
                          requests=spec.simulation.requests, seed=spec.simulation.seed,
                          power_utilisation=pricing.power_utilisation, absurd_shown=absurd,
                          ar_baseline=baseline,
@@ -168,7 +170,8 @@ def _side_by_side(parts: list[PlanResult], pareto_front, rank_key) -> PlanResult
     return PlanResult(model="", traffic={}, targets=parts[0].targets, deployments=deployments,
                       baseline=[d for p in parts for d in p.baseline], nearest_miss=nearest,
                       evaluated=sum(p.evaluated for p in parts), skipped=skipped,
-                      unlisted=sum(p.unlisted for p in parts))
+                      unlisted=sum(p.unlisted for p in parts),
+                      cached=sorted({label for p in parts for label in p.cached}))
 
 
 def to_record(result: PlanResult) -> dict:

@@ -30,7 +30,7 @@ import numpy as np
 from ..inputs.hardware import GPU
 from .results import Deployment, Targets, check_targets, joules_per_token, usd_per_hour, usd_per_mtok, usd_per_mtok_range
 from ..serving import behaviour
-from ..serving.simulate import ClassTable, RequestPasses, in_flight_cap, scaled
+from ..serving.simulate import ClassTable, RequestPasses, in_flight_cap, scaled, uncached_prompt_tokens
 from ..serving.steptime import Decoding
 from ..serving.traffic import RequestSample, Traffic
 
@@ -69,12 +69,18 @@ class Candidate:
     release: str = "first-done"
     passes: RequestPasses | None = None  # each sampled request's passes per block (None: its class's)
     first_block_outside_limit: bool = False  # the stack's (behaviour.Policy)
+    # each prompt's share outside the prefix cache where the decoding's prefill can use one (1: whole)
+    uncached: float = 1.0
     floors: dict = field(default_factory=dict, repr=False)  # _floor_ratio's answers, per (sample, targets)
 
     @property
     def in_flight_cap(self) -> int:
         """Requests a replica holds at once (behaviour.Policy.in_flight_cap)."""
         return in_flight_cap(self.max_batch, self.first_block_outside_limit)
+
+    def uncached_shares(self, n: int) -> np.ndarray | None:
+        """The simulation's `uncached` for n requests (None: every prompt whole)."""
+        return None if self.uncached >= 1 else np.full(n, self.uncached)
 
 
 @dataclass(frozen=True)
@@ -119,11 +125,11 @@ def _run(c: Candidate, sample: RequestSample, traffic: Traffic, replicas: int, *
     if traffic.closed_loop:
         users = users_per_replica or math.ceil(traffic.users / replicas)
         r = behaviour.run(c.table, cls, c.max_batch, c.release, c.passes, c.first_block_outside_limit,
-                          users=users, think_s=traffic.think_s)
+                          uncached=c.uncached_shares(n), users=users, think_s=traffic.think_s)
     else:
         arrivals = np.cumsum(sample.unit_gaps) / (traffic.rate / replicas)
         r = behaviour.run(c.table, cls, c.max_batch, c.release, c.passes, c.first_block_outside_limit,
-                          arrivals_s=arrivals)
+                          uncached=c.uncached_shares(n), arrivals_s=arrivals)
     w = _window(n)
     lat, ttfb = r.latency_s[w], r.ttfb_s[w]
     tokens = c.answer_tokens[cls[w]]
@@ -139,8 +145,9 @@ def _run(c: Candidate, sample: RequestSample, traffic: Traffic, replicas: int, *
 def saturation_rps(c: Candidate, sample: RequestSample) -> float:
     """Requests/s one replica completes when its batch is always full (a closed loop with more
     users than the batch holds and no think time): the rate beyond which queues grow without bound."""
-    r = behaviour.run(c.table, request_classes(sample), c.max_batch, c.release, c.passes,
-                      c.first_block_outside_limit, users=2 * c.in_flight_cap + 1)
+    cls = request_classes(sample)
+    r = behaviour.run(c.table, cls, c.max_batch, c.release, c.passes, c.first_block_outside_limit,
+                      uncached=c.uncached_shares(len(cls)), users=2 * c.in_flight_cap + 1)
     return _completion_rate(r.done_s)
 
 
@@ -275,7 +282,25 @@ def _lone_latencies(c: Candidate, sample: RequestSample) -> tuple[np.ndarray, np
                          else (np.array(c.table.nfe)[cls], np.array(c.table.first_passes)[cls]))
     # a prompt prefilled in k chunks (ClassTable.lift_passes) runs k passes at its first pass's cost
     k = np.array(c.table.lift_passes or [1] * len(c.table.nfe))[cls]
-    return k * first1 + (nfe - k) * t1, k * first1 + (first_passes - k) * t1
+    prefill = _lone_prefill(c, cls, k, t1, first1)
+    return prefill + (nfe - k) * t1, prefill + (first_passes - k) * t1
+
+
+def _lone_prefill(c: Candidate, cls: np.ndarray, k: np.ndarray, t1: np.ndarray, first1: np.ndarray) -> np.ndarray:
+    """A lone request's passes over its prompt, at batch 1: k first passes (k * first1), or, with a
+    share u of the prompt outside the prefix cache, the k' = ceil(P' / C) steps its P' =
+    max(1, round(u P)) prompt tokens take under a budget C, each a pass t1, plus P' / P of the whole
+    prefill's lift L = k (first1 - t1) (the simulation's per-token lift); without a budget, t1 + u L."""
+    if c.uncached >= 1:
+        return k * first1
+    lift = k * (first1 - t1)
+    budget, prompt = c.table.prefill_budget, c.table.prompt_tokens
+    if not budget:
+        return t1 + c.uncached * lift
+    p = np.array(prompt, float)[cls]
+    own = np.array([uncached_prompt_tokens(int(x), c.uncached) for x in p], float)
+    steps = np.where(p > 0, np.ceil(own / budget), k)
+    return np.where(p > 0, steps * t1 + np.divide(own, p, out=np.ones_like(p), where=p > 0) * lift, k * first1)
 
 
 def _percentiles(x: np.ndarray, qs: list[float]) -> list[float]:

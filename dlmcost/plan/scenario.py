@@ -51,6 +51,8 @@ class TrafficSpec(BaseModel):
     think_s: float = Field(default=0.0, ge=0, le=MAX_THINK_S)
     prompt: Lengths = 256
     answer: Optional[Lengths] = None  # default: the model's sampler generation length
+    # the share of each prompt already in the engine's prefix cache (serve's --cached-prompt SHARE)
+    cached_prompt: float = Field(default=0.0, ge=0, le=1)
 
 
 class TargetSpec(BaseModel):
@@ -158,7 +160,7 @@ def build_traffic(spec: ScenarioSpec, model: ModelSpec) -> Traffic:
         raise UsageError("traffic: give a request rate (--rate, requests/s) or concurrent users (--users)")
     answer = t.answer if t.answer is not None else (model.sampler.gen if model.sampler else 256)
     return Traffic(parse_lengths(t.prompt, "prompt lengths"), parse_lengths(answer, "answer lengths"),
-                   rate=t.rate, users=t.users, think_s=t.think_s)
+                   rate=t.rate, users=t.users, think_s=t.think_s, cached_prompt=t.cached_prompt)
 
 
 def build_targets(spec: ScenarioSpec) -> Targets:

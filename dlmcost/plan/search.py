@@ -74,6 +74,7 @@ class PlanResult:
     models: list[str] = field(default_factory=list)
     unlisted: int = 0  # deployments meeting the targets past the rows asked for (`ranked`), counted only
     pending: list = field(default_factory=list)  # `defer`: the rows (Found, Setting) the caller ranks (`rank_rows`)
+    cached: list[str] = field(default_factory=list)  # the decodings a prefix cache shortens (traffic.cached_prompt)
 
     def to_pandas(self, what: str = "deployments"):
         """A pandas DataFrame (the `pandas` extra): one row per deployment meeting the targets,
@@ -98,7 +99,23 @@ def _throughput_bound(c: Candidate, sample: RequestSample) -> float:
     per_pass = np.array([np.min(np.asarray(row[1:top + 1]) / b) for row in c.table.pass_s])
     per_first = np.array([np.min(np.asarray(row[1:top + 1]) / b) for row in c.table.first_pass_s])
     work = per_first + (np.asarray(c.table.nfe) - 1) * per_pass
+    if c.uncached < 1:  # a prompt partly cached: fewer prompt steps, and a share of the first pass's lift
+        k = np.asarray(c.table.lift_passes or [1] * len(c.table.nfe))
+        lifted = _cached_lift_bound(c, k)
+        work = (np.asarray(c.table.nfe) - k) * per_pass + (1 - lifted) * per_pass + lifted * per_first
     return 1.0 / float(work[cls].mean())
+
+
+def _cached_lift_bound(c: Candidate, k: np.ndarray) -> np.ndarray:
+    """Per class, at least how many first passes' lift a request whose prompt is partly cached
+    still adds (at most one counted, as the bound counts one): u without a budget (the simulation
+    scales the lift by u); under one, its P' = max(1, round(u P)) >= u P - 1/2 tokens carry P'/P of
+    the k chunks' lift."""
+    if not c.table.prefill_budget:
+        return np.full(len(k), c.uncached)
+    p = np.asarray(c.table.prompt_tokens, float)
+    share = np.divide(np.maximum(c.uncached * p - 0.5, 0.0), p, out=np.ones_like(p), where=p > 0)
+    return np.minimum(1.0, k * share)
 
 
 def _bound(c: Candidate, sample: RequestSample, traffic: Traffic, pricing: Pricing,
@@ -129,6 +146,12 @@ def _canvases(decoding: Decoding, sample: RequestSample) -> tuple[list[int], lis
     return prompts, behaviour.canvases(decoding, [int(v) for v in sample.answer_values])
 
 
+def caches(pol: behaviour.Policy, table) -> bool:
+    """Whether a prefix cache shortens this decoding's prefill under its stack (`behaviour.cache_applies`):
+    the prompt prefilled in one pass of its own or under a budget, first-done release."""
+    return behaviour.cache_applies(pol.prompt_prefill if any(table.lead or []) else "none", pol.release)
+
+
 def running_limits(space: SearchSpace, pol: behaviour.Policy) -> list[int]:
     """The running limits searched for a decoding: the space's, or its stack's own (the policy's)."""
     return space.max_batches or [pol.max_running]
@@ -142,7 +165,8 @@ def _table_args(space: SearchSpace, decoding: Decoding, prompts: list[int], canv
 
 
 def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSample, efficiency: str,
-                stack: str | None, hardware: list[str] | None, eager: bool = False) -> tuple[list[Candidate], int]:
+                stack: str | None, hardware: list[str] | None, eager: bool = False,
+                cached_prompt: float = 0.0) -> tuple[list[Candidate], int]:
     prompts, canvases = _canvases(decoding, sample)
     answers = [int(v) for v in sample.answer_values]
     stack = behaviour.stack_name(stack, decoding, eager)  # the decoding's engine path unless one is given
@@ -167,7 +191,8 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
                     if key not in drawn:
                         drawn[key] = behaviour.request_passes(rt, cls)
                     out.append(Candidate(g, prec, tp, decoding, mb, t, tokens, rt.batch_limit, pol.release,
-                                         drawn[key], pol.first_block_outside_limit))
+                                         drawn[key], pol.first_block_outside_limit,
+                                         uncached=1.0 - cached_prompt if caches(pol, t) else 1.0))
     return out, skipped
 
 
@@ -237,7 +262,10 @@ def _absurd_from(c: Candidate, sample: RequestSample, traffic: Traffic, pricing:
     # each user asks at most once per think time + its shortest request (NFE x the fastest pass);
     # a tenth more, as a margin for a rate measured over a window
     fastest = min(float(np.asarray(c.table.pass_s)[:, 1:].min()), float(np.asarray(c.table.first_pass_s)[:, 1:].min()))
-    most = 1.1 * traffic.users / (traffic.think_s + float(np.min(c.table.nfe)) * fastest)
+    nfe = np.asarray(c.table.nfe)
+    if c.uncached < 1:  # a cached prompt may take a single step of its budget, not the k it takes whole
+        nfe = nfe - np.asarray(c.table.lift_passes or [1] * len(nfe)) + 1
+    most = 1.1 * traffic.users / (traffic.think_s + float(np.min(nfe)) * fastest)
     return lambda r: usd_per_mtok(usd_per_hour(r * c.tp, price), most * tokens) > ABSURD_RATIO * cheapest.usd_per_mtok
 
 
@@ -349,7 +377,8 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
     unsupported = 0
     for name, decodings in sets:
         for dec in decodings:
-            found, n_skip = _candidates(model, space, dec, sample, efficiency, stack, hardware, eager)
+            found, n_skip = _candidates(model, space, dec, sample, efficiency, stack, hardware, eager,
+                                        traffic.cached_prompt)
             candidates += [(name, c) for c in found]
             unsupported += n_skip
     # cheapest bound first, so that the cheapest deployment is known early and absurd ones are not searched
@@ -412,7 +441,8 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
     return PlanResult(model=str(model), traffic={}, targets=targets.as_dict(), deployments=ranking["plan"],
                       baseline=ranking["baseline"], nearest_miss=nearest_miss(ranking, misses), evaluated=len(candidates),
                       skipped={"unsupported_or_not_fitting": unsupported, "absurd": left_out},
-                      unlisted=unlisted["plan"], pending=pending)
+                      unlisted=unlisted["plan"], pending=pending,
+                      cached=sorted({c.decoding.label for _, c in candidates if c.uncached < 1}))
 
 
 def nearest_miss(ranking: dict[str, list[Deployment]], misses: dict[str, list[Deployment]]) -> Deployment | None:

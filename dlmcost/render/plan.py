@@ -196,8 +196,21 @@ def plan_header(p: dict) -> str:
     hidden = (f"; {absurd} absurd (over 10x their model's cheapest $/Mtok) left out, --absurd lists them"
               if absurd and not s.get("absurd_shown") else "")
     return "\n".join([f"{safe(p['model'])} · {load} · prompt {lengths(t['prompt'])} · answer {lengths(t['answer'])} "
-                      f"tokens", f"targets: {targets}", plan_search_line(p) + hidden, engines_line(s),
+                      f"tokens" + _cached_words(t, s), f"targets: {targets}", plan_search_line(p) + hidden, engines_line(s),
                       *evidence_lines(p)]) + left_out_line(s)
+
+
+def _cached_words(traffic: dict, search: dict) -> str:
+    """The share of each prompt in the prefix cache, and the decodings it shortens, where one is given."""
+    share = traffic.get("cached_prompt") or 0
+    if not share:
+        return ""
+    taken = [safe(d) for d in search.get("cached_prompt_decodings") or []]
+    others = [safe(d) for d in search.get("decodings") or [] if d not in (search.get("cached_prompt_decodings") or [])]
+    where = f"for {', '.join(taken)}" if taken else "for none of the decodings"
+    if others:
+        where += f"; not {', '.join(others)}, whose engine prefills a block per forward or has no pass over the prompt alone"
+    return f" · {share:.0%} of each prompt in the prefix cache ({where})"
 
 
 def left_out_line(search: dict) -> str:

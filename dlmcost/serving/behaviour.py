@@ -281,6 +281,11 @@ def check_cached_prompt(shares, name: str = "--cached-prompt") -> None:
         raise UsageError(f"{name}: a share of the prompt in 0..1, got {bad!r}")
 
 
+def cache_applies(prompt_prefill: str, release: str) -> bool:
+    """Whether a prefix cache shortens this decoding's prefill (`check_cache_applies`)."""
+    return prompt_prefill not in ("none", "block-chunks") and release != "synchronous"
+
+
 def check_cache_applies(prompt_prefill: str, release: str, stack: str) -> None:
     """A cached prefix shortens a prompt's prefill pass or its tokens under a budget; a decoding with
     no pass over the prompt alone (`prompt_prefill` "none": the prompt in every pass), a stack that

@@ -205,6 +205,7 @@ class Traffic:
     rate: float | None = None  # requests/s, Poisson (open loop)
     users: int | None = None  # concurrent clients (closed loop)
     think_s: float = 0.0  # closed loop: pause between an answer and the user's next request
+    cached_prompt: float = 0.0  # the share of each prompt already in the prefix cache
 
     def __post_init__(self):
         if (self.rate is None) == (self.users is None):
@@ -214,6 +215,8 @@ class Traffic:
         if self.users is not None and not (isinstance(self.users, int) and 0 < self.users <= 10_000_000):
             raise UsageError(f"traffic: users must be a whole number in 1..10,000,000, got {self.users}")
         check_think(self.think_s, "traffic: think time")
+        if not (math.isfinite(self.cached_prompt) and 0 <= self.cached_prompt <= 1):
+            raise UsageError(f"traffic: the share of a prompt in the prefix cache must be in 0..1, got {self.cached_prompt}")
 
     @property
     def closed_loop(self) -> bool:
