@@ -59,6 +59,10 @@ TARGET_OUT_OF_SOURCE_WORST = 2.0
 # bench_serving's draws, not fitted) and IFX at its launch's prompt budget (32,768, as published) move the median to
 # 1.33x: SGCL's TTFTs come down (4.79x to 1.61x at the worst), its throughputs and TPOTs, whose prefill the cache
 # saves, go up (1.04-1.56x to 1.43-1.59x optimistic: the A100 TP8 decode is too fast in the model, 1.28x at one request).
+# The A100's weight-streaming efficiency from NVIDIA aiconfigurator's measured GEMMs (0.71 of peak and 4.6 us an
+# op, in place of the generic 0.8 and 3 us: a kernel microbenchmark, not a validation point; the A100 points'
+# fitted tokens per forward refitted with it) brings it to 1.32x (1.3205, recorded as 1.33): SGCL's A100 TP8 decode
+# 1.28x -> 1.12x optimistic at one request, VPLUG's A100 runs 2.51/2.28x -> 2.23/2.03x.
 RECORDED_OUT_OF_SOURCE_MEDIAN = 1.33
 RECORDED_OUT_OF_SOURCE_WORST = 9.42
 BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-of-source numbers (6)
@@ -423,15 +427,15 @@ SERVING_NOTES = [
     "this part was found.",
     "- The vLLM dLLM plugin (VPLUG; the worst out-of-source numbers after GPS's 128-token burst, the mean TTFTs of "
     "IFX at 8 and 16 in flight and of SGCL at 100). Its eager run after its coherence fixes "
-    "(2.51x optimistic at one request, 1.68x at 8 running) takes about 1.6 s a 32-token block, 50 ms a pass by the "
-    "report's own count of about 32 passes a block, where the stack's eager pass is 19 ms (the MoE's expert weights "
+    "(2.23x optimistic at one request, 1.51x at 8 running) takes about 1.6 s a 32-token block, 50 ms a pass by the "
+    "report's own count of about 32 passes a block, where the stack's eager pass is 22 ms (the MoE's expert weights "
     "read at the A100's bandwidth, plus vLLM's eager launches); fewer passes a block would each take longer, so no "
     "tokens per forward closes the gap. The per-request rate is the same at 8 running (7.5x the throughput), so the "
     "missing time is per pass, not per request: host work the plugin runs eagerly around each pass (its known "
     "limitations name a GPU-to-CPU sync per step and tensors built from Python lists), which no stack number "
-    "describes. Its TP2 run (2.28x optimistic) is slower than its TP1 run: time to first token 507 ms against 17 ms "
-    "and inter-token latency 4.3 ms against 4.0 ms, where halving each GPU's weight reads predicts a pass of 10.6 ms "
-    "against 18.3 ms; the report puts it down to TP communication, which the stack's all-reduces at these message "
+    "describes. Its TP2 run (2.30x optimistic) is slower than its TP1 run: time to first token 507 ms against 17 ms "
+    "and inter-token latency 4.3 ms against 4.0 ms, where halving each GPU's weight reads predicts a pass of 11.8 ms "
+    "against 20.7 ms; the report puts it down to TP communication, which the stack's all-reduces at these message "
     "sizes put at about 0.5 ms a pass. Fitting either would take a number from the source it is scored on.",
     "- InferenceX's DeepSeek-R1 on 8x H200 (IFX; SGLang, AR): throughput and mean E2E are 1.22-1.34x optimistic at "
     "every load (8-64 in flight), and the mean TTFT 4.18x at 8, 3.00x at 16, 2.12x at 32 and 1.64x at 64 (79 ms "
@@ -452,19 +456,19 @@ SERVING_NOTES = [
     "run moves as many in about 7 s, so the time goes to the requests themselves (the API server's chat "
     "template, tokenising and streaming for 1,000 at once), which no stack term describes.",
     "- The SGLang cookbook's Llama-3.1-70B on 8x A100 (SGCL; SGLang 0.5.6, AR, default launch): at one request "
-    "in flight the time per token after the first is 1.28x optimistic (14.6 ms predicted, 18.6-18.8 ms measured) "
-    "and so are throughput and mean E2E (1.28-1.30x): the TP8 pass, 17.6 GB of weights a GPU and 160 all-reduces, "
-    "is faster in the stack than on these A100s. Under load the TPOT is 1.45-1.59x optimistic and throughput "
-    "1.43-1.57x. The runs' prompts are partly in SGLang's radix cache (--cached-prompt, from the order the page "
+    "in flight the time per token after the first is 1.12x optimistic (16.6 ms predicted, 18.6-18.8 ms measured; "
+    "1.28x before the A100's weight-streaming efficiency came from measured GEMMs, 0.71 of peak and 4.6 us an op, "
+    "where a TP8 pass reads matrices of 16-117 MB a GPU) and so are throughput and mean E2E (1.13-1.15x). Under load "
+    "the TPOT is 1.37-1.46x optimistic and throughput 1.35-1.40x. The runs' prompts are partly in SGLang's radix cache (--cached-prompt, from the order the page "
     "prints them: bench_serving's random prompt i is the i-th ShareGPT prompt of a shuffle seeded the same in every "
     "run, cut to the i-th drawn length, and the first lengths are the same whatever the prompt count, so each run's "
     "first requests repeat the earlier runs' prompts, whole or in part; the default launch keeps the cache, and "
     "bench_serving flushes it only in SGLang's CI or with --flush-cache): the first 80 of the 320 requests at 64 in "
-    "flight, the whole first wave, are cache hits. With them the mean TTFT is 1.13-2.72x pessimistic under load "
-    "(1.61x at 64 in flight with 8,000-token prompts: 1.02 s predicted, 0.63 s measured; 4.79x without the cache, "
-    "when the first wave's 256k prompt tokens were prefilled 8,192 a step) and 1.25-1.69x optimistic at one "
-    "request; throughput and TPOT under load were 1.04-1.56x optimistic before, the prefill the cache saves having "
-    "hidden part of the too-fast decode.",
+    "flight, the whole first wave, are cache hits. With them the mean TTFT is 1.14-2.75x pessimistic under load "
+    "(1.63x at 64 in flight with 8,000-token prompts: 1.03 s predicted, 0.63 s measured; 4.79x without the cache, "
+    "when the first wave's 256k prompt tokens were prefilled 8,192 a step) and 1.24-1.67x optimistic at one "
+    "request; throughput and TPOT under load were 1.04-1.56x optimistic before the cache, the prefill it saves "
+    "having hidden part of the too-fast decode.",
     "- sglang-jax at concurrency 32 (1.36x pessimistic): the stack's per-request step cost is linear in the batch, "
     "fitted at 1 and 128; the measured step grows less than linearly below 128 (9.9 ms at 8, 11.3 at 32, 29.3 at 128).",
 ]
