@@ -59,12 +59,13 @@ TARGET_OUT_OF_SOURCE_WORST = 2.0
 # bench_serving's draws, not fitted) and IFX at its launch's prompt budget (32,768, as published) move the median to
 # 1.33x: SGCL's TTFTs come down (4.79x to 1.61x at the worst), its throughputs and TPOTs, whose prefill the cache
 # saves, go up (1.04-1.56x to 1.43-1.59x optimistic: the A100 TP8 decode is too fast in the model, 1.28x at one request).
-# The A100's weight-streaming efficiency from NVIDIA aiconfigurator's measured GEMMs (0.71 of peak and 4.6 us an
-# op, in place of the generic 0.8 and 3 us: a kernel microbenchmark, not a validation point; the A100 points'
-# fitted tokens per forward refitted with it) brings it to 1.32x (1.3205, recorded as 1.33): SGCL's A100 TP8 decode
-# 1.28x -> 1.12x optimistic at one request, VPLUG's A100 runs 2.51/2.28x -> 2.23/2.03x.
-RECORDED_OUT_OF_SOURCE_MEDIAN = 1.33
-RECORDED_OUT_OF_SOURCE_WORST = 9.42
+# The GEMMs' weight-streaming rate per precision from NVIDIA aiconfigurator's measured GEMMs (A100 bf16 0.71 of peak
+# and 4.6 us a kernel, H100 bf16/fp8 0.83/0.77 and 3.2/5.4 us, H200 0.81/0.71 and 3.4/5.6 us, in place of the
+# generic 0.8 and 3 us that every other op keeps: kernel microbenchmarks, not validation points; the fitted rows
+# scales and tokens per forward refitted with them) bring it to 1.32x (1.318) and the worst to 9.30x: SGCL's A100
+# TP8 decode 1.28x -> 1.14x optimistic at one request, IFX's fp8 DeepSeek throughput 1.22-1.34x -> 1.06-1.15x.
+RECORDED_OUT_OF_SOURCE_MEDIAN = 1.32
+RECORDED_OUT_OF_SOURCE_WORST = 9.31
 BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-of-source numbers (6)
 BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
 # The metrics that are a time to the first token: their errors make a band of their own (error_bands)
@@ -427,7 +428,7 @@ SERVING_NOTES = [
     "this part was found.",
     "- The vLLM dLLM plugin (VPLUG; the worst out-of-source numbers after GPS's 128-token burst, the mean TTFTs of "
     "IFX at 8 and 16 in flight and of SGCL at 100). Its eager run after its coherence fixes "
-    "(2.23x optimistic at one request, 1.51x at 8 running) takes about 1.6 s a 32-token block, 50 ms a pass by the "
+    "(2.25x optimistic at one request, 1.52x at 8 running) takes about 1.6 s a 32-token block, 50 ms a pass by the "
     "report's own count of about 32 passes a block, where the stack's eager pass is 22 ms (the MoE's expert weights "
     "read at the A100's bandwidth, plus vLLM's eager launches); fewer passes a block would each take longer, so no "
     "tokens per forward closes the gap. The per-request rate is the same at 8 running (7.5x the throughput), so the "
@@ -437,36 +438,37 @@ SERVING_NOTES = [
     "and inter-token latency 4.3 ms against 4.0 ms, where halving each GPU's weight reads predicts a pass of 11.8 ms "
     "against 20.7 ms; the report puts it down to TP communication, which the stack's all-reduces at these message "
     "sizes put at about 0.5 ms a pass. Fitting either would take a number from the source it is scored on.",
-    "- InferenceX's DeepSeek-R1 on 8x H200 (IFX; SGLang, AR): throughput and mean E2E are 1.22-1.34x optimistic at "
-    "every load (8-64 in flight), and the mean TTFT 4.18x at 8, 3.00x at 16, 2.12x at 32 and 1.64x at 64 (79 ms "
-    "predicted against 331 ms measured at 8), with the launch's prompt budget of 32,768 tokens a step "
+    "- InferenceX's DeepSeek-R1 on 8x H200 (IFX; SGLang, AR): throughput and mean E2E are 1.06-1.15x optimistic at "
+    "every load (8-64 in flight; 1.22-1.34x before the H200's fp8 GEMMs took their measured rate, 0.71 of peak and "
+    "5.6 us a kernel with the activation's quantisation, from the generic 0.8 and 3 us), and the mean TTFT 4.09x at 8, "
+    "2.95x at 16, 2.09x at 32 and 1.62x at 64 (81 ms predicted against 331 ms measured at 8), with the launch's prompt budget of 32,768 tokens a step "
     "(--chunked-prefill-size; the points ran at the stack's 8,192 until this was seen: 3.74x, 3.41x and 2.41x at 16-64, "
     "each wave of prompts cut into more steps). SGLang streams the first token at once even with --stream-interval 10, "
     "so the TTFT is a first token's. The published P99 TTFT (2.0-2.7 s against means of 0.33-0.42 s) says a few "
     "requests wait seconds for their first token, which no stack term describes; which requests, and why, the "
     "issue does not say.",
-    "- GPUStack's DeepSeek-R1 on 8x H200 (GPS; vLLM 0.11.0, AR, every request sent at once): throughput is 1.34x, "
-    "1.54x and 1.68x optimistic with 32k, 4k and 2k prompts, the mean TTFT 1.31x, 1.59x and 1.83x, and the mean "
-    "TPOT 2.08x, 2.02x and 2.04x. The simulation feeds the prompts 8,192 tokens a step beside the decodes, as "
+    "- GPUStack's DeepSeek-R1 on 8x H200 (GPS; vLLM 0.11.0, AR, every request sent at once): throughput is 1.32x, "
+    "1.48x and 1.62x optimistic with 32k, 4k and 2k prompts, the mean TTFT 1.30x, 1.54x and 1.79x, and the mean "
+    "TPOT 2.06x, 1.93x and 1.97x. The simulation feeds the prompts 8,192 tokens a step beside the decodes, as "
     "vLLM does (a decode waits a prompt step per token while a burst is prefilled: 164-365 ms a token measured), "
     "so what is left is the prefill itself, about 1.8x faster in the model than on these GPUs at 2k (before the "
     "budget every prompt admitted at once shared one pass, 211 of them at 2k, and the decodes then ran light "
     "steps: TPOT 4.60x and 6.04x optimistic at 4k and 2k). The 1,000 requests of 128 prompt and 4 answer tokens "
-    "are 5.56x optimistic in throughput and 9.41x in mean TTFT: their 127k prompt tokens take 22 s where the 2k "
+    "are 5.47x optimistic in throughput and 9.30x in mean TTFT: their 127k prompt tokens take 22 s where the 2k "
     "run moves as many in about 7 s, so the time goes to the requests themselves (the API server's chat "
     "template, tokenising and streaming for 1,000 at once), which no stack term describes.",
     "- The SGLang cookbook's Llama-3.1-70B on 8x A100 (SGCL; SGLang 0.5.6, AR, default launch): at one request "
-    "in flight the time per token after the first is 1.12x optimistic (16.6 ms predicted, 18.6-18.8 ms measured; "
-    "1.28x before the A100's weight-streaming efficiency came from measured GEMMs, 0.71 of peak and 4.6 us an op, "
-    "where a TP8 pass reads matrices of 16-117 MB a GPU) and so are throughput and mean E2E (1.13-1.15x). Under load "
-    "the TPOT is 1.37-1.46x optimistic and throughput 1.35-1.40x. The runs' prompts are partly in SGLang's radix cache (--cached-prompt, from the order the page "
+    "in flight the time per token after the first is 1.14x optimistic (16.3 ms predicted, 18.6-18.8 ms measured; "
+    "1.28x before the A100's GEMMs took their measured weight-streaming rate, 0.71 of peak and 4.6 us a kernel, "
+    "where a TP8 pass reads matrices of 16-117 MB a GPU) and so are throughput and mean E2E (1.15-1.17x). Under load "
+    "the TPOT is 1.40-1.49x optimistic and throughput 1.38-1.42x. The runs' prompts are partly in SGLang's radix cache (--cached-prompt, from the order the page "
     "prints them: bench_serving's random prompt i is the i-th ShareGPT prompt of a shuffle seeded the same in every "
     "run, cut to the i-th drawn length, and the first lengths are the same whatever the prompt count, so each run's "
     "first requests repeat the earlier runs' prompts, whole or in part; the default launch keeps the cache, and "
     "bench_serving flushes it only in SGLang's CI or with --flush-cache): the first 80 of the 320 requests at 64 in "
-    "flight, the whole first wave, are cache hits. With them the mean TTFT is 1.14-2.75x pessimistic under load "
-    "(1.63x at 64 in flight with 8,000-token prompts: 1.03 s predicted, 0.63 s measured; 4.79x without the cache, "
-    "when the first wave's 256k prompt tokens were prefilled 8,192 a step) and 1.24-1.67x optimistic at one "
+    "flight, the whole first wave, are cache hits. With them the mean TTFT is 1.13-2.73x pessimistic under load "
+    "(1.62x at 64 in flight with 8,000-token prompts: 1.02 s predicted, 0.63 s measured; 4.79x without the cache, "
+    "when the first wave's 256k prompt tokens were prefilled 8,192 a step) and 1.25-1.68x optimistic at one "
     "request; throughput and TPOT under load were 1.04-1.56x optimistic before the cache, the prefill it saves "
     "having hidden part of the too-fast decode.",
     "- sglang-jax at concurrency 32 (1.36x pessimistic): the stack's per-request step cost is linear in the batch, "

@@ -17,7 +17,8 @@ Conventions taken from the docs:
   * T = B*q tokens per pass; B is the batch doubled by CFG.
   * A pass family repeats each of its shapes r times, r possibly fractional (an average): here a
     shape repeated r times is walked as floor(r) passes of weight 1 plus one of weight r-floor(r).
-  * Time per op: max(FLOPs / (peak * eff), bytes / (bandwidth * eff_mem)) + kernels * overhead;
+  * Time per op: max(FLOPs / (peak * eff), bytes / (bandwidth * eff_mem)) + kernels * overhead, a
+    GEMM's (linear) eff_mem and overhead its weights' precision's weight_streaming where the file has one;
     collectives: link bytes / (link * eff_link) + collectives * latency. A pass is the sum of its
     ops; the bound is max(sum FLOPs / peak, sum bytes / bandwidth) per pass.
   * The LM head and the embedding table stay bf16 whatever the precision (checkpoints keep them
@@ -78,6 +79,7 @@ def gpu_rates(yaml_name: str, precision: str, profile: str = "realistic") -> dic
     sustained = float(eff.get("sustained_compute", 1.0))  # tensor-core work at the board's sustained clocks
     # elementwise work runs on the vector FP32 units; a part that lists none falls back to bf16
     vector_peak = peaks.get("fp32", peaks["bf16"])
+    streaming = eff.get("weight_streaming", {}).get(precision, {})
     return dict(
         # the LM head is a bf16 GEMM whatever the precision (its weights stay bf16)
         peak={"linear": peaks[gemm_key], "lm_head": peaks["bf16"], "attention": peaks["bf16"],
@@ -89,6 +91,9 @@ def gpu_rates(yaml_name: str, precision: str, profile: str = "realistic") -> dic
         bandwidth=float(data["bandwidth_tb_s"]) * 1e12,
         eff_mem=1.0 if ideal else float(eff["memory_bandwidth"]),
         overhead_s=0.0 if ideal else float(eff["overhead_us_per_op"]) * 1e-6,
+        # a GEMM (linear op) streams its weights at its precision's measured rate, where the file gives one
+        eff_mem_linear=1.0 if ideal else float(streaming.get("memory_bandwidth", eff["memory_bandwidth"])),
+        overhead_linear_s=0.0 if ideal else float(streaming.get("overhead_us_per_op", eff["overhead_us_per_op"])) * 1e-6,
         link=float(data.get("scale_up_gb_s", 0.0)) * 1e9,
         eff_link=1.0 if ideal else float(eff.get("link", 0.8)),
         latency_s=0.0 if ideal else float(eff.get("collective_latency_us", 10.0)) * 1e-6,
@@ -480,8 +485,17 @@ def op_time(op: Op, g: dict) -> float:
         t = op.link_bytes / (g["link"] * g["eff_link"] * share) if op.link_bytes > 0 else 0.0
         return t + op.collectives * g["latency_s"]
     compute = op.flops / (g["peak"][op.kind] * g["eff"][op.kind])
-    memory = op.bytes / (g["bandwidth"] * g["eff_mem"])
-    return max(compute, memory) + op.kernels * g["overhead_s"]
+    memory = op.bytes / (g["bandwidth"] * eff_mem(op, g))
+    return max(compute, memory) + op.kernels * overhead(op, g)
+
+
+def eff_mem(op: Op, g: dict) -> float:
+    """The share of the bandwidth an op streams at: a GEMM's (linear) at its weights' precision."""
+    return g["eff_mem_linear"] if op.kind == "linear" else g["eff_mem"]
+
+
+def overhead(op: Op, g: dict) -> float:
+    return g["overhead_linear_s"] if op.kind == "linear" else g["overhead_s"]
 
 
 def pass_bound(ops: list[Op], g: dict) -> float:
@@ -535,8 +549,8 @@ def stacked_op_time(op: Op, g: dict, stack: dict, rows: float) -> float:
               "attention": stack["attention"], "other": 1.0}[op.kind] * depth_multiplier(op, g, stack)
     nbytes = op.bytes * (stack["elementwise"] if op.kind == "other" else 1.0)
     compute = op.flops / (g["peak"][op.kind] * g["eff"][op.kind] * factor)
-    memory = nbytes / (g["bandwidth"] * g["eff_mem"])
-    return max(compute, memory) + op.kernels * g["overhead_s"]
+    memory = nbytes / (g["bandwidth"] * eff_mem(op, g))
+    return max(compute, memory) + op.kernels * overhead(op, g)
 
 
 def pass_times(m, p: Pass, st: Setup, g: dict, stack: dict | None) -> dict[str, float]:

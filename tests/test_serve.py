@@ -333,14 +333,15 @@ def test_pareto_front_by_hand():
 
 
 def test_max_rate_is_the_edge_of_the_targets():
-    """The bisection's answer meets the targets and a rate a few resolutions above it does not
-    (the arrivals are the same gaps rescaled, so latency rises with the rate)."""
+    """The bisection's answer meets the targets and a rate 1% above it does not (the arrivals are
+    the same gaps rescaled, so latency rises with the rate; within a few resolutions of the edge
+    the p95 jitters by a few tenths of a percent as requests trade places, so the step is 1%)."""
     prep = _prepared(max_running=8)
     targets = Targets(p95_latency_s=1.5 * _engine(8)[0])
     m = dep.max_rate(prep, targets, requests=1000)
     assert 0 < m["rate"] < m["saturation_rate"]
     ok = dep.evaluate(prep, OpenLoop(m["rate"]), requests=1000, targets=targets)
-    over = dep.evaluate(prep, OpenLoop(m["rate"] + 4 * m["resolution_rps"]), requests=1000, targets=targets)
+    over = dep.evaluate(prep, OpenLoop(1.01 * m["rate"]), requests=1000, targets=targets)
     assert not ok.misses and not ok.overloaded
     assert over.misses or over.overloaded
 

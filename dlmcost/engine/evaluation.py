@@ -285,11 +285,11 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
                 if op.name in depth:
                     compute[i] /= depth[op.name]
                 traffic *= traffic_factor(op.kind, st)
-            np.multiply(op.kernels, r.overhead_s, out=overhead[i])
+            np.multiply(op.kernels, r.linear_overhead_s if op.kind == "linear" else r.overhead_s, out=overhead[i])
         else:  # collectives: no arithmetic, no HBM traffic; the link is their roofline
             overhead[i] = link_time(op.link_bytes, op.collectives, r)
             overhead[i] += op.kernels * r.overhead_s
-        memory[i] = memory_time(traffic, r)
+        memory[i] = memory_time(traffic, r, op.kind)
         if st is not None and op.name == "lm_head":  # the sampler reads what the head wrote, all of
             # the vocabulary: tensor parallelism all-gathers the split logits before sampling
             overhead[i] += sampler_time(grid.batch * shape["logits"] * m.vocab_size, r.bandwidth, r.eff_mem, st)
@@ -478,7 +478,7 @@ def _touched_experts_pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, nam
         memory_bound = ((a.memory_s[e] >= a.compute_s[e]) & (z.memory_s[e] >= z.compute_s[e])
                         & (a.bound_memory_s >= a.bound_compute_s) & (z.bound_memory_s >= z.bound_compute_s))
         op_time[0] = n * (a.memory_s[e] + z.memory_s[e] + a.overhead_s[e] + z.overhead_s[e]) / 2 \
-            + gaps / rates.achievable_bandwidth
+            + gaps / rates.linear_bandwidth
         bound[:] = n * (a.bound_memory_s + z.bound_memory_s) / 2 + gaps / rates.bandwidth
         rows = np.flatnonzero(~memory_bound)
     else:
@@ -492,7 +492,7 @@ def _touched_experts_pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, nam
                                  z.compute_s[timed], z.memory_s[timed], z.overhead_s[timed]]) - first) / span
         first, slope = take(first, rows), take(slope, rows)
         rows_scale = np.broadcast_to(np.asarray(rates.gemm_rows_scale, float), (len(grid),))
-        per_config = take(np.stack([per_touched, rates.achievable_bandwidth, rates.bandwidth, rows_scale]), rows)
+        per_config = take(np.stack([per_touched, rates.linear_bandwidth, rates.bandwidth, rows_scale]), rows)
         groups = {}  # ops that share a compute factor (pass_cost's FACTOR_KEYS), by their key
         for i, op in enumerate(timed):
             groups.setdefault(factor_key(names[op], OP_KINDS[names[op]]), []).append(i)

@@ -47,6 +47,10 @@ class Rates:
     collective_latency_s: np.ndarray
     gemm_rows_scale: np.ndarray | float = 1.0  # rows this GPU needs on a stack's GEMM curve (hardware file)
     link_by_size: np.ndarray | float = 0.0  # 1: the link's efficiency falls with the message size (NVIDIA, realistic)
+    # the GEMMs' (linear ops') bandwidth fraction and time per kernel at the weights' precision
+    # (the hardware file's weight_streaming; None: eff_mem and overhead_s, as every other op)
+    eff_mem_linear: np.ndarray | None = None
+    overhead_linear_s: np.ndarray | None = None
 
     @cached_property
     def achievable_flops(self) -> dict[str, np.ndarray]:
@@ -57,11 +61,21 @@ class Rates:
     def achievable_bandwidth(self) -> np.ndarray:
         return self.bandwidth * self.eff_mem
 
+    @cached_property
+    def linear_bandwidth(self) -> np.ndarray:
+        """Bytes/s a GEMM streams its weights (and activations) at: `eff_mem_linear` of the peak."""
+        return self.achievable_bandwidth if self.eff_mem_linear is None else self.bandwidth * self.eff_mem_linear
+
+    @property
+    def linear_overhead_s(self) -> np.ndarray:
+        return self.overhead_s if self.overhead_linear_s is None else self.overhead_linear_s
+
     def take(self, idx: np.ndarray) -> "Rates":
         return Rates({k: take(v, idx) for k, v in self.peak.items()}, {k: take(v, idx) for k, v in self.eff.items()},
                      *(take(getattr(self, name), idx) for name in ("bandwidth", "eff_mem", "overhead_s", "ridge",
                                                                   "link_bandwidth", "eff_link", "collective_latency_s")),
-                     *(take(v, idx) if np.ndim(v) else v for v in (self.gemm_rows_scale, self.link_by_size)))
+                     *(take(v, idx) if np.ndim(v) else v for v in (self.gemm_rows_scale, self.link_by_size)),
+                     *(None if v is None else take(v, idx) for v in (self.eff_mem_linear, self.overhead_linear_s)))
 
 
 def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, float] | None:
@@ -81,6 +95,7 @@ def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, flo
         peak_other=elementwise_peak, eff_other=1.0,
         bandwidth=gpu.bandwidth_bytes_per_s, eff_mem=eff.memory_bandwidth,
         overhead_s=eff.overhead_us_per_op * 1e-6,
+        eff_mem_linear=eff.streaming(precision.name)[0], overhead_linear_s=eff.streaming(precision.name)[1] * 1e-6,
         ridge=gpu.ridge_flops_per_byte[precision.compute],
         link_bandwidth=gpu.link_bytes_per_s, eff_link=eff.link, collective_latency_s=eff.collective_latency_us * 1e-6,
         gemm_rows_scale=1.0 if ideal else eff.gemm_rows_scale,
@@ -102,6 +117,7 @@ def stack_rates(rows: list[dict[str, float]]) -> Rates:
         collective_latency_s=col["collective_latency_s"],
         gemm_rows_scale=col["gemm_rows_scale"] if "gemm_rows_scale" in col else 1.0,
         link_by_size=col["link_by_size"] if "link_by_size" in col else 0.0,
+        eff_mem_linear=col.get("eff_mem_linear"), overhead_linear_s=col.get("overhead_linear_s"),
     )
 
 
@@ -133,8 +149,9 @@ def link_time(link_bytes, collectives, rates: Rates):
     return t + collectives * rates.collective_latency_s
 
 
-def memory_time(nbytes, rates: Rates):
-    return nbytes / rates.achievable_bandwidth
+def memory_time(nbytes, rates: Rates, kind: str = "other"):
+    """Bytes over the achievable bandwidth: a GEMM's (`kind` "linear") at its weights' streaming rate."""
+    return nbytes / (rates.linear_bandwidth if kind == "linear" else rates.achievable_bandwidth)
 
 
 def verdict(ai, ridge) -> np.ndarray:

@@ -33,6 +33,16 @@ Number = Annotated[float, Strict()]
 MIN_FRACTION = 0.01  # an achievable fraction of a peak below 1% is a typo
 
 
+class WeightStreaming(BaseModel):
+    """A memory-bound GEMM's time at one weight precision, latency = overhead + bytes / (bandwidth x
+    peak): measured GEMMs with their weights read once (decode's), where published."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    memory_bandwidth: Number = Field(ge=MIN_FRACTION, le=1)
+    overhead_us_per_op: Number = Field(ge=0, le=1000)
+
+
 class Efficiency(BaseModel):
     """Achievable fractions of the peaks, for the `realistic` profile (from published measurements)."""
 
@@ -53,6 +63,24 @@ class Efficiency(BaseModel):
     # multiplies the GEMM and attention efficiencies of the realistic profile. 1 unless a published
     # sustained measurement on the part says otherwise (sources.sustained_compute then).
     sustained_compute: Number = Field(default=1.0, ge=0.05, le=1)
+    # The GEMMs' (linear ops') bandwidth and time per op at each weight precision measured
+    # (`weight_streaming.fp8`...), in place of memory_bandwidth and overhead_us_per_op, which every
+    # other op and an unlisted precision take
+    weight_streaming: dict[str, WeightStreaming] = Field(default_factory=dict)
+
+    @field_validator("weight_streaming")
+    @classmethod
+    def _precisions(cls, v: dict) -> dict:
+        for key in v:
+            if key not in PEAK_KEYS:
+                raise ValueError(f"unknown precision {key!r} (known: {', '.join(PEAK_KEYS)})")
+        return v
+
+    def streaming(self, precision: str) -> tuple[float, float]:
+        """(bandwidth fraction, us per op) of the GEMMs whose weights are in `precision`."""
+        w = self.weight_streaming.get(precision)
+        return (w.memory_bandwidth, w.overhead_us_per_op) if w is not None else (self.memory_bandwidth,
+                                                                                  self.overhead_us_per_op)
 
     @field_validator("gemm")
     @classmethod

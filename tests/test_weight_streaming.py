@@ -1,0 +1,105 @@
+"""A GPU's GEMMs stream their weights at a measured rate per weight precision (the hardware file's
+`efficiency.weight_streaming`: NVIDIA aiconfigurator's CUDA-graph GEMM timings), every other op at
+the generic `memory_bandwidth` and `overhead_us_per_op`: each checked against the formula."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dlmcost.errors import HardwareFileError
+from dlmcost.inputs.hardware import HardwareDB
+
+pytestmark = pytest.mark.usefixtures("bundled_offline")
+
+BASE = """name: Streamer {tag}
+aliases: [streamer-{tag}]
+vendor: NVIDIA
+status: estimated
+memory_gb: 80
+bandwidth_tb_s: 2.0
+peak_tflops: {{bf16: 1000, fp8: 2000, fp32: 60}}
+scale_up_gb_s: 300
+efficiency:
+  memory_bandwidth: 0.8
+  gemm: {{bf16: 0.8, fp8: 0.8}}
+  overhead_us_per_op: 0
+{streaming}sources: {{memory: test, bandwidth: test, peak_tflops: test, efficiency: test}}
+"""
+
+
+def _gpu(tmp_path, tag: str, streaming: str = "") -> str:
+    path = tmp_path / f"{tag}.yaml"
+    path.write_text(BASE.format(tag=tag, streaming=streaming))
+    return str(path)
+
+
+def _ops(run, hw: str, tag: str, precision: str) -> dict:
+    rc, out, err = run("analyze", "Qwen/Qwen2.5-7B", "--gpu", f"streamer-{tag}", "--hardware", hw, "--scheme", "ar",
+                       "--prompt", "64", "--gen", "8", "--precision", precision, "--ops", "-f", "json")
+    assert rc == 0, err
+    return {op["name"]: op for op in json.loads(out)["results"][0]["ops"]}
+
+
+def test_gemms_stream_at_their_precisions_rate_and_other_ops_at_the_generic_one(tmp_path, run):
+    """Decode at one request is memory-bound: a GEMM's time is kernels x overhead + bytes / (fraction x
+    2 TB/s). With bf16 GEMMs at 0.4 of the peak and no overhead (the generic: 0.8), every GEMM op (q/k/v
+    and output projections, the MLP) takes twice the generic time, to the rounding of the prefill's
+    share of it; attention and the elementwise ops are unchanged, and an fp8 run (no fp8 entry) too.
+    With 10 us a kernel the difference is exactly the kernels' count times 10 us over the pass."""
+    generic = _ops(run, _gpu(tmp_path, "a"), "a", "bf16")
+    slow = _ops(run, _gpu(tmp_path, "b", "  weight_streaming:\n    bf16: {memory_bandwidth: 0.4, overhead_us_per_op: 0}\n"),
+                "b", "bf16")
+    for name in ("o_proj", "mlp"):
+        # the prefill (64 rows) is memory-bound at this GPU's ridge too: every pass doubles
+        assert slow[name]["time_s"] == pytest.approx(2 * generic[name]["time_s"], rel=1e-9), name
+    for name in ("attention", "elementwise"):
+        assert slow[name]["time_s"] == pytest.approx(generic[name]["time_s"], rel=1e-12), name
+    fp8_generic = _ops(run, _gpu(tmp_path, "c"), "c", "fp8")
+    fp8_slow = _ops(run, _gpu(tmp_path, "d", "  weight_streaming:\n    bf16: {memory_bandwidth: 0.4, overhead_us_per_op: 0}\n"),
+                    "d", "fp8")
+    assert fp8_slow["mlp"]["time_s"] == pytest.approx(fp8_generic["mlp"]["time_s"], rel=1e-12)
+    # the same rate, 10 us a kernel: the MLP's time grows by its kernels x 10 us (9 passes of the
+    # pass families: 1 prefill + 8 decode steps; Qwen2.5-7B has 28 layers, the MLP op one kernel a layer)
+    launches = _ops(run, _gpu(tmp_path, "e", "  weight_streaming:\n    bf16: {memory_bandwidth: 0.8, overhead_us_per_op: 10}\n"),
+                    "e", "bf16")
+    extra = launches["mlp"]["time_s"] - generic["mlp"]["time_s"]
+    assert extra == pytest.approx(10e-6 * 28 * 9, rel=1e-9)  # 2.52 ms
+    assert launches["attention"]["time_s"] == pytest.approx(generic["attention"]["time_s"], rel=1e-12)
+
+
+def test_a_streaming_precision_must_be_known(tmp_path):
+    path = _gpu(tmp_path, "f", "  weight_streaming:\n    bf17: {memory_bandwidth: 0.4, overhead_us_per_op: 0}\n")
+    with pytest.raises(HardwareFileError, match="bf17"):
+        HardwareDB.load([path]).get("streamer-f")
+
+
+def test_the_bundled_values_are_the_measured_fits():
+    """The A100, H100 and H200 SXM parts' GEMMs: aiconfigurator's timings fitted as latency = t0 + bytes /
+    (fraction x peak); the parts without published GEMM timings keep the generic values."""
+    db = HardwareDB.load(None)
+    fits = {"a100": {"bf16": (0.71, 4.6)}, "h100": {"bf16": (0.83, 3.2), "fp8": (0.77, 5.4)},
+            "h200": {"bf16": (0.81, 3.4), "fp8": (0.71, 5.6)}}
+    for gpu, by_precision in fits.items():
+        eff = db.get(gpu).efficiency
+        for precision, (fraction, us) in by_precision.items():
+            assert eff.streaming(precision) == (fraction, us), (gpu, precision)
+        assert "aiconfigurator" in db.get(gpu).sources["efficiency"]
+    b200 = db.get("b200").efficiency
+    assert b200.streaming("bf16") == (b200.memory_bandwidth, b200.overhead_us_per_op)
+
+
+def test_an_moes_experts_stream_at_the_gemms_rate(tmp_path, run):
+    """The routed experts (their expected distinct experts' weights, the gaps between a pass family's
+    ends included) are GEMMs: at half the bandwidth fraction, twice the time."""
+    def experts(tag, stack, streaming=""):
+        hw = _gpu(tmp_path, tag, streaming)
+        rc, out, err = run("analyze", "Qwen/Qwen3-30B-A3B", "--gpu", f"streamer-{tag}", "--hardware", hw,
+                           "--scheme", "ar", "--prompt", "64", "--gen", "32", "--stack", stack, "--ops", "-f", "json")
+        assert rc == 0, err
+        return {op["name"]: op for op in json.loads(out)["results"][0]["ops"]}["experts"]["time_s"]
+
+    half = "  weight_streaming:\n    bf16: {memory_bandwidth: 0.4, overhead_us_per_op: 0}\n"
+    for stack in ("sglang", "none"):  # pass by pass under a stack; the bare roofline's closed form
+        assert experts(f"m1{stack}", stack, half) == pytest.approx(2 * experts(f"m0{stack}", stack), rel=1e-9), stack
