@@ -868,9 +868,13 @@ def _band(**over) -> dict:
     (dict(eager=dict(us_per_layer=47)), "eager.overlaps_gpu"),
     (dict(prefill_chunk_tokens=0), "prefill_chunk_tokens"),
     (dict(prefill_chunk_tokens=10**18), "prefill_chunk_tokens"),
+    # up to 1,000,000 was read: --max-running stops at 4096, and serve built its tables a row per
+    # batch size (1.3 GB) before refusing "concurrency ... got 2000001", exit 2
+    (dict(max_running_requests=4097), "max_running_requests"),
 ], ids=["published-no-width", "published-upside-down", "bool-ratio", "text-ratio", "bool-chunk", "text-chunk",
         "text-eager", "name-marked-eager", "low-above-high", "nan", "inf", "1e308", "zero", "negative-ratio",
-        "basis-number", "negative-eager", "nan-eager", "eager-half", "zero-chunk", "huge-chunk"])
+        "basis-number", "negative-eager", "nan-eager", "eager-half", "zero-chunk", "huge-chunk",
+        "running-over-4096"])
 def test_hostile_values_in_a_stack_files_new_blocks(fails, tmp_path, over, field):
     path = _stack_file(tmp_path, **over)
     message = fails("serve", "Qwen/Qwen2.5-7B", "--stack", path, "-c", "2", code=errors.HardwareFileError.exit_code)

@@ -37,6 +37,10 @@ def default_stack(autoregressive: bool) -> str:
 STACK_NONE = "none"  # --stack none: the bare hardware roofline, no software stack
 MAX_STACK_FILE_BYTES = 256 * 1024
 MAX_CURVE_POINTS = 64
+# requests one replica runs at once, wherever the limit comes from (serve's --max-running, plan's
+# --max-batch and `search.max_batch`, a stack's `max_running_requests`): the serving simulation's
+# tables hold one row per batch size up to twice it
+MAX_RUNNING_REQUESTS = 4096
 # a validation point's id ("serving:" before the ids of points under load)
 PointId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[a-z0-9:._-]+$")]
 
@@ -183,7 +187,7 @@ class Stack(BaseModel):
     expert_rows: Literal["routed", "pass"] = "routed"
     # requests the engine runs at once unless told otherwise (None: no limit of its own); the
     # serving simulation reads it as the default batch cap
-    max_running_requests: int | None = Field(default=None, ge=1, le=1_000_000)
+    max_running_requests: int | None = Field(default=None, ge=1, le=MAX_RUNNING_REQUESTS)
     # how a batch of diffusion requests releases them (None: the serving simulation's default,
     # synchronous): all at once when the slowest finishes its block, or each when its own does
     release: Literal["synchronous", "first-done"] | None = None

@@ -24,6 +24,7 @@ from ..errors import DlmcostWarning, UsageError
 from ..inputs import files
 from ..inputs.hardware import HardwareDB
 from ..inputs.models import ModelSpec
+from ..inputs.stacks import MAX_RUNNING_REQUESTS
 from .results import Targets
 from ..serving.behaviour import DEFAULT_MAX_RUNNING
 from ..serving.costs import price_range
@@ -243,8 +244,8 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
     if any(t <= 0 or t > 1024 for t in tps):
         raise UsageError("search.tp: tensor-parallel sizes must be in 1..1024")
     max_batches = s.max_batch or ([default_max_batch] if default_max_batch is not None else [])
-    if any(b <= 0 or b > 4096 for b in max_batches):
-        raise UsageError("search.max_batch: batch limits must be in 1..4096")
+    if any(b <= 0 or b > MAX_RUNNING_REQUESTS for b in max_batches):
+        raise UsageError(f"search.max_batch: batch limits must be in 1..{MAX_RUNNING_REQUESTS}")
     precisions = s.precisions or DEFAULT_PRECISIONS
     from ..inputs.precision import get_precision
 

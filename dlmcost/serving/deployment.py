@@ -24,6 +24,7 @@ from ..analysis import limits
 from ..engine.schemes import get_scheme
 from ..errors import NoDeploymentError, UsageError, WorkloadError
 from ..inputs.error_bands import band_for
+from ..inputs.stacks import MAX_RUNNING_REQUESTS
 from .loads import ClosedLoop, BatchJob, OpenLoop, TraceReplay
 from .costs import IDLE_POWER_FRACTION, joules_per_token, price_range, usd_per_hour, usd_per_mtok, usd_per_mtok_range
 from .targets import Miss, Targets
@@ -69,8 +70,9 @@ class Setup:
             v = getattr(self, name)
             if not (isinstance(v, int) and 1 <= v <= hi):
                 raise UsageError(f"--{name}: a whole number in 1..{hi:,}, got {v}")
-        if self.max_running is not None and not (isinstance(self.max_running, int) and 1 <= self.max_running <= 4096):
-            raise UsageError(f"--max-running: a whole number in 1..4096, got {self.max_running}")
+        if self.max_running is not None and not (isinstance(self.max_running, int)
+                                                 and 1 <= self.max_running <= MAX_RUNNING_REQUESTS):
+            raise UsageError(f"--max-running: a whole number in 1..{MAX_RUNNING_REQUESTS}, got {self.max_running}")
         if self.tpf_spread is not None and not (math.isfinite(self.tpf_spread) and 0 <= self.tpf_spread <= 4):
             raise UsageError(f"--tpf-spread: a coefficient of variation in 0..4, got {self.tpf_spread}")
         behaviour.check_prefill_chunk(self.prefill_chunk)
