@@ -1016,3 +1016,16 @@ def test_a_trace_time_with_no_such_utc_offset(fails, tmp_path):
     path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2024-01-01 00:00:00Z,10,5\n2024-01-01 00:00:01+99:99,10,5\n")
     assert fails("serve", "inclusionAI/LLaDA2.1-mini", "--trace", path, code=errors.TraceError.exit_code) == \
         f"error: trace {path} row 3, column TIMESTAMP: '2024-01-01 00:00:01+99:99' has no such UTC offset (-23:59 to +23:59)"
+
+
+def test_a_scenario_cannot_print_the_first_word_of_a_file_it_names(fails, tmp_path):
+    # `prompt: {file: PATH}` reads any file; the error quoted its first word, so a scenario naming
+    # a Hugging Face token file printed the token (into a CI log). The value is named by position.
+    token = tmp_path / "token"
+    token.write_text("hf_NotARealTokenButSecret\n")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"model: inclusionAI/LLaDA2.1-mini\ntraffic: {{rate: 1, prompt: {{file: {token}}}}}\n")
+    message = fails("plan", "--scenario", scenario, code=errors.EXIT_USAGE)
+    assert "hf_" not in message and "Secret" not in message, message
+    assert message.endswith(f"lengths file {token}, value 1 is not a number (a lengths file holds token counts "
+                            "separated by whitespace or commas)"), message

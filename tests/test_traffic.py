@@ -160,8 +160,9 @@ def test_a_lengths_file_may_start_with_a_byte_order_mark(tmp_path):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("1 2 ten 4", "value 3: 'ten' is not a number"),
-    ("1 2 \x1b[2J 4", "value 3: '\\\\x1b\\[2J' is not a number"),  # the escape is shown, not sent
+    # the text is not quoted (the file may be any file a scenario names: a token file's token)
+    ("1 2 ten 4", "value 3 is not a number \\(a lengths file holds token counts separated by whitespace or commas\\)"),
+    ("1 2 \x1b[2J 4", "value 3 is not a number \\(a lengths file holds token counts separated by whitespace or commas\\)"),
     ("5 nan", "value 2: lengths must be whole token counts in 0..1,000,000, got nan"),
     ("5 1e400", "value 2: lengths must be whole token counts in 0..1,000,000, got 1e400"),
     ("1000001", "value 1: lengths must be whole token counts in 0..1,000,000, got 1000001"),

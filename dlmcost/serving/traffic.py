@@ -145,10 +145,12 @@ def _from_file(path: Path, what: str) -> LengthDist:
     tokens = data.replace(b",", b" ").split()
     try:
         values = np.array(tokens, dtype=np.float64)
-    except ValueError:  # the first token that is not a number, by its position
-        at, bad = next(((i, t) for i, t in enumerate(tokens) if not _is_float(t)), (len(tokens) - 1, tokens[-1]))
-        raise UsageError(f"{what}: lengths file {name}, value {at + 1:,}: "
-                         f"'{shown(bad.decode('utf-8', 'replace'), 40)}' is not a number") from None
+    except ValueError:  # the first token that is not a number, by its position alone: the file may
+        # be any file a scenario names (`{file: ...}`), and quoting it would print the first word of,
+        # say, a token file into a CI log
+        at = next((i for i, t in enumerate(tokens) if not _is_float(t)), len(tokens) - 1)
+        raise UsageError(f"{what}: lengths file {name}, value {at + 1:,} is not a number (a lengths file holds "
+                         f"token counts separated by whitespace or commas)") from None
     wrong = ~np.isfinite(values) | (values < 0) | (values > MAX_LENGTH) | (values != np.round(values))
     if wrong.any():
         at = int(np.argmax(wrong))
