@@ -1029,3 +1029,18 @@ def test_a_scenario_cannot_print_the_first_word_of_a_file_it_names(fails, tmp_pa
     assert "hf_" not in message and "Secret" not in message, message
     assert message.endswith(f"lengths file {token}, value 1 is not a number (a lengths file holds token counts "
                             "separated by whitespace or commas)"), message
+
+
+@pytest.mark.parametrize("name, said", [
+    ("mine (eager)", "--name: 'mine (eager)' ends in '(eager)'"),
+    ("x" * 101, "--name: a stack's name has 1 to 100 characters, got 101"),
+    ("", "--name: a stack's name has 1 to 100 characters, got 0"),  # was read as the default, "calibrated"
+])
+def test_calibrate_refuses_a_name_its_stack_file_could_not_carry_before_any_work(fails, tmp_path, name, said):
+    # the name was checked when the fitted stack was built, after the fit: exit 5, "stack file
+    # calibrated: field 'name'", for an option. It is an option's value (exit 2), checked first:
+    # here before the measurements file is even read.
+    message = fails("calibrate", tmp_path / "none.yaml", "-o", tmp_path / "out.yaml", "--name", name,
+                    code=errors.EXIT_USAGE)
+    assert message.startswith(f"error: {said}"), message
+    assert not (tmp_path / "out.yaml").exists()
