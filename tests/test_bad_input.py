@@ -1044,3 +1044,24 @@ def test_calibrate_refuses_a_name_its_stack_file_could_not_carry_before_any_work
                     code=errors.EXIT_USAGE)
     assert message.startswith(f"error: {said}"), message
     assert not (tmp_path / "out.yaml").exists()
+
+
+@pytest.mark.parametrize("args", [
+    ["serve", "inclusionAI/LLaDA2.1-mini", "-c", "2", "--min-accuracy", "gms8k=0.8"],
+    ["plan", "inclusionAI/LLaDA2.1-mini", "--rate", "1", "--min-accuracy", "gms8k=0.8"],
+    ["plan", "inclusionAI/LLaDA2.1-mini,GSAI-ML/LLaDA-8B-Instruct", "--rate", "1", "--min-accuracy", "gms8k=0.8"],
+], ids=["serve", "plan", "plan-side-by-side"])
+def test_a_quality_floor_on_a_task_no_model_published_is_a_usage_error(fails, args):
+    # a typo in the task was exit 8, "no published decoding meets --min-accuracy": the code CI reads
+    # as "ran fine, no deployment meets the targets"
+    message = fails(*args, code=errors.EXIT_USAGE)
+    assert message.startswith("error: --min-accuracy: no published accuracy on 'gms8k' for inclusionAI/LLaDA2.1-mini"), message
+    assert "published for: " in message and ", general, " in message, message
+
+
+def test_a_quality_floor_on_a_published_task_that_none_reaches_is_still_exit_8(capsys):
+    # the task is known (GSM8K: LLaDA's report), the floor out of reach: the run's answer, not a typo
+    rc = main(["serve", "GSAI-ML/LLaDA-8B-Instruct", "-c", "2", "--min-accuracy", "gsm8k=0.99"])
+    err = capsys.readouterr().err
+    assert rc == errors.EXIT_REQUIREMENT, err
+    assert err.startswith("error: no published decoding meets --min-accuracy: ") and "the best published: 0.795" in err

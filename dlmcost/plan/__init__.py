@@ -39,9 +39,10 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     from ..analysis.prepare import resolve_spec
     from .results import pareto_front, rank_key
     from .scenario import (build_decodings, build_space_and_pricing, build_targets, build_traffic, choose_stack,
-                           parse_price, read_scenario, warn_off_stack)
+                           parse_price, quality_floor, read_scenario, warn_off_stack)
     from ..inputs.stacks import default_stack, stack_label
     from ..serving import behaviour
+    from ..serving.decodings import check_floor_task
     from .search import baseline_decoding, candidate_count, decoding_policy, plan, rank_rows, stack_profile
 
     price_overrides = dict(parse_price(p) for p in prices)
@@ -55,6 +56,9 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         spec = spec.model_copy(update={"prices": {**spec.prices, **price_overrides}})
     model_ids = _model_ids(model if model is not None else spec.model)
     model_specs = [resolve_spec(m) for m in model_ids]
+    floor = quality_floor(spec)
+    if floor is not None:
+        check_floor_task(model_specs, floor[0])
     first = model_specs[0]  # its answer length is every model's when none is given: the same traffic
     traffic = build_traffic(spec, first)
     targets = build_targets(spec)

@@ -620,6 +620,10 @@ def serve_many(models: list, loads, setups: list[Setup], *, answer=None, **optio
         raise UsageError("serve: give a model and a deployment")
     if len(specs) * len(setups) > 64:
         raise UsageError(f"serve: {len(specs) * len(setups)} deployments; compare at most 64 at once")
+    from .decodings import check_floor_task
+
+    for floor in dict.fromkeys(s.min_accuracy for s in setups if s.min_accuracy is not None):
+        check_floor_task(specs, floor[0])
     if answer is None and not any(isinstance(ld, TraceReplay) for ld in (loads if isinstance(loads, list) else [loads])):
         answer = specs[0].sampler.gen if specs[0].sampler else 256
     results = []
