@@ -1065,3 +1065,29 @@ def test_a_quality_floor_on_a_published_task_that_none_reaches_is_still_exit_8(c
     err = capsys.readouterr().err
     assert rc == errors.EXIT_REQUIREMENT, err
     assert err.startswith("error: no published decoding meets --min-accuracy: ") and "the best published: 0.795" in err
+
+
+# --- Large but valid: the work a run's options ask for is bounded before any is done -------------
+
+
+@pytest.mark.parametrize("args, said", [
+    # ten rates of a million requests, each simulated thrice (error band): 132 s; a longer list, hours
+    (["serve", "--rate", "1,2,3,4,5,6,7,8,9,10", "--requests", "1000000"],
+     "this would simulate 31,000,000 requests (1 deployment(s) x 10 load point(s) of 1,000,000 requests"),
+    # the default search (432 candidates) at a million requests: some 20 minutes
+    (["plan", "--rate", "5", "--p95", "10", "--requests", "1000000"],
+     "this would simulate 432,000,000 requests (432 candidate deployments x 1,000,000 simulated requests)"),
+], ids=["serve-rates", "plan-default-search"])
+def test_a_run_that_would_simulate_too_many_requests_is_refused_first(fails, args, said):
+    assert fails(*args, code=errors.EXIT_USAGE).startswith(f"error: {said}")
+
+
+def test_serves_simulated_requests_are_counted_from_its_options():
+    from dlmcost.serving.deployment import simulated_requests
+    from dlmcost.serving.loads import BatchJob, ClosedLoop, OpenLoop
+
+    loads = [OpenLoop(1.0), ClosedLoop(100_000), BatchJob(5000, 8)]
+    # by hand: each point three times (2,000; a closed loop's 4 per user, 400,000; the job's 5,000),
+    # the saturation run's 2,000, and --max-rate's 16 rates (14 halvings, the top and the reason) of 2,000
+    assert simulated_requests(loads, 2000) == 3 * (2000 + 400_000 + 5000) + 2000
+    assert simulated_requests(loads, 2000, find_max_rate=True) == 3 * 407_000 + 2000 + 16 * 2000

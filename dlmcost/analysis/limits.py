@@ -31,6 +31,12 @@ MAX_PASSES_ONE_BY_ONE = 20_000_000
 # Candidate deployments one `plan` searches (each a few simulations: about 5 ms of CPU, so this
 # bounds a plan to a minute or two; the default search is 576); refused before any work.
 MAX_PLAN_CANDIDATES = 10_000
+# Requests one `serve` or `plan` simulates in all, counted from its options before any is: serve's
+# every simulation (each load point at the prediction and at its error band's two ends, the
+# saturation run, --max-rate's bisection), plan's candidates x --requests (the candidate limit at
+# the default 2,000 requests). A simulated request costs some 5 us, serve's in all about 90 s at
+# the limit; without it --requests 1,000,000 over a long --rate list ran for hours.
+MAX_SIMULATED_REQUESTS = 20_000_000
 SWEEP_FEWER = "shorten some lists (GPUs, precisions, batches, lengths), use larger blocks, or fewer tokens or steps"
 
 
@@ -63,3 +69,10 @@ def check_passes(passes: int, limit: int | None, fewer: str) -> None:
     if limit is not None and passes > limit:
         raise UsageError(f"this would cost {passes:,} passes one by one (pass families without a closed-form sum, "
                          f"such as an MoE model's prefix-cache steps); at most {limit:,} in one call: {fewer}")
+
+
+def check_simulated(requests: int, limit: int | None, what: str, fewer: str) -> None:
+    """Refuse a call that would simulate more than `limit` requests in all (None: no limit),
+    before it starts; `what`: the product they come from, `fewer`: what to reduce."""
+    if limit is not None and requests > limit:
+        raise UsageError(f"this would simulate {requests:,} requests ({what}); at most {limit:,} in one call: {fewer}")

@@ -26,7 +26,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         max_candidates: int | None | object = _LIMIT, ranked: int | None = None, prune: bool = True) -> PlanResult:
     """Read the scenario, search the deployments of each model (several: side by side, at the same
     traffic and targets), return the ranked result. A search of more than `max_candidates`
-    candidate deployments in all is refused before any is costed (None: no limit). `ranked`: the
+    candidate deployments in all, or of more than `limits.MAX_SIMULATED_REQUESTS` candidates x
+    simulated requests, is refused before any is costed (None: neither limit). `ranked`: the
     sustained load and the error band's ends of the first so many deployments only (an output
     that shows no more; search.plan); `prune=False`: the exhaustive search, the reference the
     pruned one is held to. `eager`: every decoding's stack run without CUDA graphs (refused where
@@ -81,8 +82,14 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     if not spaces:
         raise NoDeploymentError("no model has a published decoding that meets the quality floor: " + "; ".join(quality))
     counted = [candidate_count(space, baseline) for _, space, _ in spaces]
-    limits.check_candidates(sum(n for n, _ in counted), limits.MAX_PLAN_CANDIDATES if max_candidates is _LIMIT
+    candidates = sum(n for n, _ in counted)
+    limits.check_candidates(candidates, limits.MAX_PLAN_CANDIDATES if max_candidates is _LIMIT
                             else max_candidates, " + ".join(what for _, what in counted))
+    # the candidate limit holds at the default requests; --requests up to 1,000,000 scales each one's work
+    requests = spec.simulation.requests
+    limits.check_simulated(candidates * requests, None if max_candidates is None else limits.MAX_SIMULATED_REQUESTS,
+                           f"{candidates:,} candidate deployments x {requests:,} simulated requests",
+                           "fewer --requests, or fewer candidates (GPUs, TP sizes, precisions, decodings, batch limits)")
     parts, decodings, release, running, stacks, published, chunks = [], [], {}, {}, {}, {}, {}
     for m, space, pricing in spaces:
         decodings += [d.label for d in space.decodings]

@@ -533,8 +533,7 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=256, answer=None, 
     loads = list(loads) if isinstance(loads, (list, tuple)) else [loads]
     if not loads and not find_max_rate:
         raise UsageError("serve: give a load (--concurrency, --rate, --job or --trace)")
-    if not (100 <= requests <= 1_000_000):
-        raise UsageError(f"--requests: in 100..1,000,000, got {requests}")
+    check_simulations(1, loads, requests, find_max_rate)
     spec = resolve_model(model) if isinstance(model, str) else model
     replays = [ld for ld in loads if isinstance(ld, TraceReplay)]
     if replays and len(loads) > 1:
@@ -601,6 +600,38 @@ def intervals(prep: Prepared, load, band, *, requests: int, seed: int) -> dict[s
     return out
 
 
+def check_requests(requests: int) -> None:
+    if not (isinstance(requests, int) and 100 <= requests <= 1_000_000):
+        raise UsageError(f"--requests: in 100..1,000,000, got {requests}")
+
+
+def simulated_requests(loads, requests: int, find_max_rate: bool = False) -> int:
+    """The requests one deployment's `serve` simulates in all, from its options alone: each load
+    point's (a job's or a trace's own, a closed loop's at least four per user) three times, at the
+    prediction and at its error band's two ends; the saturation run's; each rate --max-rate tries."""
+    def of(load) -> int:
+        if isinstance(load, BatchJob):
+            return load.requests
+        if isinstance(load, TraceReplay):
+            return len(load.arrival_s)
+        return max(requests, 4 * load.users) if isinstance(load, ClosedLoop) else requests
+
+    points = sum(of(ld) for ld in loads)
+    return 3 * points + requests + ((MAX_RATE_STEPS + 2) * requests if find_max_rate else 0)
+
+
+def check_simulations(deployments: int, loads, requests: int, find_max_rate: bool) -> None:
+    """`--requests` in its range, and the requests the deployments' runs simulate in all within
+    `limits.MAX_SIMULATED_REQUESTS` (read when called), refused before any is."""
+    check_requests(requests)
+    loads = list(loads) if isinstance(loads, (list, tuple)) else [loads]
+    limits.check_simulated(
+        deployments * simulated_requests(loads, requests, find_max_rate), limits.MAX_SIMULATED_REQUESTS,
+        f"{deployments} deployment(s) x {len(loads)} load point(s) of {requests:,} requests, or a job's or trace's own, "
+        "each simulated three times for its error band" + (", and --max-rate's bisection" if find_max_rate else ""),
+        "fewer load points, deployments or --requests")
+
+
 def own_decoding_is_ar(spec) -> bool:
     """The model's own decoding streams tokens (autoregressive), or it has no sampler settings."""
     return spec.sampler is None or get_scheme(spec.sampler.scheme).stops == "token"
@@ -620,6 +651,8 @@ def serve_many(models: list, loads, setups: list[Setup], *, answer=None, **optio
         raise UsageError("serve: give a model and a deployment")
     if len(specs) * len(setups) > 64:
         raise UsageError(f"serve: {len(specs) * len(setups)} deployments; compare at most 64 at once")
+    check_simulations(len(specs) * len(setups), loads, options.get("requests", DEFAULT_REQUESTS),
+                      options.get("find_max_rate", False))
     from .decodings import check_floor_task
 
     for floor in dict.fromkeys(s.min_accuracy for s in setups if s.min_accuracy is not None):
