@@ -1091,3 +1091,11 @@ def test_serves_simulated_requests_are_counted_from_its_options():
     # the saturation run's 2,000, and --max-rate's 16 rates (14 halvings, the top and the reason) of 2,000
     assert simulated_requests(loads, 2000) == 3 * (2000 + 400_000 + 5000) + 2000
     assert simulated_requests(loads, 2000, find_max_rate=True) == 3 * 407_000 + 2000 + 16 * 2000
+
+
+def test_serve_refuses_more_load_points_than_it_can_simulate_in_minutes(fails):
+    # each point costs some 10 ms at 100 requests: 20,000 of them ran 230 s, 64 deployments of it hours
+    rates = ",".join(["1"] * 5001)
+    assert fails("serve", "--rate", rates, "--gpu", "h100,h200", "--requests", "100", code=errors.EXIT_USAGE) == \
+        ("error: serve: 2 deployment(s) x 5,001 load points; at most 10,000 in one call (each takes some 10 ms "
+         "however few its requests): fewer load points or deployments")

@@ -37,6 +37,10 @@ MAX_PLAN_CANDIDATES = 10_000
 # the default 2,000 requests). A simulated request costs some 5 us, serve's in all about 90 s at
 # the limit; without it --requests 1,000,000 over a long --rate list ran for hours.
 MAX_SIMULATED_REQUESTS = 20_000_000
+# Load points one `serve` simulates, over its deployments: each costs some 10 ms however few its
+# requests (a point's three simulations), so 10,000 are a minute or two; a --rate list of 20,000
+# points of 100 requests ran 230 s, and 64 deployments of it would run for hours.
+MAX_LOAD_POINTS = 10_000
 SWEEP_FEWER = "shorten some lists (GPUs, precisions, batches, lengths), use larger blocks, or fewer tokens or steps"
 
 

@@ -621,10 +621,15 @@ def simulated_requests(loads, requests: int, find_max_rate: bool = False) -> int
 
 
 def check_simulations(deployments: int, loads, requests: int, find_max_rate: bool) -> None:
-    """`--requests` in its range, and the requests the deployments' runs simulate in all within
-    `limits.MAX_SIMULATED_REQUESTS` (read when called), refused before any is."""
+    """`--requests` in its range, and the deployments' load points and the requests their runs
+    simulate in all within `limits.MAX_LOAD_POINTS` and `limits.MAX_SIMULATED_REQUESTS` (read when
+    called), refused before any is simulated."""
     check_requests(requests)
     loads = list(loads) if isinstance(loads, (list, tuple)) else [loads]
+    if limits.MAX_LOAD_POINTS is not None and deployments * len(loads) > limits.MAX_LOAD_POINTS:
+        raise UsageError(f"serve: {deployments} deployment(s) x {len(loads):,} load points; at most "
+                         f"{limits.MAX_LOAD_POINTS:,} in one call (each takes some 10 ms however few its requests): "
+                         "fewer load points or deployments")
     limits.check_simulated(
         deployments * simulated_requests(loads, requests, find_max_rate), limits.MAX_SIMULATED_REQUESTS,
         f"{deployments} deployment(s) x {len(loads)} load point(s) of {requests:,} requests, or a job's or trace's own, "
