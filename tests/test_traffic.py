@@ -244,3 +244,13 @@ def test_three_distinct_lengths_are_three_classes_and_an_empty_bin_is_no_class()
         assert length_classes([1, 2], [2, 1]).class_share.tolist() == [0.0, 0.5, 0.5, 0.0]
         s = length_classes([1, 1, 1, 1, 1, 2, 3, 9], [1] * 8)
         assert s.prompt_values.tolist() == [1.0, 5.0] and s.prompt_class.tolist() == [0] * 5 + [1] * 3
+
+
+@pytest.mark.parametrize("spec, key", [
+    ("p50:5,p50:6", "p50"),  # the last one was read without a word
+    ("p50:5,P50:6", "P50"),
+    ("p50:5,p50.0:6", "p50.0"),
+    ({"p50": 5, "p50.0": 6}, "p50.0"),  # a scenario's mapping: two keys, one percentile
+])
+def test_a_percentile_given_twice_is_refused(spec, key):
+    refused(f"^x: percentile '{re.escape(key)}' is given twice$", parse_lengths, spec, "x")

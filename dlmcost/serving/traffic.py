@@ -84,6 +84,8 @@ def parse_lengths(spec, what: str) -> LengthDist:
             pairs = {}
             for part in (p.strip() for p in text.split(",") if p.strip()):
                 key, _, value = part.partition(":")
+                if key.strip() in pairs:  # the last one won without a word
+                    raise UsageError(f"{what}: percentile '{shown(key.strip(), 40)}' is given twice")
                 pairs[key.strip()] = value.strip()
             return _from_percentiles(pairs, what)
         try:
@@ -119,6 +121,8 @@ def _from_percentiles(pairs: dict, what: str) -> LengthDist:
             p = float("nan")
         if not (0 <= p <= 100):
             raise UsageError(f"{what}: percentile keys look like p50 or p99.9, got '{key}'")
+        if any(p / 100 == q for q, _ in points):  # p50 and p50.0 (or P50): which one holds?
+            raise UsageError(f"{what}: percentile '{shown(str(key).strip(), 40)}' is given twice")
         points.append((p / 100, _length(value, what)))
     if not points:
         raise UsageError(f"{what}: no percentiles given")
