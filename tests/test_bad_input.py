@@ -1099,3 +1099,30 @@ def test_serve_refuses_more_load_points_than_it_can_simulate_in_minutes(fails):
     assert fails("serve", "--rate", rates, "--gpu", "h100,h200", "--requests", "100", code=errors.EXIT_USAGE) == \
         ("error: serve: 2 deployment(s) x 5,001 load points; at most 10,000 in one call (each takes some 10 ms "
          "however few its requests): fewer load points or deployments")
+
+
+PLAN_ONE = ["plan", "--rate", "1", "--p95", "10", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--requests", "100"]
+
+
+@pytest.mark.parametrize("prices, said", [
+    (["h100=2", "h100=300"], "--price: 'h100' is given twice"),
+    (["h100=2", "h100sxm=300"], "--price: 'h100' and 'h100sxm' name one GPU (H100 SXM)"),
+])
+def test_a_price_given_twice_is_refused(fails, prices, said):
+    # the last one was taken without a word (h100 at $300/h, the $2 forgotten)
+    args = [a for p in prices for a in ("--price", p)]
+    assert fails(*PLAN_ONE, *args, code=errors.EXIT_USAGE).startswith(f"error: {said}")
+
+
+def test_a_scenarios_price_given_twice_is_refused(fails, tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("traffic: {rate: 1}\nprices: {h100: 2, H100 SXM: 300}\n")
+    assert fails(*PLAN_ONE, "--scenario", scenario, code=errors.EXIT_USAGE) == \
+        "error: prices: 'h100' and 'H100 SXM' name one GPU (H100 SXM): give its price once"
+
+
+def test_a_price_option_replaces_the_scenarios_price_of_the_same_gpu_by_another_name(capsys, tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("traffic: {rate: 1}\nprices: {h100: 2}\n")
+    assert main([*PLAN_ONE, "--scenario", str(scenario), "--price", "h100sxm=3", "-f", "json"]) == 0
+    assert {d["price_per_gpu_hour"] for d in json.loads(capsys.readouterr().out)["deployments"]} == {3.0}

@@ -40,21 +40,19 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     from ..analysis.prepare import resolve_spec
     from .results import pareto_front, rank_key
     from .scenario import (build_decodings, build_space_and_pricing, build_targets, build_traffic, choose_stack,
-                           parse_price, quality_floor, read_scenario, warn_off_stack)
+                           merge_prices, parse_price, quality_floor, read_scenario, warn_off_stack)
     from ..inputs.stacks import default_stack, stack_label
     from ..serving import behaviour
     from ..serving.decodings import check_floor_task
     from .search import baseline_decoding, candidate_count, decoding_policy, plan, rank_rows, stack_profile
 
-    price_overrides = dict(parse_price(p) for p in prices)
+    price_overrides = [parse_price(p) for p in prices]
     spec = read_scenario(scenario_path, overrides)
     # the chunk's name where it was given: the option, else the scenario file's field
     from_option = ((overrides or {}).get("search") or {}).get("prefill_chunk") is not None
     chunk_name = "--prefill-chunk" if from_option else "search.prefill_chunk"
     chunk_given_as = "option" if from_option else "scenario"
     behaviour.check_prefill_chunk(spec.search.prefill_chunk, chunk_name)
-    if price_overrides:
-        spec = spec.model_copy(update={"prices": {**spec.prices, **price_overrides}})
     model_ids = _model_ids(model if model is not None else spec.model)
     model_specs = [resolve_spec(m) for m in model_ids]
     floor = quality_floor(spec)
@@ -64,6 +62,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     traffic = build_traffic(spec, first)
     targets = build_targets(spec)
     db = HardwareDB.load(hardware)
+    if price_overrides:
+        spec = spec.model_copy(update={"prices": merge_prices(spec.prices, price_overrides, db)})
     stack = choose_stack(stack, spec, db)  # None: each decoding its kind's default (TPUs alone: their own)
     # the stack that decides which GPUs a default plan searches (the diffusion and the AR defaults
     # run on the same parts) and that is warned about when asked to run where it does not

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, StringConstraints, Va
 from ..engine.schemes import autoregressive_scheme, get_scheme
 from ..engine.workload import SCHEMES
 from ..errors import DlmcostWarning, UsageError
+from ..safe_text import shown
 from ..inputs import files
 from ..inputs.hardware import HardwareDB
 from ..inputs.models import ModelSpec
@@ -208,6 +209,34 @@ def parse_price(text: str) -> tuple[str, float]:
     return name.strip(), usd
 
 
+def gpus_priced(prices: dict[str, float], db: HardwareDB, where: str) -> dict[str, str]:
+    """GPU key -> the name its price was given under; two names of one GPU (`h100` and `h100sxm`,
+    or one name twice) are refused: which price holds? (the last was taken without a word)"""
+    named: dict[str, str] = {}
+    for name in prices:
+        key = db.get(name).key
+        if key in named:
+            raise UsageError(f"{where}: '{shown(named[key], 40)}' and '{shown(name, 40)}' name one GPU "
+                             f"({db.gpus[key].name}): give its price once")
+        named[key] = name
+    return named
+
+
+def merge_prices(file_prices: dict[str, float], option_prices: list[tuple[str, float]],
+                 db: HardwareDB) -> dict[str, float]:
+    """The scenario's prices with the options' (`--price NAME=USD`) on top, matched by GPU rather
+    than by name: `--price h100sxm=3` replaces the file's `h100: 2`."""
+    given: dict[str, float] = {}
+    for name, usd in option_prices:
+        if name in given:
+            raise UsageError(f"--price: '{shown(name, 40)}' is given twice: give its price once")
+        given[name] = usd
+    replaced = gpus_priced(given, db, "--price")
+    kept = {name: file_prices[name] for key, name in gpus_priced(file_prices, db, "prices").items()
+            if key not in replaced}
+    return {**kept, **given}
+
+
 def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: HardwareDB, *,
                             default_max_batch: int | None = None, stack=None) -> tuple[SearchSpace, Pricing]:
     """The search space and prices; the batch limit searched, when none is given, is
@@ -220,10 +249,10 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
         if g.price_per_hour is not None:
             usd[g.key] = g.price_per_hour.usd
             source[g.key] = f"list price as of {g.price_per_hour.as_of} (estimate)"
-    for name, value in spec.prices.items():
+    for key, name in gpus_priced(spec.prices, db, "prices").items():
+        value = spec.prices[name]
         if not (0 < value <= 1000):
             raise UsageError(f"prices: {name} must be a price per GPU-hour in (0, 1000], got {value}")
-        key = db.get(name).key
         usd[key], source[key] = value, "user"
     ranges = {g.key: price_range(usd[g.key], source[g.key], g.price_per_hour) for g in db.gpus.values() if g.key in usd}
     s = spec.search
