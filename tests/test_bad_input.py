@@ -1126,3 +1126,19 @@ def test_a_price_option_replaces_the_scenarios_price_of_the_same_gpu_by_another_
     scenario.write_text("traffic: {rate: 1}\nprices: {h100: 2}\n")
     assert main([*PLAN_ONE, "--scenario", str(scenario), "--price", "h100sxm=3", "-f", "json"]) == 0
     assert {d["price_per_gpu_hour"] for d in json.loads(capsys.readouterr().out)["deployments"]} == {3.0}
+
+
+@pytest.mark.parametrize("args, rate", [
+    # 60,000 tokens a request on one H100 saturates at 0.008 req/s: the 14th halving tried 5e-7
+    (["Qwen/Qwen3-8B", "--prompt", "30000", "--answer", "30000", "--p95", "1"], None),
+    # 100,000 replicas of one-token requests saturate at 2.5e9 req/s, which was tried first
+    (["Qwen/Qwen3-8B", "--gpu", "b300", "--replicas", "100000", "--prompt", "1", "--answer", "1", "--p95", "100"], 1e7),
+], ids=["below-the-lowest-rate", "above-the-highest-rate"])
+def test_max_rate_tries_only_rates_in_the_rate_range(capsys, args, rate):
+    # each was exit 2, "the request rate must be in 0.000001..10,000,000 requests/s, got 5.1e-07":
+    # a rate the user never gave. Now the answer: none within the targets (exit 8), or the top of the range.
+    rc = main(["serve", *args, "--max-rate", "--requests", "100", "-f", "json"])
+    out, err = capsys.readouterr()
+    assert rc == (0 if rate else errors.EXIT_REQUIREMENT), err
+    assert "must be in" not in err
+    assert json.loads(out)["deployments"][0]["max_rate"]["rate"] == rate

@@ -32,7 +32,7 @@ from . import behaviour
 from .behaviour import DEFAULT_MAX_RUNNING, DEFAULT_RELEASE  # noqa: F401  (serve's defaults, documented here)
 from .simulate import RELEASES, ClassTable, SimResult, in_flight_cap, scaled
 from .steptime import Decoding, pass_table, table_passes
-from .traffic import LengthDist, RequestSample, length_classes, parse_lengths
+from .traffic import MAX_RATE, MIN_RATE, LengthDist, RequestSample, length_classes, parse_lengths
 
 DEFAULT_REQUESTS = behaviour.DEFAULT_REQUESTS
 MAX_RATE_STEPS = 14  # bisection halvings of the rate interval: 2^-14 of the saturation rate
@@ -474,12 +474,21 @@ def max_rate(prep: Prepared, targets: Targets, *, arrival: str = "poisson", cv: 
         p = evaluate(prep, OpenLoop(rate, arrival, cv), requests=requests, seed=seed, targets=targets)
         return not p.misses and not p.overloaded
 
-    lo, hi = 0.0, top
-    if ok(top):
-        lo = top
+    # the rates tried stay in the range a rate may be given in (RATE_RANGE): a slow deployment's
+    # halvings reached 5e-7 req/s, and a fast one's saturation 2.5e9, each refused as if the user
+    # had given it ("the request rate must be in ...", exit 2)
+    lo, hi = 0.0, min(top, MAX_RATE)
+    if hi < MIN_RATE:
+        return dict(rate=None, saturation_rate=top, targets=targets.as_dict(), arrival=arrival,
+                    bisection_steps=0, resolution_rps=top,
+                    reason=f"it saturates at {top:.4g} req/s, under the lowest rate simulated ({MIN_RATE:g} req/s)")
+    if ok(hi):
+        lo = hi
     else:
         for _ in range(MAX_RATE_STEPS):
             mid = (lo + hi) / 2
+            if mid < MIN_RATE:  # lo is 0 (every rate tried missed): none lower is simulated
+                break
             lo, hi = (mid, hi) if ok(mid) else (lo, mid)
     reason = None
     if lo <= 0:  # what the lowest rate tried missed: the answer "none" says why
