@@ -868,9 +868,13 @@ def _band(**over) -> dict:
     (dict(eager=dict(us_per_layer=47)), "eager.overlaps_gpu"),
     (dict(prefill_chunk_tokens=0), "prefill_chunk_tokens"),
     (dict(prefill_chunk_tokens=10**18), "prefill_chunk_tokens"),
+    # up to 1,000,000 was read: --max-running stops at 4096, and serve built its tables a row per
+    # batch size (1.3 GB) before refusing "concurrency ... got 2000001", exit 2
+    (dict(max_running_requests=4097), "max_running_requests"),
 ], ids=["published-no-width", "published-upside-down", "bool-ratio", "text-ratio", "bool-chunk", "text-chunk",
         "text-eager", "name-marked-eager", "low-above-high", "nan", "inf", "1e308", "zero", "negative-ratio",
-        "basis-number", "negative-eager", "nan-eager", "eager-half", "zero-chunk", "huge-chunk"])
+        "basis-number", "negative-eager", "nan-eager", "eager-half", "zero-chunk", "huge-chunk",
+        "running-over-4096"])
 def test_hostile_values_in_a_stack_files_new_blocks(fails, tmp_path, over, field):
     path = _stack_file(tmp_path, **over)
     message = fails("serve", "Qwen/Qwen2.5-7B", "--stack", path, "-c", "2", code=errors.HardwareFileError.exit_code)
@@ -1012,3 +1016,129 @@ def test_a_trace_time_with_no_such_utc_offset(fails, tmp_path):
     path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2024-01-01 00:00:00Z,10,5\n2024-01-01 00:00:01+99:99,10,5\n")
     assert fails("serve", "inclusionAI/LLaDA2.1-mini", "--trace", path, code=errors.TraceError.exit_code) == \
         f"error: trace {path} row 3, column TIMESTAMP: '2024-01-01 00:00:01+99:99' has no such UTC offset (-23:59 to +23:59)"
+
+
+def test_a_scenario_cannot_print_the_first_word_of_a_file_it_names(fails, tmp_path):
+    # `prompt: {file: PATH}` reads any file; the error quoted its first word, so a scenario naming
+    # a Hugging Face token file printed the token (into a CI log). The value is named by position.
+    token = tmp_path / "token"
+    token.write_text("hf_NotARealTokenButSecret\n")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"model: inclusionAI/LLaDA2.1-mini\ntraffic: {{rate: 1, prompt: {{file: {token}}}}}\n")
+    message = fails("plan", "--scenario", scenario, code=errors.EXIT_USAGE)
+    assert "hf_" not in message and "Secret" not in message, message
+    assert message.endswith(f"lengths file {token}, value 1 is not a number (a lengths file holds token counts "
+                            "separated by whitespace or commas)"), message
+
+
+@pytest.mark.parametrize("name, said", [
+    ("mine (eager)", "--name: 'mine (eager)' ends in '(eager)'"),
+    ("x" * 101, "--name: a stack's name has 1 to 100 characters, got 101"),
+    ("", "--name: a stack's name has 1 to 100 characters, got 0"),  # was read as the default, "calibrated"
+])
+def test_calibrate_refuses_a_name_its_stack_file_could_not_carry_before_any_work(fails, tmp_path, name, said):
+    # the name was checked when the fitted stack was built, after the fit: exit 5, "stack file
+    # calibrated: field 'name'", for an option. It is an option's value (exit 2), checked first:
+    # here before the measurements file is even read.
+    message = fails("calibrate", tmp_path / "none.yaml", "-o", tmp_path / "out.yaml", "--name", name,
+                    code=errors.EXIT_USAGE)
+    assert message.startswith(f"error: {said}"), message
+    assert not (tmp_path / "out.yaml").exists()
+
+
+@pytest.mark.parametrize("args", [
+    ["serve", "inclusionAI/LLaDA2.1-mini", "-c", "2", "--min-accuracy", "gms8k=0.8"],
+    ["plan", "inclusionAI/LLaDA2.1-mini", "--rate", "1", "--min-accuracy", "gms8k=0.8"],
+    ["plan", "inclusionAI/LLaDA2.1-mini,GSAI-ML/LLaDA-8B-Instruct", "--rate", "1", "--min-accuracy", "gms8k=0.8"],
+], ids=["serve", "plan", "plan-side-by-side"])
+def test_a_quality_floor_on_a_task_no_model_published_is_a_usage_error(fails, args):
+    # a typo in the task was exit 8, "no published decoding meets --min-accuracy": the code CI reads
+    # as "ran fine, no deployment meets the targets"
+    message = fails(*args, code=errors.EXIT_USAGE)
+    assert message.startswith("error: --min-accuracy: no published accuracy on 'gms8k' for inclusionAI/LLaDA2.1-mini"), message
+    assert "published for: " in message and ", general, " in message, message
+
+
+def test_a_quality_floor_on_a_published_task_that_none_reaches_is_still_exit_8(capsys):
+    # the task is known (GSM8K: LLaDA's report), the floor out of reach: the run's answer, not a typo
+    rc = main(["serve", "GSAI-ML/LLaDA-8B-Instruct", "-c", "2", "--min-accuracy", "gsm8k=0.99"])
+    err = capsys.readouterr().err
+    assert rc == errors.EXIT_REQUIREMENT, err
+    assert err.startswith("error: no published decoding meets --min-accuracy: ") and "the best published: 0.795" in err
+
+
+# --- Large but valid: the work a run's options ask for is bounded before any is done -------------
+
+
+@pytest.mark.parametrize("args, said", [
+    # ten rates of a million requests, each simulated thrice (error band): 132 s; a longer list, hours
+    (["serve", "--rate", "1,2,3,4,5,6,7,8,9,10", "--requests", "1000000"],
+     "this would simulate 31,000,000 requests (1 deployment(s) x 10 load point(s) of 1,000,000 requests"),
+    # the default search (432 candidates) at a million requests: some 20 minutes
+    (["plan", "--rate", "5", "--p95", "10", "--requests", "1000000"],
+     "this would simulate 432,000,000 requests (432 candidate deployments x 1,000,000 simulated requests)"),
+], ids=["serve-rates", "plan-default-search"])
+def test_a_run_that_would_simulate_too_many_requests_is_refused_first(fails, args, said):
+    assert fails(*args, code=errors.EXIT_USAGE).startswith(f"error: {said}")
+
+
+def test_serves_simulated_requests_are_counted_from_its_options():
+    from dlmcost.serving.deployment import simulated_requests
+    from dlmcost.serving.loads import BatchJob, ClosedLoop, OpenLoop
+
+    loads = [OpenLoop(1.0), ClosedLoop(100_000), BatchJob(5000, 8)]
+    # by hand: each point three times (2,000; a closed loop's 4 per user, 400,000; the job's 5,000),
+    # the saturation run's 2,000, and --max-rate's 16 rates (14 halvings, the top and the reason) of 2,000
+    assert simulated_requests(loads, 2000) == 3 * (2000 + 400_000 + 5000) + 2000
+    assert simulated_requests(loads, 2000, find_max_rate=True) == 3 * 407_000 + 2000 + 16 * 2000
+
+
+def test_serve_refuses_more_load_points_than_it_can_simulate_in_minutes(fails):
+    # each point costs some 10 ms at 100 requests: 20,000 of them ran 230 s, 64 deployments of it hours
+    rates = ",".join(["1"] * 5001)
+    assert fails("serve", "--rate", rates, "--gpu", "h100,h200", "--requests", "100", code=errors.EXIT_USAGE) == \
+        ("error: serve: 2 deployment(s) x 5,001 load points; at most 10,000 in one call (each takes some 10 ms "
+         "however few its requests): fewer load points or deployments")
+
+
+PLAN_ONE = ["plan", "--rate", "1", "--p95", "10", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--requests", "100"]
+
+
+@pytest.mark.parametrize("prices, said", [
+    (["h100=2", "h100=300"], "--price: 'h100' is given twice"),
+    (["h100=2", "h100sxm=300"], "--price: 'h100' and 'h100sxm' name one GPU (H100 SXM)"),
+])
+def test_a_price_given_twice_is_refused(fails, prices, said):
+    # the last one was taken without a word (h100 at $300/h, the $2 forgotten)
+    args = [a for p in prices for a in ("--price", p)]
+    assert fails(*PLAN_ONE, *args, code=errors.EXIT_USAGE).startswith(f"error: {said}")
+
+
+def test_a_scenarios_price_given_twice_is_refused(fails, tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("traffic: {rate: 1}\nprices: {h100: 2, H100 SXM: 300}\n")
+    assert fails(*PLAN_ONE, "--scenario", scenario, code=errors.EXIT_USAGE) == \
+        "error: prices: 'h100' and 'H100 SXM' name one GPU (H100 SXM): give its price once"
+
+
+def test_a_price_option_replaces_the_scenarios_price_of_the_same_gpu_by_another_name(capsys, tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("traffic: {rate: 1}\nprices: {h100: 2}\n")
+    assert main([*PLAN_ONE, "--scenario", str(scenario), "--price", "h100sxm=3", "-f", "json"]) == 0
+    assert {d["price_per_gpu_hour"] for d in json.loads(capsys.readouterr().out)["deployments"]} == {3.0}
+
+
+@pytest.mark.parametrize("args, rate", [
+    # 60,000 tokens a request on one H100 saturates at 0.008 req/s: the 14th halving tried 5e-7
+    (["Qwen/Qwen3-8B", "--prompt", "30000", "--answer", "30000", "--p95", "1"], None),
+    # 100,000 replicas of one-token requests saturate at 2.5e9 req/s, which was tried first
+    (["Qwen/Qwen3-8B", "--gpu", "b300", "--replicas", "100000", "--prompt", "1", "--answer", "1", "--p95", "100"], 1e7),
+], ids=["below-the-lowest-rate", "above-the-highest-rate"])
+def test_max_rate_tries_only_rates_in_the_rate_range(capsys, args, rate):
+    # each was exit 2, "the request rate must be in 0.000001..10,000,000 requests/s, got 5.1e-07":
+    # a rate the user never gave. Now the answer: none within the targets (exit 8), or the top of the range.
+    rc = main(["serve", *args, "--max-rate", "--requests", "100", "-f", "json"])
+    out, err = capsys.readouterr()
+    assert rc == (0 if rate else errors.EXIT_REQUIREMENT), err
+    assert "must be in" not in err
+    assert json.loads(out)["deployments"][0]["max_rate"]["rate"] == rate

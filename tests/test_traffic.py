@@ -160,8 +160,9 @@ def test_a_lengths_file_may_start_with_a_byte_order_mark(tmp_path):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("1 2 ten 4", "value 3: 'ten' is not a number"),
-    ("1 2 \x1b[2J 4", "value 3: '\\\\x1b\\[2J' is not a number"),  # the escape is shown, not sent
+    # the text is not quoted (the file may be any file a scenario names: a token file's token)
+    ("1 2 ten 4", "value 3 is not a number \\(a lengths file holds token counts separated by whitespace or commas\\)"),
+    ("1 2 \x1b[2J 4", "value 3 is not a number \\(a lengths file holds token counts separated by whitespace or commas\\)"),
     ("5 nan", "value 2: lengths must be whole token counts in 0..1,000,000, got nan"),
     ("5 1e400", "value 2: lengths must be whole token counts in 0..1,000,000, got 1e400"),
     ("1000001", "value 1: lengths must be whole token counts in 0..1,000,000, got 1000001"),
@@ -243,3 +244,13 @@ def test_three_distinct_lengths_are_three_classes_and_an_empty_bin_is_no_class()
         assert length_classes([1, 2], [2, 1]).class_share.tolist() == [0.0, 0.5, 0.5, 0.0]
         s = length_classes([1, 1, 1, 1, 1, 2, 3, 9], [1] * 8)
         assert s.prompt_values.tolist() == [1.0, 5.0] and s.prompt_class.tolist() == [0] * 5 + [1] * 3
+
+
+@pytest.mark.parametrize("spec, key", [
+    ("p50:5,p50:6", "p50"),  # the last one was read without a word
+    ("p50:5,P50:6", "P50"),
+    ("p50:5,p50.0:6", "p50.0"),
+    ({"p50": 5, "p50.0": 6}, "p50.0"),  # a scenario's mapping: two keys, one percentile
+])
+def test_a_percentile_given_twice_is_refused(spec, key):
+    refused(f"^x: percentile '{re.escape(key)}' is given twice$", parse_lengths, spec, "x")

@@ -31,6 +31,16 @@ MAX_PASSES_ONE_BY_ONE = 20_000_000
 # Candidate deployments one `plan` searches (each a few simulations: about 5 ms of CPU, so this
 # bounds a plan to a minute or two; the default search is 576); refused before any work.
 MAX_PLAN_CANDIDATES = 10_000
+# Requests one `serve` or `plan` simulates in all, counted from its options before any is: serve's
+# every simulation (each load point at the prediction and at its error band's two ends, the
+# saturation run, --max-rate's bisection), plan's candidates x --requests (the candidate limit at
+# the default 2,000 requests). A simulated request costs some 5 us, serve's in all about 90 s at
+# the limit; without it --requests 1,000,000 over a long --rate list ran for hours.
+MAX_SIMULATED_REQUESTS = 20_000_000
+# Load points one `serve` simulates, over its deployments: each costs some 10 ms however few its
+# requests (a point's three simulations), so 10,000 are a minute or two; a --rate list of 20,000
+# points of 100 requests ran 230 s, and 64 deployments of it would run for hours.
+MAX_LOAD_POINTS = 10_000
 SWEEP_FEWER = "shorten some lists (GPUs, precisions, batches, lengths), use larger blocks, or fewer tokens or steps"
 
 
@@ -63,3 +73,10 @@ def check_passes(passes: int, limit: int | None, fewer: str) -> None:
     if limit is not None and passes > limit:
         raise UsageError(f"this would cost {passes:,} passes one by one (pass families without a closed-form sum, "
                          f"such as an MoE model's prefix-cache steps); at most {limit:,} in one call: {fewer}")
+
+
+def check_simulated(requests: int, limit: int | None, what: str, fewer: str) -> None:
+    """Refuse a call that would simulate more than `limit` requests in all (None: no limit),
+    before it starts; `what`: the product they come from, `fewer`: what to reduce."""
+    if limit is not None and requests > limit:
+        raise UsageError(f"this would simulate {requests:,} requests ({what}); at most {limit:,} in one call: {fewer}")

@@ -169,6 +169,17 @@ def _own_default(profiles, model_id: str):
     return next((s for s in profiles.settings if s.checkpoint.lower() == model_id.lower()), None)
 
 
+def accuracy_tasks(spec: ModelSpec, extra: list[str] | None = None) -> list[str] | None:
+    """The tasks the model's own checkpoint has a published accuracy on, in name order (None:
+    nothing is published for it)."""
+    profiles = profiles_for(spec.id, extra)
+    mine = _own_default(profiles, spec.id) if profiles is not None else None
+    if mine is None:
+        return None
+    return sorted({task for s in profiles.settings if s.checkpoint == mine.checkpoint
+                   for task, r in s.results.items() if r.accuracy is not None})
+
+
 def meeting_floor(spec: ModelSpec, floor_task: str, floor: float, task: str | None = None,
                   extra: list[str] | None = None) -> tuple[list[Published], str]:
     """The model's own checkpoint's published settings whose accuracy on `floor_task` reaches

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..analysis.prepare import resolve_spec
 from ..inputs.error_bands import published_band_for
-from ..inputs.stacks import DEFAULT_STACK, load_stack
+from ..inputs.stacks import DEFAULT_STACK, check_stack_name, load_stack
 from . import calibrate as cal
 from . import measure as ms
 from .measurements import MeasurementFile, load_points
@@ -20,6 +20,8 @@ def calibrate_file(measurements: str, *, stack: str | None, fit: str, name: str 
     """Fit `fit`'s parameters of `stack` to the points of a measurements file (those whose
     `stack:` is `only`, if given) and write the fitted stack to `out`. `progress(done, total)`:
     the fit's iterations (`calibrate.fit`)."""
+    if name is not None:
+        check_stack_name(name)
     points, base_dir = load_points(measurements)
     if only is not None:
         points = [p for p in points if p.stack == only]

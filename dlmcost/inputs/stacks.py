@@ -37,6 +37,11 @@ def default_stack(autoregressive: bool) -> str:
 STACK_NONE = "none"  # --stack none: the bare hardware roofline, no software stack
 MAX_STACK_FILE_BYTES = 256 * 1024
 MAX_CURVE_POINTS = 64
+MAX_NAME_CHARS = 100  # a stack's name
+# requests one replica runs at once, wherever the limit comes from (serve's --max-running, plan's
+# --max-batch and `search.max_batch`, a stack's `max_running_requests`): the serving simulation's
+# tables hold one row per batch size up to twice it
+MAX_RUNNING_REQUESTS = 4096
 # a validation point's id ("serving:" before the ids of points under load)
 PointId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[a-z0-9:._-]+$")]
 
@@ -168,7 +173,7 @@ class Stack(BaseModel):
 
     model_config = _FILE
 
-    name: str = Field(min_length=1, max_length=100)
+    name: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
     description: str = Field(default="", max_length=1000)
     host: HostCost
     gemm_efficiency: GemmCurve
@@ -183,7 +188,7 @@ class Stack(BaseModel):
     expert_rows: Literal["routed", "pass"] = "routed"
     # requests the engine runs at once unless told otherwise (None: no limit of its own); the
     # serving simulation reads it as the default batch cap
-    max_running_requests: int | None = Field(default=None, ge=1, le=1_000_000)
+    max_running_requests: int | None = Field(default=None, ge=1, le=MAX_RUNNING_REQUESTS)
     # how a batch of diffusion requests releases them (None: the serving simulation's default,
     # synchronous): all at once when the slowest finishes its block, or each when its own does
     release: Literal["synchronous", "first-done"] | None = None
@@ -283,6 +288,16 @@ FITTABLE_FIELDS = ("us_per_layer", "fixed_us_per_forward", "us_per_sequence", "u
                    "max_running_requests", "first_block_outside_limit", "eager")
 # how an eagerly run stack's name ends: `vllm (eager)`
 EAGER_SUFFIX = " (eager)"
+
+
+def check_stack_name(name: str, option: str = "--name") -> None:
+    """A name given for a stack to be written (`calibrate --name`), held to the file's own rules
+    before any work, so that a fit is not run only for its stack to be refused."""
+    if not 1 <= len(name) <= MAX_NAME_CHARS:
+        raise UsageError(f"{option}: a stack's name has 1 to {MAX_NAME_CHARS} characters, got {len(name):,}")
+    if name.endswith(EAGER_SUFFIX):
+        raise UsageError(f"{option}: '{shown(name)}' ends in '{EAGER_SUFFIX.strip()}', the mark --eager gives a "
+                         "stack's name")
 
 
 def stack_label(name: str, eager: bool) -> str:

@@ -26,7 +26,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         max_candidates: int | None | object = _LIMIT, ranked: int | None = None, prune: bool = True) -> PlanResult:
     """Read the scenario, search the deployments of each model (several: side by side, at the same
     traffic and targets), return the ranked result. A search of more than `max_candidates`
-    candidate deployments in all is refused before any is costed (None: no limit). `ranked`: the
+    candidate deployments in all, or of more than `limits.MAX_SIMULATED_REQUESTS` candidates x
+    simulated requests, is refused before any is costed (None: neither limit). `ranked`: the
     sustained load and the error band's ends of the first so many deployments only (an output
     that shows no more; search.plan); `prune=False`: the exhaustive search, the reference the
     pruned one is held to. `eager`: every decoding's stack run without CUDA graphs (refused where
@@ -39,26 +40,30 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     from ..analysis.prepare import resolve_spec
     from .results import pareto_front, rank_key
     from .scenario import (build_decodings, build_space_and_pricing, build_targets, build_traffic, choose_stack,
-                           parse_price, read_scenario, warn_off_stack)
+                           merge_prices, parse_price, quality_floor, read_scenario, warn_off_stack)
     from ..inputs.stacks import default_stack, stack_label
     from ..serving import behaviour
+    from ..serving.decodings import check_floor_task
     from .search import baseline_decoding, candidate_count, decoding_policy, plan, rank_rows, stack_profile
 
-    price_overrides = dict(parse_price(p) for p in prices)
+    price_overrides = [parse_price(p) for p in prices]
     spec = read_scenario(scenario_path, overrides)
     # the chunk's name where it was given: the option, else the scenario file's field
     from_option = ((overrides or {}).get("search") or {}).get("prefill_chunk") is not None
     chunk_name = "--prefill-chunk" if from_option else "search.prefill_chunk"
     chunk_given_as = "option" if from_option else "scenario"
     behaviour.check_prefill_chunk(spec.search.prefill_chunk, chunk_name)
-    if price_overrides:
-        spec = spec.model_copy(update={"prices": {**spec.prices, **price_overrides}})
     model_ids = _model_ids(model if model is not None else spec.model)
     model_specs = [resolve_spec(m) for m in model_ids]
+    floor = quality_floor(spec)
+    if floor is not None:
+        check_floor_task(model_specs, floor[0])
     first = model_specs[0]  # its answer length is every model's when none is given: the same traffic
     traffic = build_traffic(spec, first)
     targets = build_targets(spec)
     db = HardwareDB.load(hardware)
+    if price_overrides:
+        spec = spec.model_copy(update={"prices": merge_prices(spec.prices, price_overrides, db)})
     stack = choose_stack(stack, spec, db)  # None: each decoding its kind's default (TPUs alone: their own)
     # the stack that decides which GPUs a default plan searches (the diffusion and the AR defaults
     # run on the same parts) and that is warned about when asked to run where it does not
@@ -77,8 +82,14 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     if not spaces:
         raise NoDeploymentError("no model has a published decoding that meets the quality floor: " + "; ".join(quality))
     counted = [candidate_count(space, baseline) for _, space, _ in spaces]
-    limits.check_candidates(sum(n for n, _ in counted), limits.MAX_PLAN_CANDIDATES if max_candidates is _LIMIT
+    candidates = sum(n for n, _ in counted)
+    limits.check_candidates(candidates, limits.MAX_PLAN_CANDIDATES if max_candidates is _LIMIT
                             else max_candidates, " + ".join(what for _, what in counted))
+    # the candidate limit holds at the default requests; --requests up to 1,000,000 scales each one's work
+    requests = spec.simulation.requests
+    limits.check_simulated(candidates * requests, None if max_candidates is None else limits.MAX_SIMULATED_REQUESTS,
+                           f"{candidates:,} candidate deployments x {requests:,} simulated requests",
+                           "fewer --requests, or fewer candidates (GPUs, TP sizes, precisions, decodings, batch limits)")
     parts, decodings, release, running, stacks, published, chunks = [], [], {}, {}, {}, {}, {}
     for m, space, pricing in spaces:
         decodings += [d.label for d in space.decodings]

@@ -21,9 +21,11 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, StringConstraints, Va
 from ..engine.schemes import autoregressive_scheme, get_scheme
 from ..engine.workload import SCHEMES
 from ..errors import DlmcostWarning, UsageError
+from ..safe_text import shown
 from ..inputs import files
 from ..inputs.hardware import HardwareDB
 from ..inputs.models import ModelSpec
+from ..inputs.stacks import MAX_RUNNING_REQUESTS
 from .results import Targets
 from ..serving.behaviour import DEFAULT_MAX_RUNNING
 from ..serving.costs import price_range
@@ -209,6 +211,34 @@ def parse_price(text: str) -> tuple[str, float]:
     return name.strip(), usd
 
 
+def gpus_priced(prices: dict[str, float], db: HardwareDB, where: str) -> dict[str, str]:
+    """GPU key -> the name its price was given under; two names of one GPU (`h100` and `h100sxm`,
+    or one name twice) are refused: which price holds? (the last was taken without a word)"""
+    named: dict[str, str] = {}
+    for name in prices:
+        key = db.get(name).key
+        if key in named:
+            raise UsageError(f"{where}: '{shown(named[key], 40)}' and '{shown(name, 40)}' name one GPU "
+                             f"({db.gpus[key].name}): give its price once")
+        named[key] = name
+    return named
+
+
+def merge_prices(file_prices: dict[str, float], option_prices: list[tuple[str, float]],
+                 db: HardwareDB) -> dict[str, float]:
+    """The scenario's prices with the options' (`--price NAME=USD`) on top, matched by GPU rather
+    than by name: `--price h100sxm=3` replaces the file's `h100: 2`."""
+    given: dict[str, float] = {}
+    for name, usd in option_prices:
+        if name in given:
+            raise UsageError(f"--price: '{shown(name, 40)}' is given twice: give its price once")
+        given[name] = usd
+    replaced = gpus_priced(given, db, "--price")
+    kept = {name: file_prices[name] for key, name in gpus_priced(file_prices, db, "prices").items()
+            if key not in replaced}
+    return {**kept, **given}
+
+
 def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: HardwareDB, *,
                             default_max_batch: int | None = None, stack=None) -> tuple[SearchSpace, Pricing]:
     """The search space and prices; the batch limit searched, when none is given, is
@@ -221,10 +251,10 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
         if g.price_per_hour is not None:
             usd[g.key] = g.price_per_hour.usd
             source[g.key] = f"list price as of {g.price_per_hour.as_of} (estimate)"
-    for name, value in spec.prices.items():
+    for key, name in gpus_priced(spec.prices, db, "prices").items():
+        value = spec.prices[name]
         if not (0 < value <= 1000):
             raise UsageError(f"prices: {name} must be a price per GPU-hour in (0, 1000], got {value}")
-        key = db.get(name).key
         usd[key], source[key] = value, "user"
     ranges = {g.key: price_range(usd[g.key], source[g.key], g.price_per_hour) for g in db.gpus.values() if g.key in usd}
     s = spec.search
@@ -245,8 +275,8 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
     if any(t <= 0 or t > 1024 for t in tps):
         raise UsageError("search.tp: tensor-parallel sizes must be in 1..1024")
     max_batches = s.max_batch or ([default_max_batch] if default_max_batch is not None else [])
-    if any(b <= 0 or b > 4096 for b in max_batches):
-        raise UsageError("search.max_batch: batch limits must be in 1..4096")
+    if any(b <= 0 or b > MAX_RUNNING_REQUESTS for b in max_batches):
+        raise UsageError(f"search.max_batch: batch limits must be in 1..{MAX_RUNNING_REQUESTS}")
     precisions = s.precisions or DEFAULT_PRECISIONS
     from ..inputs.precision import get_precision
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import warnings
 
-from ..analysis.published import Published, default_decoding, meeting_floor
+from ..analysis.published import Published, accuracy_tasks, default_decoding, meeting_floor
 from ..engine.schemes import autoregressive_scheme, get_scheme
 from ..engine.workload import SCHEMES
 from ..errors import DlmcostWarning, UsageError
 from ..inputs.models import ModelSpec
+from ..safe_text import shown
 from ..analysis.records import ignored_knobs_warning
 from .steptime import Decoding
 
@@ -72,6 +73,17 @@ def floor_decodings(model: ModelSpec, floor: tuple[str, float], task: str | None
         if kept is None or (d.published.accuracy or 0) > (kept.published.accuracy or 0):
             best[d.label] = d
     return list(best.values()), note
+
+
+def check_floor_task(models: list[ModelSpec], task: str) -> None:
+    """A quality floor on a task that none of the models has a published accuracy on, while they
+    have some on others, is a typo (exit 2, naming theirs), not a floor that no decoding reaches
+    (exit 8: the run worked, the targets were missed); a model with nothing published says so later."""
+    published = sorted({t for m in models for t in accuracy_tasks(m) or ()})
+    if published and task not in published:
+        names = ", ".join(shown(m.id) for m in models)
+        raise UsageError(f"--min-accuracy: no published accuracy on '{shown(task)}' for {names}; published for: "
+                         f"{', '.join(published)} (`dlmcost decodings MODEL` lists them)")
 
 
 def choose_decodings(model: ModelSpec, given: list | None, *, median_answer: float | None = None,

@@ -24,6 +24,7 @@ from ..analysis import limits
 from ..engine.schemes import get_scheme
 from ..errors import NoDeploymentError, UsageError, WorkloadError
 from ..inputs.error_bands import band_for
+from ..inputs.stacks import MAX_RUNNING_REQUESTS
 from .loads import ClosedLoop, BatchJob, OpenLoop, TraceReplay
 from .costs import IDLE_POWER_FRACTION, joules_per_token, price_range, usd_per_hour, usd_per_mtok, usd_per_mtok_range
 from .targets import Miss, Targets
@@ -31,7 +32,7 @@ from . import behaviour
 from .behaviour import DEFAULT_MAX_RUNNING, DEFAULT_RELEASE  # noqa: F401  (serve's defaults, documented here)
 from .simulate import RELEASES, ClassTable, SimResult, in_flight_cap, scaled
 from .steptime import Decoding, pass_table, table_passes
-from .traffic import CACHED_FROM_TRACE, LengthDist, RequestSample, length_classes, parse_lengths
+from .traffic import CACHED_FROM_TRACE, MAX_RATE, MIN_RATE, LengthDist, RequestSample, length_classes, parse_lengths
 
 DEFAULT_REQUESTS = behaviour.DEFAULT_REQUESTS
 MAX_RATE_STEPS = 14  # bisection halvings of the rate interval: 2^-14 of the saturation rate
@@ -72,8 +73,9 @@ class Setup:
             v = getattr(self, name)
             if not (isinstance(v, int) and 1 <= v <= hi):
                 raise UsageError(f"--{name}: a whole number in 1..{hi:,}, got {v}")
-        if self.max_running is not None and not (isinstance(self.max_running, int) and 1 <= self.max_running <= 4096):
-            raise UsageError(f"--max-running: a whole number in 1..4096, got {self.max_running}")
+        if self.max_running is not None and not (isinstance(self.max_running, int)
+                                                 and 1 <= self.max_running <= MAX_RUNNING_REQUESTS):
+            raise UsageError(f"--max-running: a whole number in 1..{MAX_RUNNING_REQUESTS}, got {self.max_running}")
         if self.tpf_spread is not None and not (math.isfinite(self.tpf_spread) and 0 <= self.tpf_spread <= 4):
             raise UsageError(f"--tpf-spread: a coefficient of variation in 0..4, got {self.tpf_spread}")
         behaviour.check_prefill_chunk(self.prefill_chunk)
@@ -487,12 +489,21 @@ def max_rate(prep: Prepared, targets: Targets, *, arrival: str = "poisson", cv: 
         p = evaluate(prep, OpenLoop(rate, arrival, cv), requests=requests, seed=seed, targets=targets)
         return not p.misses and not p.overloaded
 
-    lo, hi = 0.0, top
-    if ok(top):
-        lo = top
+    # the rates tried stay in the range a rate may be given in (RATE_RANGE): a slow deployment's
+    # halvings reached 5e-7 req/s, and a fast one's saturation 2.5e9, each refused as if the user
+    # had given it ("the request rate must be in ...", exit 2)
+    lo, hi = 0.0, min(top, MAX_RATE)
+    if hi < MIN_RATE:
+        return dict(rate=None, saturation_rate=top, targets=targets.as_dict(), arrival=arrival,
+                    bisection_steps=0, resolution_rps=top,
+                    reason=f"it saturates at {top:.4g} req/s, under the lowest rate simulated ({MIN_RATE:g} req/s)")
+    if ok(hi):
+        lo = hi
     else:
         for _ in range(MAX_RATE_STEPS):
             mid = (lo + hi) / 2
+            if mid < MIN_RATE:  # lo is 0 (every rate tried missed): none lower is simulated
+                break
             lo, hi = (mid, hi) if ok(mid) else (lo, mid)
     reason = None
     if lo <= 0:  # what the lowest rate tried missed: the answer "none" says why
@@ -552,8 +563,7 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=256, answer=None, 
     loads = list(loads) if isinstance(loads, (list, tuple)) else [loads]
     if not loads and not find_max_rate:
         raise UsageError("serve: give a load (--concurrency, --rate, --job or --trace)")
-    if not (100 <= requests <= 1_000_000):
-        raise UsageError(f"--requests: in 100..1,000,000, got {requests}")
+    check_simulations(1, loads, requests, find_max_rate)
     spec = resolve_model(model) if isinstance(model, str) else model
     replays = [ld for ld in loads if isinstance(ld, TraceReplay)]
     if replays and len(loads) > 1:
@@ -635,6 +645,43 @@ def intervals(prep: Prepared, load, band, *, requests: int, seed: int) -> dict[s
     return out
 
 
+def check_requests(requests: int) -> None:
+    if not (isinstance(requests, int) and 100 <= requests <= 1_000_000):
+        raise UsageError(f"--requests: in 100..1,000,000, got {requests}")
+
+
+def simulated_requests(loads, requests: int, find_max_rate: bool = False) -> int:
+    """The requests one deployment's `serve` simulates in all, from its options alone: each load
+    point's (a job's or a trace's own, a closed loop's at least four per user) three times, at the
+    prediction and at its error band's two ends; the saturation run's; each rate --max-rate tries."""
+    def of(load) -> int:
+        if isinstance(load, BatchJob):
+            return load.requests
+        if isinstance(load, TraceReplay):
+            return len(load.arrival_s)
+        return max(requests, 4 * load.users) if isinstance(load, ClosedLoop) else requests
+
+    points = sum(of(ld) for ld in loads)
+    return 3 * points + requests + ((MAX_RATE_STEPS + 2) * requests if find_max_rate else 0)
+
+
+def check_simulations(deployments: int, loads, requests: int, find_max_rate: bool) -> None:
+    """`--requests` in its range, and the deployments' load points and the requests their runs
+    simulate in all within `limits.MAX_LOAD_POINTS` and `limits.MAX_SIMULATED_REQUESTS` (read when
+    called), refused before any is simulated."""
+    check_requests(requests)
+    loads = list(loads) if isinstance(loads, (list, tuple)) else [loads]
+    if limits.MAX_LOAD_POINTS is not None and deployments * len(loads) > limits.MAX_LOAD_POINTS:
+        raise UsageError(f"serve: {deployments} deployment(s) x {len(loads):,} load points; at most "
+                         f"{limits.MAX_LOAD_POINTS:,} in one call (each takes some 10 ms however few its requests): "
+                         "fewer load points or deployments")
+    limits.check_simulated(
+        deployments * simulated_requests(loads, requests, find_max_rate), limits.MAX_SIMULATED_REQUESTS,
+        f"{deployments} deployment(s) x {len(loads)} load point(s) of {requests:,} requests, or a job's or trace's own, "
+        "each simulated three times for its error band" + (", and --max-rate's bisection" if find_max_rate else ""),
+        "fewer load points, deployments or --requests")
+
+
 def own_decoding_is_ar(spec) -> bool:
     """The model's own decoding streams tokens (autoregressive), or it has no sampler settings."""
     return spec.sampler is None or get_scheme(spec.sampler.scheme).stops == "token"
@@ -654,6 +701,12 @@ def serve_many(models: list, loads, setups: list[Setup], *, answer=None, **optio
         raise UsageError("serve: give a model and a deployment")
     if len(specs) * len(setups) > 64:
         raise UsageError(f"serve: {len(specs) * len(setups)} deployments; compare at most 64 at once")
+    check_simulations(len(specs) * len(setups), loads, options.get("requests", DEFAULT_REQUESTS),
+                      options.get("find_max_rate", False))
+    from .decodings import check_floor_task
+
+    for floor in dict.fromkeys(s.min_accuracy for s in setups if s.min_accuracy is not None):
+        check_floor_task(specs, floor[0])
     if answer is None and not any(isinstance(ld, TraceReplay) for ld in (loads if isinstance(loads, list) else [loads])):
         answer = specs[0].sampler.gen if specs[0].sampler else 256
     results = []

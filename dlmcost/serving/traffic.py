@@ -84,6 +84,8 @@ def parse_lengths(spec, what: str) -> LengthDist:
             pairs = {}
             for part in (p.strip() for p in text.split(",") if p.strip()):
                 key, _, value = part.partition(":")
+                if key.strip() in pairs:  # the last one won without a word
+                    raise UsageError(f"{what}: percentile '{shown(key.strip(), 40)}' is given twice")
                 pairs[key.strip()] = value.strip()
             return _from_percentiles(pairs, what)
         try:
@@ -119,6 +121,8 @@ def _from_percentiles(pairs: dict, what: str) -> LengthDist:
             p = float("nan")
         if not (0 <= p <= 100):
             raise UsageError(f"{what}: percentile keys look like p50 or p99.9, got '{key}'")
+        if any(p / 100 == q for q, _ in points):  # p50 and p50.0 (or P50): which one holds?
+            raise UsageError(f"{what}: percentile '{shown(str(key).strip(), 40)}' is given twice")
         points.append((p / 100, _length(value, what)))
     if not points:
         raise UsageError(f"{what}: no percentiles given")
@@ -145,10 +149,12 @@ def _from_file(path: Path, what: str) -> LengthDist:
     tokens = data.replace(b",", b" ").split()
     try:
         values = np.array(tokens, dtype=np.float64)
-    except ValueError:  # the first token that is not a number, by its position
-        at, bad = next(((i, t) for i, t in enumerate(tokens) if not _is_float(t)), (len(tokens) - 1, tokens[-1]))
-        raise UsageError(f"{what}: lengths file {name}, value {at + 1:,}: "
-                         f"'{shown(bad.decode('utf-8', 'replace'), 40)}' is not a number") from None
+    except ValueError:  # the first token that is not a number, by its position alone: the file may
+        # be any file a scenario names (`{file: ...}`), and quoting it would print the first word of,
+        # say, a token file into a CI log
+        at = next((i for i, t in enumerate(tokens) if not _is_float(t)), len(tokens) - 1)
+        raise UsageError(f"{what}: lengths file {name}, value {at + 1:,} is not a number (a lengths file holds "
+                         f"token counts separated by whitespace or commas)") from None
     wrong = ~np.isfinite(values) | (values < 0) | (values > MAX_LENGTH) | (values != np.round(values))
     if wrong.any():
         at = int(np.argmax(wrong))
