@@ -149,6 +149,14 @@ class RequestPasses:
     def first(self) -> np.ndarray:
         return self.lead + self.flat[self.offset]
 
+    @cached_property
+    def alike(self) -> tuple[int, int] | None:
+        """(NFE, passes to the first block) where every request runs the same, else None."""
+        nfe, first = self.nfe, self.first
+        if not len(nfe) or nfe.min() != nfe.max() or first.min() != first.max():
+            return None
+        return int(nfe[0]), int(first[0])
+
     def block(self, k: int) -> np.ndarray:
         """Every request's count for block k (requests with k + 1 blocks or more)."""
         return self.flat[self.offset[self.n_blocks > k] + k]
@@ -278,8 +286,12 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         return _simulate_rounds(table, request_class, batch_cap, passes or class_passes(table, request_class),
                                 arrivals_s, users, think_s, first_block_outside_limit)
     ahead = first_block_outside_limit
-    cap_in_flight = in_flight_cap(batch_cap, ahead)
     n = len(request_class)
+    alike = _one_kind(table, passes) if stream is None else None
+    if alike is not None:  # the plan's usual replica: a loop of its own, the same schedule
+        return _first_done_in_order(table, request_class, batch_cap, ahead, *alike,
+                                    *_arrival_list(n, arrivals_s, users), think_s)
+    cap_in_flight = in_flight_cap(batch_cap, ahead)
     cls = request_class.tolist()
     share, pass_s = table.mem_share, table.pass_s
     # what a request in its first pass adds to the iteration, over b: first_pass_s - pass_s
@@ -314,17 +326,8 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     # their answers come), so the queue is the ids head..tail - 1: those below `issued` have an
     # arrival time, the others (and the sentinel at n) math.inf
     open_loop = arrivals_s is not None
-    if open_loop:
-        arrival = arrivals_s.tolist() + [math.inf]
-        issued = n
-    else:
-        if not users or users < 1:
-            raise ValueError(f"a closed loop needs at least one user, got {users}")
-        issued = min(users, n)
-        arrival = [0.0] * issued + [math.inf] * (n - issued + 1)
+    arrival, issued = _arrival_list(n, arrivals_s, users)
     single = len(share) == 1
-    pass0 = pass_s[0]
-    in_service = 0.0
     # in flight: (finish iteration, request), the earliest first; with one NFE for every request
     # they finish in the order they were admitted (a queue); else a heap, or, where newcomers wait
     # on the batch_cap-th latest finish (`ahead`), a sorted list that reads it off by index. Under a
@@ -332,6 +335,8 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     # every request's prompt is in the stream (its pieces end after those admitted before it) or none
     # is (a request without a prompt pass admitted beside a prompt in its pieces can finish first)
     fifo = len(set(nfe)) <= 1 and (stream is None or len({prompt[c] > 0 for c in set(cls)}) <= 1)
+    pass0 = pass_s[0]
+    in_service = 0.0
     inflight: deque | list = deque() if fifo else []
     if fifo:
         push, pop = inflight.append, inflight.popleft
@@ -462,6 +467,109 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     first_block = np.asarray(seg_t)[k] + (np.asarray(first_it) - seg_it_arr[k]) * np.asarray(seg_tau)[k]
     return SimResult(np.array(arrival[:n], float), np.array(done, float), first_block, np.asarray(request_class),
                      busy, now, np.array(start, float), in_service)
+
+
+def _arrival_list(n: int, arrivals_s: np.ndarray | None, users: int | None) -> tuple[list[float], int]:
+    """(each request's arrival time, then math.inf as a sentinel; the requests whose arrival is
+    known): open loop, every one's; closed loop, the users' first requests at 0, the others
+    math.inf until an answer comes back."""
+    if arrivals_s is not None:
+        return arrivals_s.tolist() + [math.inf], n
+    if not users or users < 1:
+        raise ValueError(f"a closed loop needs at least one user, got {users}")
+    issued = min(users, n)
+    return [0.0] * issued + [math.inf] * (n - issued + 1), issued
+
+
+def _one_kind(table: ClassTable, passes: RequestPasses | None) -> tuple[int, int] | None:
+    """(NFE, passes to the first block) where there is one request class and every request runs
+    the same passes, its first block after one pass at least (what `_first_done_in_order` needs);
+    else None."""
+    if len(table.nfe) != 1:
+        return None
+    alike = (table.nfe[0], table.first_passes[0]) if passes is None else passes.alike
+    return alike if alike is not None and alike[1] >= 1 else None
+
+
+def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap: int, ahead: bool, nfe: int,
+                         first: int, arrival: list[float], issued: int, think_s: float) -> SimResult:
+    """`simulate`'s first-done loop for one request class whose requests all run the same passes
+    (`nfe`, the first block after `first` >= 1), without a prefill budget: the plan's usual
+    replica, where most of a plan's time goes. The requests then finish, and stream their first
+    blocks, in the order they were admitted: those in flight are the ids head - b .. head - 1, each
+    one's finishing iteration is kept by id (no heap, no queue), and the first blocks' times are
+    read off as the clock passes them (no segments to search afterwards). The iteration time is
+    the class's pass time at b. The same arithmetic in the same order as the general loop, so the
+    same schedule to the last bit (tests/test_plan_speed.py)."""
+    n = len(request_class)
+    cap_in_flight = in_flight_cap(batch_cap, ahead)
+    pass0, lift0, share0 = table.pass_s[0], table.lift[0], table.mem_share[0]
+    uniform = not any(lift0)
+    inf, ceil = math.inf, math.ceil
+    done = [math.nan] * n
+    start = [math.nan] * n
+    first_block = [math.nan] * n
+    finish = [-1] * (n + 1)  # each admitted request's finishing iteration; -1 (never reached) past them
+    first_it = [1 << 62] * (n + 1)  # ... and its first block's (never reached past them)
+    head = tail = b = it = streamed = 0
+    share_used = now = busy = in_service = 0.0
+    limit = 1.0 + 1e-9
+    while head < n or b:
+        while arrival[tail] <= now:  # arrivals up to now join the queue (arrival[issued] is inf)
+            tail += 1
+        next_t = arrival[tail]
+        first_new = head
+        opens_at = None  # ahead: the iteration at which the head of the queue may join
+        while head < tail and b < cap_in_flight:
+            if share_used + share0 > limit and b:
+                break
+            if ahead and b >= batch_cap:
+                kth = finish[head - batch_cap]  # the batch_cap-th latest finish
+                if kth > it + first:
+                    opens_at = kth - first
+                    break
+            share_used += share0
+            finish[head] = it + nfe
+            first_it[head] = it + first
+            start[head] = now
+            head += 1
+            b += 1
+        if b == 0:
+            now = next_t  # idle until the next request
+            continue
+        tau = tau0 = pass0[b]
+        if head > first_new and not uniform:  # the admitted requests' first passes
+            tau0 = tau + (head - first_new) * lift0[b] / b
+        m = finish[head - b] - it  # iterations to the next completion
+        if opens_at is not None and opens_at - it < m:
+            m = opens_at - it
+        if head == tail and b < cap_in_flight and next_t < inf:  # an arrival could join before then
+            m_a = 1 + ceil((next_t - now - tau0) / tau - 1e-9)  # the first boundary at or after it
+            if m_a < m:
+                m = m_a if m_a > 1 else 1
+        was_it, was = it, now
+        it += m
+        elapsed = tau0 + (m - 1) * tau
+        now += elapsed
+        busy += elapsed
+        in_service += b * elapsed
+        # the first blocks streamed in these m iterations, the first of them tau0 long and the
+        # others tau, timed as the general loop's segments time them
+        while first_it[streamed] <= it:
+            k = first_it[streamed] - was_it
+            first_block[streamed] = was + k * tau0 if tau0 == tau else (was + tau0) + (k - 1) * tau
+            streamed += 1
+        while finish[head - b] == it:  # the oldest in flight first; finish[head] is -1 once b is 0
+            done[head - b] = now
+            share_used -= share0
+            b -= 1
+            if issued < n:  # a closed loop: the user thinks, then asks again
+                arrival[issued] = now + think_s
+                issued += 1
+        if not b:
+            share_used = 0.0  # no drift from float sums
+    return SimResult(np.array(arrival[:n], float), np.array(done, float), np.array(first_block, float),
+                     np.asarray(request_class), busy, now, np.array(start, float), in_service)
 
 
 def _leaving_this_round(cohorts: list[list]) -> int:
