@@ -517,48 +517,50 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
     while head < n or b:
         while arrival[tail] <= now:  # arrivals up to now join the queue (arrival[issued] is inf)
             tail += 1
-        next_t = arrival[tail]
-        first_new = head
-        opens_at = None  # ahead: the iteration at which the head of the queue may join
-        while head < tail and b < cap_in_flight:
-            if share_used + share0 > limit and b:
-                break
-            if ahead and b >= batch_cap:
-                kth = finish[head - batch_cap]  # the batch_cap-th latest finish
-                if kth > it + first:
-                    opens_at = kth - first
+        if head < tail:  # some wait: admit them at this boundary, first come first served
+            first_new = head
+            opens_at = None  # ahead: the iteration at which the head of the queue may join
+            while head < tail and b < cap_in_flight:
+                if share_used + share0 > limit and b:
                     break
-            share_used += share0
-            finish[head] = it + nfe
-            first_it[head] = it + first
-            start[head] = now
-            head += 1
-            b += 1
-        if b == 0:
-            now = next_t  # idle until the next request
+                if ahead and b >= batch_cap:
+                    kth = finish[head - batch_cap]  # the batch_cap-th latest finish
+                    if kth > it + first:
+                        opens_at = kth - first
+                        break
+                share_used += share0
+                finish[head] = it + nfe
+                first_it[head] = it + first
+                start[head] = now
+                head += 1
+                b += 1
+            tau = tau0 = pass0[b]
+            if head > first_new and not uniform:  # the admitted requests' first passes
+                tau0 = tau + (head - first_new) * lift0[b] / b
+            m = finish[head - b] - it  # iterations to the next completion
+            if opens_at is not None and opens_at - it < m:
+                m = opens_at - it
+        elif b:
+            tau = tau0 = pass0[b]
+            m = finish[head - b] - it
+        else:
+            now = arrival[tail]  # idle until the next request
             continue
-        tau = tau0 = pass0[b]
-        if head > first_new and not uniform:  # the admitted requests' first passes
-            tau0 = tau + (head - first_new) * lift0[b] / b
-        m = finish[head - b] - it  # iterations to the next completion
-        if opens_at is not None and opens_at - it < m:
-            m = opens_at - it
-        if head == tail and b < cap_in_flight and next_t < inf:  # an arrival could join before then
-            m_a = 1 + ceil((next_t - now - tau0) / tau - 1e-9)  # the first boundary at or after it
+        if head == tail and b < cap_in_flight and arrival[tail] < inf:  # an arrival could join before then
+            m_a = 1 + ceil((arrival[tail] - now - tau0) / tau - 1e-9)  # the first boundary at or after it
             if m_a < m:
                 m = m_a if m_a > 1 else 1
-        was_it, was = it, now
+        # the first blocks streamed in the coming m iterations, the first of them tau0 long and the
+        # others tau, timed as the general loop's segments time them
         it += m
+        while first_it[streamed] <= it:
+            k = first_it[streamed] - it + m
+            first_block[streamed] = now + k * tau0 if tau0 == tau else (now + tau0) + (k - 1) * tau
+            streamed += 1
         elapsed = tau0 + (m - 1) * tau
         now += elapsed
         busy += elapsed
         in_service += b * elapsed
-        # the first blocks streamed in these m iterations, the first of them tau0 long and the
-        # others tau, timed as the general loop's segments time them
-        while first_it[streamed] <= it:
-            k = first_it[streamed] - was_it
-            first_block[streamed] = was + k * tau0 if tau0 == tau else (was + tau0) + (k - 1) * tau
-            streamed += 1
         while finish[head - b] == it:  # the oldest in flight first; finish[head] is -1 once b is 0
             done[head - b] = now
             share_used -= share0
