@@ -39,7 +39,10 @@ fixed at admission; and iterations differ in length only where a request was adm
 budget, where a prompt's last piece leaves its budget. The simulation therefore only stops at
 arrivals, completions and those last pieces (O(requests) events, a heap each), records the
 iteration times as segments (the admission iteration, then a run of equal ones), and converts
-iteration numbers to times afterwards.
+iteration numbers to times afterwards. One request class whose requests all run the same passes,
+without a budget (most of a plan's simulations), has a loop of its own that needs neither heap
+nor segments (`_first_done_in_order`), with the same arithmetic: a serving behaviour added to
+one loop goes in the other, or `_one_kind` sends its tables to the general one.
 
 Two release policies (`release`):
 
@@ -487,7 +490,8 @@ def _arrival_list(n: int, arrivals_s: np.ndarray | None, users: int | None) -> t
     return [0.0] * issued + [math.inf] * (n - issued + 1), issued
 
 
-def _one_kind(table: ClassTable, passes: RequestPasses | None, cap_in_flight: int, n: int) -> tuple[int, int, int] | None:
+def _one_kind(table: ClassTable, passes: RequestPasses | None, cap_in_flight: int,
+              n: int) -> tuple[int, int, int] | None:
     """(NFE, passes to the first block, the most requests in flight) where there is one request
     class, every request runs the same passes, its first block after one pass at least, and the
     memory's limit is a whole number of requests (`_memory_room`): what `_first_done_in_order`
