@@ -139,3 +139,52 @@ def check_against_request_by_request(seed: int, ahead: bool):
     assert r.arrival_s.tolist() == arrival.tolist() and r.done_s.tolist() == done.tolist()
     assert r.first_block_s.tolist() == first_block.tolist() and r.start_s.tolist() == start.tolist()
     assert (r.busy_s, r.end_s, r.in_service_s) == (busy, end, in_service)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_one_kind_first_done_loop_is_the_general_loop(seed, monkeypatch):
+    """One class whose requests all run the same passes (the plan's usual replica) has a
+    first-done loop of its own (`_first_done_in_order`: finishes kept by id, first blocks timed as
+    the clock passes them); it gives the general loop's schedule to the last bit, open and closed
+    loop, with and without first blocks outside the limit, memory that binds or not, a first pass
+    dearer than the others or not."""
+    from dlmcost.serving import simulate as sim
+
+    rng = np.random.default_rng(1000 + seed)
+    ahead = bool(seed % 2)
+    cap = int(rng.integers(1, 24))
+    top = 2 * cap if ahead else cap
+    nfe = int(rng.integers(1, 40))
+    later = [0.0] + [0.01 + 0.001 * b for b in range(1, top + 1)]
+    first = later if seed % 3 == 0 else [0.0] + [0.03 + 0.002 * b for b in range(1, top + 1)]
+    share = float(rng.choice([0.0, 1 / 8, 0.3]))
+    table = ClassTable([nfe], [int(rng.integers(1, nfe + 1))], [share], [later], [first])
+    n = int(rng.integers(1, 200))
+    cls = np.zeros(n, int)
+    passes = draw_passes(table, cls, 0.0, np.random.default_rng(seed)) if seed % 4 < 2 else None
+    if seed % 4 in (0, 3):
+        load = dict(arrivals_s=np.cumsum(rng.exponential(float(rng.choice([0.005, 0.05, 0.5])), n)))
+    else:
+        load = dict(users=int(rng.integers(1, 3 * top + 2)), think_s=float(rng.choice([0.0, 0.2])))
+    assert sim._one_kind(table, passes, top, n) is not None  # the loop of its own runs
+    kwargs = dict(passes=passes, release="first-done", first_block_outside_limit=ahead, **load)
+    r = simulate(table, cls, cap, **kwargs)
+    monkeypatch.setattr(sim, "_one_kind", lambda *args: None)
+    g = simulate(table, cls, cap, **kwargs)
+    for name in ("arrival_s", "done_s", "first_block_s", "start_s"):
+        assert getattr(r, name).tolist() == getattr(g, name).tolist(), name
+    assert (r.busy_s, r.end_s, r.in_service_s) == (g.busy_s, g.end_s, g.in_service_s)
+
+
+def test_memory_room_is_the_float_sum_of_shares_whole():
+    """The one-kind loop's memory limit, a whole number of requests: the float sum of shares
+    decides it, where its rounding cannot (every j x share far enough from 1 + 1e-9)."""
+    from dlmcost.serving.simulate import _memory_room
+
+    assert _memory_room(0.0, 7, 100) == 7  # no memory to fill
+    assert _memory_room(1 / 8, 64, 2000) == 8  # 8 x 1/8 = 1 exactly, within the limit's 1e-9
+    assert _memory_room(0.3, 64, 2000) == 3
+    assert _memory_room(1 / 8, 5, 2000) == 5  # the batch limit first
+    assert _memory_room(2.5, 64, 2000) == 1  # an empty batch takes one whatever its share
+    near = math.nextafter((1 + 1e-9) / 4, 1.0)  # 4 of them 2e-16 past the limit: rounding decides
+    assert _memory_room(near, 64, 2000) is None and _memory_room(near, 3, 2000) == 3  # (unless 4 cannot be)

@@ -46,7 +46,10 @@ fixed at admission; and iterations differ in length only where a request was adm
 budget, where a prompt's last piece leaves its budget. The simulation therefore only stops at
 arrivals, completions and those last pieces (O(requests) events, a heap each), records the
 iteration times as segments (the admission iteration, then a run of equal ones), and converts
-iteration numbers to times afterwards.
+iteration numbers to times afterwards. One request class whose requests all run the same passes,
+without a budget (most of a plan's simulations), has a loop of its own that needs neither heap
+nor segments (`_first_done_in_order`), with the same arithmetic: a serving behaviour added to
+one loop goes in the other, or `_one_kind` sends its tables to the general one.
 
 Two release policies (`release`):
 
@@ -80,7 +83,7 @@ import heapq
 import math
 from collections import deque
 from dataclasses import dataclass
-from functools import cached_property, partial
+from functools import cached_property, lru_cache, partial
 
 import numpy as np
 
@@ -124,6 +127,11 @@ def scaled(table: ClassTable, factor: float) -> ClassTable:
                    first_pass_s=[[t * factor for t in row] for row in table.first_pass_s])
 
 
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
 MAX_BLOCKS = 20_000_000  # blocks over all simulated requests (the passes are drawn per block)
 
 
@@ -144,17 +152,26 @@ class RequestPasses:
         return cls(np.asarray(lead, np.int64), np.asarray([x for r in rows for x in r], np.int64),
                    np.asarray([len(r) for r in rows], np.int64))
 
-    @property
+    # kept once worked out (read-only): a plan simulates the same requests' passes many times
+    @cached_property
     def offset(self) -> np.ndarray:
-        return np.concatenate([[0], np.cumsum(self.n_blocks)[:-1]]).astype(np.int64)
+        return _read_only(np.concatenate([[0], np.cumsum(self.n_blocks)[:-1]]).astype(np.int64))
 
-    @property
+    @cached_property
     def nfe(self) -> np.ndarray:
-        return self.lead + np.add.reduceat(self.flat, self.offset) * (self.n_blocks > 0)
+        return _read_only(self.lead + np.add.reduceat(self.flat, self.offset) * (self.n_blocks > 0))
 
-    @property
+    @cached_property
     def first(self) -> np.ndarray:
-        return self.lead + self.flat[self.offset]
+        return _read_only(self.lead + self.flat[self.offset])
+
+    @cached_property
+    def alike(self) -> tuple[int, int] | None:
+        """(NFE, passes to the first block) where every request runs the same, else None."""
+        nfe, first = self.nfe, self.first
+        if not len(nfe) or nfe.min() != nfe.max() or first.min() != first.max():
+            return None
+        return int(nfe[0]), int(first[0])
 
     def block(self, k: int) -> np.ndarray:
         """Every request's count for block k (requests with k + 1 blocks or more)."""
@@ -298,8 +315,13 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         return _simulate_rounds(table, request_class, batch_cap, passes or class_passes(table, request_class),
                                 arrivals_s, users, think_s, first_block_outside_limit)
     ahead = first_block_outside_limit
-    cap_in_flight = in_flight_cap(batch_cap, ahead)
     n = len(request_class)
+    # the plan's usual replica (one kind of request, no budget, no cache): a loop of its own, the same schedule
+    alike = _one_kind(table, passes, in_flight_cap(batch_cap, ahead), n) if stream is None and uncached is None else None
+    if alike is not None:
+        return _first_done_in_order(table, request_class, batch_cap, ahead, *alike,
+                                    *_arrival_list(n, arrivals_s, users), think_s)
+    cap_in_flight = in_flight_cap(batch_cap, ahead)
     cls = request_class.tolist()
     share, pass_s = table.mem_share, table.pass_s
     # what a request in its first pass adds to the iteration, over b: first_pass_s - pass_s
@@ -338,17 +360,8 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     # their answers come), so the queue is the ids head..tail - 1: those below `issued` have an
     # arrival time, the others (and the sentinel at n) math.inf
     open_loop = arrivals_s is not None
-    if open_loop:
-        arrival = arrivals_s.tolist() + [math.inf]
-        issued = n
-    else:
-        if not users or users < 1:
-            raise ValueError(f"a closed loop needs at least one user, got {users}")
-        issued = min(users, n)
-        arrival = [0.0] * issued + [math.inf] * (n - issued + 1)
+    arrival, issued = _arrival_list(n, arrivals_s, users)
     single = len(share) == 1 and part is None  # with a cache the lifts differ request by request
-    pass0 = pass_s[0]
-    in_service = 0.0
     # in flight: (finish iteration, request), the earliest first; with one NFE for every request
     # they finish in the order they were admitted (a queue); else a heap, or, where newcomers wait
     # on the batch_cap-th latest finish (`ahead`), a sorted list that reads it off by index. Under a
@@ -356,6 +369,8 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     # every request's prompt is in the stream (its pieces end after those admitted before it) or none
     # is (a request without a prompt pass admitted beside a prompt in its pieces can finish first)
     fifo = len(set(nfe)) <= 1 and (stream is None or len({prompt[c] > 0 for c in set(cls)}) <= 1)
+    pass0 = pass_s[0]
+    in_service = 0.0
     inflight: deque | list = deque() if fifo else []
     if fifo:
         push, pop = inflight.append, inflight.popleft
@@ -365,7 +380,7 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         push, pop = partial(heapq.heappush, inflight), partial(heapq.heappop, inflight)
     head = tail = b = 0
     share_used = 0.0
-    limit = 1.0 + 1e-9
+    limit = MEMORY_LIMIT
     it = 0
     now = 0.0
     busy = 0.0
@@ -482,12 +497,141 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
             share_used = 0.0  # no drift from float sums
 
     # iteration number -> time, via the segment each boundary ends
-    seg_it_arr = np.asarray(seg_it)
-    k = np.searchsorted(seg_it_arr, np.asarray(first_it), side="left") - 1
+    seg_it_arr, first_it_arr = np.asarray(seg_it), np.asarray(first_it)
+    k = np.searchsorted(seg_it_arr, first_it_arr, side="left") - 1
     k = np.clip(k, 0, len(seg_it) - 1)
-    first_block = np.asarray(seg_t)[k] + (np.asarray(first_it) - seg_it_arr[k]) * np.asarray(seg_tau)[k]
+    first_block = np.asarray(seg_t)[k] + (first_it_arr - seg_it_arr[k]) * np.asarray(seg_tau)[k]
     return SimResult(np.array(arrival[:n], float), np.array(done, float), first_block, np.asarray(request_class),
                      busy, now, np.array(start, float), in_service)
+
+
+def _arrival_list(n: int, arrivals_s: np.ndarray | None, users: int | None) -> tuple[list[float], int]:
+    """(each request's arrival time, then math.inf as a sentinel; the requests whose arrival is
+    known): open loop, every one's; closed loop, the users' first requests at 0, the others
+    math.inf until an answer comes back."""
+    if arrivals_s is not None:
+        return arrivals_s.tolist() + [math.inf], n
+    if not users or users < 1:
+        raise ValueError(f"a closed loop needs at least one user, got {users}")
+    issued = min(users, n)
+    return [0.0] * issued + [math.inf] * (n - issued + 1), issued
+
+
+def _one_kind(table: ClassTable, passes: RequestPasses | None, cap_in_flight: int,
+              n: int) -> tuple[int, int, int] | None:
+    """(NFE, passes to the first block, the most requests in flight) where there is one request
+    class, every request runs the same passes, its first block after one pass at least, and the
+    memory's limit is a whole number of requests (`_memory_room`): what `_first_done_in_order`
+    needs; else None."""
+    if len(table.nfe) != 1:
+        return None
+    alike = (table.nfe[0], table.first_passes[0]) if passes is None else passes.alike
+    if alike is None or alike[1] < 1:
+        return None
+    room = _memory_room(table.mem_share[0], cap_in_flight, n)
+    return None if room is None else (*alike, room)
+
+
+MEMORY_LIMIT = 1.0 + 1e-9  # the sum of the memory shares in flight at most this (float sums, a little slack)
+
+
+@lru_cache(maxsize=1024)  # a plan asks it for each candidate's every simulation
+def _memory_room(share: float, cap: int, n: int) -> int | None:
+    """The most requests of one class in flight (at most `cap`) that the general loop's memory
+    check lets in, as a whole number: a request joins an empty batch, or one whose float sum of
+    shares plus its own is at most MEMORY_LIMIT. That sum is built by n requests' joins and leaves
+    at most (it restarts at 0 whenever the batch empties), each a float addition or subtraction of
+    values below 2 (error 2**-53 each), and one more addition for the check, so it is within
+    (n + 1) 2**-52 of j x share for the j-th request in flight: where every j x share (j = 2..cap)
+    lies further than that from the limit, the check decides as exact arithmetic does, the same
+    for every history. None where one lies nearer (the general loop then runs)."""
+    from fractions import Fraction
+
+    if share <= 0:
+        return cap
+    exact, limit = Fraction(share), Fraction(MEMORY_LIMIT)
+    slack = 2 * (n + 1) * Fraction(2) ** -52  # twice the rounding bound
+    most = math.floor(limit / exact)  # the most j with j x share <= limit
+    if any(2 <= j <= cap and abs(j * exact - limit) <= slack for j in (most, most + 1)):
+        return None
+    return min(cap, max(most, 1))
+
+
+def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap: int, ahead: bool, nfe: int,
+                         first: int, room: int, arrival: list[float], issued: int, think_s: float) -> SimResult:
+    """`simulate`'s first-done loop for one request class whose requests all run the same passes
+    (`nfe`, the first block after `first` >= 1), without a prefill budget: the plan's usual
+    replica, where most of a plan's time goes. The requests then finish, and stream their first
+    blocks, in the order they were admitted: those in flight are the ids head - b .. head - 1, each
+    one's finishing iteration is kept by id (no heap, no queue), and the first blocks' times are
+    read off as the clock passes them (no segments to search afterwards). The memory admits
+    `room` requests at once (`_memory_room`: no float sum of shares to keep), and the iteration
+    time is the class's pass time at b. Otherwise the same arithmetic in the same order as the
+    general loop, so the same schedule to the last bit (tests/test_plan_speed.py)."""
+    n = len(request_class)
+    cap_in_flight = in_flight_cap(batch_cap, ahead)
+    pass0, lift0 = table.pass_s[0], table.lift[0]
+    uniform = not any(lift0)
+    inf, ceil = math.inf, math.ceil
+    done = [math.nan] * n
+    start = [math.nan] * n
+    first_block = [math.nan] * n
+    finish = [-1] * (n + 1)  # each admitted request's finishing iteration; -1 (never reached) past them
+    first_it = [1 << 62] * (n + 1)  # ... and its first block's (never reached past them)
+    head = tail = b = it = streamed = 0
+    now = busy = in_service = 0.0
+    while head < n or b:
+        while arrival[tail] <= now:  # arrivals up to now join the queue (arrival[issued] is inf)
+            tail += 1
+        if head < tail:  # some wait: admit them at this boundary, first come first served
+            first_new = head
+            opens_at = None  # ahead: the iteration at which the head of the queue may join
+            while head < tail and b < room:
+                if ahead and b >= batch_cap:
+                    kth = finish[head - batch_cap]  # the batch_cap-th latest finish
+                    if kth > it + first:
+                        opens_at = kth - first
+                        break
+                finish[head] = it + nfe
+                first_it[head] = it + first
+                start[head] = now
+                head += 1
+                b += 1
+            tau = tau0 = pass0[b]
+            if head > first_new and not uniform:  # the admitted requests' first passes
+                tau0 = tau + (head - first_new) * lift0[b] / b
+            m = finish[head - b] - it  # iterations to the next completion
+            if opens_at is not None and opens_at - it < m:
+                m = opens_at - it
+        elif b:
+            tau = tau0 = pass0[b]
+            m = finish[head - b] - it
+        else:
+            now = arrival[tail]  # idle until the next request
+            continue
+        if head == tail and b < cap_in_flight and arrival[tail] < inf:  # an arrival could join before then
+            m_a = 1 + ceil((arrival[tail] - now - tau0) / tau - 1e-9)  # the first boundary at or after it
+            if m_a < m:
+                m = m_a if m_a > 1 else 1
+        # the first blocks streamed in the coming m iterations, the first of them tau0 long and the
+        # others tau, timed as the general loop's segments time them
+        it += m
+        while first_it[streamed] <= it:
+            k = first_it[streamed] - it + m
+            first_block[streamed] = now + k * tau0 if tau0 == tau else (now + tau0) + (k - 1) * tau
+            streamed += 1
+        elapsed = tau0 + (m - 1) * tau
+        now += elapsed
+        busy += elapsed
+        in_service += b * elapsed
+        while finish[head - b] == it:  # the oldest in flight first; finish[head] is -1 once b is 0
+            done[head - b] = now
+            b -= 1
+            if issued < n:  # a closed loop: the user thinks, then asks again
+                arrival[issued] = now + think_s
+                issued += 1
+    return SimResult(np.array(arrival[:n], float), np.array(done, float), np.array(first_block, float),
+                     np.asarray(request_class), busy, now, np.array(start, float), in_service)
 
 
 def _leaving_this_round(cohorts: list[list]) -> int:
