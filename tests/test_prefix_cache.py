@@ -78,10 +78,12 @@ def test_parse_cached_shares(tmp_path):
     for bad in ("1.5", "-0.1", "nan", "inf", "x", "@" + str(tmp_path / "missing.txt")):
         with pytest.raises(UsageError):
             parse_cached_shares(bad)
-    f.write_text("0.5 \x1b[31m")
-    with pytest.raises(UsageError, match="value 2") as e:
+    f.write_text("0.5 \x1b[31mhf_secret")
+    with pytest.raises(UsageError, match="value 2 is not a share") as e:
         parse_cached_shares(f"@{f}")
-    assert "\x1b" not in str(e.value)
+    assert "\x1b" not in str(e.value) and "secret" not in str(e.value)  # a file's value is named by position
+    with pytest.raises(UsageError, match="'1.5' is not a share"):
+        parse_cached_shares("1.5")
 
 
 def test_serve_with_a_wholly_cached_prompt_prefills_one_token():

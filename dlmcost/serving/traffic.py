@@ -181,18 +181,21 @@ def parse_cached_shares(spec: str, what: str = "--cached-prompt") -> tuple[float
             raise UsageError(f"{what}: shares file {shown(str(path))} holds no numbers")
         if len(tokens) > MAX_FILE_VALUES:
             raise UsageError(f"{what}: shares file {shown(str(path))} is too large (more than {MAX_FILE_VALUES:,} values)")
+        # a bad value is named by its position alone, as a lengths file's: the file may be any file
         where = lambda i: f"{what}: shares file {shown(str(path))}, value {i + 1:,}"  # noqa: E731
-        return tuple(_share(t.decode("utf-8", "replace"), where(i)) for i, t in enumerate(tokens))
+        return tuple(_share(t.decode("utf-8", "replace"), where(i), quote=False) for i, t in enumerate(tokens))
     return (_share(text, what),)
 
 
-def _share(value: str, what: str) -> float:
+def _share(value: str, what: str, quote: bool = True) -> float:
+    """A share in 0..1; `quote`: the error shows the value (the option's own text, not a file's)."""
+    shown_value = f" '{shown(value, 40)}'" if quote else ""
     try:
         v = float(value)
     except ValueError:
-        raise UsageError(f"{what}: '{shown(value, 40)}' is not a share in 0..1") from None
+        raise UsageError(f"{what}{shown_value} is not a share in 0..1") from None
     if not (math.isfinite(v) and 0 <= v <= 1):
-        raise UsageError(f"{what}: a share of the prompt in 0..1, got {shown(value, 40)}")
+        raise UsageError(f"{what}{shown_value} is not a share of the prompt in 0..1")
     return v
 
 
