@@ -602,7 +602,7 @@ def test_format_detection_needs_both_length_columns(tmp_path):
     fails(write(tmp_path, "a.csv", "TIMESTAMP,GeneratedTokens\nx,1\n"), "not a trace format")
     # both length columns and no timestamp: an Azure trace whose header lacks TIMESTAMP
     fails(write(tmp_path, "b.csv", "ContextTokens,GeneratedTokens\n1,1\n"),
-          "no column TIMESTAMP in its header (a Azure LLM inference trace (CSV) has TIMESTAMP, ContextTokens, "
+          "no column TIMESTAMP in its header (the Azure LLM inference trace (CSV) format has TIMESTAMP, ContextTokens, "
           "GeneratedTokens)")
     line = '  {"timestamp": 0, "input_length": 3, "output_length": 2}\n'  # JSON after leading spaces
     assert read_trace(write(tmp_path, "m.jsonl", line)).fmt == "mooncake"

@@ -198,7 +198,7 @@ def _read_csv(first: str, lines: _Lines, fmt: str, label: str):
     where = []
     for column in COLUMNS[fmt]:
         if column.lower() not in header:
-            raise TraceError(f"{label}: no column {column} in its header (a {FORMATS[fmt]} has "
+            raise TraceError(f"{label}: no column {column} in its header (the {FORMATS[fmt]} format has "
                              f"{', '.join(COLUMNS[fmt])})")
         found = [i + 1 for i, name in enumerate(header) if name == column.lower()]
         if len(found) > 1:  # which one holds the numbers? (the first was read, without a word)
