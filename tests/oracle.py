@@ -431,7 +431,8 @@ def pass_ops(m, p: Pass, st: Setup) -> list[Op]:
             copies = busiest * T * k / distinct
         ops.append(Op("experts", "linear", flops=L_moe * 2 * copies * expert_w * share,
                       weights=L_moe * read * expert_w * share * st.w,
-                      activations=L_moe * 2 * copies * (d + nmat * fe * share) * a, kernels=L_moe,
+                      # a fused MoE block's two grouped GEMMs (w13 and w2)
+                      activations=L_moe * 2 * copies * (d + nmat * fe * share) * a, kernels=2 * L_moe,
                       rows_per_expert=T * k / distinct, depths=ffn_depths(fe * share)))
         if moe.shared_ffn_dim:
             w = nmat * d * moe.shared_ffn_dim / N
@@ -456,7 +457,9 @@ def pass_ops(m, p: Pass, st: Setup) -> list[Op]:
                 + 4 * T * d)  # + the final norm
     ew_weights = (L * 2 * d + d) * a + T * d * HEAD_BYTES  # norm weights, the gathered bf16 embedding rows
     ew_act = (L * 10 * T * d + T * d + 2 * T * d) * a  # per layer 10*T*d; embedding out, final norm
-    ops.append(Op("elementwise", "other", flops=ew_flops, weights=ew_weights, activations=ew_act, kernels=L))
+    # a launch a layer, and a fused MoE block's four small kernels (top-k, align, activation, reduce)
+    ops.append(Op("elementwise", "other", flops=ew_flops, weights=ew_weights, activations=ew_act,
+                  kernels=L + (4 * L_moe if moe else 0)))
 
     V = m.vocab_size / N
     n_log = B * p.logits

@@ -10,7 +10,7 @@ from dlmcost.inputs.hardware import HardwareFileError, bundled_hardware_dir
 # 148 TF/s dense, GEMM efficiency 0.80, 3 us per kernel): its routed experts are compute-bound (AI
 # ~128 FLOP/B against a ridge of 37), 19 kernels per pass, 4 passes
 MINI = dict(scheme="mdm", prompt=16, gen=16, steps=4, batch=128)
-H20_PEAK, H20_GEMM_EFF, OVERHEAD_S = 148e12, 0.80, 19 * 3e-6 * 4
+H20_PEAK, H20_GEMM_EFF, OVERHEAD_S = 148e12, 0.80, 19 * 2 * 3e-6 * 4  # 19 MoE layers x 2 grouped-GEMM kernels x 4 passes
 
 
 def _h20(tmp_path, extra: str, source: bool = True):

@@ -103,3 +103,25 @@ def test_an_moes_experts_stream_at_the_gemms_rate(tmp_path, run):
     half = "  weight_streaming:\n    bf16: {memory_bandwidth: 0.4, overhead_us_per_op: 0}\n"
     for stack in ("sglang", "none"):  # pass by pass under a stack; the bare roofline's closed form
         assert experts(f"m1{stack}", stack, half) == pytest.approx(2 * experts(f"m0{stack}", stack), rel=1e-9), stack
+
+
+def test_a_fused_moe_block_is_aiconfigurators_measured_time():
+    """DeepSeek-V3's routed-experts block at TP8 on an H200 in fp8, one token, with the bare roofline: two
+    grouped-GEMM kernels at the fp8 streaming rate (2 x 5.6 us) over the 8 touched experts' 1/8 slices
+    (3 x 7168 x 2048 / 8 bytes each: 44 MB a layer, read at 0.71 of 4.8 TB/s) plus four small kernels at
+    the generic 3 us: 36.1 us a layer, against 36.4 us measured for SGLang's fused MoE (NVIDIA
+    aiconfigurator's h200_sxm moe_perf, sglang 0.5.14). The four small kernels are the elementwise op's."""
+    from dlmcost import api
+
+    r = api.analyze("deepseek-ai/DeepSeek-V3", "h200", stack="none", scheme="ar", prompt=1, gen=1, tp=8,
+                    precision="fp8")["results"][0]
+    ops = {o["name"]: o for o in r["ops"]}
+    layers = 58  # DeepSeek-V3's MoE layers (the first 3 of its 61 are dense)
+    expert_bytes = 3 * 7168 * 2048 / 8  # an expert's gate, up and down, a TP8 slice, one byte a weight
+    touched = 8  # one token, 8 routed experts
+    # each copy's activations in and out: d_model in, the slice's 3 x 256 intermediate, in bf16
+    activations = 2 * touched * (7168 + 3 * 2048 / 8) * 2
+    per_layer = 2 * 5.6e-6 + (touched * expert_bytes + activations) / (0.71 * 4.8e12)
+    passes = 2  # the prompt's pass and one decode step, each with one token
+    assert ops["experts"]["time_s"] == pytest.approx(passes * layers * per_layer, rel=1e-9)
+    assert per_layer + 4 * 3e-6 == pytest.approx(36.1e-6, abs=0.1e-6)
