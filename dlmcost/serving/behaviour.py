@@ -270,8 +270,8 @@ MAX_CACHED_SHARES = 2_000_000  # shares (one a request sent): a --cached-prompt 
 
 
 def check_cached_prompt(shares, name: str = "--cached-prompt") -> None:
-    """Shares of a prompt found in the prefix cache: finite, 0..1, at least one, at most a million;
-    or 'trace' (the replayed trace's own)."""
+    """Shares of a prompt found in the prefix cache: finite, 0..1, at least one, at most
+    MAX_CACHED_SHARES; or 'trace' (the replayed trace's own)."""
     if shares == "trace":
         return
     if isinstance(shares, str) or not 1 <= len(shares) <= MAX_CACHED_SHARES:

@@ -329,7 +329,7 @@ def _simulate_replicas(prep: Prepared, load, cls: np.ndarray, arrivals: np.ndarr
     else:
         groups = [np.arange(r, n, R) for r in range(min(R, n))]
         kinds = [dict(arrivals_s=arrivals[g]) for g in groups]
-    uncached = _uncached(prep, load, n)
+    uncached = _uncached(prep, n)
     for g, kind in zip(groups, kinds):
         sub = passes_all.subset(g) if passes_all is not None else None
         r = behaviour.run(prep.table, cls[g], prep.max_running, prep.release, sub, prep.first_block_outside_limit,
@@ -338,7 +338,7 @@ def _simulate_replicas(prep: Prepared, load, cls: np.ndarray, arrivals: np.ndarr
     return out
 
 
-def _uncached(prep: Prepared, load, n: int) -> np.ndarray | None:
+def _uncached(prep: Prepared, n: int) -> np.ndarray | None:
     """Each of the n requests' share of its prompt outside the prefix cache (None: every prompt
     whole), from --cached-prompt's shares (a trace's own: `_with_trace_cache`)."""
     uncached = behaviour.uncached_shares(prep.setup.cached_prompt, n)
