@@ -102,6 +102,18 @@ def test_join_at_step_boundary_by_hand():
     assert r.busy_s == pytest.approx(7.0)
 
 
+def test_an_arrival_joins_at_the_first_boundary_at_or_after_it_by_hand():
+    """Passes of 2 s at any batch (not 1 s: a boundary read off in passes, not seconds, would pass
+    unnoticed), NFE 5. A at 0 runs 0-2-4-6-8-10. B arrives at 3, inside A's second pass: it joins
+    at the next boundary, 4 (not 6), done 10 s later at 14. C arrives at 8, exactly a boundary:
+    it joins there (not at 10), done at 18. First tokens one pass after each start."""
+    table = ClassTable([5], [1], [0.0], [[0.0, 2.0, 2.0, 2.0]])
+    r = simulate(table, np.zeros(3, int), 3, arrivals_s=np.array([0.0, 3.0, 8.0]))
+    assert r.start_s.tolist() == pytest.approx([0.0, 4.0, 8.0])
+    assert r.first_block_s.tolist() == pytest.approx([2.0, 6.0, 10.0])
+    assert r.done_s.tolist() == pytest.approx([10.0, 14.0, 18.0])
+
+
 def two_pass_kinds(nfe: int, first: int, first_pass_s, pass_s, cap: int = 8) -> ClassTable:
     """One request class whose first pass takes first_pass_s(b) and every later pass pass_s(b)
     seconds when b requests run it together."""
@@ -230,6 +242,16 @@ def test_memory_share_limits_admission():
     table = ClassTable([3], [1], [0.6], [[0.0, 1.0, 1.0]])
     r = simulate(table, np.zeros(2, int), 8, arrivals_s=np.array([0.0, 0.0]))
     assert r.done_s.tolist() == pytest.approx([3.0, 6.0])
+
+
+def test_a_finished_request_frees_its_memory_share_by_hand():
+    """Memory shares of 0.5 (two requests fit), a batch limit of 8, NFE 4, passes of 1 s. A at 0
+    runs 0-4; B at 1 joins at once (0.5 + 0.5 = 1), done at 5; C at 1.5 finds the memory full and
+    joins when A leaves at 4 (B's 0.5 and its own), done at 8, not when the batch empties at 5."""
+    table = ClassTable([4], [1], [0.5], [[0.0, 1.0, 1.0, 1.0]])
+    r = simulate(table, np.zeros(3, int), 8, arrivals_s=np.array([0.0, 1.0, 1.5]))
+    assert r.start_s.tolist() == pytest.approx([0.0, 1.0, 4.0])
+    assert r.done_s.tolist() == pytest.approx([4.0, 5.0, 8.0])
 
 
 def test_simulation_is_deterministic(capsys):
