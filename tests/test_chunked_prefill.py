@@ -346,9 +346,23 @@ def test_lone_prefill_passes_without_a_budget_are_refused():
     """`lift_passes` says what a lone prompt runs under a budget; without the budget and the prompts'
     tokens the simulation could not place the pieces, so it says so rather than guess."""
     t = _one_pass_table()
-    bare = ClassTable(t.nfe, t.first_passes, t.mem_share, t.pass_s, t.first_pass_s, lead=[0, 3], lift_passes=[1, 3])
-    with pytest.raises(ValueError, match="prefill_budget"):
-        simulate(bare, np.array([1]), 1, arrivals_s=np.array([0.0]))
+    for pieces in (3, 2):  # two pieces are already pieces
+        bare = ClassTable(t.nfe, t.first_passes, t.mem_share, t.pass_s, t.first_pass_s, lead=[0, pieces],
+                          lift_passes=[1, pieces])
+        with pytest.raises(ValueError, match="prefill_budget"):
+            simulate(bare, np.array([1]), 1, arrivals_s=np.array([0.0]))
+
+
+def test_the_budget_s_limits_are_inclusive():
+    """0 (none) and MAX_PREFILL_CHUNK itself are budgets one may give; one token more is refused
+    (tests/test_plan.py: the CLI's words for it)."""
+    from dlmcost.errors import UsageError
+
+    for given in (0, 1, behaviour.MAX_PREFILL_CHUNK, None):
+        behaviour.check_prefill_chunk(given)
+    for given in (-1, behaviour.MAX_PREFILL_CHUNK + 1, 1.5, True):
+        with pytest.raises(UsageError, match="--prefill-chunk: tokens per step in 0..10,000,000"):
+            behaviour.check_prefill_chunk(given)
 
 
 @pytest.mark.timeout(10)
