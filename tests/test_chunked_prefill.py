@@ -346,6 +346,43 @@ def test_lone_prefill_passes_without_a_budget_are_refused():
     """`lift_passes` says what a lone prompt runs under a budget; without the budget and the prompts'
     tokens the simulation could not place the pieces, so it says so rather than guess."""
     t = _one_pass_table()
-    bare = ClassTable(t.nfe, t.first_passes, t.mem_share, t.pass_s, t.first_pass_s, lead=[0, 3], lift_passes=[1, 3])
-    with pytest.raises(ValueError, match="prefill_budget"):
-        simulate(bare, np.array([1]), 1, arrivals_s=np.array([0.0]))
+    for pieces in (3, 2):  # two pieces are already pieces
+        bare = ClassTable(t.nfe, t.first_passes, t.mem_share, t.pass_s, t.first_pass_s, lead=[0, pieces],
+                          lift_passes=[1, pieces])
+        with pytest.raises(ValueError, match="prefill_budget"):
+            simulate(bare, np.array([1]), 1, arrivals_s=np.array([0.0]))
+
+
+def test_the_budget_s_limits_are_inclusive():
+    """0 (none) and MAX_PREFILL_CHUNK itself are budgets one may give; one token more is refused
+    (tests/test_plan.py: the CLI's words for it)."""
+    from dlmcost.errors import UsageError
+
+    for given in (0, 1, behaviour.MAX_PREFILL_CHUNK, None):
+        behaviour.check_prefill_chunk(given)
+    for given in (-1, behaviour.MAX_PREFILL_CHUNK + 1, 1.5, True):
+        with pytest.raises(UsageError, match="--prefill-chunk: tokens per step in 0..10,000,000"):
+            behaviour.check_prefill_chunk(given)
+
+
+@pytest.mark.timeout(10)
+def test_a_first_token_outside_the_limit_waits_for_its_prompt_s_pieces_by_hand():
+    """SGLang's dLLM stack lets a newcomer join a full batch when, by its first output, fewer than
+    the limit of the others are still running (first_block_outside_limit); an AR decoding served
+    there under a prefill budget (--prefill-chunk) has its first token after its prompt's pieces.
+    Limit 1, two 1,500-token prompts at 0, a budget of 1,000; B's prefill work is 9 s a prompt
+    (9 / 1500 s a token), a decode 1 s. R1 (2 pieces, then 2 decodes: iterations 0-3) joins at 0:
+    its first 1,000 tokens, 1 + 6 = 7 s; R2 waits (the budget is R1's). Iteration 1, from 7: R1's
+    last 500, 1 + 3 = 4 s, to 11 (R1's first token). R2 could take the 500 left, but its first
+    token would come at iteration 1 + 2 = 3, R1 still running: it waits. Iteration 2, from 11: its
+    first token would come at 2 + 2 = 4, when R1 ends: R2 joins, its 1,000 tokens beside R1's
+    decode, 1 + 6 = 7 s, to 18; its last 500 beside R1's last decode, 4 s, to 22 (R1 done, R2's
+    first token); R2's two decodes alone, 1 s each, to 24. Read without its pieces (its first
+    token at iteration k + 1), R2 would wait one iteration too long, to 12."""
+    flat = [0.0, 1.0, 1.0]
+    table = behaviour.prompt_in_token_chunks(ClassTable([3], [1], [0.0], [flat], [[0.0, 10.0, 19.0]], lead=[1]),
+                                             [1500], 1000)
+    r = simulate(table, np.zeros(2, int), 1, arrivals_s=np.zeros(2), first_block_outside_limit=True)
+    assert r.start_s.tolist() == pytest.approx([0.0, 11.0])
+    assert r.first_block_s.tolist() == pytest.approx([11.0, 22.0])
+    assert r.done_s.tolist() == pytest.approx([22.0, 24.0])

@@ -148,6 +148,8 @@ def test_serve_names_the_calibrated_band_and_draws_its_ranges_from_it(calibrated
     ends = [lo * first["low"] / p["low"], hi * first["high"] / p["high"]]
     assert (first["low"], first["high"]) != (p["low"], p["high"])  # the case this tests: the excess is not 1
     assert [band["first_token"]["low"], band["first_token"]["high"]] == pytest.approx(ends)
+    # and its median: the published first-token median's excess over the published speed median
+    assert band["first_token"]["median"] == pytest.approx(held["median"] * first["median"] / p["median"])
     assert point["intervals"]["ttfb_p50_s"] == pytest.approx([ttfb * ends[0], ttfb * ends[1]])
     rc, text, _ = run(*args)
     said = " ".join(text.split())

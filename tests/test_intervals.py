@@ -180,5 +180,10 @@ def test_the_header_names_a_first_token_band_only_where_it_differs():
     assert first_token_phrase(apart) == "; time to first token 1.09–2.73× over 14 measurements, all its numbers"
     assert first_token_phrase(apart, basis=False) == " (time to first token 1.09–2.73×)"
     assert first_token_phrase(same) == first_token_phrase(speed) == ""
+    # both bands read at two decimals: a speed band of 1.031–1.329 prints as 1.03–1.33, as does a
+    # first-token band of 1.034–1.326
+    finer = dict(speed, low=1.031, high=1.329, first_token=dict(low=1.034, median=1.2, high=1.326, numbers=10,
+                                                                 basis="its speed band"))
+    assert first_token_phrase(finer) == ""
     assert band_meaning([apart]).endswith("the time to first token further to its own band's ends")
     assert "first token" not in band_meaning([same, speed])

@@ -102,6 +102,18 @@ def test_join_at_step_boundary_by_hand():
     assert r.busy_s == pytest.approx(7.0)
 
 
+def test_an_arrival_joins_at_the_first_boundary_at_or_after_it_by_hand():
+    """Passes of 2 s at any batch (not 1 s: a boundary read off in passes, not seconds, would pass
+    unnoticed), NFE 5. A at 0 runs 0-2-4-6-8-10. B arrives at 3, inside A's second pass: it joins
+    at the next boundary, 4 (not 6), done 10 s later at 14. C arrives at 8, exactly a boundary:
+    it joins there (not at 10), done at 18. First tokens one pass after each start."""
+    table = ClassTable([5], [1], [0.0], [[0.0, 2.0, 2.0, 2.0]])
+    r = simulate(table, np.zeros(3, int), 3, arrivals_s=np.array([0.0, 3.0, 8.0]))
+    assert r.start_s.tolist() == pytest.approx([0.0, 4.0, 8.0])
+    assert r.first_block_s.tolist() == pytest.approx([2.0, 6.0, 10.0])
+    assert r.done_s.tolist() == pytest.approx([10.0, 14.0, 18.0])
+
+
 def two_pass_kinds(nfe: int, first: int, first_pass_s, pass_s, cap: int = 8) -> ClassTable:
     """One request class whose first pass takes first_pass_s(b) and every later pass pass_s(b)
     seconds when b requests run it together."""
@@ -230,6 +242,16 @@ def test_memory_share_limits_admission():
     table = ClassTable([3], [1], [0.6], [[0.0, 1.0, 1.0]])
     r = simulate(table, np.zeros(2, int), 8, arrivals_s=np.array([0.0, 0.0]))
     assert r.done_s.tolist() == pytest.approx([3.0, 6.0])
+
+
+def test_a_finished_request_frees_its_memory_share_by_hand():
+    """Memory shares of 0.5 (two requests fit), a batch limit of 8, NFE 4, passes of 1 s. A at 0
+    runs 0-4; B at 1 joins at once (0.5 + 0.5 = 1), done at 5; C at 1.5 finds the memory full and
+    joins when A leaves at 4 (B's 0.5 and its own), done at 8, not when the batch empties at 5."""
+    table = ClassTable([4], [1], [0.5], [[0.0, 1.0, 1.0, 1.0]])
+    r = simulate(table, np.zeros(3, int), 8, arrivals_s=np.array([0.0, 1.0, 1.5]))
+    assert r.start_s.tolist() == pytest.approx([0.0, 1.0, 4.0])
+    assert r.done_s.tolist() == pytest.approx([4.0, 5.0, 8.0])
 
 
 def test_simulation_is_deterministic(capsys):
@@ -364,6 +386,20 @@ def test_impossible_targets_exit_8_with_nearest_miss(capsys):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: no deployment meets the targets; nearest miss: H100 SXM")
     assert "p95_latency_s" in lines[0]
+
+
+def test_a_request_too_slow_alone_is_shown_at_four_times_the_fewest_stable_replicas(capsys):
+    """A p95 target no lone request meets cannot be met at any size: the nearest miss is simulated
+    once, at 4 x the fewest replicas that keep up with the load, lo = floor(rate / capacity) + 1
+    (capacity: the row's requests/s at saturation over its replicas). 5 requests/s against ~6.5
+    a replica: lo = 1, the miss at 4 replicas; 20 requests/s: lo = 4, at 16."""
+    for rate in (5, 20):
+        rc, out, err = run(capsys, "plan", MODEL, "--rate", rate, "--gpu", "h100", "--tp", "1", "--precision", "fp8",
+                           "--requests", "200", "--p95", "0.001", "-f", "json")
+        assert rc == 8, err
+        miss = json.loads(out)["nearest_miss"]
+        lo = math.floor(rate / (miss["capacity_rps"] / miss["replicas"])) + 1
+        assert miss["replicas"] == 4 * lo and lo == (1 if rate == 5 else 4), (rate, miss["replicas"], lo)
 
 
 # a limit near the float maximum once made the replica search divide ~0 by ~0 (NaN replicas) or
@@ -1046,3 +1082,100 @@ def test_rows_tied_in_cost_rank_by_their_cost_at_capacity(capsys):
     assert len({d["usd_per_mtok"] for d in rows}) == 1 and [d["replicas"] for d in rows] == [1, 1, 1]
     at_capacity = [d["usd_per_mtok_at_capacity"] for d in rows]
     assert at_capacity == sorted(at_capacity) and [d["max_running"] for d in rows] == [32, 8, 2]
+
+
+# --- the replica search's own arithmetic, by hand --------------------------------------------------
+
+
+def test_the_worst_latency_ratio_by_hand():
+    """The ratio the sustained-load search holds to 1 (and steers by): the worst over the targets
+    set, value / limit for a time, limit / value for tokens/s per user. p95 3 s against 2 s: 1.5;
+    p50 1 s against 4 s: 0.25; 25 tokens/s per user against a minimum of 50: 2. The worst: 2; without
+    the tokens/s target, 1.5; with no target, 0."""
+    from types import SimpleNamespace
+
+    from dlmcost.plan import replicas
+
+    d = SimpleNamespace(p50_latency_s=1.0, p95_latency_s=3.0, p99_latency_s=5.0, p95_first_block_s=0.5,
+                        tokens_per_s_per_user=25.0)
+    both = results.Targets(p50_latency_s=4.0, p95_latency_s=2.0, min_tokens_per_s_per_user=50.0)
+    assert replicas._latency_ratio(d, both) == pytest.approx(2.0)
+    assert replicas._latency_ratio(d, results.Targets(p50_latency_s=4.0, p95_latency_s=2.0)) == pytest.approx(1.5)
+    assert replicas._latency_ratio(d, results.Targets(min_tokens_per_s_per_user=20.0)) == pytest.approx(0.8)
+    assert replicas._latency_ratio(d, results.Targets()) == 0.0
+
+
+def _hand_candidate(table: ClassTable):
+    from dlmcost.plan import replicas
+
+    return replicas.Candidate(gpu=None, precision="bf16", tp=1, decoding=None, max_batch=1, table=table,
+                              answer_tokens=np.ones(len(table.nfe)), batch_limit=1)
+
+
+def test_each_request_alone_by_hand():
+    """`separate_replicas`, the search's upper end: replicas enough that each request arrives after
+    the one before it is done when served alone. Class 0 alone takes 2 s (2 passes of 1 s), class 1
+    5 s (5 passes); requests of classes 0, 1, 0, 1 with unit gaps 0.3, 1, 1, 2 at 1 request/s: at R
+    replicas the gaps are R, R, 2R seconds, after requests taking 2, 5 and 2 s, so R > max(2 / 1,
+    5 / 1, 2 / 2) = 5: the fewest is 6 (the search adds one as its margin: 7). Read off the first
+    request's 2 s alone, R would be 4, and each class-1 request would overlap the next."""
+    from types import SimpleNamespace
+
+    from dlmcost.plan import replicas
+
+    flat = [0.0, 1.0]
+    c = _hand_candidate(ClassTable([2, 5], [1, 1], [0.0, 0.0], [flat, flat]))
+    sample = SimpleNamespace(unit_gaps=np.array([0.3, 1.0, 1.0, 2.0]), prompt_class=np.zeros(4, int),
+                             answer_class=np.array([0, 1, 0, 1]), answer_values=np.array([2.0, 5.0]))
+    traffic = SimpleNamespace(closed_loop=False, rate=1.0)
+    assert replicas._lone_latencies(c, sample)[0].tolist() == pytest.approx([2.0, 5.0, 2.0, 5.0])
+    r = replicas.separate_replicas(c, sample, traffic)
+    assert r in (6, 7)
+    gaps = np.array([1.0, 1.0, 2.0]) * r / traffic.rate
+    assert (gaps > np.array([2.0, 5.0, 2.0])).all()  # each request alone
+
+
+def test_the_replica_cap_by_hand():
+    """The most replicas the GPU and cost targets allow. --max-gpus 5 at TP 2: floor(5 / 2) = 2
+    replicas (4 GPUs; a third would take 6); --max-gpus 1 at TP 2: 1 all the same (the fewest a plan
+    shows; it misses the target). $/Mtok at R replicas of TP 2 at $2 a GPU-hour, serving 40
+    requests/s of 500 tokens: R x 2 x 2 / (40 x 500 x 3600) x 1e6 = R / 18 $/Mtok, so a limit of
+    $0.25 allows floor(0.25 x 18) = 4 replicas, $0.04 allows 0.72: 1; a hair under 4 replicas'
+    cost (4 / 18) allows 3, a hair over it 4. Both set: the smaller. A
+    closed loop's cost is not capped (its served load is not the offered one); no target: None."""
+    from types import SimpleNamespace
+
+    from dlmcost.plan import replicas
+
+    c = SimpleNamespace(tp=2, gpu=SimpleNamespace(key="g"))
+    pricing = replicas.Pricing({"g": 2.0}, {}, {})
+    open_loop = SimpleNamespace(closed_loop=False, rate=40.0)
+
+    def cap(traffic=open_loop, **targets):
+        return replicas.replica_cap(c, traffic, results.Targets(**targets), pricing, 500.0)
+
+    assert cap(max_gpus=5) == 2 and isinstance(cap(max_gpus=5), int)
+    assert cap(max_gpus=1) == 1
+    assert cap(max_usd_per_mtok=0.25) == 4 and cap(max_usd_per_mtok=0.04) == 1
+    assert cap(max_usd_per_mtok=4 / 18 * (1 - 1e-4)) == 3 and cap(max_usd_per_mtok=4 / 18 * (1 + 1e-4)) == 4
+    assert cap(max_usd_per_mtok=0.25, max_gpus=5) == 2 and cap(max_usd_per_mtok=0.25, max_gpus=100) == 4
+    assert cap(SimpleNamespace(closed_loop=True, rate=None), max_usd_per_mtok=0.25) is None
+    assert cap() is None
+
+
+@pytest.mark.parametrize("max_gpus, replicas, meets", [(4, 4, True), (3, 3, False), (1, 1, False)])
+def test_a_gpu_cap_stops_the_search_at_the_cap(capsys, max_gpus, replicas, meets):
+    """64 users on H100s at a batch limit of 8 need 4 replicas for a p95 of 5 s. Under --max-gpus 4
+    the answer stands; under 3 (or 1) no count meets both: the nearest miss is the most replicas the
+    cap allows, 3 (or 1), missing the latency target alone (not more replicas missing the cap)."""
+    args = [MODEL, "--users", "64", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--scheme", "dual-cache",
+            "--requests", "100", "--max-batch", "8", "--p95", "5"]
+    if max_gpus == 4:
+        free, _ = _plan_json(capsys, *args)
+        assert free["deployments"][0]["replicas"] == 4  # the answer the cap is set against
+    rc, out, err = run(capsys, "plan", *args, "--max-gpus", max_gpus, "-f", "json")
+    p = json.loads(out)
+    d = p["deployments"][0] if meets else p["nearest_miss"]
+    assert (rc == 0) == meets, err
+    assert (d["replicas"], d["gpus"]) == (replicas, replicas)
+    assert [m["target"] for m in d.get("misses", [])] == ([] if meets else ["p95_latency_s"])

@@ -123,6 +123,38 @@ def test_the_measured_window_by_hand():
     assert behaviour.measured_window(1) == slice(0, 1)
 
 
+def test_the_completion_rate_by_hand():
+    """Completions per second between the first and the last of the window's completion times
+    (those after the first, up to the last, over the time between): completions at 1, 2, 4, 8
+    and 9 s, the window the 2nd to the 4th (2, 4, 8): 2 completions (4, 8) in 6 s, 1/3 a second.
+    All of the window at one time: every completion over the run's length, 5 in 10 s."""
+    done = np.array([9.0, 1.0, 4.0, 2.0, 8.0])  # in any order
+    assert behaviour.completion_rate(done, slice(1, 4), 10.0) == pytest.approx(1 / 3)
+    assert behaviour.completion_rate(np.array([1.0, 3.0, 3.0, 3.0, 9.0]), slice(1, 4), 10.0) == pytest.approx(0.5)
+
+
+AR_MODEL = "Qwen/Qwen2.5-7B"
+
+
+@pytest.mark.parametrize("prompt, fits", [(8000, 4), (30000, 1)])
+def test_memory_holds_as_many_requests_as_fit(prompt, fits):
+    """Each request holds 1 / (the largest batch of its length that fits) of the memory: with more
+    users than that and a running limit far above it (vLLM's 256), as many requests run at once as
+    analyze says fit on an L4 (Qwen2.5-7B, 8,000- or 30,000-token prompts: 4, or 1 alone, one
+    after the other), prompts in one pass each so that all of them start together."""
+    from dlmcost import api
+
+    analysed = api.analyze(AR_MODEL, "l4", scheme="ar", prompt=prompt, gen=64, stack="vllm").results[0]
+    assert analysed.memory.max_batch == fits
+    p = dep.prepare(AR_MODEL, (np.full(10, float(prompt)), np.full(10, 64.0)),
+                    dep.Setup(gpu="l4", stack="vllm", prefill_chunk=0))
+    assert p.requests.batch_limit == fits and p.max_running == 256
+    r = little(behaviour.run(p.table, np.zeros(3 * fits, int), p.max_running, p.release, None, users=2 * fits))
+    assert int(np.sum(r.start_s == 0.0)) == fits
+    ends = np.sort(r.done_s)
+    assert np.sort(r.start_s)[fits:].tolist() == pytest.approx(ends[:2 * fits].tolist())  # each in one's place
+
+
 def test_first_block_outside_limit_holds_at_most_twice_the_limit():
     """Many requests at once, limit 3: never more than 6 in flight, and never more than 3 of them
     past their first block (checked at every admission and first block, from the record)."""
