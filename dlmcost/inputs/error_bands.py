@@ -61,15 +61,6 @@ class ErrorBand:
             return None
         return self.published.width / self.width
 
-    def speed_interval(self, predicted: float) -> tuple[float, float]:
-        """Where a predicted speed (tokens/s, requests/s) is likely to land: predicted / high to
-        predicted / low (an optimistic band moves it down)."""
-        return predicted / self.high, predicted / self.low
-
-    def time_interval(self, predicted: float) -> tuple[float, float]:
-        """The same for a time or a cost per token (inverse to speed): predicted x low to x high."""
-        return predicted * self.low, predicted * self.high
-
     def first_token_scales(self) -> tuple[float, float]:
         """How much further than the step times a time to the first token moves at the band's low
         and high end: the first-token band's end / this band's (1, 1 without a first-token band).
