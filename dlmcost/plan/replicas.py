@@ -281,7 +281,7 @@ def _lone_latencies(c: Candidate, sample: RequestSample) -> tuple[np.ndarray, np
     nfe, first_passes = ((c.passes.nfe, c.passes.first) if c.passes is not None
                          else (np.array(c.table.nfe)[cls], np.array(c.table.first_passes)[cls]))
     # a prompt prefilled in k chunks (ClassTable.lift_passes) runs k passes at its first pass's cost
-    k = np.array(c.table.lift_passes or [1] * len(c.table.nfe))[cls]
+    k = np.array(c.table.prompt_steps)[cls]
     prefill = _lone_prefill(c, cls, k, t1, first1)
     return prefill + (nfe - k) * t1, prefill + (first_passes - k) * t1
 
@@ -298,7 +298,7 @@ def _lone_prefill(c: Candidate, cls: np.ndarray, k: np.ndarray, t1: np.ndarray, 
     if not budget:
         return t1 + c.uncached * lift
     p = np.array(prompt, float)[cls]
-    own = np.array([uncached_prompt_tokens(int(x), c.uncached) for x in p], float)
+    own = np.array([uncached_prompt_tokens(int(x), c.uncached) for x in prompt], float)[cls]  # per class
     steps = np.where(p > 0, np.ceil(own / budget), k)
     return np.where(p > 0, steps * t1 + np.divide(own, p, out=np.ones_like(p), where=p > 0) * lift, k * first1)
 

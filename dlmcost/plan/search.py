@@ -100,7 +100,7 @@ def _throughput_bound(c: Candidate, sample: RequestSample) -> float:
     per_first = np.array([np.min(np.asarray(row[1:top + 1]) / b) for row in c.table.first_pass_s])
     work = per_first + (np.asarray(c.table.nfe) - 1) * per_pass
     if c.uncached < 1:  # a prompt partly cached: fewer prompt steps, and a share of the first pass's lift
-        k = np.asarray(c.table.lift_passes or [1] * len(c.table.nfe))
+        k = np.asarray(c.table.prompt_steps)
         lifted = _cached_lift_bound(c, k)
         work = (np.asarray(c.table.nfe) - k) * per_pass + (1 - lifted) * per_pass + lifted * per_first
     return 1.0 / float(work[cls].mean())
@@ -264,7 +264,7 @@ def _absurd_from(c: Candidate, sample: RequestSample, traffic: Traffic, pricing:
     fastest = min(float(np.asarray(c.table.pass_s)[:, 1:].min()), float(np.asarray(c.table.first_pass_s)[:, 1:].min()))
     nfe = np.asarray(c.table.nfe)
     if c.uncached < 1:  # a cached prompt may take a single step of its budget, not the k it takes whole
-        nfe = nfe - np.asarray(c.table.lift_passes or [1] * len(nfe)) + 1
+        nfe = nfe - np.asarray(c.table.prompt_steps) + 1
     most = 1.1 * traffic.users / (traffic.think_s + float(np.min(nfe)) * fastest)
     return lambda r: usd_per_mtok(usd_per_hour(r * c.tp, price), most * tokens) > ABSURD_RATIO * cheapest.usd_per_mtok
 

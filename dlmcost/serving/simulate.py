@@ -112,6 +112,11 @@ class ClassTable:
         if self.first_pass_s is None:
             object.__setattr__(self, "first_pass_s", self.pass_s)
 
+    @property
+    def prompt_steps(self) -> list[int]:
+        """Each class's iterations of prefill when its request runs alone (`lift_passes`, else 1)."""
+        return self.lift_passes or [1] * len(self.nfe)
+
     @cached_property
     def lift(self) -> list[list[float]]:
         """What a request in its first pass adds to an iteration, times b: first_pass_s - pass_s."""
@@ -274,7 +279,7 @@ def _prefill_stream(table: ClassTable) -> tuple[int, list[int], list[int]] | Non
     """(budget C, each class's prompt tokens P_c (0: no prompt pass), a lone prompt's iterations of
     prefill k_c) of a table with a prefill budget; None without one. `lift_passes` (what a lone
     request runs) only means something beside a budget: a table with one and not the other is refused."""
-    k = table.lift_passes or [1] * len(table.nfe)
+    k = table.prompt_steps
     if table.prefill_budget:
         return table.prefill_budget, list(table.prompt_tokens or [0] * len(k)), list(k)
     if max(k) > 1:
