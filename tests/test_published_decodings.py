@@ -5,6 +5,8 @@ tables here and computed by hand from them (a mix runs at the harmonic mean of i
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 
@@ -213,3 +215,16 @@ def test_a_floor_only_q_mode_reaches_picks_q_mode(capsys):
     assert rc == 0, err
     assert f"block/32/{s_tpf:.3g} = LLaDA2.1-mini S mode (general 62.1%; arXiv 2602.08676, Table 2)" \
         in " ".join(out.split())
+
+
+def test_a_task_is_read_in_any_case_as_the_files_spell_it(capsys):
+    """The decoding files name tasks in lower case; --min-accuracy read 'GSM8K=' as gsm8k while
+    --task refused 'GSM8K'. Both read a task the same way now, and so does a scenario."""
+    from dlmcost.plan.scenario import SearchSpec
+
+    rc, out, err = run(capsys, "analyze", MINI, "--gpu", "h100", "--task", " GSM-Plus ")
+    assert rc == 0 and "on gsm-plus" in " ".join(out.split()), err
+    rc, out, _ = run(capsys, "decodings", MINI, "--task", "GSM-PLUS", "-f", "csv")
+    assert rc == 0 and {r["task"] for r in csv.DictReader(io.StringIO(out))} == {"gsm-plus"}
+    assert SearchSpec(task="GSM-Plus").task == "gsm-plus"
+    assert api.parse_floor("GSM8K=0.5") == ("gsm8k", 0.5)

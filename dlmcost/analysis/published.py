@@ -22,6 +22,7 @@ from functools import lru_cache
 
 from ..engine.schemes import REGISTRY
 from ..errors import UsageError
+from ..inputs.names import task_key
 from ..inputs.models import ModelSpec
 from ..safe_text import shown
 
@@ -212,7 +213,7 @@ def parse_floor(text: str) -> tuple[str, float]:
         number /= 100
     if not sep or not task.strip() or not (0 < number <= 1):
         raise UsageError(f"--min-accuracy: expected TASK=FRACTION (e.g. gsm8k=0.85 or gsm8k=85%), got '{shown(text)}'")
-    return task.strip().lower(), number
+    return task_key(task), number
 
 
 def autoregressive(scheme: str) -> bool:

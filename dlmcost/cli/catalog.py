@@ -94,7 +94,7 @@ def decodings(
     from ..render.decodings import render_decodings
 
     check_format(fmt)
-    tasks = [t.strip() for t in task.split(",") if t.strip()] if task is not None else None
+    tasks = [api.task_key(t) for t in task.split(",") if t.strip()] if task is not None else None
     if tasks is not None and not tasks:
         raise UsageError("--task names no task")
     records = api.list_decodings(model_id, tasks, profiles)

@@ -186,7 +186,7 @@ def hub_options(command):
     return group("hub_source", build, HUB_OPTIONS)(command)
 
 
-TaskOpt = typer.Option(None, "--task", metavar="TASK",
+TaskOpt = typer.Option(None, "--task", metavar="TASK", callback=lambda v: None if v is None else api.task_key(v),
                        help="the task whose published tokens per forward set the default when neither --tpf nor "
                             "--steps is given (`dlmcost decodings MODEL` lists them) [the model's: a general mix "
                             "where one is published]")

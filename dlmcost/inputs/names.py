@@ -53,3 +53,9 @@ def _word_at(text: str, index: int) -> str:
     while end < len(text) and text[end] not in separators:
         end += 1
     return text[start:end]
+
+
+def task_key(name: str) -> str:
+    """A benchmark task as the decoding files name it: they spell tasks in lower case, so a typed
+    'GSM8K' or ' gsm8k ' is the files' 'gsm8k' (--task, --min-accuracy and a scenario alike)."""
+    return name.strip().lower()

@@ -16,13 +16,14 @@ import warnings
 from pathlib import Path
 from typing import Annotated, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, StringConstraints, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, StringConstraints, ValidationError
 
 from ..engine.schemes import autoregressive_scheme, get_scheme
 from ..engine.workload import SCHEMES
 from ..errors import DlmcostWarning, UsageError
 from ..safe_text import shown
 from ..inputs import files
+from ..inputs.names import task_key
 from ..inputs.hardware import HardwareDB
 from ..inputs.models import ModelSpec
 from ..inputs.stacks import MAX_RUNNING_REQUESTS
@@ -91,7 +92,8 @@ class SearchSpec(BaseModel):
     # checked by `behaviour.check_prefill_chunk` as serve's option is
     prefill_chunk: Optional[Annotated[int, Strict()]] = None
     consumer: bool = False  # the default GPU set with workstation and consumer cards too
-    task: Optional[str] = Field(default=None, min_length=1, max_length=100)  # whose published TPF is the default
+    # whose published TPF is the default, spelt as the decoding files spell it
+    task: Optional[Annotated[str, AfterValidator(task_key)]] = Field(default=None, min_length=1, max_length=100)
     # quality floor: task -> fraction; only the published decodings reaching it are searched
     # (a fraction is a number: `true` or "0.9" are refused, as a typo rather than 1 or 0.9)
     min_accuracy: Optional[dict[TaskKey, Annotated[float, Strict()]]] = Field(default=None, max_length=1)
@@ -177,7 +179,7 @@ def quality_floor(spec: ScenarioSpec) -> tuple[str, float] | None:
     (task, value), = floor.items()
     if not (0 < value <= 1):
         raise UsageError(f"min_accuracy: {task} must be a fraction in (0, 1], got {value}")
-    return task.strip().lower(), value
+    return task_key(task), value
 
 
 def build_decodings(spec: ScenarioSpec, model: ModelSpec, traffic: Traffic, *,
