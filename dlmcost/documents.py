@@ -379,7 +379,8 @@ class GPUEntry(Record):
     peak_flops: dict[str, float]
     ridge_flops_per_byte: dict[str, float]
     scale_up_bytes_per_s: float
-    # fractions and times per op; `gemm` per precision; `weight_streaming` per precision: {memory_bandwidth, overhead_us_per_op}
+    # fractions and times per op; `gemm` per precision; `weight_streaming` per precision and `decode_attention`
+    # (where measured): {memory_bandwidth, overhead_us_per_op}
     efficiency: dict[str, Union[float, dict[str, float], dict[str, dict[str, float]]]]
     notes: str
     price_per_hour: Optional[ListPrice] = Field(description="null: no public price (plan needs --price)")

@@ -18,7 +18,8 @@ Conventions taken from the docs:
   * A pass family repeats each of its shapes r times, r possibly fractional (an average): here a
     shape repeated r times is walked as floor(r) passes of weight 1 plus one of weight r-floor(r).
   * Time per op: max(FLOPs / (peak * eff), bytes / (bandwidth * eff_mem)) + kernels * overhead, a
-    GEMM's (linear) eff_mem and overhead its weights' precision's weight_streaming where the file has one;
+    GEMM's (linear) eff_mem and overhead its weights' precision's weight_streaming where the file has one,
+    and decode's attention (one query a sequence) the file's decode_attention where it has one;
     collectives: link bytes / (link * eff_link) + collectives * latency. A pass is the sum of its
     ops; the bound is max(sum FLOPs / peak, sum bytes / bandwidth) per pass.
   * The LM head and the embedding table stay bf16 whatever the precision (checkpoints keep them
@@ -80,6 +81,7 @@ def gpu_rates(yaml_name: str, precision: str, profile: str = "realistic") -> dic
     # elementwise work runs on the vector FP32 units; a part that lists none falls back to bf16
     vector_peak = peaks.get("fp32", peaks["bf16"])
     streaming = eff.get("weight_streaming", {}).get(precision, {})
+    decode_attention = eff.get("decode_attention", {})
     return dict(
         # the LM head is a bf16 GEMM whatever the precision (its weights stay bf16)
         peak={"linear": peaks[gemm_key], "lm_head": peaks["bf16"], "attention": peaks["bf16"],
@@ -94,6 +96,10 @@ def gpu_rates(yaml_name: str, precision: str, profile: str = "realistic") -> dic
         # a GEMM (linear op) streams its weights at its precision's measured rate, where the file gives one
         eff_mem_linear=1.0 if ideal else float(streaming.get("memory_bandwidth", eff["memory_bandwidth"])),
         overhead_linear_s=0.0 if ideal else float(streaming.get("overhead_us_per_op", eff["overhead_us_per_op"])) * 1e-6,
+        # decode's attention (one query a sequence) reads the K/V cache at its measured rate, where given
+        eff_mem_decode_attention=1.0 if ideal else float(decode_attention.get("memory_bandwidth", eff["memory_bandwidth"])),
+        overhead_decode_attention_s=0.0 if ideal else float(
+            decode_attention.get("overhead_us_per_op", eff["overhead_us_per_op"])) * 1e-6,
         link=float(data.get("scale_up_gb_s", 0.0)) * 1e9,
         eff_link=1.0 if ideal else float(eff.get("link", 0.8)),
         latency_s=0.0 if ideal else float(eff.get("collective_latency_us", 10.0)) * 1e-6,
@@ -298,6 +304,7 @@ class Op:
     collectives: float = 0.0
     rows_per_expert: float | None = None  # routed experts: the rows each touched expert receives
     depths: tuple = ()  # a GEMM op's matrices on this GPU: (weights, inner dimension K) each
+    decode: bool = False  # attention with one query a sequence: decode's kernel, at its measured rate
 
     @property
     def bytes(self) -> float:
@@ -389,7 +396,7 @@ def pass_ops(m, p: Pass, st: Setup) -> list[Op]:
             keys_act = B * (c + q) * H * nope_v
         ops.append(Op("attention", "attention", flops=L * 2 * B * keys * H * (qk + av),
                       kv_read=L * B * c * latent * st.kv, kv_write=L * B * p.kv_write * latent * st.kv,
-                      activations=L * (T * H * (qk + av) + keys_act) * a, kernels=L))
+                      activations=L * (T * H * (qk + av) + keys_act) * a, kernels=L, decode=q == 1))
         v_dim = mla.v_head_dim
     else:
         h = m.head_dim
@@ -401,7 +408,7 @@ def pass_ops(m, p: Pass, st: Setup) -> list[Op]:
         kv_elems = 2 * kvh * h
         ops.append(Op("attention", "attention", flops=L * 4 * B * keys * H * h,
                       kv_read=L * B * c * kv_elems * st.kv, kv_write=L * B * p.kv_write * kv_elems * st.kv,
-                      activations=L * T * (2 * H * h + kv_elems) * a, kernels=L))
+                      activations=L * T * (2 * H * h + kv_elems) * a, kernels=L, decode=q == 1))
         v_dim = h
     ops.append(gemm("o_proj", m.n_heads * v_dim * d / N, H * v_dim, d, L))
 
@@ -493,12 +500,17 @@ def op_time(op: Op, g: dict) -> float:
 
 
 def eff_mem(op: Op, g: dict) -> float:
-    """The share of the bandwidth an op streams at: a GEMM's (linear) at its weights' precision."""
-    return g["eff_mem_linear"] if op.kind == "linear" else g["eff_mem"]
+    """The share of the bandwidth an op streams at: a GEMM's (linear) at its weights' precision,
+    decode's attention at the file's decode_attention rate."""
+    if op.kind == "linear":
+        return g["eff_mem_linear"]
+    return g["eff_mem_decode_attention"] if op.decode else g["eff_mem"]
 
 
 def overhead(op: Op, g: dict) -> float:
-    return g["overhead_linear_s"] if op.kind == "linear" else g["overhead_s"]
+    if op.kind == "linear":
+        return g["overhead_linear_s"]
+    return g["overhead_decode_attention_s"] if op.decode else g["overhead_s"]
 
 
 def pass_bound(ops: list[Op], g: dict) -> float:

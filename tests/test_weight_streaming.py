@@ -125,3 +125,39 @@ def test_a_fused_moe_block_is_aiconfigurators_measured_time():
     passes = 2  # the prompt's pass and one decode step, each with one token
     assert ops["experts"]["time_s"] == pytest.approx(passes * layers * per_layer, rel=1e-9)
     assert per_layer + 4 * 3e-6 == pytest.approx(36.1e-6, abs=0.1e-6)
+
+
+def test_decode_attention_reads_the_cache_at_its_measured_rate_and_other_passes_do_not(tmp_path, run):
+    """`efficiency.decode_attention` times attention in passes of one query a sequence (AR decode's
+    steps) and no other. Qwen2.5-7B (28 layers, 28 query and 4 K/V heads of 128), prompt 64, 8
+    tokens: the steps read 64..71 cached tokens. By hand, their attention moves
+    28 x (64+...+71 = 540) x 1,024 x 2 B of K/V read + 28 x 8 x 1,024 x 2 B written
+    + 28 x 8 x (2 x 28 x 128 + 1,024) x 2 B of Q/O/K/V activations = 35,094,528 B, memory-bound:
+    at 0.4 of 2 TB/s they take 35,094,528 / 1.6e12 s more than at the generic 0.8 (21.93 us), the
+    prefill's attention (64 queries) unchanged. 10 us a kernel adds 8 steps x 28 kernels x 10 us."""
+    generic = _ops(run, _gpu(tmp_path, "g"), "g", "bf16")
+    slow = _ops(run, _gpu(tmp_path, "h", "  decode_attention: {memory_bandwidth: 0.4, overhead_us_per_op: 0}\n"),
+                "h", "bf16")
+    moved = 28 * 540 * 1024 * 2 + 28 * 8 * 1024 * 2 + 28 * 8 * (2 * 28 * 128 + 1024) * 2
+    assert moved == 35_094_528
+    assert slow["attention"]["time_s"] - generic["attention"]["time_s"] == pytest.approx(moved / 1.6e12, rel=1e-9)
+    for name in ("o_proj", "mlp", "elementwise"):
+        assert slow[name]["time_s"] == pytest.approx(generic[name]["time_s"], rel=1e-12), name
+    launches = _ops(run, _gpu(tmp_path, "i", "  decode_attention: {memory_bandwidth: 0.8, overhead_us_per_op: 10}\n"),
+                    "i", "bf16")
+    assert launches["attention"]["time_s"] - generic["attention"]["time_s"] == pytest.approx(8 * 28 * 10e-6, rel=1e-9)
+
+
+def test_bundled_decode_attention_rates_are_the_measured_fits():
+    """The measured decode-attention fits (aiconfigurator's generation-attention tables): the A100
+    (and the A800, its die) at 16.5 us + bytes / (0.46 x peak); H100/H800 and H200 their measured
+    latencies at the generic 0.8; a GPU without a table the generic rate."""
+    db = HardwareDB.load(None)
+    expected = {"a100": (0.46, 16.5), "a800": (0.46, 16.5), "h100": (0.8, 10.6), "h800": (0.8, 10.6),
+                "h200": (0.8, 11.1)}
+    for name, rate in expected.items():
+        assert db.get(name).efficiency.decode_attention_rate() == rate, name
+        assert "generation_attention_perf" in db.get(name).sources["efficiency"], name
+    b200 = db.get("b200").efficiency
+    assert b200.decode_attention is None
+    assert b200.decode_attention_rate() == (b200.memory_bandwidth, b200.overhead_us_per_op)

@@ -37,7 +37,7 @@ from .columns import take
 from .cost import (CACHE_OPS, KINDS, OP_KINDS, OP_NAMES, PassInput, expected_experts, expected_experts_sum, gemm_depths,
                    op_functions, pass_ops, window_affine)
 from ..inputs.models.spec import ModelSpec
-from .roofline import Rates, compute_time, link_time, memory_time
+from .roofline import Rates, compute_time, kernel_overhead_s, link_time, memory_time
 from .schemes import REGISTRY, Knobs, PassFamily, peak_shape, prompt_passes
 from .stack_time import (compute_factor, depth_factor, depth_k0, expert_loops, host_time, host_wait, op_rows,
                          sampler_time, step_overhead, traffic_factor)
@@ -261,6 +261,7 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
         tokens = grid.batch * (shape["q"] if factor_q is None else factor_q)
         factors = {} if factors is None else factors  # per FACTOR_KEYS: the GEMMs of a kind share their rows
         depth = grid.depth_factors(m)  # per op: the same in every pass, so applied here even without `factors`
+    decode = np.asarray(shape["q"]) == 1  # one query a sequence: decode's attention kernel
     for k, op in enumerate(ops):
         i = at[k] if like is None else k
         written[i] = True
@@ -285,11 +286,11 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
                 if op.name in depth:
                     compute[i] /= depth[op.name]
                 traffic *= traffic_factor(op.kind, st)
-            np.multiply(op.kernels, r.linear_overhead_s if op.kind == "linear" else r.overhead_s, out=overhead[i])
+            overhead[i] = kernel_overhead_s(op.kernels, r, op.kind, decode)
         else:  # collectives: no arithmetic, no HBM traffic; the link is their roofline
             overhead[i] = link_time(op.link_bytes, op.collectives, r)
             overhead[i] += op.kernels * r.overhead_s
-        memory[i] = memory_time(traffic, r, op.kind)
+        memory[i] = memory_time(traffic, r, op.kind, decode)
         if st is not None and op.name == "lm_head":  # the sampler reads what the head wrote, all of
             # the vocabulary: tensor parallelism all-gathers the split logits before sampling
             overhead[i] += sampler_time(grid.batch * shape["logits"] * m.vocab_size, r.bandwidth, r.eff_mem, st)

@@ -51,6 +51,10 @@ class Rates:
     # (the hardware file's weight_streaming; None: eff_mem and overhead_s, as every other op)
     eff_mem_linear: np.ndarray | None = None
     overhead_linear_s: np.ndarray | None = None
+    # decode's attention (one query a sequence): its bandwidth fraction and time per kernel as
+    # measured (the hardware file's decode_attention; None: eff_mem and overhead_s)
+    eff_mem_decode_attention: np.ndarray | None = None
+    overhead_decode_attention_s: np.ndarray | None = None
 
     @cached_property
     def achievable_flops(self) -> dict[str, np.ndarray]:
@@ -70,12 +74,24 @@ class Rates:
     def linear_overhead_s(self) -> np.ndarray:
         return self.overhead_s if self.overhead_linear_s is None else self.overhead_linear_s
 
+    @cached_property
+    def decode_attention_bandwidth(self) -> np.ndarray:
+        """Bytes/s decode's attention reads the K/V cache at: `eff_mem_decode_attention` of the peak."""
+        eff = self.eff_mem_decode_attention
+        return self.achievable_bandwidth if eff is None else self.bandwidth * eff
+
+    @property
+    def decode_attention_overhead_s(self) -> np.ndarray:
+        return self.overhead_s if self.overhead_decode_attention_s is None else self.overhead_decode_attention_s
+
     def take(self, idx: np.ndarray) -> "Rates":
         return Rates({k: take(v, idx) for k, v in self.peak.items()}, {k: take(v, idx) for k, v in self.eff.items()},
                      *(take(getattr(self, name), idx) for name in ("bandwidth", "eff_mem", "overhead_s", "ridge",
                                                                   "link_bandwidth", "eff_link", "collective_latency_s")),
                      *(take(v, idx) if np.ndim(v) else v for v in (self.gemm_rows_scale, self.link_by_size)),
-                     *(None if v is None else take(v, idx) for v in (self.eff_mem_linear, self.overhead_linear_s)))
+                     *(None if v is None else take(v, idx) for v in (self.eff_mem_linear, self.overhead_linear_s,
+                                                                      self.eff_mem_decode_attention,
+                                                                      self.overhead_decode_attention_s)))
 
 
 def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, float] | None:
@@ -96,6 +112,8 @@ def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, flo
         bandwidth=gpu.bandwidth_bytes_per_s, eff_mem=eff.memory_bandwidth,
         overhead_s=eff.overhead_us_per_op * 1e-6,
         eff_mem_linear=eff.streaming(precision.name)[0], overhead_linear_s=eff.streaming(precision.name)[1] * 1e-6,
+        eff_mem_decode_attention=eff.decode_attention_rate()[0],
+        overhead_decode_attention_s=eff.decode_attention_rate()[1] * 1e-6,
         ridge=gpu.ridge_flops_per_byte[precision.compute],
         link_bandwidth=gpu.link_bytes_per_s, eff_link=eff.link, collective_latency_s=eff.collective_latency_us * 1e-6,
         gemm_rows_scale=1.0 if ideal else eff.gemm_rows_scale,
@@ -118,6 +136,8 @@ def stack_rates(rows: list[dict[str, float]]) -> Rates:
         gemm_rows_scale=col["gemm_rows_scale"] if "gemm_rows_scale" in col else 1.0,
         link_by_size=col["link_by_size"] if "link_by_size" in col else 0.0,
         eff_mem_linear=col.get("eff_mem_linear"), overhead_linear_s=col.get("overhead_linear_s"),
+        eff_mem_decode_attention=col.get("eff_mem_decode_attention"),
+        overhead_decode_attention_s=col.get("overhead_decode_attention_s"),
     )
 
 
@@ -149,9 +169,24 @@ def link_time(link_bytes, collectives, rates: Rates):
     return t + collectives * rates.collective_latency_s
 
 
-def memory_time(nbytes, rates: Rates, kind: str = "other"):
-    """Bytes over the achievable bandwidth: a GEMM's (`kind` "linear") at its weights' streaming rate."""
-    return nbytes / (rates.linear_bandwidth if kind == "linear" else rates.achievable_bandwidth)
+def memory_time(nbytes, rates: Rates, kind: str = "other", decode=False):
+    """Bytes over the achievable bandwidth: a GEMM's (`kind` "linear") at its weights' streaming rate,
+    decode's attention (`decode`: one query a sequence, per configuration) at its measured rate."""
+    if kind == "linear":
+        return nbytes / rates.linear_bandwidth
+    if kind == "attention" and np.any(decode):
+        return nbytes / np.where(decode, rates.decode_attention_bandwidth, rates.achievable_bandwidth)
+    return nbytes / rates.achievable_bandwidth
+
+
+def kernel_overhead_s(kernels, rates: Rates, kind: str, decode=False) -> np.ndarray:
+    """Launch-to-finish time of an op's kernels beyond their bytes: a GEMM's at its weights'
+    precision, decode's attention's as measured, every other op's the generic per-kernel time."""
+    if kind == "linear":
+        return kernels * rates.linear_overhead_s
+    if kind == "attention" and np.any(decode):
+        return kernels * np.where(decode, rates.decode_attention_overhead_s, rates.overhead_s)
+    return kernels * rates.overhead_s
 
 
 def verdict(ai, ridge) -> np.ndarray:

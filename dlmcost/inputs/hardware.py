@@ -11,7 +11,7 @@ import os
 import warnings
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator, model_validator
 
@@ -33,9 +33,10 @@ Number = Annotated[float, Strict()]
 MIN_FRACTION = 0.01  # an achievable fraction of a peak below 1% is a typo
 
 
-class WeightStreaming(BaseModel):
-    """A memory-bound GEMM's time at one weight precision, latency = overhead + bytes / (bandwidth x
-    peak): measured GEMMs with their weights read once (decode's), where published."""
+class MeasuredStreaming(BaseModel):
+    """A memory-bound kernel's time as measured, latency = overhead + bytes / (bandwidth x peak):
+    GEMMs with their weights read once (decode's) at one weight precision, or decode's attention
+    reading the K/V cache, where published."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -66,7 +67,10 @@ class Efficiency(BaseModel):
     # The GEMMs' (linear ops') bandwidth and time per op at each weight precision measured
     # (`weight_streaming.fp8`...), in place of memory_bandwidth and overhead_us_per_op, which every
     # other op and an unlisted precision take
-    weight_streaming: dict[str, WeightStreaming] = Field(default_factory=dict)
+    weight_streaming: dict[str, MeasuredStreaming] = Field(default_factory=dict)
+    # Decode's attention (one query a sequence, the K/V cache read once) as measured on this GPU,
+    # in place of memory_bandwidth and overhead_us_per_op; other passes' attention keeps those
+    decode_attention: Optional[MeasuredStreaming] = None
 
     @field_validator("weight_streaming")
     @classmethod
@@ -80,6 +84,12 @@ class Efficiency(BaseModel):
         """(bandwidth fraction, us per op) of the GEMMs whose weights are in `precision`."""
         w = self.weight_streaming.get(precision)
         return (w.memory_bandwidth, w.overhead_us_per_op) if w is not None else (self.memory_bandwidth,
+                                                                                  self.overhead_us_per_op)
+
+    def decode_attention_rate(self) -> tuple[float, float]:
+        """(bandwidth fraction, us per op) of decode's attention."""
+        a = self.decode_attention
+        return (a.memory_bandwidth, a.overhead_us_per_op) if a is not None else (self.memory_bandwidth,
                                                                                   self.overhead_us_per_op)
 
     @field_validator("gemm")

@@ -38,7 +38,7 @@ def gpu_records(gpus, price_ages: dict | None = None) -> list[dict]:
                  memory_as_listed=f"{g.memory_gb:g} GB" if g.memory_gb is not None else f"{g.memory_gib:g} GiB",
                  bandwidth_bytes_per_s=g.bandwidth_bytes_per_s,
                  peak_flops=dict(g.peak_flops), ridge_flops_per_byte=dict(g.ridge_flops_per_byte),
-                 scale_up_bytes_per_s=g.link_bytes_per_s, efficiency=g.efficiency.model_dump(), notes=g.notes,
+                 scale_up_bytes_per_s=g.link_bytes_per_s, efficiency=g.efficiency.model_dump(exclude_none=True), notes=g.notes,
                  price_per_hour=g.price_per_hour.model_dump() if g.price_per_hour is not None else None,
                  price_age_days=ages.get(g.key, {}).get("days"), price_stale=ages.get(g.key, {}).get("stale", False))
             for g in gpus]
