@@ -545,6 +545,10 @@ class StackEntry(Record):
     default_for: list[str] = Field(description="the kinds of decoding that run on it without --stack")
     max_running_requests: Optional[int] = Field(description="requests at once per replica (null: no limit of its own)")
     release: Optional[str] = Field(description="how a batch of diffusion requests lets them go (null: synchronous)")
+    api_servers: Optional[int] = Field(None, description="the API server processes per replica every request passes "
+                                                         "before the engine sees it (null: no front-end cost)")
+    front_end_us_per_request: Optional[float] = Field(None, description="one API server's CPU time per request, "
+                                                                        "microseconds (null: no front-end cost)")
     fitted: dict[str, list[str]] = Field(description="field -> the validation points it was fitted on")
     error_band: Optional[ErrorBand] = Field(description="predicted / measured speed over the published measurements "
                                                         "it was not fitted on (docs/validation.md)")
