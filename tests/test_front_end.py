@@ -169,3 +169,24 @@ def test_api_servers_is_checked(run):
     for bad in ("0", "1025"):
         rc, _, err = run("serve", "Qwen/Qwen2.5-7B", "--stack", "vllm", "--api-servers", bad)
         assert rc == 2 and err.startswith("error: --api-servers: API server processes per replica"), err
+
+
+def test_plan_takes_api_servers_and_names_the_front_end(run):
+    """plan on vllm: --api-servers reaches the search (JSON search.api_servers, its source the
+    option) and its header names it; on sglang, which has no front-end cost, it warns that it does
+    nothing; `dlmcost stacks` lists each stack's front end."""
+    import json
+
+    args = ["plan", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--rate", "50",
+            "--prompt", "128", "--answer", "16", "--requests", "200"]
+    rc, out, _ = run(*args, "--stack", "vllm", "--api-servers", "3", "-f", "json")
+    search = json.loads(out)["search"]
+    assert rc == 0 and search["api_servers"] == {"ar": 3} and search["api_servers_source"] == {"ar": "option"}
+    assert search["front_end_us_per_request"] == {"ar": 5000}
+    rc, out, _ = run(*args, "--stack", "vllm")
+    assert "front end: 1 API server, 5 ms a request each (vllm's default, --api-servers to change)" in " ".join(out.split())
+    rc, _, err = run(*args, "--stack", "sglang", "--api-servers", "2")
+    assert rc == 0 and "--api-servers does nothing here" in err
+    rc, out, _ = run("stacks", "-f", "json")
+    fronts = {s["name"]: (s["api_servers"], s["front_end_us_per_request"]) for s in json.loads(out)}
+    assert fronts["vllm"] == fronts["vllm-dllm"] == (1, 5000) and fronts["sglang"] == (None, None)
