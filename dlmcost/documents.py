@@ -132,6 +132,13 @@ class ServeDeployment(Record):
                     "prefill: the prompts one stream, first come first served), tokens; null: each admitted prompt "
                     "in one pass")
     prefill_chunk_source: str = Field(description="where it came from: option, stack, default, or diffusion decoding")
+    api_servers: Optional[int] = Field(
+        None, description="the API server processes per replica every request passes before the engine sees it "
+                          "(the stack's front_end; --api-servers); null: the stack has no front-end cost")
+    front_end_us_per_request: Optional[float] = Field(
+        None, description="one API server's CPU time per request, microseconds (the stack's front_end); null: none")
+    api_servers_source: str = Field("none", description="where the number of API servers came from: option, "
+                                                        "stack, or none")
     cached_prompt_share: Optional[float] = Field(
         None, description="the mean share of a prompt found in the engine's prefix cache over the shares given "
                           "(--cached-prompt: one for every request, or one a request in the order they are sent); "
@@ -319,6 +326,15 @@ class PlanSearch(Record):
                     "prefill_chunk_tokens)")
     prefill_chunk_source: dict[str, str] = Field(description="decoding -> where its budget came from: option, "
                                                              "scenario, stack, default, or diffusion decoding")
+    api_servers: dict[str, Optional[int]] = Field(
+        default_factory=dict, description="decoding -> the API server processes per replica every request passes "
+                                          "before the engine (its stack's front_end; --api-servers); null: its "
+                                          "stack has no front-end cost (serve's api_servers)")
+    front_end_us_per_request: dict[str, Optional[float]] = Field(
+        default_factory=dict, description="decoding -> one API server's CPU time per request, microseconds (null: none)")
+    api_servers_source: dict[str, str] = Field(
+        default_factory=dict, description="decoding -> where the number of API servers came from: option, scenario, "
+                                          "stack, or none")
     cached_prompt_decodings: list[str] = Field(
         default_factory=list, description="the decodings whose prefill the prefix cache shortens (traffic."
                                           "cached_prompt > 0): those that prefill a prompt in one pass or under a "
@@ -530,6 +546,10 @@ class StackEntry(Record):
     default_for: list[str] = Field(description="the kinds of decoding that run on it without --stack")
     max_running_requests: Optional[int] = Field(description="requests at once per replica (null: no limit of its own)")
     release: Optional[str] = Field(description="how a batch of diffusion requests lets them go (null: synchronous)")
+    api_servers: Optional[int] = Field(None, description="the API server processes per replica every request passes "
+                                                         "before the engine sees it (null: no front-end cost)")
+    front_end_us_per_request: Optional[float] = Field(None, description="one API server's CPU time per request, "
+                                                                        "microseconds (null: no front-end cost)")
     fitted: dict[str, list[str]] = Field(description="field -> the validation points it was fitted on")
     error_band: Optional[ErrorBand] = Field(description="predicted / measured speed over the published measurements "
                                                         "it was not fitted on (docs/validation.md)")

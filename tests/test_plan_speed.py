@@ -11,16 +11,32 @@ from collections import deque
 import numpy as np
 import pytest
 
-from dlmcost.serving.simulate import ClassTable, draw_passes, simulate
+from dlmcost.serving.simulate import ClassTable, FrontEnd, draw_passes, simulate
+
+
+class ServersByHeap:
+    """A front end's servers kept as a heap of the times each is free: a request sent at t takes
+    the one free first (FIFO), and reaches the engine at max(t, free) + service."""
+
+    def __init__(self, servers: int, service: float):
+        self.free, self.service = [0.0] * servers, service
+
+    def ready(self, t: float) -> float:
+        r = max(t, heapq.heappop(self.free)) + self.service
+        heapq.heappush(self.free, r)
+        return r
 
 
 def rounds_request_by_request(table, request_class, batch_cap, passes, arrivals_s=None, users=None, think_s=0.0,
-                              ahead=False):
+                              ahead=False, front_end=None):
     """The synchronous policy as the module docstring states it, each round visiting every
     request in the batch: it lasts the most passes any of them has left in its current block
     (a newcomer's prompt passes with its first), then every one moves to its next block.
     `ahead` (a first block outside the limit): the limit counts the members that go on past the
-    round (not in their last block) and the newcomers."""
+    round (not in their last block) and the newcomers. `front_end`: (servers, service) each request
+    passes before the engine sees it (`ServersByHeap`)."""
+    desk = ServersByHeap(*front_end) if front_end else None
+    seen = (lambda t: t) if desk is None else desk.ready  # the time the engine sees a request sent at t
     n = len(request_class)
     cls = request_class.tolist()
     share, pass_s = table.mem_share, table.pass_s
@@ -28,13 +44,14 @@ def rounds_request_by_request(table, request_class, batch_cap, passes, arrivals_
     lead, flat, n_blocks = passes.lead.tolist(), passes.flat.tolist(), passes.n_blocks.tolist()
     offset = passes.offset.tolist()
     open_loop = arrivals_s is not None
-    arrival = arrivals_s.tolist() if open_loop else [math.inf] * n
+    arrival = arrivals_s.tolist() if open_loop else [math.inf] * n  # sent
+    engine_sees = [seen(t) for t in arrival] if open_loop else []
     done, start, first_block = [math.nan] * n, [math.nan] * n, [math.nan] * n
     pending, next_open, issued = [], 0, 0
     if not open_loop:
         for i in range(min(users, n)):
             arrival[i] = 0.0
-            pending.append((0.0, i))
+            pending.append((seen(0.0), i))
         issued = len(pending)
     counts, block_of = [0] * len(share), [0] * n
     queue, members = deque(), []
@@ -42,7 +59,7 @@ def rounds_request_by_request(table, request_class, batch_cap, passes, arrivals_
 
     def next_arrival():
         if open_loop:
-            return arrival[next_open] if next_open < n else math.inf
+            return engine_sees[next_open] if next_open < n else math.inf
         return pending[0][0] if pending else math.inf
 
     while completed < n:
@@ -89,7 +106,7 @@ def rounds_request_by_request(table, request_class, batch_cap, passes, arrivals_
             completed += 1
             if not open_loop and issued < n:
                 arrival[issued] = now + think_s
-                heapq.heappush(pending, (now + think_s, issued))
+                heapq.heappush(pending, (seen(now + think_s), issued))
                 issued += 1
         members = staying
         if not members:
@@ -133,9 +150,14 @@ def check_against_request_by_request(seed: int, ahead: bool):
         load = dict(arrivals_s=np.cumsum(rng.exponential(float(rng.choice([0.01, 0.1, 1.0])), n)))
     else:
         load = dict(users=int(rng.integers(1, 50)), think_s=float(rng.choice([0.0, 0.3])))
-    r = simulate(table, cls, cap, passes=passes, release="synchronous", first_block_outside_limit=ahead, **load)
+    # every third seed: a front end of 1 to 3 servers before the engine (drawn apart, the others' draws unchanged)
+    fe_rng = np.random.default_rng(500 + seed)
+    front = (int(fe_rng.integers(1, 4)), float(fe_rng.choice([0.002, 0.02]))) if seed % 3 == 1 else None
+    r = simulate(table, cls, cap, passes=passes, release="synchronous", first_block_outside_limit=ahead,
+                 front_end=FrontEnd(*front) if front else None, **load)
     arrival, done, first_block, start, busy, end, in_service = rounds_request_by_request(table, cls, cap, passes,
-                                                                                         ahead=ahead, **load)
+                                                                                         ahead=ahead, front_end=front,
+                                                                                         **load)
     assert r.arrival_s.tolist() == arrival.tolist() and r.done_s.tolist() == done.tolist()
     assert r.first_block_s.tolist() == first_block.tolist() and r.start_s.tolist() == start.tolist()
     assert (r.busy_s, r.end_s, r.in_service_s) == (busy, end, in_service)
@@ -167,7 +189,9 @@ def test_one_kind_first_done_loop_is_the_general_loop(seed, monkeypatch):
     else:
         load = dict(users=int(rng.integers(1, 3 * top + 2)), think_s=float(rng.choice([0.0, 0.2])))
     assert sim._one_kind(table, passes, top, n) is not None  # the loop of its own runs
-    kwargs = dict(passes=passes, release="first-done", first_block_outside_limit=ahead, **load)
+    fe_rng = np.random.default_rng(500 + seed)  # every third seed a front end (its own draws)
+    front = FrontEnd(int(fe_rng.integers(1, 4)), float(fe_rng.choice([0.002, 0.02]))) if seed % 3 == 1 else None
+    kwargs = dict(passes=passes, release="first-done", first_block_outside_limit=ahead, front_end=front, **load)
     r = simulate(table, cls, cap, **kwargs)
     monkeypatch.setattr(sim, "_one_kind", lambda *args: None)
     g = simulate(table, cls, cap, **kwargs)

@@ -300,6 +300,11 @@ PrefillChunkOpt = typer.Option(None, "--prefill-chunk", metavar="TOKENS",
                                     "decodes, first come first served (chunked prefill, vLLM's "
                                     "max_num_batched_tokens); 0: each admitted prompt in one pass [the stack's "
                                     "prefill_chunk_tokens, else 0]")
+# the front end's API server processes per replica: serve's deployment and plan's search take it
+ApiServersOpt = typer.Option(None, "--api-servers", metavar="N",
+                             help="API server processes per replica every request passes before the engine sees it "
+                                  "(vLLM's --api-server-count), on a stack with a front-end cost per request "
+                                  "(`dlmcost stacks`) [the stack's front_end.api_servers]")
 
 
 # --- published decodings ------------------------------------------------------------------------

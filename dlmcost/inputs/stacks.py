@@ -42,6 +42,9 @@ MAX_NAME_CHARS = 100  # a stack's name
 # --max-batch and `search.max_batch`, a stack's `max_running_requests`): the serving simulation's
 # tables hold one row per batch size up to twice it
 MAX_RUNNING_REQUESTS = 4096
+# API server processes in front of one replica's engine (a stack's front_end.api_servers, serve's and
+# plan's --api-servers)
+MAX_API_SERVERS = 1024
 # a validation point's id ("serving:" before the ids of points under load)
 PointId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[a-z0-9:._-]+$")]
 
@@ -73,6 +76,17 @@ class HostCost(BaseModel):
     us_per_sequence_squared: float = Field(default=0.0, ge=0, le=1e4)
     # a reference MoE block's Python loop over its experts: host time per expert per MoE layer
     us_per_expert: float = Field(default=0.0, ge=0, le=1e6)
+
+
+class FrontEndCost(BaseModel):
+    """The engine's front end: the OpenAI-compatible API server processes that take each request
+    (chat template, tokenization, per-request bookkeeping, streaming its answer out) before the
+    engine's scheduler sees it, one request at a time each (serving/simulate.py, FrontEnd)."""
+
+    model_config = _FILE
+
+    us_per_request: float = Field(gt=0, le=1e7)  # CPU time one API server spends on a request
+    api_servers: int = Field(default=1, ge=1, le=MAX_API_SERVERS)  # processes, per replica
 
 
 class EagerHost(BaseModel):
@@ -204,6 +218,9 @@ class Stack(BaseModel):
     # and a burst of short ones shares steps, beside the decodes instead of one step that stalls
     # them; None: each admitted prompt in one pass
     prefill_chunk_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
+    # the API server processes every request passes before the engine sees it (None: no front-end
+    # cost: the requests reach the scheduler as they are sent)
+    front_end: FrontEndCost | None = None
     # the vendors of the accelerators the engine runs on (a hardware file's `vendor`, any case;
     # None: any): `plan` searches only those unless --gpu names others
     runs_on: list[str] | None = Field(default=None, min_length=1, max_length=16)
@@ -277,7 +294,7 @@ SOURCED_FIELDS = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "e
 OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_sequence_squared": 0.0, "us_per_expert": 0.0,
                     "max_running_requests": None, "release": None, "sampler_traffic_bytes": None,
                     "expert_rows": "routed", "first_block_outside_limit": False, "prompt_prefill": "one-pass",
-                    "prefill_chunk_tokens": None,
+                    "prefill_chunk_tokens": None, "front_end": None,
                     "depth_overhead": 0.0, "runs_on": None, "eager": None}
 
 

@@ -53,6 +53,9 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     chunk_name = "--prefill-chunk" if from_option else "search.prefill_chunk"
     chunk_given_as = "option" if from_option else "scenario"
     behaviour.check_prefill_chunk(spec.search.prefill_chunk, chunk_name)
+    servers_given_as = "option" if ((overrides or {}).get("search") or {}).get("api_servers") is not None else "scenario"
+    servers_name = "--api-servers" if servers_given_as == "option" else "search.api_servers"
+    behaviour.check_api_servers(spec.search.api_servers, servers_name)
     model_ids = _model_ids(model if model is not None else spec.model)
     model_specs = [resolve_spec(m) for m in model_ids]
     floor = quality_floor(spec)
@@ -90,11 +93,13 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     limits.check_simulated(candidates * requests, None if max_candidates is None else limits.MAX_SIMULATED_REQUESTS,
                            f"{candidates:,} candidate deployments x {requests:,} simulated requests",
                            "fewer --requests, or fewer candidates (GPUs, TP sizes, precisions, decodings, batch limits)")
-    parts, decodings, release, running, stacks, published, chunks = [], [], {}, {}, {}, {}, {}
+    parts, decodings, release, running, stacks, published, chunks, fronts = [], [], {}, {}, {}, {}, {}, {}
     for m, space, pricing in spaces:
         decodings += [d.label for d in space.decodings]
-        policies = {d.label: decoding_policy(stack, efficiency, d, eager, space.prefill_chunk, chunk_given_as)
+        policies = {d.label: decoding_policy(stack, efficiency, d, eager, space.prefill_chunk, chunk_given_as,
+                                             space.api_servers, servers_given_as)
                     for d in space.decodings}
+        fronts.update({label: (pol.front_end, pol.api_servers_source) for label, pol in policies.items()})
         release.update({label: pol.release for label, pol in policies.items()})
         chunks.update({label: (pol.prefill_chunk, pol.prefill_chunk_source) for label, pol in policies.items()})
         running.update({label: space.max_batches or [pol.max_running] for label, pol in policies.items()})
@@ -106,12 +111,15 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                           defer=len(spaces) > 1))
     if baseline and any(not d.autoregressive for _, space, _ in spaces for d in space.decodings):
         ar = baseline_decoding()  # the AR baseline's engine, as the header names it
-        policy = decoding_policy(stack, efficiency, ar, eager, spec.search.prefill_chunk, chunk_given_as)
+        policy = decoding_policy(stack, efficiency, ar, eager, spec.search.prefill_chunk, chunk_given_as,
+                                 spec.search.api_servers, servers_given_as)
+        fronts.setdefault(ar.label, (policy.front_end, policy.api_servers_source))
         release.setdefault(ar.label, policy.release)
         chunks.setdefault(ar.label, (policy.prefill_chunk, policy.prefill_chunk_source))
         running.setdefault(ar.label, spaces[0][1].max_batches or [policy.max_running])
         stacks.setdefault(ar.label, behaviour.stack_name(stack, ar, eager))
     behaviour.warn_if_no_chunks(spec.search.prefill_chunk, [chunk for chunk, _ in chunks.values()], chunk_name)
+    behaviour.warn_if_no_front_end(spec.search.api_servers, [front for front, _ in fronts.values()], servers_name)
     result = parts[0]
     if len(parts) > 1:  # the rows shown of all the models' rankings searched again, then ranked together
         rank_rows([row for p in parts for row in p.pending], ranked)
@@ -130,6 +138,12 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                          # where it came from, as serve's prefill_chunk_tokens and prefill_chunk_source
                          prefill_chunk_tokens={label: chunk for label, (chunk, _) in chunks.items()},
                          prefill_chunk_source={label: source for label, (_, source) in chunks.items()},
+                         # each decoding's front end (None: its stack has none), as serve's api_servers,
+                         # front_end_us_per_request and api_servers_source
+                         api_servers={label: f.servers if f else None for label, (f, _) in fronts.items()},
+                         front_end_us_per_request={label: f.service_s * 1e6 if f else None
+                                                   for label, (f, _) in fronts.items()},
+                         api_servers_source={label: source for label, (_, source) in fronts.items()},
                          # the decodings whose prefill a prefix cache shortens (traffic.cached_prompt > 0)
                          cached_prompt_decodings=result.cached,
                          requests=spec.simulation.requests, seed=spec.simulation.seed,

@@ -30,7 +30,7 @@ import numpy as np
 from ..inputs.hardware import GPU
 from .results import Deployment, Targets, check_targets, joules_per_token, usd_per_hour, usd_per_mtok, usd_per_mtok_range
 from ..serving import behaviour
-from ..serving.simulate import ClassTable, RequestPasses, in_flight_cap, scaled, uncached_prompt_tokens
+from ..serving.simulate import ClassTable, FrontEnd, RequestPasses, in_flight_cap, scaled, uncached_prompt_tokens
 from ..serving.steptime import Decoding
 from ..serving.traffic import RequestSample, Traffic
 
@@ -71,6 +71,7 @@ class Candidate:
     first_block_outside_limit: bool = False  # the stack's (behaviour.Policy)
     # each prompt's share outside the prefix cache where the decoding's prefill can use one (1: whole)
     uncached: float = 1.0
+    front_end: FrontEnd | None = None  # the API servers before the engine (behaviour.Policy's)
     floors: dict = field(default_factory=dict, repr=False)  # _floor_ratio's answers, per (sample, targets)
 
     @property
@@ -125,11 +126,12 @@ def _run(c: Candidate, sample: RequestSample, traffic: Traffic, replicas: int, *
     if traffic.closed_loop:
         users = users_per_replica or math.ceil(traffic.users / replicas)
         r = behaviour.run(c.table, cls, c.max_batch, c.release, c.passes, c.first_block_outside_limit,
-                          uncached=c.uncached_shares(n), users=users, think_s=traffic.think_s)
+                          uncached=c.uncached_shares(n), front_end=c.front_end, users=users,
+                          think_s=traffic.think_s)
     else:
         arrivals = np.cumsum(sample.unit_gaps) / (traffic.rate / replicas)
         r = behaviour.run(c.table, cls, c.max_batch, c.release, c.passes, c.first_block_outside_limit,
-                          uncached=c.uncached_shares(n), arrivals_s=arrivals)
+                          uncached=c.uncached_shares(n), front_end=c.front_end, arrivals_s=arrivals)
     w = _window(n)
     lat, ttfb = r.latency_s[w], r.ttfb_s[w]
     tokens = c.answer_tokens[cls[w]]
@@ -147,7 +149,8 @@ def saturation_rps(c: Candidate, sample: RequestSample) -> float:
     users than the batch holds and no think time): the rate beyond which queues grow without bound."""
     cls = request_classes(sample)
     r = behaviour.run(c.table, cls, c.max_batch, c.release, c.passes, c.first_block_outside_limit,
-                      uncached=c.uncached_shares(len(cls)), users=2 * c.in_flight_cap + 1)
+                      uncached=c.uncached_shares(len(cls)), front_end=c.front_end,
+                      users=2 * c.in_flight_cap + 1)
     return _completion_rate(r.done_s)
 
 
@@ -273,16 +276,17 @@ def floor_fails(c: Candidate, sample: RequestSample, targets: Targets) -> bool:
 
 
 def _lone_latencies(c: Candidate, sample: RequestSample) -> tuple[np.ndarray, np.ndarray]:
-    """Each sampled request's latency and time to first block when served alone: its first pass
-    (a chunked prompt: its k chunk passes) at batch 1, then its other passes at batch 1 (each
-    request's own passes with a block-streaming scheme, as the simulation runs them)."""
+    """Each sampled request's latency and time to first block when served alone: its front end's
+    service (a free API server's time on it), its first pass (a chunked prompt: its k chunk passes)
+    at batch 1, then its other passes at batch 1 (each request's own passes with a block-streaming
+    scheme, as the simulation runs them)."""
     cls = request_classes(sample)
     t1, first1 = (np.array([row[1] for row in rows])[cls] for rows in (c.table.pass_s, c.table.first_pass_s))
     nfe, first_passes = ((c.passes.nfe, c.passes.first) if c.passes is not None
                          else (np.array(c.table.nfe)[cls], np.array(c.table.first_passes)[cls]))
     # a prompt prefilled in k chunks (ClassTable.lift_passes) runs k passes at its first pass's cost
     k = np.array(c.table.prompt_steps)[cls]
-    prefill = _lone_prefill(c, cls, k, t1, first1)
+    prefill = _lone_prefill(c, cls, k, t1, first1) + (c.front_end.service_s if c.front_end else 0.0)
     return prefill + (nfe - k) * t1, prefill + (first_passes - k) * t1
 
 

@@ -91,6 +91,9 @@ class SearchSpec(BaseModel):
     # the autoregressive prompts' token budget a step beside the decodes (0: none; None: the stack's),
     # checked by `behaviour.check_prefill_chunk` as serve's option is
     prefill_chunk: Optional[Annotated[int, Strict()]] = None
+    # the front end's API server processes per replica (None: the stack's), checked by
+    # `behaviour.check_api_servers` as serve's option is
+    api_servers: Optional[Annotated[int, Strict()]] = None
     consumer: bool = False  # the default GPU set with workstation and consumer cards too
     # whose published TPF is the default, spelt as the decoding files spell it
     task: Optional[Annotated[str, AfterValidator(task_key)]] = Field(default=None, min_length=1, max_length=100)
@@ -285,7 +288,7 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
     for p in precisions:
         get_precision(p)
     space = SearchSpace(gpus, sorted(set(tps)), list(dict.fromkeys(precisions)), decodings, sorted(set(max_batches)),
-                        left_out, s.prefill_chunk)
+                        left_out, s.prefill_chunk, s.api_servers)
     power = {g.key: g.board_power_w for g in gpus}
     return space, Pricing(usd, source, power, spec.power_utilisation, low={k: lo for k, (lo, _) in ranges.items()},
                           high={k: hi for k, (_, hi) in ranges.items()})

@@ -58,6 +58,7 @@ class SearchSpace:
     max_batches: list[int]  # running limits searched; empty: each decoding's stack's own
     left_out: list[GPU] = field(default_factory=list)  # default GPUs the stack does not run on
     prefill_chunk: int | None = None  # AR prompts' token budget a step beside the decodes (0: none; None: the stack's)
+    api_servers: int | None = None  # the front end's API servers per replica (None: the stack's)
 
 
 @dataclass
@@ -88,7 +89,8 @@ class PlanResult:
 def _throughput_bound(c: Candidate, sample: RequestSample) -> float:
     """An upper bound on one replica's requests/s, without simulating: each request costs at
     least its first pass's and its later passes' smallest per-request share over every batch
-    size that can run, min_b first_s(b)/b + (NFE - 1) min_b pass_s(b)/b seconds of busy time."""
+    size that can run, min_b first_s(b)/b + (NFE - 1) min_b pass_s(b)/b seconds of busy time; and
+    no more requests reach the engine than its front end's servers pass, servers / service."""
     cls = request_classes(sample)
     # no batch holds more than the batch limit, nor more than the smallest requests' memory allows
     top = len(c.table.pass_s[0]) - 1
@@ -103,7 +105,10 @@ def _throughput_bound(c: Candidate, sample: RequestSample) -> float:
         k = np.asarray(c.table.prompt_steps)
         lifted = _cached_lift_bound(c, k)
         work = (np.asarray(c.table.nfe) - k) * per_pass + (1 - lifted) * per_pass + lifted * per_first
-    return 1.0 / float(work[cls].mean())
+    engine = 1.0 / float(work[cls].mean())
+    if c.front_end is None or not c.front_end.service_s:
+        return engine
+    return min(engine, c.front_end.servers / c.front_end.service_s)
 
 
 def _cached_lift_bound(c: Candidate, k: np.ndarray) -> np.ndarray:
@@ -171,7 +176,7 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
     answers = [int(v) for v in sample.answer_values]
     stack = behaviour.stack_name(stack, decoding, eager)  # the decoding's engine path unless one is given
     pol = behaviour.policy(stack_profile(stack, efficiency), decoding,  # its running limit: max_batch's
-                           prefill_chunk=space.prefill_chunk)
+                           prefill_chunk=space.prefill_chunk, api_servers=space.api_servers)
     pt = pass_table(model, *_table_args(space, decoding, prompts, canvases, pol), efficiency=efficiency,
                     stack=stack, hardware=hardware, max_passes=None)  # plan checked the total of its sweeps
     tokens = np.tile(sample.answer_values.astype(float), len(prompts))  # useful tokens per request class
@@ -192,7 +197,8 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
                         drawn[key] = behaviour.request_passes(rt, cls)
                     out.append(Candidate(g, prec, tp, decoding, mb, t, tokens, rt.batch_limit, pol.release,
                                          drawn[key], pol.first_block_outside_limit,
-                                         uncached=1.0 - cached_prompt if caches(pol, t) else 1.0))
+                                         uncached=1.0 - cached_prompt if caches(pol, t) else 1.0,
+                                         front_end=pol.front_end))
     return out, skipped
 
 
@@ -222,12 +228,14 @@ def baseline_decoding() -> Decoding:
 
 
 def decoding_policy(stack: str | None, efficiency: str, decoding: Decoding, eager: bool = False,
-                    prefill_chunk: int | None = None, chunk_given_as: str = "option") -> behaviour.Policy:
+                    prefill_chunk: int | None = None, chunk_given_as: str = "option",
+                    api_servers: int | None = None, servers_given_as: str = "option") -> behaviour.Policy:
     """How a decoding is served: on its stack (the one given, else its kind's default), with that
-    stack's release and running limit, and the chunked prefill given (else the stack's), as `serve`
-    serves it."""
+    stack's release and running limit, and the chunked prefill and API servers given (else the
+    stack's), as `serve` serves it."""
     return behaviour.policy(stack_profile(behaviour.stack_name(stack, decoding), efficiency, eager), decoding,
-                            prefill_chunk=prefill_chunk, prefill_chunk_given_as=chunk_given_as)
+                            prefill_chunk=prefill_chunk, prefill_chunk_given_as=chunk_given_as,
+                            api_servers=api_servers, api_servers_given_as=servers_given_as)
 
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .cells import gb, sig
+from .cells import gb, num, sig
 from .evidence import first_token_apart
 from .formats import to_csv, to_markdown, typed_json
 from .output import Output, Styled
@@ -148,12 +148,13 @@ def _fmt_value(v) -> str:
     return str(v)
 
 
-STACK_HEADERS = ["stack", "default\nfor", "running\nlimit", "release", "version", "as of", "error band\np10-p90",
-                 "fitted numbers"]
-STACK_PRIORITY = [0, 0, 0, 1, 2, 3, 1, 0]
+STACK_HEADERS = ["stack", "default\nfor", "running\nlimit", "release", "front\nend", "version", "as of",
+                 "error band\np10-p90", "fitted numbers"]
+STACK_PRIORITY = [0, 0, 0, 1, 1, 2, 3, 1, 0]
 STACK_CAPTION = ("default for: the decodings that run on it when no --stack is given; running limit: requests at once "
                  "per replica unless --max-running says otherwise (-: no limit of its own); release: how a batch of "
-                 "diffusion requests lets them go (-: synchronous); error band: predicted / measured speed, 10th to "
+                 "diffusion requests lets them go (-: synchronous); front end: API servers x CPU time per request "
+                 "that every request passes before the engine sees it, --api-servers to change (-: none); error band: predicted / measured speed, 10th to "
                  "90th percentile, over published measurements it was not fitted on (above 1: optimistic; docs/"
                  "validation.md), and where it differs, the band of the time to the first token (TTFT); fitted numbers: field <- the validation points it was fitted on (-f json: every "
                  "source)")
@@ -161,6 +162,13 @@ STACK_CAPTION = ("default for: the decodings that run on it when no --stack is g
 
 def _fitted_cell(fitted: dict) -> list[str]:
     return [f"{field} <- {', '.join(points)}" for field, points in fitted.items()] or ["-"]
+
+
+def _front_end_cell(entry: dict) -> str:
+    """'1 x 5 ms': the API servers and each one's time per request; '-' without a front-end cost."""
+    if entry.get("api_servers") is None:
+        return "-"
+    return f"{entry['api_servers']} x {num(entry['front_end_us_per_request'] / 1000)} ms"
 
 
 def _band_cell(band: dict | None) -> str:
@@ -177,7 +185,7 @@ def render_stacks(entries: list[dict], fmt: str, out: Output) -> None:
         return
     rows = [[e["name"], ", ".join(e["default_for"]) or "-",
              "-" if e["max_running_requests"] is None else str(e["max_running_requests"]),
-             e["release"] or "-", e["version"] or "-", e["as_of"] or "-",
+             e["release"] or "-", _front_end_cell(e), e["version"] or "-", e["as_of"] or "-",
              _band_cell(e["error_band"]), _fitted_cell(e["fitted"])] for e in entries]
     if fmt == "csv":
         out.write(to_csv([dict(zip((h.replace("\n", " ") for h in STACK_HEADERS), r[:-1] + ["; ".join(r[-1])]))
@@ -186,7 +194,7 @@ def render_stacks(entries: list[dict], fmt: str, out: Output) -> None:
         out.write(to_markdown(STACK_HEADERS, [r[:-1] + ["; ".join(r[-1])] for r in rows]))
     else:
         columns = table_columns(STACK_HEADERS, STACK_PRIORITY)
-        for c in columns[3:6] + columns[7:]:
+        for c in columns[3:7] + columns[8:]:
             c.right = False
         columns[-1].wrap = True
         print_fitted(out, columns, rows, STACK_CAPTION)

@@ -5,7 +5,7 @@ alike)."""
 
 from __future__ import annotations
 
-from .cells import safe
+from .cells import num, plural, safe
 
 
 def published_phrase(d: dict, change: str = "--task or --tpf to change") -> str:
@@ -94,6 +94,16 @@ def span(low, high, fmt) -> str:
     targets there)."""
     a, b = ("none" if v is None else fmt(v) for v in (low, high))
     return a if a == b else f"{a}–{b}"
+
+
+def front_end_phrase(servers: int | None, us_per_request: float | None, source: str, stack: str) -> str:
+    """The API servers every request passes before the engine, where the stack has a front-end cost
+    (else ''): 'front end: 1 API server, 5 ms a request each (vllm's default, --api-servers to change)'."""
+    if not servers or us_per_request is None:
+        return ""
+    where = {"stack": f"{stack}'s default"}.get(source, source)
+    return (f"front end: {plural(servers, 'API server')}, {num(us_per_request / 1000)} ms a request each "
+            f"({safe(where)}, --api-servers to change)")
 
 
 def prefill_chunk_phrase(chunk: int | None, source: str, stack: str) -> str:

@@ -13,8 +13,8 @@ import math
 from .charts import Chart, Note, Panel, Series, _log_scaled, short_model
 from .output import Output
 from .cells import num, plural, safe
-from .evidence import (against_published, band_meaning, band_phrase, first_token_phrase, prefill_chunk_phrase,
-                       published_phrase, span)
+from .evidence import (against_published, band_meaning, band_phrase, first_token_phrase, front_end_phrase,
+                       prefill_chunk_phrase, published_phrase, span)
 from .formats import markdown_text, to_csv, to_markdown, typed_json
 from .tables import print_fitted, table_columns
 
@@ -175,7 +175,7 @@ def deployment_lines(d: dict) -> list[str]:
              f"running ≤ {d['max_running']}{' (+ first blocks)' if d.get('first_block_outside_limit') else ''} "
              f"per replica ({_limit_source(d)}; memory fits "
              f"{d['memory_limit']}) · {d['release']} release ({d['release_source']})"
-             + _chunk_words(d) + _cache_words(d)]
+             + _chunk_words(d) + _cache_words(d) + _front_end_words(d)]
     return lines
 
 
@@ -189,6 +189,13 @@ def _cache_words(d: dict) -> str:
     else:
         over = f"the mean of {given:,} shares, one a request sent" if given > 1 else "every request"
     return f" · {share:.0%} of each prompt in the prefix cache ({over}, --cached-prompt)"
+
+
+def _front_end_words(d: dict) -> str:
+    """The API servers every request passes before the engine, where the stack has a front-end cost."""
+    phrase = front_end_phrase(d.get("api_servers"), d.get("front_end_us_per_request"), d.get("api_servers_source", ""),
+                              d["stack"])
+    return f" · {phrase}" if phrase else ""
 
 
 def _chunk_words(d: dict) -> str:

@@ -7,7 +7,8 @@ spread draws them at random), and two stack properties of SGLang's dLLM path: a 
 request's first block beside a full batch (`first_block_outside_limit`) and a prompt prefilled
 one block per forward (`prompt_prefill: block-chunks`), and one of vLLM's and SGLang's usual path:
 autoregressive prompts prefilled under a token budget a step beside the running decodes
-(`prefill_chunk_tokens`). The option wins, then the stack profile's field, then the default:
+(`prefill_chunk_tokens`); and the API servers every request passes before the engine sees it
+(the stack's `front_end`, its number of servers an option). The option wins, then the stack profile's field, then the default:
 `policy`. `request_table` builds a deployment's per-class table (pass times, passes, blocks and
 streamed pieces) from a pass table, `request_passes` each request's passes, and `run` simulates
 one replica with them. `serve` (deployment.py) and `plan`'s search (search.py) call only these,
@@ -23,8 +24,8 @@ import numpy as np
 
 from ..engine.schemes import get_scheme
 from ..errors import DlmcostWarning, UsageError
-from ..inputs.stacks import default_stack, stack_label
-from .simulate import ClassTable, RequestPasses, SimResult, draw_passes, in_flight_cap, simulate
+from ..inputs.stacks import MAX_API_SERVERS, default_stack, stack_label
+from .simulate import ClassTable, FrontEnd, RequestPasses, SimResult, draw_passes, in_flight_cap, simulate
 from .steptime import Decoding, PassTable, passes_to_first_output
 
 DEFAULT_REQUESTS = 2000  # simulated requests per load (plan's search and serve alike)
@@ -48,6 +49,8 @@ class Policy:
     prompt_prefill: str = "one-pass"  # or "block-chunks": the prompt one block per forward (the stack's)
     prefill_chunk: int | None = None  # token-streaming prompts' budget a step beside the decodes (None: one pass each)
     prefill_chunk_source: str = "default"
+    front_end: FrontEnd | None = None  # the API servers before the engine (None: the stack has no front-end cost)
+    api_servers_source: str = "none"  # where their number came from: option, stack, or none
 
     def in_flight_cap(self, max_running: int | None = None) -> int:
         """Requests a replica may hold at once under a running limit (this policy's by default):
@@ -84,10 +87,11 @@ def streams_tokens(decoding: Decoding) -> bool:
 
 
 def policy(stack, decoding: Decoding, *, release: str | None = None, max_running: int | None = None,
-           prefill_chunk: int | None = None, prefill_chunk_given_as: str = "option") -> Policy:
+           prefill_chunk: int | None = None, prefill_chunk_given_as: str = "option",
+           api_servers: int | None = None, api_servers_given_as: str = "option") -> Policy:
     """The deployment's release policy and running-request limit. A scheme that streams tokens
     always releases first-done (a request leaves at its last token). `prefill_chunk`: the option's
-    token budget of a chunked prefill, 0 for none."""
+    token budget of a chunked prefill, 0 for none. `api_servers`: the option's API servers."""
     rel, rel_source = choose(release, stack_field(stack, "release"), DEFAULT_RELEASE)
     if streams_tokens(decoding):
         rel, rel_source = "first-done", "token-streaming scheme"
@@ -97,7 +101,39 @@ def policy(stack, decoding: Decoding, *, release: str | None = None, max_running
     if not (decoding.block and not streams_tokens(decoding)):
         prefill = "one-pass"  # no blocks to cut the prompt into
     chunk, chunk_source = prefill_chunk_of(stack, decoding, prefill_chunk, prefill_chunk_given_as)
-    return Policy(rel, rel_source, cap, cap_source, ahead, prefill, chunk, chunk_source)
+    front, front_source = front_end_of(stack, api_servers, api_servers_given_as)
+    return Policy(rel, rel_source, cap, cap_source, ahead, prefill, chunk, chunk_source, front, front_source)
+
+
+def front_end_of(stack, given: int | None = None, given_as: str = "option") -> tuple[FrontEnd | None, str]:
+    """(the API servers every request passes before the engine sees it, where their number came
+    from): the stack's `front_end` (its CPU time per request) with the servers given (`given`, from
+    `given_as`: the option or a plan scenario's field), else the stack's; (None, "none") for a stack
+    without a front-end cost, whatever is given."""
+    cost = stack_field(stack, "front_end")
+    if cost is None:
+        return None, "none"
+    servers, source = choose(given, cost.api_servers, None)
+    return FrontEnd(int(servers), cost.us_per_request * 1e-6), given_as if source == "option" else source
+
+
+def check_api_servers(given: int | None, name: str = "--api-servers") -> None:
+    """API server processes as given (serve's option, plan's option or scenario field `name`): a
+    whole number in 1..MAX_API_SERVERS; None: not given (the stack's)."""
+    if given is not None and not (isinstance(given, int) and not isinstance(given, bool)
+                                  and 1 <= given <= MAX_API_SERVERS):
+        raise UsageError(f"{name}: API server processes per replica, a whole number in 1..{MAX_API_SERVERS:,}, "
+                         f"got {given}")
+
+
+def warn_if_no_front_end(given: int | None, fronts, name: str = "--api-servers") -> None:
+    """The warning when API servers were given (`name`: where) and no stack served has a front-end
+    cost (`fronts`: each decoding's policy's `front_end`): the number changed nothing."""
+    if given is not None and not any(f is not None for f in fronts):
+        import warnings
+
+        warnings.warn(f"{name} does nothing here: no stack served has a front-end cost (a `front_end:` with its "
+                      "CPU time per request; `dlmcost stacks` lists them)", DlmcostWarning, stacklevel=3)
 
 
 def prefill_chunk_of(stack, decoding: Decoding, given: int | None = None,
@@ -259,11 +295,13 @@ def request_passes(rt: RequestTable, request_class: np.ndarray, spread: float = 
 
 def run(table: ClassTable, request_class: np.ndarray, max_running: int, release: str,
         passes: RequestPasses | None, first_block_outside_limit: bool = False,
-        uncached: np.ndarray | None = None, **load) -> SimResult:
+        uncached: np.ndarray | None = None, front_end: FrontEnd | None = None, **load) -> SimResult:
     """One replica serving these requests (`load`: arrivals_s=..., or users=... and think_s=...)
-    with a `request_table`'s table and `request_passes`; `uncached`: `uncached_shares`."""
+    with a `request_table`'s table and `request_passes`; `uncached`: `uncached_shares`;
+    `front_end`: the policy's (its API servers, before the engine)."""
     return simulate(table, request_class, max_running, passes=passes, release=release,
-                    first_block_outside_limit=first_block_outside_limit, uncached=uncached, **load)
+                    first_block_outside_limit=first_block_outside_limit, uncached=uncached, front_end=front_end,
+                    **load)
 
 
 MAX_CACHED_SHARES = 2_000_000  # shares (one a request sent): a --cached-prompt file's, or a trace's rows

@@ -30,7 +30,7 @@ from .costs import IDLE_POWER_FRACTION, joules_per_token, price_range, usd_per_h
 from .targets import Miss, Targets
 from . import behaviour
 from .behaviour import DEFAULT_MAX_RUNNING, DEFAULT_RELEASE  # noqa: F401  (serve's defaults, documented here)
-from .simulate import RELEASES, ClassTable, SimResult, in_flight_cap, scaled
+from .simulate import RELEASES, ClassTable, FrontEnd, SimResult, in_flight_cap, scaled
 from .steptime import Decoding, pass_table, table_passes
 from .traffic import CACHED_FROM_TRACE, MAX_RATE, MIN_RATE, LengthDist, RequestSample, length_classes, parse_lengths
 
@@ -59,6 +59,7 @@ class Setup:
     max_running: int | None = None
     release: str | None = None
     prefill_chunk: int | None = None  # token-streaming prompts' budget a step beside the decodes (0: none)
+    api_servers: int | None = None  # the front end's API server processes per replica (None: the stack's)
     # the share of each prompt found in the prefix cache, request after request in the order they are
     # sent (cycled); one value: every request's (None or 0: no prompt token is cached)
     cached_prompt: tuple[float, ...] | None = None
@@ -79,6 +80,7 @@ class Setup:
         if self.tpf_spread is not None and not (math.isfinite(self.tpf_spread) and 0 <= self.tpf_spread <= 4):
             raise UsageError(f"--tpf-spread: a coefficient of variation in 0..4, got {self.tpf_spread}")
         behaviour.check_prefill_chunk(self.prefill_chunk)
+        behaviour.check_api_servers(self.api_servers)
         if self.cached_prompt is not None:
             behaviour.check_cached_prompt(self.cached_prompt)
         if self.release is not None and self.release not in RELEASES:
@@ -110,6 +112,8 @@ class Prepared:
     prompt_prefill: str
     prefill_chunk: int | None  # AR prompts' budget a step beside the decodes, tokens (None: one pass each)
     prefill_chunk_source: str
+    front_end: FrontEnd | None  # the API servers every request passes before the engine (the stack's)
+    api_servers_source: str
     release_source: str
     max_running_source: str
     requests: behaviour.RequestTable  # the request classes' passes and pass times
@@ -259,7 +263,7 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     stack = resolve_stack(behaviour.stack_name(setup.stack, decoding), load_profile(setup.efficiency), eager=setup.eager)
     stack_name = behaviour.stack_name(setup.stack, decoding, setup.eager)  # what the passes are costed under
     pol = behaviour.policy(stack, decoding, release=setup.release, max_running=setup.max_running,
-                           prefill_chunk=setup.prefill_chunk)
+                           prefill_chunk=setup.prefill_chunk, api_servers=setup.api_servers)
     prompt_vals = [int(v) for v in sample.prompt_values]
     answer_vals = [int(v) for v in sample.answer_values]
     distinct = sorted(set(behaviour.canvases(decoding, answer_vals)))
@@ -284,6 +288,7 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
                     first_block_outside_limit=pol.first_block_outside_limit,
                     prompt_prefill=pol.prompt_prefill if any(rt.table.lead or []) else "none",
                     prefill_chunk=pol.prefill_chunk, prefill_chunk_source=pol.prefill_chunk_source,
+                    front_end=pol.front_end, api_servers_source=pol.api_servers_source,
                     release_source=pol.release_source,
                     max_running_source=pol.max_running_source, requests=rt, sample=sample,
                     answer_tokens=np.tile(sample.answer_values.astype(float), n_p),
@@ -333,7 +338,7 @@ def _simulate_replicas(prep: Prepared, load, cls: np.ndarray, arrivals: np.ndarr
     for g, kind in zip(groups, kinds):
         sub = passes_all.subset(g) if passes_all is not None else None
         r = behaviour.run(prep.table, cls[g], prep.max_running, prep.release, sub, prep.first_block_outside_limit,
-                          uncached=None if uncached is None else uncached[g], **kind)
+                          uncached=None if uncached is None else uncached[g], front_end=prep.front_end, **kind)
         out.append(_Replica(r, g))
     return out
 
@@ -541,6 +546,9 @@ def describe(prep: Prepared) -> dict:
                 max_running=prep.max_running, max_running_source=prep.max_running_source,
                 first_block_outside_limit=prep.first_block_outside_limit, prompt_prefill=prep.prompt_prefill,
                 prefill_chunk_tokens=prep.prefill_chunk, prefill_chunk_source=prep.prefill_chunk_source,
+                api_servers=prep.front_end.servers if prep.front_end else None,
+                front_end_us_per_request=prep.front_end.service_s * 1e6 if prep.front_end else None,
+                api_servers_source=prep.api_servers_source,
                 cached_prompt_share=_cached_share(s), cached_prompt_given=len(s.cached_prompt or ()),
                 memory_limit=_memory_limit(prep.table),
                 release=prep.release, release_source=prep.release_source, stack=prep.stack, stack_default=prep.stack_default,
@@ -717,5 +725,7 @@ def serve_many(models: list, loads, setups: list[Setup], *, answer=None, **optio
             results.append(serve(spec, loads, setup, answer=answer, **options))
     behaviour.warn_if_no_chunks(max((s.prefill_chunk or 0 for s in setups), default=None),
                                 [r.deployment.get("prefill_chunk_tokens") for r in results])
+    behaviour.warn_if_no_front_end(next((s.api_servers for s in setups if s.api_servers is not None), None),
+                                   [r.deployment.get("api_servers") for r in results])
     mark_pareto([p for r in results for p in r.points])
     return Comparison(results)

@@ -83,6 +83,7 @@ import heapq
 import math
 from collections import deque
 from dataclasses import dataclass
+from dataclasses import replace
 from functools import cached_property, lru_cache, partial
 
 import numpy as np
@@ -126,8 +127,6 @@ class ClassTable:
 def scaled(table: ClassTable, factor: float) -> ClassTable:
     """The same table with every pass `factor` times as long (a deployment whose step times are off
     by that factor, as the validation's error bands say they may be)."""
-    from dataclasses import replace
-
     return replace(table, pass_s=[[t * factor for t in row] for row in table.pass_s],
                    first_pass_s=[[t * factor for t in row] for row in table.first_pass_s])
 
@@ -275,6 +274,45 @@ class SimResult:
 RELEASES = ("synchronous", "first-done")
 
 
+@dataclass(frozen=True)
+class FrontEnd:
+    """The serving engine's front end (its OpenAI-compatible API server: chat template,
+    tokenization, per-request bookkeeping, streaming out): `servers` processes, each spending
+    `service_s` of CPU time on a request, one request at a time. A request reaches the engine's
+    scheduler only once a server has handled it: ready = max(sent, the earliest a server is free)
+    + service_s, the servers taking the requests in the order they are sent."""
+
+    servers: int
+    service_s: float
+
+    def __post_init__(self):
+        if not (isinstance(self.servers, int) and self.servers >= 1 and math.isfinite(self.service_s)
+                and self.service_s >= 0):
+            raise ValueError(f"a front end needs at least one server and a service time >= 0, got {self}")
+
+    def desk(self, n: int) -> "_Desk":
+        return _Desk(self, n)
+
+
+class _Desk:
+    """n requests through a `FrontEnd`, in the order they are sent: each one's send time (`sent`)
+    and the time it reaches the scheduler (what `send` returns). Sent in non-decreasing time,
+    requests leave the servers in that order too, so the server free first is the one that took
+    the request `servers` places before (its leaving time the oldest of the last `servers`)."""
+
+    def __init__(self, front_end: FrontEnd, n: int):
+        self.sent = [math.nan] * n
+        self._service = front_end.service_s
+        self._free = deque([0.0] * front_end.servers, maxlen=front_end.servers)  # sends are never before 0
+
+    def send(self, i: int, t: float) -> float:
+        self.sent[i] = t
+        free = self._free[0]
+        ready = (t if t > free else free) + self._service
+        self._free.append(ready)
+        return ready
+
+
 def _prefill_stream(table: ClassTable) -> tuple[int, list[int], list[int]] | None:
     """(budget C, each class's prompt tokens P_c (0: no prompt pass), a lone prompt's iterations of
     prefill k_c) of a table with a prefill budget; None without one. `lift_passes` (what a lone
@@ -305,10 +343,23 @@ def in_flight_cap(batch_cap: int, first_block_outside_limit: bool = False) -> in
 def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
              arrivals_s: np.ndarray | None = None, users: int | None = None, think_s: float = 0.0,
              passes: RequestPasses | None = None, release: str = "first-done",
-             first_block_outside_limit: bool = False, uncached: np.ndarray | None = None) -> SimResult:
+             first_block_outside_limit: bool = False, uncached: np.ndarray | None = None,
+             front_end: FrontEnd | None = None) -> SimResult:
     """Serve requests in order: open loop (`arrivals_s`, sorted) or closed loop (`users`).
     `uncached`: each request's share of its prompt that is not in the prefix cache (None: all of
-    every prompt is prefilled; see `uncached_prompt_tokens`)."""
+    every prompt is prefilled; see `uncached_prompt_tokens`). `front_end`: the API servers every
+    request passes first (None: none); the result's `arrival_s` are then the send times, which its
+    latencies count from, and the engine sees each request at its leaving the front end."""
+    desk = front_end.desk(len(request_class)) if front_end is not None else None
+    r = _serve(table, request_class, batch_cap, arrivals_s, users, think_s, passes, release,
+               first_block_outside_limit, uncached, desk)
+    return r if desk is None else replace(r, arrival_s=np.array(desk.sent, float))
+
+
+def _serve(table: ClassTable, request_class: np.ndarray, batch_cap: int, arrivals_s: np.ndarray | None,
+           users: int | None, think_s: float, passes: RequestPasses | None, release: str,
+           first_block_outside_limit: bool, uncached: np.ndarray | None, desk: "_Desk | None") -> SimResult:
+    """`simulate` with the front end's desk (None: requests reach the engine as they are sent)."""
     if release not in RELEASES:
         raise ValueError(f"release must be one of {RELEASES}, got {release!r}")
     stream = _prefill_stream(table)
@@ -318,14 +369,14 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
         if uncached is not None:
             raise ValueError("a prefix cache (uncached) is simulated for first-done release only")
         return _simulate_rounds(table, request_class, batch_cap, passes or class_passes(table, request_class),
-                                arrivals_s, users, think_s, first_block_outside_limit)
+                                arrivals_s, users, think_s, first_block_outside_limit, desk)
     ahead = first_block_outside_limit
     n = len(request_class)
     # the plan's usual replica (one kind of request, no budget, no cache): a loop of its own, the same schedule
     alike = _one_kind(table, passes, in_flight_cap(batch_cap, ahead), n) if stream is None and uncached is None else None
     if alike is not None:
         return _first_done_in_order(table, request_class, batch_cap, ahead, *alike,
-                                    *_arrival_list(n, arrivals_s, users), think_s)
+                                    *_arrival_list(n, arrivals_s, users, desk), think_s, desk)
     cap_in_flight = in_flight_cap(batch_cap, ahead)
     cls = request_class.tolist()
     share, pass_s = table.mem_share, table.pass_s
@@ -365,7 +416,7 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
     # their answers come), so the queue is the ids head..tail - 1: those below `issued` have an
     # arrival time, the others (and the sentinel at n) math.inf
     open_loop = arrivals_s is not None
-    arrival, issued = _arrival_list(n, arrivals_s, users)
+    arrival, issued = _arrival_list(n, arrivals_s, users, desk)
     single = len(share) == 1 and part is None  # with a cache the lifts differ request by request
     # in flight: (finish iteration, request), the earliest first; with one NFE for every request
     # they finish in the order they were admitted (a queue); else a heap, or, where newcomers wait
@@ -494,7 +545,7 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
             completed += 1
             b -= 1
             if not open_loop and issued < n:  # the user thinks, then asks again
-                arrival[issued] = now + think_s
+                arrival[issued] = now + think_s if desk is None else desk.send(issued, now + think_s)
                 issued += 1
         if pending and done[pending_req] == done[pending_req]:
             pending = 0  # its request ended before its last piece (NFE < lift_passes): nothing left to feed
@@ -510,16 +561,22 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
                      busy, now, np.array(start, float), in_service)
 
 
-def _arrival_list(n: int, arrivals_s: np.ndarray | None, users: int | None) -> tuple[list[float], int]:
-    """(each request's arrival time, then math.inf as a sentinel; the requests whose arrival is
-    known): open loop, every one's; closed loop, the users' first requests at 0, the others
-    math.inf until an answer comes back."""
+def _arrival_list(n: int, arrivals_s: np.ndarray | None, users: int | None,
+                  desk: "_Desk | None" = None) -> tuple[list[float], int]:
+    """(each request's arrival time at the scheduler, then math.inf as a sentinel; the requests
+    whose arrival is known): open loop, every one's; closed loop, the users' first requests sent at
+    0, the others math.inf until an answer comes back. With a front end (`desk`), each known
+    request's time of leaving it."""
     if arrivals_s is not None:
-        return arrivals_s.tolist() + [math.inf], n
-    if not users or users < 1:
-        raise ValueError(f"a closed loop needs at least one user, got {users}")
-    issued = min(users, n)
-    return [0.0] * issued + [math.inf] * (n - issued + 1), issued
+        sent, issued = arrivals_s.tolist(), n
+    else:
+        if not users or users < 1:
+            raise ValueError(f"a closed loop needs at least one user, got {users}")
+        issued = min(users, n)
+        sent = [0.0] * issued
+    if desk is not None:
+        sent = [desk.send(i, t) for i, t in enumerate(sent)]
+    return sent + [math.inf] * (n - issued + 1), issued
 
 
 def _one_kind(table: ClassTable, passes: RequestPasses | None, cap_in_flight: int,
@@ -563,7 +620,8 @@ def _memory_room(share: float, cap: int, n: int) -> int | None:
 
 
 def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap: int, ahead: bool, nfe: int,
-                         first: int, room: int, arrival: list[float], issued: int, think_s: float) -> SimResult:
+                         first: int, room: int, arrival: list[float], issued: int, think_s: float,
+                         desk: "_Desk | None" = None) -> SimResult:
     """`simulate`'s first-done loop for one request class whose requests all run the same passes
     (`nfe`, the first block after `first` >= 1), without a prefill budget: the plan's usual
     replica, where most of a plan's time goes. The requests then finish, and stream their first
@@ -633,7 +691,7 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
             done[head - b] = now
             b -= 1
             if issued < n:  # a closed loop: the user thinks, then asks again
-                arrival[issued] = now + think_s
+                arrival[issued] = now + think_s if desk is None else desk.send(issued, now + think_s)
                 issued += 1
     return SimResult(np.array(arrival[:n], float), np.array(done, float), np.array(first_block, float),
                      np.asarray(request_class), busy, now, np.array(start, float), in_service)
@@ -652,7 +710,7 @@ def _leaving_this_round(cohorts: list[list]) -> int:
 
 def _simulate_rounds(table: ClassTable, request_class: np.ndarray, batch_cap: int, passes: RequestPasses,
                      arrivals_s: np.ndarray | None, users: int | None, think_s: float,
-                     ahead: bool = False) -> SimResult:
+                     ahead: bool = False, desk: "_Desk | None" = None) -> SimResult:
     """The synchronous policy: one event per round (see the module docstring).
 
     The requests admitted in one round (a cohort) advance one block per round together until each
@@ -670,17 +728,10 @@ def _simulate_rounds(table: ClassTable, request_class: np.ndarray, batch_cap: in
     single, pass0, lift0, share0 = len(share) == 1, pass_s[0], lift[0], share[0]
     alike = len(rows) == 1
     open_loop = arrivals_s is not None
-    if open_loop:
-        arrival = arrivals_s.tolist() + [math.inf]  # sentinel: no more arrivals
-        issued = n  # every request's arrival is known
-    else:
-        if not users or users < 1:
-            raise ValueError(f"a closed loop needs at least one user, got {users}")
-        issued = min(users, n)  # users' first requests at 0; the others when an answer comes back
-        arrival = [0.0] * issued + [math.inf] * (n - issued + 1)
+    arrival, issued = _arrival_list(n, arrivals_s, users, desk)  # closed loop: the others when an answer comes back
     if single and alike:
         done, start, first_block, busy, now, in_service = _rounds_one_kind(
-            rows[0], pass0, lift0, share0, n, batch_cap, arrival, issued, not open_loop, think_s, ahead)
+            rows[0], pass0, lift0, share0, n, batch_cap, arrival, issued, not open_loop, think_s, ahead, desk)
         return SimResult(np.array(arrival[:n], float), np.array(done, float), np.array(first_block, float),
                          np.asarray(request_class), busy, now, np.array(start, float), in_service)
     done, start, first_block = [math.nan] * n, [math.nan] * n, [math.nan] * n
@@ -774,7 +825,7 @@ def _simulate_rounds(table: ClassTable, request_class: np.ndarray, batch_cap: in
                 completed += k
                 if not open_loop and issued < n:  # each user thinks, then asks again
                     more = min(k, n - issued)
-                    arrival[issued:issued + more] = [now + think_s] * more
+                    arrival[issued:issued + more] = _asked_again(now + think_s, issued, more, desk)
                     issued += more
             if not last:
                 co[0] = j + 1
@@ -788,7 +839,7 @@ def _simulate_rounds(table: ClassTable, request_class: np.ndarray, batch_cap: in
 
 def _rounds_one_kind(row: list[int], pass0: list[float], lift0: list[float], share0: float, n: int,
                      batch_cap: int, arrival: list[float], issued: int, closed: bool, think_s: float,
-                     ahead: bool = False) -> tuple:
+                     ahead: bool = False, desk: "_Desk | None" = None) -> tuple:
     """`_simulate_rounds` where every request is of one class and runs the same passes per block
     (`row`): the cohorts then all finish at their last block, oldest first, one per round at most.
     `ahead` (a first block outside the limit): the limit counts the members that go on past the
@@ -859,7 +910,7 @@ def _rounds_one_kind(row: list[int], pass0: list[float], lift0: list[float], sha
             completed += k
             if closed and issued < n:  # each user thinks, then asks again
                 more = min(k, n - issued)
-                arrival[issued:issued + more] = [now + think_s] * more
+                arrival[issued:issued + more] = _asked_again(now + think_s, issued, more, desk)
                 issued += more
         rnd += 1
         if not b:
@@ -892,6 +943,14 @@ def _rounds_one_kind(row: list[int], pass0: list[float], lift0: list[float], sha
                 in_service += held
                 rnd += 1
     return done, start, first_block, busy, now, in_service
+
+
+def _asked_again(t: float, first: int, count: int, desk: "_Desk | None") -> list[float]:
+    """The arrival times at the scheduler of `count` requests sent at t (ids first...): t, or their
+    leaving the front end."""
+    if desk is None:
+        return [t] * count
+    return [desk.send(i, t) for i in range(first, first + count)]
 
 
 def _columns(rows: list[list[int]]) -> list[list[int]]:

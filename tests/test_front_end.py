@@ -1,0 +1,192 @@
+"""The serving engine's front end (its API servers, serving/simulate.py FrontEnd): every request
+passes one of `servers` processes, service_s each, first come first served, before the engine's
+scheduler sees it; latencies still count from sending. Pinned by hand-worked schedules, a
+brute-force server heap, the plan's lone floor and throughput bound, and the CLI end to end."""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+import pytest
+
+from dlmcost.serving.simulate import ClassTable, FrontEnd, simulate
+
+pytestmark = pytest.mark.usefixtures("bundled_offline")
+
+PASS_S = 0.001  # an engine whose one pass takes 1 ms at any batch: far faster than the front end
+
+
+def one_pass_table(cap: int = 64) -> ClassTable:
+    return ClassTable([1], [1], [0.0], [[PASS_S] * (cap + 1)])
+
+
+def test_a_burst_through_one_server_reaches_the_engine_one_service_apart():
+    """10 requests sent at once through 1 server of 5 ms: the k-th (k = 1..10) leaves it at k x 5 ms,
+    finds the engine idle (the one before it done at (k - 1) x 5 + 1 ms), and runs its one 1 ms
+    pass: first token and answer at k x 5 + 1 ms after sending."""
+    r = simulate(one_pass_table(), np.zeros(10, int), 64, arrivals_s=np.zeros(10), front_end=FrontEnd(1, 0.005))
+    expected = [k * 0.005 + PASS_S for k in range(1, 11)]
+    assert r.arrival_s.tolist() == [0.0] * 10  # sent: what the latencies count from
+    assert r.ttfb_s.tolist() == pytest.approx(expected, abs=1e-12)
+    assert r.latency_s.tolist() == pytest.approx(expected, abs=1e-12)
+    assert r.start_s.tolist() == pytest.approx([k * 0.005 for k in range(1, 11)], abs=1e-12)
+
+
+def test_two_servers_take_the_burst_two_at_a_time():
+    """The same burst through 2 servers: requests 2j - 1 and 2j leave at j x 5 ms (j = 1..5) and are
+    admitted together, one 1 ms iteration: done at j x 5 + 1 ms."""
+    r = simulate(one_pass_table(), np.zeros(10, int), 64, arrivals_s=np.zeros(10), front_end=FrontEnd(2, 0.005))
+    expected = [j * 0.005 + PASS_S for j in range(1, 6) for _ in range(2)]
+    assert r.latency_s.tolist() == pytest.approx(expected, abs=1e-12)
+
+
+def test_a_closed_loop_user_waits_the_front_end_every_time():
+    """One user, no think time, 1 server of 5 ms: each request takes 5 + 1 ms, sent when the one
+    before is answered, so the k-th is sent at (k - 1) x 6 ms and answered at k x 6 ms."""
+    r = simulate(one_pass_table(), np.zeros(5, int), 64, users=1, front_end=FrontEnd(1, 0.005))
+    assert r.arrival_s.tolist() == pytest.approx([k * 0.006 for k in range(5)], abs=1e-12)
+    assert r.done_s.tolist() == pytest.approx([k * 0.006 for k in range(1, 6)], abs=1e-12)
+
+
+def test_without_a_front_end_nothing_changes():
+    """A front end of no service time is the engine alone, to the last bit."""
+    arrivals = np.cumsum(np.random.default_rng(0).exponential(0.002, 50))
+    plain = simulate(one_pass_table(), np.zeros(50, int), 64, arrivals_s=arrivals)
+    free = simulate(one_pass_table(), np.zeros(50, int), 64, arrivals_s=arrivals, front_end=FrontEnd(3, 0.0))
+    assert plain.done_s.tolist() == free.done_s.tolist()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_desk_is_a_heap_of_servers(seed):
+    """`FrontEnd.desk` (the server free first is the one that took the request `servers` places
+    before) against a heap of each server's free time, first come first served, on random sends
+    in time order, bursts (equal times) included."""
+    rng = np.random.default_rng(seed)
+    servers, service = int(rng.integers(1, 5)), float(rng.choice([0.001, 0.01]))
+    sent = np.sort(np.round(rng.exponential(0.004, 200).cumsum(), 3))  # rounded: ties
+    desk = FrontEnd(servers, service).desk(len(sent))
+    free = [0.0] * servers
+    for i, t in enumerate(sent.tolist()):
+        ready = max(t, heapq.heappop(free)) + service
+        heapq.heappush(free, ready)
+        assert desk.send(i, t) == pytest.approx(ready, abs=1e-12)
+    assert desk.sent == sent.tolist()
+
+
+def test_a_saturated_replica_completes_no_more_than_its_servers_pass():
+    """Many users and an engine far faster than the front end: the completions come at the
+    servers' rate, 2 / 5 ms = 400 req/s."""
+    from dlmcost.serving.behaviour import completion_rate, measured_window
+
+    r = simulate(one_pass_table(), np.zeros(2000, int), 64, users=129, front_end=FrontEnd(2, 0.005))
+    rate = completion_rate(r.done_s, measured_window(2000), float(r.done_s.max()))
+    assert rate == pytest.approx(400.0, rel=1e-3)
+
+
+def test_bad_front_ends_are_refused():
+    for servers, service in ((0, 0.005), (1, -1.0), (1, math.nan)):
+        with pytest.raises(ValueError):
+            FrontEnd(servers, service)
+
+
+# --- plan: the lone floor and the throughput bound stay bounds --------------------------------------
+
+def _vllm_candidate(api_servers=None, rate=0.01, prompt=16, answer=4):
+    from dlmcost.inputs.hardware import HardwareDB
+    from dlmcost.inputs.models import resolve_model
+    from dlmcost.plan import search
+    from dlmcost.serving.steptime import Decoding
+    from dlmcost.serving.traffic import Traffic, parse_lengths, sample_requests
+
+    traffic = Traffic(parse_lengths(prompt, "p"), parse_lengths(answer, "a"), rate=rate)
+    sample = sample_requests(traffic, 200, 0)
+    decoding = Decoding("ar", None, 1.0)
+    space = search.SearchSpace([HardwareDB.load(None).get("h100")], [1], ["bf16"], [decoding], [64],
+                               api_servers=api_servers)
+    (c,), _ = search._candidates(resolve_model("Qwen/Qwen2.5-7B"), space, decoding, sample, "realistic", "vllm",
+                                 None)
+    return c, sample, traffic
+
+
+def test_plans_lone_floor_adds_one_service():
+    """A request alone passes a free API server (5 ms, the vllm stack's) before its passes: the
+    lone floor is the simulation of each request alone, and 5 ms above the same candidate
+    without a front end."""
+    from dataclasses import replace
+
+    from dlmcost.plan import replicas
+
+    c, sample, traffic = _vllm_candidate()
+    assert c.front_end == FrontEnd(1, 0.005)
+    latency, first = replicas._lone_latencies(c, sample)
+    alone = replicas._run(c, sample, traffic, replicas.separate_replicas(c, sample, traffic))
+    window = replicas._window(len(sample.unit_gaps))
+    assert np.allclose(alone.latency, latency[window], rtol=1e-9)
+    assert np.allclose(alone.ttfb, first[window], rtol=1e-9)
+    bare = replace(c, front_end=None, floors={})
+    assert (latency - replicas._lone_latencies(bare, sample)[0]) == pytest.approx(0.005, abs=1e-12)
+
+
+@pytest.mark.parametrize("api_servers", [1, 3])
+def test_plans_throughput_bound_is_the_servers_rate_and_holds(api_servers):
+    """A 7B model's 16/4 requests on an H100 run far faster than a 5 ms API server passes them:
+    the bound is servers / 5 ms, and a saturated replica's simulated completions stay under it."""
+    from dlmcost.plan import replicas, search
+
+    c, sample, _ = _vllm_candidate(api_servers)
+    bound = search._throughput_bound(c, sample)
+    assert bound == pytest.approx(api_servers / 0.005)
+    assert replicas.saturation_rps(c, sample) <= bound * search.BOUND_MARGIN
+
+
+# --- the CLI -------------------------------------------------------------------------------------
+
+def test_serve_queues_a_burst_in_front_of_the_engine(run):
+    """serve on vllm: 200 requests at once through its 1 API server of 5 ms reach the engine over
+    1 s, so the burst's makespan is at least 200 x 5 ms; 4 servers (--api-servers 4) pass them in
+    50 x 5 ms = 0.25 s. The header says which."""
+    import json
+
+    args = ["serve", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--stack", "vllm", "--prompt", "16", "--answer", "4",
+            "--job", "200", "--parallel", "200"]
+    (rc1, one, _), (rc4, four, _) = run(*args, "-f", "json"), run(*args, "--api-servers", "4", "-f", "json")
+    assert rc1 == rc4 == 0
+    d1, d4 = json.loads(one)["deployments"][0], json.loads(four)["deployments"][0]
+    assert d1["deployment"]["api_servers"] == 1 and d1["deployment"]["api_servers_source"] == "stack"
+    assert d4["deployment"]["api_servers"] == 4 and d4["deployment"]["api_servers_source"] == "option"
+    assert d1["deployment"]["front_end_us_per_request"] == 5000
+    makespan1, makespan4 = d1["points"][0]["makespan_s"], d4["points"][0]["makespan_s"]
+    assert 1.0 <= makespan1 < 1.0 + 0.2  # the last request leaves the server at 1 s, then a few passes
+    assert 0.25 <= makespan4 < 0.25 + 0.2
+    rc, text, _ = run(*args)
+    assert "front end: 1 API server, 5 ms a request each (vllm's default, --api-servers to change)" in \
+        " ".join(text.split())
+
+
+def test_api_servers_is_checked(run):
+    for bad in ("0", "1025"):
+        rc, _, err = run("serve", "Qwen/Qwen2.5-7B", "--stack", "vllm", "--api-servers", bad)
+        assert rc == 2 and err.startswith("error: --api-servers: API server processes per replica"), err
+
+
+def test_plan_takes_api_servers_and_names_the_front_end(run):
+    """plan on vllm: --api-servers reaches the search (JSON search.api_servers, its source the
+    option) and its header names it; on sglang, which has no front-end cost, it warns that it does
+    nothing; `dlmcost stacks` lists each stack's front end."""
+    import json
+
+    args = ["plan", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--rate", "50",
+            "--prompt", "128", "--answer", "16", "--requests", "200"]
+    rc, out, _ = run(*args, "--stack", "vllm", "--api-servers", "3", "-f", "json")
+    search = json.loads(out)["search"]
+    assert rc == 0 and search["api_servers"] == {"ar": 3} and search["api_servers_source"] == {"ar": "option"}
+    assert search["front_end_us_per_request"] == {"ar": 5000}
+    rc, out, _ = run(*args, "--stack", "vllm")
+    assert "front end: 1 API server, 5 ms a request each (vllm's default, --api-servers to change)" in " ".join(out.split())
+    rc, _, err = run(*args, "--stack", "sglang", "--api-servers", "2")
+    assert rc == 0 and "--api-servers does nothing here" in err
+    rc, out, _ = run("stacks", "-f", "json")
+    fronts = {s["name"]: (s["api_servers"], s["front_end_us_per_request"]) for s in json.loads(out)}
+    assert fronts["vllm"] == fronts["vllm-dllm"] == (1, 5000) and fronts["sglang"] == (None, None)
