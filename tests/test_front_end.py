@@ -1,4 +1,4 @@
-"""The serving engine's front end (its API servers, serving/simulate.py FrontEnd): every request
+"""The serving engine's front end (its API servers, serving/simulate/front_end.py): every request
 passes one of `servers` processes, service_s each, first come first served, before the engine's
 scheduler sees it; latencies still count from sending. Pinned by hand-worked schedules, a
 brute-force server heap, the plan's lone floor and throughput bound, and the CLI end to end."""

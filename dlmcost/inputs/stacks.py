@@ -81,7 +81,7 @@ class HostCost(BaseModel):
 class FrontEndCost(BaseModel):
     """The engine's front end: the OpenAI-compatible API server processes that take each request
     (chat template, tokenization, per-request bookkeeping, streaming its answer out) before the
-    engine's scheduler sees it, one request at a time each (serving/simulate.py, FrontEnd)."""
+    engine's scheduler sees it, one request at a time each (serving/simulate/front_end.py, FrontEnd)."""
 
     model_config = _FILE
 
@@ -207,7 +207,7 @@ class Stack(BaseModel):
     # synchronous): all at once when the slowest finishes its block, or each when its own does
     release: Literal["synchronous", "first-done"] | None = None
     # a waiting request's prompt passes and first block run beside the running requests' last
-    # passes, outside max_running_requests (the serving simulation: serving/simulate.py)
+    # passes, outside max_running_requests (the serving simulation: serving/simulate/)
     first_block_outside_limit: bool = False
     # how a block-diffusion request's prompt is prefilled: one pass over all of it, or one block of
     # it per forward (SGLang's dLLM path: a request's extend is cut to the block size each round)

@@ -8,12 +8,13 @@ searches over.
     loads.py      the loads `serve` puts on a deployment and the arrival times they generate
     decodings.py  which decodings a deployment runs: the ones asked for, or the model's own
     steptime.py   pass times from the cost engine (the one adapter to the analysis API)
-    simulate.py   one replica: continuous batching at step granularity, discrete events
+    simulate/     one replica: continuous batching at step granularity, discrete events (its
+                  tables, the API servers in front, and a loop per release policy)
     behaviour.py  how a deployment serves (release policy, running limit, passes per block)
     targets.py    service-level targets and the misses against them
     costs.py      $/hour, $/Mtok, J/token
     deployment.py `dlmcost serve`: a fixed deployment under one or more loads
 
-A new load model goes in loads.py; a new release policy in simulate.py (RELEASES) with its
-choice in behaviour.py; a new cost measure in costs.py.
+A new load model goes in loads.py; a new release policy in simulate/ (a loop of its own beside
+first_done.py and rounds.py, named in RELEASES) with its choice in behaviour.py; a new cost measure in costs.py.
 """

@@ -1,0 +1,122 @@
+"""One replica under load: a seeded discrete-event simulation at decoding-step granularity.
+
+The server runs iterations back to back while any request is in flight. In one iteration every
+in-flight request advances by one forward pass of its own schedule (an AR decode step; one
+denoising step of a block-diffusion request's current block; one whole-canvas pass for the
+full-canvas schemes). A new request joins only at an iteration boundary, and only if the batch
+has room: at most `batch_cap` requests, and the sum of their memory shares (1 / the largest
+batch of their length class that fits the GPU) at most 1. Waiting requests are served first come,
+first served. An idle server starts a new arrival at once.
+
+The iteration time is the sum over the requests in flight of each one's share of its current
+pass at the batch size b: a request in its first pass (the iteration it was admitted in: a
+prompt prefill, or the pass that opens its first block) costs first_pass_s[c][b] / b, any other
+pass pass_s[c][b] / b, where first_pass_s[c][b] is the engine's time of the first pass for b
+requests of class c and pass_s[c][b] the mean of their other passes. So
+
+    tau = sum_i pass_s[c_i][b] / b + sum_(i admitted now) (first_pass_s[c_i][b] - pass_s[c_i][b]) / b.
+
+When a pass costs a shared part (weights) plus a per-sequence part, this is exactly the cost of
+the mixed batch: the shared part is counted once. The prefill runs whole in one iteration, so it
+lengthens that iteration for every request in flight; except under a prefill budget (a token
+budget per step, `prefill_budget` C: vLLM's max_num_batched_tokens, behaviour.prompt_in_token_chunks),
+where the prompts of the classes with a prompt pass of their own (`prompt_tokens` P_c) are one
+stream of tokens, first come first served, and each iteration prefills the next C of them beside
+the decodes: a prompt that fits what is left of the budget is prefilled in that iteration, a longer
+one is cut, its rest taking the budget of the iterations that follow (whole chunks of C) until its
+last piece, whose leftover budget the next prompts in the queue take. A prompt admitted where the
+budget had room r before it runs k = 1 + ceil((P_c - r) / C) iterations of prefill (1 where P_c <= r),
+its passes and its first output k - 1 iterations later than in one pass; an iteration that prefills
+t tokens of a class-c prompt adds t / P_c of its lift (first_pass_s - pass_s: the whole prefill's
+work), so a prompt's pieces carry its whole prefill. No prompt starts while another's piece fills
+the budget: prompts arriving together are prefilled in turn, several to an iteration where they
+fit, not side by side over a budget each.
+
+A prompt whose first tokens are in the engine's prefix cache (vLLM's automatic prefix caching,
+SGLang's radix cache; `uncached`: each request's share u_i of its prompt that is not) prefills
+only the rest: under a budget it puts max(1, round(u_i P_c)) tokens into the stream (the last
+token always runs: its logits are the first answer token), each still adding lift / P_c; without
+one its first pass adds u_i times the class's lift. A cached token's K/V is read, not computed:
+the attention of the tokens that are prefilled over it is counted as in the whole prompt's pass.
+
+Because every request in flight advances one pass per iteration, a request admitted at iteration k
+finishes at iteration k + NFE and streams its first block at k + first_passes (under a prefill
+budget, both later than in one pass by the iterations its prompt's pieces run past the first),
+fixed at admission; and iterations differ in length only where a request was admitted or, under a
+budget, where a prompt's last piece leaves its budget. The simulation therefore only stops at
+arrivals, completions and those last pieces (O(requests) events, a heap each), records the
+iteration times as segments (the admission iteration, then a run of equal ones), and converts
+iteration numbers to times afterwards. One request class whose requests all run the same passes,
+without a budget (most of a plan's simulations), has a loop of its own that needs neither heap
+nor segments (`first_done._first_done_in_order`), with the same arithmetic: a serving behaviour
+added to one loop goes in the other, or `_one_kind` sends its tables to the general one.
+
+Two release policies (`release`):
+
+* "first-done" (first-done-first-out, SGLang PR #17770, #25280): the above. A request leaves the
+  batch, and a waiting one may join, at the end of the iteration that resolves its own last pass.
+* "synchronous": the batch advances block by block. A round runs until every request in it has
+  resolved its current block (a newcomer: its prompt passes and its first block), so it lasts
+  max_i passes_i iterations; a request whose block resolved early stays in the batch, its rows
+  still in every pass (the batch keeps its shape), and its block is streamed at the round's end.
+  Requests join and leave only between rounds. Each round is one event.
+
+A request's first block outside the limit (`first_block_outside_limit`, a stack property:
+SGLang's dLLM path, docs/stacks.md): a waiting request may join while the batch is full, so that
+its prompt passes and first block run beside the running requests' last passes, when by the end
+of that first block fewer than `batch_cap` of the others are still running. The limit then counts
+the requests past their first block; at most 2 x batch_cap are in flight (pass tables run to that).
+"first-done": request i may join at iteration k when fewer than batch_cap requests in flight
+finish after k + first_passes_i. "synchronous": it may join a round when fewer than batch_cap
+members go on past the round (are not in their last block), counting the newcomers.
+
+Per-request pass counts (`passes`, `RequestPasses`): each request's passes over the prompt alone,
+and its passes per block, drawn by `draw_passes` from a distribution of steps per block with the
+class's mean (the engine's NFE) and a given spread. Without them every request of class c runs
+the class's NFE, first block after first_passes[c], and the synchronous policy needs them.
+
+The modules: tables.py (the classes' tables, the requests' passes, the result), front_end.py (the
+API servers), first_done.py and rounds.py (the two release policies' loops); `simulate` below
+picks the loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from .first_done import MEMORY_LIMIT, _memory_room, _one_kind, first_done  # noqa: F401  (tests read the private two)
+from .front_end import FrontEnd
+from .rounds import synchronous_rounds
+from .tables import (MAX_BLOCKS, RELEASES, ClassTable, RequestPasses, SimResult, _prefill_stream,  # noqa: F401
+                     class_passes, draw_passes, in_flight_cap, scaled, uncached_prompt_tokens)
+
+__all__ = ["MAX_BLOCKS", "RELEASES", "ClassTable", "FrontEnd", "RequestPasses", "SimResult", "class_passes",
+           "draw_passes", "in_flight_cap", "scaled", "simulate", "uncached_prompt_tokens"]
+
+
+def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
+             arrivals_s: np.ndarray | None = None, users: int | None = None, think_s: float = 0.0,
+             passes: RequestPasses | None = None, release: str = "first-done",
+             first_block_outside_limit: bool = False, uncached: np.ndarray | None = None,
+             front_end: FrontEnd | None = None) -> SimResult:
+    """Serve requests in order: open loop (`arrivals_s`, sorted) or closed loop (`users`).
+    `uncached`: each request's share of its prompt that is not in the prefix cache (None: all of
+    every prompt is prefilled; see `uncached_prompt_tokens`). `front_end`: the API servers every
+    request passes first (None: none); the result's `arrival_s` are then the send times, which its
+    latencies count from, and the engine sees each request at its leaving the front end."""
+    if release not in RELEASES:
+        raise ValueError(f"release must be one of {RELEASES}, got {release!r}")
+    desk = front_end.desk(len(request_class)) if front_end is not None else None
+    if release == "synchronous":
+        if _prefill_stream(table) is not None:
+            raise ValueError("a prefill budget (prefill_budget) is simulated for first-done release only")
+        if uncached is not None:
+            raise ValueError("a prefix cache (uncached) is simulated for first-done release only")
+        r = synchronous_rounds(table, request_class, batch_cap, passes or class_passes(table, request_class),
+                               arrivals_s, users, think_s, first_block_outside_limit, desk)
+    else:
+        r = first_done(table, request_class, batch_cap, arrivals_s, users, think_s, passes,
+                       first_block_outside_limit, uncached, desk)
+    return r if desk is None else replace(r, arrival_s=np.array(desk.sent, float))

@@ -1,0 +1,331 @@
+"""The first-done release policy (the package docstring): the general event loop, and the loop of
+its own for one kind of request without a budget or a cache (`_first_done_in_order`), which
+follows the same arithmetic: a serving behaviour added to one goes in the other.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections import deque
+from functools import lru_cache, partial
+
+import numpy as np
+
+from .front_end import _arrival_list, _Desk
+from .tables import ClassTable, RequestPasses, SimResult, _prefill_stream, in_flight_cap, uncached_prompt_tokens
+
+def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arrivals_s: np.ndarray | None,
+               users: int | None, think_s: float, passes: RequestPasses | None, first_block_outside_limit: bool,
+               uncached: np.ndarray | None, desk: _Desk | None) -> SimResult:
+    """The first-done policy (the package docstring), with the front end's desk (None: requests
+    reach the engine as they are sent)."""
+    stream = _prefill_stream(table)
+    ahead = first_block_outside_limit
+    n = len(request_class)
+    # the plan's usual replica (one kind of request, no budget, no cache): a loop of its own, the same schedule
+    alike = _one_kind(table, passes, in_flight_cap(batch_cap, ahead), n) if stream is None and uncached is None else None
+    if alike is not None:
+        return _first_done_in_order(table, request_class, batch_cap, ahead, *alike,
+                                    *_arrival_list(n, arrivals_s, users, desk), think_s, desk)
+    cap_in_flight = in_flight_cap(batch_cap, ahead)
+    cls = request_class.tolist()
+    share, pass_s = table.mem_share, table.pass_s
+    # what a request in its first pass adds to the iteration, over b: first_pass_s - pass_s
+    lift = table.lift
+    pending = 0  # under a budget: tokens of the prompt in its pieces not yet prefilled (at most one such prompt)
+    if stream is None:
+        base_nfe, base_first = table.nfe, table.first_passes
+        prompt = [0] * len(share)  # no prompt waits for budget
+    else:  # the passes and the lift of a prompt prefilled whole; the stream adds each request's pieces
+        if passes is not None:
+            raise ValueError("a prefill budget is simulated for token-streaming requests (no per-request passes)")
+        budget, prompt, lone_k = stream
+        base_nfe = [x - k + 1 for x, k in zip(table.nfe, lone_k)]
+        base_first = [f - k + 1 for f, k in zip(table.first_passes, lone_k)]
+        # a token of a class-c prompt adds lift / P_c (over b) to the iteration that prefills it
+        per_token = [[k * x / pc for x in row] if pc else row for row, k, pc in zip(lift, lone_k, prompt)]
+        lift = [[0.0] * len(row) if pc else row for row, pc in zip(lift, prompt)]
+        pending_c = pending_req = -1
+    if passes is None:
+        nfe = [base_nfe[c] for c in cls]
+        first = [base_first[c] for c in cls]
+    else:
+        nfe, first = passes.nfe.tolist(), passes.first.tolist()
+    uniform = not any(any(row) for row in lift)
+    lift0 = lift[0]
+    # a prompt partly in the prefix cache: its lift (no budget) or its tokens in the stream scale down
+    part = None if uncached is None else uncached.tolist()
+    if part is not None and stream is not None:
+        own = [uncached_prompt_tokens(prompt[c], u) for c, u in zip(cls, part)]
+    done = [math.nan] * n
+    start = [math.nan] * n
+    first_it = [0] * n
+    counts = [0] * len(share)
+
+    # requests arrive in id order (sorted arrivals; a closed loop's users ask again in the order
+    # their answers come), so the queue is the ids head..tail - 1: those below `issued` have an
+    # arrival time, the others (and the sentinel at n) math.inf
+    open_loop = arrivals_s is not None
+    arrival, issued = _arrival_list(n, arrivals_s, users, desk)
+    single = len(share) == 1 and part is None  # with a cache the lifts differ request by request
+    # in flight: (finish iteration, request), the earliest first; with one NFE for every request
+    # they finish in the order they were admitted (a queue); else a heap, or, where newcomers wait
+    # on the batch_cap-th latest finish (`ahead`), a sorted list that reads it off by index. Under a
+    # prefill budget a prompt's pieces put off its finish: admission order is finish order only where
+    # every request's prompt is in the stream (its pieces end after those admitted before it) or none
+    # is (a request without a prompt pass admitted beside a prompt in its pieces can finish first)
+    fifo = len(set(nfe)) <= 1 and (stream is None or len({prompt[c] > 0 for c in set(cls)}) <= 1)
+    pass0 = pass_s[0]
+    in_service = 0.0
+    inflight: deque | list = deque() if fifo else []
+    if fifo:
+        push, pop = inflight.append, inflight.popleft
+    elif ahead:
+        push, pop = partial(bisect.insort, inflight), partial(inflight.pop, 0)
+    else:
+        push, pop = partial(heapq.heappush, inflight), partial(heapq.heappop, inflight)
+    head = tail = b = 0
+    share_used = 0.0
+    limit = MEMORY_LIMIT
+    it = 0
+    now = 0.0
+    busy = 0.0
+    seg_it: list[int] = []
+    seg_t: list[float] = []
+    seg_tau: list[float] = []
+    completed = 0
+    while completed < n:
+        # arrivals up to now join the queue
+        if arrival[tail] <= now:
+            tail = bisect.bisect_right(arrival, now, tail, issued)
+        next_t = arrival[tail]
+        # admit at this boundary, first come first served
+        first_new = head
+        opens_at = None  # ahead: the iteration at which the head of the queue may join
+        if stream is not None:  # the coming iteration's budget: the piece of a prompt in its pieces first
+            if pending:
+                piece = pending if pending < budget else budget
+                fed, room, pending = [(pending_c, piece)], budget - piece, pending - piece
+            else:
+                fed, room = [], budget
+            starved = False  # a prompt waits for budget
+        while head < tail and b < cap_in_flight:
+            c = cls[head]
+            if share_used + share[c] > limit and b:
+                break
+            later = 0  # iterations its prompt's pieces run past the coming one
+            pc = prompt[c] if part is None or stream is None else own[head]
+            if pc:
+                if room <= 0:
+                    starved = True  # the budget is another prompt's piece: the queue waits, first come first served
+                    break
+                later = -(-(pc - room) // budget) if pc > room else 0
+            if ahead and b >= batch_cap:
+                # the batch_cap-th latest finish must come by the end of the newcomer's first block
+                kth = inflight[len(inflight) - batch_cap][0]
+                if kth > it + first[head] + later:
+                    opens_at = kth - first[head] - later
+                    break
+            if pc:
+                fed.append((c, pc if pc < room else room))
+                if later:
+                    pending, pending_c, pending_req = pc - room, c, head
+                room -= pc
+            share_used += share[c]
+            counts[c] += 1
+            push((it + nfe[head] + later, head))
+            first_it[head] = it + first[head] + later
+            head += 1
+            b += 1
+        if b == 0:
+            now = next_t  # idle until the next request
+            continue
+        new = head - first_new
+        if new:
+            start[first_new:head] = [now] * new
+        tau = pass0[b] if single else sum(k * pass_s[c][b] for c, k in enumerate(counts) if k) / b
+        # this iteration: the admitted requests run their first pass (a whole prefill, unless in pieces)
+        if uniform or not new:
+            tau0 = tau
+        elif single:
+            tau0 = tau + new * lift0[b] / b
+        elif part is not None:
+            tau0 = tau + sum(lift[cls[i]][b] * part[i] for i in range(first_new, head)) / b
+        else:
+            tau0 = tau + sum(lift[cls[i]][b] for i in range(first_new, head)) / b
+        m = inflight[0][0] - it  # iterations to the next completion
+        if opens_at is not None:
+            m = min(m, opens_at - it)
+        if stream is not None:  # the pieces prefilled in this iteration, then whole budgets of one prompt
+            if fed:
+                lifted = 0.0
+                for c, t in fed:
+                    lifted += t * per_token[c][b]
+                tau0 += lifted / b
+            if pending:
+                tau += budget * per_token[pending_c][b] / b
+                # its last piece leaves budget to the queue: the iteration time changes there
+                m = min(m, -(-pending // budget))
+            elif starved:
+                m = 1  # the next iteration's budget is the waiting prompt's
+        if head == tail and b < cap_in_flight and next_t < math.inf:  # an arrival could join before then
+            m_a = 1 + math.ceil((next_t - now - tau0) / tau - 1e-9)  # the first boundary at or after it
+            if m_a < m:
+                m = m_a if m_a > 1 else 1
+        seg_it.append(it)
+        seg_t.append(now)
+        seg_tau.append(tau0)
+        if tau0 != tau and m > 1:  # the admission iteration, then m - 1 iterations of tau
+            seg_it.append(it + 1)
+            seg_t.append(now + tau0)
+            seg_tau.append(tau)
+        it += m
+        if pending:
+            pending -= (m - 1) * budget  # whole budgets of it in the iterations after the coming one
+        elapsed = tau0 + (m - 1) * tau
+        now += elapsed
+        busy += elapsed
+        in_service += b * elapsed
+        while b and inflight[0][0] == it:
+            i = pop()[1]
+            c = cls[i]
+            done[i] = now
+            counts[c] -= 1
+            share_used -= share[c]
+            completed += 1
+            b -= 1
+            if not open_loop and issued < n:  # the user thinks, then asks again
+                arrival[issued] = now + think_s if desk is None else desk.send(issued, now + think_s)
+                issued += 1
+        if pending and done[pending_req] == done[pending_req]:
+            pending = 0  # its request ended before its last piece (NFE < lift_passes): nothing left to feed
+        if not b:
+            share_used = 0.0  # no drift from float sums
+
+    # iteration number -> time, via the segment each boundary ends
+    seg_it_arr, first_it_arr = np.asarray(seg_it), np.asarray(first_it)
+    k = np.searchsorted(seg_it_arr, first_it_arr, side="left") - 1
+    k = np.clip(k, 0, len(seg_it) - 1)
+    first_block = np.asarray(seg_t)[k] + (first_it_arr - seg_it_arr[k]) * np.asarray(seg_tau)[k]
+    return SimResult(np.array(arrival[:n], float), np.array(done, float), first_block, np.asarray(request_class),
+                     busy, now, np.array(start, float), in_service)
+
+
+def _one_kind(table: ClassTable, passes: RequestPasses | None, cap_in_flight: int,
+              n: int) -> tuple[int, int, int] | None:
+    """(NFE, passes to the first block, the most requests in flight) where there is one request
+    class, every request runs the same passes, its first block after one pass at least, and the
+    memory's limit is a whole number of requests (`_memory_room`): what `_first_done_in_order`
+    needs; else None."""
+    if len(table.nfe) != 1:
+        return None
+    alike = (table.nfe[0], table.first_passes[0]) if passes is None else passes.alike
+    if alike is None or alike[1] < 1:
+        return None
+    room = _memory_room(table.mem_share[0], cap_in_flight, n)
+    return None if room is None else (*alike, room)
+
+
+MEMORY_LIMIT = 1.0 + 1e-9  # the sum of the memory shares in flight at most this (float sums, a little slack)
+
+
+@lru_cache(maxsize=1024)  # a plan asks it for each candidate's every simulation
+def _memory_room(share: float, cap: int, n: int) -> int | None:
+    """The most requests of one class in flight (at most `cap`) that the general loop's memory
+    check lets in, as a whole number: a request joins an empty batch, or one whose float sum of
+    shares plus its own is at most MEMORY_LIMIT. That sum is built by n requests' joins and leaves
+    at most (it restarts at 0 whenever the batch empties), each a float addition or subtraction of
+    values below 2 (error 2**-53 each), and one more addition for the check, so it is within
+    (n + 1) 2**-52 of j x share for the j-th request in flight: where every j x share (j = 2..cap)
+    lies further than that from the limit, the check decides as exact arithmetic does, the same
+    for every history. None where one lies nearer (the general loop then runs)."""
+    from fractions import Fraction
+
+    if share <= 0:
+        return cap
+    exact, limit = Fraction(share), Fraction(MEMORY_LIMIT)
+    slack = 2 * (n + 1) * Fraction(2) ** -52  # twice the rounding bound
+    most = math.floor(limit / exact)  # the most j with j x share <= limit
+    if any(2 <= j <= cap and abs(j * exact - limit) <= slack for j in (most, most + 1)):
+        return None
+    return min(cap, max(most, 1))
+
+
+def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap: int, ahead: bool, nfe: int,
+                         first: int, room: int, arrival: list[float], issued: int, think_s: float,
+                         desk: _Desk | None = None) -> SimResult:
+    """`simulate`'s first-done loop for one request class whose requests all run the same passes
+    (`nfe`, the first block after `first` >= 1), without a prefill budget: the plan's usual
+    replica, where most of a plan's time goes. The requests then finish, and stream their first
+    blocks, in the order they were admitted: those in flight are the ids head - b .. head - 1, each
+    one's finishing iteration is kept by id (no heap, no queue), and the first blocks' times are
+    read off as the clock passes them (no segments to search afterwards). The memory admits
+    `room` requests at once (`_memory_room`: no float sum of shares to keep), and the iteration
+    time is the class's pass time at b. Otherwise the same arithmetic in the same order as the
+    general loop, so the same schedule to the last bit (tests/test_plan_speed.py)."""
+    n = len(request_class)
+    cap_in_flight = in_flight_cap(batch_cap, ahead)
+    pass0, lift0 = table.pass_s[0], table.lift[0]
+    uniform = not any(lift0)
+    inf, ceil = math.inf, math.ceil
+    done = [math.nan] * n
+    start = [math.nan] * n
+    first_block = [math.nan] * n
+    finish = [-1] * (n + 1)  # each admitted request's finishing iteration; -1 (never reached) past them
+    first_it = [1 << 62] * (n + 1)  # ... and its first block's (never reached past them)
+    head = tail = b = it = streamed = 0
+    now = busy = in_service = 0.0
+    while head < n or b:
+        while arrival[tail] <= now:  # arrivals up to now join the queue (arrival[issued] is inf)
+            tail += 1
+        if head < tail:  # some wait: admit them at this boundary, first come first served
+            first_new = head
+            opens_at = None  # ahead: the iteration at which the head of the queue may join
+            while head < tail and b < room:
+                if ahead and b >= batch_cap:
+                    kth = finish[head - batch_cap]  # the batch_cap-th latest finish
+                    if kth > it + first:
+                        opens_at = kth - first
+                        break
+                finish[head] = it + nfe
+                first_it[head] = it + first
+                start[head] = now
+                head += 1
+                b += 1
+            tau = tau0 = pass0[b]
+            if head > first_new and not uniform:  # the admitted requests' first passes
+                tau0 = tau + (head - first_new) * lift0[b] / b
+            m = finish[head - b] - it  # iterations to the next completion
+            if opens_at is not None and opens_at - it < m:
+                m = opens_at - it
+        elif b:
+            tau = tau0 = pass0[b]
+            m = finish[head - b] - it
+        else:
+            now = arrival[tail]  # idle until the next request
+            continue
+        if head == tail and b < cap_in_flight and arrival[tail] < inf:  # an arrival could join before then
+            m_a = 1 + ceil((arrival[tail] - now - tau0) / tau - 1e-9)  # the first boundary at or after it
+            if m_a < m:
+                m = m_a if m_a > 1 else 1
+        # the first blocks streamed in the coming m iterations, the first of them tau0 long and the
+        # others tau, timed as the general loop's segments time them
+        it += m
+        while first_it[streamed] <= it:
+            k = first_it[streamed] - it + m
+            first_block[streamed] = now + k * tau0 if tau0 == tau else (now + tau0) + (k - 1) * tau
+            streamed += 1
+        elapsed = tau0 + (m - 1) * tau
+        now += elapsed
+        busy += elapsed
+        in_service += b * elapsed
+        while finish[head - b] == it:  # the oldest in flight first; finish[head] is -1 once b is 0
+            done[head - b] = now
+            b -= 1
+            if issued < n:  # a closed loop: the user thinks, then asks again
+                arrival[issued] = now + think_s if desk is None else desk.send(issued, now + think_s)
+                issued += 1
+    return SimResult(np.array(arrival[:n], float), np.array(done, float), np.array(first_block, float),
+                     np.asarray(request_class), busy, now, np.array(start, float), in_service)

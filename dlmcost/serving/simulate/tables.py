@@ -1,0 +1,221 @@
+"""The simulation's inputs and output: each request class's pass times and counts (`ClassTable`),
+each request's passes per block (`RequestPasses`, `draw_passes`) and what a run returns
+(`SimResult`); the policy-free arithmetic both release loops share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cached_property
+
+import numpy as np
+
+@dataclass(frozen=True)
+class ClassTable:
+    """Per request class c: passes, passes until the first block is streamed (counting the
+    first), memory share, and the seconds of an iteration in which b requests (all of class c)
+    run a pass: pass_s[c][b] for their later passes (the mean), first_pass_s[c][b] for their
+    first (None: the same as the later ones)."""
+
+    nfe: list[int]
+    first_passes: list[int]
+    mem_share: list[float]
+    pass_s: list[list[float]]  # index b = 0..batch_cap (b = 0 unused)
+    first_pass_s: list[list[float]] | None = None
+
+    lead: list[int] | None = None  # passes over the prompt alone (None: 0)
+    blocks: list[int] | None = None  # blocks of the canvas (None: 1)
+    units: list[int] | None = None  # pieces streamed: blocks, or tokens for a token-streaming scheme
+    lift_passes: list[int] | None = None  # a lone prompt's iterations of prefill under the budget (None: 1)
+    prompt_tokens: list[int] | None = None  # under a prefill budget: each class's prompt tokens (0: no prompt pass)
+    prefill_budget: int | None = None  # prompt tokens an iteration prefills (None: every admitted prompt whole)
+
+    def __post_init__(self):
+        if self.first_pass_s is None:
+            object.__setattr__(self, "first_pass_s", self.pass_s)
+
+    @property
+    def prompt_steps(self) -> list[int]:
+        """Each class's iterations of prefill when its request runs alone (`lift_passes`, else 1)."""
+        return self.lift_passes or [1] * len(self.nfe)
+
+    @cached_property
+    def lift(self) -> list[list[float]]:
+        """What a request in its first pass adds to an iteration, times b: first_pass_s - pass_s."""
+        return [[f - p for f, p in zip(fc, pc)] for fc, pc in zip(self.first_pass_s, self.pass_s)]
+
+
+def scaled(table: ClassTable, factor: float) -> ClassTable:
+    """The same table with every pass `factor` times as long (a deployment whose step times are off
+    by that factor, as the validation's error bands say they may be)."""
+    return replace(table, pass_s=[[t * factor for t in row] for row in table.pass_s],
+                   first_pass_s=[[t * factor for t in row] for row in table.first_pass_s])
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+MAX_BLOCKS = 20_000_000  # blocks over all simulated requests (the passes are drawn per block)
+
+
+@dataclass(frozen=True, eq=False)
+class RequestPasses:
+    """Each request's passes: `lead` over the prompt alone (the first pass among them, if any),
+    then one count per block, request after request in `flat` (request i's n_blocks[i] counts
+    start at offset[i]). NFE_i = lead_i + its counts; the first block is final after lead_i +
+    its first count."""
+
+    lead: np.ndarray
+    flat: np.ndarray
+    n_blocks: np.ndarray
+
+    @classmethod
+    def from_rows(cls, lead, rows) -> "RequestPasses":
+        """From one list of per-block counts per request."""
+        return cls(np.asarray(lead, np.int64), np.asarray([x for r in rows for x in r], np.int64),
+                   np.asarray([len(r) for r in rows], np.int64))
+
+    # kept once worked out (read-only): a plan simulates the same requests' passes many times
+    @cached_property
+    def offset(self) -> np.ndarray:
+        return _read_only(np.concatenate([[0], np.cumsum(self.n_blocks)[:-1]]).astype(np.int64))
+
+    @cached_property
+    def nfe(self) -> np.ndarray:
+        return _read_only(self.lead + np.add.reduceat(self.flat, self.offset) * (self.n_blocks > 0))
+
+    @cached_property
+    def first(self) -> np.ndarray:
+        return _read_only(self.lead + self.flat[self.offset])
+
+    @cached_property
+    def alike(self) -> tuple[int, int] | None:
+        """(NFE, passes to the first block) where every request runs the same, else None."""
+        nfe, first = self.nfe, self.first
+        if not len(nfe) or nfe.min() != nfe.max() or first.min() != first.max():
+            return None
+        return int(nfe[0]), int(first[0])
+
+    def block(self, k: int) -> np.ndarray:
+        """Every request's count for block k (requests with k + 1 blocks or more)."""
+        return self.flat[self.offset[self.n_blocks > k] + k]
+
+    @cached_property
+    def rows(self) -> tuple[list[list[int]], list[int]]:
+        """(distinct rows, each request's row): a request's row is its passes per block with its
+        prompt passes added to the first block's, what a synchronous round waits for."""
+        n = len(self.lead)
+        if not n:
+            return [], []
+        width = int(self.n_blocks.max())
+        grid = np.full((n, width + 1), -1, np.int64)  # padded with -1; the last column holds the length
+        owner = np.repeat(np.arange(n), self.n_blocks)
+        k = np.arange(len(self.flat)) - np.repeat(self.offset, self.n_blocks)
+        grid[owner, k] = self.flat
+        grid[:, width] = self.n_blocks
+        has = self.n_blocks > 0
+        grid[has, 0] += self.lead[has]
+        if (grid == grid[0]).all():  # every request alike (one length class, no spread)
+            return [grid[0, :width].tolist()], [0] * n
+        order = np.lexsort(grid.T[::-1])
+        ordered = grid[order]
+        first = np.ones(n, bool)
+        first[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+        index = np.empty(n, np.int64)
+        index[order] = np.cumsum(first) - 1
+        return [row[:row[-1]] for row in ordered[first].tolist()], index.tolist()
+
+    def subset(self, index: np.ndarray) -> "RequestPasses":
+        pieces = [self.flat[o:o + n] for o, n in zip(self.offset[index], self.n_blocks[index])]
+        flat = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
+        return RequestPasses(self.lead[index], flat, self.n_blocks[index])
+
+
+def class_passes(table: ClassTable, request_class: np.ndarray) -> RequestPasses:
+    """Every request its class's passes, spread as evenly over its blocks as whole passes allow
+    (block k gets round(s(k+1)) - round(sk) of the mean s = (NFE - lead) / blocks)."""
+    return draw_passes(table, request_class, 0.0, np.random.default_rng(0))
+
+
+def draw_passes(table: ClassTable, request_class: np.ndarray, spread: float, rng: np.random.Generator,
+                max_per_block: list[int] | None = None) -> RequestPasses:
+    """Passes per block per request: gamma distributed with the class's mean s = (NFE - lead) /
+    blocks and coefficient of variation `spread` (independent per request and block), rounded to
+    a whole number at random so that the mean is kept (floor(x) + 1 with probability x - floor(x)),
+    at least 1 and at most `max_per_block` (a block's length: one token per pass at least).
+    spread 0: every request the class's passes (see class_passes)."""
+    from ...errors import UsageError
+
+    cls = np.asarray(request_class, int)
+    n_cls = len(table.nfe)
+    lead_c = np.asarray(table.lead if table.lead is not None else [0] * n_cls, np.int64)
+    blocks_c = np.asarray(table.blocks if table.blocks is not None else [1] * n_cls, np.int64)
+    mean_c = (np.asarray(table.nfe, float) - lead_c) / blocks_c
+    n_blocks = blocks_c[cls]
+    total = int(n_blocks.sum())
+    if total > MAX_BLOCKS:
+        raise UsageError(f"{total:,} blocks to simulate (more than {MAX_BLOCKS:,}): choose larger blocks, "
+                         "shorter answers or fewer requests")
+    owner = np.repeat(np.arange(len(cls)), n_blocks)
+    k = np.arange(total) - np.repeat(np.cumsum(n_blocks) - n_blocks, n_blocks)
+    mean = mean_c[cls][owner]
+    if spread <= 0:
+        per = np.round(mean * (k + 1)) - np.round(mean * k)
+    else:
+        shape = 1.0 / spread ** 2
+        x = rng.gamma(shape, mean / shape)
+        per = np.floor(x) + (rng.random(total) < x - np.floor(x))
+        hi = np.asarray(max_per_block, float)[cls][owner] if max_per_block is not None else np.inf
+        per = np.clip(per, 1, hi)
+    return RequestPasses(lead_c[cls], per.astype(np.int64), n_blocks.astype(np.int64))
+
+
+@dataclass(frozen=True)
+class SimResult:
+    arrival_s: np.ndarray
+    done_s: np.ndarray
+    first_block_s: np.ndarray  # time the first block was streamed (absolute)
+    request_class: np.ndarray
+    busy_s: float  # time the replica spent running iterations
+    end_s: float
+    start_s: np.ndarray | None = None  # time each request joined the batch
+    in_service_s: float = 0.0  # integral over time of the requests in the batch (request-seconds)
+
+    @property
+    def latency_s(self) -> np.ndarray:
+        return self.done_s - self.arrival_s
+
+    @property
+    def ttfb_s(self) -> np.ndarray:
+        return self.first_block_s - self.arrival_s
+
+
+RELEASES = ("synchronous", "first-done")
+
+
+def _prefill_stream(table: ClassTable) -> tuple[int, list[int], list[int]] | None:
+    """(budget C, each class's prompt tokens P_c (0: no prompt pass), a lone prompt's iterations of
+    prefill k_c) of a table with a prefill budget; None without one. `lift_passes` (what a lone
+    request runs) only means something beside a budget: a table with one and not the other is refused."""
+    k = table.prompt_steps
+    if table.prefill_budget:
+        return table.prefill_budget, list(table.prompt_tokens or [0] * len(k)), list(k)
+    if max(k) > 1:
+        raise ValueError("lift_passes without a prefill_budget and prompt_tokens: the pieces' lift has no budget to follow")
+    return None
+
+
+def uncached_prompt_tokens(prompt_tokens: int, uncached: float) -> int:
+    """The tokens of a P-token prompt an engine prefills when a share 1 - u of it is in its prefix
+    cache: round(P * u), but at least one (a prompt's last token is always run: its logits give the
+    first answer token) and none for a request without a prompt pass (P = 0)."""
+    if not prompt_tokens:
+        return 0
+    return max(1, min(prompt_tokens, round(prompt_tokens * uncached)))
+
+
+def in_flight_cap(batch_cap: int, first_block_outside_limit: bool = False) -> int:
+    """Requests a replica holds at once under a limit of batch_cap running: twice the limit where
+    newcomers' first blocks run beside a full batch (the module docstring). Pass tables run to it."""
+    return 2 * batch_cap if first_block_outside_limit else batch_cap
