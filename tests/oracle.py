@@ -298,6 +298,7 @@ class Op:
     collectives: float = 0.0
     rows_per_expert: float | None = None  # routed experts: the rows each touched expert receives
     depths: tuple = ()  # a GEMM op's matrices on this GPU: (weights, inner dimension K) each
+    flops_per_key: float = 0.0  # attention: its FLOPs were every query to read one key
 
     @property
     def bytes(self) -> float:
@@ -389,7 +390,8 @@ def pass_ops(m, p: Pass, st: Setup) -> list[Op]:
             keys_act = B * (c + q) * H * nope_v
         ops.append(Op("attention", "attention", flops=L * 2 * B * keys * H * (qk + av),
                       kv_read=L * B * c * latent * st.kv, kv_write=L * B * p.kv_write * latent * st.kv,
-                      activations=L * (T * H * (qk + av) + keys_act) * a, kernels=L))
+                      activations=L * (T * H * (qk + av) + keys_act) * a, kernels=L,
+                      flops_per_key=L * 2 * B * q * H * (qk + av)))
         v_dim = mla.v_head_dim
     else:
         h = m.head_dim
@@ -401,7 +403,8 @@ def pass_ops(m, p: Pass, st: Setup) -> list[Op]:
         kv_elems = 2 * kvh * h
         ops.append(Op("attention", "attention", flops=L * 4 * B * keys * H * h,
                       kv_read=L * B * c * kv_elems * st.kv, kv_write=L * B * p.kv_write * kv_elems * st.kv,
-                      activations=L * T * (2 * H * h + kv_elems) * a, kernels=L))
+                      activations=L * T * (2 * H * h + kv_elems) * a, kernels=L,
+                      flops_per_key=L * 4 * B * q * H * h))
         v_dim = h
     ops.append(gemm("o_proj", m.n_heads * v_dim * d / N, H * v_dim, d, L))
 
@@ -513,7 +516,8 @@ def pass_bound(ops: list[Op], g: dict) -> float:
 # us_per_sequence_squared and us_per_expert (host, optional), gemm (a list of (rows, efficiency)
 # points), attention, elementwise (bytes factor), sampler_bytes (per logit held), sampler_traffic
 # (optional: per logit streamed; sampler_bytes without it), expert_rows ("routed" unless "pass"),
-# depth (optional: (overhead, reference K) of the GEMM depth term).
+# depth (optional: (overhead, reference K) of the GEMM depth term), keys_overhead (optional: k0,
+# attention at k / (k + k0) of its rate for k keys per query).
 
 
 def stack_gemm_factor(stack: dict, rows: float) -> float:
@@ -552,6 +556,8 @@ def stacked_op_time(op: Op, g: dict, stack: dict, rows: float) -> float:
               "attention": stack["attention"], "other": 1.0}[op.kind] * depth_multiplier(op, g, stack)
     nbytes = op.bytes * (stack["elementwise"] if op.kind == "other" else 1.0)
     compute = op.flops / (g["peak"][op.kind] * g["eff"][op.kind] * factor)
+    if op.kind == "attention" and op.flops > 0:  # k0 more keys' worth of work per query row
+        compute *= 1.0 + stack.get("keys_overhead", 0.0) * op.flops_per_key / op.flops
     memory = nbytes / (g["bandwidth"] * eff_mem(op, g))
     return max(compute, memory) + op.kernels * overhead(op, g)
 

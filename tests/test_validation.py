@@ -270,7 +270,9 @@ def test_fitted_tokens_per_forward_reproduce_their_points(serving):
     fitted = [r for r in serving if re.match(r"\w+ sets --tpf ", r["point"].get("fitted") or "") and r["in_sample"]]
     assert len(fitted) >= 8
     for r in fitted:
-        assert r["error"] <= 1.03, r
+        # 1.031: DiffusionGemma on an A100 (dfx-diffusiongemma-a100-vllm-maxseqs1) jumps from 0.971 of its
+        # measured throughput at --tpf 53.89 to 1.061 at 53.9 (one whole step fewer per block): 1.030 is its closest
+        assert r["error"] <= 1.031, r
         value = re.search(r"sets --tpf ([0-9.]+)", r["point"]["fitted"]).group(1)
         assert f"--tpf {value} " in " ".join(r["point"]["command"].split()) + " "
         for q in serving:
