@@ -105,15 +105,16 @@ def gpu_rates(yaml_name: str, precision: str, profile: str = "realistic") -> dic
 
 
 def link_share(sent_bytes: float) -> float:
-    """The collective-bandwidth curve by hand: its two points joined by a straight line in
+    """The collective-bandwidth curve by hand: its points joined by straight lines in
     log(bytes sent per GPU), flat outside them."""
     curve = json.loads((ROOT / "dlmcost" / "inputs" / "collective_bandwidth.json").read_text(encoding="utf-8"))
-    (x0, x1), (y0, y1) = curve["sent_bytes"], curve["share_of_link"]
-    if sent_bytes <= x0:
-        return y0
-    if sent_bytes >= x1:
-        return y1
-    return y0 + (y1 - y0) * (math.log(sent_bytes) - math.log(x0)) / (math.log(x1) - math.log(x0))
+    points = list(zip(curve["sent_bytes"], curve["share_of_link"]))
+    if sent_bytes <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if sent_bytes <= x1:
+            return y0 + (y1 - y0) * (math.log(sent_bytes) - math.log(x0)) / (math.log(x1) - math.log(x0))
+    return points[-1][1]
 
 
 # --- the schedule: every forward pass ---------------------------------------------------------
