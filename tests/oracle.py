@@ -111,15 +111,16 @@ def gpu_rates(yaml_name: str, precision: str, profile: str = "realistic") -> dic
 
 
 def link_share(sent_bytes: float) -> float:
-    """The collective-bandwidth curve by hand: its two points joined by a straight line in
+    """The collective-bandwidth curve by hand: its points joined by straight lines in
     log(bytes sent per GPU), flat outside them."""
     curve = json.loads((ROOT / "dlmcost" / "inputs" / "collective_bandwidth.json").read_text(encoding="utf-8"))
-    (x0, x1), (y0, y1) = curve["sent_bytes"], curve["share_of_link"]
-    if sent_bytes <= x0:
-        return y0
-    if sent_bytes >= x1:
-        return y1
-    return y0 + (y1 - y0) * (math.log(sent_bytes) - math.log(x0)) / (math.log(x1) - math.log(x0))
+    points = list(zip(curve["sent_bytes"], curve["share_of_link"]))
+    if sent_bytes <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if sent_bytes <= x1:
+            return y0 + (y1 - y0) * (math.log(sent_bytes) - math.log(x0)) / (math.log(x1) - math.log(x0))
+    return points[-1][1]
 
 
 # --- the schedule: every forward pass ---------------------------------------------------------
@@ -305,6 +306,7 @@ class Op:
     rows_per_expert: float | None = None  # routed experts: the rows each touched expert receives
     depths: tuple = ()  # a GEMM op's matrices on this GPU: (weights, inner dimension K) each
     decode: bool = False  # attention with one query a sequence: decode's kernel, at its measured rate
+    flops_per_key: float = 0.0  # attention: its FLOPs were every query to read one key
 
     @property
     def bytes(self) -> float:
@@ -396,7 +398,8 @@ def pass_ops(m, p: Pass, st: Setup) -> list[Op]:
             keys_act = B * (c + q) * H * nope_v
         ops.append(Op("attention", "attention", flops=L * 2 * B * keys * H * (qk + av),
                       kv_read=L * B * c * latent * st.kv, kv_write=L * B * p.kv_write * latent * st.kv,
-                      activations=L * (T * H * (qk + av) + keys_act) * a, kernels=L, decode=q == 1))
+                      activations=L * (T * H * (qk + av) + keys_act) * a, kernels=L, decode=q == 1,
+                      flops_per_key=L * 2 * B * q * H * (qk + av)))
         v_dim = mla.v_head_dim
     else:
         h = m.head_dim
@@ -408,7 +411,8 @@ def pass_ops(m, p: Pass, st: Setup) -> list[Op]:
         kv_elems = 2 * kvh * h
         ops.append(Op("attention", "attention", flops=L * 4 * B * keys * H * h,
                       kv_read=L * B * c * kv_elems * st.kv, kv_write=L * B * p.kv_write * kv_elems * st.kv,
-                      activations=L * T * (2 * H * h + kv_elems) * a, kernels=L, decode=q == 1))
+                      activations=L * T * (2 * H * h + kv_elems) * a, kernels=L, decode=q == 1,
+                      flops_per_key=L * 4 * B * q * H * h))
         v_dim = h
     ops.append(gemm("o_proj", m.n_heads * v_dim * d / N, H * v_dim, d, L))
 
@@ -525,7 +529,8 @@ def pass_bound(ops: list[Op], g: dict) -> float:
 # us_per_sequence_squared and us_per_expert (host, optional), gemm (a list of (rows, efficiency)
 # points), attention, elementwise (bytes factor), sampler_bytes (per logit held), sampler_traffic
 # (optional: per logit streamed; sampler_bytes without it), expert_rows ("routed" unless "pass"),
-# depth (optional: (overhead, reference K) of the GEMM depth term).
+# depth (optional: (overhead, reference K) of the GEMM depth term), keys_overhead (optional: k0,
+# attention at k / (k + k0) of its rate for k keys per query).
 
 
 def stack_gemm_factor(stack: dict, rows: float) -> float:
@@ -564,6 +569,8 @@ def stacked_op_time(op: Op, g: dict, stack: dict, rows: float) -> float:
               "attention": stack["attention"], "other": 1.0}[op.kind] * depth_multiplier(op, g, stack)
     nbytes = op.bytes * (stack["elementwise"] if op.kind == "other" else 1.0)
     compute = op.flops / (g["peak"][op.kind] * g["eff"][op.kind] * factor)
+    if op.kind == "attention" and op.flops > 0:  # k0 more keys' worth of work per query row
+        compute *= 1.0 + stack.get("keys_overhead", 0.0) * op.flops_per_key / op.flops
     memory = nbytes / (g["bandwidth"] * eff_mem(op, g))
     return max(compute, memory) + op.kernels * overhead(op, g)
 

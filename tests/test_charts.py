@@ -281,7 +281,7 @@ def test_roofline_knee_label_is_the_tables():
     assert result["workload"]["scheme"] == "mdm" and knee_cell(result) == "-"
     chart = charts.roofline(result)
     roof = next(s for s in chart.panels[0].series if s.gid == "roof:h100-sxm")
-    assert roof.label == "H100 SXM roof (bf16): ridge 170 achievable, 295 peak"  # no knee after it
+    assert roof.label == "H100 SXM roof (bf16): ridge 172 achievable, 295 peak"  # no knee after it
     assert "H100 SXM: peak ridge 295" in {n.text for n in chart.panels[0].notes}
     assert not any("knee" in n.text for n in chart.panels[0].notes)
 
@@ -410,14 +410,14 @@ def test_roofline_labels_do_not_collide():
 
 def test_roofline_marks_the_achievable_and_the_peak_ridge_apart():
     """Issue 29: the chart bent the roof at the peak ridge (989.5 / 3.35 = 295 FLOP/B on an H100)
-    while the table's ridge column shows the achievable one (170 for this workload): both are
+    while the table's ridge column shows the achievable one (172 for this workload): both are
     drawn, apart, at their own intensities, and labelled with the numbers the table and
     `dlmcost gpus` print."""
     result, _ = analyze_pair(LLADA, dict(gpus="h100"))
     r = result["results"][0]
     peak = 989.5e12 / 3.35e12  # the H100 SXM file's bf16 TFLOP/s over its TB/s
     table_ridge = analyze_rows(result)[0][5]
-    assert table_ridge == "170" and round(peak) == 295
+    assert table_ridge == "172" and round(peak) == 295
     chart = charts.roofline(result)
     lines = lines_by_gid(plot.figure(chart))
     (x, y), = lines["ridge-peak:h100-sxm"].get_xydata().tolist()
@@ -426,9 +426,9 @@ def test_roofline_marks_the_achievable_and_the_peak_ridge_apart():
     assert xs == pytest.approx([r["achievable_ridge_flops_per_byte"]] * 2) and abs(xs[0] - peak) > 100
     notes = {n.text for n in chart.panels[0].notes}
     # (mdm, the model's scheme, has no block to grow: no knee beside the peak ridge)
-    assert {"H100 SXM: achievable ridge 170", "H100 SXM: peak ridge 295"} <= notes
+    assert {"H100 SXM: achievable ridge 172", "H100 SXM: peak ridge 295"} <= notes
     roof = next(s for s in chart.panels[0].series if s.gid == "roof:h100-sxm")
-    assert "ridge 170 achievable, 295 peak" in roof.label
+    assert "ridge 172 achievable, 295 peak" in roof.label
 
 
 def test_terminal_chart_places_markers_on_the_grid():

@@ -16,27 +16,42 @@ def _rates(gpu: str, profile: str = "realistic"):
     return stack_rates([gpu_rates(HardwareDB.load().get(gpu), PRECISIONS["bf16"], load_profile(profile))])
 
 
-def test_the_curve_is_the_scaling_books_two_figures():
-    # an 8-GPU ring all-reduce of B bytes sends 2 x 7/8 x B per GPU: 58 MB -> 101.5 MB at
-    # 150 GB/s of bus bandwidth, 10 GB -> 17.5 GB at 370: shares 150/370 and 1
-    assert link_share(101.5e6, 1.0) == pytest.approx(150 / 370, abs=5e-4)
-    assert link_share(17.5e9, 1.0) == pytest.approx(1.0)
-    assert link_share(1e3, 1.0) == pytest.approx(0.405)  # flat below the smallest figure
+def test_the_curve_is_the_measured_nccl_shares():
+    # aiconfigurator's 8-GPU all-reduces: a message of B bytes sends 2 x 7/8 x B per GPU; 4 MiB
+    # -> 7,340,032 bytes at 0.43 of the largest message's bandwidth, 512 MiB -> 939,524,096 at 1
+    assert link_share(7340032.0, 1.0) == pytest.approx(0.43)
+    assert link_share(939524096.0, 1.0) == pytest.approx(1.0)
+    assert link_share(1e3, 1.0) == pytest.approx(0.43)  # flat below the smallest message
     assert link_share(1e12, 1.0) == pytest.approx(1.0)
-    # halfway in log bytes: halfway in share
-    assert link_share(math.sqrt(101.5e6 * 17.5e9), 1.0) == pytest.approx((0.405 + 1.0) / 2)
+    # halfway in log bytes between the 64 and 128 MiB messages: halfway between 0.85 and 0.92
+    assert link_share(math.sqrt(117440512.0 * 234881024.0), 1.0) == pytest.approx((0.85 + 0.92) / 2)
     assert link_share(1e6, 0.0) == 1.0  # rates that do not scale the link by size
 
 
 def test_tp2_allreduces_of_a_diffusiongemma_step_on_h200_by_hand():
     # TP2 on H200 SXM (450 GB/s per direction, link 0.80, 10 us per collective): a step of 8
     # canvases of 256 tokens, d = 2816, bf16: each all-reduce sends 2 x 1/2 x 2048 x 2816 x 2 B
-    # = 11.53 MB per GPU, below the curve's first point: 0.405 of the link. 60 of them:
+    # = 11.53 MB per GPU, between the 4 and 8 MiB messages' 7.34 and 14.68 MB sent:
+    # 0.43 + 0.07 x log2(11.53 / 7.34) = 0.4757 of the link. 60 of them:
     sent = 2048 * 2816 * 2.0
-    expected = 60 * (sent / (450e9 * 0.80 * 0.405) + 10e-6)  # 60 x (79.1 + 10) us = 5.34 ms
+    share = 0.43 + 0.07 * math.log2(sent / 7340032.0)
+    expected = 60 * (sent / (450e9 * 0.80 * share) + 10e-6)  # 60 x (67.4 + 10) us = 4.64 ms
     got = float(link_time(np.array([60 * sent]), np.array([60.0]), _rates("h200"))[0])
     assert got == pytest.approx(expected, rel=1e-9)
-    assert got == pytest.approx(5.344e-3, rel=1e-3)
+    assert got == pytest.approx(4.642e-3, rel=1e-3)
+
+
+def test_a_deepseek_prefill_chunks_allreduce_on_8_h200s_by_hand():
+    # 8,192 tokens x 7,168 x 2 B = 117,440,512 bytes (112 MiB), 2 x 7/8 of it sent per GPU =
+    # 205,520,896, between the 64 and 128 MiB messages: 0.85 + 0.07 x log2(1.75) = 0.9065 of the
+    # link: 205.5 MB / (450 GB/s x 0.80 x 0.9065) + 10 us = 640 us (the table measures about 506 us
+    # there, between 320 us at 64 MiB and 565 us at 128 MiB: NVLink SHARP lifts 8-GPU all-reduces
+    # above the hardware file's large-message 0.80)
+    sent = 2 * 7 / 8 * 8192 * 7168 * 2.0
+    share = 0.85 + 0.07 * math.log2(1.75)
+    got = float(link_time(np.array([sent]), np.array([1.0]), _rates("h200"))[0])
+    assert got == pytest.approx(sent / (450e9 * 0.80 * share) + 10e-6, rel=1e-9)
+    assert got == pytest.approx(639.8e-6, rel=1e-3)
 
 
 def test_ideal_profile_and_other_vendors_keep_the_flat_link():

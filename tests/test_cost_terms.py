@@ -289,3 +289,44 @@ def test_early_eos_only_where_the_scheme_can_stop():
                                    answer_tokens=219, **kw)["results"][0]
     assert run(scheme="block", block=32)["nfe"] == 1 + 224
     assert run(scheme="mdm")["nfe"] == 256
+
+
+# --- the attention keys term ------------------------------------------------------------------
+# attention at attention_efficiency x k / (k + k0) for k keys per query: its compute time x (1 + k0 / k)
+
+
+def keyed(k0):
+    return neutral(attention_keys_overhead=k0, sources={"attention_keys_overhead": "test"})
+
+
+def test_keys_term_by_hand():
+    stack = keyed(1000.0)
+    # 8e6 FLOPs at 2e3 per key: k = 4000 keys per query, 1 + 1000 / 4000
+    assert float(stack_time.keys_term(8e6, 2e3, stack)) == pytest.approx(1.25, rel=1e-12)
+    assert float(stack_time.keys_term(0.0, 0.0, stack)) == 1.0  # an op without FLOPs: no term, no NaN
+    assert float(stack_time.keys_term(8e6, 2e3, neutral())) == 1.0  # no overhead: no term
+
+
+def test_a_bidirectional_canvas_pays_k0_keys_per_query_by_hand():
+    # LLaDA-8B (32 layers, 32 heads x 128) over one 2048 + 2048 canvas pass on an H20: every query
+    # reads k = 4096 keys, FLOPs 4 x 32 layers x 4096 queries x 4096 keys x 32 x 128, compute-bound
+    # (AI in the thousands against a ridge of 37); one kernel per layer
+    flops = 4 * 32 * 4096 * 4096 * 32 * 128
+    work = dict(scheme="mdm", prompt=2048, gen=2048, steps=1, block=2048)
+    got = op(api.analyze("GSAI-ML/LLaDA-8B-Instruct", gpus="h20", stack=keyed(1000.0), **work)["results"][0],
+             "attention")
+    assert got["flops"] == flops
+    assert got["time_s"] == pytest.approx(flops * (1 + 1000 / 4096) / (H20_PEAK * H20_GEMM_EFF) + 32 * H20_OVERHEAD_S,
+                                          rel=1e-9)
+
+
+def test_a_causal_prefill_pays_k0_keys_for_each_of_its_queries_by_hand():
+    # Llama-3-8B (32 layers, 32 query heads x 128), a 2048-token prompt and one decode step on an
+    # H20: the keys term adds k0 x the prefill's FLOPs per key, 4 x 32 x 2048 x 32 x 128, at the
+    # attention rate, whatever its k-bar; the decode step's attention stays memory-bound (AI about
+    # 4 x 1.5 against a ridge of 37), so it adds nothing there
+    per_key = 4 * 32 * 2048 * 32 * 128
+    work = dict(scheme="ar", prompt=2048, gen=1)
+    plain, keyed_ = (op(api.analyze("meta-llama/Meta-Llama-3-8B", gpus="h20", stack=s, **work)["results"][0],
+                        "attention")["time_s"] for s in (neutral(), keyed(500.0)))
+    assert keyed_ - plain == pytest.approx(500 * per_key / (H20_PEAK * H20_GEMM_EFF), rel=1e-9)

@@ -318,7 +318,7 @@ def test_first_pass_matches_the_brute_force_oracle(model, gpus, profile, tpf, w)
 # the MoE's experts)
 GOLDEN_STACK = dict(gemm=[(1, 0.3), (64, 0.5), (1024, 0.9)], attention=0.7, elementwise=1.5, sampler_bytes=10.0,
                     sampler_traffic=37.0, fixed_us=200.0, us_per_sequence=7.0, us_per_sequence_squared=3.0,
-                    us_per_expert=0.4, depth=(0.6, 3000.0))
+                    us_per_expert=0.4, depth=(0.6, 3000.0), keys_overhead=300.0)
 
 
 def _stack_file(stack: dict):
@@ -326,7 +326,7 @@ def _stack_file(stack: dict):
 
     keys = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "elementwise_bytes_factor",
             "sampler_logits_bytes", "sampler_traffic_bytes", "us_per_sequence", "us_per_sequence_squared",
-            "us_per_expert", "depth_overhead")
+            "us_per_expert", "depth_overhead", "attention_keys_overhead")
     depth = dict(zip(("depth_overhead", "reference_depth"), stack["depth"])) if "depth" in stack else {}
     return validate_stack(dict(
         name="golden", host=dict(us_per_layer=stack["us_per_layer"], overlaps_gpu=stack["overlaps_gpu"],
@@ -334,7 +334,8 @@ def _stack_file(stack: dict):
                                  us_per_sequence_squared=stack.get("us_per_sequence_squared", 0.0),
                                  us_per_expert=stack.get("us_per_expert", 0.0)),
         gemm_efficiency=dict(rows=[r for r, _ in stack["gemm"]], efficiency=[e for _, e in stack["gemm"]], **depth),
-        attention_efficiency=stack["attention"], elementwise_bytes_factor=stack["elementwise"],
+        attention_efficiency=stack["attention"], attention_keys_overhead=stack.get("keys_overhead", 0.0),
+        elementwise_bytes_factor=stack["elementwise"],
         sampler_logits_bytes=stack["sampler_bytes"], sampler_traffic_bytes=stack.get("sampler_traffic"),
         sources=dict.fromkeys(keys, "test")))
 

@@ -26,9 +26,9 @@ from dlmcost.inputs.models import load_bundled
 LLADA = "GSAI-ML/LLaDA-8B-Instruct"  # d 4096, 32 layers, 32 heads of 128 (no GQA), ffn 12288, V 126464
 MIXTRAL = "mistralai/Mixtral-8x7B-Instruct-v0.1"  # d 4096, 32 layers, 8 experts of ffn 14336, top 2
 
-# nvidia-h100-sxm.yaml: GEMM efficiencies (bf16 0.80, fp8 0.72) x the sustained_compute of whole forwards (0.67)
+# nvidia-h100-sxm.yaml: GEMM efficiencies (bf16 0.80, fp8 0.72) x the sustained_compute of whole forwards (0.68)
 H100_BF16, H100_FP8 = 989.5e12, 1979e12
-H100_SUSTAINED = 0.67
+H100_SUSTAINED = 0.68
 H100_EFF_BF16, H100_EFF_FP8, H100_EFF_MEM = 0.80 * H100_SUSTAINED, 0.72 * H100_SUSTAINED, 0.80
 H100_BW, H100_LINK, OVERHEAD = 3.35e12, 450e9, 3e-6
 

@@ -328,18 +328,18 @@ def test_memory_with_a_drafter_adds_its_weights_and_cache():
 
 def test_knee_equal_to_the_generation_length_is_all(capsys):
     """'all': every block up to the generation length stays memory-bound, the generation's own
-    length included (LLaDA-8B, no prompt, 168 tokens: the knee at its achievable ridge is exactly
-    168, checked by the independent oracle on both sides)."""
-    r = analyze(scheme="mdm", prompt=0, gen=168, steps=168)
-    context, ridge = 0 + 168 / 2, h100_achievable_ridge_bf16
-    assert oracle_ai(168, context, 1) < ridge(168) and oracle_ai(169, context, 1) >= ridge(169)
-    assert r["knee"]["block"] == 168
+    length included (LLaDA-8B, no prompt, 171 tokens: the knee at its achievable ridge is exactly
+    171, checked by the independent oracle on both sides)."""
+    r = analyze(scheme="mdm", prompt=0, gen=171, steps=171)
+    context, ridge = 0 + 171 / 2, h100_achievable_ridge_bf16
+    assert oracle_ai(171, context, 1) < ridge(171) and oracle_ai(172, context, 1) >= ridge(172)
+    assert r["knee"]["block"] == 171
     # the knee is a block's: the table shows it for a scheme with a block (the search is the same)
-    cells = table_line(capsys, "analyze", "--gpu", "h100", "--scheme", "dual-cache", "--block", "8", "--prompt", "0",
-                       "--gen", "168", "--steps", "168")
+    cells = table_line(capsys, "analyze", "--gpu", "h100", "--scheme", "dual-cache", "--block", "9", "--prompt", "0",
+                       "--gen", "171", "--steps", "171")
     assert cells[10] == "all"
-    cells = table_line(capsys, "analyze", "--gpu", "h100", "--scheme", "mdm", "--prompt", "0", "--gen", "168",
-                       "--steps", "168")
+    cells = table_line(capsys, "analyze", "--gpu", "h100", "--scheme", "mdm", "--prompt", "0", "--gen", "171",
+                       "--steps", "171")
     assert cells[10] == "-"  # mdm has no block to grow
 
 
@@ -462,12 +462,12 @@ def test_ridge_is_the_precisions_gemm_peak_over_bandwidth(precision, peak):
 
 def test_achievable_ridge_worked_example():
     """docs/methodology.md (F6a): H100 bf16 under sglang at M = 32 rows (a 32-token block at
-    batch 1; 32 / 0.25 = 128 rows on the curve, its point of 0.45): 989.5e12 · 0.80 · 0.67 · 0.45 /
-    (3.35e12 · 0.80) = 89 FLOP/byte, against the bare ridge of 295."""
+    batch 1; 32 / 0.25 = 128 rows on the curve, its point of 0.45): 989.5e12 · 0.80 · 0.68 · 0.45 /
+    (3.35e12 · 0.80) = 90 FLOP/byte, against the bare ridge of 295."""
     r = analyze(scheme="dual-cache", prompt=256, gen=128, block=32, steps=128)
     step = r["passes"][1]
     assert step["q"] == 32
-    assert step["achievable_ridge_flops_per_byte"] == pytest.approx(989.5e12 * 0.80 * 0.67 * 0.45 / (3.35e12 * 0.80),
+    assert step["achievable_ridge_flops_per_byte"] == pytest.approx(989.5e12 * 0.80 * 0.68 * 0.45 / (3.35e12 * 0.80),
                                                                     rel=1e-9)
     assert r["ridge_flops_per_byte"] == pytest.approx(h100_ridge_bf16(), rel=1e-12)
     assert step["verdict"] == ("memory-bound" if step["flops"] / step["bytes"] < 89.055 else "compute-bound")

@@ -266,30 +266,41 @@ def test_serving_tpot_from_its_definition(serving):
 
 
 def test_fitted_tokens_per_forward_reproduce_their_points(serving):
-    """Each point whose note sets --tpf predicts its measured throughput to within the step that whole
-    steps per block allow (scripts/fit_serving_tpf.py); the points that lean on it use the same value.
-    1.035: DiffusionGemma on vLLM at one request (dfx-diffusiongemma-a100-vllm-maxseqs1) has no value
-    between 0.968 (--tpf 53.89) and 1.056 (53.9) of its measured throughput since the stack's front end
-    (5 ms a request); 1.03 before."""
+    """Each point whose note sets --tpf predicts its measured throughput within 3%, or, where whole
+    steps per block make the throughput jump past it (DiffusionGemma on vLLM at one request: one
+    whole step fewer per block between 53.89 and 53.9), no value a hundredth either side predicts
+    closer (scripts/fit_serving_tpf.py fits to two decimals); the points that lean on it use the same value."""
     import re
 
+    fit = _fit_script()
     fitted = [r for r in serving if re.match(r"\w+ sets --tpf ", r["point"].get("fitted") or "") and r["in_sample"]]
     assert len(fitted) >= 8
     for r in fitted:
-        assert r["error"] <= 1.035, r
         value = re.search(r"sets --tpf ([0-9.]+)", r["point"]["fitted"]).group(1)
+        if r["error"] > 1.03:
+            metric = re.match(r"(\w+) sets", r["point"]["fitted"]).group(1)
+            command = " ".join(r["point"]["command"].split())
+            for neighbour in (float(value) - 0.01, float(value) + 0.01):
+                ratio = validation.METRICS[metric][1](validation.serve_json(fit.with_tpf(command, neighbour)))
+                ratio /= float(r["point"]["measured"][metric])
+                assert max(ratio, 1 / ratio) >= r["error"], (r["id"], neighbour, ratio)
         assert f"--tpf {value} " in " ".join(r["point"]["command"].split()) + " "
         for q in serving:
             if f"serving:{r['id']}" in q["point"].get("leans_on", []):
                 assert f"--tpf {value} " in " ".join(q["point"]["command"].split()) + " ", q["id"]
 
 
-def test_fit_script_writes_a_value_where_it_is_used():
-    """scripts/fit_serving_tpf.py's --write puts a fitted value in the fitting point's note and command and
-    in the commands of the points that lean on it, and nowhere else."""
+def _fit_script():
     spec_fit = importlib.util.spec_from_file_location("fit_serving_tpf", ROOT / "scripts" / "fit_serving_tpf.py")
     fit = importlib.util.module_from_spec(spec_fit)
     spec_fit.loader.exec_module(fit)
+    return fit
+
+
+def test_fit_script_writes_a_value_where_it_is_used():
+    """scripts/fit_serving_tpf.py's --write puts a fitted value in the fitting point's note and command and
+    in the commands of the points that lean on it, and nowhere else."""
+    fit = _fit_script()
     text = (
         "points:\n"
         "  - id: a\n    command: dlmcost serve m --tpf 1 --job 2\n    fitted: \"output_tokens_per_s sets --tpf 1 (x)\"\n"

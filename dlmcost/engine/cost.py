@@ -80,6 +80,9 @@ class OpCost:
     kernels: np.ndarray  # kernel launches per pass (for the per-op overhead)
     link_bytes: np.ndarray  # bytes each GPU sends over the scale-up link (collectives)
     collectives: np.ndarray  # collective operations per pass (for their latency)
+    # attention: the FLOPs the op does per key each query reads (its FLOPs at one key per query),
+    # for a stack whose attention kernels pay a fixed cost per query row (stack_time.keys_term)
+    flops_per_key: np.ndarray | float = 0.0
 
     @property
     def bytes(self) -> np.ndarray:
@@ -209,9 +212,9 @@ def kv_cache_elements_per_gpu(m: ModelSpec, tokens, tp, kv_single_tensor=False, 
 
 
 def _op(name, kind, flops, weight_bytes, activation_bytes, kernels, kv_read=0.0, kv_write=0.0,
-        link_bytes=0.0, collectives=0.0) -> OpCost:
+        link_bytes=0.0, collectives=0.0, flops_per_key=0.0) -> OpCost:
     values = [np.asarray(x, dtype=float) for x in (
-        flops, weight_bytes, kv_read, kv_write, activation_bytes, kernels, link_bytes, collectives)]
+        flops, weight_bytes, kv_read, kv_write, activation_bytes, kernels, link_bytes, collectives, flops_per_key)]
     shape = np.broadcast_shapes(*(v.shape for v in values))
     # a scalar term as a column (columns.column: a read-only view in large grids, a copy in small
     # ones, where a view costs more to set up); nothing downstream writes into an OpCost
@@ -231,7 +234,7 @@ def _combine(name: str, kind: str, ops: list[OpCost]) -> OpCost:
     if len(ops) == 1:  # a uniform model: nothing to add
         return ops[0]
     fields = ("flops", "weight_bytes", "activation_bytes", "kernels", "kv_read_bytes", "kv_write_bytes",
-              "link_bytes", "collectives")
+              "link_bytes", "collectives", "flops_per_key")
     return _op(name, kind, *(sum(getattr(o, f) for o in ops) for f in fields))
 
 
@@ -264,12 +267,13 @@ def _gqa_attention(m: ModelSpec, p: PassInput, L: int, kind: LayerKind) -> OpCos
     hd = kind.head_dim
     H, kvh = heads_per_gpu(m, p.tp), kv_heads_per_gpu(kind.n_kv_heads, p.tp)
     cached = kv_elements_per_layer_per_gpu(m, kind, p.tp, p.kv_single_tensor)  # per token in the cache
-    flops = L * 4 * p.B * p.q * keys_per_query(kind, p) * H * hd
+    per_key = L * 4 * p.B * p.q * H * hd  # QK^T and AV of every query against one key
+    flops = per_key * keys_per_query(kind, p)
     kv_read = L * p.B * cached_keys_read(kind, p.c) * cached * p.kvbytes
     kv_write = L * p.B * p.kv_write * cached * p.kvbytes
     # Q and O of the new tokens, plus their own K and V straight from the projection.
     act = L * p.tokens * (2 * H * hd + 2 * kvh * hd) * AB
-    return _op("attention", "attention", flops, 0.0, act, L, kv_read, kv_write)
+    return _op("attention", "attention", flops, 0.0, act, L, kv_read, kv_write, flops_per_key=per_key)
 
 
 def mla_kv_up(m: ModelSpec, p: PassInput) -> OpCost:
@@ -298,13 +302,14 @@ def mla_attention(m: ModelSpec, p: PassInput, L: int) -> OpCost:
     latent = mla.cache_elements_per_layer
     qk = np.where(p.mla_absorbed, mla.kv_lora_rank + mla.qk_rope_head_dim, mla.qk_nope_head_dim + mla.qk_rope_head_dim)
     av = np.where(p.mla_absorbed, mla.kv_lora_rank, mla.v_head_dim)
-    flops = L * 2 * p.B * p.q * p.kbar * H * (qk + av)
+    per_key = L * 2 * p.B * p.q * H * (qk + av)  # QK^T and AV of every query against one key
+    flops = per_key * p.kbar
     kv_read = L * p.B * p.c * latent * p.kvbytes
     kv_write = L * p.B * p.kv_write * latent * p.kvbytes
     keys_act = np.where(p.mla_absorbed, p.tokens * latent,  # the new tokens' latents
                         p.B * (p.c + p.q) * H * (mla.qk_nope_head_dim + mla.v_head_dim))  # expanded K/V
     act = L * (p.tokens * H * (qk + av) + keys_act) * AB
-    return _op("attention", "attention", flops, 0.0, act, L, kv_read, kv_write)
+    return _op("attention", "attention", flops, 0.0, act, L, kv_read, kv_write, flops_per_key=per_key)
 
 
 def o_proj(m: ModelSpec, p: PassInput) -> OpCost:

@@ -39,8 +39,8 @@ from .cost import (CACHE_OPS, KINDS, OP_KINDS, OP_NAMES, PassInput, expected_exp
 from ..inputs.models.spec import ModelSpec
 from .roofline import Rates, compute_time, kernel_overhead_s, link_time, memory_time
 from .schemes import REGISTRY, Knobs, PassFamily, peak_shape, prompt_passes
-from .stack_time import (compute_factor, depth_factor, depth_k0, expert_loops, host_time, host_wait, op_rows,
-                         sampler_time, step_overhead, traffic_factor)
+from .stack_time import (compute_factor, depth_factor, depth_k0, expert_loops, host_time, host_wait, keys_term,
+                         op_rows, sampler_time, step_overhead, traffic_factor)
 from ..inputs.stacks import Stack
 from .sums import sum_max_ends
 
@@ -285,6 +285,8 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
                 compute[i] /= factors[key]
                 if op.name in depth:
                     compute[i] /= depth[op.name]
+                if op.kind == "attention" and st.attention_keys_overhead:  # per pass: k moves with the cache
+                    compute[i] *= keys_term(op.flops, op.flops_per_key, st)
                 traffic *= traffic_factor(op.kind, st)
             overhead[i] = kernel_overhead_s(op.kernels, r, op.kind, decode)
         else:  # collectives: no arithmetic, no HBM traffic; the link is their roofline

@@ -149,7 +149,7 @@ def compute_time(flops, kind: str, rates: Rates):
 
 def link_share(sent_bytes, link_by_size) -> np.ndarray:
     """Share of the link's large-message efficiency a collective reaches when each GPU sends
-    `sent_bytes` in it: the published curve (inputs/collective_bandwidth.json), linear in log bytes
+    `sent_bytes` in it: the measured curve (inputs/collective_bandwidth.json), linear in log bytes
     between its points and flat beyond them; 1 where the rates do not scale the link by size."""
     sizes, shares = link_share_curve()
     sent = np.log(np.maximum(np.asarray(sent_bytes, float), 1.0))

@@ -10,7 +10,9 @@ a pass", states the whole rule:
         g   = the GPU's rows scale on the stack's GEMM curve (hardware file, gemm_rows_scale):
               the curve is read at M_i / g
         d_i = depth_factor of a GEMM op: its matrices' depths K against the depth the curve
-              was measured at (1 for other ops)
+              was measured at; of the attention op, 1 / keys_term: k / (k + k0) for k keys
+              per query (the op's FLOPs over its FLOPs per key), k0 the stack's
+              attention_keys_overhead (1 for other ops)
     + sampler_time on the LM head (the sampler streams its logits)
     pass time = GPU time + host_wait(GPU, host) + step_overhead(batch)
         host = host_time: n_layers x us_per_layer + the MoE layers' experts x us_per_expert
@@ -77,6 +79,18 @@ def depth_factor(matrices, stack: Stack, k0) -> np.ndarray | float:
     weights = sum(np.asarray(w, float) for w, _ in matrices)
     time = sum(np.asarray(w, float) * reference / depth_efficiency(depth, k0) for w, depth in matrices)
     return weights / time
+
+
+def keys_term(flops, flops_per_key, stack: Stack) -> np.ndarray:
+    """Multiplier on the attention op's compute time: 1 + k0 / k = (k + k0) / k, k the keys each
+    query reads on average (FLOPs / FLOPs per key), k0 the stack's attention_keys_overhead. A
+    flash-attention kernel pays a fixed cost per query row (loading its queries, rescaling and
+    writing its output, the masked tiles on a causal diagonal), k0 keys' worth of its loop, so its
+    efficiency is k / (k + k0) of its long-context rate. The extra time is k0 x FLOPs per key,
+    affine in a pass family's index wherever the FLOPs are."""
+    flops = np.asarray(flops, float)
+    extra = stack.attention_keys_overhead * np.asarray(flops_per_key, float)
+    return 1.0 + np.divide(extra, flops, out=np.zeros(np.broadcast(extra, flops).shape), where=flops > 0)
 
 
 def expert_rows(tokens, n_experts: int, k: int) -> np.ndarray:

@@ -192,6 +192,10 @@ class Stack(BaseModel):
     host: HostCost
     gemm_efficiency: GemmCurve
     attention_efficiency: float = Field(gt=0, le=1)  # fraction of the hardware's bf16 GEMM efficiency
+    # keys' worth of work each query row costs its attention kernel beyond the keys it reads (its
+    # tiles' prologue and epilogue, the masked diagonal): attention runs at attention_efficiency x
+    # k / (k + attention_keys_overhead) for k keys per query (stack_time.keys_term); 0: no such term
+    attention_keys_overhead: float = Field(default=0.0, ge=0, le=1e6)
     elementwise_bytes_factor: float = Field(gt=0, le=16)  # x the engine's bf16 elementwise traffic
     sampler_logits_bytes: float = Field(ge=0, le=64)  # bytes per logit the head and the sampler hold at once
     # bytes per logit the sampler's kernels read and write in a step (its time at the achievable
@@ -295,7 +299,7 @@ OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_sequence_squared": 0.0, "us_
                     "max_running_requests": None, "release": None, "sampler_traffic_bytes": None,
                     "expert_rows": "routed", "first_block_outside_limit": False, "prompt_prefill": "one-pass",
                     "prefill_chunk_tokens": None, "front_end": None,
-                    "depth_overhead": 0.0, "runs_on": None, "eager": None}
+                    "depth_overhead": 0.0, "attention_keys_overhead": 0.0, "runs_on": None, "eager": None}
 
 
 # the numbers of a stack a fit can set (host terms, the GEMM curve, the other efficiencies and behaviours)
