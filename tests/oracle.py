@@ -101,6 +101,7 @@ def gpu_rates(yaml_name: str, precision: str, profile: str = "realistic") -> dic
         rows_scale=1.0 if ideal else float(eff.get("gemm_rows_scale", 1.0)),
         # NCCL's bandwidth falls with the message size on NVIDIA links (collective_bandwidth.json)
         link_by_size=not ideal and data["vendor"] == "NVIDIA",
+        fp8=gemm_key == "fp8",  # the GEMMs run at the fp8 peak (a stack's fused MoE kernel has its own fp8 rate)
     )
 
 
@@ -513,7 +514,9 @@ def pass_bound(ops: list[Op], g: dict) -> float:
 # us_per_sequence_squared and us_per_expert (host, optional), gemm (a list of (rows, efficiency)
 # points), attention, elementwise (bytes factor), sampler_bytes (per logit held), sampler_traffic
 # (optional: per logit streamed; sampler_bytes without it), expert_rows ("routed" unless "pass"),
-# depth (optional: (overhead, reference K) of the GEMM depth term).
+# depth (optional: (overhead, reference K) of the GEMM depth term), fused_moe (optional: (depth overhead,
+# fp8 rate) of the routed experts' fused MoE kernel: its GEMMs' depth term with that overhead in place of
+# the curve's, and its rate at fp8 that share of the fp8 GEMM rate).
 
 
 def stack_gemm_factor(stack: dict, rows: float) -> float:
@@ -536,6 +539,8 @@ def depth_multiplier(op: Op, g: dict, stack: dict) -> float:
     if "depth" not in stack or not op.depths:
         return 1.0
     overhead, reference = stack["depth"]
+    if op.rows_per_expert is not None and "fused_moe" in stack:  # the routed experts' own kernel
+        overhead = stack["fused_moe"][0]
     k0 = overhead * g["peak"][op.kind] * g["eff"][op.kind] / (g["bandwidth"] * g["eff_mem"])
     slowdown = sum(w * (1 + k0 / k) / (1 + k0 / reference) for w, k in op.depths) / sum(w for w, _ in op.depths)
     return 1.0 / slowdown
@@ -550,6 +555,8 @@ def stacked_op_time(op: Op, g: dict, stack: dict, rows: float) -> float:
     rows /= g["rows_scale"]
     factor = {"linear": stack_gemm_factor(stack, rows), "lm_head": stack_gemm_factor(stack, rows),
               "attention": stack["attention"], "other": 1.0}[op.kind] * depth_multiplier(op, g, stack)
+    if op.rows_per_expert is not None and "fused_moe" in stack and g["fp8"]:
+        factor *= stack["fused_moe"][1]
     nbytes = op.bytes * (stack["elementwise"] if op.kind == "other" else 1.0)
     compute = op.flops / (g["peak"][op.kind] * g["eff"][op.kind] * factor)
     memory = nbytes / (g["bandwidth"] * eff_mem(op, g))

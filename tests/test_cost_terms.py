@@ -212,6 +212,37 @@ def test_an_ops_compute_time_follows_the_depth_of_its_matrices():
             pytest.approx((1 + k0 / 2048) / ref, rel=1e-9)
 
 
+def fused(depth_overhead=2.0, fp8_rate=0.5):
+    return neutral(gemm_efficiency=DEPTH, fused_moe=dict(depth_overhead=depth_overhead, fp8_rate=fp8_rate),
+                   sources={"depth_overhead": "test", "fused_moe": "test"})
+
+
+@pytest.mark.parametrize("precision,peak,gemm_eff,rate", [("bf16", H20_PEAK, H20_GEMM_EFF, 1.0),
+                                                          ("fp8", 296e12, 0.72, 0.5)])
+def test_the_fused_moe_kernel_has_its_own_depth_overhead_and_fp8_rate(precision, peak, gemm_eff, rate):
+    """The experts of the batch-128 mdm pass, compute-bound on an H20, under a fused MoE kernel of depth
+    overhead 2.0 (the curve's: 0.5) and fp8 rate 0.5: K0 = 2.0 x the achievable GEMM rate / the achievable
+    bandwidth (4.0 TB/s x 0.36), each matrix's time x (1 + K0/K) / (1 + K0/4096), and at fp8 the time
+    doubled; + 19 layers x 2 kernels x 3 us x 4 passes. The dense GEMMs keep the curve's overhead."""
+    r = mini(fused(), precision=precision)
+    k0 = 2.0 * peak * gemm_eff / (H20_BANDWIDTH * H20_MEM_EFF)  # bf16: 164.4 FLOP/B; fp8: 296.0
+    ref = 1 + k0 / 4096
+    slowdown = ((2 / 3) * (1 + k0 / 2048) + (1 / 3) * (1 + k0 / 512)) / ref
+    experts = op(r, "experts")
+    compute = experts["flops"] / (peak * gemm_eff)
+    assert experts["time_s"] == pytest.approx(compute * slowdown / rate + 19 * 2 * H20_OVERHEAD_S * 4, rel=1e-9)
+    for name in ("qkv_proj", "shared_experts"):
+        assert op(r, name)["time_s"] == pytest.approx(op(mini(deep(), precision=precision), name)["time_s"], rel=1e-12)
+
+
+def test_a_fused_moe_kernel_needs_a_source_and_a_reference_depth():
+    with pytest.raises(StackFileError, match="fused_moe"):
+        neutral(gemm_efficiency=DEPTH, fused_moe=dict(depth_overhead=2.0), sources={"depth_overhead": "t"})
+    with pytest.raises(StackFileError, match="reference_depth"):
+        neutral(fused_moe=dict(depth_overhead=2.0), sources={"fused_moe": "t"})
+    assert fused(fp8_rate=1.0).fused_moe.fp8_rate == 1.0
+
+
 def test_a_depth_term_needs_its_reference_and_a_source():
     with pytest.raises(StackFileError, match="reference_depth"):
         neutral(gemm_efficiency=dict(rows=[1], efficiency=[1.0], depth_overhead=0.4), sources={"depth_overhead": "t"})
