@@ -10,7 +10,8 @@ a pass", states the whole rule:
         g   = the GPU's rows scale on the stack's GEMM curve (hardware file, gemm_rows_scale):
               the curve is read at M_i / g
         d_i = depth_factor of a GEMM op: its matrices' depths K against the depth the curve
-              was measured at (1 for other ops)
+              was measured at (1 for other ops); the routed experts' with the stack's fused MoE
+              kernel's depth overhead, and times its fp8_rate where the GEMMs run at fp8
     + sampler_time on the LM head (the sampler streams its logits)
     pass time = GPU time + host_wait(GPU, host) + step_overhead(batch)
         host = host_time: n_layers x us_per_layer + the MoE layers' experts x us_per_expert
