@@ -107,6 +107,7 @@ def gpu_rates(yaml_name: str, precision: str, profile: str = "realistic") -> dic
         rows_scale=1.0 if ideal else float(eff.get("gemm_rows_scale", 1.0)),
         # NCCL's bandwidth falls with the message size on NVIDIA links (collective_bandwidth.json)
         link_by_size=not ideal and data["vendor"] == "NVIDIA",
+        fp8=gemm_key == "fp8",  # the GEMMs run at the fp8 peak (a stack's fused MoE kernel has its own fp8 rate)
     )
 
 
@@ -530,7 +531,9 @@ def pass_bound(ops: list[Op], g: dict) -> float:
 # points), attention, elementwise (bytes factor), sampler_bytes (per logit held), sampler_traffic
 # (optional: per logit streamed; sampler_bytes without it), expert_rows ("routed" unless "pass"),
 # depth (optional: (overhead, reference K) of the GEMM depth term), keys_overhead (optional: k0,
-# attention at k / (k + k0) of its rate for k keys per query).
+# attention at k / (k + k0) of its rate for k keys per query), fused_moe (optional: (depth overhead,
+# fp8 rate) of the routed experts' fused MoE kernel: its GEMMs' depth term with that overhead in place of
+# the curve's, and its rate at fp8 that share of the fp8 GEMM rate).
 
 
 def stack_gemm_factor(stack: dict, rows: float) -> float:
@@ -553,6 +556,8 @@ def depth_multiplier(op: Op, g: dict, stack: dict) -> float:
     if "depth" not in stack or not op.depths:
         return 1.0
     overhead, reference = stack["depth"]
+    if op.rows_per_expert is not None and "fused_moe" in stack:  # the routed experts' own kernel
+        overhead = stack["fused_moe"][0]
     k0 = overhead * g["peak"][op.kind] * g["eff"][op.kind] / (g["bandwidth"] * g["eff_mem"])
     slowdown = sum(w * (1 + k0 / k) / (1 + k0 / reference) for w, k in op.depths) / sum(w for w, _ in op.depths)
     return 1.0 / slowdown
@@ -567,6 +572,8 @@ def stacked_op_time(op: Op, g: dict, stack: dict, rows: float) -> float:
     rows /= g["rows_scale"]
     factor = {"linear": stack_gemm_factor(stack, rows), "lm_head": stack_gemm_factor(stack, rows),
               "attention": stack["attention"], "other": 1.0}[op.kind] * depth_multiplier(op, g, stack)
+    if op.rows_per_expert is not None and "fused_moe" in stack and g["fp8"]:
+        factor *= stack["fused_moe"][1]
     nbytes = op.bytes * (stack["elementwise"] if op.kind == "other" else 1.0)
     compute = op.flops / (g["peak"][op.kind] * g["eff"][op.kind] * factor)
     if op.kind == "attention" and op.flops > 0:  # k0 more keys' worth of work per query row

@@ -212,6 +212,61 @@ def test_an_ops_compute_time_follows_the_depth_of_its_matrices():
             pytest.approx((1 + k0 / 2048) / ref, rel=1e-9)
 
 
+def fused(depth_overhead=2.0, fp8_rate=0.5):
+    return neutral(gemm_efficiency=DEPTH, fused_moe=dict(depth_overhead=depth_overhead, fp8_rate=fp8_rate),
+                   sources={"depth_overhead": "test", "fused_moe": "test"})
+
+
+@pytest.mark.parametrize("precision,peak,gemm_eff,rate", [("bf16", H20_PEAK, H20_GEMM_EFF, 1.0),
+                                                          ("fp8", 296e12, 0.72, 0.5)])
+def test_the_fused_moe_kernel_has_its_own_depth_overhead_and_fp8_rate(precision, peak, gemm_eff, rate):
+    """The experts of the batch-128 mdm pass, compute-bound on an H20, under a fused MoE kernel of depth
+    overhead 2.0 (the curve's: 0.5) and fp8 rate 0.5: K0 = 2.0 x the achievable GEMM rate / the achievable
+    bandwidth (4.0 TB/s x 0.36), each matrix's time x (1 + K0/K) / (1 + K0/4096), and at fp8 the time
+    doubled; + 19 layers x 2 kernels x 3 us x 4 passes. The dense GEMMs keep the curve's overhead."""
+    r = mini(fused(), precision=precision)
+    k0 = 2.0 * peak * gemm_eff / (H20_BANDWIDTH * H20_MEM_EFF)  # bf16: 164.4 FLOP/B; fp8: 296.0
+    ref = 1 + k0 / 4096
+    slowdown = ((2 / 3) * (1 + k0 / 2048) + (1 / 3) * (1 + k0 / 512)) / ref
+    experts = op(r, "experts")
+    compute = experts["flops"] / (peak * gemm_eff)
+    assert experts["time_s"] == pytest.approx(compute * slowdown / rate + 19 * 2 * H20_OVERHEAD_S * 4, rel=1e-9)
+    for name in ("qkv_proj", "shared_experts"):
+        assert op(r, name)["time_s"] == pytest.approx(op(mini(deep(), precision=precision), name)["time_s"], rel=1e-12)
+
+
+def test_the_bundled_fused_moe_numbers_of_the_docs_by_hand():
+    """docs/stacks.md's DeepSeek-V3 example: TP8 on an H200 at fp8 under vllm, K0 = 4.2 x 1979 x 0.72 x 0.67 /
+    (4.8 x 0.80) = 1,044 FLOP/B; gate and up (K = 7168, 2/3 of the FLOPs) and down (K = 2048 / 8 = 256, 1/3);
+    256 rows an expert read at 1,024 (the H200's rows scale, 0.25): 0.80 on the curve, x 0.68 at fp8."""
+    vllm = load_stack("vllm")
+    rate, bandwidth = 1979e12 * 0.72 * 0.67, 4.8e12 * 0.80
+    k0 = 4.2 * rate / bandwidth
+    assert k0 == pytest.approx(1044.2, abs=0.1)
+    assert stack_time.depth_k0(vllm, rate, bandwidth, stack_time.op_depth_overhead("experts", vllm)) == pytest.approx(k0)
+    assert stack_time.op_depth_overhead("o_proj", vllm) == 0.41
+    q = lambda k: k / (k + k0)  # noqa: E731
+    depth = 1 / ((2 / 3) * q(4096) / q(7168) + (1 / 3) * q(4096) / q(256))
+    assert round(depth, 3) == 0.511
+    matrices = [(2 * 7168 * 256, 7168), (7168 * 256, 256)]
+    assert stack_time.depth_factor(matrices, vllm, k0) == pytest.approx(depth, rel=1e-12)
+    assert stack_time.expert_factor(256.0, vllm, 0.25, 1.0) == pytest.approx(0.80 * 0.68, rel=1e-12)
+    assert stack_time.expert_factor(256.0, vllm, 0.25, 0.0) == pytest.approx(0.80, rel=1e-12)  # bf16 GEMMs
+    # 722 GFLOP a layer at 954.7 TF/s x 0.80 x 0.511 x 0.68: 2.72 ms
+    flops = 2 * 8192 * 8 * 3 * 7168 * 2048 / 8
+    assert flops / (rate * 0.80 * depth * 0.68) == pytest.approx(2.72e-3, abs=0.005e-3)
+    sglang = load_stack("sglang-dllm").fused_moe
+    assert (sglang.depth_overhead, sglang.fp8_rate) == (4.1, 0.83)
+
+
+def test_a_fused_moe_kernel_needs_a_source_and_a_reference_depth():
+    with pytest.raises(StackFileError, match="fused_moe"):
+        neutral(gemm_efficiency=DEPTH, fused_moe=dict(depth_overhead=2.0), sources={"depth_overhead": "t"})
+    with pytest.raises(StackFileError, match="reference_depth"):
+        neutral(fused_moe=dict(depth_overhead=2.0), sources={"fused_moe": "t"})
+    assert fused(fp8_rate=1.0).fused_moe.fp8_rate == 1.0
+
+
 def test_a_depth_term_needs_its_reference_and_a_source():
     with pytest.raises(StackFileError, match="reference_depth"):
         neutral(gemm_efficiency=dict(rows=[1], efficiency=[1.0], depth_overhead=0.4), sources={"depth_overhead": "t"})

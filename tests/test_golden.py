@@ -315,10 +315,10 @@ def test_first_pass_matches_the_brute_force_oracle(model, gpus, profile, tpf, w)
 
 # depth: (overhead, reference K) of the GEMM depth term, a reference that some matrices of each
 # case are deeper than and others shallower (LLaDA's 2048-wide heads and 6144-wide FFN share at TP 2;
-# the MoE's experts)
+# the MoE's experts, whose fused kernel has a depth overhead and an fp8 rate of its own)
 GOLDEN_STACK = dict(gemm=[(1, 0.3), (64, 0.5), (1024, 0.9)], attention=0.7, elementwise=1.5, sampler_bytes=10.0,
                     sampler_traffic=37.0, fixed_us=200.0, us_per_sequence=7.0, us_per_sequence_squared=3.0,
-                    us_per_expert=0.4, depth=(0.6, 3000.0), keys_overhead=300.0)
+                    us_per_expert=0.4, depth=(0.6, 3000.0), keys_overhead=300.0, fused_moe=(40.0, 0.05))
 
 
 def _stack_file(stack: dict):
@@ -326,7 +326,7 @@ def _stack_file(stack: dict):
 
     keys = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "elementwise_bytes_factor",
             "sampler_logits_bytes", "sampler_traffic_bytes", "us_per_sequence", "us_per_sequence_squared",
-            "us_per_expert", "depth_overhead", "attention_keys_overhead")
+            "us_per_expert", "depth_overhead", "attention_keys_overhead", "fused_moe")
     depth = dict(zip(("depth_overhead", "reference_depth"), stack["depth"])) if "depth" in stack else {}
     return validate_stack(dict(
         name="golden", host=dict(us_per_layer=stack["us_per_layer"], overlaps_gpu=stack["overlaps_gpu"],
@@ -337,6 +337,7 @@ def _stack_file(stack: dict):
         attention_efficiency=stack["attention"], attention_keys_overhead=stack.get("keys_overhead", 0.0),
         elementwise_bytes_factor=stack["elementwise"],
         sampler_logits_bytes=stack["sampler_bytes"], sampler_traffic_bytes=stack.get("sampler_traffic"),
+        fused_moe=dict(zip(("depth_overhead", "fp8_rate"), stack["fused_moe"])) if "fused_moe" in stack else None,
         sources=dict.fromkeys(keys, "test")))
 
 
@@ -364,7 +365,8 @@ STACK_CASES = [
     # MoE prefix-cache steps are summed pass by pass (q shrinks block by block); the refresh
     # passes and the AR baseline's steps in closed form
     pytest.param(MOE, dict(scheme="prefix-cache", batch=4, tp=2), True, id="moe-prefix-cache-overlapped"),
-    pytest.param(MOE, dict(scheme="prefix-cache", batch=4, tp=2), False, id="moe-prefix-cache-serial"),
+    # at fp8, where the fused MoE kernel's own fp8 rate applies
+    pytest.param(MOE, dict(scheme="prefix-cache", batch=4, tp=2, precision="fp8"), False, id="moe-prefix-cache-serial"),
     # dense, closed form throughout (q fixed in every family): prefill at 4 x 64 rows, steps at 4 x 16
     pytest.param(LLADA, dict(scheme="block", batch=4, tp=2, store_pass=True), True, id="dense-block"),
 ]

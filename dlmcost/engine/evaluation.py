@@ -39,8 +39,8 @@ from .cost import (CACHE_OPS, KINDS, OP_KINDS, OP_NAMES, PassInput, expected_exp
 from ..inputs.models.spec import ModelSpec
 from .roofline import Rates, compute_time, kernel_overhead_s, link_time, memory_time
 from .schemes import REGISTRY, Knobs, PassFamily, peak_shape, prompt_passes
-from .stack_time import (compute_factor, depth_factor, depth_k0, expert_loops, host_time, host_wait, keys_term,
-                         op_rows, sampler_time, step_overhead, traffic_factor)
+from .stack_time import (depth_factor, depth_k0, expert_loops, host_time, host_wait, keys_term, op_depth_overhead,
+                         op_factor, sampler_time, step_overhead, traffic_factor)
 from ..inputs.stacks import Stack
 from .sums import sum_max_ends
 
@@ -102,10 +102,11 @@ class Grid:
         cache = self.__dict__.setdefault("_depth_factors", {})  # a cache, not a field of the frozen grid
         if id(m) not in cache:
             factors = {}
-            if self.stack is not None and self.stack.gemm_efficiency.depth_overhead:
+            if self.stack is not None and self.stack.gemm_efficiency.reference_depth is not None:
                 r = self.rates
                 for name, matrices in gemm_depths(m, self.tp, self.ep, self.mla_absorbed).items():
-                    k0 = depth_k0(self.stack, r.achievable_flops[OP_KINDS[name]], r.achievable_bandwidth)
+                    k0 = depth_k0(self.stack, r.achievable_flops[OP_KINDS[name]], r.achievable_bandwidth,
+                                  op_depth_overhead(name, self.stack))
                     factors[name] = depth_factor(matrices, self.stack, k0)
             cache[id(m)] = (m, factors)  # the model kept with its id, so that the id is not reused
         return cache[id(m)][1]
@@ -281,7 +282,7 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
             if st is not None:
                 key = factor_key(op.name, op.kind)
                 if key not in factors:
-                    factors[key] = compute_factor(op.kind, op_rows(op.name, tokens, m, st), st, r.gemm_rows_scale)
+                    factors[key] = op_factor(op.name, op.kind, tokens, m, st, r.gemm_rows_scale, r.fp8_gemms)
                 compute[i] /= factors[key]
                 if op.name in depth:
                     compute[i] /= depth[op.name]
@@ -494,8 +495,9 @@ def _touched_experts_pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, nam
         slope = (np.concatenate([[wb_last, z.bound_compute_s, z.bound_memory_s, tokens0 + dtokens * (n - 1)],
                                  z.compute_s[timed], z.memory_s[timed], z.overhead_s[timed]]) - first) / span
         first, slope = take(first, rows), take(slope, rows)
-        rows_scale = np.broadcast_to(np.asarray(rates.gemm_rows_scale, float), (len(grid),))
-        per_config = take(np.stack([per_touched, rates.linear_bandwidth, rates.bandwidth, rows_scale]), rows)
+        rows_scale, fp8_gemms = (np.broadcast_to(np.asarray(v, float), (len(grid),))
+                                 for v in (rates.gemm_rows_scale, rates.fp8_gemms))
+        per_config = take(np.stack([per_touched, rates.linear_bandwidth, rates.bandwidth, rows_scale, fp8_gemms]), rows)
         groups = {}  # ops that share a compute factor (pass_cost's FACTOR_KEYS), by their key
         for i, op in enumerate(timed):
             groups.setdefault(factor_key(names[op], OP_KINDS[names[op]]), []).append(i)
@@ -505,14 +507,14 @@ def _touched_experts_pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, nam
             chord = take(first, owner) + take(slope, owner) * j
             wb, bound_compute, bound_memory, tokens = chord[:4]
             compute, memory, overhead = chord[4:4 + t], chord[4 + t:4 + 2 * t], chord[4 + 2 * t:]
-            w, achievable_bandwidth, bandwidth, rows_scale = take(per_config, owner)
+            w, achievable_bandwidth, bandwidth, rows_scale, fp8_gemms = take(per_config, owner)
             gap = w * expected_experts(E, k, tokens) - wb
             memory[timed.index(e)] += gap / achievable_bandwidth
             if st is not None:
                 for key, ops in groups.items():
                     kind = OP_KINDS[names[timed[ops[0]]]]
                     if kind in KINDS:
-                        compute[ops] /= compute_factor(kind, op_rows(key, tokens, m, st), st, rows_scale)
+                        compute[ops] /= op_factor(key, kind, tokens, m, st, rows_scale, fp8_gemms)
             time_s = np.maximum(compute, memory) + overhead
             sums[:t, configs] += np.add.reduceat(time_s, start, axis=1)
             sums[t, configs] += np.add.reduceat(np.maximum(bound_compute, bound_memory + gap / bandwidth), start)

@@ -47,6 +47,7 @@ class Rates:
     collective_latency_s: np.ndarray
     gemm_rows_scale: np.ndarray | float = 1.0  # rows this GPU needs on a stack's GEMM curve (hardware file)
     link_by_size: np.ndarray | float = 0.0  # 1: the link's efficiency falls with the message size (NVIDIA, realistic)
+    fp8_gemms: np.ndarray | float = 0.0  # 1: the GEMMs (linear ops) run at the fp8 peak (a stack's fused MoE fp8 rate)
     # the GEMMs' (linear ops') bandwidth fraction and time per kernel at the weights' precision
     # (the hardware file's weight_streaming; None: eff_mem and overhead_s, as every other op)
     eff_mem_linear: np.ndarray | None = None
@@ -88,7 +89,8 @@ class Rates:
         return Rates({k: take(v, idx) for k, v in self.peak.items()}, {k: take(v, idx) for k, v in self.eff.items()},
                      *(take(getattr(self, name), idx) for name in ("bandwidth", "eff_mem", "overhead_s", "ridge",
                                                                   "link_bandwidth", "eff_link", "collective_latency_s")),
-                     *(take(v, idx) if np.ndim(v) else v for v in (self.gemm_rows_scale, self.link_by_size)),
+                     *(take(v, idx) if np.ndim(v) else v for v in (self.gemm_rows_scale, self.link_by_size,
+                                                                   self.fp8_gemms)),
                      *(None if v is None else take(v, idx) for v in (self.eff_mem_linear, self.overhead_linear_s,
                                                                       self.eff_mem_decode_attention,
                                                                       self.overhead_decode_attention_s)))
@@ -119,6 +121,7 @@ def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, flo
         gemm_rows_scale=1.0 if ideal else eff.gemm_rows_scale,
         # the measured fall of NCCL's bandwidth with the message size is NVLink's (collectives.py)
         link_by_size=0.0 if ideal or gpu.vendor != "NVIDIA" else 1.0,
+        fp8_gemms=1.0 if precision.compute == "fp8" else 0.0,
     )
 
 
@@ -135,6 +138,7 @@ def stack_rates(rows: list[dict[str, float]]) -> Rates:
         collective_latency_s=col["collective_latency_s"],
         gemm_rows_scale=col["gemm_rows_scale"] if "gemm_rows_scale" in col else 1.0,
         link_by_size=col["link_by_size"] if "link_by_size" in col else 0.0,
+        fp8_gemms=col["fp8_gemms"] if "fp8_gemms" in col else 0.0,
         eff_mem_linear=col.get("eff_mem_linear"), overhead_linear_s=col.get("overhead_linear_s"),
         eff_mem_decode_attention=col.get("eff_mem_decode_attention"),
         overhead_decode_attention_s=col.get("overhead_decode_attention_s"),

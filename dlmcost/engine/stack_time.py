@@ -12,7 +12,8 @@ a pass", states the whole rule:
         d_i = depth_factor of a GEMM op: its matrices' depths K against the depth the curve
               was measured at; of the attention op, 1 / keys_term: k / (k + k0) for k keys
               per query (the op's FLOPs over its FLOPs per key), k0 the stack's
-              attention_keys_overhead (1 for other ops)
+              attention_keys_overhead; the routed experts' with the stack's fused MoE kernel's
+              depth overhead, and times its fp8_rate where the GEMMs run at fp8 (1 for other ops)
     + sampler_time on the LM head (the sampler streams its logits)
     pass time = GPU time + host_wait(GPU, host) + step_overhead(batch)
         host = host_time: n_layers x us_per_layer + the MoE layers' experts x us_per_expert
@@ -52,6 +53,25 @@ def compute_factor(kind: str, rows, stack: Stack, rows_scale=1.0) -> np.ndarray:
     return np.ones(shape)
 
 
+def expert_factor(rows, stack: Stack, rows_scale=1.0, fp8_gemms=0.0) -> np.ndarray:
+    """Multiplier on the hardware's compute efficiency for the routed experts: the GEMM curve at
+    the rows each expert receives, times the fused MoE kernel's fp8_rate where the GEMMs run at the
+    fp8 peak (`fp8_gemms` 1)."""
+    factor = gemm_factor(rows, stack, rows_scale)
+    if stack.fused_moe is None:
+        return factor
+    return factor * np.where(np.asarray(fp8_gemms) > 0, stack.fused_moe.fp8_rate, 1.0)
+
+
+def op_factor(name: str, kind: str, tokens, m, stack: Stack, rows_scale=1.0, fp8_gemms=0.0) -> np.ndarray:
+    """The compute factor of op `name` in a pass of `tokens` tokens: the routed experts' own
+    (expert_factor, at op_rows), every other op's by its kind (compute_factor)."""
+    rows = op_rows(name, tokens, m, stack)
+    if name == "experts" and m.moe is not None:
+        return expert_factor(rows, stack, rows_scale, fp8_gemms)
+    return compute_factor(kind, rows, stack, rows_scale)
+
+
 def depth_efficiency(depth, k0) -> np.ndarray:
     """q(K) = K / (K + K0): the share of a GEMM's time its loop over the depth K takes when each
     output tile's write-back, K0 FLOPs' worth per output element, is not hidden behind it."""
@@ -59,11 +79,21 @@ def depth_efficiency(depth, k0) -> np.ndarray:
     return depth / (depth + k0)
 
 
-def depth_k0(stack: Stack, achievable_flops, achievable_bandwidth) -> np.ndarray:
+def depth_k0(stack: Stack, achievable_flops, achievable_bandwidth, overhead: float | None = None) -> np.ndarray:
     """K0 = depth_overhead x the GPU's achievable GEMM rate / its achievable bandwidth (FLOP per
     byte): writing an output element back costs its bytes at the bandwidth, a step of the loop
-    over K its FLOPs at the GEMM rate, so the exposed share scales with the GPU's ridge."""
-    return stack.gemm_efficiency.depth_overhead * np.asarray(achievable_flops, float) / achievable_bandwidth
+    over K its FLOPs at the GEMM rate, so the exposed share scales with the GPU's ridge.
+    `overhead`: another kernel's depth_overhead than the curve's (the fused MoE kernel's)."""
+    overhead = stack.gemm_efficiency.depth_overhead if overhead is None else overhead
+    return overhead * np.asarray(achievable_flops, float) / achievable_bandwidth
+
+
+def op_depth_overhead(name: str, stack: Stack) -> float:
+    """The depth overhead an op's GEMMs run with: the fused MoE kernel's for the routed experts
+    where the stack states one, else the GEMM curve's."""
+    if name == "experts" and stack.fused_moe is not None:
+        return stack.fused_moe.depth_overhead
+    return stack.gemm_efficiency.depth_overhead
 
 
 def depth_factor(matrices, stack: Stack, k0) -> np.ndarray | float:
@@ -71,9 +101,9 @@ def depth_factor(matrices, stack: Stack, k0) -> np.ndarray | float:
     as deep as the GEMMs the curve was measured on (reference_depth): each runs at
     q(K) / q(K_ref) of the curve, and the op's FLOPs split between them as their weights, so
         factor = sum w / sum(w q(K_ref) / q(K))
-    1 where the stack states no depth term."""
+    1 where the stack states no depth term (no reference depth; K0 = 0 gives 1 as well)."""
     curve = stack.gemm_efficiency
-    if not curve.depth_overhead:
+    if curve.reference_depth is None:
         return 1.0
     reference = depth_efficiency(curve.reference_depth, k0)
     weights = sum(np.asarray(w, float) for w, _ in matrices)

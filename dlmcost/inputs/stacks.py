@@ -141,6 +141,22 @@ class GemmCurve(BaseModel):
         return self
 
 
+class FusedMoE(BaseModel):
+    """The routed experts' fused MoE kernel (SGLang's and vLLM's fused_moe: one tile loop per expert
+    over the token copies routed to it, gathered by index and written back scattered): what its two
+    grouped GEMMs reach against the dense GEMM curve (stack_time.py, expert_factor; evaluation's
+    depth factors)."""
+
+    model_config = _FILE
+
+    # the depth term of its GEMMs, in ridges, in place of the curve's depth_overhead: the tiles of the
+    # second GEMM loop over the expert's width on this GPU, the first's over d_model
+    depth_overhead: float = Field(ge=0, le=100)
+    # its rate with fp8 weights (block-scaled: scales applied inside the loop over K) as a share of the
+    # hardware's fp8 GEMM rate
+    fp8_rate: float = Field(default=1.0, gt=0, le=1)
+
+
 class PublishedBand(BaseModel):
     """A stack's published error band (error_bands.json) as a calibration found it."""
 
@@ -204,6 +220,8 @@ class Stack(BaseModel):
     # MoE expert GEMMs read the GEMM curve at the rows each expert receives (B q k / d experts
     # touched: a grouped GEMM runs one tile loop per expert) or, "pass", at the pass's B q rows
     expert_rows: Literal["routed", "pass"] = "routed"
+    # the routed experts' fused MoE kernel against the dense GEMM curve (None: as the dense GEMMs)
+    fused_moe: FusedMoE | None = None
     # requests the engine runs at once unless told otherwise (None: no limit of its own); the
     # serving simulation reads it as the default batch cap
     max_running_requests: int | None = Field(default=None, ge=1, le=MAX_RUNNING_REQUESTS)
@@ -289,6 +307,8 @@ class Stack(BaseModel):
         missing = [k for k in wanted if not self.sources.get(k, "").strip()]
         if missing:
             raise ValueError(f"sources: needs a source for: {', '.join(missing)}")
+        if self.fused_moe and self.fused_moe.depth_overhead and self.gemm_efficiency.reference_depth is None:
+            raise ValueError("fused_moe: depth_overhead needs the reference_depth the GEMM curve was measured at")
         return self
 
 
@@ -299,7 +319,8 @@ OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_sequence_squared": 0.0, "us_
                     "max_running_requests": None, "release": None, "sampler_traffic_bytes": None,
                     "expert_rows": "routed", "first_block_outside_limit": False, "prompt_prefill": "one-pass",
                     "prefill_chunk_tokens": None, "front_end": None,
-                    "depth_overhead": 0.0, "attention_keys_overhead": 0.0, "runs_on": None, "eager": None}
+                    "depth_overhead": 0.0, "attention_keys_overhead": 0.0, "runs_on": None, "eager": None,
+                    "fused_moe": None}
 
 
 # the numbers of a stack a fit can set (host terms, the GEMM curve, the other efficiencies and behaviours)
