@@ -76,18 +76,22 @@ def test_a_streaming_precision_must_be_known(tmp_path):
 
 
 def test_the_bundled_values_are_the_measured_fits():
-    """The A100, H100 and H200 SXM parts' GEMMs: aiconfigurator's timings fitted as latency = t0 + bytes /
-    (fraction x peak); the parts without published GEMM timings keep the generic values."""
+    """The A100, H100, H200 and Blackwell parts' GEMMs: aiconfigurator's timings fitted as latency = t0 +
+    bytes / (fraction x peak); the parts without published GEMM timings keep the generic values."""
     db = HardwareDB.load(None)
     fits = {"a100": {"bf16": (0.71, 4.6)}, "h100": {"bf16": (0.83, 3.2), "fp8": (0.77, 5.4)},
-            "h200": {"bf16": (0.81, 3.4), "fp8": (0.71, 5.6)}}
+            "h200": {"bf16": (0.81, 3.4), "fp8": (0.71, 5.6)},
+            "b200": {"bf16": (0.76, 2.8), "fp8": (0.67, 6.5)}, "b300": {"bf16": (0.76, 2.5), "fp8": (0.68, 6.1)},
+            "gb200": {"bf16": (0.76, 2.7), "fp8": (0.66, 6.4)}, "gb300": {"bf16": (0.75, 2.6), "fp8": (0.66, 6.3)}}
     for gpu, by_precision in fits.items():
         eff = db.get(gpu).efficiency
         for precision, (fraction, us) in by_precision.items():
             assert eff.streaming(precision) == (fraction, us), (gpu, precision)
         assert "aiconfigurator" in db.get(gpu).sources["efficiency"]
+    l40s = db.get("l40s").efficiency  # its tables' small GEMMs run from its 96 MB L2: no fit taken
+    assert l40s.streaming("bf16") == (l40s.memory_bandwidth, l40s.overhead_us_per_op)
     b200 = db.get("b200").efficiency
-    assert b200.streaming("bf16") == (b200.memory_bandwidth, b200.overhead_us_per_op)
+    assert b200.streaming("fp4") == (b200.memory_bandwidth, b200.overhead_us_per_op)  # not measured
 
 
 def test_an_moes_experts_stream_at_the_gemms_rate(tmp_path, run):
@@ -151,13 +155,15 @@ def test_decode_attention_reads_the_cache_at_its_measured_rate_and_other_passes_
 def test_bundled_decode_attention_rates_are_the_measured_fits():
     """The measured decode-attention fits (aiconfigurator's generation-attention tables): the A100
     (and the A800, its die) at 16.5 us + bytes / (0.46 x peak); H100/H800 and H200 their measured
-    latencies at the generic 0.8; a GPU without a table the generic rate."""
+    latencies at the generic 0.8, and so B200, B300, GB200 and GB300; a GPU without a table the generic
+    rate."""
     db = HardwareDB.load(None)
     expected = {"a100": (0.46, 16.5), "a800": (0.46, 16.5), "h100": (0.8, 10.6), "h800": (0.8, 10.6),
-                "h200": (0.8, 11.1)}
+                "h200": (0.8, 11.1), "b200": (0.8, 9.7), "b300": (0.8, 8.9), "gb200": (0.8, 10.0),
+                "gb300": (0.8, 10.1)}
     for name, rate in expected.items():
         assert db.get(name).efficiency.decode_attention_rate() == rate, name
         assert "generation_attention_perf" in db.get(name).sources["efficiency"], name
-    b200 = db.get("b200").efficiency
-    assert b200.decode_attention is None
-    assert b200.decode_attention_rate() == (b200.memory_bandwidth, b200.overhead_us_per_op)
+    l40s = db.get("l40s").efficiency
+    assert l40s.decode_attention is None
+    assert l40s.decode_attention_rate() == (l40s.memory_bandwidth, l40s.overhead_us_per_op)
