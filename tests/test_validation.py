@@ -78,7 +78,8 @@ def marked(rows, serving):
 # front end (one API server of 5 ms a request, from a mock-engine measurement) then the worst 7.26x (GPS's
 # burst's mean TTFT, 9.25x before); attention's keys term and the measured NCCL all-reduce curve 1.30x and
 # 7.45x; the routed experts' fused MoE kernel at its measured rates (aiconfigurator's kernel timings, not
-# validation points) then RECORDED below.
+# validation points) then RECORDED below; GPUStack's Qwen3-8B page and the vLLM blog's FP8 K/V cache post (VKV), AR
+# serving added as published, then 1.25x over 109 numbers from 13 publications, the worst unchanged.
 # Each is held to what it was when recorded (RECORDED_OUT_OF_SOURCE_*) until its target is met.
 HEADLINE_MEDIAN_LIMIT = validation.RECORDED_OUT_OF_SOURCE_MEDIAN
 HEADLINE_WORST_LIMIT = validation.RECORDED_OUT_OF_SOURCE_WORST
@@ -182,9 +183,11 @@ def test_error_bands_are_derived_from_the_out_of_source_numbers(marked):
 
     pooled_speed = [v for vs in speed.values() for v in vs]
     pooled_first = [v for vs in first.values() for v in vs]
-    # the case the shipped bands are in since SGCL: enough TTFT numbers in all (15) for a pooled band apart,
-    # sglang with enough of its own (IFX's 4 and SGCL's 6), vllm without (GPS's 4)
-    assert len(pooled_first) >= six and len(first["sglang"]) >= six and len(first["vllm"]) < six
+    # the case the shipped bands are in since GPUStack's Qwen3-8B page and VKV: enough TTFT numbers in all (22) for a
+    # pooled band apart, sglang (IFX's 4, SGCL's 6, GPS's 2) and vllm (GPS's 8, VKV's 1) with enough of their own,
+    # vllm-dllm without (VBLOG's 1), so that it takes the pooled one
+    assert len(pooled_first) >= six and len(first["sglang"]) >= six and len(first["vllm"]) >= six
+    assert 0 < len(first["vllm-dllm"]) < six
     assert bands["pooled"]["numbers"] == len(pooled_speed)
     assert (bands["pooled"]["low"], bands["pooled"]["median"], bands["pooled"]["high"]) == percentiles(pooled_speed)
     f = bands["pooled"]["first_token"]
@@ -265,6 +268,16 @@ def test_serving_tpot_from_its_definition(serving):
     assert "--answer 1536" in " ".join(row["point"]["command"].split())
     point = validation.serve_json(row["point"]["command"])
     assert row["predicted"] == pytest.approx(1000 * (point["latency_s"]["mean"] - point["ttfb_s"]["mean"]) / 1535)
+
+
+def test_serving_median_ttft_is_serves_median_first_block(serving):
+    """A published median TTFT (ttft_p50_s) is scored against serve's median time to the first block, not its
+    mean, and counts in the first-token band: VKV's 20k-token prompts at 8 in flight, where the two differ."""
+    row = next(r for r in serving if r["id"] == "vkv-llama31-8b-h100-vllm-20k2k-c8" and r["metric"] == "ttft_p50_s")
+    point = validation.serve_json(row["point"]["command"])
+    assert row["predicted"] == pytest.approx(point["ttfb_s"]["median"])
+    assert abs(point["ttfb_s"]["mean"] / point["ttfb_s"]["median"] - 1) > 0.05  # a mean would not pass
+    assert validation.first_token(row)
 
 
 def test_fitted_tokens_per_forward_reproduce_their_points(serving):
