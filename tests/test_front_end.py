@@ -183,9 +183,9 @@ def test_plans_throughput_bound_is_the_servers_rate_and_holds(api_servers):
 # --- the CLI -------------------------------------------------------------------------------------
 
 def test_serve_queues_a_burst_in_front_of_the_engine(run):
-    """serve on vllm: 200 requests at once through its 1 API server of 5 ms reach the engine over
-    1 s, so the burst's makespan is at least 200 x 5 ms; 4 servers (--api-servers 4) pass them in
-    50 x 5 ms = 0.25 s. The header says which."""
+    """serve on vllm: 200 requests at once share its 1 API server of 5 ms and reach the engine
+    together at 200 x 5 ms = 1 s, so the burst's makespan is at least that; 4 servers (--api-servers
+    4) pass them at 200 x 5 / 4 = 0.25 s. The header says which."""
     import json
 
     args = ["serve", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--stack", "vllm", "--prompt", "16", "--answer", "4",
