@@ -1,17 +1,25 @@
 """The serving engine's front end (its API servers, serving/simulate/front_end.py): every request
-passes one of `servers` processes, service_s each, first come first served, before the engine's
-scheduler sees it; latencies still count from sending. Pinned by hand-worked schedules, a
+needs service_s of `servers` processes before the engine's scheduler sees it, the requests sent
+before the run sharing the servers' time evenly (an asyncio loop takes each request it holds a step
+at a time), one sent later taking the server free first; latencies still count from sending.
+Pinned by hand-worked schedules, a reference that walks every request's remaining work, a
 brute-force server heap, the plan's lone floor and throughput bound, and the CLI end to end."""
 
 from __future__ import annotations
 
 import heapq
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from dlmcost.serving.simulate import ClassTable, FrontEnd, simulate
+from dlmcost.serving.simulate.front_end import shared_departures
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from servers_reference import shared_by_remaining_work  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("bundled_offline")
 
@@ -22,24 +30,55 @@ def one_pass_table(cap: int = 64) -> ClassTable:
     return ClassTable([1], [1], [0.0], [[PASS_S] * (cap + 1)])
 
 
-def test_a_burst_through_one_server_reaches_the_engine_one_service_apart():
-    """10 requests sent at once through 1 server of 5 ms: the k-th (k = 1..10) leaves it at k x 5 ms,
-    finds the engine idle (the one before it done at (k - 1) x 5 + 1 ms), and runs its one 1 ms
-    pass: first token and answer at k x 5 + 1 ms after sending."""
+def test_a_burst_through_one_server_reaches_the_engine_all_at_once():
+    """10 requests sent at once through 1 server of 5 ms, sharing it: each runs at 1/10 of its
+    speed, so all 10 are done at 10 x 5 = 50 ms (not one 5 ms apart, as first come first served
+    would have them), are admitted together and run their one 1 ms pass: first token and answer
+    at 51 ms after sending."""
     r = simulate(one_pass_table(), np.zeros(10, int), 64, arrivals_s=np.zeros(10), front_end=FrontEnd(1, 0.005))
-    expected = [k * 0.005 + PASS_S for k in range(1, 11)]
     assert r.arrival_s.tolist() == [0.0] * 10  # sent: what the latencies count from
-    assert r.ttfb_s.tolist() == pytest.approx(expected, abs=1e-12)
-    assert r.latency_s.tolist() == pytest.approx(expected, abs=1e-12)
-    assert r.start_s.tolist() == pytest.approx([k * 0.005 for k in range(1, 11)], abs=1e-12)
+    assert r.start_s.tolist() == pytest.approx([0.050] * 10, abs=1e-12)
+    assert r.ttfb_s.tolist() == pytest.approx([0.051] * 10, abs=1e-12)
+    assert r.latency_s.tolist() == pytest.approx([0.051] * 10, abs=1e-12)
 
 
-def test_two_servers_take_the_burst_two_at_a_time():
-    """The same burst through 2 servers: requests 2j - 1 and 2j leave at j x 5 ms (j = 1..5) and are
-    admitted together, one 1 ms iteration: done at j x 5 + 1 ms."""
+def test_two_servers_take_the_burst_at_twice_the_speed():
+    """The same burst through 2 servers: each of the 10 runs at 2/10, done at 10 x 5 / 2 = 25 ms,
+    answered at 26 ms."""
     r = simulate(one_pass_table(), np.zeros(10, int), 64, arrivals_s=np.zeros(10), front_end=FrontEnd(2, 0.005))
-    expected = [j * 0.005 + PASS_S for j in range(1, 6) for _ in range(2)]
-    assert r.latency_s.tolist() == pytest.approx(expected, abs=1e-12)
+    assert r.latency_s.tolist() == pytest.approx([0.026] * 10, abs=1e-12)
+
+
+def test_a_request_sent_later_slows_the_one_inside():
+    """1 server of 10 ms, sends at 0 and 5 ms: the first runs alone for 5 ms (5 ms left), then the
+    two share it, each at half speed: the first is done 10 ms later, at 15 ms, when the second has
+    had 5 of its 10 ms; alone again, it is done at 20 ms. Fewer requests than servers each run at
+    full speed: three sent at once through 3 servers are done at 10 ms."""
+    assert shared_departures([0.0, 0.005], 1, 0.010) == pytest.approx([0.015, 0.020], abs=1e-12)
+    assert shared_departures([0.0] * 3, 3, 0.010) == pytest.approx([0.010] * 3, abs=1e-12)
+    assert shared_departures([0.0, 1.0], 1, 0.5) == pytest.approx([0.5, 1.5], abs=1e-12)  # never together
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_shared_servers_against_every_requests_remaining_work(seed):
+    """`shared_departures` (one virtual clock, requests leaving in the order sent) against the
+    plain walk that keeps every request's remaining work, on random sends with ties, 1 to 4
+    servers, and a service of nothing."""
+    rng = np.random.default_rng(seed)
+    servers, service = int(rng.integers(1, 5)), float(rng.choice([0.0, 0.001, 0.01]))
+    sent = np.sort(np.round(rng.exponential(0.004, int(rng.integers(1, 60))).cumsum(), 3)).tolist()
+    assert shared_departures(sent, servers, service) == pytest.approx(
+        shared_by_remaining_work(sent, servers, service), abs=1e-9)
+
+
+def test_a_closed_loops_first_round_shares_the_server():
+    """3 users, no think time, 1 server of 5 ms, 6 requests: the first three, sent at 0, share it and
+    are done at 15 ms, answered at 16 ms; each user then sends again at 16 ms, and these are
+    served one after another (sent after the run began): ready at 21, 26, 31 ms, answered 1 ms
+    later."""
+    r = simulate(one_pass_table(), np.zeros(6, int), 64, users=3, front_end=FrontEnd(1, 0.005))
+    assert r.arrival_s.tolist() == pytest.approx([0.0] * 3 + [0.016] * 3, abs=1e-12)
+    assert r.done_s.tolist() == pytest.approx([0.016] * 3 + [0.022, 0.027, 0.032], abs=1e-12)
 
 
 def test_a_closed_loop_user_waits_the_front_end_every_time():
@@ -60,9 +99,9 @@ def test_without_a_front_end_nothing_changes():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_the_desk_is_a_heap_of_servers(seed):
-    """`FrontEnd.desk` (the server free first is the one that took the request `servers` places
-    before) against a heap of each server's free time, first come first served, on random sends
-    in time order, bursts (equal times) included."""
+    """`FrontEnd.desk`'s sends after the run began (the server free first is the one that took the
+    request `servers` places before) against a heap of each server's free time, first come first
+    served, on random sends in time order, bursts (equal times) included."""
     rng = np.random.default_rng(seed)
     servers, service = int(rng.integers(1, 5)), float(rng.choice([0.001, 0.01]))
     sent = np.sort(np.round(rng.exponential(0.004, 200).cumsum(), 3))  # rounded: ties
@@ -144,9 +183,9 @@ def test_plans_throughput_bound_is_the_servers_rate_and_holds(api_servers):
 # --- the CLI -------------------------------------------------------------------------------------
 
 def test_serve_queues_a_burst_in_front_of_the_engine(run):
-    """serve on vllm: 200 requests at once through its 1 API server of 5 ms reach the engine over
-    1 s, so the burst's makespan is at least 200 x 5 ms; 4 servers (--api-servers 4) pass them in
-    50 x 5 ms = 0.25 s. The header says which."""
+    """serve on vllm: 200 requests at once share its 1 API server of 5 ms and reach the engine
+    together at 200 x 5 ms = 1 s, so the burst's makespan is at least that; 4 servers (--api-servers
+    4) pass them at 200 x 5 / 4 = 0.25 s. The header says which."""
     import json
 
     args = ["serve", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--stack", "vllm", "--prompt", "16", "--answer", "4",

@@ -6,25 +6,18 @@ from __future__ import annotations
 
 import heapq
 import math
+import sys
 from collections import deque
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from dlmcost.serving.simulate import ClassTable, FrontEnd, draw_passes, simulate
+from dlmcost.serving.simulate.front_end import shared_departures
 
-
-class ServersByHeap:
-    """A front end's servers kept as a heap of the times each is free: a request sent at t takes
-    the one free first (FIFO), and reaches the engine at max(t, free) + service."""
-
-    def __init__(self, servers: int, service: float):
-        self.free, self.service = [0.0] * servers, service
-
-    def ready(self, t: float) -> float:
-        r = max(t, heapq.heappop(self.free)) + self.service
-        heapq.heappush(self.free, r)
-        return r
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from servers_reference import ServersByHeap  # noqa: E402
 
 
 def rounds_request_by_request(table, request_class, batch_cap, passes, arrivals_s=None, users=None, think_s=0.0,
@@ -34,9 +27,18 @@ def rounds_request_by_request(table, request_class, batch_cap, passes, arrivals_
     (a newcomer's prompt passes with its first), then every one moves to its next block.
     `ahead` (a first block outside the limit): the limit counts the members that go on past the
     round (not in their last block) and the newcomers. `front_end`: (servers, service) each request
-    passes before the engine sees it (`ServersByHeap`)."""
+    passes before the engine sees it: the sends known before the run share the servers
+    (`shared_departures`, pinned against a plain reference in tests/test_front_end.py), a later one
+    takes the server free first (`ServersByHeap`)."""
     desk = ServersByHeap(*front_end) if front_end else None
     seen = (lambda t: t) if desk is None else desk.ready  # the time the engine sees a request sent at t
+
+    def seen_together(times):  # the engine's times for the sends known before the run
+        if desk is None:
+            return list(times)
+        leaving = shared_departures(list(times), *front_end)
+        desk.take_shared(leaving)
+        return leaving
     n = len(request_class)
     cls = request_class.tolist()
     share, pass_s = table.mem_share, table.pass_s
@@ -45,13 +47,15 @@ def rounds_request_by_request(table, request_class, batch_cap, passes, arrivals_
     offset = passes.offset.tolist()
     open_loop = arrivals_s is not None
     arrival = arrivals_s.tolist() if open_loop else [math.inf] * n  # sent
-    engine_sees = [seen(t) for t in arrival] if open_loop else []
+    engine_sees = seen_together(arrival) if open_loop else []
     done, start, first_block = [math.nan] * n, [math.nan] * n, [math.nan] * n
     pending, next_open, issued = [], 0, 0
     if not open_loop:
-        for i in range(min(users, n)):
+        first_round = seen_together([0.0] * min(users, n))
+        for i, t in enumerate(first_round):
             arrival[i] = 0.0
-            pending.append((seen(0.0), i))
+            pending.append((t, i))
+        heapq.heapify(pending)
         issued = len(pending)
     counts, block_of = [0] * len(share), [0] * n
     queue, members = deque(), []

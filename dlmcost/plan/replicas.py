@@ -146,12 +146,18 @@ def _run(c: Candidate, sample: RequestSample, traffic: Traffic, replicas: int, *
 
 def saturation_rps(c: Candidate, sample: RequestSample) -> float:
     """Requests/s one replica completes when its batch is always full (a closed loop with more
-    users than the batch holds and no think time): the rate beyond which queues grow without bound."""
+    users than the batch holds and no think time): the rate beyond which queues grow without bound.
+    No more than the front end's servers / service_s: its servers do service_s of work a request,
+    and the users' first round, sent together, shares them and leaves in one burst whose
+    completions a window can catch at a rate no steady state keeps."""
     cls = request_classes(sample)
     r = behaviour.run(c.table, cls, c.max_batch, c.release, c.passes, c.first_block_outside_limit,
                       uncached=c.uncached_shares(len(cls)), front_end=c.front_end,
                       users=2 * c.in_flight_cap + 1)
-    return _completion_rate(r.done_s)
+    rate = _completion_rate(r.done_s)
+    if c.front_end is not None and c.front_end.service_s > 0:
+        rate = min(rate, c.front_end.servers / c.front_end.service_s)
+    return rate
 
 
 def _completion_rate(done_s: np.ndarray) -> float:

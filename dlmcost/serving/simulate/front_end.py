@@ -13,9 +13,16 @@ import numpy as np
 class FrontEnd:
     """The serving engine's front end (its OpenAI-compatible API server: chat template,
     tokenization, per-request bookkeeping, streaming out): `servers` processes, each spending
-    `service_s` of CPU time on a request, one request at a time. A request reaches the engine's
-    scheduler only once a server has handled it: ready = max(sent, the earliest a server is free)
-    + service_s, the servers taking the requests in the order they are sent."""
+    `service_s` of CPU time on a request. A request reaches the engine's scheduler only once its
+    `service_s` is done. Each server is one asyncio event loop that takes every request it holds a
+    step at a time (the loop runs its ready callbacks in the order they were queued, and a request
+    handler yields at each await between parsing, templating, tokenizing and handing the request to
+    the engine), so the requests inside share the servers' time evenly (processor sharing): with m
+    inside, each progresses at min(1, servers / m) of full speed. A burst of N sent at once
+    therefore leaves together, at N x service_s / servers, not one service apart. The requests
+    whose send times are known before the run (an open loop's, a closed loop's first round) share
+    the servers so; one sent later, when an answer comes back, is served after the work it finds
+    there (ready = max(sent, the earliest a server is free) + service_s)."""
 
     servers: int
     service_s: float
@@ -30,15 +37,25 @@ class FrontEnd:
 
 
 class _Desk:
-    """n requests through a `FrontEnd`, in the order they are sent: each one's send time (`sent`)
-    and the time it reaches the scheduler (what `send` returns). Sent in non-decreasing time,
-    requests leave the servers in that order too, so the server free first is the one that took
-    the request `servers` places before (its leaving time the oldest of the last `servers`)."""
+    """n requests through a `FrontEnd`: each one's send time (`sent`) and the time it reaches the
+    scheduler. `send_together` times the requests whose sends are known before the run, sharing the
+    servers (`shared_departures`); `send` one sent later, behind the work it finds. Requests of
+    equal service leave in the order they are sent, under either rule, so the server free first is
+    the one that took the request `servers` places before (its leaving time the oldest of the last
+    `servers`)."""
 
     def __init__(self, front_end: FrontEnd, n: int):
         self.sent = [math.nan] * n
+        self._servers = front_end.servers
         self._service = front_end.service_s
         self._free = deque([0.0] * front_end.servers, maxlen=front_end.servers)  # sends are never before 0
+
+    def send_together(self, times: list[float]) -> list[float]:
+        """Requests 0..len(times) - 1, sent at `times` (non-decreasing), before any other."""
+        self.sent[:len(times)] = times
+        ready = shared_departures(times, self._servers, self._service)
+        self._free.extend(ready)
+        return ready
 
     def send(self, i: int, t: float) -> float:
         self.sent[i] = t
@@ -48,12 +65,41 @@ class _Desk:
         return ready
 
 
+def shared_departures(sent: list[float], servers: int, service_s: float) -> list[float]:
+    """When each of requests sent at `sent` (non-decreasing) leaves `servers` servers that share
+    their time evenly among the requests inside (each at min(1, servers / m) of full speed with m
+    inside), every request needing `service_s`. Kept in the servers' virtual time `v`, the service
+    every request inside has had since the run began: it grows at that rate, a request entering at
+    v is done at v + service_s, and so requests leave in the order they came (a deque)."""
+    ready = [0.0] * len(sent)
+    inside: deque[tuple[int, float]] = deque()  # (request, the virtual time it is done at)
+    t = v = 0.0
+    i, n = 0, len(sent)
+    while i < n or inside:
+        if not inside:
+            t = max(t, sent[i])
+            inside.append((i, v + service_s))
+            i += 1
+            continue
+        rate = min(1.0, servers / len(inside))
+        leaves_at = t + (inside[0][1] - v) / rate
+        if i < n and sent[i] < leaves_at:
+            v += (sent[i] - t) * rate
+            t = sent[i]
+            inside.append((i, v + service_s))
+            i += 1
+        else:
+            j, v = inside.popleft()
+            t = ready[j] = leaves_at
+    return ready
+
+
 def _arrival_list(n: int, arrivals_s: np.ndarray | None, users: int | None,
                   desk: _Desk | None = None) -> tuple[list[float], int]:
     """(each request's arrival time at the scheduler, then math.inf as a sentinel; the requests
     whose arrival is known): open loop, every one's; closed loop, the users' first requests sent at
     0, the others math.inf until an answer comes back. With a front end (`desk`), each known
-    request's time of leaving it."""
+    request's time of leaving it, the known requests sharing its servers."""
     if arrivals_s is not None:
         sent, issued = arrivals_s.tolist(), n
     else:
@@ -62,5 +108,5 @@ def _arrival_list(n: int, arrivals_s: np.ndarray | None, users: int | None,
         issued = min(users, n)
         sent = [0.0] * issued
     if desk is not None:
-        sent = [desk.send(i, t) for i, t in enumerate(sent)]
+        sent = desk.send_together(sent)
     return sent + [math.inf] * (n - issued + 1), issued
