@@ -18,8 +18,8 @@ def eager_block(name: str) -> dict:
     return yaml.safe_load((ROOT / "stacks" / f"{name}.yaml").read_text(encoding="utf-8"))["eager"]
 
 
-def analyze_json(run, *args) -> dict:
-    rc, out, err = run("analyze", "GSAI-ML/LLaDA-8B-Instruct", "--gpu", "h100", "--batch", "1", "-f", "json", *args)
+def analyze_json(run, *args, model="GSAI-ML/LLaDA-8B-Instruct") -> dict:
+    rc, out, err = run("analyze", model, "--gpu", "h100", "--batch", "1", "-f", "json", *args)
     assert rc == 0, err
     return json.loads(out)
 
@@ -50,6 +50,26 @@ def test_the_hand_numbers_the_files_hold():
     assert eager_block("vllm-dllm") == eager_block("vllm")
     # gpt-fast: 25.5 tok/s eager, 107.0 compiled, Llama-2-7B's 32 layers (pytorch.org blog, GPT, Fast)
     assert eager_block("compiled")["us_per_layer"] == round((1 / 25.5 - 1 / 107.0) * 1e6 / 32) == 933
+    # SGLang PR #1401, DeepSeek-Coder-V2-Lite (27 layers, 26 MoE): 6.22 ms graphed, "4x" that eager, less 27 x the
+    # Triton backend's (9.28 - 7.06) ms / 32 per layer, over the 26 MoE layers: 646 us, to the nearest 10 us
+    dense_us = (9.28 - 7.06) * 1000 / 32
+    assert eager_block("sglang")["us_per_moe_layer"] == round(((4 - 1) * 6220 - 27 * dense_us) / 26, -1) == 650
+    assert eager_block("vllm")["us_per_moe_layer"] == eager_block("sglang")["us_per_moe_layer"]
+    assert eager_block("compiled").get("us_per_moe_layer", 0) == 0  # a gpt-fast loop's MoE: not measured
+
+
+@pytest.mark.parametrize("stack", ["vllm-dllm", "sglang-dllm"])
+def test_an_moe_layer_waits_longer_eagerly(run, stack):
+    """An MoE layer launches its router, top-k, sort and fused-expert kernels from Python too: each
+    pass of LLaDA2.0-mini (config.json: 20 layers, first_k_dense_replace 1, so 19 MoE layers) waits
+    20 x us_per_layer + 19 x us_per_moe_layer longer: vllm-dllm 20 x 47 + 19 x 650 us = 13.29 ms,
+    sglang-dllm 20 x 28 + 19 x 650 us = 12.91 ms."""
+    expected_ms = {"vllm-dllm": 13.29, "sglang-dllm": 12.91}[stack]
+    args = ("--stack", stack, "--prompt", "64", "--gen", "64", "--block", "32", "--steps", "64")
+    graphed = analyze_json(run, *args, model="inclusionAI/LLaDA2.0-mini")["results"][0]
+    eager = analyze_json(run, *args, "--eager", model="inclusionAI/LLaDA2.0-mini")["results"][0]
+    assert eager["nfe"] == graphed["nfe"]
+    assert (eager["time_s"] - graphed["time_s"]) / graphed["nfe"] == pytest.approx(expected_ms * 1e-3, rel=1e-9)
 
 
 def test_without_a_stack_every_default_runs_eagerly(run):

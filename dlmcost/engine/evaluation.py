@@ -39,7 +39,7 @@ from .cost import (CACHE_OPS, KINDS, OP_KINDS, OP_NAMES, PassInput, expected_exp
 from ..inputs.models.spec import ModelSpec
 from .roofline import Rates, compute_time, kernel_overhead_s, link_time, memory_time
 from .schemes import REGISTRY, Knobs, PassFamily, peak_shape, prompt_passes
-from .stack_time import (depth_factor, depth_k0, expert_loops, host_time, host_wait, keys_term, op_depth_overhead,
+from .stack_time import (depth_factor, depth_k0, dispatch_time, host_wait, keys_term, op_depth_overhead,
                          op_factor, sampler_time, step_overhead, traffic_factor)
 from ..inputs.stacks import Stack
 from .sums import sum_max_ends
@@ -308,7 +308,7 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
         h, f = names.index("host_wait"), names.index("per_forward")
         if host_wait_of_pass:
             gpu = (np.maximum(compute, memory) + overhead).sum(axis=0)
-            overhead[h] = host_wait(gpu, host_time(m.n_layers, st, expert_loops(m)), st)
+            overhead[h] = host_wait(gpu, dispatch_time(m, st), st)
         overhead[f] = step_overhead(grid.batch, st)
     return PassCost(values, compute, memory, overhead, bound_compute, bound_memory)
 
@@ -395,7 +395,7 @@ def _closed_form_host_wait(m: ModelSpec, st: Stack, first: PassCost, last: PassC
                            names: list[str]) -> np.ndarray:
     """Sum over the family of the GPU's wait for the host (the passes leave it at zero: it is not
     affine in j). The GPU time is taken linear between the first and the last pass."""
-    host = host_time(m.n_layers, st, expert_loops(m))
+    host = dispatch_time(m, st)
     if not st.host.overlaps_gpu:
         return n * host
     ops = [k for k, name in enumerate(names) if name not in STACK_OPS]  # GPU work only
@@ -519,7 +519,7 @@ def _touched_experts_pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, nam
             sums[:t, configs] += np.add.reduceat(time_s, start, axis=1)
             sums[t, configs] += np.add.reduceat(np.maximum(bound_compute, bound_memory + gap / bandwidth), start)
             if st is not None:
-                dispatch_s = host_time(m.n_layers, st, expert_loops(m))
+                dispatch_s = dispatch_time(m, st)
                 sums[t + 1, configs] += np.add.reduceat(host_wait(time_s.sum(axis=0), dispatch_s, st), start)
         op_time[:, rows], bound[rows], host[rows] = sums[:t], sums[t], sums[t + 1]
     data[TIME, timed] = r * op_time

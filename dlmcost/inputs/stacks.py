@@ -76,6 +76,9 @@ class HostCost(BaseModel):
     us_per_sequence_squared: float = Field(default=0.0, ge=0, le=1e4)
     # a reference MoE block's Python loop over its experts: host time per expert per MoE layer
     us_per_expert: float = Field(default=0.0, ge=0, le=1e6)
+    # an MoE layer's dispatch beyond a dense layer's us_per_layer (its router, top-k, sort and
+    # fused-expert kernels launched from Python); 0 where a graph replays them
+    us_per_moe_layer: float = Field(default=0.0, ge=0, le=1e6)
 
 
 class FrontEndCost(BaseModel):
@@ -96,6 +99,9 @@ class EagerHost(BaseModel):
     model_config = _FILE
 
     us_per_layer: float = Field(ge=0, le=1e6)  # replaces host.us_per_layer
+    # replaces host.us_per_moe_layer: an MoE layer's wait beyond us_per_layer, for the router, top-k,
+    # sort and fused-expert kernels it launches from Python (measured the same way)
+    us_per_moe_layer: float = Field(default=0.0, ge=0, le=1e6)
     # replaces host.overlaps_gpu: false when us_per_layer is the GPU's idle time measured as the
     # eager pass minus the graphed one (added to every pass, not hidden behind the GPU's work)
     overlaps_gpu: bool
@@ -315,7 +321,7 @@ class Stack(BaseModel):
 SOURCED_FIELDS = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "elementwise_bytes_factor",
                   "sampler_logits_bytes")
 # fields with a neutral default, and that default: sourced when set otherwise
-OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_sequence_squared": 0.0, "us_per_expert": 0.0,
+OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_sequence_squared": 0.0, "us_per_expert": 0.0, "us_per_moe_layer": 0.0,
                     "max_running_requests": None, "release": None, "sampler_traffic_bytes": None,
                     "expert_rows": "routed", "first_block_outside_limit": False, "prompt_prefill": "one-pass",
                     "prefill_chunk_tokens": None, "front_end": None,
