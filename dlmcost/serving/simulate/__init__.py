@@ -90,10 +90,10 @@ from .first_done import MEMORY_LIMIT, _memory_room, _one_kind, first_done  # noq
 from .front_end import FrontEnd
 from .rounds import synchronous_rounds
 from .tables import (MAX_BLOCKS, RELEASES, ClassTable, RequestPasses, SimResult, _prefill_stream,  # noqa: F401
-                     class_passes, draw_passes, in_flight_cap, scaled, uncached_prompt_tokens)
+                     class_passes, draw_passes, in_flight_cap, scaled, token_passes, uncached_prompt_tokens)
 
 __all__ = ["MAX_BLOCKS", "RELEASES", "ClassTable", "FrontEnd", "RequestPasses", "SimResult", "class_passes",
-           "draw_passes", "in_flight_cap", "scaled", "simulate", "uncached_prompt_tokens"]
+           "draw_passes", "in_flight_cap", "scaled", "simulate", "token_passes", "uncached_prompt_tokens"]
 
 
 def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
