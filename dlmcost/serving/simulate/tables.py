@@ -1,6 +1,7 @@
 """The simulation's inputs and output: each request class's pass times and counts (`ClassTable`),
-each request's passes per block (`RequestPasses`, `draw_passes`) and what a run returns
-(`SimResult`); the policy-free arithmetic both release loops share."""
+each request's own passes (`RequestPasses`: `draw_passes` per block, `token_passes` for a
+token-streaming answer) and what a run returns (`SimResult`); the policy-free arithmetic both
+release loops share."""
 
 from __future__ import annotations
 
