@@ -117,8 +117,18 @@ TARGET_OUT_OF_SOURCE_WORST = 2.0
 # the median and the worst unchanged.
 # All merged (the two AR sources, the Blackwell rates, the shared API servers, the eager MoE dispatch): out of
 # source 109 numbers, median 1.20x (1.203), worst 4.01x (IFX's mean TTFT at concurrency 8).
+# Then each simulated request runs its own answer's passes (a change of the model, nothing fitted: the pass
+# times stay its length class's, the pass count is its own), where every request of a class had run the class
+# mean's: a closed loop's completions then came in waves of a class, and the refills' prefills queued behind
+# each other. SGCL's mean TTFT at 100 in flight, the one large pessimistic error, goes 2.53x pessimistic ->
+# 1.06x optimistic; the SGLang TTFTs at lower loads, which those queues had brought near the measurements, lose
+# them: SGCL 1.02x -> 2.27x optimistic at 16 in flight with 1,000-token prompts, 1.13x / 1.58x pessimistic ->
+# 1.39x / 2.06x optimistic at 16 / 64 with 8,000-token ones (as at one request, 1.49-1.86x optimistic), IFX
+# 4.01x, 2.80x, 1.93x, 1.45x -> 5.16x, 3.93x, 3.08x, 2.23x at 8-64: every out-of-source first token is now
+# early (the first-token band 0.66-3.20x -> 1.06-3.86x), a per-request first-token cost SGLang has and the
+# model does not. The median becomes 1.22x (1.224), the worst 5.16x (IFX's mean TTFT at concurrency 8).
 RECORDED_OUT_OF_SOURCE_MEDIAN = TARGET_OUT_OF_SOURCE_MEDIAN  # met: held to its target
-RECORDED_OUT_OF_SOURCE_WORST = 4.01
+RECORDED_OUT_OF_SOURCE_WORST = 5.16
 BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-of-source numbers (6)
 BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
 # The metrics that are a time to the first token: their errors make a band of their own (error_bands)
@@ -481,7 +491,7 @@ SERVING_NOTES = [
     "clock, set the pass. The value is fitted, not a clock measurement: no published sustained-clock figure for "
     "this part was found.",
     "- The vLLM dLLM plugin (VPLUG; the worst out-of-source numbers after GPS's 128-token burst and the mean TTFTs of "
-    "IFX at 8 and 16 in flight and of SGCL at 100). Its eager run after its coherence fixes "
+    "IFX at 8 and 16 in flight). Its eager run after its coherence fixes "
     "(2.22x optimistic at one request, 1.51x at 8 running) takes about 1.6 s a 32-token block, 50 ms a pass by the "
     "report's own count of about 32 passes a block, where the stack's eager pass is 22 ms (the MoE's expert weights "
     "read at the A100's bandwidth, plus vLLM's eager launches); fewer passes a block would each take longer, so no "
@@ -495,9 +505,10 @@ SERVING_NOTES = [
     "- InferenceX's DeepSeek-R1 on 8x H200 (IFX; SGLang, AR): throughput and mean E2E are within 1.06x at "
     "every load (8-64 in flight; 1.22-1.34x before the H200's fp8 GEMMs took their measured rate, 0.71 of peak and "
     "5.6 us a kernel with the activation's quantisation, from the generic 0.8 and 3 us, and a fused MoE block its six "
-    "kernels), and the mean TTFT 4.01x at 8, "
-    "2.80x at 16, 1.93x at 32 and 1.45x at 64 (82 ms predicted against 331 ms measured at 8; the routed experts' "
-    "measured fused MoE rates took back what the measured NCCL all-reduces had given the prefill), with the launch's prompt budget of 32,768 tokens a step "
+    "kernels), and the mean TTFT 5.16x at 8, "
+    "3.93x at 16, 3.08x at 32 and 2.23x at 64 (64 ms predicted against 331 ms measured at 8; 4.01x, 2.80x, 1.93x "
+    "and 1.45x while every request of a length class ran its class's passes, so that the closed loop's completions "
+    "came in waves and the refills' prefills queued behind each other), with the launch's prompt budget of 32,768 tokens a step "
     "(--chunked-prefill-size; the points ran at the stack's 8,192 until this was seen: 3.74x, 3.41x and 2.41x at 16-64, "
     "each wave of prompts cut into more steps). SGLang streams the first token at once even with --stream-interval 10, "
     "so the TTFT is a first token's. The published P99 TTFT (2.0-2.7 s against means of 0.33-0.42 s) says a few "
@@ -528,15 +539,18 @@ SERVING_NOTES = [
     "1.28x before the A100's GEMMs took their measured weight-streaming rate, 0.71 of peak and 4.6 us a kernel, "
     "where a TP8 pass reads matrices of 16-117 MB a GPU, and 1.14x before decode's attention took its measured "
     "rate, 0.46 of peak and 16.5 us a layer) and so are throughput and mean E2E (1.08-1.10x). Under load "
-    "the TPOT is 1.28-1.41x optimistic and throughput 1.26-1.35x. The runs' prompts are partly in SGLang's radix cache (--cached-prompt, from the order the page "
+    "the TPOT is 1.26-1.38x optimistic and throughput 1.27-1.37x. The runs' prompts are partly in SGLang's radix cache (--cached-prompt, from the order the page "
     "prints them: bench_serving's random prompt i is the i-th ShareGPT prompt of a shuffle seeded the same in every "
     "run, cut to the i-th drawn length, and the first lengths are the same whatever the prompt count, so each run's "
     "first requests repeat the earlier runs' prompts, whole or in part; the default launch keeps the cache, and "
     "bench_serving flushes it only in SGLang's CI or with --flush-cache): the first 80 of the 320 requests at 64 in "
-    "flight, the whole first wave, are cache hits. With them the mean TTFT is 1.13-2.53x pessimistic under load, but for 1.02x optimistic at 16 in flight with "
-    "1,000-token prompts (1.58x at 64 in flight with 8,000-token prompts: 1.00 s predicted, 0.63 s measured; 4.79x without the cache, "
-    "when the first wave's 256k prompt tokens were prefilled 8,192 a step) and 1.49-1.86x optimistic at one "
-    "request; throughput and TPOT under load were 1.04-1.56x optimistic before the cache, the prefill it saves "
+    "flight, the whole first wave, are cache hits. With them the mean TTFT is 1.06x optimistic at 100 in flight and 2.27x "
+    "at 16 with 1,000-token prompts (117 ms predicted, 265 ms measured), 1.39x and 2.06x at 16 and 64 with 8,000-token "
+    "prompts, and 1.49-1.86x at one request: every first token early, a per-request cost the model lacks. While "
+    "every request of a length class ran its class's passes, the loads' completions came in waves whose refills' "
+    "prefills queued behind each other, and the TTFT under load was 1.02x optimistic to 2.53x pessimistic (4.79x "
+    "pessimistic at 64 in flight with 8,000-token prompts without the cache, when the first wave's 256k prompt "
+    "tokens were prefilled 8,192 a step); throughput and TPOT under load were 1.04-1.56x optimistic before the cache, the prefill it saves "
     "having hidden part of the too-fast decode.",
     "- GPUStack's Qwen3-8B on one H100 (GPS, its latency page; vLLM 0.11.0 and SGLang 0.5.3 at their default launches, "
     "100 ShareGPT conversations at 1-8 in flight) and the vLLM blog's FP8 K/V cache post (VKV; Llama-3.1-8B on one "

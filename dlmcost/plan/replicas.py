@@ -284,8 +284,8 @@ def floor_fails(c: Candidate, sample: RequestSample, targets: Targets) -> bool:
 def _lone_latencies(c: Candidate, sample: RequestSample) -> tuple[np.ndarray, np.ndarray]:
     """Each sampled request's latency and time to first block when served alone: its front end's
     service (a free API server's time on it), its first pass (a chunked prompt: its k chunk passes)
-    at batch 1, then its other passes at batch 1 (each request's own passes with a block-streaming
-    scheme, as the simulation runs them)."""
+    at batch 1, then its other passes at batch 1 (each request's own passes, its own answer's, as
+    the simulation runs them)."""
     cls = request_classes(sample)
     t1, first1 = (np.array([row[1] for row in rows])[cls] for rows in (c.table.pass_s, c.table.first_pass_s))
     nfe, first_passes = ((c.passes.nfe, c.passes.first) if c.passes is not None

@@ -194,7 +194,7 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
                     t = rt.table
                     key = (rt.block_streaming, tuple(t.nfe), tuple(t.lead or ()), tuple(t.blocks or ()))
                     if key not in drawn:
-                        drawn[key] = behaviour.request_passes(rt, cls)
+                        drawn[key] = behaviour.request_passes(rt, cls, answers=sample.answer_tokens)
                     out.append(Candidate(g, prec, tp, decoding, mb, t, tokens, rt.batch_limit, pol.release,
                                          drawn[key], pol.first_block_outside_limit,
                                          uncached=1.0 - cached_prompt if caches(pol, t) else 1.0,

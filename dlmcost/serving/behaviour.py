@@ -25,7 +25,7 @@ import numpy as np
 from ..engine.schemes import get_scheme
 from ..errors import DlmcostWarning, UsageError
 from ..inputs.stacks import MAX_API_SERVERS, default_stack, stack_label
-from .simulate import ClassTable, FrontEnd, RequestPasses, SimResult, draw_passes, in_flight_cap, simulate
+from .simulate import ClassTable, FrontEnd, RequestPasses, SimResult, draw_passes, in_flight_cap, simulate, token_passes
 from .steptime import Decoding, PassTable, passes_to_first_output
 
 DEFAULT_REQUESTS = 2000  # simulated requests per load (plan's search and serve alike)
@@ -197,6 +197,8 @@ class RequestTable:
     batch_limit: int
     max_per_block: list[int]
     block_streaming: bool
+    answers: list[int] | None = None  # each class's answer tokens (None: a request runs its class's passes)
+    block: int | None = None  # the tokens of a block a block-streaming canvas is cut into (None: one canvas)
 
 
 def request_table(pt: PassTable, gi: int, pi: int, ti: int, decoding: Decoding, prompts: list[int],
@@ -238,7 +240,9 @@ def request_table(pt: PassTable, gi: int, pi: int, ti: int, decoding: Decoding, 
     if pol.prefill_chunk:  # a token-streaming scheme: no per_block
         table = prompt_in_token_chunks(table, [p for p in prompts for _ in answers], pol.prefill_chunk)
     limit = int(min(max_running, float(mem.min())))
-    return RequestTable(table, limit, rows["per_block"], not token_streaming)
+    block = decoding.block if decoding.block and not token_streaming else None
+    return RequestTable(table, limit, rows["per_block"], not token_streaming,
+                        [int(a) for _ in prompts for a in answers], block)
 
 
 def prompt_in_block_chunks(table: ClassTable, prompts: list[int], block: int) -> ClassTable:
@@ -284,13 +288,27 @@ def prompt_in_token_chunks(table: ClassTable, prompts: list[int], chunk: int) ->
 
 
 def request_passes(rt: RequestTable, request_class: np.ndarray, spread: float = 0.0,
-                   rng: np.random.Generator | None = None) -> RequestPasses | None:
+                   rng: np.random.Generator | None = None, answers: np.ndarray | None = None) -> RequestPasses | None:
     """Each request's passes per block (spread: their coefficient of variation; 0: the engine's
-    passes spread evenly over the blocks); None for a token-streaming scheme (the class's NFE)."""
+    passes spread evenly over the blocks). `answers`: each request's own answer tokens, so that
+    requests of one class do not all finish after the same passes: a block-streaming request runs
+    its own answer's blocks (ceil(a / block)), each with its class's mean passes; a token-streaming
+    one its class's passes over the prompt and its later passes times a / its class's answer
+    (`token_passes`). None for a token-streaming scheme whose requests run their class's passes."""
+    own = answers is not None and rt.answers is not None
     if not rt.block_streaming:
-        return None
+        if not own:
+            return None
+        class_answer = np.asarray(rt.answers, float)[request_class]
+        answers = np.asarray(answers, float)
+        if np.array_equal(answers, class_answer):
+            return None
+        return token_passes(rt.table, request_class, answers / class_answer)
+    n_blocks = None
+    if own and rt.block:  # a canvas cut into blocks: each request its own answer's (a full canvas: its class's)
+        n_blocks = np.ceil(np.asarray(answers, float) / rt.block).astype(np.int64)
     return draw_passes(rt.table, request_class, spread, rng if rng is not None else np.random.default_rng(0),
-                       rt.max_per_block)
+                       rt.max_per_block, n_blocks)
 
 
 def run(table: ClassTable, request_class: np.ndarray, max_running: int, release: str,

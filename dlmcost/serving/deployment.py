@@ -313,13 +313,14 @@ def _split(total: int, parts: int) -> list[int]:
 class _Replica:
     result: SimResult
     index: np.ndarray  # the requests (of the load) this replica served
+    units: np.ndarray | None = None  # each one's streamed pieces, its own answer's (None: its class's)
 
 
 def _simulate_replicas(prep: Prepared, load, cls: np.ndarray, arrivals: np.ndarray | None,
-                       rng: np.random.Generator) -> list[_Replica]:
+                       rng: np.random.Generator, answers: np.ndarray | None = None) -> list[_Replica]:
     setup = prep.setup
     n, R = len(cls), setup.replicas
-    passes_all = behaviour.request_passes(prep.requests, cls, prep.spread, rng)
+    passes_all = behaviour.request_passes(prep.requests, cls, prep.spread, rng, answers)
     out = []
     if isinstance(load, (ClosedLoop, BatchJob)):
         users = load.users if isinstance(load, ClosedLoop) else load.parallel
@@ -339,8 +340,18 @@ def _simulate_replicas(prep: Prepared, load, cls: np.ndarray, arrivals: np.ndarr
         sub = passes_all.subset(g) if passes_all is not None else None
         r = behaviour.run(prep.table, cls[g], prep.max_running, prep.release, sub, prep.first_block_outside_limit,
                           uncached=None if uncached is None else uncached[g], front_end=prep.front_end, **kind)
-        out.append(_Replica(r, g))
+        out.append(_Replica(r, g, _own_units(prep, sub, None if answers is None else answers[g])))
     return out
+
+
+def _own_units(prep: Prepared, passes, answers: np.ndarray | None) -> np.ndarray | None:
+    """Each request's streamed pieces where it runs its own answer: its blocks (a canvas cut into
+    blocks), its tokens (a token-streaming scheme); None: its class's."""
+    if answers is None:
+        return None
+    if prep.block_streaming:
+        return passes.n_blocks.astype(float) if prep.requests.block else None
+    return np.asarray(answers, float)
 
 
 def _uncached(prep: Prepared, n: int) -> np.ndarray | None:
@@ -357,26 +368,29 @@ def evaluate(prep: Prepared, load, *, requests: int = DEFAULT_REQUESTS, seed: in
     """Simulate every replica under `load`; the measured window's statistics."""
     rng = np.random.default_rng(seed)
     cls = prep.classes() if classes is None else classes
+    answers = prep.sample.answer_tokens if classes is None else None  # each request's own answer
     synthetic = isinstance(load, (ClosedLoop, OpenLoop))
     if isinstance(load, BatchJob):
-        cls = _resample(cls, load.requests)
+        cls, answers = _resample(cls, load.requests), _resample(answers, load.requests)
     elif synthetic:  # a closed loop: every user's first request is in the warm-up
-        cls = _resample(cls, max(requests, 4 * load.users) if isinstance(load, ClosedLoop) else requests)
+        n = max(requests, 4 * load.users) if isinstance(load, ClosedLoop) else requests
+        cls, answers = _resample(cls, n), _resample(answers, n)
     n = len(cls)
     arrivals = None
     if isinstance(load, OpenLoop):
         arrivals = np.cumsum(load.gaps(rng, n))
     elif isinstance(load, TraceReplay):
         arrivals = load.arrival_s
-    replicas = _simulate_replicas(prep, load, cls, arrivals, rng)
+    replicas = _simulate_replicas(prep, load, cls, arrivals, rng, answers)
     return _measure(prep, load, replicas, synthetic, targets)
 
 
-def _resample(cls: np.ndarray, n: int) -> np.ndarray:
-    """n requests' classes: the prepared ones repeated in order (a prepared sample of n: itself)."""
-    if len(cls) == n:
-        return cls
-    return cls[np.arange(n) % len(cls)]
+def _resample(values: np.ndarray | None, n: int) -> np.ndarray | None:
+    """n requests' classes (or lengths): the prepared ones repeated in order (a prepared sample of
+    n: itself)."""
+    if values is None or len(values) == n:
+        return values
+    return values[np.arange(n) % len(values)]
 
 
 def _measure(prep: Prepared, load, replicas: list[_Replica], synthetic: bool, targets: Targets | None) -> Point:
@@ -391,7 +405,7 @@ def _measure(prep: Prepared, load, replicas: list[_Replica], synthetic: bool, ta
         c = r.request_class[w]
         lat.append(r.latency_s[w])
         ttfb.append(r.ttfb_s[w])
-        u = units[c]
+        u = units[c] if rep.units is None else rep.units[w]
         with np.errstate(invalid="ignore", divide="ignore"):
             gap.append(np.where(u > 1, (r.done_s[w] - r.first_block_s[w]) / np.maximum(u - 1, 1), np.nan))
         tokens.append(prep.answer_tokens[c])

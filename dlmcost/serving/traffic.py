@@ -245,6 +245,10 @@ class RequestSample:
     prompt_values: np.ndarray  # token count of each prompt class
     answer_values: np.ndarray  # token count of each answer class (before rounding to the block)
     class_share: np.ndarray  # fraction of requests in each (prompt, answer) class, flattened
+    # each request's own token counts: its class's table times its passes, its own count of them
+    # (None: every request its class's values)
+    prompt_tokens: np.ndarray | None = None
+    answer_tokens: np.ndarray | None = None
 
 
 def _bins(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -270,11 +274,13 @@ def sample_requests(traffic: Traffic, n: int, seed: int) -> RequestSample:
 
 
 def length_classes(prompts: np.ndarray, answers: np.ndarray, gaps: np.ndarray | None = None) -> RequestSample:
-    """Requests of the given lengths grouped into classes (quantile bins per axis)."""
+    """Requests of the given lengths grouped into classes (quantile bins per axis), each keeping
+    its own lengths."""
     n = len(prompts)
     gaps = np.zeros(n) if gaps is None else gaps
-    p_idx, p_vals = _bins(np.asarray(prompts, float))
-    a_idx, a_vals = _bins(np.asarray(answers, float))
+    prompts, answers = np.asarray(prompts, float), np.asarray(answers, float)
+    p_idx, p_vals = _bins(prompts)
+    a_idx, a_vals = _bins(answers)
     flat = p_idx * len(a_vals) + a_idx
     share = np.bincount(flat, minlength=len(p_vals) * len(a_vals)) / n
-    return RequestSample(gaps, p_idx, a_idx, p_vals, a_vals, share)
+    return RequestSample(gaps, p_idx, a_idx, p_vals, a_vals, share, prompts, answers)

@@ -72,8 +72,10 @@ members go on past the round (are not in their last block), counting the newcome
 
 Per-request pass counts (`passes`, `RequestPasses`): each request's passes over the prompt alone,
 and its passes per block, drawn by `draw_passes` from a distribution of steps per block with the
-class's mean (the engine's NFE) and a given spread. Without them every request of class c runs
-the class's NFE, first block after first_passes[c], and the synchronous policy needs them.
+class's mean (the engine's NFE) and a given spread, over its own answer's blocks; or, for a
+token-streaming request, its class's passes scaled to its own answer (`token_passes`), its first
+token after its class's first passes. Without them every request of class c runs the class's NFE,
+first block after first_passes[c], and the synchronous policy needs them.
 
 The modules: tables.py (the classes' tables, the requests' passes, the result), front_end.py (the
 API servers), first_done.py and rounds.py (the two release policies' loops); `simulate` below
@@ -90,10 +92,10 @@ from .first_done import MEMORY_LIMIT, _memory_room, _one_kind, first_done  # noq
 from .front_end import FrontEnd
 from .rounds import synchronous_rounds
 from .tables import (MAX_BLOCKS, RELEASES, ClassTable, RequestPasses, SimResult, _prefill_stream,  # noqa: F401
-                     class_passes, draw_passes, in_flight_cap, scaled, uncached_prompt_tokens)
+                     class_passes, draw_passes, in_flight_cap, scaled, token_passes, uncached_prompt_tokens)
 
 __all__ = ["MAX_BLOCKS", "RELEASES", "ClassTable", "FrontEnd", "RequestPasses", "SimResult", "class_passes",
-           "draw_passes", "in_flight_cap", "scaled", "simulate", "uncached_prompt_tokens"]
+           "draw_passes", "in_flight_cap", "scaled", "simulate", "token_passes", "uncached_prompt_tokens"]
 
 
 def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,

@@ -39,8 +39,6 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
         base_nfe, base_first = table.nfe, table.first_passes
         prompt = [0] * len(share)  # no prompt waits for budget
     else:  # the passes and the lift of a prompt prefilled whole; the stream adds each request's pieces
-        if passes is not None:
-            raise ValueError("a prefill budget is simulated for token-streaming requests (no per-request passes)")
         budget, prompt, lone_k = stream
         base_nfe = [x - k + 1 for x, k in zip(table.nfe, lone_k)]
         base_first = [f - k + 1 for f, k in zip(table.first_passes, lone_k)]
@@ -51,8 +49,11 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
     if passes is None:
         nfe = [base_nfe[c] for c in cls]
         first = [base_first[c] for c in cls]
-    else:
+    elif stream is None:
         nfe, first = passes.nfe.tolist(), passes.first.tolist()
+    else:  # each request's own passes, less its class's lone prefill iterations past the first (as above)
+        extra = np.asarray(lone_k, np.int64)[request_class] - 1
+        nfe, first = (passes.nfe - extra).tolist(), (passes.first - extra).tolist()
     uniform = not any(any(row) for row in lift)
     lift0 = lift[0]
     # a prompt partly in the prefix cache: its lift (no budget) or its tokens in the stream scale down

@@ -1,6 +1,7 @@
 """The simulation's inputs and output: each request class's pass times and counts (`ClassTable`),
-each request's passes per block (`RequestPasses`, `draw_passes`) and what a run returns
-(`SimResult`); the policy-free arithmetic both release loops share."""
+each request's own passes (`RequestPasses`: `draw_passes` per block, `token_passes` for a
+token-streaming answer) and what a run returns (`SimResult`); the policy-free arithmetic both
+release loops share."""
 
 from __future__ import annotations
 
@@ -64,11 +65,14 @@ class RequestPasses:
     """Each request's passes: `lead` over the prompt alone (the first pass among them, if any),
     then one count per block, request after request in `flat` (request i's n_blocks[i] counts
     start at offset[i]). NFE_i = lead_i + its counts; the first block is final after lead_i +
-    its first count."""
+    its first count, unless `first_output` gives each request's passes to its first output (a
+    token-streaming request: one count, its passes after the lead, and its first token after
+    its class's first passes)."""
 
     lead: np.ndarray
     flat: np.ndarray
     n_blocks: np.ndarray
+    first_output: np.ndarray | None = None
 
     @classmethod
     def from_rows(cls, lead, rows) -> "RequestPasses":
@@ -87,6 +91,8 @@ class RequestPasses:
 
     @cached_property
     def first(self) -> np.ndarray:
+        if self.first_output is not None:
+            return _read_only(np.asarray(self.first_output, np.int64))
         return _read_only(self.lead + self.flat[self.offset])
 
     @cached_property
@@ -129,7 +135,8 @@ class RequestPasses:
     def subset(self, index: np.ndarray) -> "RequestPasses":
         pieces = [self.flat[o:o + n] for o, n in zip(self.offset[index], self.n_blocks[index])]
         flat = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
-        return RequestPasses(self.lead[index], flat, self.n_blocks[index])
+        first = None if self.first_output is None else self.first_output[index]
+        return RequestPasses(self.lead[index], flat, self.n_blocks[index], first)
 
 
 def class_passes(table: ClassTable, request_class: np.ndarray) -> RequestPasses:
@@ -139,12 +146,13 @@ def class_passes(table: ClassTable, request_class: np.ndarray) -> RequestPasses:
 
 
 def draw_passes(table: ClassTable, request_class: np.ndarray, spread: float, rng: np.random.Generator,
-                max_per_block: list[int] | None = None) -> RequestPasses:
+                max_per_block: list[int] | None = None, n_blocks: np.ndarray | None = None) -> RequestPasses:
     """Passes per block per request: gamma distributed with the class's mean s = (NFE - lead) /
     blocks and coefficient of variation `spread` (independent per request and block), rounded to
     a whole number at random so that the mean is kept (floor(x) + 1 with probability x - floor(x)),
     at least 1 and at most `max_per_block` (a block's length: one token per pass at least).
-    spread 0: every request the class's passes (see class_passes)."""
+    spread 0: every request the class's passes (see class_passes). `n_blocks`: each request's own
+    blocks (its answer's; None: its class's), each with its class's mean passes."""
     from ...errors import UsageError
 
     cls = np.asarray(request_class, int)
@@ -152,7 +160,7 @@ def draw_passes(table: ClassTable, request_class: np.ndarray, spread: float, rng
     lead_c = np.asarray(table.lead if table.lead is not None else [0] * n_cls, np.int64)
     blocks_c = np.asarray(table.blocks if table.blocks is not None else [1] * n_cls, np.int64)
     mean_c = (np.asarray(table.nfe, float) - lead_c) / blocks_c
-    n_blocks = blocks_c[cls]
+    n_blocks = blocks_c[cls] if n_blocks is None else np.asarray(n_blocks, np.int64)
     total = int(n_blocks.sum())
     if total > MAX_BLOCKS:
         raise UsageError(f"{total:,} blocks to simulate (more than {MAX_BLOCKS:,}): choose larger blocks, "
@@ -169,6 +177,20 @@ def draw_passes(table: ClassTable, request_class: np.ndarray, spread: float, rng
         hi = np.asarray(max_per_block, float)[cls][owner] if max_per_block is not None else np.inf
         per = np.clip(per, 1, hi)
     return RequestPasses(lead_c[cls], per.astype(np.int64), n_blocks.astype(np.int64))
+
+
+def token_passes(table: ClassTable, request_class: np.ndarray, scale: np.ndarray) -> RequestPasses:
+    """A token-streaming request's passes when its answer is `scale` times its class's (its own
+    length over the class's): its class's passes over the prompt (lead), then the class's later
+    passes times the scale, rounded (an AR answer of a tokens: a decode passes), at least as many
+    as its first token needs; its first token after its class's first passes."""
+    cls = np.asarray(request_class, int)
+    n_cls = len(table.nfe)
+    lead = np.asarray(table.lead if table.lead is not None else [0] * n_cls, np.int64)[cls]
+    later = (np.asarray(table.nfe, np.int64)[cls] - lead) * np.asarray(scale, float)
+    first = np.asarray(table.first_passes, np.int64)[cls]
+    per = np.maximum(np.round(later).astype(np.int64), np.maximum(first - lead, 0))
+    return RequestPasses(lead, per, np.ones(len(cls), np.int64), first)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,79 @@
+"""Each simulated request runs its own answer's passes (its class gives only the pass times): the
+pass counts by hand, a closed loop of two answer lengths worked by hand, and a deployment's
+requests served one at a time against the engine's own pass times."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dlmcost import api
+from dlmcost.serving import behaviour
+from dlmcost.serving import deployment as dep
+from dlmcost.serving.loads import BatchJob
+from dlmcost.serving.simulate import ClassTable, draw_passes, simulate, token_passes
+
+pytestmark = pytest.mark.usefixtures("bundled_offline")
+
+
+def test_a_token_streaming_requests_passes_by_hand():
+    """A class of answers of 10 tokens: 1 prompt pass, 10 later ones, its first token after the
+    prompt pass. Answers of 5, 15 and 0.1 times its length: 1 + 5, 1 + 15 and 1 + 0 passes (the
+    later ones rounded, none below what the first token needs), the first token after 1 pass."""
+    t = ClassTable([11], [1], [0.0], [[0.0, 1.0]], lead=[1])
+    p = token_passes(t, np.zeros(3, int), np.array([0.5, 1.5, 0.01]))
+    assert p.nfe.tolist() == [6, 16, 1] and p.first.tolist() == [1, 1, 1]
+    assert p.subset(np.array([1])).first.tolist() == [1]  # a replica's share keeps its first passes
+
+
+def test_a_block_streaming_request_runs_its_own_answers_blocks():
+    """Blocks of 4 tokens, a class of answers of 8 (2 blocks of 5 passes, after 2 prompt passes):
+    answers of 3, 8 and 13 tokens run 1, 2 and 4 blocks of 5 passes, NFE 7, 12, 22, the first
+    block after 2 + 5 = 7 passes; without their answers, every one the class's 12."""
+    t = ClassTable([12], [7], [0.0], [[0.0, 1.0]], lead=[2], blocks=[2])
+    rt = behaviour.RequestTable(t, 1, [4], True, answers=[8], block=4)
+    cls = np.zeros(3, int)
+    own = behaviour.request_passes(rt, cls, answers=np.array([3.0, 8.0, 13.0]))
+    assert own.n_blocks.tolist() == [1, 2, 4] and own.nfe.tolist() == [7, 12, 22] and own.first.tolist() == [7] * 3
+    assert behaviour.request_passes(rt, cls).nfe.tolist() == [12] * 3
+    drawn = draw_passes(t, cls, 0.0, np.random.default_rng(0), None, np.array([3, 1, 2]))
+    assert drawn.flat.tolist() == [5] * 6 and drawn.nfe.tolist() == [17, 7, 12]
+
+
+@pytest.mark.parametrize("budget", [None, 100])
+def test_a_closed_loop_of_two_answer_lengths_by_hand(budget):
+    """Two users without think time, answers of 2 and 4 tokens in a class of 3 (AR: a prompt pass
+    that gives the first token, then a pass per answer token), every iteration 1 s. Each runs its
+    own passes: 3 and 5. Request 0 ends at 3 and its user's next (an answer of 2) joins at once,
+    first token at 4, done at 6; request 1 ends at 5, the next (4 tokens) first token at 6, done
+    at 10. With the class's 4 passes each, both users' requests would end together at 4 and 8:
+    the bursts this keeps apart. Under a prefill budget that holds every prompt (100 tokens a step,
+    10-token prompts) the same."""
+    extra = dict(prompt_tokens=[10], prefill_budget=budget) if budget else {}
+    t = ClassTable([4], [1], [0.0], [[0.0] + [1.0] * 4], lead=[1], **extra)
+    cls = np.zeros(4, int)
+    passes = token_passes(t, cls, np.array([2, 4, 2, 4]) / 3)
+    r = simulate(t, cls, 2, users=2, think_s=0.0, passes=passes, release="first-done")
+    assert r.done_s.tolist() == pytest.approx([3, 5, 6, 10])
+    assert r.first_block_s.tolist() == pytest.approx([1, 1, 4, 6])
+    assert r.arrival_s.tolist() == pytest.approx([0, 0, 3, 5])
+    alike = simulate(t, cls, 2, users=2, think_s=0.0, passes=None, release="first-done")
+    assert alike.done_s.tolist() == pytest.approx([4, 4, 8, 8])
+
+
+def test_a_deployments_requests_one_at_a_time_run_their_own_answers():
+    """Answers of 10..15 tokens, three classes (10-11, 12-13, 14-15: 11, 13 and 15 tokens), served
+    one at a time (no front end on SGLang): request i takes its class's time alone, T(a_c) from
+    `api.analyze`, plus (a_i - a_c) of its decode steps, (T - prefill) / (NFE - 1): the makespan
+    is their sum, not six class times."""
+    model, answers = "Qwen/Qwen2.5-7B", [10, 11, 12, 13, 14, 15]
+    prep = dep.prepare(model, (np.full(6, 256.0), np.array(answers, float)), dep.Setup(gpu="h100", scheme="ar",
+                                                                                        stack="sglang"))
+    assert prep.sample.answer_values.tolist() == [11, 13, 15]
+    expected = 0.0
+    for a in answers:
+        a_c = 11 if a <= 11 else 13 if a <= 13 else 15
+        r = api.analyze(model, "h100", scheme="ar", prompt=256, gen=a_c, batch=1, stack="sglang")["results"][0]
+        step = (r["time_s"] - r["passes"][0]["time_s"]) / (r["nfe"] - 1)
+        expected += r["time_s"] + (a - a_c) * step
+    assert dep.evaluate(prep, BatchJob(6, 1)).makespan_s == pytest.approx(expected, rel=1e-9)
