@@ -218,12 +218,14 @@ def fused(depth_overhead=2.0, fp8_rate=0.5):
 
 
 @pytest.mark.parametrize("precision,peak,gemm_eff,rate", [("bf16", H20_PEAK, H20_GEMM_EFF, 1.0),
-                                                          ("fp8", 296e12, 0.72, 0.5)])
+                                                          ("fp8", 296e12, 0.72, 0.5),
+                                                          ("w8a16", H20_PEAK, H20_GEMM_EFF, 1.0)])
 def test_the_fused_moe_kernel_has_its_own_depth_overhead_and_fp8_rate(precision, peak, gemm_eff, rate):
     """The experts of the batch-128 mdm pass, compute-bound on an H20, under a fused MoE kernel of depth
     overhead 2.0 (the curve's: 0.5) and fp8 rate 0.5: K0 = 2.0 x the achievable GEMM rate / the achievable
     bandwidth (4.0 TB/s x 0.36), each matrix's time x (1 + K0/K) / (1 + K0/4096), and at fp8 the time
-    doubled; + 19 layers x 2 kernels x 3 us x 4 passes. The dense GEMMs keep the curve's overhead."""
+    doubled; + 19 layers x 2 kernels x 3 us x 4 passes. The dense GEMMs keep the curve's overhead.
+    w8a16 (8-bit weights, bf16 GEMMs at the bf16 peak) is not the fp8 kernel: no fp8 rate."""
     r = mini(fused(), precision=precision)
     k0 = 2.0 * peak * gemm_eff / (H20_BANDWIDTH * H20_MEM_EFF)  # bf16: 164.4 FLOP/B; fp8: 296.0
     ref = 1 + k0 / 4096
