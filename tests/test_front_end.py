@@ -5,7 +5,9 @@ brute-force server heap, the plan's lone floor and throughput bound, and the CLI
 
 from __future__ import annotations
 
+import csv
 import heapq
+import io
 import math
 
 import numpy as np
@@ -196,3 +198,6 @@ def test_plan_takes_api_servers_and_names_the_front_end(run, tmp_path):
     rc, out, _ = run("stacks", "-f", "json")
     fronts = {s["name"]: (s["api_servers"], s["front_end_us_per_request"]) for s in json.loads(out)}
     assert fronts["vllm"] == fronts["vllm-dllm"] == (1, 5000) and fronts["sglang"] == (None, None)
+    rc, out, _ = run("stacks", "-f", "csv")  # the table's cell: servers x 5,000 us = 5 ms
+    cells = {r["stack"]: r["front end"] for r in csv.DictReader(io.StringIO(out))}
+    assert rc == 0 and cells["vllm"] == "1 x 5 ms" and cells["sglang"] == "-"
