@@ -28,6 +28,19 @@ def test_the_curve_is_the_measured_nccl_shares():
     assert link_share(1e6, 0.0) == 1.0  # rates that do not scale the link by size
 
 
+def test_every_point_of_the_curve_is_a_ring_allreduces_bytes_sent_at_its_measured_share():
+    # the source's shares of the 8-GPU all-reduces of 4, 8, ... 512 MiB (aiconfigurator's nccl
+    # tables, averaged over the H200, H100 and A100), each message of B bytes sending 2 x 7/8 x B
+    # per GPU in a ring: every point, not only the ends and one midpoint
+    shares = {4: 0.43, 8: 0.50, 16: 0.60, 32: 0.70, 64: 0.85, 128: 0.92, 256: 0.97, 512: 1.0}
+    for mib, share in shares.items():
+        sent = 2 * 7 / 8 * mib * 2**20
+        assert link_share(sent, 1.0) == pytest.approx(share, rel=1e-12), mib
+        # a third of the way (in log bytes) to the next message's point: a third of the step
+        if mib < 512:
+            assert link_share(sent * 2 ** (1 / 3), 1.0) == pytest.approx(share + (shares[2 * mib] - share) / 3), mib
+
+
 def test_tp2_allreduces_of_a_diffusiongemma_step_on_h200_by_hand():
     # TP2 on H200 SXM (450 GB/s per direction, link 0.80, 10 us per collective): a step of 8
     # canvases of 256 tokens, d = 2816, bf16: each all-reduce sends 2 x 1/2 x 2048 x 2816 x 2 B

@@ -218,12 +218,14 @@ def fused(depth_overhead=2.0, fp8_rate=0.5):
 
 
 @pytest.mark.parametrize("precision,peak,gemm_eff,rate", [("bf16", H20_PEAK, H20_GEMM_EFF, 1.0),
-                                                          ("fp8", 296e12, 0.72, 0.5)])
+                                                          ("fp8", 296e12, 0.72, 0.5),
+                                                          ("w8a16", H20_PEAK, H20_GEMM_EFF, 1.0)])
 def test_the_fused_moe_kernel_has_its_own_depth_overhead_and_fp8_rate(precision, peak, gemm_eff, rate):
     """The experts of the batch-128 mdm pass, compute-bound on an H20, under a fused MoE kernel of depth
     overhead 2.0 (the curve's: 0.5) and fp8 rate 0.5: K0 = 2.0 x the achievable GEMM rate / the achievable
     bandwidth (4.0 TB/s x 0.36), each matrix's time x (1 + K0/K) / (1 + K0/4096), and at fp8 the time
-    doubled; + 19 layers x 2 kernels x 3 us x 4 passes. The dense GEMMs keep the curve's overhead."""
+    doubled; + 19 layers x 2 kernels x 3 us x 4 passes. The dense GEMMs keep the curve's overhead.
+    w8a16 (8-bit weights, bf16 GEMMs at the bf16 peak) is not the fp8 kernel: no fp8 rate."""
     r = mini(fused(), precision=precision)
     k0 = 2.0 * peak * gemm_eff / (H20_BANDWIDTH * H20_MEM_EFF)  # bf16: 164.4 FLOP/B; fp8: 296.0
     ref = 1 + k0 / 4096
@@ -233,6 +235,23 @@ def test_the_fused_moe_kernel_has_its_own_depth_overhead_and_fp8_rate(precision,
     assert experts["time_s"] == pytest.approx(compute * slowdown / rate + 19 * 2 * H20_OVERHEAD_S * 4, rel=1e-9)
     for name in ("qkv_proj", "shared_experts"):
         assert op(r, name)["time_s"] == pytest.approx(op(mini(deep(), precision=precision), name)["time_s"], rel=1e-12)
+
+
+def test_a_fused_moe_depth_overhead_applies_on_a_curve_without_one_of_its_own():
+    """A curve that states the depth it was measured at (4096) but no depth term (depth_overhead 0:
+    the dense GEMMs run on the curve as measured), under a fused MoE kernel of depth overhead 2.0:
+    the experts still take the kernel's term, by hand as in the test above (bf16 on the H20,
+    K0 = 2.0 x 148 TF/s x 0.80 / (4.0 TB/s x 0.36) = 164.4 FLOP/B, gate/up K = 2048 for 2/3 of the
+    FLOPs, down K = 512 for 1/3), and the dense GEMMs none (their K0 is 0)."""
+    curve = dict(rows=[1], efficiency=[1.0], reference_depth=4096)
+    r = mini(neutral(gemm_efficiency=curve, fused_moe=dict(depth_overhead=2.0), sources={"fused_moe": "test"}))
+    k0 = 2.0 * H20_PEAK * H20_GEMM_EFF / (H20_BANDWIDTH * H20_MEM_EFF)
+    assert k0 == pytest.approx(164.44, abs=0.01)
+    slowdown = ((2 / 3) * (1 + k0 / 2048) + (1 / 3) * (1 + k0 / 512)) / (1 + k0 / 4096)
+    experts = op(r, "experts")
+    compute = experts["flops"] / (H20_PEAK * H20_GEMM_EFF)
+    assert experts["time_s"] == pytest.approx(compute * slowdown + 19 * 2 * H20_OVERHEAD_S * 4, rel=1e-9)
+    assert op(r, "qkv_proj")["time_s"] == pytest.approx(op(mini(neutral()), "qkv_proj")["time_s"], rel=1e-12)
 
 
 def test_the_bundled_fused_moe_numbers_of_the_docs_by_hand():

@@ -7,7 +7,9 @@ brute-force server heap, the plan's lone floor and throughput bound, and the CLI
 
 from __future__ import annotations
 
+import csv
 import heapq
+import io
 import math
 import sys
 from pathlib import Path
@@ -210,10 +212,11 @@ def test_api_servers_is_checked(run):
         assert rc == 2 and err.startswith("error: --api-servers: API server processes per replica"), err
 
 
-def test_plan_takes_api_servers_and_names_the_front_end(run):
+def test_plan_takes_api_servers_and_names_the_front_end(run, tmp_path):
     """plan on vllm: --api-servers reaches the search (JSON search.api_servers, its source the
-    option) and its header names it; on sglang, which has no front-end cost, it warns that it does
-    nothing; `dlmcost stacks` lists each stack's front end."""
+    option) and its header names it, and a scenario's search.api_servers too (its source the
+    scenario); on sglang, which has no front-end cost, it warns that it does nothing; `dlmcost
+    stacks` lists each stack's front end."""
     import json
 
     args = ["plan", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--rate", "50",
@@ -224,8 +227,16 @@ def test_plan_takes_api_servers_and_names_the_front_end(run):
     assert search["front_end_us_per_request"] == {"ar": 5000}
     rc, out, _ = run(*args, "--stack", "vllm")
     assert "front end: 1 API server, 5 ms a request each (vllm's default, --api-servers to change)" in " ".join(out.split())
+    scenario = tmp_path / "servers.yaml"
+    scenario.write_text("search: {api_servers: 2}\n")
+    rc, out, _ = run(*args, "--stack", "vllm", "-s", str(scenario), "-f", "json")
+    search = json.loads(out)["search"]
+    assert rc == 0 and search["api_servers"] == {"ar": 2} and search["api_servers_source"] == {"ar": "scenario"}
     rc, _, err = run(*args, "--stack", "sglang", "--api-servers", "2")
     assert rc == 0 and "--api-servers does nothing here" in err
     rc, out, _ = run("stacks", "-f", "json")
     fronts = {s["name"]: (s["api_servers"], s["front_end_us_per_request"]) for s in json.loads(out)}
     assert fronts["vllm"] == fronts["vllm-dllm"] == (1, 5000) and fronts["sglang"] == (None, None)
+    rc, out, _ = run("stacks", "-f", "csv")  # the table's cell: servers x 5,000 us = 5 ms
+    cells = {r["stack"]: r["front end"] for r in csv.DictReader(io.StringIO(out))}
+    assert rc == 0 and cells["vllm"] == "1 x 5 ms" and cells["sglang"] == "-"

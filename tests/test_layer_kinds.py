@@ -526,14 +526,17 @@ def test_time_bound_puts_a_quantised_head_at_the_weights_peak(quantize_head):
 # --- a model with two attention kinds: each op runs at its own kind's rate ------------------------
 
 
-@pytest.mark.parametrize("stack_factors", [None, (0.25, 0.5)])
+@pytest.mark.parametrize("stack_factors", [None, (0.25, 0.5, 300.0)])
 def test_mixed_attention_ops_run_at_their_kinds_rates(stack_factors):
     """Gemma 3 1B has 22 sliding (window 512) and 4 full layers, so its Q/K/V projection,
     attention and output projection are each summed over two layer groups. Each stays a GEMM
     (linear, at the GEMM rate and under a stack the GEMM curve) or attention (the attention rate
     and efficiency). Two full canvases of 2048 tokens at batch 2 are compute-bound, so an op's time
     is FLOPs / (peak x efficiency x stack factor) + a kernel per layer. Dimensions from the
-    bundled config.json, FLOPs by hand (attention: every query's keys counted over the mask)."""
+    bundled config.json, FLOPs by hand (attention: every query's keys counted over the mask).
+    With a stack's attention_keys_overhead k0 the attention op (summed over both layer kinds) runs
+    at k / (k + k0) of its rate, k its keys per query over all layers: its FLOPs over its FLOPs at
+    one key per query, 4 B q H hd x L (each of the 26 layers' queries against one key)."""
     import oracle
     from dlmcost.inputs.stacks import validate_stack
 
@@ -550,21 +553,27 @@ def test_mixed_attention_ops_run_at_their_kinds_rates(stack_factors):
              "attention": 4 * B * H * hd * (full_layers * q * q + (L - full_layers) * keys_sliding)}
     g = oracle.gpu_rates("nvidia-h100-sxm.yaml", "bf16")
     factor = {"linear": 1.0, "attention": 1.0}
+    keys_term = 1.0
     stack = "none"
     if stack_factors:
         factor = {"linear": stack_factors[0], "attention": stack_factors[1]}
+        k0 = stack_factors[2]
+        keys_term = 1 + k0 * 4 * B * q * H * hd * L / flops["attention"]  # 1 + k0 / k
+        assert keys_term == 1.0 or keys_term > 1.1  # the term shows
         keys = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "elementwise_bytes_factor",
                 "sampler_logits_bytes")
         stack = validate_stack(dict(
             name="t", host=dict(us_per_layer=0, overlaps_gpu=True, fixed_us_per_forward=0),
             gemm_efficiency=dict(rows=[1], efficiency=[stack_factors[0]]), attention_efficiency=stack_factors[1],
-            elementwise_bytes_factor=1.0, sampler_logits_bytes=0.0, sources=dict.fromkeys(keys, "test")))
+            elementwise_bytes_factor=1.0, sampler_logits_bytes=0.0, attention_keys_overhead=k0,
+            sources={**dict.fromkeys(keys, "test"), "attention_keys_overhead": "test"}))
     r = api.analyze("google/gemma-3-1b-it", "h100", stack=stack, scheme="mdm", prompt=1024, gen=1024, steps=S,
                     batch=B)["results"][0]
     ops = {o["name"]: o for o in r["ops"]}
     for name, kind in (("qkv_proj", "linear"), ("attention", "attention"), ("o_proj", "linear")):
         assert ops[name]["flops"] == pytest.approx(S * flops[name], rel=1e-12)
         compute = flops[name] / (g["peak"][kind] * g["eff"][kind] * factor[kind])
+        compute *= keys_term if kind == "attention" else 1.0
         # a projection (linear) streams and launches at the GEMMs' measured rate (weight_streaming)
         eff_mem, launch = (g["eff_mem_linear"], g["overhead_linear_s"]) if kind == "linear" else (g["eff_mem"], g["overhead_s"])
         assert ops[name]["bytes"] / S / (g["bandwidth"] * eff_mem) < compute  # compute-bound

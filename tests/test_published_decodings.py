@@ -220,11 +220,12 @@ def test_a_floor_only_q_mode_reaches_picks_q_mode(capsys):
 def test_a_task_is_read_in_any_case_as_the_files_spell_it(capsys):
     """The decoding files name tasks in lower case; --min-accuracy read 'GSM8K=' as gsm8k while
     --task refused 'GSM8K'. Both read a task the same way now, and so does a scenario."""
-    from dlmcost.plan.scenario import SearchSpec
+    from dlmcost.plan.scenario import SearchSpec, quality_floor, read_scenario
 
     rc, out, err = run(capsys, "analyze", MINI, "--gpu", "h100", "--task", " GSM-Plus ")
     assert rc == 0 and "on gsm-plus" in " ".join(out.split()), err
     rc, out, _ = run(capsys, "decodings", MINI, "--task", "GSM-PLUS", "-f", "csv")
     assert rc == 0 and {r["task"] for r in csv.DictReader(io.StringIO(out))} == {"gsm-plus"}
     assert SearchSpec(task="GSM-Plus").task == "gsm-plus"
+    assert quality_floor(read_scenario(None, {"search": {"min_accuracy": {" GSM8K ": 0.5}}})) == ("gsm8k", 0.5)
     assert api.parse_floor("GSM8K=0.5") == ("gsm8k", 0.5)
