@@ -515,7 +515,12 @@ SERVING_NOTES = [
     "requests wait seconds for their first token, which no stack term describes; which requests, and why, the "
     "issue does not say. The missing time is not in the prefill's kernels: from aiconfigurator's measured H200 "
     "tables (systems/data/h200_sxm: fp8 block-scaled GEMMs, SGLang's context MLA, fused MoE and all-reduce) a "
-    "920-token prefill takes 59 ms, against the model's 53 ms for the same ops.",
+    "920-token prefill takes 59 ms, against the model's 53 ms for the same ops. NVIDIA's own runs of the same "
+    "deployment with every prompt and answer 1,024 tokens long (SGLang 0.5.9; aiconfigurator's "
+    "systems/silicon_sample.csv, launch flags not given) measure mean TTFTs of 260, 245, 286, 338 and 419 ms at 4, "
+    "8, 16, 32 and 64 in flight, which the model at the stack's default launch puts at 152, 279, 281, 303 and "
+    "363 ms, its closed loop refilling in waves: the gap is where IFX's spread of answer lengths has the model "
+    "prefill each refill alone.",
     "- GPUStack's DeepSeek-R1 on 8x H200 (GPS; vLLM 0.11.0, AR, every request sent at once): throughput is 1.10x, "
     "1.18x and 1.22x optimistic with 32k, 4k and 2k prompts, the mean TTFT 1.08x, 1.19x and 1.25x, and the mean "
     "TPOT 1.72x, 1.58x and 1.56x (1.31-1.60x, 1.29-1.77x and 1.90-2.04x before the routed experts' fused MoE kernel "
