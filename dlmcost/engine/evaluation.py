@@ -39,6 +39,7 @@ from .cost import (CACHE_OPS, KINDS, OP_KINDS, OP_NAMES, PassInput, expected_exp
 from ..inputs.models.spec import ModelSpec
 from .roofline import Rates, compute_time, kernel_overhead_s, link_time, memory_time
 from .schemes import REGISTRY, Knobs, PassFamily, peak_shape, prompt_passes
+from .schemes.ar import PREFILL
 from .stack_time import (depth_factor, depth_k0, dispatch_time, host_wait, keys_term, op_depth_overhead,
                          op_factor, sampler_time, step_overhead, traffic_factor)
 from ..inputs.stacks import Stack
@@ -579,6 +580,16 @@ def family_cost(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> 
 # --- a grid of configurations -----------------------------------------------------------------
 
 
+def dispatched(grid: Grid, scheme, fam: PassFamily) -> Grid:
+    """The grid a family is costed on: an autoregressive prompt prefill under a stack whose CUDA
+    graphs do not cover it (`prefill_graphs: false`) is dispatched as the stack's `eager` block
+    says; every other family as the stack's host block says."""
+    st = grid.stack
+    if st is None or st.prefill_graphs or fam.name != PREFILL or not scheme.autoregressive:
+        return grid
+    return replace(grid, stack=st.prefill_dispatch())
+
+
 def _by_scheme(grid: Grid):
     """Each registered scheme the grid's configurations use: the scheme, their rows (ascending)
     and the grid of them. (Not np.unique: it imports numpy.ma, 10+ ms of start-up; and the search
@@ -614,8 +625,8 @@ def evaluate(models: ModelSpec | dict[str, ModelSpec], grid: Grid) -> Evaluation
             if not used.size:  # most schemes use only some of their families in a given configuration
                 continue
             whole = len(used) == len(rows)  # no copy when every configuration of the scheme runs it
-            cost = family_cost(models[fam.model], sub if whole else sub.take(used), fam if whole else fam.take(used),
-                               names)
+            cost = family_cost(models[fam.model], dispatched(sub if whole else sub.take(used), scheme, fam),
+                               fam if whole else fam.take(used), names)
             cost.rows = rows[used]
             families[scheme.name, fam.name] = cost
             for key in ("count", "flops", "bytes", "time_s", "bound_s"):  # rows are distinct in a family
@@ -667,7 +678,7 @@ def first_pass(models: ModelSpec | dict[str, ModelSpec], grid: Grid,
                 continue
             open_rows[pick] = False
             one = replace(fam.take(pick), n=np.ones(len(pick)), r=np.ones(len(pick)))
-            g, m = sub.take(pick), models[fam.model]
+            g, m = dispatched(sub.take(pick), scheme, fam), models[fam.model]
             if m.mla:  # the form `evaluate` chose for the whole family
                 chosen = ev.families[scheme.name, fam.name]
                 form = chosen.mla_absorbed[np.searchsorted(chosen.rows, rows[pick])]
