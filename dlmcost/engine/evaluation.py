@@ -40,7 +40,7 @@ from ..inputs.models.spec import ModelSpec
 from .roofline import Rates, compute_time, kernel_overhead_s, link_time, memory_time
 from .schemes import REGISTRY, Knobs, PassFamily, peak_shape, prompt_passes
 from .schemes.ar import PREFILL
-from .stack_time import (depth_factor, depth_k0, dispatch_time, host_wait, keys_term, op_depth_overhead,
+from .stack_time import (collective_dispatch, depth_factor, depth_k0, dispatch_time, host_wait, keys_term, op_depth_overhead,
                          op_factor, sampler_time, step_overhead, traffic_factor)
 from ..inputs.stacks import Stack
 from .sums import sum_max_ends
@@ -294,6 +294,8 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
         else:  # collectives: no arithmetic, no HBM traffic; the link is their roofline
             overhead[i] = link_time(op.link_bytes, op.collectives, r)
             overhead[i] += op.kernels * r.overhead_s
+            if st is not None and op.name == "tp_collectives":  # launched from Python without graphs
+                overhead[i] += collective_dispatch(op.collectives, st)
         memory[i] = memory_time(traffic, r, op.kind, decode)
         if st is not None and op.name == "lm_head":  # the sampler reads what the head wrote, all of
             # the vocabulary: tensor parallelism all-gathers the split logits before sampling

@@ -79,6 +79,9 @@ class HostCost(BaseModel):
     # an MoE layer's dispatch beyond a dense layer's us_per_layer (its router, top-k, sort and
     # fused-expert kernels launched from Python); 0 where a graph replays them
     us_per_moe_layer: float = Field(default=0.0, ge=0, le=1e6)
+    # the GPU's wait per tensor-parallel collective beyond its link time, for launching it from
+    # Python (an eager all-reduce's host path); 0 where a graph replays it
+    us_per_collective: float = Field(default=0.0, ge=0, le=1e6)
 
 
 class FrontEndCost(BaseModel):
@@ -102,6 +105,9 @@ class EagerHost(BaseModel):
     # replaces host.us_per_moe_layer: an MoE layer's wait beyond us_per_layer, for the router, top-k,
     # sort and fused-expert kernels it launches from Python (measured the same way)
     us_per_moe_layer: float = Field(default=0.0, ge=0, le=1e6)
+    # replaces host.us_per_collective: each tensor-parallel collective's wait for its launch from
+    # Python, measured as the eager collective's time minus the graphed one's
+    us_per_collective: float = Field(default=0.0, ge=0, le=1e6)
     # replaces host.overlaps_gpu: false when us_per_layer is the GPU's idle time measured as the
     # eager pass minus the graphed one (added to every pass, not hidden behind the GPU's work)
     overlaps_gpu: bool
@@ -338,6 +344,7 @@ SOURCED_FIELDS = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "e
                   "sampler_logits_bytes")
 # fields with a neutral default, and that default: sourced when set otherwise
 OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_sequence_squared": 0.0, "us_per_expert": 0.0, "us_per_moe_layer": 0.0,
+                    "us_per_collective": 0.0,
                     "max_running_requests": None, "release": None, "sampler_traffic_bytes": None,
                     "expert_rows": "routed", "first_block_outside_limit": False, "prompt_prefill": "one-pass",
                     "prefill_chunk_tokens": None, "front_end": None,
