@@ -658,18 +658,21 @@ def passes_one_by_one(models: ModelSpec | dict[str, ModelSpec], grid: Grid) -> n
     return out
 
 
-def first_pass(models: ModelSpec | dict[str, ModelSpec], grid: Grid,
-               ev: Evaluation) -> tuple[np.ndarray, np.ndarray]:
+def first_pass(models: ModelSpec | dict[str, ModelSpec], grid: Grid, ev: Evaluation,
+               with_dispatch: bool = False) -> tuple[np.ndarray, ...]:
     """Per configuration of an evaluated grid: the time of its first pass (pass j = 0 of the first
     family of its schedule that it runs: a prompt prefill, or the pass that opens the first block),
-    and how many of its passes see only the prompt (`schemes.prompt_passes`).
+    and how many of its passes see only the prompt (`schemes.prompt_passes`); `with_dispatch`: and
+    the part of the first pass's time that is a prefill's own dispatch (`dispatched`: what the pass
+    takes beyond the same pass under the stack's host block; 0 where that is the host it runs
+    under), which an engine pays once per prefill forward however many prompts it holds.
 
     The pass is costed as `evaluate` costs its family (same stack, same MLA form); a caller takes
     the rest of the generation as `ev.total.time_s` minus it."""
     if isinstance(models, ModelSpec):
         models = {"main": models}
     n = len(grid)
-    time_s, prompt = np.full(n, np.nan), np.zeros(n)
+    time_s, prompt, dispatch_s = np.full(n, np.nan), np.zeros(n), np.zeros(n)
     for scheme, rows, sub in _by_scheme(grid):
         schedule = scheme.passes(sub.knobs)
         prompt[rows] = prompt_passes(schedule, sub.knobs)
@@ -680,13 +683,16 @@ def first_pass(models: ModelSpec | dict[str, ModelSpec], grid: Grid,
                 continue
             open_rows[pick] = False
             one = replace(fam.take(pick), n=np.ones(len(pick)), r=np.ones(len(pick)))
-            g, m = dispatched(sub.take(pick), scheme, fam), models[fam.model]
+            g, m = sub.take(pick), models[fam.model]
             if m.mla:  # the form `evaluate` chose for the whole family
                 chosen = ev.families[scheme.name, fam.name]
                 form = chosen.mla_absorbed[np.searchsorted(chosen.rows, rows[pick])]
                 g = replace(g, mla_absorbed=form, mla_auto=np.zeros(len(pick), bool))
-            time_s[rows[pick]] = family_cost(m, g, one, ev.op_names).time_s
-    return time_s, prompt
+            own = dispatched(g, scheme, fam)
+            time_s[rows[pick]] = family_cost(m, own, one, ev.op_names).time_s
+            if with_dispatch and own is not g:
+                dispatch_s[rows[pick]] = time_s[rows[pick]] - family_cost(m, g, one, ev.op_names).time_s
+    return (time_s, prompt, dispatch_s) if with_dispatch else (time_s, prompt)
 
 
 def op_names(models) -> list[str]:
