@@ -135,7 +135,7 @@ TARGET_OUT_OF_SOURCE_WORST = 2.0
 # 1.49x at one request -> 1.74x / 1.46x (80 dense layers: 4.6 ms), GPS's SGLang Qwen3-8B 1.00x optimistic -> 1.03x
 # pessimistic. The median stays 1.22x (1.224); the worst becomes 3.95x (GPS's vLLM TTFT at one request).
 RECORDED_OUT_OF_SOURCE_MEDIAN = TARGET_OUT_OF_SOURCE_MEDIAN  # met: held to its target
-RECORDED_OUT_OF_SOURCE_WORST = 3.95
+RECORDED_OUT_OF_SOURCE_WORST = 3.96  # 3.9501
 BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-of-source numbers (6)
 BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
 # The metrics that are a time to the first token: their errors make a band of their own (error_bands)
