@@ -92,14 +92,17 @@ def iter_sweep_columns(model: str | ModelSpec = DEFAULT_MODEL,
 def sweep_first_pass(model: str | ModelSpec = DEFAULT_MODEL, **options) -> dict[str, np.ndarray]:
     """`sweep_columns(sweep(...))` (one array per SweepRow key; empty when nothing was evaluated)
     plus, per configuration, `first_pass_s`: the time of its first pass at its batch (a prompt
-    prefill, or the pass that opens the first block; `engine.first_pass`), and `prompt_passes`:
-    how many of its NFE passes see only the prompt. A serving simulation times the first pass
-    apart from the others, whose mean is (time_s - first_pass_s) / (nfe - 1)."""
+    prefill, or the pass that opens the first block; `engine.first_pass`), `prompt_passes`:
+    how many of its NFE passes see only the prompt, and `first_pass_dispatch_s`: the part of the
+    first pass that is a prefill forward's own dispatch (an engine whose graphs cover decode only
+    pays it once per prefill forward). A serving simulation times the first pass apart from the
+    others, whose mean is (time_s - first_pass_s) / (nfe - 1)."""
     _, chunks, _ = _sweep_chunks(model, **options)
     parts = []
     for chunk in chunks:
         cols = _sweep_arrays(chunk)
-        cols["first_pass_s"], cols["prompt_passes"] = first_pass(chunk.frame.models, chunk.frame.grid, chunk.frame.ev)
+        cols["first_pass_s"], cols["prompt_passes"], cols["first_pass_dispatch_s"] = first_pass(
+            chunk.frame.models, chunk.frame.grid, chunk.frame.ev, with_dispatch=True)
         parts.append(cols)
     if not parts:
         return {}

@@ -39,7 +39,8 @@ from .cost import (CACHE_OPS, KINDS, OP_KINDS, OP_NAMES, PassInput, expected_exp
 from ..inputs.models.spec import ModelSpec
 from .roofline import Rates, compute_time, kernel_overhead_s, link_time, memory_time
 from .schemes import REGISTRY, Knobs, PassFamily, peak_shape, prompt_passes
-from .stack_time import (depth_factor, depth_k0, dispatch_time, host_wait, keys_term, op_depth_overhead,
+from .schemes.ar import PREFILL
+from .stack_time import (collective_dispatch, depth_factor, depth_k0, dispatch_time, host_wait, keys_term, op_depth_overhead,
                          op_factor, sampler_time, step_overhead, traffic_factor)
 from ..inputs.stacks import Stack
 from .sums import sum_max_ends
@@ -293,6 +294,8 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
         else:  # collectives: no arithmetic, no HBM traffic; the link is their roofline
             overhead[i] = link_time(op.link_bytes, op.collectives, r)
             overhead[i] += op.kernels * r.overhead_s
+            if st is not None and op.name == "tp_collectives":  # launched from Python without graphs
+                overhead[i] += collective_dispatch(op.collectives, st)
         memory[i] = memory_time(traffic, r, op.kind, decode)
         if st is not None and op.name == "lm_head":  # the sampler reads what the head wrote, all of
             # the vocabulary: tensor parallelism all-gathers the split logits before sampling
@@ -579,6 +582,16 @@ def family_cost(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) -> 
 # --- a grid of configurations -----------------------------------------------------------------
 
 
+def dispatched(grid: Grid, scheme, fam: PassFamily) -> Grid:
+    """The grid a family is costed on: an autoregressive prompt prefill under a stack whose CUDA
+    graphs do not cover it (`prefill_graphs: false`) is dispatched as the stack's `eager` block
+    says; every other family as the stack's host block says."""
+    st = grid.stack
+    if st is None or st.prefill_graphs or fam.name != PREFILL or not scheme.autoregressive:
+        return grid
+    return replace(grid, stack=st.prefill_dispatch())
+
+
 def _by_scheme(grid: Grid):
     """Each registered scheme the grid's configurations use: the scheme, their rows (ascending)
     and the grid of them. (Not np.unique: it imports numpy.ma, 10+ ms of start-up; and the search
@@ -614,8 +627,8 @@ def evaluate(models: ModelSpec | dict[str, ModelSpec], grid: Grid) -> Evaluation
             if not used.size:  # most schemes use only some of their families in a given configuration
                 continue
             whole = len(used) == len(rows)  # no copy when every configuration of the scheme runs it
-            cost = family_cost(models[fam.model], sub if whole else sub.take(used), fam if whole else fam.take(used),
-                               names)
+            cost = family_cost(models[fam.model], dispatched(sub if whole else sub.take(used), scheme, fam),
+                               fam if whole else fam.take(used), names)
             cost.rows = rows[used]
             families[scheme.name, fam.name] = cost
             for key in ("count", "flops", "bytes", "time_s", "bound_s"):  # rows are distinct in a family
@@ -645,18 +658,21 @@ def passes_one_by_one(models: ModelSpec | dict[str, ModelSpec], grid: Grid) -> n
     return out
 
 
-def first_pass(models: ModelSpec | dict[str, ModelSpec], grid: Grid,
-               ev: Evaluation) -> tuple[np.ndarray, np.ndarray]:
+def first_pass(models: ModelSpec | dict[str, ModelSpec], grid: Grid, ev: Evaluation,
+               with_dispatch: bool = False) -> tuple[np.ndarray, ...]:
     """Per configuration of an evaluated grid: the time of its first pass (pass j = 0 of the first
     family of its schedule that it runs: a prompt prefill, or the pass that opens the first block),
-    and how many of its passes see only the prompt (`schemes.prompt_passes`).
+    and how many of its passes see only the prompt (`schemes.prompt_passes`); `with_dispatch`: and
+    the part of the first pass's time that is a prefill's own dispatch (`dispatched`: what the pass
+    takes beyond the same pass under the stack's host block; 0 where that is the host it runs
+    under), which an engine pays once per prefill forward however many prompts it holds.
 
     The pass is costed as `evaluate` costs its family (same stack, same MLA form); a caller takes
     the rest of the generation as `ev.total.time_s` minus it."""
     if isinstance(models, ModelSpec):
         models = {"main": models}
     n = len(grid)
-    time_s, prompt = np.full(n, np.nan), np.zeros(n)
+    time_s, prompt, dispatch_s = np.full(n, np.nan), np.zeros(n), np.zeros(n)
     for scheme, rows, sub in _by_scheme(grid):
         schedule = scheme.passes(sub.knobs)
         prompt[rows] = prompt_passes(schedule, sub.knobs)
@@ -672,8 +688,11 @@ def first_pass(models: ModelSpec | dict[str, ModelSpec], grid: Grid,
                 chosen = ev.families[scheme.name, fam.name]
                 form = chosen.mla_absorbed[np.searchsorted(chosen.rows, rows[pick])]
                 g = replace(g, mla_absorbed=form, mla_auto=np.zeros(len(pick), bool))
-            time_s[rows[pick]] = family_cost(m, g, one, ev.op_names).time_s
-    return time_s, prompt
+            own = dispatched(g, scheme, fam)
+            time_s[rows[pick]] = family_cost(m, own, one, ev.op_names).time_s
+            if with_dispatch and own is not g:
+                dispatch_s[rows[pick]] = time_s[rows[pick]] - family_cost(m, g, one, ev.op_names).time_s
+    return (time_s, prompt, dispatch_s) if with_dispatch else (time_s, prompt)
 
 
 def op_names(models) -> list[str]:

@@ -18,6 +18,7 @@ a pass", states the whole rule:
     pass time = GPU time + host_wait(GPU, host) + step_overhead(batch)
         host = host_time: n_layers x us_per_layer + MoE layers x us_per_moe_layer
                + the MoE layers' experts x us_per_expert
+        (the tensor-parallel collectives' op adds collectives x us_per_collective: collective_dispatch)
         host_wait = max(host - GPU, 0) if launches overlap the GPU, else all the host time
         step_overhead = fixed_us_per_forward + us_per_sequence x batch
                         + us_per_sequence_squared x batch^2 (never overlapped)
@@ -163,6 +164,12 @@ def host_time(n_layers, stack: Stack, expert_loops=0.0, moe_layers=0.0) -> np.nd
     host = stack.host
     return (np.asarray(n_layers, float) * host.us_per_layer + moe_layers * host.us_per_moe_layer
             + expert_loops * host.us_per_expert) * 1e-6
+
+
+def collective_dispatch(collectives, stack: Stack) -> np.ndarray:
+    """Seconds a pass's tensor-parallel collectives wait for their launch from Python: each
+    collective's us_per_collective (0 where a graph replays them), added to their link time."""
+    return np.asarray(collectives, float) * stack.host.us_per_collective * 1e-6
 
 
 def dispatch_time(m, stack: Stack) -> np.ndarray:

@@ -79,6 +79,9 @@ class HostCost(BaseModel):
     # an MoE layer's dispatch beyond a dense layer's us_per_layer (its router, top-k, sort and
     # fused-expert kernels launched from Python); 0 where a graph replays them
     us_per_moe_layer: float = Field(default=0.0, ge=0, le=1e6)
+    # the GPU's wait per tensor-parallel collective beyond its link time, for launching it from
+    # Python (an eager all-reduce's host path); 0 where a graph replays it
+    us_per_collective: float = Field(default=0.0, ge=0, le=1e6)
 
 
 class FrontEndCost(BaseModel):
@@ -102,6 +105,9 @@ class EagerHost(BaseModel):
     # replaces host.us_per_moe_layer: an MoE layer's wait beyond us_per_layer, for the router, top-k,
     # sort and fused-expert kernels it launches from Python (measured the same way)
     us_per_moe_layer: float = Field(default=0.0, ge=0, le=1e6)
+    # replaces host.us_per_collective: each tensor-parallel collective's wait for its launch from
+    # Python, measured as the eager collective's time minus the graphed one's
+    us_per_collective: float = Field(default=0.0, ge=0, le=1e6)
     # replaces host.overlaps_gpu: false when us_per_layer is the GPU's idle time measured as the
     # eager pass minus the graphed one (added to every pass, not hidden behind the GPU's work)
     overlaps_gpu: bool
@@ -255,6 +261,10 @@ class Stack(BaseModel):
     # the host's dispatch without CUDA graphs (`--eager`); None: the stack has no eager way to run
     # (it runs without graphs already, or no eager measurement of it is published)
     eager: EagerHost | None = None
+    # whether CUDA graphs cover an autoregressive model's prompt prefill: false where the engine
+    # captures graphs for decode only and runs each prefill eagerly, dispatched as the `eager`
+    # block says (SGLang 0.5: its piecewise prefill graphs are off by default)
+    prefill_graphs: bool = True
     version: str = Field(default="", max_length=100)  # the software release the numbers describe
     as_of: str = Field(default="", max_length=40)  # when they were checked (a date)
     sources: dict[str, str]
@@ -297,13 +307,23 @@ class Stack(BaseModel):
         """Whether the engine runs on an accelerator of this vendor."""
         return self.runs_on is None or vendor.strip().lower() in self.runs_on
 
+    def prefill_dispatch(self) -> "Stack":
+        """The stack an autoregressive prompt prefill is costed under: itself where CUDA graphs
+        cover prefills, else its `eager` host dispatch (the name unchanged: the same engine)."""
+        if self.prefill_graphs:
+            return self
+        return self.model_copy(update=dict(host=self._eager_host()))
+
     def run_eagerly(self) -> "Stack":
         """The same engine without CUDA graphs: its `eager` host dispatch, its name marked (the
         name the outputs print, and that `load_stack` reads back)."""
         if self.eager is None:
             raise UsageError(eager_refusal(self.name))
-        host = self.host.model_copy(update=self.eager.model_dump())
-        return self.model_copy(update=dict(name=stack_label(self.name, True), host=host))
+        return self.model_copy(update=dict(name=stack_label(self.name, True), host=self._eager_host()))
+
+    def _eager_host(self) -> HostCost:
+        """The host block with the `eager` profile's dispatch in place of the graphed one."""
+        return self.host.model_copy(update=self.eager.model_dump())
 
     @model_validator(mode="after")
     def _sourced(self) -> "Stack":
@@ -313,6 +333,8 @@ class Stack(BaseModel):
         missing = [k for k in wanted if not self.sources.get(k, "").strip()]
         if missing:
             raise ValueError(f"sources: needs a source for: {', '.join(missing)}")
+        if not self.prefill_graphs and self.eager is None:
+            raise ValueError("prefill_graphs: false needs the `eager:` block its prefills are dispatched with")
         if self.fused_moe and self.fused_moe.depth_overhead and self.gemm_efficiency.reference_depth is None:
             raise ValueError("fused_moe: depth_overhead needs the reference_depth the GEMM curve was measured at")
         return self
@@ -322,11 +344,12 @@ SOURCED_FIELDS = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "e
                   "sampler_logits_bytes")
 # fields with a neutral default, and that default: sourced when set otherwise
 OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_sequence_squared": 0.0, "us_per_expert": 0.0, "us_per_moe_layer": 0.0,
+                    "us_per_collective": 0.0,
                     "max_running_requests": None, "release": None, "sampler_traffic_bytes": None,
                     "expert_rows": "routed", "first_block_outside_limit": False, "prompt_prefill": "one-pass",
                     "prefill_chunk_tokens": None, "front_end": None,
                     "depth_overhead": 0.0, "attention_keys_overhead": 0.0, "runs_on": None, "eager": None,
-                    "fused_moe": None}
+                    "fused_moe": None, "prefill_graphs": True}
 
 
 # the numbers of a stack a fit can set (host terms, the GEMM curve, the other efficiencies and behaviours)

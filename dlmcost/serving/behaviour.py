@@ -216,7 +216,8 @@ def request_table(pt: PassTable, gi: int, pi: int, ti: int, decoding: Decoding, 
     col = [distinct.index(c) for c in canvas]
     b = np.arange(pol.in_flight_cap(max_running) + 1)
     grid = pt.batches
-    rows = dict(nfe=[], first=[], share=[], first_s=[], pass_s=[], lead=[], blocks=[], units=[], per_block=[])
+    rows = dict(nfe=[], first=[], share=[], first_s=[], pass_s=[], lead=[], blocks=[], units=[], per_block=[],
+                step=[])
     for lp in range(len(prompts)):
         for answer, cv, k in zip(answers, canvas, col):
             n = float(nfe[lp, k])
@@ -226,7 +227,10 @@ def request_table(pt: PassTable, gi: int, pi: int, ti: int, decoding: Decoding, 
             rows["nfe"].append(int(round(n)))
             rows["first"].append(passes_to_first_output(decoding, n, prompt_passes, cv))
             rows["share"].append(1.0 / float(mem[lp, k]))
-            rows["first_s"].append(np.interp(b, grid, pt.first_s[gi, pi, ti, lp, k]).tolist())
+            # the prefill forward's own dispatch, paid once an iteration: out of the per-request first pass
+            step = np.interp(b, grid, pt.first_dispatch_s[gi, pi, ti, lp, k])
+            rows["step"].append(step.tolist())
+            rows["first_s"].append((np.interp(b, grid, pt.first_s[gi, pi, ti, lp, k]) - step).tolist())
             rows["pass_s"].append(np.interp(b, grid, pt.pass_s[gi, pi, ti, lp, k]).tolist())
             rows["lead"].append(lead)
             rows["blocks"].append(blocks)
@@ -234,7 +238,8 @@ def request_table(pt: PassTable, gi: int, pi: int, ti: int, decoding: Decoding, 
             block_len = decoding.block or cv
             rows["per_block"].append(max(block_len, int(math.ceil((int(round(n)) - lead) / blocks))))
     table = ClassTable(rows["nfe"], rows["first"], rows["share"], rows["pass_s"], rows["first_s"],
-                       lead=rows["lead"], blocks=rows["blocks"], units=rows["units"])
+                       lead=rows["lead"], blocks=rows["blocks"], units=rows["units"],
+                       prefill_step_s=rows["step"] if any(any(r) for r in rows["step"]) else None)
     if pol.prompt_prefill == "block-chunks":  # per_block above is unchanged: NFE and lead move together
         table = prompt_in_block_chunks(table, [p for p in prompts for _ in answers], decoding.block)
     if pol.prefill_chunk:  # a token-streaming scheme: no per_block
@@ -258,7 +263,7 @@ def prompt_in_block_chunks(table: ClassTable, prompts: list[int], block: int) ->
     first = [f - ld + k for f, ld, k in zip(table.first_passes, old, chunks)]
     first_s = [p if k else f for p, f, k in zip(table.pass_s, table.first_pass_s, chunks)]
     return ClassTable(nfe, first, table.mem_share, table.pass_s, first_s, lead=chunks, blocks=table.blocks,
-                      units=table.units)
+                      units=table.units, prefill_step_s=table.prefill_step_s)
 
 
 def prompt_in_token_chunks(table: ClassTable, prompts: list[int], chunk: int) -> ClassTable:
@@ -284,7 +289,8 @@ def prompt_in_token_chunks(table: ClassTable, prompts: list[int], chunk: int) ->
                for fr, pr, k in zip(table.first_pass_s, table.pass_s, chunks)]
     lead = [k if k > 1 else ld for ld, k in zip(old, chunks)]
     return ClassTable(nfe, first, table.mem_share, table.pass_s, first_s, lead=lead, blocks=table.blocks,
-                      units=table.units, lift_passes=chunks, prompt_tokens=tokens, prefill_budget=chunk)
+                      units=table.units, lift_passes=chunks, prompt_tokens=tokens, prefill_budget=chunk,
+                      prefill_step_s=table.prefill_step_s)
 
 
 def request_passes(rt: RequestTable, request_class: np.ndarray, spread: float = 0.0,

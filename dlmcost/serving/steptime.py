@@ -54,7 +54,8 @@ class PassTable:
     """Indexed [gpu, precision, tp, prompt class, answer class] (+ [batch] for first_s and
     pass_s); NaN where the engine skipped the combination (unsupported precision, layout that does
     not split). first_s: the first pass; pass_s: the mean of the others (the first pass again
-    when it is the only one)."""
+    when it is the only one); first_dispatch_s: the part of first_s that is a prefill forward's own
+    dispatch, once however many prompts it holds (0 but where the stack's graphs cover decode only)."""
 
     gpus: list[str]
     precisions: list[str]
@@ -65,6 +66,7 @@ class PassTable:
     nfe: np.ndarray
     prompt_passes: np.ndarray
     max_batch: np.ndarray
+    first_dispatch_s: np.ndarray
 
 
 def _sweep_options(decoding: Decoding, gpus: list[str], precisions: list[str], tps: list[int], prompts: list[int],
@@ -97,9 +99,11 @@ def pass_table(model, decoding: Decoding, gpus: list[str], precisions: list[str]
                                              efficiency, stack, hardware, ep))
     shape = (len(gpus), len(precisions), len(tps), len(prompts), len(answers))
     first_s, pass_s = np.full(shape + (len(batches),), np.nan), np.full(shape + (len(batches),), np.nan)
+    first_dispatch_s = np.zeros(shape + (len(batches),))
     nfe, prompt_passes, max_batch = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
     if not cols:
-        return PassTable(gpus, precisions, tps, np.asarray(batches), first_s, pass_s, nfe, prompt_passes, max_batch)
+        return PassTable(gpus, precisions, tps, np.asarray(batches), first_s, pass_s, nfe, prompt_passes, max_batch,
+                         first_dispatch_s)
 
     def index(values, keys):
         lookup = {k: i for i, k in enumerate(keys)}
@@ -117,11 +121,13 @@ def pass_table(model, decoding: Decoding, gpus: list[str], precisions: list[str]
         raise WorkloadError(f"a pass time on {cols['gpu'][np.argmax(overflow)]} came out as inf (an overflow): "
                             "inputs at the edge of their ranges?")
     first_s[g, p, t, lp, lg, b] = first
+    first_dispatch_s[g, p, t, lp, lg, b] = cols["first_pass_dispatch_s"]
     pass_s[g, p, t, lp, lg, b] = np.where(n > 1, (cols["time_s"] - first) / np.maximum(n - 1, 1), first)
     nfe[g, p, t, lp, lg] = n
     prompt_passes[g, p, t, lp, lg] = cols["prompt_passes"]
     max_batch[g, p, t, lp, lg] = cols["max_batch"]
-    return PassTable(gpus, precisions, tps, np.asarray(batches), first_s, pass_s, nfe, prompt_passes, max_batch)
+    return PassTable(gpus, precisions, tps, np.asarray(batches), first_s, pass_s, nfe, prompt_passes, max_batch,
+                     first_dispatch_s)
 
 
 def passes_to_first_output(decoding: Decoding, nfe: float, prompt_passes: float, canvas: int) -> int:

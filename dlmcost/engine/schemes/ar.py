@@ -4,11 +4,13 @@ import numpy as np
 
 from .base import Knobs, family, scheme, whole_sequence
 
+PREFILL = "prefill"  # the family of a prompt's prefill pass (a stack may dispatch it on its own)
+
 
 def prompt_prefill(k: Knobs, *, logits=1.0, causal=True):
     """One causal pass over the prompt that writes its K/V (logits of the last position only);
     absent when there is no prompt."""
-    return family("prefill", k, n=np.where(k.prompt > 0, 1.0, 0.0), q=k.prompt, kv_write=k.prompt,
+    return family(PREFILL, k, n=np.where(k.prompt > 0, 1.0, 0.0), q=k.prompt, kv_write=k.prompt,
                   logits=logits, causal=causal)
 
 

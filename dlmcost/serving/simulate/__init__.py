@@ -32,6 +32,11 @@ work), so a prompt's pieces carry its whole prefill. No prompt starts while anot
 the budget: prompts arriving together are prefilled in turn, several to an iteration where they
 fit, not side by side over a budget each.
 
+A prefill forward's own dispatch (`prefill_step_s`, an engine whose CUDA graphs cover decode only:
+SGLang's eager prefill) is no share of a pass: an iteration that prefills any prompt, or a piece of
+one under a budget, adds it once, however many prompts it holds and however many requests run
+beside them (the largest of its prompts' classes'); first_pass_s then leaves it out.
+
 A prompt whose first tokens are in the engine's prefix cache (vLLM's automatic prefix caching,
 SGLang's radix cache; `uncached`: each request's share u_i of its prompt that is not) prefills
 only the rest: under a budget it puts max(1, round(u_i P_c)) tokens into the stream (the last

@@ -56,6 +56,7 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
         nfe, first = (passes.nfe - extra).tolist(), (passes.first - extra).tolist()
     uniform = not any(any(row) for row in lift)
     lift0 = lift[0]
+    steps = table.prefill_step_s is not None  # an iteration that prefills adds its forward's dispatch once
     # a prompt partly in the prefix cache: its lift (no budget) or its tokens in the stream scale down
     part = None if uncached is None else uncached.tolist()
     if part is not None and stream is not None:
@@ -156,6 +157,8 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
             tau0 = tau + sum(lift[cls[i]][b] * part[i] for i in range(first_new, head)) / b
         else:
             tau0 = tau + sum(lift[cls[i]][b] for i in range(first_new, head)) / b
+        if new and steps and stream is None:  # one prefill forward's own dispatch, once
+            tau0 += table.prefill_step(cls[first_new:head], b)
         m = inflight[0][0] - it  # iterations to the next completion
         if opens_at is not None:
             m = min(m, opens_at - it)
@@ -165,8 +168,12 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
                 for c, t in fed:
                     lifted += t * per_token[c][b]
                 tau0 += lifted / b
+                if steps:  # each iteration that prefills is one prefill forward: its own dispatch once
+                    tau0 += table.prefill_step([c for c, _ in fed], b)
             if pending:
                 tau += budget * per_token[pending_c][b] / b
+                if steps:
+                    tau += table.prefill_step((pending_c,), b)
                 # its last piece leaves budget to the queue: the iteration time changes there
                 m = min(m, -(-pending // budget))
             elif starved:
@@ -270,6 +277,7 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
     cap_in_flight = in_flight_cap(batch_cap, ahead)
     pass0, lift0 = table.pass_s[0], table.lift[0]
     uniform = not any(lift0)
+    step0 = table.prefill_step_s[0] if table.prefill_step_s is not None else None
     inf, ceil = math.inf, math.ceil
     done = [math.nan] * n
     start = [math.nan] * n
@@ -298,6 +306,8 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
             tau = tau0 = pass0[b]
             if head > first_new and not uniform:  # the admitted requests' first passes
                 tau0 = tau + (head - first_new) * lift0[b] / b
+            if head > first_new and step0 is not None:  # their prefill forward's own dispatch, once
+                tau0 += step0[b]
             m = finish[head - b] - it  # iterations to the next completion
             if opens_at is not None and opens_at - it < m:
                 m = opens_at - it

@@ -45,7 +45,7 @@ def synchronous_rounds(table: ClassTable, request_class: np.ndarray, batch_cap: 
     alike = len(rows) == 1
     open_loop = arrivals_s is not None
     arrival, issued = _arrival_list(n, arrivals_s, users, desk)  # closed loop: the others when an answer comes back
-    if single and alike:
+    if single and alike and table.prefill_step_s is None:
         done, start, first_block, busy, now, in_service = _rounds_one_kind(
             rows[0], pass0, lift0, share0, n, batch_cap, arrival, issued, not open_loop, think_s, ahead, desk)
         return SimResult(np.array(arrival[:n], float), np.array(done, float), np.array(first_block, float),
@@ -91,6 +91,7 @@ def synchronous_rounds(table: ClassTable, request_class: np.ndarray, batch_cap: 
                 tau0 = tau + sum([lift0[b]] * new) / b
             else:
                 tau0 = tau + sum(lift[cls[i]][b] for i in range(a, head)) / b
+            tau0 += table.prefill_step(cls[a:head], b)  # their prefill forward's own dispatch, once
             if alike:
                 cohorts.append([0, rows[0], None, a, head])
             else:

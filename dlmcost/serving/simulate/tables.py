@@ -29,6 +29,10 @@ class ClassTable:
     lift_passes: list[int] | None = None  # a lone prompt's iterations of prefill under the budget (None: 1)
     prompt_tokens: list[int] | None = None  # under a prefill budget: each class's prompt tokens (0: no prompt pass)
     prefill_budget: int | None = None  # prompt tokens an iteration prefills (None: every admitted prompt whole)
+    # [c][b]: what an iteration that prefills a class-c prompt adds once, however many prompts it
+    # prefills (a prefill forward's own dispatch, where the engine's graphs cover decode only; the
+    # largest of its classes'); first_pass_s then leaves it out (None: nothing)
+    prefill_step_s: list[list[float]] | None = None
 
     def __post_init__(self):
         if self.first_pass_s is None:
@@ -39,6 +43,12 @@ class ClassTable:
         """Each class's iterations of prefill when its request runs alone (`lift_passes`, else 1)."""
         return self.lift_passes or [1] * len(self.nfe)
 
+    def prefill_step(self, classes, b: int) -> float:
+        """What an iteration of b requests that prefills prompts of these classes adds once."""
+        if self.prefill_step_s is None:
+            return 0.0
+        return max((self.prefill_step_s[c][b] for c in classes), default=0.0)
+
     @cached_property
     def lift(self) -> list[list[float]]:
         """What a request in its first pass adds to an iteration, times b: first_pass_s - pass_s."""
@@ -48,8 +58,10 @@ class ClassTable:
 def scaled(table: ClassTable, factor: float) -> ClassTable:
     """The same table with every pass `factor` times as long (a deployment whose step times are off
     by that factor, as the validation's error bands say they may be)."""
-    return replace(table, pass_s=[[t * factor for t in row] for row in table.pass_s],
-                   first_pass_s=[[t * factor for t in row] for row in table.first_pass_s])
+    def times(rows):
+        return None if rows is None else [[t * factor for t in row] for row in rows]
+    return replace(table, pass_s=times(table.pass_s), first_pass_s=times(table.first_pass_s),
+                   prefill_step_s=times(table.prefill_step_s))
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:

@@ -1,0 +1,61 @@
+"""A prefill forward's own dispatch (`ClassTable.prefill_step_s`: SGLang's eager prefill, where its
+graphs cover decode only) is paid once by each iteration that prefills, however many prompts it
+holds and however many requests run beside it; schedules worked by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dlmcost.serving import behaviour
+from dlmcost.serving.simulate import ClassTable, RequestPasses, simulate
+
+pytestmark = pytest.mark.usefixtures("bundled_offline")
+
+FLAT = [0.0, 1.0, 1.0]  # an iteration of 1 or 2 requests takes 1 s
+WAIT = [0.0, 2.0, 2.0]  # a prefill forward's dispatch: 2 s, once an iteration
+
+
+def _table(classes: int = 1) -> ClassTable:
+    """NFE 3, the first token after the prefill pass (lead 1), whose work adds nothing beyond a
+    decode's (first_pass_s = pass_s) but whose forward waits 2 s for its dispatch."""
+    return ClassTable([3] * classes, [1] * classes, [0.0] * classes, [FLAT] * classes, [FLAT] * classes,
+                      lead=[1] * classes, prefill_step_s=[WAIT] * classes)
+
+
+@pytest.mark.parametrize("classes", [1, 2])  # one class: the in-order loop; two alike: the general one
+def test_a_newcomer_beside_a_running_request_waits_the_whole_dispatch(classes):
+    """Request 0 at 0, request 1 at 0.5. Iteration 1, request 0's prefill alone: 1 + 2 = 3 s, its
+    first token at 3. Request 1 joins there: its prefill iteration 1 + 2 = 3 s (the whole 2 s, not
+    2 / 2 for its share of a batch of two), its first token at 6; request 0's decodes end at 6 and 7
+    (done), request 1's at 7 and 8."""
+    r = simulate(_table(classes), np.array([0, classes - 1]), 2, arrivals_s=np.array([0.0, 0.5]))
+    assert r.first_block_s.tolist() == pytest.approx([3.0, 6.0])
+    assert r.done_s.tolist() == pytest.approx([7.0, 8.0])
+
+
+@pytest.mark.parametrize("release, first", [("first-done", 3.0), ("synchronous", 5.0)])
+def test_prompts_prefilled_together_share_one_dispatch(release, first):
+    """Two requests at 0, both admitted: one prefill forward, 1 + 2 = 3 s (not 1 + 2 x 2), both
+    first tokens at 3 (a synchronous round streams its block at its end, 5), their two decodes to 5."""
+    r = simulate(_table(), np.array([0, 0]), 2, arrivals_s=np.array([0.0, 0.0]), release=release,
+                 passes=None if release == "first-done" else _alike_passes(2))
+    assert r.first_block_s.tolist() == pytest.approx([first, first])
+    assert r.done_s.tolist() == pytest.approx([5.0, 5.0])
+
+
+def _alike_passes(n: int) -> RequestPasses:
+    """n requests of one prefill pass and one block of 2 passes each."""
+    return RequestPasses.from_rows([1] * n, [[2]] * n)
+
+
+def test_each_chunk_of_a_long_prompt_is_a_prefill_forward():
+    """A 3,000-token prompt under a budget of 1,000 a step, its prefill work 9 s (first_pass_s[1] =
+    1 + 9): three chunk iterations of 1 + 3 + 2 = 6 s each (the dispatch in every one), its first
+    token at 18, two decodes to 20 (12 and 14 without the dispatch)."""
+    table = ClassTable([3], [1], [0.0], [FLAT], [[0.0, 10.0, 19.0]], lead=[1], prefill_step_s=[WAIT])
+    chunked = behaviour.prompt_in_token_chunks(table, [3000], 1000)
+    assert chunked.prefill_step_s == [WAIT]
+    r = simulate(chunked, np.array([0]), 2, arrivals_s=np.array([0.0]))
+    assert r.first_block_s.tolist() == pytest.approx([18.0])
+    assert r.done_s.tolist() == pytest.approx([20.0])
