@@ -137,6 +137,10 @@ class ServeDeployment(Record):
                           "(the stack's front_end; --api-servers); null: the stack has no front-end cost")
     front_end_us_per_request: Optional[float] = Field(
         None, description="one API server's CPU time per request, microseconds (the stack's front_end); null: none")
+    first_token_delay_us: Optional[float] = Field(
+        None, description="each request's wait after the API server before the engine sees it, holding neither a "
+                          "server nor the GPU (the stack's front_end.first_token_us_per_layer x the model's layers), "
+                          "microseconds; null: the stack has no front-end cost")
     api_servers_source: str = Field("none", description="where the number of API servers came from: option, "
                                                         "stack, or none")
     cached_prompt_share: Optional[float] = Field(
@@ -332,6 +336,9 @@ class PlanSearch(Record):
                                           "stack has no front-end cost (serve's api_servers)")
     front_end_us_per_request: dict[str, Optional[float]] = Field(
         default_factory=dict, description="decoding -> one API server's CPU time per request, microseconds (null: none)")
+    first_token_delay_us: dict[str, Optional[float]] = Field(
+        default_factory=dict, description="decoding -> each request's wait before the engine sees it that holds no "
+                                          "server or GPU, microseconds (serve's first_token_delay_us; null: none)")
     api_servers_source: dict[str, str] = Field(
         default_factory=dict, description="decoding -> where the number of API servers came from: option, scenario, "
                                           "stack, or none")
@@ -550,6 +557,9 @@ class StackEntry(Record):
                                                          "before the engine sees it (null: no front-end cost)")
     front_end_us_per_request: Optional[float] = Field(None, description="one API server's CPU time per request, "
                                                                         "microseconds (null: no front-end cost)")
+    first_token_us_per_layer: Optional[float] = Field(None, description="each request's wait before the engine sees it "
+                                                                        "(holding no server or GPU), microseconds per "
+                                                                        "model layer (null: no front-end cost)")
     fitted: dict[str, list[str]] = Field(description="field -> the validation points it was fitted on")
     error_band: Optional[ErrorBand] = Field(description="predicted / measured speed over the published measurements "
                                                         "it was not fitted on (docs/validation.md)")

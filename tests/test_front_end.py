@@ -127,9 +127,46 @@ def test_a_saturated_replica_completes_no_more_than_its_servers_pass():
 
 
 def test_bad_front_ends_are_refused():
-    for servers, service in ((0, 0.005), (1, -1.0), (1, math.nan)):
+    for servers, service, delay in ((0, 0.005, 0.0), (1, -1.0, 0.0), (1, math.nan, 0.0), (1, 0.005, -1e-3),
+                                    (1, 0.005, math.inf)):
         with pytest.raises(ValueError):
-            FrontEnd(servers, service)
+            FrontEnd(servers, service, delay)
+
+
+# --- the first-token delay: after the server, before the engine, holding neither ----------------
+
+def test_a_lone_users_requests_each_wait_the_delay_once():
+    """One user, no think time, 1 server of 5 ms, a 28.8 ms first-token delay (Qwen3-8B's 36 layers x
+    0.8 ms): each request leaves the server 5 ms after it is sent, reaches the engine 28.8 ms later,
+    and is answered 1 ms after that: 34.8 ms after sending; the next is sent then, so the k-th is
+    sent at (k - 1) x 34.8 ms. Its one pass (the time per output token) is the engine's 1 ms still."""
+    r = simulate(one_pass_table(), np.zeros(5, int), 64, users=1, front_end=FrontEnd(1, 0.005, 0.0288))
+    assert r.arrival_s.tolist() == pytest.approx([k * 0.0348 for k in range(5)], abs=1e-12)
+    assert r.start_s.tolist() == pytest.approx([k * 0.0348 + 0.0338 for k in range(5)], abs=1e-12)
+    assert r.ttfb_s.tolist() == pytest.approx([0.0348] * 5, abs=1e-12)
+    assert (r.done_s - r.start_s).tolist() == pytest.approx([PASS_S] * 5, abs=1e-12)
+
+
+def test_the_delay_holds_no_server():
+    """1 server of 5 ms, a 10 ms delay. A burst of 10 shares the server and leaves it at 50 ms, as
+    without the delay, and reaches the engine together at 60 ms (answered at 61). Sent after the
+    run began, at 0 and 1 ms: the first leaves the server at 5 ms and reaches the engine at 15; the
+    second takes the server at 5 ms (the first's delay does not keep it), leaves at 10, reaches the
+    engine at 20 (30 if the delay held the server)."""
+    r = simulate(one_pass_table(), np.zeros(10, int), 64, arrivals_s=np.zeros(10), front_end=FrontEnd(1, 0.005, 0.010))
+    assert r.start_s.tolist() == pytest.approx([0.060] * 10, abs=1e-12)
+    assert r.latency_s.tolist() == pytest.approx([0.061] * 10, abs=1e-12)
+    desk = FrontEnd(1, 0.005, 0.010).desk(2)
+    assert [desk.send(0, 0.0), desk.send(1, 0.001)] == pytest.approx([0.015, 0.020], abs=1e-12)
+
+
+def test_a_saturated_front_end_passes_as_many_with_the_delay():
+    """Many users, an engine far faster than the servers: the delay holds no server, so the
+    completions still come at the servers' rate, 2 / 5 ms = 400 req/s."""
+    from dlmcost.serving.behaviour import completion_rate, measured_window
+
+    r = simulate(one_pass_table(), np.zeros(2000, int), 64, users=129, front_end=FrontEnd(2, 0.005, 0.0288))
+    assert completion_rate(r.done_s, measured_window(2000), float(r.done_s.max())) == pytest.approx(400.0, rel=1e-3)
 
 
 # --- plan: the lone floor and the throughput bound stay bounds --------------------------------------
@@ -152,22 +189,24 @@ def _vllm_candidate(api_servers=None, rate=0.01, prompt=16, answer=4):
 
 
 def test_plans_lone_floor_adds_one_service():
-    """A request alone passes a free API server (5 ms, the vllm stack's) before its passes: the
-    lone floor is the simulation of each request alone, and 5 ms above the same candidate
-    without a front end."""
+    """A request alone passes a free API server (5 ms, the vllm stack's) and waits its first-token
+    delay (0.8 ms a layer, Qwen2.5-7B's 28 layers: 22.4 ms) before its passes: the lone floor is
+    the simulation of each request alone, and 5 + 22.4 ms above the same candidate without a front
+    end."""
     from dataclasses import replace
 
     from dlmcost.plan import replicas
 
     c, sample, traffic = _vllm_candidate()
-    assert c.front_end == FrontEnd(1, 0.005)
+    assert (c.front_end.servers, c.front_end.service_s) == (1, 0.005)
+    assert c.front_end.first_token_delay_s == pytest.approx(28 * 0.0008, abs=1e-15)
     latency, first = replicas._lone_latencies(c, sample)
     alone = replicas._run(c, sample, traffic, replicas.separate_replicas(c, sample, traffic))
     window = replicas._window(len(sample.unit_gaps))
     assert np.allclose(alone.latency, latency[window], rtol=1e-9)
     assert np.allclose(alone.ttfb, first[window], rtol=1e-9)
     bare = replace(c, front_end=None, floors={})
-    assert (latency - replicas._lone_latencies(bare, sample)[0]) == pytest.approx(0.005, abs=1e-12)
+    assert (latency - replicas._lone_latencies(bare, sample)[0]) == pytest.approx(0.005 + 0.0224, abs=1e-12)
 
 
 @pytest.mark.parametrize("api_servers", [1, 3])
@@ -237,6 +276,38 @@ def test_plan_takes_api_servers_and_names_the_front_end(run, tmp_path):
     rc, out, _ = run("stacks", "-f", "json")
     fronts = {s["name"]: (s["api_servers"], s["front_end_us_per_request"]) for s in json.loads(out)}
     assert fronts["vllm"] == fronts["vllm-dllm"] == (1, 5000) and fronts["sglang"] == (None, None)
-    rc, out, _ = run("stacks", "-f", "csv")  # the table's cell: servers x 5,000 us = 5 ms
+    delays = {s["name"]: s["first_token_us_per_layer"] for s in json.loads(out)}
+    assert delays["vllm"] == 800 and delays["vllm-dllm"] == 0 and delays["sglang"] is None
+    rc, out, _ = run("stacks", "-f", "csv")  # the table's cell: servers x 5,000 us = 5 ms, + 800 us a layer
     cells = {r["stack"]: r["front end"] for r in csv.DictReader(io.StringIO(out))}
-    assert rc == 0 and cells["vllm"] == "1 x 5 ms" and cells["sglang"] == "-"
+    assert rc == 0 and cells["vllm"] == "1 x 5 ms + 0.8 ms/layer" and cells["vllm-dllm"] == "1 x 5 ms"
+    assert cells["sglang"] == "-"
+
+
+def test_serve_adds_the_first_token_delay_to_each_first_token_only(run, tmp_path):
+    """serve Qwen3-8B (36 layers) on vllm, one request at a time: against the same stack without
+    its first_token_us_per_layer, every request's first token comes 36 x 0.8 ms = 28.8 ms later,
+    its time between tokens is the same, and, the next request sent when one is answered, the job
+    of 4 ends 4 x 28.8 ms later. The header and JSON say so."""
+    import json
+
+    from dlmcost.inputs.stacks import bundled_stack_dir
+
+    text = (bundled_stack_dir() / "vllm.yaml").read_text()
+    line = "  first_token_us_per_layer: 800"
+    assert text.count(line) == 1
+    bare = tmp_path / "vllm-nodelay.yaml"
+    bare.write_text(text.replace(line, "  first_token_us_per_layer: 0"))
+    args = ["serve", "Qwen/Qwen3-8B", "--gpu", "h100", "--prompt", "233", "--answer", "16", "--job", "4",
+            "--parallel", "1", "-f", "json"]
+    (rc1, with_delay, _), (rc2, without, _) = run(*args, "--stack", "vllm"), run(*args, "--stack", str(bare))
+    assert rc1 == rc2 == 0
+    d, b = json.loads(with_delay)["deployments"][0], json.loads(without)["deployments"][0]
+    assert d["deployment"]["first_token_delay_us"] == pytest.approx(28_800) and b["deployment"]["first_token_delay_us"] == 0
+    p, q = d["points"][0], b["points"][0]
+    assert p["ttfb_s"]["mean"] - q["ttfb_s"]["mean"] == pytest.approx(0.0288, abs=1e-9)
+    assert p["ttfb_s"]["p99"] - q["ttfb_s"]["p99"] == pytest.approx(0.0288, abs=1e-9)
+    assert p["inter_block_s"]["mean"] == pytest.approx(q["inter_block_s"]["mean"], rel=1e-12)
+    assert p["makespan_s"] - q["makespan_s"] == pytest.approx(4 * 0.0288, abs=1e-9)
+    rc, out, _ = run(*args[:-2], "--stack", "vllm")
+    assert "then 28.8 ms of dispatch before the engine sees it" in " ".join(out.split())

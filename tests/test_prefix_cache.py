@@ -90,15 +90,16 @@ def test_serve_with_a_wholly_cached_prompt_prefills_one_token():
     """A lone request of a 4,000-token prompt on an AR model: its time to first token is its prefill
     step; with every prompt cached it is one step of one prompt token, so at most the time of the
     next decode step and far below the whole prefill's. Both after the stack's front end: a free API
-    server's time on the request (the vllm stack's 5 ms), before the engine sees it."""
+    server's time on the request (the vllm stack's 5 ms) and its first-token delay (0.8 ms a layer,
+    Qwen2.5-7B's 28: 22.4 ms), before the engine sees it."""
     setup = dep.Setup(gpu="h100", tp=1, stack="vllm")
     cached = dep.Setup(gpu="h100", tp=1, stack="vllm", cached_prompt=(1.0,))
     load = dep.BatchJob(4, 1)
     served = dep.serve("Qwen/Qwen2.5-7B", load, setup, prompt=4000, answer=64)
     whole = served.points[0]
     part = dep.serve("Qwen/Qwen2.5-7B", load, cached, prompt=4000, answer=64).points[0]
-    front = served.deployment["front_end_us_per_request"] * 1e-6
-    assert front == 0.005
+    front = (served.deployment["front_end_us_per_request"] + served.deployment["first_token_delay_us"]) * 1e-6
+    assert front == pytest.approx(0.005 + 0.0224, abs=1e-12)
     gap = part.inter_block_s["mean"]
     assert part.ttfb_s["mean"] - front < 1.5 * gap < (whole.ttfb_s["mean"] - front) / 5
 
@@ -194,8 +195,11 @@ def test_serve_replays_a_traces_cache(tmp_path, run):
     assert cached["deployments"][0]["deployment"]["cached_prompt_share"] == pytest.approx(0.5)
     assert cached["deployments"][0]["deployment"]["cached_prompt_from_trace"] is True
     # each request alone: the mean of two whole prefills, against one whole and one of a single token,
-    # each after a free API server's time on it (the vllm stack's front end, 5 ms)
-    front = whole["deployments"][0]["deployment"]["front_end_us_per_request"] * 1e-6
+    # each after a free API server's time on it and its first-token delay (the vllm stack's front end:
+    # 5 ms, then 0.8 ms x Qwen2.5-7B's 28 layers)
+    d = whole["deployments"][0]["deployment"]
+    front = (d["front_end_us_per_request"] + d["first_token_delay_us"]) * 1e-6
+    assert front == pytest.approx(0.005 + 0.0224, abs=1e-12)
     whole_mean = whole["deployments"][0]["points"][0]["ttfb_s"]["mean"] - front
     cached_mean = cached["deployments"][0]["points"][0]["ttfb_s"]["mean"] - front
     assert 0.5 * whole_mean < cached_mean < 0.55 * whole_mean

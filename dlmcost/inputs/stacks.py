@@ -93,6 +93,9 @@ class FrontEndCost(BaseModel):
 
     us_per_request: float = Field(gt=0, le=1e7)  # CPU time one API server spends on a request
     api_servers: int = Field(default=1, ge=1, le=MAX_API_SERVERS)  # processes, per replica
+    # a latency before each request's first token, per decoder layer, that holds neither the API
+    # servers nor the GPU (the engine's host-side dispatch of a new request; FrontEnd.first_token_delay_s)
+    first_token_us_per_layer: float = Field(default=0.0, ge=0, le=1e6)
 
 
 class EagerHost(BaseModel):

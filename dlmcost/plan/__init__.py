@@ -97,7 +97,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     for m, space, pricing in spaces:
         decodings += [d.label for d in space.decodings]
         policies = {d.label: decoding_policy(stack, efficiency, d, eager, space.prefill_chunk, chunk_given_as,
-                                             space.api_servers, servers_given_as)
+                                             space.api_servers, servers_given_as, m.n_layers)
                     for d in space.decodings}
         fronts.update({label: (pol.front_end, pol.api_servers_source) for label, pol in policies.items()})
         release.update({label: pol.release for label, pol in policies.items()})
@@ -112,7 +112,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     if baseline and any(not d.autoregressive for _, space, _ in spaces for d in space.decodings):
         ar = baseline_decoding()  # the AR baseline's engine, as the header names it
         policy = decoding_policy(stack, efficiency, ar, eager, spec.search.prefill_chunk, chunk_given_as,
-                                 spec.search.api_servers, servers_given_as)
+                                 spec.search.api_servers, servers_given_as, spaces[0][0].n_layers)
         fronts.setdefault(ar.label, (policy.front_end, policy.api_servers_source))
         release.setdefault(ar.label, policy.release)
         chunks.setdefault(ar.label, (policy.prefill_chunk, policy.prefill_chunk_source))
@@ -139,10 +139,12 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                          prefill_chunk_tokens={label: chunk for label, (chunk, _) in chunks.items()},
                          prefill_chunk_source={label: source for label, (_, source) in chunks.items()},
                          # each decoding's front end (None: its stack has none), as serve's api_servers,
-                         # front_end_us_per_request and api_servers_source
+                         # front_end_us_per_request, first_token_delay_us and api_servers_source
                          api_servers={label: f.servers if f else None for label, (f, _) in fronts.items()},
                          front_end_us_per_request={label: f.service_s * 1e6 if f else None
                                                    for label, (f, _) in fronts.items()},
+                         first_token_delay_us={label: f.first_token_delay_s * 1e6 if f else None
+                                               for label, (f, _) in fronts.items()},
                          api_servers_source={label: source for label, (_, source) in fronts.items()},
                          # the decodings whose prefill a prefix cache shortens (traffic.cached_prompt > 0)
                          cached_prompt_decodings=result.cached,

@@ -283,7 +283,7 @@ def floor_fails(c: Candidate, sample: RequestSample, targets: Targets) -> bool:
 
 def _lone_latencies(c: Candidate, sample: RequestSample) -> tuple[np.ndarray, np.ndarray]:
     """Each sampled request's latency and time to first block when served alone: its front end's
-    service (a free API server's time on it), its first pass (a chunked prompt: its k chunk passes)
+    service (a free API server's time on it) and first-token delay, its first pass (a chunked prompt: its k chunk passes)
     at batch 1, then its other passes at batch 1 (each request's own passes, its own answer's, as
     the simulation runs them)."""
     cls = request_classes(sample)
@@ -292,7 +292,8 @@ def _lone_latencies(c: Candidate, sample: RequestSample) -> tuple[np.ndarray, np
                          else (np.array(c.table.nfe)[cls], np.array(c.table.first_passes)[cls]))
     # a prompt prefilled in k chunks (ClassTable.lift_passes) runs k passes at its first pass's cost
     k = np.array(c.table.prompt_steps)[cls]
-    prefill = _lone_prefill(c, cls, k, t1, first1) + (c.front_end.service_s if c.front_end else 0.0)
+    front = c.front_end.service_s + c.front_end.first_token_delay_s if c.front_end else 0.0
+    prefill = _lone_prefill(c, cls, k, t1, first1) + front
     return prefill + (nfe - k) * t1, prefill + (first_passes - k) * t1
 
 

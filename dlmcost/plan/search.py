@@ -176,7 +176,7 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
     answers = [int(v) for v in sample.answer_values]
     stack = behaviour.stack_name(stack, decoding, eager)  # the decoding's engine path unless one is given
     pol = behaviour.policy(stack_profile(stack, efficiency), decoding,  # its running limit: max_batch's
-                           prefill_chunk=space.prefill_chunk, api_servers=space.api_servers)
+                           prefill_chunk=space.prefill_chunk, api_servers=space.api_servers, layers=model.n_layers)
     pt = pass_table(model, *_table_args(space, decoding, prompts, canvases, pol), efficiency=efficiency,
                     stack=stack, hardware=hardware, max_passes=None)  # plan checked the total of its sweeps
     tokens = np.tile(sample.answer_values.astype(float), len(prompts))  # useful tokens per request class
@@ -229,13 +229,14 @@ def baseline_decoding() -> Decoding:
 
 def decoding_policy(stack: str | None, efficiency: str, decoding: Decoding, eager: bool = False,
                     prefill_chunk: int | None = None, chunk_given_as: str = "option",
-                    api_servers: int | None = None, servers_given_as: str = "option") -> behaviour.Policy:
+                    api_servers: int | None = None, servers_given_as: str = "option",
+                    layers: int = 0) -> behaviour.Policy:
     """How a decoding is served: on its stack (the one given, else its kind's default), with that
     stack's release and running limit, and the chunked prefill and API servers given (else the
-    stack's), as `serve` serves it."""
+    stack's), as `serve` serves it; `layers`: the model's (its front end's first-token delay)."""
     return behaviour.policy(stack_profile(behaviour.stack_name(stack, decoding), efficiency, eager), decoding,
                             prefill_chunk=prefill_chunk, prefill_chunk_given_as=chunk_given_as,
-                            api_servers=api_servers, api_servers_given_as=servers_given_as)
+                            api_servers=api_servers, api_servers_given_as=servers_given_as, layers=layers)
 
 
 

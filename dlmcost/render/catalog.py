@@ -165,10 +165,13 @@ def _fitted_cell(fitted: dict) -> list[str]:
 
 
 def _front_end_cell(entry: dict) -> str:
-    """'1 x 5 ms': the API servers and each one's time per request; '-' without a front-end cost."""
+    """'1 x 5 ms': the API servers and each one's time per request, then '+ 0.8 ms/layer' where the
+    stack delays each request's first token per model layer; '-' without a front-end cost."""
     if entry.get("api_servers") is None:
         return "-"
-    return f"{entry['api_servers']} x {num(entry['front_end_us_per_request'] / 1000)} ms"
+    per_layer = entry.get("first_token_us_per_layer")
+    delay = f" + {num(per_layer / 1000)} ms/layer" if per_layer else ""
+    return f"{entry['api_servers']} x {num(entry['front_end_us_per_request'] / 1000)} ms{delay}"
 
 
 def _band_cell(band: dict | None) -> str:

@@ -96,14 +96,18 @@ def span(low, high, fmt) -> str:
     return a if a == b else f"{a}–{b}"
 
 
-def front_end_phrase(servers: int | None, us_per_request: float | None, source: str, stack: str) -> str:
+def front_end_phrase(servers: int | None, us_per_request: float | None, source: str, stack: str,
+                     delay_us: float | None = None) -> str:
     """The API servers every request passes before the engine, where the stack has a front-end cost
-    (else ''): 'front end: 1 API server, 5 ms a request each (vllm's default, --api-servers to change)'."""
+    (else ''): 'front end: 1 API server, 5 ms a request each (vllm's default, --api-servers to change),
+    then 28.8 ms of dispatch before the engine sees it' (the last part where the stack has a
+    first-token delay, `delay_us`)."""
     if not servers or us_per_request is None:
         return ""
     where = {"stack": f"{stack}'s default"}.get(source, source)
+    then = f", then {num(delay_us / 1000)} ms of dispatch before the engine sees it" if delay_us else ""
     return (f"front end: {plural(servers, 'API server')}, {num(us_per_request / 1000)} ms a request each "
-            f"({safe(where)}, --api-servers to change)")
+            f"({safe(where)}, --api-servers to change){then}")
 
 
 def prefill_chunk_phrase(chunk: int | None, source: str, stack: str) -> str:

@@ -194,7 +194,7 @@ def _cache_words(d: dict) -> str:
 def _front_end_words(d: dict) -> str:
     """The API servers every request passes before the engine, where the stack has a front-end cost."""
     phrase = front_end_phrase(d.get("api_servers"), d.get("front_end_us_per_request"), d.get("api_servers_source", ""),
-                              d["stack"])
+                              d["stack"], d.get("first_token_delay_us"))
     return f" · {phrase}" if phrase else ""
 
 

@@ -263,7 +263,7 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     stack = resolve_stack(behaviour.stack_name(setup.stack, decoding), load_profile(setup.efficiency), eager=setup.eager)
     stack_name = behaviour.stack_name(setup.stack, decoding, setup.eager)  # what the passes are costed under
     pol = behaviour.policy(stack, decoding, release=setup.release, max_running=setup.max_running,
-                           prefill_chunk=setup.prefill_chunk, api_servers=setup.api_servers)
+                           prefill_chunk=setup.prefill_chunk, api_servers=setup.api_servers, layers=spec.n_layers)
     prompt_vals = [int(v) for v in sample.prompt_values]
     answer_vals = [int(v) for v in sample.answer_values]
     distinct = sorted(set(behaviour.canvases(decoding, answer_vals)))
@@ -562,6 +562,7 @@ def describe(prep: Prepared) -> dict:
                 prefill_chunk_tokens=prep.prefill_chunk, prefill_chunk_source=prep.prefill_chunk_source,
                 api_servers=prep.front_end.servers if prep.front_end else None,
                 front_end_us_per_request=prep.front_end.service_s * 1e6 if prep.front_end else None,
+                first_token_delay_us=prep.front_end.first_token_delay_s * 1e6 if prep.front_end else None,
                 api_servers_source=prep.api_servers_source,
                 cached_prompt_share=_cached_share(s), cached_prompt_given=len(s.cached_prompt or ()),
                 memory_limit=_memory_limit(prep.table),

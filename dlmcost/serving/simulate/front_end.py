@@ -22,14 +22,23 @@ class FrontEnd:
     therefore leaves together, at N x service_s / servers, not one service apart. The requests
     whose send times are known before the run (an open loop's, a closed loop's first round) share
     the servers so; one sent later, when an answer comes back, is served after the work it finds
-    there (ready = max(sent, the earliest a server is free) + service_s)."""
+    there (ready = max(sent, the earliest a server is free) + service_s).
+
+    `first_token_delay_s`: a latency every request then waits before the scheduler sees it, one
+    that holds neither a server nor the GPU (the engine's host-side dispatch of a new request, which
+    GPU timings do not contain): it lengthens each request's time to first token and, with it, the
+    request's whole latency (a closed loop's user sends the next one that much later), as NVIDIA's
+    aiconfigurator adds its vLLM dispatch overhead to each request's first token and its request
+    latency, and leaves the servers' and the GPU's occupancy, and so a full server's rate, as they were."""
 
     servers: int
     service_s: float
+    first_token_delay_s: float = 0.0
 
     def __post_init__(self):
         if not (isinstance(self.servers, int) and self.servers >= 1 and math.isfinite(self.service_s)
-                and self.service_s >= 0):
+                and self.service_s >= 0 and math.isfinite(self.first_token_delay_s)
+                and self.first_token_delay_s >= 0):
             raise ValueError(f"a front end needs at least one server and a service time >= 0, got {self}")
 
     def desk(self, n: int) -> "_Desk":
@@ -38,7 +47,8 @@ class FrontEnd:
 
 class _Desk:
     """n requests through a `FrontEnd`: each one's send time (`sent`) and the time it reaches the
-    scheduler. `send_together` times the requests whose sends are known before the run, sharing the
+    scheduler (its leaving the servers, plus the front end's first-token delay, which holds no
+    server). `send_together` times the requests whose sends are known before the run, sharing the
     servers (`shared_departures`); `send` one sent later, behind the work it finds. Requests of
     equal service leave in the order they are sent, under either rule, so the server free first is
     the one that took the request `servers` places before (its leaving time the oldest of the last
@@ -48,21 +58,22 @@ class _Desk:
         self.sent = [math.nan] * n
         self._servers = front_end.servers
         self._service = front_end.service_s
+        self._delay = front_end.first_token_delay_s
         self._free = deque([0.0] * front_end.servers, maxlen=front_end.servers)  # sends are never before 0
 
     def send_together(self, times: list[float]) -> list[float]:
         """Requests 0..len(times) - 1, sent at `times` (non-decreasing), before any other."""
         self.sent[:len(times)] = times
-        ready = shared_departures(times, self._servers, self._service)
-        self._free.extend(ready)
-        return ready
+        leaves = shared_departures(times, self._servers, self._service)
+        self._free.extend(leaves)
+        return [t + self._delay for t in leaves]
 
     def send(self, i: int, t: float) -> float:
         self.sent[i] = t
         free = self._free[0]
-        ready = (t if t > free else free) + self._service
-        self._free.append(ready)
-        return ready
+        leaves = (t if t > free else free) + self._service
+        self._free.append(leaves)
+        return leaves + self._delay
 
 
 def shared_departures(sent: list[float], servers: int, service_s: float) -> list[float]:
