@@ -4,6 +4,7 @@ the prompts one stream, first come first served), each against a schedule worked
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 
@@ -424,6 +425,10 @@ def test_a_prefill_budget_reserves_one_workspace_not_every_prompt_by_hand(run):
         rc, out, err = run(*DSV3, *extra)
         assert rc == 0, err
         assert f"memory fits {expected})" in " ".join(out.split()), (extra, out)
+        # plan's batch limit (the running requests it simulates a replica with) is the same
+        rc, out, err = run("plan", *DSV3[1:-2], "--users", "64", "--requests", "100", "-f", "json", *extra)
+        assert rc == 0, err
+        assert [d["max_running"] for d in json.loads(out)["deployments"]] == [expected], extra
 
 
 def test_a_budget_past_every_prompt_at_once_keeps_the_one_pass_fits_by_hand():
