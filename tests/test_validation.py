@@ -86,7 +86,8 @@ def marked(rows, serving):
 # with the eager MoE dispatch (VPLUG's eager and TP2 runs) 1.20x; each simulated request running its own
 # answer's passes (a closed loop's completions no longer in waves of a length class) then RECORDED below: SGCL's
 # TTFT at 100 in flight 2.53x pessimistic -> 1.06x, the SGLang TTFTs at lower loads, which the waves' queued
-# prefills had hidden a missing first-token cost behind, 1.39-5.16x optimistic (the worst IFX's at concurrency 8).
+# prefills had hidden a missing first-token cost behind, 1.39-5.16x optimistic (the worst IFX's at concurrency 8);
+# a prefill budget's memory share (one workspace, not every prompt at once) then 1.20x, the worst unchanged.
 # Each is held to what it was when recorded (RECORDED_OUT_OF_SOURCE_*) until its target is met.
 HEADLINE_MEDIAN_LIMIT = validation.RECORDED_OUT_OF_SOURCE_MEDIAN
 HEADLINE_WORST_LIMIT = validation.RECORDED_OUT_OF_SOURCE_WORST
