@@ -4,6 +4,8 @@ the prompts one stream, first come first served), each against a schedule worked
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -386,3 +388,61 @@ def test_a_first_token_outside_the_limit_waits_for_its_prompt_s_pieces_by_hand()
     assert r.start_s.tolist() == pytest.approx([0.0, 11.0])
     assert r.first_block_s.tolist() == pytest.approx([11.0, 22.0])
     assert r.done_s.tolist() == pytest.approx([22.0, 24.0])
+
+
+# --- memory under a prefill budget: one workspace of the budget's tokens, not every prompt at once --
+
+DSV3 = ["serve", "deepseek-ai/DeepSeek-V3", "--gpu", "h200", "--tp", "8", "--precision", "fp8", "--stack", "sglang",
+        "--prompt", "8192", "--answer", "1024", "--job", "2"]
+
+
+def _dsv3_free_bytes() -> float:
+    """Usable memory less resident weights per GPU, from analyze's breakdown (pinned by the memory
+    tests): 0.9 x 141 GiB - DeepSeek-V3's fp8 weights over 8 GPUs."""
+    from dlmcost import api
+
+    mem = api.analyze("deepseek-ai/DeepSeek-V3", "h200", scheme="ar", prompt=8192, gen=1024, tp=8, precision="fp8",
+                      stack="sglang")["results"][0]["memory"]
+    return mem["usable_bytes"] - mem["weights_bytes"]
+
+
+def test_a_prefill_budget_reserves_one_workspace_not_every_prompt_by_hand(run):
+    """DeepSeek-V3 on 8 H200s (fp8 weights, bf16 K/V), SGLang, 8,192-token prompts, 1,024-token
+    answers. A request holds its K/V: (8,192 + 1,024) tokens x 61 layers x 576 (MLA's 512 latent +
+    64 rope, not split by TP) x 2 B = 647,626,752 B; its logits: 129,280 x 6 B (bf16 + fp32) =
+    775,680 B; and a decode's activations: 1 token x (2 x 7,168 + (128 + 2 x 128) x 192 / 8) x 2 B
+    = 47,104 B; 648,449,536 B in all. SGLang's 8,192-token budget holds one workspace,
+    8,192 x 47,104 = 385,875,968 B, beside them: fits floor((free - 385,875,968) / 648,449,536)
+    = 78 (free = 51,244,928,921.6 B). Without a budget (--prefill-chunk 0) every request's prompt is
+    counted at once: floor(free / (648,449,536 - 47,104 + 385,875,968)) = 49, today's rule."""
+    free = _dsv3_free_bytes()
+    resident = 9216 * 61 * 576 * 2 + 129_280 * 6 + (2 * 7168 + 384 * 192 / 8) * 2
+    per_token = (2 * 7168 + 384 * 192 / 8) * 2
+    fits = math.floor((free - 8192 * per_token) / resident)
+    one_pass = math.floor(free / (resident - per_token + 8192 * per_token))
+    assert (fits, one_pass) == (78, 49)
+    for extra, expected in (((), fits), (("--prefill-chunk", "0"), one_pass)):
+        rc, out, err = run(*DSV3, *extra)
+        assert rc == 0, err
+        assert f"memory fits {expected})" in " ".join(out.split()), (extra, out)
+        # plan's batch limit (the running requests it simulates a replica with) is the same
+        rc, out, err = run("plan", *DSV3[1:-2], "--users", "64", "--requests", "100", "-f", "json", *extra)
+        assert rc == 0, err
+        assert [d["max_running"] for d in json.loads(out)["deployments"]] == [expected], extra
+
+
+def test_a_budget_past_every_prompt_at_once_keeps_the_one_pass_fits_by_hand():
+    """No step holds more prompt tokens than the budget, nor more than every running prompt: the
+    fits are the more of the two rules. DeepSeek-V3 as above: a budget of 100,000 tokens leaves
+    floor((free - 100,000 x 47,104) / 648,449,536) = 71; one of 1,000,000 would leave 6 beside
+    its workspace, but 49 whole prompts at once (the one-pass rule) hold fewer tokens, so 49."""
+    from dlmcost.serving.steptime import pass_table
+
+    free = _dsv3_free_bytes()
+    resident, per_token = 648_449_536, 47_104
+    assert math.floor((free - 100_000 * per_token) / resident) == 71
+    assert math.floor((free - 1_000_000 * per_token) / resident) == 6
+    pt = pass_table("deepseek-ai/DeepSeek-V3", Decoding("ar", None, 1.0), ["H200 SXM"], ["fp8"], [8], [8192], [1024], [1],
+                    stack="sglang")
+    got = [float(pt.memory_fits(0, 0, 0, budget)[0, 0]) for budget in (None, 8192, 100_000, 1_000_000)]
+    assert got == [49, 78, 71, 49]

@@ -19,7 +19,8 @@ import numpy as np
 from pydantic import ValidationError
 
 from . import limits
-from ..engine.evaluation import first_pass
+from ..engine.evaluation import first_pass, later_pass_q
+from ..engine.memory import budget_terms
 from ..errors import UsageError
 from ..inputs.files import validation_message
 from ..engine.frames import KNOB_COLUMNS, Frame, evaluate_frame, generation_numbers, make_grids
@@ -93,16 +94,21 @@ def sweep_first_pass(model: str | ModelSpec = DEFAULT_MODEL, **options) -> dict[
     """`sweep_columns(sweep(...))` (one array per SweepRow key; empty when nothing was evaluated)
     plus, per configuration, `first_pass_s`: the time of its first pass at its batch (a prompt
     prefill, or the pass that opens the first block; `engine.first_pass`), `prompt_passes`:
-    how many of its NFE passes see only the prompt, and `first_pass_dispatch_s`: the part of the
+    how many of its NFE passes see only the prompt, `first_pass_dispatch_s`: the part of the
     first pass that is a prefill forward's own dispatch (an engine whose graphs cover decode only
-    pays it once per prefill forward). A serving simulation times the first pass apart from the
-    others, whose mean is (time_s - first_pass_s) / (nfe - 1)."""
+    pays it once per prefill forward), and what a prefill token budget's memory share reads
+    (`engine.memory.budget_terms`: `resident_bytes`, `free_bytes`, `prefill_bytes_per_token`).
+    A serving simulation times the first pass apart from the others, whose mean is
+    (time_s - first_pass_s) / (nfe - 1)."""
     _, chunks, _ = _sweep_chunks(model, **options)
     parts = []
     for chunk in chunks:
         cols = _sweep_arrays(chunk)
+        frame = chunk.frame
         cols["first_pass_s"], cols["prompt_passes"], cols["first_pass_dispatch_s"] = first_pass(
-            chunk.frame.models, chunk.frame.grid, chunk.frame.ev, with_dispatch=True)
+            frame.models, frame.grid, frame.ev, with_dispatch=True)
+        cols.update(budget_terms(frame.models["main"], frame.memory, frame.ev.q_max, later_pass_q(frame.grid),
+                                 frame.grid.tp, 2 if chunk.cfg else 1))
         parts.append(cols)
     if not parts:
         return {}

@@ -38,7 +38,7 @@ from .cost import (CACHE_OPS, KINDS, OP_KINDS, OP_NAMES, PassInput, expected_exp
                    op_functions, pass_ops, window_affine)
 from ..inputs.models.spec import ModelSpec
 from .roofline import Rates, compute_time, kernel_overhead_s, link_time, memory_time
-from .schemes import REGISTRY, Knobs, PassFamily, peak_shape, prompt_passes
+from .schemes import REGISTRY, Knobs, PassFamily, later_peak_q, peak_shape, prompt_passes
 from .schemes.ar import PREFILL
 from .stack_time import (collective_dispatch, depth_factor, depth_k0, dispatch_time, host_wait, keys_term, op_depth_overhead,
                          op_factor, sampler_time, step_overhead, traffic_factor)
@@ -693,6 +693,15 @@ def first_pass(models: ModelSpec | dict[str, ModelSpec], grid: Grid, ev: Evaluat
             if with_dispatch and own is not g:
                 dispatch_s[rows[pick]] = time_s[rows[pick]] - family_cost(m, g, one, ev.op_names).time_s
     return (time_s, prompt, dispatch_s) if with_dispatch else (time_s, prompt)
+
+
+def later_pass_q(grid: Grid) -> np.ndarray:
+    """Per configuration: the largest q of its passes after the prompt's prefill
+    (`schemes.later_peak_q`), what a running sequence adds to a serving step."""
+    q = np.zeros(len(grid))
+    for scheme, rows, sub in _by_scheme(grid):
+        q[rows] = later_peak_q(scheme.passes(sub.knobs), sub.knobs)
+    return q
 
 
 def op_names(models) -> list[str]:

@@ -13,6 +13,13 @@ All per GPU of a tp-way group (cost.py's split: heads, FFN columns, experts, voc
     usable       = capacity * (1 - RESERVE_FRACTION)
     max_batch    = floor((usable - weights) / per-sequence bytes)
 
+With a prefill token budget (a serving engine's chunked prefill: at most `budget` prompt tokens
+in a step across the whole batch) the peak activations are one workspace of budget tokens, not
+every sequence's whole prompt at once (`budgeted_max_batch`):
+
+    resident     = per-sequence bytes with the activations of its later passes' q (AR: 1 token)
+    budgeted     = floor((usable - weights - budget * activation bytes per token) / resident)
+
 B counts the CFG copy. The reserve covers the CUDA/ROCm context, allocator fragmentation and
 workspace (vLLM's default gpu_memory_utilization is 0.9 for the same reason).
 """
@@ -43,6 +50,31 @@ def widest_intermediate(m: ModelSpec) -> int:
     return max(widths)
 
 
+def activation_bytes_per_token(m: ModelSpec, tp=1.0):
+    """Peak activation bytes one token of a pass holds per GPU: its residual stream in and out
+    (2 * d_model) and the layer's widest intermediate, split tp ways, in the activation dtype."""
+    return (2 * m.d_model + widest_intermediate(m) / np.asarray(tp, float)) * ACTIVATION_BYTES
+
+
+def budget_terms(m: ModelSpec, memory: dict, q_max, later_q, tp=1.0, copies: int = 1) -> dict:
+    """What `budgeted_max_batch` reads, per configuration of a `memory_breakdown` (or
+    `grid_memory`) evaluated at peak q `q_max`: `resident_bytes`, a request's bytes with its
+    activations at its later passes' q (`later_q`) in place of the peak's (`copies`: sequences a
+    request runs, 2 with CFG); `free_bytes`, usable less weights; `prefill_bytes_per_token`."""
+    per_token = activation_bytes_per_token(m, tp)
+    peak_only = (np.asarray(q_max, float) - np.asarray(later_q, float)) * per_token
+    return dict(resident_bytes=(memory["per_sequence_bytes"] - peak_only) * copies,
+                free_bytes=memory["usable_bytes"] - memory["weights_bytes"],
+                prefill_bytes_per_token=per_token + 0 * memory["usable_bytes"])
+
+
+def budgeted_max_batch(free_bytes, resident_bytes, prefill_bytes_per_token, budget: int):
+    """The most requests that fit beside one prefill workspace of `budget` tokens:
+    floor((free - budget * bytes per token) / resident), 0 where the workspace alone does not fit."""
+    room = np.asarray(free_bytes, float) - budget * np.asarray(prefill_bytes_per_token, float)
+    return np.maximum(np.floor(room / np.asarray(resident_bytes, float)), 0.0)
+
+
 def memory_breakdown(m: ModelSpec, capacity_bytes, batch, cached_tokens, q_max, logits_max, wbytes, kvbytes,
                      tp=1.0, ep=1.0, kv_single_tensor=False, ring_buffer=True, logit_bytes=LOGIT_BYTES,
                      quantize_head=False) -> dict:
@@ -51,7 +83,7 @@ def memory_breakdown(m: ModelSpec, capacity_bytes, batch, cached_tokens, q_max, 
     tp = np.asarray(tp, float)
     weights = weight_bytes_per_gpu(m, wbytes, tp, ep, quantize_head)
     kv_per_seq = kv_cache_elements_per_gpu(m, cached_tokens, tp, kv_single_tensor, ring_buffer) * np.asarray(kvbytes, float)
-    act_per_seq = np.asarray(q_max, float) * (2 * m.d_model + widest_intermediate(m) / tp) * ACTIVATION_BYTES
+    act_per_seq = np.asarray(q_max, float) * activation_bytes_per_token(m, tp)
     logits_per_seq = np.asarray(logits_max, float) * m.vocab_size * logit_bytes  # gathered: all of V
     per_seq = kv_per_seq + act_per_seq + logits_per_seq
     total = weights + batch * per_seq

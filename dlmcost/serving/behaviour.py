@@ -210,8 +210,10 @@ def request_table(pt: PassTable, gi: int, pi: int, ti: int, decoding: Decoding, 
     """The table of pass table entry [gi, pi, ti] for every (prompt, answer) class under a running
     limit and the policy's stack properties; None if the deployment cannot run it or it does not
     fit. The pass table's answer axis holds the distinct canvases (`canvases`) in increasing order,
-    its batch axis runs to `pol.in_flight_cap(max_running)`."""
-    nfe, mem = pt.nfe[gi, pi, ti], pt.max_batch[gi, pi, ti]
+    its batch axis runs to `pol.in_flight_cap(max_running)`. Each class's memory share is 1 / the
+    most of its requests that fit (`PassTable.memory_fits`: under a prefill token budget, one
+    workspace of the budget's tokens beside each request's K/V)."""
+    nfe, mem = pt.nfe[gi, pi, ti], pt.memory_fits(gi, pi, ti, pol.prefill_chunk)
     if np.isnan(nfe).any() or (mem < 1).any():
         return None
     token_streaming = streams_tokens(decoding)

@@ -3,8 +3,8 @@
 This is the only place `plan` talks to the cost engine: everything it needs per (GPU, precision,
 TP, prompt, answer, batch) is the time of a request's first pass at that batch (a prompt prefill,
 or the pass that opens the first block), the mean time of its other passes ((the generation's
-time - the first pass) / (NFE - 1)), the NFE, how many passes see only the prompt, and the
-largest batch that fits in memory.
+time - the first pass) / (NFE - 1)), the NFE, how many passes see only the prompt, the
+largest batch that fits in memory, and what a prefill token budget's memory share reads.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 from ..analysis.sweep import sweep_first_pass, sweep_passes
 from ..analysis import limits
 from ..errors import WorkloadError
+from ..engine.memory import budgeted_max_batch
 from ..engine.schemes import get_scheme
 
 
@@ -67,6 +68,26 @@ class PassTable:
     prompt_passes: np.ndarray
     max_batch: np.ndarray
     first_dispatch_s: np.ndarray
+    # a prefill token budget's memory share (engine.memory.budget_terms; NaN where skipped)
+    resident_bytes: np.ndarray | None = None
+    free_bytes: np.ndarray | None = None
+    prefill_bytes_per_token: np.ndarray | None = None
+
+    def memory_fits(self, gi: int, pi: int, ti: int, budget: int | None = None) -> np.ndarray:
+        """The most requests of each [prompt, answer] class of entry [gi, pi, ti] that fit in
+        memory: the engine's one-pass max_batch (every sequence's whole prompt in one pass), or
+        with a prefill token budget the more of that and `budgeted_max_batch` (no step holds
+        more than the budget's prompt tokens, nor more than every sequence's whole prompt)."""
+        fits = self.max_batch[gi, pi, ti]
+        if not budget or self.resident_bytes is None:
+            return fits
+        at = (gi, pi, ti)
+        return np.maximum(fits, budgeted_max_batch(self.free_bytes[at], self.resident_bytes[at],
+                                                   self.prefill_bytes_per_token[at], budget))
+
+
+# the sweep's columns a pass table keeps per [gpu, precision, tp, prompt, answer] (none vary with batch)
+CLASS_COLUMNS = ("nfe", "prompt_passes", "max_batch", "resident_bytes", "free_bytes", "prefill_bytes_per_token")
 
 
 def _sweep_options(decoding: Decoding, gpus: list[str], precisions: list[str], tps: list[int], prompts: list[int],
@@ -100,10 +121,10 @@ def pass_table(model, decoding: Decoding, gpus: list[str], precisions: list[str]
     shape = (len(gpus), len(precisions), len(tps), len(prompts), len(answers))
     first_s, pass_s = np.full(shape + (len(batches),), np.nan), np.full(shape + (len(batches),), np.nan)
     first_dispatch_s = np.zeros(shape + (len(batches),))
-    nfe, prompt_passes, max_batch = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
+    per_class = {k: np.full(shape, np.nan) for k in CLASS_COLUMNS}
     if not cols:
-        return PassTable(gpus, precisions, tps, np.asarray(batches), first_s, pass_s, nfe, prompt_passes, max_batch,
-                         first_dispatch_s)
+        return PassTable(gpus, precisions, tps, np.asarray(batches), first_s, pass_s,
+                         first_dispatch_s=first_dispatch_s, **per_class)
 
     def index(values, keys):
         lookup = {k: i for i, k in enumerate(keys)}
@@ -123,11 +144,10 @@ def pass_table(model, decoding: Decoding, gpus: list[str], precisions: list[str]
     first_s[g, p, t, lp, lg, b] = first
     first_dispatch_s[g, p, t, lp, lg, b] = cols["first_pass_dispatch_s"]
     pass_s[g, p, t, lp, lg, b] = np.where(n > 1, (cols["time_s"] - first) / np.maximum(n - 1, 1), first)
-    nfe[g, p, t, lp, lg] = n
-    prompt_passes[g, p, t, lp, lg] = cols["prompt_passes"]
-    max_batch[g, p, t, lp, lg] = cols["max_batch"]
-    return PassTable(gpus, precisions, tps, np.asarray(batches), first_s, pass_s, nfe, prompt_passes, max_batch,
-                     first_dispatch_s)
+    for key, values in per_class.items():
+        values[g, p, t, lp, lg] = cols[key]
+    return PassTable(gpus, precisions, tps, np.asarray(batches), first_s, pass_s,
+                     first_dispatch_s=first_dispatch_s, **per_class)
 
 
 def passes_to_first_output(decoding: Decoding, nfe: float, prompt_passes: float, canvas: int) -> int:

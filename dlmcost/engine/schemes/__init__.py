@@ -7,12 +7,12 @@ A new scheme is one module here (a function from `Knobs` to its pass families, d
 
 # imported in the order the CLI and docs list them
 from . import ar, mdm, fast_dllm, block, multi_block, windowed_refresh, draft_verify, diffusion_gemma  # noqa: F401, I001
-from .base import REGISTRY, SCHEME_KNOBS, Knobs, PassFamily, Scheme, peak_shape, prompt_passes
+from .base import REGISTRY, SCHEME_KNOBS, Knobs, PassFamily, Scheme, later_peak_q, peak_shape, prompt_passes
 
 SCHEMES: tuple[str, ...] = tuple(REGISTRY)
 
 __all__ = ["REGISTRY", "SCHEMES", "SCHEME_KNOBS", "Knobs", "PassFamily", "Scheme", "autoregressive_scheme",
-           "get_scheme", "peak_shape", "prompt_passes"]
+           "get_scheme", "later_peak_q", "peak_shape", "prompt_passes"]
 
 
 def get_scheme(name: str) -> Scheme:

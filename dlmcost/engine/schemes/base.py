@@ -214,6 +214,18 @@ def peak_shape(families: list[PassFamily]) -> tuple[np.ndarray, np.ndarray]:
     return q_max, logits_max
 
 
+def later_peak_q(families: list[PassFamily], k: Knobs) -> np.ndarray:
+    """Largest q of any pass that is not a prompt-only prefill (`prompt_passes`), per
+    configuration: what each running sequence adds to a step once its prompt is in (AR: 1; a
+    draft-verify's verify pass: its drafts + 1). Memory's budgeted serving share reads it."""
+    q = np.zeros(k.gen.shape)
+    for f in families:
+        only_prompt = (f.q0 == k.prompt) & (f.dq == 0) & (f.c0 == 0) & (f.dc == 0) & (k.prompt > 0)
+        peak = np.maximum(f.q0, f.q0 + f.dq * np.maximum(f.n - 1, 0.0))
+        q = np.maximum(q, np.where((f.n > 0) & ~only_prompt, peak, 0.0))
+    return q
+
+
 def prompt_passes(families: list[PassFamily], k: Knobs) -> np.ndarray:
     """Passes per configuration that see only the prompt (q = Lp, no cache read): prefills of the
     prompt's K/V, run before any pass over the answer."""
