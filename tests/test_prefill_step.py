@@ -59,3 +59,14 @@ def test_each_chunk_of_a_long_prompt_is_a_prefill_forward():
     r = simulate(chunked, np.array([0]), 2, arrivals_s=np.array([0.0]))
     assert r.first_block_s.tolist() == pytest.approx([18.0])
     assert r.done_s.tolist() == pytest.approx([20.0])
+
+
+def test_the_dispatch_of_prompts_of_several_classes_is_the_largest_of_theirs():
+    """prefill_step: one lookup when every class has the same row, the largest of the prefilling
+    classes' rows when they differ (rows by hand: class 0 adds 2 ms at b = 1, class 1 adds 3 ms)."""
+    same = ClassTable([2, 2], [1, 1], [0.1, 0.1], [[0.0, 1.0]] * 2, prefill_step_s=[[0.0, 0.002]] * 2)
+    assert same.common_prefill_step == [0.0, 0.002]
+    assert same.prefill_step([0, 1], 1) == 0.002 and same.prefill_step([], 1) == 0.0
+    mixed = ClassTable([2, 2], [1, 1], [0.1, 0.1], [[0.0, 1.0]] * 2, prefill_step_s=[[0.0, 0.002], [0.0, 0.003]])
+    assert mixed.common_prefill_step is None
+    assert mixed.prefill_step([0], 1) == 0.002 and mixed.prefill_step([0, 1], 1) == 0.003

@@ -57,6 +57,7 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
     uniform = not any(any(row) for row in lift)
     lift0 = lift[0]
     steps = table.prefill_step_s is not None  # an iteration that prefills adds its forward's dispatch once
+    step_row = table.common_prefill_step if steps else None  # the same for every class: one lookup
     # a prompt partly in the prefix cache: its lift (no budget) or its tokens in the stream scale down
     part = None if uncached is None else uncached.tolist()
     if part is not None and stream is not None:
@@ -158,7 +159,7 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
         else:
             tau0 = tau + sum(lift[cls[i]][b] for i in range(first_new, head)) / b
         if new and steps and stream is None:  # one prefill forward's own dispatch, once
-            tau0 += table.prefill_step(cls[first_new:head], b)
+            tau0 += step_row[b] if step_row is not None else table.prefill_step(cls[first_new:head], b)
         m = inflight[0][0] - it  # iterations to the next completion
         if opens_at is not None:
             m = min(m, opens_at - it)
@@ -169,11 +170,11 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
                     lifted += t * per_token[c][b]
                 tau0 += lifted / b
                 if steps:  # each iteration that prefills is one prefill forward: its own dispatch once
-                    tau0 += table.prefill_step([c for c, _ in fed], b)
+                    tau0 += step_row[b] if step_row is not None else table.prefill_step([c for c, _ in fed], b)
             if pending:
                 tau += budget * per_token[pending_c][b] / b
                 if steps:
-                    tau += table.prefill_step((pending_c,), b)
+                    tau += step_row[b] if step_row is not None else table.prefill_step((pending_c,), b)
                 # its last piece leaves budget to the queue: the iteration time changes there
                 m = min(m, -(-pending // budget))
             elif starved:

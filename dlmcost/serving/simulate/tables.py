@@ -47,7 +47,18 @@ class ClassTable:
         """What an iteration of b requests that prefills prompts of these classes adds once."""
         if self.prefill_step_s is None:
             return 0.0
+        if self.common_prefill_step is not None:  # (the usual case: a lookup, not a max per iteration)
+            return self.common_prefill_step[b] if classes else 0.0
         return max((self.prefill_step_s[c][b] for c in classes), default=0.0)
+
+    @cached_property
+    def common_prefill_step(self) -> list[float] | None:
+        """prefill_step_s's row when every class has the same one (a forward's dispatch is the
+        model's, whatever the prompt), else None."""
+        rows = self.prefill_step_s
+        if not rows or any(row != rows[0] for row in rows[1:]):
+            return None
+        return rows[0]
 
     @cached_property
     def lift(self) -> list[list[float]]:
