@@ -158,6 +158,9 @@ def test_the_delay_holds_no_server():
     assert r.latency_s.tolist() == pytest.approx([0.061] * 10, abs=1e-12)
     desk = FrontEnd(1, 0.005, 0.010).desk(2)
     assert [desk.send(0, 0.0), desk.send(1, 0.001)] == pytest.approx([0.015, 0.020], abs=1e-12)
+    # the same when the first is sent with the run's known sends (send_together): its delay frees the server at 5
+    desk = FrontEnd(1, 0.005, 0.010).desk(2)
+    assert [*desk.send_together([0.0]), desk.send(1, 0.001)] == pytest.approx([0.015, 0.020], abs=1e-12)
 
 
 def test_a_saturated_front_end_passes_as_many_with_the_delay():
