@@ -446,3 +446,45 @@ def test_a_budget_past_every_prompt_at_once_keeps_the_one_pass_fits_by_hand():
                     stack="sglang")
     got = [float(pt.memory_fits(0, 0, 0, budget)[0, 0]) for budget in (None, 8192, 100_000, 1_000_000)]
     assert got == [49, 78, 71, 49]
+
+
+def test_the_budgets_memory_terms_by_hand():
+    """DeepSeek-V3 as above: a request's resident bytes 648,449,536 (its decode's 1-token
+    activations, not its prompt's 8,192), a token of the workspace 47,104 B. A workspace larger
+    than the free memory leaves no request, not a negative count: free 10, 20 tokens of 1 B -> 0."""
+    from dlmcost.engine.memory import budgeted_max_batch
+    from dlmcost.serving.steptime import pass_table
+
+    pt = pass_table("deepseek-ai/DeepSeek-V3", Decoding("ar", None, 1.0), ["H200 SXM"], ["fp8"], [8], [8192], [1024], [1],
+                    stack="sglang")
+    assert (pt.resident_bytes[0, 0, 0, 0, 0], pt.prefill_bytes_per_token[0, 0, 0, 0, 0]) == (648_449_536, 47_104)
+    assert float(budgeted_max_batch(10.0, 1.0, 1.0, 20)) == 0.0
+
+
+def test_a_later_pass_s_peak_q_skips_the_prompt_and_unused_families():
+    """Later passes' largest q, families by hand (prompt 8): the prompt-only prefill (q 8) does not
+    count, nor a family that runs no pass (q 50, n 0); a family of 4 passes from q 2 growing 3 a
+    pass peaks at 2 + 3 x (4 - 1) = 11."""
+    from types import SimpleNamespace
+
+    from dlmcost.engine.schemes import PassFamily, later_peak_q
+
+    def fam(n, q0, dq):
+        a = lambda x: np.array([float(x)])  # noqa: E731
+        return PassFamily("f", a(n), a(1), a(q0), a(dq), a(0), a(0), a(0), a(0), a(0), a(0), np.array([True]))
+
+    k = SimpleNamespace(gen=np.zeros(1), prompt=np.array([8.0]))
+    assert later_peak_q([fam(1, 8, 0), fam(0, 50, 0), fam(4, 2, 3)], k).tolist() == [11.0]
+
+
+def test_with_cfg_a_request_holds_two_sequences():
+    """LLaDA-8B (d_model 4,096, 3 FFN matrices of 12,288, vocab 126,464), mdm over a 512-token
+    canvas (256 + 256) on an H100: every pass is the whole canvas (no prompt-only pass), so a
+    request's resident bytes are its 512 tokens' activations, (2 x 4,096 + 3 x 12,288) x 2 B =
+    90,112 B each, and logits, 126,464 x 6 B: 512 x (90,112 + 758,784) = 434,634,752 B; with
+    classifier-free guidance it runs two sequences, 869,269,504 B."""
+    from dlmcost.analysis.sweep import sweep_first_pass
+
+    got = [sweep_first_pass("GSAI-ML/LLaDA-8B-Instruct", gpus=["h100"], schemes=["mdm"], prompts=[256], gens=[256],
+                            batches=[1], cfg=cfg)["resident_bytes"].tolist() for cfg in (False, True)]
+    assert got == [[512 * (90_112 + 126_464 * 6)], [2 * 512 * (90_112 + 126_464 * 6)]]
