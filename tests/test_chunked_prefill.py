@@ -219,12 +219,19 @@ def test_the_header_says_so(run):
     assert rc == 0 and "tokens a step" not in out
 
 
-def test_plan_reads_a_chunked_prompt_s_lone_latency_as_the_simulation_runs_it():
+@pytest.mark.parametrize("stack, chunk, uncached", [("vllm", None, 1.0), ("sglang", None, 1.0), ("sglang", None, 0.5),
+                                                    ("sglang", 0, 1.0), ("sglang", 0, 0.5)])
+def test_plan_reads_a_chunked_prompt_s_lone_latency_as_the_simulation_runs_it(stack, chunk, uncached):
     """plan's lone-request floor (what it rules candidates out by, and the replicas at which each
     request is served alone) for an AR model on vLLM with prompts of 30,000 tokens, four chunks of
     8,192: equal to the simulated latency and time to first token at those replicas. Counting the
     chunked prompt's first pass once left out three quarters of the prefill (1.17 s to the first
-    token, read as 0.31 s)."""
+    token, read as 0.31 s). On SGLang, whose prefills run eagerly, each of the four chunk
+    iterations also waits its forward's dispatch (28 layers x 28 us = 0.784 ms): leaving it out
+    read the first token 3.1 ms early. The same with half of each prompt in the prefix cache (two
+    chunk iterations), and without a budget (one prefill iteration, whole or half cached)."""
+    from dataclasses import replace
+
     from dlmcost.inputs.hardware import HardwareDB
     from dlmcost.inputs.models import resolve_model
     from dlmcost.plan import replicas, search
@@ -234,9 +241,11 @@ def test_plan_reads_a_chunked_prompt_s_lone_latency_as_the_simulation_runs_it():
     traffic = Traffic(parse_lengths(30000, "p"), parse_lengths(64, "a"), rate=0.01)
     sample = sample_requests(traffic, 40, 0)
     decoding = Decoding("ar", None, 1.0)
-    space = search.SearchSpace([HardwareDB.load(None).get("h100")], [1], ["bf16"], [decoding], [16])
-    (c,), _ = search._candidates(resolve_model("Qwen/Qwen2.5-7B"), space, decoding, sample, "realistic", "vllm", None)
-    assert c.table.lift_passes == [4]  # ceil(30,000 / 8,192)
+    space = search.SearchSpace([HardwareDB.load(None).get("h100")], [1], ["bf16"], [decoding], [16], prefill_chunk=chunk)
+    (c,), _ = search._candidates(resolve_model("Qwen/Qwen2.5-7B"), space, decoding, sample, "realistic", stack, None)
+    c = replace(c, uncached=uncached)
+    assert c.table.lift_passes == ([4] if chunk is None else None)  # ceil(30,000 / 8,192)
+    assert (c.table.prefill_step_s is not None) == (stack == "sglang")
     latency, first = replicas._lone_latencies(c, sample)
     alone = replicas._run(c, sample, traffic, replicas.separate_replicas(c, sample, traffic))
     window = replicas._window(len(sample.unit_gaps))
