@@ -453,8 +453,8 @@ def test_a_budget_past_every_prompt_at_once_keeps_the_one_pass_fits_by_hand():
     assert math.floor((free - 1_000_000 * per_token) / resident) == 6
     pt = pass_table("deepseek-ai/DeepSeek-V3", Decoding("ar", None, 1.0), ["H200 SXM"], ["fp8"], [8], [8192], [1024], [1],
                     stack="sglang")
-    got = [float(pt.memory_fits(0, 0, 0, budget)[0, 0]) for budget in (None, 8192, 100_000, 1_000_000)]
-    assert got == [49, 78, 71, 49]
+    got = [float(pt.memory_fits(0, 0, 0, budget)[0, 0]) for budget in (None, 0, 8192, 100_000, 1_000_000)]
+    assert got == [49, 49, 78, 71, 49]  # a budget of 0: none
 
 
 def test_the_budgets_memory_terms_by_hand():
