@@ -267,6 +267,7 @@ def test_plan_takes_api_servers_and_names_the_front_end(run, tmp_path):
     search = json.loads(out)["search"]
     assert rc == 0 and search["api_servers"] == {"ar": 3} and search["api_servers_source"] == {"ar": "option"}
     assert search["front_end_us_per_request"] == {"ar": 5000}
+    assert search["first_token_delay_us"] == {"ar": 28 * 800}  # Qwen2.5-7B's 28 layers x 0.8 ms
     rc, out, _ = run(*args, "--stack", "vllm")
     assert "front end: 1 API server, 5 ms a request each (vllm's default, --api-servers to change)" in " ".join(out.split())
     scenario = tmp_path / "servers.yaml"
