@@ -50,6 +50,15 @@ def test_a_block_streaming_request_runs_its_own_answers_blocks():
     assert drawn.flat.tolist() == [5] * 6 and drawn.nfe.tolist() == [17, 7, 12]
 
 
+def test_a_class_s_passes_spread_over_its_blocks_by_hand():
+    """NFE 14, 2 prompt passes, 5 blocks: a mean of 2.4 a block, block k gets round(2.4 (k + 1))
+    - round(2.4 k): 2 - 0, 5 - 2, 7 - 5, 10 - 7, 12 - 10 = 2, 3, 2, 3, 2; the first block final
+    after 2 + 2 = 4 passes."""
+    t = ClassTable([14], [4], [0.0], [[0.0, 1.0]], lead=[2], blocks=[5])
+    drawn = draw_passes(t, np.zeros(1, int), 0.0, np.random.default_rng(0))
+    assert drawn.flat.tolist() == [2, 3, 2, 3, 2] and drawn.first.tolist() == [4]
+
+
 @pytest.mark.parametrize("budget", [None, 100])
 def test_a_closed_loop_of_two_answer_lengths_by_hand(budget):
     """Two users without think time, answers of 2 and 4 tokens in a class of 3 (AR: a prompt pass
@@ -80,14 +89,20 @@ def test_a_deployments_requests_one_at_a_time_run_their_own_answers():
     prep = dep.prepare(model, (np.full(6, 256.0), np.array(answers, float)), dep.Setup(gpu="h100", scheme="ar",
                                                                                         stack="sglang"))
     assert prep.sample.answer_values.tolist() == [11, 13, 15]
-    alone = []
+    alone, steps = [], []
     for a in answers:
         a_c = 11 if a <= 11 else 13 if a <= 13 else 15
         r = api.analyze(model, "h100", scheme="ar", prompt=256, gen=a_c, batch=1, stack="sglang")["results"][0]
         step = (r["time_s"] - r["passes"][0]["time_s"]) / (r["nfe"] - 1)
         alone.append(r["time_s"] + (a - a_c) * step)
+        steps.append(step)
     expected = sum(alone)
-    assert dep.evaluate(prep, BatchJob(6, 1)).makespan_s == pytest.approx(expected, rel=1e-9)
+    point = dep.evaluate(prep, BatchJob(6, 1))
+    assert point.makespan_s == pytest.approx(expected, rel=1e-9)
+    # after its first token (the prefill's) come its a_i decode steps (NFE = 1 + a), a gap of
+    # a_i x step / (a_i - 1) over its own a_i tokens (over its class's a_c: a_i x step / (a_c - 1))
+    gaps = [a * step / (a - 1) for a, step in zip(answers, steps)]
+    assert point.inter_block_s["mean"] == pytest.approx(np.mean(gaps), rel=1e-9)
     # twelve requests repeat the six in order, each with its own answer: twice the makespan
     assert dep.evaluate(prep, BatchJob(12, 1)).makespan_s == pytest.approx(2 * expected, rel=1e-9)
     # one user without think time sends the twelve one after another: each latency its own alone,
