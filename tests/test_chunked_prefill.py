@@ -219,12 +219,19 @@ def test_the_header_says_so(run):
     assert rc == 0 and "tokens a step" not in out
 
 
-def test_plan_reads_a_chunked_prompt_s_lone_latency_as_the_simulation_runs_it():
+@pytest.mark.parametrize("stack, chunk, uncached", [("vllm", None, 1.0), ("sglang", None, 1.0), ("sglang", None, 0.5),
+                                                    ("sglang", 0, 1.0), ("sglang", 0, 0.5)])
+def test_plan_reads_a_chunked_prompt_s_lone_latency_as_the_simulation_runs_it(stack, chunk, uncached):
     """plan's lone-request floor (what it rules candidates out by, and the replicas at which each
     request is served alone) for an AR model on vLLM with prompts of 30,000 tokens, four chunks of
     8,192: equal to the simulated latency and time to first token at those replicas. Counting the
     chunked prompt's first pass once left out three quarters of the prefill (1.17 s to the first
-    token, read as 0.31 s)."""
+    token, read as 0.31 s). On SGLang, whose prefills run eagerly, each of the four chunk
+    iterations also waits its forward's dispatch (28 layers x 28 us = 0.784 ms): leaving it out
+    read the first token 3.1 ms early. The same with half of each prompt in the prefix cache (two
+    chunk iterations), and without a budget (one prefill iteration, whole or half cached)."""
+    from dataclasses import replace
+
     from dlmcost.inputs.hardware import HardwareDB
     from dlmcost.inputs.models import resolve_model
     from dlmcost.plan import replicas, search
@@ -234,9 +241,11 @@ def test_plan_reads_a_chunked_prompt_s_lone_latency_as_the_simulation_runs_it():
     traffic = Traffic(parse_lengths(30000, "p"), parse_lengths(64, "a"), rate=0.01)
     sample = sample_requests(traffic, 40, 0)
     decoding = Decoding("ar", None, 1.0)
-    space = search.SearchSpace([HardwareDB.load(None).get("h100")], [1], ["bf16"], [decoding], [16])
-    (c,), _ = search._candidates(resolve_model("Qwen/Qwen2.5-7B"), space, decoding, sample, "realistic", "vllm", None)
-    assert c.table.lift_passes == [4]  # ceil(30,000 / 8,192)
+    space = search.SearchSpace([HardwareDB.load(None).get("h100")], [1], ["bf16"], [decoding], [16], prefill_chunk=chunk)
+    (c,), _ = search._candidates(resolve_model("Qwen/Qwen2.5-7B"), space, decoding, sample, "realistic", stack, None)
+    c = replace(c, uncached=uncached)
+    assert c.table.lift_passes == ([4] if chunk is None else None)  # ceil(30,000 / 8,192)
+    assert (c.table.prefill_step_s is not None) == (stack == "sglang")
     latency, first = replicas._lone_latencies(c, sample)
     alone = replicas._run(c, sample, traffic, replicas.separate_replicas(c, sample, traffic))
     window = replicas._window(len(sample.unit_gaps))
@@ -444,5 +453,47 @@ def test_a_budget_past_every_prompt_at_once_keeps_the_one_pass_fits_by_hand():
     assert math.floor((free - 1_000_000 * per_token) / resident) == 6
     pt = pass_table("deepseek-ai/DeepSeek-V3", Decoding("ar", None, 1.0), ["H200 SXM"], ["fp8"], [8], [8192], [1024], [1],
                     stack="sglang")
-    got = [float(pt.memory_fits(0, 0, 0, budget)[0, 0]) for budget in (None, 8192, 100_000, 1_000_000)]
-    assert got == [49, 78, 71, 49]
+    got = [float(pt.memory_fits(0, 0, 0, budget)[0, 0]) for budget in (None, 0, 8192, 100_000, 1_000_000)]
+    assert got == [49, 49, 78, 71, 49]  # a budget of 0: none
+
+
+def test_the_budgets_memory_terms_by_hand():
+    """DeepSeek-V3 as above: a request's resident bytes 648,449,536 (its decode's 1-token
+    activations, not its prompt's 8,192), a token of the workspace 47,104 B. A workspace larger
+    than the free memory leaves no request, not a negative count: free 10, 20 tokens of 1 B -> 0."""
+    from dlmcost.engine.memory import budgeted_max_batch
+    from dlmcost.serving.steptime import pass_table
+
+    pt = pass_table("deepseek-ai/DeepSeek-V3", Decoding("ar", None, 1.0), ["H200 SXM"], ["fp8"], [8], [8192], [1024], [1],
+                    stack="sglang")
+    assert (pt.resident_bytes[0, 0, 0, 0, 0], pt.prefill_bytes_per_token[0, 0, 0, 0, 0]) == (648_449_536, 47_104)
+    assert float(budgeted_max_batch(10.0, 1.0, 1.0, 20)) == 0.0
+
+
+def test_a_later_pass_s_peak_q_skips_the_prompt_and_unused_families():
+    """Later passes' largest q, families by hand (prompt 8): the prompt-only prefill (q 8) does not
+    count, nor a family that runs no pass (q 50, n 0); a family of 4 passes from q 2 growing 3 a
+    pass peaks at 2 + 3 x (4 - 1) = 11."""
+    from types import SimpleNamespace
+
+    from dlmcost.engine.schemes import PassFamily, later_peak_q
+
+    def fam(n, q0, dq):
+        a = lambda x: np.array([float(x)])  # noqa: E731
+        return PassFamily("f", a(n), a(1), a(q0), a(dq), a(0), a(0), a(0), a(0), a(0), a(0), np.array([True]))
+
+    k = SimpleNamespace(gen=np.zeros(1), prompt=np.array([8.0]))
+    assert later_peak_q([fam(1, 8, 0), fam(0, 50, 0), fam(4, 2, 3)], k).tolist() == [11.0]
+
+
+def test_with_cfg_a_request_holds_two_sequences():
+    """LLaDA-8B (d_model 4,096, 3 FFN matrices of 12,288, vocab 126,464), mdm over a 512-token
+    canvas (256 + 256) on an H100: every pass is the whole canvas (no prompt-only pass), so a
+    request's resident bytes are its 512 tokens' activations, (2 x 4,096 + 3 x 12,288) x 2 B =
+    90,112 B each, and logits, 126,464 x 6 B: 512 x (90,112 + 758,784) = 434,634,752 B; with
+    classifier-free guidance it runs two sequences, 869,269,504 B."""
+    from dlmcost.analysis.sweep import sweep_first_pass
+
+    got = [sweep_first_pass("GSAI-ML/LLaDA-8B-Instruct", gpus=["h100"], schemes=["mdm"], prompts=[256], gens=[256],
+                            batches=[1], cfg=cfg)["resident_bytes"].tolist() for cfg in (False, True)]
+    assert got == [[512 * (90_112 + 126_464 * 6)], [2 * 512 * (90_112 + 126_464 * 6)]]

@@ -158,6 +158,9 @@ def test_the_delay_holds_no_server():
     assert r.latency_s.tolist() == pytest.approx([0.061] * 10, abs=1e-12)
     desk = FrontEnd(1, 0.005, 0.010).desk(2)
     assert [desk.send(0, 0.0), desk.send(1, 0.001)] == pytest.approx([0.015, 0.020], abs=1e-12)
+    # the same when the first is sent with the run's known sends (send_together): its delay frees the server at 5
+    desk = FrontEnd(1, 0.005, 0.010).desk(2)
+    assert [*desk.send_together([0.0]), desk.send(1, 0.001)] == pytest.approx([0.015, 0.020], abs=1e-12)
 
 
 def test_a_saturated_front_end_passes_as_many_with_the_delay():
@@ -264,6 +267,7 @@ def test_plan_takes_api_servers_and_names_the_front_end(run, tmp_path):
     search = json.loads(out)["search"]
     assert rc == 0 and search["api_servers"] == {"ar": 3} and search["api_servers_source"] == {"ar": "option"}
     assert search["front_end_us_per_request"] == {"ar": 5000}
+    assert search["first_token_delay_us"] == {"ar": 28 * 800}  # Qwen2.5-7B's 28 layers x 0.8 ms
     rc, out, _ = run(*args, "--stack", "vllm")
     assert "front end: 1 API server, 5 ms a request each (vllm's default, --api-servers to change)" in " ".join(out.split())
     scenario = tmp_path / "servers.yaml"

@@ -42,6 +42,15 @@ def test_the_sglang_file_says_its_prefills_run_without_graphs():
     assert "forward_batch_info.py" in data["sources"]["prefill_graphs"]
 
 
+def test_a_stack_whose_graphs_cover_prefills_dispatches_them_as_its_host_says():
+    """vllm captures its prefills too: its prefill dispatch is itself; sglang's is its eager host."""
+    from dlmcost.inputs.stacks import load_stack
+
+    vllm, sglang = load_stack("vllm"), load_stack("sglang")
+    assert vllm.prefill_dispatch() is vllm
+    assert sglang.prefill_dispatch().host.us_per_layer == sglang.eager.us_per_layer != sglang.host.us_per_layer
+
+
 def test_an_ar_prefill_waits_the_eager_dispatch_and_decode_does_not(run, tmp_path):
     """LLaDA-8B's AR baseline on sglang: the prefill pass takes 32 x 28 us = 0.896 ms longer than on
     the same stack with graphed prefills; the 128 decode steps take exactly as long."""

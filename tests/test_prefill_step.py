@@ -70,3 +70,43 @@ def test_the_dispatch_of_prompts_of_several_classes_is_the_largest_of_theirs():
     mixed = ClassTable([2, 2], [1, 1], [0.1, 0.1], [[0.0, 1.0]] * 2, prefill_step_s=[[0.0, 0.002], [0.0, 0.003]])
     assert mixed.common_prefill_step is None
     assert mixed.prefill_step([0], 1) == 0.002 and mixed.prefill_step([0, 1], 1) == 0.003
+
+
+def test_a_mixed_prefill_pays_its_largest_class_s_dispatch_at_its_batch():
+    """Two classes at 0, admitted together (b = 2), class 0's dispatch 2 s alone and 3 s at b = 2,
+    class 1's 1 s alone and 5 s at b = 2. Their one prefill forward: 1 + max(3, 5) = 6 s (not the
+    smaller 3, nor class 0's, nor the lone rows' max(2, 1) = 2, nor 5 per prompt), both first tokens
+    at 6, their two decodes to 8."""
+    table = ClassTable([3, 3], [1, 1], [0.0, 0.0], [FLAT, FLAT], [FLAT, FLAT], lead=[1, 1],
+                       prefill_step_s=[[0.0, 2.0, 3.0], [0.0, 1.0, 5.0]])
+    r = simulate(table, np.array([0, 1]), 2, arrivals_s=np.array([0.0, 0.0]))
+    assert r.first_block_s.tolist() == pytest.approx([6.0, 6.0])
+    assert r.done_s.tolist() == pytest.approx([8.0, 8.0])
+
+
+def test_one_class_prefilled_together_pays_its_dispatch_at_their_batch():
+    """One class (the in-order loop), its dispatch 2 s alone and 3 s at b = 2: two requests at 0
+    prefill in one forward of 1 + 3 = 4 s (not the lone 2 s), first tokens at 4, done at 6."""
+    table = ClassTable([3], [1], [0.0], [FLAT], [FLAT], lead=[1], prefill_step_s=[[0.0, 2.0, 3.0]])
+    r = simulate(table, np.array([0, 0]), 2, arrivals_s=np.array([0.0, 0.0]))
+    assert r.first_block_s.tolist() == pytest.approx([4.0, 4.0])
+    assert r.done_s.tolist() == pytest.approx([6.0, 6.0])
+
+
+def test_short_prompts_in_one_budget_share_one_dispatch():
+    """Two 300-token prompts at 0 under a budget of 1,000 a step: both whole in the first
+    iteration, one prefill forward, 1 + 2 = 3 s (not 1 + 2 x 2 for its two pieces): first tokens
+    at 3, two decodes to 5."""
+    chunked = behaviour.prompt_in_token_chunks(_table(), [300], 1000)
+    r = simulate(chunked, np.array([0, 0]), 2, arrivals_s=np.array([0.0, 0.0]))
+    assert r.first_block_s.tolist() == pytest.approx([3.0, 3.0])
+    assert r.done_s.tolist() == pytest.approx([5.0, 5.0])
+
+
+def test_the_dispatch_scales_and_survives_block_chunks_with_the_table():
+    """A table scaled by 2 (an error band) waits 4 s a prefill forward; cutting its prompt into
+    block chunks keeps the dispatch rows."""
+    from dlmcost.serving.simulate.tables import scaled
+
+    assert scaled(_table(), 2.0).prefill_step_s == [[0.0, 4.0, 4.0]]
+    assert behaviour.prompt_in_block_chunks(_table(), [64], 32).prefill_step_s == [WAIT]

@@ -284,8 +284,9 @@ def floor_fails(c: Candidate, sample: RequestSample, targets: Targets) -> bool:
 def _lone_latencies(c: Candidate, sample: RequestSample) -> tuple[np.ndarray, np.ndarray]:
     """Each sampled request's latency and time to first block when served alone: its front end's
     service (a free API server's time on it) and first-token delay, its first pass (a chunked prompt: its k chunk passes)
-    at batch 1, then its other passes at batch 1 (each request's own passes, its own answer's, as
-    the simulation runs them)."""
+    at batch 1, each prefill iteration with its forward's own dispatch (`ClassTable.prefill_step_s`),
+    then its other passes at batch 1 (each request's own passes, its own answer's, as the
+    simulation runs them)."""
     cls = request_classes(sample)
     t1, first1 = (np.array([row[1] for row in rows])[cls] for rows in (c.table.pass_s, c.table.first_pass_s))
     nfe, first_passes = ((c.passes.nfe, c.passes.first) if c.passes is not None
@@ -293,25 +294,30 @@ def _lone_latencies(c: Candidate, sample: RequestSample) -> tuple[np.ndarray, np
     # a prompt prefilled in k chunks (ClassTable.lift_passes) runs k passes at its first pass's cost
     k = np.array(c.table.prompt_steps)[cls]
     front = c.front_end.service_s + c.front_end.first_token_delay_s if c.front_end else 0.0
-    prefill = _lone_prefill(c, cls, k, t1, first1) + front
+    steps = c.table.prefill_step_s
+    step1 = np.array([row[1] for row in steps])[cls] if steps is not None else np.zeros(len(cls))
+    prefill = _lone_prefill(c, cls, k, t1, first1, step1) + front
     return prefill + (nfe - k) * t1, prefill + (first_passes - k) * t1
 
 
-def _lone_prefill(c: Candidate, cls: np.ndarray, k: np.ndarray, t1: np.ndarray, first1: np.ndarray) -> np.ndarray:
+def _lone_prefill(c: Candidate, cls: np.ndarray, k: np.ndarray, t1: np.ndarray, first1: np.ndarray,
+                  step1: np.ndarray) -> np.ndarray:
     """A lone request's passes over its prompt, at batch 1: k first passes (k * first1), or, with a
     share u of the prompt outside the prefix cache, the k' = ceil(P' / C) steps its P' =
     max(1, round(u P)) prompt tokens take under a budget C, each a pass t1, plus P' / P of the whole
-    prefill's lift L = k (first1 - t1) (the simulation's per-token lift); without a budget, t1 + u L."""
+    prefill's lift L = k (first1 - t1) (the simulation's per-token lift); without a budget, t1 + u L.
+    Each of those iterations is a prefill forward that also waits its own dispatch once, `step1`."""
     if c.uncached >= 1:
-        return k * first1
+        return k * (first1 + step1)
     lift = k * (first1 - t1)
     budget, prompt = c.table.prefill_budget, c.table.prompt_tokens
     if not budget:
-        return t1 + c.uncached * lift
+        return t1 + c.uncached * lift + step1
     p = np.array(prompt, float)[cls]
     own = np.array([uncached_prompt_tokens(int(x), c.uncached) for x in prompt], float)[cls]  # per class
     steps = np.where(p > 0, np.ceil(own / budget), k)
-    return np.where(p > 0, steps * t1 + np.divide(own, p, out=np.ones_like(p), where=p > 0) * lift, k * first1)
+    return np.where(p > 0, steps * t1 + np.divide(own, p, out=np.ones_like(p), where=p > 0) * lift, k * first1) \
+        + steps * step1
 
 
 def _percentiles(x: np.ndarray, qs: list[float]) -> list[float]:
