@@ -161,10 +161,20 @@ def passes(scheme: str, Lp: int, Lg: int, S: float, b: int, store_pass: bool = F
         return min(b, q) if committed else q
 
     if scheme == "ar":
+        # answer tokens 0..Lg-1; each is sampled from the logits of the pass that feeds the token
+        # before it (the prefill's last position for token 0), and every token but the last is
+        # fed back once, over everything before it. Without a prompt token 0 has a pass of its own.
+        fed = []  # (tokens cached when the pass runs) for every decode pass
         if Lp > 0:
-            out.append(Pass("prefill", Lp, 0, Lp, 1, True))
-        for t in range(Lg):  # one token per step, appended to the cache
-            out.append(Pass("step", 1, Lp + t, 1, 1, True))
+            out.append(Pass("prefill", Lp, 0, Lp, 1, True))  # samples token 0
+            first_position = Lp
+        else:
+            fed.append(0)  # a start slot over nothing cached, its K/V at position 0, samples token 0
+            first_position = 1
+        # feeding token i (at first_position + i) samples token i + 1; the last is never fed
+        fed += [first_position + i for i in range(Lg - 1)]
+        for cached in fed:
+            out.append(Pass("step", 1, cached, 1, 1, True))
     elif scheme == "mdm":
         for w in repeat(S):  # every step is the whole canvas, no cache
             out.append(Pass("step", full, 0, 0, step_logits(full), False, w))

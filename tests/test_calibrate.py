@@ -112,8 +112,8 @@ AR = dict(scheme="ar", prompt=64, gen=64)
      "point bad: its measurement gives 4.94e-324 ms per forward pass; a time per forward is in [1e-06, 1e+12] ms"),
     (dict(measured=dict(tokens_per_s=5e-324), tokens_per_forward=1e6), 2,
      "point bad: its measurement gives inf ms per forward pass; a time per forward is in [1e-06, 1e+12] ms"),
-    (dict(measured=dict(latency_s=1e-300)), 2,  # 1e-300 s over 65 passes (the prompt's, 64 decodes)
-     "point bad: its measurement gives 1.54e-299 ms per forward pass; a time per forward is in [1e-06, 1e+12] ms"),
+    (dict(measured=dict(latency_s=1e-300)), 2,  # 1e-300 s over 64 passes (the prompt's, 63 decodes)
+     "point bad: its measurement gives 1.56e-299 ms per forward pass; a time per forward is in [1e-06, 1e+12] ms"),
 ])
 def test_cli_a_bad_point_is_one_line_with_its_code(tmp_path, capsys, bad, code, message):
     # the bad point sits between good ones; the messages and codes are those of `analyze`

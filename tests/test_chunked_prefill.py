@@ -175,13 +175,13 @@ def _lone(chunk: int | None):
 
 
 def test_a_lone_request_takes_its_chunks_passes():
-    """Alone, a one-pass request's first token comes after its prefill (TTFT_0) and each of its 64
-    decodes takes d = (E2E_0 - TTFT_0) / 64. In chunks of 1,000 tokens its prompt takes 3 steps
+    """Alone, a one-pass request's first token comes after its prefill (TTFT_0) and each of its 63
+    decodes (the prefill samples the first of the 64 tokens) takes d = (E2E_0 - TTFT_0) / 63. In chunks of 1,000 tokens its prompt takes 3 steps
     carrying the prefill's work and two more decode shares: TTFT = TTFT_0 + 2 d (and E2E the
     same 2 d later); in chunks of 999, 4 steps: 3 d."""
     p0, one = _lone(0)
     assert (p0.prefill_chunk, p0.prefill_chunk_source) == (None, "option")
-    d = (one.latency_s["mean"] - one.ttfb_s["mean"]) / 64
+    d = (one.latency_s["mean"] - one.ttfb_s["mean"]) / 63
     for chunk, extra in ((1000, 2), (999, 3), (3000, 0)):
         p, r = _lone(chunk)
         assert p.prefill_chunk == chunk
@@ -287,13 +287,13 @@ def _lone_times(record: dict) -> tuple[float, float]:
 
 def test_plan_searches_the_chunk_it_is_given_by_hand(run):
     """One user on vLLM, 20,000-token prompts, 64 answer tokens: alone, a one-pass request (0)
-    has its first token after its prefill (TTFT_0) and each of its 64 decodes takes
-    d = (E2E_0 - TTFT_0) / 64. In chunks of C its prompt takes k = ceil(20000 / C) steps: TTFT and
+    has its first token after its prefill (TTFT_0) and each of its 63 decodes (the prefill samples
+    the first token) takes d = (E2E_0 - TTFT_0) / 63. In chunks of C its prompt takes k = ceil(20000 / C) steps: TTFT and
     E2E are k - 1 decode shares later. vllm's own 8,192: k = 3, + 2 d; --prefill-chunk 3000:
     k = 7, + 6 d. The JSON names each chunk and its source, as serve's does."""
     one = _plan_json(run, "--prefill-chunk", "0")
     ttft0, e2e0 = _lone_times(one)
-    d = (e2e0 - ttft0) / 64
+    d = (e2e0 - ttft0) / 63
     assert (one["search"]["prefill_chunk_tokens"], one["search"]["prefill_chunk_source"]) == ({"ar": None},
                                                                                               {"ar": "option"})
     for given, chunk, source, k in ((None, 8192, "stack", 3), ("3000", 3000, "option", 7)):

@@ -82,7 +82,8 @@ def test_three_canvases_and_ar_decode_across_the_window_sum_pass_by_pass():
             passes.append((256, c, 256, 0, True, False, 1))
     check(run(prompt=600, gen=768, steps=24), passes, m)
     g3 = load_bundled("google/gemma-3-1b-it")
-    ar = [(500, 0, 500, 1, True, False, 1)] + [(1, 500 + t, 1, 1, True, False, 1) for t in range(40)]
+    # the prefill samples the first of the 40 tokens; steps feed tokens 0..38
+    ar = [(500, 0, 500, 1, True, False, 1)] + [(1, 500 + t, 1, 1, True, False, 1) for t in range(39)]
     check(api.analyze(g3, "h100", scheme="ar", prompt=500, gen=40)["results"][0], ar, g3)
 
 

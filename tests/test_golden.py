@@ -411,7 +411,8 @@ def test_the_oracle_walks_every_pass():
     """NFE from the explicit schedule, against the documented counts per scheme."""
     Lp, Lg, S, b = 64, 64, 32, 16
     nb = Lg // b
-    assert len(oracle.passes("ar", Lp, Lg, Lg, Lg)) == 1 + Lg
+    assert len(oracle.passes("ar", Lp, Lg, Lg, Lg)) == 1 + (Lg - 1)  # the prefill samples the first token
+    assert len(oracle.passes("ar", 0, Lg, Lg, Lg)) == Lg  # without a prompt it takes a pass
     assert len(oracle.passes("mdm", Lp, Lg, S, b)) == S
     assert len(oracle.passes("prefix-cache", Lp, Lg, S, b)) == S
     assert len(oracle.passes("dual-cache", Lp, Lg, S, b)) == S

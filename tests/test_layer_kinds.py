@@ -469,11 +469,11 @@ def test_storage_options_from_the_command_line():
 def test_one_tensor_for_k_eq_v_layers_in_the_passes_traffic():
     """--kv-single-tensor also changes what the passes move, not only the cache's size.
     DiffusionGemma's 5 full layers (K = V, 2 K/V heads of 512, its config) then write and read one
-    bf16 tensor instead of two: AR, prompt 64, 2 steps: writes 64 + 1 + 1 tokens, the steps read
-    64 and 65 cached ones; the 25 sliding layers (K != V) are unchanged."""
+    bf16 tensor instead of two: AR, prompt 64, 3 tokens (the prefill samples the first; 2 steps feed
+    the first two): writes 64 + 1 + 1 tokens, the steps read 64 and 65 cached ones; the 25 sliding layers (K != V) are unchanged."""
     from dlmcost import api
 
-    kw = dict(stack="none", scheme="ar", prompt=64, gen=2)
+    kw = dict(stack="none", scheme="ar", prompt=64, gen=3)
     model = "google/diffusiongemma-26B-A4B-it"
     attention_bytes = [next(o["bytes"] for o in api.analyze(model, "h100", kv_single_tensor=single, **kw)
                             ["results"][0]["ops"] if o["name"] == "attention") for single in (False, True)]

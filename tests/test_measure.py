@@ -161,11 +161,14 @@ def S(q, c, kv, logits, causal, sc=False, B=1):
 
 
 def test_shapes_come_from_the_pass_families_ar_and_block():
-    # AR: a causal prefill of the prompt (its K/V, the last position's logits), then one causal
-    # token per step over the Lp + t tokens before it (t = 0..3)
+    # AR: a causal prefill of the prompt (its K/V, the last position's logits: the first token),
+    # then one causal token per step over the Lp + t tokens before it (t = 0..2: the 4th token is
+    # sampled by the last step, never fed)
     assert shapes_of(SPEC, scheme="ar", prompt=8, gen=4, batch=2) == {
         "prefill": (1, [S(8, 0, 8, 1, True, B=2)]),
-        "step": (4, [S(1, 8, 1, 1, True, B=2), S(1, 11, 1, 1, True, B=2)])}
+        "step": (3, [S(1, 8, 1, 1, True, B=2), S(1, 10, 1, 1, True, B=2)])}
+    # without a prompt the first token needs a pass of its own, over nothing cached: 4 steps, t = 0..3
+    assert shapes_of(SPEC, scheme="ar", prompt=0, gen=4) == {"step": (4, [S(1, 0, 1, 1, True), S(1, 3, 1, 1, True)])}
     # block: causal prefill; per block of 16, 16 bidirectional steps over the prompt and the
     # finished blocks (c = 16, then 32), each writing 16 / 16 = 1 token's K/V, logits for all 16
     assert shapes_of(SPEC, scheme="block", prompt=16, gen=32, block=16, steps=32) == {
@@ -201,7 +204,7 @@ def test_measure_times_exactly_the_family_shapes(micro, monkeypatch):
     measure_workload(spec, "generic-cpu", dict(scheme="ar", prompt=8, gen=4), load_stack("compiled"),
                      get_backend("numpy"), hardware=[CPU])
     layers = [s for name, s in seen if name == "LayersPart"]
-    assert layers == [S(8, 0, 8, 1, True), S(1, 8, 1, 1, True), S(1, 11, 1, 1, True)]
+    assert layers == [S(8, 0, 8, 1, True), S(1, 8, 1, 1, True), S(1, 10, 1, 1, True)]
     assert all(s.causal for s in layers)
 
 

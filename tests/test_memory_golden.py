@@ -66,7 +66,8 @@ def test_diffgemma_keeps_the_prompt_and_the_stored_canvases(store_pass, cached):
 @pytest.mark.parametrize("prompt, prefills", [(0, 0), (1, 1), (5, 1)])
 def test_an_ar_prompt_is_prefilled_once_however_short(prompt, prefills):
     r = api.analyze("meta-llama/Meta-Llama-3-8B", "h100", scheme="ar", prompt=prompt, gen=16)["results"][0]
-    assert r["nfe"] == prefills + 16
+    # the prefill samples the first of the 16 tokens: 15 decode steps after it; without a prompt 16
+    assert r["nfe"] == {0: 16, 1: 1 + 15}[prefills]
     # the serving simulation's count of passes that see only the prompt
     cols = api.sweep_first_pass("meta-llama/Meta-Llama-3-8B", gpus="h100", schemes=["ar"], prompts=[prompt], gens=[16])
     assert cols["prompt_passes"].tolist() == [prefills]

@@ -99,9 +99,9 @@ def test_a_deployments_requests_one_at_a_time_run_their_own_answers():
     expected = sum(alone)
     point = dep.evaluate(prep, BatchJob(6, 1))
     assert point.makespan_s == pytest.approx(expected, rel=1e-9)
-    # after its first token (the prefill's) come its a_i decode steps (NFE = 1 + a), a gap of
-    # a_i x step / (a_i - 1) over its own a_i tokens (over its class's a_c: a_i x step / (a_c - 1))
-    gaps = [a * step / (a - 1) for a, step in zip(answers, steps)]
+    # after its first token (the prefill's) come its a_i - 1 decode steps (NFE = 1 + a_i - 1), one
+    # step between two of its a_i tokens (over its class's a_c it would be (a_i - 1) x step / (a_c - 1))
+    gaps = [(a - 1) * step / (a - 1) for a, step in zip(answers, steps)]
     assert point.inter_block_s["mean"] == pytest.approx(np.mean(gaps), rel=1e-9)
     # twelve requests repeat the six in order, each with its own answer: twice the makespan
     assert dep.evaluate(prep, BatchJob(12, 1)).makespan_s == pytest.approx(2 * expected, rel=1e-9)
@@ -110,6 +110,26 @@ def test_a_deployments_requests_one_at_a_time_run_their_own_answers():
     window = np.array(alone * 2)[behaviour.measured_window(12)]
     point = dep.evaluate(prep, ClosedLoop(1), requests=12)
     assert point.latency_s["mean"] == pytest.approx(window.mean(), rel=1e-9)
+
+
+def test_a_lone_three_token_ar_answer_is_a_prefill_and_two_decode_steps():
+    """AR, a 256-token prompt, a 3-token answer (the bare roofline): the prefill's logits give the
+    first token, two decode steps the second and third (the third is sampled, never fed back), so
+    NFE = 3. Served one at a time, a request's first token comes after the prefill, its answer two
+    decode steps later, one step between tokens."""
+    r = api.analyze("Qwen/Qwen2.5-7B", "h100", scheme="ar", prompt=256, gen=3, batch=1, stack="none")["results"][0]
+    passes = {p["name"]: p for p in r["passes"]}
+    assert r["nfe"] == 3
+    assert (passes["prefill"]["count"], passes["step"]["count"]) == (1, 2)
+    prefill, step = passes["prefill"]["time_s"], passes["step"]["time_s"]
+    assert r["time_s"] == pytest.approx(prefill + 2 * step, rel=1e-12)
+    prep = dep.prepare("Qwen/Qwen2.5-7B", (np.full(4, 256.0), np.full(4, 3.0)),
+                       dep.Setup(gpu="h100", scheme="ar", stack="none"))
+    point = dep.evaluate(prep, BatchJob(4, 1))
+    assert point.ttfb_s["mean"] == pytest.approx(prefill, rel=1e-9)
+    assert point.latency_s["mean"] == pytest.approx(prefill + 2 * step, rel=1e-9)
+    assert point.inter_block_s["mean"] == pytest.approx(step, rel=1e-9)
+    assert point.makespan_s == pytest.approx(4 * (prefill + 2 * step), rel=1e-9)
 
 
 def test_a_block_streaming_requests_gap_is_over_its_own_blocks():

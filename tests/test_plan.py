@@ -765,8 +765,8 @@ LLADA_PREFILL_DISPATCH_S = 32 * 28e-6  # sglang's eager dispatch of a prefill: 3
 def test_passes_to_first_block_by_hand():
     """Block diffusion, prompt 256, answer 128, block 32, 2 tokens per forward, no store pass:
     1 prefill + 64 steps = 65 passes; the first of 4 blocks is final after 1 + 64/4 = 17.
-    AR: prefill + 128 decode steps = 129 passes; its first token comes with the prefill's logits,
-    after 1. mdm with 128 steps over 4 blocks of 32 (semi-autoregressive commits): 32 passes to
+    AR: prefill + 127 decode steps = 128 passes (the prefill's logits give the first token, the
+    last token is never fed back); its first token after 1. mdm with 128 steps over 4 blocks of 32 (semi-autoregressive commits): 32 passes to
     the first block. multi-block (A = 2 blocks in flight, default) with a prompt prefill: 1 + 64/4.
     dual-cache: no prompt-only pass, a refresh then 15 cached steps per block: 64/4 = 16."""
     import functools
@@ -781,7 +781,7 @@ def test_passes_to_first_block_by_hand():
     traffic = Traffic(parse_lengths(256, "p"), parse_lengths(128, "a"), rate=1.0)
     sample = sample_requests(traffic, 200, 0)
     space = search.SearchSpace([db.get("h100")], [1], ["bf16"], [], [8])
-    cases = ((Decoding("block", 32, 2.0), 65, 17, "prefill"), (Decoding("ar", None, 1.0), 129, 1, "prefill"),
+    cases = ((Decoding("block", 32, 2.0), 65, 17, "prefill"), (Decoding("ar", None, 1.0), 128, 1, "prefill"),
              (Decoding("mdm", 32, 1.0), 128, 32, "step"), (Decoding("multi-block", 32, 2.0), 65, 17, "prefill"),
              (Decoding("dual-cache", 32, 2.0), 64, 16, "refresh"))
     for decoding, nfe, first, first_family in cases:

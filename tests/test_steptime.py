@@ -34,13 +34,13 @@ def test_passes_to_the_first_token_by_hand():
 
 def test_the_pass_table_s_first_and_later_passes_are_analyze_s():
     """Qwen2.5-7B on an H100, a 64-token prompt, batch 1: the first pass is analyze's prefill and
-    the later passes' mean is its decode step, also for an answer of one token (two passes: the
-    later one is the step, not the prefill again). What it pins is which pass is which (the pass
+    the later passes' mean is its decode step, also for an answer of two tokens (two passes, the
+    prefill sampling the first token: the later one is the step, not the prefill again). What it pins is which pass is which (the pass
     times themselves are pinned by hand in the cost engine's tests), so it reads them from analyze."""
-    pt = pass_table("Qwen/Qwen2.5-7B", AR, ["H100 SXM"], ["bf16"], [1], [64], [1, 2], [1])
-    for k, gen in enumerate((1, 2)):
+    pt = pass_table("Qwen/Qwen2.5-7B", AR, ["H100 SXM"], ["bf16"], [1], [64], [2, 3], [1])
+    for k, gen in enumerate((2, 3)):
         r = api.analyze("Qwen/Qwen2.5-7B", "h100", scheme="ar", prompt=64, gen=gen, batch=1)["results"][0]
         passes = {p["name"]: p for p in r.model_dump()["passes"]}
-        assert pt.nfe[0, 0, 0, 0, k] == r.nfe == gen + 1
+        assert pt.nfe[0, 0, 0, 0, k] == r.nfe == 1 + (gen - 1)
         assert pt.first_s[0, 0, 0, 0, k, 0] == pytest.approx(passes["prefill"]["time_s"], rel=1e-9)
         assert pt.pass_s[0, 0, 0, 0, k, 0] == pytest.approx(passes["step"]["time_s"], rel=1e-9)

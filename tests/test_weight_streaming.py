@@ -60,12 +60,13 @@ def test_gemms_stream_at_their_precisions_rate_and_other_ops_at_the_generic_one(
     fp8_slow = _ops(run, _gpu(tmp_path, "d", "  weight_streaming:\n    bf16: {memory_bandwidth: 0.4, overhead_us_per_op: 0}\n"),
                     "d", "fp8")
     assert fp8_slow["mlp"]["time_s"] == pytest.approx(fp8_generic["mlp"]["time_s"], rel=1e-12)
-    # the same rate, 10 us a kernel: the MLP's time grows by its kernels x 10 us (9 passes of the
-    # pass families: 1 prefill + 8 decode steps; Qwen2.5-7B has 28 layers, the MLP op one kernel a layer)
+    # the same rate, 10 us a kernel: the MLP's time grows by its kernels x 10 us (8 passes of the
+    # pass families: 1 prefill, which samples the first of the 8 tokens, + 7 decode steps; Qwen2.5-7B
+    # has 28 layers, the MLP op one kernel a layer)
     launches = _ops(run, _gpu(tmp_path, "e", "  weight_streaming:\n    bf16: {memory_bandwidth: 0.8, overhead_us_per_op: 10}\n"),
                     "e", "bf16")
     extra = launches["mlp"]["time_s"] - generic["mlp"]["time_s"]
-    assert extra == pytest.approx(10e-6 * 28 * 9, rel=1e-9)  # 2.52 ms
+    assert extra == pytest.approx(10e-6 * 28 * 8, rel=1e-9)  # 2.24 ms
     assert launches["attention"]["time_s"] == pytest.approx(generic["attention"]["time_s"], rel=1e-12)
 
 
@@ -117,7 +118,7 @@ def test_a_fused_moe_block_is_aiconfigurators_measured_time():
     aiconfigurator's h200_sxm moe_perf, sglang 0.5.14). The four small kernels are the elementwise op's."""
     from dlmcost import api
 
-    r = api.analyze("deepseek-ai/DeepSeek-V3", "h200", stack="none", scheme="ar", prompt=1, gen=1, tp=8,
+    r = api.analyze("deepseek-ai/DeepSeek-V3", "h200", stack="none", scheme="ar", prompt=1, gen=2, tp=8,
                     precision="fp8")["results"][0]
     ops = {o["name"]: o for o in r["ops"]}
     layers = 58  # DeepSeek-V3's MoE layers (the first 3 of its 61 are dense)
@@ -126,7 +127,7 @@ def test_a_fused_moe_block_is_aiconfigurators_measured_time():
     # each copy's activations in and out: d_model in, the slice's 3 x 256 intermediate, in bf16
     activations = 2 * touched * (7168 + 3 * 2048 / 8) * 2
     per_layer = 2 * 5.6e-6 + (touched * expert_bytes + activations) / (0.71 * 4.8e12)
-    passes = 2  # the prompt's pass and one decode step, each with one token
+    passes = 2  # the prompt's pass (the first token) and one decode step (the second), each over one token
     assert ops["experts"]["time_s"] == pytest.approx(passes * layers * per_layer, rel=1e-9)
     assert per_layer + 4 * 3e-6 == pytest.approx(36.1e-6, abs=0.1e-6)
 
@@ -134,22 +135,23 @@ def test_a_fused_moe_block_is_aiconfigurators_measured_time():
 def test_decode_attention_reads_the_cache_at_its_measured_rate_and_other_passes_do_not(tmp_path, run):
     """`efficiency.decode_attention` times attention in passes of one query a sequence (AR decode's
     steps) and no other. Qwen2.5-7B (28 layers, 28 query and 4 K/V heads of 128), prompt 64, 8
-    tokens: the steps read 64..71 cached tokens. By hand, their attention moves
-    28 x (64+...+71 = 540) x 1,024 x 2 B of K/V read + 28 x 8 x 1,024 x 2 B written
-    + 28 x 8 x (2 x 28 x 128 + 1,024) x 2 B of Q/O/K/V activations = 35,094,528 B, memory-bound:
-    at 0.4 of 2 TB/s they take 35,094,528 / 1.6e12 s more than at the generic 0.8 (21.93 us), the
-    prefill's attention (64 queries) unchanged. 10 us a kernel adds 8 steps x 28 kernels x 10 us."""
+    tokens (the prefill samples the first; 7 steps feed tokens 0..6): the steps read 64..70 cached
+    tokens. By hand, their attention moves 28 x (64+...+70 = 469) x 1,024 x 2 B of K/V read
+    + 28 x 7 x 1,024 x 2 B written + 28 x 7 x (2 x 28 x 128 + 1,024) x 2 B of Q/O/K/V activations
+    = 30,507,008 B, memory-bound: at 0.4 of 2 TB/s they take 30,507,008 / 1.6e12 s more than at the
+    generic 0.8 (19.07 us), the prefill's attention (64 queries) unchanged. 10 us a kernel adds
+    7 steps x 28 kernels x 10 us."""
     generic = _ops(run, _gpu(tmp_path, "g"), "g", "bf16")
     slow = _ops(run, _gpu(tmp_path, "h", "  decode_attention: {memory_bandwidth: 0.4, overhead_us_per_op: 0}\n"),
                 "h", "bf16")
-    moved = 28 * 540 * 1024 * 2 + 28 * 8 * 1024 * 2 + 28 * 8 * (2 * 28 * 128 + 1024) * 2
-    assert moved == 35_094_528
+    moved = 28 * 469 * 1024 * 2 + 28 * 7 * 1024 * 2 + 28 * 7 * (2 * 28 * 128 + 1024) * 2
+    assert moved == 30_507_008
     assert slow["attention"]["time_s"] - generic["attention"]["time_s"] == pytest.approx(moved / 1.6e12, rel=1e-9)
     for name in ("o_proj", "mlp", "elementwise"):
         assert slow[name]["time_s"] == pytest.approx(generic[name]["time_s"], rel=1e-12), name
     launches = _ops(run, _gpu(tmp_path, "i", "  decode_attention: {memory_bandwidth: 0.8, overhead_us_per_op: 10}\n"),
                     "i", "bf16")
-    assert launches["attention"]["time_s"] - generic["attention"]["time_s"] == pytest.approx(8 * 28 * 10e-6, rel=1e-9)
+    assert launches["attention"]["time_s"] - generic["attention"]["time_s"] == pytest.approx(7 * 28 * 10e-6, rel=1e-9)
 
 
 def test_bundled_decode_attention_rates_are_the_measured_fits():

@@ -14,9 +14,14 @@ def prompt_prefill(k: Knobs, *, logits=1.0, causal=True):
                   logits=logits, causal=causal)
 
 
-@scheme("ar", summary="autoregressive decode: a causal prefill, then one cached pass per token",
+@scheme("ar", summary="autoregressive decode: a causal prefill (the first token), then one cached pass per "
+        "further token",
         knobs=(), cached_tokens=whole_sequence, stops="token", autoregressive=True)
 def ar(k: Knobs):
-    # decode t = 0..Lg-1: one token over the Lp + t tokens before it, appending its own K/V
+    # The prefill's logits sample the first answer token; decode step t then feeds token t over
+    # the Lp + t tokens before it (appending its own K/V) and samples token t + 1. The last token
+    # is sampled, never fed back: A - 1 steps after a prompt. Without one, the first token needs
+    # a pass of its own (over nothing cached): A steps.
+    steps = k.gen - np.where(k.prompt > 0, 1.0, 0.0)
     return [prompt_prefill(k),
-            family("step", k, n=k.gen, q=1.0, c=k.prompt, dc=1.0, kv_write=1.0, logits=1.0, causal=True)]
+            family("step", k, n=steps, q=1.0, c=k.prompt, dc=1.0, kv_write=1.0, logits=1.0, causal=True)]
