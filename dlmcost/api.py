@@ -1,5 +1,5 @@
 """The Python API: `analyze` one workload on some GPUs (analysis/analyze.py), `sweep` a grid of
-workloads (analysis/sweep.py), `serve` a fixed deployment under load (serving/deployment.py),
+workloads (analysis/sweep.py), `serve` a fixed deployment under load (serving/deployment/),
 `run_plan` a deployment search (plan/), `calibrate` and `measure` (calibration/runs.py).
 
 analyze and sweep validate their settings with the same `Workload` fields (engine/workload.py),

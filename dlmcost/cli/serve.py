@@ -1,5 +1,5 @@
 """`dlmcost serve`: what a fixed deployment delivers under a given load. Parsing only: the
-numbers come from `api.serve_many` (dlmcost/serving/deployment.py), the tables from render/serve.py."""
+numbers come from `api.serve_many` (dlmcost/serving/deployment/), the tables from render/serve.py."""
 
 # (no `from __future__ import annotations`: typer reads the annotations at run time)
 import math

@@ -13,7 +13,8 @@ searches over.
     behaviour.py  how a deployment serves (release policy, running limit, passes per block)
     targets.py    service-level targets and the misses against them
     costs.py      $/hour, $/Mtok, J/token
-    deployment.py `dlmcost serve`: a fixed deployment under one or more loads
+    deployment/   `dlmcost serve`: a fixed deployment under one or more loads (its inputs and
+                  prepared tables, one load measured, its capacity, its error band's ends)
 
 A new load model goes in loads.py; a new release policy in simulate/ (a loop of its own beside
 first_done.py and rounds.py, named in RELEASES) with its choice in behaviour.py; a new cost measure in costs.py.

@@ -11,7 +11,7 @@ autoregressive prompts prefilled under a token budget a step beside the running 
 (the stack's `front_end`, its number of servers an option). The option wins, then the stack profile's field, then the default:
 `policy`. `request_table` builds a deployment's per-class table (pass times, passes, blocks and
 streamed pieces) from a pass table, `request_passes` each request's passes, and `run` simulates
-one replica with them. `serve` (deployment.py) and `plan`'s search (search.py) call only these,
+one replica with them. `serve` (deployment/) and `plan`'s search (search.py) call only these,
 so that a plan row and a `serve` of the same deployment at the same load cannot drift apart.
 """
 

@@ -1,0 +1,82 @@
+"""A deployment's capacity: its saturation, and the highest rate it sustains within targets.
+
+`saturation` is what it completes with every batch always full (the rate no load outruns);
+`max_rate` bisects under that rate for the highest open-loop rate within the targets, and
+`why_not` says why a rate fails. Each question is a few loads measured (measure.py).
+"""
+
+from __future__ import annotations
+
+from ..loads import ClosedLoop, OpenLoop
+from ..simulate import in_flight_cap
+from ..targets import Miss, Targets
+from ..traffic import MAX_RATE, MIN_RATE
+from .measure import DEFAULT_REQUESTS, SUSTAIN_FRACTION, Point, evaluate
+from .prepared import Prepared
+
+MAX_RATE_STEPS = 14  # bisection halvings of the rate interval: 2^-14 of the saturation rate
+
+
+def saturation(prep: Prepared, *, requests: int = DEFAULT_REQUESTS, seed: int = 0) -> dict:
+    """What the deployment completes with every batch always full (a closed loop of more users
+    than the replicas hold, no think time): no rate above it is sustained, and no load gets more
+    output tokens/s. Its requests/s (`rate`), output tokens/s (in all and per GPU), and the
+    requests the replicas hold at once (`in_flight`: beyond it a request waits for a place)."""
+    from dataclasses import replace
+
+    one = replace(prep, setup=replace(prep.setup, replicas=1), gpus=prep.setup.tp)  # replicas are alike
+    cap = in_flight_cap(prep.max_running, prep.first_block_outside_limit)
+    users = 2 * cap + 1  # always full
+    p = evaluate(one, ClosedLoop(users), requests=max(requests, 4 * users), seed=seed)
+    r = prep.setup.replicas
+    return dict(rate=r * p.requests_per_s, output_tokens_per_s=r * p.output_tokens_per_s,
+                output_tokens_per_s_per_gpu=p.output_tokens_per_s_per_gpu, in_flight=r * cap)
+
+
+def saturation_rate(prep: Prepared, *, requests: int = DEFAULT_REQUESTS, seed: int = 0) -> float:
+    """Requests/s the deployment completes with every batch always full (`saturation`)."""
+    return saturation(prep, requests=requests, seed=seed)["rate"]
+
+
+def max_rate(prep: Prepared, targets: Targets, *, arrival: str = "poisson", cv: float = 1.0,
+             requests: int = DEFAULT_REQUESTS, seed: int = 0, top: float | None = None) -> dict:
+    """The highest open-loop rate the deployment sustains within the targets, by bisection on
+    (0, saturation]: a rate passes when at least SUSTAIN_FRACTION of it is served and no target
+    is missed. The same random draws at every rate, so the arrivals are the same gaps rescaled.
+    `top`: the saturation rate, when it is known already."""
+    top = top if top is not None else saturation_rate(prep, requests=requests, seed=seed)
+
+    def ok(rate: float) -> bool:
+        p = evaluate(prep, OpenLoop(rate, arrival, cv), requests=requests, seed=seed, targets=targets)
+        return not p.misses and not p.overloaded
+
+    # the rates tried stay in the range a rate may be given in (RATE_RANGE): a slow deployment's
+    # halvings reached 5e-7 req/s, and a fast one's saturation 2.5e9, each refused as if the user
+    # had given it ("the request rate must be in ...", exit 2)
+    lo, hi = 0.0, min(top, MAX_RATE)
+    if hi < MIN_RATE:
+        return dict(rate=None, saturation_rate=top, targets=targets.as_dict(), arrival=arrival,
+                    bisection_steps=0, resolution_rps=top,
+                    reason=f"it saturates at {top:.4g} req/s, under the lowest rate simulated ({MIN_RATE:g} req/s)")
+    if ok(hi):
+        lo = hi
+    else:
+        for _ in range(MAX_RATE_STEPS):
+            mid = (lo + hi) / 2
+            if mid < MIN_RATE:  # lo is 0 (every rate tried missed): none lower is simulated
+                break
+            lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    reason = None
+    if lo <= 0:  # what the lowest rate tried missed: the answer "none" says why
+        p = evaluate(prep, OpenLoop(hi, arrival, cv), requests=requests, seed=seed, targets=targets)
+        reason = why_not(p, hi)
+    return dict(rate=lo if lo > 0 else None, saturation_rate=top, targets=targets.as_dict(), arrival=arrival,
+                bisection_steps=MAX_RATE_STEPS, resolution_rps=top / 2 ** MAX_RATE_STEPS, reason=reason)
+
+
+def why_not(p: Point, rate: float) -> str:
+    """Why a load fails: the targets it misses (value against limit), or the rate it does not keep up with."""
+    missed = [Miss(m["target"], m["value"], m["limit"]).describe() for m in p.misses]
+    if p.overloaded:
+        missed.append(f"served {p.requests_per_s:.4g} req/s, under {SUSTAIN_FRACTION:.0%} of its arrivals (queues grow)")
+    return f"at {rate:.4g} req/s: " + "; ".join(missed)
