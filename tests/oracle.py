@@ -241,18 +241,24 @@ def passes(scheme: str, Lp: int, Lg: int, S: float, b: int, store_pass: bool = F
             if later - whole > 1e-12:
                 out.append(Pass("step", q, full - q, 0, min(b, q), False, later - whole))
     elif scheme == "draft-verify":
-        # S iterations (S = Lg / accepted); each drafts k = b tokens and verifies them causally.
-        # Spread over ceil(S) shapes whose context grows by Lg/ceil(S), each run S/ceil(S) times.
+        # S = Lg / accepted, where accepted is the mean number of tokens one verify pass adds (its
+        # accepted drafts and the bonus token). Answer token 0 comes from the prefill's last-position
+        # logits, as in ar, so the verify passes must add the tokens after it: Lg - 1 of them at
+        # `accepted` each. Without a prompt there is no prefill and they add all Lg. Each drafts
+        # k = b tokens and verifies them causally; spread over ceil(iterations) shapes whose
+        # context grows by an equal share of the added tokens, each run iterations/shapes times.
         k = b
-        n = math.ceil(S)
-        each = S / n
         accepted = Lg / S  # K/V kept per iteration
+        to_add = Lg - 1 if Lp > 0 else Lg
+        iterations = to_add / accepted
+        n = math.ceil(iterations - 1e-9)
+        each = iterations / n if n else 0.0
         if Lp > 0:
             out.append(Pass("prefill", Lp, 0, Lp, 1, True))
             if drafter:
                 out.append(Pass("draft-prefill", Lp, 0, Lp, 0, False, model="drafter"))
         for j in range(n):
-            ctx = Lp + j * Lg / n
+            ctx = Lp + j * to_add / n
             if drafter:  # the drafter's bidirectional pass over k slots, then the verifier's k + 1
                 out.append(Pass("draft", k, ctx, accepted, k, False, each, model="drafter"))
                 out.append(Pass("verify", k + 1, ctx, accepted, k + 1, True, each))

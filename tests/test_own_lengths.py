@@ -132,6 +132,28 @@ def test_a_lone_three_token_ar_answer_is_a_prefill_and_two_decode_steps():
     assert point.makespan_s == pytest.approx(4 * (prefill + 2 * step), rel=1e-9)
 
 
+def test_a_lone_draft_verify_answer_is_a_prefill_and_its_verify_passes():
+    """Self-speculative draft-verify, a 256-token prompt, a 9-token answer, 4 tokens a verify pass
+    (blocks of 4 drafts, the bare roofline): the prefill's logits give the first token, two verify
+    passes the other (9 - 1) / 4 = 2 x 4, so NFE = 3, not 1 + 9 / 4. Served one at a time, a
+    request's first token comes after the prefill, its answer two verify passes later, the 8 gaps
+    between its 9 tokens sharing those two passes."""
+    r = api.analyze("Qwen/Qwen2.5-7B", "h100", scheme="draft-verify", prompt=256, gen=9, block=4, tpf=4,
+                    stack="none")["results"][0]
+    passes = {p["name"]: p for p in r["passes"]}
+    assert r["nfe"] == 3
+    assert (passes["prefill"]["count"], passes["verify"]["count"]) == (1, 2)
+    prefill, verify = passes["prefill"]["time_s"], passes["verify"]["time_s"]
+    with pytest.warns(DlmcostWarning, match="not published with draft-verify"):
+        prep = dep.prepare("Qwen/Qwen2.5-7B", (np.full(4, 256.0), np.full(4, 9.0)),
+                           dep.Setup(gpu="h100", scheme="draft-verify", block=4, tpf=4.0, stack="none"))
+    point = dep.evaluate(prep, BatchJob(4, 1))
+    assert point.ttfb_s["mean"] == pytest.approx(prefill, rel=1e-9)
+    assert point.latency_s["mean"] == pytest.approx(prefill + 2 * verify, rel=1e-9)
+    assert point.inter_block_s["mean"] == pytest.approx(2 * verify / 8, rel=1e-9)
+    assert point.makespan_s == pytest.approx(4 * (prefill + 2 * verify), rel=1e-9)
+
+
 def test_a_block_streaming_requests_gap_is_over_its_own_blocks():
     """LLaDA-8B, blocks of 32 tokens, answers 40, 64, 64, 100, 128, 128 in classes of 40, 76 and
     128 tokens (2, 3 and 4 blocks of 32 passes after 8 prompt passes: NFE 72, 104, 136), served

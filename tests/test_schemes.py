@@ -149,32 +149,45 @@ def test_windowed_refresh_every_r_steps_and_a_window_wider_than_the_canvas():
 
 
 def test_draft_verify_self_speculative_by_hand():
-    """k = 16 drafts, 4 accepted per iteration: 32 iterations, each one causal pass over the 16
-    drafts being verified and 16 mask slots, over the prompt and the accepted tokens."""
+    """k = 16 drafts, 4 tokens added per verify pass (accepted drafts and the bonus token), a
+    129-token answer: the prefill's logits give token 0, so the verify passes add the other 128 in
+    128 / 4 = 32 iterations, each one causal pass over the 16 drafts being verified and 16 mask
+    slots, over the prompt and the tokens added so far: NFE 33, not 1 + 129 / 4."""
     m = load_bundled(LLADA)
-    r = analyze(scheme="draft-verify", prompt=100, gen=128, block=16, tpf=4)
+    r = analyze(scheme="draft-verify", prompt=100, gen=129, block=16, tpf=4)
     passes = [("main", 100, 0, 100, 1, True, 1)] + [("main", 32, 100 + 4 * j, 4, 32, True, 1) for j in range(32)]
     check(r, passes, {"main": m})
-    assert r["tokens_per_nfe"] == pytest.approx(128 / 33)
+    assert r["nfe"] == 33
+    assert r["tokens_per_nfe"] == pytest.approx(129 / 33)
 
 
 def test_draft_verify_fractional_acceptance_keeps_nfe_exact():
+    """3 tokens a verify pass, 128 answer tokens: 127 / 3 = 42.33 iterations after the prefill's
+    token, over 43 shapes whose context grows by 127 / 43, each run 42.33 / 43 times."""
     m = load_bundled(LLADA)
     r = analyze(scheme="draft-verify", prompt=10, gen=128, block=16, tpf=3)
-    S = 128 / 3
-    n = math.ceil(S)
-    passes = [("main", 10, 0, 10, 1, True, 1)] + [("main", 32, 10 + 128 / n * j, 3, 32, True, S / n)
-                                                  for j in range(n)]
+    iterations = 127 / 3
+    passes = [("main", 10, 0, 10, 1, True, 1)] + [("main", 32, 10 + 127 / 43 * j, 3, 32, True, iterations / 43)
+                                                  for j in range(43)]
     check(r, passes, {"main": m})
-    assert r["nfe"] == pytest.approx(1 + S)
+    assert r["nfe"] == pytest.approx(1 + 127 / 3)
+
+
+def test_draft_verify_without_a_prompt_verifies_every_token():
+    """No prompt, no prefill: the verify passes add all 128 tokens, 4 a pass: 32 iterations over
+    c = 4j (the first drafts from nothing cached)."""
+    r = analyze(scheme="draft-verify", prompt=0, gen=128, block=16, tpf=4)
+    check(r, [("main", 32, 4 * j, 4, 32, True, 1) for j in range(32)], {"main": load_bundled(LLADA)})
+    assert r["nfe"] == 32
 
 
 def test_draft_verify_with_a_drafter_model():
     """A drafter (here Dream-7B, same vocabulary as Qwen2.5-7B) drafts 16 tokens bidirectionally;
     the verifier checks 16 + 1 causally. Both prefill the prompt (the drafter, a diffusion model,
-    bidirectionally, without logits); both models are resident."""
+    bidirectionally, without logits); both models are resident. 129 tokens, 4 a verify pass: the
+    prefill's token and 128 / 4 = 32 draft-and-verify iterations."""
     verifier, drafter = load_bundled("Qwen/Qwen2.5-7B"), load_bundled("Dream-org/Dream-v0-Instruct-7B")
-    r = analyze("Qwen/Qwen2.5-7B", scheme="draft-verify", prompt=100, gen=128, block=16, tpf=4,
+    r = analyze("Qwen/Qwen2.5-7B", scheme="draft-verify", prompt=100, gen=129, block=16, tpf=4,
                 drafter="Dream-org/Dream-v0-Instruct-7B")
     passes = [("main", 100, 0, 100, 1, True, 1), ("drafter", 100, 0, 100, 0, False, 1)]
     for j in range(32):
