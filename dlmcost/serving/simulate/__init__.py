@@ -82,9 +82,18 @@ token-streaming request, its class's passes scaled to its own answer (`token_pas
 token after its class's first passes. Without them every request of class c runs the class's NFE,
 first block after first_passes[c], and the synchronous policy needs them.
 
+The scheduler's receive interval (`recv_interval` R, SGLang's --scheduler-recv-interval;
+receiving.py): the scheduler takes in new arrivals only at some boundaries, those after an
+iteration that prefilled, those of an idle server, and otherwise every R-th boundary since the
+last one that received; an arrival that would join at boundary k joins at the first receiving
+boundary at or after k (where the batch has room), so with R = 1 nothing changes. Both first-done
+loops follow it. The synchronous policy does not: it serves diffusion decodings, whose SGLang
+batches (DLLM_EXTEND, every pass) weigh as prefills, so that engine receives at every boundary
+there whatever R is; `simulate` refuses R > 1 with it.
+
 The modules: tables.py (the classes' tables, the requests' passes, the result), front_end.py (the
-API servers), first_done.py and rounds.py (the two release policies' loops); `simulate` below
-picks the loop.
+API servers), receiving.py (the receive interval), first_done.py and rounds.py (the two release
+policies' loops); `simulate` below picks the loop.
 """
 
 from __future__ import annotations
@@ -107,12 +116,13 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
              arrivals_s: np.ndarray | None = None, users: int | None = None, think_s: float = 0.0,
              passes: RequestPasses | None = None, release: str = "first-done",
              first_block_outside_limit: bool = False, uncached: np.ndarray | None = None,
-             front_end: FrontEnd | None = None) -> SimResult:
+             front_end: FrontEnd | None = None, recv_interval: int = 1) -> SimResult:
     """Serve requests in order: open loop (`arrivals_s`, sorted) or closed loop (`users`).
     `uncached`: each request's share of its prompt that is not in the prefix cache (None: all of
     every prompt is prefilled; see `uncached_prompt_tokens`). `front_end`: the API servers every
     request passes first (None: none); the result's `arrival_s` are then the send times, which its
-    latencies count from, and the engine sees each request at its leaving the front end."""
+    latencies count from, and the engine sees each request at its leaving the front end.
+    `recv_interval`: the scheduler's receive interval (receiving.py; 1: every boundary receives)."""
     if release not in RELEASES:
         raise ValueError(f"release must be one of {RELEASES}, got {release!r}")
     desk = front_end.desk(len(request_class)) if front_end is not None else None
@@ -121,9 +131,11 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
             raise ValueError("a prefill budget (prefill_budget) is simulated for first-done release only")
         if uncached is not None:
             raise ValueError("a prefix cache (uncached) is simulated for first-done release only")
+        if recv_interval != 1:
+            raise ValueError("a receive interval (recv_interval) is simulated for first-done release only")
         r = synchronous_rounds(table, request_class, batch_cap, passes or class_passes(table, request_class),
                                arrivals_s, users, think_s, first_block_outside_limit, desk)
     else:
         r = first_done(table, request_class, batch_cap, arrivals_s, users, think_s, passes,
-                       first_block_outside_limit, uncached, desk)
+                       first_block_outside_limit, uncached, desk, recv_interval)
     return r if desk is None else replace(r, arrival_s=np.array(desk.sent, float))

@@ -14,13 +14,14 @@ from functools import lru_cache, partial
 import numpy as np
 
 from .front_end import _arrival_list, _Desk
+from .receiving import Receiver
 from .tables import ClassTable, RequestPasses, SimResult, _prefill_stream, in_flight_cap, uncached_prompt_tokens
 
 def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arrivals_s: np.ndarray | None,
                users: int | None, think_s: float, passes: RequestPasses | None, first_block_outside_limit: bool,
-               uncached: np.ndarray | None, desk: _Desk | None) -> SimResult:
+               uncached: np.ndarray | None, desk: _Desk | None, recv_interval: int = 1) -> SimResult:
     """The first-done policy (the package docstring), with the front end's desk (None: requests
-    reach the engine as they are sent)."""
+    reach the engine as they are sent) and the scheduler's receive interval (receiving.py)."""
     stream = _prefill_stream(table)
     ahead = first_block_outside_limit
     n = len(request_class)
@@ -28,7 +29,7 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
     alike = _one_kind(table, passes, in_flight_cap(batch_cap, ahead), n) if stream is None and uncached is None else None
     if alike is not None:
         return _first_done_in_order(table, request_class, batch_cap, ahead, *alike,
-                                    *_arrival_list(n, arrivals_s, users, desk), think_s, desk)
+                                    *_arrival_list(n, arrivals_s, users, desk), think_s, desk, recv_interval)
     cap_in_flight = in_flight_cap(batch_cap, ahead)
     cls = request_class.tolist()
     share, pass_s = table.mem_share, table.pass_s
@@ -99,10 +100,12 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
     seg_t: list[float] = []
     seg_tau: list[float] = []
     completed = 0
+    recv = Receiver(recv_interval) if recv_interval > 1 else None
     while completed < n:
-        # arrivals up to now join the queue
-        if arrival[tail] <= now:
-            tail = bisect.bisect_right(arrival, now, tail, issued)
+        # arrivals up to now join the queue (under a receive interval: up to the last receiving boundary)
+        seen = now if recv is None else recv.seen(it, now, b > 0 or head < tail, arrival[tail])
+        if arrival[tail] <= seen:
+            tail = bisect.bisect_right(arrival, seen, tail, issued)
         next_t = arrival[tail]
         # admit at this boundary, first come first served
         first_new = head
@@ -179,10 +182,16 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
                 m = min(m, -(-pending // budget))
             elif starved:
                 m = 1  # the next iteration's budget is the waiting prompt's
+        if recv is not None:
+            prefills, every = bool(new or (stream is not None and fed)), bool(pending)
         if head == tail and b < cap_in_flight and next_t < math.inf:  # an arrival could join before then
             m_a = 1 + math.ceil((next_t - now - tau0) / tau - 1e-9)  # the first boundary at or after it
+            if recv is not None and not every:  # ... that receives
+                m_a = recv.first_at_or_after(it, it + (m_a if m_a > 1 else 1), prefills) - it
             if m_a < m:
                 m = m_a if m_a > 1 else 1
+        if recv is not None:
+            recv.passed(it, m, now, tau0, tau, prefills, every)
         seg_it.append(it)
         seg_t.append(now)
         seg_tau.append(tau0)
@@ -264,7 +273,7 @@ def _memory_room(share: float, cap: int, n: int) -> int | None:
 
 def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap: int, ahead: bool, nfe: int,
                          first: int, room: int, arrival: list[float], issued: int, think_s: float,
-                         desk: _Desk | None = None) -> SimResult:
+                         desk: _Desk | None = None, recv_interval: int = 1) -> SimResult:
     """`simulate`'s first-done loop for one request class whose requests all run the same passes
     (`nfe`, the first block after `first` >= 1), without a prefill budget: the plan's usual
     replica, where most of a plan's time goes. The requests then finish, and stream their first
@@ -287,10 +296,13 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
     first_it = [1 << 62] * (n + 1)  # ... and its first block's (never reached past them)
     head = tail = b = it = streamed = 0
     now = busy = in_service = 0.0
+    recv = Receiver(recv_interval) if recv_interval > 1 else None
     while head < n or b:
-        while arrival[tail] <= now:  # arrivals up to now join the queue (arrival[issued] is inf)
+        seen = now if recv is None else recv.seen(it, now, b > 0 or head < tail, arrival[tail])
+        while arrival[tail] <= seen:  # arrivals up to then join the queue (arrival[issued] is inf)
             tail += 1
-        if head < tail:  # some wait: admit them at this boundary, first come first served
+        prefills = head < tail
+        if prefills:  # some wait: admit them at this boundary, first come first served
             first_new = head
             opens_at = None  # ahead: the iteration at which the head of the queue may join
             while head < tail and b < room:
@@ -305,9 +317,10 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
                 head += 1
                 b += 1
             tau = tau0 = pass0[b]
-            if head > first_new and not uniform:  # the admitted requests' first passes
+            prefills = head > first_new
+            if prefills and not uniform:  # the admitted requests' first passes
                 tau0 = tau + (head - first_new) * lift0[b] / b
-            if head > first_new and step0 is not None:  # their prefill forward's own dispatch, once
+            if prefills and step0 is not None:  # their prefill forward's own dispatch, once
                 tau0 += step0[b]
             m = finish[head - b] - it  # iterations to the next completion
             if opens_at is not None and opens_at - it < m:
@@ -320,8 +333,12 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
             continue
         if head == tail and b < cap_in_flight and arrival[tail] < inf:  # an arrival could join before then
             m_a = 1 + ceil((arrival[tail] - now - tau0) / tau - 1e-9)  # the first boundary at or after it
+            if recv is not None:  # ... that receives
+                m_a = recv.first_at_or_after(it, it + (m_a if m_a > 1 else 1), prefills) - it
             if m_a < m:
                 m = m_a if m_a > 1 else 1
+        if recv is not None:
+            recv.passed(it, m, now, tau0, tau, prefills, False)
         # the first blocks streamed in the coming m iterations, the first of them tau0 long and the
         # others tau, timed as the general loop's segments time them
         it += m

@@ -1,0 +1,136 @@
+"""The scheduler's receive interval (SGLang's --scheduler-recv-interval R; serving/simulate/receiving.py):
+arrivals are taken in at the boundary after a prefill, at once by an idle server, else every R-th
+boundary since the last receive. Schedules worked by hand, each in the one-kind loop (one class)
+and the general one (two alike classes)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dlmcost.serving.simulate import ClassTable, RequestPasses, simulate
+
+FLAT = [0.0, 1.0, 1.0, 1.0]  # an iteration of 1 to 3 requests takes 1 s, a prefill's too
+
+
+def _table(classes: int, nfe: int = 10) -> ClassTable:
+    """NFE passes, the first token after the first (the prefill), no memory limit."""
+    return ClassTable([nfe] * classes, [1] * classes, [0.0] * classes, [FLAT] * classes)
+
+
+def _run(classes: int, arrivals: list[float], interval: int, cap: int = 3, nfe: int = 10):
+    return simulate(_table(classes, nfe), np.arange(len(arrivals)) % classes, cap,
+                    arrivals_s=np.array(arrivals), recv_interval=interval)
+
+
+LOOPS = pytest.mark.parametrize("classes", [1, 2])  # one class: the in-order loop; two alike: the general one
+
+
+@LOOPS
+def test_an_arrival_during_decodes_waits_for_the_rth_boundary(classes):
+    """R = 4. Request 0 at 0: the idle server takes it at once, iteration 0 (0-1 s) its prefill.
+    Boundary 1 (t = 1) follows a prefill: it receives (nothing), the counter restarts. Request 1
+    arrives at 2.5, during decodes: boundaries 2, 3, 4 count 1, 2, 3, boundary 5 (t = 5) reaches 4
+    and receives it. Its first token at 6 (TTFT 3.5 s; with R = 1 it joins at 3, first token 4),
+    done after 10 passes at 15 (13); request 0 done at 10 either way."""
+    r = _run(classes, [0.0, 2.5], 4)
+    assert r.start_s.tolist() == pytest.approx([0.0, 5.0])
+    assert r.first_block_s.tolist() == pytest.approx([1.0, 6.0])
+    assert r.done_s.tolist() == pytest.approx([10.0, 15.0])
+    once = _run(classes, [0.0, 2.5], 1)
+    assert once.first_block_s.tolist() == pytest.approx([1.0, 4.0])
+    assert once.done_s.tolist() == pytest.approx([10.0, 13.0])
+
+
+@LOOPS
+def test_arrivals_received_together_are_admitted_together(classes):
+    """R = 4, request 0 at 0 as above; requests 1 and 2 at 1.5 and 4.5 are both received at
+    boundary 5 (t = 5) and join in one prefill iteration (5-6 s): first tokens at 6, done at 15."""
+    r = _run(classes, [0.0, 1.5, 4.5], 4)
+    assert r.start_s.tolist() == pytest.approx([0.0, 5.0, 5.0])
+    assert r.first_block_s.tolist() == pytest.approx([1.0, 6.0, 6.0])
+    assert r.done_s.tolist() == pytest.approx([10.0, 15.0, 15.0])
+
+
+@LOOPS
+def test_after_a_prefill_an_arrival_is_taken_at_once(classes):
+    """R = 4: request 1 at 0.5 arrives during request 0's prefill iteration (0-1 s), so boundary 1
+    receives it as R = 1 would: it joins at 1, first token at 2. Request 2 at 1.5 arrives during
+    request 1's prefill (1-2 s): boundary 2 receives it, first token at 3."""
+    r = _run(classes, [0.0, 0.5, 1.5], 4)
+    assert r.start_s.tolist() == pytest.approx([0.0, 1.0, 2.0])
+    assert r.first_block_s.tolist() == pytest.approx([1.0, 2.0, 3.0])
+
+
+@LOOPS
+def test_an_idle_server_takes_an_arrival_at_once(classes):
+    """R = 30, NFE 2: request 0 at 0 runs 0-2 s and leaves the server idle; request 1 at 3.7 is
+    taken at once (its loop spins), first token at 4.7, done at 5.7."""
+    r = _run(classes, [0.0, 3.7], 30, nfe=2)
+    assert r.start_s.tolist() == pytest.approx([0.0, 3.7])
+    assert r.first_block_s.tolist() == pytest.approx([1.0, 4.7])
+    assert r.done_s.tolist() == pytest.approx([2.0, 5.7])
+
+
+@LOOPS
+def test_a_request_received_while_the_batch_is_full_waits_in_the_queue(classes):
+    """R = 4, at most 2 running. Requests 0 and 1 at 0 fill the batch (prefill 0-1 s, done at 10).
+    Boundary 1 receives (after the prefill); boundary 5 (t = 5) receives request 2 (at 2.5), which
+    waits, the batch full; boundary 9 (t = 9) receives nothing; request 3 arrives at 9.5. At
+    boundary 10 both finish, but the server is not idle (request 2 waits) and the counter is 1: it
+    admits request 2 alone (first token 11, done 20) without receiving; boundary 11 follows that
+    prefill and receives request 3 (first token 12, done 21). With R = 1 both would join at 10."""
+    r = _run(classes, [0.0, 0.0, 2.5, 9.5], 4, cap=2)
+    assert r.start_s.tolist() == pytest.approx([0.0, 0.0, 10.0, 11.0])
+    assert r.first_block_s.tolist() == pytest.approx([1.0, 1.0, 11.0, 12.0])
+    assert r.done_s.tolist() == pytest.approx([10.0, 10.0, 20.0, 21.0])
+    once = _run(classes, [0.0, 0.0, 2.5, 9.5], 1, cap=2)
+    assert once.start_s.tolist() == pytest.approx([0.0, 0.0, 10.0, 10.0])
+
+
+def test_an_interval_of_one_changes_nothing():
+    """R = 1 (the default) is today's schedule to the last bit, in both loops, open and closed."""
+    rng = np.random.default_rng(3)
+    arrivals = np.sort(rng.uniform(0, 40, 60))
+    for classes in (1, 2):
+        table, cls = _table(classes, 7), np.arange(60) % classes
+        for load in (dict(arrivals_s=arrivals), dict(users=5, think_s=0.3)):
+            a, b = simulate(table, cls, 3, **load), simulate(table, cls, 3, recv_interval=1, **load)
+            assert a.done_s.tolist() == b.done_s.tolist() and a.first_block_s.tolist() == b.first_block_s.tolist()
+
+
+def test_both_loops_agree_under_an_interval():
+    """The one-kind loop and the general one give one schedule under R = 7, open and closed loop
+    (two alike classes send the same requests through the general loop)."""
+    rng = np.random.default_rng(5)
+    arrivals = np.sort(rng.uniform(0, 400, 80))  # below capacity: arrivals meet a running batch
+    every = simulate(_table(1, 9), np.zeros(80, int), 3, arrivals_s=arrivals)
+    for load in (dict(arrivals_s=arrivals), dict(users=2, think_s=2.3)):
+        one = simulate(_table(1, 9), np.zeros(80, int), 3, recv_interval=7, **load)
+        two = simulate(_table(2, 9), np.arange(80) % 2, 3, recv_interval=7, **load)
+        assert one.done_s == pytest.approx(two.done_s) and one.first_block_s == pytest.approx(two.first_block_s)
+        assert one.start_s == pytest.approx(two.start_s)
+        if "arrivals_s" in load:  # the interval did change this schedule
+            assert one.start_s != pytest.approx(every.start_s)
+
+
+def test_synchronous_release_is_refused():
+    """A synchronous batch serves diffusion decodings, which SGLang receives for at every boundary."""
+    with pytest.raises(ValueError, match="first-done release only"):
+        simulate(_table(1), np.zeros(2, int), 2, arrivals_s=np.zeros(2), release="synchronous",
+                 passes=RequestPasses.from_rows([1, 1], [[2], [2]]), recv_interval=4)
+
+
+def test_a_prompt_s_pieces_under_a_budget_each_let_the_next_boundary_receive():
+    """R = 4, a budget of 1,000 prompt tokens a step, 3,000-token prompts (NFE 10 + 2: three
+    prefill pieces, the first token after the third). Request 0 at 0: pieces in iterations 0-2,
+    first token at 3; boundaries 1, 2, 3 each follow a prefill and receive. Request 1 at 4.5: the
+    counter restarted at 3, boundaries 4, 5, 6 count, boundary 7 (t = 7) receives it; its pieces
+    run 7-10, first token at 10 (R = 1: joins at 5, first token at 8)."""
+    from dlmcost.serving import behaviour
+
+    table = behaviour.prompt_in_token_chunks(ClassTable([10], [1], [0.0], [FLAT], lead=[1]), [3000], 1000)
+    runs = {r: simulate(table, np.zeros(2, int), 3, arrivals_s=np.array([0.0, 4.5]), recv_interval=r) for r in (1, 4)}
+    assert runs[4].start_s.tolist() == pytest.approx([0.0, 7.0])
+    assert runs[4].first_block_s.tolist() == pytest.approx([3.0, 10.0])
+    assert runs[1].first_block_s.tolist() == pytest.approx([3.0, 8.0])
