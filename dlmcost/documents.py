@@ -143,6 +143,11 @@ class ServeDeployment(Record):
                           "microseconds; null: the stack has no front-end cost")
     api_servers_source: str = Field("none", description="where the number of API servers came from: option, "
                                                         "stack, or none")
+    recv_interval: int = Field(1, description="decode iterations between the scheduler's receives of new requests "
+                                              "(SGLang's --scheduler-recv-interval; --recv-interval): after a "
+                                              "prefill, or on an idle server, it receives at once; 1: every iteration")
+    recv_interval_source: str = Field("default", description="where it came from: option, default, or diffusion "
+                                                             "decoding (always 1)")
     cached_prompt_share: Optional[float] = Field(
         None, description="the mean share of a prompt found in the engine's prefix cache over the shares given "
                           "(--cached-prompt: one for every request, or one a request in the order they are sent); "

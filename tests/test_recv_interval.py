@@ -134,3 +134,48 @@ def test_a_prompt_s_pieces_under_a_budget_each_let_the_next_boundary_receive():
     assert runs[4].start_s.tolist() == pytest.approx([0.0, 7.0])
     assert runs[4].first_block_s.tolist() == pytest.approx([3.0, 10.0])
     assert runs[1].first_block_s.tolist() == pytest.approx([3.0, 8.0])
+
+
+# --- the CLI -------------------------------------------------------------------------------------
+
+SERVE = ["serve", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--scheme", "ar", "--prompt", "64", "--answer", "32",
+         "--rate", "20", "--requests", "200"]
+
+
+@pytest.mark.usefixtures("bundled_offline")
+def test_serve_takes_the_interval_and_one_is_the_default(run):
+    """--recv-interval 1 is the run without it to the last digit; 30 (InferenceX's DeepSeek-R1 SGLang
+    launch at 16 and more in flight) is recorded with its source, named in the header, and makes
+    arrivals wait for a receive: the median time to the first token grows."""
+    import json
+
+    (rc0, plain, _), (rc1, one, _), (rc30, thirty, _) = (
+        run(*SERVE, "-f", "json"), run(*SERVE, "--recv-interval", "1", "-f", "json"),
+        run(*SERVE, "--recv-interval", "30", "-f", "json"))
+    assert rc0 == rc1 == rc30 == 0
+    d0, d1, d30 = (json.loads(x)["deployments"][0] for x in (plain, one, thirty))
+    assert d0["points"] == d1["points"]
+    assert (d0["deployment"]["recv_interval"], d0["deployment"]["recv_interval_source"]) == (1, "default")
+    assert (d30["deployment"]["recv_interval"], d30["deployment"]["recv_interval_source"]) == (30, "option")
+    assert d30["points"][0]["ttfb_s"]["median"] > d0["points"][0]["ttfb_s"]["median"]
+    rc, text, _ = run(*SERVE, "--recv-interval", "30")
+    assert "new requests taken in every 30 decode iterations, at once after a prefill or when idle" in " ".join(text.split())
+
+
+@pytest.mark.usefixtures("bundled_offline")
+def test_a_diffusion_decoding_receives_every_iteration(run):
+    """SGLang's dLLM batches weigh as prefills: the interval does nothing there, and says so."""
+    import json
+
+    rc, out, err = run("serve", "GSAI-ML/LLaDA-8B-Instruct", "--gpu", "h100", "--rate", "1", "--requests", "100",
+                       "--recv-interval", "5", "-f", "json")
+    assert rc == 0 and "warning: --recv-interval does nothing here" in err
+    d = json.loads(out)["deployments"][0]["deployment"]
+    assert (d["recv_interval"], d["recv_interval_source"]) == (1, "diffusion decoding")
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "x", "1001"])
+def test_a_bad_interval_is_one_error_line(run, bad):
+    rc, out, err = run(*SERVE, f"--recv-interval={bad}")
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and err.startswith("error: "), err
+    assert "--recv-interval" in err

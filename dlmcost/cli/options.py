@@ -307,6 +307,13 @@ ApiServersOpt = typer.Option(None, "--api-servers", metavar="N",
                                   "(`dlmcost stacks`) [the stack's front_end.api_servers]")
 
 
+# the scheduler's receive interval (SGLang's --scheduler-recv-interval): serve's deployment takes it
+RecvIntervalOpt = typer.Option(None, "--recv-interval", metavar="R",
+                               help="the scheduler takes in new requests once every R decode iterations (SGLang's "
+                                    "--scheduler-recv-interval), at once after a prefill or when idle; "
+                                    "autoregressive and draft-verify decodings, 1..1000 [1: every iteration]")
+
+
 # --- published decodings ------------------------------------------------------------------------
 
 DecodingProfilesOpt = typer.Option(None, "--decoding-profiles", metavar="PATH",

@@ -10,8 +10,8 @@ import typer
 from .. import api
 from ..errors import RequirementError, UsageError
 from .app import app
-from .options import (STACK_OPTIONS, ApiServersOpt, EfficiencyOpt, MinAccuracyOpt, PrefillChunkOpt, TaskOpt, group, output_options,
-                      parse_list, require_option)
+from .options import (STACK_OPTIONS, ApiServersOpt, EfficiencyOpt, MinAccuracyOpt, PrefillChunkOpt, RecvIntervalOpt, TaskOpt,
+                      group, output_options, parse_list, require_option)
 from .output import GATE_LINES, check_finite, draw, held_output, requirements_of
 from .plan import LATENCY_TARGETS
 
@@ -32,7 +32,8 @@ def _finite(name: str, value: float) -> float:
 
 
 def _setups(gpu, tp, ep, replicas, precision, scheme, block, tpf, steps, tpf_spread, task, min_accuracy, max_running,
-            release, prefill_chunk, api_servers, cached_prompt, stack, eager, efficiency, price, power_utilisation) -> list:
+            release, prefill_chunk, api_servers, recv_interval, cached_prompt, stack, eager, efficiency, price,
+            power_utilisation) -> list:
     """Every deployment asked for: one per combination of the comma lists (as plan searches them)."""
     if tpf is not None and steps is not None:
         raise UsageError("give --tpf or --steps, not both")
@@ -44,7 +45,7 @@ def _setups(gpu, tp, ep, replicas, precision, scheme, block, tpf, steps, tpf_spr
 
     return [api.ServeSetup(gpu=g, tp=t, ep=ep, replicas=replicas, precision=p, scheme=sc, block=b, tpf=f, steps=st,
                            tpf_spread=tpf_spread, task=task, min_accuracy=floor, max_running=m, release=release,
-                           prefill_chunk=prefill_chunk, api_servers=api_servers, cached_prompt=cached, stack=stack, eager=eager, efficiency=api.locate_example(efficiency),
+                           prefill_chunk=prefill_chunk, api_servers=api_servers, recv_interval=recv_interval, cached_prompt=cached, stack=stack, eager=eager, efficiency=api.locate_example(efficiency),
                            price=price,
                            power_utilisation=power_utilisation)
             for g in parse_list(gpu, str, "gpu") for t in parse_list(tp, int, "tp")
@@ -76,6 +77,7 @@ deployment_options = group("setups", _setups, {
                                             "slowest request commits) | first-done [the stack's, else synchronous]")),
     "prefill_chunk": (Optional[int], PrefillChunkOpt),
     "api_servers": (Optional[int], ApiServersOpt),
+    "recv_interval": (Optional[int], RecvIntervalOpt),
     "cached_prompt": (Optional[str], typer.Option(None, "--cached-prompt", metavar="SHARE|@FILE|trace",
                                                   help="share of each prompt already in the engine's prefix cache "
                                                        "(vLLM's prefix caching, SGLang's radix cache): 0..1 for every "

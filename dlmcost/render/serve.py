@@ -175,7 +175,7 @@ def deployment_lines(d: dict) -> list[str]:
              f"running ≤ {d['max_running']}{' (+ first blocks)' if d.get('first_block_outside_limit') else ''} "
              f"per replica ({_limit_source(d)}; memory fits "
              f"{d['memory_limit']}) · {d['release']} release ({d['release_source']})"
-             + _chunk_words(d) + _cache_words(d) + _front_end_words(d)]
+             + _chunk_words(d) + _recv_words(d) + _cache_words(d) + _front_end_words(d)]
     return lines
 
 
@@ -202,6 +202,15 @@ def _chunk_words(d: dict) -> str:
     """The prompts' token budget a step beside the decodes, where one is on."""
     phrase = prefill_chunk_phrase(d.get("prefill_chunk_tokens"), d.get("prefill_chunk_source", ""), d["stack"])
     return f" · {phrase}" if phrase else ""
+
+
+def _recv_words(d: dict) -> str:
+    """The scheduler's receive interval, where it skips receives (above 1)."""
+    every = d.get("recv_interval", 1)
+    if every <= 1:
+        return ""
+    return (f" · new requests taken in every {every:,} decode iterations, at once after a prefill or when idle "
+            "(--recv-interval)")
 
 
 def _limit_source(d: dict) -> str:

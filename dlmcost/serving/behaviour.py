@@ -8,7 +8,9 @@ request's first block beside a full batch (`first_block_outside_limit`) and a pr
 one block per forward (`prompt_prefill: block-chunks`), and one of vLLM's and SGLang's usual path:
 autoregressive prompts prefilled under a token budget a step beside the running decodes
 (`prefill_chunk_tokens`); and the API servers every request passes before the engine sees it
-(the stack's `front_end`, its number of servers an option). The option wins, then the stack profile's field, then the default:
+(the stack's `front_end`, its number of servers an option); and how often SGLang's scheduler
+takes in new arrivals while only decodes run (`recv_interval`, its --scheduler-recv-interval; an
+option, 1 by default). The option wins, then the stack profile's field, then the default:
 `policy`. `request_table` builds a deployment's per-class table (pass times, passes, blocks and
 streamed pieces) from a pass table, `request_passes` each request's passes, and `run` simulates
 one replica with them. `serve` (deployment/) and `plan`'s search (search.py) call only these,
@@ -26,6 +28,7 @@ from ..engine.schemes import get_scheme
 from ..errors import DlmcostWarning, UsageError
 from ..inputs.stacks import MAX_API_SERVERS, default_stack, stack_label
 from .simulate import ClassTable, FrontEnd, RequestPasses, SimResult, draw_passes, in_flight_cap, simulate, token_passes
+from .simulate.receiving import MAX_RECV_INTERVAL
 from .steptime import Decoding, PassTable, passes_to_first_output
 
 DEFAULT_REQUESTS = 2000  # simulated requests per load (plan's search and serve alike)
@@ -51,6 +54,8 @@ class Policy:
     prefill_chunk_source: str = "default"
     front_end: FrontEnd | None = None  # the API servers before the engine (None: the stack has no front-end cost)
     api_servers_source: str = "none"  # where their number came from: option, stack, or none
+    recv_interval: int = 1  # the scheduler receives arrivals every this many decode iterations (1: every one)
+    recv_interval_source: str = "default"
 
     def in_flight_cap(self, max_running: int | None = None) -> int:
         """Requests a replica may hold at once under a running limit (this policy's by default):
@@ -88,11 +93,13 @@ def streams_tokens(decoding: Decoding) -> bool:
 
 def policy(stack, decoding: Decoding, *, release: str | None = None, max_running: int | None = None,
            prefill_chunk: int | None = None, prefill_chunk_given_as: str = "option",
-           api_servers: int | None = None, api_servers_given_as: str = "option", layers: int = 0) -> Policy:
+           api_servers: int | None = None, api_servers_given_as: str = "option", layers: int = 0,
+           recv_interval: int | None = None) -> Policy:
     """The deployment's release policy and running-request limit. A scheme that streams tokens
     always releases first-done (a request leaves at its last token). `prefill_chunk`: the option's
     token budget of a chunked prefill, 0 for none. `api_servers`: the option's API servers.
-    `layers`: the model's decoder layers (its front end's first-token delay is per layer)."""
+    `layers`: the model's decoder layers (its front end's first-token delay is per layer).
+    `recv_interval`: the option's receive interval (`recv_interval_of`)."""
     rel, rel_source = choose(release, stack_field(stack, "release"), DEFAULT_RELEASE)
     if streams_tokens(decoding):
         rel, rel_source = "first-done", "token-streaming scheme"
@@ -103,7 +110,37 @@ def policy(stack, decoding: Decoding, *, release: str | None = None, max_running
         prefill = "one-pass"  # no blocks to cut the prompt into
     chunk, chunk_source = prefill_chunk_of(stack, decoding, prefill_chunk, prefill_chunk_given_as)
     front, front_source = front_end_of(stack, api_servers, api_servers_given_as, layers)
-    return Policy(rel, rel_source, cap, cap_source, ahead, prefill, chunk, chunk_source, front, front_source)
+    return Policy(rel, rel_source, cap, cap_source, ahead, prefill, chunk, chunk_source, front, front_source,
+                  *recv_interval_of(decoding, recv_interval))
+
+
+def recv_interval_of(decoding: Decoding, given: int | None = None) -> tuple[int, str]:
+    """(the scheduler's receive interval, its source): the option, else 1 (SGLang's default: every
+    iteration). Only a scheme that streams tokens has one above 1: SGLang's receive skipper counts
+    a decode (or verify) iteration 1 and any other 1,000, and its dLLM path runs every pass of a
+    diffusion decoding as an extend (DLLM_EXTEND), so it receives after each one whatever R is."""
+    if not streams_tokens(decoding):
+        return 1, "diffusion decoding"
+    return (given, "option") if given is not None else (1, "default")
+
+
+def check_recv_interval(given: int | None, name: str = "--recv-interval") -> None:
+    """The scheduler's receive interval as given: a whole number in 1..MAX_RECV_INTERVAL; None: not given."""
+    if given is not None and not (isinstance(given, int) and not isinstance(given, bool)
+                                  and 1 <= given <= MAX_RECV_INTERVAL):
+        raise UsageError(f"{name}: decode iterations between the scheduler's receives, a whole number in "
+                         f"1..{MAX_RECV_INTERVAL:,} (1: every iteration), got {given}")
+
+
+def warn_if_no_recv_interval(given: int | None, intervals, name: str = "--recv-interval") -> None:
+    """The warning when an interval above 1 was given and no decoding served takes it (`intervals`:
+    each one's policy's `recv_interval`): diffusion decodings receive every iteration."""
+    if given is not None and given > 1 and not any(i > 1 for i in intervals):
+        import warnings
+
+        warnings.warn(f"{name} does nothing here: SGLang's scheduler receives after every diffusion pass (an "
+                      "extend, not a decode); only autoregressive and draft-verify decodings skip receives",
+                      DlmcostWarning, stacklevel=3)
 
 
 def front_end_of(stack, given: int | None = None, given_as: str = "option",
@@ -325,13 +362,14 @@ def request_passes(rt: RequestTable, request_class: np.ndarray, spread: float = 
 
 def run(table: ClassTable, request_class: np.ndarray, max_running: int, release: str,
         passes: RequestPasses | None, first_block_outside_limit: bool = False,
-        uncached: np.ndarray | None = None, front_end: FrontEnd | None = None, **load) -> SimResult:
+        uncached: np.ndarray | None = None, front_end: FrontEnd | None = None, recv_interval: int = 1,
+        **load) -> SimResult:
     """One replica serving these requests (`load`: arrivals_s=..., or users=... and think_s=...)
     with a `request_table`'s table and `request_passes`; `uncached`: `uncached_shares`;
-    `front_end`: the policy's (its API servers, before the engine)."""
+    `front_end`: the policy's (its API servers, before the engine); `recv_interval`: the policy's."""
     return simulate(table, request_class, max_running, passes=passes, release=release,
                     first_block_outside_limit=first_block_outside_limit, uncached=uncached, front_end=front_end,
-                    **load)
+                    recv_interval=recv_interval, **load)
 
 
 MAX_CACHED_SHARES = 2_000_000  # shares (one a request sent): a --cached-prompt file's, or a trace's rows

@@ -44,6 +44,7 @@ class Setup:
     release: str | None = None
     prefill_chunk: int | None = None  # token-streaming prompts' budget a step beside the decodes (0: none)
     api_servers: int | None = None  # the front end's API server processes per replica (None: the stack's)
+    recv_interval: int | None = None  # the scheduler receives every this many decode iterations (None: 1)
     # the share of each prompt found in the prefix cache, request after request in the order they are
     # sent (cycled); one value: every request's (None or 0: no prompt token is cached)
     cached_prompt: tuple[float, ...] | None = None
@@ -65,6 +66,7 @@ class Setup:
             raise UsageError(f"--tpf-spread: a coefficient of variation in 0..4, got {self.tpf_spread}")
         behaviour.check_prefill_chunk(self.prefill_chunk)
         behaviour.check_api_servers(self.api_servers)
+        behaviour.check_recv_interval(self.recv_interval)
         if self.cached_prompt is not None:
             behaviour.check_cached_prompt(self.cached_prompt)
         if self.release is not None and self.release not in RELEASES:
@@ -98,6 +100,8 @@ class Prepared:
     prefill_chunk_source: str
     front_end: FrontEnd | None  # the API servers every request passes before the engine (the stack's)
     api_servers_source: str
+    recv_interval: int  # decode iterations between the scheduler's receives (1: every iteration)
+    recv_interval_source: str
     release_source: str
     max_running_source: str
     requests: behaviour.RequestTable  # the request classes' passes and pass times
@@ -167,7 +171,8 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     stack = resolve_stack(behaviour.stack_name(setup.stack, decoding), load_profile(setup.efficiency), eager=setup.eager)
     stack_name = behaviour.stack_name(setup.stack, decoding, setup.eager)  # what the passes are costed under
     pol = behaviour.policy(stack, decoding, release=setup.release, max_running=setup.max_running,
-                           prefill_chunk=setup.prefill_chunk, api_servers=setup.api_servers, layers=spec.n_layers)
+                           prefill_chunk=setup.prefill_chunk, api_servers=setup.api_servers, layers=spec.n_layers,
+                           recv_interval=setup.recv_interval)
     prompt_vals = [int(v) for v in sample.prompt_values]
     answer_vals = [int(v) for v in sample.answer_values]
     distinct = sorted(set(behaviour.canvases(decoding, answer_vals)))
@@ -193,6 +198,7 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
                     prompt_prefill=pol.prompt_prefill if any(rt.table.lead or []) else "none",
                     prefill_chunk=pol.prefill_chunk, prefill_chunk_source=pol.prefill_chunk_source,
                     front_end=pol.front_end, api_servers_source=pol.api_servers_source,
+                    recv_interval=pol.recv_interval, recv_interval_source=pol.recv_interval_source,
                     release_source=pol.release_source,
                     max_running_source=pol.max_running_source, requests=rt, sample=sample,
                     answer_tokens=np.tile(sample.answer_values.astype(float), n_p),
@@ -225,6 +231,7 @@ def describe(prep: Prepared) -> dict:
                 front_end_us_per_request=prep.front_end.service_s * 1e6 if prep.front_end else None,
                 first_token_delay_us=prep.front_end.first_token_delay_s * 1e6 if prep.front_end else None,
                 api_servers_source=prep.api_servers_source,
+                recv_interval=prep.recv_interval, recv_interval_source=prep.recv_interval_source,
                 cached_prompt_share=_cached_share(s), cached_prompt_given=len(s.cached_prompt or ()),
                 memory_limit=_memory_limit(prep.table),
                 release=prep.release, release_source=prep.release_source, stack=prep.stack, stack_default=prep.stack_default,
