@@ -271,6 +271,53 @@ def test_serving_lengths_are_bench_servings_draws_and_reproduce_the_published_to
         assert sum(int(v) for v in text.split()) == total
 
 
+def assert_length_files(stem: str, inputs, outputs) -> None:
+    """validation/lengths/{stem}-input.txt and -output.txt are these lengths, one line each, as written."""
+    folder = validation.ROOT / "validation" / "lengths"
+    for side, lengths in (("input", inputs), ("output", outputs)):
+        assert (folder / f"{stem}-{side}.txt").read_text() == " ".join(str(v) for v in lengths) + "\n"
+
+
+# InferenceX's harness (utils/bench_serving/benchmark_serving.py, a copy of vLLM's older benchmark script): numpy's
+# legacy generator at --seed 0, N inputs randint(int(ratio x I), I + 1) and then N outputs likewise about O;
+# file stem -> (I, O, N) for IFX's and AICS's runs at range ratio 0.8 and 10 x c prompts
+HARNESS_RATIO_LENGTHS = {
+    f"vllm-bench-random-{shape}-ratio0.8-seed0-n{n}": (i, o, n)
+    for shape, (i, o) in (("1024", (1024, 1024)), ("1024-8192", (1024, 8192)), ("8192-1024", (8192, 1024)))
+    for n in (40, 80, 160, 320, 640)
+}
+
+
+@pytest.mark.parametrize("stem", sorted(HARNESS_RATIO_LENGTHS))
+def test_serving_lengths_are_inferencex_harness_draws(stem):
+    import numpy as np
+
+    inputs, outputs, n = HARNESS_RATIO_LENGTHS[stem]
+    draws = np.random.RandomState(0)
+    drawn = [draws.randint(int(0.8 * length), length + 1, size=n) for length in (inputs, outputs)]
+    assert min(drawn[0]) >= int(0.8 * inputs) and max(drawn[1]) <= outputs
+    assert_length_files(stem, *drawn)
+
+
+def test_serving_lengths_are_vllm_bench_serves_draws_and_reproduce_vkvs_output_totals():
+    """VKV's ~20k / ~2k tokens '(±15% variance)' as `vllm bench serve --dataset-name random --random-input-len 20000
+    --random-output-len 2000 --random-range-ratio 0.15 --num-prompts 150` at its default --seed 0 (vLLM 0.19.1,
+    vllm/benchmarks/datasets.py, RandomDataset.get_sampling_params): numpy's default_rng(seed), 150 inputs
+    integers(floor(r (1 - 0.15)), ceil(r (1 + 0.15)) + 1) where r is the input length less the tokenizer's special
+    tokens (Llama 3's BOS: r = 19,999), then 150 outputs integers(1700, 2301); the served prompt is the BOS and the
+    draw. Every Table 4 and 5 row's output tok/s x total duration is the drawn answers' 302,875 tokens within the
+    published numbers' rounding (the answers run to length: bench serve sets ignore_eos for the random dataset)."""
+    import numpy as np
+
+    draws = np.random.default_rng(0)
+    prompts = draws.integers(16999, 22999 + 1, size=150) + 1
+    answers = draws.integers(1700, 2300 + 1, size=150)
+    assert_length_files("vllm-bench-serve-random-20000-2000-ratio0.15-seed0-n150", prompts, answers)
+    assert sum(answers) == 302875
+    for tokens_per_s, duration_s in ((450.3, 672.6), (517.5, 585.2), (831.6, 364.2), (853.0, 355.1), (871.8, 347.4)):
+        assert (tokens_per_s - 0.05) * (duration_s - 0.05) <= 302875 <= (tokens_per_s + 0.05) * (duration_s + 0.05)
+
+
 def test_serving_tpot_from_its_definition(serving):
     """bench_serving's mean TPOT, (E2E - TTFT) / (answer - 1) per request, where every answer has the
     command's fixed length (1,536 tokens here): recomputed from serve's latency and first-block means."""
