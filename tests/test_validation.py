@@ -90,7 +90,8 @@ def marked(rows, serving):
 # SGLang's eager prefills (its graphs cover decode only: the stack's eager dispatch, once a prefill iteration)
 # then RECORDED below: IFX's 5.16x -> 3.14x, the worst GPS's vLLM TTFT at one request, 3.95x.
 # a prefill budget's memory share (one workspace, not every prompt at once) then 1.20x, the worst unchanged;
-# with vLLM's first-token dispatch delay merged, the worst 3.14x (IFX's TTFT at 8 in flight).
+# with vLLM's first-token dispatch delay merged, the worst 3.14x (IFX's TTFT at 8 in flight); VKV's lengths as
+# `vllm bench serve` draws them (its median TTFT 2.56x -> 1.13x) then 1.19x (1.187), the worst unchanged.
 # Each is held to what it was when recorded (RECORDED_OUT_OF_SOURCE_*) until its target is met.
 HEADLINE_MEDIAN_LIMIT = validation.RECORDED_OUT_OF_SOURCE_MEDIAN
 HEADLINE_WORST_LIMIT = validation.RECORDED_OUT_OF_SOURCE_WORST
@@ -330,12 +331,13 @@ def test_serving_tpot_from_its_definition(serving):
 
 def test_serving_median_ttft_is_serves_median_first_block(serving):
     """A published median TTFT (ttft_p50_s) is scored against serve's median time to the first block, not its
-    mean, and counts in the first-token band: VKV's 20k-token prompts at 8 in flight, where the two differ."""
+    mean, and counts in the first-token band: VKV's ~20k-token prompts at 8 in flight, where the two differ."""
     row = next(r for r in serving if r["id"] == "vkv-llama31-8b-h100-vllm-20k2k-c8" and r["metric"] == "ttft_p50_s")
     point = validation.serve_json(row["point"]["command"])
     assert row["predicted"] == pytest.approx(point["ttfb_s"]["median"])
-    # a mean would not pass: 1.89 s against the median's 1.96 s (the refill behind another's prefill)
-    assert abs(point["ttfb_s"]["mean"] / point["ttfb_s"]["median"] - 1) > 0.03
+    # a mean would not pass: 1.03 s against the median's 0.86 s (the job's start, eight 17k-23k-token prompts at
+    # once, puts a few first tokens seconds late: the p99 is 5.2 s)
+    assert abs(point["ttfb_s"]["mean"] / point["ttfb_s"]["median"] - 1) > 0.1
     assert validation.first_token(row)
 
 
