@@ -116,6 +116,7 @@ class ServeDeployment(Record):
     replicas: int
     gpus: int = Field(description="accelerators in all: replicas x tp")
     precision: str
+    kv_dtype: str = Field(description="the K/V cache's number format (--kv-dtype): bf16, fp8, int8 or fp4")
     decoding: str
     scheme: str
     block: Optional[int]
@@ -316,6 +317,7 @@ class PlanSearch(Record):
     gpus: list[str]
     tp: list[int]
     precisions: list[str]
+    kv_dtype: str = Field(description="every candidate's K/V cache number format (--kv-dtype)")
     decodings: list[str]
     max_batch: list[int]
     release: dict[str, str]

@@ -246,6 +246,8 @@ def test_bad_efficiency_file(fails, tmp_path, content):
     (["sweep", "--scheme", "teleport"], 2),
     (["sweep", "--precision", "fp7"], 2),
     (["sweep", "--kv-dtype", "fp3"], 2),
+    (["serve", "--gpu", "h100", "-c", "1", "--kv-dtype", "fp7"], 2),
+    (["plan", "--rate", "1", "--gpu", "h100", "--tp", "1", "--kv-dtype", "fp7"], 2),
     (["sweep", "--format", "xml"], 2),
     (["sweep", "--sort", "nosuchcolumn"], 2),
     (["sweep", "--top", "-1"], 2),
@@ -583,8 +585,9 @@ EVIL = "EVIL\x1b]0;pwned\x07\x1b[2J\x9b[/bold][red]x"
     ["analyze", "--gpu", "h100", "--scheme", EVIL],
     ["analyze", "--gpu", "h100", "--precision", EVIL],
     ["sweep", "--gpu", "h100", "--block", EVIL],
+    ["serve", "--gpu", "h100", "-c", "1", "--kv-dtype", EVIL],
 ], ids=["gpu", "revision", "hub-id", "model-file", "efficiency-file", "hardware-file", "scheme", "precision",
-        "sweep-list"])
+        "sweep-list", "serve-kv-dtype"])
 def test_control_characters_in_errors_are_escaped(capsys, args):
     rc = main(args)
     out, err = capsys.readouterr()
@@ -1142,3 +1145,13 @@ def test_max_rate_tries_only_rates_in_the_rate_range(capsys, args, rate):
     assert rc == (0 if rate else errors.EXIT_REQUIREMENT), err
     assert "must be in" not in err
     assert json.loads(out)["deployments"][0]["max_rate"]["rate"] == rate
+
+
+@pytest.mark.parametrize("kv, said", [
+    ("fp7", "unknown K/V dtype 'fp7'; choose one of: bf16"),
+    ("1", "field 'search.kv_dtype'"),  # a number where a name belongs: a typo, refused by the strict scenario
+])
+def test_a_scenarios_kv_dtype_is_checked(fails, tmp_path, kv, said):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"traffic: {{rate: 1}}\nsearch: {{kv_dtype: {kv}}}\n")
+    assert said in fails(*PLAN_ONE, "--scenario", scenario, code=errors.EXIT_USAGE)

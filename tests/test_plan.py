@@ -1186,3 +1186,31 @@ def test_a_gpu_cap_stops_the_search_at_the_cap(capsys, max_gpus, replicas, meets
     assert (rc == 0) == meets, err
     assert (d["replicas"], d["gpus"]) == (replicas, replicas)
     assert [m["target"] for m in d.get("misses", [])] == ([] if meets else ["p95_latency_s"])
+
+
+def test_plan_costs_its_candidates_with_the_kv_dtype_given(capsys, monkeypatch):
+    """`plan --kv-dtype fp8` costs every candidate's passes with a 1-byte K/V cache: Qwen2.5-7B
+    decoded autoregressively on an H100, 1,024 + 1,024 tokens a request, fits 325 requests in
+    memory (248 with bf16's 2 bytes), each worked by hand from its config
+    (oracle.qwen7b_requests_in_memory); the search's record and header name the dtype."""
+    import oracle
+    from dlmcost.plan import search
+
+    costed = []
+    real = search.pass_table
+
+    def spied(*args, **kwargs):
+        table = real(*args, **kwargs)
+        costed.append(table.max_batch.ravel().tolist())
+        return table
+
+    monkeypatch.setattr(search, "pass_table", spied)
+    args = ["Qwen/Qwen2.5-7B", "--rate", "1", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--scheme", "ar",
+            "--stack", "none", "--prompt", "1024", "--answer", "1024", "--max-batch", "256", "--requests", "100"]
+    for given, name, kv_bytes in ((None, "bf16", 2), ("fp8", "fp8", 1)):
+        costed.clear()
+        p, _ = _plan_json(capsys, *args, *(["--kv-dtype", given] if given else []))
+        assert p["search"]["kv_dtype"] == name
+        assert costed == [[oracle.qwen7b_requests_in_memory(kv_bytes, 1024, 1024)]]
+    rc, out, err = run(capsys, "plan", *args, "--kv-dtype", "fp8")
+    assert rc == 0 and "K/V cache fp8;" in out.replace("\n", " "), err

@@ -12,6 +12,8 @@ import json
 import numpy as np
 import pytest
 
+import oracle
+
 from dlmcost import api
 from dlmcost.cli import main
 from dlmcost.inputs.hardware import HardwareDB
@@ -606,3 +608,21 @@ def test_reported_numbers_obey_the_response_time_law(release):
     prep = _prepared(max_running=8, release=release, tpf_spread=0.5)
     p = dep.evaluate(prep, ClosedLoop(24, think_s=1.0), requests=6000)
     assert 24 == pytest.approx(p.requests_per_s * (p.latency_s["mean"] + 1.0), rel=0.02)
+
+
+# --- the K/V cache's number format (--kv-dtype) --------------------------------------------------
+
+def test_an_fp8_kv_cache_fits_the_requests_its_bytes_allow(run):
+    """An AR deployment of Qwen2.5-7B whose K/V cache, 1,024 + 1,024 tokens a request, limits its
+    running requests below the 256 asked for: 248 fit with a bf16 cache (2 bytes an element), 325
+    with fp8 (1 byte), as worked by hand; the header and the JSON name the dtype (FP8 given as fp8)."""
+    assert (oracle.qwen7b_requests_in_memory(2, 1024, 1024), oracle.qwen7b_requests_in_memory(1, 1024, 1024)) == (248, 325)
+    args = ["serve", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--scheme", "ar", "--stack", "none", "--prompt", "1024",
+            "--answer", "1024", "--job", "1", "--max-running", "256"]
+    for given, name, kv_bytes in ((None, "bf16", 2), ("FP8", "fp8", 1)):
+        rc, out, err = run(*args, *(["--kv-dtype", given] if given else []), "-f", "json")
+        assert rc == 0, err
+        d = json.loads(out)["deployments"][0]["deployment"]
+        assert (d["kv_dtype"], d["memory_limit"]) == (name, oracle.qwen7b_requests_in_memory(kv_bytes, 1024, 1024))
+    rc, out, err = run(*args, "--kv-dtype", "fp8")
+    assert rc == 0 and "TP1 bf16 K/V fp8 " in out.replace("\n", " "), err

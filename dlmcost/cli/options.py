@@ -306,6 +306,11 @@ ApiServersOpt = typer.Option(None, "--api-servers", metavar="N",
                                   "(vLLM's --api-server-count), on a stack with a front-end cost per request "
                                   "(`dlmcost stacks`) [the stack's front_end.api_servers]")
 
+# the K/V cache's number format (one for every deployment): serve's deployment and plan's search take it
+KvDtypeOpt = typer.Option(None, "--kv-dtype", metavar="DTYPE",
+                          help="K/V cache dtype: bf16 | fp8 | int8 | fp4 (vLLM's and SGLang's --kv-cache-dtype): "
+                               "the bytes each cached K/V element holds and each pass reads [bf16]")
+
 
 # the scheduler's receive interval (SGLang's --scheduler-recv-interval): serve's deployment takes it
 RecvIntervalOpt = typer.Option(None, "--recv-interval", metavar="R",

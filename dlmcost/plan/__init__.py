@@ -129,6 +129,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     result.traffic = spec.traffic.model_dump() | dict(answer=spec.traffic.answer if spec.traffic.answer is not None
                                                        else (first.sampler.gen if first.sampler else 256))
     result.search = dict(gpus=[g.name for g in space.gpus], tp=space.tps, precisions=space.precisions,
+                         kv_dtype=space.kv_dtype,  # every candidate's K/V cache dtype
                          decodings=list(dict.fromkeys(decodings)),
                          max_batch=sorted({b for bs in running.values() for b in bs}),
                          max_running=running,  # each decoding's running limits searched (its stack's own unless given), the AR baseline's too

@@ -3,7 +3,7 @@
     model: GSAI-ML/LLaDA-8B-Instruct          # or a list, planned side by side
     traffic: {rate: 20, prompt: 256, answer: {p50: 128, p90: 256}}   # or users: 64, think_s: 2
     targets: {p95_latency_s: 5, p95_first_block_s: 1, max_usd_per_mtok: 2}
-    search: {gpus: [h100, mi300x], tp: [1, 2], precisions: [bf16, fp8],
+    search: {gpus: [h100, mi300x], tp: [1, 2], precisions: [bf16, fp8], kv_dtype: fp8,
              decoding: [{scheme: block, block: 32, tpf: 2}], max_batch: [64, 256], prefill_chunk: 8192,
              consumer: false}
     prices: {h100: 2.49}
@@ -38,6 +38,7 @@ from ..serving.traffic import MAX_RATE, MAX_THINK_S, MIN_RATE, Traffic, parse_le
 
 DEFAULT_TPS = [1, 2, 4, 8]
 DEFAULT_PRECISIONS = ["bf16", "fp8"]
+DEFAULT_KV_DTYPE = "bf16"  # the serving engines' default: the K/V cache in the model's 16-bit dtype
 DEFAULT_MAX_BATCH = [DEFAULT_MAX_RUNNING]  # without a stack limit of its own
 MAX_SCENARIO_BYTES = 1_000_000
 
@@ -86,6 +87,8 @@ class SearchSpec(BaseModel):
     gpus: Optional[Union[str, list[str]]] = None
     tp: Optional[list[int]] = None
     precisions: Optional[list[str]] = None
+    # the K/V cache's number format, one for every candidate (serve's --kv-dtype; None: bf16)
+    kv_dtype: Optional[str] = Field(default=None, min_length=1, max_length=100)
     decoding: Optional[list[DecodingSpec]] = None
     max_batch: Optional[list[int]] = None
     # the autoregressive prompts' token budget a step beside the decodes (0: none; None: the stack's),
@@ -283,12 +286,14 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
     if any(b <= 0 or b > MAX_RUNNING_REQUESTS for b in max_batches):
         raise UsageError(f"search.max_batch: batch limits must be in 1..{MAX_RUNNING_REQUESTS}")
     precisions = s.precisions or DEFAULT_PRECISIONS
-    from ..inputs.precision import get_precision
+    from ..inputs.precision import get_precision, kv_bytes
 
     for p in precisions:
         get_precision(p)
+    kv_dtype = s.kv_dtype or DEFAULT_KV_DTYPE
+    kv_bytes(kv_dtype)
     space = SearchSpace(gpus, sorted(set(tps)), list(dict.fromkeys(precisions)), decodings, sorted(set(max_batches)),
-                        left_out, s.prefill_chunk, s.api_servers)
+                        left_out, s.prefill_chunk, s.api_servers, kv_dtype.lower())
     power = {g.key: g.board_power_w for g in gpus}
     return space, Pricing(usd, source, power, spec.power_utilisation, low={k: lo for k, (lo, _) in ranges.items()},
                           high={k: hi for k, (_, hi) in ranges.items()})

@@ -59,6 +59,7 @@ class SearchSpace:
     left_out: list[GPU] = field(default_factory=list)  # default GPUs the stack does not run on
     prefill_chunk: int | None = None  # AR prompts' token budget a step beside the decodes (0: none; None: the stack's)
     api_servers: int | None = None  # the front end's API servers per replica (None: the stack's)
+    kv_dtype: str = "bf16"  # the K/V cache's number format, every candidate's
 
 
 @dataclass
@@ -178,7 +179,8 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
     pol = behaviour.policy(stack_profile(stack, efficiency), decoding,  # its running limit: max_batch's
                            prefill_chunk=space.prefill_chunk, api_servers=space.api_servers, layers=model.n_layers)
     pt = pass_table(model, *_table_args(space, decoding, prompts, canvases, pol), efficiency=efficiency,
-                    stack=stack, hardware=hardware, max_passes=None)  # plan checked the total of its sweeps
+                    stack=stack, hardware=hardware, max_passes=None,  # plan checked the total of its sweeps
+                    kv_dtype=space.kv_dtype)
     tokens = np.tile(sample.answer_values.astype(float), len(prompts))  # useful tokens per request class
     cls = request_classes(sample)
     out, skipped = [], 0
@@ -378,7 +380,8 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
     pols = {dec: decoding_policy(stack, efficiency, dec, eager, space.prefill_chunk)
             for _, decodings in sets for dec in decodings}
     passes = sum(table_passes(model, *_table_args(space, dec, *_canvases(dec, sample), pols[dec]),
-                              efficiency=efficiency, stack=behaviour.stack_name(stack, dec, eager), hardware=hardware)
+                              efficiency=efficiency, stack=behaviour.stack_name(stack, dec, eager), hardware=hardware,
+                              kv_dtype=space.kv_dtype)
                  for _, decodings in sets for dec in decodings)
     limits.check_passes(passes, limits.MAX_PASSES_ONE_BY_ONE, "choose fewer GPUs, TP sizes, precisions or decodings, "
                         "larger blocks, shorter answers, or a smaller --max-batch")

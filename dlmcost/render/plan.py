@@ -128,7 +128,8 @@ def plan_search_line(p: dict) -> str:
     tried = p["evaluated"] + sum(v for k, v in (p.get("skipped") or {}).items() if k != "absurd")
     if tried > product:
         text += f" and {tried - product:,} for the AR baseline"
-    return f"{text}; {plural(s['requests'], 'simulated request')}, random seed {s['seed']}"
+    return (f"{text}; K/V cache {safe(s['kv_dtype'])}; {plural(s['requests'], 'simulated request')}, "
+            f"random seed {s['seed']}")
 
 
 def engines_line(s: dict) -> str:

@@ -168,7 +168,7 @@ def latency_table(record: dict) -> tuple[list[str], list[list[str]]]:
 
 def deployment_lines(d: dict) -> list[str]:
     ep = f" EP{d['ep']}" if d["ep"] > 1 else ""
-    lines = [f"{d['model']} on {d['replicas']}× {d['gpu']} TP{d['tp']}{ep} {d['precision']} "
+    lines = [f"{d['model']} on {d['replicas']}× {d['gpu']} TP{d['tp']}{ep} {d['precision']} K/V {d['kv_dtype']} "
              f"({plural(d['gpus'], d['unit'])}) · {d['decoding']}"
              + (f", spread {d['tpf_spread']:.2g}" if d["tpf_spread"] else "") + f" · stack {d['stack']}"
              + (" (default; --stack)" if d.get("stack_default") else ""),

@@ -15,6 +15,7 @@ import numpy as np
 
 from ...analysis import limits
 from ...errors import NoDeploymentError, UsageError, WorkloadError
+from ...inputs.precision import kv_bytes
 from ...inputs.stacks import MAX_RUNNING_REQUESTS
 from .. import behaviour
 from ..costs import IDLE_POWER_FRACTION, price_range
@@ -32,6 +33,7 @@ class Setup:
     ep: int = 1
     replicas: int = 1
     precision: str = "bf16"
+    kv_dtype: str = "bf16"  # the K/V cache's number format (vLLM's and SGLang's --kv-cache-dtype)
     scheme: str | None = None
     block: int | None = None
     tpf: float | None = None
@@ -59,6 +61,8 @@ class Setup:
             v = getattr(self, name)
             if not (isinstance(v, int) and 1 <= v <= hi):
                 raise UsageError(f"--{name}: a whole number in 1..{hi:,}, got {v}")
+        kv_bytes(self.kv_dtype)  # a one-line error for an unknown name, before any costing
+        object.__setattr__(self, "kv_dtype", self.kv_dtype.lower())  # as --precision: FP8 is fp8
         if self.max_running is not None and not (isinstance(self.max_running, int)
                                                  and 1 <= self.max_running <= MAX_RUNNING_REQUESTS):
             raise UsageError(f"--max-running: a whole number in 1..{MAX_RUNNING_REQUESTS}, got {self.max_running}")
@@ -177,7 +181,7 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     answer_vals = [int(v) for v in sample.answer_values]
     distinct = sorted(set(behaviour.canvases(decoding, answer_vals)))
     args = (decoding, [gpu.name], [setup.precision], [setup.tp], prompt_vals, distinct, behaviour.batch_grid(pol.in_flight_cap()))
-    opts = dict(efficiency=setup.efficiency, stack=stack_name, hardware=hardware, ep=setup.ep)
+    opts = dict(efficiency=setup.efficiency, stack=stack_name, hardware=hardware, ep=setup.ep, kv_dtype=setup.kv_dtype)
     limits.check_passes(table_passes(spec, *args, **opts), limits.MAX_PASSES_ONE_BY_ONE,
                         "choose larger blocks, shorter answers, or a smaller --max-running")
     pt = pass_table(spec, *args, **opts, max_passes=None)
@@ -221,7 +225,7 @@ def _cached_share(s: Setup) -> float | None:
 def describe(prep: Prepared) -> dict:
     s = prep.setup
     return dict(model=prep.model, gpu=prep.gpu_name, unit=prep.unit, tp=s.tp, ep=s.ep, replicas=s.replicas, gpus=prep.gpus,
-                precision=s.precision, decoding=prep.decoding.label, scheme=prep.decoding.scheme,
+                precision=s.precision, kv_dtype=s.kv_dtype, decoding=prep.decoding.label, scheme=prep.decoding.scheme,
                 block=prep.decoding.block, tpf=prep.decoding.tpf, tpf_spread=prep.spread,
                 published=prep.decoding.published.record() if prep.decoding.published else None,
                 max_running=prep.max_running, max_running_source=prep.max_running_source,
