@@ -117,6 +117,8 @@ class ServeDeployment(Record):
     gpus: int = Field(description="accelerators in all: replicas x tp")
     precision: str
     kv_dtype: str = Field(description="the K/V cache's number format (--kv-dtype): bf16, fp8, int8 or fp4")
+    mem_fraction: float = Field(description="the share of each GPU's memory the engine may use for weights, K/V cache "
+                                            "and activations (--mem-fraction; vLLM's default 0.9)")
     decoding: str
     scheme: str
     block: Optional[int]
@@ -318,6 +320,8 @@ class PlanSearch(Record):
     tp: list[int]
     precisions: list[str]
     kv_dtype: str = Field(description="every candidate's K/V cache number format (--kv-dtype)")
+    mem_fraction: float = Field(description="the share of each GPU's memory every candidate may use for weights, "
+                                            "K/V cache and activations (--mem-fraction)")
     decodings: list[str]
     max_batch: list[int]
     release: dict[str, str]

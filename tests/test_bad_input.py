@@ -248,6 +248,8 @@ def test_bad_efficiency_file(fails, tmp_path, content):
     (["sweep", "--kv-dtype", "fp3"], 2),
     (["serve", "--gpu", "h100", "-c", "1", "--kv-dtype", "fp7"], 2),
     (["plan", "--rate", "1", "--gpu", "h100", "--tp", "1", "--kv-dtype", "fp7"], 2),
+    *[(["serve", "--gpu", "h100", "-c", "1", "--mem-fraction", f], 2) for f in ("0", "1.5", "nan", "x")],
+    *[(["plan", "--rate", "1", "--gpu", "h100", "--tp", "1", "--mem-fraction", f], 2) for f in ("0", "1.5", "nan", "x")],
     (["sweep", "--format", "xml"], 2),
     (["sweep", "--sort", "nosuchcolumn"], 2),
     (["sweep", "--top", "-1"], 2),
@@ -1154,4 +1156,16 @@ def test_max_rate_tries_only_rates_in_the_rate_range(capsys, args, rate):
 def test_a_scenarios_kv_dtype_is_checked(fails, tmp_path, kv, said):
     scenario = tmp_path / "s.yaml"
     scenario.write_text(f"traffic: {{rate: 1}}\nsearch: {{kv_dtype: {kv}}}\n")
+    assert said in fails(*PLAN_ONE, "--scenario", scenario, code=errors.EXIT_USAGE)
+
+
+@pytest.mark.parametrize("fraction, said", [
+    ("1.2", "search.mem_fraction: a share in (0, 1]"),
+    ("0", "search.mem_fraction: a share in (0, 1]"),
+    ("true", "field 'search.mem_fraction'"),  # a flag where a share belongs: refused, not read as 1
+    ('"0.9"', "field 'search.mem_fraction'"),  # quoted: a typo, refused by the strict scenario
+])
+def test_a_scenarios_mem_fraction_is_checked(fails, tmp_path, fraction, said):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"traffic: {{rate: 1}}\nsearch: {{mem_fraction: {fraction}}}\n")
     assert said in fails(*PLAN_ONE, "--scenario", scenario, code=errors.EXIT_USAGE)

@@ -207,17 +207,17 @@ def test_a_big_pass_shows_its_numbers_whole():
 
 PLAN = dict(model="M", traffic=dict(rate=None, users=1, think_s=0.0, prompt=256, answer=128),
             targets={"p95_latency_s": 30.0}, evaluated=8, skipped={"unsupported_or_not_fitting": 0},
-            search=dict(gpus=["H100 SXM", "B200"], tp=[1], precisions=["bf16", "fp8"], kv_dtype="fp8", decodings=["mdm/32/1"],
-                        max_batch=[256], requests=200, seed=0))
+            search=dict(gpus=["H100 SXM", "B200"], tp=[1], precisions=["bf16", "fp8"], kv_dtype="fp8", mem_fraction=0.925,
+                        decodings=["mdm/32/1"], max_batch=[256], requests=200, seed=0))
 
 
 def test_plan_header_says_what_was_searched_in_words():
     """2 GPUs × 1 TP size × 2 precisions × 1 decoding × 1 batch limit = 4 candidates; the 8
-    evaluated are those and the AR baseline's 4, every one with an fp8 K/V cache. No Python list
-    syntax; '1 user', not '1 users'."""
+    evaluated are those and the AR baseline's 4, every one with an fp8 K/V cache in 92.5% of each
+    GPU's memory. No Python list syntax; '1 user', not '1 users'."""
     text = plan.plan_header(PLAN)
     assert "searched 4 candidates (2 GPUs (H100 SXM, B200) × 1 TP size (1) × 2 precisions (bf16, fp8) × " \
-           "1 decoding (mdm/32/1) × 1 batch limit (256)) and 4 for the AR baseline; K/V cache fp8;" in text
+           "1 decoding (mdm/32/1) × 1 batch limit (256)) and 4 for the AR baseline; K/V cache fp8, 92.5% of memory;" in text
     assert "[" not in text and "'" not in text
     assert "1 user (think 0 s)" in text and "users" not in text
     many = dict(PLAN, traffic=dict(PLAN["traffic"], users=12), evaluated=4,

@@ -1188,12 +1188,15 @@ def test_a_gpu_cap_stops_the_search_at_the_cap(capsys, max_gpus, replicas, meets
     assert [m["target"] for m in d.get("misses", [])] == ([] if meets else ["p95_latency_s"])
 
 
-def test_plan_costs_its_candidates_with_the_kv_dtype_given(capsys, monkeypatch):
-    """`plan --kv-dtype fp8` costs every candidate's passes with a 1-byte K/V cache: Qwen2.5-7B
-    decoded autoregressively on an H100, 1,024 + 1,024 tokens a request, fits 325 requests in
-    memory (248 with bf16's 2 bytes), each worked by hand from its config
-    (oracle.qwen7b_requests_in_memory); the search's record and header name the dtype."""
-    import oracle
+# Qwen2.5-7B decoded autoregressively on one H100, 1,024 + 1,024 tokens a request, no stack: its
+# memory limit is worked by hand from its config (oracle.qwen7b_requests_in_memory)
+QWEN_AR_PLAN = ["Qwen/Qwen2.5-7B", "--rate", "1", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--scheme", "ar",
+                "--stack", "none", "--prompt", "1024", "--answer", "1024", "--max-batch", "256", "--requests", "100"]
+
+
+@pytest.fixture
+def costed_max_batches(monkeypatch) -> list:
+    """The max_batch of every pass table plan costs, one list per table, as plan runs."""
     from dlmcost.plan import search
 
     costed = []
@@ -1205,12 +1208,38 @@ def test_plan_costs_its_candidates_with_the_kv_dtype_given(capsys, monkeypatch):
         return table
 
     monkeypatch.setattr(search, "pass_table", spied)
-    args = ["Qwen/Qwen2.5-7B", "--rate", "1", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--scheme", "ar",
-            "--stack", "none", "--prompt", "1024", "--answer", "1024", "--max-batch", "256", "--requests", "100"]
+    return costed
+
+
+def test_plan_costs_its_candidates_with_the_kv_dtype_given(capsys, costed_max_batches):
+    """`plan --kv-dtype fp8` costs every candidate's passes with a 1-byte K/V cache: Qwen2.5-7B
+    decoded autoregressively on an H100, 1,024 + 1,024 tokens a request, fits 325 requests in
+    memory (248 with bf16's 2 bytes), each worked by hand from its config
+    (oracle.qwen7b_requests_in_memory); the search's record and header name the dtype."""
+    import oracle
+
     for given, name, kv_bytes in ((None, "bf16", 2), ("fp8", "fp8", 1)):
-        costed.clear()
-        p, _ = _plan_json(capsys, *args, *(["--kv-dtype", given] if given else []))
+        costed_max_batches.clear()
+        p, _ = _plan_json(capsys, *QWEN_AR_PLAN, *(["--kv-dtype", given] if given else []))
         assert p["search"]["kv_dtype"] == name
-        assert costed == [[oracle.qwen7b_requests_in_memory(kv_bytes, 1024, 1024)]]
-    rc, out, err = run(capsys, "plan", *args, "--kv-dtype", "fp8")
-    assert rc == 0 and "K/V cache fp8;" in out.replace("\n", " "), err
+        assert costed_max_batches == [[oracle.qwen7b_requests_in_memory(kv_bytes, 1024, 1024)]]
+    rc, out, err = run(capsys, "plan", *QWEN_AR_PLAN, "--kv-dtype", "fp8")
+    assert rc == 0 and "K/V cache fp8, 90% of memory;" in out.replace("\n", " "), err
+
+
+def test_plan_fits_its_candidates_in_the_memory_fraction_given(capsys, costed_max_batches, tmp_path):
+    """`plan --mem-fraction 0.95` (or the scenario's search.mem_fraction) costs every candidate
+    against 95% of each GPU's memory: Qwen2.5-7B decoded autoregressively on an H100, 1,024 + 1,024
+    tokens a request, fits 266 requests (248 at the default 0.9), worked by hand from its config
+    (oracle.qwen7b_requests_in_memory); the search's record and header name the share."""
+    import oracle
+
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("search: {mem_fraction: 0.95}\n")
+    for given, fraction in (([], 0.9), (["--mem-fraction", "0.95"], 0.95), (["--scenario", str(scenario)], 0.95)):
+        costed_max_batches.clear()
+        p, _ = _plan_json(capsys, *QWEN_AR_PLAN, *given)
+        assert p["search"]["mem_fraction"] == fraction
+        assert costed_max_batches == [[oracle.qwen7b_requests_in_memory(2, 1024, 1024, fraction)]]
+    rc, out, err = run(capsys, "plan", *QWEN_AR_PLAN, "--mem-fraction", "0.95")
+    assert rc == 0 and "K/V cache bf16, 95% of memory;" in out.replace("\n", " "), err

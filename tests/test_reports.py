@@ -55,7 +55,7 @@ def plan_record(deployments: list[dict], **change) -> dict:
     return dict(model="org/Model-A", models=["org/Model-A"], targets={"p95_latency_s": 10.0},
                 traffic=dict(rate=20.0, users=None, think_s=0.0, prompt=1000, answer=500), evaluated=40,
                 skipped={"unsupported_or_not_fitting": 0, "absurd": 0}, all_autoregressive=False,
-                search=dict(gpus=["MI300X"], tp=[1, 2], precisions=["bf16", "fp8"], kv_dtype="bf16", decodings=["block/32/1"],
+                search=dict(gpus=["MI300X"], tp=[1, 2], precisions=["bf16", "fp8"], kv_dtype="bf16", mem_fraction=0.9, decodings=["block/32/1"],
                             max_batch=[256], requests=2000, seed=0),
                 deployments=deployments, pareto=[d for d in deployments if d["pareto"]], ar_baseline=[],
                 nearest_miss=None) | change

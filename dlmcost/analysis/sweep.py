@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from . import limits
 from ..engine.evaluation import first_pass, later_pass_q
-from ..engine.memory import budget_terms
+from ..engine.memory import DEFAULT_MEM_FRACTION, budget_terms, check_mem_fraction
 from ..errors import UsageError
 from ..inputs.files import validation_message
 from ..engine.frames import KNOB_COLUMNS, Frame, evaluate_frame, generation_numbers, make_grids
@@ -174,6 +174,7 @@ def _asked(model, gpus, schemes, prompts, gens, steps, tpf, blocks, batches, pre
     if steps is not None and tpf is not None:
         raise UsageError("give --steps or --tpf, not both")
     o = options
+    check_mem_fraction(o["mem_fraction"])
     shared = workload_for(source, o["task"], kv_dtype=o["kv_dtype"], logits=o["logits"], expert_load=o["expert_load"],
                           mla_form=o["mla_form"], tpf=tpfs[0], cfg=o["cfg"] or None, **scheme_knobs)
     drafter = resolve_drafter(shared.model_copy(update=dict(scheme="draft-verify")), spec) if shared.drafter else None
@@ -440,7 +441,7 @@ def _chunks(a: _Asked, r: _Runnable, counted: dict, progress: Callable[[int, int
     for i, sel in enumerate(r.selections):
         pi = r.combinations.pair[sel]
         cols, g = counted.pop(i) if i in counted else _grids(a, r, sel)
-        frame = evaluate_frame(a.spec, a.drafter, g, capacity[pi])
+        frame = evaluate_frame(a.spec, a.drafter, g, capacity[pi], a.options["mem_fraction"])
         done += len(sel)
         if progress:
             progress(done, len(r.keep))
@@ -455,7 +456,7 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
                   efficiency: str = "realistic", stack: str | Stack | None = None, eager: bool = False,
                   hardware: list[str] | None = None, revision: str | None = None, hub: bool = False, max_configs: int | None = limits.MAX_SWEEP_CONFIGS,
                   max_passes: int | None = limits.MAX_PASSES_ONE_BY_ONE, defaults: str | ModelSpec | None = None,
-                  progress: Callable[[int, int], None] | None = None,
+                  progress: Callable[[int, int], None] | None = None, mem_fraction: float = DEFAULT_MEM_FRACTION,
                   **scheme_knobs) -> tuple[SweepResult, Iterator[_SweepChunk], int | None]:
     """The work of a sweep: the summary (counts, no rows), a generator of evaluated chunks of
     limits.SWEEP_CHUNK configurations, and the passes they cost one by one. Everything is validated
@@ -466,13 +467,15 @@ def _sweep_chunks(model: str | ModelSpec = DEFAULT_MODEL, *, gpus=None, schemes=
     store pass; several models swept on one grid: the first's); None: this model's. The schemes
     not given are this model's own, the ones it can run. `progress(done, total)`, if given, is
     called as each chunk is evaluated with the configurations evaluated so far and in all (the
-    last call: total, total).
+    last call: total, total). `mem_fraction`: the share of each GPU's memory the weights, K/V cache
+    and activations may use (a serving engine's --gpu-memory-utilization).
 
     The ladder: what is asked (_asked) -> the combinations that can run (_runnable) -> their
     passes counted (_counted_passes) -> evaluated chunk by chunk (_chunks)."""
     options = dict(kv_dtype=kv_dtype, cfg=cfg, store_pass=store_pass, logits=logits, expert_load=expert_load,
                    mla_form=mla_form, answer_tokens=scheme_knobs.pop("answer_tokens", None),
-                   task=scheme_knobs.pop("task", None), stack_given=stack is not None, eager=eager)
+                   task=scheme_knobs.pop("task", None), stack_given=stack is not None, eager=eager,
+                   mem_fraction=mem_fraction)
     a = _asked(model, gpus, schemes, prompts, gens, steps, tpf, blocks, batches, precisions, tps, eps, efficiency,
                stack, hardware, revision, hub, defaults, scheme_knobs, options)
     r = _runnable(a, max_configs)

@@ -311,6 +311,11 @@ KvDtypeOpt = typer.Option(None, "--kv-dtype", metavar="DTYPE",
                           help="K/V cache dtype: bf16 | fp8 | int8 | fp4 (vLLM's and SGLang's --kv-cache-dtype): "
                                "the bytes each cached K/V element holds and each pass reads [bf16]")
 
+# the share of each GPU's memory the engine may use (one for every deployment)
+MemFractionOpt = typer.Option(None, "--mem-fraction", metavar="F",
+                              help="share of each GPU's memory for weights, K/V cache and activations, in (0, 1] "
+                                   "(vLLM's --gpu-memory-utilization, SGLang's --mem-fraction-static) [0.9]")
+
 
 # the scheduler's receive interval (SGLang's --scheduler-recv-interval): serve's deployment takes it
 RecvIntervalOpt = typer.Option(None, "--recv-interval", metavar="R",

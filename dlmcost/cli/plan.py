@@ -8,7 +8,7 @@ from .. import api
 from ..errors import NoDeploymentError, UsageError
 from ..render.plan import PLAN_CSV_KEYS, plan_csv_rows, render_plan
 from .app import app, examples
-from .options import (ApiServersOpt, EfficiencyOpt, HardwareOpt, KvDtypeOpt, MinAccuracyOpt, PrefillChunkOpt, TaskOpt, group,
+from .options import (ApiServersOpt, EfficiencyOpt, HardwareOpt, KvDtypeOpt, MemFractionOpt, MinAccuracyOpt, PrefillChunkOpt, TaskOpt, group,
                       output_options, parse_list, require_option, stack_options)
 from .output import draw, gate, held_output, progress_bar, requirements_of
 
@@ -44,12 +44,12 @@ targets_options = group("targets", lambda **t: t, {
 })
 
 
-def _search(gpu, consumer, tp, precision, kv_dtype, scheme, block, tpf, steps, max_batch, prefill_chunk, api_servers, task,
+def _search(gpu, consumer, tp, precision, kv_dtype, mem_fraction, scheme, block, tpf, steps, max_batch, prefill_chunk, api_servers, task,
             min_accuracy) -> dict:
     decoding = _decodings(scheme, block, tpf, steps) if any(v is not None for v in (scheme, block, tpf, steps)) else None
     floor = dict([api.parse_floor(min_accuracy)]) if min_accuracy is not None else None
     return dict(gpus=gpu, tp=parse_list(tp, int, "tp"), precisions=parse_list(precision, str, "precision"),
-                kv_dtype=kv_dtype, decoding=decoding, max_batch=parse_list(max_batch, int, "max-batch"),
+                kv_dtype=kv_dtype, mem_fraction=mem_fraction, decoding=decoding, max_batch=parse_list(max_batch, int, "max-batch"),
                 prefill_chunk=prefill_chunk, api_servers=api_servers, consumer=consumer or None, task=task, min_accuracy=floor)
 
 
@@ -59,6 +59,7 @@ search_options = group("search", _search, {
     "tp": (Optional[str], typer.Option(None, "--tp", metavar="LIST", help="comma list of tensor-parallel sizes [1,2,4,8]")),
     "precision": (Optional[str], typer.Option(None, "--precision", metavar="LIST", help="comma list [bf16,fp8]")),
     "kv_dtype": (Optional[str], KvDtypeOpt),
+    "mem_fraction": (Optional[float], MemFractionOpt),
     "scheme": (Optional[str], typer.Option(None, "--scheme", metavar="LIST", help="comma list of schemes (default: the model's)")),
     "block": (Optional[str], typer.Option(None, "--block", metavar="LIST", help="comma list of block lengths")),
     "tpf": (Optional[str], typer.Option(None, "--tpf", metavar="LIST", help="comma list of tokens per forward")),

@@ -10,7 +10,7 @@ import typer
 from .. import api
 from ..errors import RequirementError, UsageError
 from .app import app
-from .options import (STACK_OPTIONS, ApiServersOpt, EfficiencyOpt, KvDtypeOpt, MinAccuracyOpt, PrefillChunkOpt, RecvIntervalOpt,
+from .options import (STACK_OPTIONS, ApiServersOpt, EfficiencyOpt, KvDtypeOpt, MemFractionOpt, MinAccuracyOpt, PrefillChunkOpt, RecvIntervalOpt,
                       TaskOpt, group, output_options, parse_list, require_option)
 from .output import GATE_LINES, check_finite, draw, held_output, requirements_of
 from .plan import LATENCY_TARGETS
@@ -31,7 +31,7 @@ def _finite(name: str, value: float) -> float:
     return value
 
 
-def _setups(gpu, tp, ep, replicas, precision, kv_dtype, scheme, block, tpf, steps, tpf_spread, task, min_accuracy, max_running,
+def _setups(gpu, tp, ep, replicas, precision, kv_dtype, mem_fraction, scheme, block, tpf, steps, tpf_spread, task, min_accuracy, max_running,
             release, prefill_chunk, api_servers, recv_interval, cached_prompt, stack, eager, efficiency, price,
             power_utilisation) -> list:
     """Every deployment asked for: one per combination of the comma lists (as plan searches them)."""
@@ -44,7 +44,8 @@ def _setups(gpu, tp, ep, replicas, precision, kv_dtype, scheme, block, tpf, step
         return parse_list(text, kind, name) or [None]
 
     return [api.ServeSetup(gpu=g, tp=t, ep=ep, replicas=replicas, precision=p,
-                           kv_dtype="bf16" if kv_dtype is None else kv_dtype, scheme=sc, block=b, tpf=f, steps=st,
+                           kv_dtype="bf16" if kv_dtype is None else kv_dtype,
+                           **({} if mem_fraction is None else dict(mem_fraction=mem_fraction)), scheme=sc, block=b, tpf=f, steps=st,
                            tpf_spread=tpf_spread, task=task, min_accuracy=floor, max_running=m, release=release,
                            prefill_chunk=prefill_chunk, api_servers=api_servers, recv_interval=recv_interval, cached_prompt=cached, stack=stack, eager=eager, efficiency=api.locate_example(efficiency),
                            price=price,
@@ -62,6 +63,7 @@ deployment_options = group("setups", _setups, {
     "replicas": (int, typer.Option(1, "--replicas", "-R", help="data-parallel replicas")),
     "precision": (str, typer.Option("bf16", "--precision", metavar="LIST", help="weights and compute precision (a comma list compares)")),
     "kv_dtype": (Optional[str], KvDtypeOpt),
+    "mem_fraction": (Optional[float], MemFractionOpt),
     "scheme": (Optional[str], typer.Option(None, "--scheme", metavar="LIST", help="decoding scheme (default: the model's; a comma list compares)")),
     "block": (Optional[str], typer.Option(None, "--block", metavar="LIST", help="block length (a comma list compares)")),
     "tpf": (Optional[str], typer.Option(None, "--tpf", metavar="LIST", help="mean tokens per forward (a comma list compares) "

@@ -16,7 +16,7 @@ import numpy as np
 from .columns import column
 from .evaluation import Evaluation, Grid, evaluate
 from .verdict import generation_verdict, memory_bound_time_fraction
-from .memory import grid_memory
+from .memory import DEFAULT_MEM_FRACTION, grid_memory
 from ..inputs.models import ModelSpec
 from ..inputs.precision import get_precision, kv_bytes
 from .roofline import stack_rates
@@ -153,13 +153,16 @@ def make_grids(cols: dict, rate_rows: list[dict], rate_index: np.ndarray, stack:
     return Grids(build_grid(cols, rate_rows, rate_index, stack), *_ar_grid(cols, rate_rows, rate_index, ar_stack))
 
 
-def evaluate_frame(spec: ModelSpec, drafter: ModelSpec | None, grids: Grids, capacity_bytes: np.ndarray) -> Frame:
-    """Both grids evaluated (one engine call each), and memory against each row's GPU capacity."""
+def evaluate_frame(spec: ModelSpec, drafter: ModelSpec | None, grids: Grids, capacity_bytes: np.ndarray,
+                   mem_fraction: float = DEFAULT_MEM_FRACTION) -> Frame:
+    """Both grids evaluated (one engine call each), and memory against `mem_fraction` of each
+    row's GPU capacity."""
     grid, models = grids.grid, models_by_role(spec, drafter)
     ev = evaluate(models, grid)
     fraction, ridge, dominant_ai = memory_bound_time_fraction(ev, grid)
     ar = evaluate(spec, grids.ar)
-    return Frame(grid, ev, ar.total.time_s[grids.ar_of], grid_memory(spec, grid, ev, capacity_bytes, drafter),
+    memory = grid_memory(spec, grid, ev, capacity_bytes, drafter, mem_fraction)
+    return Frame(grid, ev, ar.total.time_s[grids.ar_of], memory,
                  fraction, models, ridge, dominant_ai, ar)
 
 

@@ -10,7 +10,7 @@ All per GPU of a tp-way group (cost.py's split: heads, FFN columns, experts, voc
     logits       = B * logits_max * vocab * logit bytes   (the stack's sampler_logits_bytes; without
                    a stack 2 + 4: bf16 logits + fp32 probabilities; the whole vocabulary on each
                    GPU: tensor parallelism all-gathers the split logits for the sampler)
-    usable       = capacity * (1 - RESERVE_FRACTION)
+    usable       = capacity * F    (F: the memory fraction, a serving engine's share of the GPU)
     max_batch    = floor((usable - weights) / per-sequence bytes)
 
 With a prefill token budget (a serving engine's chunked prefill: at most `budget` prompt tokens
@@ -20,8 +20,9 @@ every sequence's whole prompt at once (`budgeted_max_batch`):
     resident     = per-sequence bytes with the activations of its later passes' q (AR: 1 token)
     budgeted     = floor((usable - weights - budget * activation bytes per token) / resident)
 
-B counts the CFG copy. The reserve covers the CUDA/ROCm context, allocator fragmentation and
-workspace (vLLM's default gpu_memory_utilization is 0.9 for the same reason).
+B counts the CFG copy. F defaults to 0.9, vLLM's default --gpu-memory-utilization: the rest covers
+the CUDA/ROCm context, allocator fragmentation and workspace. A deployment that sets its engine's
+share (vLLM's --gpu-memory-utilization, SGLang's --mem-fraction-static) passes it as `mem_fraction`.
 """
 
 from __future__ import annotations
@@ -29,14 +30,21 @@ from __future__ import annotations
 import numpy as np
 
 from .cost import kv_cache_elements_per_gpu, weight_bytes_per_gpu
+from ..errors import UsageError
 from ..inputs.models.spec import ModelSpec
 from ..inputs.precision import ACTIVATION_BYTES
 
-RESERVE_FRACTION = 0.10
+DEFAULT_MEM_FRACTION = 0.9  # vLLM's default --gpu-memory-utilization
 # Bytes per logit the head and the sampler hold at once without a software stack to say
 # otherwise: bf16 logits and an fp32 softmax. A stack sets its sampler's own figure (the
 # reference LLaDA sampler: 18, bf16 logits plus an fp64 copy and an fp64 softmax).
 LOGIT_BYTES = ACTIVATION_BYTES + 4.0
+
+
+def check_mem_fraction(given, name: str = "--mem-fraction") -> None:
+    """A memory fraction as given (an option or scenario field `name`): a number in (0, 1]."""
+    if not (isinstance(given, (int, float)) and not isinstance(given, bool) and 0 < given <= 1):
+        raise UsageError(f"{name}: a share in (0, 1] of each GPU's memory, got {given}")
 
 
 def widest_intermediate(m: ModelSpec) -> int:
@@ -77,8 +85,9 @@ def budgeted_max_batch(free_bytes, resident_bytes, prefill_bytes_per_token, budg
 
 def memory_breakdown(m: ModelSpec, capacity_bytes, batch, cached_tokens, q_max, logits_max, wbytes, kvbytes,
                      tp=1.0, ep=1.0, kv_single_tensor=False, ring_buffer=True, logit_bytes=LOGIT_BYTES,
-                     quantize_head=False) -> dict:
-    """Bytes per GPU, `fits`, and the largest effective batch (CFG copy included) that fits."""
+                     quantize_head=False, mem_fraction=DEFAULT_MEM_FRACTION) -> dict:
+    """Bytes per GPU, `fits`, and the largest effective batch (CFG copy included) that fits in
+    `mem_fraction` of each GPU's capacity."""
     batch = np.asarray(batch, float)
     tp = np.asarray(tp, float)
     weights = weight_bytes_per_gpu(m, wbytes, tp, ep, quantize_head)
@@ -87,7 +96,7 @@ def memory_breakdown(m: ModelSpec, capacity_bytes, batch, cached_tokens, q_max, 
     logits_per_seq = np.asarray(logits_max, float) * m.vocab_size * logit_bytes  # gathered: all of V
     per_seq = kv_per_seq + act_per_seq + logits_per_seq
     total = weights + batch * per_seq
-    usable = np.asarray(capacity_bytes, float) * (1 - RESERVE_FRACTION)
+    usable = np.asarray(capacity_bytes, float) * mem_fraction
     return dict(
         weights_bytes=weights + 0 * batch,
         kv_cache_bytes=batch * kv_per_seq,
@@ -102,17 +111,20 @@ def memory_breakdown(m: ModelSpec, capacity_bytes, batch, cached_tokens, q_max, 
     )
 
 
-def grid_memory(m: ModelSpec, grid, ev, capacity_bytes, drafter: ModelSpec | None = None) -> dict:
+def grid_memory(m: ModelSpec, grid, ev, capacity_bytes, drafter: ModelSpec | None = None,
+                mem_fraction: float = DEFAULT_MEM_FRACTION) -> dict:
     """memory_breakdown for every configuration of an engine Grid, with the peak pass shapes and
     resident tokens the Evaluation took from each configuration's scheme. A drafter model's
-    weights and K/V cache are resident beside the main model's."""
+    weights and K/V cache are resident beside the main model's; `mem_fraction`: the share of each
+    GPU's capacity they may use."""
     logit_bytes = grid.stack.sampler_logits_bytes if grid.stack is not None else LOGIT_BYTES
     out = memory_breakdown(m, capacity_bytes, grid.batch, ev.cached_tokens, ev.q_max, ev.logits_max, grid.wbytes,
                            grid.kvbytes, grid.tp, grid.ep, kv_single_tensor=grid.kv_single_tensor,
-                           ring_buffer=grid.ring_buffer, logit_bytes=logit_bytes, quantize_head=grid.quantize_head)
+                           ring_buffer=grid.ring_buffer, logit_bytes=logit_bytes, quantize_head=grid.quantize_head,
+                           mem_fraction=mem_fraction)
     if drafter is not None:
         extra = memory_breakdown(drafter, capacity_bytes, grid.batch, ev.cached_tokens, 0.0, 0.0, grid.wbytes,
-                                 grid.kvbytes, grid.tp, 1.0)
+                                 grid.kvbytes, grid.tp, 1.0, mem_fraction=mem_fraction)
         for key in ("weights_bytes", "kv_cache_bytes", "total_bytes", "per_sequence_bytes"):
             out[key] = out[key] + extra[key]
         usable = out["usable_bytes"]

@@ -33,6 +33,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     pruned one is held to. `eager`: every decoding's stack run without CUDA graphs (refused where
     one has no eager profile)."""
     from ..analysis import limits
+    from ..engine.memory import check_mem_fraction
     from ..errors import NoDeploymentError
     from ..inputs.error_bands import band_for
     from ..inputs.hardware import HardwareDB
@@ -47,6 +48,9 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     from .search import baseline_decoding, candidate_count, decoding_policy, plan, rank_rows, stack_profile
 
     price_overrides = [parse_price(p) for p in prices]
+    fraction_given = ((overrides or {}).get("search") or {}).get("mem_fraction")
+    if fraction_given is not None:  # checked as serve's option before the scenario's fields (nan too)
+        check_mem_fraction(fraction_given)
     spec = read_scenario(scenario_path, overrides)
     # the chunk's name where it was given: the option, else the scenario file's field
     from_option = ((overrides or {}).get("search") or {}).get("prefill_chunk") is not None
@@ -56,6 +60,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     servers_given_as = "option" if ((overrides or {}).get("search") or {}).get("api_servers") is not None else "scenario"
     servers_name = "--api-servers" if servers_given_as == "option" else "search.api_servers"
     behaviour.check_api_servers(spec.search.api_servers, servers_name)
+    if spec.search.mem_fraction is not None:  # the option's was checked before: the scenario's
+        check_mem_fraction(spec.search.mem_fraction, "search.mem_fraction")
     model_ids = _model_ids(model if model is not None else spec.model)
     model_specs = [resolve_spec(m) for m in model_ids]
     floor = quality_floor(spec)
@@ -130,6 +136,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                                                        else (first.sampler.gen if first.sampler else 256))
     result.search = dict(gpus=[g.name for g in space.gpus], tp=space.tps, precisions=space.precisions,
                          kv_dtype=space.kv_dtype,  # every candidate's K/V cache dtype
+                         mem_fraction=space.mem_fraction,  # and share of each GPU's memory
                          decodings=list(dict.fromkeys(decodings)),
                          max_batch=sorted({b for bs in running.values() for b in bs}),
                          max_running=running,  # each decoding's running limits searched (its stack's own unless given), the AR baseline's too

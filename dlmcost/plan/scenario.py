@@ -3,7 +3,7 @@
     model: GSAI-ML/LLaDA-8B-Instruct          # or a list, planned side by side
     traffic: {rate: 20, prompt: 256, answer: {p50: 128, p90: 256}}   # or users: 64, think_s: 2
     targets: {p95_latency_s: 5, p95_first_block_s: 1, max_usd_per_mtok: 2}
-    search: {gpus: [h100, mi300x], tp: [1, 2], precisions: [bf16, fp8], kv_dtype: fp8,
+    search: {gpus: [h100, mi300x], tp: [1, 2], precisions: [bf16, fp8], kv_dtype: fp8, mem_fraction: 0.9,
              decoding: [{scheme: block, block: 32, tpf: 2}], max_batch: [64, 256], prefill_chunk: 8192,
              consumer: false}
     prices: {h100: 2.49}
@@ -18,6 +18,7 @@ from typing import Annotated, Optional, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, StringConstraints, ValidationError
 
+from ..engine.memory import DEFAULT_MEM_FRACTION
 from ..engine.schemes import autoregressive_scheme, get_scheme
 from ..engine.workload import SCHEMES
 from ..errors import DlmcostWarning, UsageError
@@ -89,6 +90,9 @@ class SearchSpec(BaseModel):
     precisions: Optional[list[str]] = None
     # the K/V cache's number format, one for every candidate (serve's --kv-dtype; None: bf16)
     kv_dtype: Optional[str] = Field(default=None, min_length=1, max_length=100)
+    # the share of each GPU's memory every candidate may use (serve's --mem-fraction; None: 0.9),
+    # checked by `memory.check_mem_fraction` as serve's option is (a number: `true` and "0.9" are refused)
+    mem_fraction: Optional[Annotated[float, Strict()]] = None
     decoding: Optional[list[DecodingSpec]] = None
     max_batch: Optional[list[int]] = None
     # the autoregressive prompts' token budget a step beside the decodes (0: none; None: the stack's),
@@ -293,7 +297,8 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
     kv_dtype = s.kv_dtype or DEFAULT_KV_DTYPE
     kv_bytes(kv_dtype)
     space = SearchSpace(gpus, sorted(set(tps)), list(dict.fromkeys(precisions)), decodings, sorted(set(max_batches)),
-                        left_out, s.prefill_chunk, s.api_servers, kv_dtype.lower())
+                        left_out, s.prefill_chunk, s.api_servers, kv_dtype.lower(),
+                        DEFAULT_MEM_FRACTION if s.mem_fraction is None else s.mem_fraction)
     power = {g.key: g.board_power_w for g in gpus}
     return space, Pricing(usd, source, power, spec.power_utilisation, low={k: lo for k, (lo, _) in ranges.items()},
                           high={k: hi for k, (_, hi) in ranges.items()})

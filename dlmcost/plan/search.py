@@ -36,6 +36,7 @@ import numpy as np
 
 from ..analysis import limits
 from ..inputs.hardware import GPU
+from ..engine.memory import DEFAULT_MEM_FRACTION
 from ..engine.schemes import autoregressive_scheme
 from ..inputs.error_bands import band_for
 from .replicas import (ABSURD, MEETS, Candidate, Found, Pricing, band_ends, fewest_replicas, floor_fails,
@@ -60,6 +61,7 @@ class SearchSpace:
     prefill_chunk: int | None = None  # AR prompts' token budget a step beside the decodes (0: none; None: the stack's)
     api_servers: int | None = None  # the front end's API servers per replica (None: the stack's)
     kv_dtype: str = "bf16"  # the K/V cache's number format, every candidate's
+    mem_fraction: float = DEFAULT_MEM_FRACTION  # the share of each GPU's memory every candidate may use
 
 
 @dataclass
@@ -180,7 +182,7 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
                            prefill_chunk=space.prefill_chunk, api_servers=space.api_servers, layers=model.n_layers)
     pt = pass_table(model, *_table_args(space, decoding, prompts, canvases, pol), efficiency=efficiency,
                     stack=stack, hardware=hardware, max_passes=None,  # plan checked the total of its sweeps
-                    kv_dtype=space.kv_dtype)
+                    kv_dtype=space.kv_dtype, mem_fraction=space.mem_fraction)
     tokens = np.tile(sample.answer_values.astype(float), len(prompts))  # useful tokens per request class
     cls = request_classes(sample)
     out, skipped = [], 0
@@ -381,7 +383,7 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
             for _, decodings in sets for dec in decodings}
     passes = sum(table_passes(model, *_table_args(space, dec, *_canvases(dec, sample), pols[dec]),
                               efficiency=efficiency, stack=behaviour.stack_name(stack, dec, eager), hardware=hardware,
-                              kv_dtype=space.kv_dtype)
+                              kv_dtype=space.kv_dtype, mem_fraction=space.mem_fraction)
                  for _, decodings in sets for dec in decodings)
     limits.check_passes(passes, limits.MAX_PASSES_ONE_BY_ONE, "choose fewer GPUs, TP sizes, precisions or decodings, "
                         "larger blocks, shorter answers, or a smaller --max-batch")

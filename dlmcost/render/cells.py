@@ -24,6 +24,11 @@ def sig(x: float, digits: int) -> str:
     return f"{x:,.0f}" if abs(x) >= 10 ** digits else f"{x:.{digits}g}"
 
 
+def percent(share: float) -> str:
+    """A share as a percentage to four significant digits: 0.9 -> '90%', 0.925 -> '92.5%'."""
+    return f"{sig(share * 100, 4)}%"
+
+
 def num(x: float | None, digits: int = 3) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from .cells import num, plural, safe, sig
+from .cells import num, percent, plural, safe, sig
 from .evidence import (against_published, band_meaning, band_phrase, first_token_phrase, front_end_phrase,
                        prefill_chunk_phrase, published_brief, span)
 from .formats import markdown_text, to_csv, to_markdown, typed_json
@@ -128,7 +128,7 @@ def plan_search_line(p: dict) -> str:
     tried = p["evaluated"] + sum(v for k, v in (p.get("skipped") or {}).items() if k != "absurd")
     if tried > product:
         text += f" and {tried - product:,} for the AR baseline"
-    return (f"{text}; K/V cache {safe(s['kv_dtype'])}; {plural(s['requests'], 'simulated request')}, "
+    return (f"{text}; K/V cache {safe(s['kv_dtype'])}, {percent(s['mem_fraction'])} of memory; {plural(s['requests'], 'simulated request')}, "
             f"random seed {s['seed']}")
 
 

@@ -12,7 +12,7 @@ import math
 
 from .charts import Chart, Note, Panel, Series, _log_scaled, short_model
 from .output import Output
-from .cells import num, plural, safe
+from .cells import num, percent, plural, safe
 from .evidence import (against_published, band_meaning, band_phrase, first_token_phrase, front_end_phrase,
                        prefill_chunk_phrase, published_phrase, span)
 from .formats import markdown_text, to_csv, to_markdown, typed_json
@@ -173,7 +173,7 @@ def deployment_lines(d: dict) -> list[str]:
              + (f", spread {d['tpf_spread']:.2g}" if d["tpf_spread"] else "") + f" · stack {d['stack']}"
              + (" (default; --stack)" if d.get("stack_default") else ""),
              f"running ≤ {d['max_running']}{' (+ first blocks)' if d.get('first_block_outside_limit') else ''} "
-             f"per replica ({_limit_source(d)}; memory fits "
+             f"per replica ({_limit_source(d)}; {percent(d['mem_fraction'])} of memory fits "
              f"{d['memory_limit']}) · {d['release']} release ({d['release_source']})"
              + _chunk_words(d) + _recv_words(d) + _cache_words(d) + _front_end_words(d)]
     return lines

@@ -1,7 +1,7 @@
 """Pass times from the cost engine, through the public API (one vectorised sweep).
 
 This is the only place `plan` talks to the cost engine: everything it needs per (GPU, precision,
-TP, prompt, answer, batch; one K/V cache dtype) is the time of a request's first pass at that batch (a prompt prefill,
+TP, prompt, answer, batch; one K/V cache dtype, one memory fraction) is the time of a request's first pass at that batch (a prompt prefill,
 or the pass that opens the first block), the mean time of its other passes ((the generation's
 time - the first pass) / (NFE - 1)), the NFE, how many passes see only the prompt, the
 largest batch that fits in memory, and what a prefill token budget's memory share reads.
@@ -17,7 +17,7 @@ import numpy as np
 from ..analysis.sweep import sweep_first_pass, sweep_passes
 from ..analysis import limits
 from ..errors import WorkloadError
-from ..engine.memory import budgeted_max_batch
+from ..engine.memory import DEFAULT_MEM_FRACTION, budgeted_max_batch
 from ..engine.schemes import get_scheme
 
 
@@ -92,10 +92,13 @@ CLASS_COLUMNS = ("nfe", "prompt_passes", "max_batch", "resident_bytes", "free_by
 
 def _sweep_options(decoding: Decoding, gpus: list[str], precisions: list[str], tps: list[int], prompts: list[int],
                    answers: list[int], batches: list[int], efficiency: str, stack: str | None,
-                   hardware: list[str] | None, ep: int = 1, kv_dtype: str = "bf16") -> dict:
+                   hardware: list[str] | None, ep: int = 1, kv_dtype: str = "bf16",
+                   mem_fraction: float = DEFAULT_MEM_FRACTION) -> dict:
     """The sweep a pass table is read from: every combination (one expert-parallel size, one K/V
-    cache dtype: the bytes each cached K/V element reads and holds)."""
+    cache dtype: the bytes each cached K/V element reads and holds; one memory fraction: the share
+    of each GPU's memory the batch that fits may fill)."""
     return dict(gpus=gpus, schemes=[decoding.scheme], prompts=prompts, gens=answers, kv_dtype=kv_dtype,
+                mem_fraction=mem_fraction,
                 tpf=None if decoding.autoregressive else decoding.tpf,
                 blocks=[decoding.block] if decoding.block else None, batches=batches, precisions=precisions, tps=tps,
                 efficiency=efficiency, stack=stack, hardware=hardware, **({"eps": [ep]} if ep != 1 else {}))
@@ -104,23 +107,23 @@ def _sweep_options(decoding: Decoding, gpus: list[str], precisions: list[str], t
 def table_passes(model, decoding: Decoding, gpus: list[str], precisions: list[str], tps: list[int],
                  prompts: list[int], answers: list[int], batches: list[int], *, efficiency: str = "realistic",
                  stack: str | None = None, hardware: list[str] | None = None, ep: int = 1,
-                 kv_dtype: str = "bf16") -> int:
+                 kv_dtype: str = "bf16", mem_fraction: float = DEFAULT_MEM_FRACTION) -> int:
     """The passes `pass_table` of the same arguments costs one by one (`sweep_passes`),
     counted without costing any."""
     return sweep_passes(model, **_sweep_options(decoding, gpus, precisions, tps, prompts, answers, batches,
-                                                    efficiency, stack, hardware, ep, kv_dtype))
+                                                    efficiency, stack, hardware, ep, kv_dtype, mem_fraction))
 
 
 def pass_table(model, decoding: Decoding, gpus: list[str], precisions: list[str], tps: list[int],
                prompts: list[int], answers: list[int], batches: list[int], *, efficiency: str = "realistic",
                stack: str | None = None, hardware: list[str] | None = None,
                max_passes: int | None = limits.MAX_PASSES_ONE_BY_ONE, ep: int = 1,
-               kv_dtype: str = "bf16") -> PassTable:
+               kv_dtype: str = "bf16", mem_fraction: float = DEFAULT_MEM_FRACTION) -> PassTable:
     """One `sweep_first_pass` over every combination (`max_passes`: its limit on passes
     costed one by one; None for a caller that checked its sweeps' total, `table_passes`)."""
     cols = sweep_first_pass(model, max_passes=max_passes,
                             **_sweep_options(decoding, gpus, precisions, tps, prompts, answers, batches,
-                                             efficiency, stack, hardware, ep, kv_dtype))
+                                             efficiency, stack, hardware, ep, kv_dtype, mem_fraction))
     shape = (len(gpus), len(precisions), len(tps), len(prompts), len(answers))
     first_s, pass_s = np.full(shape + (len(batches),), np.nan), np.full(shape + (len(batches),), np.nan)
     first_dispatch_s = np.zeros(shape + (len(batches),))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...analysis import limits
+from ...engine.memory import DEFAULT_MEM_FRACTION, check_mem_fraction
 from ...errors import NoDeploymentError, UsageError, WorkloadError
 from ...inputs.precision import kv_bytes
 from ...inputs.stacks import MAX_RUNNING_REQUESTS
@@ -34,6 +35,9 @@ class Setup:
     replicas: int = 1
     precision: str = "bf16"
     kv_dtype: str = "bf16"  # the K/V cache's number format (vLLM's and SGLang's --kv-cache-dtype)
+    # the share of each GPU's memory the engine may fill with weights, K/V cache and activations
+    # (vLLM's --gpu-memory-utilization, SGLang's --mem-fraction-static)
+    mem_fraction: float = DEFAULT_MEM_FRACTION
     scheme: str | None = None
     block: int | None = None
     tpf: float | None = None
@@ -63,6 +67,7 @@ class Setup:
                 raise UsageError(f"--{name}: a whole number in 1..{hi:,}, got {v}")
         kv_bytes(self.kv_dtype)  # a one-line error for an unknown name, before any costing
         object.__setattr__(self, "kv_dtype", self.kv_dtype.lower())  # as --precision: FP8 is fp8
+        check_mem_fraction(self.mem_fraction)
         if self.max_running is not None and not (isinstance(self.max_running, int)
                                                  and 1 <= self.max_running <= MAX_RUNNING_REQUESTS):
             raise UsageError(f"--max-running: a whole number in 1..{MAX_RUNNING_REQUESTS}, got {self.max_running}")
@@ -181,7 +186,8 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     answer_vals = [int(v) for v in sample.answer_values]
     distinct = sorted(set(behaviour.canvases(decoding, answer_vals)))
     args = (decoding, [gpu.name], [setup.precision], [setup.tp], prompt_vals, distinct, behaviour.batch_grid(pol.in_flight_cap()))
-    opts = dict(efficiency=setup.efficiency, stack=stack_name, hardware=hardware, ep=setup.ep, kv_dtype=setup.kv_dtype)
+    opts = dict(efficiency=setup.efficiency, stack=stack_name, hardware=hardware, ep=setup.ep, kv_dtype=setup.kv_dtype,
+                mem_fraction=setup.mem_fraction)
     limits.check_passes(table_passes(spec, *args, **opts), limits.MAX_PASSES_ONE_BY_ONE,
                         "choose larger blocks, shorter answers, or a smaller --max-running")
     pt = pass_table(spec, *args, **opts, max_passes=None)
@@ -225,7 +231,7 @@ def _cached_share(s: Setup) -> float | None:
 def describe(prep: Prepared) -> dict:
     s = prep.setup
     return dict(model=prep.model, gpu=prep.gpu_name, unit=prep.unit, tp=s.tp, ep=s.ep, replicas=s.replicas, gpus=prep.gpus,
-                precision=s.precision, kv_dtype=s.kv_dtype, decoding=prep.decoding.label, scheme=prep.decoding.scheme,
+                precision=s.precision, kv_dtype=s.kv_dtype, mem_fraction=s.mem_fraction, decoding=prep.decoding.label, scheme=prep.decoding.scheme,
                 block=prep.decoding.block, tpf=prep.decoding.tpf, tpf_spread=prep.spread,
                 published=prep.decoding.published.record() if prep.decoding.published else None,
                 max_running=prep.max_running, max_running_source=prep.max_running_source,
