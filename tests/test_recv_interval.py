@@ -273,3 +273,28 @@ def test_plan_s_interval_where_only_diffusion_decodings_run_warns(run):
     rc, out, err = run("plan", "GSAI-ML/LLaDA-8B-Instruct", "--rate", "1", "--gpu", "h100", "--tp", "1",
                        "--precision", "bf16", "--requests", "100", "--recv-interval", "5", "-f", "json")
     assert rc == 0 and "warning: --recv-interval does nothing here" in err
+
+
+@pytest.mark.usefixtures("bundled_offline")
+def test_plan_s_bounds_hold_under_an_interval():
+    """An interval only delays admissions: the lone floor is still the simulation of each request
+    alone (an idle server receives at once), and the throughput bound is still above the
+    saturated replica's completions, so the pruning that rests on them stays exact."""
+    from dlmcost.inputs.hardware import HardwareDB
+    from dlmcost.inputs.models import resolve_model
+    from dlmcost.plan import replicas, search
+    from dlmcost.serving.steptime import Decoding
+    from dlmcost.serving.traffic import Traffic, parse_lengths, sample_requests
+
+    traffic = Traffic(parse_lengths(64, "p"), parse_lengths(32, "a"), rate=5.0)
+    sample = sample_requests(traffic, 200, 0)
+    decoding = Decoding("ar", None, 1.0)
+    space = search.SearchSpace([HardwareDB.load(None).get("h100")], [1], ["bf16"], [decoding], [64], recv_interval=10)
+    (c,), _ = search._candidates(resolve_model("Qwen/Qwen2.5-7B"), space, decoding, sample, "realistic", "sglang", None)
+    assert c.recv_interval == 10
+    latency, first = replicas._lone_latencies(c, sample)
+    alone = replicas._run(c, sample, traffic, replicas.separate_replicas(c, sample, traffic))
+    window = replicas._window(len(sample.unit_gaps))
+    assert np.allclose(alone.latency, latency[window], rtol=1e-9)
+    assert np.allclose(alone.ttfb, first[window], rtol=1e-9)
+    assert search._throughput_bound(c, sample) >= replicas.saturation_rps(c, sample)
