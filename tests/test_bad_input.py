@@ -250,6 +250,7 @@ def test_bad_efficiency_file(fails, tmp_path, content):
     (["plan", "--rate", "1", "--gpu", "h100", "--tp", "1", "--kv-dtype", "fp7"], 2),
     *[(["serve", "--gpu", "h100", "-c", "1", "--mem-fraction", f], 2) for f in ("0", "1.5", "nan", "x")],
     *[(["plan", "--rate", "1", "--gpu", "h100", "--tp", "1", "--mem-fraction", f], 2) for f in ("0", "1.5", "nan", "x")],
+    *[(["plan", "--rate", "1", "--gpu", "h100", "--tp", "1", "--recv-interval", r], 2) for r in ("0", "1001", "x")],
     (["sweep", "--format", "xml"], 2),
     (["sweep", "--sort", "nosuchcolumn"], 2),
     (["sweep", "--top", "-1"], 2),
@@ -1159,13 +1160,17 @@ def test_a_scenarios_kv_dtype_is_checked(fails, tmp_path, kv, said):
     assert said in fails(*PLAN_ONE, "--scenario", scenario, code=errors.EXIT_USAGE)
 
 
-@pytest.mark.parametrize("fraction, said", [
-    ("1.2", "search.mem_fraction: a share in (0, 1]"),
-    ("0", "search.mem_fraction: a share in (0, 1]"),
-    ("true", "field 'search.mem_fraction'"),  # a flag where a share belongs: refused, not read as 1
-    ('"0.9"', "field 'search.mem_fraction'"),  # quoted: a typo, refused by the strict scenario
+@pytest.mark.parametrize("field, value, said", [
+    ("mem_fraction", "1.2", "search.mem_fraction: a share in (0, 1]"),
+    ("mem_fraction", "0", "search.mem_fraction: a share in (0, 1]"),
+    ("mem_fraction", "true", "field 'search.mem_fraction'"),  # a flag where a share belongs: refused, not read as 1
+    ("mem_fraction", '"0.9"', "field 'search.mem_fraction'"),  # quoted: a typo, refused by the strict scenario
+    ("recv_interval", "0", "search.recv_interval: decode iterations between the scheduler's receives"),
+    ("recv_interval", "1001", "search.recv_interval: decode iterations between the scheduler's receives"),
+    ("recv_interval", "true", "field 'search.recv_interval'"),  # a flag where a count belongs
+    ("recv_interval", '"3"', "field 'search.recv_interval'"),
 ])
-def test_a_scenarios_mem_fraction_is_checked(fails, tmp_path, fraction, said):
+def test_a_scenarios_memory_share_and_receive_interval_are_checked(fails, tmp_path, field, value, said):
     scenario = tmp_path / "s.yaml"
-    scenario.write_text(f"traffic: {{rate: 1}}\nsearch: {{mem_fraction: {fraction}}}\n")
+    scenario.write_text(f"traffic: {{rate: 1}}\nsearch: {{{field}: {value}}}\n")
     assert said in fails(*PLAN_ONE, "--scenario", scenario, code=errors.EXIT_USAGE)

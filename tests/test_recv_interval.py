@@ -179,3 +179,122 @@ def test_a_bad_interval_is_one_error_line(run, bad):
     rc, out, err = run(*SERVE, f"--recv-interval={bad}")
     assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and err.startswith("error: "), err
     assert "--recv-interval" in err
+
+
+# --- plan: one interval for every candidate -------------------------------------------------------
+
+def test_a_plan_candidate_is_simulated_with_its_interval():
+    """A plan candidate's replica is served with its receive interval: the engine of 1 s iterations
+    above, R = 4, request 0 at 0 and request 1 at 2.5 s: request 1 is received at boundary 5 (its
+    first token at 6 s, not 4 s), as the simulation's own schedule worked above; R = 1, at 3 s."""
+    from dlmcost.inputs.hardware import HardwareDB
+    from dlmcost.plan import replicas
+    from dlmcost.serving.steptime import Decoding
+
+    def candidate(interval):
+        return replicas.Candidate(HardwareDB.load(None).get("h100"), "bf16", 1, Decoding("ar", None, 1.0), 3,
+                                  _table(1), np.ones(1), 3, recv_interval=interval)
+
+    arrivals = np.array([0.0, 2.5])
+    for interval, starts, firsts in ((4, [0.0, 5.0], [1.0, 6.0]), (1, [0.0, 3.0], [1.0, 4.0])):
+        r = replicas._serve(candidate(interval), np.zeros(2, int), arrivals_s=arrivals)
+        assert r.start_s.tolist() == pytest.approx(starts)
+        assert r.first_block_s.tolist() == pytest.approx(firsts)
+
+
+@pytest.mark.usefixtures("bundled_offline")
+def test_plan_s_candidates_take_the_interval_where_they_stream_tokens():
+    """The search space's interval is an autoregressive candidate's; a diffusion decoding's
+    candidate receives every iteration (SGLang's dLLM passes weigh as prefills)."""
+    from dlmcost.inputs.hardware import HardwareDB
+    from dlmcost.inputs.models import resolve_model
+    from dlmcost.plan import search
+    from dlmcost.serving.steptime import Decoding
+    from dlmcost.serving.traffic import Traffic, parse_lengths, sample_requests
+
+    sample = sample_requests(Traffic(parse_lengths(16, "p"), parse_lengths(32, "a"), rate=1.0), 50, 0)
+    for model, decoding, taken in (("Qwen/Qwen2.5-7B", Decoding("ar", None, 1.0), 7),
+                                   ("GSAI-ML/LLaDA-8B-Instruct", Decoding("mdm", 32, 2.0), 1)):
+        space = search.SearchSpace([HardwareDB.load(None).get("h100")], [1], ["bf16"], [decoding], [16],
+                                   recv_interval=7)
+        (c,), _ = search._candidates(resolve_model(model), space, decoding, sample, "realistic", None, None)
+        assert c.recv_interval == taken
+
+
+PLAN = ["plan", "Qwen/Qwen2.5-7B", "--rate", "2", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--scheme", "ar",
+        "--stack", "sglang", "--prompt", "256", "--answer", "256", "--max-batch", "64", "--requests", "100"]
+
+
+@pytest.fixture
+def simulated_intervals(monkeypatch) -> list:
+    """The receive interval of every replica simulation plan runs, in order."""
+    from dlmcost.serving import behaviour
+
+    seen, real = [], behaviour.run
+
+    def spied(*args, recv_interval=1, **kwargs):
+        seen.append(recv_interval)
+        return real(*args, recv_interval=recv_interval, **kwargs)
+
+    monkeypatch.setattr(behaviour, "run", spied)
+    return seen
+
+
+@pytest.mark.usefixtures("bundled_offline")
+def test_plan_takes_the_interval_and_one_is_the_default(run, simulated_intervals, tmp_path):
+    """`plan --recv-interval 1` is the plan without it to the last digit; 10 (by option or the
+    scenario's search.recv_interval) reaches every simulation of the autoregressive candidate, is
+    recorded, named in the search line, and delays the first tokens of arrivals during decodes."""
+    import json
+
+    def plan(*given):
+        simulated_intervals.clear()
+        rc, out, err = run(*PLAN, *given, "-f", "json")
+        assert rc == 0, err
+        return json.loads(out), set(simulated_intervals)
+
+    (plain, plain_runs), (one, _) = plan(), plan("--recv-interval", "1")
+    assert plain["deployments"] == one["deployments"] and plain_runs == {1}
+    assert plain["search"]["recv_interval"] == one["search"]["recv_interval"] == 1
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("search: {recv_interval: 10}\n")
+    ten, ten_runs = plan("--scenario", scenario)
+    assert ten["search"]["recv_interval"] == 10 and ten_runs == {10}
+    assert ten["deployments"][0]["p95_first_block_s"] > plain["deployments"][0]["p95_first_block_s"]
+    rc, text, err = run(*PLAN, "--recv-interval", "10")
+    words = " ".join(text.split())
+    assert rc == 0 and "90% of memory; new requests taken in every 10 decode iterations, at once after a prefill " \
+                       "or when idle (--recv-interval); 100 simulated requests" in words, err
+    assert "new requests taken in" not in " ".join(run(*PLAN)[1].split())
+
+
+@pytest.mark.usefixtures("bundled_offline")
+def test_plan_s_interval_where_only_diffusion_decodings_run_warns(run):
+    rc, out, err = run("plan", "GSAI-ML/LLaDA-8B-Instruct", "--rate", "1", "--gpu", "h100", "--tp", "1",
+                       "--precision", "bf16", "--requests", "100", "--recv-interval", "5", "-f", "json")
+    assert rc == 0 and "warning: --recv-interval does nothing here" in err
+
+
+@pytest.mark.usefixtures("bundled_offline")
+def test_plan_s_bounds_hold_under_an_interval():
+    """An interval only delays admissions: the lone floor is still the simulation of each request
+    alone (an idle server receives at once), and the throughput bound is still above the
+    saturated replica's completions, so the pruning that rests on them stays exact."""
+    from dlmcost.inputs.hardware import HardwareDB
+    from dlmcost.inputs.models import resolve_model
+    from dlmcost.plan import replicas, search
+    from dlmcost.serving.steptime import Decoding
+    from dlmcost.serving.traffic import Traffic, parse_lengths, sample_requests
+
+    traffic = Traffic(parse_lengths(64, "p"), parse_lengths(32, "a"), rate=5.0)
+    sample = sample_requests(traffic, 200, 0)
+    decoding = Decoding("ar", None, 1.0)
+    space = search.SearchSpace([HardwareDB.load(None).get("h100")], [1], ["bf16"], [decoding], [64], recv_interval=10)
+    (c,), _ = search._candidates(resolve_model("Qwen/Qwen2.5-7B"), space, decoding, sample, "realistic", "sglang", None)
+    assert c.recv_interval == 10
+    latency, first = replicas._lone_latencies(c, sample)
+    alone = replicas._run(c, sample, traffic, replicas.separate_replicas(c, sample, traffic))
+    window = replicas._window(len(sample.unit_gaps))
+    assert np.allclose(alone.latency, latency[window], rtol=1e-9)
+    assert np.allclose(alone.ttfb, first[window], rtol=1e-9)
+    assert search._throughput_bound(c, sample) >= replicas.saturation_rps(c, sample)

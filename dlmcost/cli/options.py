@@ -317,7 +317,7 @@ MemFractionOpt = typer.Option(None, "--mem-fraction", metavar="F",
                                    "(vLLM's --gpu-memory-utilization, SGLang's --mem-fraction-static) [0.9]")
 
 
-# the scheduler's receive interval (SGLang's --scheduler-recv-interval): serve's deployment takes it
+# the scheduler's receive interval (SGLang's --scheduler-recv-interval): serve's deployment, every plan candidate
 RecvIntervalOpt = typer.Option(None, "--recv-interval", metavar="R",
                                help="the scheduler takes in new requests once every R decode iterations (SGLang's "
                                     "--scheduler-recv-interval), at once after a prefill or when idle; "

@@ -8,8 +8,8 @@ from .. import api
 from ..errors import NoDeploymentError, UsageError
 from ..render.plan import PLAN_CSV_KEYS, plan_csv_rows, render_plan
 from .app import app, examples
-from .options import (ApiServersOpt, EfficiencyOpt, HardwareOpt, KvDtypeOpt, MemFractionOpt, MinAccuracyOpt, PrefillChunkOpt, TaskOpt, group,
-                      output_options, parse_list, require_option, stack_options)
+from .options import (ApiServersOpt, EfficiencyOpt, HardwareOpt, KvDtypeOpt, MemFractionOpt, MinAccuracyOpt, PrefillChunkOpt,
+                      RecvIntervalOpt, TaskOpt, group, output_options, parse_list, require_option, stack_options)
 from .output import draw, gate, held_output, progress_bar, requirements_of
 
 # --- option groups (the traffic and the targets: what a deployment is asked to serve) -----------
@@ -44,13 +44,13 @@ targets_options = group("targets", lambda **t: t, {
 })
 
 
-def _search(gpu, consumer, tp, precision, kv_dtype, mem_fraction, scheme, block, tpf, steps, max_batch, prefill_chunk, api_servers, task,
-            min_accuracy) -> dict:
+def _search(gpu, consumer, tp, precision, kv_dtype, mem_fraction, scheme, block, tpf, steps, max_batch, prefill_chunk, api_servers,
+            recv_interval, task, min_accuracy) -> dict:
     decoding = _decodings(scheme, block, tpf, steps) if any(v is not None for v in (scheme, block, tpf, steps)) else None
     floor = dict([api.parse_floor(min_accuracy)]) if min_accuracy is not None else None
     return dict(gpus=gpu, tp=parse_list(tp, int, "tp"), precisions=parse_list(precision, str, "precision"),
                 kv_dtype=kv_dtype, mem_fraction=mem_fraction, decoding=decoding, max_batch=parse_list(max_batch, int, "max-batch"),
-                prefill_chunk=prefill_chunk, api_servers=api_servers, consumer=consumer or None, task=task, min_accuracy=floor)
+                prefill_chunk=prefill_chunk, api_servers=api_servers, recv_interval=recv_interval, consumer=consumer or None, task=task, min_accuracy=floor)
 
 
 search_options = group("search", _search, {
@@ -69,6 +69,7 @@ search_options = group("search", _search, {
                                                    "[the stack's max_running_requests, else 256]")),
     "prefill_chunk": (Optional[int], PrefillChunkOpt),
     "api_servers": (Optional[int], ApiServersOpt),
+    "recv_interval": (Optional[int], RecvIntervalOpt),
     "task": (Optional[str], TaskOpt),
     "min_accuracy": (Optional[str], MinAccuracyOpt),
 })

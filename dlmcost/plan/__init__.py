@@ -62,6 +62,10 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     behaviour.check_api_servers(spec.search.api_servers, servers_name)
     if spec.search.mem_fraction is not None:  # the option's was checked before: the scenario's
         check_mem_fraction(spec.search.mem_fraction, "search.mem_fraction")
+    recv_given = spec.search.recv_interval
+    recv_name = ("--recv-interval" if ((overrides or {}).get("search") or {}).get("recv_interval") is not None
+                 else "search.recv_interval")
+    behaviour.check_recv_interval(recv_given, recv_name)
     model_ids = _model_ids(model if model is not None else spec.model)
     model_specs = [resolve_spec(m) for m in model_ids]
     floor = quality_floor(spec)
@@ -100,11 +104,13 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                            f"{candidates:,} candidate deployments x {requests:,} simulated requests",
                            "fewer --requests, or fewer candidates (GPUs, TP sizes, precisions, decodings, batch limits)")
     parts, decodings, release, running, stacks, published, chunks, fronts = [], [], {}, {}, {}, {}, {}, {}
+    intervals = {}  # each decoding's receive interval: the one given for those that stream tokens, else 1
     for m, space, pricing in spaces:
         decodings += [d.label for d in space.decodings]
         policies = {d.label: decoding_policy(stack, efficiency, d, eager, space.prefill_chunk, chunk_given_as,
-                                             space.api_servers, servers_given_as, m.n_layers)
+                                             space.api_servers, servers_given_as, m.n_layers, space.recv_interval)
                     for d in space.decodings}
+        intervals.update({label: pol.recv_interval for label, pol in policies.items()})
         fronts.update({label: (pol.front_end, pol.api_servers_source) for label, pol in policies.items()})
         release.update({label: pol.release for label, pol in policies.items()})
         chunks.update({label: (pol.prefill_chunk, pol.prefill_chunk_source) for label, pol in policies.items()})
@@ -118,7 +124,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     if baseline and any(not d.autoregressive for _, space, _ in spaces for d in space.decodings):
         ar = baseline_decoding()  # the AR baseline's engine, as the header names it
         policy = decoding_policy(stack, efficiency, ar, eager, spec.search.prefill_chunk, chunk_given_as,
-                                 spec.search.api_servers, servers_given_as, spaces[0][0].n_layers)
+                                 spec.search.api_servers, servers_given_as, spaces[0][0].n_layers, recv_given)
+        intervals.setdefault(ar.label, policy.recv_interval)
         fronts.setdefault(ar.label, (policy.front_end, policy.api_servers_source))
         release.setdefault(ar.label, policy.release)
         chunks.setdefault(ar.label, (policy.prefill_chunk, policy.prefill_chunk_source))
@@ -126,6 +133,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         stacks.setdefault(ar.label, behaviour.stack_name(stack, ar, eager))
     behaviour.warn_if_no_chunks(spec.search.prefill_chunk, [chunk for chunk, _ in chunks.values()], chunk_name)
     behaviour.warn_if_no_front_end(spec.search.api_servers, [front for front, _ in fronts.values()], servers_name)
+    behaviour.warn_if_no_recv_interval(recv_given, intervals.values(), recv_name)
     result = parts[0]
     if len(parts) > 1:  # the rows shown of all the models' rankings searched again, then ranked together
         rank_rows([row for p in parts for row in p.pending], ranked)
@@ -137,6 +145,9 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     result.search = dict(gpus=[g.name for g in space.gpus], tp=space.tps, precisions=space.precisions,
                          kv_dtype=space.kv_dtype,  # every candidate's K/V cache dtype
                          mem_fraction=space.mem_fraction,  # and share of each GPU's memory
+                         # the scheduler's receive interval given (1: every iteration), which the decodings
+                         # that stream tokens take (the AR baseline's too); the diffusion ones receive every pass
+                         recv_interval=space.recv_interval,
                          decodings=list(dict.fromkeys(decodings)),
                          max_batch=sorted({b for bs in running.values() for b in bs}),
                          max_running=running,  # each decoding's running limits searched (its stack's own unless given), the AR baseline's too

@@ -72,6 +72,7 @@ class Candidate:
     # each prompt's share outside the prefix cache where the decoding's prefill can use one (1: whole)
     uncached: float = 1.0
     front_end: FrontEnd | None = None  # the API servers before the engine (behaviour.Policy's)
+    recv_interval: int = 1  # decode iterations between the scheduler's receives (behaviour.Policy's)
     floors: dict = field(default_factory=dict, repr=False)  # _floor_ratio's answers, per (sample, targets)
 
     @property
@@ -117,6 +118,14 @@ def request_classes(sample: RequestSample) -> np.ndarray:
     return sample.prompt_class * len(sample.answer_values) + sample.answer_class
 
 
+def _serve(c: Candidate, cls: np.ndarray, **load):
+    """One replica of the candidate serving requests of these classes (`load`: as `behaviour.run`'s),
+    as `serve` serves it."""
+    return behaviour.run(c.table, cls, c.max_batch, c.release, c.passes, c.first_block_outside_limit,
+                         uncached=c.uncached_shares(len(cls)), front_end=c.front_end,
+                         recv_interval=c.recv_interval, **load)
+
+
 def _run(c: Candidate, sample: RequestSample, traffic: Traffic, replicas: int, *,
          users_per_replica: int | None = None) -> ReplicaRun:
     """One replica of R under the traffic (closed loop: `users_per_replica`, when given, instead of
@@ -125,13 +134,10 @@ def _run(c: Candidate, sample: RequestSample, traffic: Traffic, replicas: int, *
     n = len(cls)
     if traffic.closed_loop:
         users = users_per_replica or math.ceil(traffic.users / replicas)
-        r = behaviour.run(c.table, cls, c.max_batch, c.release, c.passes, c.first_block_outside_limit,
-                          uncached=c.uncached_shares(n), front_end=c.front_end, users=users,
-                          think_s=traffic.think_s)
+        r = _serve(c, cls, users=users, think_s=traffic.think_s)
     else:
         arrivals = np.cumsum(sample.unit_gaps) / (traffic.rate / replicas)
-        r = behaviour.run(c.table, cls, c.max_batch, c.release, c.passes, c.first_block_outside_limit,
-                          uncached=c.uncached_shares(n), front_end=c.front_end, arrivals_s=arrivals)
+        r = _serve(c, cls, arrivals_s=arrivals)
     w = _window(n)
     lat, ttfb = r.latency_s[w], r.ttfb_s[w]
     tokens = c.answer_tokens[cls[w]]
@@ -151,9 +157,7 @@ def saturation_rps(c: Candidate, sample: RequestSample) -> float:
     and the users' first round, sent together, shares them and leaves in one burst whose
     completions a window can catch at a rate no steady state keeps."""
     cls = request_classes(sample)
-    r = behaviour.run(c.table, cls, c.max_batch, c.release, c.passes, c.first_block_outside_limit,
-                      uncached=c.uncached_shares(len(cls)), front_end=c.front_end,
-                      users=2 * c.in_flight_cap + 1)
+    r = _serve(c, cls, users=2 * c.in_flight_cap + 1)
     rate = _completion_rate(r.done_s)
     if c.front_end is not None and c.front_end.service_s > 0:
         rate = min(rate, c.front_end.servers / c.front_end.service_s)

@@ -5,7 +5,7 @@
     targets: {p95_latency_s: 5, p95_first_block_s: 1, max_usd_per_mtok: 2}
     search: {gpus: [h100, mi300x], tp: [1, 2], precisions: [bf16, fp8], kv_dtype: fp8, mem_fraction: 0.9,
              decoding: [{scheme: block, block: 32, tpf: 2}], max_batch: [64, 256], prefill_chunk: 8192,
-             consumer: false}
+             recv_interval: 1, consumer: false}
     prices: {h100: 2.49}
     simulation: {requests: 2000, seed: 0}
 
@@ -101,6 +101,10 @@ class SearchSpec(BaseModel):
     # the front end's API server processes per replica (None: the stack's), checked by
     # `behaviour.check_api_servers` as serve's option is
     api_servers: Optional[Annotated[int, Strict()]] = None
+    # decode iterations between the scheduler's receives of new requests, every candidate's (serve's
+    # --recv-interval; None: 1), checked by `behaviour.check_recv_interval` as serve's option is
+    # (a whole number: `true` and "3" are refused)
+    recv_interval: Optional[Annotated[int, Strict()]] = None
     consumer: bool = False  # the default GPU set with workstation and consumer cards too
     # whose published TPF is the default, spelt as the decoding files spell it
     task: Optional[Annotated[str, AfterValidator(task_key)]] = Field(default=None, min_length=1, max_length=100)
@@ -298,7 +302,8 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
     kv_bytes(kv_dtype)
     space = SearchSpace(gpus, sorted(set(tps)), list(dict.fromkeys(precisions)), decodings, sorted(set(max_batches)),
                         left_out, s.prefill_chunk, s.api_servers, kv_dtype.lower(),
-                        DEFAULT_MEM_FRACTION if s.mem_fraction is None else s.mem_fraction)
+                        DEFAULT_MEM_FRACTION if s.mem_fraction is None else s.mem_fraction,
+                        1 if s.recv_interval is None else s.recv_interval)
     power = {g.key: g.board_power_w for g in gpus}
     return space, Pricing(usd, source, power, spec.power_utilisation, low={k: lo for k, (lo, _) in ranges.items()},
                           high={k: hi for k, (_, hi) in ranges.items()})

@@ -62,6 +62,7 @@ class SearchSpace:
     api_servers: int | None = None  # the front end's API servers per replica (None: the stack's)
     kv_dtype: str = "bf16"  # the K/V cache's number format, every candidate's
     mem_fraction: float = DEFAULT_MEM_FRACTION  # the share of each GPU's memory every candidate may use
+    recv_interval: int = 1  # decode iterations between the scheduler's receives (token-streaming decodings')
 
 
 @dataclass
@@ -179,7 +180,8 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
     answers = [int(v) for v in sample.answer_values]
     stack = behaviour.stack_name(stack, decoding, eager)  # the decoding's engine path unless one is given
     pol = behaviour.policy(stack_profile(stack, efficiency), decoding,  # its running limit: max_batch's
-                           prefill_chunk=space.prefill_chunk, api_servers=space.api_servers, layers=model.n_layers)
+                           prefill_chunk=space.prefill_chunk, api_servers=space.api_servers, layers=model.n_layers,
+                           recv_interval=space.recv_interval)
     pt = pass_table(model, *_table_args(space, decoding, prompts, canvases, pol), efficiency=efficiency,
                     stack=stack, hardware=hardware, max_passes=None,  # plan checked the total of its sweeps
                     kv_dtype=space.kv_dtype, mem_fraction=space.mem_fraction)
@@ -202,7 +204,7 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
                     out.append(Candidate(g, prec, tp, decoding, mb, t, tokens, rt.batch_limit, pol.release,
                                          drawn[key], pol.first_block_outside_limit,
                                          uncached=1.0 - cached_prompt if caches(pol, t) else 1.0,
-                                         front_end=pol.front_end))
+                                         front_end=pol.front_end, recv_interval=pol.recv_interval))
     return out, skipped
 
 
@@ -234,13 +236,15 @@ def baseline_decoding() -> Decoding:
 def decoding_policy(stack: str | None, efficiency: str, decoding: Decoding, eager: bool = False,
                     prefill_chunk: int | None = None, chunk_given_as: str = "option",
                     api_servers: int | None = None, servers_given_as: str = "option",
-                    layers: int = 0) -> behaviour.Policy:
+                    layers: int = 0, recv_interval: int | None = None) -> behaviour.Policy:
     """How a decoding is served: on its stack (the one given, else its kind's default), with that
-    stack's release and running limit, and the chunked prefill and API servers given (else the
-    stack's), as `serve` serves it; `layers`: the model's (its front end's first-token delay)."""
+    stack's release and running limit, and the chunked prefill, API servers and receive interval
+    given (else the stack's; the interval, 1), as `serve` serves it; `layers`: the model's (its front
+    end's first-token delay)."""
     return behaviour.policy(stack_profile(behaviour.stack_name(stack, decoding), efficiency, eager), decoding,
                             prefill_chunk=prefill_chunk, prefill_chunk_given_as=chunk_given_as,
-                            api_servers=api_servers, api_servers_given_as=servers_given_as, layers=layers)
+                            api_servers=api_servers, api_servers_given_as=servers_given_as, layers=layers,
+                            recv_interval=recv_interval)
 
 
 

@@ -118,3 +118,11 @@ def prefill_chunk_phrase(chunk: int | None, source: str, stack: str) -> str:
         return ""
     where = {"stack": f"{stack}'s default"}.get(source, source)
     return f"prompts prefilled {chunk:,} tokens a step beside the decodes ({safe(where)}, --prefill-chunk to change)"
+
+
+def recv_interval_phrase(every: int) -> str:
+    """The scheduler's receive interval where it skips receives (above 1; else ''): 'new requests
+    taken in every 10 decode iterations, at once after a prefill or when idle (--recv-interval)'."""
+    if every <= 1:
+        return ""
+    return f"new requests taken in every {every:,} decode iterations, at once after a prefill or when idle (--recv-interval)"

@@ -7,7 +7,7 @@ import math
 
 from .cells import num, percent, plural, safe, sig
 from .evidence import (against_published, band_meaning, band_phrase, first_token_phrase, front_end_phrase,
-                       prefill_chunk_phrase, published_brief, span)
+                       prefill_chunk_phrase, published_brief, recv_interval_phrase, span)
 from .formats import markdown_text, to_csv, to_markdown, typed_json
 from .output import Output
 from .tables import print_fitted, table_columns
@@ -128,8 +128,10 @@ def plan_search_line(p: dict) -> str:
     tried = p["evaluated"] + sum(v for k, v in (p.get("skipped") or {}).items() if k != "absurd")
     if tried > product:
         text += f" and {tried - product:,} for the AR baseline"
-    return (f"{text}; K/V cache {safe(s['kv_dtype'])}, {percent(s['mem_fraction'])} of memory; {plural(s['requests'], 'simulated request')}, "
-            f"random seed {s['seed']}")
+    receiving = recv_interval_phrase(s.get("recv_interval", 1))  # named only where it skips receives, as serve's
+    return (f"{text}; K/V cache {safe(s['kv_dtype'])}, {percent(s['mem_fraction'])} of memory"
+            + (f"; {receiving}" if receiving else "")
+            + f"; {plural(s['requests'], 'simulated request')}, random seed {s['seed']}")
 
 
 def engines_line(s: dict) -> str:

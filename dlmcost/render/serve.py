@@ -14,7 +14,7 @@ from .charts import Chart, Note, Panel, Series, _log_scaled, short_model
 from .output import Output
 from .cells import num, percent, plural, safe
 from .evidence import (against_published, band_meaning, band_phrase, first_token_phrase, front_end_phrase,
-                       prefill_chunk_phrase, published_phrase, span)
+                       prefill_chunk_phrase, published_phrase, recv_interval_phrase, span)
 from .formats import markdown_text, to_csv, to_markdown, typed_json
 from .tables import print_fitted, table_columns
 
@@ -206,11 +206,8 @@ def _chunk_words(d: dict) -> str:
 
 def _recv_words(d: dict) -> str:
     """The scheduler's receive interval, where it skips receives (above 1)."""
-    every = d.get("recv_interval", 1)
-    if every <= 1:
-        return ""
-    return (f" · new requests taken in every {every:,} decode iterations, at once after a prefill or when idle "
-            "(--recv-interval)")
+    phrase = recv_interval_phrase(d.get("recv_interval", 1))
+    return f" · {phrase}" if phrase else ""
 
 
 def _limit_source(d: dict) -> str:
