@@ -298,3 +298,71 @@ def test_plan_s_bounds_hold_under_an_interval():
     assert np.allclose(alone.latency, latency[window], rtol=1e-9)
     assert np.allclose(alone.ttfb, first[window], rtol=1e-9)
     assert search._throughput_bound(c, sample) >= replicas.saturation_rps(c, sample)
+
+
+def _replay_receiving(nfe, first_passes, first, steady, cls, cap, interval, arrivals=None, users=None, think_s=0.0):
+    """Brute force, iteration by iteration (tests/test_plan.py's replay with SGLang's receive rule): boundary k
+    takes in every arrival up to its time where the iteration before it ran a request's first pass (a prefill),
+    where R iterations ran since the last boundary that received, or where the server is idle (nothing running
+    and nothing received waiting). Received requests wait first come, first served, for room in the batch."""
+    import math
+
+    n = len(cls)
+    arrival = list(arrivals) if arrivals is not None else [0.0] * min(users, n) + [math.inf] * (n - min(users, n))
+    issued = n if arrivals is not None else min(users, n)
+    now, it, due, prefilled = 0.0, 0, 0, False
+    waiting, inflight, done, ttfb, received = [], {}, {}, {}, set()
+    while len(done) < n:
+        if it >= due or prefilled or not (inflight or waiting):
+            for i in range(n):
+                if i not in received and arrival[i] <= now + 1e-12:
+                    waiting.append(i)
+                    received.add(i)
+            due = it + interval
+        waiting.sort(key=lambda i: (arrival[i], i))
+        while waiting and len(inflight) < cap:
+            inflight[waiting.pop(0)] = 0
+        if not inflight:  # idle: the next arrival finds the server idle and is taken at once
+            now = min(arrival[i] for i in range(n) if i not in received)
+            continue
+        b = len(inflight)
+        prefilled = any(k == 0 for k in inflight.values())
+        now += sum((first if k == 0 else steady)[cls[i]][b] / b for i, k in inflight.items())
+        it += 1
+        for i in list(inflight):
+            inflight[i] += 1
+            if inflight[i] == first_passes[cls[i]]:
+                ttfb[i] = now
+            if inflight[i] == nfe[cls[i]]:
+                done[i] = now
+                del inflight[i]
+                if issued < n:  # closed loop: the user asks again after thinking
+                    arrival[issued] = now + think_s
+                    issued += 1
+    return [done[i] for i in range(n)], [ttfb[i] for i in range(n)]
+
+
+@pytest.mark.parametrize("interval", [2, 3, 7])
+@pytest.mark.parametrize("loop", ["open", "closed"])
+@LOOPS
+def test_random_loads_against_a_brute_force_replay(classes, loop, interval):
+    """Random arrivals (or 4 users thinking 0.2 s), batch limit 3, prefills dearer than the other passes and
+    growing with the batch: the event-driven loops, which jump over runs of equal iterations, give the
+    iteration-by-iteration replay's first tokens and completions at every receive interval."""
+    rng = np.random.default_rng(interval * 10 + classes)
+    cap = 3
+    nfe, first_passes = [6, 9][:classes], [1, 2][:classes]
+    first = [[0.0] + [0.7 + 0.1 * b for b in range(1, cap + 1)], [0.0] + [1.3 + 0.2 * b for b in range(1, cap + 1)]][:classes]
+    steady = [[0.0] + [0.1 + 0.05 * b for b in range(1, cap + 1)], [0.0] + [0.2 + 0.02 * b for b in range(1, cap + 1)]][:classes]
+    table = ClassTable(nfe, first_passes, [0.0] * classes, steady, first)
+    n = 120
+    cls = rng.integers(0, classes, n)
+    if loop == "open":
+        arrivals = np.cumsum(rng.exponential(0.5, n))
+        r = simulate(table, cls, cap, arrivals_s=arrivals, recv_interval=interval)
+        done, ttfb = _replay_receiving(nfe, first_passes, first, steady, cls, cap, interval, arrivals=arrivals)
+    else:
+        r = simulate(table, cls, cap, users=4, think_s=0.2, recv_interval=interval)
+        done, ttfb = _replay_receiving(nfe, first_passes, first, steady, cls, cap, interval, users=4, think_s=0.2)
+    assert r.done_s.tolist() == pytest.approx(done)
+    assert r.first_block_s.tolist() == pytest.approx(ttfb)
