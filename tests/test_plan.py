@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +19,9 @@ from dlmcost.serving.simulate import ClassTable, simulate
 
 _simulate = simulate  # the simulator itself (tests call `simulate`, checked by Little's law)
 from dlmcost.serving.traffic import parse_lengths
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from replay import replay  # noqa: E402  (the brute-force reference simulation, tests/replay.py)
 
 MODEL = "GSAI-ML/LLaDA-8B-Instruct"
 
@@ -178,39 +183,6 @@ def test_batch_one_md1_with_a_prefill():
     assert wait.mean() == pytest.approx(rho * service / (2 * (1 - rho)), rel=0.06)
     assert wait.min() >= -1e-9
     assert np.allclose(r.ttfb_s - (r.latency_s - service), prefill + step)
-
-
-def replay(nfe, first_passes, first, steady, cls, cap, arrivals=None, users=None, think_s=0.0):
-    """Brute force: iteration by iteration, every in-flight request's share of its pass summed (a
-    request's pass 0 is its first); open loop (arrivals) or closed loop (users, think time)."""
-    n = len(cls)
-    arrival = list(arrivals) if arrivals is not None else [0.0] * min(users, n) + [math.inf] * (n - min(users, n))
-    issued = n if arrivals is not None else min(users, n)
-    now, waiting, inflight, done, ttfb, queued = 0.0, [], {}, {}, {}, set()
-    while len(done) < n:
-        for i in range(n):
-            if i not in queued and arrival[i] <= now + 1e-12:
-                waiting.append(i)
-                queued.add(i)
-        waiting.sort(key=lambda i: (arrival[i], i))
-        while waiting and len(inflight) < cap:
-            inflight[waiting.pop(0)] = 0
-        if not inflight:
-            now = min(arrival[i] for i in range(n) if i not in queued)
-            continue
-        b = len(inflight)
-        now += sum((first if k == 0 else steady)[cls[i]][b] / b for i, k in inflight.items())
-        for i in list(inflight):
-            inflight[i] += 1
-            if inflight[i] == first_passes[cls[i]]:
-                ttfb[i] = now
-            if inflight[i] == nfe[cls[i]]:
-                done[i] = now
-                del inflight[i]
-                if issued < n:  # closed loop: the user asks again after thinking
-                    arrival[issued] = now + think_s
-                    issued += 1
-    return [done[i] for i in range(n)], [ttfb[i] for i in range(n)]
 
 
 @pytest.mark.parametrize("loop", ["open", "closed"])

@@ -5,10 +5,16 @@ and the general one (two alike classes)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from dlmcost.serving.simulate import ClassTable, RequestPasses, simulate
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from replay import replay  # noqa: E402  (the brute-force reference simulation, tests/replay.py)
 
 FLAT = [0.0, 1.0, 1.0, 1.0]  # an iteration of 1 to 3 requests takes 1 s, a prefill's too
 
@@ -300,47 +306,6 @@ def test_plan_s_bounds_hold_under_an_interval():
     assert search._throughput_bound(c, sample) >= replicas.saturation_rps(c, sample)
 
 
-def _replay_receiving(nfe, first_passes, first, steady, cls, cap, interval, arrivals=None, users=None, think_s=0.0):
-    """Brute force, iteration by iteration (tests/test_plan.py's replay with SGLang's receive rule): boundary k
-    takes in every arrival up to its time where the iteration before it ran a request's first pass (a prefill),
-    where R iterations ran since the last boundary that received, or where the server is idle (nothing running
-    and nothing received waiting). Received requests wait first come, first served, for room in the batch."""
-    import math
-
-    n = len(cls)
-    arrival = list(arrivals) if arrivals is not None else [0.0] * min(users, n) + [math.inf] * (n - min(users, n))
-    issued = n if arrivals is not None else min(users, n)
-    now, it, due, prefilled = 0.0, 0, 0, False
-    waiting, inflight, done, ttfb, received = [], {}, {}, {}, set()
-    while len(done) < n:
-        if it >= due or prefilled or not (inflight or waiting):
-            for i in range(n):
-                if i not in received and arrival[i] <= now + 1e-12:
-                    waiting.append(i)
-                    received.add(i)
-            due = it + interval
-        waiting.sort(key=lambda i: (arrival[i], i))
-        while waiting and len(inflight) < cap:
-            inflight[waiting.pop(0)] = 0
-        if not inflight:  # idle: the next arrival finds the server idle and is taken at once
-            now = min(arrival[i] for i in range(n) if i not in received)
-            continue
-        b = len(inflight)
-        prefilled = any(k == 0 for k in inflight.values())
-        now += sum((first if k == 0 else steady)[cls[i]][b] / b for i, k in inflight.items())
-        it += 1
-        for i in list(inflight):
-            inflight[i] += 1
-            if inflight[i] == first_passes[cls[i]]:
-                ttfb[i] = now
-            if inflight[i] == nfe[cls[i]]:
-                done[i] = now
-                del inflight[i]
-                if issued < n:  # closed loop: the user asks again after thinking
-                    arrival[issued] = now + think_s
-                    issued += 1
-    return [done[i] for i in range(n)], [ttfb[i] for i in range(n)]
-
 
 @pytest.mark.parametrize("interval", [2, 3, 7])
 @pytest.mark.parametrize("loop", ["open", "closed"])
@@ -360,9 +325,9 @@ def test_random_loads_against_a_brute_force_replay(classes, loop, interval):
     if loop == "open":
         arrivals = np.cumsum(rng.exponential(0.5, n))
         r = simulate(table, cls, cap, arrivals_s=arrivals, recv_interval=interval)
-        done, ttfb = _replay_receiving(nfe, first_passes, first, steady, cls, cap, interval, arrivals=arrivals)
+        done, ttfb = replay(nfe, first_passes, first, steady, cls, cap, arrivals=arrivals, interval=interval)
     else:
         r = simulate(table, cls, cap, users=4, think_s=0.2, recv_interval=interval)
-        done, ttfb = _replay_receiving(nfe, first_passes, first, steady, cls, cap, interval, users=4, think_s=0.2)
+        done, ttfb = replay(nfe, first_passes, first, steady, cls, cap, users=4, think_s=0.2, interval=interval)
     assert r.done_s.tolist() == pytest.approx(done)
     assert r.first_block_s.tolist() == pytest.approx(ttfb)
