@@ -1142,3 +1142,35 @@ def test_max_rate_tries_only_rates_in_the_rate_range(capsys, args, rate):
     assert rc == (0 if rate else errors.EXIT_REQUIREMENT), err
     assert "must be in" not in err
     assert json.loads(out)["deployments"][0]["max_rate"]["rate"] == rate
+
+
+TRACE = Path(__file__).resolve().parents[1] / "examples" / "traces" / "azure-conv.csv"
+SERVE_ONE = ["serve", "Qwen/Qwen2.5-7B", "--requests", "100"]
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--trace", TRACE, "--prompt", "5"], "a trace brings its own prompt and answer lengths"),
+    (["--trace", TRACE, "--answer", "7"], "a trace brings its own prompt and answer lengths"),
+    (["-c", "4", "--time-scale", "2"], "--time-scale goes with --trace FILE"),
+    (["-c", "4", "--sample", "5"], "--sample goes with --trace FILE"),
+    (["-c", "4", "--trace-format", "azure"], "--trace-format goes with --trace FILE"),
+    (["--rate", "2", "--think", "2"], "--think goes with --concurrency"),
+    (["--job", "5", "--think", "2"], "--think goes with --concurrency"),
+    (["--trace", TRACE, "--think", "2"], "--think goes with --concurrency"),
+    (["--rate", "2", "--cv", "3"], "--cv goes with --arrival gamma (the poisson arrivals' gaps take none), got 3"),
+    (["-c", "4", "--cv", "3"], "--cv goes with --arrival gamma"),
+    (["-c", "4", "--arrival", "gamma"], "--arrival goes with --rate or --max-rate"),
+    (["--trace", TRACE, "--arrival", "constant"], "--arrival goes with --rate or --max-rate"),
+])
+def test_a_serve_option_of_another_load_is_refused_not_ignored(fails, args, said):
+    # each ran with the option ignored without a word: the trace's own lengths, Poisson gaps, no think
+    # time, all 300 rows of no trace at all, as if the option had not been given
+    assert fails(*SERVE_ONE, *args, code=errors.EXIT_USAGE).startswith(f"error: {said}")
+
+
+def test_open_loop_arrivals_take_a_cv_only_when_gamma():
+    from dlmcost.serving.loads import OpenLoop
+
+    assert OpenLoop(2.0, "gamma", 3.0).cv == 3.0 and OpenLoop(2.0, "constant").cv == 1.0
+    with pytest.raises(errors.UsageError, match="^--cv goes with --arrival gamma"):
+        OpenLoop(2.0, "constant", 3.0)

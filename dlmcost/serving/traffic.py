@@ -224,6 +224,8 @@ class Traffic:
         if self.users is not None and not (isinstance(self.users, int) and 0 < self.users <= 10_000_000):
             raise UsageError(f"traffic: users must be a whole number in 1..10,000,000, got {self.users}")
         check_think(self.think_s, "traffic: think time")
+        if self.rate is not None and self.think_s:  # an open loop sends at its rate, whoever waits
+            raise UsageError("traffic: a think time goes with concurrent users (a closed loop), not a request rate")
         if not (math.isfinite(self.cached_prompt) and 0 <= self.cached_prompt <= 1):
             raise UsageError(f"traffic: the share of a prompt in the prefix cache must be in 0..1, got {self.cached_prompt}")
 

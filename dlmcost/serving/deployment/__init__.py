@@ -82,13 +82,14 @@ class Comparison:
                              for i, r in enumerate(self.results, 1) for p in r.points], drop=("misses",))
 
 
-def serve(model, loads, setup: Setup | None = None, *, prompt=256, answer=None, targets: Targets | None = None,
+def serve(model, loads, setup: Setup | None = None, *, prompt=None, answer=None, targets: Targets | None = None,
           find_max_rate: bool = False, arrival: str = "poisson", cv: float = 1.0, requests: int = DEFAULT_REQUESTS,
           seed: int = 0, hardware: list[str] | None = None) -> ServeResult:
     """What a fixed deployment delivers under each load (a `loads` object or a list of them).
 
-    Lengths: `prompt` / `answer` as `plan` takes them (a count, percentiles, '@FILE'; answer
-    default: the model's sampler length), except for a `TraceReplay`, which brings its own."""
+    Lengths: `prompt` / `answer` as `plan` takes them (a count, percentiles, '@FILE'; prompt default
+    256, answer default: the model's sampler length), except for a `TraceReplay`, which brings its
+    own (lengths given beside it are refused: they would be ignored)."""
     from ...inputs.models import resolve_model
 
     setup = setup or Setup()
@@ -100,6 +101,8 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=256, answer=None, 
     replays = [ld for ld in loads if isinstance(ld, TraceReplay)]
     if replays and len(loads) > 1:
         raise UsageError("serve: a trace is replayed alone, not in a list of loads")
+    if replays and (prompt is not None or answer is not None):
+        raise UsageError("a trace brings its own prompt and answer lengths: give --prompt and --answer without --trace")
     from_trace = setup.cached_prompt == CACHED_FROM_TRACE
     if from_trace:
         setup = _with_trace_cache(setup, replays)
@@ -109,6 +112,7 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=256, answer=None, 
         rng = np.random.default_rng(seed)
         answer = answer if answer is not None else (spec.sampler.gen if spec.sampler else 256)
         n = max([requests] + [ld.requests for ld in loads if isinstance(ld, BatchJob)])
+        prompt = prompt if prompt is not None else 256
         p_d, a_d = parse_lengths(prompt, "prompt lengths"), parse_lengths(answer, "answer lengths")
         lengths = (p_d.sample(rng, n), np.maximum(a_d.sample(rng, n), 1.0))
     prep = prepare(spec, lengths, setup, hardware=hardware)
