@@ -1174,3 +1174,17 @@ def test_open_loop_arrivals_take_a_cv_only_when_gamma():
     assert OpenLoop(2.0, "gamma", 3.0).cv == 3.0 and OpenLoop(2.0, "constant").cv == 1.0
     with pytest.raises(errors.UsageError, match="^--cv goes with --arrival gamma"):
         OpenLoop(2.0, "constant", 3.0)
+
+
+def test_a_tpf_spread_on_an_autoregressive_decoding_is_not_claimed(capsys):
+    # one token a pass leaves no passes to spread: the numbers were the run's without it, while the
+    # header said "ar, spread 2" and the record tpf_spread 2.0; now 0, with a warning
+    runs = []
+    for extra in ([], ["--tpf-spread", "2"]):
+        assert main([*SERVE_ONE, "-c", "8", *extra, "-f", "json"]) == 0
+        out, err = capsys.readouterr()
+        runs.append((json.loads(out)["deployments"][0], err))
+    (plain, _), (spread, err) = runs
+    assert spread["deployment"]["tpf_spread"] == 0.0 and spread["points"] == plain["points"]
+    assert err == ("warning: --tpf-spread does nothing here: an autoregressive decoding commits one token a pass "
+                   "(no passes per block to spread)\n")

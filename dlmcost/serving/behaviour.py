@@ -155,6 +155,16 @@ def warn_if_no_recv_interval(given: int | None, intervals, sources=(), name: str
         warnings.warn(f"{name} does nothing here: {why}", DlmcostWarning, stacklevel=3)
 
 
+def warn_if_no_spread(given: float, spreads) -> None:
+    """The warning when a --tpf-spread above 0 was given and no deployment served takes it (`spreads`:
+    each one's): an autoregressive decoding commits one token a pass, with no passes to spread."""
+    if given > 0 and not any(spreads):
+        import warnings
+
+        warnings.warn("--tpf-spread does nothing here: an autoregressive decoding commits one token a pass "
+                      "(no passes per block to spread)", DlmcostWarning, stacklevel=3)
+
+
 def front_end_of(stack, given: int | None = None, given_as: str = "option",
                  layers: int = 0) -> tuple[FrontEnd | None, str]:
     """(the API servers every request passes before the engine sees it, where their number came

@@ -183,5 +183,7 @@ def serve_many(models: list, loads, setups: list[Setup], *, answer=None, **optio
     behaviour.warn_if_no_recv_interval(max((s.recv_interval or 1 for s in setups), default=None),
                                        [r.deployment.get("recv_interval", 1) for r in results],
                                        [r.deployment.get("recv_interval_source") for r in results])
+    behaviour.warn_if_no_spread(max((s.tpf_spread or 0.0 for s in setups), default=0.0),
+                                [r.deployment["tpf_spread"] for r in results])
     mark_pareto([p for r in results for p in r.points])
     return Comparison(results)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...analysis import limits
+from ...engine.schemes import get_scheme
 from ...errors import NoDeploymentError, UsageError, WorkloadError
 from ...inputs.stacks import MAX_RUNNING_REQUESTS
 from .. import behaviour
@@ -118,7 +119,11 @@ class Prepared:
 
     @property
     def spread(self) -> float:
-        """The spread of a request's passes per block: the option, else the published decoding's."""
+        """The spread of a request's passes per block: the option, else the published decoding's; 0
+        for an autoregressive decoding, which commits one token a pass (no passes to spread: the
+        option there changed no number, while the record and the header said it was applied)."""
+        if get_scheme(self.decoding.scheme).autoregressive:
+            return 0.0
         return self.setup.tpf_spread if self.setup.tpf_spread is not None else self.decoding.spread
 
     @property
