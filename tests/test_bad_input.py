@@ -1188,3 +1188,16 @@ def test_a_tpf_spread_on_an_autoregressive_decoding_is_not_claimed(capsys):
     assert spread["deployment"]["tpf_spread"] == 0.0 and spread["points"] == plain["points"]
     assert err == ("warning: --tpf-spread does nothing here: an autoregressive decoding commits one token a pass "
                    "(no passes per block to spread)\n")
+
+
+@pytest.mark.parametrize("args, unread", [
+    (["Qwen/Qwen2.5-7B", "--task", "gsm8k"], True),  # autoregressive: one token a pass whatever the task
+    (["GSAI-ML/LLaDA-8B-Instruct", "--task", "gsm8k", "--tpf", "2"], True),  # --tpf set them
+    (["GSAI-ML/LLaDA-8B-Instruct", "--task", "GSM8K"], False),  # its published tokens per forward on gsm8k
+])
+def test_a_task_no_deployment_reads_is_said(capsys, args, unread):
+    # --task (or a typo of it) on a run that never reads it was taken without a word
+    assert main(["serve", *args, "-c", "4", "--requests", "100", "-f", "json"]) == 0
+    err = capsys.readouterr().err
+    said = "does nothing here: no deployment takes its tokens per forward from a published decoding on it"
+    assert (said in err) == unread, err

@@ -185,5 +185,9 @@ def serve_many(models: list, loads, setups: list[Setup], *, answer=None, **optio
                                        [r.deployment.get("recv_interval_source") for r in results])
     behaviour.warn_if_no_spread(max((s.tpf_spread or 0.0 for s in setups), default=0.0),
                                 [r.deployment["tpf_spread"] for r in results])
+    from ..decodings import warn_if_task_unread
+
+    warn_if_task_unread(next((s.task for s in setups if s.task is not None), None),
+                        [(r.deployment.get("published") or {}).get("tpf_task") for r in results])
     mark_pareto([p for r in results for p in r.points])
     return Comparison(results)
