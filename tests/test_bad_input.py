@@ -1201,3 +1201,33 @@ def test_a_task_no_deployment_reads_is_said(capsys, args, unread):
     err = capsys.readouterr().err
     said = "does nothing here: no deployment takes its tokens per forward from a published decoding on it"
     assert (said in err) == unread, err
+
+
+@pytest.mark.parametrize("command", [
+    [*SERVE_ONE, "-c", "1", "--gpu", "h100,h200"],
+    ["plan", "Qwen/Qwen2.5-7B", "--rate", "1", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--requests", "100"],
+], ids=["serve", "plan"])
+def test_requests_beyond_the_trained_context_are_said(capsys, command):
+    # analyze warned of a workload past the model's context; serve and plan costed such requests
+    # without a word. Qwen2.5-7B's config: max_position_embeddings 131,072; 131,000 + 256 is past it
+    rc = main([*command, "--prompt", "131000", "--answer", "256", "-f", "json"])
+    err = capsys.readouterr().err
+    assert rc in (0, errors.EXIT_REQUIREMENT), err
+    assert err.count("warning: 100 of 100 requests exceed Qwen/Qwen2.5-7B's trained context of 131,072 tokens "
+                     "(prompt + answer up to 131,256); the numbers assume the model could run them") == 1, err
+    assert main([*command, "--prompt", "130816", "--answer", "256", "-f", "json"]) in (0, errors.EXIT_REQUIREMENT)
+    assert "trained context" not in capsys.readouterr().err  # 131,072 exactly: within it
+
+
+def test_the_context_warning_counts_the_requests_past_it():
+    import warnings
+
+    from dlmcost.serving.traffic import warn_beyond_context
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        warn_beyond_context("m", 100, [10, 60, 99, 0], [90, 41, 2, 1])  # totals 100, 101, 101, 1: two past 100
+        warn_beyond_context("m", None, [10**6], [1])  # no context known: nothing to say
+    assert [str(w.message) for w in seen] == [
+        "2 of 4 requests exceed m's trained context of 100 tokens (prompt + answer up to 101); the numbers assume "
+        "the model could run them"]

@@ -10,12 +10,13 @@ generator, so a plan is reproducible.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import UsageError
+from ..errors import DlmcostWarning, UsageError
 from ..inputs import files
 from ..safe_text import shown
 
@@ -197,6 +198,19 @@ def _share(value: str, what: str, quote: bool = True) -> float:
     if not (math.isfinite(v) and 0 <= v <= 1):
         raise UsageError(f"{what}{shown_value} is not a share of the prompt in 0..1")
     return v
+
+
+def warn_beyond_context(model_id: str, max_context: int | None, prompts, answers) -> None:
+    """The warning `analyze` gives one workload, for the requests a deployment serves: those whose
+    prompt and answer together exceed the model's trained context are costed as if it ran them."""
+    if not max_context or not len(prompts):
+        return
+    total = np.asarray(prompts, float) + np.asarray(answers, float)
+    over = int(np.count_nonzero(total > max_context))
+    if over:
+        warnings.warn(f"{over:,} of {len(total):,} requests exceed {shown(model_id)}'s trained context of "
+                      f"{max_context:,} tokens (prompt + answer up to {int(total.max()):,}); the numbers assume the "
+                      "model could run them", DlmcostWarning, stacklevel=3)
 
 
 def _is_float(token: bytes) -> bool:

@@ -35,7 +35,7 @@ from .. import behaviour
 from ..behaviour import DEFAULT_MAX_RUNNING, DEFAULT_RELEASE  # serve's defaults, documented here
 from ..loads import BatchJob, ClosedLoop, OpenLoop, TraceReplay
 from ..targets import Targets
-from ..traffic import CACHED_FROM_TRACE, parse_lengths
+from ..traffic import CACHED_FROM_TRACE, parse_lengths, warn_beyond_context
 from .bands import FIRST_TOKEN_INTERVALS, INTERVAL_METRICS, intervals
 from .capacity import MAX_RATE_STEPS, max_rate, saturation, saturation_rate, why_not
 from .measure import DEFAULT_REQUESTS, SUSTAIN_FRACTION, Point, evaluate, mark_pareto, stats
@@ -115,6 +115,7 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=None, answer=None,
         prompt = prompt if prompt is not None else 256
         p_d, a_d = parse_lengths(prompt, "prompt lengths"), parse_lengths(answer, "answer lengths")
         lengths = (p_d.sample(rng, n), np.maximum(a_d.sample(rng, n), 1.0))
+    warn_beyond_context(spec.id, spec.max_context, *lengths)
     prep = prepare(spec, lengths, setup, hardware=hardware)
     points = [evaluate(prep, ld, requests=requests, seed=seed, targets=targets) for ld in loads]
     band = band_for(prep.stack)
