@@ -1231,3 +1231,12 @@ def test_the_context_warning_counts_the_requests_past_it():
     assert [str(w.message) for w in seen] == [
         "2 of 4 requests exceed m's trained context of 100 tokens (prompt + answer up to 101); the numbers assume "
         "the model could run them"]
+
+
+@pytest.mark.parametrize("command", [["serve", "", "-c", "4", "--requests", "100"],
+                                     ["plan", "", "--rate", "1", "--gpu", "h100", "--requests", "100"],
+                                     ["plan", ",", "--rate", "1", "--gpu", "h100", "--requests", "100"]])
+def test_an_empty_model_name_is_refused_not_replaced_by_the_default(fails, command):
+    # `dlmcost serve "$MODEL"` with MODEL unset ran LLaDA-8B-Instruct (plan: the scenario's model)
+    # without a word, as if no model had been named; analyze refuses it
+    assert fails(*command, code=errors.EXIT_USAGE) == "error: --model needs at least one value"

@@ -195,7 +195,8 @@ def serve(
         raise UsageError("--arrival goes with --rate or --max-rate (open-loop arrivals)")
     if output.plot and not load.loads:
         raise UsageError("--plot draws a load curve: give --concurrency or --rate")
-    models = [api.locate_example(m) for m in parse_list(model, str, "model")] if model else [api.DEFAULT_MODEL]
+    # an empty name given ('' from an unset shell variable) is refused, not the default model run in its place
+    models = [api.locate_example(m) for m in parse_list(model, str, "model")] if model is not None else [api.DEFAULT_MODEL]
     result = api.serve_many(models, load.loads, setups, prompt=prompt, answer=answer, targets=targets,
                             find_max_rate=max_rate, arrival=load.arrival, cv=load.cv, requests=load.requests,
                             seed=load.seed, hardware=hardware)
