@@ -52,7 +52,7 @@ _ELSEWHERE = {
     "plan": ("plan_record", "run_plan"),
     # `dlmcost serve`: a fixed deployment under a load
     "serving.deployment": ("serve", "serve_many", "ServeSetup", "ServeResult"),
-    "serving.loads": ("ClosedLoop", "OpenLoop", "BatchJob", "TraceReplay"),
+    "serving.loads": ("ClosedLoop", "OpenLoop", "BatchJob", "TraceReplay", "check_cv_taken"),
     "serving.targets": ("Targets",),
     "serving.traffic": ("parse_cached_shares",),
 }
@@ -61,7 +61,7 @@ if TYPE_CHECKING:  # for editors and type checkers, which do not run __getattr__
     from .analysis.sweep import (check_sweeps_passes, iter_sweep, iter_sweep_columns, sweep,  # noqa: F401
                                  sweep_columns, sweep_first_pass, sweep_passes, sweep_rows)
     from .serving.deployment import ServeResult, ServeSetup, serve, serve_many  # noqa: F401
-    from .serving.loads import BatchJob, ClosedLoop, OpenLoop, TraceReplay  # noqa: F401
+    from .serving.loads import BatchJob, ClosedLoop, OpenLoop, TraceReplay, check_cv_taken  # noqa: F401
     from .serving.targets import Targets  # noqa: F401
     from .serving.traffic import parse_cached_shares  # noqa: F401
     from .inputs.names import task_key  # noqa: F401

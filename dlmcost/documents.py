@@ -149,8 +149,8 @@ class ServeDeployment(Record):
     recv_interval: int = Field(1, description="decode iterations between the scheduler's receives of new requests "
                                               "(SGLang's --scheduler-recv-interval; --recv-interval): after a "
                                               "prefill, or on an idle server, it receives at once; 1: every iteration")
-    recv_interval_source: str = Field("default", description="where it came from: option, default, or diffusion "
-                                                             "decoding (always 1)")
+    recv_interval_source: str = Field("default", description="where it came from: option, default, diffusion "
+                                                             "decoding, or stack without one (both always 1)")
     cached_prompt_share: Optional[float] = Field(
         None, description="the mean share of a prompt found in the engine's prefix cache over the shares given "
                           "(--cached-prompt: one for every request, or one a request in the order they are sent); "

@@ -1174,3 +1174,101 @@ def test_a_scenarios_memory_share_and_receive_interval_are_checked(fails, tmp_pa
     scenario = tmp_path / "s.yaml"
     scenario.write_text(f"traffic: {{rate: 1}}\nsearch: {{{field}: {value}}}\n")
     assert said in fails(*PLAN_ONE, "--scenario", scenario, code=errors.EXIT_USAGE)
+
+
+TRACE = Path(__file__).resolve().parents[1] / "examples" / "traces" / "azure-conv.csv"
+SERVE_ONE = ["serve", "Qwen/Qwen2.5-7B", "--requests", "100"]
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--trace", TRACE, "--prompt", "5"], "a trace brings its own prompt and answer lengths"),
+    (["--trace", TRACE, "--answer", "7"], "a trace brings its own prompt and answer lengths"),
+    (["-c", "4", "--time-scale", "2"], "--time-scale goes with --trace FILE"),
+    (["-c", "4", "--sample", "5"], "--sample goes with --trace FILE"),
+    (["-c", "4", "--trace-format", "azure"], "--trace-format goes with --trace FILE"),
+    (["--rate", "2", "--think", "2"], "--think goes with --concurrency"),
+    (["--job", "5", "--think", "2"], "--think goes with --concurrency"),
+    (["--trace", TRACE, "--think", "2"], "--think goes with --concurrency"),
+    (["--rate", "2", "--cv", "3"], "--cv goes with --arrival gamma (the poisson arrivals' gaps take none), got 3"),
+    (["-c", "4", "--cv", "3"], "--cv goes with --arrival gamma"),
+    (["-c", "4", "--arrival", "gamma"], "--arrival goes with --rate or --max-rate"),
+    (["--trace", TRACE, "--arrival", "constant"], "--arrival goes with --rate or --max-rate"),
+])
+def test_a_serve_option_of_another_load_is_refused_not_ignored(fails, args, said):
+    # each ran with the option ignored without a word: the trace's own lengths, Poisson gaps, no think
+    # time, all 300 rows of no trace at all, as if the option had not been given
+    assert fails(*SERVE_ONE, *args, code=errors.EXIT_USAGE).startswith(f"error: {said}")
+
+
+def test_open_loop_arrivals_take_a_cv_only_when_gamma():
+    from dlmcost.serving.loads import OpenLoop
+
+    assert OpenLoop(2.0, "gamma", 3.0).cv == 3.0 and OpenLoop(2.0, "constant").cv == 1.0
+    with pytest.raises(errors.UsageError, match="^--cv goes with --arrival gamma"):
+        OpenLoop(2.0, "constant", 3.0)
+
+
+def test_a_tpf_spread_on_an_autoregressive_decoding_is_not_claimed(capsys):
+    # one token a pass leaves no passes to spread: the numbers were the run's without it, while the
+    # header said "ar, spread 2" and the record tpf_spread 2.0; now 0, with a warning
+    runs = []
+    for extra in ([], ["--tpf-spread", "2"]):
+        assert main([*SERVE_ONE, "-c", "8", *extra, "-f", "json"]) == 0
+        out, err = capsys.readouterr()
+        runs.append((json.loads(out)["deployments"][0], err))
+    (plain, _), (spread, err) = runs
+    assert spread["deployment"]["tpf_spread"] == 0.0 and spread["points"] == plain["points"]
+    assert err == ("warning: --tpf-spread does nothing here: an autoregressive decoding commits one token a pass "
+                   "(no passes per block to spread)\n")
+
+
+@pytest.mark.parametrize("args, unread", [
+    (["Qwen/Qwen2.5-7B", "--task", "gsm8k"], True),  # autoregressive: one token a pass whatever the task
+    (["GSAI-ML/LLaDA-8B-Instruct", "--task", "gsm8k", "--tpf", "2"], True),  # --tpf set them
+    (["GSAI-ML/LLaDA-8B-Instruct", "--task", "GSM8K"], False),  # its published tokens per forward on gsm8k
+])
+def test_a_task_no_deployment_reads_is_said(capsys, args, unread):
+    # --task (or a typo of it) on a run that never reads it was taken without a word
+    assert main(["serve", *args, "-c", "4", "--requests", "100", "-f", "json"]) == 0
+    err = capsys.readouterr().err
+    said = "does nothing here: no deployment takes its tokens per forward from a published decoding on it"
+    assert (said in err) == unread, err
+
+
+@pytest.mark.parametrize("command", [
+    [*SERVE_ONE, "-c", "1", "--gpu", "h100,h200"],
+    ["plan", "Qwen/Qwen2.5-7B", "--rate", "1", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--requests", "100"],
+], ids=["serve", "plan"])
+def test_requests_beyond_the_trained_context_are_said(capsys, command):
+    # analyze warned of a workload past the model's context; serve and plan costed such requests
+    # without a word. Qwen2.5-7B's config: max_position_embeddings 131,072; 131,000 + 256 is past it
+    rc = main([*command, "--prompt", "131000", "--answer", "256", "-f", "json"])
+    err = capsys.readouterr().err
+    assert rc in (0, errors.EXIT_REQUIREMENT), err
+    assert err.count("warning: 100 of 100 requests exceed Qwen/Qwen2.5-7B's trained context of 131,072 tokens "
+                     "(prompt + answer up to 131,256); the numbers assume the model could run them") == 1, err
+    assert main([*command, "--prompt", "130816", "--answer", "256", "-f", "json"]) in (0, errors.EXIT_REQUIREMENT)
+    assert "trained context" not in capsys.readouterr().err  # 131,072 exactly: within it
+
+
+def test_the_context_warning_counts_the_requests_past_it():
+    import warnings
+
+    from dlmcost.serving.traffic import warn_beyond_context
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        warn_beyond_context("m", 100, [10, 60, 99, 0], [90, 41, 2, 1])  # totals 100, 101, 101, 1: two past 100
+        warn_beyond_context("m", None, [10**6], [1])  # no context known: nothing to say
+    assert [str(w.message) for w in seen] == [
+        "2 of 4 requests exceed m's trained context of 100 tokens (prompt + answer up to 101); the numbers assume "
+        "the model could run them"]
+
+
+@pytest.mark.parametrize("command", [["serve", "", "-c", "4", "--requests", "100"],
+                                     ["plan", "", "--rate", "1", "--gpu", "h100", "--requests", "100"],
+                                     ["plan", ",", "--rate", "1", "--gpu", "h100", "--requests", "100"]])
+def test_an_empty_model_name_is_refused_not_replaced_by_the_default(fails, command):
+    # `dlmcost serve "$MODEL"` with MODEL unset ran LLaDA-8B-Instruct (plan: the scenario's model)
+    # without a word, as if no model had been named; analyze refuses it
+    assert fails(*command, code=errors.EXIT_USAGE) == "error: --model needs at least one value"

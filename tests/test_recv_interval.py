@@ -180,6 +180,25 @@ def test_a_diffusion_decoding_receives_every_iteration(run):
     assert (d["recv_interval"], d["recv_interval_source"]) == (1, "diffusion decoding")
 
 
+@pytest.mark.usefixtures("bundled_offline")
+def test_a_stack_whose_scheduler_has_no_interval_receives_every_iteration(run):
+    """vLLM has no --scheduler-recv-interval (its engine takes in its queue every step): the interval
+    was simulated there as SGLang's, a wrong answer without a word. Now the run is the one without
+    it to the last digit, recorded so, with a warning; sglang's file declares it, vllm's does not."""
+    import json
+
+    from dlmcost.inputs.stacks import load_stack
+
+    assert load_stack("sglang").scheduler_recv_interval and not load_stack("vllm").scheduler_recv_interval
+    (rc0, plain, _), (rc30, thirty, err) = (run(*SERVE, "--stack", "vllm", "-f", "json"),
+                                            run(*SERVE, "--stack", "vllm", "--recv-interval", "30", "-f", "json"))
+    assert rc0 == rc30 == 0
+    d0, d30 = (json.loads(x)["deployments"][0] for x in (plain, thirty))
+    assert d0["points"] == d30["points"]
+    assert (d30["deployment"]["recv_interval"], d30["deployment"]["recv_interval_source"]) == (1, "stack without one")
+    assert err.startswith("warning: --recv-interval does nothing here: the stack's scheduler has no receive interval")
+
+
 @pytest.mark.parametrize("bad", ["0", "-3", "x", "1001"])
 def test_a_bad_interval_is_one_error_line(run, bad):
     rc, out, err = run(*SERVE, f"--recv-interval={bad}")

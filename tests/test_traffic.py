@@ -202,7 +202,9 @@ def test_a_lengths_file_is_read_only_if_it_is_a_regular_file_within_the_limits(t
 def test_traffic_bounds():
     assert Traffic(LENGTHS, LENGTHS, rate=1e7).rate == 1e7
     assert Traffic(LENGTHS, LENGTHS, users=1).users == 1 and Traffic(LENGTHS, LENGTHS, users=10_000_000).closed_loop
-    assert Traffic(LENGTHS, LENGTHS, rate=1.0, think_s=1e6).think_s == 1e6
+    assert Traffic(LENGTHS, LENGTHS, users=1, think_s=1e6).think_s == 1e6
+    # an open loop sends at its rate: a think time beside it would be ignored without a word
+    refused("^traffic: a think time goes with concurrent users", Traffic, LENGTHS, LENGTHS, rate=1.0, think_s=2.0)
     refused("^traffic: give a request rate .* not both$", Traffic, LENGTHS, LENGTHS, rate=1.0, users=1)
     for rate in (0.0, -1.0, 1e7 + 0.5, 1e308, 1e-300):
         refused("^traffic: the request rate must be in 0.000001..10,000,000 requests/s, got", Traffic, LENGTHS, LENGTHS,

@@ -51,8 +51,9 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 def _show(held: list[str]) -> None:
-    """The warnings a command gave, once it has run (or ran and missed a requirement)."""
-    for text in held:
+    """The warnings a command gave, once it has run (or ran and missed a requirement); one given
+    again (the same requests served by each deployment compared) is shown once."""
+    for text in dict.fromkeys(held):
         _stderr(f"warning: {text}")
 
 

@@ -153,7 +153,8 @@ def plan(
 def _run(scenario, overrides, model, price, hardware, efficiency, stack_choice, baseline, absurd, ranked):
     """The search, with a progress bar on a terminal."""
     with progress_bar("planning: candidate deployments") as progress:
-        models = [api.locate_example(m.strip()) for m in model.split(",") if m.strip()] if model else None
+        # an empty name given ('' from an unset shell variable) is refused, not the scenario's model planned in its place
+        models = [api.locate_example(m) for m in parse_list(model, str, "model")] if model is not None else None
         return api.run_plan(api.locate_example(scenario), overrides, model=models, prices=price or [],
                             hardware=hardware, efficiency=api.locate_example(efficiency),
                             stack=stack_choice.stack, eager=stack_choice.eager,

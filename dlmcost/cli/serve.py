@@ -118,6 +118,15 @@ def _loads(concurrency, think, rate, arrival, cv, job, parallel, trace, trace_fo
     kind = _one_of(concurrency=concurrency, rate=rate, job=job, trace=trace)
     if parallel is not None and kind != "job":
         raise UsageError("--parallel goes with --job N")
+    # an option of another load than the one given would be ignored without a word
+    api.check_cv_taken(arrival, cv)
+    if think and kind != "concurrency":
+        raise UsageError("--think goes with --concurrency (a closed loop's users)")
+    trace_option = next((name for name, given in (("--trace-format", trace_format is not None),
+                                                  ("--time-scale", time_scale != 1.0), ("--sample", sample is not None))
+                         if given), None)
+    if trace_option and kind != "trace":
+        raise UsageError(f"{trace_option} goes with --trace FILE")
     loads = []
     if kind == "concurrency":
         loads = [api.ClosedLoop(u, think) for u in parse_list(concurrency, int, "concurrency")]
@@ -168,7 +177,7 @@ latency_targets = group("targets", _targets, LATENCY_TARGETS)
 def serve(
     model: Optional[str] = typer.Argument(None, help="bundled id, local file, or Hub id, or a comma list to "
                                           "compare (e.g. a dLLM and the AR model it replaces) [LLaDA-8B-Instruct]"),
-    prompt: str = typer.Option("256", "--prompt", help="prompt tokens: N, 'p50:N,p90:M', or @FILE"),
+    prompt: Optional[str] = typer.Option(None, "--prompt", help="prompt tokens: N, 'p50:N,p90:M', or @FILE [256]"),
     answer: Optional[str] = typer.Option(None, "--answer", help="answer tokens: N, 'p50:N,p90:M', or @FILE (default: the model's)"),
     max_rate: bool = typer.Option(False, "--max-rate", help="find the highest rate sustained within the targets (bisection)"),
     hardware: Optional[list[str]] = typer.Option(None, "--hardware", metavar="PATH", help="extra GPU YAML file or folder (repeatable; also $DLMCOST_HARDWARE)"),
@@ -186,9 +195,12 @@ def serve(
     requirements = requirements_of(require, CSV_KEYS, {})
     if not load.loads and not max_rate:
         raise UsageError("give a load: --concurrency N, --rate R, --job N (--parallel P) or --trace FILE, or --max-rate")
+    if load.arrival != "poisson" and not max_rate and not any(isinstance(ld, api.OpenLoop) for ld in load.loads):
+        raise UsageError("--arrival goes with --rate or --max-rate (open-loop arrivals)")
     if output.plot and not load.loads:
         raise UsageError("--plot draws a load curve: give --concurrency or --rate")
-    models = [api.locate_example(m) for m in parse_list(model, str, "model")] if model else [api.DEFAULT_MODEL]
+    # an empty name given ('' from an unset shell variable) is refused, not the default model run in its place
+    models = [api.locate_example(m) for m in parse_list(model, str, "model")] if model is not None else [api.DEFAULT_MODEL]
     result = api.serve_many(models, load.loads, setups, prompt=prompt, answer=answer, targets=targets,
                             find_max_rate=max_rate, arrival=load.arrival, cv=load.cv, requests=load.requests,
                             seed=load.seed, hardware=hardware)

@@ -258,6 +258,9 @@ class Stack(BaseModel):
     # the API server processes every request passes before the engine sees it (None: no front-end
     # cost: the requests reach the scheduler as they are sent)
     front_end: FrontEndCost | None = None
+    # the scheduler takes a receive interval (SGLang's --scheduler-recv-interval: it takes in new
+    # requests only every R decode iterations, `serve --recv-interval`); false: it receives every step
+    scheduler_recv_interval: bool = False
     # the vendors of the accelerators the engine runs on (a hardware file's `vendor`, any case;
     # None: any): `plan` searches only those unless --gpu names others
     runs_on: list[str] | None = Field(default=None, min_length=1, max_length=16)
@@ -352,7 +355,7 @@ OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_sequence_squared": 0.0, "us_
                     "expert_rows": "routed", "first_block_outside_limit": False, "prompt_prefill": "one-pass",
                     "prefill_chunk_tokens": None, "front_end": None,
                     "depth_overhead": 0.0, "attention_keys_overhead": 0.0, "runs_on": None, "eager": None,
-                    "fused_moe": None, "prefill_graphs": True}
+                    "fused_moe": None, "prefill_graphs": True, "scheduler_recv_interval": False}
 
 
 # the numbers of a stack a fit can set (host terms, the GEMM curve, the other efficiencies and behaviours)

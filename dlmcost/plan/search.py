@@ -45,7 +45,7 @@ from .results import ABSURD_RATIO, Deployment, Targets, mark_absurd, pareto_fron
 from ..serving import behaviour
 from ..serving.behaviour import DEFAULT_REQUESTS, batch_grid
 from ..serving.steptime import Decoding, pass_table, table_passes
-from ..serving.traffic import RequestSample, Traffic, sample_requests
+from ..serving.traffic import RequestSample, Traffic, sample_requests, warn_beyond_context
 
 BOUND_MARGIN = 1.02  # the throughput bound is taken this much higher, as its lower bound on replicas
 
@@ -378,6 +378,7 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
     and band ends, for the caller to rank with other models' (`pending`, `rank_rows`), so that
     only the rows shown of them all are searched again."""
     sample = sample_requests(traffic, requests, seed)
+    warn_beyond_context(model.id, model.max_context, sample.prompt_tokens, sample.answer_tokens)
     ar = baseline_decoding()
     sets = [("plan", space.decodings)]
     if baseline and any(not d.autoregressive for d in space.decodings):

@@ -111,16 +111,23 @@ def policy(stack, decoding: Decoding, *, release: str | None = None, max_running
     chunk, chunk_source = prefill_chunk_of(stack, decoding, prefill_chunk, prefill_chunk_given_as)
     front, front_source = front_end_of(stack, api_servers, api_servers_given_as, layers)
     return Policy(rel, rel_source, cap, cap_source, ahead, prefill, chunk, chunk_source, front, front_source,
-                  *recv_interval_of(decoding, recv_interval))
+                  *recv_interval_of(decoding, recv_interval, stack))
 
 
-def recv_interval_of(decoding: Decoding, given: int | None = None) -> tuple[int, str]:
+STACK_WITHOUT_RECV_INTERVAL = "stack without one"
+
+
+def recv_interval_of(decoding: Decoding, given: int | None = None, stack=None) -> tuple[int, str]:
     """(the scheduler's receive interval, its source): the option, else 1 (SGLang's default: every
     iteration). Only a scheme that streams tokens has one above 1: SGLang's receive skipper counts
     a decode (or verify) iteration 1 and any other 1,000, and its dLLM path runs every pass of a
-    diffusion decoding as an extend (DLLM_EXTEND), so it receives after each one whatever R is."""
+    diffusion decoding as an extend (DLLM_EXTEND), so it receives after each one whatever R is. A
+    stack whose scheduler has no such setting (`scheduler_recv_interval` false: vLLM's engine takes
+    in its queue every step) receives every iteration whatever is given."""
     if not streams_tokens(decoding):
         return 1, "diffusion decoding"
+    if given is not None and not stack_field(stack, "scheduler_recv_interval"):
+        return 1, STACK_WITHOUT_RECV_INTERVAL
     return (given, "option") if given is not None else (1, "default")
 
 
@@ -132,15 +139,30 @@ def check_recv_interval(given: int | None, name: str = "--recv-interval") -> Non
                          f"1..{MAX_RECV_INTERVAL:,} (1: every iteration), got {given}")
 
 
-def warn_if_no_recv_interval(given: int | None, intervals, name: str = "--recv-interval") -> None:
-    """The warning when an interval above 1 was given and no decoding served takes it (`intervals`:
-    each one's policy's `recv_interval`): diffusion decodings receive every iteration."""
+def warn_if_no_recv_interval(given: int | None, intervals, sources=(), name: str = "--recv-interval") -> None:
+    """The warning when an interval above 1 was given and no deployment served takes it (`intervals`,
+    `sources`: each one's policy's `recv_interval` and `recv_interval_source`): diffusion decodings
+    receive every iteration, and so does a stack whose scheduler has no such setting."""
     if given is not None and given > 1 and not any(i > 1 for i in intervals):
         import warnings
 
-        warnings.warn(f"{name} does nothing here: SGLang's scheduler receives after every diffusion pass (an "
-                      "extend, not a decode); only autoregressive and draft-verify decodings skip receives",
-                      DlmcostWarning, stacklevel=3)
+        if STACK_WITHOUT_RECV_INTERVAL in sources:
+            why = ("the stack's scheduler has no receive interval (SGLang's --scheduler-recv-interval; a stack "
+                   "file's `scheduler_recv_interval: true`): it takes in new requests every iteration")
+        else:
+            why = ("SGLang's scheduler receives after every diffusion pass (an extend, not a decode); only "
+                   "autoregressive and draft-verify decodings skip receives")
+        warnings.warn(f"{name} does nothing here: {why}", DlmcostWarning, stacklevel=3)
+
+
+def warn_if_no_spread(given: float, spreads) -> None:
+    """The warning when a --tpf-spread above 0 was given and no deployment served takes it (`spreads`:
+    each one's): an autoregressive decoding commits one token a pass, with no passes to spread."""
+    if given > 0 and not any(spreads):
+        import warnings
+
+        warnings.warn("--tpf-spread does nothing here: an autoregressive decoding commits one token a pass "
+                      "(no passes per block to spread)", DlmcostWarning, stacklevel=3)
 
 
 def front_end_of(stack, given: int | None = None, given_as: str = "option",

@@ -147,3 +147,15 @@ def choose_decodings(model: ModelSpec, given: list | None, *, median_answer: flo
             warnings.warn(f"{model.id} was not published with {names} (its config lists {', '.join(own)}): "
                           "the answers' quality there is not known", DlmcostWarning, stacklevel=2)
     return list(dict.fromkeys(out))
+
+
+def warn_if_task_unread(task: str | None, tpf_tasks) -> None:
+    """The warning when --task was given and no deployment served took its tokens per forward from
+    it (`tpf_tasks`: each one's published decoding's `tpf_task`, None without one): --tpf or --steps
+    set them, or the decoding is autoregressive, so the task changed nothing."""
+    from ..inputs.names import task_key
+
+    if task is not None and task_key(task) not in tpf_tasks:
+        warnings.warn(f"--task {shown(task, 40)} does nothing here: no deployment takes its tokens per forward from "
+                      "a published decoding on it (--tpf or --steps given, or an autoregressive decoding)",
+                      DlmcostWarning, stacklevel=3)

@@ -41,6 +41,13 @@ class ClosedLoop:
         return f"{self.users} users" + (f", think {self.think_s:g} s" if self.think_s else "")
 
 
+def check_cv_taken(arrival: str, cv: float) -> None:
+    """--cv (1 unless given) shapes gamma gaps only: Poisson's and constant gaps have their own spread,
+    so another value beside them would be ignored without a word."""
+    if arrival != "gamma" and cv != 1.0:
+        raise UsageError(f"--cv goes with --arrival gamma (the {arrival} arrivals' gaps take none), got {cv:g}")
+
+
 @dataclass(frozen=True)
 class OpenLoop:
     rate: float
@@ -53,6 +60,7 @@ class OpenLoop:
             raise UsageError(f"arrivals: choose one of {', '.join(ARRIVALS)}, got '{self.arrival}'")
         if self.arrival == "gamma" and not (math.isfinite(self.cv) and 0 < self.cv <= 100):
             raise UsageError(f"--cv: the inter-arrival coefficient of variation must be in (0, 100], got {self.cv}")
+        check_cv_taken(self.arrival, self.cv)
 
     @property
     def label(self) -> str:

@@ -10,12 +10,13 @@ generator, so a plan is reproducible.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import UsageError
+from ..errors import DlmcostWarning, UsageError
 from ..inputs import files
 from ..safe_text import shown
 
@@ -199,6 +200,19 @@ def _share(value: str, what: str, quote: bool = True) -> float:
     return v
 
 
+def warn_beyond_context(model_id: str, max_context: int | None, prompts, answers) -> None:
+    """The warning `analyze` gives one workload, for the requests a deployment serves: those whose
+    prompt and answer together exceed the model's trained context are costed as if it ran them."""
+    if not max_context or not len(prompts):
+        return
+    total = np.asarray(prompts, float) + np.asarray(answers, float)
+    over = int(np.count_nonzero(total > max_context))
+    if over:
+        warnings.warn(f"{over:,} of {len(total):,} requests exceed {shown(model_id)}'s trained context of "
+                      f"{max_context:,} tokens (prompt + answer up to {int(total.max()):,}); the numbers assume the "
+                      "model could run them", DlmcostWarning, stacklevel=3)
+
+
 def _is_float(token: bytes) -> bool:
     try:
         float(token)
@@ -224,6 +238,8 @@ class Traffic:
         if self.users is not None and not (isinstance(self.users, int) and 0 < self.users <= 10_000_000):
             raise UsageError(f"traffic: users must be a whole number in 1..10,000,000, got {self.users}")
         check_think(self.think_s, "traffic: think time")
+        if self.rate is not None and self.think_s:  # an open loop sends at its rate, whoever waits
+            raise UsageError("traffic: a think time goes with concurrent users (a closed loop), not a request rate")
         if not (math.isfinite(self.cached_prompt) and 0 <= self.cached_prompt <= 1):
             raise UsageError(f"traffic: the share of a prompt in the prefix cache must be in 0..1, got {self.cached_prompt}")
 

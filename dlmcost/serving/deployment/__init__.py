@@ -35,7 +35,7 @@ from .. import behaviour
 from ..behaviour import DEFAULT_MAX_RUNNING, DEFAULT_RELEASE  # serve's defaults, documented here
 from ..loads import BatchJob, ClosedLoop, OpenLoop, TraceReplay
 from ..targets import Targets
-from ..traffic import CACHED_FROM_TRACE, parse_lengths
+from ..traffic import CACHED_FROM_TRACE, parse_lengths, warn_beyond_context
 from .bands import FIRST_TOKEN_INTERVALS, INTERVAL_METRICS, intervals
 from .capacity import MAX_RATE_STEPS, max_rate, saturation, saturation_rate, why_not
 from .measure import DEFAULT_REQUESTS, SUSTAIN_FRACTION, Point, evaluate, mark_pareto, stats
@@ -82,13 +82,14 @@ class Comparison:
                              for i, r in enumerate(self.results, 1) for p in r.points], drop=("misses",))
 
 
-def serve(model, loads, setup: Setup | None = None, *, prompt=256, answer=None, targets: Targets | None = None,
+def serve(model, loads, setup: Setup | None = None, *, prompt=None, answer=None, targets: Targets | None = None,
           find_max_rate: bool = False, arrival: str = "poisson", cv: float = 1.0, requests: int = DEFAULT_REQUESTS,
           seed: int = 0, hardware: list[str] | None = None) -> ServeResult:
     """What a fixed deployment delivers under each load (a `loads` object or a list of them).
 
-    Lengths: `prompt` / `answer` as `plan` takes them (a count, percentiles, '@FILE'; answer
-    default: the model's sampler length), except for a `TraceReplay`, which brings its own."""
+    Lengths: `prompt` / `answer` as `plan` takes them (a count, percentiles, '@FILE'; prompt default
+    256, answer default: the model's sampler length), except for a `TraceReplay`, which brings its
+    own (lengths given beside it are refused: they would be ignored)."""
     from ...inputs.models import resolve_model
 
     setup = setup or Setup()
@@ -100,6 +101,8 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=256, answer=None, 
     replays = [ld for ld in loads if isinstance(ld, TraceReplay)]
     if replays and len(loads) > 1:
         raise UsageError("serve: a trace is replayed alone, not in a list of loads")
+    if replays and (prompt is not None or answer is not None):
+        raise UsageError("a trace brings its own prompt and answer lengths: give --prompt and --answer without --trace")
     from_trace = setup.cached_prompt == CACHED_FROM_TRACE
     if from_trace:
         setup = _with_trace_cache(setup, replays)
@@ -109,8 +112,10 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=256, answer=None, 
         rng = np.random.default_rng(seed)
         answer = answer if answer is not None else (spec.sampler.gen if spec.sampler else 256)
         n = max([requests] + [ld.requests for ld in loads if isinstance(ld, BatchJob)])
+        prompt = prompt if prompt is not None else 256
         p_d, a_d = parse_lengths(prompt, "prompt lengths"), parse_lengths(answer, "answer lengths")
         lengths = (p_d.sample(rng, n), np.maximum(a_d.sample(rng, n), 1.0))
+    warn_beyond_context(spec.id, spec.max_context, *lengths)
     prep = prepare(spec, lengths, setup, hardware=hardware)
     points = [evaluate(prep, ld, requests=requests, seed=seed, targets=targets) for ld in loads]
     band = band_for(prep.stack)
@@ -177,6 +182,13 @@ def serve_many(models: list, loads, setups: list[Setup], *, answer=None, **optio
     behaviour.warn_if_no_front_end(next((s.api_servers for s in setups if s.api_servers is not None), None),
                                    [r.deployment.get("api_servers") for r in results])
     behaviour.warn_if_no_recv_interval(max((s.recv_interval or 1 for s in setups), default=None),
-                                       [r.deployment.get("recv_interval", 1) for r in results])
+                                       [r.deployment.get("recv_interval", 1) for r in results],
+                                       [r.deployment.get("recv_interval_source") for r in results])
+    behaviour.warn_if_no_spread(max((s.tpf_spread or 0.0 for s in setups), default=0.0),
+                                [r.deployment["tpf_spread"] for r in results])
+    from ..decodings import warn_if_task_unread
+
+    warn_if_task_unread(next((s.task for s in setups if s.task is not None), None),
+                        [(r.deployment.get("published") or {}).get("tpf_task") for r in results])
     mark_pareto([p for r in results for p in r.points])
     return Comparison(results)

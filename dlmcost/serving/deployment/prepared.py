@@ -15,6 +15,7 @@ import numpy as np
 
 from ...analysis import limits
 from ...engine.memory import DEFAULT_MEM_FRACTION, check_mem_fraction
+from ...engine.schemes import get_scheme
 from ...errors import NoDeploymentError, UsageError, WorkloadError
 from ...inputs.precision import kv_bytes
 from ...inputs.stacks import MAX_RUNNING_REQUESTS
@@ -127,7 +128,11 @@ class Prepared:
 
     @property
     def spread(self) -> float:
-        """The spread of a request's passes per block: the option, else the published decoding's."""
+        """The spread of a request's passes per block: the option, else the published decoding's; 0
+        for an autoregressive decoding, which commits one token a pass (no passes to spread: the
+        option there changed no number, while the record and the header said it was applied)."""
+        if get_scheme(self.decoding.scheme).autoregressive:
+            return 0.0
         return self.setup.tpf_spread if self.setup.tpf_spread is not None else self.decoding.spread
 
     @property
