@@ -345,6 +345,13 @@ class PlanSearch(Record):
                     "prefill_chunk_tokens)")
     prefill_chunk_source: dict[str, str] = Field(description="decoding -> where its budget came from: option, "
                                                              "scenario, stack, default, or diffusion decoding")
+    recv_intervals: dict[str, int] = Field(
+        default_factory=dict, description="decoding -> the receive interval it runs with (1: every iteration): the "
+                                          "one given where its stack's scheduler has one (sglang, sglang-dllm) and "
+                                          "the decoding streams tokens, else 1 (serve's recv_interval)")
+    recv_interval_source: dict[str, str] = Field(
+        default_factory=dict, description="decoding -> where its interval came from: option, default, diffusion "
+                                          "decoding, or stack without one (serve's recv_interval_source)")
     api_servers: dict[str, Optional[int]] = Field(
         default_factory=dict, description="decoding -> the API server processes per replica every request passes "
                                           "before the engine (its stack's front_end; --api-servers); null: its "

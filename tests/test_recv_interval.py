@@ -301,6 +301,26 @@ def test_plan_s_interval_where_only_diffusion_decodings_run_warns(run):
 
 
 @pytest.mark.usefixtures("bundled_offline")
+def test_plan_on_a_stack_without_a_receive_interval_neither_runs_nor_names_it(run, simulated_intervals):
+    """vLLM's engine takes in its queue every step: `plan --stack vllm --recv-interval 10` simulates every
+    candidate at 1 (the plan without the option to the last digit), records the decoding's interval as 1 from
+    'stack without one', leaves the search line without it, and says why on stderr (it had named the
+    interval in the header and warned about diffusion decodings)."""
+    import json
+
+    vllm = [*PLAN[:PLAN.index("--stack")], "--stack", "vllm", *PLAN[PLAN.index("--stack") + 2:]]
+    rc, out, err = run(*vllm, "--recv-interval", "10", "-f", "json")
+    assert rc == 0 and set(simulated_intervals) == {1}
+    given = json.loads(out)
+    assert given["search"]["recv_intervals"] == {"ar": 1}
+    assert given["search"]["recv_interval_source"] == {"ar": "stack without one"}
+    assert given["deployments"] == json.loads(run(*vllm, "-f", "json")[1])["deployments"]
+    assert "warning: --recv-interval does nothing here: the stack's scheduler has no receive interval" in err
+    rc, text, _ = run(*vllm, "--recv-interval", "10")
+    assert rc == 0 and "new requests taken in" not in " ".join(text.split())
+
+
+@pytest.mark.usefixtures("bundled_offline")
 def test_plan_s_bounds_hold_under_an_interval():
     """An interval only delays admissions: the lone floor is still the simulation of each request
     alone (an idle server receives at once), and the throughput bound is still above the

@@ -104,13 +104,14 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                            f"{candidates:,} candidate deployments x {requests:,} simulated requests",
                            "fewer --requests, or fewer candidates (GPUs, TP sizes, precisions, decodings, batch limits)")
     parts, decodings, release, running, stacks, published, chunks, fronts = [], [], {}, {}, {}, {}, {}, {}
-    intervals = {}  # each decoding's receive interval: the one given for those that stream tokens, else 1
+    intervals = {}  # each decoding's (receive interval, its source): the one given where its stack's scheduler
+    # has one and the decoding streams tokens, else 1
     for m, space, pricing in spaces:
         decodings += [d.label for d in space.decodings]
         policies = {d.label: decoding_policy(stack, efficiency, d, eager, space.prefill_chunk, chunk_given_as,
                                              space.api_servers, servers_given_as, m.n_layers, space.recv_interval)
                     for d in space.decodings}
-        intervals.update({label: pol.recv_interval for label, pol in policies.items()})
+        intervals.update({label: (pol.recv_interval, pol.recv_interval_source) for label, pol in policies.items()})
         fronts.update({label: (pol.front_end, pol.api_servers_source) for label, pol in policies.items()})
         release.update({label: pol.release for label, pol in policies.items()})
         chunks.update({label: (pol.prefill_chunk, pol.prefill_chunk_source) for label, pol in policies.items()})
@@ -125,7 +126,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         ar = baseline_decoding()  # the AR baseline's engine, as the header names it
         policy = decoding_policy(stack, efficiency, ar, eager, spec.search.prefill_chunk, chunk_given_as,
                                  spec.search.api_servers, servers_given_as, spaces[0][0].n_layers, recv_given)
-        intervals.setdefault(ar.label, policy.recv_interval)
+        intervals.setdefault(ar.label, (policy.recv_interval, policy.recv_interval_source))
         fronts.setdefault(ar.label, (policy.front_end, policy.api_servers_source))
         release.setdefault(ar.label, policy.release)
         chunks.setdefault(ar.label, (policy.prefill_chunk, policy.prefill_chunk_source))
@@ -133,7 +134,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         stacks.setdefault(ar.label, behaviour.stack_name(stack, ar, eager))
     behaviour.warn_if_no_chunks(spec.search.prefill_chunk, [chunk for chunk, _ in chunks.values()], chunk_name)
     behaviour.warn_if_no_front_end(spec.search.api_servers, [front for front, _ in fronts.values()], servers_name)
-    behaviour.warn_if_no_recv_interval(recv_given, intervals.values(), recv_name)
+    behaviour.warn_if_no_recv_interval(recv_given, [i for i, _ in intervals.values()],
+                                       [source for _, source in intervals.values()], recv_name)
     result = parts[0]
     if len(parts) > 1:  # the rows shown of all the models' rankings searched again, then ranked together
         rank_rows([row for p in parts for row in p.pending], ranked)
@@ -157,6 +159,9 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                          # where it came from, as serve's prefill_chunk_tokens and prefill_chunk_source
                          prefill_chunk_tokens={label: chunk for label, (chunk, _) in chunks.items()},
                          prefill_chunk_source={label: source for label, (_, source) in chunks.items()},
+                         # each decoding's receive interval as its stack takes it, and where it came from
+                         recv_intervals={label: i for label, (i, _) in intervals.items()},
+                         recv_interval_source={label: source for label, (_, source) in intervals.items()},
                          # each decoding's front end (None: its stack has none), as serve's api_servers,
                          # front_end_us_per_request, first_token_delay_us and api_servers_source
                          api_servers={label: f.servers if f else None for label, (f, _) in fronts.items()},

@@ -128,7 +128,8 @@ def plan_search_line(p: dict) -> str:
     tried = p["evaluated"] + sum(v for k, v in (p.get("skipped") or {}).items() if k != "absurd")
     if tried > product:
         text += f" and {tried - product:,} for the AR baseline"
-    receiving = recv_interval_phrase(s.get("recv_interval", 1))  # named only where it skips receives, as serve's
+    taken = s.get("recv_intervals") or {"": s.get("recv_interval", 1)}  # each decoding's, as its stack takes it
+    receiving = recv_interval_phrase(max(taken.values()))  # named only where some decoding skips receives, as serve's
     return (f"{text}; K/V cache {safe(s['kv_dtype'])}, {percent(s['mem_fraction'])} of memory"
             + (f"; {receiving}" if receiving else "")
             + f"; {plural(s['requests'], 'simulated request')}, random seed {s['seed']}")
