@@ -1208,18 +1208,21 @@ def test_open_loop_arrivals_take_a_cv_only_when_gamma():
         OpenLoop(2.0, "constant", 3.0)
 
 
-def test_a_tpf_spread_on_an_autoregressive_decoding_is_not_claimed(capsys):
-    # one token a pass leaves no passes to spread: the numbers were the run's without it, while the
-    # header said "ar, spread 2" and the record tpf_spread 2.0; now 0, with a warning
+@pytest.mark.parametrize("scheme", [["--scheme", "ar"], ["--scheme", "draft-verify", "--tpf", "3"]])
+def test_a_tpf_spread_on_a_token_streaming_decoding_is_not_claimed(capsys, scheme):
+    # AR commits one token a pass and draft-verify's requests run their answers' verify passes: no blocks to
+    # spread passes over. The numbers were the run's without it, while the header said "ar, spread 2" and the
+    # record tpf_spread 2.0; now 0, with a warning
     runs = []
     for extra in ([], ["--tpf-spread", "2"]):
-        assert main([*SERVE_ONE, "-c", "8", *extra, "-f", "json"]) == 0
+        assert main([*SERVE_ONE, *scheme, "-c", "8", *extra, "-f", "json"]) == 0
         out, err = capsys.readouterr()
         runs.append((json.loads(out)["deployments"][0], err))
     (plain, _), (spread, err) = runs
     assert spread["deployment"]["tpf_spread"] == 0.0 and spread["points"] == plain["points"]
-    assert err == ("warning: --tpf-spread does nothing here: an autoregressive decoding commits one token a pass "
-                   "(no passes per block to spread)\n")
+    assert err.endswith("warning: --tpf-spread does nothing here: a decoding that streams tokens (AR, draft-verify) "
+                        "runs its answer's passes with no blocks to spread them over\n")
+    assert err.count("--tpf-spread") == 1
 
 
 @pytest.mark.parametrize("args, unread", [

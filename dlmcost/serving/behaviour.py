@@ -157,12 +157,12 @@ def warn_if_no_recv_interval(given: int | None, intervals, sources=(), name: str
 
 def warn_if_no_spread(given: float, spreads) -> None:
     """The warning when a --tpf-spread above 0 was given and no deployment served takes it (`spreads`:
-    each one's): an autoregressive decoding commits one token a pass, with no passes to spread."""
+    each one's): a decoding that streams tokens (AR, draft-verify) has no passes per block to spread."""
     if given > 0 and not any(spreads):
         import warnings
 
-        warnings.warn("--tpf-spread does nothing here: an autoregressive decoding commits one token a pass "
-                      "(no passes per block to spread)", DlmcostWarning, stacklevel=3)
+        warnings.warn("--tpf-spread does nothing here: a decoding that streams tokens (AR, draft-verify) runs "
+                      "its answer's passes with no blocks to spread them over", DlmcostWarning, stacklevel=3)
 
 
 def front_end_of(stack, given: int | None = None, given_as: str = "option",

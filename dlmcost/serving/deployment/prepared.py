@@ -15,7 +15,6 @@ import numpy as np
 
 from ...analysis import limits
 from ...engine.memory import DEFAULT_MEM_FRACTION, check_mem_fraction
-from ...engine.schemes import get_scheme
 from ...errors import NoDeploymentError, UsageError, WorkloadError
 from ...inputs.precision import kv_bytes
 from ...inputs.stacks import MAX_RUNNING_REQUESTS
@@ -129,9 +128,10 @@ class Prepared:
     @property
     def spread(self) -> float:
         """The spread of a request's passes per block: the option, else the published decoding's; 0
-        for an autoregressive decoding, which commits one token a pass (no passes to spread: the
-        option there changed no number, while the record and the header said it was applied)."""
-        if get_scheme(self.decoding.scheme).autoregressive:
+        for a decoding that streams tokens (AR, draft-verify), whose requests run their answers' passes
+        with no blocks to spread them over (the option there changed no number, while the record and
+        the header said it was applied)."""
+        if behaviour.streams_tokens(self.decoding):
             return 0.0
         return self.setup.tpf_spread if self.setup.tpf_spread is not None else self.decoding.spread
 
