@@ -26,12 +26,14 @@ SWEEP_LEGEND = {
     "scheme": "the decoding scheme (`dlmcost schemes`)",
     "Lp": "prompt tokens",
     "Lg": "generated tokens",
-    "S": "denoising steps over the generation (AR: one per token)",
+    "S": "denoising steps over the generation (draft-verify: Lg / tokens accepted a verify pass, the carrier of "
+         "--tpf; AR: -, one token a pass)",
     "b": "block length (-: the scheme reads no block)",
     "B": "sequences per batch",
     "prec": "weights and compute precision",
     "tp/ep": "tensor-parallel GPUs / expert-parallel ways",
-    "NFE": "forward passes over the generation",
+    "NFE": "forward passes over the generation, the prompt's pass included where it runs apart (AR and "
+           "draft-verify: its logits give the first token, so NFE = 1 + (Lg - 1) / tokens a pass)",
     "latency\nms": "time of the whole generation, milliseconds",
     "tok/s": "generated tokens / latency, the whole tensor-parallel group's",
     "speed-up\nvs AR ×": "AR decode latency / this latency; above 1 = faster than AR",
