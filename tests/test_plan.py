@@ -1019,12 +1019,13 @@ def test_a_row_past_those_shown_is_simulated_once_short_of_each_request_alone(mo
     from types import SimpleNamespace
 
     from dlmcost.plan import replicas
+    from dlmcost.plan.replicas import fewest
 
-    simulated = []
-    monkeypatch.setattr(replicas, "separate_replicas", lambda c, sample, traffic: 5)
-    monkeypatch.setattr(replicas, "_run", lambda c, sample, traffic, r: simulated.append(r))
-    monkeypatch.setattr(replicas, "_deployment", lambda *a: SimpleNamespace(meets=False))
-    monkeypatch.setattr(replicas, "saturation_rps", lambda c, sample: 100.0)
+    simulated = []  # stubbed where meets_within looks them up (the part it is defined in)
+    monkeypatch.setattr(fewest, "separate_replicas", lambda c, sample, traffic: 5)
+    monkeypatch.setattr(fewest, "_run", lambda c, sample, traffic, r: simulated.append(r))
+    monkeypatch.setattr(fewest, "_deployment", lambda *a: SimpleNamespace(meets=False))
+    monkeypatch.setattr(fewest, "saturation_rps", lambda c, sample: 100.0)
     traffic = SimpleNamespace(rate=1.0)
 
     def verdict(give_up_at: int) -> str:

@@ -4,7 +4,7 @@ A search on top of the serving simulation (dlmcost/serving/): each candidate dep
 served as `dlmcost serve` serves it, and the search finds its fewest replicas.
 
     search.py    the candidates, searched cheapest first and pruned; ranking, AR baseline
-    replicas.py  one candidate's fewest replicas and the load it sustains, by simulation
+    replicas/    one candidate's fewest replicas and the load it sustains, by simulation
     results.py   result types, target checks, Pareto front, ranking
     scenario.py  the scenario YAML and command-line options
 """

@@ -1,5 +1,5 @@
 """The deployment search: for each (GPU, TP, precision, decoding, batch limit), the fewest
-data-parallel replicas whose simulated service meets the targets (replicas.py), and what they
+data-parallel replicas whose simulated service meets the targets (replicas/), and what they
 cost; those meeting the targets ranked by $/Mtok, the Pareto front marked, the absurd ones left out.
 
 The answer is what searching every candidate to the end gives (`prune=False`, the reference a
@@ -10,7 +10,7 @@ test holds the search to); the search leaves out only work that cannot change it
   deployment is known early;
 - a candidate whose bound is already over ABSURD_RATIO x the cheapest deployment found is absurd
   without a simulation when its lone request meets the latency targets and no cost or GPU target
-  is set: its search would end meeting the targets (replicas.py), at a cost no lower than the
+  is set: its search would end meeting the targets (replicas/), at a cost no lower than the
   bound; a search is stopped, for the same reason, once its answer is known to cost that much;
 - a candidate whose lone request misses a latency target misses them at any size: once a
   deployment meets the targets it is not simulated, since the nearest miss is reported only when
