@@ -323,9 +323,8 @@ class PlanSearch(Record):
     mem_fraction: float = Field(description="the share of each GPU's memory every candidate may use for weights, "
                                             "K/V cache and activations (--mem-fraction)")
     recv_interval: int = Field(1, description="decode iterations between the scheduler's receives of new requests "
-                                              "(--recv-interval; SGLang's --scheduler-recv-interval), every candidate's "
-                                              "that streams tokens (the AR baseline's too); diffusion decodings "
-                                              "receive after every pass; 1: every iteration")
+                                              "as given (--recv-interval; SGLang's --scheduler-recv-interval; 1: every "
+                                              "iteration); recv_intervals holds what each decoding ran with")
     decodings: list[str]
     max_batch: list[int]
     release: dict[str, str]

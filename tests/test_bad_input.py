@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dlmcost import errors
+from dlmcost import api, errors
 from dlmcost.cli import main
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -1275,3 +1275,45 @@ def test_an_empty_model_name_is_refused_not_replaced_by_the_default(fails, comma
     # `dlmcost serve "$MODEL"` with MODEL unset ran LLaDA-8B-Instruct (plan: the scenario's model)
     # without a word, as if no model had been named; analyze refuses it
     assert fails(*command, code=errors.EXIT_USAGE) == "error: --model needs at least one value"
+
+
+@pytest.mark.parametrize("model", ["", " ", ",", []])
+def test_plans_empty_model_name_through_the_api_is_refused(model):
+    # the command line refused it; the API and a scenario's `model: ''` planned LLaDA-8B-Instruct instead
+    with pytest.raises(errors.UsageError, match="^model: an empty model name"):
+        api.run_plan(None, {"traffic": {"rate": 1}}, model=model)
+
+
+def test_a_scenarios_empty_model_name_is_refused(fails, tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("model: ''\ntraffic: {rate: 1}\n")
+    assert fails("plan", "--scenario", scenario, code=errors.EXIT_USAGE).startswith("error: model: an empty model name")
+
+
+@pytest.mark.parametrize("kv, said", [(8, "--kv-dtype: a K/V cache number format's name, got 8"),
+                                      ("fp7", "unknown K/V dtype 'fp7'")])
+def test_a_serve_setups_kv_dtype_is_checked_through_the_api(kv, said):
+    with pytest.raises(errors.UsageError, match=f"^{re.escape(said)}"):
+        api.ServeSetup(kv_dtype=kv)
+    assert api.ServeSetup(kv_dtype=None).kv_dtype == "bf16"  # not given: the engines' default
+
+
+@pytest.mark.parametrize("kw, said", [
+    (dict(arrival="constant", cv=5.0), "--cv goes with --arrival gamma"),
+    (dict(arrival="bogus"), "arrivals: choose one of poisson, constant, gamma, got 'bogus'"),
+    (dict(arrival="constant"), "--arrival goes with --rate or --max-rate"),
+])
+def test_api_serves_arrivals_without_an_open_loop_are_refused(kw, said):
+    # a closed loop takes no arrival process: api.serve ran it with the option ignored
+    from dlmcost.serving.loads import ClosedLoop
+
+    with pytest.raises(errors.UsageError, match=f"^{re.escape(said)}"):
+        api.serve("Qwen/Qwen2.5-7B", [ClosedLoop(4)], requests=100, **kw)
+
+
+def test_plans_task_that_nothing_reads_warns(capsys):
+    # an autoregressive model's plan, or one whose --tpf is given, takes no tokens per forward from --task
+    assert main(["plan", "Qwen/Qwen2.5-7B", "--rate", "1", "--gpu", "h100", "--tp", "1", "--requests", "100",
+                 "--task", "gsm8k", "-f", "json"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: --task gsm8k does nothing here" in err and err.count("--task") == 1

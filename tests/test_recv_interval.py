@@ -281,6 +281,9 @@ def test_plan_takes_the_interval_and_one_is_the_default(run, simulated_intervals
     (plain, plain_runs), (one, _) = plan(), plan("--recv-interval", "1")
     assert plain["deployments"] == one["deployments"] and plain_runs == {1}
     assert plain["search"]["recv_interval"] == one["search"]["recv_interval"] == 1
+    # where it came from: nothing given is the default, 1 given is the option (it had said 'option' for both)
+    assert plain["search"]["recv_interval_source"] == {"ar": "default"}
+    assert one["search"]["recv_interval_source"] == {"ar": "option"}
     scenario = tmp_path / "s.yaml"
     scenario.write_text("search: {recv_interval: 10}\n")
     ten, ten_runs = plan("--scenario", scenario)

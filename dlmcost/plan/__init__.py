@@ -134,6 +134,9 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         stacks.setdefault(ar.label, behaviour.stack_name(stack, ar, eager))
     behaviour.warn_if_no_chunks(spec.search.prefill_chunk, [chunk for chunk, _ in chunks.values()], chunk_name)
     behaviour.warn_if_no_front_end(spec.search.api_servers, [front for front, _ in fronts.values()], servers_name)
+    from ..serving.decodings import warn_if_task_unread
+
+    warn_if_task_unread(spec.search.task, [(rec or {}).get("tpf_task") for rec in published.values()])
     behaviour.warn_if_no_recv_interval(recv_given, [i for i, _ in intervals.values()],
                                        [source for _, source in intervals.values()], recv_name)
     result = parts[0]
@@ -149,7 +152,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                          mem_fraction=space.mem_fraction,  # and share of each GPU's memory
                          # the scheduler's receive interval given (1: every iteration), which the decodings
                          # that stream tokens take (the AR baseline's too); the diffusion ones receive every pass
-                         recv_interval=space.recv_interval,
+                         recv_interval=space.recv_interval or 1,
                          decodings=list(dict.fromkeys(decodings)),
                          max_batch=sorted({b for bs in running.values() for b in bs}),
                          max_running=running,  # each decoding's running limits searched (its stack's own unless given), the AR baseline's too
@@ -196,12 +199,19 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
 
 
 def _model_ids(given) -> list[str]:
-    """A model id, a comma list of them, or a list; LLaDA-8B-Instruct when none."""
-    if not given:
+    """A model id, a comma list of them, or a list; LLaDA-8B-Instruct when none is given (None). An
+    empty or blank name given (a scenario's `model: ''`, an API call's '' or []) is refused, not the
+    default model planned in its place, as the command line refuses it."""
+    from ..errors import UsageError
+    from ..safe_text import shown
+
+    if given is None:
         return ["GSAI-ML/LLaDA-8B-Instruct"]
     items = given if isinstance(given, list) else [given]
     ids = [part.strip() for item in items for part in str(item).split(",") if part.strip()]
-    return list(dict.fromkeys(ids)) or ["GSAI-ML/LLaDA-8B-Instruct"]
+    if not ids:
+        raise UsageError(f"model: an empty model name, got {shown(repr(given), 60)}")
+    return list(dict.fromkeys(ids))
 
 
 def _side_by_side(parts: list[PlanResult], pareto_front, rank_key) -> PlanResult:

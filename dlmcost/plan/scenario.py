@@ -303,7 +303,7 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
     space = SearchSpace(gpus, sorted(set(tps)), list(dict.fromkeys(precisions)), decodings, sorted(set(max_batches)),
                         left_out, s.prefill_chunk, s.api_servers, kv_dtype.lower(),
                         DEFAULT_MEM_FRACTION if s.mem_fraction is None else s.mem_fraction,
-                        1 if s.recv_interval is None else s.recv_interval)
+                        s.recv_interval)  # None: not given (each candidate's policy: 1, from 'default')
     power = {g.key: g.board_power_w for g in gpus}
     return space, Pricing(usd, source, power, spec.power_utilisation, low={k: lo for k, (lo, _) in ranges.items()},
                           high={k: hi for k, (_, hi) in ranges.items()})

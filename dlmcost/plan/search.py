@@ -62,7 +62,7 @@ class SearchSpace:
     api_servers: int | None = None  # the front end's API servers per replica (None: the stack's)
     kv_dtype: str = "bf16"  # the K/V cache's number format, every candidate's
     mem_fraction: float = DEFAULT_MEM_FRACTION  # the share of each GPU's memory every candidate may use
-    recv_interval: int = 1  # decode iterations between the scheduler's receives (token-streaming decodings')
+    recv_interval: int | None = None  # decode iterations between the scheduler's receives (token-streaming decodings'; None: not given, 1)
 
 
 @dataclass

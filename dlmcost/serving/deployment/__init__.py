@@ -31,9 +31,10 @@ import numpy as np
 from ...engine.schemes import get_scheme
 from ...errors import UsageError
 from ...inputs.error_bands import band_for
+from ...safe_text import shown
 from .. import behaviour
 from ..behaviour import DEFAULT_MAX_RUNNING, DEFAULT_RELEASE  # serve's defaults, documented here
-from ..loads import BatchJob, ClosedLoop, OpenLoop, TraceReplay
+from ..loads import ARRIVALS, BatchJob, ClosedLoop, OpenLoop, TraceReplay, check_cv_taken
 from ..targets import Targets
 from ..traffic import CACHED_FROM_TRACE, parse_lengths, warn_beyond_context
 from .bands import FIRST_TOKEN_INTERVALS, INTERVAL_METRICS, intervals
@@ -97,6 +98,7 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=None, answer=None,
     if not loads and not find_max_rate:
         raise UsageError("serve: give a load (--concurrency, --rate, --job or --trace)")
     check_simulations(1, loads, requests, find_max_rate)
+    _check_arrivals(arrival, cv, loads, find_max_rate)
     spec = resolve_model(model) if isinstance(model, str) else model
     replays = [ld for ld in loads if isinstance(ld, TraceReplay)]
     if replays and len(loads) > 1:
@@ -147,6 +149,16 @@ def _with_trace_cache(setup: Setup, replays: list) -> Setup:
 def own_decoding_is_ar(spec) -> bool:
     """The model's own decoding streams tokens (autoregressive), or it has no sampler settings."""
     return spec.sampler is None or get_scheme(spec.sampler.scheme).stops == "token"
+
+
+def _check_arrivals(arrival: str, cv: float, loads: list, find_max_rate: bool) -> None:
+    """`arrival` and `cv` shape the open-loop arrivals of the maximum-rate search (each OpenLoop carries
+    its own): refused where nothing would take them, as the command line refuses --arrival and --cv."""
+    if arrival not in ARRIVALS:
+        raise UsageError(f"arrivals: choose one of {', '.join(ARRIVALS)}, got {shown(repr(arrival), 40)}")
+    check_cv_taken(arrival, cv)
+    if (arrival != "poisson" or cv != 1.0) and not find_max_rate and not any(isinstance(ld, OpenLoop) for ld in loads):
+        raise UsageError("--arrival goes with --rate or --max-rate (open-loop arrivals)")
 
 
 def serve_many(models: list, loads, setups: list[Setup], *, answer=None, **options) -> Comparison:

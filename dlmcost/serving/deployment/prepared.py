@@ -18,6 +18,7 @@ from ...engine.memory import DEFAULT_MEM_FRACTION, check_mem_fraction
 from ...errors import NoDeploymentError, UsageError, WorkloadError
 from ...inputs.precision import kv_bytes
 from ...inputs.stacks import MAX_RUNNING_REQUESTS
+from ...safe_text import shown
 from .. import behaviour
 from ..costs import IDLE_POWER_FRACTION, price_range
 from ..simulate import RELEASES, ClassTable, FrontEnd
@@ -65,6 +66,10 @@ class Setup:
             v = getattr(self, name)
             if not (isinstance(v, int) and 1 <= v <= hi):
                 raise UsageError(f"--{name}: a whole number in 1..{hi:,}, got {v}")
+        if self.kv_dtype is None:  # not given (an API caller's None): the engines' default
+            object.__setattr__(self, "kv_dtype", "bf16")
+        if not isinstance(self.kv_dtype, str):
+            raise UsageError(f"--kv-dtype: a K/V cache number format's name, got {shown(repr(self.kv_dtype), 40)}")
         kv_bytes(self.kv_dtype)  # a one-line error for an unknown name, before any costing
         object.__setattr__(self, "kv_dtype", self.kv_dtype.lower())  # as --precision: FP8 is fp8
         check_mem_fraction(self.mem_fraction)
