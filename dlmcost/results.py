@@ -107,6 +107,8 @@ class WorkloadSummary(Record):
     cfg: bool
     precision: str
     kv_dtype: str
+    mem_fraction: float = Field(default=0.9, description="the share of each GPU's memory the weights, K/V cache "
+                                "and activations may fill (--mem-fraction): what fits and max_batch are measured against")
     store_pass: bool
     logits: str
     expert_load: str

@@ -248,6 +248,7 @@ def test_bad_efficiency_file(fails, tmp_path, content):
     (["sweep", "--kv-dtype", "fp3"], 2),
     (["serve", "--gpu", "h100", "-c", "1", "--kv-dtype", "fp7"], 2),
     (["plan", "--rate", "1", "--gpu", "h100", "--tp", "1", "--kv-dtype", "fp7"], 2),
+    *[([command, "--mem-fraction", f], 2) for command in ("analyze", "sweep") for f in ("0", "1.5", "nan", "x")],
     *[(["serve", "--gpu", "h100", "-c", "1", "--mem-fraction", f], 2) for f in ("0", "1.5", "nan", "x")],
     *[(["plan", "--rate", "1", "--gpu", "h100", "--tp", "1", "--mem-fraction", f], 2) for f in ("0", "1.5", "nan", "x")],
     *[(["plan", "--rate", "1", "--gpu", "h100", "--tp", "1", "--recv-interval", r], 2) for r in ("0", "1001", "x")],

@@ -140,13 +140,14 @@ def model_summary(spec: ModelSpec) -> ModelSummary:
     )
 
 
-def workload_summary(w: Workload) -> WorkloadSummary:
-    """The validated workload as analyze's result shows it (defaults filled in)."""
+def workload_summary(w: Workload, mem_fraction: float) -> WorkloadSummary:
+    """The validated workload as analyze's result shows it (defaults filled in), with the share of
+    each GPU's memory its memory verdict was measured against."""
     return WorkloadSummary.model_construct(
         scheme=w.scheme, prompt=w.prompt, gen=w.gen, steps=w.total_steps, block=w.block_len,
         n_blocks=w.n_blocks, batch=w.batch, effective_batch=w.effective_batch, cfg=w.cfg,
-        precision=w.precision, kv_dtype=w.kv_dtype, store_pass=w.store_pass, logits=w.logits,
-        expert_load=w.expert_load, tp=w.tp, ep=w.ep, mla_form=w.mla_form, active_blocks=w.active_blocks,
+        precision=w.precision, kv_dtype=w.kv_dtype, mem_fraction=mem_fraction, store_pass=w.store_pass,
+        logits=w.logits, expert_load=w.expert_load, tp=w.tp, ep=w.ep, mla_form=w.mla_form, active_blocks=w.active_blocks,
         cache_delay=w.cache_delay, refresh_every=w.refresh_every, window=w.window, drafter=w.drafter,
         answer_tokens=w.answer, stops_at_eos=REGISTRY[w.scheme].stops_at_eos, knobs=list(REGISTRY[w.scheme].knobs),
         compute_precision=get_precision(w.precision).compute,

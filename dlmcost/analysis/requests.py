@@ -35,6 +35,9 @@ class WorkloadSettings:
     batch: int | None = None
     precision: str | None = None
     kv_dtype: str | None = None
+    # the share of each GPU's memory the engine may fill (engine.memory's F; not a Workload field:
+    # only the memory verdict reads it)
+    mem_fraction: float | None = None
     cfg_scale: float = 0.0  # classifier-free guidance scale: any scale > 0 runs the unconditional copy
     store_pass: bool | None = None
     logits: str = "all"

@@ -223,7 +223,7 @@ def _settings(a: _Asked) -> dict:
     """The settings every row shares, as the summary reports them (store_pass: None until the
     sweep has rows)."""
     o, s = a.options, a.shared
-    return dict(kv_dtype=s.kv_dtype, cfg=o["cfg"], store_pass=None, logits=o["logits"], expert_load=o["expert_load"],
+    return dict(kv_dtype=s.kv_dtype, mem_fraction=o["mem_fraction"], cfg=o["cfg"], store_pass=None, logits=o["logits"], expert_load=o["expert_load"],
                 mla_form=o["mla_form"], tpf=o["tpf"], answer_tokens=o["answer_tokens"],
                 kv_single_tensor=s.kv_single_tensor, ring_buffer=s.ring_buffer, quantize_head=s.quantize_head)
 

@@ -220,6 +220,13 @@ KNOB_OPTIONS = {
 }
 
 
+# the share of each GPU's memory the engine may use (one for every configuration): analyze's and
+# sweep's memory verdicts, serve's deployment and plan's search take it
+MemFractionOpt = typer.Option(None, "--mem-fraction", metavar="F",
+                              help="share of each GPU's memory for weights, K/V cache and activations, in (0, 1] "
+                                   "(vLLM's --gpu-memory-utilization, SGLang's --mem-fraction-static) [0.9]")
+
+
 def _workload(**values) -> api.WorkloadSettings:
     values["cfg_scale"] = _check_cfg(values.pop("cfg"))
     values["ring_buffer"] = not values.pop("no_ring_buffer")
@@ -236,6 +243,7 @@ SIZE_OPTIONS = {
     "batch": (Optional[int], typer.Option(None, "--batch", help="sequences per batch B [1]")),
     "precision": (Optional[str], typer.Option(None, "--precision", help="bf16 | fp8 | fp4 | w8a16 | w4a16")),
     "kv_dtype": (Optional[str], typer.Option(None, "--kv-dtype", help="K/V cache dtype: bf16 | fp8 | int8 | fp4")),
+    "mem_fraction": (Optional[float], MemFractionOpt),
     "tp": (Optional[int], typer.Option(None, "--tp", help="tensor-parallel GPUs [1]")),
     "ep": (Optional[int], typer.Option(None, "--ep", help="expert-parallel ways, dividing --tp (MoE) [1]")),
 }
@@ -267,6 +275,7 @@ def _grid(**texts) -> api.SweepGrid:
 grid_options = group("grid", _grid, {name: (Optional[str], option) for name, (_, _, option) in GRID_OPTIONS.items()})
 knob_options = group("workload", _workload, {  # sweep's: its --tpf is a list, among the grid's
     "kv_dtype": (Optional[str], typer.Option(None, "--kv-dtype", help="K/V cache dtype: bf16 | fp8 | int8 | fp4 [bf16]")),
+    "mem_fraction": (Optional[float], MemFractionOpt),
     **{k: v for k, v in KNOB_OPTIONS.items() if k != "tpf"}})
 
 
@@ -310,11 +319,6 @@ ApiServersOpt = typer.Option(None, "--api-servers", metavar="N",
 KvDtypeOpt = typer.Option(None, "--kv-dtype", metavar="DTYPE",
                           help="K/V cache dtype: bf16 | fp8 | int8 | fp4 (vLLM's and SGLang's --kv-cache-dtype): "
                                "the bytes each cached K/V element holds and each pass reads [bf16]")
-
-# the share of each GPU's memory the engine may use (one for every deployment)
-MemFractionOpt = typer.Option(None, "--mem-fraction", metavar="F",
-                              help="share of each GPU's memory for weights, K/V cache and activations, in (0, 1] "
-                                   "(vLLM's --gpu-memory-utilization, SGLang's --mem-fraction-static) [0.9]")
 
 
 # the scheduler's receive interval (SGLang's --scheduler-recv-interval): serve's deployment, every plan candidate

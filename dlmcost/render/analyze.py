@@ -3,7 +3,7 @@ and the HTML page (the same rows as the terminal's table, with the roofline)."""
 
 from __future__ import annotations
 
-from .cells import count, gb, ms, num, safe, speedup, verdict_text
+from .cells import count, gb, memory_share, ms, num, safe, speedup, verdict_text
 from .evidence import published_phrase
 from .formats import markdown_text, to_csv, to_json, to_markdown
 from .labels import knee_label, uses
@@ -70,13 +70,15 @@ def analyze_header(a: dict) -> str:
     block = f" · block {w['block']} ({count(w['n_blocks'])} blocks)" if uses(w, "block") else ""
     parallel = f" · tp {w['tp']}" + (f" ep {w['ep']}" if w["ep"] > 1 else "") + (" (tok/s per group)" if w["tp"] > 1 else "")
     cfg = " · CFG (batch doubled)" if w["cfg"] else ""
+    share = memory_share(w)  # the memory verdicts' share of each GPU, where it is not the default
+    cache = f"K/V {w['kv_dtype']}" + (f" · {share}" if share else "")
     unverified = " (UNVERIFIED config)" if not m["verified"] else ""
     return (
         f"{safe(m['id'])}{unverified} · {m['params_total'] / 1e9:.2f}B params ({m['params_active'] / 1e9:.2f}B active) · "
         f"source: {safe(m['source'])}{' @ ' + safe(m['revision']) if m.get('revision') else ''}\n"
         f"scheme {w['scheme']} · prompt {w['prompt']} · gen {w['gen']} · {steps}{block}{store} · "
         f"batch {w['batch']}{cfg}{parallel} · {w['precision']} weights · "
-        f"K/V {w['kv_dtype']} · logits: {w['logits']}\n"
+        f"{cache} · logits: {w['logits']}\n"
         f"efficiency profile: {safe(a['efficiency_profile'])} · {stack_phrase(a)}"
         + (f"\n{published_phrase(a['decoding_source'])}" if a.get("decoding_source") else "")
     )

@@ -8,6 +8,7 @@ import math
 
 from .labels import si
 from .output import Styled
+from ..results import WorkloadSummary
 from ..safe_text import shown
 
 VERDICT_STYLE = {"memory-bound": "cyan", "compute-bound": "magenta"}
@@ -27,6 +28,14 @@ def sig(x: float, digits: int) -> str:
 def percent(share: float) -> str:
     """A share as a percentage to four significant digits: 0.9 -> '90%', 0.925 -> '92.5%'."""
     return f"{sig(share * 100, 4)}%"
+
+
+def memory_share(settings: dict) -> str:
+    """'95% of memory' where the share of each GPU's memory the memory verdicts use is not the
+    record's default (90%, vLLM's), else '' (the usual header stays as short as it was)."""
+    default = WorkloadSummary.model_fields["mem_fraction"].default
+    share = settings.get("mem_fraction", default)
+    return "" if share == default else f"{percent(share)} of memory"
 
 
 def num(x: float | None, digits: int = 3) -> str:

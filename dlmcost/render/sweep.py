@@ -3,7 +3,7 @@ named once instead of repeated), Markdown, JSON and the HTML page."""
 
 from __future__ import annotations
 
-from .cells import count, ms, num, safe, speedup, verdict_text
+from .cells import count, memory_share, ms, num, safe, speedup, verdict_text
 from .columns import formatted
 from .formats import markdown_text, to_csv, to_json, to_markdown
 from .output import Output, Styled
@@ -96,6 +96,8 @@ def sweep_summary(result: dict) -> str:
     parts += [f"efficiency profile: {safe(result['efficiency_profile'])}",
               f"stack: {safe(result['stack'])}" + (f" (autoregressive rows and AR baselines: {safe(ar)})"
                                                    if ar and ar != result["stack"] else "")]
+    if share := memory_share(result.get("settings", {})):
+        parts.append(share)
     if result.get("grid"):  # several models in one table
         parts.append(safe(result["grid"]))
     return "; ".join(parts)
