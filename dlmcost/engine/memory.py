@@ -44,7 +44,7 @@ LOGIT_BYTES = ACTIVATION_BYTES + 4.0
 def check_mem_fraction(given, name: str = "--mem-fraction") -> None:
     """A memory fraction as given (an option or scenario field `name`): a number in (0, 1]."""
     if not (isinstance(given, (int, float)) and not isinstance(given, bool) and 0 < given <= 1):
-        raise UsageError(f"{name}: a share in (0, 1] of each GPU's memory, got {given}")
+        raise UsageError(f"{name}: a share in (0, 1] of each GPU's memory, got {given!r}")
 
 
 def widest_intermediate(m: ModelSpec) -> int:

@@ -136,7 +136,7 @@ def check_recv_interval(given: int | None, name: str = "--recv-interval") -> Non
     if given is not None and not (isinstance(given, int) and not isinstance(given, bool)
                                   and 1 <= given <= MAX_RECV_INTERVAL):
         raise UsageError(f"{name}: decode iterations between the scheduler's receives, a whole number in "
-                         f"1..{MAX_RECV_INTERVAL:,} (1: every iteration), got {given}")
+                         f"1..{MAX_RECV_INTERVAL:,} (1: every iteration), got {given!r}")
 
 
 def warn_if_no_recv_interval(given: int | None, intervals, sources=(), name: str = "--recv-interval") -> None:

@@ -205,7 +205,7 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     if rt is None:
         raise WorkloadError(f"{spec.id} cannot run on {gpu.name} at tp {setup.tp}, ep {setup.ep}, {setup.precision} "
                             f"with {decoding.label} (unsupported precision, a layout that does not split, or weights "
-                            "that do not fit)")
+                            f"that do not fit in {setup.mem_fraction:.0%} of its memory, --mem-fraction)")
     n_p = len(prompt_vals)
     price, price_source = setup.price, "user" if setup.price is not None else None
     if price is None and gpu.price_per_hour is not None:
