@@ -46,6 +46,7 @@ _ELSEWHERE = {
     "analysis.catalog": ("list_decodings", "list_gpus", "list_schemes", "list_stacks", "price_ages"),
     "analysis.published": ("parse_floor",),
     "inputs.names": ("task_key",),
+    "inputs.precision": ("KV_DTYPE_BYTES",),
     "analysis.requirements": ("parse_requirements", "requirement_failures", "requirement_rows", "requirement_warnings",
                               "sweep_label"),
     "calibration.runs": ("calibrate_file", "calibrate_measured", "measure_batches", "write_measurements"),
@@ -65,6 +66,7 @@ if TYPE_CHECKING:  # for editors and type checkers, which do not run __getattr__
     from .serving.targets import Targets  # noqa: F401
     from .serving.traffic import parse_cached_shares  # noqa: F401
     from .inputs.names import task_key  # noqa: F401
+    from .inputs.precision import KV_DTYPE_BYTES  # noqa: F401
 
 
 def read_trace(path, fmt=None, time_scale: float = 1.0, sample=None, seed: int = 0):

@@ -25,6 +25,8 @@ from .. import api
 from ..errors import UsageError
 from .output_paths import check_output_file
 
+KV_DTYPES = " | ".join(api.KV_DTYPE_BYTES)  # every K/V cache number format the engine costs (inputs/precision.py)
+
 
 def group(into: str, build: Callable[..., Any], options: dict[str, tuple[Any, Any]]):
     """A decorator adding `options` (name -> (annotation, typer.Option)) to a command and passing
@@ -242,7 +244,7 @@ SIZE_OPTIONS = {
     "block": (Optional[int], typer.Option(None, "--block", help="block length b")),
     "batch": (Optional[int], typer.Option(None, "--batch", help="sequences per batch B [1]")),
     "precision": (Optional[str], typer.Option(None, "--precision", help="bf16 | fp8 | fp4 | w8a16 | w4a16")),
-    "kv_dtype": (Optional[str], typer.Option(None, "--kv-dtype", help="K/V cache dtype: bf16 | fp8 | int8 | fp4")),
+    "kv_dtype": (Optional[str], typer.Option(None, "--kv-dtype", help=f"K/V cache dtype: {KV_DTYPES}")),
     "mem_fraction": (Optional[float], MemFractionOpt),
     "tp": (Optional[int], typer.Option(None, "--tp", help="tensor-parallel GPUs [1]")),
     "ep": (Optional[int], typer.Option(None, "--ep", help="expert-parallel ways, dividing --tp (MoE) [1]")),
@@ -274,7 +276,7 @@ def _grid(**texts) -> api.SweepGrid:
 
 grid_options = group("grid", _grid, {name: (Optional[str], option) for name, (_, _, option) in GRID_OPTIONS.items()})
 knob_options = group("workload", _workload, {  # sweep's: its --tpf is a list, among the grid's
-    "kv_dtype": (Optional[str], typer.Option(None, "--kv-dtype", help="K/V cache dtype: bf16 | fp8 | int8 | fp4 [bf16]")),
+    "kv_dtype": (Optional[str], typer.Option(None, "--kv-dtype", help=f"K/V cache dtype: {KV_DTYPES} [bf16]")),
     "mem_fraction": (Optional[float], MemFractionOpt),
     **{k: v for k, v in KNOB_OPTIONS.items() if k != "tpf"}})
 
@@ -317,7 +319,7 @@ ApiServersOpt = typer.Option(None, "--api-servers", metavar="N",
 
 # the K/V cache's number format (one for every deployment): serve's deployment and plan's search take it
 KvDtypeOpt = typer.Option(None, "--kv-dtype", metavar="DTYPE",
-                          help="K/V cache dtype: bf16 | fp8 | int8 | fp4 (vLLM's and SGLang's --kv-cache-dtype): "
+                          help=f"K/V cache dtype: {KV_DTYPES} (vLLM's and SGLang's --kv-cache-dtype): "
                                "the bytes each cached K/V element holds and each pass reads [bf16]")
 
 
