@@ -590,7 +590,7 @@ SERVING_NOTES = [
     "106-339 ms at 16-64). Its launch sets --scheduler-recv-interval (10 below 16 in flight, 30 from 16): while "
     "only decodes run SGLang takes in new requests once every R iterations, so an arrival waits up to R decode "
     "steps unseen. Without it (serve's --recv-interval) the 1k / 1k TTFTs at 16-64 would be 4.6-5.7x optimistic. "
-    "Its TP4 runs of 8k / 1k (at --mem-fraction-static 0.95, which serve's --mem-fraction expresses: at 0.9 a third "
+    "Its TP4 runs of 8k / 1k (at --mem-fraction-static 0.95, which serve's --mem-fraction expresses: at 0.9 only 14 "
     "of the 32 requests would fit) are met on TPOT (1.03-1.06x) and 2.03-2.17x early on TTFT. On B200 the "
     "prefill's kernels are 1.24-1.63x slower in aiconfigurator's measured SGLang 0.5.9 tables (systems/data/"
     "b200_sxm: fp8 block-scaled GEMMs, context MLA, Triton fused MoE, all-reduce) than the model has them (a 1k "
