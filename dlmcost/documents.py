@@ -251,6 +251,7 @@ class PlanDeployment(Record):
     replicas: int
     tp: int
     precision: str
+    kv_dtype: str = Field(description="the K/V cache's number format (--kv-dtype; one of the search's kv_dtypes)")
     scheme: str
     block: Optional[int]
     tpf: Optional[float]
@@ -319,7 +320,10 @@ class PlanSearch(Record):
     gpus: list[str]
     tp: list[int]
     precisions: list[str]
-    kv_dtype: str = Field(description="every candidate's K/V cache number format (--kv-dtype)")
+    kv_dtypes: list[str] = Field(description="the K/V cache number formats searched (--kv-dtype), each candidate "
+                                             "one of them (deployments' kv_dtype)")
+    kv_dtype: str = Field(description="the first of kv_dtypes (a search of one format: every candidate's), kept "
+                                      "for readers of a one-format search")
     mem_fraction: float = Field(description="the share of each GPU's memory every candidate may use for weights, "
                                             "K/V cache and activations (--mem-fraction)")
     recv_interval: int = Field(1, description="decode iterations between the scheduler's receives of new requests "

@@ -1200,6 +1200,77 @@ def test_plan_costs_its_candidates_with_the_kv_dtype_given(capsys, costed_max_ba
     assert rc == 0 and "K/V cache fp8, 90% of memory;" in out.replace("\n", " "), err
 
 
+def test_plan_searches_each_kv_dtype_given(capsys, costed_max_batches, tmp_path):
+    """`plan --kv-dtype bf16,fp8` (or the scenario's `search: {kv_dtype: [bf16, fp8]}`) searches
+    each candidate once per K/V format: Qwen2.5-7B decoded autoregressively on one H100, 1,024 +
+    1,024 tokens a request, batch limit 512, fits 248 requests with bf16's 2-byte cache and 325
+    with fp8's 1 byte (oracle.qwen7b_requests_in_memory, worked by hand from its config); each
+    row names its format, and the header and table show the formats as a factor of the search."""
+    import oracle
+    from dlmcost.plan import search
+
+    hand = {name: oracle.qwen7b_requests_in_memory(kv_bytes, 1024, 1024) for name, kv_bytes in (("bf16", 2), ("fp8", 1))}
+    assert hand == {"bf16": 248, "fp8": 325}
+    args = [a if a != "256" else "512" for a in QWEN_AR_PLAN]  # a limit over both formats' memory limits
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("search: {kv_dtype: [bf16, fp8]}\n")
+    for given in (["--kv-dtype", "bf16,FP8"], ["--scenario", str(scenario)]):
+        costed_max_batches.clear()
+        p, _ = _plan_json(capsys, *args, *given)
+        assert (p["search"]["kv_dtypes"], p["search"]["kv_dtype"], p["evaluated"]) == (["bf16", "fp8"], "bf16", 2)
+        assert costed_max_batches == [[hand["bf16"]], [hand["fp8"]]]
+        assert {d["kv_dtype"]: d["max_running"] for d in p["deployments"]} == hand
+    rc, out, err = run(capsys, "plan", *args, "--kv-dtype", "bf16,fp8", "-f", "csv")
+    assert rc == 0 and sorted(line.split(",")[7] for line in out.splitlines()[1:]) == ["bf16", "fp8"], err
+    rc, out, err = run(capsys, "plan", *args, "--kv-dtype", "bf16,fp8")
+    flat = " ".join(out.split())
+    assert rc == 0 and "1 precision (bf16) × 2 K/V formats (bf16, fp8) × 1 decoding (ar)" in flat, err
+    assert "1×1 bf16 fp8 325" in flat and "1×1 bf16 bf16 248" in flat, out
+    rc, _, err = run(capsys, "plan", *args, "--kv-dtype", "bf16,fp8", "--p95", "0.001")
+    # the nearest miss is fp8's: its passes read half the K/V bytes, so no step is slower than bf16's
+    assert rc == 8 and "x tp1 bf16 kv fp8 ar batch<=325: p95_latency_s" in err, err
+    space = search.SearchSpace([HardwareDB.load().get("h100")], [1], ["bf16"], [search.baseline_decoding()], [8])
+    assert search.candidate_count(space)[1] == "1 GPUs x 1 TP sizes x 1 precisions x 1 decodings x 1 batch limits"
+    space = search.SearchSpace(space.gpus, [1], ["bf16"], space.decodings, [8], kv_dtypes=["bf16", "fp8"])
+    assert search.candidate_count(space) == (2, "1 GPUs x 1 TP sizes x 1 precisions x 2 K/V formats x 1 decodings "
+                                                "x 1 batch limits")
+
+
+def test_plan_of_one_kv_dtype_is_as_before(capsys, tmp_path):
+    """The default (bf16 alone) costs as a plan of one format always did: its row is the bf16 row
+    of a two-format search (each candidate's search is its own), the table has no K/V column and
+    the header names the cache as one format; a scenario's single name is a list of one."""
+    one, _ = _plan_json(capsys, *QWEN_AR_PLAN)
+    two, _ = _plan_json(capsys, *QWEN_AR_PLAN, "--kv-dtype", "bf16,fp8")
+    assert (one["search"]["kv_dtypes"], one["search"]["kv_dtype"], one["evaluated"]) == (["bf16"], "bf16", 1)
+    same = ("replicas", "max_running", "p95_latency_s", "usd_per_mtok", "capacity_rps", "kv_dtype")
+    bf16 = [d for d in two["deployments"] if d["kv_dtype"] == "bf16"]
+    assert [{k: d[k] for k in same} for d in one["deployments"]] == [{k: d[k] for k in same} for d in bf16]
+    rc, out, err = run(capsys, "plan", *QWEN_AR_PLAN)
+    assert rc == 0 and "K/V" not in out.split("deployments meeting")[1] and "K/V formats" not in out, out
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("search: {kv_dtype: fp8}\n")
+    p, _ = _plan_json(capsys, *QWEN_AR_PLAN, "--scenario", scenario)
+    assert (p["search"]["kv_dtypes"], [d["kv_dtype"] for d in p["deployments"]]) == (["fp8"], ["fp8"])
+
+
+@pytest.mark.parametrize("given, needle", [
+    (["--kv-dtype", "fp7,bf16"], "unknown K/V dtype 'fp7'"),
+    (["--kv-dtype", ","], "--kv-dtype needs at least one value"),
+    (["scenario", "search: {kv_dtype: [bf16, '']}"], "search.kv_dtype.1"),
+    (["scenario", "search: {kv_dtype: []}"], "search.kv_dtype"),
+    (["scenario", "search: {kv_dtype: 8}"], "search.kv_dtype"),
+])
+def test_plan_refuses_a_bad_kv_dtype_list(capsys, tmp_path, given, needle):
+    """An unknown K/V format among several, an empty list, an empty or non-text item: one error
+    line, exit 2 (a usage error), before any candidate is costed."""
+    if given[0] == "scenario":
+        (tmp_path / "s.yaml").write_text(given[1] + "\n")
+        given = ["--scenario", tmp_path / "s.yaml"]
+    rc, out, err = run(capsys, "plan", *QWEN_AR_PLAN, *given)
+    assert rc == 2 and err.count("\n") == 1 and err.startswith("error: ") and needle in err, err
+
+
 def test_plan_fits_its_candidates_in_the_memory_fraction_given(capsys, costed_max_batches, tmp_path):
     """`plan --mem-fraction 0.95` (or the scenario's search.mem_fraction) costs every candidate
     against 95% of each GPU's memory: Qwen2.5-7B decoded autoregressively on an H100, 1,024 + 1,024

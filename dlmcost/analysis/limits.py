@@ -56,7 +56,7 @@ def check_candidates(candidates: int, limit: int | None, what: str) -> None:
     starts; `what`: the product they come from."""
     if limit is not None and candidates > limit:
         raise UsageError(f"the plan asks for {candidates:,} candidate deployments ({what}); at most {limit:,}: "
-                         f"shorten some lists (GPUs, TP sizes, precisions, decodings, batch limits), or split the "
+                         f"shorten some lists (GPUs, TP sizes, precisions, K/V formats, decodings, batch limits), or split the "
                          f"search into runs of at most {limit:,} (e.g. one GPU or TP size each) and compare their "
                          f"--format json")
 

@@ -317,10 +317,13 @@ ApiServersOpt = typer.Option(None, "--api-servers", metavar="N",
                                   "(vLLM's --api-server-count), on a stack with a front-end cost per request "
                                   "(`dlmcost stacks`) [the stack's front_end.api_servers]")
 
-# the K/V cache's number format (one for every deployment): serve's deployment and plan's search take it
+# the K/V cache's number format: serve's deployment takes one, plan's search a list (each candidate one)
+KV_DTYPE_MEANING = "(vLLM's and SGLang's --kv-cache-dtype): the bytes each cached K/V element holds and each pass reads"
 KvDtypeOpt = typer.Option(None, "--kv-dtype", metavar="DTYPE",
-                          help=f"K/V cache dtype: {KV_DTYPES} (vLLM's and SGLang's --kv-cache-dtype): "
-                               "the bytes each cached K/V element holds and each pass reads [bf16]")
+                          help=f"K/V cache dtype: {KV_DTYPES} {KV_DTYPE_MEANING} [bf16]")
+KvDtypesOpt = typer.Option(None, "--kv-dtype", metavar="LIST",
+                           help=f"comma list of K/V cache dtypes searched, each candidate one: {KV_DTYPES} "
+                                f"{KV_DTYPE_MEANING} [bf16]")
 
 
 # the scheduler's receive interval (SGLang's --scheduler-recv-interval): serve's deployment, every plan candidate

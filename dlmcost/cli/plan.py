@@ -8,7 +8,7 @@ from .. import api
 from ..errors import NoDeploymentError, UsageError
 from ..render.plan import PLAN_CSV_KEYS, plan_csv_rows, render_plan
 from .app import app, examples
-from .options import (ApiServersOpt, EfficiencyOpt, HardwareOpt, KvDtypeOpt, MemFractionOpt, MinAccuracyOpt, PrefillChunkOpt,
+from .options import (ApiServersOpt, EfficiencyOpt, HardwareOpt, KvDtypesOpt, MemFractionOpt, MinAccuracyOpt, PrefillChunkOpt,
                       RecvIntervalOpt, TaskOpt, group, output_options, parse_list, require_option, stack_options)
 from .output import draw, gate, held_output, progress_bar, requirements_of
 
@@ -49,7 +49,7 @@ def _search(gpu, consumer, tp, precision, kv_dtype, mem_fraction, scheme, block,
     decoding = _decodings(scheme, block, tpf, steps) if any(v is not None for v in (scheme, block, tpf, steps)) else None
     floor = dict([api.parse_floor(min_accuracy)]) if min_accuracy is not None else None
     return dict(gpus=gpu, tp=parse_list(tp, int, "tp"), precisions=parse_list(precision, str, "precision"),
-                kv_dtype=kv_dtype, mem_fraction=mem_fraction, decoding=decoding, max_batch=parse_list(max_batch, int, "max-batch"),
+                kv_dtype=parse_list(kv_dtype, str, "kv-dtype"), mem_fraction=mem_fraction, decoding=decoding, max_batch=parse_list(max_batch, int, "max-batch"),
                 prefill_chunk=prefill_chunk, api_servers=api_servers, recv_interval=recv_interval, consumer=consumer or None, task=task, min_accuracy=floor)
 
 
@@ -58,7 +58,7 @@ search_options = group("search", _search, {
     "consumer": (bool, typer.Option(False, "--consumer", help="add the priced workstation and consumer cards (RTX PRO, RTX 4090/5090) to the default GPUs")),
     "tp": (Optional[str], typer.Option(None, "--tp", metavar="LIST", help="comma list of tensor-parallel sizes [1,2,4,8]")),
     "precision": (Optional[str], typer.Option(None, "--precision", metavar="LIST", help="comma list [bf16,fp8]")),
-    "kv_dtype": (Optional[str], KvDtypeOpt),
+    "kv_dtype": (Optional[str], KvDtypesOpt),
     "mem_fraction": (Optional[float], MemFractionOpt),
     "scheme": (Optional[str], typer.Option(None, "--scheme", metavar="LIST", help="comma list of schemes (default: the model's)")),
     "block": (Optional[str], typer.Option(None, "--block", metavar="LIST", help="comma list of block lengths")),
@@ -169,8 +169,9 @@ def _exit_unless_met(result) -> None:
         raise NoDeploymentError("no deployment meets the targets: no candidate could run (unsupported precision, "
                                 "a layout that does not split the model, or weights that do not fit)")
     failed = "; ".join(m.describe() for m in miss.misses)
+    cache = f" kv {miss.kv_dtype}" if len(result.search.get("kv_dtypes", [])) > 1 else ""  # several searched: which
     raise NoDeploymentError(f"no deployment meets the targets; nearest miss: {miss.gpu} {miss.replicas}x tp{miss.tp} "
-                            f"{miss.precision} {miss.decoding} batch<={miss.max_batch}: {failed}")
+                            f"{miss.precision}{cache} {miss.decoding} batch<={miss.max_batch}: {failed}")
 
 
 def _chart(record: dict):

@@ -102,7 +102,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     requests = spec.simulation.requests
     limits.check_simulated(candidates * requests, None if max_candidates is None else limits.MAX_SIMULATED_REQUESTS,
                            f"{candidates:,} candidate deployments x {requests:,} simulated requests",
-                           "fewer --requests, or fewer candidates (GPUs, TP sizes, precisions, decodings, batch limits)")
+                           "fewer --requests, or fewer candidates (GPUs, TP sizes, precisions, K/V formats, decodings, "
+                           "batch limits)")
     parts, decodings, release, running, stacks, published, chunks, fronts = [], [], {}, {}, {}, {}, {}, {}
     intervals = {}  # each decoding's (receive interval, its source): the one given where its stack's scheduler
     # has one and the decoding streams tokens, else 1
@@ -148,7 +149,9 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     result.traffic = spec.traffic.model_dump() | dict(answer=spec.traffic.answer if spec.traffic.answer is not None
                                                        else (first.sampler.gen if first.sampler else 256))
     result.search = dict(gpus=[g.name for g in space.gpus], tp=space.tps, precisions=space.precisions,
-                         kv_dtype=space.kv_dtype,  # every candidate's K/V cache dtype
+                         # the K/V cache formats searched (each candidate has one), and the first of them
+                         # under the name a search of one format has always had
+                         kv_dtypes=space.kv_dtypes, kv_dtype=space.kv_dtypes[0],
                          mem_fraction=space.mem_fraction,  # and share of each GPU's memory
                          # the scheduler's receive interval given (1: every iteration), which the decodings
                          # that stream tokens take (the AR baseline's too); the diffusion ones receive every pass

@@ -48,6 +48,7 @@ class Deployment:
     joules_per_token: float | None
     price_per_gpu_hour: float | None
     price_source: str | None
+    kv_dtype: str = "bf16"  # the K/V cache's number format (--kv-dtype)
     output_tokens_per_s: float = 0.0
     tokens_per_s_per_gpu: float = 0.0
     sustained_rps: float = 0.0  # the highest load (requests/s) it serves within the latency targets

@@ -3,7 +3,7 @@
     model: GSAI-ML/LLaDA-8B-Instruct          # or a list, planned side by side
     traffic: {rate: 20, prompt: 256, answer: {p50: 128, p90: 256}}   # or users: 64, think_s: 2
     targets: {p95_latency_s: 5, p95_first_block_s: 1, max_usd_per_mtok: 2}
-    search: {gpus: [h100, mi300x], tp: [1, 2], precisions: [bf16, fp8], kv_dtype: fp8, mem_fraction: 0.9,
+    search: {gpus: [h100, mi300x], tp: [1, 2], precisions: [bf16, fp8], kv_dtype: [bf16, fp8], mem_fraction: 0.9,
              decoding: [{scheme: block, block: 32, tpf: 2}], max_batch: [64, 256], prefill_chunk: 8192,
              recv_interval: 1, consumer: false}
     prices: {h100: 2.49}
@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 from typing import Annotated, Optional, Union
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, StringConstraints, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict, StringConstraints, ValidationError
 
 from ..engine.memory import DEFAULT_MEM_FRACTION
 from ..engine.schemes import autoregressive_scheme, get_scheme
@@ -83,13 +83,24 @@ class DecodingSpec(BaseModel):
 TaskKey = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
 
 
+# a K/V cache number format's name (inputs/precision.py's table checks it)
+KvDtypeName = Annotated[str, StringConstraints(min_length=1, max_length=100)]
+
+
+def _one_as_list(value):
+    """A scenario field that takes one value or a list of them: the one as a list of one."""
+    return [value] if isinstance(value, str) else value
+
+
 class SearchSpec(BaseModel):
     model_config = _STRICT
     gpus: Optional[Union[str, list[str]]] = None
     tp: Optional[list[int]] = None
     precisions: Optional[list[str]] = None
-    # the K/V cache's number format, one for every candidate (serve's --kv-dtype; None: bf16)
-    kv_dtype: Optional[str] = Field(default=None, min_length=1, max_length=100)
+    # the K/V cache number formats searched, one name or a list (serve's --kv-dtype; None: bf16)
+    # (one name read as a list of one, so that a bad item is named as a list's)
+    kv_dtype: Optional[Annotated[list[KvDtypeName], BeforeValidator(_one_as_list)]] = Field(
+        default=None, min_length=1, max_length=100)
     # the share of each GPU's memory every candidate may use (serve's --mem-fraction; None: 0.9),
     # checked by `memory.check_mem_fraction` as serve's option is (a number: `true` and "0.9" are refused)
     mem_fraction: Optional[Annotated[float, Strict()]] = None
@@ -298,10 +309,11 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
 
     for p in precisions:
         get_precision(p)
-    kv_dtype = s.kv_dtype or DEFAULT_KV_DTYPE
-    kv_bytes(kv_dtype)
+    kv_dtypes = s.kv_dtype or [DEFAULT_KV_DTYPE]
+    for kv in kv_dtypes:
+        kv_bytes(kv)
     space = SearchSpace(gpus, sorted(set(tps)), list(dict.fromkeys(precisions)), decodings, sorted(set(max_batches)),
-                        left_out, s.prefill_chunk, s.api_servers, kv_dtype.lower(),
+                        left_out, s.prefill_chunk, s.api_servers, list(dict.fromkeys(kv.lower() for kv in kv_dtypes)),
                         DEFAULT_MEM_FRACTION if s.mem_fraction is None else s.mem_fraction,
                         s.recv_interval)  # None: not given (each candidate's policy: 1, from 'default')
     power = {g.key: g.board_power_w for g in gpus}

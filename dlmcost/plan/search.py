@@ -1,4 +1,4 @@
-"""The deployment search: for each (GPU, TP, precision, decoding, batch limit), the fewest
+"""The deployment search: for each (GPU, TP, precision, K/V format, decoding, batch limit), the fewest
 data-parallel replicas whose simulated service meets the targets (replicas/), and what they
 cost; those meeting the targets ranked by $/Mtok, the Pareto front marked, the absurd ones left out.
 
@@ -60,7 +60,8 @@ class SearchSpace:
     left_out: list[GPU] = field(default_factory=list)  # default GPUs the stack does not run on
     prefill_chunk: int | None = None  # AR prompts' token budget a step beside the decodes (0: none; None: the stack's)
     api_servers: int | None = None  # the front end's API servers per replica (None: the stack's)
-    kv_dtype: str = "bf16"  # the K/V cache's number format, every candidate's
+    # the K/V cache number formats searched (each candidate has one of them; the engines' default: bf16)
+    kv_dtypes: list[str] = field(default_factory=lambda: ["bf16"])
     mem_fraction: float = DEFAULT_MEM_FRACTION  # the share of each GPU's memory every candidate may use
     recv_interval: int | None = None  # decode iterations between the scheduler's receives (token-streaming decodings'; None: not given, 1)
 
@@ -182,39 +183,42 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
     pol = behaviour.policy(stack_profile(stack, efficiency), decoding,  # its running limit: max_batch's
                            prefill_chunk=space.prefill_chunk, api_servers=space.api_servers, layers=model.n_layers,
                            recv_interval=space.recv_interval)
-    pt = pass_table(model, *_table_args(space, decoding, prompts, canvases, pol), efficiency=efficiency,
-                    stack=stack, hardware=hardware, max_passes=None,  # plan checked the total of its sweeps
-                    kv_dtype=space.kv_dtype, mem_fraction=space.mem_fraction)
+    # one table per K/V format: the format changes what fits in memory and what each pass reads
+    tables = {kv: pass_table(model, *_table_args(space, decoding, prompts, canvases, pol), efficiency=efficiency,
+                             stack=stack, hardware=hardware, max_passes=None,  # plan checked the total of its sweeps
+                             kv_dtype=kv, mem_fraction=space.mem_fraction) for kv in space.kv_dtypes}
     tokens = np.tile(sample.answer_values.astype(float), len(prompts))  # useful tokens per request class
     cls = request_classes(sample)
     out, skipped = [], 0
     drawn: dict[tuple, object] = {}  # the requests' passes depend on the classes' passes and blocks alone
     for gi, g in enumerate(space.gpus):
         for pi, prec in enumerate(space.precisions):
-            for ti, tp in enumerate(space.tps):
-                for mb in running_limits(space, pol):
-                    rt = behaviour.request_table(pt, gi, pi, ti, decoding, prompts, answers, mb, pol)
-                    if rt is None:
-                        skipped += 1
-                        continue
-                    t = rt.table
-                    key = (rt.block_streaming, tuple(t.nfe), tuple(t.lead or ()), tuple(t.blocks or ()))
-                    if key not in drawn:
-                        drawn[key] = behaviour.request_passes(rt, cls, answers=sample.answer_tokens)
-                    out.append(Candidate(g, prec, tp, decoding, mb, t, tokens, rt.batch_limit, pol.release,
-                                         drawn[key], pol.first_block_outside_limit,
-                                         uncached=1.0 - cached_prompt if caches(pol, t) else 1.0,
-                                         front_end=pol.front_end, recv_interval=pol.recv_interval))
+            for kv, pt in tables.items():
+                for ti, tp in enumerate(space.tps):
+                    for mb in running_limits(space, pol):
+                        rt = behaviour.request_table(pt, gi, pi, ti, decoding, prompts, answers, mb, pol)
+                        if rt is None:
+                            skipped += 1
+                            continue
+                        t = rt.table
+                        key = (rt.block_streaming, tuple(t.nfe), tuple(t.lead or ()), tuple(t.blocks or ()))
+                        if key not in drawn:
+                            drawn[key] = behaviour.request_passes(rt, cls, answers=sample.answer_tokens)
+                        out.append(Candidate(g, prec, tp, decoding, mb, t, tokens, rt.batch_limit, pol.release,
+                                             drawn[key], pol.first_block_outside_limit,
+                                             uncached=1.0 - cached_prompt if caches(pol, t) else 1.0,
+                                             front_end=pol.front_end, recv_interval=pol.recv_interval, kv_dtype=kv))
     return out, skipped
 
 
 def candidate_count(space: SearchSpace, baseline: bool = False) -> tuple[int, str]:
     """The candidate deployments `plan` searches in this space, counted before any is built, and
-    the product they come from: GPUs x TP sizes x precisions x (decodings, plus the AR baseline
-    with `baseline` when a decoding is not autoregressive) x batch limits (each decoding's stack's
-    own one when none is given)."""
+    the product they come from: GPUs x TP sizes x precisions (x K/V formats, named when several
+    are searched) x (decodings, plus the AR baseline with `baseline` when a decoding is not
+    autoregressive) x batch limits (each decoding's stack's own one when none is given)."""
     decodings = len(space.decodings) + (baseline and any(not d.autoregressive for d in space.decodings))
     factors = {"GPUs": len(space.gpus), "TP sizes": len(space.tps), "precisions": len(space.precisions),
+               **({"K/V formats": len(space.kv_dtypes)} if len(space.kv_dtypes) > 1 else {}),
                "decodings": decodings, "batch limits": len(space.max_batches) or 1}
     return math.prod(factors.values()), " x ".join(f"{n:,} {name}" for name, n in factors.items())
 
@@ -388,9 +392,9 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
             for _, decodings in sets for dec in decodings}
     passes = sum(table_passes(model, *_table_args(space, dec, *_canvases(dec, sample), pols[dec]),
                               efficiency=efficiency, stack=behaviour.stack_name(stack, dec, eager), hardware=hardware,
-                              kv_dtype=space.kv_dtype, mem_fraction=space.mem_fraction)
-                 for _, decodings in sets for dec in decodings)
-    limits.check_passes(passes, limits.MAX_PASSES_ONE_BY_ONE, "choose fewer GPUs, TP sizes, precisions or decodings, "
+                              kv_dtype=kv, mem_fraction=space.mem_fraction)
+                 for _, decodings in sets for dec in decodings for kv in space.kv_dtypes)
+    limits.check_passes(passes, limits.MAX_PASSES_ONE_BY_ONE, "choose fewer GPUs, TP sizes, precisions, K/V formats or decodings, "
                         "larger blocks, shorter answers, or a smaller --max-batch")
     candidates: list[tuple[str, Candidate]] = []
     unsupported = 0

@@ -12,16 +12,17 @@ from .formats import markdown_text, to_csv, to_markdown, typed_json
 from .output import Output
 from .tables import print_fitted, table_columns
 
-PLAN_HEADERS = ["model", "GPU", "scheme/\nb/tpf", "R×TP\nprec", "B", "p50\ns", "p95\ns", "1st\nblk s", "tok/s\n/user",
+PLAN_HEADERS = ["model", "GPU", "scheme/\nb/tpf", "R×TP\nprec", "K/V", "B", "p50\ns", "p95\ns", "1st\nblk s", "tok/s\n/user",
                 "out\ntok/s", "tok/s\n/GPU", "cap\nreq/s", "head\n%", "$/h", "$/Mtok", "$/Mtok\n@cap", "J/tok",
                 "GPUs\n(band)", "$/Mtok\nband", "p95 s\nband"]
-PLAN_PRIORITY = [0, 0, 0, 0, 3, 2, 0, 3, 2, 3, 1, 4, 4, 3, 0, 0, 4, 1, 4, 3]  # larger: dropped sooner on a narrow terminal
+PLAN_PRIORITY = [0, 0, 0, 0, 0, 3, 2, 0, 3, 2, 3, 1, 4, 4, 3, 0, 0, 4, 1, 4, 3]  # larger: dropped sooner on a narrow terminal
 PRICE_RANGE = "$/Mtok\nlow–high"  # the HTML page's column: $/Mtok over the price's public range
 PLAN_LEGEND = {
     "model": "the model deployed",
     "GPU": "the accelerator, as `dlmcost gpus` names it",
     "scheme/\nb/tpf": "the decoding: scheme / block length / tokens per forward (ar: one token per pass)",
     "R×TP\nprec": "data-parallel replicas × tensor-parallel GPUs per replica, and the weights' precision",
+    "K/V": "the K/V cache's number format (--kv-dtype; a column when several were searched)",
     "B": "the batch limit: requests a replica runs at once (JSON: max_running, serve's --max-running)",
     "p50\ns": "median end-to-end latency of the simulated requests, seconds",
     "p95\ns": "95th percentile end-to-end latency, seconds",
@@ -50,10 +51,12 @@ PLAN_LEGEND = {
 }
 
 
-def plan_table(records: list[dict], show_decoding: bool, price_range: bool = False) -> tuple[list[str], list[list]]:
+def plan_table(records: list[dict], show_decoding: bool, price_range: bool = False,
+               show_kv: bool = False) -> tuple[list[str], list[list]]:
     """Headers and cells, two significant digits (json/csv carry full values); the decoding column
-    only when several decodings were searched, the model column only when several models were, so
-    that the table stays within 100 columns. '*' after $/Mtok marks the cost/latency Pareto front;
+    only when several decodings were searched, the K/V format's only when several formats were
+    (`show_kv`), the model column only when several models were, so that the table stays within
+    100 columns. '*' after $/Mtok marks the cost/latency Pareto front;
     '-': no price for the GPU. `price_range`: a column of $/Mtok over the price's range after $/Mtok."""
     def g2(x):
         return "-" if x is None else f"{x:.2g}" if abs(x) < 100 else f"{x:,.0f}"
@@ -64,7 +67,8 @@ def plan_table(records: list[dict], show_decoding: bool, price_range: bool = Fal
     def rate(x):
         return "-" if x is None else f"{x:.0f}" if x >= 100 else f"{x:.3g}"
 
-    cells = [[model(r), r["gpu"], r["decoding"], f"{r['replicas']}×{r['tp']} {r['precision']}", str(r["max_running"]),
+    cells = [[model(r), r["gpu"], r["decoding"], f"{r['replicas']}×{r['tp']} {r['precision']}",
+              safe(r.get("kv_dtype", "bf16")), str(r["max_running"]),
               g2(r["p50_latency_s"]), g2(r["p95_latency_s"]), g2(r["p95_first_block_s"]),
               num(r["tokens_per_s_per_user"]), rate(r.get("output_tokens_per_s")), rate(r.get("tokens_per_s_per_gpu")),
               num(r["capacity_rps"]), f"{100 * r['headroom']:,.0f}",
@@ -72,7 +76,7 @@ def plan_table(records: list[dict], show_decoding: bool, price_range: bool = Fal
               g2(r["usd_per_mtok"]) + ("*" if r.get("pareto") else ""), g2(r.get("usd_per_mtok_at_capacity")),
               g2(r["joules_per_token"]), *_band_cells(r, g2)] for r in records]
     several_models = len({r.get("model") for r in records}) > 1
-    keep = [several_models, True, show_decoding] + [True] * (len(PLAN_HEADERS) - 3)
+    keep = [several_models, True, show_decoding, True, show_kv] + [True] * (len(PLAN_HEADERS) - 5)
     headers, rows = [h for h, k in zip(PLAN_HEADERS, keep) if k], [[c for c, k in zip(row, keep) if k] for row in cells]
     if price_range:
         at = headers.index("$/Mtok") + 1
@@ -92,7 +96,7 @@ def _band_cells(r: dict, g2) -> list[str]:
             span(*intervals["p95_latency_s"], g2)]
 
 
-PLAN_CSV_KEYS = ("model", "gpu", "replicas", "tp", "gpus", "precision", "scheme", "block", "tpf", "decoding",
+PLAN_CSV_KEYS = ("model", "gpu", "replicas", "tp", "gpus", "precision", "kv_dtype", "scheme", "block", "tpf", "decoding",
                  "max_running", "p50_latency_s", "p95_latency_s", "p99_latency_s", "p95_first_block_s",
                  "tokens_per_s_per_user", "served_rps", "output_tokens_per_s", "tokens_per_s_per_gpu", "capacity_rps",
                  "sustained_rps", "headroom", "usd_per_hour", "usd_per_mtok", "usd_per_mtok_low", "usd_per_mtok_high",
@@ -116,23 +120,36 @@ def plan_search_line(p: dict) -> str:
     s = p["search"]
     running = s.get("max_running") or {d: s["max_batch"] for d in s["decodings"]}
     limits = {tuple(running.get(d, s["max_batch"])) for d in s["decodings"]}
-    factors = [(s["gpus"], "GPU", None), (s["tp"], "TP size", None), (s["precisions"], "precision", None),
-               (s["decodings"], "decoding", None)]
-    per_decoding = sum(len(running.get(d, s["max_batch"])) for d in s["decodings"])
-    if len(limits) == 1:
+    formats = _kv_dtypes(s)
+    factors = [(s["gpus"], "GPU", None), (s["tp"], "TP size", None), (s["precisions"], "precision", None)]
+    factors += [(formats, "K/V format", None)] if len(formats) > 1 else []  # a factor when several were searched
+    product = math.prod(len(v) for v, _, _ in factors) * sum(len(running.get(d, s["max_batch"])) for d in s["decodings"])
+    factors.append((s["decodings"], "decoding", None))
+    shared_limits = len(limits) == 1
+    if shared_limits:
         factors.append((list(limits.pop()), "batch limit", None))
-    product = math.prod(len(v) for v, _, _ in factors[:3]) * per_decoding
     text = f"searched {plural(product, 'candidate')} (" + " × ".join(_listed(len(v), w, v, m) for v, w, m in factors)
-    text += ", each at its engine's batch limits)" if len(factors) == 4 else ")"
+    text += ")" if shared_limits else ", each at its engine's batch limits)"
     # (absurd candidates are among the product: searched, then left out)
     tried = p["evaluated"] + sum(v for k, v in (p.get("skipped") or {}).items() if k != "absurd")
     if tried > product:
         text += f" and {tried - product:,} for the AR baseline"
     taken = s.get("recv_intervals") or {"": s.get("recv_interval", 1)}  # each decoding's, as its stack takes it
     receiving = recv_interval_phrase(max(taken.values()))  # named only where some decoding skips receives, as serve's
-    return (f"{text}; K/V cache {safe(s['kv_dtype'])}, {percent(s['mem_fraction'])} of memory"
+    cache = f"K/V cache {safe(formats[0])}, " if len(formats) == 1 else ""  # several: a factor above
+    return (f"{text}; {cache}{percent(s['mem_fraction'])} of memory"
             + (f"; {receiving}" if receiving else "")
             + f"; {plural(s['requests'], 'simulated request')}, random seed {s['seed']}")
+
+
+def _kv_dtypes(s: dict) -> list[str]:
+    """The K/V cache formats a plan searched (a record from before the list: its one format)."""
+    return s.get("kv_dtypes") or [s["kv_dtype"]]
+
+
+def several_kv_dtypes(p: dict) -> bool:
+    """Whether the plan searched several K/V formats: its tables then show each row's."""
+    return len(_kv_dtypes(p["search"])) > 1
 
 
 def engines_line(s: dict) -> str:
@@ -265,7 +282,7 @@ def render_plan(p: dict, fmt: str, out: Output, top: int | None = 15, charts: li
     shown = p["deployments"][:top]
     baseline = p["ar_baseline"][:3]
     miss = [p["nearest_miss"]] if not p["deployments"] and p["nearest_miss"] else []
-    multi = len(p["search"]["decodings"]) > 1
+    multi, kv = len(p["search"]["decodings"]) > 1, several_kv_dtypes(p)
     caption = ("ranked by $/Mtok at the offered load (* = on the cost/latency Pareto front); R×TP: replicas × "
                "tensor-parallel GPUs; B: batch limit; 1st blk: time to the first streamed block (AR: token); "
                "tok/s/user: median answer tokens / latency; cap: saturation throughput, head: its margin over "
@@ -275,17 +292,17 @@ def render_plan(p: dict, fmt: str, out: Output, top: int | None = 15, charts: li
     if shown:
         meeting = len(p["deployments"]) + p.get("deployments_unlisted", 0)
         more = f" (first {len(shown)} of {meeting}; json, csv and html list all)" if meeting > len(shown) else ""
-        sections.append((f"deployments meeting the targets{more}", plan_table(shown, multi), caption))
+        sections.append((f"deployments meeting the targets{more}", plan_table(shown, multi, show_kv=kv), caption))
     if baseline:
         sections.append(("AR baseline at the same targets (the same model decoding one token per pass)",
-                         plan_table(baseline, False), None))
+                         plan_table(baseline, False, show_kv=kv), None))
     if miss:
-        sections.append(("no deployment meets the targets; nearest miss", plan_table(miss, True), None))
+        sections.append(("no deployment meets the targets; nearest miss", plan_table(miss, True, show_kv=kv), None))
     no_ar = p["search"].get("ar_baseline", True) and not baseline and not p.get("all_autoregressive", False)
     if fmt == "markdown":
         parts = [markdown_text(plan_header(p)).replace("\n", "  \n") + "\n"]
         for title, (headers, rows), _ in sections:
-            parts.append(f"\n{title}\n\n" + to_markdown(headers, rows, [h not in ("GPU", "scheme/\nb/tpf", "R×TP\nprec") for h in headers]))
+            parts.append(f"\n{title}\n\n" + to_markdown(headers, rows, [h not in ("GPU", "scheme/\nb/tpf", "R×TP\nprec", "K/V") for h in headers]))
         if no_ar:
             parts.append("\nAR baseline: no autoregressive deployment meets the targets\n")
         parts.append(f"\n{caption}\n")
@@ -303,13 +320,14 @@ def render_plan(p: dict, fmt: str, out: Output, top: int | None = 15, charts: li
 def recommendation(p: dict) -> str:
     """The plan in one sentence: the cheapest deployment meeting the targets, what it costs (and
     over the price's range), its latency against the target and its margin; or the nearest miss."""
+    kv = several_kv_dtypes(p)
     if not p["deployments"]:
         targets = ", ".join(f"{k} {v:g}" for k, v in p["targets"].items()) or "no latency target"
         miss = p.get("nearest_miss")
         if not miss:
             return "No deployment meets the targets: no candidate could run."
         missed = "; ".join(f"{m['target']} {m['value']:.3g} against {m['limit']:g}" for m in miss["misses"])
-        return f"No deployment meets the targets ({targets}); the nearest miss, {deployment(miss)}, misses {missed}."
+        return f"No deployment meets the targets ({targets}); the nearest miss, {deployment(miss, kv)}, misses {missed}."
     d = p["deployments"][0]
     cost = ("with no price for its GPU (--price NAME=USD gives one)" if d["usd_per_mtok"] is None
             else f"at ${d['usd_per_mtok']:.2g} per million output tokens")
@@ -317,16 +335,18 @@ def recommendation(p: dict) -> str:
             and d["usd_per_mtok_low"] != d["usd_per_mtok_high"]:
         cost += f" (${d['usd_per_mtok_low']:.2g}–{d['usd_per_mtok_high']:.2g} over the GPU's public price range)"
     target = p["targets"].get("p95_latency_s")
-    return (f"Recommended: {deployment(d)}, {cost}; p95 latency {d['p95_latency_s']:.2g} s"
+    return (f"Recommended: {deployment(d, kv)}, {cost}; p95 latency {d['p95_latency_s']:.2g} s"
             + (f" (target {target:g} s)" if target else "")
             + f", capacity {100 * d['headroom']:,.0f}% above the offered load; the cheapest of "
             f"{plural(len(p['deployments']), 'deployment')} meeting the targets.")
 
 
-def deployment(d: dict) -> str:
-    """'LLaDA2.0-mini on 2 × MI300X (TP 1, fp8), block/32/1 decoding, batch limit 256'."""
+def deployment(d: dict, kv: bool = False) -> str:
+    """'LLaDA2.0-mini on 2 × MI300X (TP 1, fp8), block/32/1 decoding, batch limit 256'; `kv`: with
+    its K/V cache's format ('(TP 1, fp8, K/V fp8)'), when several were searched."""
     model = d.get("model", "").rpartition("/")[2]
-    return (f"{safe(model)} on {d['replicas']} × {safe(d['gpu'])} (TP {d['tp']}, {d['precision']}), "
+    cache = f", K/V {safe(d.get('kv_dtype', 'bf16'))}" if kv else ""
+    return (f"{safe(model)} on {d['replicas']} × {safe(d['gpu'])} (TP {d['tp']}, {d['precision']}{cache}), "
             f"{safe(d['decoding'])} decoding, batch limit {d['max_running']}")
 
 
@@ -336,18 +356,18 @@ def plan_page(p: dict, charts: list) -> str:
     the AR baseline's and the nearest miss."""
     from . import page
 
-    multi = len(p["search"]["decodings"]) > 1
+    multi, kv = len(p["search"]["decodings"]) > 1, several_kv_dtypes(p)
     sections = [page.figures(charts)]
     if p["deployments"]:
-        headers, rows = plan_table(p["deployments"], multi, price_range=True)
+        headers, rows = plan_table(p["deployments"], multi, price_range=True, show_kv=kv)
         sections.append(f"<h2>deployments meeting the targets ({len(rows):,}, ranked by $/Mtok)</h2>"
                         + page.table(headers, rows, legend=PLAN_LEGEND, table_id="deployments"))
     if p["ar_baseline"]:
-        headers, rows = plan_table(p["ar_baseline"], False, price_range=True)
+        headers, rows = plan_table(p["ar_baseline"], False, price_range=True, show_kv=kv)
         sections.append("<h2>AR baseline at the same targets (the same model decoding one token per pass)</h2>"
                         + page.table(headers, rows, legend=PLAN_LEGEND))
     if not p["deployments"] and p.get("nearest_miss"):
-        headers, rows = plan_table([p["nearest_miss"]], True, price_range=True)
+        headers, rows = plan_table([p["nearest_miss"]], True, price_range=True, show_kv=kv)
         sections.append("<h2>no deployment meets the targets; nearest miss</h2>"
                         + page.table(headers, rows, legend=PLAN_LEGEND))
     return page.page(f"dlmcost plan: {p['model']}", plan_header(p), sections, summary=recommendation(p))

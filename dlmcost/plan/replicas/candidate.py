@@ -49,6 +49,7 @@ class Candidate:
     uncached: float = 1.0
     front_end: FrontEnd | None = None  # the API servers before the engine (behaviour.Policy's)
     recv_interval: int = 1  # decode iterations between the scheduler's receives (behaviour.Policy's)
+    kv_dtype: str = "bf16"  # the K/V cache's number format its table was costed with
     floors: dict = field(default_factory=dict, repr=False)  # _floor_ratio's answers, per (sample, targets)
 
     @property
@@ -183,7 +184,7 @@ def _deployment(c: Candidate, ev: ReplicaRun, replicas: int, capacity_rps: float
                                           busy_fraction=ev.busy_fraction),
         gpu_busy_fraction=ev.busy_fraction,
         price_per_gpu_hour=price, price_source=pricing.source.get(c.gpu.key),
-        output_tokens_per_s=out_tok_s, tokens_per_s_per_gpu=out_tok_s / gpus,
+        output_tokens_per_s=out_tok_s, tokens_per_s_per_gpu=out_tok_s / gpus, kv_dtype=c.kv_dtype,
         price_per_gpu_hour_low=pricing.low.get(c.gpu.key), price_per_gpu_hour_high=pricing.high.get(c.gpu.key),
     )
     d.usd_per_mtok_low, d.usd_per_mtok_high = usd_per_mtok_range(gpus, d.price_per_gpu_hour_low,
