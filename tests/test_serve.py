@@ -628,6 +628,18 @@ def test_an_fp8_kv_cache_fits_the_requests_its_bytes_allow(run):
     assert rc == 0 and "TP1 bf16 K/V fp8 " in out.replace("\n", " "), err
 
 
+def test_a_comma_list_of_kv_dtypes_compares_deployments(run):
+    """`--kv-dtype bf16,FP8` compares the two caches as `--precision bf16,fp8` compares weights: one
+    deployment each, in the order given, with the memory limits worked by hand above (248, 325)."""
+    args = ["serve", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--scheme", "ar", "--stack", "none", "--prompt", "1024",
+            "--answer", "1024", "--job", "1", "--max-running", "256", "--kv-dtype", "bf16,FP8", "-f", "json"]
+    rc, out, err = run(*args)
+    assert rc == 0, err
+    compared = [r["deployment"] for r in json.loads(out)["deployments"]]
+    assert [(d["kv_dtype"], d["memory_limit"]) for d in compared] == [
+        ("bf16", oracle.qwen7b_requests_in_memory(2, 1024, 1024)), ("fp8", oracle.qwen7b_requests_in_memory(1, 1024, 1024))]
+
+
 # --- the engine's share of each GPU's memory (--mem-fraction) -------------------------------------
 
 def test_a_larger_memory_fraction_fits_the_requests_its_bytes_allow(run):

@@ -317,10 +317,10 @@ ApiServersOpt = typer.Option(None, "--api-servers", metavar="N",
                                   "(vLLM's --api-server-count), on a stack with a front-end cost per request "
                                   "(`dlmcost stacks`) [the stack's front_end.api_servers]")
 
-# the K/V cache's number format: serve's deployment takes one, plan's search a list (each candidate one)
+# the K/V cache's number format: serve compares a comma list (each deployment one), plan searches one
 KV_DTYPE_MEANING = "(vLLM's and SGLang's --kv-cache-dtype): the bytes each cached K/V element holds and each pass reads"
-KvDtypeOpt = typer.Option(None, "--kv-dtype", metavar="DTYPE",
-                          help=f"K/V cache dtype: {KV_DTYPES} {KV_DTYPE_MEANING} [bf16]")
+KvDtypeCompareOpt = typer.Option(None, "--kv-dtype", metavar="LIST",
+                                 help=f"K/V cache dtype (a comma list compares): {KV_DTYPES} {KV_DTYPE_MEANING} [bf16]")
 KvDtypesOpt = typer.Option(None, "--kv-dtype", metavar="LIST",
                            help=f"comma list of K/V cache dtypes searched, each candidate one: {KV_DTYPES} "
                                 f"{KV_DTYPE_MEANING} [bf16]")

@@ -10,7 +10,7 @@ import typer
 from .. import api
 from ..errors import RequirementError, UsageError
 from .app import app
-from .options import (STACK_OPTIONS, ApiServersOpt, EfficiencyOpt, KvDtypeOpt, MemFractionOpt, MinAccuracyOpt, PrefillChunkOpt, RecvIntervalOpt,
+from .options import (STACK_OPTIONS, ApiServersOpt, EfficiencyOpt, KvDtypeCompareOpt, MemFractionOpt, MinAccuracyOpt, PrefillChunkOpt, RecvIntervalOpt,
                       TaskOpt, group, output_options, parse_list, require_option)
 from .output import GATE_LINES, check_finite, draw, held_output, requirements_of
 from .plan import LATENCY_TARGETS
@@ -43,15 +43,16 @@ def _setups(gpu, tp, ep, replicas, precision, kv_dtype, mem_fraction, scheme, bl
     def listed(text, kind, name):
         return parse_list(text, kind, name) or [None]
 
-    return [api.ServeSetup(gpu=g, tp=t, ep=ep, replicas=replicas, precision=p,
-                           kv_dtype="bf16" if kv_dtype is None else kv_dtype,
+    return [api.ServeSetup(gpu=g, tp=t, ep=ep, replicas=replicas, precision=p, kv_dtype=kv,
                            **({} if mem_fraction is None else dict(mem_fraction=mem_fraction)), scheme=sc, block=b, tpf=f, steps=st,
                            tpf_spread=tpf_spread, task=task, min_accuracy=floor, max_running=m, release=release,
                            prefill_chunk=prefill_chunk, api_servers=api_servers, recv_interval=recv_interval, cached_prompt=cached, stack=stack, eager=eager, efficiency=api.locate_example(efficiency),
                            price=price,
                            power_utilisation=power_utilisation)
             for g in parse_list(gpu, str, "gpu") for t in parse_list(tp, int, "tp")
-            for p in parse_list(precision, str, "precision") for sc in listed(scheme, str, "scheme")
+            for p in parse_list(precision, str, "precision")
+            for kv in (parse_list(kv_dtype, str, "kv-dtype") if kv_dtype is not None else ["bf16"])
+            for sc in listed(scheme, str, "scheme")
             for b in listed(block, int, "block") for f in listed(tpf, float, "tpf") for st in listed(steps, float, "steps")
             for m in listed(max_running, int, "max-running")]
 
@@ -62,7 +63,7 @@ deployment_options = group("setups", _setups, {
     "ep": (int, typer.Option(1, "--ep", help="expert-parallel ways (MoE; divides --tp)")),
     "replicas": (int, typer.Option(1, "--replicas", "-R", help="data-parallel replicas")),
     "precision": (str, typer.Option("bf16", "--precision", metavar="LIST", help="weights and compute precision (a comma list compares)")),
-    "kv_dtype": (Optional[str], KvDtypeOpt),
+    "kv_dtype": (Optional[str], KvDtypeCompareOpt),
     "mem_fraction": (Optional[float], MemFractionOpt),
     "scheme": (Optional[str], typer.Option(None, "--scheme", metavar="LIST", help="decoding scheme (default: the model's; a comma list compares)")),
     "block": (Optional[str], typer.Option(None, "--block", metavar="LIST", help="block length (a comma list compares)")),
