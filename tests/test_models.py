@@ -19,6 +19,7 @@ PUBLISHED = {
     "inclusionAI/LLaDA2.1-flash": (100e9, None, None, 0.04),  # 100B
     "mistralai/Mixtral-8x7B-Instruct-v0.1": (46.7e9, None, 12.9e9, 0.005),
     "deepseek-ai/DeepSeek-V3": (671e9, None, 37e9, 0.02),
+    "MiniMaxAI/MiniMax-M2.5": (230e9, None, None, 0.01),  # "10B active": without the embedding and head
 }
 
 
@@ -63,6 +64,36 @@ def test_llada21_hand_count(model_id, dims):
         assert (m.params_total, m.params_active) == (16_255_638_272, 1_432_967_936)
 
 
+def test_minimax_m25_hand_count():
+    """MiniMax-M2.5: d 3072, 62 layers, 48 query and 8 K/V heads of 128, every layer 256 SwiGLU experts
+    1536 wide (top 8, no shared one) behind a 3072 x 256 router with a bias per expert; Q and K RMSNorms
+    over the whole projection (6144 and 1024 weights), two layer norms and a final one; 200,064-token
+    vocabulary, embedding and head untied."""
+    d, L, q, kv, f, E, k, V = 3072, 62, 48 * 128, 8 * 128, 1536, 256, 8, 200064
+    attention = d * q + q + 2 * d * kv + kv + q * d
+    router, expert, norms = d * E + E, 3 * d * f, 2 * d
+    m = load_bundled("MiniMaxAI/MiniMax-M2.5")
+    assert m.params_nonembedding == L * (attention + E * expert + router + norms) + d
+    assert m.params_total == m.params_nonembedding + 2 * V * d == 228_689_764_864
+    assert m.params_active == m.params_total - L * (E - k) * expert
+    assert m.params_active - 2 * V * d == pytest.approx(10e9, rel=0.02)  # the published "10B active"
+    assert (m.family, m.n_moe_layers, m.n_dense_layers, m.provenance) == ("minimax_m2", 62, 0, "reconstructed")
+
+
+def test_qk_norm_per_head_unless_the_config_says_per_layer():
+    """A per-head Q/K norm is one head's width (Qwen3's); MiniMax's "per_head" reads so too."""
+    import json
+
+    from dlmcost.inputs.models.load import CONFIG_DIR
+
+    cfg = json.loads((CONFIG_DIR / "MiniMaxAI__MiniMax-M2.5.json").read_text())
+    layer_wide = spec_from_mapping(cfg, model_id="a", source="local")
+    per_head = spec_from_mapping({**cfg, "qk_norm_type": "per_head"}, model_id="b", source="local")
+    assert layer_wide.params_total - per_head.params_total == 62 * ((48 - 1) + (8 - 1)) * 128
+    with pytest.raises(ConfigError, match="qk_norm_type"):
+        spec_from_mapping({**cfg, "qk_norm_type": "per_token"}, model_id="c", source="local")
+
+
 def test_llada21_is_llada20_with_the_published_context():
     """The 2.1 configs are the 2.0 ones (the report keeps the size) but for the context length the
     SGLang cookbook's LLaDA 2.1 page publishes, 32,768 tokens."""
@@ -101,6 +132,7 @@ def test_llama31_70b_hand_count():
     ("GSAI-ML/LLaDA-8B-Instruct", 512), ("Dream-org/Dream-v0-Instruct-7B", 56),
     ("meta-llama/Meta-Llama-3-8B", 128), ("inclusionAI/LLaDA2.0-mini", 40),
     ("meta-llama/Llama-3.1-70B-Instruct", 320),  # 80 layers x 8 K/V heads x 128 x 2 tensors x 2 bytes
+    ("MiniMaxAI/MiniMax-M2.5", 248),  # 62 layers x 8 K/V heads x 128 x 2 tensors x 2 bytes
 ])
 def test_kv_bytes_per_token_bf16(model_id, kib):
     assert load_bundled(model_id).kv_bytes_per_token(2.0) == kib * 1024

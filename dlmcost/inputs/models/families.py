@@ -329,6 +329,22 @@ def parse_mixtral(cfg: Config) -> dict:
     return spec
 
 
+def parse_minimax_m2(cfg: Config) -> dict:
+    """MiniMax-M2 / M2.5: Mixtral's keys (every layer MoE, `intermediate_size` each expert's width, no
+    shared expert) with an explicit head_dim, a sigmoid router with a bias per expert
+    (`use_routing_bias`), and Q/K RMSNorms over the whole projection (`qk_norm_type` "per_layer").
+    The checkpoint's multi-token-prediction modules (`use_mtp`) are a drafter, left out as DeepSeek's."""
+    spec = parse_mixtral(cfg)
+    spec["family"] = "minimax_m2"
+    spec["moe"]["router_bias"] = get_bool(cfg, "use_routing_bias", False)
+    spec["qk_norm"] = get_bool(cfg, "use_qk_norm", False)
+    scope = cfg.get("qk_norm_type", "per_layer")
+    if scope not in ("per_layer", "per_head"):
+        raise ConfigError("config field 'qk_norm_type' must be 'per_layer' or 'per_head'")
+    spec["qk_norm_scope"] = "layer" if scope == "per_layer" else "head"
+    return spec
+
+
 def parse_llada2(cfg: Config) -> dict:
     """LLaDA2.0 (`llada2_moe`, Ling-2.0 architecture): dense first layers, shared expert, expert bias."""
     spec = _parse_hf_dense(cfg, "llada2", qkv_bias=get_bool(cfg, "use_qkv_bias", False))
@@ -434,6 +450,8 @@ FAMILIES: list[Family] = [
            DIFFUSION_GEMMA_SAMPLER, "DiffusionGemma (Gemma 4: sliding + global, dense + MoE)"),
     Family("llama", ("llama", "mistral"), ("LlamaForCausalLM", "MistralForCausalLM"), parse_llama, AR_SAMPLER, "Llama / Mistral"),
     Family("mixtral", ("mixtral",), ("MixtralForCausalLM",), parse_mixtral, AR_SAMPLER, "Mixtral (MoE)"),
+    Family("minimax_m2", ("minimax_m2",), ("MiniMaxM2ForCausalLM",), parse_minimax_m2, AR_SAMPLER,
+           "MiniMax-M2 (MoE, layer-wide Q/K norms)"),
     Family("llada2", ("llada2_moe",), ("LLaDA2MoeModelLM",), parse_llada2, LLADA2_SAMPLER, "LLaDA2.0 (llada2_moe)"),
     Family("llada_moe", ("llada_moe",), ("LLaDAMoEModelLM",), parse_llada_moe, LLADA_SAMPLER, "LLaDA-MoE"),
     Family("deepseek", ("deepseek_v3", "deepseek_v2"), ("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM"), parse_deepseek, AR_SAMPLER, "DeepSeek-V2/V3 (MLA + MoE)"),

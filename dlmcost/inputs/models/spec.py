@@ -150,6 +150,9 @@ class ModelSpec(BaseModel):
     tie_embeddings: bool = False
     qkv_bias: bool = False
     qk_norm: bool = False
+    # RMSNorm of Q and K per head (Qwen3, a head_dim vector each) or over the whole projection
+    # (MiniMax-M2's "per_layer": one weight per Q or K channel, every head together)
+    qk_norm_scope: Literal["head", "layer"] = "head"
     norms_per_layer: int = Field(default=2, ge=0, le=16)  # RMSNorms of width d per layer (Gemma: 4)
     logit_softcap: float | None = Field(default=None, gt=0)  # final logits: cap * tanh(logits / cap)
     self_conditioning: bool = False  # DiffusionGemma: later denoising steps feed softmax(logits) @ embedding back
@@ -231,13 +234,19 @@ class ModelSpec(BaseModel):
 
     def q_weights(self, kind: LayerKind) -> int:
         """GQA: the Q projection (+ bias, + q-norm)."""
-        return self.n_heads * kind.head_dim * (self.d_model + self.qkv_bias) + (kind.head_dim if self.qk_norm else 0)
+        return self.n_heads * kind.head_dim * (self.d_model + self.qkv_bias) + self._qk_norm_weights(kind, self.n_heads)
 
     def kv_weights(self, kind: LayerKind) -> int:
         """GQA: the K and V projections (K alone when V = K; + biases, + k-norm); replicated under
         TP beyond n_kv_heads."""
         width = kind.kv_tensors * kind.n_kv_heads * kind.head_dim
-        return width * (self.d_model + self.qkv_bias) + (kind.head_dim if self.qk_norm else 0)
+        return width * (self.d_model + self.qkv_bias) + self._qk_norm_weights(kind, kind.n_kv_heads)
+
+    def _qk_norm_weights(self, kind: LayerKind, heads: int) -> int:
+        """The Q or K norm's weights: one head's width, or every head's under a layer-wide norm."""
+        if not self.qk_norm:
+            return 0
+        return kind.head_dim * (heads if self.qk_norm_scope == "layer" else 1)
 
     def attn_out_weights(self, kind: LayerKind) -> int:
         v = self.mla.v_head_dim if kind.attention == "mla" else kind.head_dim
