@@ -188,6 +188,9 @@ BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-o
 BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
 # The metrics that are a time to the first token: their errors make a band of their own (error_bands)
 FIRST_TOKEN_METRICS = frozenset({"ttft_mean_s", "ttft_p50_s"})
+# Stack numbers that only delay each request's first token (a wait that holds neither a server nor the GPU):
+# a point they were fitted on is in source for its first-token metrics, not for its speed ones
+FIRST_TOKEN_FIELDS = frozenset({"first_token_us_per_layer"})
 # What each published metric is in `dlmcost serve -f json`, and whether a larger value is faster.
 METRICS = {
     "output_tokens_per_s": ("output tok/s", lambda p: p["output_tokens_per_s"], True),
@@ -285,14 +288,25 @@ def origins() -> dict[str, str]:
     return out
 
 
+def point_ids(named: list[str], ids: list[str]) -> list[str]:
+    """The point ids a `fitted` list names: each id as written, or for one ending in "*" every id of
+    `ids` that begins with the rest (none matching is left as written, for the checks to report)."""
+    out = []
+    for pid in named:
+        matches = [i for i in ids if i.startswith(pid[:-1])] if pid.endswith("*") else []
+        out += matches or [pid]
+    return out
+
+
 def fitted_numbers() -> list[dict]:
     """Every fitted number of the bundled stacks and accelerators: its file, field and points."""
     from dlmcost.inputs.hardware import HardwareDB
     from dlmcost.inputs.stacks import bundled_stack_names, load_stack
 
-    out = [dict(kind="stack", name=n, field=f, points=list(ps))
+    ids = list(origins())
+    out = [dict(kind="stack", name=n, field=f, points=point_ids(list(ps), ids))
            for n in bundled_stack_names() for f, ps in load_stack(n).fitted.items()]
-    out += [dict(kind="gpu", name=g.name, field=f, points=list(ps))
+    out += [dict(kind="gpu", name=g.name, field=f, points=point_ids(list(ps), ids))
             for g in HardwareDB.load().gpus.values() for f, ps in g.fitted.items()]
     return out
 
@@ -306,6 +320,12 @@ def fit_origins(stack: str, gpu: str, numbers: list[dict], where: dict[str, str]
     used = [n for n in numbers if (n["kind"], n["name"]) in (("stack", name), ("gpu", gpu))
             and (eager or n["kind"] != "stack" or n["field"] != "eager")]
     return {where[pid] for n in used for pid in n["points"]}
+
+
+def speed_numbers(numbers: list[dict]) -> list[dict]:
+    """The fitted numbers a prediction of a speed metric (not a first token's) reads: all but the stack
+    numbers that only delay each request's first token (FIRST_TOKEN_FIELDS)."""
+    return [n for n in numbers if not (n["kind"] == "stack" and n["field"] in FIRST_TOKEN_FIELDS)]
 
 
 def fitting_points(numbers: list[dict]) -> set[str]:
@@ -326,11 +346,14 @@ def mark_sources(rs: list[dict], serving: list[dict]) -> None:
         p = r["point"]
         r["origin"] = p.origin
         r["in_source"] = p.id in fitters or p.origin in fit_origins(r["stack"], r["gpu"], numbers, where)
+    speed = speed_numbers(numbers)
+    speed_fitters = fitting_points(speed)
     for r in serving:
         p = r["point"]
+        read, setters = (numbers, fitters) if r["metric"] in FIRST_TOKEN_METRICS else (speed, speed_fitters)
         r["origin"] = p["origin"]
-        r["in_source"] = (f"serving:{p['id']}" in fitters
-                          or p["origin"] in fit_origins(r["stack"], r["gpu"], numbers, where))
+        r["in_source"] = (f"serving:{p['id']}" in setters
+                          or p["origin"] in fit_origins(r["stack"], r["gpu"], read, where))
         r["not_modelled"] = p.get("not_modelled")
 
 

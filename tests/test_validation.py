@@ -122,14 +122,22 @@ def test_no_scored_number_leans_on_a_fit_from_its_own_publication(marked):
     assert scored
     for r in scored:
         stack = load_stack(r["stack"])
-        # the numbers its prediction reads: an eagerly run stack's eager dispatch too, a graphed one's not
+        # the numbers its prediction reads: an eagerly run stack's eager dispatch too, a graphed one's not;
+        # the first-token delay by a first-token metric only
+        first_token = r.get("metric") in ("ttft_mean_s", "ttft_p50_s")
         fitted = [points for field, points in stack.fitted.items()
-                  if field != "eager" or r["stack"].endswith(" (eager)")] + list(gpus[r["gpu"]].fitted.values())
-        publications = {where[pid] for points in fitted for pid in points}
-        assert r["origin"] not in publications, r.get("id") or r["point"].id
-    # and every fitting point is left out, whatever its publication
-    fitters = validation.fitting_points(validation.fitted_numbers())
-    assert not any(validation.scored(r) for r in marked[1] if f"serving:{r['id']}" in fitters)
+                  if (field != "eager" or r["stack"].endswith(" (eager)"))
+                  and (field != "first_token_us_per_layer" or first_token)] + list(gpus[r["gpu"]].fitted.values())
+        # a fitted list's "prefix*" names every point id that begins so
+        named = {i for points in fitted for pid in points
+                 for i in ([i for i in where if i.startswith(pid[:-1])] if pid.endswith("*") else [pid])}
+        assert r["origin"] not in {where[pid] for pid in named}, r.get("id") or r["point"].id
+    # and every fitting point is left out, whatever its publication (a first-token delay's: its first tokens)
+    numbers = validation.fitted_numbers()
+    fitters = validation.fitting_points(numbers)
+    speed_fitters = validation.fitting_points(validation.speed_numbers(numbers))
+    assert not any(validation.scored(r) for r in marked[1] if f"serving:{r['id']}"
+                   in (fitters if r["metric"] in ("ttft_mean_s", "ttft_p50_s") else speed_fitters))
 
 
 def test_the_in_source_rule_on_a_made_up_case():
@@ -143,6 +151,27 @@ def test_the_in_source_rule_on_a_made_up_case():
     numbers.append(dict(kind="stack", name="s", field="eager", points=["c1"]))
     assert validation.fit_origins("s", "other GPU", numbers, where) == {"A"}
     assert validation.fit_origins("s (eager)", "other GPU", numbers, where) == {"A", "C"}
+
+
+def test_a_first_token_delay_fitted_on_a_point_leaves_its_speed_numbers_out_of_source():
+    """A stack's first-token delay set on a publication's points puts their first tokens in source, not
+    their TPOTs; a fitted list's "prefix*" names every point id that begins so."""
+    numbers = [dict(kind="stack", name="s", field="first_token_us_per_layer", points=["serving:a1", "serving:a2"]),
+               dict(kind="stack", name="s", field="fixed_us_per_forward", points=["b1"])]
+    where = {"serving:a1": "A", "serving:a2": "A", "b1": "B"}
+    assert validation.fit_origins("s", "G", numbers, where) == {"A", "B"}
+    assert validation.fit_origins("s", "G", validation.speed_numbers(numbers), where) == {"B"}
+    ids = ["serving:a1", "serving:a2", "serving:b1", "a1"]
+    assert validation.point_ids(["serving:a*", "b1"], ids) == ["serving:a1", "serving:a2", "b1"]
+    assert validation.point_ids(["serving:zz*"], ids) == ["serving:zz*"]  # no match: left for the checks
+
+
+def test_aics_vllm_first_tokens_are_in_source_and_their_tpots_scored(marked):
+    """NVIDIA aiconfigurator fitted the vllm stack's first-token delay over its corpus, the AICS MiniMax
+    rows among them: their TTFTs are in source, their TPOTs out of source."""
+    rows = [r for r in marked[1] if r["id"].startswith("aics-minimax-m25-")]
+    assert len(rows) == 96
+    assert all(r["in_source"] == (r["metric"] == "ttft_mean_s") for r in rows)
 
 
 def test_every_fitted_number_names_validation_points():
@@ -285,7 +314,7 @@ def assert_length_files(stem: str, inputs, outputs) -> None:
 HARNESS_RATIO_LENGTHS = {
     f"vllm-bench-random-{shape}-ratio0.8-seed0-n{n}": (i, o, n)
     for shape, (i, o) in (("1024", (1024, 1024)), ("1024-8192", (1024, 8192)), ("8192-1024", (8192, 1024)))
-    for n in (40, 80, 160, 320, 640)
+    for n in (40, 80, 160, 320, 640, 1280)
 }
 
 

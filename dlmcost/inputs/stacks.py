@@ -45,8 +45,9 @@ MAX_RUNNING_REQUESTS = 4096
 # API server processes in front of one replica's engine (a stack's front_end.api_servers, serve's and
 # plan's --api-servers)
 MAX_API_SERVERS = 1024
-# a validation point's id ("serving:" before the ids of points under load)
-PointId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[a-z0-9:._-]+$")]
+# a validation point's id ("serving:" before the ids of points under load); a trailing "*" stands for
+# every point whose id begins with what precedes it (a fit over a whole published corpus)
+PointId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[a-z0-9:._-]+\*?$")]
 
 
 # Every model of a stack file: unknown keys refused, no inf or NaN, and strict types: `true` is no
@@ -362,7 +363,7 @@ OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_sequence_squared": 0.0, "us_
 FITTABLE_FIELDS = ("us_per_layer", "fixed_us_per_forward", "us_per_sequence", "us_per_sequence_squared", "us_per_expert", "gemm_efficiency",
                    "depth_overhead", "attention_efficiency", "elementwise_bytes_factor", "sampler_logits_bytes",
                    "sampler_traffic_bytes",
-                   "max_running_requests", "first_block_outside_limit", "eager")
+                   "max_running_requests", "first_block_outside_limit", "eager", "first_token_us_per_layer")
 # how an eagerly run stack's name ends: `vllm (eager)`
 EAGER_SUFFIX = " (eager)"
 
