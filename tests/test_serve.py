@@ -656,3 +656,56 @@ def test_a_larger_memory_fraction_fits_the_requests_its_bytes_allow(run):
         assert (d["mem_fraction"], d["memory_limit"]) == (fraction, oracle.qwen7b_requests_in_memory(2, 1024, 1024, fraction))
     rc, out, err = run(*args, "--mem-fraction", "0.95")
     assert rc == 0 and "95% of memory fits 266)" in out.replace("\n", " "), err
+
+
+# --- a load that runs into the memory limit says the first tokens are an upper bound ----------------
+
+QWEN7B_1K1K = ["serve", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--stack", "none", "--prompt", "1024", "--answer", "1024",
+               "--max-running", "256"]
+
+
+@pytest.mark.parametrize("replicas, parallel, warned", [(1, 248, False), (1, 249, True), (2, 496, False), (2, 497, True)])
+def test_a_job_beyond_what_memory_holds_warns_that_first_tokens_are_an_upper_bound(run, replicas, parallel, warned):
+    """Memory holds 248 of these requests at their final lengths (worked by hand above): 248 in
+    parallel a replica run without a word, 249 (497 over two replicas: 249 on one) warn once,
+    naming the load and what a replica's memory holds."""
+    assert oracle.qwen7b_requests_in_memory(2, 1024, 1024) == 248
+    rc, out, err = run(*QWEN7B_1K1K, "--scheme", "ar", "--replicas", str(replicas), "--job", str(parallel),
+                       "--parallel", str(parallel))
+    assert rc == 0, err
+    lines = [ln for ln in err.splitlines() if "memory binds" in ln]
+    assert len(lines) == int(warned), err
+    if warned:
+        assert f"{parallel} in parallel: a replica holds about 248 requests" in lines[0] and "upper bound" in lines[0]
+
+
+def test_memory_does_not_bind_under_a_running_limit_it_holds(run):
+    """300 in parallel under a running limit of 248 (what memory holds): the limit, not memory, holds
+    them back, so no warning; with the running limit at 249 it binds."""
+    args = [a if a != "256" else "248" for a in QWEN7B_1K1K]
+    rc, out, err = run(*args, "--scheme", "ar", "--job", "300", "--parallel", "300")
+    assert rc == 0 and "memory binds" not in err, err
+    rc, out, err = run(*[a if a != "256" else "249" for a in QWEN7B_1K1K], "--scheme", "ar", "--job", "300", "--parallel", "300")
+    assert rc == 0 and "memory binds" in err, err
+
+
+def test_an_open_load_warns_when_its_running_requests_fill_memory(run):
+    """At 100 req/s the mean running requests (about 237) reach 95% of the 248 memory holds: a
+    warning names that rate alone, not 1 req/s beside it."""
+    rc, out, err = run(*QWEN7B_1K1K, "--scheme", "ar", "--rate", "1,100", "-f", "json")
+    assert rc == 0, err
+    running = [p["mean_running"] for p in json.loads(out)["deployments"][0]["points"]]
+    assert running[0] < 0.95 * 248 <= running[1]
+    lines = [ln for ln in err.splitlines() if "memory binds" in ln]
+    assert len(lines) == 1 and "at 100 req/s" in lines[0] and "1 req/s" not in lines[0], err
+
+
+def test_a_whole_canvas_diffusion_decoding_does_not_warn(run):
+    """A masked-diffusion canvas holds its whole length from its first pass: reserving it at
+    admission is what the engine does, so a job beyond memory gives no warning."""
+    rc, out, err = run("serve", "GSAI-ML/LLaDA-8B-Instruct", "--gpu", "h100", "--stack", "none", "--scheme", "mdm",
+                       "--prompt", "4096", "--answer", "4096", "--block", "4096", "--steps", "8", "--job", "400",
+                       "--parallel", "400", "-f", "json")
+    assert rc == 0, err
+    d = json.loads(out)["deployments"][0]["deployment"]
+    assert d["memory_limit"] < 400 and "memory binds" not in err

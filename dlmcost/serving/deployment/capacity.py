@@ -3,11 +3,22 @@
 `saturation` is what it completes with every batch always full (the rate no load outruns);
 `max_rate` bisects under that rate for the highest open-loop rate within the targets, and
 `why_not` says why a rate fails. Each question is a few loads measured (measure.py).
+`warn_if_memory_binds` says when a load runs into the memory limit, where the simulation's
+admission (each request's whole final K/V reserved) is stricter than engines that allocate
+as tokens come.
 """
 
 from __future__ import annotations
 
-from ..loads import ClosedLoop, OpenLoop
+import math
+import warnings
+
+import numpy as np
+
+from ...errors import DlmcostWarning
+from ...safe_text import shown
+from ...engine.schemes import get_scheme
+from ..loads import BatchJob, ClosedLoop, OpenLoop
 from ..simulate import in_flight_cap
 from ..targets import Miss, Targets
 from ..traffic import MAX_RATE, MIN_RATE
@@ -80,3 +91,43 @@ def why_not(p: Point, rate: float) -> str:
     if p.overloaded:
         missed.append(f"served {p.requests_per_s:.4g} req/s, under {SUSTAIN_FRACTION:.0%} of its arrivals (queues grow)")
     return f"at {rate:.4g} req/s: " + "; ".join(missed)
+
+
+# An open load's mean running requests at or above this share of what memory holds: admission waits on memory
+MEMORY_BINDS_FRACTION = 0.95
+
+
+def requests_memory_holds(prep: Prepared) -> float:
+    """How many of the deployment's requests one replica's memory holds at once, each at its whole
+    final length (prompt and answer): 1 / the mean memory share over the requests simulated."""
+    shares = np.asarray(prep.table.mem_share, float)[prep.classes()]
+    mean = float(shares.mean()) if len(shares) else 0.0
+    return 1.0 / mean if mean > 0 else math.inf
+
+
+def memory_binds(prep: Prepared, load, point: Point) -> bool:
+    """Whether the load asks for more requests at once than memory holds at their final lengths:
+    a closed loop's users or a job's parallel requests per replica (up to the running limit), or an
+    open load whose mean running requests reach MEMORY_BINDS_FRACTION of what memory holds."""
+    held = requests_memory_holds(prep)
+    if isinstance(load, (ClosedLoop, BatchJob)):
+        asked = load.users if isinstance(load, ClosedLoop) else load.parallel
+        per_replica = math.ceil(asked / prep.setup.replicas)
+        return min(per_replica, in_flight_cap(prep.max_running, prep.first_block_outside_limit)) > held
+    return point.mean_running >= MEMORY_BINDS_FRACTION * held
+
+
+def warn_if_memory_binds(prep: Prepared, loads: list, points: list[Point]) -> None:
+    """One warning for the loads that run into memory, where the K/V grows as a request runs (a
+    decoding that stops after the token or block that ends the answer, not a whole canvas): the simulation reserves each request's final length from
+    admission, while vLLM and SGLang allocate K/V as tokens come and preempt when it runs out, so
+    they start more requests at once and the times to the first token here are an upper bound."""
+    if not get_scheme(prep.decoding.scheme).stops_at_eos:
+        return
+    bound = [p.load for ld, p in zip(loads, points) if memory_binds(prep, ld, p)]
+    if bound:
+        held = requests_memory_holds(prep)
+        warnings.warn(f"memory binds for {shown(prep.model)} on {prep.gpu_name} TP{prep.setup.tp} at {', '.join(bound)}: "
+                      f"a replica holds about {held:,.0f} requests of these lengths, each reserved at its final length "
+                      f"from admission; vLLM and SGLang allocate K/V as tokens come and preempt when it runs out, so "
+                      f"they start more at once: the first-token times here are an upper bound", DlmcostWarning, stacklevel=3)
