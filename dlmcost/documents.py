@@ -200,6 +200,10 @@ class ServePoint(Record):
     joules_per_token: Optional[float] = Field(description="board power at the busy fraction (idle share while idle) / output tok/s")
     makespan_s: Optional[float]
     overloaded: bool
+    memory_binds: bool = Field(
+        description="more requests at once than memory holds at their final lengths, for a decoding whose K/V grows "
+                    "as it runs: the simulation reserves a request's final length from admission, engines that "
+                    "allocate as tokens come start more, so the first-token times are an upper bound")
     pareto: bool
     misses: list[TargetMiss] = Field(description="the targets (--p95...) this load misses; empty: it meets them")
     meets_targets: Optional[bool] = Field(description="null when no target was given")

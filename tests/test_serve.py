@@ -671,10 +671,11 @@ def test_a_job_beyond_what_memory_holds_warns_that_first_tokens_are_an_upper_bou
     naming the load and what a replica's memory holds."""
     assert oracle.qwen7b_requests_in_memory(2, 1024, 1024) == 248
     rc, out, err = run(*QWEN7B_1K1K, "--scheme", "ar", "--replicas", str(replicas), "--job", str(parallel),
-                       "--parallel", str(parallel))
+                       "--parallel", str(parallel), "-f", "json")
     assert rc == 0, err
     lines = [ln for ln in err.splitlines() if "memory binds" in ln]
     assert len(lines) == int(warned), err
+    assert json.loads(out)["deployments"][0]["points"][0]["memory_binds"] is warned
     if warned:
         assert f"{parallel} in parallel: a replica holds about 248 requests" in lines[0] and "upper bound" in lines[0]
 
@@ -698,6 +699,7 @@ def test_an_open_load_warns_when_its_running_requests_fill_memory(run):
     assert running[0] < 0.95 * 248 <= running[1]
     lines = [ln for ln in err.splitlines() if "memory binds" in ln]
     assert len(lines) == 1 and "at 100 req/s" in lines[0] and "1 req/s" not in lines[0], err
+    assert [p["memory_binds"] for p in json.loads(out)["deployments"][0]["points"]] == [False, True]
 
 
 def test_a_whole_canvas_diffusion_decoding_does_not_warn(run):

@@ -275,7 +275,7 @@ CSV_KEYS = ("deployment", "model", "gpu", "replicas", "tp", "ep", "precision", "
             "output_tokens_per_s_per_gpu", "tokens_per_s_per_user",
             *(f"{key.removesuffix('_s')}_{stat}_s" for key, _ in METRICS for stat in ("mean", "median", "p90", "p95", "p99")),
             *(name for name, _, _ in TARGET_COLUMNS), "gpu_busy_fraction", "mean_running", "usd_per_mtok",
-            "usd_per_mtok_low", "usd_per_mtok_high", "joules_per_token", "makespan_s", "overloaded", "pareto", "meets_targets", "misses")
+            "usd_per_mtok_low", "usd_per_mtok_high", "joules_per_token", "makespan_s", "overloaded", "memory_binds", "pareto", "meets_targets", "misses")
 """serve's CSV columns: the keys `serve --require` names."""
 
 
@@ -304,7 +304,8 @@ def csv_rows(record: dict) -> list[dict]:
             row.update(gpu_busy_fraction=p["gpu_busy_fraction"], mean_running=p["mean_running"],
                        usd_per_mtok=p["usd_per_mtok"], usd_per_mtok_low=p.get("usd_per_mtok_low"),
                        usd_per_mtok_high=p.get("usd_per_mtok_high"), joules_per_token=p["joules_per_token"],
-                       makespan_s=p["makespan_s"], overloaded=p["overloaded"], pareto=p["pareto"],
+                       makespan_s=p["makespan_s"], overloaded=p["overloaded"], memory_binds=p["memory_binds"],
+                       pareto=p["pareto"],
                        meets_targets=p["meets_targets"], misses="; ".join(miss_text(m) for m in p["misses"]))
             out.append(row)
     return out

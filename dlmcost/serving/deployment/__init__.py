@@ -38,7 +38,7 @@ from ..loads import ARRIVALS, BatchJob, ClosedLoop, OpenLoop, TraceReplay, check
 from ..targets import Targets
 from ..traffic import CACHED_FROM_TRACE, parse_lengths, warn_beyond_context
 from .bands import FIRST_TOKEN_INTERVALS, INTERVAL_METRICS, intervals
-from .capacity import MAX_RATE_STEPS, max_rate, saturation, saturation_rate, warn_if_memory_binds, why_not
+from .capacity import MAX_RATE_STEPS, max_rate, saturation, saturation_rate, flag_memory_binds, why_not
 from .measure import DEFAULT_REQUESTS, SUSTAIN_FRACTION, Point, evaluate, mark_pareto, stats
 from .prepared import Prepared, ServeSetup, Setup, describe, prepare
 from .request_counts import check_requests, check_simulations, simulated_requests
@@ -120,7 +120,7 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=None, answer=None,
     warn_beyond_context(spec.id, spec.max_context, *lengths)
     prep = prepare(spec, lengths, setup, hardware=hardware)
     points = [evaluate(prep, ld, requests=requests, seed=seed, targets=targets) for ld in loads]
-    warn_if_memory_binds(prep, loads, points)
+    flag_memory_binds(prep, loads, points)
     band = band_for(prep.stack)
     if band is not None:
         for point, ld in zip(points, loads):

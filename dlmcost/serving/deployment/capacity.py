@@ -3,7 +3,7 @@
 `saturation` is what it completes with every batch always full (the rate no load outruns);
 `max_rate` bisects under that rate for the highest open-loop rate within the targets, and
 `why_not` says why a rate fails. Each question is a few loads measured (measure.py).
-`warn_if_memory_binds` says when a load runs into the memory limit, where the simulation's
+`flag_memory_binds` marks and says when a load runs into the memory limit, where the simulation's
 admission (each request's whole final K/V reserved) is stricter than engines that allocate
 as tokens come.
 """
@@ -117,17 +117,21 @@ def memory_binds(prep: Prepared, load, point: Point) -> bool:
     return point.mean_running >= MEMORY_BINDS_FRACTION * held
 
 
-def warn_if_memory_binds(prep: Prepared, loads: list, points: list[Point]) -> None:
-    """One warning for the loads that run into memory, where the K/V grows as a request runs (a
-    decoding that stops after the token or block that ends the answer, not a whole canvas): the simulation reserves each request's final length from
+def flag_memory_binds(prep: Prepared, loads: list, points: list[Point]) -> None:
+    """Marks the points of the loads that run into memory (`Point.memory_binds`), where the K/V grows
+    as a request runs (a decoding that stops after the token or block that ends the answer, not a
+    whole canvas), and warns once: the simulation reserves each request's final length from
     admission, while vLLM and SGLang allocate K/V as tokens come and preempt when it runs out, so
     they start more requests at once and the times to the first token here are an upper bound."""
     if not get_scheme(prep.decoding.scheme).stops_at_eos:
         return
-    bound = [p.load for ld, p in zip(loads, points) if memory_binds(prep, ld, p)]
+    for ld, p in zip(loads, points):
+        p.memory_binds = memory_binds(prep, ld, p)
+    bound = [p.load for p in points if p.memory_binds]
     if bound:
         held = requests_memory_holds(prep)
         warnings.warn(f"memory binds for {shown(prep.model)} on {prep.gpu_name} TP{prep.setup.tp} at {', '.join(bound)}: "
                       f"a replica holds about {held:,.0f} requests of these lengths, each reserved at its final length "
                       f"from admission; vLLM and SGLang allocate K/V as tokens come and preempt when it runs out, so "
-                      f"they start more at once: the first-token times here are an upper bound", DlmcostWarning, stacklevel=3)
+                      f"they start more at once: the first-token times here are an upper bound", DlmcostWarning,
+                      stacklevel=3)

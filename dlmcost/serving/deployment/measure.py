@@ -46,6 +46,9 @@ class Point:
     joules_per_token: float | None
     makespan_s: float | None = None  # batch job and trace: first arrival to last answer
     overloaded: bool = False  # open loop: under SUSTAIN_FRACTION of the arrivals served (queues grow)
+    # more requests at once than memory holds at their final lengths, for K/V that grows as a request
+    # runs: the first-token times are an upper bound (capacity.memory_binds)
+    memory_binds: bool = False
     pareto: bool = False
     misses: list = field(default_factory=list)
     usd_per_mtok_low: float | None = None  # $/Mtok at the low and high ends of the price range
