@@ -711,3 +711,41 @@ def test_a_whole_canvas_diffusion_decoding_does_not_warn(run):
     assert rc == 0, err
     d = json.loads(out)["deployments"][0]["deployment"]
     assert d["memory_limit"] < 400 and "memory binds" not in err
+
+
+def test_an_open_load_under_a_running_limit_memory_holds_does_not_warn(run):
+    """A running limit of 247 under the 248 memory holds: the limit fills first, so 100 req/s (far
+    past what the replica serves) runs into it, never into memory: no warning, memory_binds false."""
+    assert oracle.qwen7b_requests_in_memory(2, 1024, 1024) == 248
+    args = [a if a != "256" else "247" for a in QWEN7B_1K1K]
+    rc, out, err = run(*args, "--scheme", "ar", "--rate", "100", "-f", "json")
+    assert rc == 0 and "memory binds" not in err, err
+    assert json.loads(out)["deployments"][0]["points"][0]["memory_binds"] is False
+
+
+@pytest.mark.parametrize("replicas, rate, requests", [(1, 1000, 500), (2, 200, 1000)])
+def test_an_overloaded_open_load_binds_whatever_the_number_of_requests(run, replicas, rate, requests):
+    """An overloaded open load (its queue grows: the point's own `overloaded`) under a running limit of
+    256 above the 248 memory holds waits on memory, however few requests are simulated (a few hundred a
+    replica, whose ramp and drain pull the mean running requests under 95% of 248)."""
+    rc, out, err = run(*QWEN7B_1K1K, "--scheme", "ar", "--rate", str(rate), "--replicas", str(replicas),
+                       "--requests", str(requests), "-f", "json")
+    assert rc == 0, err
+    point = json.loads(out)["deployments"][0]["points"][0]
+    assert point["overloaded"] and point["mean_running"] < 0.95 * 248
+    assert point["memory_binds"] is True and "memory binds" in err
+
+
+def test_most_running_counts_the_batch_a_measured_request_joined():
+    """Three requests join at 0, 0 and 0.5 s and leave at 1, 2 and 3 s: the third joins a batch of
+    two (three with itself); a fourth joining at 1 s, as the first leaves, makes three, not four."""
+    from dlmcost.serving.deployment.measure import _most_running
+    from dlmcost.serving.simulate import SimResult
+
+    def result(start, done):
+        return SimResult(np.zeros(len(done)), np.array(done, float), np.array(done, float), np.zeros(len(done), int),
+                         0.0, max(done), np.array(start, float))
+
+    assert _most_running(result([0, 0, 0.5], [1, 2, 3]), slice(0, 3)) == 3
+    assert _most_running(result([0, 0, 0.5], [1, 2, 3]), slice(0, 2)) == 2  # the measured ones joined a batch of 2
+    assert _most_running(result([0, 0, 0.5, 1], [1, 2, 3, 4]), slice(3, 4)) == 3

@@ -93,7 +93,8 @@ def why_not(p: Point, rate: float) -> str:
     return f"at {rate:.4g} req/s: " + "; ".join(missed)
 
 
-# An open load's mean running requests at or above this share of what memory holds: admission waits on memory
+# An observed load (open, trace, closed with think time) binds when the most requests a replica held at
+# once reach this share of what memory holds
 MEMORY_BINDS_FRACTION = 0.95
 
 
@@ -106,15 +107,19 @@ def requests_memory_holds(prep: Prepared) -> float:
 
 
 def memory_binds(prep: Prepared, load, point: Point) -> bool:
-    """Whether the load asks for more requests at once than memory holds at their final lengths:
-    a closed loop's users or a job's parallel requests per replica (up to the running limit), or an
-    open load whose mean running requests reach MEMORY_BINDS_FRACTION of what memory holds."""
+    """Whether the load asks for more requests at once than memory holds at their final lengths.
+    Never where the running limit holds no more than memory does (the limit binds first). Else a
+    job's parallel requests or a closed loop's users per replica (without think time: every user
+    always in flight) beyond it; any other load (open, trace, users that think) by what the run
+    did: the most requests a replica held at once reach MEMORY_BINDS_FRACTION of it (the peak,
+    not the mean, which a short run's ramp and drain pull down)."""
     held = requests_memory_holds(prep)
-    if isinstance(load, (ClosedLoop, BatchJob)):
+    if in_flight_cap(prep.max_running, prep.first_block_outside_limit) <= held:
+        return False
+    if isinstance(load, BatchJob) or (isinstance(load, ClosedLoop) and not load.think_s):
         asked = load.users if isinstance(load, ClosedLoop) else load.parallel
-        per_replica = math.ceil(asked / prep.setup.replicas)
-        return min(per_replica, in_flight_cap(prep.max_running, prep.first_block_outside_limit)) > held
-    return point.mean_running >= MEMORY_BINDS_FRACTION * held
+        return math.ceil(asked / prep.setup.replicas) > held
+    return point.most_running >= MEMORY_BINDS_FRACTION * held
 
 
 def flag_memory_binds(prep: Prepared, loads: list, points: list[Point]) -> None:
