@@ -749,3 +749,30 @@ def test_most_running_counts_the_batch_a_measured_request_joined():
     assert _most_running(result([0, 0, 0.5], [1, 2, 3]), slice(0, 3)) == 3
     assert _most_running(result([0, 0, 0.5], [1, 2, 3]), slice(0, 2)) == 2  # the measured ones joined a batch of 2
     assert _most_running(result([0, 0, 0.5, 1], [1, 2, 3, 4]), slice(3, 4)) == 3
+
+
+def test_memory_warnings_of_a_comparison_name_their_deployment(run):
+    """Comparing K/V dtypes, each deployment's warning names its own (bf16 holds 248 of these
+    requests, fp8 325: worked by hand), so neither reads as the other's."""
+    held = {kv: oracle.qwen7b_requests_in_memory(b, 1024, 1024) for kv, b in (("bf16", 2), ("fp8", 1))}
+    assert held == {"bf16": 248, "fp8": 325}
+    args = [a if a != "256" else "512" for a in QWEN7B_1K1K]
+    rc, out, err = run(*args, "--scheme", "ar", "--job", "400", "--parallel", "400", "--kv-dtype", "bf16,fp8")
+    assert rc == 0, err
+    lines = [ln for ln in err.splitlines() if "memory binds" in ln]
+    assert len(lines) == 2, err
+    for line, (kv, n) in zip(lines, held.items()):
+        assert f"H100 SXM TP1 bf16 K/V {kv}, ar, running <= 512 at" in line and f"holds about {n} requests" in line
+        assert "on average" not in line  # one length: the mean request is the longest
+
+
+def test_memory_warning_over_varied_lengths_gives_the_headers_count_beside_its_mean(run):
+    """With prompts of two lengths the warning's "about N" (the mean request) is more than the
+    header's "memory fits M" (the longest); the warning quotes M beside N so the two do not clash."""
+    rc, out, err = run(*QWEN7B_1K1K, "--scheme", "ar", "--prompt", "p50:1024,p90:3000", "--job", "400",
+                       "--parallel", "400", "-f", "json")
+    assert rc == 0, err
+    fits = json.loads(out)["deployments"][0]["deployment"]["memory_limit"]
+    line = next(ln for ln in err.splitlines() if "memory binds" in ln)
+    about = int(line.split("holds about ")[1].split(" ")[0].replace(",", ""))
+    assert about > fits and f"on average ({fits} of the longest" in line

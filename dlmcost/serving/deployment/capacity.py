@@ -23,7 +23,7 @@ from ..simulate import in_flight_cap
 from ..targets import Miss, Targets
 from ..traffic import MAX_RATE, MIN_RATE
 from .measure import DEFAULT_REQUESTS, SUSTAIN_FRACTION, Point, evaluate
-from .prepared import Prepared
+from .prepared import Prepared, memory_limit
 
 MAX_RATE_STEPS = 14  # bisection halvings of the rate interval: 2^-14 of the saturation rate
 
@@ -134,9 +134,26 @@ def flag_memory_binds(prep: Prepared, loads: list, points: list[Point]) -> None:
         p.memory_binds = memory_binds(prep, ld, p)
     bound = [p.load for p in points if p.memory_binds]
     if bound:
-        held = requests_memory_holds(prep)
-        warnings.warn(f"memory binds for {shown(prep.model)} on {prep.gpu_name} TP{prep.setup.tp} at {', '.join(bound)}: "
-                      f"a replica holds about {held:,.0f} requests of these lengths, each reserved at its final length "
-                      f"from admission; vLLM and SGLang allocate K/V as tokens come and preempt when it runs out, so "
-                      f"they start more at once: the first-token times here are an upper bound", DlmcostWarning,
-                      stacklevel=3)
+        warnings.warn(f"memory binds for {deployment_words(prep)} at {', '.join(bound)}: a replica holds about "
+                      f"{held_words(prep)}, each reserved at its final length from admission; vLLM and SGLang "
+                      f"allocate K/V as tokens come and preempt when it runs out, so they start more at once: the "
+                      f"first-token times here are an upper bound", DlmcostWarning, stacklevel=3)
+
+
+def deployment_words(prep: Prepared) -> str:
+    """The deployment as serve's header names it, every setting a comparison can vary: model, GPU,
+    TP (and EP), precision, K/V dtype, decoding and running limit."""
+    s = prep.setup
+    ep = f" EP{s.ep}" if s.ep > 1 else ""
+    return (f"{shown(prep.model)} on {prep.gpu_name} TP{s.tp}{ep} {s.precision} K/V {s.kv_dtype}, "
+            f"{prep.decoding.label}, running <= {prep.max_running}")
+
+
+def held_words(prep: Prepared) -> str:
+    """What a replica's memory holds: of requests at the mean length, and where lengths vary, beside the
+    header's count of the longest (its "memory fits")."""
+    held = f"{requests_memory_holds(prep):,.0f} requests of these lengths"
+    longest = memory_limit(prep.table)
+    if longest is None or f"{longest:,}" == f"{requests_memory_holds(prep):,.0f}":
+        return held
+    return f"{held} on average ({longest:,} of the longest: the header's \"memory fits\")"
