@@ -776,3 +776,21 @@ def test_memory_warning_over_varied_lengths_gives_the_headers_count_beside_its_m
     line = next(ln for ln in err.splitlines() if "memory binds" in ln)
     about = int(line.split("holds about ")[1].split(" ")[0].replace(",", ""))
     assert about > fits and f"on average ({fits} of the longest" in line
+
+
+def test_few_requests_a_replica_past_saturation_serve_no_more_than_many():
+    """Two replicas given 250 requests each at 1000 req/s: the measured window sits inside the first
+    wave (248 admitted at once, finishing as they arrived, a millisecond apart), whose spread is no
+    rate: they serve about what one replica given 2,000 requests serves, twice over, and far less
+    than arrives (the queue grows)."""
+    def served(replicas, requests):
+        setup = dep.Setup(gpu="h100", stack="none", scheme="ar", max_running=256, replicas=replicas)
+        return dep.serve("Qwen/Qwen2.5-7B", [OpenLoop(1000)], setup, prompt="1024", answer="1024",
+                         requests=requests).points[0]
+
+    from dlmcost.errors import DlmcostWarning
+
+    with pytest.warns(DlmcostWarning, match="memory binds"):
+        one, two = served(1, 2000), served(2, 500)
+    assert two.overloaded and two.requests_per_s < 0.1 * 1000
+    assert two.requests_per_s == pytest.approx(2 * one.requests_per_s, rel=0.1)

@@ -127,10 +127,19 @@ def test_the_completion_rate_by_hand():
     """Completions per second between the first and the last of the window's completion times
     (those after the first, up to the last, over the time between): completions at 1, 2, 4, 8
     and 9 s, the window the 2nd to the 4th (2, 4, 8): 2 completions (4, 8) in 6 s, 1/3 a second.
-    All of the window at one time: every completion over the run's length, 5 in 10 s."""
+    All of the window at one time (3 s, less than the 1 s of the earliest completion apart): one wave,
+    every completion up to it over its time, 4 (1, 3, 3, 3) in 3 s."""
     done = np.array([9.0, 1.0, 4.0, 2.0, 8.0])  # in any order
     assert behaviour.completion_rate(done, slice(1, 4), 10.0) == pytest.approx(1 / 3)
-    assert behaviour.completion_rate(np.array([1.0, 3.0, 3.0, 3.0, 9.0]), slice(1, 4), 10.0) == pytest.approx(0.5)
+    assert behaviour.completion_rate(np.array([1.0, 3.0, 3.0, 3.0, 9.0]), slice(1, 4), 10.0) == pytest.approx(4 / 3)
+
+
+def test_a_window_inside_one_wave_is_not_read_as_a_rate():
+    """Six requests finish 10 ms apart from 20 s (one wave: they arrived 10 ms apart and ran 20 s),
+    two more at 40 s; the window (the 2nd to the 5th) spans 30 ms, less than the 20 s the earliest
+    took: not 3 completions in 30 ms (100 a second) but the 5 up to 20.04 s over 20.04 s."""
+    done = np.array([20.0, 20.01, 20.02, 20.03, 20.04, 20.05, 40.0, 40.0])
+    assert behaviour.completion_rate(done, slice(1, 5), 40.0) == pytest.approx(5 / 20.04)
 
 
 AR_MODEL = "Qwen/Qwen2.5-7B"
