@@ -711,3 +711,86 @@ def test_a_whole_canvas_diffusion_decoding_does_not_warn(run):
     assert rc == 0, err
     d = json.loads(out)["deployments"][0]["deployment"]
     assert d["memory_limit"] < 400 and "memory binds" not in err
+
+
+def test_an_open_load_under_a_running_limit_memory_holds_does_not_warn(run):
+    """A running limit of 247 under the 248 memory holds: the limit fills first, so 100 req/s (far
+    past what the replica serves) runs into it, never into memory: no warning, memory_binds false."""
+    assert oracle.qwen7b_requests_in_memory(2, 1024, 1024) == 248
+    args = [a if a != "256" else "247" for a in QWEN7B_1K1K]
+    rc, out, err = run(*args, "--scheme", "ar", "--rate", "100", "-f", "json")
+    assert rc == 0 and "memory binds" not in err, err
+    assert json.loads(out)["deployments"][0]["points"][0]["memory_binds"] is False
+
+
+@pytest.mark.parametrize("replicas, rate, requests", [(1, 1000, 500), (2, 200, 1000)])
+def test_an_overloaded_open_load_binds_whatever_the_number_of_requests(run, replicas, rate, requests):
+    """An overloaded open load (its queue grows: the point's own `overloaded`) under a running limit of
+    256 above the 248 memory holds waits on memory, however few requests are simulated (a few hundred a
+    replica, whose ramp and drain pull the mean running requests under 95% of 248)."""
+    rc, out, err = run(*QWEN7B_1K1K, "--scheme", "ar", "--rate", str(rate), "--replicas", str(replicas),
+                       "--requests", str(requests), "-f", "json")
+    assert rc == 0, err
+    point = json.loads(out)["deployments"][0]["points"][0]
+    assert point["overloaded"] and point["mean_running"] < 0.95 * 248
+    assert point["memory_binds"] is True and "memory binds" in err
+
+
+def test_most_running_counts_the_batch_a_measured_request_joined():
+    """Three requests join at 0, 0 and 0.5 s and leave at 1, 2 and 3 s: the third joins a batch of
+    two (three with itself); a fourth joining at 1 s, as the first leaves, makes three, not four."""
+    from dlmcost.serving.deployment.measure import _most_running
+    from dlmcost.serving.simulate import SimResult
+
+    def result(start, done):
+        return SimResult(np.zeros(len(done)), np.array(done, float), np.array(done, float), np.zeros(len(done), int),
+                         0.0, max(done), np.array(start, float))
+
+    assert _most_running(result([0, 0, 0.5], [1, 2, 3]), slice(0, 3)) == 3
+    assert _most_running(result([0, 0, 0.5], [1, 2, 3]), slice(0, 2)) == 2  # the measured ones joined a batch of 2
+    assert _most_running(result([0, 0, 0.5, 1], [1, 2, 3, 4]), slice(3, 4)) == 3
+
+
+def test_memory_warnings_of_a_comparison_name_their_deployment(run):
+    """Comparing K/V dtypes, each deployment's warning names its own (bf16 holds 248 of these
+    requests, fp8 325: worked by hand), so neither reads as the other's."""
+    held = {kv: oracle.qwen7b_requests_in_memory(b, 1024, 1024) for kv, b in (("bf16", 2), ("fp8", 1))}
+    assert held == {"bf16": 248, "fp8": 325}
+    args = [a if a != "256" else "512" for a in QWEN7B_1K1K]
+    rc, out, err = run(*args, "--scheme", "ar", "--job", "400", "--parallel", "400", "--kv-dtype", "bf16,fp8")
+    assert rc == 0, err
+    lines = [ln for ln in err.splitlines() if "memory binds" in ln]
+    assert len(lines) == 2, err
+    for line, (kv, n) in zip(lines, held.items()):
+        assert f"H100 SXM TP1 bf16 K/V {kv}, ar, running <= 512 at" in line and f"holds about {n} requests" in line
+        assert "on average" not in line  # one length: the mean request is the longest
+
+
+def test_memory_warning_over_varied_lengths_gives_the_headers_count_beside_its_mean(run):
+    """With prompts of two lengths the warning's "about N" (the mean request) is more than the
+    header's "memory fits M" (the longest); the warning quotes M beside N so the two do not clash."""
+    rc, out, err = run(*QWEN7B_1K1K, "--scheme", "ar", "--prompt", "p50:1024,p90:3000", "--job", "400",
+                       "--parallel", "400", "-f", "json")
+    assert rc == 0, err
+    fits = json.loads(out)["deployments"][0]["deployment"]["memory_limit"]
+    line = next(ln for ln in err.splitlines() if "memory binds" in ln)
+    about = int(line.split("holds about ")[1].split(" ")[0].replace(",", ""))
+    assert about > fits and f"on average ({fits} of the longest" in line
+
+
+def test_few_requests_a_replica_past_saturation_serve_no_more_than_many():
+    """Two replicas given 250 requests each at 1000 req/s: the measured window sits inside the first
+    wave (248 admitted at once, finishing as they arrived, a millisecond apart), whose spread is no
+    rate: they serve about what one replica given 2,000 requests serves, twice over, and far less
+    than arrives (the queue grows)."""
+    def served(replicas, requests):
+        setup = dep.Setup(gpu="h100", stack="none", scheme="ar", max_running=256, replicas=replicas)
+        return dep.serve("Qwen/Qwen2.5-7B", [OpenLoop(1000)], setup, prompt="1024", answer="1024",
+                         requests=requests).points[0]
+
+    from dlmcost.errors import DlmcostWarning
+
+    with pytest.warns(DlmcostWarning, match="memory binds"):
+        one, two = served(1, 2000), served(2, 500)
+    assert two.overloaded and two.requests_per_s < 0.1 * 1000
+    assert two.requests_per_s == pytest.approx(2 * one.requests_per_s, rel=0.1)

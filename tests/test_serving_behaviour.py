@@ -133,6 +133,14 @@ def test_the_completion_rate_by_hand():
     assert behaviour.completion_rate(np.array([1.0, 3.0, 3.0, 3.0, 9.0]), slice(1, 4), 10.0) == pytest.approx(0.5)
 
 
+def test_a_window_inside_one_wave_is_not_read_as_a_rate():
+    """Six requests finish 10 ms apart from 20 s (one wave: they arrived 10 ms apart and ran 20 s),
+    two more at 40 s; the window (the 2nd to the 5th) spans 30 ms, less than the 20 s the earliest
+    took: not 3 completions in 30 ms (100 a second) but the 5 up to 20.04 s over 20.04 s."""
+    done = np.array([20.0, 20.01, 20.02, 20.03, 20.04, 20.05, 40.0, 40.0])
+    assert behaviour.completion_rate(done, slice(1, 5), 40.0) == pytest.approx(5 / 20.04)
+
+
 AR_MODEL = "Qwen/Qwen2.5-7B"
 
 

@@ -448,12 +448,18 @@ def completion_rate(done_s: np.ndarray, window: slice, end_s: float) -> float:
     """Completions per second: those in (t0, t1] over t1 - t0, where t0 and t1 are the first and
     last of the window's share of the completion times in order. Exact for requests finishing one
     by one at a steady rate or in waves, as a synchronous batch's do. When the window's all finish
-    together: every completion over the run's length `end_s`."""
+    together: every completion over the run's length `end_s`. When they span less time than the
+    earliest completion of the run (no request completes before its own whole life has passed, so
+    that is at least one request's life) they are one wave of the batch, whose spread says nothing
+    of the rate (a few hundred requests a replica at overload: the first wave's finishing times
+    spread like their arrivals): every completion up to t1 over t1."""
     done = np.sort(done_s)
     inside = done[window]
     t0, t1 = float(inside[0]), float(inside[-1])
     if not t1 > t0:
         return len(done) / end_s if end_s > 0 else 0.0
+    if t1 - t0 < float(done[0]):
+        return float(np.count_nonzero(done <= t1) / t1)
     return float(np.count_nonzero((done > t0) & (done <= t1)) / (t1 - t0))
 
 

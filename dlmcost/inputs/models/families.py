@@ -316,9 +316,11 @@ def _moe_layer_count(cfg: Config, n_layers: int) -> int:
     return sum(1 for i in range(first_dense, n_layers) if i % stride == 0)
 
 
-def parse_mixtral(cfg: Config) -> dict:
-    spec = _parse_hf_dense(cfg, "mixtral", qkv_bias=False)
-    _missing(cfg, ["num_local_experts", "num_experts_per_tok"], "Mixtral")
+def parse_mixtral(cfg: Config, family: str = "mixtral", label: str = "Mixtral") -> dict:
+    """Mixtral's keys; `family` and `label` name the family that reads them (MiniMax-M2 too) in the
+    spec and in what a missing field's message calls the file."""
+    spec = _parse_hf_dense(cfg, family, qkv_bias=False)
+    _missing(cfg, ["num_local_experts", "num_experts_per_tok"], label)
     spec["moe"] = dict(
         n_experts=get_int(cfg, "num_local_experts"),
         experts_per_token=get_int(cfg, "num_experts_per_tok"),
@@ -334,8 +336,7 @@ def parse_minimax_m2(cfg: Config) -> dict:
     shared expert) with an explicit head_dim, a sigmoid router with a bias per expert
     (`use_routing_bias`), and Q/K RMSNorms over the whole projection (`qk_norm_type` "per_layer").
     The checkpoint's multi-token-prediction modules (`use_mtp`) are a drafter, left out as DeepSeek's."""
-    spec = parse_mixtral(cfg)
-    spec["family"] = "minimax_m2"
+    spec = parse_mixtral(cfg, "minimax_m2", "MiniMax-M2")
     spec["moe"]["router_bias"] = get_bool(cfg, "use_routing_bias", False)
     spec["qk_norm"] = get_bool(cfg, "use_qk_norm", False)
     scope = cfg.get("qk_norm_type", "per_layer")

@@ -23,7 +23,7 @@ from ..simulate import in_flight_cap
 from ..targets import Miss, Targets
 from ..traffic import MAX_RATE, MIN_RATE
 from .measure import DEFAULT_REQUESTS, SUSTAIN_FRACTION, Point, evaluate
-from .prepared import Prepared
+from .prepared import Prepared, memory_limit
 
 MAX_RATE_STEPS = 14  # bisection halvings of the rate interval: 2^-14 of the saturation rate
 
@@ -93,7 +93,8 @@ def why_not(p: Point, rate: float) -> str:
     return f"at {rate:.4g} req/s: " + "; ".join(missed)
 
 
-# An open load's mean running requests at or above this share of what memory holds: admission waits on memory
+# An observed load (open, trace, closed with think time) binds when the most requests a replica held at
+# once reach this share of what memory holds
 MEMORY_BINDS_FRACTION = 0.95
 
 
@@ -106,15 +107,19 @@ def requests_memory_holds(prep: Prepared) -> float:
 
 
 def memory_binds(prep: Prepared, load, point: Point) -> bool:
-    """Whether the load asks for more requests at once than memory holds at their final lengths:
-    a closed loop's users or a job's parallel requests per replica (up to the running limit), or an
-    open load whose mean running requests reach MEMORY_BINDS_FRACTION of what memory holds."""
+    """Whether the load asks for more requests at once than memory holds at their final lengths.
+    Never where the running limit holds no more than memory does (the limit binds first). Else a
+    job's parallel requests or a closed loop's users per replica (without think time: every user
+    always in flight) beyond it; any other load (open, trace, users that think) by what the run
+    did: the most requests a replica held at once reach MEMORY_BINDS_FRACTION of it (the peak,
+    not the mean, which a short run's ramp and drain pull down)."""
     held = requests_memory_holds(prep)
-    if isinstance(load, (ClosedLoop, BatchJob)):
+    if in_flight_cap(prep.max_running, prep.first_block_outside_limit) <= held:
+        return False
+    if isinstance(load, BatchJob) or (isinstance(load, ClosedLoop) and not load.think_s):
         asked = load.users if isinstance(load, ClosedLoop) else load.parallel
-        per_replica = math.ceil(asked / prep.setup.replicas)
-        return min(per_replica, in_flight_cap(prep.max_running, prep.first_block_outside_limit)) > held
-    return point.mean_running >= MEMORY_BINDS_FRACTION * held
+        return math.ceil(asked / prep.setup.replicas) > held
+    return point.most_running >= MEMORY_BINDS_FRACTION * held
 
 
 def flag_memory_binds(prep: Prepared, loads: list, points: list[Point]) -> None:
@@ -129,9 +134,26 @@ def flag_memory_binds(prep: Prepared, loads: list, points: list[Point]) -> None:
         p.memory_binds = memory_binds(prep, ld, p)
     bound = [p.load for p in points if p.memory_binds]
     if bound:
-        held = requests_memory_holds(prep)
-        warnings.warn(f"memory binds for {shown(prep.model)} on {prep.gpu_name} TP{prep.setup.tp} at {', '.join(bound)}: "
-                      f"a replica holds about {held:,.0f} requests of these lengths, each reserved at its final length "
-                      f"from admission; vLLM and SGLang allocate K/V as tokens come and preempt when it runs out, so "
-                      f"they start more at once: the first-token times here are an upper bound", DlmcostWarning,
-                      stacklevel=3)
+        warnings.warn(f"memory binds for {deployment_words(prep)} at {', '.join(bound)}: a replica holds about "
+                      f"{held_words(prep)}, each reserved at its final length from admission; vLLM and SGLang "
+                      f"allocate K/V as tokens come and preempt when it runs out, so they start more at once: the "
+                      f"first-token times here are an upper bound", DlmcostWarning, stacklevel=3)
+
+
+def deployment_words(prep: Prepared) -> str:
+    """The deployment as serve's header names it, every setting a comparison can vary: model, GPU,
+    TP (and EP), precision, K/V dtype, decoding and running limit."""
+    s = prep.setup
+    ep = f" EP{s.ep}" if s.ep > 1 else ""
+    return (f"{shown(prep.model)} on {prep.gpu_name} TP{s.tp}{ep} {s.precision} K/V {s.kv_dtype}, "
+            f"{prep.decoding.label}, running <= {prep.max_running}")
+
+
+def held_words(prep: Prepared) -> str:
+    """What a replica's memory holds: of requests at the mean length, and where lengths vary, beside the
+    header's count of the longest (its "memory fits")."""
+    held = f"{requests_memory_holds(prep):,.0f} requests of these lengths"
+    longest = memory_limit(prep.table)
+    if longest is None or f"{longest:,}" == f"{requests_memory_holds(prep):,.0f}":
+        return held
+    return f"{held} on average ({longest:,} of the longest: the header's \"memory fits\")"

@@ -49,6 +49,9 @@ class Point:
     # more requests at once than memory holds at their final lengths, for K/V that grows as a request
     # runs: the first-token times are an upper bound (capacity.memory_binds)
     memory_binds: bool = False
+    # the most requests a replica held in its batch as a measured request joined it: what an open
+    # load's, a trace's and a thinking closed loop's `memory_binds` reads; not an output (record() leaves it out)
+    most_running: int = 0
     pareto: bool = False
     misses: list = field(default_factory=list)
     usd_per_mtok_low: float | None = None  # $/Mtok at the low and high ends of the price range
@@ -58,7 +61,9 @@ class Point:
     intervals: dict = field(default_factory=dict)
 
     def record(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        del out["most_running"]
+        return out
 
 
 def stats(values: np.ndarray) -> dict:
@@ -158,6 +163,22 @@ def evaluate(prep: Prepared, load, *, requests: int = DEFAULT_REQUESTS, seed: in
     return _measure(prep, load, replicas, synthetic, targets)
 
 
+def _most_running(r: SimResult, w: slice) -> int:
+    """The most requests in the replica's batch as a measured request (`w`) joined it, itself
+    counted: each request in from joining the batch to its last answer, one that leaves at the
+    instant another joins counted out first. A closed loop's users all ask at once in the warm-up;
+    what the measured requests met is what their times show."""
+    n = len(r.done_s)
+    if r.start_s is None or not len(r.start_s[w]):
+        return 0
+    times = np.concatenate([r.done_s, r.start_s])
+    steps = np.concatenate([-np.ones(n), np.ones(n)])
+    order = np.lexsort((steps, times))
+    held = np.empty(2 * n)
+    held[order] = np.cumsum(steps[order])
+    return int(held[n:][w].max())
+
+
 def _resample(values: np.ndarray | None, n: int) -> np.ndarray | None:
     """n requests' classes (or lengths): the prepared ones repeated in order (a prepared sample of
     n: itself)."""
@@ -210,7 +231,9 @@ def _measure(prep: Prepared, load, replicas: list[_Replica], synthetic: bool, ta
               joules_per_token=joules_per_token(gpus, prep.power_w, s.power_utilisation, out_tps,
                                                 busy_fraction=busy / span if span > 0 else 0.0) if out_tps > 0 else None,
               makespan_s=makespan,
-              overloaded=isinstance(load, OpenLoop) and rps < SUSTAIN_FRACTION * offered)
+              overloaded=isinstance(load, OpenLoop) and rps < SUSTAIN_FRACTION * offered,
+              most_running=max(_most_running(rep.result, _window(len(rep.result.done_s), synthetic))
+                                for rep in replicas))
     p.usd_per_mtok_low, p.usd_per_mtok_high = usd_per_mtok_range(gpus, prep.price_low, prep.price_high, out_tps)
     if targets is not None and targets.as_dict():
         p.misses = _misses(p, lat, ttfb, targets)

@@ -227,7 +227,7 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
                     price_low=price_low, price_high=price_high, stack=stack_name, stack_default=setup.stack is None)
 
 
-def _memory_limit(table: ClassTable) -> int | None:
+def memory_limit(table: ClassTable) -> int | None:
     """The most requests of the longest class that fit in memory (None: no memory limit)."""
     shares = [x for x in table.mem_share if x > 0]
     return int(round(1 / max(shares))) if shares else None
@@ -253,7 +253,7 @@ def describe(prep: Prepared) -> dict:
                 api_servers_source=prep.api_servers_source,
                 recv_interval=prep.recv_interval, recv_interval_source=prep.recv_interval_source,
                 cached_prompt_share=_cached_share(s), cached_prompt_given=len(s.cached_prompt or ()),
-                memory_limit=_memory_limit(prep.table),
+                memory_limit=memory_limit(prep.table),
                 release=prep.release, release_source=prep.release_source, stack=prep.stack, stack_default=prep.stack_default,
                 eager=s.eager,
                 price_per_gpu_hour=prep.price, price_source=prep.price_source,
