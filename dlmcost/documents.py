@@ -183,7 +183,7 @@ class ServePoint(Record):
     load: str
     concurrency: Optional[int]
     rate: Optional[float]
-    requests: int = Field(description="measured requests (after the warm-up and cool-down of a synthetic load)")
+    requests: int = Field(description="measured requests (after the warm-up and cool-down of a synthetic load; an open load's: the one replica simulated, its replicas being alike)")
     output_tokens_per_s: float
     total_tokens_per_s: float
     output_tokens_per_s_per_gpu: float

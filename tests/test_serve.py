@@ -794,3 +794,20 @@ def test_few_requests_a_replica_past_saturation_serve_no_more_than_many():
         one, two = served(1, 2000), served(2, 500)
     assert two.overloaded and two.requests_per_s < 0.1 * 1000
     assert two.requests_per_s == pytest.approx(2 * one.requests_per_s, rel=0.1)
+
+
+# --- an open load over several replicas: each replica reaches its steady state --------------------
+
+@pytest.mark.parametrize("rate, overloaded", [(200.0, False), (800.0, True)])
+def test_an_open_load_over_replicas_serves_what_they_sustain(run, rate, overloaded):
+    """Eight replicas of Qwen2.5-7B on an H100: below their saturation (the closed loop that keeps
+    every batch full, one replica times eight) they serve what arrives, within the sample's few
+    percent; past it they serve the saturation rate and say they are overloaded. Dealing 2,000
+    requests over eight replicas left each a few hundred, inside its first wave at 800 req/s, and
+    read 2,297 req/s served, not overloaded, against a saturation of 426."""
+    rc, out, err = run("serve", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--replicas", "8", "--rate", str(rate), "-f", "json")
+    assert rc == 0, err
+    d = json.loads(out)["deployments"][0]
+    served, saturation = d["points"][0]["requests_per_s"], d["saturation"]["rate"]
+    assert d["points"][0]["overloaded"] is overloaded
+    assert served == pytest.approx(min(rate, saturation), rel=0.03)

@@ -10,7 +10,8 @@ per GPU against tokens/s per user; `max_rate` bisects for the highest rate withi
 
 Replicas: open-loop arrivals and traces are dealt round-robin (a load balancer's default); the
 users of a closed loop (and the parallel slots of a batch job) are split as evenly as whole
-numbers allow, each replica its share of the requests.
+numbers allow, each replica its share of the requests. An open load's replicas are alike: one is
+simulated with all the requests its own (measure.evaluate).
 
 The package, one module a part (each imports only those above it):
 

@@ -1,7 +1,7 @@
-"""One load measured: every replica simulated, and what serving benchmarks report (`Point`).
+"""One load measured: the replicas simulated, and what serving benchmarks report (`Point`).
 
-`evaluate` deals the load's requests to the replicas, runs each replica (behaviour.py), and
-measures the window after the warm-up: throughput, latency percentiles, cost, energy and the
+`evaluate` deals the load's requests to the replicas (an open load's all to one of its alike
+replicas), runs each replica (behaviour.py), and measures the window after the warm-up: throughput, latency percentiles, cost, energy and the
 targets missed. `mark_pareto` marks the front of tokens/s per GPU against tokens/s per user over
 a set of points. The capacity questions (capacity.py) and the error band's ends (bands.py) are
 loads measured here.
@@ -31,7 +31,7 @@ class Point:
     load: str
     concurrency: int | None
     rate: float | None
-    requests: int  # measured (after the warm-up and cool-down of a synthetic load)
+    requests: int  # measured (after the warm-up and cool-down of a synthetic load; an open load's: its one replica's)
     output_tokens_per_s: float
     total_tokens_per_s: float
     output_tokens_per_s_per_gpu: float
@@ -109,10 +109,14 @@ def _simulate_replicas(prep: Prepared, load, cls: np.ndarray, arrivals: np.ndarr
         keep = [r for r in range(R) if per_users[r] > 0 and per_requests[r] > 0]
         groups = [np.arange(bounds[r], bounds[r + 1]) for r in keep]
         kinds = [dict(users=per_users[r], think_s=think) for r in keep]
+    elif isinstance(load, OpenLoop):  # one replica of R alike, every request its own (evaluate)
+        groups, kinds = [np.arange(n)], [dict(arrivals_s=arrivals)]
     else:
         groups = [np.arange(r, n, R) for r in range(min(R, n))]
         kinds = [dict(arrivals_s=arrivals[g]) for g in groups]
-    uncached = _uncached(prep, n)
+    # an open load's one replica sends every R-th request of the stream: its prefix-cache shares are those
+    uncached = _uncached(prep, n * R)[::R] if isinstance(load, OpenLoop) and _uncached(prep, 1) is not None \
+        else _uncached(prep, n)
     for g, kind in zip(groups, kinds):
         sub = passes_all.subset(g) if passes_all is not None else None
         r = behaviour.run(prep.table, cls[g], prep.max_running, prep.release, sub, prep.first_block_outside_limit,
@@ -156,7 +160,11 @@ def evaluate(prep: Prepared, load, *, requests: int = DEFAULT_REQUESTS, seed: in
     n = len(cls)
     arrivals = None
     if isinstance(load, OpenLoop):
-        arrivals = np.cumsum(load.gaps(rng, n))
+        # replicas are alike, each taking every R-th arrival of the stream (round robin): one is simulated,
+        # with all n requests its own, so that a replica's run reaches its steady state however many there are
+        # (n / R each left a few hundred a replica at overload inside its first wave)
+        R = prep.setup.replicas
+        arrivals = np.cumsum(load.gaps(rng, n * R))[::R]
     elif isinstance(load, TraceReplay):
         arrivals = load.arrival_s
     replicas = _simulate_replicas(prep, load, cls, arrivals, rng, answers)
@@ -213,6 +221,8 @@ def _measure(prep: Prepared, load, replicas: list[_Replica], synthetic: bool, ta
         in_service += r.in_service_s
     lat, ttfb, gap = np.concatenate(lat), np.concatenate(ttfb), np.concatenate(gap)
     tokens, prompts = np.concatenate(tokens), np.concatenate(prompts)
+    if isinstance(load, OpenLoop):  # one replica of R alike was simulated (evaluate)
+        rps, offered = rps * prep.setup.replicas, offered * prep.setup.replicas
     if not synthetic:
         makespan = max(float(rep.result.end_s) for rep in replicas)
         rps = len(lat) / makespan if makespan > 0 else 0.0
