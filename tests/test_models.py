@@ -90,6 +90,9 @@ def test_qk_norm_per_head_unless_the_config_says_per_layer():
     layer_wide = spec_from_mapping(cfg, model_id="a", source="local")
     per_head = spec_from_mapping({**cfg, "qk_norm_type": "per_head"}, model_id="b", source="local")
     assert layer_wide.params_total - per_head.params_total == 62 * ((48 - 1) + (8 - 1)) * 128
+    # null reads as absent (the default, layer-wide), as every other field's null does
+    unset = spec_from_mapping({**cfg, "qk_norm_type": None}, model_id="d", source="local")
+    assert unset.params_total == layer_wide.params_total
     with pytest.raises(ConfigError, match="qk_norm_type"):
         spec_from_mapping({**cfg, "qk_norm_type": "per_token"}, model_id="c", source="local")
 

@@ -339,7 +339,8 @@ def parse_minimax_m2(cfg: Config) -> dict:
     spec = parse_mixtral(cfg, "minimax_m2", "MiniMax-M2")
     spec["moe"]["router_bias"] = get_bool(cfg, "use_routing_bias", False)
     spec["qk_norm"] = get_bool(cfg, "use_qk_norm", False)
-    scope = cfg.get("qk_norm_type", "per_layer")
+    scope = cfg.get("qk_norm_type")
+    scope = "per_layer" if scope is None else scope  # null as absent, as the other fields read it
     if scope not in ("per_layer", "per_head"):
         raise ConfigError("config field 'qk_norm_type' must be 'per_layer' or 'per_head'")
     spec["qk_norm_scope"] = "layer" if scope == "per_layer" else "head"
