@@ -288,6 +288,10 @@ class PlanDeployment(Record):
     model: str
     pareto: bool
     absurd: bool
+    memory_binds: bool = Field(
+        description="its simulated replica held more requests at once than memory holds at their final lengths, for a "
+                    "decoding whose K/V grows as it runs: engines that allocate K/V as tokens come start more, so its "
+                    "first-token times and replica count are upper bounds (serve's memory_binds)")
     intervals: dict[str, Union[list[Optional[float]], str]] = Field(
         description="the search again at the two ends of the stack's error band: gpus, usd_per_mtok, "
                     "p95_latency_s -> [faster end, slower end] (null: no replica count meets the targets there); "

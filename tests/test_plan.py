@@ -1287,3 +1287,30 @@ def test_plan_fits_its_candidates_in_the_memory_fraction_given(capsys, costed_ma
         assert costed_max_batches == [[oracle.qwen7b_requests_in_memory(2, 1024, 1024, fraction)]]
     rc, out, err = run(capsys, "plan", *QWEN_AR_PLAN, "--mem-fraction", "0.95")
     assert rc == 0 and "K/V cache bf16, 95% of memory;" in out.replace("\n", " "), err
+
+
+def test_memory_binds_where_the_requests_in_flight_fill_what_memory_holds(capsys):
+    """Qwen2.5-7B on one H100, 1,024-token prompts and 8,192-token answers at 2 req/s: memory holds
+    93 of these requests at bf16 and 156 at fp8 (worked by hand, tests/oracle.py). By Little's law a
+    replica holds its arrival rate x its latency: bf16's 3 replicas about 100 (over 95% of 93: memory
+    binds), fp8's about 72 (under 148: it does not). The flag says so, and the warning names the
+    recommendation when bf16 is the only precision searched."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import oracle
+
+    held = {"bf16": oracle.qwen7b_requests_in_memory(2, 1024, 8192), "fp8": oracle.qwen7b_requests_in_memory(1, 1024, 8192)}
+    assert held == {"bf16": 93, "fp8": 156}
+    args = ["plan", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--tp", "1", "--scheme", "ar", "--prompt", "1024",
+            "--answer", "8192", "--rate", "2"]
+    code, out, err = run(capsys, *args, "-f", "json")
+    assert code == 0, err
+    deployments = json.loads(out)["deployments"]
+    assert {d["precision"] for d in deployments} == {"bf16", "fp8"}
+    for d in deployments:
+        in_flight = d["served_rps"] / d["replicas"] * d["p50_latency_s"]  # Little's law, the median as the mean
+        threshold = 0.95 * held[d["precision"]]
+        assert abs(in_flight / threshold - 1) > 0.1  # far from the line either way
+        assert d["memory_binds"] is (in_flight > threshold), d
+    assert "memory binds" not in err  # the recommendation (fp8) is not bound
+    code, out, err = run(capsys, *args, "--precision", "bf16")
+    assert code == 0 and "memory binds for the recommended 3 x H100 SXM (TP1, bf16" in err, err

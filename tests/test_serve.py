@@ -739,16 +739,14 @@ def test_an_overloaded_open_load_binds_whatever_the_number_of_requests(run, repl
 def test_most_running_counts_the_batch_a_measured_request_joined():
     """Three requests join at 0, 0 and 0.5 s and leave at 1, 2 and 3 s: the third joins a batch of
     two (three with itself); a fourth joining at 1 s, as the first leaves, makes three, not four."""
-    from dlmcost.serving.deployment.measure import _most_running
-    from dlmcost.serving.simulate import SimResult
+    from dlmcost.serving.memory_binding import most_in_batch
 
-    def result(start, done):
-        return SimResult(np.zeros(len(done)), np.array(done, float), np.array(done, float), np.zeros(len(done), int),
-                         0.0, max(done), np.array(start, float))
+    def most(start, done, window):
+        return most_in_batch(np.array(start, float), np.array(done, float), window)
 
-    assert _most_running(result([0, 0, 0.5], [1, 2, 3]), slice(0, 3)) == 3
-    assert _most_running(result([0, 0, 0.5], [1, 2, 3]), slice(0, 2)) == 2  # the measured ones joined a batch of 2
-    assert _most_running(result([0, 0, 0.5, 1], [1, 2, 3, 4]), slice(3, 4)) == 3
+    assert most([0, 0, 0.5], [1, 2, 3], slice(0, 3)) == 3
+    assert most([0, 0, 0.5], [1, 2, 3], slice(0, 2)) == 2  # the measured ones joined a batch of 2
+    assert most([0, 0, 0.5, 1], [1, 2, 3, 4], slice(3, 4)) == 3
 
 
 def test_memory_warnings_of_a_comparison_name_their_deployment(run):

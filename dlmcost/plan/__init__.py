@@ -144,6 +144,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     if len(parts) > 1:  # the rows shown of all the models' rankings searched again, then ranked together
         rank_rows([row for p in parts for row in p.pending], ranked)
         result = _side_by_side(parts, pareto_front, rank_key)
+    _warn_if_memory_binds(result)
     result.model = ", ".join(m.id for m in model_specs)
     result.models = [m.id for m in model_specs]
     result.traffic = spec.traffic.model_dump() | dict(answer=spec.traffic.answer if spec.traffic.answer is not None
@@ -260,3 +261,18 @@ __all__ = ["run", "to_record", "Deployment", "PlanResult"]
 
 # the names dlmcost.api exports them by
 run_plan, plan_record = run, to_record
+
+
+def _warn_if_memory_binds(result: PlanResult) -> None:
+    """serve's warning for the recommended deployment (the first ranked) where memory binds its
+    simulated replica (Deployment.memory_binds): its first-token times and GPU count are upper bounds."""
+    import warnings
+
+    from ..errors import DlmcostWarning
+
+    top = result.deployments[0] if result.deployments else None
+    if top is not None and top.memory_binds:
+        warnings.warn(f"memory binds for the recommended {top.replicas} x {top.gpu} (TP{top.tp}, {top.precision}, "
+                      f"K/V {top.kv_dtype}, {top.decoding}): each request is held at its final length from admission; "
+                      f"vLLM and SGLang allocate K/V as tokens come and start more at once, so its first-token times "
+                      f"and GPU count are upper bounds", DlmcostWarning, stacklevel=2)

@@ -62,6 +62,9 @@ class Deployment:
     price_per_gpu_hour_high: float | None = None
     usd_per_mtok_low: float | None = None  # $/Mtok at them
     usd_per_mtok_high: float | None = None
+    # more requests at once than memory holds at their final lengths, for K/V that grows as a request
+    # runs (serving/memory_binding.py): its first-token times and replica count are upper bounds
+    memory_binds: bool = False
     # the search again at the two ends of the stack's error band: gpus, usd_per_mtok, p95_latency_s
     # -> [at the faster end, at the slower end] (None: no replica count meets the targets there)
     intervals: dict = field(default_factory=dict)

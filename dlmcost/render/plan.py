@@ -101,7 +101,7 @@ PLAN_CSV_KEYS = ("model", "gpu", "replicas", "tp", "gpus", "precision", "kv_dtyp
                  "tokens_per_s_per_user", "served_rps", "output_tokens_per_s", "tokens_per_s_per_gpu", "capacity_rps",
                  "sustained_rps", "headroom", "usd_per_hour", "usd_per_mtok", "usd_per_mtok_low", "usd_per_mtok_high",
                  "usd_per_mtok_at_capacity", "gpu_busy_fraction", "joules_per_token", "price_per_gpu_hour",
-                 "price_per_gpu_hour_low", "price_per_gpu_hour_high", "price_source", "pareto", "absurd",
+                 "price_per_gpu_hour_low", "price_per_gpu_hour_high", "price_source", "pareto", "absurd", "memory_binds",
                  "max_batch",  # max_batch: max_running's deprecated alias, for one release
                  *(f"{key}_band_{end}" for key in ("gpus", "usd_per_mtok", "p95_latency_s") for end in ("low", "high")),
                  "band_stack")
@@ -338,7 +338,10 @@ def recommendation(p: dict) -> str:
     return (f"Recommended: {deployment(d, kv)}, {cost}; p95 latency {d['p95_latency_s']:.2g} s"
             + (f" (target {target:g} s)" if target else "")
             + f", capacity {100 * d['headroom']:,.0f}% above the offered load; the cheapest of "
-            f"{plural(len(p['deployments']), 'deployment')} meeting the targets.")
+            f"{plural(len(p['deployments']), 'deployment')} meeting the targets."
+            + (" Memory binds it: each request is held at its final length from admission, where vLLM and SGLang "
+               "start more at once, so its first-token times and GPU count are upper bounds." if d.get("memory_binds")
+               else ""))
 
 
 def deployment(d: dict, kv: bool = False) -> str:

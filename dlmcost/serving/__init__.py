@@ -13,6 +13,7 @@ searches over.
     behaviour.py  how a deployment serves (release policy, running limit, passes per block)
     targets.py    service-level targets and the misses against them
     costs.py      $/hour, $/Mtok, J/token
+    memory_binding.py  when a load runs into memory (the simulated first tokens an upper bound there)
     deployment/   `dlmcost serve`: a fixed deployment under one or more loads (its inputs and
                   prepared tables, one load measured, its capacity, its error band's ends)
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ...inputs.hardware import GPU
 from ..results import Deployment, Targets, check_targets, joules_per_token, usd_per_hour, usd_per_mtok, usd_per_mtok_range
-from ...serving import behaviour
+from ...serving import behaviour, memory_binding
 from ...serving.simulate import ClassTable, FrontEnd, RequestPasses, in_flight_cap
 from ...serving.steptime import Decoding
 from ...serving.traffic import RequestSample, Traffic
@@ -72,6 +72,10 @@ class ReplicaRun:
     tokens: np.ndarray
     served_rps: float  # per replica
     busy_fraction: float = 1.0  # share of the time the replica runs passes (what its boards draw)
+    # the most requests in the batch as a measured one joined, and how many memory holds at their
+    # final lengths (serving/memory_binding.py): whether memory binds the run
+    most_running: int = 0
+    memory_held: float = math.inf
 
 
 @dataclass
@@ -123,7 +127,9 @@ def _run(c: Candidate, sample: RequestSample, traffic: Traffic, replicas: int, *
         served = _completion_rate(r.done_s) * (traffic.users / replicas) / math.ceil(traffic.users / replicas)
     else:
         served = traffic.rate / replicas
-    return ReplicaRun(lat, ttfb, tokens, served, r.busy_s / r.end_s if r.end_s > 0 else 0.0)
+    return ReplicaRun(lat, ttfb, tokens, served, r.busy_s / r.end_s if r.end_s > 0 else 0.0,
+                      memory_binding.most_in_batch(r.start_s, r.done_s, w),
+                      memory_binding.requests_memory_holds(c.table.mem_share, cls))
 
 
 def saturation_rps(c: Candidate, sample: RequestSample) -> float:
@@ -189,5 +195,7 @@ def _deployment(c: Candidate, ev: ReplicaRun, replicas: int, capacity_rps: float
     )
     d.usd_per_mtok_low, d.usd_per_mtok_high = usd_per_mtok_range(gpus, d.price_per_gpu_hour_low,
                                                                  d.price_per_gpu_hour_high, out_tok_s)
+    d.memory_binds = (memory_binding.grows_as_it_runs(c.decoding.scheme)
+                      and memory_binding.peak_binds(ev.most_running, ev.memory_held, c.in_flight_cap))
     d.misses = check_targets(d, targets)
     return d

@@ -13,11 +13,10 @@ from __future__ import annotations
 import math
 import warnings
 
-import numpy as np
 
 from ...errors import DlmcostWarning
 from ...safe_text import shown
-from ...engine.schemes import get_scheme
+from .. import memory_binding
 from ..loads import BatchJob, ClosedLoop, OpenLoop
 from ..simulate import in_flight_cap
 from ..targets import Miss, Targets
@@ -93,17 +92,10 @@ def why_not(p: Point, rate: float) -> str:
     return f"at {rate:.4g} req/s: " + "; ".join(missed)
 
 
-# An observed load (open, trace, closed with think time) binds when the most requests a replica held at
-# once reach this share of what memory holds
-MEMORY_BINDS_FRACTION = 0.95
-
-
 def requests_memory_holds(prep: Prepared) -> float:
     """How many of the deployment's requests one replica's memory holds at once, each at its whole
-    final length (prompt and answer): 1 / the mean memory share over the requests simulated."""
-    shares = np.asarray(prep.table.mem_share, float)[prep.classes()]
-    mean = float(shares.mean()) if len(shares) else 0.0
-    return 1.0 / mean if mean > 0 else math.inf
+    final length (memory_binding.requests_memory_holds over the requests simulated)."""
+    return memory_binding.requests_memory_holds(prep.table.mem_share, prep.classes())
 
 
 def memory_binds(prep: Prepared, load, point: Point) -> bool:
@@ -111,15 +103,14 @@ def memory_binds(prep: Prepared, load, point: Point) -> bool:
     Never where the running limit holds no more than memory does (the limit binds first). Else a
     job's parallel requests or a closed loop's users per replica (without think time: every user
     always in flight) beyond it; any other load (open, trace, users that think) by what the run
-    did: the most requests a replica held at once reach MEMORY_BINDS_FRACTION of it (the peak,
+    did: the most requests a replica held at once reach MEMORY_BINDS_FRACTION (memory_binding.py) of it (the peak,
     not the mean, which a short run's ramp and drain pull down)."""
     held = requests_memory_holds(prep)
-    if in_flight_cap(prep.max_running, prep.first_block_outside_limit) <= held:
-        return False
+    cap = in_flight_cap(prep.max_running, prep.first_block_outside_limit)
     if isinstance(load, BatchJob) or (isinstance(load, ClosedLoop) and not load.think_s):
         asked = load.users if isinstance(load, ClosedLoop) else load.parallel
-        return math.ceil(asked / prep.setup.replicas) > held
-    return point.most_running >= MEMORY_BINDS_FRACTION * held
+        return cap > held and math.ceil(asked / prep.setup.replicas) > held
+    return memory_binding.peak_binds(point.most_running, held, cap)
 
 
 def flag_memory_binds(prep: Prepared, loads: list, points: list[Point]) -> None:
@@ -128,7 +119,7 @@ def flag_memory_binds(prep: Prepared, loads: list, points: list[Point]) -> None:
     whole canvas), and warns once: the simulation reserves each request's final length from
     admission, while vLLM and SGLang allocate K/V as tokens come and preempt when it runs out, so
     they start more requests at once and the times to the first token here are an upper bound."""
-    if not get_scheme(prep.decoding.scheme).stops_at_eos:
+    if not memory_binding.grows_as_it_runs(prep.decoding.scheme):
         return
     for ld, p in zip(loads, points):
         p.memory_binds = memory_binds(prep, ld, p)

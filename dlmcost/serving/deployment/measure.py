@@ -16,6 +16,7 @@ import numpy as np
 from .. import behaviour
 from ..costs import joules_per_token, usd_per_hour, usd_per_mtok, usd_per_mtok_range
 from ..loads import BatchJob, ClosedLoop, OpenLoop, TraceReplay
+from ..memory_binding import most_in_batch
 from ..simulate import SimResult
 from ..targets import Targets
 from .prepared import Prepared
@@ -171,22 +172,6 @@ def evaluate(prep: Prepared, load, *, requests: int = DEFAULT_REQUESTS, seed: in
     return _measure(prep, load, replicas, synthetic, targets)
 
 
-def _most_running(r: SimResult, w: slice) -> int:
-    """The most requests in the replica's batch as a measured request (`w`) joined it, itself
-    counted: each request in from joining the batch to its last answer, one that leaves at the
-    instant another joins counted out first. A closed loop's users all ask at once in the warm-up;
-    what the measured requests met is what their times show."""
-    n = len(r.done_s)
-    if r.start_s is None or not len(r.start_s[w]):
-        return 0
-    times = np.concatenate([r.done_s, r.start_s])
-    steps = np.concatenate([-np.ones(n), np.ones(n)])
-    order = np.lexsort((steps, times))
-    held = np.empty(2 * n)
-    held[order] = np.cumsum(steps[order])
-    return int(held[n:][w].max())
-
-
 def _resample(values: np.ndarray | None, n: int) -> np.ndarray | None:
     """n requests' classes (or lengths): the prepared ones repeated in order (a prepared sample of
     n: itself)."""
@@ -242,7 +227,8 @@ def _measure(prep: Prepared, load, replicas: list[_Replica], synthetic: bool, ta
                                                 busy_fraction=busy / span if span > 0 else 0.0) if out_tps > 0 else None,
               makespan_s=makespan,
               overloaded=isinstance(load, OpenLoop) and rps < SUSTAIN_FRACTION * offered,
-              most_running=max(_most_running(rep.result, _window(len(rep.result.done_s), synthetic))
+              most_running=max(most_in_batch(rep.result.start_s, rep.result.done_s,
+                                               _window(len(rep.result.done_s), synthetic))
                                 for rep in replicas))
     p.usd_per_mtok_low, p.usd_per_mtok_high = usd_per_mtok_range(gpus, prep.price_low, prep.price_high, out_tps)
     if targets is not None and targets.as_dict():
