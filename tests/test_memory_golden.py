@@ -107,6 +107,24 @@ def test_a_drafter_s_kv_cache_does_not_follow_the_weights_precision():
                            kv_dtype=kv_dtype)["results"][0]["memory"]["kv_cache_bytes"]
 
     assert kv("fp8", "bf16") == kv("bf16", "bf16") == pytest.approx(4 * kv("fp8", "fp4"), rel=1e-12)
+    # both models' bf16 weights, about 100 B + 16 B parameters, exceed 90% of an 80 GiB H100: no request fits
+    memory = api.analyze("inclusionAI/LLaDA2.0-flash", "h100", scheme="draft-verify", block=8, tpf=3,
+                         drafter="inclusionAI/LLaDA2.0-mini", prompt=LP, gen=LG)["results"][0]["memory"]
+    assert memory["weights_bytes"] > 0.9 * 80 * 2**30 and (memory["max_batch"], memory["fits"]) == (0, False)
+
+
+def test_a_drafter_s_bytes_decide_whether_a_batch_fits():
+    """draft-verify of Qwen2.5-7B with Dream-7B drafting: the most requests that fit beside both
+    models (test_printed_numbers works it by hand) fit and one more does not, though the verifier
+    alone would hold that one more: `fits` counts the drafter's weights and cache too."""
+    def memory(batch, **drafter):
+        return api.analyze("Qwen/Qwen2.5-7B", "h100", scheme="draft-verify", prompt=100, gen=128, block=16, tpf=4,
+                           batch=batch, **drafter)["results"][0]["memory"]
+
+    most = memory(1, drafter="Dream-org/Dream-v0-Instruct-7B")["max_batch"]
+    assert memory(most, drafter="Dream-org/Dream-v0-Instruct-7B")["fits"]
+    assert not memory(most + 1, drafter="Dream-org/Dream-v0-Instruct-7B")["fits"]
+    assert memory(most + 1)["fits"] and memory(1)["max_batch"] > most + 1
 
 
 # --- the engine's share of each GPU's memory (--mem-fraction) --------------------------------------
@@ -145,3 +163,46 @@ def test_a_sweep_row_fits_what_analyze_fits_at_the_same_memory_fraction(run):
     assert [(r["batch"], r["max_batch"], r["fits"]) for r in s["rows"]] == [(256, 266, True), (512, 266, False)]
     rc, out, err = run("sweep", "-m", *QWEN_AR[:1], *QWEN_AR[1:], "--mem-fraction", "0.95")
     assert rc == 0 and "stack: none; 95% of memory" in out.replace("\n", " "), err
+
+
+def test_a_batch_that_fills_the_usable_memory_to_the_byte_fits_and_one_more_does_not():
+    """memory_breakdown at its edges, on Qwen2.5-7B AR (1024 + 1024 tokens, bf16 weights and K/V):
+    with the usable memory exactly weights + 100 requests' bytes (hand-worked, oracle.py; whole
+    numbers, exact in floating point) a batch of 100 fills it to the byte and fits (total <= usable),
+    101 does not, and the most that fit is 100; the weights and capacity are reported as given
+    whatever the batch. A GPU smaller than the weights fits no request (0, not a negative count)."""
+    from dlmcost.engine.memory import memory_breakdown
+    from dlmcost.inputs.models import resolve_model
+
+    weights, request = oracle.qwen7b_memory_terms(2, 1024, 1024)
+    model = resolve_model("Qwen/Qwen2.5-7B")
+
+    def breakdown(capacity, fraction):
+        return memory_breakdown(model, capacity, [100, 101], 2048, 1024, 1, 2.0, 2.0, mem_fraction=fraction)
+
+    for fraction, capacity in ((1.0, weights + 100 * request), (0.5, 2 * (weights + 100 * request))):
+        mem = breakdown(capacity, fraction)
+        assert mem["total_bytes"].tolist() == [weights + 100 * request, weights + 101 * request]
+        assert mem["usable_bytes"].tolist() == [weights + 100 * request] * 2
+        assert mem["fits"].tolist() == [True, False]
+        assert mem["max_effective_batch"] == 100
+        assert mem["weights_bytes"].tolist() == [weights] * 2 and mem["capacity_bytes"].tolist() == [capacity] * 2
+        assert mem["per_sequence_bytes"].tolist() == [request] * 2
+    small = breakdown(weights - 1, 1.0)
+    assert small["fits"].tolist() == [False, False] and small["max_effective_batch"] == 0
+
+
+def test_an_moe_layer_s_widest_intermediate_holds_its_routed_and_shared_experts():
+    """A model whose every layer is MoE (no dense MLP; the bundled ones with a shared expert keep a
+    wider dense first layer): d 2048, 16 heads, 4 K/V heads of 128 (Q/K/V 24 x 128 = 3,072 wide),
+    8 of 64 routed experts of 512 a token and one shared expert of 512, gated. A token's widest
+    tensor is its experts' intermediates, 3 x (8 x 512 + 512) = 13,824; its activation bytes per
+    GPU at tp 2: (2 x 2048 + 13,824 / 2) x 2 = 22,016."""
+    from dlmcost.engine.memory import activation_bytes_per_token, widest_intermediate
+    from dlmcost.inputs.models.spec import ModelSpec
+
+    model = ModelSpec(id="all-moe", family="test", n_layers=4, d_model=2048, n_heads=16, n_kv_heads=4, head_dim=128,
+                      ffn_dim=0, vocab_size=1000, moe=dict(n_experts=64, experts_per_token=8, expert_ffn_dim=512,
+                                                           n_shared_experts=1, shared_ffn_dim=512, n_moe_layers=4))
+    assert widest_intermediate(model) == 13_824
+    assert activation_bytes_per_token(model, 2) == 22_016
