@@ -206,3 +206,20 @@ def test_an_moe_layer_s_widest_intermediate_holds_its_routed_and_shared_experts(
                                                            n_shared_experts=1, shared_ffn_dim=512, n_moe_layers=4))
     assert widest_intermediate(model) == 13_824
     assert activation_bytes_per_token(model, 2) == 22_016
+
+
+@pytest.mark.parametrize("command", [["analyze"], ["sweep"], ["serve", "--gpu", "h100", "-c", "1"],
+                                     ["plan", "--rate", "1", "--gpu", "h100", "--tp", "1"]])
+def test_a_memory_fraction_outside_zero_to_one_names_the_option(run, command):
+    """The share is a number in (0, 1]: 1.5 is refused with the option's name and the share as
+    given, in one line, by every command that takes it."""
+    rc, out, err = run(*command, "--mem-fraction", "1.5")
+    assert (rc, out) == (2, "")
+    assert err == "error: --mem-fraction: a share in (0, 1] of each GPU's memory, got 1.5\n"
+
+
+def test_all_of_the_memory_is_a_share_analyze_takes(run):
+    """(0, 1] holds 1: `--mem-fraction 1` gives the engine the whole 80 GiB of an H100."""
+    rc, out, err = run("analyze", *QWEN_AR, "--mem-fraction", "1", "-f", "json")
+    assert rc == 0, err
+    assert json.loads(out)["results"][0]["memory"]["usable_bytes"] == 80 * 2**30
