@@ -223,3 +223,33 @@ def test_all_of_the_memory_is_a_share_analyze_takes(run):
     rc, out, err = run("analyze", *QWEN_AR, "--mem-fraction", "1", "-f", "json")
     assert rc == 0, err
     assert json.loads(out)["results"][0]["memory"]["usable_bytes"] == 80 * 2**30
+
+
+@pytest.mark.parametrize("ring_buffer, drafter_kv", [
+    (True, (22 * 512 + 4 * 4000) * 1024),  # 27,918,336: its 22 sliding layers keep their 512-token window
+    (False, 26 * 4000 * 1024)])            # 106,496,000: every layer keeps all 4,000 tokens
+def test_a_drafter_s_sliding_layers_follow_the_ring_buffer_setting(ring_buffer, drafter_kv):
+    """A drafter's cache is held by the same engine as the verifier's: --no-ring-buffer keeps every
+    token of its sliding layers too. Gemma-3-1B drafting for DiffusionGemma-26B, 2,000 + 2,000
+    tokens: 26 layers, every 6th global (4), the others sliding over 512 tokens; 1 K/V head of
+    256: K and V at 2 bytes, 1,024 bytes per token per layer. Its share is the total's less the
+    verifier's alone."""
+    def kv(**drafter):
+        return api.analyze("google/diffusiongemma-26B-A4B-it", "h100", scheme="draft-verify", block=4, tpf=2,
+                           prompt=2000, gen=2000, ring_buffer=ring_buffer, **drafter)["results"][0]["memory"]["kv_cache_bytes"]
+
+    assert kv(drafter="google/gemma-3-1b-it") - kv() == drafter_kv
+
+
+def test_a_drafter_s_head_follows_quantize_head():
+    """--quantize-head stores the LM head and embedding at the weights' precision, the drafter's as
+    the verifier's: under fp8, Gemma-3-1B's tied 262,144 x 1,152 embedding drops from 2 bytes an
+    element to 1, 301,989,888 bytes, beside what the verifier's own head saves."""
+    def saved(**drafter):
+        def weights(quantize_head):
+            return api.analyze("google/diffusiongemma-26B-A4B-it", "h100", scheme="draft-verify", block=4, tpf=2,
+                               prompt=200, gen=200, precision="fp8", quantize_head=quantize_head,
+                               **drafter)["results"][0]["memory"]["weights_bytes"]
+        return weights(False) - weights(True)
+
+    assert saved(drafter="google/gemma-3-1b-it") - saved() == 262_144 * 1_152 * (2 - 1)

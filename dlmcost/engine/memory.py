@@ -130,8 +130,11 @@ def grid_memory(m: ModelSpec, grid, ev, capacity_bytes, drafter: ModelSpec | Non
                            ring_buffer=grid.ring_buffer, logit_bytes=logit_bytes, quantize_head=grid.quantize_head,
                            mem_fraction=mem_fraction)
     if drafter is not None:
+        # the same engine holds the drafter: its cache and head follow the verifier's settings
         extra = memory_breakdown(drafter, capacity_bytes, grid.batch, ev.cached_tokens, 0.0, 0.0, grid.wbytes,
-                                 grid.kvbytes, grid.tp, 1.0, mem_fraction=mem_fraction)
+                                 grid.kvbytes, grid.tp, 1.0, kv_single_tensor=grid.kv_single_tensor,
+                                 ring_buffer=grid.ring_buffer, quantize_head=grid.quantize_head,
+                                 mem_fraction=mem_fraction)
         for key in ("weights_bytes", "kv_cache_bytes", "total_bytes", "per_sequence_bytes"):
             out[key] = out[key] + extra[key]
         out["fits"], out["max_effective_batch"] = _fit(out["total_bytes"], out["usable_bytes"], out["weights_bytes"],
