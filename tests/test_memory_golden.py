@@ -253,3 +253,12 @@ def test_a_drafter_s_head_follows_quantize_head():
         return weights(False) - weights(True)
 
     assert saved(drafter="google/gemma-3-1b-it") - saved() == 262_144 * 1_152 * (2 - 1)
+
+
+def test_a_drafter_s_cache_is_split_across_the_tensor_parallel_group():
+    """At --tp 2 the drafter's K/V heads split as the verifier's do: Qwen2.5-7B verified, Dream-7B
+    drafting (both 28 layers, 4 K/V heads of 128: 2 per GPU), 2 sequences of 100 + 128 tokens,
+    bf16: 2 models x 2 x 228 tokens x 28 layers x 2 (K, V) x 2 heads x 128 x 2 bytes per GPU."""
+    memory = api.analyze("Qwen/Qwen2.5-7B", "h100", scheme="draft-verify", prompt=100, gen=128, block=16, tpf=4,
+                         batch=2, tp=2, drafter="Dream-org/Dream-v0-Instruct-7B")["results"][0]["memory"]
+    assert memory["kv_cache_bytes"] == 2 * 2 * 228 * 28 * 2 * 2 * 128 * 2
