@@ -776,14 +776,21 @@ def first_pass(m, gpu_yaml: str, *, scheme: str, prompt: int, gen: int, steps: f
 
 # --- memory ---------------------------------------------------------------------------------------
 
-def qwen7b_requests_in_memory(kv_bytes_per_element: float, prompt: int, answer: int, mem_fraction: float = 0.9) -> int:
-    """Qwen2.5-7B's requests that fit on an 80 GiB H100 beside its bf16 weights, worked from its
-    config by hand (docs/methodology.md's memory formula, no stack: bf16 logits + fp32 probabilities):
-    floor((F x 80 GiB - weights) / a request's bytes), F the engine's share of the memory (0.9: vLLM's default)."""
+def qwen7b_memory_terms(kv_bytes_per_element: float, prompt: int, answer: int) -> tuple[int, float]:
+    """Qwen2.5-7B's bf16 weights and one AR request's bytes (prompt + answer tokens), per GPU at
+    tp 1, worked from its config by hand (docs/methodology.md's memory formula, no stack: bf16
+    logits + fp32 probabilities)."""
     d, ffn, layers, kv_heads, head_dim, vocab = 3584, 18944, 28, 4, 128, 152064
     per_layer = 2 * d * d + 2 * d * kv_heads * head_dim + 3 * d * ffn + (d + 2 * kv_heads * head_dim) + 2 * d
     weights = 2 * (2 * vocab * d + layers * per_layer + d)  # untied embedding and head, q/k/v biases, norms
     kv = 2 * layers * kv_heads * head_dim * (prompt + answer) * kv_bytes_per_element  # K and V of every token
     activations = prompt * (2 * d + 3 * ffn) * 2  # the prompt's pass: residual in/out + the gated MLP's widest
     logits = 1 * vocab * (2 + 4)  # AR: the last position's logits
-    return math.floor((mem_fraction * 80 * 2**30 - weights) / (kv + activations + logits))
+    return weights, kv + activations + logits
+
+
+def qwen7b_requests_in_memory(kv_bytes_per_element: float, prompt: int, answer: int, mem_fraction: float = 0.9) -> int:
+    """Qwen2.5-7B's requests that fit on an 80 GiB H100 beside its bf16 weights:
+    floor((F x 80 GiB - weights) / a request's bytes), F the engine's share of the memory (0.9: vLLM's default)."""
+    weights, request = qwen7b_memory_terms(kv_bytes_per_element, prompt, answer)
+    return math.floor((mem_fraction * 80 * 2**30 - weights) / request)

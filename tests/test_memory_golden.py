@@ -107,6 +107,24 @@ def test_a_drafter_s_kv_cache_does_not_follow_the_weights_precision():
                            kv_dtype=kv_dtype)["results"][0]["memory"]["kv_cache_bytes"]
 
     assert kv("fp8", "bf16") == kv("bf16", "bf16") == pytest.approx(4 * kv("fp8", "fp4"), rel=1e-12)
+    # both models' bf16 weights, about 100 B + 16 B parameters, exceed 90% of an 80 GiB H100: no request fits
+    memory = api.analyze("inclusionAI/LLaDA2.0-flash", "h100", scheme="draft-verify", block=8, tpf=3,
+                         drafter="inclusionAI/LLaDA2.0-mini", prompt=LP, gen=LG)["results"][0]["memory"]
+    assert memory["weights_bytes"] > 0.9 * 80 * 2**30 and (memory["max_batch"], memory["fits"]) == (0, False)
+
+
+def test_a_drafter_s_bytes_decide_whether_a_batch_fits():
+    """draft-verify of Qwen2.5-7B with Dream-7B drafting: the most requests that fit beside both
+    models (test_printed_numbers works it by hand) fit and one more does not, though the verifier
+    alone would hold that one more: `fits` counts the drafter's weights and cache too."""
+    def memory(batch, **drafter):
+        return api.analyze("Qwen/Qwen2.5-7B", "h100", scheme="draft-verify", prompt=100, gen=128, block=16, tpf=4,
+                           batch=batch, **drafter)["results"][0]["memory"]
+
+    most = memory(1, drafter="Dream-org/Dream-v0-Instruct-7B")["max_batch"]
+    assert memory(most, drafter="Dream-org/Dream-v0-Instruct-7B")["fits"]
+    assert not memory(most + 1, drafter="Dream-org/Dream-v0-Instruct-7B")["fits"]
+    assert memory(most + 1)["fits"] and memory(1)["max_batch"] > most + 1
 
 
 # --- the engine's share of each GPU's memory (--mem-fraction) --------------------------------------
@@ -145,3 +163,102 @@ def test_a_sweep_row_fits_what_analyze_fits_at_the_same_memory_fraction(run):
     assert [(r["batch"], r["max_batch"], r["fits"]) for r in s["rows"]] == [(256, 266, True), (512, 266, False)]
     rc, out, err = run("sweep", "-m", *QWEN_AR[:1], *QWEN_AR[1:], "--mem-fraction", "0.95")
     assert rc == 0 and "stack: none; 95% of memory" in out.replace("\n", " "), err
+
+
+def test_a_batch_that_fills_the_usable_memory_to_the_byte_fits_and_one_more_does_not():
+    """memory_breakdown at its edges, on Qwen2.5-7B AR (1024 + 1024 tokens, bf16 weights and K/V):
+    with the usable memory exactly weights + 100 requests' bytes (hand-worked, oracle.py; whole
+    numbers, exact in floating point) a batch of 100 fills it to the byte and fits (total <= usable),
+    101 does not, and the most that fit is 100; the weights and capacity are reported as given
+    whatever the batch. A GPU smaller than the weights fits no request (0, not a negative count)."""
+    from dlmcost.engine.memory import memory_breakdown
+    from dlmcost.inputs.models import resolve_model
+
+    weights, request = oracle.qwen7b_memory_terms(2, 1024, 1024)
+    model = resolve_model("Qwen/Qwen2.5-7B")
+
+    def breakdown(capacity, fraction):
+        return memory_breakdown(model, capacity, [100, 101], 2048, 1024, 1, 2.0, 2.0, mem_fraction=fraction)
+
+    for fraction, capacity in ((1.0, weights + 100 * request), (0.5, 2 * (weights + 100 * request))):
+        mem = breakdown(capacity, fraction)
+        assert mem["total_bytes"].tolist() == [weights + 100 * request, weights + 101 * request]
+        assert mem["usable_bytes"].tolist() == [weights + 100 * request] * 2
+        assert mem["fits"].tolist() == [True, False]
+        assert mem["max_effective_batch"] == 100
+        assert mem["weights_bytes"].tolist() == [weights] * 2 and mem["capacity_bytes"].tolist() == [capacity] * 2
+        assert mem["per_sequence_bytes"].tolist() == [request] * 2
+    small = breakdown(weights - 1, 1.0)
+    assert small["fits"].tolist() == [False, False] and small["max_effective_batch"] == 0
+
+
+def test_an_moe_layer_s_widest_intermediate_holds_its_routed_and_shared_experts():
+    """A model whose every layer is MoE (no dense MLP; the bundled ones with a shared expert keep a
+    wider dense first layer): d 2048, 16 heads, 4 K/V heads of 128 (Q/K/V 24 x 128 = 3,072 wide),
+    8 of 64 routed experts of 512 a token and one shared expert of 512, gated. A token's widest
+    tensor is its experts' intermediates, 3 x (8 x 512 + 512) = 13,824; its activation bytes per
+    GPU at tp 2: (2 x 2048 + 13,824 / 2) x 2 = 22,016."""
+    from dlmcost.engine.memory import activation_bytes_per_token, widest_intermediate
+    from dlmcost.inputs.models.spec import ModelSpec
+
+    model = ModelSpec(id="all-moe", family="test", n_layers=4, d_model=2048, n_heads=16, n_kv_heads=4, head_dim=128,
+                      ffn_dim=0, vocab_size=1000, moe=dict(n_experts=64, experts_per_token=8, expert_ffn_dim=512,
+                                                           n_shared_experts=1, shared_ffn_dim=512, n_moe_layers=4))
+    assert widest_intermediate(model) == 13_824
+    assert activation_bytes_per_token(model, 2) == 22_016
+
+
+@pytest.mark.parametrize("command", [["analyze"], ["sweep"], ["serve", "--gpu", "h100", "-c", "1"],
+                                     ["plan", "--rate", "1", "--gpu", "h100", "--tp", "1"]])
+def test_a_memory_fraction_outside_zero_to_one_names_the_option(run, command):
+    """The share is a number in (0, 1]: 1.5 is refused with the option's name and the share as
+    given, in one line, by every command that takes it."""
+    rc, out, err = run(*command, "--mem-fraction", "1.5")
+    assert (rc, out) == (2, "")
+    assert err == "error: --mem-fraction: a share in (0, 1] of each GPU's memory, got 1.5\n"
+
+
+def test_all_of_the_memory_is_a_share_analyze_takes(run):
+    """(0, 1] holds 1: `--mem-fraction 1` gives the engine the whole 80 GiB of an H100."""
+    rc, out, err = run("analyze", *QWEN_AR, "--mem-fraction", "1", "-f", "json")
+    assert rc == 0, err
+    assert json.loads(out)["results"][0]["memory"]["usable_bytes"] == 80 * 2**30
+
+
+@pytest.mark.parametrize("ring_buffer, drafter_kv", [
+    (True, (22 * 512 + 4 * 4000) * 1024),  # 27,918,336: its 22 sliding layers keep their 512-token window
+    (False, 26 * 4000 * 1024)])            # 106,496,000: every layer keeps all 4,000 tokens
+def test_a_drafter_s_sliding_layers_follow_the_ring_buffer_setting(ring_buffer, drafter_kv):
+    """A drafter's cache is held by the same engine as the verifier's: --no-ring-buffer keeps every
+    token of its sliding layers too. Gemma-3-1B drafting for DiffusionGemma-26B, 2,000 + 2,000
+    tokens: 26 layers, every 6th global (4), the others sliding over 512 tokens; 1 K/V head of
+    256: K and V at 2 bytes, 1,024 bytes per token per layer. Its share is the total's less the
+    verifier's alone."""
+    def kv(**drafter):
+        return api.analyze("google/diffusiongemma-26B-A4B-it", "h100", scheme="draft-verify", block=4, tpf=2,
+                           prompt=2000, gen=2000, ring_buffer=ring_buffer, **drafter)["results"][0]["memory"]["kv_cache_bytes"]
+
+    assert kv(drafter="google/gemma-3-1b-it") - kv() == drafter_kv
+
+
+def test_a_drafter_s_head_follows_quantize_head():
+    """--quantize-head stores the LM head and embedding at the weights' precision, the drafter's as
+    the verifier's: under fp8, Gemma-3-1B's tied 262,144 x 1,152 embedding drops from 2 bytes an
+    element to 1, 301,989,888 bytes, beside what the verifier's own head saves."""
+    def saved(**drafter):
+        def weights(quantize_head):
+            return api.analyze("google/diffusiongemma-26B-A4B-it", "h100", scheme="draft-verify", block=4, tpf=2,
+                               prompt=200, gen=200, precision="fp8", quantize_head=quantize_head,
+                               **drafter)["results"][0]["memory"]["weights_bytes"]
+        return weights(False) - weights(True)
+
+    assert saved(drafter="google/gemma-3-1b-it") - saved() == 262_144 * 1_152 * (2 - 1)
+
+
+def test_a_drafter_s_cache_is_split_across_the_tensor_parallel_group():
+    """At --tp 2 the drafter's K/V heads split as the verifier's do: Qwen2.5-7B verified, Dream-7B
+    drafting (both 28 layers, 4 K/V heads of 128: 2 per GPU), 2 sequences of 100 + 128 tokens,
+    bf16: 2 models x 2 x 228 tokens x 28 layers x 2 (K, V) x 2 heads x 128 x 2 bytes per GPU."""
+    memory = api.analyze("Qwen/Qwen2.5-7B", "h100", scheme="draft-verify", prompt=100, gen=128, block=16, tpf=4,
+                         batch=2, tp=2, drafter="Dream-org/Dream-v0-Instruct-7B")["results"][0]["memory"]
+    assert memory["kv_cache_bytes"] == 2 * 2 * 228 * 28 * 2 * 2 * 128 * 2

@@ -94,6 +94,41 @@ def test_a_request_received_while_the_batch_is_full_waits_in_the_queue(classes):
     assert once.start_s.tolist() == pytest.approx([0.0, 0.0, 10.0, 10.0])
 
 
+@LOOPS
+def test_a_boundary_the_loop_jumped_over_received_up_to_its_own_time(classes):
+    """R = 4, at most 2 running, requests 0 and 1 at 0 (done at 10): the loop jumps from boundary 1
+    to the completions at 10 over the receiving boundaries 5 and 9. Request 2 arrives at 9.0, on
+    boundary 9's time: boundary 9 received it. At boundary 10 the batch is empty but request 2 was
+    received and waits, so the server is not idle: it admits request 2 alone without receiving;
+    request 3 (9.5) is received at boundary 11, after that prefill (start 11, first token 12,
+    done 21). With a queued request 2 (at 0) and request 3 at 8.5, boundary 9 received request 3:
+    both join at 10."""
+    r = _run(classes, [0.0, 0.0, 9.0, 9.5], 4, cap=2)
+    assert r.start_s.tolist() == pytest.approx([0.0, 0.0, 10.0, 11.0])
+    assert r.first_block_s.tolist() == pytest.approx([1.0, 1.0, 11.0, 12.0])
+    assert r.done_s.tolist() == pytest.approx([10.0, 10.0, 20.0, 21.0])
+    queued = _run(classes, [0.0, 0.0, 0.0, 8.5], 4, cap=2)
+    assert queued.start_s.tolist() == pytest.approx([0.0, 0.0, 10.0, 10.0])
+
+
+@pytest.mark.parametrize("interval", [2, 3, 5])
+@pytest.mark.parametrize("prefills", [False, True])
+def test_the_first_receiving_boundary_at_or_after_a_boundary(interval, prefills):
+    """Receiver.first_at_or_after, against the rule enumerated: after boundary `it` (the coming
+    iteration prefills or not) the receiving boundaries are it + 1 (after a prefill) or the due
+    one, then every R-th; the answer is the first of them at or after k. The loop jumps there, so
+    an earlier answer only slows it and a later one skips a receive."""
+    from dlmcost.serving.simulate.receiving import Receiver
+
+    recv = Receiver(interval)
+    recv.seen(0, 0.0, False, 0.0)  # boundary 0 receives: the next one due at R
+    for it in range(interval):
+        first = it + 1 if prefills else interval
+        receiving = range(first, first + 10 * interval, interval)
+        for k in range(it + 1, it + 4 * interval):
+            assert recv.first_at_or_after(it, k, prefills) == next(b for b in receiving if b >= k)
+
+
 def test_an_interval_of_one_changes_nothing():
     """R = 1 (the default) is today's schedule to the last bit, in both loops, open and closed."""
     rng = np.random.default_rng(3)

@@ -97,6 +97,7 @@ def memory_breakdown(m: ModelSpec, capacity_bytes, batch, cached_tokens, q_max, 
     per_seq = kv_per_seq + act_per_seq + logits_per_seq
     total = weights + batch * per_seq
     usable = np.asarray(capacity_bytes, float) * mem_fraction
+    fits, most = _fit(total, usable, weights, per_seq)
     return dict(
         weights_bytes=weights + 0 * batch,
         kv_cache_bytes=batch * kv_per_seq,
@@ -105,10 +106,16 @@ def memory_breakdown(m: ModelSpec, capacity_bytes, batch, cached_tokens, q_max, 
         total_bytes=total,
         capacity_bytes=np.asarray(capacity_bytes, float) + 0 * batch,
         usable_bytes=usable + 0 * batch,
-        fits=total <= usable,
+        fits=fits,
         per_sequence_bytes=per_seq + 0 * batch,
-        max_effective_batch=np.maximum(np.floor((usable - weights) / per_seq), 0.0),
+        max_effective_batch=most,
     )
+
+
+def _fit(total, usable, weights, per_seq) -> tuple:
+    """Whether the total is within the usable memory (to the byte), and the largest effective
+    batch beside the weights (0 where they alone overflow): one rule with or without a drafter."""
+    return total <= usable, np.maximum(np.floor((usable - weights) / per_seq), 0.0)
 
 
 def grid_memory(m: ModelSpec, grid, ev, capacity_bytes, drafter: ModelSpec | None = None,
@@ -123,11 +130,13 @@ def grid_memory(m: ModelSpec, grid, ev, capacity_bytes, drafter: ModelSpec | Non
                            ring_buffer=grid.ring_buffer, logit_bytes=logit_bytes, quantize_head=grid.quantize_head,
                            mem_fraction=mem_fraction)
     if drafter is not None:
+        # the same engine holds the drafter: its cache and head follow the verifier's settings
         extra = memory_breakdown(drafter, capacity_bytes, grid.batch, ev.cached_tokens, 0.0, 0.0, grid.wbytes,
-                                 grid.kvbytes, grid.tp, 1.0, mem_fraction=mem_fraction)
+                                 grid.kvbytes, grid.tp, 1.0, kv_single_tensor=grid.kv_single_tensor,
+                                 ring_buffer=grid.ring_buffer, quantize_head=grid.quantize_head,
+                                 mem_fraction=mem_fraction)
         for key in ("weights_bytes", "kv_cache_bytes", "total_bytes", "per_sequence_bytes"):
             out[key] = out[key] + extra[key]
-        usable = out["usable_bytes"]
-        out["fits"] = out["total_bytes"] <= usable
-        out["max_effective_batch"] = np.maximum(np.floor((usable - out["weights_bytes"]) / out["per_sequence_bytes"]), 0.0)
+        out["fits"], out["max_effective_batch"] = _fit(out["total_bytes"], out["usable_bytes"], out["weights_bytes"],
+                                                       out["per_sequence_bytes"])
     return out
