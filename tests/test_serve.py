@@ -400,7 +400,7 @@ def test_usd_per_mtok_over_the_price_range_by_hand(capsys):
 
 def test_table_cells_from_the_record():
     """Three significant digits, whole numbers from 1,000 on, busy in percent; the load's short
-    name; * on the front, ! when overloaded."""
+    name; * on the front, ! when overloaded, m where memory binds (a record without the key: no m)."""
     from dlmcost.render.serve import curve_table, latency_table
 
     st = dict(mean=0.123456, median=1234.56, p90=12.3456, p99=None)
@@ -409,11 +409,11 @@ def test_table_cells_from_the_record():
                  ttfb_s=st, inter_block_s=st, latency_s=st, gpu_busy_fraction=0.876, mean_running=3.456,
                  usd_per_mtok=None, joules_per_token=0.5, pareto=True, overloaded=True, makespan_s=None, misses=[])
     record = dict(deployments=[dict(points=[point, dict(point, rate=None, concurrency=8, pareto=False,
-                                                        overloaded=False)])])
+                                                        overloaded=False, memory_binds=True)])])
     headers, rows = curve_table(record)
+    assert rows[1][0] == "c=8m"
     assert rows[0] == ["2 req/s*!", "1.99", "1235", "617", "45.7", "1235", "1235", "1235", "-", "88", "3.46", "-",
                        "0.5"]
-    assert rows[1][0] == "c=8"
     _, lat = latency_table(record)
     assert lat[0] == ["2 req/s", "time to first block", "0.123", "1235", "12.3", "-"]
 

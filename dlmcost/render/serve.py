@@ -27,8 +27,9 @@ CAPTION = ("req/s, tok/s: completed in the measured window; tok/s/GPU: output to
            "tok/s/user: median answer tokens / end-to-end latency; TTFB: arrival to the first streamed block "
            "(AR: token); gap: a request's mean time between streamed blocks (AR: tokens); busy: share of the "
            "time a replica runs passes; run: mean running requests per replica; * = Pareto front of tok/s/GPU "
-           "against tok/s/user; ! = overloaded (under 95% of the arrivals served: queues grow); x = misses a target (--p95..., "
-           "listed on stderr); $/Mtok at list price (estimate); J/tok: board power while busy, its idle share while "
+           "against tok/s/user; ! = overloaded (under 95% of the arrivals served: queues grow); m = memory binds (more "
+           "requests at once than memory holds at their final lengths: first-token times are an upper bound); x = "
+           "misses a target (--p95..., listed on stderr); $/Mtok at list price (estimate); J/tok: board power while busy, its idle share while "
            "idle, over output tokens")
 
 
@@ -36,7 +37,8 @@ CURVE_LEGEND = {
     "#": "the deployment, numbered as in the header",
     "load": "the load: c=N concurrent users (closed loop), a rate in requests/s (open loop), a batch job "
             "(requests × in parallel) or a trace; * = on the Pareto front of tok/s/GPU against tok/s/user, "
-            "! = overloaded (under 95% of the arrivals served: queues grow), x = misses a target (--p95...; which "
+            "! = overloaded (under 95% of the arrivals served: queues grow), m = memory binds (its first-token times "
+            "an upper bound: stderr and memory_binds in JSON and CSV), x = misses a target (--p95...; which "
             "ones: stderr, and the misses column of JSON and CSV)",
     "req/s": "requests completed per second in the measured window",
     "out\ntok/s": "output tokens per second: requests/s × mean answer tokens",
@@ -96,7 +98,8 @@ def curve_table(record: dict) -> tuple[list[str], list[list[str]]]:
     rows = []
     curve = sum(len(d["points"]) for d in record["deployments"]) > 1
     for i, _, p in _points(record):
-        mark = ("*" if p["pareto"] and curve else "") + ("!" if p["overloaded"] else "") + ("x" if p["misses"] else "")
+        mark = (("*" if p["pareto"] and curve else "") + ("!" if p["overloaded"] else "")
+                + ("m" if p.get("memory_binds") else "") + ("x" if p["misses"] else ""))  # (a record from before it: none)
         rows.append(([str(i)] if i else []) + [
             short_load(p) + mark,
             n3(p["requests_per_s"]), n3(p["output_tokens_per_s"]), n3(p["output_tokens_per_s_per_gpu"]),
