@@ -1312,5 +1312,10 @@ def test_memory_binds_where_the_requests_in_flight_fill_what_memory_holds(capsys
         assert abs(in_flight / threshold - 1) > 0.1  # far from the line either way
         assert d["memory_binds"] is (in_flight > threshold), d
     assert "memory binds" not in err  # the recommendation (fp8) is not bound
+    code, out, err = run(capsys, *args)  # the table marks the bound one's first-block time with m
+    import re
+
+    rows = {prec: next(ln for ln in out.splitlines() if f"×1 {prec} " in ln) for prec in ("bf16", "fp8")}
+    assert re.search(r"\d(\.\d+)?m ", rows["bf16"]) and not re.search(r"\dm ", rows["fp8"]), out
     code, out, err = run(capsys, *args, "--precision", "bf16")
     assert code == 0 and "memory binds for the recommended 3 x H100 SXM (TP1, bf16" in err, err

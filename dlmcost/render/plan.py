@@ -26,7 +26,8 @@ PLAN_LEGEND = {
     "B": "the batch limit: requests a replica runs at once (JSON: max_running, serve's --max-running)",
     "p50\ns": "median end-to-end latency of the simulated requests, seconds",
     "p95\ns": "95th percentile end-to-end latency, seconds",
-    "1st\nblk s": "95th percentile time to the first streamed block (AR: token), seconds",
+    "1st\nblk s": "95th percentile time to the first streamed block (AR: token), seconds; m = memory binds (more "
+                  "requests at once than memory holds at their final lengths: this and the GPU count are upper bounds)",
     "tok/s\n/user": "median over requests of answer tokens / latency",
     "out\ntok/s": "output tokens per second at the offered load",
     "tok/s\n/GPU": "output tokens/s over replicas × TP GPUs",
@@ -56,7 +57,8 @@ def plan_table(records: list[dict], show_decoding: bool, price_range: bool = Fal
     """Headers and cells, two significant digits (json/csv carry full values); the decoding column
     only when several decodings were searched, the K/V format's only when several formats were
     (`show_kv`), the model column only when several models were, so that the table stays within
-    100 columns. '*' after $/Mtok marks the cost/latency Pareto front;
+    100 columns. '*' after $/Mtok marks the cost/latency Pareto front, 'm' after the first block's time
+    a deployment memory binds;
     '-': no price for the GPU. `price_range`: a column of $/Mtok over the price's range after $/Mtok."""
     def g2(x):
         return "-" if x is None else f"{x:.2g}" if abs(x) < 100 else f"{x:,.0f}"
@@ -69,7 +71,8 @@ def plan_table(records: list[dict], show_decoding: bool, price_range: bool = Fal
 
     cells = [[model(r), r["gpu"], r["decoding"], f"{r['replicas']}×{r['tp']} {r['precision']}",
               safe(r.get("kv_dtype", "bf16")), str(r["max_running"]),
-              g2(r["p50_latency_s"]), g2(r["p95_latency_s"]), g2(r["p95_first_block_s"]),
+              g2(r["p50_latency_s"]), g2(r["p95_latency_s"]),
+              g2(r["p95_first_block_s"]) + ("m" if r.get("memory_binds") else ""),  # (a record from before it: none)
               num(r["tokens_per_s_per_user"]), rate(r.get("output_tokens_per_s")), rate(r.get("tokens_per_s_per_gpu")),
               num(r["capacity_rps"]), f"{100 * r['headroom']:,.0f}",
               "-" if r["usd_per_hour"] is None else sig(r['usd_per_hour'], 4),
@@ -284,7 +287,8 @@ def render_plan(p: dict, fmt: str, out: Output, top: int | None = 15, charts: li
     miss = [p["nearest_miss"]] if not p["deployments"] and p["nearest_miss"] else []
     multi, kv = len(p["search"]["decodings"]) > 1, several_kv_dtypes(p)
     caption = ("ranked by $/Mtok at the offered load (* = on the cost/latency Pareto front); R×TP: replicas × "
-               "tensor-parallel GPUs; B: batch limit; 1st blk: time to the first streamed block (AR: token); "
+               "tensor-parallel GPUs; B: batch limit; 1st blk: time to the first streamed block (AR: token; m: memory "
+               "binds, so it and the GPU count are upper bounds); "
                "tok/s/user: median answer tokens / latency; cap: saturation throughput, head: its margin over "
                "the load; prices: dated list-price estimates; J/tok: board power while busy, its idle share while idle, "
                "over output tokens")
