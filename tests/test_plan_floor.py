@@ -88,3 +88,25 @@ def test_a_floor_exactly_at_the_target_meets_it(lone, name):
     value = floors._floor_ratio(c, sample, Targets(**{name: 1.0}))
     assert not replicas.floor_fails(c, sample, Targets(**{name: value}))
     assert replicas.floor_fails(c, sample, Targets(**{name: value * (1 - 1e-9)}))
+
+
+@pytest.mark.parametrize("stack", ["vllm", "sglang"])
+def test_a_prompt_without_tokens_beside_a_prefix_cache(stack):
+    """Prompts of 0 tokens (no prompt pass: nothing for the cache to hold) beside prompts of 3,000
+    tokens, 60% of each in the prefix cache, under the stack's prefill budget of 8,192 (SGLang also
+    waits each prefill forward's dispatch): the lone latencies and first tokens the floor reads equal
+    the simulation's with each request alone. The empty prompt's floor is its whole first pass, as
+    without a cache (the simulation runs it 0.2-0.3 us longer: the tolerance is 1 us)."""
+    traffic = Traffic(parse_lengths(3000, "p"), parse_lengths(64, "a"), rate=0.01, cached_prompt=0.6)
+    gaps = np.random.default_rng(0).exponential(1.0, 40)
+    sample = length_classes(np.array([0.0, 3000.0] * 20), np.full(40, 64.0), gaps)
+    decoding = Decoding("ar", None, 1.0)
+    space = search.SearchSpace([HardwareDB.load(None).get("h100")], [1], ["bf16"], [decoding], [16])
+    (c,), _ = search._candidates(resolve_model("Qwen/Qwen2.5-7B"), space, decoding, sample, "realistic", stack, None,
+                                 cached_prompt=0.6)
+    assert c.uncached == pytest.approx(0.4) and c.table.prefill_budget == 8192 and 0 in c.table.prompt_tokens
+    latency, first = replicas._lone_latencies(c, sample)
+    alone = replicas._run(c, sample, traffic, replicas.separate_replicas(c, sample, traffic))
+    window = replicas._window(len(sample.unit_gaps))
+    assert np.allclose(alone.latency, latency[window], rtol=0, atol=1e-6)
+    assert np.allclose(alone.ttfb, first[window], rtol=0, atol=1e-6)
