@@ -1121,7 +1121,7 @@ def test_the_replica_cap_by_hand():
     shows; it misses the target). $/Mtok at R replicas of TP 2 at $2 a GPU-hour, serving 40
     requests/s of 500 tokens: R x 2 x 2 / (40 x 500 x 3600) x 1e6 = R / 18 $/Mtok, so a limit of
     $0.25 allows floor(0.25 x 18) = 4 replicas, $0.04 allows 0.72: 1; a hair under 4 replicas'
-    cost (4 / 18) allows 3, a hair over it 4. Both set: the smaller. A
+    cost (4 / 18) allows 3, a hair over it (1e-4 or 1e-9) 4. Both set: the smaller. A
     closed loop's cost is not capped (its served load is not the offered one); no target: None."""
     from types import SimpleNamespace
 
@@ -1138,6 +1138,7 @@ def test_the_replica_cap_by_hand():
     assert cap(max_gpus=1) == 1
     assert cap(max_usd_per_mtok=0.25) == 4 and cap(max_usd_per_mtok=0.04) == 1
     assert cap(max_usd_per_mtok=4 / 18 * (1 - 1e-4)) == 3 and cap(max_usd_per_mtok=4 / 18 * (1 + 1e-4)) == 4
+    assert cap(max_usd_per_mtok=4 / 18 * (1 + 1e-9)) == 4  # the formula's constants exactly (1e6, not 1e6 + 1)
     assert cap(max_usd_per_mtok=0.25, max_gpus=5) == 2 and cap(max_usd_per_mtok=0.25, max_gpus=100) == 4
     assert cap(SimpleNamespace(closed_loop=True, rate=None), max_usd_per_mtok=0.25) is None
     assert cap() is None
