@@ -1035,6 +1035,43 @@ def test_a_row_past_those_shown_is_simulated_once_short_of_each_request_alone(mo
     assert verdict(6) == replicas.MEETS and simulated == [4]
 
 
+def test_a_row_past_those_shown_is_simulated_at_a_whole_number_of_replicas(monkeypatch):
+    """`meets_within` from a lower bound of 3 replicas, giving up from 8: the most short of it is
+    7, found by doubling (3, 6, 12) and bisecting (9, 7 and 8 by whole numbers), and simulated there
+    (R_sep stubbed to 100). Halving with a true division instead bisects to 7.5 replicas, a lighter
+    load per replica than 7 carry."""
+    from types import SimpleNamespace
+
+    from dlmcost.plan import replicas
+    from dlmcost.plan.replicas import fewest
+
+    simulated = []
+    monkeypatch.setattr(fewest, "separate_replicas", lambda c, sample, traffic: 100)
+    monkeypatch.setattr(fewest, "_run", lambda c, sample, traffic, r: simulated.append(r))
+    monkeypatch.setattr(fewest, "_deployment", lambda *a: SimpleNamespace(meets=True))
+    monkeypatch.setattr(fewest, "saturation_rps", lambda c, sample: 1.0)
+    verdict = replicas.meets_within(None, None, SimpleNamespace(rate=1.0), None, None, lambda r: r >= 8, 3)
+    assert verdict == replicas.MEETS and simulated == [7] and isinstance(simulated[0], int)
+
+
+@pytest.mark.parametrize("where", ["fewest_replicas", "meets_within"])
+def test_a_candidate_that_completes_no_request_has_no_answer(monkeypatch, where):
+    """A saturation throughput of 0 requests/s (no request completes): neither search divides the
+    load by it; both answer None."""
+    from types import SimpleNamespace
+
+    from dlmcost.plan import replicas
+    from dlmcost.plan.replicas import fewest
+
+    monkeypatch.setattr(fewest, "saturation_rps", lambda c, sample: 0.0)
+    monkeypatch.setattr(fewest, "separate_replicas", lambda c, sample, traffic: 1)  # nothing simulated short of it
+    traffic = SimpleNamespace(rate=1.0, closed_loop=False)
+    if where == "fewest_replicas":
+        assert replicas.fewest_replicas(None, None, traffic, results.Targets(p95_latency_s=1.0), None) is None
+    else:
+        assert replicas.meets_within(None, None, traffic, None, None, lambda r: r >= 8, 1) is None
+
+
 def test_the_rows_whose_sustained_load_is_searched_by_hand():
     """$/Mtok 3, 1, 2, 2, 4: the first `ranked` by $/Mtok and every row tied with the last of them
     (ranked 1: the 1; ranked 2 or 3: 1, 2, 2; none: all, in order)."""
