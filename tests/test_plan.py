@@ -1199,6 +1199,40 @@ def test_a_gpu_cap_stops_the_search_at_the_cap(capsys, max_gpus, replicas, meets
     assert [m["target"] for m in d.get("misses", [])] == ([] if meets else ["p95_latency_s"])
 
 
+def test_an_open_loop_search_grows_no_further_than_the_gpu_cap(capsys):
+    """20 requests/s on H100s at a batch limit of 8 need 12 replicas for a p95 of 1.5 s, and 6 keep
+    up with the load (the first simulated, failing). Under --max-gpus 7 the search's step from 6
+    (read off the queueing shape, toward 12) stops at the cap: the nearest miss is 7 replicas,
+    missing the latency target alone, not a count past the cap missing both."""
+    args = [MODEL, "--rate", "20", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--scheme", "dual-cache",
+            "--requests", "100", "--max-batch", "8", "--p95", "1.5"]
+    free, _ = _plan_json(capsys, *args)
+    assert free["deployments"][0]["replicas"] == 12
+    rc, out, err = run(capsys, "plan", *args, "--max-gpus", "7", "-f", "json")
+    d = json.loads(out)["nearest_miss"]
+    assert rc != 0 and (d["replicas"], d["gpus"]) == (7, 7), err
+    assert [m["target"] for m in d["misses"]] == ["p95_latency_s"]
+
+
+def test_a_target_exactly_at_the_lone_latency_is_met_by_the_fewest_replicas():
+    """8 passes of 0.25 s at any batch (a lone request: exactly 2 s, as batched ones: the batch
+    limit of 8 is never reached at 0.01 requests/s) and a p95 target of exactly 2 s: one replica
+    meets it, the fewest there are. A floor exactly at the target is no lone miss (the search would
+    answer min(4 lo, R_sep) replicas for one)."""
+    from dlmcost.plan import replicas
+    from dlmcost.serving.steptime import Decoding
+    from dlmcost.serving.traffic import Traffic, sample_requests
+
+    table = ClassTable([8], [1], [0.0], [[0.0] + [0.25] * 8])
+    c = replicas.Candidate(HardwareDB.load(None).get("h100"), "bf16", 1, Decoding("block", 32, 1.0), 8, table,
+                           np.array([32.0]), 8)
+    traffic = Traffic(parse_lengths(16, "p"), parse_lengths(32, "a"), rate=0.01)
+    sample = sample_requests(traffic, 100, 0)
+    assert replicas.separate_replicas(c, sample, traffic) > 1
+    found = replicas.fewest_replicas(c, sample, traffic, results.Targets(p95_latency_s=2.0), replicas.Pricing({}, {}, {}))
+    assert (found.deployment.replicas, found.deployment.p95_latency_s, found.deployment.meets) == (1, 2.0, True)
+
+
 # Qwen2.5-7B decoded autoregressively on one H100, 1,024 + 1,024 tokens a request, no stack: its
 # memory limit is worked by hand from its config (oracle.qwen7b_requests_in_memory)
 QWEN_AR_PLAN = ["Qwen/Qwen2.5-7B", "--rate", "1", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--scheme", "ar",
