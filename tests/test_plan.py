@@ -1214,6 +1214,19 @@ def test_an_open_loop_search_grows_no_further_than_the_gpu_cap(capsys):
     assert [m["target"] for m in d["misses"]] == ["p95_latency_s"]
 
 
+def test_a_closed_loop_search_bisects_a_capped_bracket_by_whole_replicas(capsys):
+    """11 users, no think time, a batch limit of 1 on H100s: a replica serving u users answers each
+    in about u lone latencies (0.77 s: 2.30 s at 3, 1.53 s at 2), so a p95 of 2 s needs 2 users a
+    replica at most, ceil(11 / R) <= 2: R = 6. Under --max-gpus 7 the doubling search (1, 2, 4
+    fail) stops at the cap, 7, and bisects (4, 7) by whole numbers: 5 fails, 6 meets. Halved with a
+    true division the bracket's middle is 5.5 replicas."""
+    args = [MODEL, "--users", "11", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--scheme", "dual-cache",
+            "--requests", "100", "--max-batch", "1", "--p95", "2"]
+    for cap in ([], ["--max-gpus", "7"]):
+        d = _plan_json(capsys, *args, *cap)[0]["deployments"][0]
+        assert d["replicas"] == 6 and 2 * 0.7 < d["p95_latency_s"] <= 2, (cap, d["p95_latency_s"])
+
+
 def test_a_target_exactly_at_the_lone_latency_is_met_by_the_fewest_replicas():
     """8 passes of 0.25 s at any batch (a lone request: exactly 2 s, as batched ones: the batch
     limit of 8 is never reached at 0.01 requests/s) and a p95 target of exactly 2 s: one replica
