@@ -576,6 +576,36 @@ def test_a_row_past_those_shown_gets_the_verdict_of_a_brute_force_search():
     assert compared >= 3
 
 
+def test_a_search_told_to_give_up_answers_one_short_of_it():
+    """`fewest_replicas` with give_up(R) = R >= G, against a brute-force search: LLaDA-8B dual-cache
+    on an H100 at a batch limit of 8, 20 requests/s, a p95 of 2.4 s. Every R from the fewest stable
+    replicas up simulated: the first to meet, R*, is one past the first the search simulates (so the
+    search checks give_up(R*) before it simulates R*). G = R* + 1: it answers R*; G = R*: ABSURD."""
+    from dlmcost.inputs.models import resolve_model
+    from dlmcost.plan import replicas, search
+    from dlmcost.serving.steptime import Decoding
+    from dlmcost.serving.traffic import Traffic, sample_requests
+
+    traffic = Traffic(parse_lengths(256, "p"), parse_lengths(128, "a"), rate=20.0)
+    sample = sample_requests(traffic, 100, 0)
+    decoding = Decoding("dual-cache", 32, 1.0)
+    space = search.SearchSpace([HardwareDB.load(None).get("h100")], [1], ["bf16"], [decoding], [8])
+    (c,), _ = search._candidates(resolve_model(MODEL), space, decoding, sample, "realistic", None, None)
+    pricing, targets = replicas.Pricing({}, {}, {}), results.Targets(p95_latency_s=2.4)
+    capacity = replicas.saturation_rps(c, sample)
+    lo = math.floor(traffic.rate / capacity) + 1
+    first = max(lo, math.ceil(traffic.rate / (capacity * 0.95)))  # the fewest below 95% utilisation
+
+    def meets(r: int) -> bool:
+        return replicas._deployment(c, replicas._run(c, sample, traffic, r), r, 1.0, pricing, targets).meets
+
+    fewest = next(r for r in range(lo, lo + 20) if meets(r))  # brute force
+    assert fewest == first + 1
+    found = replicas.fewest_replicas(c, sample, traffic, targets, pricing, lambda r: r >= fewest + 1)
+    assert found.deployment.replicas == fewest
+    assert replicas.fewest_replicas(c, sample, traffic, targets, pricing, lambda r: r >= fewest) == replicas.ABSURD
+
+
 def test_the_batch_limit_is_what_the_longest_requests_fit(capsys, tmp_path):
     """Prompts of 256 and 2,048 tokens (a lengths file: two classes, exactly these), answers of 128,
     no running limit below memory's: the max-batch column is the largest batch of the longest
