@@ -576,6 +576,36 @@ def test_a_row_past_those_shown_gets_the_verdict_of_a_brute_force_search():
     assert compared >= 3
 
 
+def test_a_search_told_to_give_up_answers_one_short_of_it():
+    """`fewest_replicas` with give_up(R) = R >= G, against a brute-force search: LLaDA-8B dual-cache
+    on an H100 at a batch limit of 8, 20 requests/s, a p95 of 2.4 s. Every R from the fewest stable
+    replicas up simulated: the first to meet, R*, is one past the first the search simulates (so the
+    search checks give_up(R*) before it simulates R*). G = R* + 1: it answers R*; G = R*: ABSURD."""
+    from dlmcost.inputs.models import resolve_model
+    from dlmcost.plan import replicas, search
+    from dlmcost.serving.steptime import Decoding
+    from dlmcost.serving.traffic import Traffic, sample_requests
+
+    traffic = Traffic(parse_lengths(256, "p"), parse_lengths(128, "a"), rate=20.0)
+    sample = sample_requests(traffic, 100, 0)
+    decoding = Decoding("dual-cache", 32, 1.0)
+    space = search.SearchSpace([HardwareDB.load(None).get("h100")], [1], ["bf16"], [decoding], [8])
+    (c,), _ = search._candidates(resolve_model(MODEL), space, decoding, sample, "realistic", None, None)
+    pricing, targets = replicas.Pricing({}, {}, {}), results.Targets(p95_latency_s=2.4)
+    capacity = replicas.saturation_rps(c, sample)
+    lo = math.floor(traffic.rate / capacity) + 1
+    first = max(lo, math.ceil(traffic.rate / (capacity * 0.95)))  # the fewest below 95% utilisation
+
+    def meets(r: int) -> bool:
+        return replicas._deployment(c, replicas._run(c, sample, traffic, r), r, 1.0, pricing, targets).meets
+
+    fewest = next(r for r in range(lo, lo + 20) if meets(r))  # brute force
+    assert fewest == first + 1
+    found = replicas.fewest_replicas(c, sample, traffic, targets, pricing, lambda r: r >= fewest + 1)
+    assert found.deployment.replicas == fewest
+    assert replicas.fewest_replicas(c, sample, traffic, targets, pricing, lambda r: r >= fewest) == replicas.ABSURD
+
+
 def test_the_batch_limit_is_what_the_longest_requests_fit(capsys, tmp_path):
     """Prompts of 256 and 2,048 tokens (a lengths file: two classes, exactly these), answers of 128,
     no running limit below memory's: the max-batch column is the largest batch of the longest
@@ -1035,6 +1065,43 @@ def test_a_row_past_those_shown_is_simulated_once_short_of_each_request_alone(mo
     assert verdict(6) == replicas.MEETS and simulated == [4]
 
 
+def test_a_row_past_those_shown_is_simulated_at_a_whole_number_of_replicas(monkeypatch):
+    """`meets_within` from a lower bound of 3 replicas, giving up from 8: the most short of it is
+    7, found by doubling (3, 6, 12) and bisecting (9, 7 and 8 by whole numbers), and simulated there
+    (R_sep stubbed to 100). Halving with a true division instead bisects to 7.5 replicas, a lighter
+    load per replica than 7 carry."""
+    from types import SimpleNamespace
+
+    from dlmcost.plan import replicas
+    from dlmcost.plan.replicas import fewest
+
+    simulated = []
+    monkeypatch.setattr(fewest, "separate_replicas", lambda c, sample, traffic: 100)
+    monkeypatch.setattr(fewest, "_run", lambda c, sample, traffic, r: simulated.append(r))
+    monkeypatch.setattr(fewest, "_deployment", lambda *a: SimpleNamespace(meets=True))
+    monkeypatch.setattr(fewest, "saturation_rps", lambda c, sample: 1.0)
+    verdict = replicas.meets_within(None, None, SimpleNamespace(rate=1.0), None, None, lambda r: r >= 8, 3)
+    assert verdict == replicas.MEETS and simulated == [7] and isinstance(simulated[0], int)
+
+
+@pytest.mark.parametrize("where", ["fewest_replicas", "meets_within"])
+def test_a_candidate_that_completes_no_request_has_no_answer(monkeypatch, where):
+    """A saturation throughput of 0 requests/s (no request completes): neither search divides the
+    load by it; both answer None."""
+    from types import SimpleNamespace
+
+    from dlmcost.plan import replicas
+    from dlmcost.plan.replicas import fewest
+
+    monkeypatch.setattr(fewest, "saturation_rps", lambda c, sample: 0.0)
+    monkeypatch.setattr(fewest, "separate_replicas", lambda c, sample, traffic: 1)  # nothing simulated short of it
+    traffic = SimpleNamespace(rate=1.0, closed_loop=False)
+    if where == "fewest_replicas":
+        assert replicas.fewest_replicas(None, None, traffic, results.Targets(p95_latency_s=1.0), None) is None
+    else:
+        assert replicas.meets_within(None, None, traffic, None, None, lambda r: r >= 8, 1) is None
+
+
 def test_the_rows_whose_sustained_load_is_searched_by_hand():
     """$/Mtok 3, 1, 2, 2, 4: the first `ranked` by $/Mtok and every row tied with the last of them
     (ranked 1: the 1; ranked 2 or 3: 1, 2, 2; none: all, in order)."""
@@ -1121,7 +1188,7 @@ def test_the_replica_cap_by_hand():
     shows; it misses the target). $/Mtok at R replicas of TP 2 at $2 a GPU-hour, serving 40
     requests/s of 500 tokens: R x 2 x 2 / (40 x 500 x 3600) x 1e6 = R / 18 $/Mtok, so a limit of
     $0.25 allows floor(0.25 x 18) = 4 replicas, $0.04 allows 0.72: 1; a hair under 4 replicas'
-    cost (4 / 18) allows 3, a hair over it 4. Both set: the smaller. A
+    cost (4 / 18) allows 3, a hair over it (1e-4 or 1e-9) 4. Both set: the smaller. A
     closed loop's cost is not capped (its served load is not the offered one); no target: None."""
     from types import SimpleNamespace
 
@@ -1138,6 +1205,7 @@ def test_the_replica_cap_by_hand():
     assert cap(max_gpus=1) == 1
     assert cap(max_usd_per_mtok=0.25) == 4 and cap(max_usd_per_mtok=0.04) == 1
     assert cap(max_usd_per_mtok=4 / 18 * (1 - 1e-4)) == 3 and cap(max_usd_per_mtok=4 / 18 * (1 + 1e-4)) == 4
+    assert cap(max_usd_per_mtok=4 / 18 * (1 + 1e-9)) == 4  # the formula's constants exactly (1e6, not 1e6 + 1)
     assert cap(max_usd_per_mtok=0.25, max_gpus=5) == 2 and cap(max_usd_per_mtok=0.25, max_gpus=100) == 4
     assert cap(SimpleNamespace(closed_loop=True, rate=None), max_usd_per_mtok=0.25) is None
     assert cap() is None
@@ -1159,6 +1227,53 @@ def test_a_gpu_cap_stops_the_search_at_the_cap(capsys, max_gpus, replicas, meets
     assert (rc == 0) == meets, err
     assert (d["replicas"], d["gpus"]) == (replicas, replicas)
     assert [m["target"] for m in d.get("misses", [])] == ([] if meets else ["p95_latency_s"])
+
+
+def test_an_open_loop_search_grows_no_further_than_the_gpu_cap(capsys):
+    """20 requests/s on H100s at a batch limit of 8 need 12 replicas for a p95 of 1.5 s, and 6 keep
+    up with the load (the first simulated, failing). Under --max-gpus 7 the search's step from 6
+    (read off the queueing shape, toward 12) stops at the cap: the nearest miss is 7 replicas,
+    missing the latency target alone, not a count past the cap missing both."""
+    args = [MODEL, "--rate", "20", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--scheme", "dual-cache",
+            "--requests", "100", "--max-batch", "8", "--p95", "1.5"]
+    free, _ = _plan_json(capsys, *args)
+    assert free["deployments"][0]["replicas"] == 12
+    rc, out, err = run(capsys, "plan", *args, "--max-gpus", "7", "-f", "json")
+    d = json.loads(out)["nearest_miss"]
+    assert rc != 0 and (d["replicas"], d["gpus"]) == (7, 7), err
+    assert [m["target"] for m in d["misses"]] == ["p95_latency_s"]
+
+
+def test_a_closed_loop_search_bisects_a_capped_bracket_by_whole_replicas(capsys):
+    """11 users, no think time, a batch limit of 1 on H100s: a replica serving u users answers each
+    in about u lone latencies (0.77 s: 2.30 s at 3, 1.53 s at 2), so a p95 of 2 s needs 2 users a
+    replica at most, ceil(11 / R) <= 2: R = 6. Under --max-gpus 7 the doubling search (1, 2, 4
+    fail) stops at the cap, 7, and bisects (4, 7) by whole numbers: 5 fails, 6 meets. Halved with a
+    true division the bracket's middle is 5.5 replicas."""
+    args = [MODEL, "--users", "11", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--scheme", "dual-cache",
+            "--requests", "100", "--max-batch", "1", "--p95", "2"]
+    for cap in ([], ["--max-gpus", "7"]):
+        d = _plan_json(capsys, *args, *cap)[0]["deployments"][0]
+        assert d["replicas"] == 6 and 2 * 0.7 < d["p95_latency_s"] <= 2, (cap, d["p95_latency_s"])
+
+
+def test_a_target_exactly_at_the_lone_latency_is_met_by_the_fewest_replicas():
+    """8 passes of 0.25 s at any batch (a lone request: exactly 2 s, as batched ones: the batch
+    limit of 8 is never reached at 0.01 requests/s) and a p95 target of exactly 2 s: one replica
+    meets it, the fewest there are. A floor exactly at the target is no lone miss (the search would
+    answer min(4 lo, R_sep) replicas for one)."""
+    from dlmcost.plan import replicas
+    from dlmcost.serving.steptime import Decoding
+    from dlmcost.serving.traffic import Traffic, sample_requests
+
+    table = ClassTable([8], [1], [0.0], [[0.0] + [0.25] * 8])
+    c = replicas.Candidate(HardwareDB.load(None).get("h100"), "bf16", 1, Decoding("block", 32, 1.0), 8, table,
+                           np.array([32.0]), 8)
+    traffic = Traffic(parse_lengths(16, "p"), parse_lengths(32, "a"), rate=0.01)
+    sample = sample_requests(traffic, 100, 0)
+    assert replicas.separate_replicas(c, sample, traffic) > 1
+    found = replicas.fewest_replicas(c, sample, traffic, results.Targets(p95_latency_s=2.0), replicas.Pricing({}, {}, {}))
+    assert (found.deployment.replicas, found.deployment.p95_latency_s, found.deployment.meets) == (1, 2.0, True)
 
 
 # Qwen2.5-7B decoded autoregressively on one H100, 1,024 + 1,024 tokens a request, no stack: its
