@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import warnings
 
-
 from ...errors import DlmcostWarning
 from ...safe_text import shown
 from .. import memory_binding
@@ -103,8 +102,8 @@ def memory_binds(prep: Prepared, load, point: Point) -> bool:
     Never where the running limit holds no more than memory does (the limit binds first). Else a
     job's parallel requests or a closed loop's users per replica (without think time: every user
     always in flight) beyond it; any other load (open, trace, users that think) by what the run
-    did: the most requests a replica held at once reach MEMORY_BINDS_FRACTION (memory_binding.py) of it (the peak,
-    not the mean, which a short run's ramp and drain pull down)."""
+    did: memory_binding.peak_binds on the most requests a replica held at once (the peak, not the
+    mean, which a short run's ramp and drain pull down)."""
     held = requests_memory_holds(prep)
     cap = in_flight_cap(prep.max_running, prep.first_block_outside_limit)
     if isinstance(load, BatchJob) or (isinstance(load, ClosedLoop) and not load.think_s):

@@ -1,8 +1,8 @@
 """One load measured: the replicas simulated, and what serving benchmarks report (`Point`).
 
 `evaluate` deals the load's requests to the replicas (an open load's all to one of its alike
-replicas), runs each replica (behaviour.py), and measures the window after the warm-up: throughput, latency percentiles, cost, energy and the
-targets missed. `mark_pareto` marks the front of tokens/s per GPU against tokens/s per user over
+replicas), runs each replica (behaviour.py), and measures the window after the warm-up:
+throughput, latency percentiles, cost, energy and the targets missed. `mark_pareto` marks the front of tokens/s per GPU against tokens/s per user over
 a set of points. The capacity questions (capacity.py) and the error band's ends (bands.py) are
 loads measured here.
 """
@@ -115,9 +115,11 @@ def _simulate_replicas(prep: Prepared, load, cls: np.ndarray, arrivals: np.ndarr
     else:
         groups = [np.arange(r, n, R) for r in range(min(R, n))]
         kinds = [dict(arrivals_s=arrivals[g]) for g in groups]
-    # an open load's one replica sends every R-th request of the stream: its prefix-cache shares are those
-    uncached = _uncached(prep, n * R)[::R] if isinstance(load, OpenLoop) and _uncached(prep, 1) is not None \
-        else _uncached(prep, n)
+    if isinstance(load, OpenLoop):  # its one replica sends every R-th request of the stream: their cache shares
+        shares = _uncached(prep, n * R)
+        uncached = None if shares is None else shares[::R]
+    else:
+        uncached = _uncached(prep, n)
     for g, kind in zip(groups, kinds):
         sub = passes_all.subset(g) if passes_all is not None else None
         r = behaviour.run(prep.table, cls[g], prep.max_running, prep.release, sub, prep.first_block_outside_limit,
