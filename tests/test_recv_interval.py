@@ -29,6 +29,13 @@ def _run(classes: int, arrivals: list[float], interval: int, cap: int = 3, nfe: 
                     arrivals_s=np.array(arrivals), recv_interval=interval)
 
 
+def _assert_schedule(r, start: list[float], first: list[float], done: list[float]) -> None:
+    """Each request's admission, first token and completion, as worked by hand."""
+    assert r.start_s.tolist() == pytest.approx(start)
+    assert r.first_block_s.tolist() == pytest.approx(first)
+    assert r.done_s.tolist() == pytest.approx(done)
+
+
 LOOPS = pytest.mark.parametrize("classes", [1, 2])  # one class: the in-order loop; two alike: the general one
 
 
@@ -87,9 +94,7 @@ def test_a_request_received_while_the_batch_is_full_waits_in_the_queue(classes):
     admits request 2 alone (first token 11, done 20) without receiving; boundary 11 follows that
     prefill and receives request 3 (first token 12, done 21). With R = 1 both would join at 10."""
     r = _run(classes, [0.0, 0.0, 2.5, 9.5], 4, cap=2)
-    assert r.start_s.tolist() == pytest.approx([0.0, 0.0, 10.0, 11.0])
-    assert r.first_block_s.tolist() == pytest.approx([1.0, 1.0, 11.0, 12.0])
-    assert r.done_s.tolist() == pytest.approx([10.0, 10.0, 20.0, 21.0])
+    _assert_schedule(r, [0.0, 0.0, 10.0, 11.0], [1.0, 1.0, 11.0, 12.0], [10.0, 10.0, 20.0, 21.0])
     once = _run(classes, [0.0, 0.0, 2.5, 9.5], 1, cap=2)
     assert once.start_s.tolist() == pytest.approx([0.0, 0.0, 10.0, 10.0])
 
@@ -104,9 +109,7 @@ def test_a_boundary_the_loop_jumped_over_received_up_to_its_own_time(classes):
     done 21). With a queued request 2 (at 0) and request 3 at 8.5, boundary 9 received request 3:
     both join at 10."""
     r = _run(classes, [0.0, 0.0, 9.0, 9.5], 4, cap=2)
-    assert r.start_s.tolist() == pytest.approx([0.0, 0.0, 10.0, 11.0])
-    assert r.first_block_s.tolist() == pytest.approx([1.0, 1.0, 11.0, 12.0])
-    assert r.done_s.tolist() == pytest.approx([10.0, 10.0, 20.0, 21.0])
+    _assert_schedule(r, [0.0, 0.0, 10.0, 11.0], [1.0, 1.0, 11.0, 12.0], [10.0, 10.0, 20.0, 21.0])
     queued = _run(classes, [0.0, 0.0, 0.0, 8.5], 4, cap=2)
     assert queued.start_s.tolist() == pytest.approx([0.0, 0.0, 10.0, 10.0])
 
