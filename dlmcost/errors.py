@@ -29,6 +29,15 @@ class UsageError(DlmcostError):
     exit_code = EXIT_USAGE
 
 
+class OverrideError(UsageError):
+    """A value given as an override of a file's field (`plan`'s options over its scenario) that
+    the field refuses: `field` (section, name) and `detail` let the command name its own option."""
+
+    def __init__(self, message: str, field: tuple[str, str], detail: str):
+        super().__init__(message)
+        self.field, self.detail = field, detail
+
+
 class WorkloadError(DlmcostError):
     """A workload that cannot run: block not dividing the generation, fewer steps than blocks."""
 

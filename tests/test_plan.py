@@ -392,15 +392,20 @@ def test_a_target_near_the_float_maximum_binds_nothing(capsys, option):
 @pytest.mark.parametrize("args, code, needle", [
     (["--rate", "-3"], 2, "rate"),
     (["--rate", "0"], 2, "rate"),
-    (["--rate", "1e-300"], 2, "field 'traffic.rate': Input should be greater than or equal to 0.000001"),  # was 70
-    (["--users", "3", "--think", "1e300"], 2, "field 'traffic.think_s': Input should be less than or equal to 1000000"),
+    (["--rate", "1e-300"], 2, "error: --rate: Input should be greater than or equal to 0.000001"),  # was 70
+    (["--users", "3", "--think", "1e300"], 2, "error: --think: Input should be less than or equal to 1000000"),
+    # an option's value the scenario refuses is named by the option, not the scenario's field
+    (["--rate", "5", "--max-gpus", "0"], 2, "error: --max-gpus: Input should be greater than 0"),
+    (["--rate", "5", "--cached-prompt", "2"], 2, "error: --cached-prompt: Input should be less than or equal to 1"),
+    (["--rate", "5", "--requests", "5"], 2, "error: --requests: Input should be greater than or equal to 100"),
+    (["--users", "0"], 2, "error: --users: Input should be greater than 0"),
     (["--rate", "5", "--users", "3"], 2, "not both"),
     ([], 2, "request rate"),
     (["--rate", "5", "--gpu", "h900"], 4, "unknown GPU"),
     (["--rate", "5", "--gpu", "h20", "--max-usd-per-mtok", "3"], 2, "no price for H20"),
     (["--rate", "5", "--price", "h100"], 2, "--price"),
     (["--rate", "5", "--price", "h100=-1"], 2, "--price"),
-    (["--rate", "5", "--p95", "-1"], 2, "p95_latency_s"),
+    (["--rate", "5", "--p95", "-1"], 2, "error: --p95: Input should be greater than 0"),
     (["--rate", "5", "--prompt", "p50:300,p90:100"], 2, "must not decrease"),
     (["--rate", "5", "--prompt", "lots"], 2, "not a token count"),
     (["--rate", "5", "--answer", "@/nonexistent/lengths.txt"], 2, "lengths file /nonexistent/lengths.txt: does not exist"),
@@ -439,6 +444,8 @@ def test_bad_options_one_line(capsys, args, code, needle):
     ("traffic: {rate: 5, answer: {p50: true}}\n", "answer lengths: expected a token count, got True"),
     ("traffic: {users: true}\n", "field 'traffic.users'"),
     ("traffic: {rate: 5}\nsimulation: {requests: '500'}\n", "field 'simulation.requests'"),
+    # the file's own value is named by its field, not by the option that would have set it
+    ("traffic: {rate: 5}\ntargets: {max_gpus: 0}\n", "scenario.yaml: field 'targets.max_gpus': Input should be greater than 0"),
 ])
 def test_bad_scenario_files(capsys, tmp_path, text, needle):
     path = tmp_path / "scenario.yaml"

@@ -504,7 +504,8 @@ def test_a_light_open_loop_is_never_overloaded(requests):
     (["--concurrency", "4", "--gpu", "h900"], 4, "unknown GPU"),
     (["--concurrency", "4", "--max-running", "0"], 2, "--max-running"),
     (["--concurrency", "4", "--prefill-chunk", "-1"], 2, "--prefill-chunk: tokens per step in 0..10,000,000"),
-    (["--concurrency", "4", "--p95", "-2"], 2, "p95"),
+    (["--concurrency", "4", "--p95", "-2"], 2, "error: --p95 must be a positive number, got -2"),
+    (["--concurrency", "4", "--min-user-tps", "0"], 2, "error: --min-user-tps must be a positive number, got 0"),
     (["--concurrency", "4", "-f", "xml"], 2, "unknown format"),
     (["--concurrency", "4", "--tp", "3"], 3, "cannot run"),
 ])

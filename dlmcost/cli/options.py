@@ -51,6 +51,11 @@ def group(into: str, build: Callable[..., Any], options: dict[str, tuple[Any, An
     return decorate
 
 
+def option_flag(option: tuple[Any, Any]) -> str:
+    """An option group's entry (annotation, typer.Option) -> the flag a user types (its first name)."""
+    return option[1].param_decls[0]
+
+
 # --- single options ------------------------------------------------------------------------------
 
 SCHEME_CHOICES = " | ".join(api.SCHEMES)

@@ -1,20 +1,22 @@
 """`dlmcost plan`: the fewest GPUs and replicas meeting latency and cost targets at a traffic."""
 
+import inspect
 from typing import Optional
 
 import typer
 
 from .. import api
-from ..errors import NoDeploymentError, UsageError
+from ..errors import NoDeploymentError, OverrideError, UsageError
 from ..render.plan import PLAN_CSV_KEYS, plan_csv_rows, render_plan
 from .app import app, examples
 from .options import (ApiServersOpt, EfficiencyOpt, HardwareOpt, KvDtypesOpt, MemFractionOpt, MinAccuracyOpt, PrefillChunkOpt,
-                      RecvIntervalOpt, TaskOpt, group, output_options, parse_list, require_option, stack_options)
+                      RecvIntervalOpt, TaskOpt, group, option_flag, output_options, parse_list, require_option,
+                      stack_options)
 from .output import draw, gate, held_output, progress_bar, requirements_of
 
 # --- option groups (the traffic and the targets: what a deployment is asked to serve) -----------
 
-traffic_options = group("traffic", lambda **t: t, {
+TRAFFIC_OPTIONS = {
     "rate": (Optional[float], typer.Option(None, "--rate", help="requests/s, Poisson arrivals")),
     "users": (Optional[int], typer.Option(None, "--users", help="concurrent users (closed loop) instead of --rate")),
     "think_s": (Optional[float], typer.Option(None, "--think", help="closed loop: seconds a user waits between requests [0]")),
@@ -25,7 +27,8 @@ traffic_options = group("traffic", lambda **t: t, {
                                                          "(vLLM's prefix caching, SGLang's radix cache), 0..1, for the "
                                                          "decodings that prefill a prompt in one pass or under a "
                                                          "budget [0]")),
-})
+}
+traffic_options = group("traffic", lambda **t: t, TRAFFIC_OPTIONS)
 
 # the latency targets `plan` and `serve` share (serve's --max-rate holds a deployment to them)
 BASELINE_SHOWN = 3  # AR baseline deployments a table, a page and a chart show (render.report's)
@@ -37,11 +40,12 @@ LATENCY_TARGETS = {
     "min_tokens_per_s_per_user": (Optional[float], typer.Option(None, "--min-user-tps", help="target: median answer tokens/s per user")),
 }
 
-targets_options = group("targets", lambda **t: t, {
+TARGET_OPTIONS = {
     **LATENCY_TARGETS,
     "max_usd_per_mtok": (Optional[float], typer.Option(None, "--max-usd-per-mtok", help="target: $ per million output tokens")),
     "max_gpus": (Optional[int], typer.Option(None, "--max-gpus", help="target: GPUs in total")),
-})
+}
+targets_options = group("targets", lambda **t: t, TARGET_OPTIONS)
 
 
 def _search(gpu, consumer, tp, precision, kv_dtype, mem_fraction, scheme, block, tpf, steps, max_batch, prefill_chunk, api_servers,
@@ -53,7 +57,7 @@ def _search(gpu, consumer, tp, precision, kv_dtype, mem_fraction, scheme, block,
                 prefill_chunk=prefill_chunk, api_servers=api_servers, recv_interval=recv_interval, consumer=consumer or None, task=task, min_accuracy=floor)
 
 
-search_options = group("search", _search, {
+SEARCH_OPTIONS = {
     "gpu": (Optional[str], typer.Option(None, "--gpu", "-g", metavar="LIST", help="comma list or 'all' (default: every data-centre GPU with a price)")),
     "consumer": (bool, typer.Option(False, "--consumer", help="add the priced workstation and consumer cards (RTX PRO, RTX 4090/5090) to the default GPUs")),
     "tp": (Optional[str], typer.Option(None, "--tp", metavar="LIST", help="comma list of tensor-parallel sizes [1,2,4,8]")),
@@ -72,7 +76,8 @@ search_options = group("search", _search, {
     "recv_interval": (Optional[int], RecvIntervalOpt),
     "task": (Optional[str], TaskOpt),
     "min_accuracy": (Optional[str], MinAccuracyOpt),
-})
+}
+search_options = group("search", _search, SEARCH_OPTIONS)
 
 
 def _decodings(scheme, block, tpf, steps) -> list[dict]:
@@ -90,6 +95,21 @@ def _decodings(scheme, block, tpf, steps) -> list[dict]:
             for kind, v in speeds:
                 out.append(dict(scheme=sc, block=b, **({kind: v} if kind else {})))
     return out
+
+
+# the scenario's field each option sets, where its name differs; --scheme, --block, --tpf and --steps
+# make `decoding` together: no one option to name
+SEARCH_FIELDS = {"gpu": "gpus", "precision": "precisions"}
+DECODING_OPTIONS = frozenset(inspect.signature(_decodings).parameters)
+# (section, field) -> the option that gave it: a value the scenario refuses is named as it was typed
+OPTION_OF_FIELD = {
+    **{("traffic", k): option_flag(o) for k, o in TRAFFIC_OPTIONS.items()},
+    **{("targets", k): option_flag(o) for k, o in TARGET_OPTIONS.items()},
+    **{("search", SEARCH_FIELDS.get(k, k)): option_flag(o) for k, o in SEARCH_OPTIONS.items()
+       if k not in DECODING_OPTIONS},
+    ("simulation", "requests"): "--requests",
+    ("simulation", "seed"): "--seed",
+}
 
 
 # --- the command ---------------------------------------------------------------------------------
@@ -155,10 +175,15 @@ def _run(scenario, overrides, model, price, hardware, efficiency, stack_choice, 
     with progress_bar("planning: candidate deployments") as progress:
         # an empty name given ('' from an unset shell variable) is refused, not the scenario's model planned in its place
         models = [api.locate_example(m) for m in parse_list(model, str, "model")] if model is not None else None
-        return api.run_plan(api.locate_example(scenario), overrides, model=models, prices=price or [],
-                            hardware=hardware, efficiency=api.locate_example(efficiency),
-                            stack=stack_choice.stack, eager=stack_choice.eager,
-                            baseline=baseline, absurd=absurd, progress=progress, ranked=ranked)
+        try:
+            return api.run_plan(api.locate_example(scenario), overrides, model=models, prices=price or [],
+                                hardware=hardware, efficiency=api.locate_example(efficiency),
+                                stack=stack_choice.stack, eager=stack_choice.eager,
+                                baseline=baseline, absurd=absurd, progress=progress, ranked=ranked)
+        except OverrideError as exc:  # an option's value: named as typed, not as the scenario's field
+            if exc.field not in OPTION_OF_FIELD:
+                raise
+            raise UsageError(f"{OPTION_OF_FIELD[exc.field]}: {exc.detail}") from None
 
 
 def _exit_unless_met(result) -> None:

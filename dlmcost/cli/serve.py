@@ -10,7 +10,7 @@ import typer
 from .. import api
 from ..errors import RequirementError, UsageError
 from .app import app
-from .options import (STACK_OPTIONS, ApiServersOpt, EfficiencyOpt, KvDtypeCompareOpt, MemFractionOpt, MinAccuracyOpt, PrefillChunkOpt, RecvIntervalOpt,
+from .options import (STACK_OPTIONS, option_flag, ApiServersOpt, EfficiencyOpt, KvDtypeCompareOpt, MemFractionOpt, MinAccuracyOpt, PrefillChunkOpt, RecvIntervalOpt,
                       TaskOpt, group, output_options, parse_list, require_option)
 from .output import GATE_LINES, check_finite, draw, held_output, requirements_of
 from .plan import LATENCY_TARGETS
@@ -163,7 +163,7 @@ def _targets(**given):
     targets = api.Targets(**given)
     for k, v in targets.as_dict().items():
         if not (math.isfinite(v) and v > 0):
-            raise UsageError(f"target {k} must be a positive number, got {v}")
+            raise UsageError(f"{option_flag(LATENCY_TARGETS[k])} must be a positive number, got {v:g}")
     return targets if targets.as_dict() else None
 
 

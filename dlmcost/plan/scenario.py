@@ -21,7 +21,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from ..engine.memory import DEFAULT_MEM_FRACTION
 from ..engine.schemes import autoregressive_scheme, get_scheme
 from ..engine.workload import SCHEMES
-from ..errors import DlmcostWarning, UsageError
+from ..errors import DlmcostWarning, OverrideError, UsageError
 from ..safe_text import shown
 from ..inputs import files
 from ..inputs.names import task_key
@@ -141,11 +141,17 @@ class ScenarioSpec(BaseModel):
     simulation: SimulationSpec = SimulationSpec()
 
 
-def _validated(model_cls, data, where: str):
+def _validated(model_cls, data, where: str, overrides: dict | None = None):
     try:
         return model_cls.model_validate(data)
     except ValidationError as exc:
-        raise UsageError(f"{where}: {files.validation_message(exc)}") from None
+        message = f"{where}: {files.validation_message(exc)}"
+        loc = exc.errors()[0]["loc"]
+        given = (overrides or {}).get(loc[0]) if loc else None
+        if len(loc) >= 2 and isinstance(given, dict) and given.get(loc[1]) is not None:
+            # the value came from an override, not the file: the caller may name it as it was given
+            raise OverrideError(message, (loc[0], loc[1]), shown(exc.errors()[0]["msg"])) from None
+        raise UsageError(message) from None
 
 
 def read_scenario(path: str | None, overrides: dict) -> ScenarioSpec:
@@ -167,7 +173,7 @@ def read_scenario(path: str | None, overrides: dict) -> ScenarioSpec:
                 data[section] = {**(current if isinstance(current, dict) else {}), **given}
         elif values is not None:
             data[section] = values
-    return _validated(ScenarioSpec, data, f"scenario {path}" if path else "scenario")
+    return _validated(ScenarioSpec, data, f"scenario {path}" if path else "scenario", overrides)
 
 
 def _relative_to(folder: Path, data: dict) -> None:
