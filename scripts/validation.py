@@ -201,6 +201,10 @@ RECORDED_OUT_OF_SOURCE_MEDIAN = TARGET_OUT_OF_SOURCE_MEDIAN  # met: held to its 
 # TTFT at 64 in flight with 8,000-token prompts (sgcm-minimax-m25-fp8-b200tp8ep8-sglang-8k1k-c64, optimistic; 2.86x
 # were no prompt cached), and the median to 1.18x (1.178). Its B200 decode is 1.42-1.78x optimistic, its H100
 # decode 1.10-1.16x; every TTFT optimistic (1.80-10.30x).
+# And its DeepSeek-V3.1 page (SGCV, a new source: 8x MI300X TP8, SGLang 0.5.7, default launch, nine runs, 36
+# numbers, nothing fitted on them; the first measured MI300X serving numbers here): every number optimistic,
+# decode 1.94-4.11x (TPOT 6.0 ms predicted at one request, 23.8-24.9 ms measured), TTFT 3.31-8.41x; the median to
+# 1.21x (1.215), the worst unchanged.
 RECORDED_OUT_OF_SOURCE_WORST = 10.31  # 10.3026
 BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-of-source numbers (6)
 BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
@@ -761,6 +765,13 @@ SERVING_NOTES = [
     "lacking 73 and 68 ms. On H100 it is 2.23x (65 ms and 145 ms, with a median of 80 ms and a P99 of 633 ms: one "
     "slow request of ten). Under load the B200 mean TTFT is 3.77-10.30x optimistic (medians 107-188 ms, P99 "
     "1.05-4.93 s; 2.86x at the worst were no prompt cached), the H100 one 1.80-1.84x.",
+    "- The same cookbook's DeepSeek-V3.1 on 8x MI300X (SGCV; SGLang 0.5.7, AR, FP8, default launch, TP8; the first "
+    "measured MI300X serving numbers here): every number is optimistic. The time per token after the first is "
+    "3.97-4.11x at one request (6.0 ms predicted, 23.8-24.9 ms measured) and 1.94-3.15x under load, so the MI300X "
+    "decode of this engine and model runs about four times slower than the part's tables describe (not modelled: "
+    "the ROCm kernels SGLang picks for DeepSeek). The mean TTFT is 3.31-8.41x optimistic, the one-request runs "
+    "noisy (1,000-token prompts: mean 558 ms, median 214 ms, P99 1,625 ms; the reasoning run that repeats them, "
+    "wholly cached: 157 ms, P99 160 ms, against 47 ms predicted).",
     "- GPUStack's Qwen3-8B on one H100 (GPS, its latency page; vLLM 0.11.0 and SGLang 0.5.3 at their default launches, "
     "100 ShareGPT conversations at 1-8 in flight) and the vLLM blog's FP8 K/V cache post (VKV; Llama-3.1-8B on one "
     "H100, 150 requests of about 20k / 2k tokens at 8 in flight, its BF16 and FP8 K/V rows), AR baselines added as published "
