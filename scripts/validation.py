@@ -772,6 +772,14 @@ SERVING_NOTES = [
     "the ROCm kernels SGLang picks for DeepSeek). The mean TTFT is 3.31-8.41x optimistic, the one-request runs "
     "noisy (1,000-token prompts: mean 558 ms, median 214 ms, P99 1,625 ms; the reasoning run that repeats them, "
     "wholly cached: 157 ms, P99 160 ms, against 47 ms predicted).",
+    "- The same cookbook's MiniMax-M2.7 on 2x GB300 TP2 (SGCM7; SGLang 0.5.10.post1, another author; not modelled: "
+    "that release runs prompt prefills from piecewise CUDA graphs, where the sglang stack charges eager launches): "
+    "the mean TTFT at one request is 1.43x pessimistic (72 ms predicted, 50 ms measured, median 54 ms), of which "
+    "the stack's eager dispatch is about 44 ms (62 layers of 28 + 650 us and 125 all-reduces of 15 us): without "
+    "it the model would lack about 22 ms at TP2, against the 70-80 ms SGCR and SGCM lack at TP8 on 0.5.6-0.5.9, "
+    "the one same-harness hint that the missing cost grows with TP (a different release, so not a measurement of "
+    "it). Decode is 1.17x optimistic at one request and 1.02x at 100 in flight; the mean TTFT at 100 1.92x "
+    "optimistic (median 92 ms).",
     "- GPUStack's Qwen3-8B on one H100 (GPS, its latency page; vLLM 0.11.0 and SGLang 0.5.3 at their default launches, "
     "100 ShareGPT conversations at 1-8 in flight) and the vLLM blog's FP8 K/V cache post (VKV; Llama-3.1-8B on one "
     "H100, 150 requests of about 20k / 2k tokens at 8 in flight, its BF16 and FP8 K/V rows), AR baselines added as published "

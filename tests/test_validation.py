@@ -511,12 +511,19 @@ def cached_shares(runs: list[tuple[int, int, int]], run: int) -> list[float]:
     return [round(float(c) / float(p), 4) for c, p in zip(cached, mine)]
 
 
-@pytest.mark.parametrize("runs, run", [(SGCL_RUNS, i) for i in range(len(SGCL_RUNS))]
-                         + [(SGCR_RUNS, i) for i in range(len(SGCR_RUNS))])
-def test_sglang_cookbook_cached_shares_are_regenerated_from_the_runs_order(runs, run):
+# SGCM7 (its MiniMax-M2.7 page): 10 prompts at 1, then 500 at 100, with no run of 80 between them
+SGCM7_RUNS = [(1000, 1000, 10), (1000, 1000, 500)]
+
+
+@pytest.mark.parametrize("runs, run, suffix", [(SGCL_RUNS, i, "") for i in range(len(SGCL_RUNS))]
+                         + [(SGCR_RUNS, i, "") for i in range(len(SGCR_RUNS))]
+                         + [(SGCM7_RUNS, 0, ""), (SGCM7_RUNS, 1, "-after-n10")])
+def test_sglang_cookbook_cached_shares_are_regenerated_from_the_runs_order(runs, run, suffix):
     """validation/lengths/sglang-random-*-cached.txt: the shares above, one a request in the order sent
-    (each page's earlier runs add nothing to the other's files: the same files serve both)."""
+    (SGCL's and SGCR's earlier runs add nothing to each other's files: the same files serve both; a page
+    whose runs differ has its own file, named by its earlier run)."""
     i_len, o_len, n = runs[run]
     shape = {(1000, 1000): "1000", (8000, 1000): "8000-1000", (1000, 8000): "1000-8000"}[i_len, o_len]
-    text = (validation.ROOT / "validation" / "lengths" / f"sglang-random-{shape}-seed1-n{n}-cached.txt").read_text()
+    name = f"sglang-random-{shape}-seed1-n{n}{suffix}-cached.txt"
+    text = (validation.ROOT / "validation" / "lengths" / name).read_text()
     assert text == " ".join(f"{v:g}" for v in cached_shares(runs, run)) + "\n"
