@@ -282,6 +282,10 @@ SGLANG_RANDOM_LENGTHS = {
     "sglang-random-8000-1000-seed1-n10": ((8000, 1000, 10), (41941, 4220)),  # SGCL 5.1.2.1
     "sglang-random-8000-1000-seed1-n80": ((8000, 1000, 80), (300020, 41669)),  # SGCL 5.1.2.2
     "sglang-random-8000-1000-seed1-n320": ((8000, 1000, 320), (1273893, 170000)),  # SGCL 5.1.2.3
+    # SGCR's reasoning runs (the DeepSeek-R1 page prints each generated total less one token a request)
+    "sglang-random-1000-8000-seed1-n10": ((1000, 8000, 10), (6101, 44452 + 10)),
+    "sglang-random-1000-8000-seed1-n80": ((1000, 8000, 80), (39668, 318226 + 80)),
+    "sglang-random-1000-8000-seed1-n320": ((1000, 8000, 320), (158939, 1300705 + 320)),
 }
 
 
@@ -480,35 +484,46 @@ def test_first_token_bands_fall_back_as_their_basis_says():
 
 # The SGLang cookbook's Llama 3.1 runs (SGCL), in the order the page prints them, on one server whose
 # radix cache is never flushed (bench_serving flushes it only in SGLang's CI or with --flush-cache):
-# (I, N) of each run. Prompt i of every run is the i-th ShareGPT prompt of one shuffle (Python's random
+# (I, O, N) of each run. Prompt i of every run is the i-th ShareGPT prompt of one shuffle (Python's random
 # at seed 1), repeated and cut to the run's i-th drawn input length, so it shares its first
 # min(L_i, L'_i) tokens with prompt i of every earlier run that had one; each run's warm-up request is
-# its own prompt 0.
-SGCL_RUNS = [(1000, 10), (1000, 80), (1000, 500), (8000, 10), (8000, 80), (8000, 320)]
+# its own prompt 0. SGCR (its DeepSeek-R1 page) runs the same chat and summarization runs with three
+# reasoning runs between them, whose prompts are the chat runs' (the same input draws).
+SGCL_RUNS = [(1000, 1000, 10), (1000, 1000, 80), (1000, 1000, 500), (8000, 1000, 10), (8000, 1000, 80), (8000, 1000, 320)]
+SGCR_RUNS = [*SGCL_RUNS[:3], (1000, 8000, 10), (1000, 8000, 80), (1000, 8000, 320), *SGCL_RUNS[3:]]
 
 
-def sgcl_cached_shares(run: int) -> list[float]:
+def cached_shares(runs: list[tuple[int, int, int]], run: int) -> list[float]:
     """Each request's share of its prompt already in the radix cache when it is sent (4 decimals)."""
     import numpy as np
 
     def inputs(i_len: int, n: int):
         return np.random.RandomState(1).randint(1, i_len + 1, size=n)
 
-    i_len, n = SGCL_RUNS[run]
+    i_len, _, n = runs[run]
     mine = inputs(i_len, n)
     cached = np.zeros(n)
     cached[0] = mine[0]  # the warm-up
-    for e_len, e_n in SGCL_RUNS[:run]:
+    for e_len, _, e_n in runs[:run]:
         theirs = inputs(e_len, e_n)
         k = min(n, e_n)
         cached[:k] = np.maximum(cached[:k], np.minimum(mine[:k], theirs[:k]))
     return [round(float(c) / float(p), 4) for c, p in zip(cached, mine)]
 
 
-@pytest.mark.parametrize("run", range(len(SGCL_RUNS)))
-def test_sgcl_cached_shares_are_regenerated_from_the_runs_order(run):
-    """validation/lengths/sgcl-*-cached.txt: the shares above, one a request in the order sent."""
-    i_len, n = SGCL_RUNS[run]
-    stem = f"sglang-random-{'1000' if i_len == 1000 else '8000-1000'}-seed1-n{n}"
-    text = (validation.ROOT / "validation" / "lengths" / f"{stem}-cached.txt").read_text()
-    assert text == " ".join(f"{v:g}" for v in sgcl_cached_shares(run)) + "\n"
+# SGCM7 (its MiniMax-M2.7 page): 10 prompts at 1, then 500 at 100, with no run of 80 between them
+SGCM7_RUNS = [(1000, 1000, 10), (1000, 1000, 500)]
+
+
+@pytest.mark.parametrize("runs, run, suffix", [(SGCL_RUNS, i, "") for i in range(len(SGCL_RUNS))]
+                         + [(SGCR_RUNS, i, "") for i in range(len(SGCR_RUNS))]
+                         + [(SGCM7_RUNS, 0, ""), (SGCM7_RUNS, 1, "-after-n10")])
+def test_sglang_cookbook_cached_shares_are_regenerated_from_the_runs_order(runs, run, suffix):
+    """validation/lengths/sglang-random-*-cached.txt: the shares above, one a request in the order sent
+    (SGCL's and SGCR's earlier runs add nothing to each other's files: the same files serve both; a page
+    whose runs differ has its own file, named by its earlier run)."""
+    i_len, o_len, n = runs[run]
+    shape = {(1000, 1000): "1000", (8000, 1000): "8000-1000", (1000, 8000): "1000-8000"}[i_len, o_len]
+    name = f"sglang-random-{shape}-seed1-n{n}{suffix}-cached.txt"
+    text = (validation.ROOT / "validation" / "lengths" / name).read_text()
+    assert text == " ".join(f"{v:g}" for v in cached_shares(runs, run)) + "\n"
