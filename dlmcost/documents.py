@@ -48,6 +48,7 @@ class PublishedBand(Record):
     """A stack's published error band, as a calibration found it (error_bands.json)."""
 
     stack: str = Field(description="the stack the band is of ('pooled': every stack's)")
+    vendor: Optional[str] = Field(None, description="the vendor whose parts it was taken on (null: every vendor's)")
     low: float
     median: float
     high: float
@@ -72,6 +73,11 @@ class ErrorBand(Record):
     ones (the validation), or the user's own (a calibrated stack file's held-out error)."""
 
     stack: str = Field(description="the stack the band is of ('pooled': every stack's)")
+    vendor: Optional[str] = Field(description="the vendor whose parts its measurements ran on, where the validation "
+                                              "has a band there (the stack runs other kernels on each vendor's "
+                                              "parts); null: every vendor's")
+    label: str = Field(description="how the output names it: the stack, and the vendor's parts where it is one "
+                                   "vendor's ('sglang on AMD parts')")
     low: float = Field(description="10th percentile of predicted / measured speed (above 1: optimistic)")
     median: float
     high: float = Field(description="90th percentile")
@@ -388,7 +394,8 @@ class PlanSearch(Record):
                                                    "plans one)")
     runs_on: Optional[list[str]] = Field(description="the vendors the stack runs on (null: any)")
     error_bands: dict[str, ErrorBand] = Field(
-        description="stack (as `stacks` names it) -> the error band its deployments' intervals come from")
+        description="stack (as `stacks` names it), with ' on VENDOR parts' where its band there is that vendor's "
+                    "-> the error band its deployments' intervals come from (their intervals' band_stack is its label)")
 
 
 class PlanDocument(Versioned):
@@ -595,7 +602,10 @@ class StackEntry(Record):
                                                                         "model layer (null: no front-end cost)")
     fitted: dict[str, list[str]] = Field(description="field -> the validation points it was fitted on")
     error_band: Optional[ErrorBand] = Field(description="predicted / measured speed over the published measurements "
-                                                        "it was not fitted on (docs/validation.md)")
+                                                        "it was not fitted on (docs/validation.md), on every vendor's parts")
+    error_bands_by_vendor: list[ErrorBand] = Field(
+        default_factory=list, description="its band on each vendor's parts the validation has a band on (the same "
+                                          "engine runs other kernels on another runtime there); empty: none")
     sources: dict[str, str]
 
 

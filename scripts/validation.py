@@ -416,6 +416,15 @@ def first_token(r: dict) -> bool:
     return r.get("metric") in FIRST_TOKEN_METRICS
 
 
+def vendor_of(gpu: str) -> str:
+    """The vendor of a validation row's GPU (its hardware file's id or name), as the hardware files
+    spell it."""
+    from dlmcost.inputs.hardware import HardwareDB
+
+    by_name = {key.lower(): g.vendor for gid, g in HardwareDB.load().gpus.items() for key in (g.name, gid)}
+    return by_name[gpu.lower()]
+
+
 def error_bands(rs: list[dict], serving: list[dict]) -> dict:
     """Per stack, the 10th, 50th and 90th percentiles of predicted / measured speed over its
     out-of-source numbers, in two bands: speed (throughputs, end-to-end times, times per pass:
@@ -423,16 +432,28 @@ def error_bands(rs: list[dict], serving: list[dict]) -> dict:
     per-request cost no step time describes can move alone). A stack with fewer than
     BAND_MIN_NUMBERS speed numbers takes the pooled speed band. Its first-token band is its own
     first-token numbers' with enough of them, else every stack's first-token numbers' with enough,
-    else its band over all its numbers, first-token ones included (else the pooled one of those)."""
+    else its band over all its numbers, first-token ones included (else the pooled one of those).
+
+    Where more than one vendor's parts have BAND_MIN_NUMBERS speed numbers (every stack's), each
+    stack also has a band on each such vendor's parts (`vendors`): the same engine runs other kernels
+    on another runtime there (CUDA, ROCm), so one vendor's errors say little about another's. It is
+    the stack's own numbers on that vendor's parts with enough of them, else every stack's there,
+    else its band on every vendor's parts; its first-token band likewise. A vendor without enough
+    numbers (or none) takes the stack's band on every vendor's parts."""
     import numpy as np
 
     speed: dict[str, list[float]] = {}
     first: dict[str, list[float]] = {}
+    by_vendor: dict[tuple[str, str, bool], list[float]] = {}  # (stack, vendor, first token) -> ratios
     origins_of: dict[tuple[str, bool], set[str]] = {}  # the publications a band's numbers come from
+    vendor_origins: dict[tuple[str, str, bool], set[str]] = {}
     for r in (*rs, *serving):
         if scored(r):
             (first if first_token(r) else speed).setdefault(r["stack"], []).append(speed_ratio(r))
             origins_of.setdefault((r["stack"], first_token(r)), set()).add(r["origin"])
+            key = (r["stack"], vendor_of(r["gpu"]), first_token(r))
+            by_vendor.setdefault(key, []).append(speed_ratio(r))
+            vendor_origins.setdefault(key, set()).add(r["origin"])
 
     def band(values: list[float], basis: str) -> dict:
         lo, mid, hi = np.percentile(values, [10, 50, 90])
@@ -446,7 +467,41 @@ def error_bands(rs: list[dict], serving: list[dict]) -> dict:
     def few(n: int, what: str) -> str:
         return f"{n} {what} number{'' if n == 1 else 's'} of its own (fewer than {BAND_MIN_NUMBERS})"
 
-    from dlmcost.inputs.stacks import bundled_stack_names
+    def on_vendor(stacks: set[str], vendor: str, first_token: bool) -> tuple[list[float], str]:
+        """These stacks' ratios on one vendor's parts, and how many publications they come from."""
+        keys = [(s, vendor, first_token) for s in stacks]
+        pubs = len(set().union(*(vendor_origins.get(k, set()) for k in keys)))
+        return [x for k in keys for x in by_vendor.get(k, [])], f"from {pubs} publication{'' if pubs == 1 else 's'}"
+
+    def vendor_entry(stack: str | None, vendor: str, entry: dict) -> dict:
+        """The band on one vendor's parts: the stack's own numbers there with enough of them, else
+        every stack's there, else the stack's band on every vendor's parts (`entry`); the same for
+        its first-token band."""
+        every = set(speed) | set(first)
+        own_speed, own_pubs = on_vendor({stack} if stack else every, vendor, False)
+        all_speed, all_pubs = on_vendor(every, vendor, False)
+        own_first, own_first_pubs = on_vendor({stack} if stack else every, vendor, True)
+        all_first, all_first_pubs = on_vendor(every, vendor, True)
+        whose = "its own" if stack else "every stack's"
+        if len(own_speed) >= BAND_MIN_NUMBERS:
+            out = band(own_speed, f"{whose} out-of-source speed numbers on {vendor} parts, {own_pubs}")
+        elif len(all_speed) >= BAND_MIN_NUMBERS:
+            out = band(all_speed, f"every stack's out-of-source speed numbers on {vendor} parts, {all_pubs} "
+                                  f"({len(own_speed)} of its own, fewer than {BAND_MIN_NUMBERS})")
+        else:
+            out = {k: v for k, v in entry.items() if k not in ("first_token", "vendors")}
+        if len(own_first) >= BAND_MIN_NUMBERS:
+            out["first_token"] = band(own_first, f"{whose} out-of-source first-token numbers on {vendor} parts, "
+                                                 f"{own_first_pubs}")
+        elif len(all_first) >= BAND_MIN_NUMBERS:
+            out["first_token"] = band(all_first, f"every stack's out-of-source first-token numbers on {vendor} "
+                                                 f"parts, {all_first_pubs} ({len(own_first)} of its own, fewer than "
+                                                 f"{BAND_MIN_NUMBERS})")
+        else:
+            out["first_token"] = entry["first_token"]
+        return dict(out, vendor=vendor)
+
+    from dlmcost.inputs.stacks import bundled_stack_names, load_stack
 
     pooled_speed = [v for vs in speed.values() for v in vs]
     pooled_first = [v for vs in first.values() for v in vs]
@@ -457,6 +512,11 @@ def error_bands(rs: list[dict], serving: list[dict]) -> dict:
                          if len(pooled_first) >= BAND_MIN_NUMBERS else
                          band(pooled_all, f"every stack's out-of-source numbers: {too_few}, {len(pooled_first)} in all"))
     out = {"pooled": dict(pooled, first_token=pooled_first_band)}
+    # the vendors whose parts have a band of their own: those with enough speed numbers of every stack's
+    measured = sorted({v for (_, v, f) in by_vendor if not f
+                       and len(on_vendor(set(speed), v, False)[0]) >= BAND_MIN_NUMBERS})
+    if len(measured) > 1:
+        out["pooled"]["vendors"] = {v.lower(): vendor_entry(None, v, out["pooled"]) for v in measured}
     for name in bundled_stack_names():
         own_speed, own_first = speed.get(name, []), first.get(name, [])
         entry = (band(own_speed, f"its own out-of-source speed numbers, {publications(name, False)}")
@@ -477,6 +537,9 @@ def error_bands(rs: list[dict], serving: list[dict]) -> dict:
         else:
             entry["first_token"] = dict(pooled_first_band, basis="pooled, first-token ones included: "
                                         + few(len(together), "out-of-source"))
+        runs_on = [v for v in measured if load_stack(name).runs(v)]  # a stack's band on the parts it runs on
+        if len(measured) > 1 and runs_on:
+            entry["vendors"] = {v.lower(): vendor_entry(name, v, entry) for v in runs_on}
         out[name] = entry
     return out
 
@@ -877,13 +940,23 @@ def render_headline(rs: list[dict], serving: list[dict]) -> list[str]:
         "([stacks.md](stacks.md#calibrating-a-stack-to-your-measurements)), and keeps its published first-token band's",
         "excess over the speed band on it ([methodology.md](methodology.md#error-bands-and-intervals)).",
         "",
+        "Per vendor too, where more than one vendor's parts have "
+        f"{BAND_MIN_NUMBERS} speed numbers: the same engine runs other kernels",
+        "on another runtime on each vendor's parts (CUDA, ROCm), so one vendor's errors say little about another's,",
+        "and a deployment takes its stack's band on its GPU's vendor's parts (the rows 'on VENDOR parts' below): the",
+        f"stack's own numbers there with {BAND_MIN_NUMBERS} or more, else every stack's there; its first-token band",
+        "likewise. A vendor without such a band (a TPU, a Trainium) takes the stack's band on every vendor's parts.",
+        "",
         "| stack | p10 | median | p90 | numbers | basis | first token: p10 | median | p90 | numbers | basis |",
         "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|",
     ]
-    for name, b in bands.items():
-        f = b["first_token"]
-        lines.append(f"| {name} | {b['low']:.2f} | {b['median']:.2f} | {b['high']:.2f} | {b['numbers']} | {b['basis']} "
-                     f"| {f['low']:.2f} | {f['median']:.2f} | {f['high']:.2f} | {f['numbers']} | {f['basis']} |")
+    for name, entry in bands.items():
+        for label, b in [(name, entry), *((f"{name} on {v['vendor']} parts", v)
+                                          for v in (entry.get("vendors") or {}).values())]:
+            f = b["first_token"]
+            lines.append(f"| {label} | {b['low']:.2f} | {b['median']:.2f} | {b['high']:.2f} | {b['numbers']} "
+                         f"| {b['basis']} | {f['low']:.2f} | {f['median']:.2f} | {f['high']:.2f} | {f['numbers']} "
+                         f"| {f['basis']} |")
     return lines + [""]
 
 

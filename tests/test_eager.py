@@ -141,8 +141,8 @@ def test_plan_takes_eager(run):
     assert eager["search"]["eager"] is True and graphed["search"]["eager"] is False
     assert eager["search"]["stacks"] == {"ar": "sglang (eager)"}
     # its ranges: the pooled band (the eager engine has no validation of its own), not sglang's
-    assert eager["deployments"][0]["intervals"]["band_stack"] == "pooled"
-    assert graphed["deployments"][0]["intervals"]["band_stack"] == "sglang"
+    assert eager["deployments"][0]["intervals"]["band_stack"] == "pooled on NVIDIA parts"
+    assert graphed["deployments"][0]["intervals"]["band_stack"] == "sglang on NVIDIA parts"
     # its candidates costed eagerly: each request's 1 + 127 passes (128 answer tokens, the first
     # sampled by the prefill) 0.9 ms longer, a little more under load
     slower = eager["deployments"][0]["p50_latency_s"] - graphed["deployments"][0]["p50_latency_s"]

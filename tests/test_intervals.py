@@ -17,11 +17,18 @@ from dlmcost.inputs import error_bands
 MODEL = "GSAI-ML/LLaDA-8B-Instruct"
 
 
+def on_nvidia(stack: str) -> dict:
+    """A stack's band on NVIDIA parts, as the bands file holds it (its `vendors` entry, where the
+    validation has bands per vendor): the band an H100 or H200 deployment's intervals take."""
+    entry = json.loads(error_bands.BANDS_FILE.read_text())["bands"][stack]
+    return (entry.get("vendors") or {}).get("nvidia", entry)
+
+
 pytestmark = pytest.mark.usefixtures("bundled_offline")
 
 
 def test_one_user_scales_exactly_with_the_band():
-    band = json.loads(error_bands.BANDS_FILE.read_text())["bands"]["sglang-dllm"]
+    band = on_nvidia("sglang-dllm")
     r = api.serve(MODEL, api.ClosedLoop(1), api.ServeSetup(gpu="h100"), prompt=256, answer=128)
     d, (p,) = r.deployment, r.points
     assert d["error_band"]["low"] == band["low"] and d["error_band"]["high"] == band["high"]
@@ -52,7 +59,7 @@ def test_plan_gpus_at_the_band_ends_by_hand(capsys):
     code), for every row shown, not the first alone."""
     from dlmcost.cli import main
 
-    band = json.loads(error_bands.BANDS_FILE.read_text())["bands"]["sglang"]
+    band = on_nvidia("sglang")
     capacity = {}
     for gpu in ("h100", "h200"):
         a = api.analyze(MODEL, gpu, scheme="block", block=32, tpf=2, prompt=256, gen=128, batch=8,
@@ -110,7 +117,7 @@ def test_serve_prints_the_band_and_the_ranges(capsys):
     from dlmcost.cli import main
     from dlmcost.render.serve import n3
 
-    band = json.loads(error_bands.BANDS_FILE.read_text())["bands"]["sglang-dllm"]
+    band = on_nvidia("sglang-dllm")
     args = ["serve", MODEL, "--gpu", "h100", "-c", "1", "--prompt", "256", "--answer", "128", "--requests", "100"]
     capsys.readouterr()
     assert main([*args, "-f", "json"]) == 0
@@ -120,7 +127,8 @@ def test_serve_prints_the_band_and_the_ranges(capsys):
     tok, lat = p["output_tokens_per_s"], p["latency_s"]["median"]
     assert f"{n3(tok / band['high'])}–{n3(tok / band['low'])}" in text
     assert f"{n3(lat * band['low'])}–{n3(lat * band['high'])}" in text
-    assert f"error band: sglang-dllm {band['low']:.2f}–{band['high']:.2f}× over {band['numbers']} measurements" in text
+    assert (f"error band: sglang-dllm on NVIDIA parts {band['low']:.2f}–{band['high']:.2f}× over {band['numbers']} "
+            f"measurements") in text
     assert "token per forward: LLaDA-8B-Instruct" in text
 
 
@@ -132,8 +140,8 @@ def test_one_user_ttfb_moves_by_the_first_token_band():
     One user: every time scales with the steps, so at each end the TTFB is the prediction times
     the speed band's end times the first-token scale (first-token end / speed end), i.e. the
     prediction times the first-token band's end; the other times move by the speed band."""
-    bands = json.loads(error_bands.BANDS_FILE.read_text())["bands"]
-    band, first = bands["sglang"], bands["sglang"]["first_token"]
+    band = on_nvidia("sglang")
+    first = band["first_token"]
     assert first["high"] > band["high"] * 1.2  # the case this tests: the two bands differ
     r = api.serve(AR_MODEL, api.ClosedLoop(1), api.ServeSetup(gpu="h100", stack="sglang"), prompt=512, answer=64)
     d, (p,) = r.deployment, r.points
@@ -152,8 +160,8 @@ def test_plan_holds_a_first_block_target_at_the_first_token_bands_ends(capsys):
     `api.serve` at one user (a request alone on a replica: its prompt pass), not from plan."""
     from dlmcost.cli import main
 
-    bands = json.loads(error_bands.BANDS_FILE.read_text())["bands"]
-    band, first = bands["sglang"], bands["sglang"]["first_token"]
+    band = on_nvidia("sglang")
+    first = band["first_token"]
     r = api.serve(AR_MODEL, api.ClosedLoop(1), api.ServeSetup(gpu="h100", tp=1, precision="bf16", stack="sglang"),
                   prompt=512, answer=64)
     lone = r.points[0].ttfb_s["median"]
@@ -187,3 +195,41 @@ def test_the_header_names_a_first_token_band_only_where_it_differs():
     assert first_token_phrase(finer) == ""
     assert band_meaning([apart]).endswith("the time to first token further to its own band's ends")
     assert "first token" not in band_meaning([same, speed])
+
+
+def test_an_amd_deployment_takes_the_amd_band_and_is_warned_optimistic(capsys):
+    """On an MI300X the intervals come from sglang's band on AMD parts (the bands file's `vendors`
+    entry: the SGLang cookbook's MI300X runs, all slower than predicted), not its NVIDIA band; the
+    band lies above 1 at both ends, so with the rate at 0.7 of one replica's capacity (from
+    `api.analyze`) even the faster end (steps low x as long: capacity / low < rate) needs more than
+    one replica, and plan warns that the recommendation is optimistic, with the GPUs at the ends
+    its JSON gives. The same plan on an H100 (band below 1 at its faster end) is not warned."""
+    from dlmcost.cli import main
+
+    amd = json.loads(error_bands.BANDS_FILE.read_text())["bands"]["sglang"]["vendors"]["amd"]
+    assert amd["low"] > 1 and amd["low"] > 1 / 0.7  # the case this tests
+    capacity = {}
+    for gpu in ("mi300x", "h100"):
+        a = api.analyze(AR_MODEL, gpu, scheme="ar", prompt=256, gen=128, batch=8, stack="sglang")["results"][0]
+        capacity[gpu] = 8 / a["time_s"]
+    said = {}
+    for gpu in ("mi300x", "h100"):
+        capsys.readouterr()
+        rc = main([str(x) for x in ("plan", AR_MODEL, "--rate", 0.7 * capacity[gpu], "--gpu", gpu, "--tp", "1",
+                                    "--precision", "bf16", "--prompt", "256", "--answer", "128", "--max-batch", "8",
+                                    "--stack", "sglang", "--requests", "200", "-f", "json")])
+        captured = capsys.readouterr()
+        assert rc == 0, captured.err
+        said[gpu] = (json.loads(captured.out), " ".join(captured.err.split()))
+    doc, err = said["mi300x"]
+    top = doc["deployments"][0]
+    assert top["intervals"]["band"] == [amd["low"], amd["high"]]
+    assert top["intervals"]["band_stack"] == "sglang on AMD parts"
+    # no latency target: R = floor(rate / (capacity / k)) + 1 at band end k (test_plan_gpus_at_the_band_ends_by_hand)
+    ends = [math.floor(0.7 * k) + 1 for k in (amd["low"], amd["high"])]
+    assert top["intervals"]["gpus"] == ends and ends[0] > top["gpus"] == 1
+    assert (f"the recommended 1 x MI300X (TP1, bf16, ar) is likely optimistic: its error band (sglang on AMD parts, "
+            f"{amd['low']:.2f}–{amd['high']:.2f}×) lies above 1") in err
+    assert f"slower than predicted: {ends[0]}–{ends[1]} GPUs at its ends, not 1" in err
+    assert "likely optimistic" not in said["h100"][1]
+    assert said["h100"][0]["deployments"][0]["intervals"]["band_stack"] == "sglang on NVIDIA parts"

@@ -257,6 +257,56 @@ def test_error_bands_are_derived_from_the_out_of_source_numbers(marked):
     assert bands["sglang"]["high"] < bands["sglang"]["first_token"]["high"]
 
 
+def test_vendor_bands_are_each_vendors_own_numbers(marked):
+    """The bands on one vendor's parts: each stack's scored rows on that vendor's GPUs (the vendor
+    read from the hardware files here, by the row's GPU name), their percentiles recomputed; a
+    stack with too few there takes every stack's there. The case the shipped bands are in since the
+    SGLang cookbook's MI300X runs: sglang measured on AMD and NVIDIA parts, its AMD numbers slower
+    than predicted at both ends of the band, its NVIDIA band narrower than its band on both."""
+    import json
+
+    import numpy as np
+
+    from dlmcost.inputs.hardware import HardwareDB
+
+    rows, serving = marked
+    vendor = {g.name: g.vendor for g in HardwareDB.load().gpus.values()}
+    speed, first = {}, {}
+    for r in serving:
+        if validation.scored(r):
+            faster_up = validation.METRICS[r["metric"]][2]
+            ratio = r["predicted"] / r["measured"] if faster_up else r["measured"] / r["predicted"]
+            key = (r["stack"], vendor[r["gpu"]])
+            (first if r["metric"].startswith("ttft") else speed).setdefault(key, []).append(ratio)
+    for r in rows:
+        if validation.scored(r):
+            speed.setdefault((r["stack"], vendor[r["gpu"]]), []).append(r["measured_ms"] / r["predicted_ms"])
+    bands = json.loads(validation.BANDS.read_text(encoding="utf-8"))["bands"]
+    six = validation.BAND_MIN_NUMBERS
+
+    def percentiles(values):
+        return pytest.approx(tuple(np.percentile(values, [10, 50, 90])), abs=1e-4)
+
+    def every(v, table):
+        return [x for (s, w), xs in table.items() if w == v for x in xs]
+
+    assert sorted(bands["pooled"]["vendors"]) == ["amd", "nvidia"]
+    for name in ("pooled", "sglang", "vllm", "sglang-dllm", "compiled"):
+        for key, band in bands[name]["vendors"].items():
+            v = band["vendor"]
+            assert v.lower() == key
+            own = every(v, speed) if name == "pooled" else speed.get((name, v), [])
+            values = own if len(own) >= six else every(v, speed)
+            assert (band["low"], band["median"], band["high"]) == percentiles(values), (name, v)
+            own_first = every(v, first) if name == "pooled" else first.get((name, v), [])
+            f = band["first_token"]
+            assert (f["low"], f["median"], f["high"]) == percentiles(own_first if len(own_first) >= six
+                                                                     else every(v, first)), (name, v)
+    amd, nvidia = bands["sglang"]["vendors"]["amd"], bands["sglang"]["vendors"]["nvidia"]
+    assert amd["low"] > 1.5 and nvidia["high"] < bands["sglang"]["high"]
+    assert "jax-tpu" in bands and "vendors" not in bands["jax-tpu"]  # it runs on neither vendor's parts
+
+
 def test_serving_ratios_from_the_definitions(serving):
     """Ratio, error and the optimistic side recomputed from the measured and predicted values."""
     for r in serving:
@@ -435,9 +485,9 @@ def test_the_headline_without_each_publication_by_hand(monkeypatch):
     assert validation.without_each_publication(rows, serving) == [("A", 2, 2.0, 2.0), ("B", 1, 2.0, 3.0)]
 
 
-def _row(stack: str, metric: str, optimism: float, origin: str = "X") -> dict:
+def _row(stack: str, metric: str, optimism: float, origin: str = "X", gpu: str = "H100 SXM") -> dict:
     """A scored serving row as error_bands reads it."""
-    return dict(stack=stack, metric=metric, optimism=optimism, origin=origin, in_source=False)
+    return dict(stack=stack, metric=metric, optimism=optimism, origin=origin, in_source=False, gpu=gpu)
 
 
 def test_first_token_bands_fall_back_as_their_basis_says():

@@ -50,7 +50,7 @@ def list_stacks() -> list[dict]:
     """One record per bundled software stack: what it describes, which decodings run on it by
     default, its serving behaviour, the numbers fitted to published measurements (and on which
     validation points), its error band against measurements it was not fitted on, and its sources."""
-    from ..inputs.error_bands import band_for
+    from ..inputs.error_bands import band_for, published_vendor_bands
     from ..inputs.stacks import DEFAULT_STACKS, bundled_stack_names, load_stack
 
     out = []
@@ -65,6 +65,8 @@ def list_stacks() -> list[dict]:
                         first_token_us_per_layer=s.front_end.first_token_us_per_layer if s.front_end else None,
                         fitted={field: list(points) for field, points in s.fitted.items()},
                         error_band=None if band is None else band.record(),
+                        # its band on each vendor's parts that has one (the same engine runs other kernels there)
+                        error_bands_by_vendor=[b.record() for b in published_vendor_bands(name)],
                         sources=dict(s.sources)))
     return out
 

@@ -43,8 +43,8 @@ def held_out_band(ratios: list[float], published: ErrorBand | None, measurements
     each = "a fit without it" if measurements <= MAX_FOLDS else f"a fit without its fold ({MAX_FOLDS} folds)"
     missing = "" if n == measurements else f"; {measurements - n} of {measurements} could not be left out"
     said = f"held out: each of your measurements predicted by {each}{missing}"
-    pub = None if published is None else dict(stack=published.stack, low=published.low, median=published.median,
-                                              high=published.high, numbers=published.numbers)
+    pub = None if published is None else dict(stack=published.stack, vendor=published.vendor, low=published.low,
+                                              median=published.median, high=published.high, numbers=published.numbers)
     if n >= MIN_NUMBERS:
         low, median, high = (float(v) for v in np.percentile(ratios, [10, 50, 90]))
         return dict(ratios=ratios, low=low, median=median, high=high, basis=said, published=pub)
@@ -52,7 +52,8 @@ def held_out_band(ratios: list[float], published: ErrorBand | None, measurements
         return None
     low, high = min([published.low, *ratios]), max([published.high, *ratios])
     widened = "" if (low, high) == (published.low, published.high) else ", widened to take in every held-out ratio"
-    whose = "the pooled" if published.stack == POOLED else f"{published.stack}'s"
+    whose = ("the pooled" if published.stack == POOLED else f"{published.stack}'s") + (
+        "" if published.vendor is None else f" on {published.vendor} parts")
     basis = (f"{whose} published band{widened}: the calibration has {n} held-out measurement"
              f"{'' if n == 1 else 's'}, fewer than {MIN_NUMBERS}{missing}")
     return dict(ratios=ratios, low=low, median=published.median, high=high, basis=basis, published=pub)
@@ -62,7 +63,8 @@ def summary(band: dict) -> dict:
     """The held-out error as `calibrate` prints it: the band, how many ratios it rests on, and its
     width against the published band's (ErrorBand.narrowing)."""
     p = band["published"]
-    published = None if p is None else ErrorBand(p["stack"], p["low"], p["median"], p["high"], p["numbers"], "")
+    published = None if p is None else ErrorBand(p["stack"], p["low"], p["median"], p["high"], p["numbers"], "",
+                                                 vendor=p.get("vendor"))
     as_band = ErrorBand("", band["low"], band["median"], band["high"], len(band["ratios"]), band["basis"],
                         CALIBRATION, published)
     return dict(ratios=len(band["ratios"]), low=band["low"], median=band["median"], high=band["high"],

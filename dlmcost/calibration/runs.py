@@ -28,9 +28,19 @@ def calibrate_file(measurements: str, *, stack: str | None, fit: str, name: str 
         if not points:
             raise UsageError(f"--only {only}: no point of {measurements} has stack '{only}'")
     result = cal.calibrate(points, base_dir, load_stack(stack), cal.parse_fit(fit), name or "calibrated", hardware,
-                           progress, published_band_for(stack or DEFAULT_STACK))
+                           progress, published_band_for(stack or DEFAULT_STACK, points_vendor(points, hardware)))
     cal.write_stack(result["data"], Path(out))
     return result
+
+
+def points_vendor(points, hardware: list[str] | None) -> str | None:
+    """The vendor whose parts every measurement ran on (None: several): the published band a
+    calibration is set against is the stack's on that vendor's parts, where it has one."""
+    from ..inputs.hardware import HardwareDB
+
+    db = HardwareDB.load(hardware)
+    vendors = {db.get(p.gpu).vendor for p in points}
+    return vendors.pop() if len(vendors) == 1 else None
 
 
 def measure_batches(model: str, gpu: str, workload: dict, batches: list[int], *, stack: str | None, backend: str,
@@ -69,6 +79,7 @@ def calibrate_measured(doc: dict, stack: str | None, hardware: list[str] | None,
     base = load_stack(stack)
     points = MeasurementFile.model_validate(doc).points
     result = cal.calibrate_what_data_pins(points, Path.cwd(), base, f"{base.name}-measured", hardware,
-                                          progress=progress, published=published_band_for(stack or DEFAULT_STACK))
+                                          progress=progress, published=published_band_for(
+                                              stack or DEFAULT_STACK, points_vendor(points, hardware)))
     cal.write_stack(result["data"], Path(out))
     return result

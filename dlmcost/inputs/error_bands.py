@@ -46,6 +46,14 @@ class ErrorBand:
     published: "ErrorBand | None" = None
     # the band of the times to the first token (None: this band serves them too)
     first_token: "ErrorBand | None" = None
+    # the vendor whose parts the band was taken on (None: every vendor's)
+    vendor: str | None = None
+
+    @property
+    def label(self) -> str:
+        """How the output names the band: the stack's name, and the vendor's parts where the band
+        is one vendor's ('sglang on AMD parts')."""
+        return self.stack if self.vendor is None else f"{self.stack} on {self.vendor} parts"
 
     @property
     def width(self) -> float:
@@ -71,9 +79,10 @@ class ErrorBand:
     def record(self) -> dict:
         """The band as the JSON prints it (documents.ErrorBand)."""
         published, first = self.published, self.first_token
-        return dict(stack=self.stack, low=self.low, median=self.median, high=self.high, numbers=self.numbers,
-                    basis=self.basis, source=self.source,
-                    published=None if published is None else dict(stack=published.stack, low=published.low,
+        return dict(stack=self.stack, vendor=self.vendor, label=self.label, low=self.low, median=self.median,
+                    high=self.high, numbers=self.numbers, basis=self.basis, source=self.source,
+                    published=None if published is None else dict(stack=published.stack, vendor=published.vendor,
+                                                                  low=published.low,
                                                                   median=published.median, high=published.high,
                                                                   numbers=published.numbers),
                     narrowing=self.narrowing,
@@ -90,10 +99,10 @@ def _bands() -> dict:
     return doc.get("bands", {}) if isinstance(doc, dict) else {}
 
 
-def band_for(stack: str | None) -> ErrorBand | None:
-    """The band a stack's ranges are drawn from: a calibrated stack file's own held-out band, else
-    `published_band_for`'s."""
-    return calibrated_band(stack) or published_band_for(stack)
+def band_for(stack: str | None, vendor: str | None = None) -> ErrorBand | None:
+    """The band a stack's ranges are drawn from on a vendor's parts (None: every vendor's): a
+    calibrated stack file's own held-out band, else `published_band_for`'s."""
+    return calibrated_band(stack) or published_band_for(stack, vendor)
 
 
 def calibrated_band(stack: str | None) -> ErrorBand | None:
@@ -108,10 +117,11 @@ def calibrated_band(stack: str | None) -> ErrorBand | None:
     if held is None:
         return None
     p = held.published
-    published = None if p is None else ErrorBand(p.stack, p.low, p.median, p.high, p.numbers, "published")
+    published = None if p is None else ErrorBand(p.stack, p.low, p.median, p.high, p.numbers, "published",
+                                                 vendor=p.vendor)
     band = ErrorBand(calibrated.name, held.low, held.median, held.high, len(held.ratios), held.basis,
                      CALIBRATION, published)
-    start = published_band_for(p.stack if p is not None else None)
+    start = published_band_for(p.stack if p is not None else None, p.vendor if p is not None else None)
     return band if start is None else replace(band, first_token=first_token_beyond(band, start))
 
 
@@ -131,19 +141,36 @@ def first_token_beyond(band: ErrorBand, published: ErrorBand) -> ErrorBand | Non
                      f"passes, not first tokens)")
 
 
-def published_band_for(stack: str | None) -> ErrorBand | None:
-    """The published band of a bundled stack by name; a user's stack file (or an unknown name)
-    takes the pooled band of every stack; None when no band was generated."""
+def published_band_for(stack: str | None, vendor: str | None = None) -> ErrorBand | None:
+    """The published band of a bundled stack by name, on a vendor's parts where the validation
+    has a band there (`vendors`; else the band on every vendor's parts); a user's stack file (or
+    an unknown name) takes the pooled band of every stack; None when no band was generated."""
     bands = _bands()
     entry = bands.get(stack or "") or bands.get(POOLED)
     if not isinstance(entry, dict):
         return None
     name = stack if stack in bands else POOLED
     own = name != POOLED or stack in (None, POOLED)
+    on_vendor = (entry.get("vendors") or {}).get((vendor or "").lower())
+    if isinstance(on_vendor, dict):
+        entry, vendor = on_vendor, on_vendor.get("vendor", vendor)
+    else:
+        vendor = None
     basis = entry.get("basis", "") if own else f"pooled band of every stack ({stack} has no validation of its own)"
     first = entry.get("first_token")
     first_band = None if not isinstance(first, dict) else ErrorBand(
         name, float(first["low"]), float(first["median"]), float(first["high"]), int(first["numbers"]),
-        first.get("basis", "") if own else f"pooled first-token band of every stack ({stack} has no validation of its own)")
+        first.get("basis", "") if own else f"pooled first-token band of every stack ({stack} has no validation of its own)",
+        vendor=vendor)
     return ErrorBand(name, float(entry["low"]), float(entry["median"]), float(entry["high"]),
-                     int(entry["numbers"]), basis, first_token=first_band)
+                     int(entry["numbers"]), basis, first_token=first_band, vendor=vendor)
+
+
+def published_vendor_bands(stack: str | None) -> list[ErrorBand]:
+    """The published bands of a stack on each vendor's parts that has one (none where the
+    validation has no band per vendor)."""
+    entry = _bands().get(stack or "") or _bands().get(POOLED)
+    vendors = entry.get("vendors") if isinstance(entry, dict) else None
+    if not isinstance(vendors, dict):
+        return []
+    return [band for vendor in vendors if (band := published_band_for(stack, vendor)) is not None]

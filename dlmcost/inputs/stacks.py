@@ -11,7 +11,7 @@ file).
 """
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -179,6 +179,8 @@ class PublishedBand(BaseModel):
     model_config = _FILE
 
     stack: str = Field(min_length=1, max_length=100)
+    # the vendor whose parts it was taken on, where the published bands have one there (None: every vendor's)
+    vendor: Optional[str] = Field(default=None, min_length=1, max_length=100)
     low: float = Field(gt=0, le=1e6)
     median: float = Field(gt=0, le=1e6)
     high: float = Field(gt=0, le=1e6)

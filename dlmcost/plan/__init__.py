@@ -145,6 +145,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         rank_rows([row for p in parts for row in p.pending], ranked)
         result = _side_by_side(parts, pareto_front, rank_key)
     _warn_if_memory_binds(result)
+    _warn_if_band_is_slower(result)
     result.model = ", ".join(m.id for m in model_specs)
     result.models = [m.id for m in model_specs]
     result.traffic = spec.traffic.model_dump() | dict(answer=spec.traffic.answer if spec.traffic.answer is not None
@@ -196,9 +197,12 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                          published=published,  # model + decoding -> the published decoding it comes from
                          task=spec.search.task, min_accuracy=spec.search.min_accuracy,
                          quality=quality,  # with a floor: per model, what published data kept
-                         # each stack's band, the one its deployments' intervals come from (search.py)
-                         error_bands={name: band.record() for name in dict.fromkeys(stacks.values())
-                                      if (band := band_for(name)) is not None})
+                         # each stack's band on each searched vendor's parts: the one its deployments'
+                         # intervals come from (search.py; their band_stack is its label)
+                         error_bands={name if band.vendor is None else f"{name} on {band.vendor} parts": band.record()
+                                      for name in dict.fromkeys(stacks.values())
+                                      for vendor in dict.fromkeys(g.vendor for g in space.gpus)
+                                      if (band := band_for(name, vendor)) is not None})
     return result
 
 
@@ -276,3 +280,30 @@ def _warn_if_memory_binds(result: PlanResult) -> None:
                       f"K/V {top.kv_dtype}, {top.decoding}): each request is held at its final length from admission; "
                       f"vLLM and SGLang allocate K/V as tokens come and start more at once, so its first-token times "
                       f"and GPU count are upper bounds", DlmcostWarning, stacklevel=2)
+
+
+def _warn_if_band_is_slower(result: PlanResult) -> None:
+    """A warning where the recommended deployment's error band lies above 1 at both ends (nine in
+    ten or more of the published measurements it rests on ran slower than predicted) and more GPUs
+    than it has meet the targets even at the band's faster end, or none at its slower end: the
+    GPU count is optimistic, and the band's ends say by how much."""
+    import warnings
+
+    from ..errors import DlmcostWarning
+    from ..safe_text import shown
+
+    top = result.deployments[0] if result.deployments else None
+    iv = top.intervals if top is not None else {}
+    if "band" not in iv or iv["band"][0] <= 1:
+        return
+    low, high = iv["band"]
+    ends = [g for g in iv.get("gpus", []) if g is not None]
+    if len(ends) == 2 and ends[0] <= top.gpus:  # the same GPUs at the band's faster end: nothing to add
+        return
+    at_ends = (f": {ends[0]}–{ends[-1]} GPUs at its ends" if len(ends) == 2 and ends[0] != ends[-1]
+               else f": {ends[0]} GPUs at its ends" if ends else ": no replica count meets the targets at its slower end")
+    warnings.warn(f"the recommended {top.replicas} x {top.gpu} (TP{top.tp}, {top.precision}, {top.decoding}) is likely "
+                  f"optimistic: its error band ({shown(iv.get('band_stack', ''))}, {low:.2f}–{high:.2f}×) lies above 1, "
+                  f"nine in ten of the published measurements it rests on or more ran slower than predicted{at_ends}, "
+                  f"not {top.gpus}", DlmcostWarning, stacklevel=2)
+

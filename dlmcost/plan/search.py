@@ -361,7 +361,7 @@ def rank_rows(rows: list[tuple[Found, Setting]], ranked: int | None) -> list[Dep
                                                       / d.served_rps)
     rows = sorted(rows, key=lambda row: rank_key(row[0].deployment))
     for f, s in rows[:ranked]:  # what the rows shown take were the step times off as far as the band says
-        band = band_for(behaviour.stack_name(s.stack, f.candidate.decoding, s.eager))
+        band = band_for(behaviour.stack_name(s.stack, f.candidate.decoding, s.eager), f.candidate.gpu.vendor)
         if band is not None:
             f.deployment.intervals = band_ends(f, s.sample, s.traffic, s.targets, s.pricing, band)
     return [f.deployment for f, _ in rows]

@@ -174,8 +174,11 @@ def _front_end_cell(entry: dict) -> str:
     return f"{entry['api_servers']} x {num(entry['front_end_us_per_request'] / 1000)} ms{delay}"
 
 
-def _band_cell(band: dict | None) -> str:
-    """'1.03-1.33' or, where the first-token band differs, '1.03-1.33 (TTFT 1.09-2.73)'."""
+def _band_cell(band: dict | None, by_vendor: list[dict] | None = None) -> str:
+    """'1.03-1.33' or, where the first-token band differs, '1.03-1.33 (TTFT 1.09-2.73)'; one such
+    per vendor where the stack has a band on each vendor's parts ('NVIDIA 0.92-1.47 ...; AMD ...')."""
+    if by_vendor:
+        return "; ".join(f"{plain(b['vendor'])} {_band_cell(b)}" for b in by_vendor)
     if band is None:
         return "-"
     cell, first = f"{band['low']:.2f}-{band['high']:.2f}", first_token_apart(band)
@@ -189,7 +192,7 @@ def render_stacks(entries: list[dict], fmt: str, out: Output) -> None:
     rows = [[e["name"], ", ".join(e["default_for"]) or "-",
              "-" if e["max_running_requests"] is None else str(e["max_running_requests"]),
              e["release"] or "-", _front_end_cell(e), e["version"] or "-", e["as_of"] or "-",
-             _band_cell(e["error_band"]), _fitted_cell(e["fitted"])] for e in entries]
+             _band_cell(e["error_band"], e.get("error_bands_by_vendor")), _fitted_cell(e["fitted"])] for e in entries]
     if fmt == "csv":
         out.write(to_csv([dict(zip((h.replace("\n", " ") for h in STACK_HEADERS), r[:-1] + ["; ".join(r[-1])]))
                           for r in rows]))

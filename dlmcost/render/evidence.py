@@ -66,7 +66,8 @@ def against_published(band: dict) -> str:
     if not p:
         return ""
     whose = "the pooled" if p["stack"] == "pooled" else f"{safe(p['stack'])}'s"  # (a stack file's: every stack's)
-    return f"; {whose} published band {p['low']:.2f}–{p['high']:.2f}×: {narrowing_phrase(band['narrowing'])}"
+    where = f" on {safe(p['vendor'])} parts" if p.get("vendor") else ""
+    return f"; {whose} published band{where} {p['low']:.2f}–{p['high']:.2f}×: {narrowing_phrase(band['narrowing'])}"
 
 
 def first_token_apart(band: dict) -> dict | None:

@@ -200,7 +200,7 @@ def evidence_lines(p: dict) -> list[str]:
     if floor:
         said = ", ".join(f"{safe(task)} ≥ {100 * value:.3g}%" for task, value in floor.items())
         lines.append(f"quality floor {said}: " + ("; ".join(safe(q) for q in s.get("quality") or []) or "met"))
-    records = {b["stack"]: b for b in (s.get("error_bands") or {}).values()}
+    records = {b.get("label", b["stack"]): b for b in (s.get("error_bands") or {}).values()}
     bands = {}  # the bands of the rows with intervals (those an output shows), in the rows' order
     for r in [*p.get("deployments", []), *p.get("ar_baseline", []), *([p["nearest_miss"]] if p.get("nearest_miss") else [])]:
         iv = r.get("intervals") or {}

@@ -152,7 +152,7 @@ def band_lines(record: dict) -> list[str]:
             out.append(f"{tag}{published_phrase(d['published'])}")
         band = d.get("error_band")
         if band:
-            out.append(f"{tag}error band: {band_phrase(band['stack'], band['low'], band['high'], band['numbers'])}, "
+            out.append(f"{tag}error band: {band_phrase(band.get('label') or band['stack'], band['low'], band['high'], band['numbers'])}, "
                        f"{safe(band['basis'])}{against_published(band)}{first_token_phrase(band)} "
                        f"({band_meaning([band])})")
     return out

@@ -37,4 +37,4 @@ def band_ends(found: Found, sample: RequestSample, traffic: Traffic, targets: Ta
         return [None if d is None else read(d) for d in ends]
 
     return dict(gpus=pair(lambda d: d.gpus), usd_per_mtok=pair(lambda d: d.usd_per_mtok),
-                p95_latency_s=pair(lambda d: d.p95_latency_s), band=[band.low, band.high], band_stack=band.stack)
+                p95_latency_s=pair(lambda d: d.p95_latency_s), band=[band.low, band.high], band_stack=band.label)

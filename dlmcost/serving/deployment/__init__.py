@@ -122,7 +122,7 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=None, answer=None,
     prep = prepare(spec, lengths, setup, hardware=hardware)
     points = [evaluate(prep, ld, requests=requests, seed=seed, targets=targets) for ld in loads]
     flag_memory_binds(prep, loads, points)
-    band = band_for(prep.stack)
+    band = band_for(prep.stack, prep.vendor)
     if band is not None:
         for point, ld in zip(points, loads):
             point.intervals = intervals(prep, ld, band, requests=requests, seed=seed)

@@ -128,6 +128,7 @@ class Prepared:
     price_low: float | None = None  # the ends of the price's range (costs.price_range)
     price_high: float | None = None
     stack: str = ""  # the stack's name (or file) the passes were costed under
+    vendor: str | None = None  # the GPU's vendor (its stack's error band may be one vendor's)
     stack_default: bool = False  # no --stack: the decoding's kind's default
 
     @property
@@ -211,7 +212,8 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     if price is None and gpu.price_per_hour is not None:
         price, price_source = gpu.price_per_hour.usd, f"list price as of {gpu.price_per_hour.as_of} (estimate)"
     price_low, price_high = price_range(price, price_source, gpu.price_per_hour)
-    return Prepared(model=spec.id, gpu_name=gpu.name, unit=gpu.unit, gpus=setup.replicas * setup.tp, setup=setup,
+    return Prepared(model=spec.id, gpu_name=gpu.name, unit=gpu.unit, vendor=gpu.vendor, gpus=setup.replicas * setup.tp,
+                    setup=setup,
                     decoding=decoding,
                     release=pol.release, max_running=pol.max_running,
                     first_block_outside_limit=pol.first_block_outside_limit,
