@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import math
+import re
 
 import pytest
 
@@ -75,9 +76,12 @@ def test_task_picks_the_task_and_tpf_or_steps_override(capsys):
     # a task without a published TPF for the setting: one line naming those that have one
     rc, _, err = run(capsys, "analyze", MINI, "--gpu", "h100", "--task", "gsm8k")
     assert rc == 2 and err.startswith("error: --task:") and "gsm-plus" in err and err.count("\n") == 1
+    assert re.fullmatch(r"error: --task: LLaDA2.0-mini threshold 0.95, block 32 has no published tokens per forward "
+                        r"for 'gsm8k'; published for: [a-z0-9-]+(, [a-z0-9-]+)+ \(or give --tpf\)\n", err), err
     # a model without published decodings
     rc, _, err = run(capsys, "analyze", "google/gemma-2-9b", "--gpu", "h100", "--task", "gsm8k")
-    assert rc == 2 and "no published decodings" in err
+    assert rc == 2 and err == ("error: --task: no published decodings for google/gemma-2-9b (`dlmcost decodings` "
+                               "lists the models that have them); give --tpf or --steps\n")
 
 
 def test_serve_draws_the_mix_spread_unless_given():
@@ -229,3 +233,106 @@ def test_a_task_is_read_in_any_case_as_the_files_spell_it(capsys):
     assert SearchSpec(task="GSM-Plus").task == "gsm-plus"
     assert quality_floor(read_scenario(None, {"search": {"min_accuracy": {" GSM8K ": 0.5}}})) == ("gsm8k", 0.5)
     assert api.parse_floor("GSM8K=0.5") == ("gsm8k", 0.5)
+
+
+# --- the quality floor's settings, and how each one's tokens per forward is found -----------------
+
+
+def _mini_setting(key):
+    return ProfileDB.load().for_model(MINI).setting(key)
+
+
+def test_a_floor_on_a_task_without_a_tpf_takes_the_same_decodings_from_another_source():
+    """The LLaDA2.0 report prints LLaDA2.0-mini's accuracy at threshold 0.95, block 32 (HumanEval+
+    79.88%, GSM8K 94.24%) but no tokens per forward; the LLaDA2.1 report ran the same decoding and
+    prints HumanEval+ at 5.16 tokens per forward (Table 2) but no GSM8K. A floor on HumanEval+ keeps
+    the report's setting at Table 2's 5.16; one on GSM8K at the same decoding's 33-benchmark mix
+    (no source prints a GSM8K TPF), said in `tpf_task`. A floor equal to the accuracy reaches it."""
+    from dlmcost.analysis.published import _same_decoding, meeting_floor
+    from dlmcost.inputs.models import resolve_model
+
+    spec, report = resolve_model(MINI), _mini_setting("t0.95-b32-report2.0")
+    settings = ProfileDB.load().for_model(MINI).settings
+    assert [s.key for s in _same_decoding(report, settings)] == ["t0.95-b32-report2.0", "t0.95-b32"]
+    found, note = meeting_floor(spec, "humaneval-plus", 0.7988)
+    assert note == f"{MINI}: 2 of 2 published settings reach humaneval-plus >= 0.7988"
+    p = next(p for p in found if p.setting == "t0.95-b32-report2.0")
+    assert (p.accuracy, p.tpf, p.tpf_task, p.spread, p.block) == (0.7988, 5.16, "humaneval-plus", 0.0, 32)
+    assert p.source == "arXiv 2602.08676, Table 2"
+    (p,), note = meeting_floor(spec, "gsm8k", 0.9)
+    mix_tpf, mix_cv = _pooled(_mini_default())
+    assert (p.setting, p.accuracy, p.tpf_task, p.tpf_published) == ("t0.95-b32-report2.0", 0.9424, "general", 2.6)
+    assert (p.tpf, p.spread) == (pytest.approx(mix_tpf), pytest.approx(mix_cv))
+    assert note == f"{MINI}: 1 of 1 published settings reach gsm8k >= 0.9"
+    # the default decoding never borrows: a task without a TPF of its own is refused (above)
+    from dlmcost.analysis.published import published
+    assert published(report, "gsm8k", others=settings) is None
+
+
+def test_a_floor_nothing_reaches_names_the_best_and_a_model_without_decodings_has_none():
+    from dlmcost.analysis.published import accuracy_tasks, meeting_floor
+    from dlmcost.inputs.models import resolve_model
+
+    assert meeting_floor(resolve_model(MINI), "gsm-plus", 0.87) == (
+        [], f"{MINI}: 0 of 1 published settings reach gsm-plus >= 0.87 (the best published: 0.865)")
+    gemma = resolve_model("google/gemma-2-9b")
+    assert meeting_floor(gemma, "gsm8k", 0.5) == ([], "google/gemma-2-9b: no published decodings")
+    assert accuracy_tasks(gemma) is None
+    # LLaDA2.0-mini's own tasks: GSM8K from the LLaDA2.0 report, not LLaDA2.1-mini's (same file)
+    tasks = accuracy_tasks(resolve_model(MINI))
+    assert tasks == sorted(tasks) and {"gsm8k", "gsm-plus", "general"} <= set(tasks)
+    own = {t for s in ProfileDB.load().for_model(MINI).settings if s.checkpoint == MINI for t in s.results}
+    assert set(tasks) <= own
+
+
+def test_one_benchmarks_tpf_has_no_spread_and_a_two_member_mix_pools():
+    """A single task's published TPF carries no spread across prompts (0); a mix of two members
+    with TPFs 2 and 4 (a third printed without one) pools at 1 / mean(1/2, 1/4) = 8/3 with a CV of
+    passes 0.125 / 0.375 = 1/3."""
+    from types import SimpleNamespace
+
+    from dlmcost.analysis.published import _tpf_and_spread
+
+    assert api.analyze(MINI, "h100", task="gsm-plus")["decoding_source"]["spread"] == 0.0
+    results = {"a": SimpleNamespace(tpf=2.0), "b": SimpleNamespace(tpf=4.0), "c": SimpleNamespace(tpf=None)}
+    setting = SimpleNamespace(source=SimpleNamespace(mixes={"mix": ["a", "b", "c"]}), results=results,
+                              result=results.get)
+    tpf, cv = _tpf_and_spread(setting, "mix")
+    assert (tpf, cv) == (pytest.approx(8 / 3), pytest.approx(1 / 3))
+
+
+@pytest.mark.parametrize("text, floor", [("gsm8k=85%", ("gsm8k", 0.85)), ("gsm8k= 85 %", ("gsm8k", 0.85)),
+                                         ("gsm8k=1", ("gsm8k", 1.0)), ("gsm8k=100%", ("gsm8k", 1.0))])
+def test_a_floor_reads_as_a_fraction_or_a_percentage(text, floor):
+    assert api.parse_floor(text) == floor
+
+
+@pytest.mark.parametrize("text", ["=0.5", " =0.5", "gsm8k=0.5=0.6", "gsm8k=0.5X", "gsm8k=%85"])
+def test_a_floor_that_is_not_task_equals_fraction_is_refused_naming_it(text):
+    from dlmcost.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"^--min-accuracy: expected TASK=FRACTION .*, got '" + text.replace(
+            "%", ".").replace("=", ".") + "'$"):
+        api.parse_floor(text)
+
+
+def test_the_source_names_the_reference_and_its_table():
+    """A decoding's source is its reference's first part (before ';') and its location's first
+    (before ',' or '('): Dream's blog figure; the LLaDA2.0 report's "Table 2, column '...'". A mix
+    the source prints no row for (LLaDA2.1's 10 MBE benchmarks, each printed alone) names the
+    reference alone, prints its pooled TPF as its own and has no accuracy."""
+    from dlmcost.analysis.published import meeting_floor
+    from dlmcost.inputs.models import resolve_model
+
+    dream = api.analyze("Dream-org/Dream-v0-Instruct-7B", "h100")["decoding_source"]
+    assert dream["source"] == ("HKUNLP/hkunlp.github.io assets/img/2025-04-02-dream-img/sft.png, "
+                               "blog figure 'supervised fine-tuning results'")
+    (qwen,), _ = meeting_floor(resolve_model("Qwen/Qwen3-30B-A3B"), "gsm8k", 0.96)
+    assert (qwen.source, qwen.accuracy) == ("arXiv 2512.15745, Table 2", 0.9636)
+    mix = "average-10-mbe-benchmarks"
+    assert _mini_default().result(mix) is None
+    tpf, cv = _pooled(_mini_default(), mix)
+    src = api.analyze(MINI, "h100", task=mix)["decoding_source"]
+    assert (src["source"], src["accuracy"], src["tpf_task"]) == ("arXiv 2602.08676", None, mix)
+    assert (src["tpf"], src["tpf_published"], src["spread"]) == (pytest.approx(tpf), pytest.approx(tpf),
+                                                                 pytest.approx(cv))
