@@ -10,12 +10,14 @@ import io
 import json
 import math
 import re
+from types import SimpleNamespace
 
 import pytest
 
 from dlmcost import api
 from dlmcost.cli import main
 from dlmcost.inputs.decoding_profiles import ProfileDB
+from dlmcost.serving.steptime import Decoding
 
 MINI = "inclusionAI/LLaDA2.0-mini"
 
@@ -289,8 +291,6 @@ def test_one_benchmarks_tpf_has_no_spread_and_a_two_member_mix_pools():
     """A single task's published TPF carries no spread across prompts (0); a mix of two members
     with TPFs 2 and 4 (a third printed without one) pools at 1 / mean(1/2, 1/4) = 8/3 with a CV of
     passes 0.125 / 0.375 = 1/3."""
-    from types import SimpleNamespace
-
     from dlmcost.analysis.published import _tpf_and_spread
 
     assert api.analyze(MINI, "h100", task="gsm-plus")["decoding_source"]["spread"] == 0.0
@@ -336,3 +336,61 @@ def test_the_source_names_the_reference_and_its_table():
     assert (src["source"], src["accuracy"], src["tpf_task"]) == ("arXiv 2602.08676", None, mix)
     assert (src["tpf"], src["tpf_published"], src["spread"]) == (pytest.approx(tpf), pytest.approx(tpf),
                                                                  pytest.approx(cv))
+
+
+# --- which decodings are searched (serving/decodings.py) -------------------------------------------
+
+
+def test_floor_decodings_keep_the_published_block_and_take_the_tpf_on_the_task_asked():
+    """LLaDA-8B-Instruct's evaluation setting decodes in blocks of 8 (its sampler says 32): its
+    decoding keeps 8. LLaDA2.0-mini at gsm-plus >= 0.86 runs at gsm-plus's 2.41 tokens
+    per forward, or HumanEval+'s 5.16 with --task humaneval-plus (Table 2 of arXiv 2602.08676).
+    Qwen3-30B-A3B's autoregressive setting decodes one token per forward and carries its source."""
+    from dlmcost.analysis.published import meeting_floor
+    from dlmcost.inputs.models import resolve_model
+    from dlmcost.serving.decodings import floor_decodings, from_published
+
+    llada = resolve_model("GSAI-ML/LLaDA-8B-Instruct")
+    assert llada.sampler.block == 32
+    (b8,) = [p for p in meeting_floor(llada, "gsm8k", 0.7)[0] if p.setting == "eval-g256-b8"]
+    assert (from_published(llada, b8).scheme, from_published(llada, b8).block) == ("mdm", 8)
+    mini = resolve_model(MINI)
+    assert [d.tpf for d in floor_decodings(mini, ("gsm-plus", 0.86))[0]] == [2.41]
+    assert [d.tpf for d in floor_decodings(mini, ("gsm-plus", 0.86), "humaneval-plus")[0]] == [5.16]
+    (ar,), _ = floor_decodings(resolve_model("Qwen/Qwen3-30B-A3B"), ("gsm8k", 0.96))
+    assert (ar.scheme, ar.block, ar.tpf, ar.published.setting) == ("ar", None, 1.0, "ar-report2.0")
+
+
+def test_a_models_own_decoding_without_a_published_one_is_its_samplers():
+    """Dream-v0-Base has no published decoding and its sampler no block: masked diffusion over the
+    whole answer (no block), at gen / steps tokens per forward (512 / 512 = 1; a sampler of 256
+    tokens in 64 steps: 4). An autoregressive model decodes one token per forward; asked for a
+    diffusion scheme it was not published with, it takes that scheme's own block."""
+    from dlmcost.engine.schemes import get_scheme
+    from dlmcost.inputs.models import resolve_model
+    from dlmcost.serving.decodings import choose_decodings
+
+    dream = resolve_model("Dream-org/Dream-v0-Base-7B")
+    assert choose_decodings(dream, None)[0] == Decoding("mdm", None, 1.0)
+    fast = dream.model_copy(update=dict(sampler=dream.sampler.model_copy(update=dict(gen=256, steps=64))))
+    assert choose_decodings(fast, None)[0] == Decoding("mdm", None, 4.0)
+    gemma = resolve_model("google/gemma-2-9b")
+    assert choose_decodings(gemma, None) == [Decoding("ar", None, 1.0)]
+    given = SimpleNamespace(scheme="multi-block", block=None, tpf=2.0, steps=None)
+    from dlmcost.errors import DlmcostWarning
+
+    with pytest.warns(DlmcostWarning, match="was not published with multi-block"):
+        (d,) = choose_decodings(gemma, [given])
+    assert (d.block, d.tpf) == (get_scheme("multi-block").default_block, 2.0) == (32, 2.0)
+
+
+def test_a_floor_on_a_task_none_of_the_models_has_names_them_all():
+    from dlmcost.errors import UsageError
+    from dlmcost.inputs.models import resolve_model
+    from dlmcost.serving.decodings import check_floor_task
+
+    models = [resolve_model(MINI), resolve_model("GSAI-ML/LLaDA-8B-Instruct")]
+    with pytest.raises(UsageError, match=f"^--min-accuracy: no published accuracy on 'gms8k' for {MINI}, "
+                                         "GSAI-ML/LLaDA-8B-Instruct; published for: "):
+        check_floor_task(models, "gms8k")
+    check_floor_task(models, "gsm8k")  # published for one of them: no error
