@@ -233,3 +233,85 @@ def test_an_amd_deployment_takes_the_amd_band_and_is_warned_optimistic(capsys):
     assert f"slower than predicted: {ends[0]}–{ends[1]} GPUs at its ends, not 1" in err
     assert "likely optimistic" not in said["h100"][1]
     assert said["h100"][0]["deployments"][0]["intervals"]["band_stack"] == "sglang on NVIDIA parts"
+
+
+def test_a_band_of_one_gives_the_point_itself(monkeypatch):
+    """A band whose ends are both 1 runs each end as the point ran: the same requests, arrivals
+    and seed, so every interval is [value, value] even under random arrivals and lengths; a metric
+    with no value (None) or an infinite one gets no interval."""
+    from dlmcost.serving import deployment
+    from dlmcost.serving.deployment import bands
+
+    one = error_bands.ErrorBand("one", 1.0, 1.0, 1.0, 6, "a band of no width")
+    monkeypatch.setattr(deployment, "band_for", lambda stack, vendor=None: one)
+    monkeypatch.setitem(bands.INTERVAL_METRICS, "nothing", lambda p: None)
+    monkeypatch.setitem(bands.INTERVAL_METRICS, "endless", lambda p: math.inf)
+    r = api.serve(MODEL, api.OpenLoop(3.0), api.ServeSetup(gpu="h100"), prompt="p50:200,p90:600", answer=128,
+                  requests=120, seed=7)
+    (p,) = r.points
+    iv = p.intervals
+    assert "nothing" not in iv and "endless" not in iv
+    assert iv["latency_p99_s"] == [p.latency_s["p99"]] * 2 and iv["ttfb_p50_s"] == [p.ttfb_s["median"]] * 2
+    assert iv["output_tokens_per_s"] == [p.output_tokens_per_s] * 2
+
+
+def test_a_bands_record_without_a_first_token_band_or_a_published_one():
+    band = error_bands.ErrorBand("x", 0.9, 1.0, 1.2, 6, "mine")
+    record = band.record()
+    assert record["first_token"] is None and record["published"] is None and record["narrowing"] is None
+    assert band.first_token_scales() == (1.0, 1.0)
+
+
+def _calibrated_stack(tmp_path, published: dict | None):
+    """sglang's stack file with a held-out band of 0.8-1.25 (median 1.0) of its own."""
+    import yaml
+
+    from dlmcost.inputs.stacks import bundled_stack_dir
+
+    data = yaml.safe_load((bundled_stack_dir() / "sglang.yaml").read_text())
+    data["name"] = "mine"
+    data["held_out_error"] = dict(ratios=[0.8, 0.9, 1.0, 1.0, 1.1, 1.25], low=0.8, median=1.0, high=1.25,
+                                  basis="six held-out measurements")
+    if published is not None:
+        data["held_out_error"]["published"] = published
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def test_a_calibrated_bands_first_token_band_is_its_published_stacks_excess(tmp_path, monkeypatch):
+    """Calibrated from sglang: the first-token band is the calibrated band times sglang's own
+    first-token band / its speed band, end by end (not the pooled band's excess); a calibrated
+    band with no published band behind it takes the pooled excess, and without a generated
+    bands file it has no first-token band."""
+    bands = json.loads(error_bands.BANDS_FILE.read_text())["bands"]
+    for name in ("sglang", "pooled"):
+        b = bands[name]
+        published = None if name == "pooled" else {k: b[k] for k in ("low", "median", "high", "numbers")} | {"stack": name}
+        band = error_bands.band_for(_calibrated_stack(tmp_path, published))
+        assert (band.low, band.median, band.high, band.source) == (0.8, 1.0, 1.25, "calibration")
+        f = b["first_token"]
+        assert (band.first_token.low, band.first_token.median, band.first_token.high) == (
+            pytest.approx(0.8 * f["low"] / b["low"]), pytest.approx(f["median"] / b["median"]),
+            pytest.approx(1.25 * f["high"] / b["high"]))
+        if published is None:
+            assert band.published is None and band.narrowing is None
+        else:
+            assert band.published.low == b["low"]
+    monkeypatch.setattr(error_bands, "_bands", lambda: {})
+    assert error_bands.band_for(_calibrated_stack(tmp_path, None)).first_token is None
+
+
+def test_a_band_says_whose_numbers_it_is_from(tmp_path):
+    """A bundled stack's band carries the generated file's bases, speed and first-token; a stack
+    file without validation says it takes the pooled bands."""
+    from dlmcost.inputs.stacks import bundled_stack_dir
+
+    entry = json.loads(error_bands.BANDS_FILE.read_text())["bands"]["sglang"]
+    band = error_bands.published_band_for("sglang")
+    assert (band.basis, band.first_token.basis) == (entry["basis"], entry["first_token"]["basis"])
+    mine = tmp_path / "mine.yaml"
+    mine.write_text((bundled_stack_dir() / "sglang.yaml").read_text().replace("name: sglang", "name: mine"))
+    band = error_bands.band_for(str(mine))
+    assert band.basis == f"pooled band of every stack ({mine} has no validation of its own)"
+    assert band.first_token.basis == f"pooled first-token band of every stack ({mine} has no validation of its own)"

@@ -9,12 +9,15 @@ import csv
 import io
 import json
 import math
+import re
+from types import SimpleNamespace
 
 import pytest
 
 from dlmcost import api
 from dlmcost.cli import main
 from dlmcost.inputs.decoding_profiles import ProfileDB
+from dlmcost.serving.steptime import Decoding
 
 MINI = "inclusionAI/LLaDA2.0-mini"
 
@@ -75,9 +78,12 @@ def test_task_picks_the_task_and_tpf_or_steps_override(capsys):
     # a task without a published TPF for the setting: one line naming those that have one
     rc, _, err = run(capsys, "analyze", MINI, "--gpu", "h100", "--task", "gsm8k")
     assert rc == 2 and err.startswith("error: --task:") and "gsm-plus" in err and err.count("\n") == 1
+    assert re.fullmatch(r"error: --task: LLaDA2.0-mini threshold 0.95, block 32 has no published tokens per forward "
+                        r"for 'gsm8k'; published for: [a-z0-9-]+(, [a-z0-9-]+)+ \(or give --tpf\)\n", err), err
     # a model without published decodings
     rc, _, err = run(capsys, "analyze", "google/gemma-2-9b", "--gpu", "h100", "--task", "gsm8k")
-    assert rc == 2 and "no published decodings" in err
+    assert rc == 2 and err == ("error: --task: no published decodings for google/gemma-2-9b (`dlmcost decodings` "
+                               "lists the models that have them); give --tpf or --steps\n")
 
 
 def test_serve_draws_the_mix_spread_unless_given():
@@ -229,3 +235,162 @@ def test_a_task_is_read_in_any_case_as_the_files_spell_it(capsys):
     assert SearchSpec(task="GSM-Plus").task == "gsm-plus"
     assert quality_floor(read_scenario(None, {"search": {"min_accuracy": {" GSM8K ": 0.5}}})) == ("gsm8k", 0.5)
     assert api.parse_floor("GSM8K=0.5") == ("gsm8k", 0.5)
+
+
+# --- the quality floor's settings, and how each one's tokens per forward is found -----------------
+
+
+def _mini_setting(key):
+    return ProfileDB.load().for_model(MINI).setting(key)
+
+
+def test_a_floor_on_a_task_without_a_tpf_takes_the_same_decodings_from_another_source():
+    """The LLaDA2.0 report prints LLaDA2.0-mini's accuracy at threshold 0.95, block 32 (HumanEval+
+    79.88%, GSM8K 94.24%) but no tokens per forward; the LLaDA2.1 report ran the same decoding and
+    prints HumanEval+ at 5.16 tokens per forward (Table 2) but no GSM8K. A floor on HumanEval+ keeps
+    the report's setting at Table 2's 5.16; one on GSM8K at the same decoding's 33-benchmark mix
+    (no source prints a GSM8K TPF), said in `tpf_task`. A floor equal to the accuracy reaches it."""
+    from dlmcost.analysis.published import _same_decoding, meeting_floor
+    from dlmcost.inputs.models import resolve_model
+
+    spec, report = resolve_model(MINI), _mini_setting("t0.95-b32-report2.0")
+    settings = ProfileDB.load().for_model(MINI).settings
+    assert [s.key for s in _same_decoding(report, settings)] == ["t0.95-b32-report2.0", "t0.95-b32"]
+    found, note = meeting_floor(spec, "humaneval-plus", 0.7988)
+    assert note == f"{MINI}: 2 of 2 published settings reach humaneval-plus >= 0.7988"
+    p = next(p for p in found if p.setting == "t0.95-b32-report2.0")
+    assert (p.accuracy, p.tpf, p.tpf_task, p.spread, p.block) == (0.7988, 5.16, "humaneval-plus", 0.0, 32)
+    assert p.source == "arXiv 2602.08676, Table 2"
+    (p,), note = meeting_floor(spec, "gsm8k", 0.9)
+    mix_tpf, mix_cv = _pooled(_mini_default())
+    assert (p.setting, p.accuracy, p.tpf_task, p.tpf_published) == ("t0.95-b32-report2.0", 0.9424, "general", 2.6)
+    assert (p.tpf, p.spread) == (pytest.approx(mix_tpf), pytest.approx(mix_cv))
+    assert note == f"{MINI}: 1 of 1 published settings reach gsm8k >= 0.9"
+    # the default decoding never borrows: a task without a TPF of its own is refused (above)
+    from dlmcost.analysis.published import published
+    assert published(report, "gsm8k", others=settings) is None
+
+
+def test_a_floor_nothing_reaches_names_the_best_and_a_model_without_decodings_has_none():
+    from dlmcost.analysis.published import accuracy_tasks, meeting_floor
+    from dlmcost.inputs.models import resolve_model
+
+    assert meeting_floor(resolve_model(MINI), "gsm-plus", 0.87) == (
+        [], f"{MINI}: 0 of 1 published settings reach gsm-plus >= 0.87 (the best published: 0.865)")
+    gemma = resolve_model("google/gemma-2-9b")
+    assert meeting_floor(gemma, "gsm8k", 0.5) == ([], "google/gemma-2-9b: no published decodings")
+    assert accuracy_tasks(gemma) is None
+    # LLaDA2.0-mini's own tasks: GSM8K from the LLaDA2.0 report, not LLaDA2.1-mini's (same file)
+    tasks = accuracy_tasks(resolve_model(MINI))
+    assert tasks == sorted(tasks) and {"gsm8k", "gsm-plus", "general"} <= set(tasks)
+    own = {t for s in ProfileDB.load().for_model(MINI).settings if s.checkpoint == MINI for t in s.results}
+    assert set(tasks) <= own
+
+
+def test_one_benchmarks_tpf_has_no_spread_and_a_two_member_mix_pools():
+    """A single task's published TPF carries no spread across prompts (0); a mix of two members
+    with TPFs 2 and 4 (a third printed without one) pools at 1 / mean(1/2, 1/4) = 8/3 with a CV of
+    passes 0.125 / 0.375 = 1/3."""
+    from dlmcost.analysis.published import _tpf_and_spread
+
+    assert api.analyze(MINI, "h100", task="gsm-plus")["decoding_source"]["spread"] == 0.0
+    results = {"a": SimpleNamespace(tpf=2.0), "b": SimpleNamespace(tpf=4.0), "c": SimpleNamespace(tpf=None)}
+    setting = SimpleNamespace(source=SimpleNamespace(mixes={"mix": ["a", "b", "c"]}), results=results,
+                              result=results.get)
+    tpf, cv = _tpf_and_spread(setting, "mix")
+    assert (tpf, cv) == (pytest.approx(8 / 3), pytest.approx(1 / 3))
+
+
+@pytest.mark.parametrize("text, floor", [("gsm8k=85%", ("gsm8k", 0.85)), ("gsm8k= 85 %", ("gsm8k", 0.85)),
+                                         ("gsm8k=1", ("gsm8k", 1.0)), ("gsm8k=100%", ("gsm8k", 1.0))])
+def test_a_floor_reads_as_a_fraction_or_a_percentage(text, floor):
+    assert api.parse_floor(text) == floor
+
+
+@pytest.mark.parametrize("text", ["=0.5", " =0.5", "gsm8k=0.5=0.6", "gsm8k=0.5X", "gsm8k=%85"])
+def test_a_floor_that_is_not_task_equals_fraction_is_refused_naming_it(text):
+    from dlmcost.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"^--min-accuracy: expected TASK=FRACTION .*, got '" + text.replace(
+            "%", ".").replace("=", ".") + "'$"):
+        api.parse_floor(text)
+
+
+def test_the_source_names_the_reference_and_its_table():
+    """A decoding's source is its reference's first part (before ';') and its location's first
+    (before ',' or '('): Dream's blog figure; the LLaDA2.0 report's "Table 2, column '...'". A mix
+    the source prints no row for (LLaDA2.1's 10 MBE benchmarks, each printed alone) names the
+    reference alone, prints its pooled TPF as its own and has no accuracy."""
+    from dlmcost.analysis.published import meeting_floor
+    from dlmcost.inputs.models import resolve_model
+
+    dream = api.analyze("Dream-org/Dream-v0-Instruct-7B", "h100")["decoding_source"]
+    assert dream["source"] == ("HKUNLP/hkunlp.github.io assets/img/2025-04-02-dream-img/sft.png, "
+                               "blog figure 'supervised fine-tuning results'")
+    (qwen,), _ = meeting_floor(resolve_model("Qwen/Qwen3-30B-A3B"), "gsm8k", 0.96)
+    assert (qwen.source, qwen.accuracy) == ("arXiv 2512.15745, Table 2", 0.9636)
+    mix = "average-10-mbe-benchmarks"
+    assert _mini_default().result(mix) is None
+    tpf, cv = _pooled(_mini_default(), mix)
+    src = api.analyze(MINI, "h100", task=mix)["decoding_source"]
+    assert (src["source"], src["accuracy"], src["tpf_task"]) == ("arXiv 2602.08676", None, mix)
+    assert (src["tpf"], src["tpf_published"], src["spread"]) == (pytest.approx(tpf), pytest.approx(tpf),
+                                                                 pytest.approx(cv))
+
+
+# --- which decodings are searched (serving/decodings.py) -------------------------------------------
+
+
+def test_floor_decodings_keep_the_published_block_and_take_the_tpf_on_the_task_asked():
+    """LLaDA-8B-Instruct's evaluation setting decodes in blocks of 8 (its sampler says 32): its
+    decoding keeps 8. LLaDA2.0-mini at gsm-plus >= 0.86 runs at gsm-plus's 2.41 tokens
+    per forward, or HumanEval+'s 5.16 with --task humaneval-plus (Table 2 of arXiv 2602.08676).
+    Qwen3-30B-A3B's autoregressive setting decodes one token per forward and carries its source."""
+    from dlmcost.analysis.published import meeting_floor
+    from dlmcost.inputs.models import resolve_model
+    from dlmcost.serving.decodings import floor_decodings, from_published
+
+    llada = resolve_model("GSAI-ML/LLaDA-8B-Instruct")
+    assert llada.sampler.block == 32
+    (b8,) = [p for p in meeting_floor(llada, "gsm8k", 0.7)[0] if p.setting == "eval-g256-b8"]
+    assert (from_published(llada, b8).scheme, from_published(llada, b8).block) == ("mdm", 8)
+    mini = resolve_model(MINI)
+    assert [d.tpf for d in floor_decodings(mini, ("gsm-plus", 0.86))[0]] == [2.41]
+    assert [d.tpf for d in floor_decodings(mini, ("gsm-plus", 0.86), "humaneval-plus")[0]] == [5.16]
+    (ar,), _ = floor_decodings(resolve_model("Qwen/Qwen3-30B-A3B"), ("gsm8k", 0.96))
+    assert (ar.scheme, ar.block, ar.tpf, ar.published.setting) == ("ar", None, 1.0, "ar-report2.0")
+
+
+def test_a_models_own_decoding_without_a_published_one_is_its_samplers():
+    """Dream-v0-Base has no published decoding and its sampler no block: masked diffusion over the
+    whole answer (no block), at gen / steps tokens per forward (512 / 512 = 1; a sampler of 256
+    tokens in 64 steps: 4). An autoregressive model decodes one token per forward; asked for a
+    diffusion scheme it was not published with, it takes that scheme's own block."""
+    from dlmcost.engine.schemes import get_scheme
+    from dlmcost.inputs.models import resolve_model
+    from dlmcost.serving.decodings import choose_decodings
+
+    dream = resolve_model("Dream-org/Dream-v0-Base-7B")
+    assert choose_decodings(dream, None)[0] == Decoding("mdm", None, 1.0)
+    fast = dream.model_copy(update=dict(sampler=dream.sampler.model_copy(update=dict(gen=256, steps=64))))
+    assert choose_decodings(fast, None)[0] == Decoding("mdm", None, 4.0)
+    gemma = resolve_model("google/gemma-2-9b")
+    assert choose_decodings(gemma, None) == [Decoding("ar", None, 1.0)]
+    given = SimpleNamespace(scheme="multi-block", block=None, tpf=2.0, steps=None)
+    from dlmcost.errors import DlmcostWarning
+
+    with pytest.warns(DlmcostWarning, match="was not published with multi-block"):
+        (d,) = choose_decodings(gemma, [given])
+    assert (d.block, d.tpf) == (get_scheme("multi-block").default_block, 2.0) == (32, 2.0)
+
+
+def test_a_floor_on_a_task_none_of_the_models_has_names_them_all():
+    from dlmcost.errors import UsageError
+    from dlmcost.inputs.models import resolve_model
+    from dlmcost.serving.decodings import check_floor_task
+
+    models = [resolve_model(MINI), resolve_model("GSAI-ML/LLaDA-8B-Instruct")]
+    with pytest.raises(UsageError, match=f"^--min-accuracy: no published accuracy on 'gms8k' for {MINI}, "
+                                         "GSAI-ML/LLaDA-8B-Instruct; published for: "):
+        check_floor_task(models, "gms8k")
+    check_floor_task(models, "gsm8k")  # published for one of them: no error

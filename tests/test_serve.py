@@ -748,6 +748,34 @@ def test_most_running_counts_the_batch_a_measured_request_joined():
     assert most([0, 0, 0.5], [1, 2, 3], slice(0, 3)) == 3
     assert most([0, 0, 0.5], [1, 2, 3], slice(0, 2)) == 2  # the measured ones joined a batch of 2
     assert most([0, 0, 0.5, 1], [1, 2, 3, 4], slice(3, 4)) == 3
+    # a run that recorded no joining times, or a window of no measured request, met no batch
+    assert most_in_batch(None, np.array([1.0, 2.0]), slice(0, 2)) == 0
+    assert most([0, 0], [1, 2], slice(1, 1)) == 0
+
+
+def test_requests_memory_holds_is_one_over_the_mean_share():
+    """Shares 0.1 and 0.4 of memory, requests of classes 0, 1, 1, 1: the mean share is
+    (0.1 + 3 * 0.4) / 4 = 0.325, so memory holds 1 / 0.325 of them; no requests (or no share) are
+    never limited by memory, and say so without numpy's empty-mean warning."""
+    import warnings
+
+    from dlmcost.serving.memory_binding import requests_memory_holds
+
+    assert requests_memory_holds([0.1, 0.4], np.array([0, 1, 1, 1])) == pytest.approx(1 / 0.325)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert requests_memory_holds([0.1, 0.4], np.array([], int)) == float("inf")
+    assert requests_memory_holds([0.0, 0.4], np.array([0, 0])) == float("inf")
+
+
+def test_memory_binds_at_its_two_edges():
+    """Memory holds 20 requests: a running limit of 20 binds first (never memory), one of 21 lets
+    memory bind from 95% of 20 = 19 requests held at once, not 18."""
+    from dlmcost.serving.memory_binding import peak_binds
+
+    assert not peak_binds(20, 20.0, 20)
+    assert peak_binds(19, 20.0, 21)
+    assert not peak_binds(18, 20.0, 21)
 
 
 def test_memory_warnings_of_a_comparison_name_their_deployment(run):
