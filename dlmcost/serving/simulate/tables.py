@@ -33,6 +33,10 @@ class ClassTable:
     # prefills (a prefill forward's own dispatch, where the engine's graphs cover decode only; the
     # largest of its classes'); first_pass_s then leaves it out (None: nothing)
     prefill_step_s: list[list[float]] | None = None
+    # each class's K/V share held from admission, its prompt over its final length P_c / L_c: a
+    # decoding whose K/V grows as it runs, allocated as tokens come (None: the whole final K/V
+    # reserved from admission; a whole canvas). The first-done loop then preempts where it runs out.
+    held_from_admission: list[float] | None = None
 
     def __post_init__(self):
         if self.first_pass_s is None:
@@ -226,6 +230,7 @@ class SimResult:
     end_s: float
     start_s: np.ndarray | None = None  # time each request joined the batch
     in_service_s: float = 0.0  # integral over time of the requests in the batch (request-seconds)
+    preemptions: int = 0  # requests preempted when the K/V grown on demand ran out (recomputed on readmission)
 
     @property
     def latency_s(self) -> np.ndarray:
