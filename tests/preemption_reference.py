@@ -142,3 +142,9 @@ def simulate_by_iteration(table, request_class, batch_cap, nfe, first, arrivals=
                 arrival[issued] = t + think
                 issued += 1
     return done, first_out, preemptions
+
+
+def out_of_batch(r):
+    """The time each request of a SimResult spent out of the batch after a preemption (0 where none
+    was): what Little's law checks take off its stay from first joining to done."""
+    return 0.0 if r.requeued_s is None else r.requeued_s

@@ -80,7 +80,8 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
         if stream is not None and own is None:
             own = [prompt[c] for c in cls]  # tokens it puts into the stream (its recompute's, once preempted)
         requeued = deque()
-        preempted = 0
+        preempted = [0] * n  # times each request was preempted
+        requeued_s = [0.0] * n  # ... and the time it spent out of the batch (minus its leaving time while out)
 
     # requests arrive in id order (sorted arrivals; a closed loop's users ask again in the order
     # their answers come), so the queue is the ids head..tail - 1: those below `issued` have an
@@ -132,7 +133,8 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
                 counts[c] -= 1
                 b -= 1
                 requeued.appendleft(i)
-                preempted += 1
+                preempted[i] += 1
+                requeued_s[i] -= now
         # arrivals up to now join the queue (under a receive interval: up to the last receiving boundary)
         seen = now if recv is None else recv.seen(it, now, b > 0 or head < tail or bool(requeued), arrival[tail])
         if arrival[tail] <= seen:
@@ -189,6 +191,7 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
                 joined.append(i)
                 if requeued:
                     requeued.popleft()
+                    requeued_s[i] += now
                     continue
             head += 1
         if b == 0:
@@ -287,7 +290,8 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
     k = np.clip(k, 0, len(seg_it) - 1)
     first_block = np.asarray(seg_t)[k] + (first_it_arr - seg_it_arr[k]) * np.asarray(seg_tau)[k]
     return SimResult(np.array(arrival[:n], float), np.array(done, float), first_block, np.asarray(request_class),
-                     busy, now, np.array(start, float), in_service, preempted if grow else 0)
+                     busy, now, np.array(start, float), in_service,
+                     np.array(preempted, np.int64) if grow else None, np.array(requeued_s, float) if grow else None)
 
 
 def _held(running, h0, adm, fin, share, cls, k: int) -> list[float]:

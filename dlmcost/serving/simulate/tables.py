@@ -230,7 +230,10 @@ class SimResult:
     end_s: float
     start_s: np.ndarray | None = None  # time each request joined the batch
     in_service_s: float = 0.0  # integral over time of the requests in the batch (request-seconds)
-    preemptions: int = 0  # requests preempted when the K/V grown on demand ran out (recomputed on readmission)
+    # times each request was preempted where the K/V grown on demand ran out (recomputed on
+    # readmission; None: none was)
+    preempted: np.ndarray | None = None
+    requeued_s: np.ndarray | None = None  # ... and the time it then spent out of the batch (start_s: its first join)
 
     @property
     def latency_s(self) -> np.ndarray:
@@ -239,6 +242,10 @@ class SimResult:
     @property
     def ttfb_s(self) -> np.ndarray:
         return self.first_block_s - self.arrival_s
+
+    @property
+    def preemptions(self) -> int:
+        return 0 if self.preempted is None else int(self.preempted.sum())
 
 
 RELEASES = ("synchronous", "first-done")
