@@ -119,3 +119,27 @@ def test_only_a_run_where_memory_can_bind_leaves_the_one_kind_loop():
     assert _one_kind(table, None, 4, 10) is not None  # 4 x 0.25: never more than the memory
     assert _one_kind(table, None, 5, 10) is None
     assert _one_kind(replace(table, held_from_admission=None), None, 5, 10) is not None  # reserved: room 4
+
+
+def test_the_kept_line_decides_as_the_exact_sum_does():
+    # HeldKV answers from a line it updates as requests join and leave, and sums exactly only near
+    # the limit: its answers are those of the exact sum, here with limits set at the exact sums
+    # themselves and a hair either side (where the line alone could not tell), over long runs
+    from dlmcost.serving.simulate.on_demand import HeldKV
+
+    rng = np.random.default_rng(7)
+    n = 3000
+    kv = HeldKV(n)
+    k = 0
+    for i in range(n):
+        k += int(rng.integers(0, 40))
+        if kv.running and rng.random() < 0.45:
+            kv.leave(list(kv.running)[int(rng.integers(len(kv.running)))])
+        s = 1 / rng.choice([3, 7, 48, 250])
+        kv.join(i, k, k + int(rng.integers(1, 9000)), s * rng.choice([0.1, 1 / 9, 0.5]), s)
+        probe = k + int(rng.integers(0, 30))
+        if probe > min(kv.fin[j] for j in kv.running):
+            continue
+        exact = kv.exact(probe)
+        for limit in (exact, np.nextafter(exact, 0), np.nextafter(exact, 9), exact + 1e-12, exact - 1e-12, 1.0):
+            assert kv.over(probe, limit) == (kv.exact(probe) > limit)

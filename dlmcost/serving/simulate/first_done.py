@@ -14,6 +14,7 @@ from functools import lru_cache, partial
 import numpy as np
 
 from .front_end import _arrival_list, _Desk
+from .on_demand import HeldKV
 from .receiving import Receiver
 from .tables import ClassTable, RequestPasses, SimResult, _prefill_stream, in_flight_cap, uncached_prompt_tokens
 
@@ -74,8 +75,8 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
     requeued: deque | tuple = ()  # preempted requests, at the front of the queue (oldest first)
     if grow:
         held = table.held_from_admission
-        running: dict[int, None] = {}  # in flight, in the order they were admitted: a preemption takes the last
-        adm, fin, h0 = [0] * n, [0] * n, [0.0] * n  # admission and finishing iterations, the share held at admission
+        kv = HeldKV(n)  # the running requests' K/V, in the order they were admitted
+        fin = kv.fin
         factor = [1.0] * n if part is None else list(part)  # its first pass's lift over its prompt's whole one
         if stream is not None and own is None:
             own = [prompt[c] for c in cls]  # tokens it puts into the stream (its recompute's, once preempted)
@@ -117,24 +118,24 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
     completed = 0
     recv = Receiver(recv_interval) if recv_interval > 1 else None
     while completed < n:
-        if grow and b > 1 and _usage(running, h0, adm, fin, share, cls, it) > limit:
-            # the K/V grown on demand ran out: the latest admitted leave for the front of the queue
-            for i in _preempt(running, h0, adm, fin, share, cls, it, limit):
-                c = cls[i]
-                del inflight[bisect.bisect_left(inflight, (fin[i], i))]
-                u = h0[i] + (share[c] - h0[i]) * (it - adm[i]) / (fin[i] - adm[i])
-                h0[i], factor[i] = u, u / (share[c] * held[c])  # it prefills its prompt and its tokens so far again
-                nfe[i] = fin[i] - it  # the passes it had left, the first of them that prefill
-                first[i] = first_it[i] - it if first_it[i] > it else -1  # -1: its first output was streamed
-                if stream is not None and prompt[c]:
-                    own[i] = max(1, round(prompt[c] * factor[i]))
-                    if pending and pending_req == i:
-                        pending = 0  # its pieces stop with it
-                counts[c] -= 1
-                b -= 1
-                requeued.appendleft(i)
-                preempted[i] += 1
-                requeued_s[i] -= now
+        while grow and b > 1 and kv.over(it, limit):
+            # the K/V grown on demand ran out: the latest admitted leaves for the front of the queue
+            i = kv.newest()
+            c = cls[i]
+            del inflight[bisect.bisect_left(inflight, (fin[i], i))]
+            u = kv.term(i, it)
+            kv.h0[i], factor[i] = u, u / (share[c] * held[c])  # it prefills its prompt and its tokens so far again
+            nfe[i] = fin[i] - it  # the passes it had left, the first of them that prefill
+            first[i] = first_it[i] - it if first_it[i] > it else -1  # -1: its first output was streamed
+            if stream is not None and prompt[c]:
+                own[i] = max(1, round(prompt[c] * factor[i]))
+                if pending and pending_req == i:
+                    pending = 0  # its pieces stop with it
+            counts[c] -= 1
+            b -= 1
+            requeued.appendleft(i)
+            preempted[i] += 1
+            requeued_s[i] -= now
         # arrivals up to now join the queue (under a receive interval: up to the last receiving boundary)
         seen = now if recv is None else recv.seen(it, now, b > 0 or head < tail or bool(requeued), arrival[tail])
         if arrival[tail] <= seen:
@@ -155,9 +156,8 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
             i = requeued[0] if requeued else head
             c = cls[i]
             if grow:  # the K/V held now and its own (its prompt's; a preempted one's, its tokens so far) fit
-                if not requeued:
-                    h0[i] = share[c] * held[c]
-                if b and _usage(running, h0, adm, fin, share, cls, it, h0[i]) > limit:
+                h = kv.h0[i] if requeued else share[c] * held[c]
+                if b and kv.over(it, limit, h):
                     break
             elif share_used + share[c] > limit and b:
                 break
@@ -186,8 +186,7 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
                 first_it[i] = it + first[i] + later
             b += 1
             if grow:
-                adm[i], fin[i] = it, it + nfe[i] + later
-                running[i] = None
+                kv.join(i, it, it + nfe[i] + later, h, share[c])
                 joined.append(i)
                 if requeued:
                     requeued.popleft()
@@ -247,7 +246,7 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
             if m_a < m:
                 m = m_a if m_a > 1 else 1
         if grow and b > 1 and m > 1:  # the K/V grown on demand runs out before then: a preemption there
-            over = _first_over(running, h0, adm, fin, share, cls, it + 1, it + m - 1, limit)
+            over = kv.first_over(it + 1, it + m - 1, limit)
             if over is not None:
                 m = over - it
         if recv is not None:
@@ -270,7 +269,7 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
             i = pop()[1]
             c = cls[i]
             if grow:
-                del running[i]
+                kv.leave(i)
             done[i] = now
             counts[c] -= 1
             share_used -= share[c]
@@ -292,52 +291,6 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
     return SimResult(np.array(arrival[:n], float), np.array(done, float), first_block, np.asarray(request_class),
                      busy, now, np.array(start, float), in_service,
                      np.array(preempted, np.int64) if grow else None, np.array(requeued_s, float) if grow else None)
-
-
-def _held(running, h0, adm, fin, share, cls, k: int) -> list[float]:
-    """The K/V shares the running requests hold at boundary k: each its share at admission h,
-    growing linearly to its class's whole share s by its finishing iteration f (admitted at a):
-    h + (s - h)(k - a)/(f - a)."""
-    return [h0[i] + (share[cls[i]] - h0[i]) * (k - adm[i]) / (fin[i] - adm[i]) for i in running]
-
-
-def _usage(running, h0, adm, fin, share, cls, k: int, extra: float = 0.0) -> float:
-    """The memory the running requests hold at boundary k, plus `extra`: a correctly rounded sum
-    (math.fsum), so that it does not hang on the order they are summed in."""
-    held = _held(running, h0, adm, fin, share, cls, k)
-    held.append(extra)
-    return math.fsum(held)
-
-
-def _preempt(running, h0, adm, fin, share, cls, k: int, limit: float) -> list[int]:
-    """Takes the latest admitted running requests out of `running` until the memory they hold at
-    boundary k is within `limit`, never the last one; returns them, the latest first."""
-    out = []
-    while len(running) > 1 and _usage(running, h0, adm, fin, share, cls, k) > limit:
-        i, _ = running.popitem()
-        out.append(i)
-    return out
-
-
-def _first_over(running, h0, adm, fin, share, cls, lo: int, hi: int, limit: float) -> int | None:
-    """The first boundary k in lo..hi at which the running requests' memory exceeds `limit` (it
-    only grows between events), else None: a guess from the linear sum A + B k, then moved to the
-    boundary where the exact sum crosses."""
-    def over(k):
-        return _usage(running, h0, adm, fin, share, cls, k) > limit
-    if not over(hi):
-        return None
-    slope = intercept = 0.0
-    for i in running:
-        g = (share[cls[i]] - h0[i]) / (fin[i] - adm[i])
-        slope += g
-        intercept += h0[i] - g * adm[i]
-    k = hi if slope <= 0 else min(hi, max(lo, math.ceil((limit - intercept) / slope)))
-    while k > lo and over(k - 1):
-        k -= 1
-    while not over(k):
-        k += 1
-    return k
 
 
 def _one_kind(table: ClassTable, passes: RequestPasses | None, cap_in_flight: int,
