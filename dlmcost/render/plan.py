@@ -289,7 +289,7 @@ def render_plan(p: dict, fmt: str, out: Output, top: int | None = 15, charts: li
     multi, kv = len(p["search"]["decodings"]) > 1, several_kv_dtypes(p)
     caption = ("ranked by $/Mtok at the offered load (* = on the cost/latency Pareto front); R×TP: replicas × "
                "tensor-parallel GPUs; B: batch limit; 1st blk: time to the first streamed block (AR: token; m: memory "
-               "binds: preemptions simulated); "
+               "binds: preemptions simulated; under a synchronous release it and the GPU count are upper bounds); "
                "tok/s/user: median answer tokens / latency; cap: saturation throughput, head: its margin over "
                "the load; prices: dated list-price estimates; J/tok: board power while busy, its idle share while idle, "
                "over output tokens")
