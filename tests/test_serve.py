@@ -709,13 +709,19 @@ def test_an_open_load_warns_when_its_running_requests_fill_memory(run):
 
 def test_a_whole_canvas_diffusion_decoding_does_not_warn(run):
     """A masked-diffusion canvas holds its whole length from its first pass: reserving it at
-    admission is what the engine does, so a job beyond memory gives no warning."""
+    admission is what the engine does (no K/V on demand, no preemption), so a job beyond memory
+    gives no warning."""
     rc, out, err = run("serve", "GSAI-ML/LLaDA-8B-Instruct", "--gpu", "h100", "--stack", "none", "--scheme", "mdm",
                        "--prompt", "4096", "--answer", "4096", "--block", "4096", "--steps", "8", "--job", "400",
                        "--parallel", "400", "-f", "json")
     assert rc == 0, err
     d = json.loads(out)["deployments"][0]["deployment"]
     assert d["memory_limit"] < 400 and "memory binds" not in err
+    rc, out, err = run("serve", "GSAI-ML/LLaDA-8B-Instruct", "--gpu", "h100", "--stack", "none", "--scheme", "mdm",
+                       "--prompt", "4096", "--answer", "4096", "--block", "4096", "--steps", "8", "--job", "40",
+                       "--parallel", "40", "--release", "first-done", "-f", "json")
+    point = json.loads(out)["deployments"][0]["points"][0]
+    assert rc == 0 and point["preemptions"] == 0 and point["mean_running"] <= d["memory_limit"], err
 
 
 def test_an_open_load_under_a_running_limit_memory_holds_does_not_warn(run):
