@@ -143,3 +143,16 @@ def test_the_kept_line_decides_as_the_exact_sum_does():
         exact = kv.exact(probe)
         for limit in (exact, np.nextafter(exact, 0), np.nextafter(exact, 9), exact + 1e-12, exact - 1e-12, 1.0):
             assert kv.over(probe, limit) == (kv.exact(probe) > limit)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_preemptions_beside_first_blocks_outside_the_limit_and_a_receive_interval_keep_the_books(seed):
+    # the reference covers neither: every request is served once, in order of its own events, and
+    # the time integral of the batch is the requests' time in it (less their time out after a preemption)
+    table, cls, cap, passes, _, _, load = _random_case(seed, seed % 2 == 1)
+    # (first blocks outside a limit of cap // 2: at most cap in flight, what the pass tables run to)
+    for limit, extra in ((cap // 2, dict(first_block_outside_limit=True)), (cap, dict(recv_interval=3))):
+        r = simulate(table, cls, limit, passes=passes, **load, **extra)
+        assert np.isfinite(r.done_s).all() and (r.done_s >= r.first_block_s - 1e-9).all()
+        assert (r.first_block_s >= r.start_s - 1e-9).all() and (r.start_s >= r.arrival_s - 1e-9).all()
+        assert r.in_service_s == pytest.approx(float(np.sum(r.done_s - r.start_s - r.requeued_s)), rel=1e-9)
