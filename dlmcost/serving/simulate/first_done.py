@@ -171,8 +171,9 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
             if ahead and b >= batch_cap:
                 # the batch_cap-th latest finish must come by the end of the newcomer's first block
                 kth = inflight[len(inflight) - batch_cap][0]
-                if kth > it + first[i] + later:
-                    opens_at = kth - first[i] - later
+                to_first = first[i] if first[i] > 0 else 0  # (a preempted one's first output was streamed: its prefill)
+                if kth > it + to_first + later:
+                    opens_at = kth - to_first - later
                     break
             if pc:
                 fed.append((c, pc if pc < room else room))
