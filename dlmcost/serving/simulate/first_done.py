@@ -76,6 +76,8 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
     if grow:
         held = table.held_from_admission
         kv = HeldKV(n)  # the running requests' K/V, in the order they were admitted
+        # so many requests hold less than the memory even at their whole shares: no question to ask below it
+        never_over = math.floor((1.0 - 1e-12) / max(share))
         fin = kv.fin
         factor = [1.0] * n if part is None else list(part)  # its first pass's lift over its prompt's whole one
         if stream is not None and own is None:
@@ -118,7 +120,7 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
     completed = 0
     recv = Receiver(recv_interval) if recv_interval > 1 else None
     while completed < n:
-        while grow and b > 1 and kv.over(it, limit):
+        while grow and b > never_over and b > 1 and kv.over(it, limit):
             # the K/V grown on demand ran out: the latest admitted leaves for the front of the queue
             i = kv.newest()
             c = cls[i]
@@ -157,7 +159,7 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
             c = cls[i]
             if grow:  # the K/V held now and its own (its prompt's; a preempted one's, its tokens so far) fit
                 h = kv.h0[i] if requeued else share[c] * held[c]
-                if b and kv.over(it, limit, h):
+                if b >= never_over and b and kv.over(it, limit, h):
                     break
             elif share_used + share[c] > limit and b:
                 break
@@ -246,7 +248,7 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
                 m_a = recv.first_at_or_after(it, it + (m_a if m_a > 1 else 1), prefills) - it
             if m_a < m:
                 m = m_a if m_a > 1 else 1
-        if grow and b > 1 and m > 1:  # the K/V grown on demand runs out before then: a preemption there
+        if grow and b > never_over and b > 1 and m > 1:  # the K/V grown on demand runs out before then: a preemption there
             over = kv.first_over(it + 1, it + m - 1, limit)
             if over is not None:
                 m = over - it
