@@ -208,8 +208,13 @@ class ServePoint(Record):
     overloaded: bool
     memory_binds: bool = Field(
         description="more requests at once than memory holds at their final lengths, for a decoding whose K/V grows "
-                    "as it runs: the simulation reserves a request's final length from admission, engines that "
-                    "allocate as tokens come start more, so the first-token times are an upper bound")
+                    "as it runs: the simulation allocates K/V as tokens come and, where it runs out, preempts the "
+                    "latest admitted request and recomputes it on readmission (preemptions; first-done release; "
+                    "the synchronous release reserves each request's final length from admission, and its "
+                    "first-token times are then an upper bound)")
+    preemptions: int = Field(
+        0, description="times the measured requests were preempted where K/V allocated as tokens come ran out "
+                       "(each one recomputed on readmission; docs/methodology.md, 'When memory binds')")
     pareto: bool
     misses: list[TargetMiss] = Field(description="the targets (--p95...) this load misses; empty: it meets them")
     meets_targets: Optional[bool] = Field(description="null when no target was given")
@@ -296,8 +301,10 @@ class PlanDeployment(Record):
     absurd: bool
     memory_binds: bool = Field(
         description="its simulated replica held more requests at once than memory holds at their final lengths, for a "
-                    "decoding whose K/V grows as it runs: engines that allocate K/V as tokens come start more, so its "
-                    "first-token times and replica count are upper bounds (serve's memory_binds)")
+                    "decoding whose K/V grows as it runs: its K/V is allocated as tokens come and the latest admitted "
+                    "preempted where it runs out (first-done release; under a synchronous release each is held at "
+                    "its final length, and its first-token times and replica count are upper bounds; serve's "
+                    "memory_binds)")
     intervals: dict[str, Union[list[Optional[float]], str]] = Field(
         description="the search again at the two ends of the stack's error band: gpus, usd_per_mtok, "
                     "p95_latency_s -> [faster end, slower end] (null: no replica count meets the targets there); "

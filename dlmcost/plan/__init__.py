@@ -269,7 +269,8 @@ run_plan, plan_record = run, to_record
 
 def _warn_if_memory_binds(result: PlanResult) -> None:
     """serve's warning for the recommended deployment (the first ranked) where memory binds its
-    simulated replica (Deployment.memory_binds): its first-token times and GPU count are upper bounds."""
+    simulated replica (Deployment.memory_binds): its K/V allocated as tokens come and preempted where it
+    runs out (first-done release), or reserved at the final length (synchronous: upper bounds)."""
     import warnings
 
     from ..errors import DlmcostWarning
@@ -277,9 +278,11 @@ def _warn_if_memory_binds(result: PlanResult) -> None:
     top = result.deployments[0] if result.deployments else None
     if top is not None and top.memory_binds:
         warnings.warn(f"memory binds for the recommended {top.replicas} x {top.gpu} (TP{top.tp}, {top.precision}, "
-                      f"K/V {top.kv_dtype}, {top.decoding}): each request is held at its final length from admission; "
-                      f"vLLM and SGLang allocate K/V as tokens come and start more at once, so its first-token times "
-                      f"and GPU count are upper bounds", DlmcostWarning, stacklevel=2)
+                      f"K/V {top.kv_dtype}, {top.decoding}): its requests' K/V is allocated as tokens come and, where "
+                      f"it runs out, the latest admitted is preempted and recomputed, as in vLLM and SGLang (first-done "
+                      f"release; the growth and the recompute are approximate: methodology, 'When memory binds'; a "
+                      f"synchronous release holds each at its final length, and its first-token times and GPU count "
+                      f"are then upper bounds)", DlmcostWarning, stacklevel=2)
 
 
 def _warn_if_band_is_slower(result: PlanResult) -> None:

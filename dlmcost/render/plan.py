@@ -27,7 +27,8 @@ PLAN_LEGEND = {
     "p50\ns": "median end-to-end latency of the simulated requests, seconds",
     "p95\ns": "95th percentile end-to-end latency, seconds",
     "1st\nblk s": "95th percentile time to the first streamed block (AR: token), seconds; m = memory binds (more "
-                  "requests at once than memory holds at their final lengths: this and the GPU count are upper bounds)",
+                  "requests at once than memory holds at their final lengths: preemptions simulated; upper bounds under a "
+                  "synchronous release)",
     "tok/s\n/user": "median over requests of answer tokens / latency",
     "out\ntok/s": "output tokens per second at the offered load",
     "tok/s\n/GPU": "output tokens/s over replicas × TP GPUs",
@@ -288,7 +289,7 @@ def render_plan(p: dict, fmt: str, out: Output, top: int | None = 15, charts: li
     multi, kv = len(p["search"]["decodings"]) > 1, several_kv_dtypes(p)
     caption = ("ranked by $/Mtok at the offered load (* = on the cost/latency Pareto front); R×TP: replicas × "
                "tensor-parallel GPUs; B: batch limit; 1st blk: time to the first streamed block (AR: token; m: memory "
-               "binds, so it and the GPU count are upper bounds); "
+               "binds: preemptions simulated; under a synchronous release it and the GPU count are upper bounds); "
                "tok/s/user: median answer tokens / latency; cap: saturation throughput, head: its margin over "
                "the load; prices: dated list-price estimates; J/tok: board power while busy, its idle share while idle, "
                "over output tokens")
@@ -343,8 +344,8 @@ def recommendation(p: dict) -> str:
             + (f" (target {target:g} s)" if target else "")
             + f", capacity {100 * d['headroom']:,.0f}% above the offered load; the cheapest of "
             f"{plural(len(p['deployments']), 'deployment')} meeting the targets."
-            + (" Memory binds it: each request is held at its final length from admission, where vLLM and SGLang "
-               "start more at once, so its first-token times and GPU count are upper bounds." if d.get("memory_binds")
+            + (" Memory binds it: its requests' K/V is allocated as tokens come and the latest admitted is "
+               "preempted and recomputed where it runs out, as in vLLM and SGLang." if d.get("memory_binds")
                else ""))
 
 

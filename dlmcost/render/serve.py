@@ -28,7 +28,8 @@ CAPTION = ("req/s, tok/s: completed in the measured window; tok/s/GPU: output to
            "(AR: token); gap: a request's mean time between streamed blocks (AR: tokens); busy: share of the "
            "time a replica runs passes; run: mean running requests per replica; * = Pareto front of tok/s/GPU "
            "against tok/s/user; ! = overloaded (under 95% of the arrivals served: queues grow); m = memory binds (more "
-           "requests at once than memory holds at their final lengths: first-token times are an upper bound); x = "
+           "requests at once than memory holds at their final lengths: preemptions simulated, or under a synchronous "
+           "release first-token times an upper bound); x = "
            "misses a target (--p95..., listed on stderr); $/Mtok at list price (estimate); J/tok: board power while busy, its idle share while "
            "idle, over output tokens")
 
@@ -37,8 +38,8 @@ CURVE_LEGEND = {
     "#": "the deployment, numbered as in the header",
     "load": "the load: c=N concurrent users (closed loop), a rate in requests/s (open loop), a batch job "
             "(requests × in parallel) or a trace; * = on the Pareto front of tok/s/GPU against tok/s/user, "
-            "! = overloaded (under 95% of the arrivals served: queues grow), m = memory binds (its first-token times "
-            "an upper bound: stderr and memory_binds in JSON and CSV), x = misses a target (--p95...; which "
+            "! = overloaded (under 95% of the arrivals served: queues grow), m = memory binds (preemptions simulated: "
+            "stderr, and memory_binds and preemptions in JSON and CSV), x = misses a target (--p95...; which "
             "ones: stderr, and the misses column of JSON and CSV)",
     "req/s": "requests completed per second in the measured window",
     "out\ntok/s": "output tokens per second: requests/s × mean answer tokens",
@@ -278,7 +279,8 @@ CSV_KEYS = ("deployment", "model", "gpu", "replicas", "tp", "ep", "precision", "
             "output_tokens_per_s_per_gpu", "tokens_per_s_per_user",
             *(f"{key.removesuffix('_s')}_{stat}_s" for key, _ in METRICS for stat in ("mean", "median", "p90", "p95", "p99")),
             *(name for name, _, _ in TARGET_COLUMNS), "gpu_busy_fraction", "mean_running", "usd_per_mtok",
-            "usd_per_mtok_low", "usd_per_mtok_high", "joules_per_token", "makespan_s", "overloaded", "memory_binds", "pareto", "meets_targets", "misses")
+            "usd_per_mtok_low", "usd_per_mtok_high", "joules_per_token", "makespan_s", "overloaded", "memory_binds", "preemptions", "pareto",
+            "meets_targets", "misses")
 """serve's CSV columns: the keys `serve --require` names."""
 
 
@@ -308,7 +310,7 @@ def csv_rows(record: dict) -> list[dict]:
                        usd_per_mtok=p["usd_per_mtok"], usd_per_mtok_low=p.get("usd_per_mtok_low"),
                        usd_per_mtok_high=p.get("usd_per_mtok_high"), joules_per_token=p["joules_per_token"],
                        makespan_s=p["makespan_s"], overloaded=p["overloaded"], memory_binds=p["memory_binds"],
-                       pareto=p["pareto"],
+                       preemptions=p.get("preemptions", 0), pareto=p["pareto"],
                        meets_targets=p["meets_targets"], misses="; ".join(miss_text(m) for m in p["misses"]))
             out.append(row)
     return out

@@ -29,6 +29,7 @@ from ..errors import DlmcostWarning, UsageError
 from ..inputs.stacks import MAX_API_SERVERS, default_stack, stack_label
 from .simulate import ClassTable, FrontEnd, RequestPasses, SimResult, draw_passes, in_flight_cap, simulate, token_passes
 from .simulate.receiving import MAX_RECV_INTERVAL
+from . import memory_binding
 from .steptime import Decoding, PassTable, passes_to_first_output
 
 DEFAULT_REQUESTS = 2000  # simulated requests per load (plan's search and serve alike)
@@ -309,6 +310,8 @@ def request_table(pt: PassTable, gi: int, pi: int, ti: int, decoding: Decoding, 
         table = prompt_in_block_chunks(table, [p for p in prompts for _ in answers], decoding.block)
     if pol.prefill_chunk:  # a token-streaming scheme: no per_block
         table = prompt_in_token_chunks(table, [p for p in prompts for _ in answers], pol.prefill_chunk)
+    if memory_binding.grows_as_it_runs(decoding.scheme):  # K/V allocated as tokens come: the prompt's from admission
+        table = replace(table, held_from_admission=[p / (p + cv) for p in prompts for cv in canvas])
     limit = int(min(max_running, float(mem.min())))
     block = decoding.block if decoding.block and not token_streaming else None
     return RequestTable(table, limit, rows["per_block"], not token_streaming,

@@ -3,9 +3,10 @@
 `saturation` is what it completes with every batch always full (the rate no load outruns);
 `max_rate` bisects under that rate for the highest open-loop rate within the targets, and
 `why_not` says why a rate fails. Each question is a few loads measured (measure.py).
-`flag_memory_binds` marks and says when a load runs into the memory limit, where the simulation's
-admission (each request's whole final K/V reserved) is stricter than engines that allocate
-as tokens come.
+`flag_memory_binds` marks and says when a load runs into the memory limit, where the K/V grows
+as a request runs: the first-done release then allocates it as tokens come and preempts where
+it runs out, as engines do; the synchronous release reserves each request's whole final K/V
+from admission, stricter than they are.
 """
 
 from __future__ import annotations
@@ -115,19 +116,27 @@ def memory_binds(prep: Prepared, load, point: Point) -> bool:
 def flag_memory_binds(prep: Prepared, loads: list, points: list[Point]) -> None:
     """Marks the points of the loads that run into memory (`Point.memory_binds`), where the K/V grows
     as a request runs (a decoding that stops after the token or block that ends the answer, not a
-    whole canvas), and warns once: the simulation reserves each request's final length from
-    admission, while vLLM and SGLang allocate K/V as tokens come and preempt when it runs out, so
-    they start more requests at once and the times to the first token here are an upper bound."""
+    whole canvas), and warns once. First-done release: the simulation allocates K/V as tokens come
+    and preempts the latest admitted where it runs out, as vLLM and SGLang do (`Point.preemptions`).
+    Synchronous release: it reserves each request's final length from admission, while the engines
+    start more requests at once, so the times to the first token there are an upper bound."""
     if not memory_binding.grows_as_it_runs(prep.decoding.scheme):
         return
     for ld, p in zip(loads, points):
         p.memory_binds = memory_binds(prep, ld, p)
     bound = [p.load for p in points if p.memory_binds]
-    if bound:
+    if bound and prep.release == "synchronous":
         warnings.warn(f"memory binds for {deployment_words(prep)} at {', '.join(bound)}: a replica holds about "
                       f"{held_words(prep)}, each reserved at its final length from admission; vLLM and SGLang "
                       f"allocate K/V as tokens come and preempt when it runs out, so they start more at once: the "
                       f"first-token times here are an upper bound", DlmcostWarning, stacklevel=3)
+    elif bound:
+        preempted = sum(p.preemptions for p in points if p.memory_binds)
+        warnings.warn(f"memory binds for {deployment_words(prep)} at {', '.join(bound)}: a replica holds about "
+                      f"{held_words(prep)} at their final lengths; K/V is allocated as tokens come and, where it "
+                      f"runs out, the latest admitted request is preempted and recomputed, as in vLLM and SGLang "
+                      f"({preempted:,} preemptions of the measured requests; the growth and the recompute are "
+                      f"approximate: methodology, 'When memory binds')", DlmcostWarning, stacklevel=3)
 
 
 def deployment_words(prep: Prepared) -> str:

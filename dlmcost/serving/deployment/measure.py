@@ -48,8 +48,9 @@ class Point:
     makespan_s: float | None = None  # batch job and trace: first arrival to last answer
     overloaded: bool = False  # open loop: under SUSTAIN_FRACTION of the arrivals served (queues grow)
     # more requests at once than memory holds at their final lengths, for K/V that grows as a request
-    # runs: the first-token times are an upper bound (capacity.memory_binds)
+    # runs (capacity.memory_binds): the simulation allocated it as tokens came and preempted where it ran out
     memory_binds: bool = False
+    preemptions: int = 0  # times the measured requests were preempted (K/V on demand ran out) and recomputed
     # the most requests a replica held in its batch as a measured request joined it: what an open
     # load's, a trace's and a thinking closed loop's `memory_binds` reads; not an output (record() leaves it out)
     most_running: int = 0
@@ -187,11 +188,14 @@ def _measure(prep: Prepared, load, replicas: list[_Replica], synthetic: bool, ta
     rps = offered = 0.0
     busy = span = in_service = 0.0
     makespan = None
+    preemptions = 0
     units = np.asarray(prep.table.units, float)
     for rep in replicas:
         r = rep.result
         w = _window(len(r.done_s), synthetic)
         c = r.request_class[w]
+        if r.preempted is not None:
+            preemptions += int(r.preempted[w].sum())
         lat.append(r.latency_s[w])
         ttfb.append(r.ttfb_s[w])
         u = units[c] if rep.units is None else rep.units[w]
@@ -228,7 +232,7 @@ def _measure(prep: Prepared, load, replicas: list[_Replica], synthetic: bool, ta
               joules_per_token=joules_per_token(gpus, prep.power_w, s.power_utilisation, out_tps,
                                                 busy_fraction=busy / span if span > 0 else 0.0) if out_tps > 0 else None,
               makespan_s=makespan,
-              overloaded=isinstance(load, OpenLoop) and rps < SUSTAIN_FRACTION * offered,
+              overloaded=isinstance(load, OpenLoop) and rps < SUSTAIN_FRACTION * offered, preemptions=preemptions,
               most_running=max(most_in_batch(rep.result.start_s, rep.result.done_s,
                                                _window(len(rep.result.done_s), synthetic))
                                 for rep in replicas))

@@ -56,6 +56,33 @@ without a budget (most of a plan's simulations), has a loop of its own that need
 nor segments (`first_done._first_done_in_order`), with the same arithmetic: a serving behaviour
 added to one loop goes in the other, or `_one_kind` sends its tables to the general one.
 
+K/V on demand (`held_from_admission`, a decoding whose K/V grows as it runs: autoregressive,
+draft-verify, block diffusion with a cache; first-done release only). The batch's memory rule
+above reserves each request's whole final K/V (prompt and answer) from admission; vLLM and SGLang
+instead admit a request when its prompt fits, allocate K/V as tokens come, and when the pool runs
+out preempt the latest admitted running request (vLLM V1's scheduler pops the last of its running
+list, preemption by recompute; SGLang's retract_decode takes those with the fewest output tokens,
+in practice the latest admitted too): its K/V is freed and it goes back to the front of the queue.
+So here a request of class c holds h + (s_c - h)(k - a)/(f - a) of the memory at boundary k,
+admitted at iteration a, finishing at f: its prompt's share h = s_c P_c / L_c at its admission
+(L_c its class's final length, `held_from_admission` P_c / L_c), growing linearly to its whole
+share s_c by its last pass (for a block or draft-verify decoding, whose tokens come in blocks or
+bursts, the growth is spread evenly over its passes). A newcomer joins, first come first served,
+while the batch limit allows and the memory held now plus its own h is at most 1 (an empty batch
+always takes one). Between events the memory held is linear in the iteration number, so the
+iteration at which it would first exceed 1 is found in closed form (then checked against the exact
+sum: on_demand.py) and is an event; there the latest admitted running requests are preempted,
+one by one until the rest fit, never the last one running, each to the front of the queue (the
+earlier preempted ahead) holding what it held then. On readmission it runs a prefill of its
+prompt and the tokens it had generated, its first pass's lift scaled by h / (s_c P_c / L_c)
+(under a prefill budget, that many times its prompt's tokens enter the stream), and then the rest
+of its passes: f - k at its preemption, the first of them that prefill. Its first output's time
+stays the first one (unless it came after the preemption); its completion moves. A whole canvas
+(masked diffusion) does hold its final length from its first pass and keeps the reservation; so
+does the synchronous policy, whose rounds are not preempted (its first-token times are an upper
+bound where memory binds). The loop for one kind of request keeps the runs where memory cannot
+bind (batch_cap x s_c <= 1); `_one_kind` sends the others to the general loop.
+
 Two release policies (`release`):
 
 * "first-done" (first-done-first-out, SGLang PR #17770, #25280): the above. A request leaves the
@@ -92,8 +119,8 @@ batches (DLLM_EXTEND, every pass) weigh as prefills, so that engine receives at 
 there whatever R is; `simulate` refuses R > 1 with it.
 
 The modules: tables.py (the classes' tables, the requests' passes, the result), front_end.py (the
-API servers), receiving.py (the receive interval), first_done.py and rounds.py (the two release
-policies' loops); `simulate` below picks the loop.
+API servers), receiving.py (the receive interval), on_demand.py (the K/V held on demand),
+first_done.py and rounds.py (the two release policies' loops); `simulate` below picks the loop.
 """
 
 from __future__ import annotations

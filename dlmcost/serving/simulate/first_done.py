@@ -14,6 +14,7 @@ from functools import lru_cache, partial
 import numpy as np
 
 from .front_end import _arrival_list, _Desk
+from .on_demand import HeldKV
 from .receiving import Receiver
 from .tables import ClassTable, RequestPasses, SimResult, _prefill_stream, in_flight_cap, uncached_prompt_tokens
 
@@ -61,12 +62,29 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
     step_row = table.common_prefill_step if steps else None  # the same for every class: one lookup
     # a prompt partly in the prefix cache: its lift (no budget) or its tokens in the stream scale down
     part = None if uncached is None else uncached.tolist()
+    own = None  # under a budget, each request's tokens in the stream where not its class's prompt's
     if part is not None and stream is not None:
         own = [uncached_prompt_tokens(prompt[c], u) for c, u in zip(cls, part)]
     done = [math.nan] * n
     start = [math.nan] * n
     first_it = [0] * n
     counts = [0] * len(share)
+    # a decoding whose K/V grows as it runs, where memory can bind: K/V on demand, preemption and
+    # recompute (the package docstring); the state it keeps is set up with it
+    grow = table.held_from_admission is not None and cap_in_flight * max(share) > 1.0
+    requeued: deque | tuple = ()  # preempted requests, at the front of the queue (oldest first)
+    if grow:
+        held = table.held_from_admission
+        kv = HeldKV(n)  # the running requests' K/V, in the order they were admitted
+        # so many requests hold less than the memory even at their whole shares: no question to ask below it
+        never_over = math.floor((1.0 - 1e-12) / max(share))
+        fin = kv.fin
+        factor = [1.0] * n if part is None else list(part)  # its first pass's lift over its prompt's whole one
+        if stream is not None and own is None:
+            own = [prompt[c] for c in cls]  # tokens it puts into the stream (its recompute's, once preempted)
+        requeued = deque()
+        preempted = [0] * n  # times each request was preempted
+        requeued_s = [0.0] * n  # ... and the time it spent out of the batch (minus its leaving time while out)
 
     # requests arrive in id order (sorted arrivals; a closed loop's users ask again in the order
     # their answers come), so the queue is the ids head..tail - 1: those below `issued` have an
@@ -80,13 +98,13 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
     # prefill budget a prompt's pieces put off its finish: admission order is finish order only where
     # every request's prompt is in the stream (its pieces end after those admitted before it) or none
     # is (a request without a prompt pass admitted beside a prompt in its pieces can finish first)
-    fifo = len(set(nfe)) <= 1 and (stream is None or len({prompt[c] > 0 for c in set(cls)}) <= 1)
+    fifo = not grow and len(set(nfe)) <= 1 and (stream is None or len({prompt[c] > 0 for c in set(cls)}) <= 1)
     pass0 = pass_s[0]
     in_service = 0.0
     inflight: deque | list = deque() if fifo else []
     if fifo:
         push, pop = inflight.append, inflight.popleft
-    elif ahead:
+    elif ahead or grow:  # (a preempted request leaves a sorted list, found by bisection)
         push, pop = partial(bisect.insort, inflight), partial(inflight.pop, 0)
     else:
         push, pop = partial(heapq.heappush, inflight), partial(heapq.heappop, inflight)
@@ -102,13 +120,32 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
     completed = 0
     recv = Receiver(recv_interval) if recv_interval > 1 else None
     while completed < n:
+        while grow and b > never_over and b > 1 and kv.over(it, limit):
+            # the K/V grown on demand ran out: the latest admitted leaves for the front of the queue
+            i = kv.newest()
+            c = cls[i]
+            del inflight[bisect.bisect_left(inflight, (fin[i], i))]
+            u = kv.term(i, it)
+            kv.h0[i], factor[i] = u, u / (share[c] * held[c])  # it prefills its prompt and its tokens so far again
+            nfe[i] = fin[i] - it  # the passes it had left, the first of them that prefill
+            first[i] = first_it[i] - it if first_it[i] > it else -1  # -1: its first output was streamed
+            if stream is not None and prompt[c]:
+                own[i] = max(1, round(prompt[c] * factor[i]))
+                if pending and pending_req == i:
+                    pending = 0  # its pieces stop with it
+            counts[c] -= 1
+            b -= 1
+            requeued.appendleft(i)
+            preempted[i] += 1
+            requeued_s[i] -= now
         # arrivals up to now join the queue (under a receive interval: up to the last receiving boundary)
-        seen = now if recv is None else recv.seen(it, now, b > 0 or head < tail, arrival[tail])
+        seen = now if recv is None else recv.seen(it, now, b > 0 or head < tail or bool(requeued), arrival[tail])
         if arrival[tail] <= seen:
             tail = bisect.bisect_right(arrival, seen, tail, issued)
         next_t = arrival[tail]
         # admit at this boundary, first come first served
         first_new = head
+        joined = [] if grow else None
         opens_at = None  # ahead: the iteration at which the head of the queue may join
         if stream is not None:  # the coming iteration's budget: the piece of a prompt in its pieces first
             if pending:
@@ -117,12 +154,17 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
             else:
                 fed, room = [], budget
             starved = False  # a prompt waits for budget
-        while head < tail and b < cap_in_flight:
-            c = cls[head]
-            if share_used + share[c] > limit and b:
+        while (head < tail or requeued) and b < cap_in_flight:
+            i = requeued[0] if requeued else head
+            c = cls[i]
+            if grow:  # the K/V held now and its own (its prompt's; a preempted one's, its tokens so far) fit
+                h = kv.h0[i] if requeued else share[c] * held[c]
+                if b >= never_over and b and kv.over(it, limit, h):
+                    break
+            elif share_used + share[c] > limit and b:
                 break
             later = 0  # iterations its prompt's pieces run past the coming one
-            pc = prompt[c] if part is None or stream is None else own[head]
+            pc = prompt[c] if own is None else own[i]
             if pc:
                 if room <= 0:
                     starved = True  # the budget is another prompt's piece: the queue waits, first come first served
@@ -131,30 +173,45 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
             if ahead and b >= batch_cap:
                 # the batch_cap-th latest finish must come by the end of the newcomer's first block
                 kth = inflight[len(inflight) - batch_cap][0]
-                if kth > it + first[head] + later:
-                    opens_at = kth - first[head] - later
+                to_first = first[i] if first[i] > 0 else 0  # (a preempted one's first output was streamed: its prefill)
+                if kth > it + to_first + later:
+                    opens_at = kth - to_first - later
                     break
             if pc:
                 fed.append((c, pc if pc < room else room))
                 if later:
-                    pending, pending_c, pending_req = pc - room, c, head
+                    pending, pending_c, pending_req = pc - room, c, i
                 room -= pc
             share_used += share[c]
             counts[c] += 1
-            push((it + nfe[head] + later, head))
-            first_it[head] = it + first[head] + later
-            head += 1
+            push((it + nfe[i] + later, i))
+            if first[i] >= 0:  # (-1: a preempted request's first output was streamed before)
+                first_it[i] = it + first[i] + later
             b += 1
+            if grow:
+                kv.join(i, it, it + nfe[i] + later, h, share[c])
+                joined.append(i)
+                if requeued:
+                    requeued.popleft()
+                    requeued_s[i] += now
+                    continue
+            head += 1
         if b == 0:
             now = next_t  # idle until the next request
             continue
-        new = head - first_new
-        if new:
+        new = head - first_new if joined is None else len(joined)
+        if joined:
+            for i in joined:
+                if start[i] != start[i]:  # (NaN: its first admission)
+                    start[i] = now
+        elif new:
             start[first_new:head] = [now] * new
         tau = pass0[b] if single else sum(k * pass_s[c][b] for c, k in enumerate(counts) if k) / b
         # this iteration: the admitted requests run their first pass (a whole prefill, unless in pieces)
         if uniform or not new:
             tau0 = tau
+        elif grow:  # each one's share of its prompt prefilled (a preempted one: its prompt and its tokens so far)
+            tau0 = tau + sum(lift[cls[i]][b] * factor[i] for i in joined) / b
         elif single:
             tau0 = tau + new * lift0[b] / b
         elif part is not None:
@@ -162,7 +219,8 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
         else:
             tau0 = tau + sum(lift[cls[i]][b] for i in range(first_new, head)) / b
         if new and steps and stream is None:  # one prefill forward's own dispatch, once
-            tau0 += step_row[b] if step_row is not None else table.prefill_step(cls[first_new:head], b)
+            tau0 += step_row[b] if step_row is not None else table.prefill_step(
+                cls[first_new:head] if joined is None else [cls[i] for i in joined], b)
         m = inflight[0][0] - it  # iterations to the next completion
         if opens_at is not None:
             m = min(m, opens_at - it)
@@ -184,12 +242,16 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
                 m = 1  # the next iteration's budget is the waiting prompt's
         if recv is not None:
             prefills, every = bool(new or (stream is not None and fed)), bool(pending)
-        if head == tail and b < cap_in_flight and next_t < math.inf:  # an arrival could join before then
+        if head == tail and not requeued and b < cap_in_flight and next_t < math.inf:  # an arrival could join then
             m_a = 1 + math.ceil((next_t - now - tau0) / tau - 1e-9)  # the first boundary at or after it
             if recv is not None and not every:  # ... that receives
                 m_a = recv.first_at_or_after(it, it + (m_a if m_a > 1 else 1), prefills) - it
             if m_a < m:
                 m = m_a if m_a > 1 else 1
+        if grow and b > never_over and b > 1 and m > 1:  # the K/V grown on demand runs out before then: a preemption there
+            over = kv.first_over(it + 1, it + m - 1, limit)
+            if over is not None:
+                m = over - it
         if recv is not None:
             recv.passed(it, m, now, tau0, tau, prefills, every)
         seg_it.append(it)
@@ -209,6 +271,8 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
         while b and inflight[0][0] == it:
             i = pop()[1]
             c = cls[i]
+            if grow:
+                kv.leave(i)
             done[i] = now
             counts[c] -= 1
             share_used -= share[c]
@@ -228,7 +292,8 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
     k = np.clip(k, 0, len(seg_it) - 1)
     first_block = np.asarray(seg_t)[k] + (first_it_arr - seg_it_arr[k]) * np.asarray(seg_tau)[k]
     return SimResult(np.array(arrival[:n], float), np.array(done, float), first_block, np.asarray(request_class),
-                     busy, now, np.array(start, float), in_service)
+                     busy, now, np.array(start, float), in_service,
+                     np.array(preempted, np.int64) if grow else None, np.array(requeued_s, float) if grow else None)
 
 
 def _one_kind(table: ClassTable, passes: RequestPasses | None, cap_in_flight: int,
@@ -242,6 +307,8 @@ def _one_kind(table: ClassTable, passes: RequestPasses | None, cap_in_flight: in
     alike = (table.nfe[0], table.first_passes[0]) if passes is None else passes.alike
     if alike is None or alike[1] < 1:
         return None
+    if table.held_from_admission is not None and cap_in_flight * table.mem_share[0] > 1.0:
+        return None  # K/V on demand, where memory can bind: preemptions, which the general loop keeps
     room = _memory_room(table.mem_share[0], cap_in_flight, n)
     return None if room is None else (*alike, room)
 

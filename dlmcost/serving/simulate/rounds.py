@@ -1,5 +1,8 @@
 """The synchronous release policy (the package docstring): the batch advances block by block, one
-event per round; and its loop for one kind of request (`_rounds_one_kind`)."""
+event per round; and its loop for one kind of request (`_rounds_one_kind`). Its memory rule is the
+reservation at admission (each request's whole final K/V, `mem_share`) whatever the decoding: a
+round is not preempted, so `held_from_admission` (K/V on demand) is left to the first-done loop,
+and where memory binds a synchronous run's first-token times are an upper bound."""
 
 from __future__ import annotations
 

@@ -33,6 +33,10 @@ class ClassTable:
     # prefills (a prefill forward's own dispatch, where the engine's graphs cover decode only; the
     # largest of its classes'); first_pass_s then leaves it out (None: nothing)
     prefill_step_s: list[list[float]] | None = None
+    # each class's K/V share held from admission, its prompt over its final length P_c / L_c: a
+    # decoding whose K/V grows as it runs, allocated as tokens come (None: the whole final K/V
+    # reserved from admission; a whole canvas). The first-done loop then preempts where it runs out.
+    held_from_admission: list[float] | None = None
 
     def __post_init__(self):
         if self.first_pass_s is None:
@@ -226,6 +230,10 @@ class SimResult:
     end_s: float
     start_s: np.ndarray | None = None  # time each request joined the batch
     in_service_s: float = 0.0  # integral over time of the requests in the batch (request-seconds)
+    # times each request was preempted where the K/V grown on demand ran out (recomputed on
+    # readmission; None: none was)
+    preempted: np.ndarray | None = None
+    requeued_s: np.ndarray | None = None  # ... and the time it then spent out of the batch (start_s: its first join)
 
     @property
     def latency_s(self) -> np.ndarray:
@@ -234,6 +242,10 @@ class SimResult:
     @property
     def ttfb_s(self) -> np.ndarray:
         return self.first_block_s - self.arrival_s
+
+    @property
+    def preemptions(self) -> int:
+        return 0 if self.preempted is None else int(self.preempted.sum())
 
 
 RELEASES = ("synchronous", "first-done")

@@ -1,0 +1,150 @@
+"""A plain reference for the first-done loop with K/V allocated on demand (serving/simulate's
+package docstring, "K/V on demand"), written from the rules, not from the loop's code: it walks
+every iteration one by one and keeps every request's state, with no events, no heap and no
+closed forms. It covers what the tests compare: several request classes, each request its own
+passes, open and closed loads, a prefill budget (prompt tokens fed first come first served);
+not a prefix cache, a prefill forward's own dispatch, a receive interval or first blocks outside
+the limit.
+
+Rules, per boundary k (time t), in this order:
+1. requests whose last pass ended at k leave (done at t); a closed loop's user asks again;
+2. while more than one runs and the K/V they hold exceeds the limit, the latest admitted leaves
+   for the front of the queue, holding then what it held at k, with the passes it had left;
+3. arrivals up to t join the queue's back;
+4. first come first served, while fewer than batch_cap run, the budget (if any) has room, and
+   (an empty batch aside) the K/V held plus the newcomer's fits: it joins. A request holds
+   h + (s - h)(k - a)/(f - a) at boundary k (admitted at a, finishing at f, holding h at a: its
+   prompt's share s P/L, or after a preemption what it held then), s its class's share.
+5. the iteration runs: b requests, each pass_s[c][b] / b, plus the prefill each newcomer's first
+   pass (no budget: lift x its tokens over its prompt's) or each piece fed (budget: tokens x
+   lift / P) adds, over b.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+
+def simulate_by_iteration(table, request_class, batch_cap, nfe, first, arrivals=None, users=None, think=0.0,
+                          limit=1.0 + 1e-9):
+    """(done, first output, preemptions) for each request; `nfe`, `first`: each request's passes
+    and passes to its first output."""
+    n = len(request_class)
+    cls = list(request_class)
+    share, held_p = table.mem_share, table.held_from_admission
+    budget = table.prefill_budget
+    prompt = table.prompt_tokens if budget else None
+    lift = [[f - p for f, p in zip(fr, pr)] for fr, pr in zip(table.first_pass_s, table.pass_s)]
+    if arrivals is not None:
+        arrival = list(arrivals)
+    else:
+        arrival = [0.0] * min(users, n) + [math.inf] * max(0, n - users)
+    issued = n if arrivals is not None else min(users, n)
+    left = list(nfe)  # passes left
+    to_first = list(first)  # passes to the first output left (None once streamed)
+    tokens = [prompt[c] if prompt else 0 for c in cls]  # under a budget: tokens its (next) prefill feeds
+    scale = [1.0] * n  # its (next) prefill's tokens over its prompt's
+    hold = [share[c] * held_p[c] for c in cls]  # the K/V share it holds when it joins
+    done, first_out = [math.nan] * n, [math.nan] * n
+    running = []  # dicts, in admission order
+    queue: deque = deque()
+    arrived = [False] * n
+    carried = None  # [request, tokens left] of a prompt in its pieces
+    t, k, preemptions = 0.0, 0, 0
+
+    def held_at(r, k):
+        s = share[cls[r["i"]]]
+        return r["h"] + (s - r["h"]) * (k - r["a"]) / (r["f"] - r["a"])
+
+    def usage(k, extra=()):
+        return math.fsum([held_at(r, k) for r in running] + list(extra))
+
+    while any(d != d for d in done):
+        # 1. (completions were taken at the end of the last iteration)
+        # 2. preemptions
+        while len(running) > 1 and usage(k) > limit:
+            r = running.pop()
+            i = r["i"]
+            c = cls[i]
+            u = held_at(r, k)
+            left[i] = r["f"] - k
+            if to_first[i] is not None:
+                to_first[i] = r["first_at"] - k if r["first_at"] > k else None
+            hold[i] = u
+            scale[i] = u / (share[c] * held_p[c])  # it prefills its prompt and the tokens it made again
+            if prompt:
+                tokens[i] = max(1, round(prompt[c] * scale[i]))
+            if carried is not None and carried[0] == i:
+                carried = None
+            queue.appendleft(i)
+            preemptions += 1
+        # 3. arrivals
+        for i in range(n):
+            if not arrived[i] and arrival[i] <= t:
+                arrived[i] = True
+                queue.append(i)
+        if not running and not queue:
+            t = min(arrival[i] for i in range(n) if not arrived[i])
+            continue
+        # 4. admissions, with this iteration's budget
+        fed = []  # (class, tokens) prefilled this iteration
+        room = budget
+        if carried is not None:
+            take = min(carried[1], budget)
+            fed.append((cls[carried[0]], take))
+            carried[1] -= take
+            room -= take
+            if carried[1] == 0:
+                carried = None
+        joined = []
+        while queue and len(running) < batch_cap:
+            i = queue[0]
+            c = cls[i]
+            if running and usage(k, [hold[i]]) > limit:
+                break
+            pieces_after = 0  # iterations its prompt runs past this one
+            if budget and prompt[c]:
+                if room <= 0 or carried is not None:
+                    break
+                take = min(tokens[i], room)
+                fed.append((c, take))
+                room -= tokens[i]
+                rest = tokens[i] - take
+                if rest:
+                    carried = [i, rest]
+                while rest > 0:
+                    pieces_after += 1
+                    rest -= budget
+            queue.popleft()
+            r = {"i": i, "a": k, "h": hold[i], "f": k + pieces_after + left[i]}
+            r["first_at"] = k + pieces_after + to_first[i] if to_first[i] is not None else -1
+            running.append(r)
+            joined.append(i)
+        # 5. the iteration
+        b = len(running)
+        tau = sum(table.pass_s[cls[r["i"]]][b] for r in running) / b
+        for i in joined:
+            c = cls[i]
+            if not (budget and prompt[c]):
+                tau += lift[c][b] * scale[i] / b
+        for c, x in fed:
+            tau += x * lift[c][b] / prompt[c] / b
+        t += tau
+        k += 1
+        for r in running:
+            if r["first_at"] == k:
+                first_out[r["i"]] = t
+        for r in sorted([r for r in running if r["f"] == k], key=lambda r: r["i"]):
+            running.remove(r)
+            done[r["i"]] = t
+            if issued < n:
+                arrival[issued] = t + think
+                issued += 1
+    return done, first_out, preemptions
+
+
+def out_of_batch(r):
+    """The time each request of a SimResult spent out of the batch after a preemption (0 where none
+    was): what Little's law checks take off its stay from first joining to done."""
+    return 0.0 if r.requeued_s is None else r.requeued_s

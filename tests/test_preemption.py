@@ -1,0 +1,158 @@
+"""K/V on demand with preemption and recompute (serving/simulate's package docstring): the
+first-done loop against a plain iteration-by-iteration reference (tests/preemption_reference.py)
+on random small cases, and schedules worked by hand."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from dlmcost.serving.simulate import ClassTable, RequestPasses, _one_kind, simulate
+
+from preemption_reference import simulate_by_iteration
+
+
+def _random_case(seed: int, budget: bool):
+    rng = np.random.default_rng(seed)
+    n_cls = int(rng.integers(1, 4))
+    cap = int(rng.integers(2, 6))
+    nfe_c = rng.integers(2, 14, n_cls).tolist()
+    share = (1.0 / rng.uniform(1.1, cap * 0.9, n_cls)).tolist()
+    held = rng.uniform(0.05, 0.6, n_cls).tolist()
+    w, x = rng.uniform(0.5, 1.5, n_cls), rng.uniform(0.0, 0.3, n_cls)
+    pass_s = [[0.0] + [w[c] + x[c] * b for b in range(1, cap + 1)] for c in range(n_cls)]
+    lift = rng.uniform(0.0, 2.0, n_cls) * (rng.random(n_cls) < 0.8)
+    first_s = [[0.0] + [p + lift[c] * b for b, p in enumerate(row) if b] for c, row in enumerate(pass_s)]
+    extra = {}
+    if budget:
+        extra = dict(prefill_budget=int(rng.integers(6, 30)),
+                     prompt_tokens=[int(v) if rng.random() < 0.85 else 0 for v in rng.integers(1, 50, n_cls)])
+    table = ClassTable(nfe_c, [1] * n_cls, share, pass_s, first_s, held_from_admission=held, **extra)
+    n = int(rng.integers(3, 14))
+    cls = rng.integers(0, n_cls, n)
+    nfe = np.array([max(1, nfe_c[c] + int(rng.integers(-1, 3))) for c in cls])
+    if budget:  # every request runs past its prompt's pieces (a shorter one is the loop's own edge)
+        nfe = np.maximum(nfe, [-(-table.prompt_tokens[c] // table.prefill_budget) + 2 for c in cls])
+    first = np.array([int(rng.integers(1, v + 1)) for v in nfe])
+    passes = RequestPasses(np.zeros(n, np.int64), nfe.astype(np.int64), np.ones(n, np.int64), first)
+    if rng.random() < 0.5:
+        load = dict(arrivals_s=np.sort(rng.uniform(0, n * rng.uniform(0.2, 3.0), n)))
+    else:
+        load = dict(users=int(rng.integers(1, cap + 3)), think_s=float(rng.uniform(0, 3)))
+    return table, cls, cap, passes, nfe, first, load
+
+
+@pytest.mark.parametrize("budget", [False, True])
+def test_the_loop_is_the_iteration_by_iteration_reference(budget):
+    preempted = 0
+    for seed in range(150):
+        table, cls, cap, passes, nfe, first, load = _random_case(seed, budget)
+        r = simulate(table, cls, cap, passes=passes, **load)
+        ref_done, ref_first, ref_pre = simulate_by_iteration(
+            table, cls, cap, nfe.tolist(), first.tolist(), load.get("arrivals_s"), load.get("users"),
+            load.get("think_s", 0.0))
+        assert r.preemptions == ref_pre, seed
+        np.testing.assert_allclose(r.done_s, ref_done, rtol=1e-9, err_msg=str(seed))
+        np.testing.assert_allclose(r.first_block_s, ref_first, rtol=1e-9, err_msg=str(seed))
+        preempted += ref_pre > 0
+    assert preempted > 30  # the cases do preempt
+
+
+def _two_requests(**extra) -> ClassTable:
+    """One class: 4 passes, its first output after the first; memory for 1.5 requests at final
+    length (share 2/3); the prompt a quarter of the final length; 1 s a pass at any batch, a
+    prefill adding 0.4 s."""
+    return ClassTable([4], [1], [2 / 3], [[0.0, 1.0, 1.0]], [[0.0, 1.4, 1.4]], held_from_admission=[0.25], **extra)
+
+
+def test_two_requests_in_memory_for_one_and_a_half_by_hand():
+    # Both join at 0, holding 1/6 each; each grows by (2/3 - 1/6)/4 = 1/8 a pass, so together they
+    # hold 1/3 + k/4 at boundary k: 13/12 > 1 at k = 3 (t = 1.4 + 2 = 3.4). The latest admitted
+    # (request 1) leaves, holding 1/6 + 3/8 = 13/24, with one pass left. Request 0 ends at 4.4;
+    # request 1 rejoins then and prefills its prompt and its 3/4 of the answer again: 13/4 of
+    # the prompt's tokens, 0.4 x 13/4 = 1.3 s over its pass: it ends at 4.4 + 2.3 = 6.7. Both
+    # first tokens at 1.4 (request 1's stays the first one).
+    r = simulate(_two_requests(), np.zeros(2, int), 2, arrivals_s=np.zeros(2))
+    assert r.preemptions == 1
+    np.testing.assert_allclose(r.done_s, [4.4, 6.7])
+    np.testing.assert_allclose(r.first_block_s, [1.4, 1.4])
+
+
+def test_reserving_the_final_length_would_run_them_one_after_the_other_by_hand():
+    # the same requests with each one's whole final K/V reserved at admission: 2 x 2/3 > 1
+    r = simulate(replace(_two_requests(), held_from_admission=None), np.zeros(2, int), 2, arrivals_s=np.zeros(2))
+    assert r.preemptions == 0
+    np.testing.assert_allclose(r.done_s, [4.4, 8.8])
+    np.testing.assert_allclose(r.first_block_s, [1.4, 5.8])
+
+
+def test_a_preempted_prompt_s_recompute_is_fed_in_pieces_by_hand():
+    # The same, with 8-token prompts under a budget of 16 (each token 0.4 / 8 = 0.05 s): both
+    # prompts fit iteration 0. Request 1, preempted at 3 as above, rejoins at 4.4 with
+    # round(8 x 13/4) = 26 tokens: 16 in iteration 4 (1 + 0.8 s) and 10 in iteration 5
+    # (1 + 0.5 s), its last pass: it ends at 4.4 + 1.8 + 1.5 = 7.7.
+    r = simulate(_two_requests(prompt_tokens=[8], prefill_budget=16), np.zeros(2, int), 2, arrivals_s=np.zeros(2))
+    assert r.preemptions == 1
+    np.testing.assert_allclose(r.done_s, [4.4, 7.7])
+    np.testing.assert_allclose(r.first_block_s, [1.4, 1.4])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_where_memory_does_not_bind_k_v_on_demand_changes_nothing(seed):
+    # memory for more than batch_cap - 1 requests at final length but fewer than batch_cap, and
+    # batch_cap - 1 users: the loop keeps K/V on demand, and never runs out of it
+    table, cls, cap, passes, _, _, load = _random_case(seed, seed % 2 == 1)
+    table = replace(table, mem_share=[1.0 / (cap - 0.5)] * len(table.nfe))
+    load = dict(users=cap - 1, think_s=0.5)
+    grown = simulate(table, cls, cap, passes=passes, **load)
+    reserved = simulate(replace(table, held_from_admission=None), cls, cap, passes=passes, **load)
+    assert grown.preemptions == 0
+    for a, b in zip((grown.done_s, grown.first_block_s, grown.start_s), (reserved.done_s, reserved.first_block_s,
+                                                                        reserved.start_s)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_only_a_run_where_memory_can_bind_leaves_the_one_kind_loop():
+    table = ClassTable([4], [1], [0.25], [[0.0] + [1.0] * 8], held_from_admission=[0.25])
+    assert _one_kind(table, None, 4, 10) is not None  # 4 x 0.25: never more than the memory
+    assert _one_kind(table, None, 5, 10) is None
+    assert _one_kind(replace(table, held_from_admission=None), None, 5, 10) is not None  # reserved: room 4
+
+
+def test_the_kept_line_decides_as_the_exact_sum_does():
+    # HeldKV answers from a line it updates as requests join and leave, and sums exactly only near
+    # the limit: its answers are those of the exact sum, here with limits set at the exact sums
+    # themselves and a hair either side (where the line alone could not tell), over long runs
+    from dlmcost.serving.simulate.on_demand import HeldKV
+
+    rng = np.random.default_rng(7)
+    n = 3000
+    kv = HeldKV(n)
+    k = 0
+    for i in range(n):
+        k += int(rng.integers(0, 40))
+        if kv.running and rng.random() < 0.45:
+            kv.leave(list(kv.running)[int(rng.integers(len(kv.running)))])
+        s = 1 / rng.choice([3, 7, 48, 250])
+        kv.join(i, k, k + int(rng.integers(1, 9000)), s * rng.choice([0.1, 1 / 9, 0.5]), s)
+        probe = k + int(rng.integers(0, 30))
+        if probe > min(kv.fin[j] for j in kv.running):
+            continue
+        exact = kv.exact(probe)
+        for limit in (exact, np.nextafter(exact, 0), np.nextafter(exact, 9), exact + 1e-12, exact - 1e-12, 1.0):
+            assert kv.over(probe, limit) == (kv.exact(probe) > limit)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_preemptions_beside_first_blocks_outside_the_limit_and_a_receive_interval_keep_the_books(seed):
+    # the reference covers neither: every request is served once, in order of its own events, and
+    # the time integral of the batch is the requests' time in it (less their time out after a preemption)
+    table, cls, cap, passes, _, _, load = _random_case(seed, seed % 2 == 1)
+    # (first blocks outside a limit of cap // 2: at most cap in flight, what the pass tables run to)
+    for limit, extra in ((cap // 2, dict(first_block_outside_limit=True)), (cap, dict(recv_interval=3))):
+        r = simulate(table, cls, limit, passes=passes, **load, **extra)
+        assert np.isfinite(r.done_s).all() and (r.done_s >= r.first_block_s - 1e-9).all()
+        assert (r.first_block_s >= r.start_s - 1e-9).all() and (r.start_s >= r.arrival_s - 1e-9).all()
+        assert r.in_service_s == pytest.approx(float(np.sum(r.done_s - r.start_s - r.requeued_s)), rel=1e-9)
