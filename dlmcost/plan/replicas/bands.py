@@ -11,6 +11,8 @@ from ...serving.simulate import scaled
 from ...serving.traffic import RequestSample, Traffic
 from .candidate import Found, Pricing
 from .fewest import _search_replicas
+from .floors import _floor_ratio
+from .queueing import _crossing
 
 def band_ends(found: Found, sample: RequestSample, traffic: Traffic, targets: Targets, pricing: Pricing,
               band) -> dict:
@@ -24,13 +26,21 @@ def band_ends(found: Found, sample: RequestSample, traffic: Traffic, targets: Ta
     from dataclasses import replace
 
     ends = []
+    replicas = found.deployment.replicas  # the fewest meeting the targets at the predicted clock: one fewer misses
     for factor, first_token in zip((band.low, band.high), band.first_token_scales()):
+        if ends and ends[0] is None:  # none met them at the faster end: none meets them at the slower
+            ends.append(None)
+            continue
         moved = replace(found.candidate, table=scaled(found.candidate.table, factor), floors={})
         held = targets if targets.p95_first_block_s is None else \
             replace(targets, p95_first_block_s=targets.p95_first_block_s / first_token)
-        # first guess: the replicas that keep each one's utilisation where it was
-        guess = math.ceil(found.deployment.replicas * factor - 1e-9)
-        at_end = _search_replicas(moved, sample, traffic, held, pricing, found.capacity / factor, None, guess)
+        guess = _first_guess(found, moved, sample, traffic, held, factor)
+        # meeting the targets only gets harder as every step and first token slows: what missed at a
+        # faster clock (the prediction, the faster end) misses here, what met at a slower one meets
+        slower, faster = factor >= 1 and factor * first_token >= 1, factor <= 1 and factor * first_token <= 1
+        known_fail = max(replicas - 1 if slower else 0, ends[0].replicas - 1 if ends else 0)
+        at_end = _search_replicas(moved, sample, traffic, held, pricing, found.capacity / factor, None, guess,
+                                  known_fail, replicas if faster else None)
         ends.append(at_end.deployment if isinstance(at_end, Found) and at_end.deployment.meets else None)
 
     def pair(read):
@@ -38,3 +48,18 @@ def band_ends(found: Found, sample: RequestSample, traffic: Traffic, targets: Ta
 
     return dict(gpus=pair(lambda d: d.gpus), usd_per_mtok=pair(lambda d: d.usd_per_mtok),
                 p95_latency_s=pair(lambda d: d.p95_latency_s), band=[band.low, band.high], band_stack=band.label)
+
+
+def _first_guess(found: Found, moved, sample: RequestSample, traffic: Traffic, targets: Targets, factor: float) -> int:
+    """The replicas to simulate first at a band end: where the latency ratios the prediction's search
+    simulated, each `factor` times as long, cross 1. A run whose every step is k times as long, at
+    per-replica rate r, is the same run at rate k r in a clock k times slower: its latency ratio at
+    utilisation u is k times the prediction's at u, and u = rate k / (R capacity) at R replicas.
+    Where that reads no crossing, the replicas that keep each one's utilisation where it was."""
+    keep = math.ceil(found.deployment.replicas * factor - 1e-9)
+    floor = _floor_ratio(moved, sample, targets)
+    if traffic.closed_loop or not found.points or floor > 1:  # (a lone request too slow: the search needs no guess)
+        return keep
+    u = _crossing([(rho, factor * m) for rho, m in found.points], floor)
+    return keep if u is None else max(1, math.ceil(traffic.rate * factor / (found.capacity * u) * (1 + 1e-9)))
+

@@ -34,9 +34,13 @@ def fewest_replicas(c: Candidate, sample: RequestSample, traffic: Traffic, targe
 
 
 def _search_replicas(c: Candidate, sample: RequestSample, traffic: Traffic, targets: Targets, pricing: Pricing,
-                     capacity: float, give_up: Callable[[int], bool] | None, start: int | None = None) -> Found | str:
+                     capacity: float, give_up: Callable[[int], bool] | None, start: int | None = None,
+                     known_fail: int = 0, known_good: int | None = None) -> Found | str:
     """`fewest_replicas` at a given saturation throughput of one replica; `start`: the R to
-    simulate first, where a guess is known (the band's ends), instead of the fewest below SATURATED."""
+    simulate first, where a guess is known (the band's ends), instead of the fewest below SATURATED;
+    `known_fail` / `known_good`: replicas already known to miss / to meet the targets (the band's
+    ends, from the same deployment at a faster or slower clock: meeting them only gets harder as
+    every step slows), which bound the bracket without simulating them."""
     lo = 1 if traffic.closed_loop else math.floor(traffic.rate / capacity) + 1  # utilisation below 1
     top = separate_replicas(c, sample, traffic)
     cap = replica_cap(c, traffic, targets, pricing, mean_window_tokens(c, sample))
@@ -64,16 +68,21 @@ def _search_replicas(c: Candidate, sample: RequestSample, traffic: Traffic, targ
     if give_up is not None and give_up(lo):
         return ABSURD
 
+    below = max(lo - 1, known_fail)  # fewer than lo replicas cannot keep up with the load
+    if known_good is not None and known_good <= below + 1:
+        return found(at(max(known_good, lo)))
     if start is not None:
-        first = min(max(lo, start), top)
+        first = min(max(below + 1, start), top)
     elif traffic.closed_loop:
         first = lo
     else:  # a point past SATURATED says little but that it fails: start at the fewest below it
         first = max(lo, math.ceil(traffic.rate / (capacity * SATURATED) * (1 + 1e-9)))
-    if at(first).meets:
-        fail, good = lo - 1, first  # fewer than lo replicas cannot keep up with the load
+    if known_good is not None and first >= known_good:
+        fail, good = below, known_good
+    elif at(first).meets:
+        fail, good = below, first
     else:
-        fail, good = first, None
+        fail, good = first, known_good
     steps = _Steps(traffic, capacity, floor, top)
     while good is None:
         if fail >= top or hopeless(at(fail)):
