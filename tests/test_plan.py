@@ -4,6 +4,7 @@ schedules, the money and energy formulas, a hand-checked plan, monotonicity, bad
 from __future__ import annotations
 
 import json
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -1442,3 +1443,52 @@ def test_memory_binds_where_the_requests_in_flight_fill_what_memory_holds(capsys
     assert re.search(r"\d(\.\d+)?m ", rows["bf16"]) and not re.search(r"\dm ", rows["fp8"]), out
     code, out, err = run(capsys, *args, "--precision", "bf16")
     assert code == 0 and "memory binds for the recommended 3 x H100 SXM (TP1, bf16" in err, err
+
+
+def test_the_band_ends_are_those_a_brute_force_search_finds():
+    """`band_ends` (its first guess read off the prediction's latency ratios and its bracket bounded
+    by what missed at a faster clock) against a brute-force search at each end of made-up bands,
+    one of them below 1: every step scaled by the end, every R from the fewest stable ones up
+    simulated until one meets the targets. Where the latency falls with R over that range the two
+    agree; everywhere the answer meets and one fewer does not."""
+    import functools
+
+    from dlmcost.inputs.error_bands import ErrorBand
+    from dlmcost.inputs.models import resolve_model
+    from dlmcost.plan import replicas, search
+    from dlmcost.plan.replicas.bands import band_ends
+    from dlmcost.serving.simulate import scaled
+    from dlmcost.serving.steptime import Decoding
+    from dlmcost.serving.traffic import Traffic, sample_requests
+
+    model, db = resolve_model(MODEL), HardwareDB.load(None)
+    pricing = replicas.Pricing({}, {}, {})
+    compared = 0
+    for rate in (10.0, 40.0):
+        traffic = Traffic(parse_lengths(256, "p"), parse_lengths(128, "a"), rate=rate)
+        sample = sample_requests(traffic, 400, 0)
+        decoding = Decoding("block", 32, 2.0)
+        space = search.SearchSpace([db.get("h100")], [1], ["bf16"], [decoding], [16, 64])
+        for c in search._candidates(model, space, decoding, sample, "realistic", None, None)[0]:
+            targets = results.Targets(p95_latency_s=4.0)
+            found = replicas.fewest_replicas(c, sample, traffic, targets, pricing)
+            if not found.deployment.meets:
+                continue
+            for low, high in ((1.3, 2.2), (0.8, 1.25)):
+                ends = band_ends(found, sample, traffic, targets, pricing, ErrorBand("s", low, 1.0, high, 6, ""))
+                for factor, got in zip((low, high), ends["gpus"]):
+                    moved = dataclasses.replace(c, table=scaled(c.table, factor), floors={})
+                    lo = math.floor(rate / (replicas.saturation_rps(c, sample) / factor)) + 1
+
+                    @functools.cache
+                    def meets(r: int, moved=moved) -> bool:
+                        return replicas._deployment(moved, replicas._run(moved, sample, traffic, r), r, 1.0, pricing,
+                                                    targets).meets
+
+                    where = (rate, c.max_batch, low, high, factor, got)
+                    assert got is not None and meets(got) and (got == lo or not meets(got - 1)), where
+                    fewest = next(r for r in range(lo, got + 1) if meets(r))
+                    if all(meets(r) for r in range(fewest, got + 1)):
+                        assert got == fewest, (*where, fewest)
+                        compared += 1
+    assert compared >= 8
