@@ -40,7 +40,7 @@ def band_ends(found: Found, sample: RequestSample, traffic: Traffic, targets: Ta
         slower, faster = factor >= 1 and factor * first_token >= 1, factor <= 1 and factor * first_token <= 1
         known_fail = max(replicas - 1 if slower else 0, ends[0].replicas - 1 if ends else 0)
         at_end = _search_replicas(moved, sample, traffic, held, pricing, found.capacity / factor, None, guess,
-                                  known_fail, replicas if faster else None)
+                                  known_fail, replicas if faster and found.deployment.meets else None)
         ends.append(at_end.deployment if isinstance(at_end, Found) and at_end.deployment.meets else None)
 
     def pair(read):
