@@ -1492,3 +1492,35 @@ def test_the_band_ends_are_those_a_brute_force_search_finds():
                         assert got == fewest, (*where, fewest)
                         compared += 1
     assert compared >= 8
+
+
+def test_a_nearest_miss_can_meet_at_the_band_s_faster_end():
+    """A candidate whose lone requests miss the p95 target (its nearest miss, no replica count
+    meets it) meets it at a band end that halves every step, as a brute-force search over R finds:
+    the miss's replicas are no known answer there."""
+    from dlmcost.inputs.error_bands import ErrorBand
+    from dlmcost.inputs.models import resolve_model
+    from dlmcost.plan import replicas, search
+    from dlmcost.plan.replicas.bands import band_ends
+    from dlmcost.plan.replicas.floors import _floor_ratio
+    from dlmcost.serving.simulate import scaled
+    from dlmcost.serving.steptime import Decoding
+    from dlmcost.serving.traffic import Traffic, sample_requests
+
+    model, db = resolve_model(MODEL), HardwareDB.load(None)
+    pricing = replicas.Pricing({}, {}, {})
+    traffic = Traffic(parse_lengths(256, "p"), parse_lengths(128, "a"), rate=10.0)
+    sample = sample_requests(traffic, 400, 0)
+    decoding = Decoding("block", 32, 2.0)
+    space = search.SearchSpace([db.get("h100")], [1], ["bf16"], [decoding], [16])
+    (c,) = search._candidates(model, space, decoding, sample, "realistic", None, None)[0]
+    lone = _floor_ratio(c, sample, results.Targets(p95_latency_s=1.0))  # the lone p95, in seconds
+    targets = results.Targets(p95_latency_s=lone / 1.25)  # alone 1.25x too slow; at half the step 0.625x
+    found = replicas.fewest_replicas(c, sample, traffic, targets, pricing)
+    assert not found.deployment.meets
+    ends = band_ends(found, sample, traffic, targets, pricing, ErrorBand("s", 0.5, 0.7, 0.9, 6, ""))
+    moved = dataclasses.replace(c, table=scaled(c.table, 0.5), floors={})
+    lo = math.floor(10.0 / (replicas.saturation_rps(c, sample) / 0.5)) + 1
+    fewest = next(r for r in range(lo, lo + 40) if replicas._deployment(
+        moved, replicas._run(moved, sample, traffic, r), r, 1.0, pricing, targets).meets)
+    assert ends["gpus"][0] == fewest
