@@ -188,9 +188,9 @@ def engines_line(s: dict) -> str:
     return "engines: " + "; ".join(parts) + f" ({how})"
 
 
-def evidence_lines(p: dict) -> list[str]:
+def evidence_lines(p: dict, top: int | None = None) -> list[str]:
     """The published decodings the tokens per forward come from, the quality floor, and the error
-    bands the ranges are drawn from."""
+    bands the ranges are drawn from: those of the rows shown (the first `top` deployments in a table)."""
     s, lines = p["search"], []
     published = s.get("published") or {}
     one_model = len(p.get("models") or [p.get("model")]) == 1
@@ -203,7 +203,8 @@ def evidence_lines(p: dict) -> list[str]:
         lines.append(f"quality floor {said}: " + ("; ".join(safe(q) for q in s.get("quality") or []) or "met"))
     records = {b.get("label", b["stack"]): b for b in (s.get("error_bands") or {}).values()}
     bands = {}  # the bands of the rows with intervals (those an output shows), in the rows' order
-    for r in [*p.get("deployments", []), *p.get("ar_baseline", []), *([p["nearest_miss"]] if p.get("nearest_miss") else [])]:
+    for r in [*p.get("deployments", [])[:top], *p.get("ar_baseline", []),
+              *([p["nearest_miss"]] if p.get("nearest_miss") else [])]:
         iv = r.get("intervals") or {}
         if "band" in iv and iv["band_stack"] in records:
             bands.setdefault(iv["band_stack"], records[iv["band_stack"]])
@@ -214,7 +215,7 @@ def evidence_lines(p: dict) -> list[str]:
     return lines
 
 
-def plan_header(p: dict) -> str:
+def plan_header(p: dict, top: int | None = None) -> str:
     t = p["traffic"]
     load = f"{t['rate']:g} req/s (Poisson)" if t.get("rate") else f"{plural(t['users'], 'user')} (think {t['think_s']:g} s)"
     targets = ", ".join(f"{k}={v:g}" for k, v in p["targets"].items()) or "none"
@@ -227,7 +228,7 @@ def plan_header(p: dict) -> str:
               if absurd and not s.get("absurd_shown") else "")
     return "\n".join([f"{safe(p['model'])} · {load} · prompt {lengths(t['prompt'])} · answer {lengths(t['answer'])} "
                       f"tokens" + _cached_words(t, s), f"targets: {targets}", plan_search_line(p) + hidden, engines_line(s),
-                      *evidence_lines(p)]) + left_out_line(s)
+                      *evidence_lines(p, top)]) + left_out_line(s)
 
 
 def _cached_words(traffic: dict, search: dict) -> str:
@@ -305,7 +306,7 @@ def render_plan(p: dict, fmt: str, out: Output, top: int | None = 15, charts: li
         sections.append(("no deployment meets the targets; nearest miss", plan_table(miss, True, show_kv=kv), None))
     no_ar = p["search"].get("ar_baseline", True) and not baseline and not p.get("all_autoregressive", False)
     if fmt == "markdown":
-        parts = [markdown_text(plan_header(p)).replace("\n", "  \n") + "\n"]
+        parts = [markdown_text(plan_header(p, top)).replace("\n", "  \n") + "\n"]
         for title, (headers, rows), _ in sections:
             parts.append(f"\n{title}\n\n" + to_markdown(headers, rows, [h not in ("GPU", "scheme/\nb/tpf", "R×TP\nprec", "K/V") for h in headers]))
         if no_ar:
@@ -313,7 +314,7 @@ def render_plan(p: dict, fmt: str, out: Output, top: int | None = 15, charts: li
         parts.append(f"\n{caption}\n")
         out.write("".join(parts))
         return
-    out.line(plan_header(p))
+    out.line(plan_header(p, top))
     for title, (headers, rows), cap in sections:
         left = 2 if headers[1] != "R×TP\nprec" else 1
         print_fitted(out, table_columns(headers, [PLAN_PRIORITY[PLAN_HEADERS.index(h)] for h in headers], left),
