@@ -850,6 +850,13 @@ SERVING_NOTES = [
     "the one same-harness hint that the missing cost grows with TP (a different release, so not a measurement of "
     "it). Decode is 1.17x optimistic at one request and 1.02x at 100 in flight; the mean TTFT at 100 1.92x "
     "optimistic (median 92 ms).",
+    "- The same cookbook's MiniMax-M2 on 4x MI300X TP4 (SGCM2; SGLang 0.5.7, FP8, --mem-fraction-static 0.85, no "
+    "--ep; another author than SGCV's): the second MI300X publication here, another model (GQA attention, not "
+    "DeepSeek's MLA) and TP. Decode is 4.41x optimistic at one request (5.0 ms predicted, 22.2 ms measured) and "
+    "2.04-2.43x at 16 and 100 in flight, as SGCV's DeepSeek-V3.1 runs are, so the slow MI300X decode of SGLang 0.5.7 "
+    "is not DeepSeek's alone. The mean TTFT is 7.77x optimistic at 16 in flight and 4.16x at 100 (medians 148 and "
+    "184 ms). At one request only the TPOT is scored: one request of the ten waited about 38 s for its first token "
+    "(P99 TTFT 38.3 s, median 385 ms), a warm-up the mean TTFT, mean E2E and throughput carry.",
     "- dstack's DeepSeek-R1 post (DSTK; 8x MI300X TP8, SGLang 0.4.2.post4 and vLLM 0.7.3 from ROCm staging images of "
     "February 2025, default launches, 500 prompts of exactly 3,200 tokens at 4-128 in flight, answers of 800 and at 128 "
     "also 1,600, 3,200 and 6,400 tokens; not modelled: releases older than the stacks describe, vLLM's on its V0 engine). "
