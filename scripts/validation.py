@@ -866,8 +866,8 @@ SERVING_NOTES = [
     "vLLM's decode 5.62x at 4 in flight and 2.27-2.93x at 128. The same post's H200 runs (SGLang 0.4.3.post2 with "
     "--enable-dp-attention, not added) decode at 43.6 ms a token at 4 in flight, slower than its MI300X runs, where "
     "the model predicts 10.6 ms: that release's DeepSeek path was slow on both vendors, so these runs do not show "
-    "whether the MI300X itself is slower than its tables (SGCV's 0.5.7 runs, beside SGCR's B200 runs on the same "
-    "harness, are the evidence for that).",
+    "whether the MI300X itself is slower than its tables (SGCV's and SGCM2's 0.5.7 runs, beside SGCR's B200 runs on "
+    "the same harness, are the evidence for that).",
     "- GPUStack's Qwen3-8B on one H100 (GPS, its latency page; vLLM 0.11.0 and SGLang 0.5.3 at their default launches, "
     "100 ShareGPT conversations at 1-8 in flight) and the vLLM blog's FP8 K/V cache post (VKV; Llama-3.1-8B on one "
     "H100, 150 requests of about 20k / 2k tokens at 8 in flight, its BF16 and FP8 K/V rows), AR baselines added as published "
