@@ -156,3 +156,42 @@ def test_preemptions_beside_first_blocks_outside_the_limit_and_a_receive_interva
         assert np.isfinite(r.done_s).all() and (r.done_s >= r.first_block_s - 1e-9).all()
         assert (r.first_block_s >= r.start_s - 1e-9).all() and (r.start_s >= r.arrival_s - 1e-9).all()
         assert r.in_service_s == pytest.approx(float(np.sum(r.done_s - r.start_s - r.requeued_s)), rel=1e-9)
+
+
+def test_one_kind_runs_below_the_memory_take_the_fast_loop_and_match_the_reference(monkeypatch):
+    """One class whose requests all run the same passes, memory able to bind (batch limit x share
+    > 1): the fast loop without a memory limit is the schedule wherever no more requests run than
+    hold less than the memory at their whole shares (no K/V question is asked), else the general
+    loop runs; either way the reference's schedule, and both ways are taken here."""
+    import importlib
+
+    first_done = importlib.import_module("dlmcost.serving.simulate.first_done")
+    taken = {"kept": 0, "redone": 0}
+    most, original = first_done._most_running, first_done._first_done_in_order
+    for seed in range(120):
+        rng = np.random.default_rng(1000 + seed)
+        cap = int(rng.integers(3, 7))
+        nfe_c, share, held = int(rng.integers(3, 12)), 1.0 / rng.uniform(1.2, cap - 0.5), rng.uniform(0.1, 0.6)
+        w, x = rng.uniform(0.5, 1.5), rng.uniform(0.0, 0.3)
+        pass_s = [[0.0] + [w + x * b for b in range(1, cap + 1)]]
+        first_s = [[0.0] + [p + rng.uniform(0, 2) * b for b, p in enumerate(pass_s[0]) if b]]
+        table = ClassTable([nfe_c], [1], [share], pass_s, first_s, held_from_admission=[held])
+        n = int(rng.integers(4, 14))
+        cls = np.zeros(n, np.int64)
+        spread = rng.uniform(0.3, 4.0) if seed % 2 else rng.uniform(6.0, 20.0)  # (odd seeds: heavier loads)
+        load = dict(arrivals_s=np.sort(rng.uniform(0, n * spread, n)))
+        never_over = int(np.floor((1 - 1e-12) / share))
+        calls = []
+        monkeypatch.setattr(first_done, "_first_done_in_order", lambda *a, **k: calls.append(1) or original(*a, **k))
+        r = simulate(table, cls, cap, **load)
+        ref_done, ref_first, ref_pre = simulate_by_iteration(
+            table, cls, cap, [nfe_c] * n, [1] * n, load["arrivals_s"], None, 0.0)
+        np.testing.assert_allclose(r.done_s, ref_done, rtol=1e-9, err_msg=str(seed))
+        np.testing.assert_allclose(r.first_block_s, ref_first, rtol=1e-9, err_msg=str(seed))
+        assert r.preemptions == ref_pre
+        if calls and r.preempted is None:
+            taken["kept"] += 1
+            assert most(r) <= never_over
+        elif calls:
+            taken["redone"] += 1
+    assert taken["kept"] >= 10 and taken["redone"] >= 10, taken

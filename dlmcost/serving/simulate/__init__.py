@@ -54,7 +54,10 @@ iteration times as segments (the admission iteration, then a run of equal ones),
 iteration numbers to times afterwards. One request class whose requests all run the same passes,
 without a budget (most of a plan's simulations), has a loop of its own that needs neither heap
 nor segments (`first_done._first_done_in_order`), with the same arithmetic: a serving behaviour
-added to one loop goes in the other, or `_one_kind` sends its tables to the general one.
+added to one loop goes in the other, or `_one_kind` sends its tables to the general one. With K/V
+on demand (below) and memory able to bind, that loop runs first without a memory limit, and its
+schedule stands where no more requests ran at once than hold less than the memory at their whole
+shares (the general loop would have asked no K/V question); else the general loop runs.
 
 K/V on demand (`held_from_admission`, a decoding whose K/V grows as it runs: autoregressive,
 draft-verify, block diffusion with a cache; first-done release only). The batch's memory rule

@@ -32,6 +32,14 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
         return _first_done_in_order(table, request_class, batch_cap, ahead, *alike,
                                     *_arrival_list(n, arrivals_s, users, desk), think_s, desk, recv_interval)
     cap_in_flight = in_flight_cap(batch_cap, ahead)
+    on_demand = _one_kind_on_demand(table, passes, cap_in_flight) if stream is None and uncached is None and desk is None \
+        else None
+    if on_demand is not None:  # K/V on demand: the same schedule as no memory limit while so few run that none is asked
+        nfe0, first0, never_over = on_demand
+        result = _first_done_in_order(table, request_class, batch_cap, ahead, nfe0, first0, cap_in_flight,
+                                      *_arrival_list(n, arrivals_s, users, None), think_s, None, recv_interval)
+        if _most_running(result) <= never_over:
+            return result
     cls = request_class.tolist()
     share, pass_s = table.mem_share, table.pass_s
     # what a request in its first pass adds to the iteration, over b: first_pass_s - pass_s
@@ -285,6 +293,8 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
             pending = 0  # its request ended before its last piece (NFE < lift_passes): nothing left to feed
         if not b:
             share_used = 0.0  # no drift from float sums
+        if grow and b < never_over:
+            kv.rest()  # no K/V question until as many run again
 
     # iteration number -> time, via the segment each boundary ends
     seg_it_arr, first_it_arr = np.asarray(seg_it), np.asarray(first_it)
@@ -311,6 +321,30 @@ def _one_kind(table: ClassTable, passes: RequestPasses | None, cap_in_flight: in
         return None  # K/V on demand, where memory can bind: preemptions, which the general loop keeps
     room = _memory_room(table.mem_share[0], cap_in_flight, n)
     return None if room is None else (*alike, room)
+
+
+def _one_kind_on_demand(table: ClassTable, passes: RequestPasses | None,
+                        cap_in_flight: int) -> tuple[int, int, int] | None:
+    """(NFE, passes to the first block, the most requests that hold less than the memory even at
+    their whole shares) where `_one_kind` sent a run with K/V on demand to the general loop only
+    because memory could bind: that loop asks no K/V question while no more than the last number
+    run, so a run of `_first_done_in_order` without a memory limit whose most running stayed there
+    is its schedule; else None."""
+    if len(table.nfe) != 1 or table.held_from_admission is None:
+        return None
+    alike = (table.nfe[0], table.first_passes[0]) if passes is None else passes.alike
+    if alike is None or alike[1] < 1:
+        return None
+    return (*alike, math.floor((1.0 - 1e-12) / table.mem_share[0]))
+
+
+def _most_running(result: SimResult) -> int:
+    """The most requests in the batch at once over a run (one that leaves at the boundary another
+    joins at counted out first)."""
+    n = len(result.done_s)
+    times = np.concatenate([result.done_s, result.start_s])
+    steps = np.concatenate([-np.ones(n), np.ones(n)])
+    return int(np.cumsum(steps[np.lexsort((steps, times))]).max()) if n else 0
 
 
 MEMORY_LIMIT = 1.0 + 1e-9  # the sum of the memory shares in flight at most this (float sums, a little slack)

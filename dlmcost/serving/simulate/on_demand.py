@@ -23,7 +23,7 @@ REBUILD_AFTER = 256  # updates of the line before it is summed again from the te
 class HeldKV:
     """The running requests' K/V, in the order they were admitted (a preemption takes the last)."""
 
-    __slots__ = ("running", "h0", "adm", "fin", "whole", "base", "level", "slope", "updates", "size")
+    __slots__ = ("running", "h0", "adm", "fin", "whole", "base", "level", "slope", "updates", "size", "idle")
 
     def __init__(self, n: int):
         self.running: dict[int, tuple[float, float]] = {}  # request -> (its term at `base`, its slope)
@@ -35,6 +35,9 @@ class HeldKV:
         self.level = self.slope = 0.0  # the line: level + slope (k - base)
         self.updates = 0
         self.size = 0.0  # the magnitudes summed into the line since it was rebuilt
+        # no line kept (joins and leaves only recorded) until a question is asked: most runs, and most
+        # stretches of a run, hold too few requests to ask any (`rest`)
+        self.idle = True
 
     def term(self, i: int, k: int) -> float:
         h = self.h0[i]
@@ -59,6 +62,9 @@ class HeldKV:
 
     def join(self, i: int, k: int, f: int, h: float, s: float) -> None:
         self.adm[i], self.fin[i], self.h0[i], self.whole[i] = k, f, h, s
+        if self.idle:
+            self.running[i] = (0.0, 0.0)  # its piece is taken when the line is next built
+            return
         if self.updates >= REBUILD_AFTER or k - self.base > REBUILD_AFTER:
             self.running[i] = (0.0, 0.0)
             self._rebuild(k)
@@ -68,7 +74,13 @@ class HeldKV:
         self._add(piece, 1.0)
 
     def leave(self, i: int) -> None:
-        self._add(self.running.pop(i), -1.0)
+        piece = self.running.pop(i)
+        if not self.idle:
+            self._add(piece, -1.0)
+
+    def rest(self) -> None:
+        """Stop keeping the line while too few run to ask about it (the next question rebuilds it)."""
+        self.idle = True
 
     def newest(self) -> int:
         i = next(reversed(self.running))
@@ -85,6 +97,9 @@ class HeldKV:
         """Whether the K/V held at boundary k, plus `extra`, exceeds `limit` (as the exact sum says)."""
         if not self.running:
             return extra > limit
+        if self.idle:
+            self.idle = False
+            self._rebuild(k)
         d = k - self.base
         line = self.level + self.slope * d + extra
         # the line's error: the updates' and this evaluation's roundings, over the magnitudes involved
