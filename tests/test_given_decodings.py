@@ -5,7 +5,9 @@ Table 2: 5.16 tokens per forward), read with `--task humaneval-plus` so that no 
 
 from __future__ import annotations
 
+import os
 import warnings
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -32,6 +34,17 @@ def chosen(model: str, decodings, **kw):
         warnings.simplefilter("always")
         out = choose_decodings(resolve_model(model), decodings, **kw)
     return out, [(w.category, str(w.message)) for w in caught]
+
+
+@pytest.mark.skipif("MUTANT_UNDER_TEST" in os.environ, reason="mutmut's trampolines add frames to the stack")
+def test_the_warnings_point_at_the_caller():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        choose_decodings(resolve_model(GEMMA), [given("ar", block=8)])  # an ignored knob
+        choose_decodings(resolve_model(DREAM), [given("mdm", tpf=0.5)])  # fewer tokens than passes
+        choose_decodings(resolve_model(GEMMA), [given("mdm")])  # a foreign scheme
+        choose_decodings(resolve_model(DREAM), [given("block", block=32)], side_by_side=True)  # its own instead
+    assert [Path(w.filename).name for w in caught] == ["test_given_decodings.py"] * 4
 
 
 def test_knobs_an_autoregressive_scheme_does_not_read_warn_once_and_it_runs_one_token_per_forward():
