@@ -12,6 +12,7 @@ with `-f json`, against the published throughput and latency.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import shlex
@@ -432,10 +433,14 @@ def first_token(r: dict) -> bool:
 def vendor_of(gpu: str) -> str:
     """The vendor of a validation row's GPU (its hardware file's id or name), as the hardware files
     spell it."""
+    return _vendors()[gpu.lower()]
+
+
+@functools.cache
+def _vendors() -> dict[str, str]:
     from dlmcost.inputs.hardware import HardwareDB
 
-    by_name = {key.lower(): g.vendor for gid, g in HardwareDB.load().gpus.items() for key in (g.name, gid)}
-    return by_name[gpu.lower()]
+    return {key.lower(): g.vendor for gid, g in HardwareDB.load().gpus.items() for key in (g.name, gid)}
 
 
 def error_bands(rs: list[dict], serving: list[dict]) -> dict:

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from ..engine.schemes import get_scheme
+from .simulate.tables import held_as_each_joins
 
 # A load binds when the most requests a replica held at once reach this share of what memory holds
 MEMORY_BINDS_FRACTION = 0.95
@@ -40,15 +41,9 @@ def most_in_batch(start_s: np.ndarray | None, done_s: np.ndarray, window: slice)
     counted: each request in from joining the batch to its last answer, one that leaves at the
     instant another joins counted out first. A closed loop's users all ask at once in the warm-up;
     what the measured requests met is what their times show."""
-    n = len(done_s)
     if start_s is None or not len(start_s[window]):
         return 0
-    times = np.concatenate([done_s, start_s])
-    steps = np.concatenate([-np.ones(n), np.ones(n)])
-    order = np.lexsort((steps, times))
-    held = np.empty(2 * n)
-    held[order] = np.cumsum(steps[order])
-    return int(held[n:][window].max())
+    return int(held_as_each_joins(start_s, done_s)[window].max())
 
 
 def peak_binds(most: int, held: float, in_flight_cap: int) -> bool:

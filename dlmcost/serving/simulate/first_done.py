@@ -16,7 +16,8 @@ import numpy as np
 from .front_end import _arrival_list, _Desk
 from .on_demand import HeldKV
 from .receiving import Receiver
-from .tables import ClassTable, RequestPasses, SimResult, _prefill_stream, in_flight_cap, uncached_prompt_tokens
+from .tables import (ClassTable, RequestPasses, SimResult, _prefill_stream, held_as_each_joins, in_flight_cap,
+                     uncached_prompt_tokens)
 
 def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arrivals_s: np.ndarray | None,
                users: int | None, think_s: float, passes: RequestPasses | None, first_block_outside_limit: bool,
@@ -85,7 +86,7 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
         held = table.held_from_admission
         kv = HeldKV(n)  # the running requests' K/V, in the order they were admitted
         # so many requests hold less than the memory even at their whole shares: no question to ask below it
-        never_over = math.floor((1.0 - 1e-12) / max(share))
+        never_over = _fit_whole(max(share))
         fin = kv.fin
         factor = [1.0] * n if part is None else list(part)  # its first pass's lift over its prompt's whole one
         if stream is not None and own is None:
@@ -312,10 +313,8 @@ def _one_kind(table: ClassTable, passes: RequestPasses | None, cap_in_flight: in
     class, every request runs the same passes, its first block after one pass at least, and the
     memory's limit is a whole number of requests (`_memory_room`): what `_first_done_in_order`
     needs; else None."""
-    if len(table.nfe) != 1:
-        return None
-    alike = (table.nfe[0], table.first_passes[0]) if passes is None else passes.alike
-    if alike is None or alike[1] < 1:
+    alike = _same_passes(table, passes)
+    if alike is None:
         return None
     if table.held_from_admission is not None and cap_in_flight * table.mem_share[0] > 1.0:
         return None  # K/V on demand, where memory can bind: preemptions, which the general loop keeps
@@ -330,21 +329,28 @@ def _one_kind_on_demand(table: ClassTable, passes: RequestPasses | None,
     because memory could bind: that loop asks no K/V question while no more than the last number
     run, so a run of `_first_done_in_order` without a memory limit whose most running stayed there
     is its schedule; else None."""
-    if len(table.nfe) != 1 or table.held_from_admission is None:
+    alike = _same_passes(table, passes) if table.held_from_admission is not None else None
+    return None if alike is None else (*alike, _fit_whole(table.mem_share[0]))
+
+
+def _same_passes(table: ClassTable, passes: RequestPasses | None) -> tuple[int, int] | None:
+    """(NFE, passes to the first block) where there is one request class and every request runs the
+    same passes, its first block after one pass at least; else None."""
+    if len(table.nfe) != 1:
         return None
     alike = (table.nfe[0], table.first_passes[0]) if passes is None else passes.alike
-    if alike is None or alike[1] < 1:
-        return None
-    return (*alike, math.floor((1.0 - 1e-12) / table.mem_share[0]))
+    return None if alike is None or alike[1] < 1 else alike
+
+
+def _fit_whole(share: float) -> int:
+    """How many requests of this share hold less than the memory even at their whole shares: no K/V
+    question is asked while no more run."""
+    return math.floor((1.0 - 1e-12) / share)
 
 
 def _most_running(result: SimResult) -> int:
-    """The most requests in the batch at once over a run (one that leaves at the boundary another
-    joins at counted out first)."""
-    n = len(result.done_s)
-    times = np.concatenate([result.done_s, result.start_s])
-    steps = np.concatenate([-np.ones(n), np.ones(n)])
-    return int(np.cumsum(steps[np.lexsort((steps, times))]).max()) if n else 0
+    """The most requests in the batch at once over a run."""
+    return int(held_as_each_joins(result.start_s, result.done_s).max()) if len(result.done_s) else 0
 
 
 MEMORY_LIMIT = 1.0 + 1e-9  # the sum of the memory shares in flight at most this (float sums, a little slack)

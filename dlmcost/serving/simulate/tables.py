@@ -248,6 +248,18 @@ class SimResult:
         return 0 if self.preempted is None else int(self.preempted.sum())
 
 
+def held_as_each_joins(start_s: np.ndarray, done_s: np.ndarray) -> np.ndarray:
+    """The requests in the batch as each one joins it, itself counted: each in from its start to its
+    last answer, one that leaves at the instant another joins counted out first."""
+    n = len(done_s)
+    times = np.concatenate([done_s, start_s])
+    steps = np.concatenate([-np.ones(n), np.ones(n)])
+    order = np.lexsort((steps, times))
+    held = np.empty(2 * n)
+    held[order] = np.cumsum(steps[order])
+    return held[n:]
+
+
 RELEASES = ("synchronous", "first-done")
 
 
