@@ -573,17 +573,19 @@ def serving_summary(rs: list[dict]) -> dict:
         errors = [r["error"] for r in sel]
         return (len(errors), statistics.median(errors), max(errors)) if errors else (0, None, None)
 
-    heavy = [r for r in rs if r["concurrency"] >= 8]
-    big = [r for r in rs if r["batch"] >= 32]
-    n, med, worst = stats(rs)
-    n_out, out_med, out_worst = stats([r for r in rs if not r["in_sample"]])
+    # a run of what dlmcost does not model (another engine release, say) is listed, not counted
+    modelled = [r for r in rs if not r.get("not_modelled")]
+    heavy = [r for r in modelled if r["concurrency"] >= 8]
+    big = [r for r in modelled if r["batch"] >= 32]
+    n, med, worst = stats(modelled)
+    n_out, out_med, out_worst = stats([r for r in modelled if not r["in_sample"]])
     n_heavy, heavy_med, heavy_worst = stats(heavy)
     optimism = max(r["optimism"] for r in big)
     curves = {}
-    for r in rs:
+    for r in modelled:
         if r["metric"] in ("output_tokens_per_s", "forward_ms"):
             curves.setdefault(r["curve"], set()).add(r["concurrency"])
-    return dict(n=n, points=len({r["id"] for r in rs}), median_error=med, worst_error=worst, n_out=n_out,
+    return dict(n=n, points=len({r["id"] for r in modelled}), n_not_modelled=len(rs) - n, median_error=med, worst_error=worst, n_out=n_out,
                 out_median_error=out_med, out_worst_error=out_worst, n_heavy=n_heavy, heavy_median_error=heavy_med,
                 heavy_worst_error=heavy_worst, n_big=len(big), big_optimism=optimism,
                 curves={c: sorted(v) for c, v in curves.items()},
@@ -603,7 +605,9 @@ def render_serving(rs: list[dict]) -> list[str]:
         "## Serving under load: `dlmcost serve` against published benchmarks",
         "",
         f"{s['points']} published deployments under load ({s['n']} numbers) from `validation/serving.yaml`, each",
-        "predicted by the `dlmcost serve` command listed under it (one deployment, one load; run with `-f json`).",
+        "predicted by the `dlmcost serve` command listed under it (one deployment, one load; run with `-f json`);",
+        f"{s['n_not_modelled']} more numbers, from runs of what dlmcost does not model, are listed *(not modelled)*",
+        "with what differs, and left out of every figure below.",
         "A client that keeps c requests in flight over N requests is `--job N --parallel c` (SGLang's",
         "`bench_serving --max-concurrency c --num-prompts N --request-rate inf`); a forward pass at batch B is",
         "a job of B one-pass requests. Ratio = predicted / measured; error = max(ratio, 1 / ratio); *optimistic*:",

@@ -577,3 +577,17 @@ def test_sglang_cookbook_cached_shares_are_regenerated_from_the_runs_order(runs,
     name = f"sglang-random-{shape}-seed1-n{n}{suffix}-cached.txt"
     text = (validation.ROOT / "validation" / "lengths" / name).read_text()
     assert text == " ".join(f"{v:g}" for v in cached_shares(runs, run)) + "\n"
+
+
+def test_serving_summary_leaves_runs_not_modelled_out_of_every_figure():
+    """A not-modelled run is listed on the page but counted nowhere: the figures are those of the other
+    rows alone (median of 1.0, 1.5, 2.0 by hand), whatever its own error."""
+    def row(error, not_modelled=None, concurrency=16):
+        return dict(error=error, optimism=error, concurrency=concurrency, batch=concurrency, in_sample=False,
+                    id=f"p{error}", metric="output_tokens_per_s", curve="c", not_modelled=not_modelled)
+
+    rs = [row(1.0), row(1.5), row(2.0, concurrency=64), row(18.0, not_modelled="an older release", concurrency=64)]
+    s = validation.serving_summary(rs)
+    assert (s["n"], s["median_error"], s["worst_error"], s["n_not_modelled"]) == (3, 1.5, 2.0, 1)
+    assert (s["n_heavy"], s["heavy_worst_error"], s["big_optimism"], s["points"]) == (3, 2.0, 2.0, 3)
+    assert s["curves"] == {"c": [16, 64]}
