@@ -305,6 +305,9 @@ class PlanDeployment(Record):
                     "preempted where it runs out (first-done release; under a synchronous release each is held at "
                     "its final length, and its first-token times and replica count are upper bounds; serve's "
                     "memory_binds)")
+    preemptions: int = Field(
+        0, description="times its simulated replica's measured requests were preempted where K/V allocated as "
+                       "tokens come ran out, each recomputed on readmission (serve's preemptions)")
     intervals: dict[str, Union[list[Optional[float]], str]] = Field(
         description="the search again at the two ends of the stack's error band: gpus, usd_per_mtok, "
                     "p95_latency_s -> [faster end, slower end] (null: no replica count meets the targets there); "

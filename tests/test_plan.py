@@ -1435,6 +1435,8 @@ def test_memory_binds_where_the_requests_in_flight_fill_what_memory_holds(capsys
         threshold = 0.95 * held[d["precision"]]
         assert abs(in_flight / threshold - 1) > 0.1  # far from the line either way
         assert d["memory_binds"] is (in_flight > threshold), d
+        if not d["memory_binds"]:  # (where it binds, arrivals spread out may still never run out)
+            assert d["preemptions"] == 0, d
     assert "memory binds" not in err  # the recommendation (fp8) is not bound
     code, out, err = run(capsys, *args)  # the table marks the bound one's first-block time with m
     import re
@@ -1443,6 +1445,27 @@ def test_memory_binds_where_the_requests_in_flight_fill_what_memory_holds(capsys
     assert re.search(r"\d(\.\d+)?m ", rows["bf16"]) and not re.search(r"\dm ", rows["fp8"]), out
     code, out, err = run(capsys, *args, "--precision", "bf16")
     assert code == 0 and "memory binds for the recommended 3 x H100 SXM (TP1, bf16" in err, err
+
+
+def test_plan_counts_the_preemptions_serve_counts(capsys):
+    """260 users sending at once 1,024 + 1,024-token requests to one H100 (running limit 256, memory
+    holding 248 at their final lengths: tests/oracle.py): they grow together and the latest admitted
+    are preempted. plan's record, CSV row and warning carry the count `serve` gives for the same
+    replica at the same 260 users (its own simulation path: serving/deployment/measure.py)."""
+    import csv
+    import io
+
+    common = ["Qwen/Qwen2.5-7B", "--gpu", "h100", "--tp", "1", "--scheme", "ar", "--precision", "bf16", "--stack",
+              "none", "--prompt", "1024", "--answer", "1024"]
+    code, out, err = run(capsys, "serve", *common, "-c", "260", "-f", "json")
+    served = json.loads(out)["deployments"][0]["points"][0]["preemptions"]
+    assert code == 0 and served > 0, err
+    code, out, err = run(capsys, "plan", *common, "--users", "260", "--think", "0", "-f", "json")
+    top = json.loads(out)["deployments"][0]
+    assert code == 0 and top["replicas"] == 1 and top["preemptions"] == served, (top, served)
+    assert f"({served:,} preemptions of its simulated replica's measured requests;" in " ".join(err.split()), err
+    code, out, err = run(capsys, "plan", *common, "--users", "260", "--think", "0", "-f", "csv")
+    assert next(csv.DictReader(io.StringIO(out)))["preemptions"] == str(served)
 
 
 def test_the_band_ends_are_those_a_brute_force_search_finds():

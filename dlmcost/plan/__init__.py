@@ -279,7 +279,8 @@ def _warn_if_memory_binds(result: PlanResult) -> None:
     if top is not None and top.memory_binds:
         warnings.warn(f"memory binds for the recommended {top.replicas} x {top.gpu} (TP{top.tp}, {top.precision}, "
                       f"K/V {top.kv_dtype}, {top.decoding}): its requests' K/V is allocated as tokens come and, where "
-                      f"it runs out, the latest admitted is preempted and recomputed, as in vLLM and SGLang (first-done "
+                      f"it runs out, the latest admitted is preempted and recomputed, as in vLLM and SGLang "
+                      f"({top.preemptions:,} preemptions of its simulated replica's measured requests; first-done "
                       f"release; the growth and the recompute are approximate: methodology, 'When memory binds'; a "
                       f"synchronous release holds each at its final length, and its first-token times and GPU count "
                       f"are then upper bounds)", DlmcostWarning, stacklevel=2)

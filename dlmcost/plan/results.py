@@ -63,8 +63,10 @@ class Deployment:
     usd_per_mtok_low: float | None = None  # $/Mtok at them
     usd_per_mtok_high: float | None = None
     # more requests at once than memory holds at their final lengths, for K/V that grows as a request
-    # runs (serving/memory_binding.py): its first-token times and replica count are upper bounds
+    # runs (serving/memory_binding.py): allocated as tokens come and preempted where it runs out (under
+    # a synchronous release, held at final lengths: first-token times and replica count upper bounds)
     memory_binds: bool = False
+    preemptions: int = 0  # times the simulated replica's measured requests were preempted and recomputed
     # the search again at the two ends of the stack's error band: gpus, usd_per_mtok, p95_latency_s
     # -> [at the faster end, at the slower end] (None: no replica count meets the targets there)
     intervals: dict = field(default_factory=dict)

@@ -76,6 +76,7 @@ class ReplicaRun:
     # final lengths (serving/memory_binding.py): whether memory binds the run
     most_running: int = 0
     memory_held: float = math.inf
+    preemptions: int = 0  # times the measured requests were preempted (K/V on demand ran out) and recomputed
 
 
 @dataclass
@@ -129,7 +130,8 @@ def _run(c: Candidate, sample: RequestSample, traffic: Traffic, replicas: int, *
         served = traffic.rate / replicas
     return ReplicaRun(lat, ttfb, tokens, served, r.busy_s / r.end_s if r.end_s > 0 else 0.0,
                       memory_binding.most_in_batch(r.start_s, r.done_s, w),
-                      memory_binding.requests_memory_holds(c.table.mem_share, cls))
+                      memory_binding.requests_memory_holds(c.table.mem_share, cls),
+                      0 if r.preempted is None else int(r.preempted[w].sum()))
 
 
 def saturation_rps(c: Candidate, sample: RequestSample) -> float:
@@ -197,5 +199,6 @@ def _deployment(c: Candidate, ev: ReplicaRun, replicas: int, capacity_rps: float
                                                                  d.price_per_gpu_hour_high, out_tok_s)
     d.memory_binds = (memory_binding.grows_as_it_runs(c.decoding.scheme)
                       and memory_binding.peak_binds(ev.most_running, ev.memory_held, c.in_flight_cap))
+    d.preemptions = ev.preemptions
     d.misses = check_targets(d, targets)
     return d
