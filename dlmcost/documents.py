@@ -271,7 +271,9 @@ class PlanDeployment(Record):
     block: Optional[int]
     tpf: Optional[float]
     decoding: str
-    max_running: int = Field(description="the batch limit: running requests per replica (serve's --max-running)")
+    max_running: int = Field(description="the batch limit: the most requests a replica runs at once (serve's "
+                                         "--max-running), the running limit searched, no more than memory_fits where "
+                                         "each request is held at its final length from admission")
     max_batch: int = Field(deprecated=True, description="deprecated alias of max_running, kept for one release "
                                                           "(sweep's max_batch is the largest batch that fits in memory)")
     p50_latency_s: float
@@ -305,6 +307,10 @@ class PlanDeployment(Record):
                     "preempted where it runs out (first-done release; under a synchronous release each is held at "
                     "its final length, and its first-token times and replica count are upper bounds; serve's "
                     "memory_binds)")
+    memory_fits: int = Field(
+        0, description="the most of the longest requests a replica's memory holds at their final lengths (the "
+                       "running limit max_running is no more than it where each is held at its final length from "
+                       "admission; K/V allocated as tokens come runs the whole limit and preempts)")
     preemptions: int = Field(
         0, description="times its simulated replica's measured requests were preempted where K/V allocated as "
                        "tokens come ran out, each recomputed on readmission (serve's preemptions)")

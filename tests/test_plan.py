@@ -629,6 +629,7 @@ def test_the_batch_limit_is_what_the_longest_requests_fit(capsys, tmp_path):
             .memory.max_batch for n in (256, 2048)}
     assert fits[2048] < fits[256] < 4096
     assert [d["max_batch"] for d in p["deployments"]] == [fits[2048]], (p["deployments"], fits)
+    assert [d["memory_fits"] for d in p["deployments"]] == [fits[2048]]
 
 
 def test_lengths_from_file_and_percentiles(tmp_path):
@@ -1329,7 +1330,9 @@ def test_plan_searches_each_kv_dtype_given(capsys, costed_max_batches, tmp_path)
     each candidate once per K/V format: Qwen2.5-7B decoded autoregressively on one H100, 1,024 +
     1,024 tokens a request, batch limit 512, fits 248 requests with bf16's 2-byte cache and 325
     with fp8's 1 byte (oracle.qwen7b_requests_in_memory, worked by hand from its config); each
-    row names its format, and the header and table show the formats as a factor of the search."""
+    row names its format, and the header and table show the formats as a factor of the search.
+    Its K/V allocated as tokens come (first-done release), each runs the whole limit of 512 and
+    preempts where memory runs out: memory_fits says what memory holds, max_running what runs."""
     import oracle
     from dlmcost.plan import search
 
@@ -1343,16 +1346,17 @@ def test_plan_searches_each_kv_dtype_given(capsys, costed_max_batches, tmp_path)
         p, _ = _plan_json(capsys, *args, *given)
         assert (p["search"]["kv_dtypes"], p["search"]["kv_dtype"], p["evaluated"]) == (["bf16", "fp8"], "bf16", 2)
         assert costed_max_batches == [[hand["bf16"]], [hand["fp8"]]]
-        assert {d["kv_dtype"]: d["max_running"] for d in p["deployments"]} == hand
+        assert {d["kv_dtype"]: d["memory_fits"] for d in p["deployments"]} == hand
+        assert [d["max_running"] for d in p["deployments"]] == [512, 512]
     rc, out, err = run(capsys, "plan", *args, "--kv-dtype", "bf16,fp8", "-f", "csv")
     assert rc == 0 and sorted(line.split(",")[7] for line in out.splitlines()[1:]) == ["bf16", "fp8"], err
     rc, out, err = run(capsys, "plan", *args, "--kv-dtype", "bf16,fp8")
     flat = " ".join(out.split())
     assert rc == 0 and "1 precision (bf16) × 2 K/V formats (bf16, fp8) × 1 decoding (ar)" in flat, err
-    assert "1×1 bf16 fp8 325" in flat and "1×1 bf16 bf16 248" in flat, out
+    assert "1×1 bf16 fp8 512" in flat and "1×1 bf16 bf16 512" in flat, out
     rc, _, err = run(capsys, "plan", *args, "--kv-dtype", "bf16,fp8", "--p95", "0.001")
     # the nearest miss is fp8's: its passes read half the K/V bytes, so no step is slower than bf16's
-    assert rc == 8 and "x tp1 bf16 kv fp8 ar batch<=325: p95_latency_s" in err, err
+    assert rc == 8 and "x tp1 bf16 kv fp8 ar batch<=512: p95_latency_s" in err, err
     space = search.SearchSpace([HardwareDB.load().get("h100")], [1], ["bf16"], [search.baseline_decoding()], [8])
     assert search.candidate_count(space)[1] == "1 GPUs x 1 TP sizes x 1 precisions x 1 decodings x 1 batch limits"
     space = search.SearchSpace(space.gpus, [1], ["bf16"], space.decodings, [8], kv_dtypes=["bf16", "fp8"])

@@ -157,7 +157,7 @@ def test_memory_holds_as_many_requests_as_fit(prompt, fits):
     assert analysed.memory.max_batch == fits
     p = dep.prepare(AR_MODEL, (np.full(10, float(prompt)), np.full(10, 64.0)),
                     dep.Setup(gpu="l4", stack="vllm", prefill_chunk=0))
-    assert p.requests.batch_limit == fits and p.max_running == 256
+    assert p.requests.memory_fits == fits and p.max_running == 256
     r = little(behaviour.run(p.table, np.zeros(3 * fits, int), p.max_running, p.release, None, users=2 * fits))
     assert int(np.sum(r.start_s == 0.0)) == fits
     ends = np.sort(r.done_s)

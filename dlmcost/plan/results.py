@@ -67,6 +67,7 @@ class Deployment:
     # a synchronous release, held at final lengths: first-token times and replica count upper bounds)
     memory_binds: bool = False
     preemptions: int = 0  # times the simulated replica's measured requests were preempted and recomputed
+    memory_fits: int = 0  # the longest requests a replica's memory holds at their final lengths
     # the search again at the two ends of the stack's error band: gpus, usd_per_mtok, p95_latency_s
     # -> [at the faster end, at the slower end] (None: no replica count meets the targets there)
     intervals: dict = field(default_factory=dict)

@@ -106,7 +106,7 @@ PLAN_CSV_KEYS = ("model", "gpu", "replicas", "tp", "gpus", "precision", "kv_dtyp
                  "sustained_rps", "headroom", "usd_per_hour", "usd_per_mtok", "usd_per_mtok_low", "usd_per_mtok_high",
                  "usd_per_mtok_at_capacity", "gpu_busy_fraction", "joules_per_token", "price_per_gpu_hour",
                  "price_per_gpu_hour_low", "price_per_gpu_hour_high", "price_source", "pareto", "absurd", "memory_binds",
-                 "preemptions",
+                 "memory_fits", "preemptions",
                  "max_batch",  # max_batch: max_running's deprecated alias, for one release
                  *(f"{key}_band_{end}" for key in ("gpus", "usd_per_mtok", "p95_latency_s") for end in ("low", "high")),
                  "band_stack")

@@ -254,8 +254,9 @@ def canvases(decoding: Decoding, answers: list[int]) -> list[int]:
 @dataclass(frozen=True)
 class RequestTable:
     """A deployment's request classes (prompt class x answer class, in that order): the
-    simulation's table, the largest batch of the longest requests that fits (capped by the
-    running limit), and each class's most passes per block (a pass commits a token at least)."""
+    simulation's table, the most requests it runs at once (`batch_limit`), the most of the
+    longest that memory holds at their final lengths, and each class's most passes per block (a
+    pass commits a token at least)."""
 
     table: ClassTable
     batch_limit: int
@@ -263,6 +264,16 @@ class RequestTable:
     block_streaming: bool
     answers: list[int] | None = None  # each class's answer tokens (None: a request runs its class's passes)
     block: int | None = None  # the tokens of a block a block-streaming canvas is cut into (None: one canvas)
+    memory_fits: int = 0  # the longest requests memory holds at their final lengths
+
+
+def batch_limit(max_running: int, memory_fits: float, decoding: Decoding, release: str) -> int:
+    """The most requests a replica runs at once: the running limit, and no more than memory holds
+    of the longest at their final lengths where each is held at its final length from admission (a
+    canvas, or a synchronous release's rounds). K/V allocated as tokens come under a first-done
+    release runs the whole limit and preempts where memory runs out (simulate/first_done.py)."""
+    on_demand = memory_binding.grows_as_it_runs(decoding.scheme) and release != "synchronous"
+    return int(max_running if on_demand else min(max_running, memory_fits))
 
 
 def request_table(pt: PassTable, gi: int, pi: int, ti: int, decoding: Decoding, prompts: list[int],
@@ -312,10 +323,11 @@ def request_table(pt: PassTable, gi: int, pi: int, ti: int, decoding: Decoding, 
         table = prompt_in_token_chunks(table, [p for p in prompts for _ in answers], pol.prefill_chunk)
     if memory_binding.grows_as_it_runs(decoding.scheme):  # K/V allocated as tokens come: the prompt's from admission
         table = replace(table, held_from_admission=[p / (p + cv) for p in prompts for cv in canvas])
-    limit = int(min(max_running, float(mem.min())))
+    fits = float(mem.min())
     block = decoding.block if decoding.block and not token_streaming else None
-    return RequestTable(table, limit, rows["per_block"], not token_streaming,
-                        [int(a) for _ in prompts for a in answers], block)
+    return RequestTable(table, batch_limit(max_running, fits, decoding, pol.release), rows["per_block"],
+                        not token_streaming, [int(a) for _ in prompts for a in answers], block,
+                        int(min(fits, 2**31 - 1)))
 
 
 def prompt_in_block_chunks(table: ClassTable, prompts: list[int], block: int) -> ClassTable:

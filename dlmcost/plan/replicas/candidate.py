@@ -41,7 +41,7 @@ class Candidate:
     max_batch: int  # the running-request limit per replica
     table: ClassTable
     answer_tokens: np.ndarray  # per class
-    batch_limit: int  # largest batch of the longest requests that fits, capped by max_batch
+    batch_limit: int  # the most requests it runs at once (behaviour.batch_limit)
     release: str = "first-done"
     passes: RequestPasses | None = None  # each sampled request's passes per block (None: its class's)
     first_block_outside_limit: bool = False  # the stack's (behaviour.Policy)
@@ -50,6 +50,7 @@ class Candidate:
     front_end: FrontEnd | None = None  # the API servers before the engine (behaviour.Policy's)
     recv_interval: int = 1  # decode iterations between the scheduler's receives (behaviour.Policy's)
     kv_dtype: str = "bf16"  # the K/V cache's number format its table was costed with
+    memory_fits: int = 0  # the longest requests its memory holds at their final lengths
     floors: dict = field(default_factory=dict, repr=False)  # _floor_ratio's answers, per (sample, targets)
 
     @property
@@ -200,5 +201,6 @@ def _deployment(c: Candidate, ev: ReplicaRun, replicas: int, capacity_rps: float
     d.memory_binds = (memory_binding.grows_as_it_runs(c.decoding.scheme)
                       and memory_binding.peak_binds(ev.most_running, ev.memory_held, c.in_flight_cap))
     d.preemptions = ev.preemptions
+    d.memory_fits = c.memory_fits
     d.misses = check_targets(d, targets)
     return d
