@@ -219,6 +219,9 @@ RECORDED_OUT_OF_SOURCE_MEDIAN = TARGET_OUT_OF_SOURCE_MEDIAN  # met: held to its 
 # predicted), so those misses measure the release, not the part. The same cookbook's MiniMax-M2 page on 4x MI300X
 # (SGCM2, TP4, SGLang 0.5.7, another author than SGCV's; nine numbers scored) decodes 4.41x slower than predicted at
 # one request, as SGCV does: the AMD bands rest on two publications; the median 1.199x -> 1.203x, the worst unchanged.
+# The MI300X/MI325X/MI355X collective latency, 10 us assumed, became the published small-message custom
+# all-reduce time (7.4/7.4/6.5 us): SGCV's and SGCM2's one-request TPOTs 0.3 ms faster predicted (3.97-4.41x ->
+# 4.20-4.72x); the headline unchanged (365, 1.203x, 7.98x).
 RECORDED_OUT_OF_SOURCE_WORST = 7.99  # 7.982
 BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-of-source numbers (6)
 BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
@@ -855,9 +858,12 @@ SERVING_NOTES = [
     "1.05-4.93 s; 2.41x at the worst were no prompt cached), the H100 one 1.38-1.48x.",
     "- The same cookbook's DeepSeek-V3.1 on 8x MI300X (SGCV; SGLang 0.5.7, AR, FP8, default launch, TP8; the first "
     "measured MI300X serving numbers here): every number is optimistic. The time per token after the first is "
-    "3.97-4.11x at one request (6.0 ms predicted, 23.8-24.9 ms measured) and 1.91-3.08x under load, so the MI300X "
+    "4.20-4.34x at one request (5.7 ms predicted, 23.8-24.9 ms measured) and 1.93-3.13x under load, so the MI300X "
     "decode of this engine and model runs about four times slower than the part's tables describe (not modelled: "
-    "the ROCm kernels SGLang picks for DeepSeek). The mean TTFT is 2.39-7.74x optimistic, the one-request runs "
+    "the ROCm kernels SGLang picks for DeepSeek). The all-reduces do not account for it: a token's 123 collectives "
+    "at the published small-message times on the MI300X (7.4 us for the engines' custom all-reduce, 13.7-15.5 us "
+    "for RCCL's; hardware/amd-mi300x.yaml) take 0.9-1.9 ms, where closing the 18 ms gap would need about 150 us "
+    "each. The mean TTFT is 2.40-7.75x optimistic, the one-request runs "
     "noisy (1,000-token prompts: mean 558 ms, median 214 ms, P99 1,625 ms; the reasoning run that repeats them, "
     "wholly cached: 157 ms, P99 160 ms, against 66 ms predicted).",
     "- The same cookbook's MiniMax-M2.7 on 2x GB300 TP2 (SGCM7; SGLang 0.5.10.post1, another author; not modelled: "
@@ -870,9 +876,9 @@ SERVING_NOTES = [
     "optimistic (median 92 ms).",
     "- The same cookbook's MiniMax-M2 on 4x MI300X TP4 (SGCM2; SGLang 0.5.7, FP8, --mem-fraction-static 0.85, no "
     "--ep; another author than SGCV's): the second MI300X publication here, another model (GQA attention, not "
-    "DeepSeek's MLA) and TP. Decode is 4.41x optimistic at one request (5.0 ms predicted, 22.2 ms measured) and "
-    "2.04-2.43x at 16 and 100 in flight, as SGCV's DeepSeek-V3.1 runs are, so the slow MI300X decode of SGLang 0.5.7 "
-    "is not DeepSeek's alone. The mean TTFT is 6.04x optimistic at 16 in flight and 3.44x at 100 (medians 148 and "
+    "DeepSeek's MLA) and TP. Decode is 4.72x optimistic at one request (4.7 ms predicted, 22.2 ms measured) and "
+    "1.87-2.40x at 16 and 100 in flight, as SGCV's DeepSeek-V3.1 runs are, so the slow MI300X decode of SGLang 0.5.7 "
+    "is not DeepSeek's alone. The mean TTFT is 6.07x optimistic at 16 in flight and 3.45x at 100 (medians 148 and "
     "184 ms). At one request only the TPOT is scored: one request of the ten waited about 38 s for its first token "
     "(P99 TTFT 38.3 s, median 385 ms), a warm-up the mean TTFT, mean E2E and throughput carry.",
     "- Where the cookbook runs' mean TTFT misses sits (the pages print each run's median and P99 beside the mean; "

@@ -72,4 +72,5 @@ def test_ideal_profile_and_other_vendors_keep_the_flat_link():
     ideal = float(link_time(np.array([sent]), np.array([1.0]), _rates("h200", "ideal"))[0])
     assert ideal == pytest.approx(sent / 450e9)  # link 1, no latency, no size curve
     mi300x = float(link_time(np.array([sent]), np.array([1.0]), _rates("mi300x"))[0])
-    assert mi300x == pytest.approx(sent / (448e9 * 0.80) + 10e-6)
+    # flat 0.80 of 448 GB/s, plus the MI300X's measured 7.4 us a collective (hardware/amd-mi300x.yaml)
+    assert mi300x == pytest.approx(sent / (448e9 * 0.80) + 7.4e-6)
