@@ -468,11 +468,17 @@ def error_bands(rs: list[dict], serving: list[dict]) -> dict:
     by_vendor: dict[tuple[str, str, bool], list[float]] = {}  # (stack, vendor, first token) -> ratios
     origins_of: dict[tuple[str, bool], set[str]] = {}  # the publications a band's numbers come from
     vendor_origins: dict[tuple[str, str, bool], set[str]] = {}
+    from dlmcost.inputs.stacks import bundled_base, bundled_stack_names, load_stack
+
+    # a stack that extends another (sglang-pcg: sglang with graphed prefills) is the same engine
+    # with a setting changed: its numbers count in its base's band, which it takes
+    base = {name: bundled_base(name) for name in bundled_stack_names()}
     for r in (*rs, *serving):
         if scored(r):
-            (first if first_token(r) else speed).setdefault(r["stack"], []).append(speed_ratio(r))
-            origins_of.setdefault((r["stack"], first_token(r)), set()).add(r["origin"])
-            key = (r["stack"], vendor_of(r["gpu"]), first_token(r))
+            stack = base.get(r["stack"], r["stack"])
+            (first if first_token(r) else speed).setdefault(stack, []).append(speed_ratio(r))
+            origins_of.setdefault((stack, first_token(r)), set()).add(r["origin"])
+            key = (stack, vendor_of(r["gpu"]), first_token(r))
             by_vendor.setdefault(key, []).append(speed_ratio(r))
             vendor_origins.setdefault(key, set()).add(r["origin"])
 
@@ -522,8 +528,6 @@ def error_bands(rs: list[dict], serving: list[dict]) -> dict:
             out["first_token"] = entry["first_token"]
         return dict(out, vendor=vendor)
 
-    from dlmcost.inputs.stacks import bundled_stack_names, load_stack
-
     pooled_speed = [v for vs in speed.values() for v in vs]
     pooled_first = [v for vs in first.values() for v in vs]
     pooled_all = pooled_speed + pooled_first
@@ -539,6 +543,8 @@ def error_bands(rs: list[dict], serving: list[dict]) -> dict:
     if len(measured) > 1:
         out["pooled"]["vendors"] = {v.lower(): vendor_entry(None, v, out["pooled"]) for v in measured}
     for name in bundled_stack_names():
+        if base[name] != name:
+            continue  # (below: its base's band)
         own_speed, own_first = speed.get(name, []), first.get(name, [])
         entry = (band(own_speed, f"its own out-of-source speed numbers, {publications(name, False)}")
                  if len(own_speed) >= BAND_MIN_NUMBERS else
@@ -562,6 +568,10 @@ def error_bands(rs: list[dict], serving: list[dict]) -> dict:
         if len(measured) > 1 and runs_on:
             entry["vendors"] = {v.lower(): vendor_entry(name, v, entry) for v in runs_on}
         out[name] = entry
+    for name in bundled_stack_names():
+        if base[name] != name:
+            out[name] = dict(out[base[name]], basis=f"{base[name]}'s band, which it extends (its numbers "
+                                                    f"counted there): {out[base[name]]['basis']}")
     return out
 
 
@@ -866,14 +876,15 @@ SERVING_NOTES = [
     "each. The mean TTFT is 2.40-7.75x optimistic, the one-request runs "
     "noisy (1,000-token prompts: mean 558 ms, median 214 ms, P99 1,625 ms; the reasoning run that repeats them, "
     "wholly cached: 157 ms, P99 160 ms, against 66 ms predicted).",
-    "- The same cookbook's MiniMax-M2.7 on 2x GB300 TP2 (SGCM7; SGLang 0.5.10.post1, another author; not modelled: "
-    "that release runs prompt prefills from piecewise CUDA graphs, where the sglang stack charges eager launches): "
-    "the mean TTFT at one request is 1.82x pessimistic (92 ms predicted, 50 ms measured, median 54 ms), of which "
-    "the stack's eager dispatch is about 63 ms (62 layers of 28 + 965 us and 125 all-reduces of 15 us): without "
-    "it the model would lack about 21 ms at TP2, against the 48-65 ms SGCR and SGCM lack at TP8 on 0.5.6-0.5.9, "
-    "the one same-harness hint that the missing cost grows with TP (a different release, so not a measurement of "
-    "it). Decode is 1.17x optimistic at one request and 1.06x pessimistic at 100 in flight; the mean TTFT at 100 1.63x "
-    "optimistic (median 92 ms).",
+    "- The same cookbook's MiniMax-M2.7 on 2x GB300 TP2 (SGCM7; SGLang 0.5.10.post1, another author), run on the "
+    "sglang-pcg stack: that release replays prompt prefills from piecewise CUDA graphs (sglang charges their eager "
+    "launches, about 63 ms a prefill here: 62 layers of 28 + 965 us and 125 all-reduces of 15 us, and predicted the "
+    "one-request mean TTFT 1.82x pessimistic). On sglang-pcg it is 1.78x optimistic (28 ms predicted, 50 ms "
+    "measured, median 54 ms): about 22 ms missing at TP2, against the 48-65 ms SGCR and SGCM lack at TP8 on "
+    "0.5.6-0.5.9, the one same-harness hint that the missing cost grows with TP (a different release, so not a "
+    "measurement of it). Decode is 1.17x optimistic at one request and 1.24x at 100 in flight, throughput 1.18x "
+    "and 1.22x; the mean TTFT at 100 is 3.20x optimistic (77 ms predicted, 248 ms measured, median 92 ms: the "
+    "tail the other cookbook runs show).",
     "- The same cookbook's MiniMax-M2 on 4x MI300X TP4 (SGCM2; SGLang 0.5.7, FP8, --mem-fraction-static 0.85, no "
     "--ep; another author than SGCV's): the second MI300X publication here, another model (GQA attention, not "
     "DeepSeek's MLA) and TP. Decode is 4.72x optimistic at one request (4.7 ms predicted, 22.2 ms measured) and "

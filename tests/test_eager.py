@@ -161,7 +161,7 @@ def test_a_stack_without_an_eager_profile_refuses_it(run, command):
     rc, out, err = run(*command, "--stack", "hf-eager", "--eager")
     assert rc == 2 and not out
     assert err.startswith("error: --eager: the hf-eager stack has no eager profile")
-    assert "sglang, sglang-dllm, vllm, vllm-dllm" in err and len(err.strip().splitlines()) == 1
+    assert "sglang, sglang-dllm, sglang-pcg, vllm, vllm-dllm" in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("given, named", [(("--stack", "none"), "--stack none"),

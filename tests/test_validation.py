@@ -191,6 +191,16 @@ def test_every_fitted_number_names_validation_points():
             assert f"serving:{p['id']}" in fitting, p["id"]
 
 
+def _engine(stack: str) -> str:
+    """The stack whose band a bundled stack's numbers count in: the one its file `extends:` (read
+    here with yaml, not with dlmcost's reader), else itself."""
+    import yaml
+
+    path = ROOT / "stacks" / f"{stack}.yaml"
+    base = yaml.safe_load(path.read_text(encoding="utf-8")).get("extends") if path.is_file() else None
+    return _engine(base) if base else stack
+
+
 def test_error_bands_are_derived_from_the_out_of_source_numbers(marked):
     """The shipped bands (dlmcost/inputs/error_bands.json) are what the validation computes now,
     and a stack's speed band is the 10th/50th/90th percentile of its scored rows' speed ratios
@@ -210,13 +220,13 @@ def test_error_bands_are_derived_from_the_out_of_source_numbers(marked):
         if validation.scored(r):
             faster_up = validation.METRICS[r["metric"]][2]  # a throughput: more is faster
             ratio = r["predicted"] / r["measured"] if faster_up else r["measured"] / r["predicted"]
-            (first if r["metric"].startswith("ttft") else speed).setdefault(r["stack"], []).append(ratio)
+            (first if r["metric"].startswith("ttft") else speed).setdefault(_engine(r["stack"]), []).append(ratio)
             if not r["metric"].startswith("ttft"):  # the speed band's basis counts its own numbers' publications
-                publications.setdefault(r["stack"], set()).add(r["point"]["origin"])
+                publications.setdefault(_engine(r["stack"]), set()).add(r["point"]["origin"])
     for r in rows:
         if validation.scored(r):
-            publications.setdefault(r["stack"], set()).add(r["point"].origin)
-            speed.setdefault(r["stack"], []).append(r["measured_ms"] / r["predicted_ms"])
+            publications.setdefault(_engine(r["stack"]), set()).add(r["point"].origin)
+            speed.setdefault(_engine(r["stack"]), []).append(r["measured_ms"] / r["predicted_ms"])
     six = validation.BAND_MIN_NUMBERS
 
     def percentiles(values):
@@ -236,6 +246,11 @@ def test_error_bands_are_derived_from_the_out_of_source_numbers(marked):
     assert f["numbers"] == len(pooled_first)
     for name, band in bands.items():
         if name == "pooled":
+            continue
+        if _engine(name) != name:  # a stack that extends another takes its band, its numbers counted there
+            assert {k: v for k, v in band.items() if k != "basis"} == \
+                {k: v for k, v in bands[_engine(name)].items() if k != "basis"}
+            assert band["basis"].startswith(f"{_engine(name)}'s band, which it extends")
             continue
         own, own_first = speed.get(name, []), first.get(name, [])
         if len(own) >= six:
@@ -276,11 +291,11 @@ def test_vendor_bands_are_each_vendors_own_numbers(marked):
         if validation.scored(r):
             faster_up = validation.METRICS[r["metric"]][2]
             ratio = r["predicted"] / r["measured"] if faster_up else r["measured"] / r["predicted"]
-            key = (r["stack"], vendor[r["gpu"]])
+            key = (_engine(r["stack"]), vendor[r["gpu"]])
             (first if r["metric"].startswith("ttft") else speed).setdefault(key, []).append(ratio)
     for r in rows:
         if validation.scored(r):
-            speed.setdefault((r["stack"], vendor[r["gpu"]]), []).append(r["measured_ms"] / r["predicted_ms"])
+            speed.setdefault((_engine(r["stack"]), vendor[r["gpu"]]), []).append(r["measured_ms"] / r["predicted_ms"])
     bands = json.loads(validation.BANDS.read_text(encoding="utf-8"))["bands"]
     six = validation.BAND_MIN_NUMBERS
 

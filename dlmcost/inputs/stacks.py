@@ -38,6 +38,7 @@ STACK_NONE = "none"  # --stack none: the bare hardware roofline, no software sta
 MAX_STACK_FILE_BYTES = 256 * 1024
 MAX_CURVE_POINTS = 64
 MAX_NAME_CHARS = 100  # a stack's name
+MAX_EXTENDS_DEPTH = 4  # stacks one file's `extends:` may pass through (a bundled one extending another)
 # requests one replica runs at once, wherever the limit comes from (serve's --max-running, plan's
 # --max-batch and `search.max_batch`, a stack's `max_running_requests`): the serving simulation's
 # tables hold one row per batch size up to twice it
@@ -409,11 +410,53 @@ def bundled_stack_names() -> list[str]:
 
 
 def read_stack_file(path: Path) -> Stack:
-    """A stack YAML, read by the one bounded reader and validated."""
+    """A stack YAML, read by the one bounded reader and validated; one that `extends:` a bundled
+    stack is that stack with the file's fields over it (`extended`)."""
+    return validate_stack(_stack_data(path), shown(str(path)))
+
+
+def _stack_data(path: Path, seen: tuple[str, ...] = ()) -> dict:
     data = files.read_document(path, limit=MAX_STACK_FILE_BYTES, error=StackFileError, what="stack file", fmt="yaml")
     if not isinstance(data, dict):
         raise StackFileError(f"stack file {shown(str(path))} must be a YAML mapping, got {type(data).__name__}")
-    return validate_stack(data, shown(str(path)))
+    if "extends" not in data:
+        return data
+    base = data["extends"]
+    names = bundled_stack_names()
+    if not isinstance(base, str) or base not in names:
+        raise StackFileError(f"stack file {shown(str(path))}: extends: '{shown(str(base))}' is no bundled stack "
+                             f"(one of {', '.join(names)})")
+    if base in seen or len(seen) >= MAX_EXTENDS_DEPTH:
+        raise StackFileError(f"stack file {shown(str(path))}: extends: {' -> '.join((*seen, base))} goes round "
+                             f"or deeper than {MAX_EXTENDS_DEPTH} stacks")
+    if not isinstance(data.get("name"), str) or data["name"] == base:
+        raise StackFileError(f"stack file {shown(str(path))}: a stack that extends {base} needs a name of its own "
+                             f"(`name:`), or its outputs and error band would pass for {base}'s")
+    parent = _stack_data(bundled_stack_dir() / f"{base}.yaml", (*seen, base))
+    return extended(parent, {k: v for k, v in data.items() if k != "extends"})
+
+
+def bundled_base(name: str) -> str:
+    """The bundled stack a bundled stack extends at the root (`extends:`, followed), else itself:
+    the engine whose published measurements its error band is drawn from."""
+    for _ in range(MAX_EXTENDS_DEPTH):
+        data = files.read_document(bundled_stack_dir() / f"{name}.yaml", limit=MAX_STACK_FILE_BYTES,
+                                   error=StackFileError, what="stack file", fmt="yaml")
+        base = data.get("extends") if isinstance(data, dict) else None
+        if not isinstance(base, str):
+            return name
+        name = base
+    return name
+
+
+def extended(base: dict, over: dict) -> dict:
+    """A stack's fields over the stack it extends: a mapping (`host`, `eager`, `sources`...) merged
+    key by key, anything else (numbers, lists, names) replaced whole."""
+    out = dict(base)
+    for key, value in over.items():
+        both_maps = isinstance(value, dict) and isinstance(base.get(key), dict)
+        out[key] = extended(base[key], value) if both_maps else value
+    return out
 
 
 def validate_stack(data: dict, where: str = "stack") -> Stack:
