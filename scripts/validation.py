@@ -222,6 +222,11 @@ RECORDED_OUT_OF_SOURCE_MEDIAN = TARGET_OUT_OF_SOURCE_MEDIAN  # met: held to its 
 # The MI300X/MI325X/MI355X collective latency, 10 us assumed, became the published small-message custom
 # all-reduce time (7.4/7.4/6.5 us): SGCV's and SGCM2's one-request TPOTs 0.3 ms faster predicted (3.97-4.41x ->
 # 4.20-4.72x); the headline unchanged (365, 1.203x, 7.98x).
+# MLPerf Inference v5.1's audited Offline runs (MLP51A: AMD's Mixtral-8x7B FP8 on MI325X and MI300X, vLLM 0.9 V0 in
+# process, one engine a GPU; MLP51R: Red Hat's Llama-3.1-8B FP8 on one H100, vLLM 0.10) add three throughputs, 1.07x,
+# 1.15x and 1.12x optimistic: tuned AMD runs at large batch sit where the NVIDIA ones do, not at the cookbook's
+# 1.9-4.1x (whose misses are decode at 1-100 in flight). HPE's TensorRT-LLM H200 run (MLP51H) is not modelled.
+# The median 1.203x -> 1.202x, the worst unchanged.
 RECORDED_OUT_OF_SOURCE_WORST = 7.99  # 7.982
 BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-of-source numbers (6)
 BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
