@@ -920,6 +920,16 @@ SERVING_NOTES = [
     "the model predicts 10.6 ms: that release's DeepSeek path was slow on both vendors, so these runs do not show "
     "whether the MI300X itself is slower than its tables (SGCV's and SGCM2's 0.5.7 runs, beside SGCR's B200 runs on "
     "the same harness, are the evidence for that).",
+    "- MLPerf Inference v5.1's audited Offline runs (the whole dataset at once, one engine a GPU): AMD's Mixtral-8x7B "
+    "FP8 (MLP51A, vLLM 0.9 in process, FP8 K/V) is 1.07x optimistic on the MI325X and 1.15x on the MI300X, Red "
+    "Hat's Llama-3.1-8B FP8 on one H100 (MLP51R, vLLM 0.10) 1.12x: tuned AMD runs at large batch sit where NVIDIA's "
+    "do, so the MI300X tables hold there, and the cookbook's 1.9-4.3x MI300X misses (decode at 1-100 in flight on "
+    "SGLang 0.5.7) are that engine's path at low load, not the part. AMD's runs use vLLM's V0 engine (multi-step "
+    "scheduling, chunked prefill off, which the commands give as --prefill-chunk 0), which the vllm stack (V1) does "
+    "not describe; they are scored because at some 4,000 requests a step the GPU sets the time and the host's "
+    "scheduling hides behind it, where dstack's V0 runs (DSTK, online at 4-128 in flight) are not: there the "
+    "scheduling is the time. Scored or not, they would not move the headline's worst. HPE's TensorRT-LLM H200 run "
+    "(MLP51H) is shown apart: no stack describes TensorRT-LLM (0.80x on the vllm stack).",
     "- GPUStack's Qwen3-8B on one H100 (GPS, its latency page; vLLM 0.11.0 and SGLang 0.5.3 at their default launches, "
     "100 ShareGPT conversations at 1-8 in flight) and the vLLM blog's FP8 K/V cache post (VKV; Llama-3.1-8B on one "
     "H100, 150 requests of about 20k / 2k tokens at 8 in flight, its BF16 and FP8 K/V rows), AR baselines added as published "
