@@ -27,11 +27,12 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
     stream = _prefill_stream(table)
     ahead = first_block_outside_limit
     n = len(request_class)
-    # the plan's usual replica (one kind of request, no budget, no cache): a loop of its own, the same schedule
-    alike = _one_kind(table, passes, in_flight_cap(batch_cap, ahead), n) if stream is None and uncached is None else None
+    # the plan's usual replica (one kind of request, no cache): a loop of its own, the same schedule
+    alike = _one_kind(table, passes, in_flight_cap(batch_cap, ahead), n) if uncached is None else None
     if alike is not None:
         return _first_done_in_order(table, request_class, batch_cap, ahead, *alike,
-                                    *_arrival_list(n, arrivals_s, users, desk), think_s, desk, recv_interval)
+                                    *_arrival_list(n, arrivals_s, users, desk), think_s, desk, recv_interval,
+                                    _one_stream(table, stream))
     cap_in_flight = in_flight_cap(batch_cap, ahead)
     on_demand = _one_kind_on_demand(table, passes, cap_in_flight) if stream is None and uncached is None and desk is None \
         else None
@@ -335,11 +336,28 @@ def _one_kind_on_demand(table: ClassTable, passes: RequestPasses | None,
 
 def _same_passes(table: ClassTable, passes: RequestPasses | None) -> tuple[int, int] | None:
     """(NFE, passes to the first block) where there is one request class and every request runs the
-    same passes, its first block after one pass at least; else None."""
+    same passes, its first block and its last pass after one pass at least; else None. Under a
+    prefill budget, those of a prompt prefilled in one iteration (the general loop's: the stream
+    adds each prompt's pieces past its first, which so end before its last pass), where the class
+    has a prompt pass (else None)."""
     if len(table.nfe) != 1:
         return None
     alike = (table.nfe[0], table.first_passes[0]) if passes is None else passes.alike
-    return None if alike is None or alike[1] < 1 else alike
+    if alike is not None and table.prefill_budget:
+        if not (table.prompt_tokens or [0])[0]:
+            return None
+        alike = tuple(x - table.prompt_steps[0] + 1 for x in alike)
+    return None if alike is None or min(alike) < 1 else alike
+
+
+def _one_stream(table: ClassTable, stream: tuple[int, list[int], list[int]] | None) -> tuple | None:
+    """The one class's prefill stream, as `_first_done_in_order` takes it: (budget C, prompt tokens P,
+    what a prompt token adds to an iteration of b, times b: k lift_b / P, the general loop's
+    per_token row); None without a budget."""
+    if stream is None:
+        return None
+    budget, (prompt,), (k,) = stream
+    return budget, prompt, [k * x / prompt for x in table.lift[0]]
 
 
 def _fit_whole(share: float) -> int:
@@ -380,21 +398,27 @@ def _memory_room(share: float, cap: int, n: int) -> int | None:
 
 def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap: int, ahead: bool, nfe: int,
                          first: int, room: int, arrival: list[float], issued: int, think_s: float,
-                         desk: _Desk | None = None, recv_interval: int = 1) -> SimResult:
+                         desk: _Desk | None = None, recv_interval: int = 1, stream: tuple | None = None) -> SimResult:
     """`simulate`'s first-done loop for one request class whose requests all run the same passes
-    (`nfe`, the first block after `first` >= 1), without a prefill budget: the plan's usual
-    replica, where most of a plan's time goes. The requests then finish, and stream their first
-    blocks, in the order they were admitted: those in flight are the ids head - b .. head - 1, each
-    one's finishing iteration is kept by id (no heap, no queue), and the first blocks' times are
-    read off as the clock passes them (no segments to search afterwards). The memory admits
-    `room` requests at once (`_memory_room`: no float sum of shares to keep), and the iteration
-    time is the class's pass time at b. Otherwise the same arithmetic in the same order as the
-    general loop, so the same schedule to the last bit (tests/test_plan_speed.py)."""
+    (`nfe`, the first block after `first` >= 1): the plan's usual replica, where most of a plan's
+    time goes. The requests then finish, and stream their first blocks, in the order they were
+    admitted: those in flight are the ids head - b .. head - 1, each one's finishing iteration is
+    kept by id (no heap, no queue), and the first blocks' times are read off as the clock passes
+    them (no segments to search afterwards). The memory admits `room` requests at once
+    (`_memory_room`: no float sum of shares to keep), and the iteration time is the class's pass
+    time at b. `stream`: a prefill budget (`_one_stream`), whose prompts' pieces are fed as the
+    general loop feeds them; a newcomer waits while a prompt's pieces fill the budget, so that
+    admission order is still finishing order. Otherwise the same arithmetic in the same order as
+    the general loop, so the same schedule to the last bit (tests/test_plan_speed.py)."""
     n = len(request_class)
     cap_in_flight = in_flight_cap(batch_cap, ahead)
     pass0, lift0 = table.pass_s[0], table.lift[0]
-    uniform = not any(lift0)
+    uniform = not any(lift0) or stream is not None  # (under a budget a prompt's lift is in its pieces)
     step0 = table.prefill_step_s[0] if table.prefill_step_s is not None else None
+    budget, prompt, per_token = stream if stream is not None else (0, 0, None)
+    pending = 0  # under a budget: tokens of the prompt in its pieces not yet fed (they end before its last pass)
+    fed: list[int] = []  # ... and the pieces fed in the coming iteration
+    starved = False  # ... and whether the head of the queue waits for budget
     inf, ceil = math.inf, math.ceil
     done = [math.nan] * n
     start = [math.nan] * n
@@ -408,18 +432,36 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
         seen = now if recv is None else recv.seen(it, now, b > 0 or head < tail, arrival[tail])
         while arrival[tail] <= seen:  # arrivals up to then join the queue (arrival[issued] is inf)
             tail += 1
+        if budget:  # the coming iteration's budget: the piece of a prompt in its pieces first
+            if pending:
+                piece = pending if pending < budget else budget
+                fed, left, pending = [piece], budget - piece, pending - piece
+            else:
+                fed, left = [], budget
+            starved = False
         prefills = head < tail
         if prefills:  # some wait: admit them at this boundary, first come first served
             first_new = head
             opens_at = None  # ahead: the iteration at which the head of the queue may join
             while head < tail and b < room:
+                later = 0  # iterations its prompt's pieces run past the coming one
+                if budget:
+                    if left <= 0:
+                        starved = True  # the budget is another prompt's piece: the queue waits
+                        break
+                    later = -(-(prompt - left) // budget) if prompt > left else 0
                 if ahead and b >= batch_cap:
                     kth = finish[head - batch_cap]  # the batch_cap-th latest finish
-                    if kth > it + first:
-                        opens_at = kth - first
+                    if kth > it + first + later:
+                        opens_at = kth - first - later
                         break
-                finish[head] = it + nfe
-                first_it[head] = it + first
+                if budget:
+                    fed.append(prompt if prompt < left else left)
+                    if later:
+                        pending = prompt - left
+                    left -= prompt
+                finish[head] = it + nfe + later
+                first_it[head] = it + first + later
                 start[head] = now
                 head += 1
                 b += 1
@@ -427,7 +469,7 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
             prefills = head > first_new
             if prefills and not uniform:  # the admitted requests' first passes
                 tau0 = tau + (head - first_new) * lift0[b] / b
-            if prefills and step0 is not None:  # their prefill forward's own dispatch, once
+            if prefills and step0 is not None and not budget:  # their prefill forward's own dispatch, once
                 tau0 += step0[b]
             m = finish[head - b] - it  # iterations to the next completion
             if opens_at is not None and opens_at - it < m:
@@ -438,17 +480,35 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
         else:
             now = arrival[tail]  # idle until the next request
             continue
+        if budget:  # the pieces prefilled in this iteration, then whole budgets of one prompt
+            if fed:
+                lifted = 0.0
+                for t in fed:
+                    lifted += t * per_token[b]
+                tau0 += lifted / b
+                if step0 is not None:  # each iteration that prefills is one prefill forward: its own dispatch once
+                    tau0 += step0[b]
+            if pending:
+                tau += budget * per_token[b] / b
+                if step0 is not None:
+                    tau += step0[b]
+                m = min(m, -(-pending // budget))  # its last piece leaves budget to the queue
+            elif starved:
+                m = 1  # the next iteration's budget is the waiting prompt's
+            prefills = bool(fed)
         if head == tail and b < cap_in_flight and arrival[tail] < inf:  # an arrival could join before then
             m_a = 1 + ceil((arrival[tail] - now - tau0) / tau - 1e-9)  # the first boundary at or after it
-            if recv is not None:  # ... that receives
+            if recv is not None and not pending:  # ... that receives
                 m_a = recv.first_at_or_after(it, it + (m_a if m_a > 1 else 1), prefills) - it
             if m_a < m:
                 m = m_a if m_a > 1 else 1
         if recv is not None:
-            recv.passed(it, m, now, tau0, tau, prefills, False)
+            recv.passed(it, m, now, tau0, tau, prefills, bool(pending))
         # the first blocks streamed in the coming m iterations, the first of them tau0 long and the
         # others tau, timed as the general loop's segments time them
         it += m
+        if pending:
+            pending -= (m - 1) * budget  # whole budgets of it in the iterations after the coming one
         while first_it[streamed] <= it:
             k = first_it[streamed] - it + m
             first_block[streamed] = now + k * tau0 if tau0 == tau else (now + tau0) + (k - 1) * tau
