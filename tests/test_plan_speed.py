@@ -244,6 +244,44 @@ def test_one_kind_loop_under_a_prefill_budget_is_the_general_loop(seed, monkeypa
                                               **_one_kind_load(rng, seed, n, top, 600))
 
 
+def test_one_kind_loop_under_a_budget_with_kv_on_demand_is_the_general_loop(monkeypatch):
+    """K/V on demand, memory able to bind, a prefill budget: the one-kind loop's run without a
+    memory limit is the schedule where fewer requests ran at once than hold less than the memory
+    at their whole shares (the general loop asks no K/V question), else the general loop runs;
+    either way the general loop's schedule to the last bit, with first blocks outside the limit or
+    not, and both ways are taken here."""
+    import importlib
+
+    first_done = importlib.import_module("dlmcost.serving.simulate.first_done")
+    original, taken = first_done._first_done_in_order, {"kept": 0, "redone": 0}
+    for seed in range(150):
+        rng = np.random.default_rng(3000 + seed)
+        cap, ahead = int(rng.integers(3, 8)), bool(seed % 2)
+        top = 2 * cap if ahead else cap
+        budget = int(rng.choice([8, 16]))
+        prompt = int(rng.choice([budget, budget // 2, int(rng.integers(1, 4 * budget))]))  # (some fill it exactly)
+        k = -(-prompt // budget)
+        pass_s = [[0.0] + [0.5 + 0.1 * b for b in range(1, top + 1)]]
+        first_s = [[0.0] + [p + 0.8 * b for b, p in enumerate(pass_s[0]) if b]]
+        table = ClassTable([k + int(rng.integers(1, 12))], [k], [1.0 / rng.uniform(1.2, top - 0.5)], pass_s, first_s,
+                           lift_passes=[k], prompt_tokens=[prompt], prefill_budget=budget,
+                           held_from_admission=[rng.uniform(0.1, 0.6)])
+        n = int(rng.integers(4, 30))
+        load = dict(arrivals_s=np.sort(rng.uniform(0, n * rng.uniform(0.3, 20.0), n)), first_block_outside_limit=ahead)
+        calls = []
+        monkeypatch.setattr(first_done, "_first_done_in_order", lambda *a, **kw: calls.append(1) or original(*a, **kw))
+        r = simulate(table, np.zeros(n, int), cap, **load)
+        monkeypatch.setattr(first_done, "_one_kind_on_demand", lambda *args: None)
+        g = simulate(table, np.zeros(n, int), cap, **load)
+        monkeypatch.undo()
+        for name in ("arrival_s", "done_s", "first_block_s", "start_s"):
+            assert getattr(r, name).tolist() == getattr(g, name).tolist(), (seed, name)
+        assert (r.busy_s, r.end_s, r.in_service_s, r.preemptions) == (g.busy_s, g.end_s, g.in_service_s, g.preemptions)
+        if calls:
+            taken["kept" if r.preempted is None else "redone"] += 1
+    assert taken["kept"] >= 10 and taken["redone"] >= 10, taken
+
+
 def test_memory_room_is_the_float_sum_of_shares_whole():
     """The one-kind loop's memory limit, a whole number of requests: the float sum of shares
     decides it, where its rounding cannot (every j x share far enough from 1 + 1e-9)."""

@@ -1,6 +1,6 @@
 """The first-done release policy (the package docstring): the general event loop, and the loop of
-its own for one kind of request without a budget or a cache (`_first_done_in_order`), which
-follows the same arithmetic: a serving behaviour added to one goes in the other.
+its own for one kind of request without a cache (`_first_done_in_order`, a prefill budget or
+not), which follows the same arithmetic: a serving behaviour added to one goes in the other.
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
                                     *_arrival_list(n, arrivals_s, users, desk), think_s, desk, recv_interval,
                                     _one_stream(table, stream))
     cap_in_flight = in_flight_cap(batch_cap, ahead)
-    on_demand = _one_kind_on_demand(table, passes, cap_in_flight) if stream is None and uncached is None and desk is None \
-        else None
+    on_demand = _one_kind_on_demand(table, passes, cap_in_flight) if uncached is None and desk is None else None
     if on_demand is not None:  # K/V on demand: the same schedule as no memory limit while so few run that none is asked
         nfe0, first0, never_over = on_demand
         result = _first_done_in_order(table, request_class, batch_cap, ahead, nfe0, first0, cap_in_flight,
-                                      *_arrival_list(n, arrivals_s, users, None), think_s, None, recv_interval)
+                                      *_arrival_list(n, arrivals_s, users, None), think_s, None, recv_interval,
+                                      _one_stream(table, stream))
         if _most_running(result) <= never_over:
             return result
     cls = request_class.tolist()
@@ -329,7 +329,10 @@ def _one_kind_on_demand(table: ClassTable, passes: RequestPasses | None,
     their whole shares) where `_one_kind` sent a run with K/V on demand to the general loop only
     because memory could bind: that loop asks no K/V question while no more than the last number
     run, so a run of `_first_done_in_order` without a memory limit whose most running stayed there
-    is its schedule; else None."""
+    is its schedule; else None. (Where the general loop's K/V answer stops a newcomer at that many
+    running, before it looks at the budget or the first-block rule, the one-kind loop, held back
+    by one of those instead, admits it at its next event, which the general loop shares unless
+    the one-kind loop's most running then passes the number: kept only where it does not.)"""
     alike = _same_passes(table, passes) if table.held_from_admission is not None else None
     return None if alike is None else (*alike, _fit_whole(table.mem_share[0]))
 
