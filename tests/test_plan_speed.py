@@ -244,6 +244,11 @@ def test_one_kind_loop_under_a_prefill_budget_is_the_general_loop(seed, monkeypa
                                               **_one_kind_load(rng, seed, n, top, 600))
 
 
+def never_over(table) -> int:
+    """The most requests of the table's one class that hold less than the memory at their whole shares."""
+    return math.floor((1 - 1e-12) / table.mem_share[0])
+
+
 def test_one_kind_loop_under_a_budget_with_kv_on_demand_is_the_general_loop(monkeypatch):
     """K/V on demand, memory able to bind, a prefill budget: the one-kind loop's run without a
     memory limit is the schedule where fewer requests ran at once than hold less than the memory
@@ -269,7 +274,13 @@ def test_one_kind_loop_under_a_budget_with_kv_on_demand_is_the_general_loop(monk
         n = int(rng.integers(4, 30))
         load = dict(arrivals_s=np.sort(rng.uniform(0, n * rng.uniform(0.3, 20.0), n)), first_block_outside_limit=ahead)
         calls = []
-        monkeypatch.setattr(first_done, "_first_done_in_order", lambda *a, **kw: calls.append(1) or original(*a, **kw))
+
+        def one_kind(*args, give_up_over=None, **kwargs):  # what it answers, and its whole run's most running
+            assert give_up_over == never_over(table)
+            calls.append(original(*args, **kwargs, give_up_over=give_up_over))
+            calls.append(first_done._most_running(original(*args, **kwargs)))
+            return calls[0]
+        monkeypatch.setattr(first_done, "_first_done_in_order", one_kind)
         r = simulate(table, np.zeros(n, int), cap, **load)
         monkeypatch.setattr(first_done, "_one_kind_on_demand", lambda *args: None)
         g = simulate(table, np.zeros(n, int), cap, **load)
@@ -277,8 +288,9 @@ def test_one_kind_loop_under_a_budget_with_kv_on_demand_is_the_general_loop(monk
         for name in ("arrival_s", "done_s", "first_block_s", "start_s"):
             assert getattr(r, name).tolist() == getattr(g, name).tolist(), (seed, name)
         assert (r.busy_s, r.end_s, r.in_service_s, r.preemptions) == (g.busy_s, g.end_s, g.in_service_s, g.preemptions)
-        if calls:
+        if calls:  # (redone: the one-kind run gave up as soon as more ran than hold less than the memory whole)
             taken["kept" if r.preempted is None else "redone"] += 1
+            assert (calls[0] is None) == (r.preempted is not None) == (calls[1] > never_over(table)), seed
     assert taken["kept"] >= 10 and taken["redone"] >= 10, taken
 
 

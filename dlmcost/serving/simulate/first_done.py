@@ -39,8 +39,8 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
         nfe0, first0, never_over = on_demand
         result = _first_done_in_order(table, request_class, batch_cap, ahead, nfe0, first0, cap_in_flight,
                                       *_arrival_list(n, arrivals_s, users, None), think_s, None, recv_interval,
-                                      _one_stream(table, stream))
-        if _most_running(result) <= never_over:
+                                      _one_stream(table, stream), give_up_over=never_over)
+        if result is not None and _most_running(result) <= never_over:
             return result
     cls = request_class.tolist()
     share, pass_s = table.mem_share, table.pass_s
@@ -401,7 +401,8 @@ def _memory_room(share: float, cap: int, n: int) -> int | None:
 
 def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap: int, ahead: bool, nfe: int,
                          first: int, room: int, arrival: list[float], issued: int, think_s: float,
-                         desk: _Desk | None = None, recv_interval: int = 1, stream: tuple | None = None) -> SimResult:
+                         desk: _Desk | None = None, recv_interval: int = 1, stream: tuple | None = None,
+                         give_up_over: int | None = None) -> SimResult | None:
     """`simulate`'s first-done loop for one request class whose requests all run the same passes
     (`nfe`, the first block after `first` >= 1): the plan's usual replica, where most of a plan's
     time goes. The requests then finish, and stream their first blocks, in the order they were
@@ -412,9 +413,12 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
     time at b. `stream`: a prefill budget (`_one_stream`), whose prompts' pieces are fed as the
     general loop feeds them; a newcomer waits while a prompt's pieces fill the budget, so that
     admission order is still finishing order. Otherwise the same arithmetic in the same order as
-    the general loop, so the same schedule to the last bit (tests/test_plan_speed.py)."""
+    the general loop, so the same schedule to the last bit (tests/test_plan_speed.py).
+    `give_up_over`: None as soon as more than so many run at once (a schedule the caller would not
+    keep: `_one_kind_on_demand`'s)."""
     n = len(request_class)
     cap_in_flight = in_flight_cap(batch_cap, ahead)
+    most = cap_in_flight if give_up_over is None else give_up_over
     pass0, lift0 = table.pass_s[0], table.lift[0]
     uniform = not any(lift0) or stream is not None  # (under a budget a prompt's lift is in its pieces)
     step0 = table.prefill_step_s[0] if table.prefill_step_s is not None else None
@@ -468,6 +472,8 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
                 start[head] = now
                 head += 1
                 b += 1
+            if b > most:
+                return None
             tau = tau0 = pass0[b]
             prefills = head > first_new
             if prefills and not uniform:  # the admitted requests' first passes
