@@ -450,28 +450,22 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
         if prefills:  # some wait: admit them at this boundary, first come first served
             first_new = head
             opens_at = None  # ahead: the iteration at which the head of the queue may join
-            while head < tail and b < room:
-                later = 0  # iterations its prompt's pieces run past the coming one
-                if budget:
-                    if left <= 0:
-                        starved = True  # the budget is another prompt's piece: the queue waits
-                        break
-                    later = -(-(prompt - left) // budget) if prompt > left else 0
-                if ahead and b >= batch_cap:
-                    kth = finish[head - batch_cap]  # the batch_cap-th latest finish
-                    if kth > it + first + later:
-                        opens_at = kth - first - later
-                        break
-                if budget:
-                    fed.append(prompt if prompt < left else left)
-                    if later:
-                        pending = prompt - left
-                    left -= prompt
-                finish[head] = it + nfe + later
-                first_it[head] = it + first + later
-                start[head] = now
-                head += 1
-                b += 1
+            if budget:
+                head, b, opens_at, starved, left, pending = _admit_in_pieces(
+                    finish, first_it, start, fed, head, tail, b, room, it, now, nfe, first, ahead, batch_cap,
+                    budget, prompt, left, pending)
+            else:
+                while head < tail and b < room:
+                    if ahead and b >= batch_cap:
+                        kth = finish[head - batch_cap]  # the batch_cap-th latest finish
+                        if kth > it + first:
+                            opens_at = kth - first
+                            break
+                    finish[head] = it + nfe
+                    first_it[head] = it + first
+                    start[head] = now
+                    head += 1
+                    b += 1
             if b > most:
                 return None
             tau = tau0 = pass0[b]
@@ -534,3 +528,28 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
                 issued += 1
     return SimResult(np.array(arrival[:n], float), np.array(done, float), np.array(first_block, float),
                      np.asarray(request_class), busy, now, np.array(start, float), in_service)
+
+
+def _admit_in_pieces(finish: list[int], first_it: list[int], start: list[float], fed: list[int], head: int, tail: int,
+                     b: int, room: int, it: int, now: float, nfe: int, first: int, ahead: bool, batch_cap: int,
+                     budget: int, prompt: int, left: int, pending: int) -> tuple:
+    """`_first_done_in_order`'s admission at boundary `it` under a prefill budget, `left` tokens of
+    it free: each newcomer's prompt fed whole where it fits, else its first piece (the rest,
+    `pending`, in the iterations after), and none while another prompt's piece fills it (`starved`).
+    (head, b, opens_at, starved, left, pending) after it."""
+    opens_at, starved = None, False
+    while head < tail and b < room:
+        if left <= 0:
+            starved = True  # the budget is another prompt's piece: the queue waits
+            break
+        later = -(-(prompt - left) // budget) if prompt > left else 0  # iterations its pieces run past the coming one
+        if ahead and b >= batch_cap and finish[head - batch_cap] > it + first + later:
+            opens_at = finish[head - batch_cap] - first - later  # the batch_cap-th latest finish comes too late
+            break
+        fed.append(prompt if prompt < left else left)
+        if later:
+            pending = prompt - left
+        left -= prompt
+        finish[head], first_it[head], start[head] = it + nfe + later, it + first + later, now
+        head, b = head + 1, b + 1
+    return head, b, opens_at, starved, left, pending
