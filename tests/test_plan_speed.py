@@ -275,11 +275,11 @@ def test_one_kind_loop_under_a_budget_with_kv_on_demand_is_the_general_loop(monk
         load = dict(arrivals_s=np.sort(rng.uniform(0, n * rng.uniform(0.3, 20.0), n)), first_block_outside_limit=ahead)
         calls = []
 
-        def one_kind(*args, give_up_over=None, **kwargs):  # what it answers, and its whole run's most running
+        def one_kind(*args, give_up_over=None, **kwargs):  # its whole run's most running, and whether it gave up
             assert give_up_over == never_over(table)
-            calls.append(original(*args, **kwargs, give_up_over=give_up_over))
-            calls.append(first_done._most_running(original(*args, **kwargs)))
-            return calls[0]
+            calls.extend([first_done._most_running(original(*args, **kwargs)), "gave up"])
+            calls[1] = original(*args, **kwargs, give_up_over=give_up_over)  # (giving up: an IndexError)
+            return calls[1]
         monkeypatch.setattr(first_done, "_first_done_in_order", one_kind)
         r = simulate(table, np.zeros(n, int), cap, **load)
         monkeypatch.setattr(first_done, "_one_kind_on_demand", lambda *args: None)
@@ -290,7 +290,7 @@ def test_one_kind_loop_under_a_budget_with_kv_on_demand_is_the_general_loop(monk
         assert (r.busy_s, r.end_s, r.in_service_s, r.preemptions) == (g.busy_s, g.end_s, g.in_service_s, g.preemptions)
         if calls:  # (redone: the one-kind run gave up as soon as more ran than hold less than the memory whole)
             taken["kept" if r.preempted is None else "redone"] += 1
-            assert (calls[0] is None) == (r.preempted is not None) == (calls[1] > never_over(table)), seed
+            assert (calls[1] == "gave up") == (r.preempted is not None) == (calls[0] > never_over(table)), seed
     assert taken["kept"] >= 10 and taken["redone"] >= 10, taken
 
 

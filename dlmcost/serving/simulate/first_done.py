@@ -37,9 +37,12 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
     on_demand = _one_kind_on_demand(table, passes, cap_in_flight) if uncached is None and desk is None else None
     if on_demand is not None:  # K/V on demand: the same schedule as no memory limit while so few run that none is asked
         nfe0, first0, never_over = on_demand
-        result = _first_done_in_order(table, request_class, batch_cap, ahead, nfe0, first0, cap_in_flight,
-                                      *_arrival_list(n, arrivals_s, users, None), think_s, None, recv_interval,
-                                      _one_stream(table, stream), give_up_over=never_over)
+        try:
+            result = _first_done_in_order(table, request_class, batch_cap, ahead, nfe0, first0, cap_in_flight,
+                                          *_arrival_list(n, arrivals_s, users, None), think_s, None, recv_interval,
+                                          _one_stream(table, stream), give_up_over=never_over)
+        except IndexError:  # more ran at once: a schedule not kept, given up as soon as it was known
+            result = None
         if result is not None and _most_running(result) <= never_over:
             return result
     cls = request_class.tolist()
@@ -402,7 +405,7 @@ def _memory_room(share: float, cap: int, n: int) -> int | None:
 def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap: int, ahead: bool, nfe: int,
                          first: int, room: int, arrival: list[float], issued: int, think_s: float,
                          desk: _Desk | None = None, recv_interval: int = 1, stream: tuple | None = None,
-                         give_up_over: int | None = None) -> SimResult | None:
+                         give_up_over: int | None = None) -> SimResult:
     """`simulate`'s first-done loop for one request class whose requests all run the same passes
     (`nfe`, the first block after `first` >= 1): the plan's usual replica, where most of a plan's
     time goes. The requests then finish, and stream their first blocks, in the order they were
@@ -414,12 +417,14 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
     general loop feeds them; a newcomer waits while a prompt's pieces fill the budget, so that
     admission order is still finishing order. Otherwise the same arithmetic in the same order as
     the general loop, so the same schedule to the last bit (tests/test_plan_speed.py).
-    `give_up_over`: None as soon as more than so many run at once (a schedule the caller would not
-    keep: `_one_kind_on_demand`'s)."""
+    `give_up_over`: an IndexError as soon as more than so many run at once (a schedule the caller
+    would not keep: `_one_kind_on_demand`'s), from the pass times cut there, so that the loop
+    checks nothing for it."""
     n = len(request_class)
     cap_in_flight = in_flight_cap(batch_cap, ahead)
-    most = cap_in_flight if give_up_over is None else give_up_over
     pass0, lift0 = table.pass_s[0], table.lift[0]
+    if give_up_over is not None:  # a batch past it finds no iteration time
+        pass0 = pass0[:give_up_over + 1]
     uniform = not any(lift0) or stream is not None  # (under a budget a prompt's lift is in its pieces)
     step0 = table.prefill_step_s[0] if table.prefill_step_s is not None else None
     budget, prompt, per_token = stream if stream is not None else (0, 0, None)
@@ -441,6 +446,7 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
             tail += 1
         if budget:  # the coming iteration's budget: the piece of a prompt in its pieces first
             if pending:
+                pending -= (m - 1) * budget  # whole budgets of it in the iterations after the last one's
                 piece = pending if pending < budget else budget
                 fed, left, pending = [piece], budget - piece, pending - piece
             else:
@@ -466,8 +472,6 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
                     start[head] = now
                     head += 1
                     b += 1
-            if b > most:
-                return None
             tau = tau0 = pass0[b]
             prefills = head > first_new
             if prefills and not uniform:  # the admitted requests' first passes
@@ -510,8 +514,6 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
         # the first blocks streamed in the coming m iterations, the first of them tau0 long and the
         # others tau, timed as the general loop's segments time them
         it += m
-        if pending:
-            pending -= (m - 1) * budget  # whole budgets of it in the iterations after the coming one
         while first_it[streamed] <= it:
             k = first_it[streamed] - it + m
             first_block[streamed] = now + k * tau0 if tau0 == tau else (now + tau0) + (k - 1) * tau
