@@ -174,8 +174,6 @@ def test_one_kind_first_done_loop_is_the_general_loop(seed, monkeypatch):
     the clock passes them); it gives the general loop's schedule to the last bit, open and closed
     loop, with and without first blocks outside the limit, memory that binds or not, a first pass
     dearer than the others or not."""
-    from dlmcost.serving import simulate as sim
-
     rng = np.random.default_rng(1000 + seed)
     ahead = bool(seed % 2)
     cap = int(rng.integers(1, 24))
@@ -188,20 +186,112 @@ def test_one_kind_first_done_loop_is_the_general_loop(seed, monkeypatch):
     n = int(rng.integers(1, 200))
     cls = np.zeros(n, int)
     passes = draw_passes(table, cls, 0.0, np.random.default_rng(seed)) if seed % 4 < 2 else None
+    _assert_one_kind_loop_is_the_general_loop(monkeypatch, table, cls, cap, top, passes=passes,
+                                              first_block_outside_limit=ahead, **_one_kind_load(rng, seed, n, top, 500))
+
+
+def _one_kind_load(rng, seed: int, n: int, top: int, front_seeds: int) -> dict:
+    """An open loop (seeds 0 and 3 mod 4) or a closed one, and every third seed a front end (drawn
+    apart, from front_seeds + seed): `simulate`'s load arguments for the one-kind loop's tests."""
     if seed % 4 in (0, 3):
         load = dict(arrivals_s=np.cumsum(rng.exponential(float(rng.choice([0.005, 0.05, 0.5])), n)))
     else:
         load = dict(users=int(rng.integers(1, 3 * top + 2)), think_s=float(rng.choice([0.0, 0.2])))
-    assert sim._one_kind(table, passes, top, n) is not None  # the loop of its own runs
-    fe_rng = np.random.default_rng(500 + seed)  # every third seed a front end (its own draws)
+    fe_rng = np.random.default_rng(front_seeds + seed)
     front = FrontEnd(int(fe_rng.integers(1, 4)), float(fe_rng.choice([0.002, 0.02]))) if seed % 3 == 1 else None
-    kwargs = dict(passes=passes, release="first-done", first_block_outside_limit=ahead, front_end=front, **load)
-    r = simulate(table, cls, cap, **kwargs)
-    monkeypatch.setattr(sim, "_one_kind", lambda *args: None)
-    g = simulate(table, cls, cap, **kwargs)
+    return dict(front_end=front, **load)
+
+
+def _assert_one_kind_loop_is_the_general_loop(monkeypatch, table, cls, cap, top, **kwargs):
+    """The one-kind loop runs on these inputs, and the general loop (the one-kind loop turned off
+    where `first_done` looks it up) gives its schedule to the last bit."""
+    import importlib
+
+    first_done = importlib.import_module("dlmcost.serving.simulate.first_done")
+    assert first_done._one_kind(table, kwargs.get("passes"), top, len(cls)) is not None  # the loop of its own runs
+    r = simulate(table, cls, cap, release="first-done", **kwargs)
+    monkeypatch.setattr(first_done, "_one_kind", lambda *args: None)
+    g = simulate(table, cls, cap, release="first-done", **kwargs)
     for name in ("arrival_s", "done_s", "first_block_s", "start_s"):
         assert getattr(r, name).tolist() == getattr(g, name).tolist(), name
     assert (r.busy_s, r.end_s, r.in_service_s) == (g.busy_s, g.end_s, g.in_service_s)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_one_kind_loop_under_a_prefill_budget_is_the_general_loop(seed, monkeypatch):
+    """The one-kind loop under a prefill budget (an AR stack's chunked prefill beside the decodes):
+    a prompt's pieces fed before newcomers, a newcomer waiting while they fill the budget, the
+    iterations with a piece dearer by its tokens' lift, a prefill forward's dispatch or not, a
+    receive interval or not; the general loop's schedule to the last bit."""
+    rng = np.random.default_rng(2000 + seed)
+    ahead = bool(seed % 2)
+    cap = int(rng.integers(1, 24))
+    top = 2 * cap if ahead else cap
+    budget = int(rng.choice([8, 64, 512]))
+    prompt = int(rng.integers(1, 6 * budget))  # a prompt in one piece, or in several
+    k = -(-prompt // budget)  # a lone prompt's iterations of prefill
+    nfe = k + int(rng.integers(1, 40))
+    later = [0.0] + [0.01 + 0.001 * b for b in range(1, top + 1)]
+    first = [0.0] + [0.03 + 0.002 * b for b in range(1, top + 1)]
+    step = [[0.0] + [0.004 + 0.0001 * b for b in range(1, top + 1)]] if seed % 3 == 0 else None
+    share = float(rng.choice([0.0, 1 / 8, 0.3]))
+    table = ClassTable([nfe], [k + int(rng.integers(0, 3))], [share], [later], [first], lift_passes=[k],
+                       prompt_tokens=[prompt], prefill_budget=budget, prefill_step_s=step)
+    n = int(rng.integers(1, 200))
+    cls = np.zeros(n, int)
+    _assert_one_kind_loop_is_the_general_loop(monkeypatch, table, cls, cap, top, first_block_outside_limit=ahead,
+                                              recv_interval=1 if seed % 3 == 2 else 3,
+                                              **_one_kind_load(rng, seed, n, top, 600))
+
+
+def never_over(table) -> int:
+    """The most requests of the table's one class that hold less than the memory at their whole shares."""
+    return math.floor((1 - 1e-12) / table.mem_share[0])
+
+
+def test_one_kind_loop_under_a_budget_with_kv_on_demand_is_the_general_loop(monkeypatch):
+    """K/V on demand, memory able to bind, a prefill budget: the one-kind loop's run without a
+    memory limit is the schedule where fewer requests ran at once than hold less than the memory
+    at their whole shares (the general loop asks no K/V question), else the general loop runs;
+    either way the general loop's schedule to the last bit, with first blocks outside the limit or
+    not, and both ways are taken here."""
+    import importlib
+
+    first_done = importlib.import_module("dlmcost.serving.simulate.first_done")
+    original, taken = first_done._first_done_in_order, {"kept": 0, "redone": 0}
+    for seed in range(150):
+        rng = np.random.default_rng(3000 + seed)
+        cap, ahead = int(rng.integers(3, 8)), bool(seed % 2)
+        top = 2 * cap if ahead else cap
+        budget = int(rng.choice([8, 16]))
+        prompt = int(rng.choice([budget, budget // 2, int(rng.integers(1, 4 * budget))]))  # (some fill it exactly)
+        k = -(-prompt // budget)
+        pass_s = [[0.0] + [0.5 + 0.1 * b for b in range(1, top + 1)]]
+        first_s = [[0.0] + [p + 0.8 * b for b, p in enumerate(pass_s[0]) if b]]
+        table = ClassTable([k + int(rng.integers(1, 12))], [k], [1.0 / rng.uniform(1.2, top - 0.5)], pass_s, first_s,
+                           lift_passes=[k], prompt_tokens=[prompt], prefill_budget=budget,
+                           held_from_admission=[rng.uniform(0.1, 0.6)])
+        n = int(rng.integers(4, 30))
+        load = dict(arrivals_s=np.sort(rng.uniform(0, n * rng.uniform(0.3, 20.0), n)), first_block_outside_limit=ahead)
+        calls = []
+
+        def one_kind(*args, give_up_over=None, **kwargs):  # its whole run's most running, and whether it gave up
+            assert give_up_over == never_over(table)
+            calls.extend([first_done._most_running(original(*args, **kwargs)), "gave up"])
+            calls[1] = original(*args, **kwargs, give_up_over=give_up_over)  # (giving up: an IndexError)
+            return calls[1]
+        monkeypatch.setattr(first_done, "_first_done_in_order", one_kind)
+        r = simulate(table, np.zeros(n, int), cap, **load)
+        monkeypatch.setattr(first_done, "_one_kind_on_demand", lambda *args: None)
+        g = simulate(table, np.zeros(n, int), cap, **load)
+        monkeypatch.undo()
+        for name in ("arrival_s", "done_s", "first_block_s", "start_s"):
+            assert getattr(r, name).tolist() == getattr(g, name).tolist(), (seed, name)
+        assert (r.busy_s, r.end_s, r.in_service_s, r.preemptions) == (g.busy_s, g.end_s, g.in_service_s, g.preemptions)
+        if calls:  # (redone: the one-kind run gave up as soon as more ran than hold less than the memory whole)
+            taken["kept" if r.preempted is None else "redone"] += 1
+            assert (calls[1] == "gave up") == (r.preempted is not None) == (calls[0] > never_over(table)), seed
+    assert taken["kept"] >= 10 and taken["redone"] >= 10, taken
 
 
 def test_memory_room_is_the_float_sum_of_shares_whole():

@@ -52,8 +52,10 @@ budget, where a prompt's last piece leaves its budget. The simulation therefore 
 arrivals, completions and those last pieces (O(requests) events, a heap each), records the
 iteration times as segments (the admission iteration, then a run of equal ones), and converts
 iteration numbers to times afterwards. One request class whose requests all run the same passes,
-without a budget (most of a plan's simulations), has a loop of its own that needs neither heap
-nor segments (`first_done._first_done_in_order`), with the same arithmetic: a serving behaviour
+without a cache (most of a plan's simulations; under a budget, a class with a prompt pass), has
+a loop of its own that needs neither heap nor segments (`first_done._first_done_in_order`: a
+newcomer waits while a prompt's pieces fill the budget, so admission order is finishing order
+there too), with the same arithmetic: a serving behaviour
 added to one loop goes in the other, or `_one_kind` sends its tables to the general one. With K/V
 on demand (below) and memory able to bind, that loop runs first without a memory limit, and its
 schedule stands where no more requests ran at once than hold less than the memory at their whole

@@ -1,6 +1,6 @@
 """The first-done release policy (the package docstring): the general event loop, and the loop of
-its own for one kind of request without a budget or a cache (`_first_done_in_order`), which
-follows the same arithmetic: a serving behaviour added to one goes in the other.
+its own for one kind of request without a cache (`_first_done_in_order`, a prefill budget or
+not), which follows the same arithmetic: a serving behaviour added to one goes in the other.
 """
 
 from __future__ import annotations
@@ -27,19 +27,23 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
     stream = _prefill_stream(table)
     ahead = first_block_outside_limit
     n = len(request_class)
-    # the plan's usual replica (one kind of request, no budget, no cache): a loop of its own, the same schedule
-    alike = _one_kind(table, passes, in_flight_cap(batch_cap, ahead), n) if stream is None and uncached is None else None
+    # the plan's usual replica (one kind of request, no cache): a loop of its own, the same schedule
+    alike = _one_kind(table, passes, in_flight_cap(batch_cap, ahead), n) if uncached is None else None
     if alike is not None:
         return _first_done_in_order(table, request_class, batch_cap, ahead, *alike,
-                                    *_arrival_list(n, arrivals_s, users, desk), think_s, desk, recv_interval)
+                                    *_arrival_list(n, arrivals_s, users, desk), think_s, desk, recv_interval,
+                                    _one_stream(table, stream))
     cap_in_flight = in_flight_cap(batch_cap, ahead)
-    on_demand = _one_kind_on_demand(table, passes, cap_in_flight) if stream is None and uncached is None and desk is None \
-        else None
+    on_demand = _one_kind_on_demand(table, passes, cap_in_flight) if uncached is None and desk is None else None
     if on_demand is not None:  # K/V on demand: the same schedule as no memory limit while so few run that none is asked
         nfe0, first0, never_over = on_demand
-        result = _first_done_in_order(table, request_class, batch_cap, ahead, nfe0, first0, cap_in_flight,
-                                      *_arrival_list(n, arrivals_s, users, None), think_s, None, recv_interval)
-        if _most_running(result) <= never_over:
+        try:
+            result = _first_done_in_order(table, request_class, batch_cap, ahead, nfe0, first0, cap_in_flight,
+                                          *_arrival_list(n, arrivals_s, users, None), think_s, None, recv_interval,
+                                          _one_stream(table, stream), give_up_over=never_over)
+        except IndexError:  # more ran at once: a schedule not kept, given up as soon as it was known
+            result = None
+        if result is not None and _most_running(result) <= never_over:
             return result
     cls = request_class.tolist()
     share, pass_s = table.mem_share, table.pass_s
@@ -328,18 +332,38 @@ def _one_kind_on_demand(table: ClassTable, passes: RequestPasses | None,
     their whole shares) where `_one_kind` sent a run with K/V on demand to the general loop only
     because memory could bind: that loop asks no K/V question while no more than the last number
     run, so a run of `_first_done_in_order` without a memory limit whose most running stayed there
-    is its schedule; else None."""
+    is its schedule; else None. (Where the general loop's K/V answer stops a newcomer at that many
+    running, before it looks at the budget or the first-block rule, the one-kind loop, held back
+    by one of those instead, admits it at its next event, which the general loop shares unless
+    the one-kind loop's most running then passes the number: kept only where it does not.)"""
     alike = _same_passes(table, passes) if table.held_from_admission is not None else None
     return None if alike is None else (*alike, _fit_whole(table.mem_share[0]))
 
 
 def _same_passes(table: ClassTable, passes: RequestPasses | None) -> tuple[int, int] | None:
     """(NFE, passes to the first block) where there is one request class and every request runs the
-    same passes, its first block after one pass at least; else None."""
+    same passes, its first block and its last pass after one pass at least; else None. Under a
+    prefill budget, those of a prompt prefilled in one iteration (the general loop's: the stream
+    adds each prompt's pieces past its first, which so end before its last pass), where the class
+    has a prompt pass (else None)."""
     if len(table.nfe) != 1:
         return None
     alike = (table.nfe[0], table.first_passes[0]) if passes is None else passes.alike
-    return None if alike is None or alike[1] < 1 else alike
+    if alike is not None and table.prefill_budget:
+        if not (table.prompt_tokens or [0])[0]:
+            return None
+        alike = tuple(x - table.prompt_steps[0] + 1 for x in alike)
+    return None if alike is None or min(alike) < 1 else alike
+
+
+def _one_stream(table: ClassTable, stream: tuple[int, list[int], list[int]] | None) -> tuple | None:
+    """The one class's prefill stream, as `_first_done_in_order` takes it: (budget C, prompt tokens P,
+    what a prompt token adds to an iteration of b, times b: k lift_b / P, the general loop's
+    per_token row); None without a budget."""
+    if stream is None:
+        return None
+    budget, (prompt,), (k,) = stream
+    return budget, prompt, [k * x / prompt for x in table.lift[0]]
 
 
 def _fit_whole(share: float) -> int:
@@ -380,21 +404,33 @@ def _memory_room(share: float, cap: int, n: int) -> int | None:
 
 def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap: int, ahead: bool, nfe: int,
                          first: int, room: int, arrival: list[float], issued: int, think_s: float,
-                         desk: _Desk | None = None, recv_interval: int = 1) -> SimResult:
+                         desk: _Desk | None = None, recv_interval: int = 1, stream: tuple | None = None,
+                         give_up_over: int | None = None) -> SimResult:
     """`simulate`'s first-done loop for one request class whose requests all run the same passes
-    (`nfe`, the first block after `first` >= 1), without a prefill budget: the plan's usual
-    replica, where most of a plan's time goes. The requests then finish, and stream their first
-    blocks, in the order they were admitted: those in flight are the ids head - b .. head - 1, each
-    one's finishing iteration is kept by id (no heap, no queue), and the first blocks' times are
-    read off as the clock passes them (no segments to search afterwards). The memory admits
-    `room` requests at once (`_memory_room`: no float sum of shares to keep), and the iteration
-    time is the class's pass time at b. Otherwise the same arithmetic in the same order as the
-    general loop, so the same schedule to the last bit (tests/test_plan_speed.py)."""
+    (`nfe`, the first block after `first` >= 1): the plan's usual replica, where most of a plan's
+    time goes. The requests then finish, and stream their first blocks, in the order they were
+    admitted: those in flight are the ids head - b .. head - 1, each one's finishing iteration is
+    kept by id (no heap, no queue), and the first blocks' times are read off as the clock passes
+    them (no segments to search afterwards). The memory admits `room` requests at once
+    (`_memory_room`: no float sum of shares to keep), and the iteration time is the class's pass
+    time at b. `stream`: a prefill budget (`_one_stream`), whose prompts' pieces are fed as the
+    general loop feeds them; a newcomer waits while a prompt's pieces fill the budget, so that
+    admission order is still finishing order. Otherwise the same arithmetic in the same order as
+    the general loop, so the same schedule to the last bit (tests/test_plan_speed.py).
+    `give_up_over`: an IndexError as soon as more than so many run at once (a schedule the caller
+    would not keep: `_one_kind_on_demand`'s), from the pass times cut there, so that the loop
+    checks nothing for it."""
     n = len(request_class)
     cap_in_flight = in_flight_cap(batch_cap, ahead)
     pass0, lift0 = table.pass_s[0], table.lift[0]
-    uniform = not any(lift0)
+    if give_up_over is not None:  # a batch past it finds no iteration time
+        pass0 = pass0[:give_up_over + 1]
+    uniform = not any(lift0) or stream is not None  # (under a budget a prompt's lift is in its pieces)
     step0 = table.prefill_step_s[0] if table.prefill_step_s is not None else None
+    budget, prompt, per_token = stream if stream is not None else (0, 0, None)
+    pending = 0  # under a budget: tokens of the prompt in its pieces not yet fed (they end before its last pass)
+    fed: list[int] = []  # ... and the pieces fed in the coming iteration
+    starved = False  # ... and whether the head of the queue waits for budget
     inf, ceil = math.inf, math.ceil
     done = [math.nan] * n
     start = [math.nan] * n
@@ -408,26 +444,39 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
         seen = now if recv is None else recv.seen(it, now, b > 0 or head < tail, arrival[tail])
         while arrival[tail] <= seen:  # arrivals up to then join the queue (arrival[issued] is inf)
             tail += 1
+        if budget:  # the coming iteration's budget: the piece of a prompt in its pieces first
+            if pending:
+                pending -= (m - 1) * budget  # whole budgets of it in the iterations after the last one's
+                piece = pending if pending < budget else budget
+                fed, left, pending = [piece], budget - piece, pending - piece
+            else:
+                fed, left = [], budget
+            starved = False
         prefills = head < tail
         if prefills:  # some wait: admit them at this boundary, first come first served
             first_new = head
             opens_at = None  # ahead: the iteration at which the head of the queue may join
-            while head < tail and b < room:
-                if ahead and b >= batch_cap:
-                    kth = finish[head - batch_cap]  # the batch_cap-th latest finish
-                    if kth > it + first:
-                        opens_at = kth - first
-                        break
-                finish[head] = it + nfe
-                first_it[head] = it + first
-                start[head] = now
-                head += 1
-                b += 1
+            if budget:
+                head, b, opens_at, starved, left, pending = _admit_in_pieces(
+                    finish, first_it, start, fed, head, tail, b, room, it, now, nfe, first, ahead, batch_cap,
+                    budget, prompt, left, pending)
+            else:
+                while head < tail and b < room:
+                    if ahead and b >= batch_cap:
+                        kth = finish[head - batch_cap]  # the batch_cap-th latest finish
+                        if kth > it + first:
+                            opens_at = kth - first
+                            break
+                    finish[head] = it + nfe
+                    first_it[head] = it + first
+                    start[head] = now
+                    head += 1
+                    b += 1
             tau = tau0 = pass0[b]
             prefills = head > first_new
             if prefills and not uniform:  # the admitted requests' first passes
                 tau0 = tau + (head - first_new) * lift0[b] / b
-            if prefills and step0 is not None:  # their prefill forward's own dispatch, once
+            if prefills and step0 is not None and not budget:  # their prefill forward's own dispatch, once
                 tau0 += step0[b]
             m = finish[head - b] - it  # iterations to the next completion
             if opens_at is not None and opens_at - it < m:
@@ -438,14 +487,30 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
         else:
             now = arrival[tail]  # idle until the next request
             continue
+        if budget:  # the pieces prefilled in this iteration, then whole budgets of one prompt
+            if fed:
+                lifted = 0.0
+                for t in fed:
+                    lifted += t * per_token[b]
+                tau0 += lifted / b
+                if step0 is not None:  # each iteration that prefills is one prefill forward: its own dispatch once
+                    tau0 += step0[b]
+            if pending:
+                tau += budget * per_token[b] / b
+                if step0 is not None:
+                    tau += step0[b]
+                m = min(m, -(-pending // budget))  # its last piece leaves budget to the queue
+            elif starved:
+                m = 1  # the next iteration's budget is the waiting prompt's
+            prefills = bool(fed)
         if head == tail and b < cap_in_flight and arrival[tail] < inf:  # an arrival could join before then
             m_a = 1 + ceil((arrival[tail] - now - tau0) / tau - 1e-9)  # the first boundary at or after it
-            if recv is not None:  # ... that receives
+            if recv is not None and not pending:  # ... that receives
                 m_a = recv.first_at_or_after(it, it + (m_a if m_a > 1 else 1), prefills) - it
             if m_a < m:
                 m = m_a if m_a > 1 else 1
         if recv is not None:
-            recv.passed(it, m, now, tau0, tau, prefills, False)
+            recv.passed(it, m, now, tau0, tau, prefills, bool(pending))
         # the first blocks streamed in the coming m iterations, the first of them tau0 long and the
         # others tau, timed as the general loop's segments time them
         it += m
@@ -465,3 +530,28 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
                 issued += 1
     return SimResult(np.array(arrival[:n], float), np.array(done, float), np.array(first_block, float),
                      np.asarray(request_class), busy, now, np.array(start, float), in_service)
+
+
+def _admit_in_pieces(finish: list[int], first_it: list[int], start: list[float], fed: list[int], head: int, tail: int,
+                     b: int, room: int, it: int, now: float, nfe: int, first: int, ahead: bool, batch_cap: int,
+                     budget: int, prompt: int, left: int, pending: int) -> tuple:
+    """`_first_done_in_order`'s admission at boundary `it` under a prefill budget, `left` tokens of
+    it free: each newcomer's prompt fed whole where it fits, else its first piece (the rest,
+    `pending`, in the iterations after), and none while another prompt's piece fills it (`starved`).
+    (head, b, opens_at, starved, left, pending) after it."""
+    opens_at, starved = None, False
+    while head < tail and b < room:
+        if left <= 0:
+            starved = True  # the budget is another prompt's piece: the queue waits
+            break
+        later = -(-(prompt - left) // budget) if prompt > left else 0  # iterations its pieces run past the coming one
+        if ahead and b >= batch_cap and finish[head - batch_cap] > it + first + later:
+            opens_at = finish[head - batch_cap] - first - later  # the batch_cap-th latest finish comes too late
+            break
+        fed.append(prompt if prompt < left else left)
+        if later:
+            pending = prompt - left
+        left -= prompt
+        finish[head], first_it[head], start[head] = it + nfe + later, it + first + later, now
+        head, b = head + 1, b + 1
+    return head, b, opens_at, starved, left, pending
