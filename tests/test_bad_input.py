@@ -1321,3 +1321,15 @@ def test_plans_task_that_nothing_reads_warns(capsys):
                  "--task", "gsm8k", "-f", "json"]) == 0
     err = capsys.readouterr().err
     assert "warning: --task gsm8k does nothing here" in err and err.count("--task") == 1
+
+
+@pytest.mark.parametrize("prompt", ["0", "1"])
+def test_serve_preempting_requests_of_tiny_prompts_and_long_answers(capsys, prompt):
+    # K/V on demand where memory binds: a prompt of no tokens divided by zero at the first
+    # preemption (internal error), and a one-token prompt's recompute scaled a negative lift
+    # (its first pass cheaper than a pass over the long answer) into negative times to a first token
+    assert main(["serve", "Qwen/Qwen2.5-7B", "--gpu", "h100", "-c", "4", "--requests", "100", "--answer", "50000",
+                 "--prompt", prompt, "--mem-fraction", "0.25", "-f", "json"]) == 0
+    point = json.loads(capsys.readouterr().out)["deployments"][0]["points"][0]
+    assert point["preemptions"] > 0
+    assert min(point["ttfb_s"].values()) > 0
