@@ -881,10 +881,17 @@ def _band(**over) -> dict:
     # up to 1,000,000 was read: --max-running stops at 4096, and serve built its tables a row per
     # batch size (1.3 GB) before refusing "concurrency ... got 2000001", exit 2
     (dict(max_running_requests=4097), "max_running_requests"),
+    # a band's end of 5e-324 scaled a pass to 0 s: the simulation divided by it (internal error, exit 70)
+    (dict(held_out_error=_band(ratios=[5e-324], low=5e-324, median=1.0)), "held_out_error.ratios.0"),
+    (dict(held_out_error=_band(low=5e-324)), "held_out_error.low"),
+    # a vendor or stack with no published band: the header said "vllm's published band on nosuch
+    # parts" while the first-token band fell back to every vendor's (or to none)
+    (dict(held_out_error=_band(published=dict(vendor="nosuch"))), "held_out_error.published"),
+    (dict(held_out_error=_band(published=dict(stack="nosuch"))), "held_out_error.published"),
 ], ids=["published-no-width", "published-upside-down", "bool-ratio", "text-ratio", "bool-chunk", "text-chunk",
         "text-eager", "name-marked-eager", "low-above-high", "nan", "inf", "1e308", "zero", "negative-ratio",
         "basis-number", "negative-eager", "nan-eager", "eager-half", "zero-chunk", "huge-chunk",
-        "running-over-4096"])
+        "running-over-4096", "ratio-denormal", "low-denormal", "unknown-vendor", "unknown-published-stack"])
 def test_hostile_values_in_a_stack_files_new_blocks(fails, tmp_path, over, field):
     path = _stack_file(tmp_path, **over)
     message = fails("serve", "Qwen/Qwen2.5-7B", "--stack", path, "-c", "2", code=errors.HardwareFileError.exit_code)
