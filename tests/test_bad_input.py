@@ -1340,3 +1340,21 @@ def test_serve_preempting_requests_of_tiny_prompts_and_long_answers(capsys, prom
     point = json.loads(capsys.readouterr().out)["deployments"][0]["points"][0]
     assert point["preemptions"] > 0
     assert min(point["ttfb_s"].values()) > 0
+
+
+@pytest.mark.parametrize("command", [["calibrate", "examples/measurements.yaml", "-o"],
+                                     ["measure", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--out"],
+                                     ["measure", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--profile-out"]])
+def test_an_existing_file_dlmcost_did_not_write_is_not_replaced(fails, tmp_path, command):
+    # `calibrate ... -o /etc/passwd`, run as root, replaced the file with a stack profile
+    victim = tmp_path / "passwd"
+    victim.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    message = fails(*command, victim, code=errors.EXIT_USAGE)
+    assert "it exists and dlmcost did not write it" in message
+    assert victim.read_text() == "root:x:0:0:root:/root:/bin/bash\n"
+    ours = tmp_path / "ours.yaml"  # one it wrote, or an empty one, is replaced as before
+    ours.write_text("# Written by `dlmcost calibrate`; a stack profile for --stack.\nname: x\n")
+    from dlmcost.cli.output_paths import check_output_file
+    check_output_file(str(ours), "--out", own_only=True)
+    (tmp_path / "empty").touch()
+    check_output_file(str(tmp_path / "empty"), "--out", own_only=True)
