@@ -72,7 +72,10 @@ def simulate_by_iteration(table, request_class, batch_cap, nfe, first, arrivals=
             if to_first[i] is not None:
                 to_first[i] = r["first_at"] - k if r["first_at"] > k else None
             hold[i] = u
-            scale[i] = u / (share[c] * held_p[c])  # it prefills its prompt and the tokens it made again
+            # it prefills its prompt and the tokens it made again; a lift negative at any batch, or a
+            # prompt holding nothing, is not scaled (the recompute costs what its first pass did)
+            rescaled = held_p[c] > 0 and min(lift[c][1:]) >= 0
+            scale[i] = u / (share[c] * held_p[c]) if rescaled else 1.0
             if prompt:
                 tokens[i] = max(1, round(prompt[c] * scale[i]))
             if carried is not None and carried[0] == i:

@@ -881,10 +881,17 @@ def _band(**over) -> dict:
     # up to 1,000,000 was read: --max-running stops at 4096, and serve built its tables a row per
     # batch size (1.3 GB) before refusing "concurrency ... got 2000001", exit 2
     (dict(max_running_requests=4097), "max_running_requests"),
+    # a band's end of 5e-324 scaled a pass to 0 s: the simulation divided by it (internal error, exit 70)
+    (dict(held_out_error=_band(ratios=[5e-324], low=5e-324, median=1.0)), "held_out_error.ratios.0"),
+    (dict(held_out_error=_band(low=5e-324)), "held_out_error.low"),
+    # a vendor or stack with no published band: the header said "vllm's published band on nosuch
+    # parts" while the first-token band fell back to every vendor's (or to none)
+    (dict(held_out_error=_band(published=dict(vendor="nosuch"))), "held_out_error.published"),
+    (dict(held_out_error=_band(published=dict(stack="nosuch"))), "held_out_error.published"),
 ], ids=["published-no-width", "published-upside-down", "bool-ratio", "text-ratio", "bool-chunk", "text-chunk",
         "text-eager", "name-marked-eager", "low-above-high", "nan", "inf", "1e308", "zero", "negative-ratio",
         "basis-number", "negative-eager", "nan-eager", "eager-half", "zero-chunk", "huge-chunk",
-        "running-over-4096"])
+        "running-over-4096", "ratio-denormal", "low-denormal", "unknown-vendor", "unknown-published-stack"])
 def test_hostile_values_in_a_stack_files_new_blocks(fails, tmp_path, over, field):
     path = _stack_file(tmp_path, **over)
     message = fails("serve", "Qwen/Qwen2.5-7B", "--stack", path, "-c", "2", code=errors.HardwareFileError.exit_code)
@@ -1321,3 +1328,33 @@ def test_plans_task_that_nothing_reads_warns(capsys):
                  "--task", "gsm8k", "-f", "json"]) == 0
     err = capsys.readouterr().err
     assert "warning: --task gsm8k does nothing here" in err and err.count("--task") == 1
+
+
+@pytest.mark.parametrize("prompt", ["0", "1"])
+def test_serve_preempting_requests_of_tiny_prompts_and_long_answers(capsys, prompt):
+    # K/V on demand where memory binds: a prompt of no tokens divided by zero at the first
+    # preemption (internal error), and a one-token prompt's recompute scaled a negative lift
+    # (its first pass cheaper than a pass over the long answer) into negative times to a first token
+    assert main(["serve", "Qwen/Qwen2.5-7B", "--gpu", "h100", "-c", "4", "--requests", "100", "--answer", "50000",
+                 "--prompt", prompt, "--mem-fraction", "0.25", "-f", "json"]) == 0
+    point = json.loads(capsys.readouterr().out)["deployments"][0]["points"][0]
+    assert point["preemptions"] > 0
+    assert min(point["ttfb_s"].values()) > 0
+
+
+@pytest.mark.parametrize("command", [["calibrate", "examples/measurements.yaml", "-o"],
+                                     ["measure", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--out"],
+                                     ["measure", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--profile-out"]])
+def test_an_existing_file_dlmcost_did_not_write_is_not_replaced(fails, tmp_path, command):
+    # `calibrate ... -o /etc/passwd`, run as root, replaced the file with a stack profile
+    victim = tmp_path / "passwd"
+    victim.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    message = fails(*command, victim, code=errors.EXIT_USAGE)
+    assert "it exists and dlmcost did not write it" in message
+    assert victim.read_text() == "root:x:0:0:root:/root:/bin/bash\n"
+    ours = tmp_path / "ours.yaml"  # one it wrote, or an empty one, is replaced as before
+    ours.write_text("# Written by `dlmcost calibrate`; a stack profile for --stack.\nname: x\n")
+    from dlmcost.cli.output_paths import check_output_file
+    check_output_file(str(ours), "--out", own_only=True)
+    (tmp_path / "empty").touch()
+    check_output_file(str(tmp_path / "empty"), "--out", own_only=True)

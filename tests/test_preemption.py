@@ -195,3 +195,33 @@ def test_one_kind_runs_below_the_memory_take_the_fast_loop_and_match_the_referen
         elif calls:
             taken["redone"] += 1
     assert taken["kept"] >= 10 and taken["redone"] >= 10, taken
+
+
+def test_a_recompute_whose_first_pass_costs_less_than_a_pass_is_not_scaled_below_it_by_hand():
+    # _two_requests with a first pass of 0.6 s, less than a plain pass (a short prompt before a
+    # long answer): lift -0.4. Iteration 0: 1 + (-0.4 - 0.4) / 2 = 0.6 s; boundary 3 at 2.6, where
+    # request 1 is preempted as above. Request 0 ends at 3.6. Request 1 rejoins alone: its
+    # recompute is taken as its first pass (1 - 0.4 = 0.6 s), not the lift x 13/4 (-0.3 s: it
+    # would end at 3.3, before it rejoined). It ends at 4.2.
+    table = ClassTable([4], [1], [2 / 3], [[0.0, 1.0, 1.0]], [[0.0, 0.6, 0.6]], held_from_admission=[0.25])
+    r = simulate(table, np.zeros(2, int), 2, arrivals_s=np.zeros(2))
+    assert r.preemptions == 1
+    np.testing.assert_allclose(r.done_s, [3.6, 4.2])
+    np.testing.assert_allclose(r.first_block_s, [0.6, 0.6])
+    for budget in (dict(prompt_tokens=[8], prefill_budget=16), {}):  # its 8 tokens again, not 26 (-1.3 s)
+        table_b = replace(table, **budget)
+        ref = simulate_by_iteration(table_b, [0, 0], 2, [4, 4], [1, 1], [0.0, 0.0])
+        np.testing.assert_allclose(simulate(table_b, np.zeros(2, int), 2, arrivals_s=np.zeros(2)).done_s, ref[0])
+        np.testing.assert_allclose(ref[0], [3.6, 4.2])
+
+
+def test_a_prompt_of_no_tokens_recomputes_as_its_first_pass_by_hand():
+    # _two_requests with a prompt holding nothing (0 tokens): each holds k/6 at boundary k, both
+    # 2k/6 > 1 first at k = 4, after both end (4 passes): no preemption at 2 users. With memory for
+    # 1.2 requests (share 1/1.2), 2k/(4 x 1.2) > 1 at k = 3 (t = 1.4 + 2 = 3.4): request 1 leaves
+    # holding 3/4.8 and rejoins at 4.4, its lift 0.4 unscaled (its prompt's share, 0, has nothing
+    # to scale it by): 1.4 s, ending at 5.8.
+    table = ClassTable([4], [1], [1 / 1.2], [[0.0, 1.0, 1.0]], [[0.0, 1.4, 1.4]], held_from_admission=[0.0])
+    r = simulate(table, np.zeros(2, int), 2, arrivals_s=np.zeros(2))
+    assert r.preemptions == 1
+    np.testing.assert_allclose(r.done_s, [4.4, 5.8])

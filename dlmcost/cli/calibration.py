@@ -27,7 +27,7 @@ def calibrate(
 ):
     """Fit a stack profile's free parameters to measured times (least squares on log time)."""
     check_format(fmt)
-    check_output_file(out, "--out")
+    check_output_file(out, "--out", own_only=True)
     from ..render.report_stacks import render_calibration
 
     with progress_bar(FITTING) as bar:
@@ -62,7 +62,7 @@ def measure(
     check_format(fmt)
     for path, option in ((out, "--out"), (profile_out, "--profile-out")):
         if path is not None:
-            check_output_file(path, option)
+            check_output_file(path, option, own_only=True)
     from ..render.report_stacks import render_calibration, render_measure, render_measurements
 
     workload = dict(scheme=scheme, prompt=prompt, gen=gen, steps=steps, tpf=tpf, block=block)

@@ -23,8 +23,14 @@ _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"), (stat.S_I
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
-def check_output_file(path: str, what: str) -> None:
-    """Raise `UsageError` unless `path` can be written as a regular file (nothing is left behind)."""
+# the first line of every file dlmcost writes for itself to read again (calibrate's and measure's)
+OWN_FILE_HEADER = b"# Written by `dlmcost "
+
+
+def check_output_file(path: str, what: str, own_only: bool = False) -> None:
+    """Raise `UsageError` unless `path` can be written as a regular file (nothing is left behind).
+    `own_only`: an existing file is replaced only where it is empty or one dlmcost wrote (its
+    first line OWN_FILE_HEADER): `calibrate -o /etc/passwd` replaced the file, run as root."""
     if not path:
         raise UsageError(f"{what} needs a file name")
 
@@ -48,6 +54,17 @@ def check_output_file(path: str, what: str) -> None:
         if is_kind(info.st_mode):
             raise refuse(f"it is {kind}, not a regular file")
     _probe_existing_file(path, refuse)
+    if own_only and info.st_size and not _written_by_dlmcost(path):
+        raise refuse(f"it exists and dlmcost did not write it (its first line is not "
+                     f"'{OWN_FILE_HEADER.decode()}...'): remove it first or choose another name")
+
+
+def _written_by_dlmcost(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(OWN_FILE_HEADER)) == OWN_FILE_HEADER
+    except OSError:  # unreadable: not known to be ours
+        return False
 
 
 def _probe_new_file(path: str, refuse) -> None:

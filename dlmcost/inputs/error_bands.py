@@ -17,13 +17,12 @@ Its first-token band is the published one's excess over the published speed band
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, replace
-from functools import lru_cache
-from pathlib import Path
 
-BANDS_FILE = Path(__file__).with_name("error_bands.json")
+from .published_bands import BANDS_FILE  # noqa: F401 (the file its bands come from)
+from .published_bands import published_bands as _bands
+
 POOLED = "pooled"
 # A band of its own needs this many numbers: a stack's out-of-source validation numbers
 # (scripts/validation.py), a calibration's held-out measurements (calibration/held_out.py).
@@ -88,15 +87,6 @@ class ErrorBand:
                     narrowing=self.narrowing,
                     first_token=None if first is None else dict(low=first.low, median=first.median, high=first.high,
                                                                 numbers=first.numbers, basis=first.basis))
-
-
-@lru_cache(maxsize=1)
-def _bands() -> dict:
-    try:
-        doc = json.loads(BANDS_FILE.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # a checkout without the generated file: no intervals
-        return {}
-    return doc.get("bands", {}) if isinstance(doc, dict) else {}
 
 
 def band_for(stack: str | None, vendor: str | None = None) -> ErrorBand | None:

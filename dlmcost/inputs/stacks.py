@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from . import files
 from .bundled import bundled_stack_dir
+from .published_bands import published_names
 from ..safe_text import shown
 from ..errors import DlmcostError, UsageError
 
@@ -174,6 +175,11 @@ class FusedMoE(BaseModel):
     fp8_rate: float = Field(default=1.0, gt=0, le=1)
 
 
+# predicted / measured speed at least this: the band's ends scale the step times, and one of 5e-324
+# made a pass take 0 s (the simulation divided by it: an internal error)
+MIN_RATIO = 1e-6
+
+
 class PublishedBand(BaseModel):
     """A stack's published error band (error_bands.json) as a calibration found it."""
 
@@ -182,9 +188,9 @@ class PublishedBand(BaseModel):
     stack: str = Field(min_length=1, max_length=100)
     # the vendor whose parts it was taken on, where the published bands have one there (None: every vendor's)
     vendor: Optional[str] = Field(default=None, min_length=1, max_length=100)
-    low: float = Field(gt=0, le=1e6)
-    median: float = Field(gt=0, le=1e6)
-    high: float = Field(gt=0, le=1e6)
+    low: float = Field(ge=MIN_RATIO, le=1e6)
+    median: float = Field(ge=MIN_RATIO, le=1e6)
+    high: float = Field(ge=MIN_RATIO, le=1e6)
     numbers: int = Field(ge=0, le=1_000_000)
 
     @model_validator(mode="after")
@@ -193,6 +199,16 @@ class PublishedBand(BaseModel):
         # a band of no width, or upside down, has nothing to compare with
         if not (self.low <= self.median <= self.high and self.low < self.high):
             raise ValueError("needs low <= median <= high, and low below high")
+        # its stack and vendor name a band this release publishes: the first-token band is read off
+        # that band by name (an unknown one fell back to another, the header naming the unknown)
+        names = published_names()
+        if names and self.stack not in names:
+            raise ValueError(f"stack {shown(self.stack, 40)} has no published band (those with one: "
+                             f"{', '.join(sorted(names))})")
+        if names and self.vendor is not None and self.vendor.lower() not in names[self.stack]:
+            vendors = ", ".join(names[self.stack]) or "none"
+            raise ValueError(f"{self.stack} has no published band on vendor {shown(self.vendor, 40)}'s parts "
+                             f"(its vendors: {vendors})")
         return self
 
 
@@ -203,10 +219,10 @@ class HeldOutError(BaseModel):
 
     model_config = _FILE
 
-    ratios: list[Annotated[float, Field(gt=0, le=1e6)]] = Field(max_length=10_000)
-    low: float = Field(gt=0, le=1e6)
-    median: float = Field(gt=0, le=1e6)
-    high: float = Field(gt=0, le=1e6)
+    ratios: list[Annotated[float, Field(ge=MIN_RATIO, le=1e6)]] = Field(max_length=10_000)
+    low: float = Field(ge=MIN_RATIO, le=1e6)
+    median: float = Field(ge=MIN_RATIO, le=1e6)
+    high: float = Field(ge=MIN_RATIO, le=1e6)
     basis: str = Field(min_length=1, max_length=1000)
     published: PublishedBand | None = None  # the stack's published band it stands in for
 

@@ -80,7 +80,8 @@ sum: on_demand.py) and is an event; there the latest admitted running requests a
 one by one until the rest fit, never the last one running, each to the front of the queue (the
 earlier preempted ahead) holding what it held then. On readmission it runs a prefill of its
 prompt and the tokens it had generated, its first pass's lift scaled by h / (s_c P_c / L_c)
-(under a prefill budget, that many times its prompt's tokens enter the stream), and then the rest
+(under a prefill budget, that many times its prompt's tokens enter the stream; unscaled where the
+prompt holds nothing or the lift is negative: first_done._recompute_rescaled), and then the rest
 of its passes: f - k at its preemption, the first of them that prefill. Its first output's time
 stays the first one (unless it came after the preemption); its completion moves. A whole canvas
 (masked diffusion) does hold its final length from its first pass and keeps the reservation; so

@@ -93,6 +93,7 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
         never_over = _fit_whole(max(share))
         fin = kv.fin
         factor = [1.0] * n if part is None else list(part)  # its first pass's lift over its prompt's whole one
+        rescaled = _recompute_rescaled(table)
         if stream is not None and own is None:
             own = [prompt[c] for c in cls]  # tokens it puts into the stream (its recompute's, once preempted)
         requeued = deque()
@@ -139,7 +140,8 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
             c = cls[i]
             del inflight[bisect.bisect_left(inflight, (fin[i], i))]
             u = kv.term(i, it)
-            kv.h0[i], factor[i] = u, u / (share[c] * held[c])  # it prefills its prompt and its tokens so far again
+            # it prefills its prompt and its tokens so far again (where its class's lift can be scaled)
+            kv.h0[i], factor[i] = u, u / (share[c] * held[c]) if rescaled[c] else 1.0
             nfe[i] = fin[i] - it  # the passes it had left, the first of them that prefill
             first[i] = first_it[i] - it if first_it[i] > it else -1  # -1: its first output was streamed
             if stream is not None and prompt[c]:
@@ -364,6 +366,17 @@ def _one_stream(table: ClassTable, stream: tuple[int, list[int], list[int]] | No
         return None
     budget, (prompt,), (k,) = stream
     return budget, prompt, [k * x / prompt for x in table.lift[0]]
+
+
+def _recompute_rescaled(table: ClassTable) -> list[bool]:
+    """Whether each class's recompute after a preemption scales its first pass's lift (and, under a
+    prefill budget, its prompt's tokens) by what it held over its prompt's share. Not where the prompt
+    holds nothing (no tokens to scale from) or the lift is negative at some batch size: a short
+    prompt's first pass costs less than the class's mean pass, whose attention over a long answer
+    outweighs the prefill, and scaling that lift up would make the recompute's iteration shorter
+    than a plain pass, even negative. There the recompute is taken as its first pass was (an
+    underestimate: the table holds no prefill cost per token to scale)."""
+    return [h > 0 and all(x >= 0 for x in row[1:]) for row, h in zip(table.lift, table.held_from_admission)]
 
 
 def _fit_whole(share: float) -> int:
