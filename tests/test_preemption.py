@@ -195,3 +195,47 @@ def test_one_kind_runs_below_the_memory_take_the_fast_loop_and_match_the_referen
         elif calls:
             taken["redone"] += 1
     assert taken["kept"] >= 10 and taken["redone"] >= 10, taken
+
+
+@pytest.mark.parametrize("near_whole", [False, True])
+def test_the_first_boundary_over_the_limit_is_the_exact_sums_by_brute_force(near_whole):
+    # HeldKV.first_over against the exact sum at every boundary of lo..hi (the K/V held only grows
+    # there: hi is the first finish), with limits at those sums, a hair either side, and below lo
+    # (the answer is then lo); where requests join holding nearly their whole shares the line's slope
+    # is so small that its rounding moves its crossing many boundaries off. And `over` with a
+    # newcomer's K/V (`extra`) at the exact sums with it.
+    from dlmcost.serving.simulate.on_demand import HeldKV
+
+    rng = np.random.default_rng(11 + near_whole)
+    n = 300
+    kv = HeldKV(n)
+    k = 0
+    for i in range(n):
+        k += int(rng.integers(0, 5))
+        for j in [j for j in kv.running if kv.fin[j] < k + 3]:  # (those ending by then leave)
+            kv.leave(j)
+        while len(kv.running) > 12 or (kv.running and rng.random() < 0.3):
+            kv.leave(list(kv.running)[int(rng.integers(len(kv.running)))])
+        s = 1 / rng.choice([3, 7, 48, 250])
+        held = 1 - rng.choice([1e-9, 1e-13]) if near_whole else rng.choice([0.1, 1 / 9, 0.5])
+        kv.join(i, k, k + int(rng.integers(20, 400)), s * held, s)
+        if i % 6:
+            continue
+        lo = k + 1
+        hi = min(lo + 40, min(kv.fin[j] for j in kv.running))
+        sums = [kv.exact(j) for j in range(lo - 3, hi + 1)]
+        for at in (0, 2, len(sums) // 2, len(sums) - 2):
+            for limit in (sums[at], np.nextafter(sums[at], 0), np.nextafter(sums[at], 9)):
+                expect = next((j for j, x in zip(range(lo - 3, hi + 1), sums) if j >= lo and x > limit), None)
+                assert kv.first_over(lo, hi, limit) == expect, (i, at)
+        extra = s * 0.25
+        exact = kv.exact(lo, extra)
+        for limit in (exact, np.nextafter(exact, 0), np.nextafter(exact, 9)):
+            assert kv.over(lo, limit, extra) == (exact > limit)
+
+
+def test_with_no_request_running_only_the_newcomer_s_k_v_counts():
+    from dlmcost.serving.simulate.on_demand import HeldKV
+
+    kv = HeldKV(1)
+    assert not kv.over(0, 0.5, 0.5) and kv.over(0, 0.5, 0.75) and not kv.over(0, 0.5)
