@@ -99,6 +99,38 @@ def test_a_preempted_prompt_s_recompute_is_fed_in_pieces_by_hand():
     np.testing.assert_allclose(r.first_block_s, [1.4, 1.4])
 
 
+def test_a_prefix_cached_prompt_s_first_pass_and_its_recompute_by_hand():
+    # The two requests above with half of each prompt in the prefix cache: iteration 0 is
+    # 1 + (0.4 x 0.5 + 0.4 x 0.5) / 2 = 1.2 s, the K/V the same, so request 1 leaves at boundary 3
+    # (t = 3.2) holding 13/24 and request 0 ends at 4.2; request 1's recompute prefills its prompt
+    # and its tokens whatever the cache held (the package docstring): 1 + 0.4 x 13/4 = 2.3 s, to 6.5.
+    r = simulate(_two_requests(), np.zeros(2, int), 2, arrivals_s=np.zeros(2), uncached=np.array([0.5, 0.5]))
+    assert r.preemptions == 1
+    np.testing.assert_allclose(r.done_s, [4.2, 6.5])
+    np.testing.assert_allclose(r.first_block_s, [1.2, 1.2])
+
+
+def test_the_last_request_running_is_never_preempted_by_hand():
+    # Share 3/2 (more than the memory at its final length), its prompt 3/8: both join at 0
+    # (3/4 held), each growing 9/32 a pass: 21/16 > 1 at boundary 1 (t = 1.4), where request 1
+    # leaves holding 21/32 (its first block streamed there). Request 0, alone, holds more than the
+    # memory from boundary 3 (39/32) and runs on to 4.4; request 1 rejoins then with 3 passes left, its
+    # first pass 1 + 0.4 x (21/32) / (3/8) = 1.7 s: it ends at 4.4 + 1.7 + 2 = 8.1.
+    table = replace(_two_requests(), mem_share=[1.5])
+    r = simulate(table, np.zeros(2, int), 2, arrivals_s=np.zeros(2))
+    assert r.preemptions == 1 and r.preempted.tolist() == [0, 1]
+    np.testing.assert_allclose(r.done_s, [4.4, 8.1])
+    np.testing.assert_allclose(r.first_block_s, [1.4, 1.4])
+    # request 1 sent at 2.5 instead: request 0 runs alone, over the memory at boundary 3 (t = 3.4),
+    # where request 1 is seen and waits (39/32 + 3/8 > 1); it joins at 4.4 and ends at 8.8
+    r = simulate(table, np.zeros(2, int), 2, arrivals_s=np.array([0.0, 2.5]))
+    assert r.preemptions == 0
+    np.testing.assert_allclose(r.done_s, [4.4, 8.8])
+    np.testing.assert_allclose(r.first_block_s, [1.4, 5.8])
+    empty = simulate(table, np.zeros(0, int), 2, arrivals_s=np.zeros(0))  # (no requests: nothing runs)
+    assert len(empty.done_s) == 0 and empty.busy_s == 0
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_where_memory_does_not_bind_k_v_on_demand_changes_nothing(seed):
     # memory for more than batch_cap - 1 requests at final length but fewer than batch_cap, and
