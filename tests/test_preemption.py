@@ -110,6 +110,20 @@ def test_a_prefix_cached_prompt_s_first_pass_and_its_recompute_by_hand():
     np.testing.assert_allclose(r.first_block_s, [1.2, 1.2])
 
 
+def test_a_recompute_s_prefill_forward_adds_its_dispatch_by_hand():
+    # The two requests above, each prefill forward adding its dispatch once: 0.1 s for their class
+    # (another class, unused, 0.3 s: no common row, so the dispatch is looked up by the classes
+    # prefilled). Iteration 0: 1 + 0.8 / 2 + 0.1 = 1.5 s; request 1 leaves at boundary 3 (3.5),
+    # request 0 ends at 4.5; request 1's recompute runs alone: 1 + 0.4 x 13/4 + 0.1 = 2.4 s, to 6.9.
+    two = _two_requests()
+    table = ClassTable([4, 4], [1, 1], two.mem_share * 2, two.pass_s * 2, two.first_pass_s * 2,
+                       held_from_admission=[0.25, 0.25], prefill_step_s=[[0.0, 0.1, 0.1], [0.0, 0.3, 0.3]])
+    r = simulate(table, np.zeros(2, int), 2, arrivals_s=np.zeros(2))
+    assert r.preemptions == 1
+    np.testing.assert_allclose(r.done_s, [4.5, 6.9])
+    np.testing.assert_allclose(r.first_block_s, [1.5, 1.5])
+
+
 def test_the_last_request_running_is_never_preempted_by_hand():
     # Share 3/2 (more than the memory at its final length), its prompt 3/8: both join at 0
     # (3/4 held), each growing 9/32 a pass: 21/16 > 1 at boundary 1 (t = 1.4), where request 1
