@@ -99,6 +99,52 @@ def test_a_preempted_prompt_s_recompute_is_fed_in_pieces_by_hand():
     np.testing.assert_allclose(r.first_block_s, [1.4, 1.4])
 
 
+def test_a_prefix_cached_prompt_s_first_pass_and_its_recompute_by_hand():
+    # The two requests above with half of each prompt in the prefix cache: iteration 0 is
+    # 1 + (0.4 x 0.5 + 0.4 x 0.5) / 2 = 1.2 s, the K/V the same, so request 1 leaves at boundary 3
+    # (t = 3.2) holding 13/24 and request 0 ends at 4.2; request 1's recompute prefills its prompt
+    # and its tokens whatever the cache held (the package docstring): 1 + 0.4 x 13/4 = 2.3 s, to 6.5.
+    r = simulate(_two_requests(), np.zeros(2, int), 2, arrivals_s=np.zeros(2), uncached=np.array([0.5, 0.5]))
+    assert r.preemptions == 1
+    np.testing.assert_allclose(r.done_s, [4.2, 6.5])
+    np.testing.assert_allclose(r.first_block_s, [1.2, 1.2])
+
+
+def test_a_recompute_s_prefill_forward_adds_its_dispatch_by_hand():
+    # The two requests above, each prefill forward adding its dispatch once: 0.1 s for their class
+    # (another class, unused, 0.3 s: no common row, so the dispatch is looked up by the classes
+    # prefilled). Iteration 0: 1 + 0.8 / 2 + 0.1 = 1.5 s; request 1 leaves at boundary 3 (3.5),
+    # request 0 ends at 4.5; request 1's recompute runs alone: 1 + 0.4 x 13/4 + 0.1 = 2.4 s, to 6.9.
+    two = _two_requests()
+    table = ClassTable([4, 4], [1, 1], two.mem_share * 2, two.pass_s * 2, two.first_pass_s * 2,
+                       held_from_admission=[0.25, 0.25], prefill_step_s=[[0.0, 0.1, 0.1], [0.0, 0.3, 0.3]])
+    r = simulate(table, np.zeros(2, int), 2, arrivals_s=np.zeros(2))
+    assert r.preemptions == 1
+    np.testing.assert_allclose(r.done_s, [4.5, 6.9])
+    np.testing.assert_allclose(r.first_block_s, [1.5, 1.5])
+
+
+def test_the_last_request_running_is_never_preempted_by_hand():
+    # Share 3/2 (more than the memory at its final length), its prompt 3/8: both join at 0
+    # (3/4 held), each growing 9/32 a pass: 21/16 > 1 at boundary 1 (t = 1.4), where request 1
+    # leaves holding 21/32 (its first block streamed there). Request 0, alone, holds more than the
+    # memory from boundary 3 (39/32) and runs on to 4.4; request 1 rejoins then with 3 passes left, its
+    # first pass 1 + 0.4 x (21/32) / (3/8) = 1.7 s: it ends at 4.4 + 1.7 + 2 = 8.1.
+    table = replace(_two_requests(), mem_share=[1.5])
+    r = simulate(table, np.zeros(2, int), 2, arrivals_s=np.zeros(2))
+    assert r.preemptions == 1 and r.preempted.tolist() == [0, 1]
+    np.testing.assert_allclose(r.done_s, [4.4, 8.1])
+    np.testing.assert_allclose(r.first_block_s, [1.4, 1.4])
+    # request 1 sent at 2.5 instead: request 0 runs alone, over the memory at boundary 3 (t = 3.4),
+    # where request 1 is seen and waits (39/32 + 3/8 > 1); it joins at 4.4 and ends at 8.8
+    r = simulate(table, np.zeros(2, int), 2, arrivals_s=np.array([0.0, 2.5]))
+    assert r.preemptions == 0
+    np.testing.assert_allclose(r.done_s, [4.4, 8.8])
+    np.testing.assert_allclose(r.first_block_s, [1.4, 5.8])
+    empty = simulate(table, np.zeros(0, int), 2, arrivals_s=np.zeros(0))  # (no requests: nothing runs)
+    assert len(empty.done_s) == 0 and empty.busy_s == 0
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_where_memory_does_not_bind_k_v_on_demand_changes_nothing(seed):
     # memory for more than batch_cap - 1 requests at final length but fewer than batch_cap, and
@@ -225,3 +271,47 @@ def test_a_prompt_of_no_tokens_recomputes_as_its_first_pass_by_hand():
     r = simulate(table, np.zeros(2, int), 2, arrivals_s=np.zeros(2))
     assert r.preemptions == 1
     np.testing.assert_allclose(r.done_s, [4.4, 5.8])
+
+
+@pytest.mark.parametrize("near_whole", [False, True])
+def test_the_first_boundary_over_the_limit_is_the_exact_sums_by_brute_force(near_whole):
+    # HeldKV.first_over against the exact sum at every boundary of lo..hi (the K/V held only grows
+    # there: hi is the first finish), with limits at those sums, a hair either side, and below lo
+    # (the answer is then lo); where requests join holding nearly their whole shares the line's slope
+    # is so small that its rounding moves its crossing many boundaries off. And `over` with a
+    # newcomer's K/V (`extra`) at the exact sums with it.
+    from dlmcost.serving.simulate.on_demand import HeldKV
+
+    rng = np.random.default_rng(11 + near_whole)
+    n = 300
+    kv = HeldKV(n)
+    k = 0
+    for i in range(n):
+        k += int(rng.integers(0, 5))
+        for j in [j for j in kv.running if kv.fin[j] < k + 3]:  # (those ending by then leave)
+            kv.leave(j)
+        while len(kv.running) > 12 or (kv.running and rng.random() < 0.3):
+            kv.leave(list(kv.running)[int(rng.integers(len(kv.running)))])
+        s = 1 / rng.choice([3, 7, 48, 250])
+        held = 1 - rng.choice([1e-9, 1e-13]) if near_whole else rng.choice([0.1, 1 / 9, 0.5])
+        kv.join(i, k, k + int(rng.integers(20, 400)), s * held, s)
+        if i % 6:
+            continue
+        lo = k + 1
+        hi = min(lo + 40, min(kv.fin[j] for j in kv.running))
+        sums = [kv.exact(j) for j in range(lo - 3, hi + 1)]
+        for at in (0, 2, len(sums) // 2, len(sums) - 2):
+            for limit in (sums[at], np.nextafter(sums[at], 0), np.nextafter(sums[at], 9)):
+                expect = next((j for j, x in zip(range(lo - 3, hi + 1), sums) if j >= lo and x > limit), None)
+                assert kv.first_over(lo, hi, limit) == expect, (i, at)
+        extra = s * 0.25
+        exact = kv.exact(lo, extra)
+        for limit in (exact, np.nextafter(exact, 0), np.nextafter(exact, 9)):
+            assert kv.over(lo, limit, extra) == (exact > limit)
+
+
+def test_with_no_request_running_only_the_newcomer_s_k_v_counts():
+    from dlmcost.serving.simulate.on_demand import HeldKV
+
+    kv = HeldKV(1)
+    assert not kv.over(0, 0.5, 0.5) and kv.over(0, 0.5, 0.75) and not kv.over(0, 0.5)

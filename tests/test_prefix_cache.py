@@ -47,6 +47,17 @@ def test_a_cached_prefix_shortens_a_one_pass_prefill_by_hand():
     assert whole.done_s.tolist() == pytest.approx(simulate(table, cls, 2, arrivals_s=arrivals).done_s.tolist())
 
 
+def test_a_cached_prefix_of_one_kind_of_request_by_hand():
+    """One class whose requests all run the same passes (the plan's usual replica, which has a loop
+    of its own without a cache): 4 passes, 1 s each, a prefill adding 0.4 s. Two requests sent at
+    0, half of request 0's prompt cached: iteration 0 takes 1 + (0.4 x 0.5 + 0.4) / 2 = 1.3 s, and
+    both end 3 passes later, at 4.3."""
+    table = ClassTable([4], [1], [0.25], [[0.0, 1.0, 1.0]], [[0.0, 1.4, 1.4]])
+    r = simulate(table, np.zeros(2, int), 2, arrivals_s=np.zeros(2), uncached=np.array([0.5, 1.0]))
+    np.testing.assert_allclose(r.done_s, [4.3, 4.3])
+    np.testing.assert_allclose(r.first_block_s, [1.3, 1.3])
+
+
 def test_a_cached_prompt_leaves_its_budget_to_the_next_by_hand():
     """Budget 1,000 tokens a step, two B prompts of 3,000 at 0, the first wholly cached: it puts one
     token (its last) in the stream, the second takes the 999 left and three more steps (1,000, 1,000,

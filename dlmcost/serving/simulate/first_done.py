@@ -34,7 +34,7 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
                                     *_arrival_list(n, arrivals_s, users, desk), think_s, desk, recv_interval,
                                     _one_stream(table, stream))
     cap_in_flight = in_flight_cap(batch_cap, ahead)
-    on_demand = _one_kind_on_demand(table, passes, cap_in_flight) if uncached is None and desk is None else None
+    on_demand = _one_kind_on_demand(table, passes) if uncached is None and desk is None else None
     if on_demand is not None:  # K/V on demand: the same schedule as no memory limit while so few run that none is asked
         nfe0, first0, never_over = on_demand
         try:
@@ -328,8 +328,7 @@ def _one_kind(table: ClassTable, passes: RequestPasses | None, cap_in_flight: in
     return None if room is None else (*alike, room)
 
 
-def _one_kind_on_demand(table: ClassTable, passes: RequestPasses | None,
-                        cap_in_flight: int) -> tuple[int, int, int] | None:
+def _one_kind_on_demand(table: ClassTable, passes: RequestPasses | None) -> tuple[int, int, int] | None:
     """(NFE, passes to the first block, the most requests that hold less than the memory even at
     their whole shares) where `_one_kind` sent a run with K/V on demand to the general loop only
     because memory could bind: that loop asks no K/V question while no more than the last number
