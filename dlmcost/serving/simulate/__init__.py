@@ -53,7 +53,7 @@ arrivals, completions and those last pieces (O(requests) events, a heap each), r
 iteration times as segments (the admission iteration, then a run of equal ones), and converts
 iteration numbers to times afterwards. One request class whose requests all run the same passes,
 without a cache (most of a plan's simulations; under a budget, a class with a prompt pass), has
-a loop of its own that needs neither heap nor segments (`first_done._first_done_in_order`: a
+a loop of its own that needs neither heap nor segments (`in_order._first_done_in_order`: a
 newcomer waits while a prompt's pieces fill the budget, so admission order is finishing order
 there too), with the same arithmetic: a serving behaviour
 added to one loop goes in the other, or `_one_kind` sends its tables to the general one. With K/V
@@ -135,7 +135,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from .first_done import MEMORY_LIMIT, _memory_room, _one_kind, first_done  # noqa: F401  (tests read the private two)
+from .first_done import first_done
+from .in_order import MEMORY_LIMIT, _memory_room, _one_kind  # noqa: F401  (tests read the private two)
 from .front_end import FrontEnd
 from .rounds import synchronous_rounds
 from .tables import (MAX_BLOCKS, RELEASES, ClassTable, RequestPasses, SimResult, _prefill_stream,  # noqa: F401
