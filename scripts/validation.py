@@ -227,6 +227,9 @@ RECORDED_OUT_OF_SOURCE_MEDIAN = TARGET_OUT_OF_SOURCE_MEDIAN  # met: held to its 
 # 1.15x and 1.12x optimistic: tuned AMD runs at large batch sit where the NVIDIA ones do, not at the cookbook's
 # 1.9-4.1x (whose misses are decode at 1-100 in flight). HPE's TensorRT-LLM H200 run (MLP51H) is not modelled.
 # The median 1.203x -> 1.202x, the worst unchanged.
+# InferenceX's DeepSeek-R1 FP8 8x H200 curve on SGLang 0.5.12 (IFX12: 30 numbers, the sglang-pcg stack's second
+# publication): decode 1.01-1.17x pessimistic, the mean TTFT 1.13-3.02x optimistic; the median 1.203x -> 1.198x,
+# the worst unchanged.
 RECORDED_OUT_OF_SOURCE_WORST = 7.99  # 7.982
 BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-of-source numbers (6)
 BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
@@ -890,6 +893,15 @@ SERVING_NOTES = [
     "measurement of it). Decode is 1.17x optimistic at one request and 1.24x at 100 in flight, throughput 1.18x "
     "and 1.22x; the mean TTFT at 100 is 3.20x optimistic (77 ms predicted, 248 ms measured, median 92 ms: the "
     "tail the other cookbook runs show).",
+    "- InferenceX's DeepSeek-R1-0528 on 8x H200 on SGLang 0.5.12 (IFX12; FP8, TP8, AICS's launch and harness three "
+    "releases later, 1,024 and 8,192-token prompts at 4-64 in flight), run on the sglang-pcg stack: decode is "
+    "pessimistic, the TPOT 1.03-1.16x and throughput 1.01-1.17x (0.5.12 decodes faster than AICS's 0.5.9 measured: "
+    "9.7 against 10.3 ms at 4 in flight with 1,024-token prompts). The mean TTFT is 1.89-3.02x optimistic with "
+    "1,024-token prompts (52 ms predicted, 158 ms measured at 4 in flight) and 1.13-1.36x with 8,192-token ones "
+    "(1.89x at 64 in flight): at 4 in flight 106 ms missing with the short prompts and 44 ms with the long ones, "
+    "against the 48-65 ms SGCR and SGCM lack at TP8 on the eager sglang stack. On the sglang stack, which charges "
+    "the eager prefill launches, the same commands predict TTFTs 1.32-1.55x optimistic with 1,024-token prompts and "
+    "1.04x pessimistic to 1.74x optimistic with 8,192-token ones, and decode 1.04-1.23x pessimistic.",
     "- The same cookbook's MiniMax-M2 on 4x MI300X TP4 (SGCM2; SGLang 0.5.7, FP8, --mem-fraction-static 0.85, no "
     "--ep; another author than SGCV's): the second MI300X publication here, another model (GQA attention, not "
     "DeepSeek's MLA) and TP. Decode is 4.72x optimistic at one request (4.7 ms predicted, 22.2 ms measured) and "
