@@ -227,9 +227,9 @@ RECORDED_OUT_OF_SOURCE_MEDIAN = TARGET_OUT_OF_SOURCE_MEDIAN  # met: held to its 
 # 1.15x and 1.12x optimistic: tuned AMD runs at large batch sit where the NVIDIA ones do, not at the cookbook's
 # 1.9-4.1x (whose misses are decode at 1-100 in flight). HPE's TensorRT-LLM H200 run (MLP51H) is not modelled.
 # The median 1.203x -> 1.202x, the worst unchanged.
-# InferenceX's DeepSeek-R1 FP8 8x H200 curve on SGLang 0.5.12 (IFX12: 30 numbers, the sglang-pcg stack's second
-# publication): decode 1.01-1.17x pessimistic, the mean TTFT 1.13-3.02x optimistic; the median 1.203x -> 1.198x,
-# the worst unchanged.
+# InferenceX's DeepSeek-R1 FP8 curves on SGLang 0.5.12 (IFX12: 8x H200 TP8 and B300 TP8 / TP4, 66 numbers, the
+# sglang-pcg stack's second publication): decode within 1.02x optimistic and 1.17x pessimistic, the mean TTFT
+# 1.13-3.02x optimistic; the median 1.203x -> 1.191x, the worst unchanged.
 RECORDED_OUT_OF_SOURCE_WORST = 7.99  # 7.982
 BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-of-source numbers (6)
 BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
@@ -901,7 +901,12 @@ SERVING_NOTES = [
     "(1.89x at 64 in flight): at 4 in flight 106 ms missing with the short prompts and 44 ms with the long ones, "
     "against the 48-65 ms SGCR and SGCM lack at TP8 on the eager sglang stack. On the sglang stack, which charges "
     "the eager prefill launches, the same commands predict TTFTs 1.32-1.55x optimistic with 1,024-token prompts and "
-    "1.04x pessimistic to 1.74x optimistic with 8,192-token ones, and decode 1.04-1.23x pessimistic.",
+    "1.04x pessimistic to 1.74x optimistic with 8,192-token ones, and decode 1.04-1.23x pessimistic. The same "
+    "publisher's B300 curve on 0.5.12 (TP8 at 1-64 in flight with 1,024-token prompts, TP4 and TP8 at 1-4 with "
+    "8,192-token ones; FP8 K/V, AICS's B200 launch) agrees: decode within 1.02x optimistic and 1.14x pessimistic, "
+    "throughput within 1.05x optimistic and 1.13x pessimistic, the mean TTFT 1.34-2.30x optimistic with the short "
+    "prompts (34 ms predicted, 71 ms measured at one request) and 2.16-2.55x with the long ones on sglang-pcg, "
+    "1.32x pessimistic to 1.34x optimistic and 1.51-1.89x optimistic on sglang.",
     "- The same cookbook's MiniMax-M2 on 4x MI300X TP4 (SGCM2; SGLang 0.5.7, FP8, --mem-fraction-static 0.85, no "
     "--ep; another author than SGCV's): the second MI300X publication here, another model (GQA attention, not "
     "DeepSeek's MLA) and TP. Decode is 4.72x optimistic at one request (4.7 ms predicted, 22.2 ms measured) and "

@@ -379,12 +379,13 @@ def assert_length_files(stem: str, inputs, outputs) -> None:
 
 # InferenceX's harness (utils/bench_serving/benchmark_serving.py, a copy of vLLM's older benchmark script): numpy's
 # legacy generator at --seed 0, N inputs randint(int(ratio x I), I + 1) and then N outputs likewise about O;
-# file stem -> (I, O, N) for IFX's and AICS's runs at range ratio 0.8 and 10 x c prompts
+# file stem -> (I, O, N) for IFX's, AICS's and IFX12's runs at range ratio 0.8 and 10 x c prompts (IFX12's B300 sweep
+# starts at 1 and 2 in flight)
 HARNESS_RATIO_LENGTHS = {
     f"vllm-bench-random-{shape}-ratio0.8-seed0-n{n}": (i, o, n)
     for shape, (i, o), top in (("1024", (1024, 1024), 2560), ("1024-8192", (1024, 8192), 1280),
                                ("8192-1024", (8192, 1024), 2560))
-    for n in (40, 80, 160, 320, 640, 1280, 2560) if n <= top
+    for n in (10, 20, 40, 80, 160, 320, 640, 1280, 2560) if n <= top and (n >= 40 or shape != "1024-8192")
 }
 
 
