@@ -1342,6 +1342,53 @@ def test_serve_preempting_requests_of_tiny_prompts_and_long_answers(capsys, prom
     assert min(point["ttfb_s"].values()) > 0
 
 
+def _every_preemption(monkeypatch) -> list[int]:
+    """Each simulation's preemptions, read off its result (`SimResult.preempted`) as it returns:
+    a count kept apart from the command's own (simulate/work.py)."""
+    from dlmcost.serving import behaviour
+
+    counts, simulate = [], behaviour.simulate
+
+    def counted(*args, **kwargs):
+        r = simulate(*args, **kwargs)
+        counts.append(0 if r.preempted is None else int(r.preempted.sum()))
+        return r
+
+    monkeypatch.setattr(behaviour, "simulate", counted)
+    return counts
+
+
+# a memory that holds two of these requests at their final lengths (the warning's "about 2"), and
+# users that ask for four: every simulation preempts, two deployments' or two models' alike
+SERVE_PREEMPTING = ["serve", "Qwen/Qwen2.5-7B", "--gpu", "h100,a100", "-c", "4", "--max-running", "4", "--requests",
+                    "100", "--answer", "50000", "--prompt", "1", "--mem-fraction", "0.25"]
+PLAN_PREEMPTING = ["plan", "Qwen/Qwen2.5-7B,Qwen/Qwen3-8B", "--rate", "1", "--answer", "30000", "--mem-fraction",
+                   "0.3", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--requests", "100"]
+
+
+@pytest.mark.parametrize("args", [SERVE_PREEMPTING, PLAN_PREEMPTING], ids=["serve", "plan"])
+def test_a_command_that_preempts_past_its_limit_ends_with_one_line(run, fails, monkeypatch, args):
+    # a serve of 100,000 requests at 30% of an H100 preempted 2.9 million times: no count of the options
+    # bounds that work, so the command counts its preemptions as they come, over all its simulations
+    from dlmcost.analysis import limits
+
+    counts = _every_preemption(monkeypatch)
+    rc, out, err = run(*args)
+    assert rc == 0
+    total = sum(counts)
+    # shared: every one of its simulations (each load point's three, saturation; every candidate's
+    # searches and band ends; both deployments, both models) stays under the total, which passes it
+    assert 0 < max(counts) < total - 1 and sum(1 for c in counts if c) >= 4
+    monkeypatch.setattr(limits, "MAX_PREEMPTIONS", total)  # at the limit: the same answer, byte for byte
+    assert run(*args) == (0, out, err)
+    monkeypatch.setattr(limits, "MAX_PREEMPTIONS", total - 1)
+    assert fails(*args, code=errors.EXIT_USAGE) == (
+        f"error: this call's simulations preempted more than {total - 1:,} running requests, at most {total - 1:,} "
+        "in one call: a replica's memory holds about 2 of these requests at their final lengths, so requests are "
+        "preempted and recomputed over and over (K/V is allocated as tokens come); give it more memory "
+        "(--mem-fraction, a larger GPU, an fp8 K/V cache, more TP), shorter answers, or fewer --requests")
+
+
 @pytest.mark.parametrize("command", [["calibrate", "examples/measurements.yaml", "-o"],
                                      ["measure", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--out"],
                                      ["measure", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--profile-out"]])

@@ -1,6 +1,7 @@
 """The limits on one command's work, checked before the work starts: configurations per sweep,
 passes costed one by one, candidate deployments per plan (docs/limits.md), and the chunk that
-bounds a sweep's memory.
+bounds a sweep's memory; and one counted as the work runs, the preemptions of `serve` and `plan`
+(read when they are called).
 
 The chunk, the CLI's configuration limit, the limit on a command's total of passes (a sweep of
 several models, plan, calibrate) and plan's on its candidates are read from this module when they
@@ -37,6 +38,16 @@ MAX_PLAN_CANDIDATES = 10_000
 # the default 2,000 requests). A simulated request costs some 5 us, serve's in all about 90 s at
 # the limit; without it --requests 1,000,000 over a long --rate list ran for hours.
 MAX_SIMULATED_REQUESTS = 20_000_000
+# Preemptions one `serve` or `plan` simulates in all (K/V on demand: a running request preempted
+# where the memory ran out, and recomputed), counted as they happen over all its simulations
+# (serving/simulate/work.py): no count of its options bounds them, since where memory holds few
+# requests at their final lengths a request is preempted again and again (a serve of 100,000
+# requests at 30% of an H100 preempted 2.9 million times). Measured on a busy 2-core machine, a
+# preemption costs 6-10 us (serve and plan runs that preempt 0.13-2.9 million times, their whole
+# time over their preemptions) against 1.4-3.7 us a request simulated plainly: about two requests'
+# worth, so this bounds them as MAX_SIMULATED_REQUESTS bounds the requests, to some 90 s. Over it
+# the command ends with one line (exit 2) when it is passed, having simulated that much.
+MAX_PREEMPTIONS = 10_000_000
 # Load points one `serve` simulates, over its deployments: each costs some 10 ms however few its
 # requests (a point's three simulations), so 10,000 are a minute or two; a --rate list of 20,000
 # points of 100 requests ran 230 s, and 64 deployments of it would run for hours.

@@ -27,7 +27,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     """Read the scenario, search the deployments of each model (several: side by side, at the same
     traffic and targets), return the ranked result. A search of more than `max_candidates`
     candidate deployments in all, or of more than `limits.MAX_SIMULATED_REQUESTS` candidates x
-    simulated requests, is refused before any is costed (None: neither limit). `ranked`: the
+    simulated requests, is refused before any is costed, and one whose simulations preempt more
+    than `limits.MAX_PREEMPTIONS` requests in all is ended when they do (None: none of the three). `ranked`: the
     sustained load and the error band's ends of the first so many deployments only (an output
     that shows no more; search.plan); `prune=False`: the exhaustive search, the reference the
     pruned one is held to. `eager`: every decoding's stack run without CUDA graphs (refused where
@@ -44,6 +45,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                            merge_prices, parse_price, quality_floor, read_scenario, warn_off_stack)
     from ..inputs.stacks import default_stack, stack_label
     from ..serving import behaviour
+    from ..serving.simulate import SimulationWork
     from ..serving.decodings import check_floor_task
     from .search import baseline_decoding, candidate_count, decoding_policy, plan, rank_rows, stack_profile
 
@@ -104,6 +106,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                            f"{candidates:,} candidate deployments x {requests:,} simulated requests",
                            "fewer --requests, or fewer candidates (GPUs, TP sizes, precisions, K/V formats, decodings, "
                            "batch limits)")
+    # one count of preemptions for every model's search, and the rows ranked after them all
+    work = SimulationWork(None if max_candidates is None else limits.MAX_PREEMPTIONS)
     parts, decodings, release, running, stacks, published, chunks, fronts = [], [], {}, {}, {}, {}, {}, {}
     intervals = {}  # each decoding's (receive interval, its source): the one given where its stack's scheduler
     # has one and the decoding streams tokens, else 1
@@ -122,7 +126,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         parts.append(plan(m, traffic, targets, space, pricing, requests=spec.simulation.requests,
                           seed=spec.simulation.seed, efficiency=efficiency, stack=stack, eager=eager, hardware=hardware,
                           baseline=baseline, absurd=absurd, progress=progress, ranked=ranked, prune=prune,
-                          defer=len(spaces) > 1))
+                          defer=len(spaces) > 1, work=work))
     if baseline and any(not d.autoregressive for _, space, _ in spaces for d in space.decodings):
         ar = baseline_decoding()  # the AR baseline's engine, as the header names it
         policy = decoding_policy(stack, efficiency, ar, eager, spec.search.prefill_chunk, chunk_given_as,

@@ -44,6 +44,7 @@ from .replicas import (ABSURD, MEETS, Candidate, Found, Pricing, band_ends, fewe
 from .results import ABSURD_RATIO, Deployment, Targets, mark_absurd, pareto_front, rank_key, usd_per_hour, usd_per_mtok
 from ..serving import behaviour
 from ..serving.behaviour import DEFAULT_REQUESTS, batch_grid
+from ..serving.simulate import SimulationWork
 from ..serving.steptime import Decoding, pass_table, table_passes
 from ..serving.traffic import RequestSample, Traffic, sample_requests, warn_beyond_context
 
@@ -176,7 +177,7 @@ def _table_args(space: SearchSpace, decoding: Decoding, prompts: list[int], canv
 
 def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSample, efficiency: str,
                 stack: str | None, hardware: list[str] | None, eager: bool = False,
-                cached_prompt: float = 0.0) -> tuple[list[Candidate], int]:
+                cached_prompt: float = 0.0, work: SimulationWork | None = None) -> tuple[list[Candidate], int]:
     prompts, canvases = _canvases(decoding, sample)
     answers = [int(v) for v in sample.answer_values]
     stack = behaviour.stack_name(stack, decoding, eager)  # the decoding's engine path unless one is given
@@ -208,7 +209,7 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
                                              drawn[key], pol.first_block_outside_limit,
                                              uncached=1.0 - cached_prompt if caches(pol, t) else 1.0,
                                              front_end=pol.front_end, recv_interval=pol.recv_interval, kv_dtype=kv,
-                                             memory_fits=rt.memory_fits))
+                                             memory_fits=rt.memory_fits, work=work))
     return out, skipped
 
 
@@ -372,7 +373,8 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
          requests: int = DEFAULT_REQUESTS, seed: int = 0, efficiency: str = "realistic",
          stack: str | None = None, eager: bool = False, hardware: list[str] | None = None, baseline: bool = False,
          absurd: bool = False, progress: Callable[[int, int], None] | None = None,
-         ranked: int | None = None, prune: bool = True, defer: bool = False) -> PlanResult:
+         ranked: int | None = None, prune: bool = True, defer: bool = False,
+         work: SimulationWork | None = None) -> PlanResult:
     """Every candidate's cheapest deployment; those meeting the targets ranked by $/Mtok (and
     $/Mtok at capacity). `baseline`: the same model decoded autoregressively beside it;
     `absurd`: search and keep the absurd deployments too (`results.mark_absurd`). `ranked`: the
@@ -381,7 +383,9 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
     `prune=False`: search every candidate to the end (the reference; the same answer, slower);
     `defer`: the deployments meeting the targets are left unranked, without their sustained load
     and band ends, for the caller to rank with other models' (`pending`, `rank_rows`), so that
-    only the rows shown of them all are searched again."""
+    only the rows shown of them all are searched again. `work`: the preemptions its simulations may
+    run, shared with other models' searches (None: its own `limits.MAX_PREEMPTIONS`, read when called)."""
+    work = work if work is not None else SimulationWork(limits.MAX_PREEMPTIONS)
     sample = sample_requests(traffic, requests, seed)
     warn_beyond_context(model.id, model.max_context, sample.prompt_tokens, sample.answer_tokens)
     ar = baseline_decoding()
@@ -402,7 +406,7 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
     for name, decodings in sets:
         for dec in decodings:
             found, n_skip = _candidates(model, space, dec, sample, efficiency, stack, hardware, eager,
-                                        traffic.cached_prompt)
+                                        traffic.cached_prompt, work)
             candidates += [(name, c) for c in found]
             unsupported += n_skip
     # cheapest bound first, so that the cheapest deployment is known early and absurd ones are not searched

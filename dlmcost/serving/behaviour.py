@@ -27,7 +27,8 @@ import numpy as np
 from ..engine.schemes import get_scheme
 from ..errors import DlmcostWarning, UsageError
 from ..inputs.stacks import MAX_API_SERVERS, default_stack, stack_label
-from .simulate import ClassTable, FrontEnd, RequestPasses, SimResult, draw_passes, in_flight_cap, simulate, token_passes
+from .simulate import (ClassTable, FrontEnd, RequestPasses, SimResult, SimulationWork, draw_passes, in_flight_cap,
+                       simulate, token_passes)
 from .simulate.receiving import MAX_RECV_INTERVAL
 from . import memory_binding
 from .steptime import Decoding, PassTable, passes_to_first_output
@@ -400,13 +401,14 @@ def request_passes(rt: RequestTable, request_class: np.ndarray, spread: float = 
 def run(table: ClassTable, request_class: np.ndarray, max_running: int, release: str,
         passes: RequestPasses | None, first_block_outside_limit: bool = False,
         uncached: np.ndarray | None = None, front_end: FrontEnd | None = None, recv_interval: int = 1,
-        **load) -> SimResult:
+        work: SimulationWork | None = None, **load) -> SimResult:
     """One replica serving these requests (`load`: arrivals_s=..., or users=... and think_s=...)
     with a `request_table`'s table and `request_passes`; `uncached`: `uncached_shares`;
-    `front_end`: the policy's (its API servers, before the engine); `recv_interval`: the policy's."""
+    `front_end`: the policy's (its API servers, before the engine); `recv_interval`: the policy's;
+    `work`: the command's count of preemptions (simulate/work.py; None: no limit)."""
     return simulate(table, request_class, max_running, passes=passes, release=release,
                     first_block_outside_limit=first_block_outside_limit, uncached=uncached, front_end=front_end,
-                    recv_interval=recv_interval, **load)
+                    recv_interval=recv_interval, work=work, **load)
 
 
 MAX_CACHED_SHARES = 2_000_000  # shares (one a request sent): a --cached-prompt file's, or a trace's rows

@@ -13,7 +13,7 @@ import numpy as np
 from ...inputs.hardware import GPU
 from ..results import Deployment, Targets, check_targets, joules_per_token, usd_per_hour, usd_per_mtok, usd_per_mtok_range
 from ...serving import behaviour, memory_binding
-from ...serving.simulate import ClassTable, FrontEnd, RequestPasses, in_flight_cap
+from ...serving.simulate import ClassTable, FrontEnd, RequestPasses, SimulationWork, in_flight_cap
 from ...serving.steptime import Decoding
 from ...serving.traffic import RequestSample, Traffic
 
@@ -52,6 +52,8 @@ class Candidate:
     kv_dtype: str = "bf16"  # the K/V cache's number format its table was costed with
     memory_fits: int = 0  # the longest requests its memory holds at their final lengths
     floors: dict = field(default_factory=dict, repr=False)  # _floor_ratio's answers, per (sample, targets)
+    # the preemptions its simulations may still run, shared by the plan's candidates (None: no limit)
+    work: SimulationWork | None = field(default=None, repr=False)
 
     @property
     def in_flight_cap(self) -> int:
@@ -105,7 +107,7 @@ def _serve(c: Candidate, cls: np.ndarray, **load):
     as `serve` serves it."""
     return behaviour.run(c.table, cls, c.max_batch, c.release, c.passes, c.first_block_outside_limit,
                          uncached=c.uncached_shares(len(cls)), front_end=c.front_end,
-                         recv_interval=c.recv_interval, **load)
+                         recv_interval=c.recv_interval, work=c.work, **load)
 
 
 def _run(c: Candidate, sample: RequestSample, traffic: Traffic, replicas: int, *,

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...analysis import limits
 from ...engine.schemes import get_scheme
 from ...errors import UsageError
 from ...inputs.error_bands import band_for
@@ -36,6 +37,7 @@ from ...safe_text import shown
 from .. import behaviour
 from ..behaviour import DEFAULT_MAX_RUNNING, DEFAULT_RELEASE  # serve's defaults, documented here
 from ..loads import ARRIVALS, BatchJob, ClosedLoop, OpenLoop, TraceReplay, check_cv_taken
+from ..simulate import SimulationWork
 from ..targets import Targets
 from ..traffic import CACHED_FROM_TRACE, parse_lengths, warn_beyond_context
 from .bands import FIRST_TOKEN_INTERVALS, INTERVAL_METRICS, intervals
@@ -86,8 +88,10 @@ class Comparison:
 
 def serve(model, loads, setup: Setup | None = None, *, prompt=None, answer=None, targets: Targets | None = None,
           find_max_rate: bool = False, arrival: str = "poisson", cv: float = 1.0, requests: int = DEFAULT_REQUESTS,
-          seed: int = 0, hardware: list[str] | None = None) -> ServeResult:
+          seed: int = 0, hardware: list[str] | None = None, work: SimulationWork | None = None) -> ServeResult:
     """What a fixed deployment delivers under each load (a `loads` object or a list of them).
+    `work`: the preemptions its simulations may run, shared with other deployments' (None: its own
+    `limits.MAX_PREEMPTIONS`, read when called).
 
     Lengths: `prompt` / `answer` as `plan` takes them (a count, percentiles, '@FILE'; prompt default
     256, answer default: the model's sampler length), except for a `TraceReplay`, which brings its
@@ -119,7 +123,8 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=None, answer=None,
         p_d, a_d = parse_lengths(prompt, "prompt lengths"), parse_lengths(answer, "answer lengths")
         lengths = (p_d.sample(rng, n), np.maximum(a_d.sample(rng, n), 1.0))
     warn_beyond_context(spec.id, spec.max_context, *lengths)
-    prep = prepare(spec, lengths, setup, hardware=hardware)
+    work = work if work is not None else SimulationWork(limits.MAX_PREEMPTIONS)
+    prep = prepare(spec, lengths, setup, hardware=hardware, work=work)
     points = [evaluate(prep, ld, requests=requests, seed=seed, targets=targets) for ld in loads]
     flag_memory_binds(prep, loads, points)
     band = band_for(prep.stack, prep.vendor)
@@ -186,11 +191,12 @@ def serve_many(models: list, loads, setups: list[Setup], *, answer=None, **optio
     if answer is None and not any(isinstance(ld, TraceReplay) for ld in (loads if isinstance(loads, list) else [loads])):
         answer = specs[0].sampler.gen if specs[0].sampler else 256
     results = []
+    work = SimulationWork(limits.MAX_PREEMPTIONS)  # one count for every deployment's simulations
     for spec in specs:
         for setup in setups:
             if len(specs) > 1 and own_decoding_is_ar(spec):
                 setup = replace(setup, scheme=None, block=None, tpf=None, steps=None, tpf_spread=None)
-            results.append(serve(spec, loads, setup, answer=answer, **options))
+            results.append(serve(spec, loads, setup, answer=answer, work=work, **options))
     behaviour.warn_if_no_chunks(max((s.prefill_chunk or 0 for s in setups), default=None),
                                 [r.deployment.get("prefill_chunk_tokens") for r in results])
     behaviour.warn_if_no_front_end(next((s.api_servers for s in setups if s.api_servers is not None), None),

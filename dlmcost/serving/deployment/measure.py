@@ -125,7 +125,7 @@ def _simulate_replicas(prep: Prepared, load, cls: np.ndarray, arrivals: np.ndarr
         sub = passes_all.subset(g) if passes_all is not None else None
         r = behaviour.run(prep.table, cls[g], prep.max_running, prep.release, sub, prep.first_block_outside_limit,
                           uncached=None if uncached is None else uncached[g], front_end=prep.front_end,
-                          recv_interval=prep.recv_interval, **kind)
+                          recv_interval=prep.recv_interval, work=prep.work, **kind)
         out.append(_Replica(r, g, _own_units(prep, sub, None if answers is None else answers[g])))
     return out
 

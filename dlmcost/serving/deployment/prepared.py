@@ -21,7 +21,7 @@ from ...inputs.stacks import MAX_RUNNING_REQUESTS
 from ...safe_text import shown
 from .. import behaviour
 from ..costs import IDLE_POWER_FRACTION, price_range
-from ..simulate import RELEASES, ClassTable, FrontEnd
+from ..simulate import RELEASES, ClassTable, FrontEnd, SimulationWork
 from ..steptime import Decoding, pass_table, table_passes
 from ..traffic import LengthDist, RequestSample, length_classes
 
@@ -130,6 +130,8 @@ class Prepared:
     stack: str = ""  # the stack's name (or file) the passes were costed under
     vendor: str | None = None  # the GPU's vendor (its stack's error band may be one vendor's)
     stack_default: bool = False  # no --stack: the decoding's kind's default
+    # the preemptions its simulations may still run, shared by the command's (None: no limit)
+    work: SimulationWork | None = None
 
     @property
     def spread(self) -> float:
@@ -175,8 +177,10 @@ def _decoding(spec, setup: Setup, answers: np.ndarray) -> Decoding:
     return choose_decodings(spec, given, median_answer=median, task=setup.task)[0]
 
 
-def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hardware: list[str] | None = None) -> Prepared:
-    """Cost the deployment's passes for requests of these (prompt, answer) lengths."""
+def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hardware: list[str] | None = None,
+            work: SimulationWork | None = None) -> Prepared:
+    """Cost the deployment's passes for requests of these (prompt, answer) lengths; `work`: the
+    preemptions its simulations may run, shared with the command's others (None: no limit)."""
     from ...analysis.prepare import resolve_stack
     from ...inputs.hardware import HardwareDB
     from ...inputs.models import resolve_model
@@ -226,7 +230,8 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
                     answer_tokens=np.tile(sample.answer_values.astype(float), n_p),
                     prompt_tokens=np.repeat(sample.prompt_values.astype(float), len(answer_vals)),
                     price=price, price_source=price_source, power_w=gpu.board_power_w,
-                    price_low=price_low, price_high=price_high, stack=stack_name, stack_default=setup.stack is None)
+                    price_low=price_low, price_high=price_high, stack=stack_name, stack_default=setup.stack is None,
+                    work=work)
 
 
 def memory_limit(table: ClassTable) -> int | None:

@@ -125,8 +125,9 @@ batches (DLLM_EXTEND, every pass) weigh as prefills, so that engine receives at 
 there whatever R is; `simulate` refuses R > 1 with it.
 
 The modules: tables.py (the classes' tables, the requests' passes, the result), front_end.py (the
-API servers), receiving.py (the receive interval), on_demand.py (the K/V held on demand),
-first_done.py and rounds.py (the two release policies' loops); `simulate` below picks the loop.
+API servers), receiving.py (the receive interval), on_demand.py (the K/V held on demand), work.py
+(the command's limit on preemptions), first_done.py and rounds.py (the two release policies'
+loops); `simulate` below picks the loop.
 """
 
 from __future__ import annotations
@@ -139,24 +140,28 @@ from .first_done import first_done
 from .in_order import MEMORY_LIMIT, _memory_room, _one_kind  # noqa: F401  (tests read the private two)
 from .front_end import FrontEnd
 from .rounds import synchronous_rounds
+from .work import SimulationWork
 from .tables import (MAX_BLOCKS, RELEASES, ClassTable, RequestPasses, SimResult, _prefill_stream,  # noqa: F401
                      class_passes, draw_passes, in_flight_cap, scaled, token_passes, uncached_prompt_tokens)
 
 __all__ = ["MAX_BLOCKS", "RELEASES", "ClassTable", "FrontEnd", "RequestPasses", "SimResult", "class_passes",
-           "draw_passes", "in_flight_cap", "scaled", "simulate", "token_passes", "uncached_prompt_tokens"]
+           "SimulationWork", "draw_passes", "in_flight_cap", "scaled", "simulate", "token_passes",
+           "uncached_prompt_tokens"]
 
 
 def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
              arrivals_s: np.ndarray | None = None, users: int | None = None, think_s: float = 0.0,
              passes: RequestPasses | None = None, release: str = "first-done",
              first_block_outside_limit: bool = False, uncached: np.ndarray | None = None,
-             front_end: FrontEnd | None = None, recv_interval: int = 1) -> SimResult:
+             front_end: FrontEnd | None = None, recv_interval: int = 1,
+             work: SimulationWork | None = None) -> SimResult:
     """Serve requests in order: open loop (`arrivals_s`, sorted) or closed loop (`users`).
     `uncached`: each request's share of its prompt that is not in the prefix cache (None: all of
     every prompt is prefilled; see `uncached_prompt_tokens`). `front_end`: the API servers every
     request passes first (None: none); the result's `arrival_s` are then the send times, which its
     latencies count from, and the engine sees each request at its leaving the front end.
-    `recv_interval`: the scheduler's receive interval (receiving.py; 1: every boundary receives)."""
+    `recv_interval`: the scheduler's receive interval (receiving.py; 1: every boundary receives).
+    `work`: the command's count of preemptions, shared by its simulations (work.py; None: no limit)."""
     if release not in RELEASES:
         raise ValueError(f"release must be one of {RELEASES}, got {release!r}")
     desk = front_end.desk(len(request_class)) if front_end is not None else None
@@ -171,5 +176,5 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
                                arrivals_s, users, think_s, first_block_outside_limit, desk)
     else:
         r = first_done(table, request_class, batch_cap, arrivals_s, users, think_s, passes,
-                       first_block_outside_limit, uncached, desk, recv_interval)
+                       first_block_outside_limit, uncached, desk, recv_interval, work)
     return r if desk is None else replace(r, arrival_s=np.array(desk.sent, float))

@@ -19,12 +19,15 @@ from .in_order import (MEMORY_LIMIT, _first_done_in_order, _fit_whole, _most_run
 from .on_demand import HeldKV
 from .receiving import Receiver
 from .tables import ClassTable, RequestPasses, SimResult, _prefill_stream, in_flight_cap, uncached_prompt_tokens
+from .work import SimulationWork
 
 def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arrivals_s: np.ndarray | None,
                users: int | None, think_s: float, passes: RequestPasses | None, first_block_outside_limit: bool,
-               uncached: np.ndarray | None, desk: _Desk | None, recv_interval: int = 1) -> SimResult:
+               uncached: np.ndarray | None, desk: _Desk | None, recv_interval: int = 1,
+               work: SimulationWork | None = None) -> SimResult:
     """The first-done policy (the package docstring), with the front end's desk (None: requests
-    reach the engine as they are sent) and the scheduler's receive interval (receiving.py)."""
+    reach the engine as they are sent), the scheduler's receive interval (receiving.py) and the
+    command's count of preemptions (work.py; None: no limit)."""
     stream = _prefill_stream(table)
     ahead = first_block_outside_limit
     n = len(request_class)
@@ -100,6 +103,8 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
         requeued = deque()
         preempted = [0] * n  # times each request was preempted
         requeued_s = [0.0] * n  # ... and the time it spent out of the batch (minus its leaving time while out)
+        preemptions = 0  # in all, against what the command may still run
+        allowed = work.left if work is not None else math.inf
 
     # requests arrive in id order (sorted arrivals; a closed loop's users ask again in the order
     # their answers come), so the queue is the ids head..tail - 1: those below `issued` have an
@@ -154,6 +159,9 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
             requeued.appendleft(i)
             preempted[i] += 1
             requeued_s[i] -= now
+            preemptions += 1
+            if preemptions > allowed:
+                work.refuse(share, cls)
         # arrivals up to now join the queue (under a receive interval: up to the last receiving boundary)
         seen = now if recv is None else recv.seen(it, now, b > 0 or head < tail or bool(requeued), arrival[tail])
         if arrival[tail] <= seen:
@@ -304,6 +312,8 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
         if grow and b < never_over:
             kv.rest()  # no K/V question until as many run again
 
+    if grow and work is not None:
+        work.spend(preemptions)
     # iteration number -> time, via the segment each boundary ends
     seg_it_arr, first_it_arr = np.asarray(seg_it), np.asarray(first_it)
     k = np.searchsorted(seg_it_arr, first_it_arr, side="left") - 1
