@@ -55,7 +55,7 @@ MAX_SPAN_S = 1e9  # seconds from the first arrival to the last, after the time s
 MOONCAKE_BLOCK_TOKENS = 512  # prompt tokens a Mooncake hash id stands for
 # hash ids over a whole trace: read into 8 bytes each, but finding the repeats (prefix_hits: the sort,
 # each id's row, place and first row) peaks at about 80 bytes an id, measured: 20M ids took 1.5 GB,
-# 5M 0.4 GB. Mooncake's published traces hold well under 1M (some 20k requests of ~17 blocks)
+# 5M 0.4 GB. Mooncake's published traces hold under 1M (at most some 24k requests of 17-25 blocks on average)
 MAX_HASH_IDS = 5_000_000
 
 FORMATS = {
