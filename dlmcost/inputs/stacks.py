@@ -431,8 +431,13 @@ def read_stack_file(path: Path) -> Stack:
     return validate_stack(_stack_data(path), shown(str(path)))
 
 
+def _read_yaml(path: Path):
+    """A stack file's YAML as read, by the one bounded reader."""
+    return files.read_document(path, limit=MAX_STACK_FILE_BYTES, error=StackFileError, what="stack file", fmt="yaml")
+
+
 def _stack_data(path: Path, seen: tuple[str, ...] = ()) -> dict:
-    data = files.read_document(path, limit=MAX_STACK_FILE_BYTES, error=StackFileError, what="stack file", fmt="yaml")
+    data = _read_yaml(path)
     if not isinstance(data, dict):
         raise StackFileError(f"stack file {shown(str(path))} must be a YAML mapping, got {type(data).__name__}")
     if "extends" not in data:
@@ -456,8 +461,7 @@ def bundled_base(name: str) -> str:
     """The bundled stack a bundled stack extends at the root (`extends:`, followed), else itself:
     the engine whose published measurements its error band is drawn from."""
     for _ in range(MAX_EXTENDS_DEPTH):
-        data = files.read_document(bundled_stack_dir() / f"{name}.yaml", limit=MAX_STACK_FILE_BYTES,
-                                   error=StackFileError, what="stack file", fmt="yaml")
+        data = _read_yaml(bundled_stack_dir() / f"{name}.yaml")
         base = data.get("extends") if isinstance(data, dict) else None
         if not isinstance(base, str):
             return name
