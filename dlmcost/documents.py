@@ -314,6 +314,9 @@ class PlanDeployment(Record):
     preemptions: int = Field(
         0, description="times its simulated replica's measured requests were preempted where K/V allocated as "
                        "tokens come ran out, each recomputed on readmission (serve's preemptions)")
+    step_time_scale: float = Field(
+        1.0, description="its steps as simulated / as predicted: 1, or under --conservative its stack's error band's "
+                         "slower end (intervals' band[1]), every number of the row at that clock")
     intervals: dict[str, Union[list[Optional[float]], str]] = Field(
         description="the search again at the two ends of the stack's error band: gpus, usd_per_mtok, "
                     "p95_latency_s -> [faster end, slower end] (null: no replica count meets the targets there); "
@@ -371,6 +374,8 @@ class PlanSearch(Record):
     stacks: dict[str, str] = Field(description="decoding -> the stack it runs on")
     stack_default: bool = Field(description="true when no --stack was given")
     eager: bool = Field(description="true when every decoding's stack ran without CUDA graphs (--eager)")
+    conservative: bool = Field(False, description="true when every candidate was searched at its stack's error band's "
+                                                  "slower end (--conservative; deployments' step_time_scale)")
     max_running: dict[str, list[int]] = Field(description="decoding -> the running limits searched")
     prefill_chunk_tokens: dict[str, Optional[int]] = Field(
         description="decoding -> its autoregressive prompts' token budget per step beside the running decodes "

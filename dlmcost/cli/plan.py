@@ -49,12 +49,13 @@ targets_options = group("targets", lambda **t: t, TARGET_OPTIONS)
 
 
 def _search(gpu, consumer, tp, precision, kv_dtype, mem_fraction, scheme, block, tpf, steps, max_batch, prefill_chunk, api_servers,
-            recv_interval, task, min_accuracy) -> dict:
+            recv_interval, task, min_accuracy, conservative) -> dict:
     decoding = _decodings(scheme, block, tpf, steps) if any(v is not None for v in (scheme, block, tpf, steps)) else None
     floor = dict([api.parse_floor(min_accuracy)]) if min_accuracy is not None else None
     return dict(gpus=gpu, tp=parse_list(tp, int, "tp"), precisions=parse_list(precision, str, "precision"),
                 kv_dtype=parse_list(kv_dtype, str, "kv-dtype"), mem_fraction=mem_fraction, decoding=decoding, max_batch=parse_list(max_batch, int, "max-batch"),
-                prefill_chunk=prefill_chunk, api_servers=api_servers, recv_interval=recv_interval, consumer=consumer or None, task=task, min_accuracy=floor)
+                prefill_chunk=prefill_chunk, api_servers=api_servers, recv_interval=recv_interval, consumer=consumer or None, task=task, min_accuracy=floor,
+                conservative=conservative or None)
 
 
 SEARCH_OPTIONS = {
@@ -76,6 +77,13 @@ SEARCH_OPTIONS = {
     "recv_interval": (Optional[int], RecvIntervalOpt),
     "task": (Optional[str], TaskOpt),
     "min_accuracy": (Optional[str], MinAccuracyOpt),
+    "conservative": (bool, typer.Option(False, "--conservative",
+                                        help="plan at the slower end of each stack's error band (`dlmcost stacks`): "
+                                             "every step, and each first token further by its own band, as much "
+                                             "slower than predicted as one in ten of the published measurements "
+                                             "the band rests on ran, so that the GPU count and $/Mtok hold where the "
+                                             "predictions have been optimistic; the search, ranking and Pareto front "
+                                             "all at that clock")),
 }
 search_options = group("search", _search, SEARCH_OPTIONS)
 

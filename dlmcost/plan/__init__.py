@@ -191,6 +191,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                          # sglang-dllm, the AR ones on sglang), and the one named, if any
                          stack=stack_label(stack, eager) if stack is not None else "default",
                          eager=eager,  # every decoding's stack run without CUDA graphs
+                         # every candidate searched at its stack's error band's slower end (--conservative)
+                         conservative=space.conservative,
                          # the default GPUs the stack does not run on, and the stack each one's
                          # vendor has of its own (None: none bundled)
                          left_out=[dict(gpu=g.name, vendor=g.vendor, stack=DEFAULT_STACK_BY_VENDOR.get(g.vendor.lower()))
@@ -313,5 +315,5 @@ def _warn_if_band_is_slower(result: PlanResult) -> None:
     warnings.warn(f"the recommended {top.replicas} x {top.gpu} (TP{top.tp}, {top.precision}, {top.decoding}) is likely "
                   f"optimistic: its error band ({shown(iv.get('band_stack', ''))}, {low:.2f}–{high:.2f}×) lies above 1, "
                   f"nine in ten of the published measurements it rests on or more ran slower than predicted{at_ends}, "
-                  f"not {top.gpus}", DlmcostWarning, stacklevel=2)
+                  f"not {top.gpus} (--conservative plans at the bands' slower ends)", DlmcostWarning, stacklevel=2)
 

@@ -68,6 +68,8 @@ class Deployment:
     memory_binds: bool = False
     preemptions: int = 0  # times the simulated replica's measured requests were preempted and recomputed
     memory_fits: int = 0  # the longest requests a replica's memory holds at their final lengths
+    # its steps as simulated / as predicted (1; `plan --conservative`: its stack's error band's slower end)
+    step_time_scale: float = 1.0
     # the search again at the two ends of the stack's error band: gpus, usd_per_mtok, p95_latency_s
     # -> [at the faster end, at the slower end] (None: no replica count meets the targets there)
     intervals: dict = field(default_factory=dict)

@@ -117,6 +117,8 @@ class SearchSpec(BaseModel):
     # (a whole number: `true` and "3" are refused)
     recv_interval: Optional[Annotated[int, Strict()]] = None
     consumer: bool = False  # the default GPU set with workstation and consumer cards too
+    # every candidate at its stack's error band's slower end (`plan --conservative`)
+    conservative: Annotated[bool, Strict()] = False
     # whose published TPF is the default, spelt as the decoding files spell it
     task: Optional[Annotated[str, AfterValidator(task_key)]] = Field(default=None, min_length=1, max_length=100)
     # quality floor: task -> fraction; only the published decodings reaching it are searched
@@ -321,7 +323,8 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
     space = SearchSpace(gpus, sorted(set(tps)), list(dict.fromkeys(precisions)), decodings, sorted(set(max_batches)),
                         left_out, s.prefill_chunk, s.api_servers, list(dict.fromkeys(kv.lower() for kv in kv_dtypes)),
                         DEFAULT_MEM_FRACTION if s.mem_fraction is None else s.mem_fraction,
-                        s.recv_interval)  # None: not given (each candidate's policy: 1, from 'default')
+                        s.recv_interval,  # None: not given (each candidate's policy: 1, from 'default')
+                        conservative=s.conservative)
     power = {g.key: g.board_power_w for g in gpus}
     return space, Pricing(usd, source, power, spec.power_utilisation, low={k: lo for k, (lo, _) in ranges.items()},
                           high={k: hi for k, (_, hi) in ranges.items()})

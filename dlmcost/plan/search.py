@@ -44,7 +44,7 @@ from .replicas import (ABSURD, MEETS, Candidate, Found, Pricing, band_ends, fewe
 from .results import ABSURD_RATIO, Deployment, Targets, mark_absurd, pareto_front, rank_key, usd_per_hour, usd_per_mtok
 from ..serving import behaviour
 from ..serving.behaviour import DEFAULT_REQUESTS, batch_grid
-from ..serving.simulate import SimulationWork
+from ..serving.simulate import SimulationWork, scaled
 from ..serving.steptime import Decoding, pass_table, table_passes
 from ..serving.traffic import RequestSample, Traffic, sample_requests, warn_beyond_context
 
@@ -65,6 +65,8 @@ class SearchSpace:
     kv_dtypes: list[str] = field(default_factory=lambda: ["bf16"])
     mem_fraction: float = DEFAULT_MEM_FRACTION  # the share of each GPU's memory every candidate may use
     recv_interval: int | None = None  # decode iterations between the scheduler's receives (token-streaming decodings'; None: not given, 1)
+    # every candidate at its stack's error band's slower end (`plan --conservative`, `slow_end_clock`)
+    conservative: bool = False
 
 
 @dataclass
@@ -205,12 +207,28 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
                         key = (rt.block_streaming, tuple(t.nfe), tuple(t.lead or ()), tuple(t.blocks or ()))
                         if key not in drawn:
                             drawn[key] = behaviour.request_passes(rt, cls, answers=sample.answer_tokens)
+                        clock, first_block_scale = slow_end_clock(stack, g.vendor) if space.conservative else (1.0, 1.0)
+                        if clock != 1.0:
+                            t = scaled(t, clock)
                         out.append(Candidate(g, prec, tp, decoding, mb, t, tokens, rt.batch_limit, pol.release,
                                              drawn[key], pol.first_block_outside_limit,
                                              uncached=1.0 - cached_prompt if caches(pol, t) else 1.0,
                                              front_end=pol.front_end, recv_interval=pol.recv_interval, kv_dtype=kv,
-                                             memory_fits=rt.memory_fits, work=work))
+                                             memory_fits=rt.memory_fits, work=work, clock=clock,
+                                             first_block_scale=first_block_scale))
     return out, skipped
+
+
+def slow_end_clock(stack: str, vendor: str) -> tuple[float, float]:
+    """`plan --conservative`'s clock for a stack on a vendor's parts: every step as many times as
+    long as predicted as its error band's slower end says (the 90th percentile of predicted /
+    measured speed over the published measurements it was not fitted on: nine in ten of them ran at
+    least that fast), and each first block further by the first-token band's excess there
+    (`ErrorBand.first_token_scales`); (1, 1), the prediction, for a stack without a band."""
+    band = band_for(stack, vendor)
+    if band is None:
+        return 1.0, 1.0
+    return band.high, band.first_token_scales()[1]
 
 
 def candidate_count(space: SearchSpace, baseline: bool = False) -> tuple[int, str]:

@@ -109,7 +109,7 @@ PLAN_CSV_KEYS = ("model", "gpu", "replicas", "tp", "gpus", "precision", "kv_dtyp
                  "memory_fits", "preemptions",
                  "max_batch",  # max_batch: max_running's deprecated alias, for one release
                  *(f"{key}_band_{end}" for key in ("gpus", "usd_per_mtok", "p95_latency_s") for end in ("low", "high")),
-                 "band_stack")
+                 "band_stack", "step_time_scale")
 
 
 def _listed(n: int, word: str, values: list, many: str | None = None) -> str:
@@ -213,6 +213,10 @@ def evidence_lines(p: dict, top: int | None = None) -> list[str]:
         lines.append("error bands: " + ", ".join(band_phrase(k, b["low"], b["high"]) + against_published(b)
                                                  + first_token_phrase(b, basis=False) for k, b in bands.items())
                      + f" ({band_meaning(list(bands.values()))})")
+    if s.get("conservative"):
+        lines.append("planned at each band's slower end (--conservative): every step as many times as long as "
+                     "predicted as the band's upper end, each first token further to its own band's; the rows' "
+                     "numbers are at that clock, their ranges from the band's faster end to it")
     return lines
 
 

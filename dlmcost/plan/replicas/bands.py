@@ -17,7 +17,8 @@ from .queueing import _crossing
 def band_ends(found: Found, sample: RequestSample, traffic: Traffic, targets: Targets, pricing: Pricing,
               band) -> dict:
     """The deployment searched again with every step `band.low` and `band.high` times as long as
-    predicted (the ends of its stack's error band): the fewest GPUs meeting the targets at each
+    predicted (the ends of its stack's error band; a candidate already at another clock, as under
+    `plan --conservative`, is moved by the ratio): the fewest GPUs meeting the targets at each
     end, and its $/Mtok and p95 latency there; None at an end where no replica count meets them.
     A replica whose every step takes k times as long saturates at exactly 1/k of the capacity (the
     same run in a slower clock), so that is not simulated again. A first-block target is held
@@ -26,20 +27,22 @@ def band_ends(found: Found, sample: RequestSample, traffic: Traffic, targets: Ta
     from dataclasses import replace
 
     ends = []
-    replicas = found.deployment.replicas  # the fewest meeting the targets at the predicted clock: one fewer misses
+    c = found.candidate  # its steps `c.clock` times as long as predicted, its first blocks `c.first_block_scale` further
+    replicas = found.deployment.replicas  # the fewest meeting the targets at the candidate's clock: one fewer misses
     for factor, first_token in zip((band.low, band.high), band.first_token_scales()):
         if ends and ends[0] is None:  # none met them at the faster end: none meets them at the slower
             ends.append(None)
             continue
-        moved = replace(found.candidate, table=scaled(found.candidate.table, factor), floors={})
+        step, first = factor / c.clock, first_token / c.first_block_scale  # against the found's own clock
+        moved = replace(c, table=scaled(c.table, step), floors={}, clock=factor, first_block_scale=1.0)
         held = targets if targets.p95_first_block_s is None else \
             replace(targets, p95_first_block_s=targets.p95_first_block_s / first_token)
-        guess = _first_guess(found, moved, sample, traffic, held, factor)
+        guess = _first_guess(found, moved, sample, traffic, held, step)
         # meeting the targets only gets harder as every step and first token slows: what missed at a
-        # faster clock (the prediction, the faster end) misses here, what met at a slower one meets
-        slower, faster = factor >= 1 and factor * first_token >= 1, factor <= 1 and factor * first_token <= 1
+        # faster clock (the found's, the faster end) misses here, what met at a slower one meets
+        slower, faster = step >= 1 and step * first >= 1, step <= 1 and step * first <= 1
         known_fail = max(replicas - 1 if slower else 0, ends[0].replicas - 1 if ends else 0)
-        at_end = _search_replicas(moved, sample, traffic, held, pricing, found.capacity / factor, None, guess,
+        at_end = _search_replicas(moved, sample, traffic, held, pricing, found.capacity / step, None, guess,
                                   known_fail, replicas if faster and found.deployment.meets else None)
         ends.append(at_end.deployment if isinstance(at_end, Found) and at_end.deployment.meets else None)
 

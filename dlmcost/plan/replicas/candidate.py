@@ -54,6 +54,10 @@ class Candidate:
     floors: dict = field(default_factory=dict, repr=False)  # _floor_ratio's answers, per (sample, targets)
     # the preemptions its simulations may still run, shared by the plan's candidates (None: no limit)
     work: SimulationWork | None = field(default=None, repr=False)
+    # how many times as long as predicted its table's steps are (1: the prediction; `plan --conservative`:
+    # its stack's error band's slower end), and its first blocks further (the first-token band's excess)
+    clock: float = 1.0
+    first_block_scale: float = 1.0
 
     @property
     def in_flight_cap(self) -> int:
@@ -187,7 +191,7 @@ def _deployment(c: Candidate, ev: ReplicaRun, replicas: int, capacity_rps: float
         gpu=c.gpu.name, gpu_key=c.gpu.key, replicas=replicas, tp=c.tp, precision=c.precision,
         scheme=c.decoding.scheme, block=c.decoding.block, tpf=None if c.decoding.autoregressive else c.decoding.tpf,
         decoding=c.decoding.label, max_batch=c.batch_limit,
-        p50_latency_s=p50, p95_latency_s=p95, p99_latency_s=p99, p95_first_block_s=float(np.percentile(ev.ttfb, 95)),
+        p50_latency_s=p50, p95_latency_s=p95, p99_latency_s=p99, p95_first_block_s=float(np.percentile(ev.ttfb, 95)) * c.first_block_scale,
         tokens_per_s_per_user=float(np.median(ev.tokens / ev.latency)),
         served_rps=served, capacity_rps=cap_total, headroom=cap_total / served - 1 if served > 0 else math.inf,
         usd_per_hour=hour, usd_per_mtok=usd_per_mtok(hour, out_tok_s) if hour is not None else None,
@@ -204,5 +208,6 @@ def _deployment(c: Candidate, ev: ReplicaRun, replicas: int, capacity_rps: float
                       and memory_binding.peak_binds(ev.most_running, ev.memory_held, c.in_flight_cap))
     d.preemptions = ev.preemptions
     d.memory_fits = c.memory_fits
+    d.step_time_scale = c.clock
     d.misses = check_targets(d, targets)
     return d

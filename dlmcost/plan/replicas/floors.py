@@ -85,7 +85,7 @@ def _lone_ratio(c: Candidate, sample: RequestSample, targets: Targets) -> float:
     latency, first = latency[w], first[w]
     p50, p95, p99 = _percentiles(latency, [50, 95, 99])
     values = dict(p50_latency_s=p50, p95_latency_s=p95, p99_latency_s=p99,
-                  p95_first_block_s=_percentiles(first, [95])[0])
+                  p95_first_block_s=_percentiles(first, [95])[0] * c.first_block_scale)
     ratios = [values[name] / getattr(targets, name) for name in LATENCY_TARGETS if getattr(targets, name)]
     if targets.min_tokens_per_s_per_user:
         tokens = c.answer_tokens[request_classes(sample)[w]]
