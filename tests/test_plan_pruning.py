@@ -117,7 +117,7 @@ def test_the_grid_prunes_each_way():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(search, "fewest_replicas", fewest)
         mp.setattr(search, "sustained_rps", sustained)
-        for case in ("mdm-beside-dual-cache", "tight-lone-requests", "two-models"):
+        for case in ("mdm-beside-dual-cache", "tight-lone-requests", "two-models", "tokens-per-forward"):
             models, overrides, options = CASES[case]
             fewest.reset_mock(), sustained.reset_mock(), found.clear()
             result = plan.run(None, overrides, model=models, ranked=TOP, **options)

@@ -318,7 +318,7 @@ def test_vendor_bands_are_each_vendors_own_numbers(marked):
             assert (f["low"], f["median"], f["high"]) == percentiles(own_first if len(own_first) >= six
                                                                      else every(v, first)), (name, v)
     amd, nvidia = bands["sglang"]["vendors"]["amd"], bands["sglang"]["vendors"]["nvidia"]
-    assert amd["low"] > 1.5 and nvidia["high"] < bands["sglang"]["high"]
+    assert amd["low"] > 1 and amd["median"] > 1.3 and nvidia["high"] < bands["sglang"]["high"]
     assert "jax-tpu" in bands and "vendors" not in bands["jax-tpu"]  # it runs on neither vendor's parts
 
 
