@@ -1405,3 +1405,20 @@ def test_an_existing_file_dlmcost_did_not_write_is_not_replaced(fails, tmp_path,
     check_output_file(str(ours), "--out", own_only=True)
     (tmp_path / "empty").touch()
     check_output_file(str(tmp_path / "empty"), "--out", own_only=True)
+
+
+def test_calibrate_and_measure_do_not_write_over_the_measurements(fails, tmp_path):
+    # `calibrate points.yaml -o points.yaml` (a file `measure` wrote, so dlmcost's own) replaced the
+    # measurements with the fitted stack, and `measure --out f --profile-out f` the same in one run
+    points = tmp_path / "points.yaml"
+    text = "# Written by `dlmcost measure`.\npoints: []\n"
+    points.write_text(text)
+    (tmp_path / "link.yaml").symlink_to(points)
+    for out in (points, tmp_path / "link.yaml", tmp_path / "." / "points.yaml"):
+        assert "is the measurements file it reads" in fails("calibrate", points, "-o", out, code=errors.EXIT_USAGE)
+    assert points.read_text() == text
+    new = tmp_path / "new.yaml"  # neither there yet: the same name is refused before any timing
+    (tmp_path / "sub").mkdir()
+    message = fails("measure", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--out", new, "--profile-out",
+                    tmp_path / "sub" / ".." / "new.yaml", code=errors.EXIT_USAGE)
+    assert "is the --out file the measurements go to" in message and not new.exists()
