@@ -72,6 +72,7 @@ def test_a_users_file_over_a_bundled_stack(tmp_path, run):
     ("extends: [sglang]\nname: x\n", "extends: '['sglang']' is no bundled stack"),
     ("extends: sglang\n", "a stack that extends sglang needs a name of its own"),
     ("extends: sglang\nname: sglang\n", "a stack that extends sglang needs a name of its own"),
+    ("extends: sglang\nname: vllm\n", "not the bundled vllm's"),  # printed "stack": "vllm" for sglang's numbers
     ("extends: sglang\nname: x\nhost: {us_per_layer: -1}\n", "us_per_layer"),
 ])
 def test_a_file_that_cannot_extend_gets_one_line(tmp_path, run, text, says):

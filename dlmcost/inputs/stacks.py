@@ -450,9 +450,15 @@ def _stack_data(path: Path, seen: tuple[str, ...] = ()) -> dict:
     if base in seen or len(seen) >= MAX_EXTENDS_DEPTH:
         raise StackFileError(f"stack file {shown(str(path))}: extends: {' -> '.join((*seen, base))} goes round "
                              f"or deeper than {MAX_EXTENDS_DEPTH} stacks")
+    # of its own: not the base's, nor another bundled stack's (`extends: sglang`, `name: vllm` printed
+    # "stack": "vllm" for sglang's numbers and the file's)
     if not isinstance(data.get("name"), str) or data["name"] == base:
         raise StackFileError(f"stack file {shown(str(path))}: a stack that extends {base} needs a name of its own "
                              f"(`name:`), or its outputs and error band would pass for {base}'s")
+    own_file = bundled_stack_dir() / f"{data['name']}.yaml"
+    if data["name"] in names and Path(path).resolve() != own_file.resolve():  # (a bundled one is itself)
+        raise StackFileError(f"stack file {shown(str(path))}: a stack that extends {base} needs a name of its own "
+                             f"(`name:`), not the bundled {data['name']}'s, or its outputs would pass for that stack's")
     parent = _stack_data(bundled_stack_dir() / f"{base}.yaml", (*seen, base))
     return extended(parent, {k: v for k, v in data.items() if k != "extends"})
 
