@@ -395,6 +395,8 @@ def check_stack_name(name: str, option: str = "--name") -> None:
     if name.endswith(EAGER_SUFFIX):
         raise UsageError(f"{option}: '{shown(name)}' ends in '{EAGER_SUFFIX.strip()}', the mark --eager gives a "
                          "stack's name")
+    if name in bundled_stack_names() or name == STACK_NONE:  # its outputs would pass for the bundled stack's
+        raise UsageError(f"{option}: '{shown(name)}' is a bundled stack's name: the fitted stack needs one of its own")
 
 
 def stack_label(name: str, eager: bool) -> str:
