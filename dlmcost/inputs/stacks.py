@@ -49,6 +49,10 @@ MAX_RUNNING_REQUESTS = 4096
 MAX_API_SERVERS = 1024
 # a validation point's id ("serving:" before the ids of points under load); a trailing "*" stands for
 # every point whose id begins with what precedes it (a fit over a whole published corpus)
+# an efficiency's floor: a time is divided by it, and 5e-324 made every pass take inf seconds (exit 3,
+# "the result.results.ops.time_share came out as nan") where the file's field should be named; as low
+# as a calibration's fit can go (its log-parameters stop at -20: e^-20 = 2e-9 of the start)
+MIN_EFFICIENCY = 1e-12
 PointId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[a-z0-9:._-]+\*?$")]
 
 
@@ -146,8 +150,8 @@ class GemmCurve(BaseModel):
     @field_validator("efficiency")
     @classmethod
     def _fractions(cls, v: list[float]) -> list[float]:
-        if any(not (0 < e <= 1) for e in v):
-            raise ValueError("every efficiency must be in (0, 1]")
+        if any(not (MIN_EFFICIENCY <= e <= 1) for e in v):
+            raise ValueError(f"every efficiency must be in [{MIN_EFFICIENCY:g}, 1]")
         return v
 
     @model_validator(mode="after")
@@ -172,7 +176,7 @@ class FusedMoE(BaseModel):
     depth_overhead: float = Field(ge=0, le=100)
     # its rate with fp8 weights (block-scaled: scales applied inside the loop over K) as a share of the
     # hardware's fp8 GEMM rate
-    fp8_rate: float = Field(default=1.0, gt=0, le=1)
+    fp8_rate: float = Field(default=1.0, ge=MIN_EFFICIENCY, le=1)
 
 
 # predicted / measured speed at least this: the band's ends scale the step times, and one of 5e-324
@@ -242,7 +246,7 @@ class Stack(BaseModel):
     description: str = Field(default="", max_length=1000)
     host: HostCost
     gemm_efficiency: GemmCurve
-    attention_efficiency: float = Field(gt=0, le=1)  # fraction of the hardware's bf16 GEMM efficiency
+    attention_efficiency: float = Field(ge=MIN_EFFICIENCY, le=1)  # fraction of the hardware's bf16 GEMM efficiency
     # keys' worth of work each query row costs its attention kernel beyond the keys it reads (its
     # tiles' prologue and epilogue, the masked diagonal): attention runs at attention_efficiency x
     # k / (k + attention_keys_overhead) for k keys per query (stack_time.keys_term); 0: no such term
