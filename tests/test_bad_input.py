@@ -900,15 +900,19 @@ def test_hostile_values_in_a_stack_files_new_blocks(fails, tmp_path, over, field
 
 @pytest.mark.parametrize("command", [["serve", "--rate", "2", "--requests", "100"],
                                      ["plan", "--rate", "1", "--tp", "1", "--precision", "bf16", "--requests", "100"]])
-def test_a_stack_efficiency_that_overflows_a_pass_time_is_refused(fails, tmp_path, command):
-    """A GEMM efficiency of 5e-324 is in (0, 1] but makes a pass take inf seconds: serve and plan
-    simulated those passes for ever (a hang); they refuse the table, as analyze refuses an inf."""
-    from dlmcost.inputs.stacks import bundled_stack_dir
+def test_a_stack_efficiency_that_overflows_a_pass_time_is_refused(fails, tmp_path, command, monkeypatch):
+    """A GEMM efficiency of 5e-324 makes a pass take inf seconds: serve and plan simulated those
+    passes for ever (a hang). The file is refused, naming the field (efficiencies are at least
+    1e-12); below that floor, the simulation refuses the table, as analyze refuses an inf."""
+    from dlmcost.inputs import stacks
     import yaml
 
-    data = yaml.safe_load((bundled_stack_dir() / "vllm.yaml").read_text())
+    data = yaml.safe_load((stacks.bundled_stack_dir() / "vllm.yaml").read_text())
     data["gemm_efficiency"]["efficiency"] = [5e-324] * len(data["gemm_efficiency"]["rows"])
     path = _stack_file(tmp_path, gemm_efficiency=data["gemm_efficiency"])
+    message = fails(*command, "--gpu", "h100", "--stack", path, code=errors.HardwareFileError.exit_code)
+    assert "field 'gemm_efficiency.efficiency': Value error, every efficiency must be in [1e-12, 1]" in message
+    monkeypatch.setattr(stacks, "MIN_EFFICIENCY", 0.0)  # the simulation's own guard, for what else may overflow
     message = fails(*command, "--gpu", "h100", "--stack", path, code=errors.WorkloadError.exit_code)
     assert message == "error: a pass time on H100 SXM came out as inf (an overflow): inputs at the edge of their ranges?"
 
@@ -1423,3 +1427,12 @@ def test_calibrate_and_measure_do_not_write_over_the_measurements(fails, tmp_pat
     message = fails("measure", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--out", new, "--profile-out",
                     tmp_path / "sub" / ".." / "new.yaml", code=errors.EXIT_USAGE)
     assert "is the --out file the measurements go to" in message and not new.exists()
+
+
+def test_plan_on_a_stack_that_runs_on_no_priced_part_says_so(fails, tmp_path):
+    # it said "no GPU with a price to plan on; give --price NAME=USD", which could not help
+    stack = tmp_path / "elsewhere.yaml"
+    stack.write_text("extends: sglang\nname: elsewhere\nruns_on: [nonesuch]\nsources: {runs_on: a test}\n")
+    message = fails("plan", "--rate", "1", "--stack", stack, code=errors.EXIT_USAGE)
+    assert message == ("error: the elsewhere stack runs on none of the priced GPUs (its runs_on: nonesuch): "
+                       "name the GPUs to plan on with --gpu")
