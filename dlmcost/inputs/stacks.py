@@ -462,9 +462,11 @@ def _stack_data(path: Path, seen: tuple[str, ...] = ()) -> dict:
         raise StackFileError(f"stack file {shown(str(path))}: a stack that extends {base} needs a name of its own "
                              f"(`name:`), or its outputs and error band would pass for {base}'s")
     own_file = bundled_stack_dir() / f"{data['name']}.yaml"
-    if data["name"] in names and Path(path).resolve() != own_file.resolve():  # (a bundled one is itself)
+    if data["name"] == STACK_NONE or (data["name"] in names and Path(path).resolve() != own_file.resolve()):
+        # (a bundled file is itself; `none` is the bare roofline's name)
         raise StackFileError(f"stack file {shown(str(path))}: a stack that extends {base} needs a name of its own "
-                             f"(`name:`), not the bundled {data['name']}'s, or its outputs would pass for that stack's")
+                             f"(`name:`), not '{shown(data['name'], 40)}', which names a bundled stack (`none`: the bare "
+                             "roofline): its outputs would pass for that one's")
     parent = _stack_data(bundled_stack_dir() / f"{base}.yaml", (*seen, base))
     return extended(parent, {k: v for k, v in data.items() if k != "extends"})
 
