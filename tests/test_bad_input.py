@@ -1054,6 +1054,7 @@ def test_a_scenario_cannot_print_the_first_word_of_a_file_it_names(fails, tmp_pa
 
 @pytest.mark.parametrize("name, said", [
     ("mine (eager)", "--name: 'mine (eager)' ends in '(eager)'"),
+    ("mine (eager) ", "--name: 'mine (eager) ' ends in '(eager)'"),
     ("x" * 101, "--name: a stack's name has 1 to 100 characters, got 101"),
     ("", "--name: a stack's name has 1 to 100 characters, got 0"),  # was read as the default, "calibrated"
     ("sglang", "--name: 'sglang' is a bundled stack's name"),  # its outputs printed "stack: sglang"

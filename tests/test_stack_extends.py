@@ -73,6 +73,7 @@ def test_a_users_file_over_a_bundled_stack(tmp_path, run):
     ("extends: sglang\n", "a stack that extends sglang needs a name of its own"),
     ("extends: sglang\nname: sglang\n", "a stack that extends sglang needs a name of its own"),
     ("extends: sglang\nname: vllm\n", "not 'vllm', which names a bundled stack"),  # printed "stack": "vllm" for sglang's numbers
+    ("extends: sglang\nname: \"mine (eager)\\t\"\n", "the mark --eager gives"),  # printed as if run eagerly
     ("extends: sglang\nname: none\n", "not 'none', which names a bundled stack (`none`: the bare roofline)"),  # the bare roofline's name
     ("extends: sglang\nname: x\nhost: {us_per_layer: -1}\n", "us_per_layer"),
     # a time is divided by each: 5e-324 made every pass inf (exit 3, naming no field of the file)

@@ -321,7 +321,7 @@ class Stack(BaseModel):
     def _not_marked_eager(cls, v: str) -> str:
         # the mark the outputs give a stack run with --eager (`run_eagerly`): a file's own name
         # carrying it would print "(eager)" on a stack run with CUDA graphs
-        if v.endswith(EAGER_SUFFIX):
+        if marked_eager(v):
             raise ValueError(f"ends in '{EAGER_SUFFIX.strip()}', the mark --eager gives a stack's name "
                              "(an eager profile is the file's `eager:` block)")
         return v
@@ -396,11 +396,17 @@ def check_stack_name(name: str, option: str = "--name") -> None:
     before any work, so that a fit is not run only for its stack to be refused."""
     if not 1 <= len(name) <= MAX_NAME_CHARS:
         raise UsageError(f"{option}: a stack's name has 1 to {MAX_NAME_CHARS} characters, got {len(name):,}")
-    if name.endswith(EAGER_SUFFIX):
+    if marked_eager(name):
         raise UsageError(f"{option}: '{shown(name)}' ends in '{EAGER_SUFFIX.strip()}', the mark --eager gives a "
                          "stack's name")
     if name in bundled_stack_names() or name == STACK_NONE:  # its outputs would pass for the bundled stack's
         raise UsageError(f"{option}: '{shown(name)}' is a bundled stack's name: the fitted stack needs one of its own")
+
+
+def marked_eager(name: str) -> bool:
+    """Whether a name ends in the --eager mark, spaces after it too (`mine (eager) ` printed as a
+    stack run eagerly: "stack": "mine (eager) " in the JSON)."""
+    return name.rstrip().endswith(EAGER_SUFFIX)
 
 
 def stack_label(name: str, eager: bool) -> str:
