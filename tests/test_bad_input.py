@@ -900,15 +900,19 @@ def test_hostile_values_in_a_stack_files_new_blocks(fails, tmp_path, over, field
 
 @pytest.mark.parametrize("command", [["serve", "--rate", "2", "--requests", "100"],
                                      ["plan", "--rate", "1", "--tp", "1", "--precision", "bf16", "--requests", "100"]])
-def test_a_stack_efficiency_that_overflows_a_pass_time_is_refused(fails, tmp_path, command):
-    """A GEMM efficiency of 5e-324 is in (0, 1] but makes a pass take inf seconds: serve and plan
-    simulated those passes for ever (a hang); they refuse the table, as analyze refuses an inf."""
-    from dlmcost.inputs.stacks import bundled_stack_dir
+def test_a_stack_efficiency_that_overflows_a_pass_time_is_refused(fails, tmp_path, command, monkeypatch):
+    """A GEMM efficiency of 5e-324 makes a pass take inf seconds: serve and plan simulated those
+    passes for ever (a hang). The file is refused, naming the field (efficiencies are at least
+    1e-12); below that floor, the simulation refuses the table, as analyze refuses an inf."""
+    from dlmcost.inputs import stacks
     import yaml
 
-    data = yaml.safe_load((bundled_stack_dir() / "vllm.yaml").read_text())
+    data = yaml.safe_load((stacks.bundled_stack_dir() / "vllm.yaml").read_text())
     data["gemm_efficiency"]["efficiency"] = [5e-324] * len(data["gemm_efficiency"]["rows"])
     path = _stack_file(tmp_path, gemm_efficiency=data["gemm_efficiency"])
+    message = fails(*command, "--gpu", "h100", "--stack", path, code=errors.HardwareFileError.exit_code)
+    assert "field 'gemm_efficiency.efficiency': Value error, every efficiency must be in [1e-12, 1]" in message
+    monkeypatch.setattr(stacks, "MIN_EFFICIENCY", 0.0)  # the simulation's own guard, for what else may overflow
     message = fails(*command, "--gpu", "h100", "--stack", path, code=errors.WorkloadError.exit_code)
     assert message == "error: a pass time on H100 SXM came out as inf (an overflow): inputs at the edge of their ranges?"
 
@@ -1050,8 +1054,10 @@ def test_a_scenario_cannot_print_the_first_word_of_a_file_it_names(fails, tmp_pa
 
 @pytest.mark.parametrize("name, said", [
     ("mine (eager)", "--name: 'mine (eager)' ends in '(eager)'"),
+    ("mine (eager) ", "--name: 'mine (eager) ' ends in '(eager)'"),
     ("x" * 101, "--name: a stack's name has 1 to 100 characters, got 101"),
     ("", "--name: a stack's name has 1 to 100 characters, got 0"),  # was read as the default, "calibrated"
+    ("sglang", "--name: 'sglang' is a bundled stack's name"),  # its outputs printed "stack: sglang"
 ])
 def test_calibrate_refuses_a_name_its_stack_file_could_not_carry_before_any_work(fails, tmp_path, name, said):
     # the name was checked when the fitted stack was built, after the fit: exit 5, "stack file
@@ -1405,3 +1411,29 @@ def test_an_existing_file_dlmcost_did_not_write_is_not_replaced(fails, tmp_path,
     check_output_file(str(ours), "--out", own_only=True)
     (tmp_path / "empty").touch()
     check_output_file(str(tmp_path / "empty"), "--out", own_only=True)
+
+
+def test_calibrate_and_measure_do_not_write_over_the_measurements(fails, tmp_path):
+    # `calibrate points.yaml -o points.yaml` (a file `measure` wrote, so dlmcost's own) replaced the
+    # measurements with the fitted stack, and `measure --out f --profile-out f` the same in one run
+    points = tmp_path / "points.yaml"
+    text = "# Written by `dlmcost measure`.\npoints: []\n"
+    points.write_text(text)
+    (tmp_path / "link.yaml").symlink_to(points)
+    for out in (points, tmp_path / "link.yaml", tmp_path / "." / "points.yaml"):
+        assert "is the measurements file it reads" in fails("calibrate", points, "-o", out, code=errors.EXIT_USAGE)
+    assert points.read_text() == text
+    new = tmp_path / "new.yaml"  # neither there yet: the same name is refused before any timing
+    (tmp_path / "sub").mkdir()
+    message = fails("measure", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--out", new, "--profile-out",
+                    tmp_path / "sub" / ".." / "new.yaml", code=errors.EXIT_USAGE)
+    assert "is the --out file the measurements go to" in message and not new.exists()
+
+
+def test_plan_on_a_stack_that_runs_on_no_priced_part_says_so(fails, tmp_path):
+    # it said "no GPU with a price to plan on; give --price NAME=USD", which could not help
+    stack = tmp_path / "elsewhere.yaml"
+    stack.write_text("extends: sglang\nname: elsewhere\nruns_on: [nonesuch]\nsources: {runs_on: a test}\n")
+    message = fails("plan", "--rate", "1", "--stack", stack, code=errors.EXIT_USAGE)
+    assert message == ("error: the elsewhere stack runs on none of the priced GPUs (its runs_on: nonesuch): "
+                       "name the GPUs to plan on with --gpu")

@@ -72,7 +72,14 @@ def test_a_users_file_over_a_bundled_stack(tmp_path, run):
     ("extends: [sglang]\nname: x\n", "extends: '['sglang']' is no bundled stack"),
     ("extends: sglang\n", "a stack that extends sglang needs a name of its own"),
     ("extends: sglang\nname: sglang\n", "a stack that extends sglang needs a name of its own"),
+    ("extends: sglang\nname: vllm\n", "not 'vllm', which names a bundled stack"),  # printed "stack": "vllm" for sglang's numbers
+    ("extends: sglang\nname: \"mine (eager)\\t\"\n", "the mark --eager gives"),  # printed as if run eagerly
+    ("extends: sglang\nname: none\n", "not 'none', which names a bundled stack (`none`: the bare roofline)"),  # the bare roofline's name
     ("extends: sglang\nname: x\nhost: {us_per_layer: -1}\n", "us_per_layer"),
+    # a time is divided by each: 5e-324 made every pass inf (exit 3, naming no field of the file)
+    ("extends: sglang\nname: x\nattention_efficiency: 5.0e-324\n", "field 'attention_efficiency'"),
+    ("extends: sglang\nname: x\ngemm_efficiency: {rows: [1.0], efficiency: [5.0e-324]}\n", "in [1e-12, 1]"),
+    ("extends: sglang\nname: x\nfused_moe: {fp8_rate: 5.0e-324}\n", "field 'fused_moe.fp8_rate'"),
 ])
 def test_a_file_that_cannot_extend_gets_one_line(tmp_path, run, text, says):
     f = tmp_path / "bad.yaml"

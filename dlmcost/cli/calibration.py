@@ -9,7 +9,7 @@ from ..render.output import Output
 from .app import app
 from .options import FormatOpt, HardwareOpt, TpfOpt, check_format, parse_list
 from .output import progress_bar
-from .output_paths import check_output_file
+from .output_paths import check_not_the_same, check_output_file
 
 FITTING = "calibrating: fit iterations"
 
@@ -28,10 +28,12 @@ def calibrate(
     """Fit a stack profile's free parameters to measured times (least squares on log time)."""
     check_format(fmt)
     check_output_file(out, "--out", own_only=True)
+    measurements = api.locate_example(measurements)
+    check_not_the_same(out, "--out", measurements, "the measurements file it reads")
     from ..render.report_stacks import render_calibration
 
     with progress_bar(FITTING) as bar:
-        result = api.calibrate_file(api.locate_example(measurements), stack=stack, fit=fit, name=name, only=only,
+        result = api.calibrate_file(measurements, stack=stack, fit=fit, name=name, only=only,
                                     hardware=hardware, out=out, progress=bar)
     render_calibration(result, out, fmt, Output.stdout())
 
@@ -63,6 +65,8 @@ def measure(
     for path, option in ((out, "--out"), (profile_out, "--profile-out")):
         if path is not None:
             check_output_file(path, option, own_only=True)
+    if out is not None and profile_out is not None:
+        check_not_the_same(profile_out, "--profile-out", out, "the --out file the measurements go to")
     from ..render.report_stacks import render_calibration, render_measure, render_measurements
 
     workload = dict(scheme=scheme, prompt=prompt, gen=gen, steps=steps, tpf=tpf, block=block)

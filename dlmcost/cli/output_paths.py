@@ -59,6 +59,21 @@ def check_output_file(path: str, what: str, own_only: bool = False) -> None:
                      f"'{OWN_FILE_HEADER.decode()}...'): remove it first or choose another name")
 
 
+def check_not_the_same(path: str, what: str, other: str | None, other_what: str) -> None:
+    """Raise `UsageError` when `path` names the same file as `other` (through a link, or spelt
+    another way): `calibrate points.yaml -o points.yaml` replaced the measurements it read with the
+    stack it fitted, and `measure --out f --profile-out f` the measurements with the stack."""
+    if other is None:
+        return
+    try:
+        same = os.path.samefile(path, other)
+    except (OSError, ValueError):  # one of them not there yet: the same name, once links are followed
+        same = os.path.realpath(path) == os.path.realpath(other)
+    if same:
+        raise UsageError(f"{what}: '{shown(path)}' is {other_what}: writing there would replace it; "
+                         "choose another name")
+
+
 def _written_by_dlmcost(path: str) -> bool:
     try:
         with open(path, "rb") as f:

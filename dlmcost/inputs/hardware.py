@@ -13,7 +13,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, StringConstraints, ValidationError, field_validator, model_validator
 
 from . import files
 from .bundled import bundled_hardware_dir  # noqa: F401  (the database's folder; importers read it here)
@@ -31,6 +31,10 @@ HARDWARE_ENV = "DLMCOST_HARDWARE"
 # tiny value like 5e-324 cannot overflow the arithmetic to inf.
 Number = Annotated[float, Strict()]
 MIN_FRACTION = 0.01  # an achievable fraction of a peak below 1% is a typo
+# a GPU's name or alias: something to type after --gpu and to print in a table's column (a name of
+# spaces alone printed blank, one of 500,000 characters filled every table and warning)
+MAX_GPU_NAME_CHARS = 100
+GpuName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_GPU_NAME_CHARS)]
 
 
 class MeasuredStreaming(BaseModel):
@@ -111,9 +115,9 @@ class Price(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    usd: float = Field(gt=0, le=1000)
-    low: float | None = Field(default=None, gt=0, le=1000)
-    high: float | None = Field(default=None, gt=0, le=1000)
+    usd: Number = Field(gt=0, le=1000)
+    low: Number | None = Field(default=None, gt=0, le=1000)
+    high: Number | None = Field(default=None, gt=0, le=1000)
     as_of: str = Field(min_length=4)  # date of the source snapshot, e.g. 2026-09-25
     source: str = Field(min_length=1)
     estimate: bool = True  # list prices move often (2025-2026 saw cuts and rises): never a constant
@@ -145,8 +149,8 @@ class GPU(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    name: str = Field(min_length=1)
-    aliases: list[str] = []
+    name: GpuName
+    aliases: list[GpuName] = Field(default=[], max_length=64)
     vendor: str
     status: Literal["verified", "corroborated", "estimated", "provisional"]
     memory_gb: Number | None = Field(default=None, ge=0.1, le=100_000)  # vendor GB (1e9 bytes)
@@ -158,7 +162,7 @@ class GPU(BaseModel):
     sources: dict[str, str]
     notes: str = ""
     price_per_hour: Price | None = None  # per GPU; None: no public price (plan needs --price)
-    board_power_w: float | None = Field(default=None, gt=0, le=100_000)  # vendor envelope (TDP/TBP)
+    board_power_w: Number | None = Field(default=None, gt=0, le=100_000)  # vendor envelope (TDP/TBP)
     # the market the vendor sells the card in: `plan` searches data-centre parts unless asked
     segment: Literal["datacenter", "workstation", "consumer"] = "datacenter"
     # what one is called in a sentence ("4 chips"): TPUs and Trainium are chips, Gaudi an accelerator

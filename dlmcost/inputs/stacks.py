@@ -49,6 +49,10 @@ MAX_RUNNING_REQUESTS = 4096
 MAX_API_SERVERS = 1024
 # a validation point's id ("serving:" before the ids of points under load); a trailing "*" stands for
 # every point whose id begins with what precedes it (a fit over a whole published corpus)
+# an efficiency's floor: a time is divided by it, and 5e-324 made every pass take inf seconds (exit 3,
+# "the result.results.ops.time_share came out as nan") where the file's field should be named; as low
+# as a calibration's fit can go (its log-parameters stop at -20: e^-20 = 2e-9 of the start)
+MIN_EFFICIENCY = 1e-12
 PointId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[a-z0-9:._-]+\*?$")]
 
 
@@ -146,8 +150,8 @@ class GemmCurve(BaseModel):
     @field_validator("efficiency")
     @classmethod
     def _fractions(cls, v: list[float]) -> list[float]:
-        if any(not (0 < e <= 1) for e in v):
-            raise ValueError("every efficiency must be in (0, 1]")
+        if any(not (MIN_EFFICIENCY <= e <= 1) for e in v):
+            raise ValueError(f"every efficiency must be in [{MIN_EFFICIENCY:g}, 1]")
         return v
 
     @model_validator(mode="after")
@@ -172,7 +176,7 @@ class FusedMoE(BaseModel):
     depth_overhead: float = Field(ge=0, le=100)
     # its rate with fp8 weights (block-scaled: scales applied inside the loop over K) as a share of the
     # hardware's fp8 GEMM rate
-    fp8_rate: float = Field(default=1.0, gt=0, le=1)
+    fp8_rate: float = Field(default=1.0, ge=MIN_EFFICIENCY, le=1)
 
 
 # predicted / measured speed at least this: the band's ends scale the step times, and one of 5e-324
@@ -242,7 +246,7 @@ class Stack(BaseModel):
     description: str = Field(default="", max_length=1000)
     host: HostCost
     gemm_efficiency: GemmCurve
-    attention_efficiency: float = Field(gt=0, le=1)  # fraction of the hardware's bf16 GEMM efficiency
+    attention_efficiency: float = Field(ge=MIN_EFFICIENCY, le=1)  # fraction of the hardware's bf16 GEMM efficiency
     # keys' worth of work each query row costs its attention kernel beyond the keys it reads (its
     # tiles' prologue and epilogue, the masked diagonal): attention runs at attention_efficiency x
     # k / (k + attention_keys_overhead) for k keys per query (stack_time.keys_term); 0: no such term
@@ -317,7 +321,7 @@ class Stack(BaseModel):
     def _not_marked_eager(cls, v: str) -> str:
         # the mark the outputs give a stack run with --eager (`run_eagerly`): a file's own name
         # carrying it would print "(eager)" on a stack run with CUDA graphs
-        if v.endswith(EAGER_SUFFIX):
+        if marked_eager(v):
             raise ValueError(f"ends in '{EAGER_SUFFIX.strip()}', the mark --eager gives a stack's name "
                              "(an eager profile is the file's `eager:` block)")
         return v
@@ -392,9 +396,17 @@ def check_stack_name(name: str, option: str = "--name") -> None:
     before any work, so that a fit is not run only for its stack to be refused."""
     if not 1 <= len(name) <= MAX_NAME_CHARS:
         raise UsageError(f"{option}: a stack's name has 1 to {MAX_NAME_CHARS} characters, got {len(name):,}")
-    if name.endswith(EAGER_SUFFIX):
+    if marked_eager(name):
         raise UsageError(f"{option}: '{shown(name)}' ends in '{EAGER_SUFFIX.strip()}', the mark --eager gives a "
                          "stack's name")
+    if name in bundled_stack_names() or name == STACK_NONE:  # its outputs would pass for the bundled stack's
+        raise UsageError(f"{option}: '{shown(name)}' is a bundled stack's name: the fitted stack needs one of its own")
+
+
+def marked_eager(name: str) -> bool:
+    """Whether a name ends in the --eager mark, spaces after it too (`mine (eager) ` printed as a
+    stack run eagerly: "stack": "mine (eager) " in the JSON)."""
+    return name.rstrip().endswith(EAGER_SUFFIX)
 
 
 def stack_label(name: str, eager: bool) -> str:
@@ -450,9 +462,17 @@ def _stack_data(path: Path, seen: tuple[str, ...] = ()) -> dict:
     if base in seen or len(seen) >= MAX_EXTENDS_DEPTH:
         raise StackFileError(f"stack file {shown(str(path))}: extends: {' -> '.join((*seen, base))} goes round "
                              f"or deeper than {MAX_EXTENDS_DEPTH} stacks")
+    # of its own: not the base's, nor another bundled stack's (`extends: sglang`, `name: vllm` printed
+    # "stack": "vllm" for sglang's numbers and the file's)
     if not isinstance(data.get("name"), str) or data["name"] == base:
         raise StackFileError(f"stack file {shown(str(path))}: a stack that extends {base} needs a name of its own "
                              f"(`name:`), or its outputs and error band would pass for {base}'s")
+    own_file = bundled_stack_dir() / f"{data['name']}.yaml"
+    if data["name"] == STACK_NONE or (data["name"] in names and Path(path).resolve() != own_file.resolve()):
+        # (a bundled file is itself; `none` is the bare roofline's name)
+        raise StackFileError(f"stack file {shown(str(path))}: a stack that extends {base} needs a name of its own "
+                             f"(`name:`), not '{shown(data['name'], 40)}', which names a bundled stack (`none`: the bare "
+                             "roofline): its outputs would pass for that one's")
     parent = _stack_data(bundled_stack_dir() / f"{base}.yaml", (*seen, base))
     return extended(parent, {k: v for k, v in data.items() if k != "extends"})
 

@@ -304,6 +304,9 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
         if unpriced and spec.targets.max_usd_per_mtok is not None:
             raise UsageError(f"no price for {', '.join(unpriced)}, and the cost target needs one; give it with "
                              "--price NAME=USD")
+    if not gpus and left_out:  # a stack file's runs_on naming no vendor of a priced part: --price would not help
+        raise UsageError(f"the {shown(stack.name, 40)} stack runs on none of the priced GPUs (its runs_on: "
+                         f"{shown(', '.join(stack.runs_on), 80)}): name the GPUs to plan on with --gpu")
     if not gpus:
         raise UsageError("no GPU with a price to plan on; give --price NAME=USD")
     tps = s.tp or DEFAULT_TPS
