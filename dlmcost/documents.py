@@ -463,7 +463,7 @@ class GPUEntry(Record):
     peak_flops: dict[str, float]
     ridge_flops_per_byte: dict[str, float]
     scale_up_bytes_per_s: float
-    # fractions and times per op; `gemm` per precision; `weight_streaming` per precision and `decode_attention`
+    # fractions and times per op; `gemm` per precision; `weight_streaming` and `experts_streaming` per precision and `decode_attention`
     # (where measured): {memory_bandwidth, overhead_us_per_op}
     efficiency: dict[str, Union[float, dict[str, float], dict[str, dict[str, float]]]]
     notes: str

@@ -70,13 +70,13 @@ def test_mdm_flops_per_token_and_the_2N_per_token_simplification():
     assert linear_per_token / simplified == pytest.approx(lp + lg, rel=1e-3)
 
 
-def _h100_rates():
+def _h100_rates(gpu: str = "h100", precision: str = "bf16"):
     from dlmcost.inputs.hardware import HardwareDB
     from dlmcost.inputs.precision import get_precision
     from dlmcost.inputs.profiles import Profile
     from dlmcost.engine.roofline import gpu_rates
 
-    return gpu_rates(HardwareDB.load().get("h100"), get_precision("bf16"), Profile("realistic"))
+    return gpu_rates(HardwareDB.load().get(gpu), get_precision(precision), Profile("realistic"))
 
 
 def _one_config_grid(m, **workload):
@@ -125,7 +125,7 @@ def test_moe_prefix_cache_is_not_summed_in_closed_form():
 
 
 @functools.lru_cache(maxsize=None)
-def _chunked_case(stack: str | None, ep: int):
+def _chunked_case(stack: str | None, ep: int, gpu: str = "h100", precision: str = "bf16"):
     """The grid of four prefix-cache configurations of an MoE model under `stack` and `ep`, its step
     family, the op names, and the reference: each pass of each configuration costed on its own
     and added up (the same for every path and chunk size of the test below, so built once a case)."""
@@ -136,7 +136,7 @@ def _chunked_case(stack: str | None, ep: int):
     cols = frames.workload_columns(api.workload_for(m, scheme="prefix-cache", prompt=16, gen=64, steps=16, block=8))
     cols |= dict(gen=np.array([64.0, 32, 64, 16]), block=np.array([8.0, 16, 4, 16]), steps=np.array([16.0, 8, 32, 4]),
                  batch=np.array([1.0, 512, 2, 8]), prompt=np.array([16.0, 100, 0, 7]), tp=float(ep), ep=float(ep))
-    grid = frames.build_grid(cols, [_h100_rates()], np.zeros(4, int),
+    grid = frames.build_grid(cols, [_h100_rates(gpu, precision)], np.zeros(4, int),
                           load_stack(stack) if stack else None)
     step = [f for f in REGISTRY["prefix-cache"].passes(grid.knobs) if f.name == "step"][0]
     names = op_names([m]) + (list(engine.STACK_OPS) if stack else [])
@@ -174,6 +174,22 @@ def test_pass_by_pass_in_chunks_equals_each_pass_added_up(monkeypatch, path, sta
         assert got.data[-1, :, i] == pytest.approx(time_s, rel=1e-12, abs=1e-30)
         assert got.bound_s[i] == pytest.approx(bound, rel=1e-12)
         assert got.count[i] == count
+
+
+@pytest.mark.parametrize("stack", [None, "sglang"])
+def test_the_touched_experts_path_takes_the_experts_own_streaming_rate(stack):
+    """On an MI300X in fp8 the routed experts stream at their own measured rate (experts_streaming),
+    not the dense GEMMs' (weight_streaming): the split path's gaps between a family's ends are read at
+    it too, so its sums still equal each pass costed on its own and added up."""
+    from dlmcost.engine import evaluation as engine
+    from dlmcost.inputs.hardware import HardwareDB
+
+    eff = HardwareDB.load().get("mi300x").efficiency
+    assert eff.experts_rate("fp8") != eff.streaming("fp8")  # the case this tests
+    m, grid, step, names, reference = _chunked_case(stack, 1, "mi300x", "fp8")
+    got = engine._touched_experts_pass_by_pass(m, grid, step, names)
+    for i, (values, time_s, bound, count) in enumerate(reference):
+        assert got.data[-1, :, i] == pytest.approx(time_s, rel=1e-12, abs=1e-30)
 
 
 def test_only_the_experts_go_pass_by_pass_exactly_where_nothing_else_bends():

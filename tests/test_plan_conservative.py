@@ -78,34 +78,35 @@ def test_a_lone_request_slows_by_the_band_and_its_first_token_by_the_first_token
 
 
 def test_the_ranking_is_the_predicted_plans_slower_ends(capsys):
-    """On an MI300X and an H100 at 0.7 of one MI300X's predicted capacity, the predicted plan
-    recommends the MI300X (cheaper an hour) though sglang's AMD band lies wholly above 1; at the
-    bands' slower ends the cheapest is whichever row's slower-end $/Mtok, as the predicted plan's
-    own band ends give it (a second search of each row), is lowest, with that end's GPUs, $/Mtok
-    and p95 latency."""
-    rate = 0.7 * _capacity("mi300x")
-    common = ("--gpu", "mi300x,h100", "--rate", rate, "--precision", "bf16,fp8", "--tp", "1,2", "--absurd",
+    """One MI300X ($2/h) or one H100 ($3/h), fp8, at half one MI300X's predicted capacity: by the
+    prediction one of either meets it and the MI300X is cheaper; at the bands' slower ends a replica
+    serves capacity / H, so R = floor(rate H / capacity) + 1 (capacities from `api.analyze`, not from
+    plan's code): two MI300X ($4/h) against one H100, which --conservative recommends. Each of its rows
+    is what the predicted plan's own band ends give for the same candidate (a second search of each)."""
+    def capacity(gpu):
+        a = api.analyze(AR_MODEL, gpu, scheme="ar", prompt=256, gen=128, batch=8, stack="sglang",
+                        precision="fp8")["results"][0]
+        return 8 / a["time_s"]
+
+    amd, nvidia = _bands("amd")["high"], _bands("nvidia")["high"]
+    cap = {"MI300X": capacity("mi300x"), "H100 SXM": capacity("h100")}
+    rate = 0.5 * cap["MI300X"]
+    slow_end = {gpu: math.floor(rate * k / cap[gpu]) + 1 for gpu, k in (("MI300X", amd), ("H100 SXM", nvidia))}
+    assert rate < min(cap.values()) and slow_end == {"MI300X": 2, "H100 SXM": 1}  # the case this tests
+    common = ("--gpu", "mi300x,h100", "--rate", rate, "--precision", "fp8", "--price", "mi300x=2", "--price", "h100=3",
               "--limit", "0")
     rc, predicted, err = _plan(capsys, *common)
     assert rc == 0, err
-    assert predicted["deployments"][0]["gpu"] == "MI300X"
+    assert [(d["gpu"], d["gpus"]) for d in predicted["deployments"]] == [("MI300X", 1), ("H100 SXM", 1)]
     rc, slow, err = _plan(capsys, *common, "--conservative")
     assert rc == 0, err
-
-    def name(d):
-        return (d["gpu"], d["tp"], d["precision"])
-
-    ends = {name(d): d["intervals"] for d in predicted["deployments"] if d["intervals"]["gpus"][1] is not None}
-    best = min(ends, key=lambda k: (ends[k]["usd_per_mtok"][1], k))
-    top = slow["deployments"][0]
-    assert name(top) == best and best[0] == "H100 SXM"
-    assert top["gpus"] == ends[best]["gpus"][1]
-    assert top["usd_per_mtok"] == pytest.approx(ends[best]["usd_per_mtok"][1], rel=1e-12)
-    assert top["p95_latency_s"] == pytest.approx(ends[best]["p95_latency_s"][1], rel=1e-12)
-    # every row's slower end is the predicted plan's for the same candidate
+    assert [(d["gpu"], d["gpus"]) for d in slow["deployments"]] == [("H100 SXM", 1), ("MI300X", 2)]
+    ends = {d["gpu"]: d["intervals"] for d in predicted["deployments"]}
     for d in slow["deployments"]:
-        assert d["gpus"] == ends[name(d)]["gpus"][1]
-        assert d["intervals"]["gpus"][0] == ends[name(d)]["gpus"][0]
+        assert d["gpus"] == ends[d["gpu"]]["gpus"][1] == slow_end[d["gpu"]]
+        assert d["usd_per_mtok"] == pytest.approx(ends[d["gpu"]]["usd_per_mtok"][1], rel=1e-12)
+        assert d["p95_latency_s"] == pytest.approx(ends[d["gpu"]]["p95_latency_s"][1], rel=1e-12)
+        assert d["intervals"]["gpus"][0] == ends[d["gpu"]]["gpus"][0]
 
 
 def test_the_scenario_field_is_the_option_and_a_string_is_refused(capsys, tmp_path):

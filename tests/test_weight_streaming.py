@@ -110,6 +110,69 @@ def test_an_moes_experts_stream_at_the_gemms_rate(tmp_path, run):
         assert experts(f"m1{stack}", stack, half) == pytest.approx(2 * experts(f"m0{stack}", stack), rel=1e-9), stack
 
 
+def test_an_moes_experts_take_their_own_streaming_where_measured(tmp_path, run):
+    """A hardware file's experts_streaming moves the routed experts alone (the gaps between a pass
+    family's ends included, under a stack pass by pass and on the bare roofline in closed form): at
+    half its bandwidth fraction the experts take twice the time, while the router, a dense GEMM,
+    keeps weight_streaming's rate; a precision it does not list takes weight_streaming's."""
+    def ops(tag, stack, streaming, precision="bf16"):
+        hw = _gpu(tmp_path, tag, streaming)
+        rc, out, err = run("analyze", "Qwen/Qwen3-30B-A3B", "--gpu", f"streamer-{tag}", "--hardware", hw,
+                           "--scheme", "ar", "--prompt", "64", "--gen", "32", "--stack", stack, "--precision", precision,
+                           "--ops", "-f", "json")
+        assert rc == 0, err
+        return {op["name"]: op["time_s"] for op in json.loads(out)["results"][0]["ops"]}
+
+    dense = "  weight_streaming:\n    bf16: {memory_bandwidth: 0.4, overhead_us_per_op: 0}\n"
+    own = dense + "  experts_streaming:\n    bf16: {memory_bandwidth: 0.8, overhead_us_per_op: 0}\n"
+    slower = dense + "  experts_streaming:\n    bf16: {memory_bandwidth: 0.4, overhead_us_per_op: 0}\n"
+    for stack in ("sglang", "none"):
+        fast, slow, plain = ops(f"e1{stack}", stack, own), ops(f"e2{stack}", stack, slower), ops(f"e0{stack}", stack, dense)
+        assert slow["experts"] == pytest.approx(2 * fast["experts"], rel=1e-9), stack
+        assert slow["experts"] == pytest.approx(plain["experts"], rel=1e-9), stack  # 0.4 is the dense GEMMs' too
+        assert fast["router"] == slow["router"] == plain["router"], stack
+    # fp8 weights: the file lists bf16 only, so the experts stream at the GEMMs' (generic) fp8 rate
+    assert ops("e3", "none", own, "fp8")["experts"] == pytest.approx(ops("e4", "none", dense, "fp8")["experts"], rel=1e-12)
+
+
+def test_the_mi300x_fused_moe_experts_are_aiters_measured_blocks():
+    """experts_streaming fp8 on the MI300X and MI325X: a fused MoE block's two grouped GEMMs take 2 t0
+    + touched expert bytes / (0.80 x 5.3 TB/s), the bandwidth held at the part's measured copy rate and
+    t0 fitted by least squares of the relative error (in closed form, not with the code's help) to
+    the published tuned block times at 1-64 tokens (tests/corpus, copied from ROCm/aiter's tuning
+    tables; uniform routing's expected distinct experts E (1 - (1 - k/E)^T), each 3 D I bytes and a
+    4-byte scale per 128 x 128 block): 14.0 us. And DeepSeek-V3's TP8 experts at one token on an
+    MI300X, bare roofline, by hand: 2 x 14 us + 8 touched slices of 3 x 7168 x 2048 / 8 bytes with
+    their activations at 0.80 of 5.3 TB/s, 58 MoE layers, two passes."""
+    import csv
+    from pathlib import Path
+
+    from dlmcost import api
+
+    table = Path(__file__).parent / "corpus" / "aiter_gfx942_fp8_fused_moe_1_64_tokens.csv"
+    rows = list(csv.DictReader(line for line in table.open() if not line.startswith("#")))
+    assert len(rows) == 19
+    peak = 0.80 * 5.3e12
+    num = den = 0.0
+    for r in rows:
+        tokens, d, i, e, k = (int(r[c]) for c in ("token", "model_dim", "inter_dim", "expert", "topk"))
+        touched = e * (1 - (1 - k / e) ** tokens)
+        t = float(r["us"]) * 1e-6
+        y = t - touched * 3 * d * i * (1 + 4 / 128 ** 2) / peak  # what the two kernels' fixed times take
+        num, den = num + 2 * y / t ** 2, den + 4 / t ** 2  # minimise sum ((2 t0 - y) / t)^2
+    assert round(num / den * 1e6, 1) == 14.0
+    db = HardwareDB.load(None)
+    for name in ("mi300x", "mi325x"):
+        assert db.get(name).efficiency.experts_rate("fp8") == (0.80, 14.0), name
+        assert db.get(name).efficiency.experts_rate("bf16") == (0.75, 3.0), name  # unlisted: the generic pair
+    r = api.analyze("deepseek-ai/DeepSeek-V3", "mi300x", stack="none", scheme="ar", prompt=1, gen=2, tp=8,
+                    precision="fp8")["results"][0]
+    experts = {o["name"]: o for o in r["ops"]}["experts"]["time_s"]
+    activations = 2 * 8 * (7168 + 3 * 2048 / 8) * 2  # each copy's bf16 activations in and out
+    per_layer = 2 * 14.0e-6 + (8 * 3 * 7168 * 2048 / 8 + activations) / peak
+    assert experts == pytest.approx(2 * 58 * per_layer, rel=1e-9)
+
+
 def test_a_fused_moe_block_is_aiconfigurators_measured_time():
     """DeepSeek-V3's routed-experts block at TP8 on an H200 in fp8, one token, with the bare roofline: two
     grouped-GEMM kernels at the fp8 streaming rate (2 x 5.6 us) over the 8 touched experts' 1/8 slices

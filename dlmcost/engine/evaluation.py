@@ -290,13 +290,13 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
                 if op.kind == "attention" and st.attention_keys_overhead:  # per pass: k moves with the cache
                     compute[i] *= keys_term(op.flops, op.flops_per_key, st)
                 traffic *= traffic_factor(op.kind, st)
-            overhead[i] = kernel_overhead_s(op.kernels, r, op.kind, decode)
+            overhead[i] = kernel_overhead_s(op.kernels, r, op.kind, decode, experts=op.name == "experts")
         else:  # collectives: no arithmetic, no HBM traffic; the link is their roofline
             overhead[i] = link_time(op.link_bytes, op.collectives, r)
             overhead[i] += op.kernels * r.overhead_s
             if st is not None and op.name == "tp_collectives":  # launched from Python without graphs
                 overhead[i] += collective_dispatch(op.collectives, st)
-        memory[i] = memory_time(traffic, r, op.kind, decode)
+        memory[i] = memory_time(traffic, r, op.kind, decode, experts=op.name == "experts")
         if st is not None and op.name == "lm_head":  # the sampler reads what the head wrote, all of
             # the vocabulary: tensor parallelism all-gathers the split logits before sampling
             overhead[i] += sampler_time(grid.batch * shape["logits"] * m.vocab_size, r.bandwidth, r.eff_mem, st)
@@ -485,7 +485,7 @@ def _touched_experts_pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, nam
         memory_bound = ((a.memory_s[e] >= a.compute_s[e]) & (z.memory_s[e] >= z.compute_s[e])
                         & (a.bound_memory_s >= a.bound_compute_s) & (z.bound_memory_s >= z.bound_compute_s))
         op_time[0] = n * (a.memory_s[e] + z.memory_s[e] + a.overhead_s[e] + z.overhead_s[e]) / 2 \
-            + gaps / rates.linear_bandwidth
+            + gaps / rates.experts_bandwidth
         bound[:] = n * (a.bound_memory_s + z.bound_memory_s) / 2 + gaps / rates.bandwidth
         rows = np.flatnonzero(~memory_bound)
     else:
@@ -500,7 +500,7 @@ def _touched_experts_pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, nam
         first, slope = take(first, rows), take(slope, rows)
         rows_scale, fp8_gemms = (np.broadcast_to(np.asarray(v, float), (len(grid),))
                                  for v in (rates.gemm_rows_scale, rates.fp8_gemms))
-        per_config = take(np.stack([per_touched, rates.linear_bandwidth, rates.bandwidth, rows_scale, fp8_gemms]), rows)
+        per_config = take(np.stack([per_touched, rates.experts_bandwidth, rates.bandwidth, rows_scale, fp8_gemms]), rows)
         groups = {}  # ops that share a compute factor (pass_cost's FACTOR_KEYS), by their key
         for i, op in enumerate(timed):
             groups.setdefault(factor_key(names[op], OP_KINDS[names[op]]), []).append(i)

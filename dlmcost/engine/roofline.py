@@ -56,6 +56,10 @@ class Rates:
     # measured (the hardware file's decode_attention; None: eff_mem and overhead_s)
     eff_mem_decode_attention: np.ndarray | None = None
     overhead_decode_attention_s: np.ndarray | None = None
+    # a fused MoE block's expert GEMMs (the `experts` op), where measured apart from the dense GEMMs
+    # (the hardware file's experts_streaming; None: the GEMMs' own, eff_mem_linear and overhead_linear_s)
+    eff_mem_experts: np.ndarray | None = None
+    overhead_experts_s: np.ndarray | None = None
 
     @cached_property
     def achievable_flops(self) -> dict[str, np.ndarray]:
@@ -76,6 +80,15 @@ class Rates:
         return self.overhead_s if self.overhead_linear_s is None else self.overhead_linear_s
 
     @cached_property
+    def experts_bandwidth(self) -> np.ndarray:
+        """Bytes/s a fused MoE block's expert GEMMs stream at: `eff_mem_experts` of the peak."""
+        return self.linear_bandwidth if self.eff_mem_experts is None else self.bandwidth * self.eff_mem_experts
+
+    @property
+    def experts_overhead_s(self) -> np.ndarray:
+        return self.linear_overhead_s if self.overhead_experts_s is None else self.overhead_experts_s
+
+    @cached_property
     def decode_attention_bandwidth(self) -> np.ndarray:
         """Bytes/s decode's attention reads the K/V cache at: `eff_mem_decode_attention` of the peak."""
         eff = self.eff_mem_decode_attention
@@ -93,7 +106,8 @@ class Rates:
                                                                    self.fp8_gemms)),
                      *(None if v is None else take(v, idx) for v in (self.eff_mem_linear, self.overhead_linear_s,
                                                                       self.eff_mem_decode_attention,
-                                                                      self.overhead_decode_attention_s)))
+                                                                      self.overhead_decode_attention_s,
+                                                                      self.eff_mem_experts, self.overhead_experts_s)))
 
 
 def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, float] | None:
@@ -116,6 +130,7 @@ def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, flo
         eff_mem_linear=eff.streaming(precision.name)[0], overhead_linear_s=eff.streaming(precision.name)[1] * 1e-6,
         eff_mem_decode_attention=eff.decode_attention_rate()[0],
         overhead_decode_attention_s=eff.decode_attention_rate()[1] * 1e-6,
+        eff_mem_experts=eff.experts_rate(precision.name)[0], overhead_experts_s=eff.experts_rate(precision.name)[1] * 1e-6,
         ridge=gpu.ridge_flops_per_byte[precision.compute],
         link_bandwidth=gpu.link_bytes_per_s, eff_link=eff.link, collective_latency_s=eff.collective_latency_us * 1e-6,
         gemm_rows_scale=1.0 if ideal else eff.gemm_rows_scale,
@@ -142,6 +157,7 @@ def stack_rates(rows: list[dict[str, float]]) -> Rates:
         eff_mem_linear=col.get("eff_mem_linear"), overhead_linear_s=col.get("overhead_linear_s"),
         eff_mem_decode_attention=col.get("eff_mem_decode_attention"),
         overhead_decode_attention_s=col.get("overhead_decode_attention_s"),
+        eff_mem_experts=col.get("eff_mem_experts"), overhead_experts_s=col.get("overhead_experts_s"),
     )
 
 
@@ -173,9 +189,12 @@ def link_time(link_bytes, collectives, rates: Rates):
     return t + collectives * rates.collective_latency_s
 
 
-def memory_time(nbytes, rates: Rates, kind: str = "other", decode=False):
-    """Bytes over the achievable bandwidth: a GEMM's (`kind` "linear") at its weights' streaming rate,
-    decode's attention (`decode`: one query a sequence, per configuration) at its measured rate."""
+def memory_time(nbytes, rates: Rates, kind: str = "other", decode=False, experts: bool = False):
+    """Bytes over the achievable bandwidth: a GEMM's (`kind` "linear") at its weights' streaming rate
+    (a fused MoE block's expert GEMMs, `experts`, at theirs), decode's attention (`decode`: one query a
+    sequence, per configuration) at its measured rate."""
+    if kind == "linear" and experts:
+        return nbytes / rates.experts_bandwidth
     if kind == "linear":
         return nbytes / rates.linear_bandwidth
     if kind == "attention" and np.any(decode):
@@ -183,9 +202,12 @@ def memory_time(nbytes, rates: Rates, kind: str = "other", decode=False):
     return nbytes / rates.achievable_bandwidth
 
 
-def kernel_overhead_s(kernels, rates: Rates, kind: str, decode=False) -> np.ndarray:
+def kernel_overhead_s(kernels, rates: Rates, kind: str, decode=False, experts: bool = False) -> np.ndarray:
     """Launch-to-finish time of an op's kernels beyond their bytes: a GEMM's at its weights'
-    precision, decode's attention's as measured, every other op's the generic per-kernel time."""
+    precision (a fused MoE block's expert GEMMs, `experts`, at theirs), decode's attention's as
+    measured, every other op's the generic per-kernel time."""
+    if kind == "linear" and experts:
+        return kernels * rates.experts_overhead_s
     if kind == "linear":
         return kernels * rates.linear_overhead_s
     if kind == "attention" and np.any(decode):

@@ -75,8 +75,12 @@ class Efficiency(BaseModel):
     # Decode's attention (one query a sequence, the K/V cache read once) as measured on this GPU,
     # in place of memory_bandwidth and overhead_us_per_op; other passes' attention keeps those
     decode_attention: Optional[MeasuredStreaming] = None
+    # A fused MoE block's grouped expert GEMMs (the `experts` op) at each weight precision, where
+    # whole fused blocks were measured and stream otherwise than the dense GEMMs; an unlisted
+    # precision takes weight_streaming's (then the generic pair)
+    experts_streaming: dict[str, MeasuredStreaming] = Field(default_factory=dict)
 
-    @field_validator("weight_streaming")
+    @field_validator("weight_streaming", "experts_streaming")
     @classmethod
     def _precisions(cls, v: dict) -> dict:
         for key in v:
@@ -89,6 +93,11 @@ class Efficiency(BaseModel):
         w = self.weight_streaming.get(precision)
         return (w.memory_bandwidth, w.overhead_us_per_op) if w is not None else (self.memory_bandwidth,
                                                                                   self.overhead_us_per_op)
+
+    def experts_rate(self, precision: str) -> tuple[float, float]:
+        """(bandwidth fraction, us per kernel) of a fused MoE block's expert GEMMs in `precision`."""
+        w = self.experts_streaming.get(precision)
+        return (w.memory_bandwidth, w.overhead_us_per_op) if w is not None else self.streaming(precision)
 
     def decode_attention_rate(self) -> tuple[float, float]:
         """(bandwidth fraction, us per op) of decode's attention."""
