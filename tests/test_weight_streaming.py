@@ -135,44 +135,6 @@ def test_an_moes_experts_take_their_own_streaming_where_measured(tmp_path, run):
     assert ops("e3", "none", own, "fp8")["experts"] == pytest.approx(ops("e4", "none", dense, "fp8")["experts"], rel=1e-12)
 
 
-def test_the_mi300x_fused_moe_experts_are_aiters_measured_blocks():
-    """experts_streaming fp8 on the MI300X and MI325X: a fused MoE block's two grouped GEMMs take 2 t0
-    + touched expert bytes / (0.80 x 5.3 TB/s), the bandwidth held at the part's measured copy rate and
-    t0 fitted by least squares of the relative error (in closed form, not with the code's help) to
-    the published tuned block times at 1-64 tokens (tests/corpus, copied from ROCm/aiter's tuning
-    tables; uniform routing's expected distinct experts E (1 - (1 - k/E)^T), each 3 D I bytes and a
-    4-byte scale per 128 x 128 block): 14.0 us. And DeepSeek-V3's TP8 experts at one token on an
-    MI300X, bare roofline, by hand: 2 x 14 us + 8 touched slices of 3 x 7168 x 2048 / 8 bytes with
-    their activations at 0.80 of 5.3 TB/s, 58 MoE layers, two passes."""
-    import csv
-    from pathlib import Path
-
-    from dlmcost import api
-
-    table = Path(__file__).parent / "corpus" / "aiter_gfx942_fp8_fused_moe_1_64_tokens.csv"
-    rows = list(csv.DictReader(line for line in table.open() if not line.startswith("#")))
-    assert len(rows) == 19
-    peak = 0.80 * 5.3e12
-    num = den = 0.0
-    for r in rows:
-        tokens, d, i, e, k = (int(r[c]) for c in ("token", "model_dim", "inter_dim", "expert", "topk"))
-        touched = e * (1 - (1 - k / e) ** tokens)
-        t = float(r["us"]) * 1e-6
-        y = t - touched * 3 * d * i * (1 + 4 / 128 ** 2) / peak  # what the two kernels' fixed times take
-        num, den = num + 2 * y / t ** 2, den + 4 / t ** 2  # minimise sum ((2 t0 - y) / t)^2
-    assert round(num / den * 1e6, 1) == 14.0
-    db = HardwareDB.load(None)
-    for name in ("mi300x", "mi325x"):
-        assert db.get(name).efficiency.experts_rate("fp8") == (0.80, 14.0), name
-        assert db.get(name).efficiency.experts_rate("bf16") == (0.75, 3.0), name  # unlisted: the generic pair
-    r = api.analyze("deepseek-ai/DeepSeek-V3", "mi300x", stack="none", scheme="ar", prompt=1, gen=2, tp=8,
-                    precision="fp8")["results"][0]
-    experts = {o["name"]: o for o in r["ops"]}["experts"]["time_s"]
-    activations = 2 * 8 * (7168 + 3 * 2048 / 8) * 2  # each copy's bf16 activations in and out
-    per_layer = 2 * 14.0e-6 + (8 * 3 * 7168 * 2048 / 8 + activations) / peak
-    assert experts == pytest.approx(2 * 58 * per_layer, rel=1e-9)
-
-
 def test_a_fused_moe_block_is_aiconfigurators_measured_time():
     """DeepSeek-V3's routed-experts block at TP8 on an H200 in fp8, one token, with the bare roofline: two
     grouped-GEMM kernels at the fp8 streaming rate (2 x 5.6 us) over the 8 touched experts' 1/8 slices
@@ -234,32 +196,98 @@ def test_bundled_decode_attention_rates_are_the_measured_fits():
     assert l40s.decode_attention_rate() == (l40s.memory_bandwidth, l40s.overhead_us_per_op)
 
 
-def test_the_mi300x_fp8_streaming_is_the_least_squares_fit_of_aiters_tuned_gemms():
-    """latency = t0 + weight bytes / (fraction x 5.3 TB/s), t0 and 1 / fraction fitted by least squares of
-    the relative error (a 2 x 2 normal system solved here, not with the code's help) to the published
-    tuned FP8 block-scale GEMM times at 1-64 rows on the 304-CU gfx942 die (tests/corpus, copied from
-    ROCm/aiter's tuning tables; a weight is N x K bytes and a 4-byte scale per 128 x 128 block): t0 3.8
-    us, fraction 0.40, as the MI300X and MI325X files give them; bf16 keeps the generic values; their
-    decode attention is aiter's MLA kernel's 15.5 us at the generic 0.75."""
+def _relative_least_squares(rows) -> tuple[float, float]:
+    """(a, b) minimising sum ((a u + b x - y) / y)^2 over rows (u, x, y): the 2 x 2 weighted normal
+    equations solved by hand here, not with the code's help."""
+    w = [1 / y ** 2 for _, _, y in rows]
+    suu = sum(wi * u * u for wi, (u, _, _) in zip(w, rows))
+    sux = sum(wi * u * x for wi, (u, x, _) in zip(w, rows))
+    sxx = sum(wi * x * x for wi, (_, x, _) in zip(w, rows))
+    suy = sum(wi * u * y for wi, (u, _, y) in zip(w, rows))
+    sxy = sum(wi * x * y for wi, (_, x, y) in zip(w, rows))
+    det = suu * sxx - sux * sux
+    return (suy * sxx - sux * sxy) / det, (suu * sxy - sux * suy) / det
+
+
+def _corpus(name: str) -> list[dict]:
     import csv
     from pathlib import Path
 
-    table = Path(__file__).parent / "corpus" / "aiter_gfx942_fp8_blockscale_gemm_1_64_rows.csv"
-    rows = list(csv.DictReader(line for line in table.open() if not line.startswith("#")))
-    assert len(rows) == 245 and all(1 <= int(r["M"]) <= 64 for r in rows)
-    xs = [int(r["N"]) * int(r["K"]) * (1 + 4 / 128 ** 2) / 5.3e12 for r in rows]
-    ys = [float(r["us"]) * 1e-6 for r in rows]
-    w = [1 / y ** 2 for y in ys]  # minimise sum ((t0 + c x - y) / y)^2: weighted normal equations
-    s1, sx, sxx = sum(w), sum(wi * x for wi, x in zip(w, xs)), sum(wi * x * x for wi, x in zip(w, xs))
-    sy, sxy = sum(wi * y for wi, y in zip(w, ys)), sum(wi * x * y for wi, x, y in zip(w, xs, ys))
-    det = s1 * sxx - sx * sx
-    t0, c = (sy * sxx - sx * sxy) / det, (s1 * sxy - sx * sy) / det
-    assert (round(1 / c, 2), round(t0 * 1e6, 1)) == (0.40, 3.8)
+    table = Path(__file__).parent / "corpus" / name
+    return list(csv.DictReader(line for line in table.open() if not line.startswith("#")))
+
+
+# each die's published tuning rows (tests/corpus, copied from ROCm/aiter's tables), its peak bandwidth,
+# the parts that take its fits, and the fits their hardware files give
+AMD_DIES = {
+    "gfx942": dict(rows=245, peak=5.3e12, gpus=("mi300x", "mi325x"), dense=(0.40, 3.8), blocks=19, experts=(0.80, 14.0)),
+    "gfx950": dict(rows=543, peak=8.0e12, gpus=("mi355x",), dense=(0.49, 4.0), blocks=77, experts=(0.85, 12.3)),
+}
+
+
+@pytest.mark.parametrize("die", AMD_DIES)
+def test_the_amd_fp8_streaming_is_the_least_squares_fit_of_aiters_tuned_gemms(die):
+    """latency = t0 + weight bytes / (fraction x peak), fitted by least squares of the relative error
+    to the published tuned FP8 block-scale GEMM times at 1-64 rows (a weight is N x K bytes and a
+    4-byte scale per 128 x 128 block), as the die's parts' hardware files give it (rounded); bf16
+    keeps the generic values."""
+    spec = AMD_DIES[die]
+    rows = _corpus(f"aiter_{die}_fp8_blockscale_gemm_1_64_rows.csv")
+    assert len(rows) == spec["rows"] and all(1 <= int(r["M"]) <= 64 for r in rows)
+    t0, c = _relative_least_squares([(1.0, int(r["N"]) * int(r["K"]) * (1 + 4 / 128 ** 2) / spec["peak"],
+                                      float(r["us"]) * 1e-6) for r in rows])
+    assert (round(1 / c, 2), round(t0 * 1e6, 1)) == spec["dense"]
+    db = HardwareDB.load(None)
+    for name in spec["gpus"]:
+        eff = db.get(name).efficiency
+        assert eff.streaming("fp8") == spec["dense"], name
+        assert eff.streaming("bf16") == (eff.memory_bandwidth, eff.overhead_us_per_op), name
+        if name != "mi325x":  # whose file takes the MI300X's, the same die
+            assert "e4048607a535" in db.get(name).sources["efficiency"], name
+
+
+@pytest.mark.parametrize("die", AMD_DIES)
+def test_the_amd_fused_moe_experts_are_aiters_measured_blocks(die):
+    """experts_streaming fp8: a fused MoE block's two grouped GEMMs take 2 t0 + touched expert bytes /
+    (fraction x peak), fitted by least squares of the relative error to the published tuned block
+    times at 1-64 tokens (uniform routing's expected distinct experts E (1 - (1 - k/E)^T), each 3 D I
+    bytes and a 4-byte scale per 128 x 128 block). On gfx942 the fraction is held at 0.80, the MI300X's
+    measured copy rate, which the free fit passes (0.995), and t0 alone fitted; on gfx950 both."""
+    spec = AMD_DIES[die]
+    rows = _corpus(f"aiter_{die}_fp8_fused_moe_1_64_tokens.csv")
+    assert len(rows) == spec["blocks"]
+    points = []
+    for r in rows:
+        tokens, d, i, e, k = (int(r[c]) for c in ("token", "model_dim", "inter_dim", "expert", "topk"))
+        touched = e * (1 - (1 - k / e) ** tokens)
+        points.append((2.0, touched * 3 * d * i * (1 + 4 / 128 ** 2) / spec["peak"], float(r["us"]) * 1e-6))
+    t0, c = _relative_least_squares(points)
+    fraction, _ = spec["experts"]
+    if die == "gfx942":
+        assert 1 / c > 0.99  # past the part's copy rate: held there, t0 fitted alone
+        t0 = sum(2 * (y - x / fraction) / y ** 2 for _, x, y in points) / sum(4 / y ** 2 for _, _, y in points)
+    else:
+        fraction = round(1 / c, 2)
+    assert (fraction, round(t0 * 1e6, 1)) == spec["experts"]
+    db = HardwareDB.load(None)
+    for name in spec["gpus"]:
+        assert db.get(name).efficiency.experts_rate("fp8") == spec["experts"], name
+        assert db.get(name).efficiency.experts_rate("bf16") == db.get(name).efficiency.streaming("bf16"), name
+
+
+def test_mi300x_decode_attention_and_a_deepseek_moe_block_by_hand():
+    """The MI300X and MI325X take aiter's MLA decode kernel's 15.5 us at the generic 0.75; DeepSeek-V3's
+    TP8 experts at one token on an MI300X, bare roofline, by hand: 2 x 14 us + 8 touched slices of 3 x
+    7168 x 2048 / 8 bytes with their activations at 0.80 of 5.3 TB/s, 58 MoE layers, two passes."""
+    from dlmcost import api
+
     db = HardwareDB.load(None)
     for name in ("mi300x", "mi325x"):
-        eff = db.get(name).efficiency
-        assert eff.streaming("fp8") == (0.40, 3.8), name
-        assert eff.streaming("bf16") == (eff.memory_bandwidth, eff.overhead_us_per_op) == (0.75, 3.0), name
-        assert eff.decode_attention_rate() == (0.75, 15.5), name
-    source = db.get("mi300x").sources["efficiency"]
-    assert "e4048607a535" in source and "PR #2039" in source
+        assert db.get(name).efficiency.decode_attention_rate() == (0.75, 15.5), name
+    assert "PR #2039" in db.get("mi300x").sources["efficiency"]
+    r = api.analyze("deepseek-ai/DeepSeek-V3", "mi300x", stack="none", scheme="ar", prompt=1, gen=2, tp=8,
+                    precision="fp8")["results"][0]
+    experts = {o["name"]: o for o in r["ops"]}["experts"]["time_s"]
+    activations = 2 * 8 * (7168 + 3 * 2048 / 8) * 2  # each copy's bf16 activations in and out
+    per_layer = 2 * 14.0e-6 + (8 * 3 * 7168 * 2048 / 8 + activations) / (0.80 * 5.3e12)
+    assert experts == pytest.approx(2 * 58 * per_layer, rel=1e-9)
