@@ -131,9 +131,11 @@ def test_expert_flops_and_activations_when_every_token_runs_every_expert(tp, ep)
 
 
 def test_a_pass_without_tokens_sends_no_expert_work_under_expert_parallelism():
-    """B = 0: no token copies on any rank (the busiest rank's copies are T*k*busiest/d, 0/0 here)."""
-    for op in (experts(ALL_EXPERTS, moe_pass(0, 2, 2)), ep_all_to_all(ALL_EXPERTS, moe_pass(0, 2, 2))):
-        assert op.flops[0] == 0 and op.activation_bytes[0] == 0 and op.link_bytes[0] == 0
+    """B = 0 with k = 2 of E = 4: no expert touched (d = 0) and no token copies on any rank (the
+    busiest rank's copies are T*k*busiest/d, 0/0 here)."""
+    two_of_four = ALL_EXPERTS.model_copy(update={"moe": ALL_EXPERTS.moe.model_copy(update={"experts_per_token": 2})})
+    for op in (experts(two_of_four, moe_pass(0, 2, 2)), ep_all_to_all(two_of_four, moe_pass(0, 2, 2))):
+        assert op.flops[0] == 0 and op.weight_bytes[0] == 0 and op.activation_bytes[0] == 0 and op.link_bytes[0] == 0
 
 
 def test_gemms_of_a_gqa_and_mla_hybrid_by_hand_at_tp2():
