@@ -13,7 +13,7 @@ import pytest
 
 from dlmcost import api
 from dlmcost.engine.cost import (PassInput, attention, elementwise, ep_all_to_all, expected_experts, experts, gemm_depths,
-                                  mla_kv_up, o_proj, qkv_proj, self_condition, tp_collectives)
+                                  keys_per_query, mla_kv_up, o_proj, qkv_proj, self_condition, tp_collectives)
 from dlmcost.inputs.models import ModelSpec
 from dlmcost.inputs.models.spec import LayerKind, MLASpec, MoESpec
 
@@ -207,3 +207,15 @@ def test_tp_collectives_of_moe_only_layers_by_hand():
             op = tp_collectives(ALL_EXPERTS, PassInput(**{**p.__dict__, "logits": one(logits)}))
             assert op.link_bytes[0] == reduces * reduce_bytes + gathers * logits * gather_bytes
             assert op.collectives[0] == reduces + gathers
+
+
+def test_a_sliding_layer_pass_without_queries_attends_to_no_keys():
+    """k-bar is a mean over the pass's queries: with q = 0 there are none, and the closed form's 0/0
+    is 0 (causal or not), not NaN."""
+    sliding = LayerKind(attention="sliding", window=4, head_dim=8, n_kv_heads=2)
+    for causal in (True, False):
+        p = PassInput(B=one(1), q=np.array([0.0, 3.0]), c=np.array([10.0, 10.0]), kv_write=one(0), logits=one(0),
+                      causal=np.array([causal]), wbytes=one(1), kvbytes=one(2), all_experts=np.array([False]))
+        # q = 3 after 10 cached: each query sees 3 earlier keys (W - 1) and itself; bidirectional
+        # adds the later ones in the pass: 2, 1, 0 of them
+        assert keys_per_query(sliding, p).tolist() == [0.0, 4.0 if causal else 5.0]
