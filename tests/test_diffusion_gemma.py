@@ -57,6 +57,10 @@ def test_two_canvases_cross_the_sliding_window():
     check(r, passes, m)
     assert r["memory"]["kv_cache_bytes"] == pytest.approx(  # prompt + canvas 0 resident, sliding layers capped
         (25 * 1024 * 2 * 8 * 256 + 5 * 1156 * 2 * 2 * 512) * 2)
+    # storing every canvas (vLLM): canvas 1's K/V stays resident too, written by a pass named "store"
+    stored = run(prompt=900, gen=512, steps=48, store_pass=True)
+    assert [f["name"] for f in stored["passes"] if f["count"]] == ["prefill", "step", "step-sc", "store"]
+    assert stored["memory"]["kv_cache_bytes"] == pytest.approx((25 * 1024 * 2 * 8 * 256 + 5 * 1412 * 2 * 2 * 512) * 2)
 
 
 def test_defaults_come_from_generation_config_and_the_published_decoding():

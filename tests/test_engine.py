@@ -364,6 +364,13 @@ def test_sweep_dedupes_ignored_knobs_and_counts_impossible():
     assert res["skipped_impossible"] == 2  # prefix-cache and dual-cache with b = 48
 
 
+def test_each_scheme_checks_only_its_own_rows_of_a_sweep():
+    """A 256-token block cannot tile a 128-token generation (block diffusion), but draft-verify
+    may draft 256 tokens at a time: the block row is skipped, the draft-verify row kept."""
+    res = api.sweep(LLADA, gpus="h100", schemes=["block", "draft-verify"], blocks=[256], gens=[128])
+    assert [r["scheme"] for r in api.sweep_rows(res)] == ["draft-verify"] and res["skipped_impossible"] == 1
+
+
 def test_sweep_rows_equal_analyze():
     res = api.sweep(LLADA, gpus="h100", schemes=["dual-cache"], blocks=[32], gens=[256], steps=[64], prompts=[128])
     row = api.sweep_rows(res)[0]

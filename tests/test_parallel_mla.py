@@ -262,3 +262,16 @@ def test_mla_cache_per_token_is_the_replicated_latent():
     m = load_bundled(DSV3)
     for tp in (1.0, 8.0):
         assert kv_elements_per_token_per_gpu(m, tp) == 61 * (512 + 64)
+
+
+def test_layouts_that_do_not_split_a_dense_model_are_refused_by_name():
+    """One dense layer of FFN width 100: it splits over 4 GPUs, not 8 (8 heads split over either);
+    a dense model has no experts to place, whatever ep."""
+    from dlmcost.engine.workload import check_parallel
+    from dlmcost.inputs.models import ModelSpec
+
+    m = ModelSpec(id="odd-ffn", family="custom", n_layers=1, d_model=64, n_heads=8, n_kv_heads=8, head_dim=8,
+                  ffn_dim=100, vocab_size=1000)
+    assert check_parallel(m, 4, 1) is None
+    assert check_parallel(m, 8, 1) == "FFN width 100 does not split over tp=8 GPUs"
+    assert check_parallel(m, 4, 2) == "expert parallelism needs an MoE model and ep dividing tp (ep=2, tp=4)"

@@ -101,6 +101,21 @@ def test_multi_block_without_a_cache_is_the_full_canvas_every_pass():
     assert r["flops"] == pytest.approx(mdm["flops"], rel=1e-12)
 
 
+def test_multi_block_refreshes_leaving_less_than_one_cached_pass_per_position():
+    """Lp 100, Lg 128, b 32 (4 blocks), S 6, R 2: 3 full refreshes, the other 3 passes spread as
+    s = 3/4 of a pass per window position, so a block waits d/s = 4/3 positions for the cache:
+    the window holds 2 + 4/3 blocks (106.7 tokens), full at position 0 only, and each position
+    writes a block's K/V in 3/4 of a pass (42.7 tokens a pass)."""
+    m = load_bundled(LLADA)
+    r = analyze(scheme="multi-block", prompt=100, gen=128, block=32, steps=6, active_blocks=2, cache_delay=1,
+                refresh_every=2)
+    q, kvw, s = 32 * (2 + 4 / 3), 32 / 0.75, 0.75
+    passes = [("main", 100, 0, 100, 0, False, 1), ("main", 228, 0, 100 + 3 * 32 / 2, 228, False, 3),
+              ("main", q, 100, kvw, q, False, s)]
+    passes += [("main", 96 - 32 * i, 132 + 32 * i, kvw, 96 - 32 * i, False, s) for i in range(3)]
+    check(r, passes, {"main": m})
+
+
 def test_multi_block_with_many_blocks_in_flight_is_prefix_cache_like():
     """A window wider than the generation covers every block left: q = Lg - i*b, as the prefix
     cache's steps (without their refresh passes)."""
@@ -143,6 +158,12 @@ def test_windowed_refresh_every_r_steps_and_a_window_wider_than_the_canvas():
     check(r, [("main", 228, 0, 196, 228, False, 12), ("main", 64, 164, 0, 32, False, 20)], {"main": m})
     wide = analyze(scheme="windowed-refresh", prompt=100, gen=128, block=32, steps=32, window=1000)
     check(wide, [("main", 228, 0, 196, 228, False, 4), ("main", 228, 0, 0, 32, False, 28)], {"main": m})
+
+
+def test_windowed_refresh_every_step_is_a_full_refresh_when_r_is_1():
+    """R = 1: each of a block's 7 later steps is a full refresh too: 32 full passes, no windowed ones."""
+    r = analyze(scheme="windowed-refresh", prompt=100, gen=128, block=32, steps=32, window=16, refresh_every=1)
+    check(r, [("main", 228, 0, 196, 228, False, 32)], {"main": load_bundled(LLADA)})
 
 
 # --- draft-verify -------------------------------------------------------------------------------
@@ -195,6 +216,36 @@ def test_draft_verify_with_a_drafter_model():
     check(r, passes, {"main": verifier, "drafter": drafter})
     assert [p["name"] for p in r["passes"]] == ["prefill", "draft-prefill", "draft", "verify"]
     assert r["memory"]["weights_bytes"] == 2 * (verifier.params_total + drafter.params_total)
+
+
+def test_draft_verify_with_fewer_iterations_than_one():
+    """Lg 4 at 4 tokens a verify pass: the prefill gives token 0, the other 3 take 3/4 of an
+    iteration, one shape run 0.75 times (a verify pass of 2 x 4 positions over the prompt)."""
+    r = analyze(scheme="draft-verify", prompt=10, gen=4, block=4, tpf=4)
+    check(r, [("main", 10, 0, 10, 1, True, 1), ("main", 8, 10, 4, 8, True, 0.75)], {"main": load_bundled(LLADA)})
+
+
+def test_prompts_of_one_token_are_prefilled():
+    """A one-token prompt is a prompt: its prefill samples the first answer token (ar: 7 decode
+    steps for 8 tokens; draft-verify: 8 tokens, 4 a pass, 2 iterations; the drafter prefills it
+    too); multi-block prefills it before its first window. Without a prompt, a drafter has nothing
+    to prefill."""
+    m = load_bundled(LLADA)
+    ar = analyze(scheme="ar", prompt=1, gen=8)
+    check(ar, [("main", 1, 0, 1, 1, True, 1)] + [("main", 1, 1 + j, 1, 1, True, 1) for j in range(7)], {"main": m})
+    mb = analyze(scheme="multi-block", prompt=1, gen=64, block=32, steps=16, active_blocks=2, cache_delay=0)
+    check(mb, [("main", 1, 0, 1, 0, False, 1), ("main", 64, 1, 4, 64, False, 8), ("main", 32, 33, 4, 32, False, 8)],
+          {"main": m})
+    models = {"main": load_bundled("Qwen/Qwen2.5-7B"), "drafter": load_bundled("Dream-org/Dream-v0-Instruct-7B")}
+    for prompt, produced in ((1, 8), (0, 9)):
+        r = analyze("Qwen/Qwen2.5-7B", scheme="draft-verify", prompt=prompt, gen=9, block=4, tpf=4.5,
+                    drafter="Dream-org/Dream-v0-Instruct-7B")
+        iterations = produced / 4.5
+        passes = [("main", 1, 0, 1, 1, True, 1), ("drafter", 1, 0, 1, 0, False, 1)] if prompt else []
+        for j in range(2):
+            passes += [("drafter", 4, prompt + produced / 2 * j, 4.5, 4, False, iterations / 2),
+                       ("main", 5, prompt + produced / 2 * j, 4.5, 5, True, iterations / 2)]
+        check(r, passes, models)
 
 
 def test_draft_verify_refuses_impossible_acceptance_and_foreign_drafters():

@@ -222,9 +222,9 @@ def _op(name, kind, flops, weight_bytes, activation_bytes, kernels, kv_read=0.0,
                                 else np.broadcast_to(v, shape) for v in values))
 
 
-def _gemm(name: str, p: PassInput, weights, d_in, d_out, layers: int, tokens=None) -> OpCost:
-    """A projection of `weights` elements (per GPU) applied to `tokens` (default T) per layer."""
-    T = p.tokens if tokens is None else tokens
+def _gemm(name: str, p: PassInput, weights, d_in, d_out, layers: int) -> OpCost:
+    """A projection of `weights` elements (per GPU) applied to the pass's T tokens per layer."""
+    T = p.tokens
     return _op(name, "linear", layers * 2 * T * weights, layers * weights * p.wbytes,
                layers * T * (d_in + d_out) * AB, layers)
 
