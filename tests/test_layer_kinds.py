@@ -15,7 +15,7 @@ import pytest
 from dlmcost import api
 from dlmcost.engine.cost import (
     PassInput, attention, busiest_rank_experts, ep_all_to_all, experts, kv_cache_elements_per_gpu,
-    kv_elements_per_token_per_gpu, lm_head, logit_softcap, pass_ops, qkv_proj, self_condition, tp_collectives,
+    lm_head, logit_softcap, pass_ops, qkv_proj, self_condition, tp_collectives,
     weight_bytes_per_gpu,
 )
 from dlmcost.errors import ConfigError
@@ -132,8 +132,8 @@ def test_cache_size_with_and_without_one_tensor_and_ring_buffer():
     assert kv_cache_elements_per_gpu(m, tokens, 1.0) == expect[False, True]  # by default: two tensors, ring buffer
     assert kv_cache_elements_per_gpu(m, 600, 1.0) == 600 * (25 * sliding + 5 * full_two)  # below the window
     assert m.kv_bytes_per_token(2.0) == (25 * sliding + 5 * full_two) * 2  # 220 KiB, every token kept
-    assert kv_elements_per_token_per_gpu(m, 2.0) == 25 * 2 * 4 * 256 + 5 * 2 * 1 * 512  # tp=2: heads split
-    assert kv_elements_per_token_per_gpu(m, 4.0) == 25 * 2 * 2 * 256 + 5 * 2 * 1 * 512  # 2 global heads replicate
+    assert kv_cache_elements_per_gpu(m, 1, 2.0) == 25 * 2 * 4 * 256 + 5 * 2 * 1 * 512  # tp=2: heads split
+    assert kv_cache_elements_per_gpu(m, 1, 4.0) == 25 * 2 * 2 * 256 + 5 * 2 * 1 * 512  # 2 global heads replicate
 
 
 def test_cache_memory_of_an_analysis_uses_the_ring_buffer():

@@ -257,11 +257,11 @@ def test_softcapped_logits_are_split_across_the_tensor_parallel_group():
 def test_mla_cache_per_token_is_the_replicated_latent():
     # DeepSeek-V3 (its config.json): 61 layers of kv_lora_rank 512 + rope 64 cached elements, the
     # same on every GPU of the TP group (the latent is not split by heads)
-    from dlmcost.engine.cost import kv_elements_per_token_per_gpu
+    from dlmcost.engine.cost import kv_cache_elements_per_gpu
 
     m = load_bundled(DSV3)
     for tp in (1.0, 8.0):
-        assert kv_elements_per_token_per_gpu(m, tp) == 61 * (512 + 64)
+        assert kv_cache_elements_per_gpu(m, 1, tp) == 61 * (512 + 64)  # one token's, every layer's
 
 
 def test_layouts_that_do_not_split_a_dense_model_are_refused_by_name():

@@ -195,11 +195,6 @@ def kv_elements_per_layer_per_gpu(m: ModelSpec, kind: LayerKind, tp, kv_single_t
     return tensors * kv_heads_per_gpu(kind.n_kv_heads, tp) * kind.head_dim
 
 
-def kv_elements_per_token_per_gpu(m: ModelSpec, tp, kv_single_tensor=False) -> np.ndarray:
-    """Cached elements per token on each GPU, all layers, every token kept."""
-    return sum(n * kv_elements_per_layer_per_gpu(m, k, tp, kv_single_tensor) for n, k in m.attention_groups)
-
-
 def kv_cache_elements_per_gpu(m: ModelSpec, tokens, tp, kv_single_tensor=False, ring_buffer=True) -> np.ndarray:
     """Cached elements of one sequence of `tokens` tokens on each GPU. With a ring buffer (what
     transformers' sliding-window cache layers do) a sliding layer keeps at most W tokens."""
