@@ -318,12 +318,12 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
     precisions = s.precisions or DEFAULT_PRECISIONS
     from ..inputs.precision import get_precision, kv_bytes
 
-    for p in precisions:
-        get_precision(p)
+    # by the name each resolves to: 'fp8,FP8' is one precision, searched once
+    precisions = list(dict.fromkeys(get_precision(p).name for p in precisions))
     kv_dtypes = s.kv_dtype or [DEFAULT_KV_DTYPE]
     for kv in kv_dtypes:
         kv_bytes(kv)
-    space = SearchSpace(gpus, sorted(set(tps)), list(dict.fromkeys(precisions)), decodings, sorted(set(max_batches)),
+    space = SearchSpace(gpus, sorted(set(tps)), precisions, decodings, sorted(set(max_batches)),
                         left_out, s.prefill_chunk, s.api_servers, list(dict.fromkeys(kv.lower() for kv in kv_dtypes)),
                         DEFAULT_MEM_FRACTION if s.mem_fraction is None else s.mem_fraction,
                         s.recv_interval,  # None: not given (each candidate's policy: 1, from 'default')

@@ -16,7 +16,7 @@ import numpy as np
 from ...analysis import limits
 from ...engine.memory import DEFAULT_MEM_FRACTION, check_mem_fraction
 from ...errors import NoDeploymentError, UsageError, WorkloadError
-from ...inputs.precision import kv_bytes
+from ...inputs.precision import get_precision, kv_bytes
 from ...inputs.stacks import MAX_RUNNING_REQUESTS
 from ...safe_text import shown
 from .. import behaviour
@@ -71,6 +71,10 @@ class Setup:
         if not isinstance(self.kv_dtype, str):
             raise UsageError(f"--kv-dtype: a K/V cache number format's name, got {shown(repr(self.kv_dtype), 40)}")
         kv_bytes(self.kv_dtype)  # a one-line error for an unknown name, before any costing
+        if not isinstance(self.precision, str):
+            raise UsageError(f"--precision: a number format's name, got {shown(repr(self.precision), 40)}")
+        # the name it resolves to (FP8 is fp8): what the record says, and what tells two setups apart
+        object.__setattr__(self, "precision", get_precision(self.precision).name)
         object.__setattr__(self, "kv_dtype", self.kv_dtype.lower())  # as --precision: FP8 is fp8
         check_mem_fraction(self.mem_fraction)
         if self.max_running is not None and not (isinstance(self.max_running, int)
