@@ -95,7 +95,10 @@ def parse_lengths(spec, what: str) -> LengthDist:
             raise UsageError(f"{what}: '{text}' is not a token count, 'p50:N,p90:M' or '@FILE'") from None
     if isinstance(spec, dict):
         if set(spec) == {"file"}:
-            return _from_file(Path(str(spec["file"])), what)
+            path = spec["file"]
+            if not isinstance(path, str):  # `{file: 5}` is not the file named "5"
+                raise UsageError(f"{what}: 'file' takes a path (a string), got {shown(repr(path), 40)}")
+            return _from_file(Path(path), what)
         return _from_percentiles(spec, what)
     raise UsageError(f"{what}: expected a token count, percentiles or a file, got {type(spec).__name__}")
 
