@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Optional, Union
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict, StringConstraints, ValidationError
+from pydantic_core import PydanticCustomError
 
 from ..engine.memory import DEFAULT_MEM_FRACTION
 from ..engine.schemes import autoregressive_scheme, get_scheme
@@ -34,6 +35,7 @@ from ..serving.costs import price_range
 from .replicas import Pricing
 from .search import DEFAULT_REQUESTS, SearchSpace
 from ..serving.decodings import choose_decodings, floor_decodings
+from ..serving.deployment.request_counts import requests_out_of_range
 from ..serving.steptime import Decoding
 from ..serving.traffic import MAX_RATE, MAX_THINK_S, MIN_RATE, Traffic, parse_lengths
 
@@ -126,9 +128,16 @@ class SearchSpec(BaseModel):
     min_accuracy: Optional[dict[TaskKey, Annotated[float, Strict()]]] = Field(default=None, max_length=1)
 
 
+def _requests_in_range(requests: int) -> int:
+    """Refused in serve's words (pydantic's would say 'Input should be greater than or equal to 100')."""
+    if (problem := requests_out_of_range(requests)) is not None:
+        raise PydanticCustomError("requests_range", problem)
+    return requests
+
+
 class SimulationSpec(BaseModel):
     model_config = _STRICT
-    requests: int = Field(default=DEFAULT_REQUESTS, ge=100, le=1_000_000)
+    requests: Annotated[int, AfterValidator(_requests_in_range)] = DEFAULT_REQUESTS
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
 
 
