@@ -843,7 +843,7 @@ def _stack_file(tmp_path: Path, **over) -> Path:
 
     data = yaml.safe_load((bundled_stack_dir() / "vllm.yaml").read_text())
     path = tmp_path / "mine.yaml"
-    path.write_text(yaml.safe_dump({**data, **over}, allow_unicode=True))
+    path.write_text(yaml.safe_dump({**data, "name": "mine", **over}, allow_unicode=True))  # vllm's name is vllm's
     return path
 
 
