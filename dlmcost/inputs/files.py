@@ -60,7 +60,10 @@ def kind_of(mode: int) -> str:
 
 
 def expand(path: str | os.PathLike, error: type[DlmcostError], what: str) -> Path:
-    """`~/x` and `~user/x` expanded; an unknown user is an error, not a crash."""
+    """`~/x` and `~user/x` expanded; an unknown user is an error, not a crash; an empty path (an
+    unset shell variable) too, which Path reads as the current folder."""
+    if isinstance(path, str) and not path:
+        raise error(f"{what}: the path is empty")
     p = Path(path)
     try:
         return p.expanduser()

@@ -168,9 +168,9 @@ def _validated(model_cls, data, where: str, overrides: dict | None = None):
 def read_scenario(path: str | None, overrides: dict) -> ScenarioSpec:
     """The scenario file (if any) with the non-None `overrides` (section -> field -> value) on top."""
     data: dict = {}
-    if path:
+    if path is not None:  # '' is refused as an empty path, not read as no scenario
         p = Path(path)
-        data = files.read_document(p, limit=MAX_SCENARIO_BYTES, error=UsageError, what="scenario file", fmt="yaml")
+        data = files.read_document(path, limit=MAX_SCENARIO_BYTES, error=UsageError, what="scenario file", fmt="yaml")
         if data is None:
             data = {}
         if not isinstance(data, dict):
@@ -194,9 +194,10 @@ def _relative_to(folder: Path, data: dict) -> None:
         return
     for key in ("prompt", "answer"):
         value = traffic.get(key)
-        if isinstance(value, dict) and set(value) == {"file"} and isinstance(value["file"], str):
+        # (an empty path stays empty, refused as one, not joined into the scenario's folder)
+        if isinstance(value, dict) and set(value) == {"file"} and isinstance(value["file"], str) and value["file"]:
             traffic[key] = {"file": str(folder / value["file"])}
-        elif isinstance(value, str) and value.strip().startswith("@"):
+        elif isinstance(value, str) and value.strip().startswith("@") and value.strip()[1:]:
             traffic[key] = "@" + str(folder / value.strip()[1:])
 
 
