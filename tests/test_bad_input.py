@@ -161,6 +161,7 @@ def test_unknown_architecture_names_supported_families(fails):
     ("yaml_syntax_error.yaml", ["YAML"]),
     ("list_not_object.json", ["mapping"]),
     ("deeply_nested.json", ["nested"]),
+    ("json_duplicate_key.json", ["key 'n_layers' appears twice"]),  # the last one was read without a word
 ])
 def test_config_messages_name_the_problem(fails, name, words):
     msg = fails("model", CORPUS / "models" / name)
