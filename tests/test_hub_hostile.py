@@ -208,11 +208,14 @@ def test_cli_client_chatter_only_with_verbose(cli_runs):
 
 
 @pytest.mark.parametrize("args, env, needle", [
+    # '' (an unset shell variable) was read as no revision: main, not the one meant
+    (["--revision", ""], {}, "--revision is empty"),
+    (["--revision", " "], {}, "--revision is empty"),
     (["--hub-timeout", "0"], {}, "--hub-timeout"),
     (["--hub-timeout", "nan"], {}, "--hub-timeout"),
     ([], {"DLMCOST_HUB_TIMEOUT": "soon"}, "DLMCOST_HUB_TIMEOUT"),
 ])
-def test_cli_bad_budget_is_a_usage_error(monkeypatch, capsys, args, env, needle):
+def test_cli_bad_hub_option_is_a_usage_error(monkeypatch, capsys, args, env, needle):
     """Refused while parsing, before the Hub client is imported or asked anything: in-process,
     offline (a request would fail differently)."""
     from dlmcost.cli import main
