@@ -13,7 +13,7 @@ and fails the way the Hub does, with the `X-Error-Code` header the client maps t
 `RepoNotFound` (404; 401 for repos under `private/`, as the Hub answers anonymous callers),
 `GatedRepo` (401 without the repo's token), `RevisionNotFound` (404), `EntryNotFound` (404, with
 X-Repo-Commit so the client caches the miss). A repo may also fail every request with a status (500)
-or sleep before answering (to exceed the client's timeout).
+or sleep before answering (to exceed the client's timeout), or answer its model info with any bytes.
 
 And it misbehaves the ways a hostile or broken server can (`Misbehaviour`): an ETag or commit
 that is a path (`"../../../../x"`), from the first HEAD or only from a later one; a HEAD without
@@ -192,6 +192,7 @@ class FakeRepo:
     delay_s: float = 0.0  # sleep this long before answering (a slow Hub)
     params: int | None = None  # the Hub's safetensors parameter total (model_info)
     misbehave: Misbehaviour | None = None
+    info_body: bytes | None = None  # the model-info answer instead of the real one (a list, nesting without end)
     heads: int = 0  # HEADs answered so far
 
     def resolve(self, revision: str) -> str | None:
@@ -319,6 +320,9 @@ class _Handler(BaseHTTPRequestHandler):
         commit = repo.resolve(revision)
         if commit is None:
             self._error(404, "RevisionNotFound", f"Invalid rev id: {revision}")
+            return
+        if repo.info_body is not None:
+            self._send(200, repo.info_body)
             return
         info = {
             "_id": hashlib.md5(repo_id.encode()).hexdigest()[:24],

@@ -161,6 +161,7 @@ def test_unknown_architecture_names_supported_families(fails):
     ("yaml_syntax_error.yaml", ["YAML"]),
     ("list_not_object.json", ["mapping"]),
     ("deeply_nested.json", ["nested"]),
+    ("json_duplicate_key.json", ["key 'n_layers' appears twice"]),  # the last one was read without a word
 ])
 def test_config_messages_name_the_problem(fails, name, words):
     msg = fails("model", CORPUS / "models" / name)
@@ -181,6 +182,28 @@ def test_missing_paths(fails, tmp_path):
     fails("gpus", "--hardware", tmp_path / "nope.yaml", code=errors.HardwareFileError.exit_code)
     fails("model", tmp_path, code=errors.ConfigError.exit_code)  # a folder without config.json
     fails("analyze", "--gpu", "h100", "--efficiency", tmp_path / "nope.yaml", code=errors.EXIT_USAGE)
+
+
+@pytest.mark.parametrize("args, code, what", [
+    (["serve", "--trace", ""], errors.TraceError.exit_code, "trace"),
+    (["serve", "-c", "1", "--prompt", "@"], errors.EXIT_USAGE, "prompt lengths: lengths file"),
+    (["analyze", "--gpu", "h100", "--efficiency", ""], errors.EXIT_USAGE, "efficiency file"),
+    (["gpus", "--hardware", ""], errors.HardwareFileError.exit_code, "hardware path"),
+    (["plan", "--rate", "1", "--scenario", ""], errors.EXIT_USAGE, "scenario file"),
+])
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(fails, tmp_path, monkeypatch, args, code, what):
+    """'' (an unset shell variable) was the current folder: 'trace  is a folder', every YAML file
+    there read as hardware, no scenario at all."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "other.yaml").write_text("name: not a GPU\n")
+    assert fails(*args, code=code) == f"error: {what}: the path is empty"
+
+
+@pytest.mark.parametrize("length", ['{file: ""}', '"@"'])
+def test_an_empty_lengths_path_in_a_scenario_is_refused(fails, tmp_path, length):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"traffic: {{rate: 1, prompt: {length}}}\n")
+    assert fails("plan", "--scenario", scenario, code=errors.EXIT_USAGE) == "error: prompt lengths: lengths file: the path is empty"
 
 
 # --- efficiency files ----------------------------------------------------------------------------
@@ -843,7 +866,7 @@ def _stack_file(tmp_path: Path, **over) -> Path:
 
     data = yaml.safe_load((bundled_stack_dir() / "vllm.yaml").read_text())
     path = tmp_path / "mine.yaml"
-    path.write_text(yaml.safe_dump({**data, **over}, allow_unicode=True))
+    path.write_text(yaml.safe_dump({**data, "name": "mine", **over}, allow_unicode=True))  # vllm's name is vllm's
     return path
 
 

@@ -301,7 +301,7 @@ def test_serve_adds_the_first_token_delay_to_each_first_token_only(run, tmp_path
     line = "  first_token_us_per_layer: 800"
     assert text.count(line) == 1
     bare = tmp_path / "vllm-nodelay.yaml"
-    bare.write_text(text.replace(line, "  first_token_us_per_layer: 0"))
+    bare.write_text(text.replace(line, "  first_token_us_per_layer: 0").replace("\nname: vllm\n", "\nname: vllm-nodelay\n"))
     args = ["serve", "Qwen/Qwen3-8B", "--gpu", "h100", "--prompt", "233", "--answer", "16", "--job", "4",
             "--parallel", "1", "-f", "json"]
     (rc1, with_delay, _), (rc2, without, _) = run(*args, "--stack", "vllm"), run(*args, "--stack", str(bare))

@@ -62,13 +62,20 @@ def hostile_repos() -> dict[str, FakeRepo]:
         "evil/shape-inf": FakeRepo(_shape_file("[1e400]")),
         "evil/shape-neg": FakeRepo(_shape_file("[-5, 4]")),
         "evil/shape-float": FakeRepo(_shape_file("[2.5]")),
+        # model info no Hub sends: the client's own parsing fails (TypeError, RecursionError)
+        "evil/info-list": FakeRepo({"config.json": CONFIG}, info_body=b"[1, 2]"),
+        "evil/info-siblings": FakeRepo({"config.json": CONFIG}, info_body=b'{"id": "x", "siblings": "zzz"}'),
+        "evil/info-nested": FakeRepo({"config.json": CONFIG}, info_body=b"[" * 100_000 + b"]" * 100_000),
+        # a parameter total that is no count (`true` was reported as 1 parameter, -5 as -5)
+        "evil/total-bool": FakeRepo(_shape_file("[2, 2]"), params=True),
+        "evil/total-negative": FakeRepo(_shape_file("[2, 2]"), params=-5),
     }
 
 
-CASES = {name: {"repo": name} for name in hostile_repos() if not name.startswith("evil/shape")
-         and name not in ("evil/shards", "evil/slow-drip")}
-CASES |= {name: {"fn": "verify", "repo": name} for name in ("evil/shards", "evil/shape-inf", "evil/shape-neg",
-                                                             "evil/shape-float")}
+VERIFIED = ("evil/shards", "evil/shape-inf", "evil/shape-neg", "evil/shape-float", "evil/info-list",
+            "evil/info-siblings", "evil/info-nested", "evil/total-bool", "evil/total-negative")
+CASES = {name: {"repo": name} for name in hostile_repos() if name not in VERIFIED and name != "evil/slow-drip"}
+CASES |= {name: {"fn": "verify", "repo": name} for name in VERIFIED}
 SPENDS_THE_BUDGET = ("evil/drip", "evil/header-drip")
 
 
@@ -172,6 +179,22 @@ def test_bad_tensor_shapes_are_refused(results, name, shape):
     assert_error(results[name], "HubError", 10, "shape", shape)
 
 
+@pytest.mark.parametrize("name", ["evil/info-list", "evil/info-siblings", "evil/info-nested"])
+def test_model_info_no_hub_sends_is_said_so(results, name):
+    """The client's parsing fails on it (TypeError, RecursionError); said as an answer unlike the Hub's,
+    not "retry"."""
+    res = results[name]
+    assert_error(res, "HubUnreachable", 15, "does not answer like the Hugging Face Hub", "could not read")
+    assert "retry" not in res["message"]
+
+
+@pytest.mark.parametrize("name", ["evil/total-bool", "evil/total-negative"])
+def test_a_reported_total_that_is_no_count_is_not_reported(results, name):
+    res = results[name]
+    assert res["ok"], res
+    assert (res["checkpoint_params"], res["hub_reported_params"]) == (4, None)
+
+
 # --- the CLI: one line on stderr, options and environment ---------------------------------------
 
 
@@ -208,11 +231,14 @@ def test_cli_client_chatter_only_with_verbose(cli_runs):
 
 
 @pytest.mark.parametrize("args, env, needle", [
+    # '' (an unset shell variable) was read as no revision: main, not the one meant
+    (["--revision", ""], {}, "--revision is empty"),
+    (["--revision", " "], {}, "--revision is empty"),
     (["--hub-timeout", "0"], {}, "--hub-timeout"),
     (["--hub-timeout", "nan"], {}, "--hub-timeout"),
     ([], {"DLMCOST_HUB_TIMEOUT": "soon"}, "DLMCOST_HUB_TIMEOUT"),
 ])
-def test_cli_bad_budget_is_a_usage_error(monkeypatch, capsys, args, env, needle):
+def test_cli_bad_hub_option_is_a_usage_error(monkeypatch, capsys, args, env, needle):
     """Refused while parsing, before the Hub client is imported or asked anything: in-process,
     offline (a request would fail differently)."""
     from dlmcost.cli import main

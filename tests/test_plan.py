@@ -399,7 +399,9 @@ def test_a_target_near_the_float_maximum_binds_nothing(capsys, option):
     # an option's value the scenario refuses is named by the option, not the scenario's field
     (["--rate", "5", "--max-gpus", "0"], 2, "error: --max-gpus: Input should be greater than 0"),
     (["--rate", "5", "--cached-prompt", "2"], 2, "error: --cached-prompt: Input should be less than or equal to 1"),
-    (["--rate", "5", "--requests", "5"], 2, "error: --requests: Input should be greater than or equal to 100"),
+    # serve's words for the option they share
+    (["--rate", "5", "--requests", "99"], 2, "error: --requests: in 100..1,000,000, got 99\n"),
+    (["--rate", "5", "--requests", "1000001"], 2, "error: --requests: in 100..1,000,000, got 1000001\n"),
     (["--users", "0"], 2, "error: --users: Input should be greater than 0"),
     (["--rate", "5", "--users", "3"], 2, "not both"),
     ([], 2, "request rate"),
@@ -433,6 +435,7 @@ def test_bad_options_one_line(capsys, args, code, needle):
     ("traffic: {rate: 5}\ntargets: {p95: 2}\n", "targets.p95"),
     ("traffic: {rate: -1}\n", "traffic.rate"),
     ("traffic: {rate: 5}\nsearch: {tp: [0]}\n", "tp"),
+    ("traffic: {rate: 5}\nsimulation: {requests: 99}\n", "field 'simulation.requests': in 100..1,000,000, got 99"),
     ("traffic: {rate: 5}\nprices: {h100: abc}\n", "prices.h100"),
     ("traffic: {rate: 5}\nsearch: {prefill_chunk: -1}\n", "search.prefill_chunk: tokens per step in 0..10,000,000"),
     ("traffic: {rate: 5}\nsearch: {prefill_chunk: '8192'}\n", "search.prefill_chunk"),  # a typo, not 8192

@@ -96,3 +96,21 @@ def test_stacks_that_extend_in_a_circle_are_refused(tmp_path, monkeypatch):
     with pytest.raises(stacks.StackFileError, match=r"extends: b -> a -> b goes round"):
         stacks.read_stack_file(tmp_path / "a.yaml")
     assert stacks.bundled_base("a") in ("a", "b")  # bounded, whatever the circle
+
+
+@pytest.mark.parametrize("bundled, name", [("sglang", "sglang"), ("vllm", "sglang"), ("vllm", "none")])
+def test_a_file_of_its_own_cannot_take_a_bundled_name(tmp_path, run, bundled, name):
+    """Without `extends:` too: a copy of a bundled file (its own numbers, or another stack's) under
+    a bundled stack's name printed as that stack, its error band and all."""
+    text = (bundled_stack_dir() / f"{bundled}.yaml").read_text(encoding="utf-8")
+    f = tmp_path / "mine.yaml"
+    f.write_text(text.replace(f"\nname: {bundled}\n", f"\nname: {name}\n"))
+    rc, out, err = run("analyze", "Qwen/Qwen3-8B", "--gpu", "h100", "--stack", str(f))
+    assert (rc, out) == (5, "")
+    assert err == (f"error: stack file {f}: a stack file needs a name of its own (`name:`), not '{name}', which "
+                   "names a bundled stack (`none`: the bare roofline): its outputs would pass for that one's\n")
+
+
+def test_bundled_files_keep_their_own_names():
+    for name in stacks.bundled_stack_names():
+        assert stacks.read_stack_file(bundled_stack_dir() / f"{name}.yaml").name == name

@@ -747,3 +747,19 @@ def test_canvas_edges():
         canvas_for([1], 0)
     with pytest.raises(UsageError, match="^canvas: generation length must be a positive whole number, not 0$"):
         canvas_for([1], 4, 0)
+
+
+def test_a_trace_whose_prompts_fit_in_no_memory_says_so(run, tmp_path):
+    """A million-token prompt: LLaDA-8B's 16 GB of weights fit an H100, one request's K/V cache does
+    not (32 layers x K and V x 4096 x 2 bytes = 512 KiB a token: 524 GB). It was put down to the
+    precision, the layout or the weights."""
+    trace = tmp_path / "long.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 1000000, "output_length": 16}\n')
+    rc, out, err = run("serve", "--trace", trace, "--gpu", "h100")
+    assert (rc, out) == (WorkloadError.exit_code, "")
+    assert err == ("error: GSAI-ML/LLaDA-8B-Instruct cannot run on H100 SXM at tp 1, ep 1, bf16 with mdm/1: one "
+                   "request of 1,000,000 prompt tokens and its answer does not fit in 90% of its memory beside the "
+                   "weights; shorten the prompts, or give it more memory (--tp, --kv-dtype fp8, --mem-fraction)\n")
+    # weights that do not fit (60 GB on a 24 GB card) are still said as before, whatever the prompt
+    rc, _, err = run("serve", "Qwen/Qwen3-30B-A3B", "-c", "1", "--gpu", "rtx4090", "--requests", "100")
+    assert rc == WorkloadError.exit_code and "weights that do not fit in 90% of its memory" in err, err

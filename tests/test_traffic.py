@@ -256,3 +256,13 @@ def test_three_distinct_lengths_are_three_classes_and_an_empty_bin_is_no_class()
 ])
 def test_a_percentile_given_twice_is_refused(spec, key):
     refused(f"^x: percentile '{re.escape(key)}' is given twice$", parse_lengths, spec, "x")
+
+
+@pytest.mark.parametrize("path, shown_as", [("5", "5"), ("null", "None"), ("[a.txt]", "['a.txt']"), ("true", "True")])
+def test_a_lengths_file_path_that_is_not_a_string_is_refused(run, tmp_path, path, shown_as):
+    """`{file: 5}` in a scenario was read as the file named "5" (and said it did not exist)."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"traffic: {{rate: 1, prompt: {{file: {path}}}}}\n")
+    rc, out, err = run("plan", "--scenario", scenario)
+    assert (rc, out) == (2, "")
+    assert err == f"error: prompt lengths: 'file' takes a path (a string), got {shown_as}\n"

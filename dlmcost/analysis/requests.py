@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from . import limits
+from ..errors import UsageError
 
 
 def _given(obj) -> dict:
@@ -99,6 +100,11 @@ class Sources:
     hardware: list[str] | None = None
     revision: str | None = None
     hub: bool = False
+
+    def __post_init__(self):
+        # '' (an unset shell variable) was read as no revision: main, not the revision meant
+        if self.revision is not None and not self.revision.strip():
+            raise UsageError("--revision is empty: give a branch, tag or commit hash, or leave it out for main")
 
     def given(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}

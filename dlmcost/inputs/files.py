@@ -11,7 +11,7 @@ Files come from other people, so reading is bounded before it starts:
 - YAML goes through the safe loader only (plain scalars, lists and mappings; `!!python/...` tags
   are refused, never executed), the C one when PyYAML has it (ten times faster), and a mapping
   that names the same key twice is refused (PyYAML would keep the last one without a word:
-  `yaml_loader`);
+  `yaml_loader`), as is a JSON object naming a field twice;
 - integers over Python's 4,300-digit conversion limit, nesting deeper than the interpreter's
   stack, paths too long for the file system and `~unknownuser/...` each get their own message.
 
@@ -60,7 +60,10 @@ def kind_of(mode: int) -> str:
 
 
 def expand(path: str | os.PathLike, error: type[DlmcostError], what: str) -> Path:
-    """`~/x` and `~user/x` expanded; an unknown user is an error, not a crash."""
+    """`~/x` and `~user/x` expanded; an unknown user is an error, not a crash; an empty path (an
+    unset shell variable) too, which Path reads as the current folder."""
+    if isinstance(path, str) and not path:
+        raise error(f"{what}: the path is empty")
     p = Path(path)
     try:
         return p.expanduser()
@@ -216,14 +219,40 @@ def _int_limit(exc: ValueError) -> bool:
     return "integer string conversion" in str(exc)
 
 
+class RepeatedField(Exception):
+    """A JSON object naming one field twice (`name`)."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+def unique_fields(pairs: list) -> dict:
+    """A JSON object's fields, refusing one written twice (json keeps the last without a word:
+    `{"model_type": "llada", "model_type": "llama"}` was read as a llama)."""
+    record = dict(pairs)
+    if len(record) != len(pairs):  # rare: only then is the repeated one looked for
+        seen = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise RepeatedField(name)
+            seen.add(name)
+    return record
+
+
+STRICT_JSON = json.JSONDecoder(object_pairs_hook=unique_fields)
+
+
 def parse(text: str, *, fmt: str, error: type[DlmcostError], what: str) -> Any:
     """JSON or YAML text -> Python data, every failure as `error`."""
     try:
         if fmt == "json":
-            return json.loads(text)
+            return STRICT_JSON.decode(text)
         return load_yaml(text)
     except RepeatedKeyError as exc:
         raise error(f"{what}: {exc.message()}") from None
+    except RepeatedField as exc:
+        raise error(f"{what}: key '{shown(exc.name, 40)}' appears twice") from None
     except RecursionError:
         raise error(f"{what} is nested too deeply (more levels than the parser's stack allows)") from None
     except json.JSONDecodeError as exc:

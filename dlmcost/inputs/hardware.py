@@ -296,6 +296,8 @@ def _yaml_files(path: Path) -> list[Path]:
 
 def user_hardware_paths(extra: list[str] | None = None) -> list[Path]:
     paths = [Path(p) for p in os.environ.get(HARDWARE_ENV, "").split(os.pathsep) if p]
+    for given in extra or []:  # Path('') is the current folder: its YAML files would be read as hardware
+        files.expand(given, HardwareFileError, "hardware path")
     return paths + [Path(p) for p in (extra or [])]
 
 

@@ -453,6 +453,7 @@ def _stack_data(path: Path, seen: tuple[str, ...] = ()) -> dict:
     if not isinstance(data, dict):
         raise StackFileError(f"stack file {shown(str(path))} must be a YAML mapping, got {type(data).__name__}")
     if "extends" not in data:
+        _refuse_a_bundled_name(data, path, "a stack file")
         return data
     base = data["extends"]
     names = bundled_stack_names()
@@ -467,14 +468,23 @@ def _stack_data(path: Path, seen: tuple[str, ...] = ()) -> dict:
     if not isinstance(data.get("name"), str) or data["name"] == base:
         raise StackFileError(f"stack file {shown(str(path))}: a stack that extends {base} needs a name of its own "
                              f"(`name:`), or its outputs and error band would pass for {base}'s")
-    own_file = bundled_stack_dir() / f"{data['name']}.yaml"
-    if data["name"] == STACK_NONE or (data["name"] in names and Path(path).resolve() != own_file.resolve()):
-        # (a bundled file is itself; `none` is the bare roofline's name)
-        raise StackFileError(f"stack file {shown(str(path))}: a stack that extends {base} needs a name of its own "
-                             f"(`name:`), not '{shown(data['name'], 40)}', which names a bundled stack (`none`: the bare "
-                             "roofline): its outputs would pass for that one's")
+    _refuse_a_bundled_name(data, path, f"a stack that extends {base}")
     parent = _stack_data(bundled_stack_dir() / f"{base}.yaml", (*seen, base))
     return extended(parent, {k: v for k, v in data.items() if k != "extends"})
+
+
+def _refuse_a_bundled_name(data: dict, path: Path, what: str) -> None:
+    """A file's `name:` that is a bundled stack's (or `none`, the bare roofline's), unless the file is
+    that bundled file itself, is refused: a copy of sglang.yaml with one's own numbers, or a file
+    extending sglang, called `vllm`, printed "stack": "vllm" for numbers that are not vllm's."""
+    name = data.get("name")
+    if not isinstance(name, str):
+        return  # validation names what is wrong with it
+    own_file = bundled_stack_dir() / f"{name}.yaml"
+    if name == STACK_NONE or (name in bundled_stack_names() and Path(path).resolve() != own_file.resolve()):
+        raise StackFileError(f"stack file {shown(str(path))}: {what} needs a name of its own (`name:`), not "
+                             f"'{shown(name, 40)}', which names a bundled stack (`none`: the bare roofline): its "
+                             "outputs would pass for that one's")
 
 
 def bundled_base(name: str) -> str:

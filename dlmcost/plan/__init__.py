@@ -69,7 +69,10 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                  else "search.recv_interval")
     behaviour.check_recv_interval(recv_given, recv_name)
     model_ids = _model_ids(model if model is not None else spec.model)
-    model_specs = [resolve_spec(m) for m in model_ids]
+    model_specs = []
+    for spec_of_id in map(resolve_spec, model_ids):  # a model named twice (two spellings of one id) is planned once
+        if spec_of_id not in model_specs:
+            model_specs.append(spec_of_id)
     floor = quality_floor(spec)
     if floor is not None:
         check_floor_task(model_specs, floor[0])

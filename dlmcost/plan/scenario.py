@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Optional, Union
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict, StringConstraints, ValidationError
+from pydantic_core import PydanticCustomError
 
 from ..engine.memory import DEFAULT_MEM_FRACTION
 from ..engine.schemes import autoregressive_scheme, get_scheme
@@ -34,6 +35,7 @@ from ..serving.costs import price_range
 from .replicas import Pricing
 from .search import DEFAULT_REQUESTS, SearchSpace
 from ..serving.decodings import choose_decodings, floor_decodings
+from ..serving.deployment.request_counts import requests_out_of_range
 from ..serving.steptime import Decoding
 from ..serving.traffic import MAX_RATE, MAX_THINK_S, MIN_RATE, Traffic, parse_lengths
 
@@ -126,9 +128,16 @@ class SearchSpec(BaseModel):
     min_accuracy: Optional[dict[TaskKey, Annotated[float, Strict()]]] = Field(default=None, max_length=1)
 
 
+def _requests_in_range(requests: int) -> int:
+    """Refused in serve's words (pydantic's would say 'Input should be greater than or equal to 100')."""
+    if (problem := requests_out_of_range(requests)) is not None:
+        raise PydanticCustomError("requests_range", problem)
+    return requests
+
+
 class SimulationSpec(BaseModel):
     model_config = _STRICT
-    requests: int = Field(default=DEFAULT_REQUESTS, ge=100, le=1_000_000)
+    requests: Annotated[int, AfterValidator(_requests_in_range)] = DEFAULT_REQUESTS
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
 
 
@@ -159,9 +168,9 @@ def _validated(model_cls, data, where: str, overrides: dict | None = None):
 def read_scenario(path: str | None, overrides: dict) -> ScenarioSpec:
     """The scenario file (if any) with the non-None `overrides` (section -> field -> value) on top."""
     data: dict = {}
-    if path:
+    if path is not None:  # '' is refused as an empty path, not read as no scenario
         p = Path(path)
-        data = files.read_document(p, limit=MAX_SCENARIO_BYTES, error=UsageError, what="scenario file", fmt="yaml")
+        data = files.read_document(path, limit=MAX_SCENARIO_BYTES, error=UsageError, what="scenario file", fmt="yaml")
         if data is None:
             data = {}
         if not isinstance(data, dict):
@@ -185,9 +194,10 @@ def _relative_to(folder: Path, data: dict) -> None:
         return
     for key in ("prompt", "answer"):
         value = traffic.get(key)
-        if isinstance(value, dict) and set(value) == {"file"} and isinstance(value["file"], str):
+        # (an empty path stays empty, refused as one, not joined into the scenario's folder)
+        if isinstance(value, dict) and set(value) == {"file"} and isinstance(value["file"], str) and value["file"]:
             traffic[key] = {"file": str(folder / value["file"])}
-        elif isinstance(value, str) and value.strip().startswith("@"):
+        elif isinstance(value, str) and value.strip().startswith("@") and value.strip()[1:]:
             traffic[key] = "@" + str(folder / value.strip()[1:])
 
 
@@ -318,12 +328,12 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
     precisions = s.precisions or DEFAULT_PRECISIONS
     from ..inputs.precision import get_precision, kv_bytes
 
-    for p in precisions:
-        get_precision(p)
+    # by the name each resolves to: 'fp8,FP8' is one precision, searched once
+    precisions = list(dict.fromkeys(get_precision(p).name for p in precisions))
     kv_dtypes = s.kv_dtype or [DEFAULT_KV_DTYPE]
     for kv in kv_dtypes:
         kv_bytes(kv)
-    space = SearchSpace(gpus, sorted(set(tps)), list(dict.fromkeys(precisions)), decodings, sorted(set(max_batches)),
+    space = SearchSpace(gpus, sorted(set(tps)), precisions, decodings, sorted(set(max_batches)),
                         left_out, s.prefill_chunk, s.api_servers, list(dict.fromkeys(kv.lower() for kv in kv_dtypes)),
                         DEFAULT_MEM_FRACTION if s.mem_fraction is None else s.mem_fraction,
                         s.recv_interval,  # None: not given (each candidate's policy: 1, from 'default')

@@ -302,31 +302,10 @@ def prefix_hits(counts: np.ndarray, ids: np.ndarray, prompts: np.ndarray, block:
     return np.minimum(leading * block, np.asarray(prompts, np.int64))
 
 
-class _RepeatedField(Exception):
-    def __init__(self, name: str):
-        super().__init__(name)
-        self.name = name
-
-
-def _unique_fields(pairs: list) -> dict:
-    """A JSON object's fields, refusing one written twice (json keeps the last without a word)."""
-    record = dict(pairs)
-    if len(record) != len(pairs):  # rare: only then is the repeated one looked for
-        seen = set()
-        for name, _ in pairs:
-            if name in seen:
-                raise _RepeatedField(name)
-            seen.add(name)
-    return record
-
-
-_JSON = json.JSONDecoder(object_pairs_hook=_unique_fields)
-
-
 def _json_object(line: str, at: str) -> dict:
     try:
-        record = _JSON.decode(line)
-    except _RepeatedField as exc:
+        record = files.STRICT_JSON.decode(line)
+    except files.RepeatedField as exc:
         raise TraceError(f"{at}: field '{shown(exc.name, 40)}' appears twice") from None
     except RecursionError:
         raise TraceError(f"{at} is nested too deeply") from None

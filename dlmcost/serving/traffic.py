@@ -80,7 +80,7 @@ def parse_lengths(spec, what: str) -> LengthDist:
     if isinstance(spec, str):
         text = spec.strip()
         if text.startswith("@"):
-            return _from_file(Path(text[1:]), what)
+            return _from_file(text[1:], what)  # '@' alone: an empty path, refused as one
         if ":" in text:
             pairs = {}
             for part in (p.strip() for p in text.split(",") if p.strip()):
@@ -95,7 +95,10 @@ def parse_lengths(spec, what: str) -> LengthDist:
             raise UsageError(f"{what}: '{text}' is not a token count, 'p50:N,p90:M' or '@FILE'") from None
     if isinstance(spec, dict):
         if set(spec) == {"file"}:
-            return _from_file(Path(str(spec["file"])), what)
+            path = spec["file"]
+            if not isinstance(path, str):  # `{file: 5}` is not the file named "5"
+                raise UsageError(f"{what}: 'file' takes a path (a string), got {shown(repr(path), 40)}")
+            return _from_file(path, what)
         return _from_percentiles(spec, what)
     raise UsageError(f"{what}: expected a token count, percentiles or a file, got {type(spec).__name__}")
 
@@ -136,7 +139,7 @@ def _from_percentiles(pairs: dict, what: str) -> LengthDist:
     return LengthDist("percentiles", tuple(vs), tuple(qs))
 
 
-def _from_file(path: Path, what: str) -> LengthDist:
+def _from_file(path: str, what: str) -> LengthDist:
     """Token counts separated by whitespace or commas, from a regular file within the limits."""
     data = files.read_bytes(path, limit=LENGTHS_FILE_BYTES, error=UsageError, what=f"{what}: lengths file")
     data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark, allowed as in every file read

@@ -22,6 +22,7 @@ bounded bodies, bounded `Retry-After` waits). `--verify` reads at most `MAX_SHAR
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -308,6 +309,12 @@ def _translate(exc: BaseException, repo_id: str, revision: str, what: str,
         return HubUnreachable(
             f"the Hub ({endpoint}) sent {what} of {repo_id} with a size other than the one it announced: "
             f"retry; if it persists, check HF_ENDPOINT and any proxy in between")
+    if isinstance(exc, (TypeError, KeyError, AttributeError, RecursionError, json.JSONDecodeError)):
+        # the client's reading of an answer no Hub sends (model info that is a list, a string where
+        # a list belongs, nesting without end): no retry mends it
+        return HubUnreachable(
+            f"{endpoint} does not answer like the Hugging Face Hub for {what} of {repo_id}: the client could "
+            f"not read its answer ({type(exc).__name__}: {detail}); check HF_ENDPOINT and proxy settings")
     if isinstance(exc, OSError):  # the local side: an unwritable HF_HOME, a full disk...
         return HubError(
             f"cannot use the Hugging Face cache ({_cache_dir()}) for {repo_id}: {type(exc).__name__}: "
@@ -467,6 +474,10 @@ def _count_params(meta: Any, repo_id: str) -> dict[str, int]:
     return by_dtype
 
 
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_PARAMS
+
+
 def verify_params(repo_id: str, revision: str | None = None, *, timeout_s: float | None = None) -> dict:
     """The checkpoint's parameter count, read from its safetensors headers (no weights downloaded).
 
@@ -509,5 +520,6 @@ def verify_params(repo_id: str, revision: str | None = None, *, timeout_s: float
         "files": len(meta.files_metadata),
         "sharded": bool(meta.sharded),
         "commit": commit if isinstance(commit, str) else None,
-        "hub_reported_params": int(reported) if isinstance(reported, int) else None,
+        # the Hub's total, where it is a count (`true` or -5 from a server unlike the Hub is none)
+        "hub_reported_params": reported if _is_count(reported) else None,
     }

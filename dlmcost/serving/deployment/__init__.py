@@ -99,7 +99,7 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=None, answer=None,
     from ...inputs.models import resolve_model
 
     setup = setup or Setup()
-    loads = list(loads) if isinstance(loads, (list, tuple)) else [loads]
+    loads = _first_of_each(list(loads) if isinstance(loads, (list, tuple)) else [loads])
     if not loads and not find_max_rate:
         raise UsageError("serve: give a load (--concurrency, --rate, --job or --trace)")
     check_simulations(1, loads, requests, find_max_rate)
@@ -168,6 +168,29 @@ def _check_arrivals(arrival: str, cv: float, loads: list, find_max_rate: bool) -
         raise UsageError("--arrival goes with --rate or --max-rate (open-loop arrivals)")
 
 
+def _first_of_each(items: list) -> list:
+    """Each item once, in the order first given: a model, setup or load named twice (two spellings
+    of one model id, two aliases of one GPU, a rate repeated) is simulated and listed once."""
+    out: list = []
+    for item in items:
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def _distinct_setups(setups: list[Setup], hardware) -> list[Setup]:
+    """The setups told apart by the GPU each names (its key: 'h100' and 'h100-sxm' are one part)."""
+    from dataclasses import replace
+
+    from ...inputs.hardware import HardwareDB
+
+    db = HardwareDB.load(hardware)
+    keyed = {}
+    for setup in setups:
+        keyed.setdefault(replace(setup, gpu=db.get(setup.gpu).key), setup)
+    return list(keyed.values())
+
+
 def serve_many(models: list, loads, setups: list[Setup], *, answer=None, **options) -> Comparison:
     """Every model on every setup under the same loads and lengths, side by side (a diffusion
     model and the AR model it would replace). The answer length defaults to the first model's;
@@ -177,7 +200,8 @@ def serve_many(models: list, loads, setups: list[Setup], *, answer=None, **optio
 
     from ...inputs.models import resolve_model
 
-    specs = [resolve_model(m) if isinstance(m, str) else m for m in models]
+    specs = _first_of_each([resolve_model(m) if isinstance(m, str) else m for m in models])
+    setups = _distinct_setups(setups, options.get("hardware"))
     if not specs or not setups:
         raise UsageError("serve: give a model and a deployment")
     if len(specs) * len(setups) > 64:

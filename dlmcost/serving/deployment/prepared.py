@@ -16,7 +16,7 @@ import numpy as np
 from ...analysis import limits
 from ...engine.memory import DEFAULT_MEM_FRACTION, check_mem_fraction
 from ...errors import NoDeploymentError, UsageError, WorkloadError
-from ...inputs.precision import kv_bytes
+from ...inputs.precision import get_precision, kv_bytes
 from ...inputs.stacks import MAX_RUNNING_REQUESTS
 from ...safe_text import shown
 from .. import behaviour
@@ -71,6 +71,10 @@ class Setup:
         if not isinstance(self.kv_dtype, str):
             raise UsageError(f"--kv-dtype: a K/V cache number format's name, got {shown(repr(self.kv_dtype), 40)}")
         kv_bytes(self.kv_dtype)  # a one-line error for an unknown name, before any costing
+        if not isinstance(self.precision, str):
+            raise UsageError(f"--precision: a number format's name, got {shown(repr(self.precision), 40)}")
+        # the name it resolves to (FP8 is fp8): what the record says, and what tells two setups apart
+        object.__setattr__(self, "precision", get_precision(self.precision).name)
         object.__setattr__(self, "kv_dtype", self.kv_dtype.lower())  # as --precision: FP8 is fp8
         check_mem_fraction(self.mem_fraction)
         if self.max_running is not None and not (isinstance(self.max_running, int)
@@ -208,9 +212,17 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     pt = pass_table(spec, *args, **opts, max_passes=None)
     rt = behaviour.request_table(pt, 0, 0, 0, decoding, prompt_vals, answer_vals, pol.max_running, pol)
     if rt is None:
-        raise WorkloadError(f"{spec.id} cannot run on {gpu.name} at tp {setup.tp}, ep {setup.ep}, {setup.precision} "
-                            f"with {decoding.label} (unsupported precision, a layout that does not split, or weights "
-                            f"that do not fit in {setup.mem_fraction:.0%} of its memory, --mem-fraction)")
+        where = f"{spec.id} cannot run on {gpu.name} at tp {setup.tp}, ep {setup.ep}, {setup.precision} with {decoding.label}"
+        unfit = np.argwhere(pt.memory_fits(0, 0, 0, pol.prefill_chunk) < 1)
+        weights_fit = pt.free_bytes is not None and (pt.free_bytes[0, 0, 0] > 0).all()
+        if len(unfit) and weights_fit and not np.isnan(pt.nfe[0, 0, 0]).any():  # a long request fits nowhere
+            # (a trace's or --prompt's million-token prompts were put down to the precision or the layout)
+            shortest = min(prompt_vals[i] for i in unfit[:, 0])
+            raise WorkloadError(f"{where}: one request of {shortest:,} prompt tokens and its answer does not fit in "
+                                f"{setup.mem_fraction:.0%} of its memory beside the weights; shorten the prompts, or "
+                                "give it more memory (--tp, --kv-dtype fp8, --mem-fraction)")
+        raise WorkloadError(f"{where} (unsupported precision, a layout that does not split, or weights that do not "
+                            f"fit in {setup.mem_fraction:.0%} of its memory, --mem-fraction)")
     n_p = len(prompt_vals)
     price, price_source = setup.price, "user" if setup.price is not None else None
     if price is None and gpu.price_per_hour is not None:

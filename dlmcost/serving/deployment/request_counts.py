@@ -13,9 +13,19 @@ from ..loads import BatchJob, ClosedLoop, TraceReplay
 from .capacity import MAX_RATE_STEPS
 
 
+MIN_REQUESTS, MAX_REQUESTS = 100, 1_000_000  # --requests' range (plan's and serve's)
+
+
+def requests_out_of_range(requests) -> str | None:
+    """What is wrong with a --requests value, in the words plan and serve both say; None: nothing."""
+    if isinstance(requests, int) and not isinstance(requests, bool) and MIN_REQUESTS <= requests <= MAX_REQUESTS:
+        return None
+    return f"in {MIN_REQUESTS}..{MAX_REQUESTS:,}, got {requests}"
+
+
 def check_requests(requests: int) -> None:
-    if not (isinstance(requests, int) and 100 <= requests <= 1_000_000):
-        raise UsageError(f"--requests: in 100..1,000,000, got {requests}")
+    if (problem := requests_out_of_range(requests)) is not None:
+        raise UsageError(f"--requests: {problem}")
 
 
 def simulated_requests(loads, requests: int, find_max_rate: bool = False) -> int:
