@@ -18,7 +18,8 @@ With a software stack (`Grid.stack`, docs/stacks.md) each op's compute time is d
 stack's factor (GEMM curve at B x q rows, attention efficiency), elementwise traffic is scaled,
 the sampler's logits traffic joins the LM head, and two more entries join the op axis:
 `host_wait` (GPU idle while the host dispatches: max(host - GPU, 0) per pass, or all host time
-when launches do not overlap) and `per_forward` (the fixed cost per forward). Closed-form
+when launches do not overlap) and `per_forward` (the fixed cost per forward, and the time of the
+kernels the stack's release ran slow on the part: stack_time.slow_kernel_time). Closed-form
 families take the GEMM factor at the family's mean q, and the host comparison against the GPU
 time interpolated between the family's first and last pass (exact when no op changes roofline
 side within the family); pass-by-pass families are exact.
@@ -41,7 +42,7 @@ from .roofline import Rates, compute_time, kernel_overhead_s, link_time, memory_
 from .schemes import REGISTRY, Knobs, PassFamily, later_peak_q, peak_shape, prompt_passes
 from .schemes.ar import PREFILL
 from .stack_time import (collective_dispatch, depth_factor, depth_k0, dispatch_time, host_wait, keys_term, op_depth_overhead,
-                         op_factor, sampler_time, step_overhead, traffic_factor)
+                         op_factor, sampler_time, slow_kernel_time, step_overhead, traffic_factor)
 from ..inputs.stacks import Stack
 from .sums import sum_max_ends
 
@@ -312,7 +313,7 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
         if host_wait_of_pass:
             gpu = (np.maximum(compute, memory) + overhead).sum(axis=0)
             overhead[h] = host_wait(gpu, dispatch_time(m, st), st)
-        overhead[f] = step_overhead(grid.batch, st)
+        overhead[f] = step_overhead(grid.batch, st) + slow_kernel_time(m.n_layers, r.slow_layer_s)
     return PassCost(values, compute, memory, overhead, bound_compute, bound_memory)
 
 

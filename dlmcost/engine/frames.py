@@ -9,7 +9,7 @@ engine call each and returns a `Frame`: the sums, the baselines' times and memor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -41,8 +41,12 @@ def build_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray, stack:
     cols = {**COLUMN_DEFAULTS, **cols}
     knobs = make_knobs(n, **{k: cols[k] for k in KNOB_COLUMNS})
     settings = {k: column(cols[k], n, bool if k in FLAG_COLUMNS else float) for k in SETTING_COLUMNS}
+    rates = stack_rates(rate_rows)
+    if stack is not None and stack.slow_kernels:  # the stack's slow kernels on each row's part and precision
+        rates = replace(rates, slow_layer_s=np.array([stack.slow_layer_us(r["gpu"], r["precision"]) * 1e-6
+                                                      for r in rate_rows]))
     return Grid(scheme=column(cols["scheme"], n).astype(str), knobs=knobs, **settings,
-                rates=stack_rates(rate_rows).take(np.asarray(rate_index)), stack=stack)
+                rates=rates.take(np.asarray(rate_index)), stack=stack)
 
 
 def workloads_grid(workloads: list[Workload], rate_rows: list[dict], stack: Stack | None = None) -> Grid:

@@ -60,6 +60,9 @@ class Rates:
     # (the hardware file's experts_streaming; None: the GEMMs' own, eff_mem_linear and overhead_linear_s)
     eff_mem_experts: np.ndarray | None = None
     overhead_experts_s: np.ndarray | None = None
+    # GPU seconds per decoder layer that the stack's slow kernels add to every pass on this GPU at
+    # this precision (the stack's `slow_kernels`; set where a grid is built with its stack)
+    slow_layer_s: np.ndarray | float = 0.0
 
     @cached_property
     def achievable_flops(self) -> dict[str, np.ndarray]:
@@ -107,7 +110,8 @@ class Rates:
                      *(None if v is None else take(v, idx) for v in (self.eff_mem_linear, self.overhead_linear_s,
                                                                       self.eff_mem_decode_attention,
                                                                       self.overhead_decode_attention_s,
-                                                                      self.eff_mem_experts, self.overhead_experts_s)))
+                                                                      self.eff_mem_experts, self.overhead_experts_s)),
+                     take(self.slow_layer_s, idx) if np.ndim(self.slow_layer_s) else self.slow_layer_s)
 
 
 def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, float] | None:
@@ -137,11 +141,16 @@ def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, flo
         # the measured fall of NCCL's bandwidth with the message size is NVLink's (collectives.py)
         link_by_size=0.0 if ideal or gpu.vendor != "NVIDIA" else 1.0,
         fp8_gemms=1.0 if precision.compute == "fp8" else 0.0,
+        # which part and precision these are (not rates): a stack's slow kernels are named by them
+        gpu=gpu.name, precision=precision.name,
     )
 
 
+IDENTITY_KEYS = ("gpu", "precision")  # a rates row's names of its part and precision (gpu_rates)
+
+
 def stack_rates(rows: list[dict[str, float]]) -> Rates:
-    col = {k: np.array([r[k] for r in rows], dtype=float) for k in rows[0]}
+    col = {k: np.array([r[k] for r in rows], dtype=float) for k in rows[0] if k not in IDENTITY_KEYS}
     # The LM head (and self-conditioning, the same vocabulary-sized GEMM) stays in bf16 as
     # checkpoints keep it (see cost.HEAD_BYTES), so it runs at the bf16 GEMM rates, like attention.
     kinds = {"linear": "linear", "lm_head": "attention", "attention": "attention", "other": "other"}

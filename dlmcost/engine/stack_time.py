@@ -22,6 +22,9 @@ a pass", states the whole rule:
         host_wait = max(host - GPU, 0) if launches overlap the GPU, else all the host time
         step_overhead = fixed_us_per_forward + us_per_sequence x batch
                         + us_per_sequence_squared x batch^2 (never overlapped)
+                        + n_layers x slow_kernels' us_per_layer on the parts and precisions
+                          they name (slow_kernel_time: GPU time the release's kernels took
+                          beyond the hardware file's tuned ones)
         (so a pass takes max(GPU, host) + step, or GPU + host + step)
 
 Hardware efficiencies (the hardware file) and stack factors multiply: the hardware file says what
@@ -187,6 +190,13 @@ def host_wait(gpu_s, host_s, stack: Stack) -> np.ndarray:
     it (overlapped launches) or the whole host time (serial)."""
     gpu_s, host_s = np.broadcast_arrays(np.asarray(gpu_s, float), np.asarray(host_s, float))
     return np.maximum(host_s - gpu_s, 0.0) if stack.host.overlaps_gpu else host_s.copy()
+
+
+def slow_kernel_time(n_layers, slow_layer_s) -> np.ndarray:
+    """Seconds the stack's slow kernels add to a pass of n_layers decoder layers on a part where its
+    release ran them (`Rates.slow_layer_s`, from the stack's `slow_kernels`: 0 elsewhere): the GPU's
+    time beyond the hardware file's tuned kernel times, the same at every batch and sequence."""
+    return np.asarray(n_layers, float) * np.asarray(slow_layer_s, float)
 
 
 def step_overhead(batch, stack: Stack) -> np.ndarray:

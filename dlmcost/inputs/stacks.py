@@ -179,6 +179,22 @@ class FusedMoE(BaseModel):
     fp8_rate: float = Field(default=1.0, ge=MIN_EFFICIENCY, le=1)
 
 
+class SlowKernels(BaseModel):
+    """Kernels a release ran slower on some parts than the hardware file's kernel times say (those
+    describe the tuned kernels): GPU time each decoder layer adds to every pass on those parts at
+    those precisions (stack_time.slow_kernel_time)."""
+
+    model_config = _FILE
+
+    gpus: list[Annotated[str, Field(min_length=1, max_length=100)]] = Field(min_length=1, max_length=64)
+    precisions: list[Annotated[str, Field(min_length=1, max_length=20)]] = Field(min_length=1, max_length=16)
+    us_per_layer: float = Field(ge=0, le=1e6)
+
+    def applies(self, gpu: str, precision: str) -> bool:
+        """Whether this GPU (a hardware file's name, any case) at this precision runs these kernels."""
+        return gpu.strip().lower() in {g.strip().lower() for g in self.gpus} and precision in self.precisions
+
+
 # predicted / measured speed at least this: the band's ends scale the step times, and one of 5e-324
 # made a pass take 0 s (the simulation divided by it: an internal error)
 MIN_RATIO = 1e-6
@@ -295,6 +311,9 @@ class Stack(BaseModel):
     # captures graphs for decode only and runs each prefill eagerly, dispatched as the `eager`
     # block says (SGLang 0.5: its piecewise prefill graphs are off by default)
     prefill_graphs: bool = True
+    # kernels the release ran slower on some parts than the hardware files' kernel times (which
+    # describe tuned kernels): their GPU time per decoder layer, added to every pass there
+    slow_kernels: list[SlowKernels] = Field(default_factory=list, max_length=16)
     version: str = Field(default="", max_length=100)  # the software release the numbers describe
     as_of: str = Field(default="", max_length=40)  # when they were checked (a date)
     sources: dict[str, str]
@@ -332,6 +351,10 @@ class Stack(BaseModel):
         if v is not None and any(not (0 < len(name.strip()) <= 40) for name in v):
             raise ValueError("runs_on: vendor names of 1 to 40 characters")
         return None if v is None else [name.strip().lower() for name in v]
+
+    def slow_layer_us(self, gpu: str, precision: str) -> float:
+        """The slow kernels' microseconds per decoder layer on this GPU at this precision (0: none)."""
+        return sum(k.us_per_layer for k in self.slow_kernels if k.applies(gpu, precision))
 
     def runs(self, vendor: str) -> bool:
         """Whether the engine runs on an accelerator of this vendor."""
@@ -379,14 +402,15 @@ OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_sequence_squared": 0.0, "us_
                     "expert_rows": "routed", "first_block_outside_limit": False, "prompt_prefill": "one-pass",
                     "prefill_chunk_tokens": None, "front_end": None,
                     "depth_overhead": 0.0, "attention_keys_overhead": 0.0, "runs_on": None, "eager": None,
-                    "fused_moe": None, "prefill_graphs": True, "scheduler_recv_interval": False}
+                    "fused_moe": None, "prefill_graphs": True, "scheduler_recv_interval": False, "slow_kernels": []}
 
 
 # the numbers of a stack a fit can set (host terms, the GEMM curve, the other efficiencies and behaviours)
 FITTABLE_FIELDS = ("us_per_layer", "fixed_us_per_forward", "us_per_sequence", "us_per_sequence_squared", "us_per_expert", "gemm_efficiency",
                    "depth_overhead", "attention_efficiency", "elementwise_bytes_factor", "sampler_logits_bytes",
                    "sampler_traffic_bytes",
-                   "max_running_requests", "first_block_outside_limit", "eager", "first_token_us_per_layer")
+                   "max_running_requests", "first_block_outside_limit", "eager", "first_token_us_per_layer",
+                   "slow_kernels")
 # how an eagerly run stack's name ends: `vllm (eager)`
 EAGER_SUFFIX = " (eager)"
 
