@@ -78,6 +78,7 @@ TOP = 6  # table rows: fewer than most cases have deployments, so that `ranked` 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_pruned_plan_is_the_exhaustive_plan(case, monkeypatch):
     models, overrides, options = CASES[case]
+    options = dict(options, jobs=1)  # every simulation in this process, where they are counted
     sims = _simulations(monkeypatch)
     exhaustive = plan.run(None, overrides, model=models, prune=False, **options)
     every = sims.call_count

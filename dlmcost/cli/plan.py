@@ -120,6 +120,9 @@ OPTION_OF_FIELD = {
 }
 
 
+MAX_JOBS = 1024  # --jobs at most (side_by_side.py starts no more than its MAX_WORKERS anyway)
+
+
 # --- the command ---------------------------------------------------------------------------------
 
 @app.command(epilog=examples("dlmcost plan --rate 5 --p95 10 --gpu h100,b200",
@@ -138,6 +141,7 @@ def plan(
     power_utilisation: Optional[float] = typer.Option(None, "--power-utilisation", help="fraction of board power drawn [1.0]"),
     requests: Optional[int] = typer.Option(None, "--requests", help="simulated requests per run [2000]"),
     seed: Optional[int] = typer.Option(None, "--seed", help="random seed [0]"),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="worker processes for the rows' sustained loads and band ends (default: the usable cores; 1: none; the answer is the same)"),
     top: int = typer.Option(15, "--limit", "--top", metavar="N", help="rows of the table (0: all; json, csv and html list all)"),
     absurd: bool = typer.Option(False, "--absurd", help="search and list absurd deployments too (over 10x the cheapest $/Mtok of their model)"),
     ar_baseline: bool = typer.Option(False, "--ar-baseline", help="also plan the same model decoded autoregressively"),
@@ -155,6 +159,8 @@ def plan(
 
     if top < 0:
         raise UsageError("--limit must be 0 (all rows) or positive")
+    if jobs is not None and not 1 <= jobs <= MAX_JOBS:
+        raise UsageError(f"--jobs must be 1 to {MAX_JOBS:,} (worker processes)")
     requirements = requirements_of(require, PLAN_CSV_KEYS, PLAN_DEPRECATED_KEYS)
     top = top or None  # 0: every row, as sweep's --limit 0
     if traffic["rate"] is not None and traffic["users"] is None:
@@ -165,7 +171,8 @@ def plan(
     # needs (json, csv, the HTML page and a chart list every row; a requirement is checked on the CSV row)
     every_row = output.fmt in ("json", "csv", "html") or top is None or bool(requirements) or output.charted
     ranked = None if every_row else max(top, BASELINE_SHOWN)
-    result = _run(scenario, overrides, model, price, hardware, efficiency, stack_choice, ar_baseline, absurd, ranked)
+    result = _run(scenario, overrides, model, price, hardware, efficiency, stack_choice, ar_baseline, absurd, ranked,
+                  jobs)
     record = api.plan_record(result)
     out = held_output(output.plot)
     chart = _chart(record) if output.charted else None
@@ -178,7 +185,7 @@ def plan(
                                       f"{r['precision']} {r['decoding']}"), requirements)
 
 
-def _run(scenario, overrides, model, price, hardware, efficiency, stack_choice, baseline, absurd, ranked):
+def _run(scenario, overrides, model, price, hardware, efficiency, stack_choice, baseline, absurd, ranked, jobs):
     """The search, with a progress bar on a terminal."""
     with progress_bar("planning: candidate deployments") as progress:
         # an empty name given ('' from an unset shell variable) is refused, not the scenario's model planned in its place
@@ -187,7 +194,7 @@ def _run(scenario, overrides, model, price, hardware, efficiency, stack_choice, 
             return api.run_plan(api.locate_example(scenario), overrides, model=models, prices=price or [],
                                 hardware=hardware, efficiency=api.locate_example(efficiency),
                                 stack=stack_choice.stack, eager=stack_choice.eager,
-                                baseline=baseline, absurd=absurd, progress=progress, ranked=ranked)
+                                baseline=baseline, absurd=absurd, progress=progress, ranked=ranked, jobs=jobs)
         except OverrideError as exc:  # an option's value: named as typed, not as the scenario's field
             if exc.field not in OPTION_OF_FIELD:
                 raise

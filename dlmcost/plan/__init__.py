@@ -4,6 +4,7 @@ A search on top of the serving simulation (dlmcost/serving/): each candidate dep
 served as `dlmcost serve` serves it, and the search finds its fewest replicas.
 
     search.py    the candidates, searched cheapest first and pruned; ranking, AR baseline
+    side_by_side.py  the rows' own searches (sustained load, band ends) on the machine's cores
     replicas/    one candidate's fewest replicas and the load it sustains, by simulation
     results.py   result types, target checks, Pareto front, ranking
     scenario.py  the scenario YAML and command-line options
@@ -23,7 +24,8 @@ _LIMIT = object()  # run's default max_candidates: limits.MAX_PLAN_CANDIDATES as
 def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | None = None, prices: list[str] = (),
         hardware: list[str] | None = None, efficiency: str = "realistic", stack: str | None = None, eager: bool = False,
         baseline: bool = False, absurd: bool = False, progress: Callable[[int, int], None] | None = None,
-        max_candidates: int | None | object = _LIMIT, ranked: int | None = None, prune: bool = True) -> PlanResult:
+        max_candidates: int | None | object = _LIMIT, ranked: int | None = None, prune: bool = True,
+        jobs: int | None = None) -> PlanResult:
     """Read the scenario, search the deployments of each model (several: side by side, at the same
     traffic and targets), return the ranked result. A search of more than `max_candidates`
     candidate deployments in all, or of more than `limits.MAX_SIMULATED_REQUESTS` candidates x
@@ -32,7 +34,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     sustained load and the error band's ends of the first so many deployments only (an output
     that shows no more; search.plan); `prune=False`: the exhaustive search, the reference the
     pruned one is held to. `eager`: every decoding's stack run without CUDA graphs (refused where
-    one has no eager profile)."""
+    one has no eager profile). `jobs`: the worker processes the rows' sustained loads and band ends
+    may use (None: the usable cores; 1: none; the answer is the same: side_by_side.py)."""
     from ..analysis import limits
     from ..engine.memory import check_mem_fraction
     from ..errors import NoDeploymentError
@@ -129,7 +132,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         parts.append(plan(m, traffic, targets, space, pricing, requests=spec.simulation.requests,
                           seed=spec.simulation.seed, efficiency=efficiency, stack=stack, eager=eager, hardware=hardware,
                           baseline=baseline, absurd=absurd, progress=progress, ranked=ranked, prune=prune,
-                          defer=len(spaces) > 1, work=work))
+                          defer=len(spaces) > 1, work=work, jobs=jobs))
     if baseline and any(not d.autoregressive for _, space, _ in spaces for d in space.decodings):
         ar = baseline_decoding()  # the AR baseline's engine, as the header names it
         policy = decoding_policy(stack, efficiency, ar, eager, spec.search.prefill_chunk, chunk_given_as,
@@ -149,7 +152,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                                        [source for _, source in intervals.values()], recv_name)
     result = parts[0]
     if len(parts) > 1:  # the rows shown of all the models' rankings searched again, then ranked together
-        rank_rows([row for p in parts for row in p.pending], ranked)
+        rank_rows([row for p in parts for row in p.pending], ranked, jobs)
         result = _side_by_side(parts, pareto_front, rank_key)
     _warn_if_memory_binds(result)
     _warn_if_band_is_slower(result)

@@ -39,6 +39,7 @@ from ..inputs.hardware import GPU
 from ..engine.memory import DEFAULT_MEM_FRACTION
 from ..engine.schemes import autoregressive_scheme
 from ..inputs.error_bands import band_for
+from .side_by_side import map_rows
 from .replicas import (ABSURD, MEETS, Candidate, Found, Pricing, band_ends, fewest_replicas, floor_fails,
                        mean_window_tokens, meets_within, open_loop_usd_per_mtok, request_classes, sustained_rps)
 from .results import ABSURD_RATIO, Deployment, Targets, mark_absurd, pareto_front, rank_key, usd_per_hour, usd_per_mtok
@@ -370,21 +371,51 @@ def _to_sustain(rows: list[tuple[Found, Setting]], ranked: int | None) -> list[t
     return ordered[:ranked] + ties
 
 
-def rank_rows(rows: list[tuple[Found, Setting]], ranked: int | None) -> list[Deployment]:
+def rank_rows(rows: list[tuple[Found, Setting]], ranked: int | None, jobs: int | None = None) -> list[Deployment]:
     """The deployments ranked (`rank_key`): the sustained load of those an output shows first,
-    which breaks the ties of $/Mtok, then the error band's ends of the first `ranked`."""
-    for f, s in _to_sustain(rows, ranked):  # the load each sustains, for those an output shows
+    which breaks the ties of $/Mtok, then the error band's ends of the first `ranked`. Each row's
+    two searches are its own: they run on up to `jobs` cores (None: the usable ones; side_by_side.py)."""
+    sustain = _to_sustain(rows, ranked)
+    for (f, _), rps in zip(sustain, _each_row(_sustained, sustain, jobs)):  # the load each sustains, for those shown
         d = f.deployment
-        d.sustained_rps = sustained_rps(f.candidate, s.sample, s.traffic, s.targets, d, f.capacity, f.points)
+        d.sustained_rps = rps
         if d.usd_per_hour is not None:
             d.usd_per_mtok_at_capacity = usd_per_mtok(d.usd_per_hour, d.sustained_rps * d.output_tokens_per_s
                                                       / d.served_rps)
     rows = sorted(rows, key=lambda row: rank_key(row[0].deployment))
-    for f, s in rows[:ranked]:  # what the rows shown take were the step times off as far as the band says
-        band = band_for(behaviour.stack_name(s.stack, f.candidate.decoding, s.eager), f.candidate.gpu.vendor)
-        if band is not None:
-            f.deployment.intervals = band_ends(f, s.sample, s.traffic, s.targets, s.pricing, band)
+    shown = rows[:ranked]  # what the rows shown take were the step times off as far as the band says
+    for (f, _), ends in zip(shown, _each_row(_band_ends, shown, jobs)):
+        if ends is not None:
+            f.deployment.intervals = ends
     return [f.deployment for f, _ in rows]
+
+
+def _sustained(row: tuple[Found, Setting]) -> float:
+    f, s = row
+    return sustained_rps(f.candidate, s.sample, s.traffic, s.targets, f.deployment, f.capacity, f.points)
+
+
+def _band_ends(row: tuple[Found, Setting]) -> dict | None:
+    f, s = row
+    band = band_for(behaviour.stack_name(s.stack, f.candidate.decoding, s.eager), f.candidate.gpu.vendor)
+    return None if band is None else band_ends(f, s.sample, s.traffic, s.targets, s.pricing, band)
+
+
+def _each_row(fn: Callable, rows: list[tuple[Found, Setting]], jobs: int | None) -> list:
+    """fn of each row (side_by_side.map_rows), the preemptions the workers simulated counted against
+    the rows' shared limit as if they had run here (one limit: else the rows run in turn)."""
+    works = {id(f.candidate.work): f.candidate.work for f, _ in rows if f.candidate.work is not None}
+    if len(works) > 1:
+        jobs = 1
+    (work,) = works.values() if works else (None,)
+    spent = None if work is None or work.limit is None else (lambda: work.limit - work.left)
+    out, used = map_rows(fn, rows, jobs, spent)
+    if used:
+        work.spend(used)
+        if work.left < 0:
+            f, s = rows[0]
+            work.refuse(f.candidate.table.mem_share, request_classes(s.sample))
+    return out
 
 
 def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing: Pricing, *,
@@ -392,7 +423,7 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
          stack: str | None = None, eager: bool = False, hardware: list[str] | None = None, baseline: bool = False,
          absurd: bool = False, progress: Callable[[int, int], None] | None = None,
          ranked: int | None = None, prune: bool = True, defer: bool = False,
-         work: SimulationWork | None = None) -> PlanResult:
+         work: SimulationWork | None = None, jobs: int | None = None) -> PlanResult:
     """Every candidate's cheapest deployment; those meeting the targets ranked by $/Mtok (and
     $/Mtok at capacity). `baseline`: the same model decoded autoregressively beside it;
     `absurd`: search and keep the absurd deployments too (`results.mark_absurd`). `ranked`: the
@@ -402,7 +433,8 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
     `defer`: the deployments meeting the targets are left unranked, without their sustained load
     and band ends, for the caller to rank with other models' (`pending`, `rank_rows`), so that
     only the rows shown of them all are searched again. `work`: the preemptions its simulations may
-    run, shared with other models' searches (None: its own `limits.MAX_PREEMPTIONS`, read when called)."""
+    run, shared with other models' searches (None: its own `limits.MAX_PREEMPTIONS`, read when called).
+    `jobs`: the worker processes the ranking's per-row searches may use (`rank_rows`)."""
     work = work if work is not None else SimulationWork(limits.MAX_PREEMPTIONS)
     sample = sample_requests(traffic, requests, seed)
     warn_beyond_context(model.id, model.max_context, sample.prompt_tokens, sample.answer_tokens)
@@ -481,7 +513,7 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
         if name == "plan" and defer:  # ranked with other models' rows by the caller
             pending, ranking[name] = rows, [f.deployment for f, _ in rows]
         else:
-            ranking[name] = rank_rows(rows, ranked)
+            ranking[name] = rank_rows(rows, ranked, jobs)
     if not defer:
         pareto_front([d for d in ranking["plan"] if not d.absurd])
     return PlanResult(model=str(model), traffic={}, targets=targets.as_dict(), deployments=ranking["plan"],

@@ -1,0 +1,132 @@
+"""`plan --jobs`: the rows' sustained loads and error-band ends searched in forked workers
+(dlmcost/plan/side_by_side.py) give the answer the same searches give run one after another; a
+worker's warnings, errors and simulated preemptions reach the command as if it had run them."""
+
+import json
+import multiprocessing
+import warnings
+from types import SimpleNamespace
+
+import pytest
+
+from dlmcost.errors import UsageError
+from dlmcost.plan import side_by_side
+from dlmcost.serving.simulate import SimulationWork
+
+fork_only = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="no fork here")
+
+
+def _plan_json(run, *jobs):
+    rc, out, err = run("plan", "GSAI-ML/LLaDA-8B-Instruct", "--rate", "4", "--p95", "8", "--gpu", "h100,l40s,a100",
+                       "--requests", "300", "-f", "json", *jobs)
+    assert rc == 0, err
+    return json.loads(out), err
+
+
+@fork_only
+def test_the_rows_searched_side_by_side_are_the_rows_searched_in_turn(run, monkeypatch):
+    """Every row's numbers, band ends and order the same with two workers as with none."""
+    monkeypatch.setattr(side_by_side, "MIN_ROWS_PER_WORKER", 1)  # workers even for a few rows
+    started = []
+    real = side_by_side.workers_for
+    monkeypatch.setattr(side_by_side, "workers_for", lambda rows, jobs=None: started.append(real(rows, jobs))
+                        or started[-1])
+    alone, err_alone = _plan_json(run, "--jobs", "1")
+    assert started and set(started) == {1}
+    started.clear()
+    together, err_together = _plan_json(run, "--jobs", "2")
+    assert 2 in started  # the case this tests: workers ran
+    rows = alone["deployments"]
+    assert len(rows) >= 4 and all(r["intervals"] for r in rows)
+    assert together == alone and err_together == err_alone
+
+
+def _warns_and_doubles(x):
+    warnings.warn(f"row {x}", UserWarning)
+    return 2 * x
+
+
+def _fails(x):
+    if x == 3:
+        raise UsageError("row 3 cannot be served")
+    return x
+
+
+COUNTER = SimpleNamespace(n=0)
+
+
+def _spends(x):
+    COUNTER.n += x
+    return x
+
+
+@fork_only
+def test_results_in_order_and_warnings_come_back(monkeypatch):
+    monkeypatch.setattr(side_by_side, "MIN_ROWS_PER_WORKER", 1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out, used = side_by_side.map_rows(_warns_and_doubles, list(range(9)), jobs=2)
+    assert out == [2 * x for x in range(9)] and used == 0
+    assert sorted(str(w.message) for w in caught) == sorted(f"row {x}" for x in range(9))
+
+
+@fork_only
+def test_an_error_in_a_worker_is_the_commands(monkeypatch):
+    monkeypatch.setattr(side_by_side, "MIN_ROWS_PER_WORKER", 1)
+    with pytest.raises(UsageError, match="row 3 cannot be served"):
+        side_by_side.map_rows(_fails, list(range(8)), jobs=2)
+
+
+@fork_only
+def test_what_the_workers_spent_is_counted_here(monkeypatch):
+    """Rows 0..7 spend 0+1+...+7 = 28 units in the workers; none of it here, all of it returned."""
+    monkeypatch.setattr(side_by_side, "MIN_ROWS_PER_WORKER", 1)
+    COUNTER.n = 0
+    out, used = side_by_side.map_rows(_spends, list(range(8)), jobs=2, spent=lambda: COUNTER.n)
+    assert out == list(range(8)) and used == 28 and COUNTER.n == 0
+    # in turn, the rows spend here and nothing is returned
+    out, used = side_by_side.map_rows(_spends, list(range(8)), jobs=1, spent=lambda: COUNTER.n)
+    assert used == 0 and COUNTER.n == 28
+
+
+@fork_only
+def test_the_rows_limit_on_preemptions_holds_across_workers(monkeypatch):
+    """search._each_row: rows sharing one SimulationWork of 10; workers spend 4 + 4 + 4 (12 in all,
+    4 each within the 10 a worker's copy holds): the command's budget goes to -2 and it is refused."""
+    from dlmcost.plan import search
+
+    monkeypatch.setattr(side_by_side, "MIN_ROWS_PER_WORKER", 1)
+    work = SimulationWork(10)
+    candidate = SimpleNamespace(work=work, table=SimpleNamespace(mem_share=[0.5]))
+    setting = SimpleNamespace(sample=SimpleNamespace(prompt_class=__import__("numpy").zeros(2, int),
+                                                     answer_class=__import__("numpy").zeros(2, int),
+                                                     answer_values=[1]))
+    rows = [(SimpleNamespace(candidate=candidate), setting) for _ in range(3)]
+
+    def spend_four(row):
+        row[0].candidate.work.spend(4)
+        return 1
+
+    monkeypatch.setattr(side_by_side, "workers_for", lambda n, jobs=None: 3)
+    with pytest.raises(UsageError, match="preempted more than 10 running requests"):
+        search._each_row(spend_four, rows, None)
+    assert work.left == -2
+    work = SimulationWork(12)
+    candidate.work = work
+    assert search._each_row(spend_four, rows, None) == [1, 1, 1] and work.left == 0
+
+
+def test_no_workers_for_few_rows_one_job_or_no_fork(monkeypatch):
+    per = side_by_side.MIN_ROWS_PER_WORKER
+    assert side_by_side.workers_for(per - 1, 8) == 1
+    assert side_by_side.workers_for(100 * per, 1) == 1
+    assert side_by_side.workers_for(100 * per, 1000) <= side_by_side.MAX_WORKERS
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    assert side_by_side.workers_for(100 * per, 8) == 1
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "1025"])
+def test_jobs_out_of_range_is_one_line(run, value):
+    rc, out, err = run("plan", "--rate", "1", "--p95", "5", "--jobs", value)
+    assert rc == 2 and out == ""
+    assert err.strip() == "error: --jobs must be 1 to 1,024 (worker processes)"
