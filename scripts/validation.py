@@ -243,7 +243,7 @@ RECORDED_OUT_OF_SOURCE_MEDIAN = TARGET_OUT_OF_SOURCE_MEDIAN  # met: held to its 
 # and MI325X at fp8, fitted on SGCM2's one-request TPOT (its nine numbers now in source) and scored on SGCV: SGCV's
 # one-request TPOTs 2.79-2.90x -> 1.02-1.06x, its loaded ones 1.82-2.74x -> 1.09-1.70x (the most with 8,000-token
 # prompts), its TTFTs 2.30-7.58x -> 1.89-7.13x; sglang's AMD band 1.79-2.91x -> 1.04-1.60x; 442 -> 433 numbers,
-# over 2x 68 -> 42 (all of them times to the first token), the median 1.191x -> 1.164x, the worst unchanged.
+# over 2x 68 -> 42 (all but GPS's H200 throughput, 2.27x, times to the first token), the median 1.191x -> 1.164x, the worst unchanged.
 RECORDED_OUT_OF_SOURCE_WORST = 7.99  # 7.982
 BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-of-source numbers (6)
 BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
@@ -952,7 +952,7 @@ SERVING_NOTES = [
     "February 2025, default launches, 500 prompts of exactly 3,200 tokens at 4-128 in flight, answers of 800 and at 128 "
     "also 1,600, 3,200 and 6,400 tokens; not modelled: releases older than the stacks describe, vLLM's on its V0 engine). "
     "Shown apart: with the sglang stack's slow_kernels SGLang's decode is 1.36x optimistic at 4 in flight (25.7 ms "
-    "predicted, 34.9 ms measured) and 1.35-2.09x under load, the most at 128, its mean TTFT 5.78x at 4 in flight "
+    "predicted, 34.9 ms measured) and 1.35-2.09x under load, the most at 128, its mean TTFT 5.77x at 4 in flight "
     "(285 ms predicted for a 3,200-token prompt, 1.64 s measured) and 8.6-16.4x at 8-128, where requests queue "
     "behind prefills several times slower than the model's; vLLM's decode 4.34x at 4 in flight and 2.20-2.85x at "
     "128. The same post's H200 runs (SGLang 0.4.3.post2 with --enable-dp-attention, not added) decode at 43.6 ms a "

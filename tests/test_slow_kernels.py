@@ -142,3 +142,32 @@ def test_a_bad_stack_file_is_one_line_exit_5(run, tmp_path):
     rc, out, err = run("analyze", "--gpu", "mi300x", "--stack", str(path))
     assert rc == 5 and out == ""
     assert len(err.strip().splitlines()) == 1 and "slow_kernels" in err
+
+
+def test_a_precision_is_named_in_any_case_and_a_part_by_any_of_its_names(run, tmp_path):
+    """`--precision` takes FP8 for fp8 and `--gpu` takes h200 for the H200 SXM: an entry written as
+    the command line spells them applies (it used to apply to nothing, silently)."""
+    data = stack_data("sglang")
+    data["slow_kernels"] = [dict(gpus=["h200"], precisions=[" FP8 "], us_per_layer=100)]
+    stack = validate_stack(data)
+    assert stack.slow_layer_us(("H200 SXM", "h200-sxm", "h200"), "fp8") == 100
+    assert stack.slow_layer_us(("H200 NVL", "h200-nvl", "h200nvl"), "fp8") == 0
+    data["name"] = "mine"
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    args = ("--scheme", "ar", "--prompt", "64", "--gen", "8")
+    slow, _ = analyze(run, str(path), *args, model="GSAI-ML/LLaDA-8B-Instruct", gpu="h200", tp="1")
+    tuned, _ = analyze(run, without_slow_kernels(tmp_path), *args, model="GSAI-ML/LLaDA-8B-Instruct", gpu="h200",
+                       tp="1")
+    assert slow["time_s"] - tuned["time_s"] == pytest.approx(8 * LLADA_LAYERS * 100e-6, rel=1e-9)
+
+
+@pytest.mark.parametrize("entry,says", [
+    (dict(gpus=["MI300X"], precisions=["fp9"], us_per_layer=10), "fp9"),
+    (dict(gpus=["   "], precisions=["fp8"], us_per_layer=10), "gpus"),
+])
+def test_names_that_could_never_apply_are_refused(entry, says):
+    data = stack_data("sglang")
+    data["slow_kernels"] = [entry]
+    with pytest.raises(StackFileError, match=says):
+        validate_stack(data)

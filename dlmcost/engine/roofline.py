@@ -141,8 +141,9 @@ def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, flo
         # the measured fall of NCCL's bandwidth with the message size is NVLink's (collectives.py)
         link_by_size=0.0 if ideal or gpu.vendor != "NVIDIA" else 1.0,
         fp8_gemms=1.0 if precision.compute == "fp8" else 0.0,
-        # which part and precision these are (not rates): a stack's slow kernels are named by them
-        gpu=gpu.name, precision=precision.name,
+        # which part and precision these are (not rates): a stack's slow kernels name them, the part
+        # by any name `--gpu` takes (the hardware file's name, its key, its aliases)
+        gpu=(gpu.name, gpu.key, *gpu.aliases), precision=precision.name,
     )
 
 

@@ -11,12 +11,14 @@ file).
 """
 
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import files
 from .bundled import bundled_stack_dir
+from .hardware import normalise
+from .precision import PRECISIONS
 from .published_bands import published_names
 from ..safe_text import shown
 from ..errors import DlmcostError, UsageError
@@ -190,9 +192,27 @@ class SlowKernels(BaseModel):
     precisions: list[Annotated[str, Field(min_length=1, max_length=20)]] = Field(min_length=1, max_length=16)
     us_per_layer: float = Field(ge=0, le=1e6)
 
-    def applies(self, gpu: str, precision: str) -> bool:
-        """Whether this GPU (a hardware file's name, any case) at this precision runs these kernels."""
-        return gpu.strip().lower() in {g.strip().lower() for g in self.gpus} and precision in self.precisions
+    @field_validator("gpus")
+    @classmethod
+    def _parts(cls, v: list[str]) -> list[str]:
+        if any(not name.strip() for name in v):
+            raise ValueError("gpus: a GPU's name, key or alias (not blank)")
+        return v
+
+    @field_validator("precisions")
+    @classmethod
+    def _precisions(cls, v: list[str]) -> list[str]:
+        names = [name.strip().lower() for name in v]
+        unknown = [name for name in names if name not in PRECISIONS]
+        if unknown:  # it would apply to nothing, silently
+            raise ValueError(f"precisions: unknown precision '{shown(unknown[0])}'; choose from: {', '.join(PRECISIONS)}")
+        return names
+
+    def applies(self, gpu: str | Sequence[str], precision: str) -> bool:
+        """Whether this GPU (any of its names: the hardware file's name, its key and aliases, as
+        `--gpu` takes them, in any case) at this precision (any case) runs these kernels."""
+        names = {normalise(gpu)} if isinstance(gpu, str) else {normalise(g) for g in gpu}
+        return bool(names & {normalise(g) for g in self.gpus}) and precision.strip().lower() in self.precisions
 
 
 # predicted / measured speed at least this: the band's ends scale the step times, and one of 5e-324
@@ -352,8 +372,9 @@ class Stack(BaseModel):
             raise ValueError("runs_on: vendor names of 1 to 40 characters")
         return None if v is None else [name.strip().lower() for name in v]
 
-    def slow_layer_us(self, gpu: str, precision: str) -> float:
-        """The slow kernels' microseconds per decoder layer on this GPU at this precision (0: none)."""
+    def slow_layer_us(self, gpu: str | Sequence[str], precision: str) -> float:
+        """The slow kernels' microseconds per decoder layer on this GPU (a name, or all its names:
+        SlowKernels.applies) at this precision (0: none)."""
         return sum(k.us_per_layer for k in self.slow_kernels if k.applies(gpu, precision))
 
     def runs(self, vendor: str) -> bool:
