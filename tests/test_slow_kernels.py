@@ -171,3 +171,35 @@ def test_names_that_could_never_apply_are_refused(entry, says):
     data["slow_kernels"] = [entry]
     with pytest.raises(StackFileError, match=says):
         validate_stack(data)
+
+
+@pytest.mark.parametrize("model,args", [
+    ("deepseek-ai/DeepSeek-V3", ("--scheme", "ar", "--tp", "8")),  # a prefill and a decode family
+    ("inclusionAI/LLaDA-MoE-7B-A1B-Instruct", ("--scheme", "prefix-cache", "--block", "32", "--gen", "64",
+                                                "--steps", "64")),  # the touched-experts family path
+    ("GSAI-ML/LLaDA-8B-Instruct", ("--scheme", "mdm", "--gen", "64", "--steps", "16")),  # a closed-form family
+    ("google/gemma-2-9b", ("--scheme", "ar", "--prompt", "4000", "--gen", "256")),  # decode past the window: pass by pass
+])
+def test_slow_kernels_are_gpu_time_that_a_slower_host_hides(run, tmp_path, model, args):
+    """A stack whose overlapped host takes 5 ms a layer, far over any pass's GPU time here: each pass
+    takes its host time, max(GPU + slow kernels, host) = host, so the same with the slow kernels as
+    without them (counted as host time they would add 243 us a layer to every pass)."""
+    times = []
+    for slow in (True, False):
+        data = stack_data("sglang")
+        data["host"] = dict(data["host"], us_per_layer=5000, overlaps_gpu=True)
+        data["prefill_graphs"] = True
+        data["name"] = f"slow-host-{slow}"
+        if not slow:
+            del data["slow_kernels"], data["fitted"]["slow_kernels"]
+        path = tmp_path / f"{data['name']}.yaml"
+        path.write_text(yaml.safe_dump(data), encoding="utf-8")
+        tp = () if "--tp" in args else ("--tp", "1")
+        rc, out, err = run("analyze", model, "--gpu", "mi300x", "--precision", "fp8", "--batch", "1",
+                           "--stack", str(path), "-f", "json", *tp, *args)
+        assert rc == 0, err
+        times.append(json.loads(out)["results"][0])
+    with_slow, without = times
+    assert with_slow["time_s"] == pytest.approx(without["time_s"], rel=1e-12)
+    host = {p["name"]: p["time_s"] for p in without["passes"]}
+    assert all(t > 0 for t in host.values())

@@ -22,9 +22,9 @@ a pass", states the whole rule:
         host_wait = max(host - GPU, 0) if launches overlap the GPU, else all the host time
         step_overhead = fixed_us_per_forward + us_per_sequence x batch
                         + us_per_sequence_squared x batch^2 (never overlapped)
-                        + n_layers x slow_kernels' us_per_layer on the parts and precisions
-                          they name (slow_kernel_time: GPU time the release's kernels took
-                          beyond the hardware file's tuned ones)
+        (the GPU time includes n_layers x slow_kernels' us_per_layer on the parts and precisions
+         they name, slow_kernel_time: the release's kernels beyond the hardware file's tuned ones;
+         the engine shows it on the per_forward row)
         (so a pass takes max(GPU, host) + step, or GPU + host + step)
 
 Hardware efficiencies (the hardware file) and stack factors multiply: the hardware file says what
