@@ -257,7 +257,8 @@ def test_api_servers_is_checked(run):
 def test_plan_takes_api_servers_and_names_the_front_end(run, tmp_path):
     """plan on vllm: --api-servers reaches the search (JSON search.api_servers, its source the
     option) and its header names it, and a scenario's search.api_servers too (its source the
-    scenario); on sglang, which has no front-end cost, it warns that it does nothing; `dlmcost
+    scenario); on sglang, whose front end takes no time a request (only a first-token delay), it
+    warns that it does nothing; `dlmcost
     stacks` lists each stack's front end."""
     import json
 
@@ -279,13 +280,15 @@ def test_plan_takes_api_servers_and_names_the_front_end(run, tmp_path):
     assert rc == 0 and "--api-servers does nothing here" in err
     rc, out, _ = run("stacks", "-f", "json")
     fronts = {s["name"]: (s["api_servers"], s["front_end_us_per_request"]) for s in json.loads(out)}
-    assert fronts["vllm"] == fronts["vllm-dllm"] == (1, 5000) and fronts["sglang"] == (None, None)
+    # sglang's front end: a first-token delay alone, its servers untimed (0 us a request)
+    assert fronts["vllm"] == fronts["vllm-dllm"] == (1, 5000) and fronts["sglang"] == (1, 0)
+    assert fronts["sglang-dllm"] == (None, None)
     delays = {s["name"]: s["first_token_us_per_layer"] for s in json.loads(out)}
-    assert delays["vllm"] == 800 and delays["vllm-dllm"] == 0 and delays["sglang"] is None
+    assert delays["vllm"] == 800 and delays["vllm-dllm"] == 0 and delays["sglang"] == 978
     rc, out, _ = run("stacks", "-f", "csv")  # the table's cell: servers x 5,000 us = 5 ms, + 800 us a layer
     cells = {r["stack"]: r["front end"] for r in csv.DictReader(io.StringIO(out))}
     assert rc == 0 and cells["vllm"] == "1 x 5 ms + 0.8 ms/layer" and cells["vllm-dllm"] == "1 x 5 ms"
-    assert cells["sglang"] == "-"
+    assert cells["sglang"] == "0.978 ms/layer" and cells["sglang-dllm"] == "-"
 
 
 def test_serve_adds_the_first_token_delay_to_each_first_token_only(run, tmp_path):

@@ -4,6 +4,8 @@ requests served one at a time against the engine's own pass times."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -82,9 +84,13 @@ def test_a_closed_loop_of_two_answer_lengths_by_hand(budget):
 
 def test_a_deployments_requests_one_at_a_time_run_their_own_answers():
     """Answers of 10..15 tokens, three classes (10-11, 12-13, 14-15: 11, 13 and 15 tokens), served
-    one at a time (no front end on SGLang): request i takes its class's time alone, T(a_c) from
-    `api.analyze`, plus (a_i - a_c) of its decode steps, (T - prefill) / (NFE - 1): the makespan
-    is their sum, not six class times."""
+    one at a time: request i takes its class's time alone, T(a_c) from `api.analyze`, plus (a_i - a_c)
+    of its decode steps, (T - prefill) / (NFE - 1), after SGLang's first-token delay (Qwen2.5-7B's 28
+    layers x the stack file's first_token_us_per_layer): the makespan is their sum, not six class times."""
+    import yaml
+
+    stack = yaml.safe_load((Path(__file__).resolve().parent.parent / "stacks" / "sglang.yaml").read_text("utf-8"))
+    delay = 28 * stack["front_end"]["first_token_us_per_layer"] * 1e-6
     model, answers = "Qwen/Qwen2.5-7B", [10, 11, 12, 13, 14, 15]
     prep = dep.prepare(model, (np.full(6, 256.0), np.array(answers, float)), dep.Setup(gpu="h100", scheme="ar",
                                                                                         stack="sglang"))
@@ -94,7 +100,7 @@ def test_a_deployments_requests_one_at_a_time_run_their_own_answers():
         a_c = 11 if a <= 11 else 13 if a <= 13 else 15
         r = api.analyze(model, "h100", scheme="ar", prompt=256, gen=a_c, batch=1, stack="sglang")["results"][0]
         step = (r["time_s"] - r["passes"][0]["time_s"]) / (r["nfe"] - 1)
-        alone.append(r["time_s"] + (a - a_c) * step)
+        alone.append(delay + r["time_s"] + (a - a_c) * step)
         steps.append(step)
     expected = sum(alone)
     point = dep.evaluate(prep, BatchJob(6, 1))

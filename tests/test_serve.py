@@ -8,6 +8,7 @@ engine's own pass times (`api.analyze`) and their formulas."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -107,12 +108,14 @@ def test_poisson_load_at_batch_one_is_md1(rho):
     """The serve path end to end: one replica, one running request, fixed lengths, Poisson
     arrivals from loads.OpenLoop: an M/D/1 queue. D is a lone request's time (a closed loop of
     one user); the mean wait must be Pollaczek-Khinchine's rho D / (2 (1 - rho)). Evenly spaced
-    arrivals would wait 0."""
+    arrivals would wait 0. The stack's first-token wait d holds nothing: every request reaches the
+    queue d late, so D is the lone request's latency less d, and the latency is d + wait + D."""
     prep = _prepared(max_running=1)
     service = dep.evaluate(prep, ClosedLoop(1), requests=200).latency_s["mean"]
-    p = dep.evaluate(prep, OpenLoop(rho / service), requests=40_000, seed=3)
+    d = service - _delay()  # the server's own time a request
+    p = dep.evaluate(prep, OpenLoop(rho / d), requests=40_000, seed=3)
     wait = p.latency_s["mean"] - service
-    assert wait == pytest.approx(rho * service / (2 * (1 - rho)), rel=0.07)
+    assert wait == pytest.approx(rho * d / (2 * (1 - rho)), rel=0.07)
     even = dep.evaluate(prep, OpenLoop(rho / service, "constant"), requests=2000)
     assert even.latency_s["mean"] == pytest.approx(service, rel=1e-9)  # D/D/1: nobody waits
 
@@ -223,6 +226,15 @@ def _prepared(**setup):
         return dep.prepare(MODEL, lengths, dep.Setup(gpu="h100", **{**BLOCK, "release": "first-done", **setup}))
 
 
+def _delay() -> float:
+    """The sglang stack's wait before each request's first token, which holds neither its server nor
+    the GPU: LLaDA-8B's 32 layers x the stack file's first_token_us_per_layer."""
+    import yaml
+
+    stack = yaml.safe_load((Path(__file__).resolve().parent.parent / "stacks" / "sglang.yaml").read_text("utf-8"))
+    return 32 * stack["front_end"]["first_token_us_per_layer"] * 1e-6
+
+
 def _engine(batch: int):
     a = api.analyze(MODEL, "h100", prompt=256, gen=128, batch=batch, **BLOCK)["results"][0]
     prefill = a["passes"][0]["time_s"]
@@ -235,33 +247,36 @@ def test_one_user_per_replica_by_hand(release):
     """Two replicas of one H100, two users without think time: each replica serves one request
     at a time, as `api.analyze` times it at batch 1: latency T = prefill + 64 steps, the first
     of 4 blocks after the prefill and 16 steps, then a block every 16 steps. Two requests per T
-    seconds, 128 tokens each; dollars and joules per token from the list price and board power."""
+    seconds, 128 tokens each; dollars and joules per token from the list price and board power. Each
+    request first waits the stack's first-token delay d (the GPU idle): T = d + the engine's time."""
     prep = _prepared(replicas=2, release=release)
     p = dep.evaluate(prep, ClosedLoop(2), requests=400)
-    total, prefill, step = _engine(1)
+    engine, prefill, step = _engine(1)
+    total = engine + _delay()
     assert p.latency_s["median"] == pytest.approx(total, rel=1e-9)
     assert p.latency_s["p99"] == pytest.approx(total, rel=1e-9)
-    assert p.ttfb_s["mean"] == pytest.approx(prefill + 16 * step, rel=1e-9)
+    assert p.ttfb_s["mean"] == pytest.approx(_delay() + prefill + 16 * step, rel=1e-9)
     assert p.inter_block_s["median"] == pytest.approx(16 * step, rel=1e-9)
     assert p.requests_per_s == pytest.approx(2 / total, rel=1e-9)
     assert p.output_tokens_per_s == pytest.approx(2 * 128 / total, rel=1e-9)
     assert p.total_tokens_per_s == pytest.approx(2 * (128 + 256) / total, rel=1e-9)
     assert p.output_tokens_per_s_per_gpu == pytest.approx(128 / total, rel=1e-9)
     assert p.tokens_per_s_per_user == pytest.approx(128 / total, rel=1e-9)
-    assert p.gpu_busy_fraction == pytest.approx(1.0) and p.mean_running == pytest.approx(1.0)
+    assert p.gpu_busy_fraction == pytest.approx(engine / total) and p.mean_running == pytest.approx(engine / total)
     h100 = HardwareDB.load().get("h100")
     price, watts = h100.price_per_hour.usd, h100.board_power_w
     assert p.usd_per_mtok == pytest.approx(2 * price / (2 * 128 / total * 3600) * 1e6, rel=1e-9)
-    assert p.joules_per_token == pytest.approx(2 * watts / (2 * 128 / total), rel=1e-9)
+    busy = engine / total  # board power while busy, 15% of it while the GPU waits out the delay
+    assert p.joules_per_token == pytest.approx(2 * watts * (busy + 0.15 * (1 - busy)) / (2 * 128 / total), rel=1e-9)
 
 
 @pytest.mark.parametrize("release", ["first-done", "synchronous"])
 def test_batch_job_makespan_by_hand(release):
     """100 requests, 10 in parallel, one replica: ten waves of ten requests run side by side,
-    each wave the engine's batch-10 generation time."""
+    each wave the stack's first-token delay and the engine's batch-10 generation time."""
     prep = _prepared(release=release)
     p = dep.evaluate(prep, BatchJob(100, 10))
-    total, _, _ = _engine(10)
+    total = _engine(10)[0] + _delay()
     assert p.makespan_s == pytest.approx(10 * total, rel=1e-9)
     assert p.requests_per_s == pytest.approx(100 / (10 * total), rel=1e-9)
     assert p.requests == 100 and p.latency_s["median"] == pytest.approx(total, rel=1e-9)
@@ -276,15 +291,16 @@ def test_trace_replay_of_requests_that_never_meet():
     with foreign_scheme_warning():
         r = api.serve(MODEL, trace, dep.Setup(gpu="h100", replicas=2, **BLOCK))
     p = r.points[0]
+    d = _delay()  # each request's wait before the engine sees it (the GPU idle)
     long_t = _engine(1)[0]
     short_t = api.analyze(MODEL, "h100", prompt=256, gen=64, batch=1, **BLOCK)["results"][0]["time_s"]
     assert sorted([p.latency_s["p99"], p.latency_s["mean"] * 2 - p.latency_s["p99"]]) == \
-        pytest.approx(sorted([long_t, short_t]), rel=1e-6)
-    assert p.makespan_s == pytest.approx(300.0 + long_t, rel=1e-9)
-    assert p.requests == 4 and p.requests_per_s == pytest.approx(4 / (300.0 + long_t), rel=1e-9)
+        pytest.approx(sorted([d + long_t, d + short_t]), rel=1e-6)
+    assert p.makespan_s == pytest.approx(300.0 + d + long_t, rel=1e-9)
+    assert p.requests == 4 and p.requests_per_s == pytest.approx(4 / (300.0 + d + long_t), rel=1e-9)
     # sorted: t=0 long, 100 short, 200 short, 300 long; replica 0 serves t=0 and 200 (to 200 +
     # short), replica 1 t=100 and 300 (to 300 + long); each runs one long and one short request
-    busy, span = 2 * (long_t + short_t), (200 + short_t) + (300 + long_t)
+    busy, span = 2 * (long_t + short_t), (200 + d + short_t) + (300 + d + long_t)
     assert p.gpu_busy_fraction == pytest.approx(busy / span, rel=1e-9)
     assert p.mean_running == pytest.approx(busy / span, rel=1e-9)  # one request at a time
     assert p.output_tokens_per_s == pytest.approx(p.requests_per_s * (128 + 64) / 2, rel=1e-9)
@@ -317,8 +333,9 @@ def test_trace_option_reads_through_the_trace_reader(capsys, monkeypatch, tmp_pa
     assert rc == 0, err
     assert seen == dict(path=str(path), fmt="azure", time_scale=0.5, sample=2, seed=3)
     p = json.loads(out)["deployments"][0]["points"][0]
-    assert p["requests"] == 2 and p["latency_s"]["median"] == pytest.approx(_engine(1)[0], rel=1e-9)
-    assert p["makespan_s"] == pytest.approx(50.0 + _engine(1)[0], rel=1e-9)
+    lone = _delay() + _engine(1)[0]
+    assert p["requests"] == 2 and p["latency_s"]["median"] == pytest.approx(lone, rel=1e-9)
+    assert p["makespan_s"] == pytest.approx(50.0 + lone, rel=1e-9)
 
 
 def test_stats_by_hand():
@@ -358,9 +375,9 @@ def test_synchronous_release_costs_throughput_when_steps_vary():
     assert sync.requests_per_s < 0.9 * fd.requests_per_s
     a = dep.evaluate(_prepared(release="synchronous"), ClosedLoop(16))
     b = dep.evaluate(_prepared(release="first-done"), ClosedLoop(16))
-    # waves of 16, each the engine's batch-16 generation: 16 requests per wave
-    assert a.requests_per_s == pytest.approx(16 / _engine(16)[0], rel=1e-9)
-    assert b.requests_per_s == pytest.approx(16 / _engine(16)[0], rel=1e-9)
+    # waves of 16, each the first-token delay and the engine's batch-16 generation: 16 requests per wave
+    assert a.requests_per_s == pytest.approx(16 / (_delay() + _engine(16)[0]), rel=1e-9)
+    assert b.requests_per_s == pytest.approx(16 / (_delay() + _engine(16)[0]), rel=1e-9)
 
 
 @pytest.mark.parametrize("replicas", [1, 2])
@@ -380,10 +397,11 @@ def test_saturation_by_hand(replicas):
 
 
 def test_usd_per_mtok_over_the_price_range_by_hand(capsys):
-    """One user on one H100: $/Mtok = price / (128 tokens / T x 3600) x 1e6, at the hardware
-    file's list, low and high prices; a price given with --price has no range (both ends are it)."""
+    """One user on one H100: $/Mtok = price / (128 tokens / T x 3600) x 1e6 (T: the first-token delay
+    and the engine's time), at the hardware file's list, low and high prices; a price given with
+    --price has no range (both ends are it)."""
     p = dep.evaluate(_prepared(), ClosedLoop(1), requests=200)
-    total = _engine(1)[0]
+    total = _delay() + _engine(1)[0]
     h100 = HardwareDB.load().get("h100").price_per_hour
     assert h100.low < h100.usd < h100.high
 

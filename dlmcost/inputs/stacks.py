@@ -100,7 +100,7 @@ class FrontEndCost(BaseModel):
 
     model_config = _FILE
 
-    us_per_request: float = Field(gt=0, le=1e7)  # CPU time one API server spends on a request
+    us_per_request: float = Field(ge=0, le=1e7)  # CPU time one API server spends on a request (0: not timed)
     api_servers: int = Field(default=1, ge=1, le=MAX_API_SERVERS)  # processes, per replica
     # a latency before each request's first token, per decoder layer, that holds neither the API
     # servers nor the GPU (the engine's host-side dispatch of a new request; FrontEnd.first_token_delay_s)

@@ -144,7 +144,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         running.setdefault(ar.label, spaces[0][1].max_batches or [policy.max_running])
         stacks.setdefault(ar.label, behaviour.stack_name(stack, ar, eager))
     behaviour.warn_if_no_chunks(spec.search.prefill_chunk, [chunk for chunk, _ in chunks.values()], chunk_name)
-    behaviour.warn_if_no_front_end(spec.search.api_servers, [front for front, _ in fronts.values()], servers_name)
+    behaviour.warn_if_no_front_end(spec.search.api_servers, [front and front.service_s for front, _ in fronts.values()],
+                                   servers_name)
     from ..serving.decodings import warn_if_task_unread
 
     warn_if_task_unread(spec.search.task, [(rec or {}).get("tpf_task") for rec in published.values()])

@@ -214,7 +214,8 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
                         out.append(Candidate(g, prec, tp, decoding, mb, t, tokens, rt.batch_limit, pol.release,
                                              drawn[key], pol.first_block_outside_limit,
                                              uncached=1.0 - cached_prompt if caches(pol, t) else 1.0,
-                                             front_end=pol.front_end, recv_interval=pol.recv_interval, kv_dtype=kv,
+                                             front_end=pol.front_end.scaled(clock) if pol.front_end else None,
+                                             recv_interval=pol.recv_interval, kv_dtype=kv,
                                              memory_fits=rt.memory_fits, work=work, clock=clock,
                                              first_block_scale=first_block_scale))
     return out, skipped

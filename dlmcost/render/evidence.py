@@ -102,9 +102,13 @@ def front_end_phrase(servers: int | None, us_per_request: float | None, source: 
     """The API servers every request passes before the engine, where the stack has a front-end cost
     (else ''): 'front end: 1 API server, 5 ms a request each (vllm's default, --api-servers to change),
     then 28.8 ms of dispatch before the engine sees it' (the last part where the stack has a
-    first-token delay, `delay_us`)."""
+    first-token delay, `delay_us`); a front end whose servers take no time a request is its delay
+    alone: 'front end: 59.7 ms of dispatch before the engine sees each request (sglang's)'."""
     if not servers or us_per_request is None:
         return ""
+    if not us_per_request:
+        return (f"front end: {num(delay_us / 1000)} ms of dispatch before the engine sees each request "
+                f"({safe(stack)}'s)") if delay_us else ""
     where = {"stack": f"{stack}'s default"}.get(source, source)
     then = f", then {num(delay_us / 1000)} ms of dispatch before the engine sees it" if delay_us else ""
     return (f"front end: {plural(servers, 'API server')}, {num(us_per_request / 1000)} ms a request each "

@@ -191,13 +191,14 @@ def check_api_servers(given: int | None, name: str = "--api-servers") -> None:
                          f"got {given}")
 
 
-def warn_if_no_front_end(given: int | None, fronts, name: str = "--api-servers") -> None:
+def warn_if_no_front_end(given: int | None, times_per_request, name: str = "--api-servers") -> None:
     """The warning when API servers were given (`name`: where) and no stack served has a front-end
-    cost (`fronts`: each decoding's policy's `front_end`): the number changed nothing."""
-    if given is not None and not any(f is not None for f in fronts):
+    cost (`times_per_request`: each served stack's front end's time a request, None without a front
+    end; one whose servers take no time, only a first-token delay, is none): the number changed nothing."""
+    if given is not None and not any(times_per_request):
         import warnings
 
-        warnings.warn(f"{name} does nothing here: no stack served has a front-end cost (a `front_end:` with its "
+        warnings.warn(f"{name} does nothing here: no stack served has a front-end cost (a `front_end:` with a "
                       "CPU time per request; `dlmcost stacks` lists them)", DlmcostWarning, stacklevel=3)
 
 

@@ -34,7 +34,8 @@ def band_ends(found: Found, sample: RequestSample, traffic: Traffic, targets: Ta
             ends.append(None)
             continue
         step, first = factor / c.clock, first_token / c.first_block_scale  # against the found's own clock
-        moved = replace(c, table=scaled(c.table, step), floors={}, clock=factor, first_block_scale=1.0)
+        moved = replace(c, table=scaled(c.table, step), floors={}, clock=factor, first_block_scale=1.0,
+                        front_end=c.front_end.scaled(step) if c.front_end else None)
         held = targets if targets.p95_first_block_s is None else \
             replace(targets, p95_first_block_s=targets.p95_first_block_s / first_token)
         guess = _first_guess(found, moved, sample, traffic, held, step)

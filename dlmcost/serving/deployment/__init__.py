@@ -224,7 +224,7 @@ def serve_many(models: list, loads, setups: list[Setup], *, answer=None, **optio
     behaviour.warn_if_no_chunks(max((s.prefill_chunk or 0 for s in setups), default=None),
                                 [r.deployment.get("prefill_chunk_tokens") for r in results])
     behaviour.warn_if_no_front_end(next((s.api_servers for s in setups if s.api_servers is not None), None),
-                                   [r.deployment.get("api_servers") for r in results])
+                                   [r.deployment.get("front_end_us_per_request") for r in results])
     behaviour.warn_if_no_recv_interval(max((s.recv_interval or 1 for s in setups), default=None),
                                        [r.deployment.get("recv_interval", 1) for r in results],
                                        [r.deployment.get("recv_interval_source") for r in results])

@@ -40,7 +40,8 @@ def intervals(prep: Prepared, load, band, *, requests: int, seed: int) -> dict[s
     ends = []
     for factor in (band.low, band.high):
         table = scaled(prep.requests.table, factor)
-        moved = replace(prep, requests=replace(prep.requests, table=table))
+        front = prep.front_end.scaled(factor) if prep.front_end else None  # its first-token delay a time too
+        moved = replace(prep, requests=replace(prep.requests, table=table), front_end=front)
         ends.append(evaluate(moved, load, requests=requests, seed=seed))
     out, first_token = {}, band.first_token_scales()
     for name, read in INTERVAL_METRICS.items():

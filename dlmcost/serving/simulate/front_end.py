@@ -41,6 +41,11 @@ class FrontEnd:
                 and self.first_token_delay_s >= 0):
             raise ValueError(f"a front end needs at least one server and a service time >= 0, got {self}")
 
+    def scaled(self, factor: float) -> "FrontEnd":
+        """The same front end with its times `factor` times as long (a deployment at its error band's
+        end: every time the prediction has, its servers' and its first-token delay too)."""
+        return FrontEnd(self.servers, self.service_s * factor, self.first_token_delay_s * factor)
+
     def desk(self, n: int) -> "_Desk":
         return _Desk(self, n)
 
