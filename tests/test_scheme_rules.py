@@ -87,6 +87,16 @@ def test_which_given_knobs_a_scheme_ignores():
     assert ar.ignored(["tpf", "steps", "block"], True) == ["tpf", "steps", "block"]
 
 
+def test_which_schemes_stop_at_the_end_of_sequence():
+    """docs/methodology.md: `ar`, `draft-verify`, `block`, `multi-block` and `diffgemma` stop after
+    the token or block that holds the end-of-sequence token; `mdm`, `prefix-cache`, `dual-cache` and
+    `windowed-refresh` run the whole canvas (the catalog's "stops at EOS" column, memory's flag)."""
+    stopping = {"ar", "draft-verify", "block", "multi-block", "diffgemma"}
+    whole = {"mdm", "prefix-cache", "dual-cache", "windowed-refresh"}
+    assert stopping | whole == set(REGISTRY)
+    assert {name for name, s in REGISTRY.items() if s.stops_at_eos} == stopping
+
+
 # --- block tiling: blocks divide Lg, at least one step per block --------------------------------
 
 
