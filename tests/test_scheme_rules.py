@@ -75,6 +75,28 @@ def test_which_knobs_a_scheme_uses():
     assert block.uses("store_pass") and not block.uses("window")
 
 
+def test_which_given_knobs_a_scheme_ignores():
+    """The knobs among those given whose cost a scheme does not read (sweep's warning and its one
+    evaluation per ignored value), from the registrations: mdm reads the steps, and the block only
+    under --logits committed (not by default); ar reads no knob. `tpf` sets the steps, so mdm reads
+    it and ar ignores it; a name outside the scheme knobs and `tpf` (the prompt) is never listed."""
+    mdm, ar = REGISTRY["mdm"], REGISTRY["ar"]
+    assert mdm.ignored(["steps", "tpf", "block", "window", "prompt"]) == ["block", "window"]
+    assert mdm.ignored(["steps", "tpf", "block", "window"], logits_committed=True) == ["window"]
+    assert mdm.ignored(["tpf"], False) == [] and mdm.ignored(["tpf"], True) == []
+    assert ar.ignored(["tpf", "steps", "block"], True) == ["tpf", "steps", "block"]
+
+
+def test_which_schemes_stop_at_the_end_of_sequence():
+    """docs/methodology.md: `ar`, `draft-verify`, `block`, `multi-block` and `diffgemma` stop after
+    the token or block that holds the end-of-sequence token; `mdm`, `prefix-cache`, `dual-cache` and
+    `windowed-refresh` run the whole canvas (the catalog's "stops at EOS" column, memory's flag)."""
+    stopping = {"ar", "draft-verify", "block", "multi-block", "diffgemma"}
+    whole = {"mdm", "prefix-cache", "dual-cache", "windowed-refresh"}
+    assert stopping | whole == set(REGISTRY)
+    assert {name for name, s in REGISTRY.items() if s.stops_at_eos} == stopping
+
+
 # --- block tiling: blocks divide Lg, at least one step per block --------------------------------
 
 

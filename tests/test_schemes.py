@@ -279,6 +279,70 @@ def test_peak_activations_follow_the_largest_pass(scheme, q_max):
     assert r["memory"]["activation_bytes"] == pytest.approx(q_max * (2 * m.d_model + widest) * 2)
 
 
+def _knobs(**given):
+    from dlmcost.engine.workload import make_knobs
+
+    cols = dict(prompt=8.0, gen=16.0, steps=4.0, block=4.0, store_pass=False, logits_committed=False,
+                active_blocks=1.0, cache_delay=0.0, refresh_every=0.0, window=0.0, drafter=False)
+    return make_knobs(**{**cols, **given})
+
+
+def test_a_family_that_repeats_zero_times_has_no_passes():
+    """`family` sets n = 0 where r is not positive (its docstring), so such a family adds neither
+    passes nor a peak shape: n = 3 shapes of q = 5 repeated r = 2, 0 and -1 times give n 3, 0, 0,
+    3 x 2 = 6 passes then none, and a peak q of 5 then 0."""
+    from dlmcost.engine.schemes import peak_shape
+    from dlmcost.engine.schemes.base import family
+
+    f = family("x", _knobs(prompt=[8.0, 8.0, 8.0]), n=3.0, r=[2.0, 0.0, -1.0], q=5.0)
+    assert f.n.tolist() == [3.0, 0.0, 0.0]
+    assert f.count.tolist() == [6.0, 0.0, 0.0]
+    assert [a.tolist() for a in peak_shape([f])] == [[5.0, 0.0, 0.0], [5.0, 0.0, 0.0]]
+
+
+def test_peak_shape_of_families_by_hand():
+    """Memory's largest q and logit positions, per configuration, families written by hand. First
+    configuration: A runs 3 shapes q = 2, 7, 12 (2 + 5j) with logits 1, 2, 3; B one shape of q 4
+    (its step of 30 a pass never taken: j stops at n - 1 = 0), logits defaulting to q; C runs none
+    (n 0) so its q of 50 does not count: q 12, logits 4. Second configuration: no family runs, so
+    the peak is 0, not a floor of one token."""
+    from dlmcost.engine.schemes import peak_shape
+    from dlmcost.engine.schemes.base import family
+
+    k = _knobs(prompt=[8.0, 8.0])
+    a = family("a", k, n=[3.0, 0.0], q=2.0, dq=5.0, logits=1.0, dlogits=1.0)
+    b = family("b", k, n=[1.0, 0.0], q=4.0, dq=30.0)
+    c = family("c", k, n=0.0, q=50.0)
+    q_max, logits_max = peak_shape([a, b, c])
+    assert q_max.tolist() == [12.0, 0.0]
+    assert logits_max.tolist() == [4.0, 0.0]
+
+
+def test_later_peak_q_and_prompt_passes_of_ar_by_hand():
+    """AR's passes written out: with a one-token prompt and a one-token answer the prefill (q 1,
+    nothing cached) samples the only token and no decode step runs, so a running sequence adds 0
+    queries to a later step and one pass sees only the prompt; with 5 answer tokens, 4 decode steps
+    of q 1 follow it; without a prompt the 5 steps (q 1 over 0, 1, .. cached tokens) are all later
+    passes and none is a prefill. Also with an 8-token prompt and one answer token (the prefill
+    alone again). A one-token prompt's prefill is still a prefill, not a later pass of q 1."""
+    from dlmcost.engine.schemes import later_peak_q, prompt_passes
+
+    k = _knobs(prompt=[1.0, 1.0, 0.0, 8.0], gen=[1.0, 5.0, 5.0, 1.0])
+    families = REGISTRY["ar"].passes(k)
+    assert later_peak_q(families, k).tolist() == [0.0, 1.0, 1.0, 0.0]
+    assert prompt_passes(families, k).tolist() == [1.0, 1.0, 0.0, 1.0]
+
+
+def test_later_peak_q_of_a_single_growing_pass_is_its_first():
+    """A family of one shape (n 1) from q 2 growing 3 a pass runs only j = 0: a later q of 2, not
+    2 + 3 (prompt 8, nothing cached, so not a prefill)."""
+    from dlmcost.engine.schemes import later_peak_q
+    from dlmcost.engine.schemes.base import family
+
+    k = _knobs()
+    assert later_peak_q([family("f", k, n=1.0, q=2.0, dq=3.0, c=8.0)], k).tolist() == [2.0]
+
+
 # --- useful tokens (--answer-tokens) ------------------------------------------------------------
 
 
