@@ -762,7 +762,7 @@ SERVING_NOTES = [
     "token came 114-168 ms after the model's with the short prompts at every load and 53-58 ms after with the long "
     "ones at 4 and 8 in flight, a cost not growing with the prompt; the delay's 60 ms leaves the long prompts' first "
     "tokens 9-29 ms early and the short prompts' 38-96 ms late, a per-request cost larger here than on SGCR's B200 "
-    "runs, which no stack term describes (IFX's TTFTs, the same deployment two releases earlier, miss by as much). "
+    "runs, beyond what the fitted delay describes (IFX's TTFTs, the same deployment two releases earlier, miss by as much). "
     "Nor is it SGLang's alone: the same "
     "corpus's TensorRT-LLM runs of DeepSeek-R1 FP8 on 8x H200 TP8 in the same harness (measured 2025-11-02, 1k / 1k) "
     "take 308, 293 and 380 ms to the first token at 4, 8 and 16 in flight (TPOT 13.8-20.4 ms), and its SGLang runs "
