@@ -318,3 +318,15 @@ def test_serve_adds_the_first_token_delay_to_each_first_token_only(run, tmp_path
     assert p["makespan_s"] - q["makespan_s"] == pytest.approx(4 * 0.0288, abs=1e-9)
     rc, out, _ = run(*args[:-2], "--stack", "vllm")
     assert "then 28.8 ms of dispatch before the engine sees it" in " ".join(out.split())
+
+
+def test_servers_that_take_no_time_pass_each_request_as_sent_and_it_waits_the_delay():
+    """A front end known by its first-token delay alone (sglang's: 0 us a request): each request
+    leaves the servers as it is sent, a burst together, and reaches the engine the delay later; a
+    lone pass of 1 s after a 0.25 s delay: 1.25 s, and ten sent at once all at 0.25 s + one pass of ten."""
+    assert shared_departures([0.0, 0.0, 0.3, 2.0], 1, 0.0) == [0.0, 0.0, 0.3, 2.0]
+    table = ClassTable([1], [1], [0.0], [[0.0] + [1.0] * 16], None)
+    r = simulate(table, np.zeros(1, int), 16, arrivals_s=np.zeros(1), front_end=FrontEnd(1, 0.0, 0.25))
+    assert r.latency_s.tolist() == pytest.approx([1.25], abs=1e-12)
+    r = simulate(table, np.zeros(10, int), 16, arrivals_s=np.zeros(10), front_end=FrontEnd(1, 0.0, 0.25))
+    assert r.latency_s.tolist() == pytest.approx([1.25] * 10, abs=1e-12)

@@ -254,11 +254,13 @@ def test_one_kind_loop_under_a_budget_with_kv_on_demand_is_the_general_loop(monk
     memory limit is the schedule where fewer requests ran at once than hold less than the memory
     at their whole shares (the general loop asks no K/V question), else the general loop runs;
     either way the general loop's schedule to the last bit, with first blocks outside the limit or
-    not, and both ways are taken here."""
+    not, and both ways are taken here, with a front end before the engine too (servers that take
+    time a request or none, a first-token delay or none: the run given up sends every request again)."""
     import importlib
 
     first_done = importlib.import_module("dlmcost.serving.simulate.first_done")
     original, taken = first_done._first_done_in_order, {"kept": 0, "redone": 0}
+    fronted, closed = {"kept": 0, "redone": 0}, {"kept": 0, "redone": 0}  # with a front end; and in a closed loop
     for seed in range(150):
         rng = np.random.default_rng(3000 + seed)
         cap, ahead = int(rng.integers(3, 8)), bool(seed % 2)
@@ -273,6 +275,12 @@ def test_one_kind_loop_under_a_budget_with_kv_on_demand_is_the_general_loop(monk
                            held_from_admission=[rng.uniform(0.1, 0.6)])
         n = int(rng.integers(4, 30))
         load = dict(arrivals_s=np.sort(rng.uniform(0, n * rng.uniform(0.3, 20.0), n)), first_block_outside_limit=ahead)
+        if seed % 4 == 1:  # a closed loop: each answer's user sends again, through the front end where there is one
+            load = dict(users=int(rng.integers(2, 2 * top)), think_s=float(rng.choice([0.0, 1.5])),
+                        first_block_outside_limit=ahead)
+        if seed % 3:
+            load["front_end"] = FrontEnd(int(rng.integers(1, 3)), float(rng.choice([0.0, 0.3])),
+                                         float(rng.choice([0.0, 0.7])))
         calls = []
 
         def one_kind(*args, give_up_over=None, **kwargs):  # its whole run's most running, and whether it gave up
@@ -290,8 +298,14 @@ def test_one_kind_loop_under_a_budget_with_kv_on_demand_is_the_general_loop(monk
         assert (r.busy_s, r.end_s, r.in_service_s, r.preemptions) == (g.busy_s, g.end_s, g.in_service_s, g.preemptions)
         if calls:  # (redone: the one-kind run gave up as soon as more ran than hold less than the memory whole)
             taken["kept" if r.preempted is None else "redone"] += 1
+            if "front_end" in load:
+                fronted["kept" if r.preempted is None else "redone"] += 1
+                if "users" in load:
+                    closed["kept" if r.preempted is None else "redone"] += 1
             assert (calls[1] == "gave up") == (r.preempted is not None) == (calls[0] > never_over(table)), seed
     assert taken["kept"] >= 10 and taken["redone"] >= 10, taken
+    assert fronted["kept"] >= 5 and fronted["redone"] >= 5, fronted
+    assert closed == {"kept": 0, "redone": 0}  # behind a front end a closed loop runs the general loop
 
 
 def test_memory_room_is_the_float_sum_of_shares_whole():

@@ -60,11 +60,15 @@ class _Desk:
     `servers`)."""
 
     def __init__(self, front_end: FrontEnd, n: int):
-        self.sent = [math.nan] * n
         self._servers = front_end.servers
         self._service = front_end.service_s
         self._delay = front_end.first_token_delay_s
-        self._free = deque([0.0] * front_end.servers, maxlen=front_end.servers)  # sends are never before 0
+        self.reset(n)
+
+    def reset(self, n: int) -> None:
+        """No request sent yet (a run given up and started again from the beginning)."""
+        self.sent = [math.nan] * n
+        self._free = deque([0.0] * self._servers, maxlen=self._servers)  # sends are never before 0
 
     def send_together(self, times: list[float]) -> list[float]:
         """Requests 0..len(times) - 1, sent at `times` (non-decreasing), before any other."""
@@ -86,7 +90,10 @@ def shared_departures(sent: list[float], servers: int, service_s: float) -> list
     their time evenly among the requests inside (each at min(1, servers / m) of full speed with m
     inside), every request needing `service_s`. Kept in the servers' virtual time `v`, the service
     every request inside has had since the run began: it grows at that rate, a request entering at
-    v is done at v + service_s, and so requests leave in the order they came (a deque)."""
+    v is done at v + service_s, and so requests leave in the order they came (a deque). Servers that
+    take no time a request (a front end known by its first-token delay alone) let each leave as sent."""
+    if not service_s:
+        return list(sent)
     ready = [0.0] * len(sent)
     inside: deque[tuple[int, float]] = deque()  # (request, the virtual time it is done at)
     t = v = 0.0
