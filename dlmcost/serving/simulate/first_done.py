@@ -51,9 +51,7 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
         except IndexError:  # more ran at once: a schedule not kept, given up as soon as it was known
             result = None
         if result is not None and _most_running(result) <= never_over:
-            return result
-        if desk is not None:  # the run below sends every request again
-            desk.reset(n)
+            return result  # (else the run below sends an open loop's requests through the desk again, anew)
     cls = request_class.tolist()
     share, pass_s = table.mem_share, table.pass_s
     # what a request in its first pass adds to the iteration, over b: first_pass_s - pass_s
