@@ -253,6 +253,10 @@ RECORDED_OUT_OF_SOURCE_MEDIAN = TARGET_OUT_OF_SOURCE_MEDIAN  # met: held to its 
 # 1.74-4.10x. It overshoots at fewer GPUs: GPS's Qwen3-8B on one H100 2.30x pessimistic (was 1.03x pessimistic),
 # SGCM7's MiniMax-M2.7 on 2x GB300 at one request 1.77x pessimistic (was 1.78x optimistic), IFX12's B300 TP8 at one
 # request 1.33x pessimistic (was 2.06x optimistic).
+# ROCm/aiter PR #1930's DeepSeek-R1 TP8 MI300X median TPOTs (AITR, a new source: SGLang at 1k/1k, 4-32 in flight,
+# before and after tuning the 2,112 x 7,168 FP8 GEMM; eight numbers, scored as mean TPOTs, nothing fitted on them):
+# before 1.14-1.52x optimistic, after 1.01-1.14x pessimistic; sglang's AMD band 1.04-1.60x -> 1.00-1.56x (27 -> 35
+# numbers, two publications); 424 -> 432 numbers, the median 1.1360x -> 1.1368x, the worst unchanged.
 RECORDED_OUT_OF_SOURCE_WORST = 5.72  # 5.712
 BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-of-source numbers (6)
 BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
@@ -968,6 +972,15 @@ SERVING_NOTES = [
     "optimistic with the first-token delay fitted on SGCR (5.07x and 3.00x without it; medians 148 and 184 ms "
     "measured, 183 ms the model's). At one request only the TPOT is scored: one request of the ten waited about 38 s for its first token "
     "(P99 TTFT 38.3 s, median 385 ms), a warm-up the mean TTFT, mean E2E and throughput carry.",
+    "- ROCm/aiter PR #1930 (AITR; DeepSeek-R1 on 8x MI300X TP8, SGLang's serving benchmark at 1,024 / 1,024 tokens, "
+    "median TPOT at 4-32 in flight before and after its tuned config for one GEMM shape, 2,112 x 7,168; the release "
+    "and launch unstated, read as the same author's published MI300X launch of SGLang PR #14043; nothing fitted on "
+    "it). The before runs are the untuned kernels the sglang stack's slow_kernels describe (fitted on SGCM2, another "
+    "author and model): their TPOT is 1.14x optimistic at 4 in flight (25.2 ms predicted, 28.8 ms measured) and "
+    "1.28-1.52x at 8-32 (27.4-36.5 ms predicted, 37.2-47.2 ms measured; 47.2 ms at 16 above 46.6 ms at 32). The "
+    "after runs, that one shape tuned, are 1.14x pessimistic at 4 (22.1 ms measured) and 1.01-1.07x pessimistic at "
+    "8-32: tuning one GEMM shape of the layer took 6.7-16.3 ms off a token, so part of what slow_kernels' 243 us a layer "
+    "carries is that one GEMM, and a release that ships its tuned config decodes faster than the stack says.",
     "- Where the cookbook runs' mean TTFT misses sits (the pages print each run's median and P99 beside the mean; "
     "the medians are not scored, the model's median read from the same simulation, the sglang stack's first-token "
     "delay included): under load the model's median time to first token is 1.22x pessimistic to 1.09x optimistic "
