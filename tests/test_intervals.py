@@ -200,14 +200,15 @@ def test_the_header_names_a_first_token_band_only_where_it_differs():
 def test_an_amd_deployment_takes_the_amd_band_and_is_warned_optimistic(capsys):
     """On an MI300X the intervals come from sglang's band on AMD parts (the bands file's `vendors`
     entry: the SGLang cookbook's MI300X runs, all slower than predicted), not its NVIDIA band; the
-    band lies above 1 at both ends, so with the rate at 0.98 of one replica's capacity (from
-    `api.analyze`) even the faster end (steps low x as long: capacity / low < rate) needs more than
+    band lies above 1 at both ends, so with the rate at f = (1 + 1 / low) / 2 of one replica's capacity
+    (from `api.analyze`; 1 / low < f < 1) even the faster end (steps low x as long: capacity / low < rate) needs more than
     one replica, and plan warns that the recommendation is optimistic, with the GPUs at the ends
     its JSON gives. The same plan on an H100 (band below 1 at its faster end) is not warned."""
     from dlmcost.cli import main
 
     amd = json.loads(error_bands.BANDS_FILE.read_text())["bands"]["sglang"]["vendors"]["amd"]
-    assert amd["low"] > 1 and amd["low"] > 1 / 0.98  # the case this tests
+    assert amd["low"] > 1  # the case this tests
+    f = (1 + 1 / amd["low"]) / 2  # under one replica's capacity, over its capacity at the band's faster end
     capacity = {}
     for gpu in ("mi300x", "h100"):
         a = api.analyze(AR_MODEL, gpu, scheme="ar", prompt=256, gen=128, batch=8, stack="sglang")["results"][0]
@@ -215,7 +216,7 @@ def test_an_amd_deployment_takes_the_amd_band_and_is_warned_optimistic(capsys):
     said = {}
     for gpu in ("mi300x", "h100"):
         capsys.readouterr()
-        rc = main([str(x) for x in ("plan", AR_MODEL, "--rate", 0.98 * capacity[gpu], "--gpu", gpu, "--tp", "1",
+        rc = main([str(x) for x in ("plan", AR_MODEL, "--rate", f * capacity[gpu], "--gpu", gpu, "--tp", "1",
                                     "--precision", "bf16", "--prompt", "256", "--answer", "128", "--max-batch", "8",
                                     "--stack", "sglang", "--requests", "200", "-f", "json")])
         captured = capsys.readouterr()
@@ -226,7 +227,7 @@ def test_an_amd_deployment_takes_the_amd_band_and_is_warned_optimistic(capsys):
     assert top["intervals"]["band"] == [amd["low"], amd["high"]]
     assert top["intervals"]["band_stack"] == "sglang on AMD parts"
     # no latency target: R = floor(rate / (capacity / k)) + 1 at band end k (test_plan_gpus_at_the_band_ends_by_hand)
-    ends = [math.floor(0.98 * k) + 1 for k in (amd["low"], amd["high"])]
+    ends = [math.floor(f * k) + 1 for k in (amd["low"], amd["high"])]
     assert top["intervals"]["gpus"] == ends and ends[0] > top["gpus"] == 1
     assert (f"the recommended 1 x MI300X (TP1, bf16, ar) is likely optimistic: its error band (sglang on AMD parts, "
             f"{amd['low']:.2f}–{amd['high']:.2f}×) lies above 1") in err

@@ -124,7 +124,9 @@ def test_the_scenario_field_is_the_option_and_a_string_is_refused(capsys, tmp_pa
 
 
 def test_the_warning_names_the_option(capsys):
-    rate = 0.98 * _capacity("mi300x")  # even the AMD band's faster end needs two (test_intervals.py's case)
+    low = _bands("amd")["low"]
+    assert low > 1  # the case this tests: the AMD band lies above 1
+    rate = (1 + 1 / low) / 2 * _capacity("mi300x")  # one replica predicted, even the band's faster end needs two
     rc, _, err = _plan(capsys, "--gpu", "mi300x", "--rate", rate)
     assert rc == 0 and "likely optimistic" in err and "--conservative plans at the bands' slower ends" in err
 

@@ -608,3 +608,19 @@ def test_serving_summary_leaves_runs_not_modelled_out_of_every_figure():
     assert (s["n"], s["median_error"], s["worst_error"], s["n_not_modelled"]) == (3, 1.5, 2.0, 1)
     assert (s["n_heavy"], s["heavy_worst_error"], s["big_optimism"], s["points"]) == (3, 2.0, 2.0, 3)
     assert s["curves"] == {"c": [16, 64]}
+
+
+def test_a_median_tpot_is_the_requests_median_gap_and_near_the_means_where_lengths_are_equal():
+    """tpot_p50_ms (bench_serving's median TPOT) reads serve's median inter-token gap; where every
+    prompt and answer has one length (AITR's 1,024 / 1,024 closed loops), each request's TPOT is
+    (E2E - TTFT) / (answer - 1), so the median sits beside the mean read from serve's mean E2E and
+    TTFT (tpot_mean_ms), a second route: within 3% of it."""
+    points = {p["id"]: p for p in validation.load_yaml(validation.SERVING.read_text(encoding="utf-8"))["points"]}
+    ids = [i for i in points if i.startswith("aitr-")]
+    assert len(ids) == 8
+    for i in ids[:2]:
+        predicted = validation.serve_json(" ".join(points[i]["command"].split()))
+        median = validation.METRICS["tpot_p50_ms"][1](predicted)
+        mean = validation.METRICS["tpot_mean_ms"][1](predicted)
+        assert median == pytest.approx(1000 * predicted["inter_block_s"]["median"])
+        assert median == pytest.approx(mean, rel=0.03)
