@@ -130,3 +130,18 @@ def test_jobs_out_of_range_is_one_line(run, value):
     rc, out, err = run("plan", "--rate", "1", "--p95", "5", "--jobs", value)
     assert rc == 2 and out == ""
     assert err.strip() == "error: --jobs must be 1 to 1,024 (worker processes)"
+
+
+@fork_only
+def test_two_models_side_by_side_and_a_conservative_plan_are_the_same_on_two_workers(run, monkeypatch):
+    """The rows of two models ranked together (searched again once all are found) and a plan at the
+    bands' slower ends: the same JSON with two workers as with none."""
+    monkeypatch.setattr(side_by_side, "MIN_ROWS_PER_WORKER", 1)
+    for extra in (["inclusionAI/LLaDA2.0-mini,Qwen/Qwen3-30B-A3B", "--rate", "4", "--gpu", "h100,a100"],
+                  ["GSAI-ML/LLaDA-8B-Instruct", "--rate", "4", "--gpu", "h100,l40s", "--conservative"]):
+        docs = []
+        for jobs in ("1", "2"):
+            rc, out, err = run("plan", *extra, "--p95", "20", "--requests", "300", "-f", "json", "--jobs", jobs)
+            assert rc == 0, err
+            docs.append(json.loads(out))
+        assert len(docs[0]["deployments"]) >= 2 and docs[0] == docs[1]
