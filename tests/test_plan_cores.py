@@ -145,3 +145,21 @@ def test_two_models_side_by_side_and_a_conservative_plan_are_the_same_on_two_wor
             assert rc == 0, err
             docs.append(json.loads(out))
         assert len(docs[0]["deployments"]) >= 2 and docs[0] == docs[1]
+
+
+def test_rows_under_two_limits_run_in_turn_each_counting_its_own(monkeypatch):
+    """search._each_row: rows whose searches count against two different limits run here, one
+    after another (no workers), each spending from its own."""
+    from dlmcost.plan import search
+
+    started = []
+    monkeypatch.setattr(side_by_side, "workers_for", lambda n, jobs=None: started.append(jobs) or 1)
+    works = [SimulationWork(10), SimulationWork(10)]
+    rows = [(SimpleNamespace(candidate=SimpleNamespace(work=works[i % 2])), None) for i in range(4)]
+
+    def spend_three(row):
+        row[0].candidate.work.spend(3)
+        return 1
+
+    assert search._each_row(spend_three, rows, None) == [1, 1, 1, 1]
+    assert started == [1] and [w.left for w in works] == [4, 4]

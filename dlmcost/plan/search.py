@@ -407,8 +407,8 @@ def _each_row(fn: Callable, rows: list[tuple[Found, Setting]], jobs: int | None)
     the rows' shared limit as if they had run here (one limit: else the rows run in turn)."""
     works = {id(f.candidate.work): f.candidate.work for f, _ in rows if f.candidate.work is not None}
     if len(works) > 1:
-        jobs = 1
-    (work,) = works.values() if works else (None,)
+        jobs = 1  # (here each row's searches count against their own limit as they run)
+    work = next(iter(works.values())) if len(works) == 1 else None
     spent = None if work is None or work.limit is None else (lambda: work.limit - work.left)
     out, used = map_rows(fn, rows, jobs, spent)
     if used:
