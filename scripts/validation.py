@@ -258,6 +258,11 @@ RECORDED_OUT_OF_SOURCE_MEDIAN = TARGET_OUT_OF_SOURCE_MEDIAN  # met: held to its 
 # (the new metric tpot_p50_ms: serve's median inter-token gap), nothing fitted on them):
 # before 1.14-1.52x optimistic, after 1.01-1.14x pessimistic; sglang's AMD band 1.04-1.60x -> 1.00-1.56x (27 -> 35
 # numbers, two publications); 424 -> 432 numbers, the median 1.1360x -> 1.1368x, the worst unchanged.
+# InferenceX's DeepSeek-R1 FP8 curve on 8x MI325X on SGLang 0.5.19 (IFX19, sglang-pcg, 8,192-token prompts at 4-64
+# in flight, 15 numbers, nothing fitted on them): decode 1.37x pessimistic to 1.22x optimistic, throughput 1.31x
+# pessimistic to 1.21x optimistic, the mean TTFT 1.51-2.55x optimistic; the AMD first-token band 1.34-4.15x (9
+# numbers, one publication) -> 1.43-3.62x (14, two); 432 -> 447 numbers, over 2x 12 -> 14 (its TTFTs at 4 and 8 in
+# flight), the median 1.1368x -> 1.1410x, the worst unchanged.
 RECORDED_OUT_OF_SOURCE_WORST = 5.72  # 5.712
 BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-of-source numbers (6)
 BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
@@ -967,6 +972,16 @@ SERVING_NOTES = [
     "predicted, 71 ms measured at one request: the delay overshoots there, 2.06x optimistic without it) and "
     "1.50-1.87x optimistic with the long ones; on sglang 2.16x pessimistic to 1.24x optimistic and 1.15-1.51x "
     "optimistic.",
+    "- InferenceX's DeepSeek-R1-0528 on 8x MI325X on SGLang 0.5.19 (IFX19; FP8 weights and K/V, TP8, 8,192-token "
+    "prompts at 4-64 in flight, published 2026-09-10; the launch's --mem-fraction-static 0.8, 131,072-token "
+    "chunks and --num-continuous-decode-steps 4 as --recv-interval 4), run on the sglang-pcg stack, with the "
+    "MI325X's tuned decode kernels and the sglang stack's slow_kernels (fitted on SGCM2's MI300X) it inherits: decode "
+    "is 1.37x pessimistic at 4 in flight (25.5 ms predicted, 18.5 ms measured), 1.06x at 32 and 1.22x optimistic "
+    "at 64 (54.5 against 66.6 ms), throughput 1.31x pessimistic to 1.21x optimistic. The mean TTFT is 2.55x "
+    "optimistic at 4 in flight (0.40 s predicted, 1.03 s measured) and 1.51x at 64 (1.27 against 1.92 s): "
+    "about 0.6 s of each first token at these loads that the model does not see, as SGCV's MI300X runs with "
+    "8,000-token prompts miss theirs (1.47 s at 16 in flight); the sglang stack, charging eager prefill launches, "
+    "predicts 0.46 s at 4.",
     "- The same cookbook's MiniMax-M2 on 4x MI300X TP4 (SGCM2; SGLang 0.5.7, FP8, --mem-fraction-static 0.85, no "
     "--ep; another author than SGCV's): the second MI300X publication here, another model (GQA attention, not "
     "DeepSeek's MLA) and TP. On the tuned kernel times alone decode is 3.11x optimistic at one request (7.1 ms "

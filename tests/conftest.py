@@ -141,3 +141,22 @@ def run(capsys):
         return rc, out, err
 
     return call
+
+
+@pytest.fixture
+def sglang_amd_band_above_one(monkeypatch):
+    """The published bands with sglang's band on AMD parts lying wholly above 1 (every measurement
+    it rests on slower than predicted: low 1.2, high 2.0; first token 1.3 to 2.4), as the shipped
+    bands once were: the case the optimistic-band warning and --conservative's AMD tests take. The
+    band the commands read (error_bands' published bands) and the one the test reads (returned) are
+    the same."""
+    import copy
+
+    from dlmcost.inputs import error_bands
+
+    bands = copy.deepcopy(error_bands._bands())
+    amd = bands["sglang"]["vendors"]["amd"]
+    amd.update(low=1.2, median=1.5, high=2.0)
+    amd["first_token"] = dict(amd["first_token"], low=1.3, median=1.8, high=2.4)
+    monkeypatch.setattr(error_bands, "_bands", lambda: bands)
+    return amd

@@ -197,16 +197,16 @@ def test_the_header_names_a_first_token_band_only_where_it_differs():
     assert "first token" not in band_meaning([same, speed])
 
 
-def test_an_amd_deployment_takes_the_amd_band_and_is_warned_optimistic(capsys):
-    """On an MI300X the intervals come from sglang's band on AMD parts (the bands file's `vendors`
-    entry: the SGLang cookbook's MI300X runs, all slower than predicted), not its NVIDIA band; the
+def test_an_amd_deployment_takes_the_amd_band_and_is_warned_optimistic(capsys, sglang_amd_band_above_one):
+    """On an MI300X the intervals come from sglang's band on AMD parts (the bands' `vendors`
+    entry; here one lying above 1, as the SGLang cookbook's MI300X runs once made it), not its NVIDIA band; the
     band lies above 1 at both ends, so with the rate at f = (1 + 1 / low) / 2 of one replica's capacity
     (from `api.analyze`; 1 / low < f < 1) even the faster end (steps low x as long: capacity / low < rate) needs more than
     one replica, and plan warns that the recommendation is optimistic, with the GPUs at the ends
     its JSON gives. The same plan on an H100 (band below 1 at its faster end) is not warned."""
     from dlmcost.cli import main
 
-    amd = json.loads(error_bands.BANDS_FILE.read_text())["bands"]["sglang"]["vendors"]["amd"]
+    amd = sglang_amd_band_above_one
     assert amd["low"] > 1  # the case this tests
     f = (1 + 1 / amd["low"]) / 2  # under one replica's capacity, over its capacity at the band's faster end
     capacity = {}

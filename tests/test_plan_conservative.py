@@ -123,8 +123,8 @@ def test_the_scenario_field_is_the_option_and_a_string_is_refused(capsys, tmp_pa
     assert rc == 2 and err.count("\n") == 1 and "search.conservative" in err
 
 
-def test_the_warning_names_the_option(capsys):
-    low = _bands("amd")["low"]
+def test_the_warning_names_the_option(capsys, sglang_amd_band_above_one):
+    low = sglang_amd_band_above_one["low"]
     assert low > 1  # the case this tests: the AMD band lies above 1
     rate = (1 + 1 / low) / 2 * _capacity("mi300x")  # one replica predicted, even the band's faster end needs two
     rc, _, err = _plan(capsys, "--gpu", "mi300x", "--rate", rate)

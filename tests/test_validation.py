@@ -277,8 +277,8 @@ def test_vendor_bands_are_each_vendors_own_numbers(marked):
     read from the hardware files here, by the row's GPU name), their percentiles recomputed; a
     stack with too few there takes every stack's there. The case the shipped bands are in since the
     SGLang cookbook's MI300X runs: sglang measured on AMD and NVIDIA parts, its AMD numbers slower
-    than predicted at both ends of the band (and on the median than its NVIDIA ones), its NVIDIA band
-    narrower than its band on both."""
+    than predicted on the median than its NVIDIA ones and spread wider (their band wider at both
+    ends), its NVIDIA band narrower than its band on both."""
     import json
 
     import numpy as np
@@ -319,7 +319,8 @@ def test_vendor_bands_are_each_vendors_own_numbers(marked):
             assert (f["low"], f["median"], f["high"]) == percentiles(own_first if len(own_first) >= six
                                                                      else every(v, first)), (name, v)
     amd, nvidia = bands["sglang"]["vendors"]["amd"], bands["sglang"]["vendors"]["nvidia"]
-    assert amd["low"] > 1 and amd["median"] > nvidia["median"] and nvidia["high"] < bands["sglang"]["high"]
+    assert amd["median"] > nvidia["median"] and amd["high"] - amd["low"] > nvidia["high"] - nvidia["low"]
+    assert nvidia["high"] < bands["sglang"]["high"]
     assert "jax-tpu" in bands and "vendors" not in bands["jax-tpu"]  # it runs on neither vendor's parts
 
 
