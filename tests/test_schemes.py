@@ -7,7 +7,6 @@ passes or the engine adds them up wrongly."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
