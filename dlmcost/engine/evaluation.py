@@ -310,12 +310,19 @@ def pass_cost(m: ModelSpec, grid: Grid, shape: dict[str, np.ndarray], names: lis
     values[:, ~written] = 0.0
     if st is not None and STACK_OPS[0] in names:
         h, f = names.index("host_wait"), names.index("per_forward")
-        slow = slow_kernel_time(m.n_layers, r.slow_layer_s)  # GPU time, on the per_forward row
+        slow = _slow_time(m, grid, grid.batch * np.asarray(shape["q"], float))  # GPU time, on the per_forward row
         if host_wait_of_pass:
             gpu = (np.maximum(compute, memory) + overhead).sum(axis=0) + slow
             overhead[h] = host_wait(gpu, dispatch_time(m, st), st)
         overhead[f] = step_overhead(grid.batch, st) + slow
     return PassCost(values, compute, memory, overhead, bound_compute, bound_memory)
+
+
+def _slow_time(m: ModelSpec, grid: Grid, tokens) -> np.ndarray:
+    """The stack's slow kernels' GPU time in a pass of `tokens` tokens (batch x query tokens) on
+    each configuration's part and precision (stack_time.slow_kernel_time; 0 where none apply)."""
+    r = grid.rates
+    return slow_kernel_time(m.n_layers, r.slow_layer_s, tokens, r.slow_token_layer_s)
 
 
 def _peak(grid: Grid, kind: str):
@@ -385,8 +392,8 @@ def _sums_of_first_and_last(m: ModelSpec, grid: Grid, fam: PassFamily, names: li
         data[TIME, k] = ((a.overhead_s[k] + z.overhead_s) * half
                          + r * sum_max_ends(a.compute_s[k], z.compute_s, a.memory_s[k], z.memory_s, n))
     if grid.stack is not None and "host_wait" in names:
-        slow = slow_kernel_time(m.n_layers, grid.rates.slow_layer_s)
-        time_s[names.index("host_wait")] = r * _closed_form_host_wait(m, grid.stack, a, z, n, names, slow)
+        slow = [_slow_time(m, grid, grid.batch * (fam.q0 + fam.dq * np.maximum(n - 1, 0) * end)) for end in (0, 1)]
+        time_s[names.index("host_wait")] = r * _closed_form_host_wait(m, grid.stack, a, z, n, names, *slow)
     return data
 
 
@@ -398,10 +405,10 @@ def _closed_form(m: ModelSpec, grid: Grid, fam: PassFamily, names: list[str]) ->
 
 
 def _closed_form_host_wait(m: ModelSpec, st: Stack, first: PassCost, last: PassCost, n: np.ndarray,
-                           names: list[str], slow_s=0.0) -> np.ndarray:
+                           names: list[str], slow_first=0.0, slow_last=0.0) -> np.ndarray:
     """Sum over the family of the GPU's wait for the host (the passes leave it at zero: it is not
-    affine in j). The GPU time is taken linear between the first and the last pass, each with the
-    slow kernels' time `slow_s` (on the per_forward row, GPU time all the same)."""
+    affine in j). The GPU time is taken linear between the first and the last pass, each with its
+    slow kernels' time (on the per_forward row, GPU time all the same)."""
     host = dispatch_time(m, st)
     if not st.host.overlaps_gpu:
         return n * host
@@ -415,7 +422,7 @@ def _closed_form_host_wait(m: ModelSpec, st: Stack, first: PassCost, last: PassC
         k = last.op_rows
         gpu_last = gpu_first + (last.time_s - (np.maximum(first.compute_s[k], first.memory_s[k])
                                                + first.overhead_s[k])).sum(axis=0)
-    return sum_max_ends(host - gpu_first - slow_s, host - gpu_last - slow_s, 0.0, 0.0, n)
+    return sum_max_ends(host - gpu_first - slow_first, host - gpu_last - slow_last, 0.0, 0.0, n)
 
 
 # Passes evaluated at once on the pass-by-pass path: the per-pass arrays (metrics x ops x passes)
@@ -504,9 +511,11 @@ def _touched_experts_pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, nam
         first, slope = take(first, rows), take(slope, rows)
         rows_scale, fp8_gemms = (np.broadcast_to(np.asarray(v, float), (len(grid),))
                                  for v in (rates.gemm_rows_scale, rates.fp8_gemms))
-        slow = np.broadcast_to(slow_kernel_time(m.n_layers, rates.slow_layer_s), (len(grid),))  # GPU time, per pass
+        # GPU time per pass, affine in its tokens: slow_fixed + tokens x slow_per_token
+        slow_fixed, slow_per_token = (np.broadcast_to(slow_kernel_time(m.n_layers, s), (len(grid),))
+                                      for s in (rates.slow_layer_s, rates.slow_token_layer_s))
         per_config = take(np.stack([per_touched, rates.experts_bandwidth, rates.bandwidth, rows_scale, fp8_gemms,
-                                    slow]), rows)
+                                    slow_fixed, slow_per_token]), rows)
         groups = {}  # ops that share a compute factor (pass_cost's FACTOR_KEYS), by their key
         for i, op in enumerate(timed):
             groups.setdefault(factor_key(names[op], OP_KINDS[names[op]]), []).append(i)
@@ -516,7 +525,8 @@ def _touched_experts_pass_by_pass(m: ModelSpec, grid: Grid, fam: PassFamily, nam
             chord = take(first, owner) + take(slope, owner) * j
             wb, bound_compute, bound_memory, tokens = chord[:4]
             compute, memory, overhead = chord[4:4 + t], chord[4 + t:4 + 2 * t], chord[4 + 2 * t:]
-            w, achievable_bandwidth, bandwidth, rows_scale, fp8_gemms, slow_s = take(per_config, owner)
+            w, achievable_bandwidth, bandwidth, rows_scale, fp8_gemms, slow_fixed, slow_per_token = take(per_config, owner)
+            slow_s = slow_fixed + tokens * slow_per_token
             gap = w * expected_experts(E, k, tokens) - wb
             memory[timed.index(e)] += gap / achievable_bandwidth
             if st is not None:

@@ -44,7 +44,9 @@ def build_grid(cols: dict, rate_rows: list[dict], rate_index: np.ndarray, stack:
     rates = stack_rates(rate_rows)
     if stack is not None and stack.slow_kernels:  # the stack's slow kernels on each row's part and precision
         rates = replace(rates, slow_layer_s=np.array([stack.slow_layer_us(r["gpu"], r["precision"]) * 1e-6
-                                                      for r in rate_rows]))
+                                                      for r in rate_rows]),
+                        slow_token_layer_s=np.array([stack.slow_token_layer_us(r["gpu"], r["precision"]) * 1e-6
+                                                     for r in rate_rows]))
     return Grid(scheme=column(cols["scheme"], n).astype(str), knobs=knobs, **settings,
                 rates=rates.take(np.asarray(rate_index)), stack=stack)
 

@@ -63,6 +63,8 @@ class Rates:
     # GPU seconds per decoder layer that the stack's slow kernels add to every pass on this GPU at
     # this precision (the stack's `slow_kernels`; set where a grid is built with its stack)
     slow_layer_s: np.ndarray | float = 0.0
+    # and GPU seconds per decoder layer for each token a pass runs (batch x query tokens)
+    slow_token_layer_s: np.ndarray | float = 0.0
 
     @cached_property
     def achievable_flops(self) -> dict[str, np.ndarray]:
@@ -111,7 +113,7 @@ class Rates:
                                                                       self.eff_mem_decode_attention,
                                                                       self.overhead_decode_attention_s,
                                                                       self.eff_mem_experts, self.overhead_experts_s)),
-                     take(self.slow_layer_s, idx) if np.ndim(self.slow_layer_s) else self.slow_layer_s)
+                     *(take(v, idx) if np.ndim(v) else v for v in (self.slow_layer_s, self.slow_token_layer_s)))
 
 
 def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, float] | None:

@@ -22,9 +22,10 @@ a pass", states the whole rule:
         host_wait = max(host - GPU, 0) if launches overlap the GPU, else all the host time
         step_overhead = fixed_us_per_forward + us_per_sequence x batch
                         + us_per_sequence_squared x batch^2 (never overlapped)
-        (the GPU time includes n_layers x slow_kernels' us_per_layer on the parts and precisions
-         they name, slow_kernel_time: the release's kernels beyond the hardware file's tuned ones;
-         the engine shows it on the per_forward row)
+        (the GPU time includes n_layers x (slow_kernels' us_per_layer + the pass's B x q tokens x
+         its us_per_token_layer) on the parts and precisions they name, slow_kernel_time: the
+         release's kernels beyond the hardware file's tuned ones; the engine shows it on the
+         per_forward row)
         (so a pass takes max(GPU, host) + step, or GPU + host + step)
 
 Hardware efficiencies (the hardware file) and stack factors multiply: the hardware file says what
@@ -192,11 +193,13 @@ def host_wait(gpu_s, host_s, stack: Stack) -> np.ndarray:
     return np.maximum(host_s - gpu_s, 0.0) if stack.host.overlaps_gpu else host_s.copy()
 
 
-def slow_kernel_time(n_layers, slow_layer_s) -> np.ndarray:
-    """Seconds the stack's slow kernels add to a pass of n_layers decoder layers on a part where its
-    release ran them (`Rates.slow_layer_s`, from the stack's `slow_kernels`: 0 elsewhere): the GPU's
-    time beyond the hardware file's tuned kernel times, the same at every batch and sequence."""
-    return np.asarray(n_layers, float) * np.asarray(slow_layer_s, float)
+def slow_kernel_time(n_layers, slow_layer_s, tokens=0.0, slow_token_layer_s=0.0) -> np.ndarray:
+    """Seconds the stack's slow kernels add to a pass of n_layers decoder layers that runs `tokens`
+    tokens (batch x query tokens) on a part where its release ran them (`Rates.slow_layer_s` and
+    `slow_token_layer_s`, from the stack's `slow_kernels`: 0 elsewhere): the GPU's time beyond the
+    hardware file's tuned kernel times, L x (t_slow + tokens x t_slow_token)."""
+    per_layer = np.asarray(slow_layer_s, float) + np.asarray(tokens, float) * np.asarray(slow_token_layer_s, float)
+    return np.asarray(n_layers, float) * per_layer
 
 
 def step_overhead(batch, stack: Stack) -> np.ndarray:

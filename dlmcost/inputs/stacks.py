@@ -184,13 +184,17 @@ class FusedMoE(BaseModel):
 class SlowKernels(BaseModel):
     """Kernels a release ran slower on some parts than the hardware file's kernel times say (those
     describe the tuned kernels): GPU time each decoder layer adds to every pass on those parts at
-    those precisions (stack_time.slow_kernel_time)."""
+    those precisions, a fixed part and a part for each token the pass runs
+    (stack_time.slow_kernel_time)."""
 
     model_config = _FILE
 
     gpus: list[Annotated[str, Field(min_length=1, max_length=100)]] = Field(min_length=1, max_length=64)
     precisions: list[Annotated[str, Field(min_length=1, max_length=20)]] = Field(min_length=1, max_length=16)
     us_per_layer: float = Field(ge=0, le=1e6)
+    # and for each token the pass runs (batch x query tokens: a prefill's prompt, a decode step's
+    # requests): an untuned kernel's time grows with the rows it is given, as the tuned one's does
+    us_per_token_layer: float = Field(default=0.0, ge=0, le=1e6)
 
     @field_validator("gpus")
     @classmethod
@@ -376,6 +380,11 @@ class Stack(BaseModel):
         """The slow kernels' microseconds per decoder layer on this GPU (a name, or all its names:
         SlowKernels.applies) at this precision (0: none)."""
         return sum(k.us_per_layer for k in self.slow_kernels if k.applies(gpu, precision))
+
+    def slow_token_layer_us(self, gpu: str | Sequence[str], precision: str) -> float:
+        """The slow kernels' microseconds per decoder layer for each token a pass runs on this GPU at
+        this precision (0: none)."""
+        return sum(k.us_per_token_layer for k in self.slow_kernels if k.applies(gpu, precision))
 
     def runs(self, vendor: str) -> bool:
         """Whether the engine runs on an accelerator of this vendor."""
