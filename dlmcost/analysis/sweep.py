@@ -32,7 +32,7 @@ from ..inputs.precision import get_precision, kv_bytes
 from ..inputs.profiles import Profile, load_profile
 from .records import ignored_knobs_warning, model_summary
 from ..results import SweepResult, SweepRow
-from ..engine.schemes import REGISTRY, SCHEMES, Knobs
+from ..engine.schemes import REGISTRY, SCHEMES, Knobs, scheme_name
 from ..inputs.stacks import STACK_NONE, Stack
 from ..engine.workload import Workload, check_parallel, make_knobs, scheme_ok
 
@@ -181,7 +181,8 @@ def _asked(model, gpus, schemes, prompts, gens, steps, tpf, blocks, batches, pre
     gpu_list = HardwareDB.load(hardware).select(gpus, DEFAULT_GPUS)
     profile = load_profile(efficiency)
     runs = spec.sampler  # the schemes a model can run are its own, whoever's defaults the knobs take
-    scheme_list = _as_list(schemes, list(runs.schemes) if runs and runs.schemes else list(SCHEMES))
+    scheme_list = [scheme_name(sc) for sc in _as_list(schemes, list(runs.schemes) if runs and runs.schemes
+                                                       else list(SCHEMES))]
     for sc in scheme_list:
         if sc not in REGISTRY:
             raise UsageError(f"unknown scheme '{sc}'; choose from: {', '.join(SCHEMES)}")

@@ -9,10 +9,10 @@ each scheme's own checks from the registry, and the parallel layout's — to who
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .columns import column
-from .schemes import REGISTRY, SCHEMES, Knobs
+from .schemes import REGISTRY, SCHEMES, Knobs, scheme_name
 
 SchemeName = Literal[SCHEMES]  # type: ignore[valid-type]  # the registry's names (schemes.Scheme is a scheme)
 MAX_TOKENS = 10_000_000  # beyond any context a model is trained for; keeps the arithmetic finite
@@ -51,6 +51,11 @@ class Workload(BaseModel):
     quantize_head: bool = False  # the LM head and embedding at the weights' precision (checkpoints keep bf16)
     # expected tokens until end-of-sequence (None: the whole generation); throughput counts these
     answer_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
+
+    @field_validator("scheme", mode="before")
+    @classmethod
+    def _scheme_in_any_case(cls, v):
+        return scheme_name(v) if isinstance(v, str) else v
 
     @model_validator(mode="after")
     def _steps_xor_tpf(self) -> "Workload":

@@ -15,7 +15,7 @@ from __future__ import annotations
 import warnings
 
 from ..analysis.published import Published, accuracy_tasks, default_decoding, meeting_floor
-from ..engine.schemes import autoregressive_scheme, get_scheme
+from ..engine.schemes import autoregressive_scheme, get_scheme, scheme_name
 from ..engine.workload import SCHEMES
 from ..errors import DlmcostWarning, UsageError
 from ..inputs.models import ModelSpec
@@ -97,13 +97,13 @@ def choose_decodings(model: ModelSpec, given: list | None, *, median_answer: flo
     if not given:
         return [_own_decoding(model, name, task) for name in own]
     default = model.sampler.scheme if model.sampler else autoregressive_scheme()
-    schemes = list(dict.fromkeys(d.scheme or default for d in given))
+    schemes = list(dict.fromkeys(scheme_name(d.scheme or default) for d in given))
     knobs = [k for k in ("block", "tpf", "steps") if any(getattr(d, k) is not None for d in given)]
     if knobs and all(s in SCHEMES and get_scheme(s).autoregressive for s in schemes):  # one token per pass
         warnings.warn(ignored_knobs_warning(schemes[0], knobs), DlmcostWarning, stacklevel=2)
     out, foreign = [], []
     for d in given:
-        scheme = d.scheme or default
+        scheme = scheme_name(d.scheme or default)  # in any case, as --precision takes its names
         if scheme not in SCHEMES:
             raise UsageError(f"decoding: unknown scheme '{scheme}'; choose from: {', '.join(SCHEMES)}")
         if model.sampler and scheme not in (model.sampler.scheme, *model.sampler.schemes):

@@ -12,11 +12,17 @@ from .base import REGISTRY, SCHEME_KNOBS, Knobs, PassFamily, Scheme, later_peak_
 SCHEMES: tuple[str, ...] = tuple(REGISTRY)
 
 __all__ = ["REGISTRY", "SCHEMES", "SCHEME_KNOBS", "Knobs", "PassFamily", "Scheme", "autoregressive_scheme",
-           "get_scheme", "later_peak_q", "peak_shape", "prompt_passes"]
+           "get_scheme", "later_peak_q", "peak_shape", "prompt_passes", "scheme_name"]
+
+
+def scheme_name(name: str) -> str:
+    """A scheme's registered name as a user may write it: in any case, blanks around it ignored
+    (`--scheme AR` is ar, as `--precision FP8` is fp8)."""
+    return name.strip().lower()
 
 
 def get_scheme(name: str) -> Scheme:
-    return REGISTRY[name]
+    return REGISTRY[scheme_name(name)]
 
 
 def autoregressive_scheme() -> str:
