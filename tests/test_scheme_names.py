@@ -18,6 +18,9 @@ def test_the_registered_name_of_what_a_user_writes(written, name):
 
 @pytest.mark.parametrize("args,written", [
     (("analyze", "--gpu", "h100", "--scheme", "{}", "--gen", "32"), "AR"),
+    # the model's published decoding (tokens per forward, block) and its sampler's block follow the name
+    (("analyze", "inclusionAI/LLaDA2.0-mini", "--gpu", "h100", "--scheme", "{}"), "BLOCK"),
+    (("analyze", "GSAI-ML/LLaDA-8B-Instruct", "--gpu", "h100", "--scheme", "{}"), "MDM"),
     (("sweep", "--gpu", "h100", "--scheme", "{}", "--block", "8", "--gen", "32"), " Block"),
     (("serve", "--gpu", "h100", "--scheme", "{}", "--rate", "1", "--requests", "200"), "AR"),
     (("plan", "GSAI-ML/LLaDA-8B-Instruct", "--gpu", "h100", "--tp", "1", "--scheme", "{}", "--rate", "1",

@@ -18,7 +18,7 @@ from ..inputs.models import ModelSpec, resolve_model
 from ..inputs.precision import get_precision, kv_bytes
 from ..inputs.profiles import Profile, load_profile
 from ..engine.roofline import gpu_rates
-from ..engine.schemes import REGISTRY, SCHEMES
+from ..engine.schemes import REGISTRY, SCHEMES, scheme_name
 from ..inputs.stacks import EAGER_SUFFIX, STACK_NONE, Stack, default_stack, load_stack
 from ..safe_text import shown
 from ..engine.workload import Workload, check_parallel, scheme_problem
@@ -136,6 +136,8 @@ def sampler_defaults(spec: ModelSpec, task: str | None = None, **given) -> dict:
     sampler's steps, at the sampler's own generation length only. `workload_for` builds analyze's
     Workload from it, and sweep asks it once per scheme and length of its grid."""
     given = {k: v for k, v in given.items() if v is not None}
+    if isinstance(given.get("scheme"), str):  # the registered name, whatever the case it came in (its defaults too)
+        given["scheme"] = scheme_name(given["scheme"])
     sampler = spec.sampler
     if sampler:
         given.setdefault("scheme", sampler.scheme)
