@@ -177,6 +177,10 @@ def test_the_token_part_from_the_loaded_runs(run, tmp_path):
     (dict(gpus=[""], precisions=["fp8"], us_per_layer=10), "at least 1 character"),
     (dict(gpus=["MI300X"], precisions=["fp8"], us_per_layer=10, per_kernel=True), "per_kernel"),
     (dict(gpus=["MI300X"], precisions=["fp8"]), "us_per_layer"),
+    (dict(gpus=["MI300X"], precisions=["fp8"], us_per_layer=10, us_per_token_layer=-1), "greater than or equal to 0"),
+    (dict(gpus=["MI300X"], precisions=["fp8"], us_per_layer=10, us_per_token_layer=float("nan")), "finite"),
+    (dict(gpus=["MI300X"], precisions=["fp8"], us_per_layer=10, us_per_token_layer=2e6), "less than or equal"),
+    (dict(gpus=["MI300X"], precisions=["fp8"], us_per_layer=10, us_per_token_layer=True), "valid number"),
 ])
 def test_bad_slow_kernels_are_refused(entry, says):
     data = stack_data("sglang")
