@@ -113,6 +113,18 @@ class TargetMiss(Record):
     limit: float
 
 
+class SlowKernelsRecord(Record):
+    us_per_layer: float = Field(description="GPU time each decoder layer adds to every pass, microseconds")
+    us_per_token_layer: float = Field(description="and each decoder layer for each token the pass runs (its batch x "
+                                                  "query tokens), microseconds")
+
+
+class SlowKernelsOn(SlowKernelsRecord):
+    stack: str
+    gpu: str
+    precision: str
+
+
 class ServeDeployment(Record):
     model: str
     gpu: str
@@ -152,6 +164,9 @@ class ServeDeployment(Record):
                           "microseconds; null: the stack has no front-end cost")
     api_servers_source: str = Field("none", description="where the number of API servers came from: option, "
                                                         "stack, or none")
+    slow_kernels: Optional[SlowKernelsRecord] = Field(
+        None, description="what the stack's release adds to every pass on this GPU at this precision, where it ran "
+                          "kernels slower than the hardware file's tuned times (the stack's slow_kernels); null: none")
     recv_interval: int = Field(1, description="decode iterations between the scheduler's receives of new requests "
                                               "(SGLang's --scheduler-recv-interval; --recv-interval): after a "
                                               "prefill, or on an idle server, it receives at once; 1: every iteration")
@@ -402,6 +417,10 @@ class PlanSearch(Record):
     api_servers_source: dict[str, str] = Field(
         default_factory=dict, description="decoding -> where the number of API servers came from: option, scenario, "
                                           "stack, or none")
+    slow_kernels: list[SlowKernelsOn] = Field(
+        default_factory=list, description="each searched stack, GPU and precision where the stack's release ran "
+                                          "kernels slower than the hardware file's tuned times, and what that adds to "
+                                          "every pass there (serve's slow_kernels; none listed: none apply)")
     cached_prompt_decodings: list[str] = Field(
         default_factory=list, description="the decodings whose prefill the prefix cache shortens (traffic."
                                           "cached_prompt > 0): those that prefill a prompt in one pass or under a "

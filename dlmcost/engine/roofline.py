@@ -145,7 +145,7 @@ def gpu_rates(gpu: GPU, precision: Precision, profile: Profile) -> dict[str, flo
         fp8_gemms=1.0 if precision.compute == "fp8" else 0.0,
         # which part and precision these are (not rates): a stack's slow kernels name them, the part
         # by any name `--gpu` takes (the hardware file's name, its key, its aliases)
-        gpu=(gpu.name, gpu.key, *gpu.aliases), precision=precision.name,
+        gpu=gpu.names, precision=precision.name,
     )
 
 

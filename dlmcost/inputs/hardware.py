@@ -181,6 +181,11 @@ class GPU(BaseModel):
     fitted: dict[str, list[Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[a-z0-9:._-]+$")]]] = \
         Field(default_factory=dict, max_length=16)
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name `--gpu` takes for it: the file's name, its key and its aliases."""
+        return (self.name, self.key, *self.aliases)
+
     @field_validator("fitted")
     @classmethod
     def _fitted_fields(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:

@@ -381,6 +381,12 @@ class Stack(BaseModel):
         SlowKernels.applies) at this precision (0: none)."""
         return sum(k.us_per_layer for k in self.slow_kernels if k.applies(gpu, precision))
 
+    def slow_kernels_on(self, gpu: str | Sequence[str], precision: str) -> dict | None:
+        """What its slow kernels add on this GPU at this precision, {us_per_layer, us_per_token_layer}
+        (None where none apply): what the outputs say a run of this stack assumes there."""
+        fixed, per_token = self.slow_layer_us(gpu, precision), self.slow_token_layer_us(gpu, precision)
+        return dict(us_per_layer=fixed, us_per_token_layer=per_token) if fixed or per_token else None
+
     def slow_token_layer_us(self, gpu: str | Sequence[str], precision: str) -> float:
         """The slow kernels' microseconds per decoder layer for each token a pass runs on this GPU at
         this precision (0: none)."""

@@ -189,6 +189,10 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                          first_token_delay_us={label: f.first_token_delay_s * 1e6 if f else None
                                                for label, (f, _) in fronts.items()},
                          api_servers_source={label: source for label, (_, source) in fronts.items()},
+                         # where a searched stack's release ran a GPU's kernels at a precision slower than
+                         # tuned: what it adds to every pass there, as serve's slow_kernels
+                         slow_kernels=_slow_kernels(set(stacks.values()), efficiency, [g for _, s, _ in spaces for g in s.gpus],
+                                                    [p for _, s, _ in spaces for p in s.precisions]),
                          # the decodings whose prefill a prefix cache shortens (traffic.cached_prompt > 0)
                          cached_prompt_decodings=result.cached,
                          requests=spec.simulation.requests, seed=spec.simulation.seed,
@@ -324,3 +328,22 @@ def _warn_if_band_is_slower(result: PlanResult) -> None:
                   f"nine in ten of the published measurements it rests on or more ran slower than predicted{at_ends}, "
                   f"not {top.gpus} (--conservative plans at the bands' slower ends)", DlmcostWarning, stacklevel=2)
 
+
+
+def _slow_kernels(stack_names, efficiency: str, gpus: list, precisions: list[str]) -> list[dict]:
+    """Each searched stack, GPU and precision where the stack's release ran slower kernels than the
+    hardware file's tuned times, with what they add to every pass (`Stack.slow_kernels_on`)."""
+    from .search import stack_profile
+
+    out = []
+    parts = {g.name: g for g in gpus}
+    for name in sorted(stack_names):
+        st = stack_profile(name, efficiency, False)  # a name may carry its ' (eager)': the same kernels
+        if st is None or not st.slow_kernels:
+            continue
+        for gpu in parts.values():
+            for precision in dict.fromkeys(precisions):
+                on = st.slow_kernels_on(gpu.names, precision)
+                if on:
+                    out.append(dict(stack=name, gpu=gpu.name, precision=precision, **on))
+    return out

@@ -131,3 +131,19 @@ def recv_interval_phrase(every: int) -> str:
     if every <= 1:
         return ""
     return f"new requests taken in every {every:,} decode iterations, at once after a prefill or when idle (--recv-interval)"
+
+
+def slow_kernels_phrase(entries: list[dict]) -> str:
+    """Where a stack's release ran a part's kernels slower than the hardware file's tuned times (its
+    slow_kernels), what it adds to every pass ('' where none): 'untuned kernels: sglang on MI300X at
+    fp8, 242.5 µs a decoder layer + 0.65 µs a layer for each token a pass runs (the release's
+    slow_kernels)'."""
+    if not entries:
+        return ""
+
+    def one(e: dict) -> str:
+        token = f" + {num(e['us_per_token_layer'], 4)} µs a layer for each token a pass runs" if e["us_per_token_layer"] else ""
+        return (f"{safe(e['stack'])} on {safe(e['gpu'])} at {safe(e['precision'])}, "
+                f"{num(e['us_per_layer'], 4)} µs a decoder layer{token}")
+
+    return "untuned kernels: " + "; ".join(one(e) for e in entries) + " (the release's slow_kernels: `dlmcost stacks`)"

@@ -7,7 +7,7 @@ import math
 
 from .cells import num, percent, plural, safe, sig
 from .evidence import (against_published, band_meaning, band_phrase, first_token_phrase, front_end_phrase,
-                       prefill_chunk_phrase, published_brief, recv_interval_phrase, span)
+                       prefill_chunk_phrase, published_brief, recv_interval_phrase, slow_kernels_phrase, span)
 from .formats import markdown_text, to_csv, to_markdown, typed_json
 from .output import Output
 from .tables import print_fitted, table_columns
@@ -213,6 +213,8 @@ def evidence_lines(p: dict, top: int | None = None) -> list[str]:
         lines.append("error bands: " + ", ".join(band_phrase(k, b["low"], b["high"]) + against_published(b)
                                                  + first_token_phrase(b, basis=False) for k, b in bands.items())
                      + f" ({band_meaning(list(bands.values()))})")
+    if s.get("slow_kernels"):
+        lines.append(slow_kernels_phrase(s["slow_kernels"]))
     if s.get("conservative"):
         lines.append("planned at each band's slower end (--conservative): every step as many times as long as "
                      "predicted as the band's upper end, each first token further to its own band's; the rows' "

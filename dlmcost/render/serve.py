@@ -14,7 +14,7 @@ from .charts import Chart, Note, Panel, Series, _log_scaled, short_model
 from .output import Output
 from .cells import num, percent, plural, safe
 from .evidence import (against_published, band_meaning, band_phrase, first_token_phrase, front_end_phrase,
-                       prefill_chunk_phrase, published_phrase, recv_interval_phrase, span)
+                       prefill_chunk_phrase, published_phrase, recv_interval_phrase, slow_kernels_phrase, span)
 from .formats import markdown_text, to_csv, to_markdown, typed_json
 from .tables import print_fitted, table_columns
 
@@ -179,8 +179,16 @@ def deployment_lines(d: dict) -> list[str]:
              f"running ≤ {d['max_running']}{' (+ first blocks)' if d.get('first_block_outside_limit') else ''} "
              f"per replica ({_limit_source(d)}; {percent(d['mem_fraction'])} of memory fits "
              f"{d['memory_limit']}) · {d['release']} release ({d['release_source']})"
-             + _chunk_words(d) + _recv_words(d) + _cache_words(d) + _front_end_words(d)]
+             + _chunk_words(d) + _recv_words(d) + _cache_words(d) + _front_end_words(d) + _slow_kernel_words(d)]
     return lines
+
+
+def _slow_kernel_words(d: dict) -> str:
+    """What the stack's release adds to every pass on this part at this precision, where it ran slower
+    kernels than the hardware file's tuned ones."""
+    on = d.get("slow_kernels")
+    phrase = slow_kernels_phrase([dict(stack=d["stack"], gpu=d["gpu"], precision=d["precision"], **on)] if on else [])
+    return f" · {phrase}" if phrase else ""
 
 
 def _cache_words(d: dict) -> str:

@@ -132,6 +132,8 @@ class Prepared:
     price_low: float | None = None  # the ends of the price's range (costs.price_range)
     price_high: float | None = None
     stack: str = ""  # the stack's name (or file) the passes were costed under
+    # what the stack's slow kernels add on this GPU at this precision ({us_per_layer, us_per_token_layer}; None: none)
+    slow_kernels: dict | None = None
     vendor: str | None = None  # the GPU's vendor (its stack's error band may be one vendor's)
     stack_default: bool = False  # no --stack: the decoding's kind's default
     # the preemptions its simulations may still run, shared by the command's (None: no limit)
@@ -243,7 +245,7 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
                     prompt_tokens=np.repeat(sample.prompt_values.astype(float), len(answer_vals)),
                     price=price, price_source=price_source, power_w=gpu.board_power_w,
                     price_low=price_low, price_high=price_high, stack=stack_name, stack_default=setup.stack is None,
-                    work=work)
+                    work=work, slow_kernels=stack.slow_kernels_on(gpu.names, setup.precision) if stack else None)
 
 
 def memory_limit(table: ClassTable) -> int | None:
@@ -274,6 +276,7 @@ def describe(prep: Prepared) -> dict:
                 cached_prompt_share=_cached_share(s), cached_prompt_given=len(s.cached_prompt or ()),
                 memory_limit=memory_limit(prep.table),
                 release=prep.release, release_source=prep.release_source, stack=prep.stack, stack_default=prep.stack_default,
+                slow_kernels=prep.slow_kernels,
                 eager=s.eager,
                 price_per_gpu_hour=prep.price, price_source=prep.price_source,
                 price_per_gpu_hour_low=prep.price_low, price_per_gpu_hour_high=prep.price_high, board_power_w=prep.power_w,

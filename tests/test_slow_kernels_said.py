@@ -1,0 +1,40 @@
+"""Where a stack's release ran a part's kernels slower than tuned (its slow_kernels), serve and plan
+say so, with what it adds to every pass, in their headers and JSON; nowhere else. Expected values
+from the stack file: sglang and sglang-dllm on the MI300X and MI325X at fp8, 242.5 us a decoder
+layer and 0.65 us a layer for each token a pass runs."""
+
+import json
+
+import pytest
+
+SAID = "untuned kernels: {stack} on MI300X at fp8, 242.5 µs a decoder layer + 0.65 µs a layer for each token a pass runs"
+
+
+@pytest.mark.parametrize("gpu,precision,applies", [("mi300x", "fp8", True), ("mi300x", "bf16", False),
+                                                    ("h100", "fp8", False)])
+def test_serve_says_what_the_release_adds_where_it_applies(run, gpu, precision, applies):
+    args = ("serve", "Qwen/Qwen3-8B", "--gpu", gpu, "--precision", precision, "--rate", "1", "--requests", "200")
+    rc, out, err = run(*args, "-f", "json")
+    assert rc == 0, err
+    (d,) = json.loads(out)["deployments"]
+    assert d["deployment"]["slow_kernels"] == (dict(us_per_layer=242.5, us_per_token_layer=0.65) if applies else None)
+    rc, out, err = run(*args, "--format", "table")
+    assert rc == 0, err
+    text = " ".join(out.split())  # the header wraps at the terminal's width
+    assert (SAID.format(stack="sglang") in text) == applies
+    assert ("untuned kernels" in text) == applies
+
+
+def test_plan_lists_each_searched_stack_part_and_precision_it_applies_to(run):
+    args = ("plan", "GSAI-ML/LLaDA-8B-Instruct", "--gpu", "h100,mi300x", "--tp", "1", "--rate", "2",
+            "--requests", "200", "--jobs", "1")
+    rc, out, err = run(*args, "-f", "json")
+    assert rc == 0, err
+    assert json.loads(out)["search"]["slow_kernels"] == [
+        dict(stack="sglang-dllm", gpu="MI300X", precision="fp8", us_per_layer=242.5, us_per_token_layer=0.65)]
+    rc, out, err = run(*args)
+    assert rc == 0, err
+    assert SAID.format(stack="sglang-dllm") in " ".join(out.split())
+    rc, out, err = run(*args[:3], "h100", *args[4:], "-f", "json")
+    assert rc == 0, err
+    assert json.loads(out)["search"]["slow_kernels"] == []
