@@ -12,7 +12,7 @@ from typing import Annotated, Optional, Union
 
 from pydantic import Field, TypeAdapter
 
-from .results import AnalyzeResult, ModelSummary, Record, SweepResult, Versioned
+from .results import AnalyzeResult, ModelSummary, Record, SlowKernelsRecord, SweepResult, Versioned
 
 Number = Union[int, float]
 # a GPU's price range, as serve's deployment and plan's deployments both carry it
@@ -111,12 +111,6 @@ class TargetMiss(Record):
     target: str = Field(description="the target's name (p95_latency_s...); min_tokens_per_s_per_user is a floor")
     value: float
     limit: float
-
-
-class SlowKernelsRecord(Record):
-    us_per_layer: float = Field(description="GPU time each decoder layer adds to every pass, microseconds")
-    us_per_token_layer: float = Field(description="and each decoder layer for each token the pass runs (its batch x "
-                                                  "query tokens), microseconds")
 
 
 class SlowKernelsOn(SlowKernelsRecord):

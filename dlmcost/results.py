@@ -6,7 +6,7 @@ tensor-parallel group unless the key says `_per_token` (whole group). Records al
 mappings (`result["time_s"]`) for scripts written against plain dictionaries.
 """
 
-from typing import Literal, Union
+from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -185,6 +185,12 @@ class Memory(Record):
     max_batch: int = Field(description="largest batch (CFG copy not counted) that fits")
 
 
+class SlowKernelsRecord(Record):
+    us_per_layer: float = Field(description="GPU time each decoder layer adds to every pass, microseconds")
+    us_per_token_layer: float = Field(description="and each decoder layer for each token the pass runs (its batch x "
+                                                  "query tokens), microseconds")
+
+
 class GPUResult(Record):
     gpu: str
     gpu_key: str
@@ -195,6 +201,9 @@ class GPUResult(Record):
     attention_peak_flops: float = Field(description="dense peak FLOP/s of attention and the LM "
                                                                  "head, which run in bf16")
     bandwidth_bytes_per_s: float = Field(description="memory bandwidth (the roofline's slope)")
+    slow_kernels: Optional[SlowKernelsRecord] = Field(
+        None, description="what the stack's release adds to every pass on this GPU at this precision, where it ran "
+                          "kernels slower than the hardware file's tuned times (the stack's slow_kernels); null: none")
     nfe: float
     tokens_per_nfe: float
     flops: float

@@ -38,3 +38,20 @@ def test_plan_lists_each_searched_stack_part_and_precision_it_applies_to(run):
     rc, out, err = run(*args[:3], "h100", *args[4:], "-f", "json")
     assert rc == 0, err
     assert json.loads(out)["search"]["slow_kernels"] == []
+
+
+def test_analyze_says_it_for_the_gpus_it_applies_to_parts_alike_together(run):
+    """MI300X and MI325X take the same numbers (one phrase naming both); the H100 none (null)."""
+    args = ("analyze", "Qwen/Qwen3-8B", "--gpu", "mi300x,h100,mi325x", "--precision", "fp8")
+    rc, out, err = run(*args, "-f", "json")
+    assert rc == 0, err
+    said = {r["gpu"]: r["slow_kernels"] for r in json.loads(out)["results"]}
+    on = dict(us_per_layer=242.5, us_per_token_layer=0.65)
+    assert said == {"MI300X": on, "H100 SXM": None, "MI325X": on}
+    rc, out, err = run(*args)
+    assert rc == 0, err
+    assert ("untuned kernels: sglang on MI300X and MI325X at fp8, 242.5 µs a decoder layer + 0.65 µs a layer for "
+            "each token a pass runs") in " ".join(out.split())
+    rc, out, err = run(*args[:5], "bf16")
+    assert rc == 0, err
+    assert "untuned kernels" not in out

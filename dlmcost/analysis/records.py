@@ -5,6 +5,8 @@ and the warnings analyze attaches.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..engine.cost import KINDS, OP_KINDS
 from ..engine.evaluation import METRICS
 from ..engine.verdict import KNEE_LIMIT, family_ridge
@@ -12,7 +14,7 @@ from ..engine.frames import Frame
 from ..inputs.hardware import GPU
 from ..inputs.models import ModelSpec
 from ..inputs.precision import get_precision
-from ..results import GPUResult, Knee, Memory, ModelSummary, OpResult, PassResult, WorkloadSummary
+from ..results import GPUResult, Knee, Memory, ModelSummary, OpResult, PassResult, SlowKernelsRecord, WorkloadSummary
 from ..engine.roofline import verdict
 from ..engine.schemes import REGISTRY
 from ..engine.workload import Workload
@@ -93,6 +95,16 @@ def pass_results(frame: Frame, scheme: str, row: int, mla: bool) -> list[PassRes
     return out
 
 
+def _slow_kernels(frame: Frame, i: int) -> SlowKernelsRecord | None:
+    """What the stack's slow kernels added to configuration i's passes (its rates'), None where none."""
+    r = frame.grid.rates
+    fixed, per_token = (float(np.asarray(v, float)[i] if np.ndim(v) else v) * 1e6
+                        for v in (r.slow_layer_s, r.slow_token_layer_s))
+    if not (fixed or per_token):
+        return None
+    return SlowKernelsRecord.model_construct(us_per_layer=round(fixed, 9), us_per_token_layer=round(per_token, 9))
+
+
 def gpu_result(w: Workload, gpu: GPU, rate: dict, frame: Frame, i: int, derived: dict, knee_block: float,
                 knee_batch: float, ctx: float, mla: bool, ar_step_ai: float) -> GPUResult:
     """Configuration i of an analyze frame (`derived`: its generation_numbers; `ar_step_ai`: the
@@ -115,6 +127,7 @@ def gpu_result(w: Workload, gpu: GPU, rate: dict, frame: Frame, i: int, derived:
         flops_breakdown={k: float(sum(f for f, kind in zip(op_flops, kinds) if kind == k)) for k in KINDS},
         bytes_breakdown={label: float(ops[:, METRICS.index(k)].sum()) for k, label in BYTE_LABELS.items()},
         verdict=str(derived["verdict"]), time_s=time_s, time_bound_s=float(t.bound_s[i]), gpus=w.tp,
+        slow_kernels=_slow_kernels(frame, i),
         ar_time_s=float(frame.ar_time_s[i]), ar_step_arithmetic_intensity=float(ar_step_ai), **number,
         knee=Knee.model_construct(block=None if knee_block < 0 else int(knee_block),
                                   batch=None if knee_batch < 0 else int(knee_batch),

@@ -4,7 +4,7 @@ and the HTML page (the same rows as the terminal's table, with the roofline)."""
 from __future__ import annotations
 
 from .cells import count, gb, memory_share, ms, num, safe, speedup, verdict_text
-from .evidence import published_phrase
+from .evidence import published_phrase, slow_kernels_phrase
 from .formats import markdown_text, to_csv, to_json, to_markdown
 from .labels import knee_label, uses
 from .output import Output, Styled
@@ -81,7 +81,16 @@ def analyze_header(a: dict) -> str:
         f"{cache} · logits: {w['logits']}\n"
         f"efficiency profile: {safe(a['efficiency_profile'])} · {stack_phrase(a)}"
         + (f"\n{published_phrase(a['decoding_source'])}" if a.get("decoding_source") else "")
+        + _slow_kernel_line(a)
     )
+
+
+def _slow_kernel_line(a: dict) -> str:
+    """The GPUs on which the stack's release ran kernels untuned at this precision, and what that
+    adds to every pass ('' where none)."""
+    untuned = [dict(stack=a["stack"], gpu=r["gpu"], precision=a["workload"]["precision"], **r["slow_kernels"])
+               for r in a["results"] if r.get("slow_kernels")]
+    return f"\n{slow_kernels_phrase(untuned)}" if untuned else ""
 
 
 def stack_phrase(a: dict) -> str:

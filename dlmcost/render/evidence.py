@@ -135,15 +135,21 @@ def recv_interval_phrase(every: int) -> str:
 
 def slow_kernels_phrase(entries: list[dict]) -> str:
     """Where a stack's release ran a part's kernels slower than the hardware file's tuned times (its
-    slow_kernels), what it adds to every pass ('' where none): 'untuned kernels: sglang on MI300X at
-    fp8, 242.5 µs a decoder layer + 0.65 µs a layer for each token a pass runs (the release's
-    slow_kernels)'."""
-    if not entries:
+    slow_kernels), what it adds to every pass ('' where none), parts alike named together:
+    'untuned kernels: sglang on MI300X and MI325X at fp8, 242.5 µs a decoder layer + 0.65 µs a layer
+    for each token a pass runs (the release's slow_kernels: `dlmcost stacks`)'."""
+    alike: dict[tuple, list[str]] = {}
+    for e in entries:
+        key = (e["stack"], e["precision"], e["us_per_layer"], e["us_per_token_layer"])
+        alike.setdefault(key, []).append(safe(e["gpu"]))
+    if not alike:
         return ""
 
-    def one(e: dict) -> str:
-        token = f" + {num(e['us_per_token_layer'], 4)} µs a layer for each token a pass runs" if e["us_per_token_layer"] else ""
-        return (f"{safe(e['stack'])} on {safe(e['gpu'])} at {safe(e['precision'])}, "
-                f"{num(e['us_per_layer'], 4)} µs a decoder layer{token}")
+    def one(key: tuple, gpus: list[str]) -> str:
+        stack, precision, fixed, per_token = key
+        token = f" + {num(per_token, 4)} µs a layer for each token a pass runs" if per_token else ""
+        parts = gpus[0] if len(gpus) == 1 else ", ".join(gpus[:-1]) + " and " + gpus[-1]
+        return f"{safe(stack)} on {parts} at {safe(precision)}, {num(fixed, 4)} µs a decoder layer{token}"
 
-    return "untuned kernels: " + "; ".join(one(e) for e in entries) + " (the release's slow_kernels: `dlmcost stacks`)"
+    return ("untuned kernels: " + "; ".join(one(k, g) for k, g in alike.items())
+            + " (the release's slow_kernels: `dlmcost stacks`)")
