@@ -346,6 +346,7 @@ SGLANG_RANDOM_LENGTHS = {
     "sglang-random-1000-seed1-n10": ((1000, 1000, 10), (6101, 4220)),  # SGC, SGCL 5.1.1.1
     "sglang-random-1000-seed1-n80": ((1000, 1000, 80), (39668, 40805)),  # SGCL 5.1.1.2
     "sglang-random-1000-seed1-n500": ((1000, 1000, 500), (249831, 252662)),  # SGC, SGCL 5.1.1.3
+    "sglang-random-1000-seed1-n320": ((1000, 1000, 320), (158939, 170134)),  # SGCQ 5.1.1.3
     "sglang-random-8000-1000-seed1-n10": ((8000, 1000, 10), (41941, 4220)),  # SGCL 5.1.2.1
     "sglang-random-8000-1000-seed1-n80": ((8000, 1000, 80), (300020, 41669)),  # SGCL 5.1.2.2
     "sglang-random-8000-1000-seed1-n320": ((8000, 1000, 320), (1273893, 170000)),  # SGCL 5.1.2.3
@@ -581,11 +582,14 @@ def cached_shares(runs: list[tuple[int, int, int]], run: int) -> list[float]:
 
 # SGCM7 (its MiniMax-M2.7 page): 10 prompts at 1, then 500 at 100, with no run of 80 between them
 SGCM7_RUNS = [(1000, 1000, 10), (1000, 1000, 500)]
+# SGCQ (its Qwen3-Coder page): 10 prompts at 1, 80 at 16, then 320 at 64 (the first two as SGCL's)
+SGCQ_RUNS = [(1000, 1000, 10), (1000, 1000, 80), (1000, 1000, 320)]
 
 
 @pytest.mark.parametrize("runs, run, suffix", [(SGCL_RUNS, i, "") for i in range(len(SGCL_RUNS))]
                          + [(SGCR_RUNS, i, "") for i in range(len(SGCR_RUNS))]
-                         + [(SGCM7_RUNS, 0, ""), (SGCM7_RUNS, 1, "-after-n10")])
+                         + [(SGCM7_RUNS, 0, ""), (SGCM7_RUNS, 1, "-after-n10")]
+                         + [(SGCQ_RUNS, i, "") for i in range(len(SGCQ_RUNS))])
 def test_sglang_cookbook_cached_shares_are_regenerated_from_the_runs_order(runs, run, suffix):
     """validation/lengths/sglang-random-*-cached.txt: the shares above, one a request in the order sent
     (SGCL's and SGCR's earlier runs add nothing to each other's files: the same files serve both; a page
