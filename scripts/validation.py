@@ -273,6 +273,9 @@ RECORDED_OUT_OF_SOURCE_MEDIAN = TARGET_OUT_OF_SOURCE_MEDIAN  # met: held to its 
 # (pessimistic at 8-64 in flight). sglang's AMD band 0.81-1.56x -> 0.72-1.39x, its AMD first-token band 1.43-3.62x ->
 # 0.73-2.84x; 447 numbers, over 2x 14 -> 11, the median 1.1410x -> 1.1374x, the worst 5.71x -> 4.10x (now SGCM's B200
 # MiniMax-M2.5 mean TTFT at 64 in flight with 8,000-token prompts, unchanged by this).
+# Then SGCQ (the cookbook's Qwen3-Coder-480B-A35B page, 8x MI300X TP8 EP2, SGLang 0.5.7 with aiter off, 12 numbers,
+# nothing fitted): 447 -> 459 numbers, the median 1.1374x -> 1.1409x, the worst unchanged (4.10x), over 2x 11; sglang's
+# AMD speed band 0.72-1.39x -> 0.73-1.38x.
 RECORDED_OUT_OF_SOURCE_WORST = 4.10  # 4.099
 BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-of-source numbers (6)
 BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
@@ -1007,6 +1010,16 @@ SERVING_NOTES = [
     "the first-token delay fitted on SGCR (3.64x and 1.68x without it; medians 148 and 184 ms measured, 218 and 228 "
     "ms the model's). At one request only the TPOT is scored: one request of the ten waited about 38 s for its first token "
     "(P99 TTFT 38.3 s, median 385 ms), a warm-up the mean TTFT, mean E2E and throughput carry.",
+    "- The same cookbook's Qwen3-Coder-480B-A35B on 8x MI300X (SGCQ; SGLang 0.5.7, FP8, TP8 with --ep 2, random "
+    "1,000 / 1,000 at 1, 16 and 64 in flight; another author; nothing fitted on it), launched with SGLANG_USE_AITER=0: "
+    "SGLang's Triton FP8 GEMM and fused-MoE kernels, not aiter's, where the sglang stack's slow_kernels name the part "
+    "and precision, not the kernel library. Decode is 1.37x pessimistic at one request (23.4 ms predicted, 17.1 ms "
+    "measured), 1.13x pessimistic at 16 in flight (33.2 against 29.4 ms) and 1.30x optimistic at 64 (48.3 against "
+    "63.0 ms), throughput 1.36x pessimistic to 1.23x optimistic; the mean TTFT 1.01x at one request (190 against "
+    "192 ms) and 1.70-1.71x optimistic at 16 and 64 (228 and 219 ms against 389 and 373 ms). The Triton path ran "
+    "one request faster than aiter's untuned kernels did on SGCM2 and SGCV (17.1 ms a token for the larger model, "
+    "against 22.2-24.9 ms) and slowed more with the batch: the slow_kernels' fixed part too large for it, their "
+    "part per token too small.",
     "- ROCm/aiter PR #1930 (AITR; DeepSeek-R1 on 8x MI300X TP8, SGLang's serving benchmark at 1,024 / 1,024 tokens, "
     "median TPOT at 4-32 in flight before and after its tuned config for one GEMM shape, 2,112 x 7,168; the release "
     "and launch unstated, read as the same author's published MI300X launch of SGLang PR #14043; nothing fitted on "
