@@ -47,3 +47,37 @@ def test_an_unknown_scheme_is_still_one_line_exit_2(run, command):
     rc, out, err = run(*command, "--scheme", "Foo")
     assert rc == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and "scheme" in err
+
+
+MODEL_FILE = """\
+schema: dlmcost.model/v1
+id: tiny-test-model
+family: custom
+n_layers: 4
+d_model: 256
+n_heads: 8
+n_kv_heads: 2
+head_dim: 32
+ffn_dim: 1024
+vocab_size: 1000
+sampler:
+  scheme: {scheme}
+  schemes: [{schemes}]
+  gen: 64
+  steps: 32
+  block: 16
+"""
+
+
+def test_a_model_files_sampler_names_its_schemes_in_any_case(run, tmp_path):
+    """A local model file whose sampler says 'MDM' and ' Block ' runs as the one saying mdm and block
+    (it was refused: the file's names had to be lower case)."""
+    answers = []
+    for scheme, schemes in (("MDM", "MDM, ' Block '"), ("mdm", "mdm, block")):
+        path = tmp_path / f"tiny-{scheme}.yaml"
+        path.write_text(MODEL_FILE.format(scheme=scheme, schemes=schemes), encoding="utf-8")
+        rc, out, err = run("sweep", "--model", str(path), "--gpu", "h100", "-f", "json")
+        assert rc == 0, err
+        doc = json.loads(out)
+        answers.append([(r["scheme"], r["block"], r["time_s"]) for r in doc["rows"]])
+    assert answers[0] == answers[1] and {s for s, _, _ in answers[0]} == {"mdm", "block"}

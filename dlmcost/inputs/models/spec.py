@@ -13,7 +13,7 @@ from the uniform fields, so a hybrid is a config, not a code change.
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 # Sizes are bounded so that a typo (or a hostile file) cannot make the engine overflow.
 _DIM = dict(gt=0, le=10_000_000)
@@ -71,6 +71,16 @@ class SamplerDefaults(BaseModel):
     store_pass: bool = False  # SDAR/BD3-LM: one extra forward per block to write its K/V
     schemes: tuple[str, ...] = ()  # schemes this model can run (sweep's default set)
     note: str = ""
+
+    @field_validator("scheme", "schemes", mode="before")
+    @classmethod
+    def _names_in_any_case(cls, v):
+        """Scheme names in any case, blanks around them ignored, as `--scheme` takes them."""
+        if isinstance(v, str):
+            return v.strip().lower()
+        if isinstance(v, (list, tuple)):
+            return [x.strip().lower() if isinstance(x, str) else x for x in v]
+        return v
 
 
 class LayerKind(BaseModel):
