@@ -8,6 +8,7 @@ import pytest
 
 from dlmcost import api
 from dlmcost.engine.schemes import get_scheme, scheme_name
+from test_cli import DLMCOST_SCHEMA_YAML
 
 
 @pytest.mark.parametrize("written,name", [("AR", "ar"), (" Block ", "block"), ("Prefix-Cache", "prefix-cache")])
@@ -49,24 +50,11 @@ def test_an_unknown_scheme_is_still_one_line_exit_2(run, command):
     assert len(err.strip().splitlines()) == 1 and "scheme" in err
 
 
-MODEL_FILE = """\
-schema: dlmcost.model/v1
-id: tiny-test-model
-family: custom
-n_layers: 4
-d_model: 256
-n_heads: 8
-n_kv_heads: 2
-head_dim: 32
-ffn_dim: 1024
-vocab_size: 1000
-sampler:
-  scheme: {scheme}
-  schemes: [{schemes}]
-  gen: 64
-  steps: 32
-  block: 16
-"""
+def model_file(scheme: str, schemes: str) -> str:
+    """test_cli's local model file, its sampler naming `scheme` and listing `schemes`."""
+    text = DLMCOST_SCHEMA_YAML.replace("  scheme: mdm\n", f"  scheme: {scheme}\n  schemes: [{schemes}]\n")
+    assert text != DLMCOST_SCHEMA_YAML
+    return text
 
 
 def test_a_model_files_sampler_names_its_schemes_in_any_case(run, tmp_path):
@@ -75,7 +63,7 @@ def test_a_model_files_sampler_names_its_schemes_in_any_case(run, tmp_path):
     answers = []
     for scheme, schemes in (("MDM", "MDM, ' Block '"), ("mdm", "mdm, block")):
         path = tmp_path / f"tiny-{scheme}.yaml"
-        path.write_text(MODEL_FILE.format(scheme=scheme, schemes=schemes), encoding="utf-8")
+        path.write_text(model_file(scheme, schemes), encoding="utf-8")
         rc, out, err = run("sweep", "--model", str(path), "--gpu", "h100", "-f", "json")
         assert rc == 0, err
         doc = json.loads(out)
