@@ -282,6 +282,11 @@ RECORDED_OUT_OF_SOURCE_MEDIAN = TARGET_OUT_OF_SOURCE_MEDIAN  # met: held to its 
 # (by at most 0.044); IFX12's B300 TP4 TTFTs 1.65-1.87x -> 1.50-1.70x optimistic, AICS's B200 TP4 ones 1.61-1.72x ->
 # 1.49-1.59x; the worst 4.10x -> 4.06x (the same SGCM point), the median 1.1409x -> 1.1410x; the first-token band on
 # NVIDIA parts 0.88-1.71x -> 0.88-1.59x.
+# Then SGCQ3 (the cookbook's Qwen3 page: Qwen3-235B-A22B-Instruct-2507 bf16 on 8x B200 TP8, SGLang 0.5.6, the same
+# nine random runs as SGCR's, 36 numbers, nothing fitted): 459 -> 495 numbers, the median 1.1410x -> 1.1410x, the
+# worst unchanged (4.06x), over 2x 11 -> 12 (its mean TTFT at one request with 1,000-token prompts, 2.12x
+# pessimistic); sglang's NVIDIA speed band 0.90-1.39x -> 0.90-1.36x, its NVIDIA first-token band 0.88-1.60x ->
+# 0.78-1.59x.
 RECORDED_OUT_OF_SOURCE_WORST = 4.06  # 4.056
 BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-of-source numbers (6)
 BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
@@ -1026,6 +1031,17 @@ SERVING_NOTES = [
     "one request faster than aiter's untuned kernels did on SGCM2 and SGCV (17.1 ms a token for the larger model, "
     "against 22.2-24.9 ms) and slowed more with the batch: the slow_kernels' fixed part too large for it, their "
     "part per token too small.",
+    "- The same cookbook's Qwen3 page (SGCQ3; Qwen3-235B-A22B-Instruct-2507, bf16, on 8x B200 TP8, SGLang 0.5.6, "
+    "the default launch; the same nine random runs as SGCR's, 1,000 / 1,000 at 1, 16 and 100 in flight, 1,000 / "
+    "8,000 and 8,000 / 1,000 at 1, 16 and 64; another author, model and precision than SGCR's; nothing fitted on "
+    "it): the first bf16 MoE on Blackwell here. Decode is 1.35-1.37x optimistic at one request (7.5 ms a token "
+    "predicted, 10.1-10.3 ms measured), 1.03-1.10x optimistic at 16 in flight and 1.05-1.20x at 64 and 100 (19.7 "
+    "against 23.7 ms with 8,000-token answers at 64); throughput 1.04-1.36x optimistic, the mean E2E 1.01-1.35x. "
+    "The mean TTFT is 1.66-2.12x pessimistic at one request (0.20-0.23 s predicted, 99-140 ms measured) and 1.25x "
+    "optimistic to 1.20x pessimistic under load: at one request two per-layer host terms fitted on DeepSeek's 61 "
+    "layers, the first-token delay (978 us a layer, fitted on SGCR) and the eager prefill's MoE-layer dispatch "
+    "(965 us a layer), come to about 92 ms each over this model's 94 layers, together more than the whole "
+    "measured first token.",
     "- ROCm/aiter PR #1930 (AITR; DeepSeek-R1 on 8x MI300X TP8, SGLang's serving benchmark at 1,024 / 1,024 tokens, "
     "median TPOT at 4-32 in flight before and after its tuned config for one GEMM shape, 2,112 x 7,168; the release "
     "and launch unstated, read as the same author's published MI300X launch of SGLang PR #14043; nothing fitted on "
