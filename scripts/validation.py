@@ -287,6 +287,9 @@ RECORDED_OUT_OF_SOURCE_MEDIAN = TARGET_OUT_OF_SOURCE_MEDIAN  # met: held to its 
 # worst unchanged (4.06x), over 2x 11 -> 12 (its mean TTFT at one request with 1,000-token prompts, 2.12x
 # pessimistic); sglang's NVIDIA speed band 0.90-1.39x -> 0.90-1.36x, its NVIDIA first-token band 0.88-1.60x ->
 # 0.78-1.59x.
+# Then V23151 (vLLM PR #23151's baseline: Qwen3-30B-A3B bf16 on one H100, vLLM about 0.10.1, random 2,048 / 1,024 at
+# 10 in flight, 3 numbers, nothing fitted): 495 -> 498 numbers, the median 1.1410x -> 1.1389x, the worst unchanged
+# (4.06x), over 2x 12; the vllm stack's speed band 0.87-1.28x -> 0.87-1.27x, its first-token band 0.88-1.50x -> 0.88-1.38x.
 RECORDED_OUT_OF_SOURCE_WORST = 4.06  # 4.056
 BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-of-source numbers (6)
 BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
@@ -1119,6 +1122,16 @@ SERVING_NOTES = [
     "lockstep, and the median refill waited behind another's prefill; the lengths `vllm bench serve` draws for the "
     "post's '±15% variance' (range ratio 0.15 at its default --seed 0, an assumption the published output total "
     "supports) spread them apart.",
+    "- vLLM PR #23151's baseline run (V23151; Qwen3-30B-A3B bf16 on one H100, TP1 EP1, vLLM's default launch of "
+    "mid-August 2025, about v0.10.1, without the PR's tuned fused-MoE configs, which never landed; "
+    "benchmark_serving.py's random 2,048 / 1,024 tokens, 100 prompts at 10 in flight; 3 numbers, nothing fitted): "
+    "the mean TTFT is 1.02x "
+    "pessimistic (272 ms predicted, 267 ms measured; 38.4 ms of it the stack's first-token delay for the model's 48 "
+    "layers, without which it would be about 233 ms, 1.15x optimistic), the mean TPOT 1.13x pessimistic (14.9 ms "
+    "against 13.2 ms) and the output throughput 1.12x pessimistic (661 against 740 tok/s): the model's decode step "
+    "at ten requests is slower than the measured one. The printed totals give one length a request (2,041.69 "
+    "prompt and 1,015.76 answer tokens on average: no --ignore-eos, so a few answers stopped early), so the "
+    "answers' spread is not modelled.",
     "- sglang-jax at concurrency 32 (1.36x pessimistic): the stack's per-request step cost is linear in the batch, "
     "fitted at 1 and 128; the measured step grows less than linearly below 128 (9.9 ms at 8, 11.3 at 32, 29.3 at 128).",
 ]
