@@ -1059,7 +1059,7 @@ SERVING_NOTES = [
     "- Where the cookbook runs' mean TTFT misses sits (the pages print each run's median and P99 beside the mean; "
     "the medians are not scored, the model's median read from the same simulation, the sglang stack's first-token "
     "delay included): under load the model's median time to first token is 1.24x pessimistic to 1.08x optimistic "
-    "against SGCR's medians (mean 1.25-4.10x optimistic, in source), 1.32x pessimistic to 1.19x optimistic against "
+    "against SGCR's medians (mean 1.25-4.10x optimistic, in source), 1.33x pessimistic to 1.18x optimistic against "
     "SGCM's on B200 (mean 1.71-4.06x optimistic), 1.74-1.82x pessimistic on H100 (mean 1.25-1.30x pessimistic), "
     "1.24-1.47x pessimistic against SGCM2's (mean 1.20-2.31x optimistic, in source) and 1.32x "
     "pessimistic to 1.41x optimistic against SGCL's (mean 1.35x pessimistic to 1.32x optimistic), but 1.09x "
