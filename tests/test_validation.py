@@ -621,6 +621,33 @@ def test_serving_summary_leaves_runs_not_modelled_out_of_every_figure():
     assert s["curves"] == {"c": [16, 64]}
 
 
+def test_a_mean_first_token_beside_a_published_median_is_listed_not_scored():
+    """Where a run publishes both, the median time to the first token is scored and the mean is a tail:
+    out of the headline, the bands and the serving figures, counted apart (errors 1.2 and 1.4 scored, the
+    mean's 4.0 not: median 1.3 and worst 1.4 by hand; the tails' own figure is 4.0). A mean alone (no
+    median published) is scored as before, and a median never is a tail."""
+    with_median = {"measured": {"ttft_mean_s": 0.7, "ttft_p50_s": 0.19}}
+    alone = {"measured": {"ttft_mean_s": 0.7}}
+    assert validation.mean_beside_median("ttft_mean_s", with_median)
+    assert not validation.mean_beside_median("ttft_p50_s", with_median)
+    assert not validation.mean_beside_median("ttft_mean_s", alone)
+    assert not validation.mean_beside_median("output_tokens_per_s", with_median)
+
+    def row(error, metric, point, origin="X"):
+        return dict(error=error, optimism=1 / error, concurrency=32, batch=32, in_sample=False, in_source=False,
+                    id="p", metric=metric, curve="c", origin=origin, point=point,
+                    tail=validation.mean_beside_median(metric, point))
+
+    serving = [row(1.2, "ttft_p50_s", with_median), row(4.0, "ttft_mean_s", with_median),
+               row(1.4, "ttft_mean_s", alone, origin="Y")]
+    assert [validation.scored(r) for r in serving] == [True, False, True]
+    h = validation.headline([], serving)
+    assert (h["n"], h["median_error"], h["worst_error"]) == (2, pytest.approx(1.3), 1.4)
+    assert (h["n_tail"], h["tail_median_error"], h["tail_worst_error"]) == (1, 4.0, 4.0)
+    s = validation.serving_summary(serving)
+    assert (s["n"], s["worst_error"], s["n_tail"], s["n_not_modelled"]) == (2, 1.4, 1, 0)
+
+
 def test_a_median_tpot_is_the_requests_median_gap_and_near_the_means_where_lengths_are_equal():
     """tpot_p50_ms (bench_serving's median TPOT) reads serve's median inter-token gap; where every
     prompt and answer has one length (AITR's 1,024 / 1,024 closed loops), each request's TPOT is
@@ -638,14 +665,15 @@ def test_a_median_tpot_is_the_requests_median_gap_and_near_the_means_where_lengt
 
 
 # the SGLang cookbook's DeepSeek-R1-0528 page on 8x B200: mean TTFT (ms) at one request in flight, the three
-# runs the sglang stack's first-token delay was fitted on (its source: 978 us over DeepSeek-V3's 61 layers)
-FIRST_TOKEN_FIT_MS = {"sgcr-dsr1-fp8-b200tp8-sglang-1k1k-c1": 153.00, "sgcr-dsr1-fp8-b200tp8-sglang-1k8k-c1": 125.76,
-                      "sgcr-dsr1-fp8-b200tp8-sglang-8k1k-c1": 165.91}
+# the published median TTFTs of the runs the sglang stack's first-token delay was fitted on (its source: 820 us
+# over DeepSeek-V3's 61 layers)
+FIRST_TOKEN_FIT_MS = {"sgcr-dsr1-fp8-b200tp8-sglang-1k1k-c1": 140.76, "sgcr-dsr1-fp8-b200tp8-sglang-1k8k-c1": 126.19,
+                      "sgcr-dsr1-fp8-b200tp8-sglang-8k1k-c1": 154.96}
 
 
 def test_the_first_token_delay_still_fits_its_runs(tmp_path):
     """Refit by brute force under the model as it now stands: the delay that minimises the squared log error
-    of those runs' mean TTFT, over the model's TTFTs with no delay at all, lies within 3% of the stack's
+    of those runs' median TTFT, over the model's medians with no delay at all, lies within 3% of the stack's
     number; a change to the cost model that moves it further fails here, asking for a refit."""
     import math
 
@@ -658,7 +686,7 @@ def test_the_first_token_delay_still_fits_its_runs(tmp_path):
     for pid in FIRST_TOKEN_FIT_MS:
         command = " ".join(points[pid]["command"].split())
         assert " --stack sglang " in command
-        bare[pid] = 1000 * validation.serve_json(command.replace(" --stack sglang ", f" --stack {stack} "))["ttfb_s"]["mean"]
+        bare[pid] = 1000 * validation.serve_json(command.replace(" --stack sglang ", f" --stack {stack} "))["ttfb_s"]["median"]
     assert all(bare[p] < FIRST_TOKEN_FIT_MS[p] for p in bare)  # each lacks a delay, none overshoots
 
     def loss(delay_ms: float) -> float:
