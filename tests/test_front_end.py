@@ -284,11 +284,11 @@ def test_plan_takes_api_servers_and_names_the_front_end(run, tmp_path):
     assert fronts["vllm"] == fronts["vllm-dllm"] == (1, 5000) and fronts["sglang"] == (1, 0)
     assert fronts["sglang-dllm"] == (None, None)
     delays = {s["name"]: s["first_token_us_per_layer"] for s in json.loads(out)}
-    assert delays["vllm"] == 800 and delays["vllm-dllm"] == 0 and delays["sglang"] == 978
+    assert delays["vllm"] == 800 and delays["vllm-dllm"] == 0 and delays["sglang"] == 820
     rc, out, _ = run("stacks", "-f", "csv")  # the table's cell: servers x 5,000 us = 5 ms, + 800 us a layer
     cells = {r["stack"]: r["front end"] for r in csv.DictReader(io.StringIO(out))}
     assert rc == 0 and cells["vllm"] == "1 x 5 ms + 0.8 ms/layer" and cells["vllm-dllm"] == "1 x 5 ms"
-    assert cells["sglang"] == "0.978 ms/layer" and cells["sglang-dllm"] == "-"
+    assert cells["sglang"] == "0.82 ms/layer" and cells["sglang-dllm"] == "-"
 
 
 def test_serve_adds_the_first_token_delay_to_each_first_token_only(run, tmp_path):

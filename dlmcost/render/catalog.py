@@ -166,7 +166,7 @@ def _fitted_cell(fitted: dict) -> list[str]:
 
 def _front_end_cell(entry: dict) -> str:
     """'1 x 5 ms': the API servers and each one's time per request, then '+ 0.8 ms/layer' where the
-    stack delays each request's first token per model layer ('0.978 ms/layer' alone where the servers
+    stack delays each request's first token per model layer ('0.82 ms/layer' alone where the servers
     take no time a request); '-' without a front-end cost."""
     if entry.get("api_servers") is None:
         return "-"
