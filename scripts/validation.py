@@ -776,7 +776,7 @@ SERVING_NOTES = [
     "token at concurrency 100 (mini) against 1.92 ms at 1, where the measurement stays at 1.96-1.98 ms.",
     "- SGLang's TTFT at concurrency 1 (1.14x and 1.20x pessimistic): the stack's `prompt_prefill: block-chunks` "
     "prefills the prompt one 32-token block per forward, as SGLang's dLLM scheduler does (about 20 passes for the mean "
-    "610-token prompt); the tokens per forward fitted at concurrency 1 (2.49) then leaves the decode after the "
+    "610-token prompt); the tokens per forward fitted on the mini at concurrency 1 (2.8) then leaves the decode after the "
     "first token 4% faster (mini) and 5% slower (flash) than the measured one. With one prefill pass the first block came "
     "1.8-1.9x too early.",
     "- FluxServe: the A100 40GB PCIe's `sustained_compute` (0.65 of its GEMM efficiency, fitted at batch 32: 1-4k "
