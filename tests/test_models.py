@@ -80,6 +80,54 @@ def test_minimax_m25_hand_count():
     assert (m.family, m.n_moe_layers, m.n_dense_layers, m.provenance) == ("minimax_m2", 62, 0, "reconstructed")
 
 
+GLM46 = {  # zai-org/GLM-4.6's config.json keys (validation/models/glm-4.6.yaml cites where each comes from)
+    "architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe", "attention_bias": True,
+    "first_k_dense_replace": 3, "head_dim": 128, "hidden_size": 5120, "intermediate_size": 12288,
+    "max_position_embeddings": 202752, "moe_intermediate_size": 1536, "n_routed_experts": 160,
+    "n_shared_experts": 1, "num_attention_heads": 96, "num_experts_per_tok": 8, "num_hidden_layers": 92,
+    "num_key_value_heads": 8, "num_nextn_predict_layers": 1, "partial_rotary_factor": 0.5,
+    "tie_word_embeddings": False, "use_qk_norm": True, "vocab_size": 151552,
+}
+
+
+def test_glm46_hand_count():
+    """GLM-4.6: d 5120, 92 layers, 96 query and 8 K/V heads of 128 with Q/K/V biases and per-head Q/K
+    RMSNorms (128 weights each); layers 0-2 dense SwiGLU 12,288 wide, the other 89 160 routed SwiGLU
+    experts 1,536 wide (top 8) and one shared expert of the same width, behind a 5120 x 160 router with
+    a correction bias per expert; two layer norms and a final one; 151,552-token vocabulary, embedding
+    and head untied; the next-token-prediction layer left out. 352.8B in all against the model card's
+    355B (its MTP layer, ~3.9B, is in the published total), 33.6B active, 32.1B without the embedding
+    and head against the card's 32B."""
+    d, L, dense, moe, q, kv, f, fe, E, k, V = 5120, 92, 3, 89, 96 * 128, 8 * 128, 12288, 1536, 160, 8, 151552
+    attention = d * q + q + 2 * (d * kv + kv) + q * d + 2 * 128
+    expert, router, norms = 3 * d * fe, d * E + E, 2 * d
+    total = L * (attention + norms) + dense * 3 * d * f + moe * ((E + 1) * expert + router) + d + 2 * V * d
+    active = total - moe * (E - k) * expert
+    m = spec_from_mapping(GLM46, model_id="zai-org/GLM-4.6", source="local")
+    assert (m.family, m.n_dense_layers, m.n_moe_layers, m.qkv_bias, m.qk_norm) == ("glm4_moe", 3, 89, True, True)
+    assert (m.params_total, m.params_active) == (total, active) == (352_797_829_024, 33_632_266_144)
+    assert m.params_total == pytest.approx(355e9, rel=0.01)
+    assert m.params_active - 2 * V * d == pytest.approx(32e9, rel=0.01)
+    assert m.kv_bytes_per_token(2) == L * kv * 2 * 2  # 92 layers x 8 K/V heads x 128 x K and V x 2 bytes
+
+
+def test_glm4_moe_missing_experts_are_named():
+    cfg = {k: v for k, v in GLM46.items() if k != "n_routed_experts"}
+    with pytest.raises(ConfigError, match="GLM-4-MoE config is missing required field.*n_routed_experts"):
+        spec_from_mapping(cfg, model_id="a", source="local")
+
+
+def test_glm46_validation_file_is_the_same_config():
+    import yaml
+
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "validation" / "models" / "glm-4.6.yaml"
+    cfg = yaml.safe_load(path.read_text())
+    assert {key: cfg[key] for key in GLM46} == GLM46
+    assert spec_from_mapping(cfg, model_id="a", source="local").params_total == 352_797_829_024
+
+
 def test_qk_norm_per_head_unless_the_config_says_per_layer():
     """A per-head Q/K norm is one head's width (Qwen3's); MiniMax's "per_head" reads so too."""
     import json

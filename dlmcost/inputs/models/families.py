@@ -384,6 +384,30 @@ def parse_llada_moe(cfg: Config) -> dict:
     return spec
 
 
+def parse_glm4_moe(cfg: Config) -> dict:
+    """GLM-4.5 / GLM-4.6 (`glm4_moe`): GQA attention with Q/K/V biases (`attention_bias`) and per-head
+    Q/K RMSNorms (`use_qk_norm`), the first `first_k_dense_replace` layers dense (`intermediate_size`),
+    the others `n_routed_experts` routed experts of `moe_intermediate_size` plus `n_shared_experts`
+    shared ones of the same width, behind a sigmoid router with a correction bias per expert
+    (e_score_correction_bias, always present in the checkpoint). `partial_rotary_factor` (RoPE on half
+    of each head) changes no matmul dlmcost costs; the multi-token-prediction layer
+    (`num_nextn_predict_layers`) is a drafter, left out as DeepSeek's."""
+    spec = _parse_hf_dense(cfg, "glm4_moe", qkv_bias=False, qk_norm=get_bool(cfg, "use_qk_norm", False))
+    _missing(cfg, ["n_routed_experts", "num_experts_per_tok", "moe_intermediate_size"], "GLM-4-MoE")
+    expert_ffn = get_int(cfg, "moe_intermediate_size")
+    shared = get_int(cfg, "n_shared_experts", 0, minimum=0)
+    spec["moe"] = dict(
+        n_experts=get_int(cfg, "n_routed_experts"),
+        experts_per_token=get_int(cfg, "num_experts_per_tok"),
+        expert_ffn_dim=expert_ffn,
+        n_shared_experts=shared,
+        shared_ffn_dim=shared * expert_ffn,
+        n_moe_layers=_moe_layer_count(cfg, spec["n_layers"]),
+        router_bias=True,
+    )
+    return spec
+
+
 def parse_deepseek(cfg: Config) -> dict:
     """DeepSeek-V2/V3: MLA attention, routed + shared experts after `first_k_dense_replace` layers."""
     _missing(cfg, ["hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size",
@@ -456,6 +480,8 @@ FAMILIES: list[Family] = [
            "MiniMax-M2 (MoE, layer-wide Q/K norms)"),
     Family("llada2", ("llada2_moe",), ("LLaDA2MoeModelLM",), parse_llada2, LLADA2_SAMPLER, "LLaDA2.0 (llada2_moe)"),
     Family("llada_moe", ("llada_moe",), ("LLaDAMoEModelLM",), parse_llada_moe, LLADA_SAMPLER, "LLaDA-MoE"),
+    Family("glm4_moe", ("glm4_moe",), ("Glm4MoeForCausalLM",), parse_glm4_moe, AR_SAMPLER,
+           "GLM-4.5/4.6 (glm4_moe: GQA + MoE)"),
     Family("deepseek", ("deepseek_v3", "deepseek_v2"), ("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM"), parse_deepseek, AR_SAMPLER, "DeepSeek-V2/V3 (MLA + MoE)"),
 ]
 
