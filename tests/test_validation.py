@@ -282,9 +282,10 @@ def test_vendor_bands_are_each_vendors_own_numbers(marked):
     """The bands on one vendor's parts: each stack's scored rows on that vendor's GPUs (the vendor
     read from the hardware files here, by the row's GPU name), their percentiles recomputed; a
     stack with too few there takes every stack's there. The case the shipped bands are in since the
-    SGLang cookbook's MI300X runs: sglang measured on AMD and NVIDIA parts, its AMD numbers slower
-    than predicted on the median than its NVIDIA ones and spread wider, its band on both between
-    the two vendors' at its low end."""
+    SGLang cookbook's MI300X runs: sglang measured on AMD and NVIDIA parts, its AMD numbers spread
+    wider than its NVIDIA ones, its band on both between the two vendors' at its low end. (The two
+    medians are close, and since the cookbook's GLM-4.6 runs on B200, 1.3-1.9x optimistic, the
+    NVIDIA one is the higher: no order between them is asserted.)"""
     import json
 
     import numpy as np
@@ -325,7 +326,7 @@ def test_vendor_bands_are_each_vendors_own_numbers(marked):
             assert (f["low"], f["median"], f["high"]) == percentiles(own_first if len(own_first) >= six
                                                                      else every(v, first)), (name, v)
     amd, nvidia = bands["sglang"]["vendors"]["amd"], bands["sglang"]["vendors"]["nvidia"]
-    assert amd["median"] > nvidia["median"] and amd["high"] - amd["low"] > nvidia["high"] - nvidia["low"]
+    assert amd["high"] - amd["low"] > nvidia["high"] - nvidia["low"]
     assert amd["low"] < bands["sglang"]["low"] < nvidia["low"]
     assert "jax-tpu" in bands and "vendors" not in bands["jax-tpu"]  # it runs on neither vendor's parts
 
