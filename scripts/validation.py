@@ -300,6 +300,9 @@ RECORDED_OUT_OF_SOURCE_MEDIAN = TARGET_OUT_OF_SOURCE_MEDIAN  # met: held to its 
 # numbers over 2x 12 -> 7. The means that left the headline: 49 out of source, median error 1.35x, worst 4.41x.
 # The medians expose what the means hid: SGCM's H100 runs, whose means the model met (1.00-1.29x), are 1.72-1.76x
 # pessimistic on their medians, and SGCQ3's medians 1.88-2.23x: the per-layer first-token costs fitted on DeepSeek.
+# Then SGCG (the cookbook's GLM-4.6 page: bf16 on 8x B200 TP8, SGLang 0.5.6.post1, the same nine random runs as SGCR's,
+# 36 numbers, nothing fitted; a glm4_moe family added for it): 498 -> 534 numbers, the median 1.1446x -> 1.1593x, the
+# worst unchanged (3.40x), none of its numbers over 2x (its one-request decode 1.83-1.85x optimistic, the largest).
 RECORDED_OUT_OF_SOURCE_WORST = 3.40  # 3.395
 BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-of-source numbers (6)
 BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
@@ -1085,6 +1088,16 @@ SERVING_NOTES = [
     "optimistic to 1.12x pessimistic under load: two per-layer host terms fitted on DeepSeek's 61 layers, the "
     "first-token delay (820 us a layer, fitted on SGCR) and the eager prefill's MoE-layer dispatch (965 us a layer), "
     "come to 77 and 91 ms over this model's 94 layers, together more than the whole measured median first token.",
+    "- The same cookbook's GLM-4.6 page (SGCG; GLM-4.6, 355B parameters with 32B active, bf16, on 8x B200 TP8, SGLang "
+    "0.5.6.post1, the default launch; the same nine random runs as SGCR's; another author and model; nothing fitted on "
+    "it; its dimensions from public copies of the config, validation/models/glm-4.6.yaml): decode is 1.83-1.85x "
+    "optimistic at one request (8.1 ms a token predicted, 14.8-15.0 ms measured) and 1.29-1.41x under load; throughput "
+    "1.31-1.85x optimistic. The same release on the same part decodes Qwen3-235B (SGCQ3, 94 layers against 92) at "
+    "10.1-10.3 ms a token, 28 us a layer over the model where GLM-4.6 runs 73 us over it: what GLM-4.6's layers add "
+    "(a shared expert, biased attention projections, 160 experts, a sigmoid router with a correction bias) is not in "
+    "the page, and a fused-MoE kernel without a tuned configuration for 160 experts on Blackwell is one reading, not "
+    "checked. The median TTFT is 1.25-1.44x pessimistic at one request (175-229 ms predicted, 140-159 ms measured) and "
+    "0.99-1.44x under load; the means, not scored, 0.79-1.26x.",
     "- ROCm/aiter PR #1930 (AITR; DeepSeek-R1 on 8x MI300X TP8, SGLang's serving benchmark at 1,024 / 1,024 tokens, "
     "median TPOT at 4-32 in flight before and after its tuned config for one GEMM shape, 2,112 x 7,168; the release "
     "and launch unstated, read as the same author's published MI300X launch of SGLang PR #14043; nothing fitted on "
