@@ -350,19 +350,29 @@ def parse_minimax_m2(cfg: Config) -> dict:
 def parse_llada2(cfg: Config) -> dict:
     """LLaDA2.0 (`llada2_moe`, Ling-2.0 architecture): dense first layers, shared expert, expert bias."""
     spec = _parse_hf_dense(cfg, "llada2", qkv_bias=get_bool(cfg, "use_qkv_bias", False))
-    _missing(cfg, ["num_experts", "num_experts_per_tok", "moe_intermediate_size"], "LLaDA2")
+    spec["moe"] = _experts_with_shared(cfg, spec["n_layers"], "LLaDA2", experts="num_experts",
+                                       shared="num_shared_experts",
+                                       router_bias=get_bool(cfg, "moe_router_enable_expert_bias", False))
+    return spec
+
+
+def _experts_with_shared(cfg: Config, n_layers: int, family: str, *, experts: str, shared: str,
+                         router_bias: bool) -> dict:
+    """The `moe` block of a family whose routed and shared experts have one width
+    (`moe_intermediate_size`), its routed experts' count under the key `experts` and its shared
+    experts' under `shared` (none where absent), behind `num_experts_per_tok` of them a token."""
+    _missing(cfg, [experts, "num_experts_per_tok", "moe_intermediate_size"], family)
     expert_ffn = get_int(cfg, "moe_intermediate_size")
-    shared = get_int(cfg, "num_shared_experts", 0, minimum=0)
-    spec["moe"] = dict(
-        n_experts=get_int(cfg, "num_experts"),
+    n_shared = get_int(cfg, shared, 0, minimum=0)
+    return dict(
+        n_experts=get_int(cfg, experts),
         experts_per_token=get_int(cfg, "num_experts_per_tok"),
         expert_ffn_dim=expert_ffn,
-        n_shared_experts=shared,
-        shared_ffn_dim=shared * expert_ffn,
-        n_moe_layers=_moe_layer_count(cfg, spec["n_layers"]),
-        router_bias=get_bool(cfg, "moe_router_enable_expert_bias", False),
+        n_shared_experts=n_shared,
+        shared_ffn_dim=n_shared * expert_ffn,
+        n_moe_layers=_moe_layer_count(cfg, n_layers),
+        router_bias=router_bias,
     )
-    return spec
 
 
 def parse_llada_moe(cfg: Config) -> dict:
@@ -393,18 +403,8 @@ def parse_glm4_moe(cfg: Config) -> dict:
     of each head) changes no matmul dlmcost costs; the multi-token-prediction layer
     (`num_nextn_predict_layers`) is a drafter, left out as DeepSeek's."""
     spec = _parse_hf_dense(cfg, "glm4_moe", qkv_bias=False, qk_norm=get_bool(cfg, "use_qk_norm", False))
-    _missing(cfg, ["n_routed_experts", "num_experts_per_tok", "moe_intermediate_size"], "GLM-4-MoE")
-    expert_ffn = get_int(cfg, "moe_intermediate_size")
-    shared = get_int(cfg, "n_shared_experts", 0, minimum=0)
-    spec["moe"] = dict(
-        n_experts=get_int(cfg, "n_routed_experts"),
-        experts_per_token=get_int(cfg, "num_experts_per_tok"),
-        expert_ffn_dim=expert_ffn,
-        n_shared_experts=shared,
-        shared_ffn_dim=shared * expert_ffn,
-        n_moe_layers=_moe_layer_count(cfg, spec["n_layers"]),
-        router_bias=True,
-    )
+    spec["moe"] = _experts_with_shared(cfg, spec["n_layers"], "GLM-4-MoE", experts="n_routed_experts",
+                                       shared="n_shared_experts", router_bias=True)
     return spec
 
 
