@@ -18,7 +18,8 @@ Conventions taken from the docs:
   * A pass family repeats each of its shapes r times, r possibly fractional (an average): here a
     shape repeated r times is walked as floor(r) passes of weight 1 plus one of weight r-floor(r).
   * Time per op: max(FLOPs / (peak * eff), bytes / (bandwidth * eff_mem)) + kernels * overhead, a
-    GEMM's (linear) eff_mem and overhead its weights' precision's weight_streaming where the file has one,
+    GEMM's (linear) eff_mem and overhead its weights' precision's weight_streaming where the file has one
+    (the routed experts' its experts_streaming, where it has one),
     and decode's attention (one query a sequence) the file's decode_attention where it has one;
     collectives: link bytes / (link * eff_link) + collectives * latency. A pass is the sum of its
     ops; the bound is max(sum FLOPs / peak, sum bytes / bandwidth) per pass.
@@ -81,6 +82,8 @@ def gpu_rates(yaml_name: str, precision: str, profile: str = "realistic") -> dic
     # elementwise work runs on the vector FP32 units; a part that lists none falls back to bf16
     vector_peak = peaks.get("fp32", peaks["bf16"])
     streaming = eff.get("weight_streaming", {}).get(precision, {})
+    # a fused MoE block's expert GEMMs where the file measured them apart (else the GEMMs' own rate)
+    experts = eff.get("experts_streaming", {}).get(precision, streaming)
     decode_attention = eff.get("decode_attention", {})
     return dict(
         # the LM head is a bf16 GEMM whatever the precision (its weights stay bf16)
@@ -96,6 +99,8 @@ def gpu_rates(yaml_name: str, precision: str, profile: str = "realistic") -> dic
         # a GEMM (linear op) streams its weights at its precision's measured rate, where the file gives one
         eff_mem_linear=1.0 if ideal else float(streaming.get("memory_bandwidth", eff["memory_bandwidth"])),
         overhead_linear_s=0.0 if ideal else float(streaming.get("overhead_us_per_op", eff["overhead_us_per_op"])) * 1e-6,
+        eff_mem_experts=1.0 if ideal else float(experts.get("memory_bandwidth", eff["memory_bandwidth"])),
+        overhead_experts_s=0.0 if ideal else float(experts.get("overhead_us_per_op", eff["overhead_us_per_op"])) * 1e-6,
         # decode's attention (one query a sequence) reads the K/V cache at its measured rate, where given
         eff_mem_decode_attention=1.0 if ideal else float(decode_attention.get("memory_bandwidth", eff["memory_bandwidth"])),
         overhead_decode_attention_s=0.0 if ideal else float(
@@ -521,14 +526,19 @@ def op_time(op: Op, g: dict) -> float:
 
 
 def eff_mem(op: Op, g: dict) -> float:
-    """The share of the bandwidth an op streams at: a GEMM's (linear) at its weights' precision,
-    decode's attention at the file's decode_attention rate."""
+    """The share of the bandwidth an op streams at: a GEMM's (linear) at its weights' precision (the
+    routed experts' at the file's experts_streaming rate where it has one), decode's attention at the
+    file's decode_attention rate."""
+    if op.name == "experts":
+        return g["eff_mem_experts"]
     if op.kind == "linear":
         return g["eff_mem_linear"]
     return g["eff_mem_decode_attention"] if op.decode else g["eff_mem"]
 
 
 def overhead(op: Op, g: dict) -> float:
+    if op.name == "experts":
+        return g["overhead_experts_s"]
     if op.kind == "linear":
         return g["overhead_linear_s"]
     return g["overhead_decode_attention_s"] if op.decode else g["overhead_s"]

@@ -275,6 +275,43 @@ def test_the_amd_fused_moe_experts_are_aiters_measured_blocks(die):
         assert db.get(name).efficiency.experts_rate("bf16") == db.get(name).efficiency.streaming("bf16"), name
 
 
+# each Blackwell part's measured bf16 fused MoE blocks (tests/corpus, copied from NVIDIA aiconfigurator's SGLang
+# tables), its peak bandwidth and the fit its hardware file gives
+NVIDIA_BF16_MOE = {
+    "b200": dict(table="b200_sxm", rows=552, peak=7.7e12, experts=(0.63, 10.6)),
+    "b300": dict(table="b300_sxm", rows=600, peak=7.75e12, experts=(0.62, 12.3)),
+    "gb200": dict(table="gb200", rows=552, peak=8.0e12, experts=(0.61, 10.5)),
+    "gb300": dict(table="gb300", rows=552, peak=8.0e12, experts=(0.62, 10.3)),
+}
+
+
+@pytest.mark.parametrize("gpu", NVIDIA_BF16_MOE)
+def test_blackwell_bf16_fused_moe_experts_are_sglangs_measured_blocks(gpu):
+    """experts_streaming bf16 on a Blackwell part: a whole measured fused MoE block (top-k, align, two
+    grouped GEMMs, activation, reduce) less the four small kernels the elementwise op charges at 3 us each
+    is 2 t0 + touched expert bytes (uniform routing: E (1 - (1 - k/E)^T) experts of 3 D I / tp bf16 weights) /
+    (fraction x peak), fitted by least squares of the relative error at 1-64 tokens, as the hardware file
+    gives it (rounded). fp8 keeps the dense GEMMs' streaming rate, and the Hopper parts have no such block."""
+    spec = NVIDIA_BF16_MOE[gpu]
+    rows = _corpus(f"aiconfigurator_{spec['table']}_sglang_bfloat16_fused_moe_1_64_tokens.csv")
+    assert len(rows) == spec["rows"] and all(1 <= int(r["tokens"]) <= 64 for r in rows)
+    points = []
+    for r in rows:
+        tokens, d, i, e, k, tp = (int(r[c]) for c in ("tokens", "hidden", "inter", "experts", "topk", "tp"))
+        touched = e * (1 - (1 - k / e) ** tokens)
+        points.append((2.0, touched * 3 * d * i / tp * 2 / spec["peak"], float(r["us"]) * 1e-6 - 4 * 3e-6))
+    t0, c = _relative_least_squares(points)
+    assert (round(1 / c, 2), round(t0 * 1e6, 1)) == spec["experts"]
+    db = HardwareDB.load(None)
+    eff = db.get(gpu).efficiency
+    assert db.get(gpu).bandwidth_tb_s * 1e12 == spec["peak"] and eff.overhead_us_per_op == 3
+    assert eff.experts_rate("bf16") == spec["experts"]
+    assert eff.experts_rate("fp8") == eff.streaming("fp8")
+    assert f"{spec['table']}/moe/sglang" in db.get(gpu).sources["efficiency"]
+    for hopper in ("h100", "h200"):
+        assert db.get(hopper).efficiency.experts_streaming == {}, hopper
+
+
 def test_mi300x_decode_attention_and_a_deepseek_moe_block_by_hand():
     """The MI300X and MI325X take aiter's MLA decode kernel's 15.5 us at the generic 0.75; DeepSeek-V3's
     TP8 experts at one token on an MI300X, bare roofline, by hand: 2 x 14 us + 8 touched slices of 3 x
