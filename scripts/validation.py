@@ -303,6 +303,14 @@ RECORDED_OUT_OF_SOURCE_MEDIAN = TARGET_OUT_OF_SOURCE_MEDIAN  # met: held to its 
 # Then SGCG (the cookbook's GLM-4.6 page: bf16 on 8x B200 TP8, SGLang 0.5.6.post1, the same nine random runs as SGCR's,
 # 36 numbers, nothing fitted; a glm4_moe family added for it): 498 -> 534 numbers, the median 1.1446x -> 1.1593x, the
 # worst unchanged (3.40x), none of its numbers over 2x (its one-request decode 1.83-1.85x optimistic, the largest).
+# Then the Blackwell parts' bf16 fused MoE blocks at their measured rate (aiconfigurator's timings of SGLang's Triton
+# fused MoE at 1-64 tokens: 2 x 10.3-12.3 us + bytes / (0.61-0.63 x peak), where the dense GEMMs' rate put the blocks at
+# 0.69-0.73 of their time; kernel timings, not validation points; bf16 only, fp8's runner being a launch's choice): 72
+# numbers move, all SGCQ3's and SGCG's, their decodes at one request 1.35-1.37x -> 1.11-1.13x and 1.83-1.85x -> 1.54-1.56x
+# optimistic, their median TTFTs at most 0.04 further; the median 1.1593x -> 1.1478x, the worst unchanged (3.40x).
+# Not taken: the same fit at fp8 and on the H100 and H200 (blocks 1.2-1.4x and 1.16-1.19x slower than the dense rate
+# says) brings the cookbook's default launches' decodes closer and moves InferenceX's and aiconfigurator's (their
+# launches set another MoE runner on Blackwell) and vLLM's H100 run further: the median 1.1593x -> 1.1696x.
 RECORDED_OUT_OF_SOURCE_WORST = 3.40  # 3.395
 BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-of-source numbers (6)
 BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
@@ -769,18 +777,18 @@ def render_serving(rs: list[dict]) -> list[str]:
 
 # One or two sentences per far-off group (the simulator and the engine are not tuned to them).
 SERVING_NOTES = [
-    "- SGLang at concurrency 100 (1.2-1.4x pessimistic): the measured decode time per token is the same at both loads "
+    "- SGLang at concurrency 100 (1.07-1.20x pessimistic): the measured decode time per token is the same at both loads "
     "(E2E - TTFT over the answer: about 1.98 ms at concurrency 1, 1.96 ms at 100), yet the 500 requests finish every "
     "935 ms (the mini; 1,344 ms the flash) while each decodes for 992 ms (1,649 ms) after its first token. The "
     "sglang-dllm stack's `first_block_outside_limit` runs the next request's prefill and first block beside the "
     "running one's last passes; the published overlap is about 210 ms (540 ms), and SGLang runs a round of "
     "prefill or of decode, never both, so how it overlaps them is not identified. The simulated overlap shares "
-    "batch-2 passes, which slow the running request: the predicted decode after the first token is 2.25 ms per "
-    "token at concurrency 100 (mini) against 1.92 ms at 1, where the measurement stays at 1.96-1.98 ms.",
-    "- SGLang's TTFT at concurrency 1 (1.14x and 1.20x pessimistic): the stack's `prompt_prefill: block-chunks` "
+    "batch-2 passes, which slow the running request: the predicted decode after the first token is 1.98 ms per "
+    "token at concurrency 100 (mini) against 1.88 ms at 1, where the measurement stays at 1.96-1.98 ms.",
+    "- SGLang's TTFT at concurrency 1 (1.29x and 1.36x pessimistic): the stack's `prompt_prefill: block-chunks` "
     "prefills the prompt one 32-token block per forward, as SGLang's dLLM scheduler does (about 20 passes for the mean "
-    "610-token prompt); the tokens per forward fitted on the mini at concurrency 1 (2.8) then leaves the decode after the "
-    "first token 4% faster (mini) and 5% slower (flash) than the measured one. With one prefill pass the first block came "
+    "610-token prompt); the tokens per forward fitted on the mini at concurrency 1 (3.37) then leaves the decode after the "
+    "first token 7% faster (mini) and 3% slower (flash) than the measured one. With one prefill pass the first block came "
     "1.8-1.9x too early.",
     "- FluxServe: the A100 40GB PCIe's `sustained_compute` (0.65 of its GEMM efficiency, fitted at batch 32: 1-4k "
     "rows of eager LLaDA run at about 163 TF/s, 52% of peak, on the 250 W part) brings batches 2-16 within 1.1x "
@@ -1080,24 +1088,27 @@ SERVING_NOTES = [
     "- The same cookbook's Qwen3 page (SGCQ3; Qwen3-235B-A22B-Instruct-2507, bf16, on 8x B200 TP8, SGLang 0.5.6, "
     "the default launch; the same nine random runs as SGCR's, 1,000 / 1,000 at 1, 16 and 100 in flight, 1,000 / "
     "8,000 and 8,000 / 1,000 at 1, 16 and 64; another author, model and precision than SGCR's; nothing fitted on "
-    "it): the first bf16 MoE on Blackwell here. Decode is 1.35-1.37x optimistic at one request (7.5 ms a token "
-    "predicted, 10.1-10.3 ms measured), 1.03-1.10x optimistic at 16 in flight and 1.05-1.20x at 64 and 100 (19.7 "
-    "against 23.7 ms with 8,000-token answers at 64); throughput 1.04-1.36x optimistic, the mean E2E 1.01-1.35x. "
-    "The median TTFT is 1.65-2.15x pessimistic at one request (181-223 ms predicted, 92-115 ms measured) and "
-    "1.17-2.23x pessimistic under load; the mean, not scored, 1.56-1.97x pessimistic at one request and 1.27x "
-    "optimistic to 1.12x pessimistic under load: two per-layer host terms fitted on DeepSeek's 61 layers, the "
+    "it): the first bf16 MoE on Blackwell here. Decode is 1.11-1.13x optimistic at one request (9.1 ms a token "
+    "predicted, 10.1-10.3 ms measured; 7.5 ms, 1.35-1.37x, before the Blackwell parts' bf16 fused MoE blocks took "
+    "their measured rate), 1.09-1.14x pessimistic at 16 in flight and 1.02x optimistic to 1.08x pessimistic at 64 "
+    "and 100 (23.1 against 23.7 ms with 8,000-token answers at 64); throughput 1.12x optimistic to 1.12x "
+    "pessimistic, the mean E2E 1.12x optimistic to 1.20x pessimistic. "
+    "The median TTFT is 1.67-2.19x pessimistic at one request (182-224 ms predicted, 92-115 ms measured) and "
+    "1.24-2.27x pessimistic under load; the mean, not scored, 1.57-2.01x pessimistic at one request and 1.28x "
+    "optimistic to 1.14x pessimistic under load: two per-layer host terms fitted on DeepSeek's 61 layers, the "
     "first-token delay (820 us a layer, fitted on SGCR) and the eager prefill's MoE-layer dispatch (965 us a layer), "
     "come to 77 and 91 ms over this model's 94 layers, together more than the whole measured median first token.",
     "- The same cookbook's GLM-4.6 page (SGCG; GLM-4.6, 355B parameters with 32B active, bf16, on 8x B200 TP8, SGLang "
     "0.5.6.post1, the default launch; the same nine random runs as SGCR's; another author and model; nothing fitted on "
-    "it; its dimensions from public copies of the config, validation/models/glm-4.6.yaml): decode is 1.83-1.85x "
-    "optimistic at one request (8.1 ms a token predicted, 14.8-15.0 ms measured) and 1.29-1.41x under load; throughput "
-    "1.31-1.85x optimistic. The same release on the same part decodes Qwen3-235B (SGCQ3, 94 layers against 92) at "
-    "10.1-10.3 ms a token, 28 us a layer over the model where GLM-4.6 runs 73 us over it: what GLM-4.6's layers add "
-    "(a shared expert, biased attention projections, 160 experts, a sigmoid router with a correction bias) is not in "
-    "the page, and a fused-MoE kernel without a tuned configuration for 160 experts on Blackwell is one reading, not "
-    "checked. The median TTFT is 1.25-1.44x pessimistic at one request (175-229 ms predicted, 140-159 ms measured) and "
-    "0.99-1.44x under load; the means, not scored, 0.79-1.26x.",
+    "it; its dimensions from public copies of the config, validation/models/glm-4.6.yaml): decode is 1.54-1.56x "
+    "optimistic at one request (9.6 ms a token predicted, 14.8-15.0 ms measured) and 1.16-1.20x under load; throughput "
+    "1.17-1.55x optimistic (1.83-1.85x at one request before the Blackwell parts' bf16 fused MoE blocks took their "
+    "measured rate). The same release on the same part decodes Qwen3-235B (SGCQ3, 94 layers against 92) at "
+    "10.1-10.3 ms a token, 11-12 us a layer over the model where GLM-4.6 runs 57-58 us over it: what GLM-4.6's layers "
+    "add (a shared expert, biased attention projections, 160 experts, a sigmoid router with a correction bias) is not in "
+    "the page; the measured fused MoE blocks have no 160-expert shape, and a Triton configuration untuned for it is "
+    "one reading, not checked. The median TTFT is 1.26-1.45x pessimistic at one request (176-230 ms predicted, 140-159 "
+    "ms measured) and 0.97-1.42x under load; the means, not scored, 1.30x optimistic to 1.28x pessimistic.",
     "- ROCm/aiter PR #1930 (AITR; DeepSeek-R1 on 8x MI300X TP8, SGLang's serving benchmark at 1,024 / 1,024 tokens, "
     "median TPOT at 4-32 in flight before and after its tuned config for one GEMM shape, 2,112 x 7,168; the release "
     "and launch unstated, read as the same author's published MI300X launch of SGLang PR #14043; nothing fitted on "
