@@ -128,6 +128,48 @@ def test_glm46_validation_file_is_the_same_config():
     assert spec_from_mapping(cfg, model_id="a", source="local").params_total == 352_797_829_024
 
 
+GLM47_FLASH = {  # zai-org/GLM-4.7-Flash's config.json keys (validation/models/glm-4.7-flash.yaml cites where each comes from)
+    "architectures": ["Glm4MoeLiteForCausalLM"], "model_type": "glm4_moe_lite", "first_k_dense_replace": 1,
+    "hidden_size": 2048, "intermediate_size": 10240, "kv_lora_rank": 512, "max_position_embeddings": 202752,
+    "moe_intermediate_size": 1536, "n_routed_experts": 64, "n_shared_experts": 1, "num_attention_heads": 20,
+    "num_experts_per_tok": 4, "num_hidden_layers": 47, "num_key_value_heads": 20, "q_lora_rank": 768,
+    "qk_nope_head_dim": 192, "qk_rope_head_dim": 64, "tie_word_embeddings": False, "topk_method": "noaux_tc",
+    "v_head_dim": 256, "vocab_size": 154880,
+}
+
+
+def test_glm47_flash_hand_count():
+    """GLM-4.7-Flash (glm4_moe_lite), DeepSeek-V3's layout at another size: d 2048, 47 layers, 20 heads of
+    MLA: q_a (d x 768) and its norm, q_b (768 x 20 x (192 + 64)), kv_a with the shared rope key (d x (512 +
+    64)) and its norm, kv_b (512 x 20 x (192 + 256)), o (20 x 256 x d); layer 0 dense SwiGLU 10,240 wide,
+    the other 46 64 routed SwiGLU experts 1,536 wide (top 4) and one shared of the same width, behind a
+    d x 64 router with a correction bias per expert; two layer norms a layer and a final one; 154,880-token
+    vocabulary, embedding and head untied. 29.94B in all, 3.26B active without the embedding and head (the
+    card's "30B-A3B"); the cache holds the 512 latent and 64 rope values a layer, not K and V per head."""
+    d, L, H, ql, kl, nope, rope, v, f, fe, E, k, V = 2048, 47, 20, 768, 512, 192, 64, 256, 10240, 1536, 64, 4, 154880
+    attention = d * ql + ql + ql * H * (nope + rope) + d * (kl + rope) + kl + kl * H * (nope + v) + H * v * d
+    expert, router, norms = 3 * d * fe, d * E + E, 2 * d
+    total = L * (attention + norms) + 3 * d * f + (L - 1) * ((E + 1) * expert + router) + d + 2 * V * d
+    active = total - (L - 1) * (E - k) * expert
+    m = spec_from_mapping(GLM47_FLASH, model_id="zai-org/GLM-4.7-Flash", source="local")
+    assert (m.family, m.n_dense_layers, m.n_moe_layers) == ("deepseek", 1, 46)
+    assert (m.params_total, m.params_active) == (total, active) == (29_943_393_920, 3_896_766_080)
+    assert m.params_total == pytest.approx(30e9, rel=0.01)
+    assert m.params_active - 2 * V * d == pytest.approx(3.26e9, rel=0.01)
+    assert m.kv_bytes_per_token(2) == L * (kl + rope) * 2  # 47 layers x (512 latent + 64 rope) x 2 bytes
+
+
+def test_glm47_flash_validation_file_is_the_same_config():
+    import yaml
+
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "validation" / "models" / "glm-4.7-flash.yaml"
+    cfg = yaml.safe_load(path.read_text())
+    assert {key: cfg[key] for key in GLM47_FLASH} == GLM47_FLASH
+    assert spec_from_mapping(cfg, model_id="a", source="local").params_total == 29_943_393_920
+
+
 def test_qk_norm_per_head_unless_the_config_says_per_layer():
     """A per-head Q/K norm is one head's width (Qwen3's); MiniMax's "per_head" reads so too."""
     import json

@@ -482,7 +482,9 @@ FAMILIES: list[Family] = [
     Family("llada_moe", ("llada_moe",), ("LLaDAMoEModelLM",), parse_llada_moe, LLADA_SAMPLER, "LLaDA-MoE"),
     Family("glm4_moe", ("glm4_moe",), ("Glm4MoeForCausalLM",), parse_glm4_moe, AR_SAMPLER,
            "GLM-4.5/4.6 (glm4_moe: GQA + MoE)"),
-    Family("deepseek", ("deepseek_v3", "deepseek_v2"), ("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM"), parse_deepseek, AR_SAMPLER, "DeepSeek-V2/V3 (MLA + MoE)"),
+    Family("deepseek", ("deepseek_v3", "deepseek_v2", "glm4_moe_lite"),
+           ("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM", "Glm4MoeLiteForCausalLM"), parse_deepseek, AR_SAMPLER,
+           "DeepSeek-V2/V3, GLM-4.7-Flash (MLA + MoE)"),
 ]
 
 
