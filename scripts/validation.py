@@ -311,6 +311,9 @@ RECORDED_OUT_OF_SOURCE_MEDIAN = TARGET_OUT_OF_SOURCE_MEDIAN  # met: held to its 
 # Not taken: the same fit at fp8 and on the H100 and H200 (blocks 1.2-1.4x and 1.16-1.19x slower than the dense rate
 # says) brings the cookbook's default launches' decodes closer and moves InferenceX's and aiconfigurator's (their
 # launches set another MoE runner on Blackwell) and vLLM's H100 run further: the median 1.1593x -> 1.1696x.
+# Then SGCF (the cookbook's GLM-4.7-Flash page: bf16 on one B200, SGLang 0.5.7, the same nine random runs as SGCR's;
+# a glm4_moe_lite model read by the DeepSeek parser): all 45 numbers listed as not modelled (the launch's Triton MLA
+# attention backend: its decode 1.7-2.5x slower than predicted, growing with the context); the headline unchanged.
 RECORDED_OUT_OF_SOURCE_WORST = 3.40  # 3.395
 BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-of-source numbers (6)
 BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
@@ -1109,6 +1112,17 @@ SERVING_NOTES = [
     "the page; the measured fused MoE blocks have no 160-expert shape, and a Triton configuration untuned for it is "
     "one reading, not checked. The median TTFT is 1.26-1.45x pessimistic at one request (176-230 ms predicted, 140-159 "
     "ms measured) and 0.97-1.42x under load; the means, not scored, 1.30x optimistic to 1.28x pessimistic.",
+    "- The same cookbook's GLM-4.7-Flash page (SGCF; GLM-4.7-Flash, 30B parameters with 3B active, MLA and 64 "
+    "experts as DeepSeek-V3 lays them out, bf16, on one B200, SGLang 0.5.7, launched with --attention-backend triton; "
+    "the same nine random runs as SGCR's; its dimensions from public copies of the config, "
+    "validation/models/glm-4.7-flash.yaml): listed, not modelled. Its time per output token at one request grows "
+    "with the context, 8.75 ms at about 800 tokens, 10.94 ms at 2,800 and 12.63 ms at 4,400, 1.1 us for each token "
+    "of context where reading the latent cache takes 7 ns: SGLang's Triton MLA kernels, which its maintainers "
+    "describe as slowing markedly as prompts grow (sgl-project/sglang PR #3550); the stack's attention rates are "
+    "FlashInfer / FlashAttention-3 class, and dlmcost predicts 5.1-5.2 ms at every length (1.7-2.4x optimistic). "
+    "Its median first tokens with 1,000-token prompts, 95-123 ms at 1-100 in flight, are 0.94-1.08x of what the "
+    "model predicts, the sglang first-token delay (820 us a layer, fitted on DeepSeek-R1 at TP8) included: one "
+    "GPU and another MLA model, not scored.",
     "- ROCm/aiter PR #1930 (AITR; DeepSeek-R1 on 8x MI300X TP8, SGLang's serving benchmark at 1,024 / 1,024 tokens, "
     "median TPOT at 4-32 in flight before and after its tuned config for one GEMM shape, 2,112 x 7,168; the release "
     "and launch unstated, read as the same author's published MI300X launch of SGLang PR #14043; nothing fitted on "
