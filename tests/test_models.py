@@ -170,6 +170,90 @@ def test_glm47_flash_validation_file_is_the_same_config():
     assert spec_from_mapping(cfg, model_id="a", source="local").params_total == 29_943_393_920
 
 
+def _gemma4_text(**keys):
+    """A Gemma 4 text_config (google/gemma-4-*-it's keys: validation/models/gemma-4-*.yaml cite where each comes from):
+    every sixth layer full attention, the rest sliding over 1,024 tokens."""
+    n = keys["num_hidden_layers"]
+    return {"model_type": "gemma4_text", "attention_bias": False, "attention_k_eq_v": True, "final_logit_softcapping": 30.0,
+            "global_head_dim": 512, "head_dim": 256, "hidden_size_per_layer_input": 0, "num_kv_shared_layers": 0,
+            "layer_types": ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(n)],
+            "max_position_embeddings": 262144, "sliding_window": 1024, "tie_word_embeddings": True,
+            "vocab_size": 262144, **keys}
+
+
+GEMMA4_31B = {"architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4", "text_config": _gemma4_text(
+    enable_moe_block=False, hidden_size=5376, intermediate_size=21504, num_attention_heads=32,
+    num_global_key_value_heads=4, num_hidden_layers=60, num_key_value_heads=16)}
+GEMMA4_26B = {"architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4", "text_config": _gemma4_text(
+    enable_moe_block=True, hidden_size=2816, intermediate_size=2112, moe_intermediate_size=704, num_attention_heads=16,
+    num_experts=128, top_k_experts=8, num_global_key_value_heads=2, num_hidden_layers=30, num_key_value_heads=8)}
+
+
+def _gemma4_attention(d, H, kv_sliding, kv_full):
+    """One sliding layer's and one full layer's attention weights: Q (H heads of 256 or 512) and its per-head
+    norm, K and V (256-wide heads) or K alone (512-wide: values are the keys) and the K norm, O back to d."""
+    sliding = d * H * 256 + 256 + 2 * d * kv_sliding * 256 + 256 + H * 256 * d
+    full = d * H * 512 + 512 + d * kv_full * 512 + 512 + H * 512 * d
+    return sliding, full
+
+
+def test_gemma4_31b_hand_count():
+    """Gemma 4 31B: d 5,376, 60 layers (50 sliding, 10 full), 32 query heads; sliding layers 16 K/V heads of 256,
+    full layers 4 K/V heads of 512 whose values are the keys (no v_proj); a GeGLU MLP 21,504 wide on every layer,
+    four norms a layer and a final one; 262,144-token vocabulary, the head tied to the embedding. 30.70B (29.29B
+    without the embedding), the published "31B"; the cache holds K and V per K/V head (SGLang stores both)."""
+    d, L, H, f, V = 5376, 60, 32, 21504, 262144
+    sliding, full = _gemma4_attention(d, H, 16, 4)
+    total = 50 * sliding + 10 * full + L * (3 * d * f + 4 * d) + d + V * d
+    m = spec_from_mapping(GEMMA4_31B, model_id="google/gemma-4-31B-it", source="local")
+    assert (m.family, m.n_dense_layers, m.n_moe_layers, m.logit_softcap) == ("gemma4", 60, 0, 30.0)
+    assert m.params_total == m.params_active == total == 30_697_345_280
+    assert m.params_total == pytest.approx(31e9, rel=0.02)
+    assert m.kv_bytes_per_token(2) == (50 * 2 * 16 * 256 + 10 * 2 * 4 * 512) * 2
+    assert m.sampler.scheme == "ar"
+
+
+def test_gemma4_26b_a4b_hand_count():
+    """Gemma 4 26B-A4B: d 2,816, 30 layers (25 sliding, 5 full), 16 query heads; sliding layers 8 K/V heads of 256,
+    full layers 2 of 512 with values from the keys; on every layer a GeGLU MLP 2,112 wide and beside it 128 GeGLU
+    experts 704 wide (top 8) behind a d x 128 router; four norms a layer and a final one; 262,144-token vocabulary,
+    tied. 25.23B, 3.82B active: the published "25.2B total" and "4B active" (3.08B without the embedding). The
+    text model is the bundled DiffusionGemma 26B-A4B's."""
+    d, L, H, f, fe, E, k, V = 2816, 30, 16, 2112, 704, 128, 8, 262144
+    sliding, full = _gemma4_attention(d, H, 8, 2)
+    expert = 3 * d * fe
+    total = 25 * sliding + 5 * full + L * (3 * d * f + E * expert + d * E + 4 * d) + d + V * d
+    active = total - L * (E - k) * expert
+    m = spec_from_mapping(GEMMA4_26B, model_id="google/gemma-4-26B-A4B-it", source="local")
+    assert (m.family, m.n_dense_layers, m.n_moe_layers) == ("gemma4", 30, 30)
+    assert (m.params_total, m.params_active) == (total, active) == (25_232_800_000, 3_822_188_800)
+    assert m.params_total == pytest.approx(25.2e9, rel=0.01)
+    assert m.params_total == load_bundled("google/diffusiongemma-26B-A4B-it").params_total
+    assert m.kv_bytes_per_token(2) == (25 * 2 * 8 * 256 + 5 * 2 * 2 * 512) * 2
+
+
+@pytest.mark.parametrize("key, value", [("hidden_size_per_layer_input", 256), ("num_kv_shared_layers", 20)])
+def test_gemma4_small_models_per_layer_embeddings_are_refused(key, value):
+    """E2B / E4B: per-layer embeddings and K/V shared across layers, which the spec does not describe."""
+    cfg = {**GEMMA4_31B, "text_config": {**GEMMA4_31B["text_config"], key: value}}
+    with pytest.raises(ConfigError, match=f"'{key}'.*not described"):
+        spec_from_mapping(cfg, model_id="a", source="local")
+
+
+@pytest.mark.parametrize("name, cfg, total", [("gemma-4-31b", GEMMA4_31B, 30_697_345_280),
+                                              ("gemma-4-26b-a4b", GEMMA4_26B, 25_232_800_000)])
+def test_gemma4_validation_files_are_the_same_configs(name, cfg, total):
+    import yaml
+
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "validation" / "models" / f"{name}.yaml"
+    got = yaml.safe_load(path.read_text())
+    assert {key: got["text_config"][key] for key in cfg["text_config"]} == cfg["text_config"]
+    assert (got["architectures"], got["model_type"]) == (cfg["architectures"], cfg["model_type"])
+    assert spec_from_mapping(got, model_id="a", source="local").params_total == total
+
+
 def test_qk_norm_per_head_unless_the_config_says_per_layer():
     """A per-head Q/K norm is one head's width (Qwen3's); MiniMax's "per_head" reads so too."""
     import json

@@ -302,6 +302,49 @@ def parse_diffusion_gemma(cfg: Config) -> dict:
     return spec
 
 
+def parse_gemma4(cfg: Config) -> dict:
+    """Gemma 4 (`gemma4`, `gemma4_text`), autoregressive: DiffusionGemma's backbone (its text model in
+    `text_config` where the checkpoint is multimodal). Sliding layers: `head_dim`, `num_key_value_heads`,
+    window `sliding_window`. Full layers: `global_head_dim`; where `attention_k_eq_v` is set,
+    `num_global_key_value_heads` K/V heads and no v_proj (values from the key projection), else
+    `num_key_value_heads` with both. The dense GeGLU MLP (`intermediate_size`) on every layer and,
+    where `enable_moe_block` is set, the routed MoE branch beside it (`num_experts`, `top_k_experts`,
+    `moe_intermediate_size`). The small models' per-layer embeddings (`hidden_size_per_layer_input`)
+    and K/V shared across layers (`num_kv_shared_layers`) are not described: refused."""
+    text = cfg.get("text_config") or cfg
+    if not isinstance(text, dict):
+        raise ConfigError("Gemma 4 config field 'text_config' must be a mapping")
+    _missing(text, ["global_head_dim", "sliding_window", "layer_types", "head_dim"], "Gemma 4")
+    for key, what in (("hidden_size_per_layer_input", "per-layer embeddings"),
+                      ("num_kv_shared_layers", "K/V shared across layers")):
+        if get_int(text, key, 0, minimum=0):
+            raise ConfigError(f"Gemma 4 config sets '{key}' ({what}, the E2B / E4B models): not described")
+    spec = _parse_hf_dense(text, "gemma4", qkv_bias=False, qk_norm=True)
+    spec["tie_embeddings"] = get_bool(text, "tie_word_embeddings", True)
+    n = spec["n_layers"]
+    moe = get_bool(text, "enable_moe_block", False)
+    k_eq_v = get_bool(text, "attention_k_eq_v", False)
+    if moe:
+        _missing(text, ["num_experts", "top_k_experts", "moe_intermediate_size"], "Gemma 4")
+    if k_eq_v:
+        _missing(text, ["num_global_key_value_heads"], "Gemma 4")
+    ffn = dict(dense_mlp=True, moe=moe)
+    sliding = dict(ffn, attention="sliding", window=get_int(text, "sliding_window"),
+                   head_dim=spec["head_dim"], n_kv_heads=spec["n_kv_heads"])
+    full = dict(ffn, attention="full", head_dim=get_int(text, "global_head_dim"), k_eq_v=k_eq_v,
+                n_kv_heads=get_int(text, "num_global_key_value_heads") if k_eq_v else spec["n_kv_heads"])
+    spec.update(
+        norms_per_layer=4,
+        logit_softcap=_softcap(text, "final_logit_softcapping"),
+        layers=_groups(_layer_types(text, n, None), {"sliding_attention": sliding, "full_attention": full}),
+        vision_params=_vision_params(cfg.get("vision_config")) if text is not cfg else 0,
+    )
+    if moe:
+        spec["moe"] = dict(n_experts=get_int(text, "num_experts"), experts_per_token=get_int(text, "top_k_experts"),
+                           expert_ffn_dim=get_int(text, "moe_intermediate_size"), n_moe_layers=n)
+    return spec
+
+
 def _moe_layer_count(cfg: Config, n_layers: int) -> int:
     """MoE layers from `first_k_dense_replace` and `moe_layer_freq` (an int stride or a 0/1 list)."""
     if n_layers > MAX_LAYERS:
@@ -474,6 +517,8 @@ FAMILIES: list[Family] = [
            parse_gemma3_text, AR_SAMPLER, "Gemma 3 text (sliding + global)"),
     Family("diffgemma", ("diffusion_gemma",), ("DiffusionGemmaForBlockDiffusion",), parse_diffusion_gemma,
            DIFFUSION_GEMMA_SAMPLER, "DiffusionGemma (Gemma 4: sliding + global, dense + MoE)"),
+    Family("gemma4", ("gemma4", "gemma4_text"), ("Gemma4ForConditionalGeneration", "Gemma4ForCausalLM"), parse_gemma4,
+           AR_SAMPLER, "Gemma 4 (sliding + global, dense + MoE; not the per-layer-embedding E2B / E4B)"),
     Family("llama", ("llama", "mistral"), ("LlamaForCausalLM", "MistralForCausalLM"), parse_llama, AR_SAMPLER, "Llama / Mistral"),
     Family("mixtral", ("mixtral",), ("MixtralForCausalLM",), parse_mixtral, AR_SAMPLER, "Mixtral (MoE)"),
     Family("minimax_m2", ("minimax_m2",), ("MiniMaxM2ForCausalLM",), parse_minimax_m2, AR_SAMPLER,
