@@ -361,6 +361,9 @@ SGLANG_RANDOM_LENGTHS = {
     "sglang-random-1000-8000-seed1-n10": ((1000, 8000, 10), (6101, 44452 + 10)),
     "sglang-random-1000-8000-seed1-n80": ((1000, 8000, 80), (39668, 318226 + 80)),
     "sglang-random-1000-8000-seed1-n320": ((1000, 8000, 320), (158939, 1300705 + 320)),
+    # SGCGEM (its Gemma 4 page): no length flags, so bench_serving's default 1024 / 1024
+    "sglang-random-1024-seed1-n10": ((1024, 1024, 10), (6101, 4220)),
+    "sglang-random-1024-seed1-n1000": ((1024, 1024, 1000), (512842, 510855)),
 }
 
 
@@ -591,18 +594,22 @@ def cached_shares(runs: list[tuple[int, int, int]], run: int) -> list[float]:
 SGCM7_RUNS = [(1000, 1000, 10), (1000, 1000, 500)]
 # SGCQ (its Qwen3-Coder page): 10 prompts at 1, 80 at 16, then 320 at 64 (the first two as SGCL's)
 SGCQ_RUNS = [(1000, 1000, 10), (1000, 1000, 80), (1000, 1000, 320)]
+# SGCGEM (its Gemma 4 page): 10 prompts at 1, then 1000 at 100, at the default 1024 / 1024 (its image runs
+# between them share no prefix with these)
+SGCGEM_RUNS = [(1024, 1024, 10), (1024, 1024, 1000)]
 
 
 @pytest.mark.parametrize("runs, run, suffix", [(SGCL_RUNS, i, "") for i in range(len(SGCL_RUNS))]
                          + [(SGCR_RUNS, i, "") for i in range(len(SGCR_RUNS))]
                          + [(SGCM7_RUNS, 0, ""), (SGCM7_RUNS, 1, "-after-n10")]
-                         + [(SGCQ_RUNS, i, "") for i in range(len(SGCQ_RUNS))])
+                         + [(SGCQ_RUNS, i, "") for i in range(len(SGCQ_RUNS))]
+                         + [(SGCGEM_RUNS, 0, ""), (SGCGEM_RUNS, 1, "-after-n10")])
 def test_sglang_cookbook_cached_shares_are_regenerated_from_the_runs_order(runs, run, suffix):
     """validation/lengths/sglang-random-*-cached.txt: the shares above, one a request in the order sent
     (SGCL's and SGCR's earlier runs add nothing to each other's files: the same files serve both; a page
     whose runs differ has its own file, named by its earlier run)."""
     i_len, o_len, n = runs[run]
-    shape = {(1000, 1000): "1000", (8000, 1000): "8000-1000", (1000, 8000): "1000-8000"}[i_len, o_len]
+    shape = {(1000, 1000): "1000", (8000, 1000): "8000-1000", (1000, 8000): "1000-8000", (1024, 1024): "1024"}[i_len, o_len]
     name = f"sglang-random-{shape}-seed1-n{n}{suffix}-cached.txt"
     text = (validation.ROOT / "validation" / "lengths" / name).read_text()
     assert text == " ".join(f"{v:g}" for v in cached_shares(runs, run)) + "\n"
