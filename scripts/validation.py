@@ -314,6 +314,10 @@ RECORDED_OUT_OF_SOURCE_MEDIAN = TARGET_OUT_OF_SOURCE_MEDIAN  # met: held to its 
 # Then SGCF (the cookbook's GLM-4.7-Flash page: bf16 on one B200, SGLang 0.5.7, the same nine random runs as SGCR's;
 # a glm4_moe_lite model read by the DeepSeek parser): all 45 numbers listed as not modelled (the launch's Triton MLA
 # attention backend: its decode 1.7-2.5x slower than predicted, growing with the context); the headline unchanged.
+# Then SGCGEM (the cookbook's Gemma 4 page: bf16 on H200, SGLang's gemma4 branch, the text runs of the 31B at TP2 and
+# the 26B-A4B on one GPU, 10 prompts at 1 and 1,000 at 100 of bench_serving's default random 1024 / 1024; a gemma4
+# family read as DiffusionGemma's backbone with the AR sampler): 12 numbers scored, errors 1.00-1.61x; the median
+# 1.1478x and the worst 3.40x unchanged.
 RECORDED_OUT_OF_SOURCE_WORST = 3.40  # 3.395
 BAND_MIN_NUMBERS = MIN_NUMBERS  # a stack's own error band needs this many out-of-source numbers (6)
 BANDS = ROOT / "dlmcost" / "inputs" / "error_bands.json"
@@ -1123,6 +1127,18 @@ SERVING_NOTES = [
     "Its median first tokens with 1,000-token prompts, 95-123 ms at 1-100 in flight, are 0.94-1.08x of what the "
     "model predicts, the sglang first-token delay (820 us a layer, fitted on DeepSeek-R1 at TP8) included: one "
     "GPU and another MLA model, not scored.",
+    "- The same cookbook's Gemma 4 page (SGCGEM; gemma-4-31B-it, dense, on two H200 at TP2, and gemma-4-26B-A4B-it, "
+    "128 experts of 704 beside a dense MLP on every layer, on one H200; bf16, SGLang's gemma4 branch, the default "
+    "launch; its text runs, 10 prompts at 1 and 1,000 at 100 of bench_serving's default random 1024 / 1024; the "
+    "dimensions from public copies of the configs, validation/models/gemma-4-31b.yaml and gemma-4-26b-a4b.yaml): read "
+    "on the sglang stack (eager prompt prefills: SGLang switches its piecewise prefill graphs off for a multimodal "
+    "architecture), the Triton attention backend SGLang picks for Gemma 4 not modelled. Decode at one request is "
+    "1.05x pessimistic on the 31B (11.7 ms predicted, 12.3 measured) and 1.26x optimistic on the 26B-A4B (4.4 ms, "
+    "5.6 measured); at 100 in flight the 31B's is 1.19x optimistic (28.5 ms, 34.0 measured), where reading the "
+    "cache outweighs the weights, and the 26B-A4B's 1.01x. The median first token at one request is 1.40x (31B) "
+    "and 1.61x (26B-A4B) pessimistic: the stack's eager MoE dispatch (965 us a layer, fitted on DeepSeek-V3 at "
+    "TP8) adds 30 ms to the 26B-A4B's 30 layers. The image runs and the E2B / E4B models (per-layer embeddings, "
+    "refused by the model spec) are left out.",
     "- ROCm/aiter PR #1930 (AITR; DeepSeek-R1 on 8x MI300X TP8, SGLang's serving benchmark at 1,024 / 1,024 tokens, "
     "median TPOT at 4-32 in flight before and after its tuned config for one GEMM shape, 2,112 x 7,168; the release "
     "and launch unstated, read as the same author's published MI300X launch of SGLang PR #14043; nothing fitted on "
