@@ -270,64 +270,52 @@ def _vision_params(vision: Any) -> int:
 
 
 def parse_diffusion_gemma(cfg: Config) -> dict:
-    """DiffusionGemma (Gemma 4 backbone, `diffusion_gemma`): the text model in `text_config`.
-
-    Sliding layers: `head_dim`, `num_key_value_heads`, window `sliding_window`. Full layers:
-    `global_head_dim`, `num_global_key_value_heads`, and no v_proj (values from the key
-    projection; not a config key: the checkpoints' weights require it). Every layer runs the
-    dense GeGLU MLP (`intermediate_size`) and, in parallel, the routed MoE branch (`num_experts`,
-    `top_k_experts`, `moe_intermediate_size`)."""
+    """DiffusionGemma (Gemma 4 backbone, `diffusion_gemma`): the text model in `text_config`, as
+    `_gemma4_text` reads it with the routed MoE branch on every layer and the full layers' values
+    from the key projection (neither a config key here: the checkpoints' weights require both), and
+    self-conditioning."""
     text = cfg.get("text_config")
     if not isinstance(text, dict):
         raise ConfigError("DiffusionGemma config is missing required field(s): text_config")
     _missing(text, ["global_head_dim", "num_global_key_value_heads", "num_experts", "top_k_experts",
                     "moe_intermediate_size", "sliding_window", "layer_types", "head_dim"], "DiffusionGemma")
-    spec = _parse_hf_dense(text, "diffgemma", qkv_bias=False, qk_norm=True)
-    spec["tie_embeddings"] = get_bool(text, "tie_word_embeddings", True)
-    n = spec["n_layers"]
-    both = dict(dense_mlp=True, moe=True)
-    sliding = dict(both, attention="sliding", window=get_int(text, "sliding_window"),
-                   head_dim=spec["head_dim"], n_kv_heads=spec["n_kv_heads"])
-    full = dict(both, attention="full", head_dim=get_int(text, "global_head_dim"),
-                n_kv_heads=get_int(text, "num_global_key_value_heads"), k_eq_v=True)
-    spec.update(
-        norms_per_layer=4,
-        logit_softcap=_softcap(text, "final_logit_softcapping"),
-        self_conditioning=True,
-        layers=_groups(_layer_types(text, n, None), {"sliding_attention": sliding, "full_attention": full}),
-        moe=dict(n_experts=get_int(text, "num_experts"), experts_per_token=get_int(text, "top_k_experts"),
-                 expert_ffn_dim=get_int(text, "moe_intermediate_size"), n_moe_layers=n),
-        vision_params=_vision_params(cfg.get("vision_config")),
-    )
+    spec = _gemma4_text(text, "diffgemma", "DiffusionGemma", moe=True, k_eq_v=True)
+    spec.update(self_conditioning=True, vision_params=_vision_params(cfg.get("vision_config")))
     return spec
 
 
 def parse_gemma4(cfg: Config) -> dict:
-    """Gemma 4 (`gemma4`, `gemma4_text`), autoregressive: DiffusionGemma's backbone (its text model in
-    `text_config` where the checkpoint is multimodal). Sliding layers: `head_dim`, `num_key_value_heads`,
-    window `sliding_window`. Full layers: `global_head_dim`; where `attention_k_eq_v` is set,
-    `num_global_key_value_heads` K/V heads and no v_proj (values from the key projection), else
-    `num_key_value_heads` with both. The dense GeGLU MLP (`intermediate_size`) on every layer and,
-    where `enable_moe_block` is set, the routed MoE branch beside it (`num_experts`, `top_k_experts`,
-    `moe_intermediate_size`). The small models' per-layer embeddings (`hidden_size_per_layer_input`)
-    and K/V shared across layers (`num_kv_shared_layers`) are not described: refused."""
+    """Gemma 4 (`gemma4`, `gemma4_text`), autoregressive: the text model (in `text_config` where the
+    checkpoint is multimodal) as `_gemma4_text` reads it, the MoE branch where `enable_moe_block` is
+    set, the full layers' values from the key projection where `attention_k_eq_v` is. The small
+    models' per-layer embeddings (`hidden_size_per_layer_input`) and K/V shared across layers
+    (`num_kv_shared_layers`) are not described: refused."""
     text = cfg.get("text_config") or cfg
     if not isinstance(text, dict):
         raise ConfigError("Gemma 4 config field 'text_config' must be a mapping")
-    _missing(text, ["global_head_dim", "sliding_window", "layer_types", "head_dim"], "Gemma 4")
     for key, what in (("hidden_size_per_layer_input", "per-layer embeddings"),
                       ("num_kv_shared_layers", "K/V shared across layers")):
         if get_int(text, key, 0, minimum=0):
             raise ConfigError(f"Gemma 4 config sets '{key}' ({what}, the E2B / E4B models): not described")
-    spec = _parse_hf_dense(text, "gemma4", qkv_bias=False, qk_norm=True)
+    spec = _gemma4_text(text, "gemma4", "Gemma 4", moe=get_bool(text, "enable_moe_block", False),
+                        k_eq_v=get_bool(text, "attention_k_eq_v", False))
+    spec["vision_params"] = _vision_params(cfg.get("vision_config")) if text is not cfg else 0
+    return spec
+
+
+def _gemma4_text(text: Config, family: str, label: str, moe: bool, k_eq_v: bool) -> dict:
+    """Gemma 4's text backbone. Sliding layers: `head_dim`, `num_key_value_heads`, window
+    `sliding_window`. Full layers: `global_head_dim`; with `k_eq_v`, `num_global_key_value_heads` K/V
+    heads and no v_proj (values from the key projection), else `num_key_value_heads` with both. The
+    dense GeGLU MLP (`intermediate_size`) on every layer and, with `moe`, the routed MoE branch beside
+    it (`num_experts`, `top_k_experts`, `moe_intermediate_size`); four norms a layer, a final logit
+    soft-cap."""
+    _missing(text, ["global_head_dim", "sliding_window", "layer_types", "head_dim"]
+             + (["num_experts", "top_k_experts", "moe_intermediate_size"] if moe else [])
+             + (["num_global_key_value_heads"] if k_eq_v else []), label)
+    spec = _parse_hf_dense(text, family, qkv_bias=False, qk_norm=True)
     spec["tie_embeddings"] = get_bool(text, "tie_word_embeddings", True)
     n = spec["n_layers"]
-    moe = get_bool(text, "enable_moe_block", False)
-    k_eq_v = get_bool(text, "attention_k_eq_v", False)
-    if moe:
-        _missing(text, ["num_experts", "top_k_experts", "moe_intermediate_size"], "Gemma 4")
-    if k_eq_v:
-        _missing(text, ["num_global_key_value_heads"], "Gemma 4")
     ffn = dict(dense_mlp=True, moe=moe)
     sliding = dict(ffn, attention="sliding", window=get_int(text, "sliding_window"),
                    head_dim=spec["head_dim"], n_kv_heads=spec["n_kv_heads"])
@@ -337,7 +325,6 @@ def parse_gemma4(cfg: Config) -> dict:
         norms_per_layer=4,
         logit_softcap=_softcap(text, "final_logit_softcapping"),
         layers=_groups(_layer_types(text, n, None), {"sliding_attention": sliding, "full_attention": full}),
-        vision_params=_vision_params(cfg.get("vision_config")) if text is not cfg else 0,
     )
     if moe:
         spec["moe"] = dict(n_experts=get_int(text, "num_experts"), experts_per_token=get_int(text, "top_k_experts"),
