@@ -535,6 +535,24 @@ def test_integer_over_4300_digits_in_hardware_and_efficiency_files(fails, tmp_pa
     assert "4,300 digits" in fails("analyze", "--gpu", "h100", "--efficiency", eff, code=errors.EXIT_USAGE)
 
 
+@pytest.mark.parametrize("prompt", ["1" + "0" * 400, "{p50: 1" + "0" * 400 + "}"], ids=["count", "percentile"])
+def test_a_scenarios_length_past_floats_range_is_refused(fails, tmp_path, prompt):
+    # YAML reads 1000...0 as a Python int that float() cannot convert: once an OverflowError, exit 70
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"traffic: {{rate: 1, prompt: {prompt}}}\n")
+    assert "whole token counts" in fails("plan", "--scenario", scenario, code=errors.EXIT_USAGE)
+
+
+def test_a_softcap_past_floats_range_in_a_model_file_is_refused(fails, tmp_path):
+    # a JSON integer float() cannot convert, in the one field read as a float without a bound
+    config = json.loads((Path(__file__).resolve().parents[1] / "dlmcost" / "inputs" / "models" / "configs"
+                         / "google__gemma-2-9b.json").read_text())
+    config["final_logit_softcapping"] = 0
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config).replace('"final_logit_softcapping": 0', '"final_logit_softcapping": 1' + "0" * 400))
+    assert "final_logit_softcapping" in fails("analyze", path, "--gpu", "h100", code=errors.ConfigError.exit_code)
+
+
 @pytest.mark.parametrize("name, word", [
     ("tiny_bandwidth.yaml", "bandwidth_tb_s"), ("tiny_peak.yaml", "peak_tflops"),
     ("tiny_gemm_efficiency.yaml", "gemm"), ("tiny_link.yaml", "scale_up_gb_s"),

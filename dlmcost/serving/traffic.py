@@ -108,6 +108,8 @@ def _length(value, what: str) -> float:
         raise UsageError(f"{what}: expected a token count, got {value!r}")
     try:
         v = float(value)
+    except OverflowError:  # a YAML integer past float's range (`prompt: 1000...0`): out of range, said so
+        v = math.inf
     except (TypeError, ValueError):
         raise UsageError(f"{what}: '{value}' is not a number") from None
     if not math.isfinite(v) or v < 0 or v > MAX_LENGTH or v != round(v):

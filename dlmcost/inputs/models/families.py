@@ -231,7 +231,11 @@ def _softcap(cfg: Config, key: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ConfigError(f"config field '{key}' must be a positive number, got {value!r}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # a JSON integer past float's range (1000...0): no cap a model could have
+        raise ConfigError(f"config field '{key}' must be a positive number, got an integer of "
+                          f"{len(str(value))} digits") from None
 
 
 def _parse_gemma(cfg: Config, family: str, *, pattern: int | None, qk_norm: bool) -> dict:
