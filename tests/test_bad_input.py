@@ -294,6 +294,16 @@ def test_workload_and_option_errors(fails, args, code):
     fails(*args, code=code)
 
 
+@pytest.mark.parametrize("args, said", [
+    (["--steps", "0"], "--steps: a positive number"),  # once read as not given: the published decoding, exit 0
+    (["--steps", "64,0"], "--steps: a positive number"),
+    (["--steps", "-5"], "--steps: a positive number"),  # once blamed on --tpf
+    (["--tpf", "0"], "--tpf: a positive number"),
+])
+def test_serve_refuses_a_zero_or_negative_step_count_as_analyze_does(fails, args, said):
+    assert said in fails("serve", "--gpu", "h100", "-c", "1", *args, code=errors.EXIT_USAGE)
+
+
 @pytest.mark.parametrize("spec", ["", ",", " , ,"])
 def test_empty_gpu_list_is_an_error(capsys, spec):
     """`--gpu ''` selects nothing: an error, not an empty table with exit 0."""
