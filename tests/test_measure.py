@@ -289,6 +289,24 @@ def test_a_huge_warm_up_ends(micro, capsys, monkeypatch):
     assert json.loads(capsys.readouterr().out)["measurements"][0]["warmup"] == 10**9
 
 
+def test_a_batch_list_of_thousands_is_refused_before_any_timing(micro, capsys, monkeypatch):
+    """--batch 1,...,10000 once timed every one (about a second each here): hours, not one line."""
+    monkeypatch.setattr(measure, "measure_workload", lambda *a, **k: pytest.fail("timed before the list was checked"))
+    code = main(["measure", str(micro), "--hardware", CPU, "--gpu", "generic-cpu", "--scheme", "ar", "--prompt", "8",
+                 "--gen", "4", "--batch", ",".join(map(str, range(1, 10_001)))])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.startswith("error: ") and len(err.strip().splitlines()) == 1
+    assert "10,000 batch sizes" in err and "at most 64" in err
+
+
+def test_a_batch_size_given_twice_is_measured_once(micro, capsys, monkeypatch):
+    monkeypatch.setattr(measure, "ENOUGH_S", 0.01)
+    code = main(["measure", str(micro), "--hardware", CPU, "--gpu", "generic-cpu", "--scheme", "ar", "--prompt", "8",
+                 "--gen", "4", "--batch", "2,1,2", "-f", "json"])
+    assert code == 0, capsys.readouterr().err
+    assert [m["workload"]["batch"] for m in json.loads(capsys.readouterr().out)["measurements"]] == [2, 1]
+
+
 def test_random_weights_are_the_pool_tiled_and_scaled():
     """numpy's weights: the backend's pool of random numbers repeated over the shape (2.5 pools
     here, so the last copy is cut) and scaled, as float32."""

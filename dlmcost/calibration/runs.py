@@ -48,7 +48,21 @@ def measure_batches(model: str, gpu: str, workload: dict, batches: list[int], *,
                     hardware: list[str] | None, progress: Callable[[int, int], None] | None = None):
     """One measurement per batch size, each yielded as soon as it is taken. `progress(done,
     total)`: the parts of passes timed over all the batches (each batch times as many: its
-    shapes differ from another's in the batch only)."""
+    shapes differ from another's in the batch only). A batch size given twice is measured once;
+    more than MAX_BATCHES of them is refused before anything is timed (each takes seconds)."""
+    batches = list(dict.fromkeys(batches))
+    if len(batches) > MAX_BATCHES:
+        raise UsageError(f"measure: {len(batches):,} batch sizes; measure at most {MAX_BATCHES} at once "
+                         "(each is timed on its own)")
+    return _measure_each(model, gpu, workload, batches, stack=stack, backend=backend, device=device, warmup=warmup,
+                         repeats=repeats, layers=layers, hardware=hardware, progress=progress)
+
+
+MAX_BATCHES = 64  # as serve's deployments: a --batch list of thousands would time for hours
+
+
+def _measure_each(model, gpu, workload, batches, *, stack, backend, device, warmup, repeats, layers, hardware,
+                  progress):
     spec = resolve_spec(model)
     base = load_stack(stack)
     be = ms.get_backend(backend, device)
