@@ -1358,6 +1358,13 @@ def test_a_scenarios_empty_model_name_is_refused(fails, tmp_path):
     assert fails("plan", "--scenario", scenario, code=errors.EXIT_USAGE).startswith("error: model: an empty model name")
 
 
+def test_a_scenarios_empty_scheme_is_refused_not_read_as_the_models_own(fails, tmp_path):
+    # --scheme '' is refused; the same blank in a scenario's decoding once ran the model's default scheme
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("traffic: {rate: 1}\nsearch: {decoding: [{scheme: ''}]}\n")
+    assert "search.decoding.0.scheme" in fails(*PLAN_ONE, "--scenario", scenario, code=errors.EXIT_USAGE)
+
+
 @pytest.mark.parametrize("kv, said", [(8, "--kv-dtype: a K/V cache number format's name, got 8"),
                                       ("fp7", "unknown K/V dtype 'fp7'")])
 def test_a_serve_setups_kv_dtype_is_checked_through_the_api(kv, said):

@@ -75,7 +75,8 @@ class TargetSpec(BaseModel):
 
 class DecodingSpec(BaseModel):
     model_config = _STRICT
-    scheme: Optional[str] = None  # None: the model's own default scheme
+    # None: the model's own default scheme; '' is refused (as --scheme ''), not read as None
+    scheme: Optional[Annotated[str, StringConstraints(min_length=1, max_length=100)]] = None
     block: Optional[int] = Field(default=None, gt=0, le=1_000_000)
     tpf: Optional[float] = Field(default=None, gt=0, le=1_000_000)
     steps: Optional[float] = Field(default=None, gt=0, le=10_000_000)
