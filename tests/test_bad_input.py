@@ -280,6 +280,8 @@ def test_bad_efficiency_file(fails, tmp_path, content):
     *[(["plan", "--rate", "1", "--gpu", "h100", "--tp", "1", "--recv-interval", r], 2) for r in ("0", "1001", "x")],
     (["sweep", "--format", "xml"], 2),
     (["sweep", "--sort", "nosuchcolumn"], 2),
+    (["sweep", "--sort", ""], 2),  # once read as no --sort: exit 0, unsorted
+    (["sweep", "--sort", "-"], 2),
     (["sweep", "--top", "-1"], 2),
     (["sweep", "--logits", "some"], 2),
     (["sweep", "--expert-load", "most"], 2),

@@ -50,6 +50,8 @@ def sweep(
         raise UsageError("--x/--y/--color/--facet shape the chart: add --plot FILE or --format html")
     if limit is not None and limit < 0:
         raise UsageError("--limit must be 0 (all rows) or positive")
+    if sort is not None and not sort.lstrip("-"):  # '' was read as no --sort (and streamed with --allow-large)
+        raise UsageError("--sort needs a column name, e.g. tokens_per_s (prefix - to reverse)")
     requirements = requirements_of(require)
     models = [api.locate_example(m.strip()) for m in model.split(",") if m.strip()] or [model]
     if len(models) > 1 and output.charted:
