@@ -1360,6 +1360,14 @@ def test_a_scenarios_empty_model_name_is_refused(fails, tmp_path):
     assert fails("plan", "--scenario", scenario, code=errors.EXIT_USAGE).startswith("error: model: an empty model name")
 
 
+@pytest.mark.parametrize("field", ["tp", "precisions", "max_batch"])
+def test_a_scenarios_empty_search_list_is_refused_not_read_as_the_defaults(fails, tmp_path, field):
+    # `gpus: []` and `kv_dtype: []` were refused, but `tp: []` searched TP 1, 2, 4 and 8, exit 0
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"traffic: {{rate: 1}}\nsearch: {{gpus: [h100], {field}: []}}\n")
+    assert f"search.{field}" in fails("plan", "--requests", "100", "--scenario", scenario, code=errors.EXIT_USAGE)
+
+
 def test_a_scenarios_empty_scheme_is_refused_not_read_as_the_models_own(fails, tmp_path):
     # --scheme '' is refused; the same blank in a scenario's decoding once ran the model's default scheme
     scenario = tmp_path / "s.yaml"

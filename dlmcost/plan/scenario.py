@@ -98,8 +98,9 @@ def _one_as_list(value):
 class SearchSpec(BaseModel):
     model_config = _STRICT
     gpus: Optional[Union[str, list[str]]] = None
-    tp: Optional[list[int]] = None
-    precisions: Optional[list[str]] = None
+    # an empty list is refused, as `gpus: []` and --tp '' are (it was read as not given: the defaults searched)
+    tp: Optional[list[int]] = Field(default=None, min_length=1)
+    precisions: Optional[list[str]] = Field(default=None, min_length=1)
     # the K/V cache number formats searched, one name or a list (serve's --kv-dtype; None: bf16)
     # (one name read as a list of one, so that a bad item is named as a list's)
     kv_dtype: Optional[Annotated[list[KvDtypeName], BeforeValidator(_one_as_list)]] = Field(
@@ -108,7 +109,7 @@ class SearchSpec(BaseModel):
     # checked by `memory.check_mem_fraction` as serve's option is (a number: `true` and "0.9" are refused)
     mem_fraction: Optional[Annotated[float, Strict()]] = None
     decoding: Optional[list[DecodingSpec]] = None
-    max_batch: Optional[list[int]] = None
+    max_batch: Optional[list[int]] = Field(default=None, min_length=1)
     # the autoregressive prompts' token budget a step beside the decodes (0: none; None: the stack's),
     # checked by `behaviour.check_prefill_chunk` as serve's option is
     prefill_chunk: Optional[Annotated[int, Strict()]] = None
