@@ -258,3 +258,27 @@ def test_cli_token_file_that_is_a_device(cli_runs):
     code, _, err = cli_runs["token-device"]
     assert code == 10, err
     assert "HF_TOKEN_PATH" in err and "character device" in err
+
+
+def test_a_revision_climbing_out_of_the_cache_is_refused_before_the_hub_is_asked(tmp_path):
+    """huggingface_hub writes the commit a revision resolves to at <cache>/refs/<revision>: with
+    --revision ../../../x and a Hub that answers for it, that file was written outside the cache
+    (exit 0). A revision that is no git ref name is refused first, with one line."""
+    import os
+    import subprocess
+
+    outside = tmp_path / "escaped"
+    climb = "../" * 12 + str(outside).lstrip("/")
+    repo = FakeRepo({"config.json": CONFIG})
+    with FakeHub({"evil/refs": repo}) as hub:
+        repo.branches = {"main": repo.commit, climb: repo.commit}  # the hostile Hub: "yes, that branch exists"
+        env = hub_env(hub.url, tmp_path / "home" / "a" / "b")
+        for revision in (climb, "..", "refs/../main", "/abs", "a b"):
+            res = subprocess.run([sys.executable, "-m", "dlmcost", "model", "evil/refs", "--revision", revision],
+                                 env=env, cwd=str(Path(__file__).resolve().parents[1]), capture_output=True,
+                                 text=True, timeout=60)
+            assert res.returncode == 2, (revision, res.returncode, res.stderr)
+            assert res.stdout == "" and len(res.stderr.splitlines()) == 1, res.stderr
+            assert res.stderr.startswith("error: --revision") and "Traceback" not in res.stderr
+        assert not any("/resolve/" in path for _, path in hub.requests)  # refused before the Hub is asked
+    assert not outside.exists() and sorted(os.listdir(tmp_path)) in (["home"], [])

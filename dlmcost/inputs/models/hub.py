@@ -49,6 +49,16 @@ from ...safe_text import shown
 CONFIG_NAME = "config.json"
 INDEX_NAME = "model.safetensors.index.json"
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
+# a git ref name as the Hub takes it (main, v1.0, refs/pr/3): huggingface_hub writes the commit a
+# revision resolves to at <cache>/refs/<revision>, so '..' or a leading '/' would put it outside the cache
+_REVISION = re.compile(r"^(?!/)(?!.*//)(?!.*/$)(?!.*(?:^|/)\.)[A-Za-z0-9._/+=,@-]{1,256}$")
+
+
+def check_revision(revision: str | None) -> None:
+    """Refuse a revision that is no git ref name (before the cache or the Hub sees it)."""
+    if revision is not None and not _REVISION.fullmatch(revision):
+        raise UsageError(f"--revision '{shown(revision, 60)}' is not a branch, tag or commit name: letters, digits, "
+                         "'.', '_', '-', '+', '=', ',', '@' and '/' between names, no name starting with '.'")
 
 BUDGET_ENV = "DLMCOST_HUB_TIMEOUT"
 DEFAULT_BUDGET_S = 30.0  # all requests of one command together
@@ -415,6 +425,7 @@ def fetch_config(repo_id: str, revision: str | None = None,
     that could not be reached (or refused us) while a copy of this revision was cached.
     `timeout_s` bounds the wait for the Hub's first answer (default: HF_HUB_ETAG_TIMEOUT, 10 s).
     """
+    check_revision(revision)
     rev = revision or "main"
     _load_hub()
     try:
@@ -485,6 +496,7 @@ def verify_params(repo_id: str, revision: str | None = None, *, timeout_s: float
     "sharded": bool, "commit": str | None, "hub_reported_params": int | None}; the last is the
     Hub's own safetensors count, when its model API gives one.
     """
+    check_revision(revision)
     rev = revision or "main"
     _load_hub()
     try:

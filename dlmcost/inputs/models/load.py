@@ -200,7 +200,10 @@ def resolve_model(arg: str, *, revision: str | None = None, hub: bool = False,
         arg = key  # the Hub asked for by a bundled id's short name: its full id
     elif arg.endswith((".json", ".yaml", ".yml")) or "/" not in arg:
         raise _unknown(arg)
-    elif not hub and (meant := _slip_of_bundled(arg, revision)):
+    from .hub import check_revision  # hub.py imports huggingface_hub only when it asks the Hub
+
+    check_revision(revision)  # before the cache is read at refs/<revision>
+    if not key and not hub and (meant := _slip_of_bundled(arg, revision)):
         raise UnknownModelError(f"'{shown(arg)}' is not a bundled model; did you mean {meant}? (to fetch "
                                 f"'{shown(arg)}' from the Hub as written, add --hub)")
     from .hub import fetch_config  # imported lazily: huggingface_hub is slow to import
