@@ -82,7 +82,7 @@ class Setup:
             raise UsageError(f"--max-running: a whole number in 1..{MAX_RUNNING_REQUESTS}, got {self.max_running}")
         for name in ("tpf", "steps"):  # 0 was read as not given (the model's own), -5 blamed on --tpf
             v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating))
                                   or not (math.isfinite(v) and v > 0)):
                 raise UsageError(f"--{name}: a positive number, got {shown(repr(v), 40)}")
         if self.tpf_spread is not None and not (math.isfinite(self.tpf_spread) and 0 <= self.tpf_spread <= 4):
