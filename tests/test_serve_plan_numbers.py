@@ -1,0 +1,77 @@
+"""serve's and plan's per-GPU and cost numbers on tensor-parallel deployments, by hand.
+
+The other hand-worked serve and plan tests run one GPU a replica, where replicas and GPUs are one
+number: a formula dividing by replicas where it should divide by replicas x TP passes them. Here
+each replica is two GPUs (TP2), so GPUs = 2 x replicas and every per-GPU and per-GPU-hour number
+is checked against its documented formula (docs/plan.md, "Money and energy")."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlmcost import api
+from dlmcost.inputs.hardware import HardwareDB
+from dlmcost.serving import deployment as dep
+from dlmcost.serving.loads import ClosedLoop
+
+from test_serve import BLOCK, MODEL, _delay, foreign_scheme_warning
+
+pytestmark = pytest.mark.usefixtures("bundled_offline")
+
+
+def test_one_user_per_tp2_replica_by_hand():
+    """Two TP2 replicas of H100s (4 GPUs), two users without think time: each replica serves one
+    request at a time, T = d + the engine's batch-1 TP2 time (`api.analyze`); 2 requests of 128
+    tokens per T. tok/s/GPU = 2 x 128 / T / 4; $/Mtok = 4 x price / (2 x 128 / T x 3600) x 1e6;
+    J/token = 4 x W x (busy + 0.15 (1 - busy)) / (2 x 128 / T), busy = engine / T."""
+    import numpy as np
+    lengths = (np.full(200, 256.0), np.full(200, 128.0))
+    with foreign_scheme_warning():
+        prep = dep.prepare(MODEL, lengths, dep.Setup(gpu="h100", tp=2, replicas=2,
+                                                     **{**BLOCK, "release": "first-done"}))
+    p = dep.evaluate(prep, ClosedLoop(2), requests=400)
+    engine = api.analyze(MODEL, "h100", prompt=256, gen=128, batch=1, tp=2, **BLOCK)["results"][0]["time_s"]
+    total = engine + _delay()
+    out = 2 * 128 / total
+    assert p.output_tokens_per_s == pytest.approx(out, rel=1e-9)
+    assert p.output_tokens_per_s_per_gpu == pytest.approx(out / 4, rel=1e-9)
+    h100 = HardwareDB.load().get("h100")
+    price, watts = h100.price_per_hour.usd, h100.board_power_w
+    assert p.usd_per_mtok == pytest.approx(4 * price / (out * 3600) * 1e6, rel=1e-9)
+    busy = engine / total
+    assert p.gpu_busy_fraction == pytest.approx(busy, rel=1e-9)
+    assert p.joules_per_token == pytest.approx(4 * watts * (busy + 0.15 * (1 - busy)) / out, rel=1e-9)
+
+
+def test_trace_of_lone_requests_percentiles_and_per_user_speed_by_hand():
+    """Three requests 100 s apart on one replica never share a batch: each takes d + its own answer
+    length's lone time (`api.analyze` at batch 1). From those three latencies L_i and answers A_i:
+    the median, p90, p95 and p99 by linear interpolation between order statistics (rank
+    q/100 x 2 in the sorted list: p90 = L_2 + 0.8 (L_3 - L_2), p95 = L_2 + 0.9 (L_3 - L_2)), and
+    tok/s/user the *median* of A_i / L_i (not their mean)."""
+    import numpy as np
+    from dlmcost.serving.loads import TraceReplay
+
+    answers = [64.0, 128.0, 192.0]
+    trace = TraceReplay(np.array([0.0, 100.0, 200.0]), np.full(3, 256.0), np.array(answers))
+    with foreign_scheme_warning():
+        r = api.serve(MODEL, trace, dep.Setup(gpu="h100", replicas=1, **BLOCK))
+    p = r.points[0]
+    d = _delay()
+    lat = [d + api.analyze(MODEL, "h100", prompt=256, gen=int(a), batch=1, **BLOCK)["results"][0]["time_s"]
+           for a in answers]
+    s = sorted(lat)
+
+    def pct(q):  # rank q/100 x (n - 1), interpolated
+        k = q / 100 * 2
+        i = int(k)
+        return s[i] + (k - i) * (s[min(i + 1, 2)] - s[i])
+
+    assert p.latency_s["median"] == pytest.approx(s[1], rel=1e-9)
+    assert p.latency_s["p90"] == pytest.approx(pct(90), rel=1e-9)
+    assert p.latency_s["p95"] == pytest.approx(pct(95), rel=1e-9)
+    assert p.latency_s["p99"] == pytest.approx(pct(99), rel=1e-9)
+    assert p.latency_s["mean"] == pytest.approx(sum(lat) / 3, rel=1e-9)
+    speed = sorted(a / t for a, t in zip(answers, lat))
+    assert p.tokens_per_s_per_user == pytest.approx(speed[1], rel=1e-9)
+    assert abs(speed[1] - sum(speed) / 3) > 1e-3 * speed[1]  # the median, which the mean is not
