@@ -75,3 +75,23 @@ def test_trace_of_lone_requests_percentiles_and_per_user_speed_by_hand():
     speed = sorted(a / t for a, t in zip(answers, lat))
     assert p.tokens_per_s_per_user == pytest.approx(speed[1], rel=1e-9)
     assert abs(speed[1] - sum(speed) / 3) > 1e-3 * speed[1]  # the median, which the mean is not
+
+
+def test_saturation_per_gpu_of_tp2_replicas_by_hand():
+    """serve's saturation (JSON `saturation`, the charts' dashed line) of two TP2 replicas: each
+    replica runs waves of 16 requests (its batch limit) in step, each wave the engine's batch-16
+    TP2 generation time T16, so the replicas complete 2 x 16 / T16 requests/s, 128 output tokens
+    each, over 2 x 2 = 4 GPUs: 2 x 16 x 128 / T16 / 4 tokens/s a GPU (one replica's tokens/s over
+    its 2 GPUs, not over 1)."""
+    import numpy as np
+
+    lengths = (np.full(200, 256.0), np.full(200, 128.0))
+    with foreign_scheme_warning():
+        prep = dep.prepare(MODEL, lengths, dep.Setup(gpu="h100", tp=2, replicas=2, max_running=16,
+                                                     **{**BLOCK, "release": "synchronous"}))
+    s = dep.saturation(prep, requests=400)
+    t16 = api.analyze(MODEL, "h100", prompt=256, gen=128, batch=16, tp=2, **BLOCK)["results"][0]["time_s"]
+    assert s["rate"] == pytest.approx(2 * 16 / t16, rel=1e-9)
+    assert s["output_tokens_per_s"] == pytest.approx(2 * 16 * 128 / t16, rel=1e-9)
+    assert s["output_tokens_per_s_per_gpu"] == pytest.approx(2 * 16 * 128 / t16 / 4, rel=1e-9)
+    assert s["in_flight"] == 2 * 16
