@@ -95,3 +95,32 @@ def test_saturation_per_gpu_of_tp2_replicas_by_hand():
     assert s["output_tokens_per_s"] == pytest.approx(2 * 16 * 128 / t16, rel=1e-9)
     assert s["output_tokens_per_s_per_gpu"] == pytest.approx(2 * 16 * 128 / t16 / 4, rel=1e-9)
     assert s["in_flight"] == 2 * 16
+
+
+def test_plan_table_money_energy_and_gpu_cells_by_hand():
+    """The plan table's columns after the headroom, for test_plan's hand-worked deployment (3
+    replicas x TP2 H100 at $3/GPU-hour, 700 W at power utilisation 0.5, 1.5 req/s served of 109
+    mean answer tokens: 163.5 tok/s) and a sustained load of 6 req/s set by hand:
+    $/h = 6 x 3 = 18; $/Mtok = 18 / (163.5 x 3600) x 1e6 = 30.58 -> '31'; $/Mtok @cap =
+    18 / (6 x 109 x 3600) x 1e6 = 7.645 -> '7.6'; J/tok = 6 x 700 x 0.5 / 163.5 = 12.84 -> '13';
+    GPUs = 3 x 2 = 6, no band ('-')."""
+    import numpy as np
+    from dlmcost.plan import replicas, results
+    from dlmcost.render.plan import plan_table
+    from dlmcost.serving.steptime import Decoding
+
+    gpu = HardwareDB.load().get("h100")
+    latency = np.arange(1.0, 101.0)
+    tokens = np.where(np.arange(100) < 90, 10.0, 1000.0)  # mean 109
+    ev = replicas.ReplicaRun(latency=latency, ttfb=latency / 100, tokens=tokens, served_rps=0.5)
+    cand = replicas.Candidate(gpu, "bf16", 2, Decoding("block", 32, 2.0), 64, None, np.array([109.0]), 48)
+    pricing = replicas.Pricing({gpu.key: 3.0}, {gpu.key: "test"}, {gpu.key: 700.0}, power_utilisation=0.5)
+    d = replicas._deployment(cand, ev, replicas=3, capacity_rps=2.0, pricing=pricing, targets=results.Targets())
+    d.sustained_rps = 6.0
+    d.usd_per_mtok_at_capacity = 18.0 / (6.0 * 109 * 3600) * 1e6
+    assert 18.0 / (163.5 * 3600) * 1e6 == pytest.approx(30.58, abs=0.01)
+    headers, (cells,) = plan_table([d.record()], show_decoding=False)
+    names = [h.replace("\n", " ") for h in headers]
+    at = dict(zip(names, cells))
+    assert (at["$/h"], at["$/Mtok"], at["$/Mtok @cap"], at["J/tok"]) == ("18", "31", "7.6", "13")
+    assert (at["GPUs (band)"], at["$/Mtok band"], at["p95 s band"]) == ("6", "-", "-")
