@@ -124,3 +124,30 @@ def test_plan_table_money_energy_and_gpu_cells_by_hand():
     at = dict(zip(names, cells))
     assert (at["$/h"], at["$/Mtok"], at["$/Mtok @cap"], at["J/tok"]) == ("18", "31", "7.6", "13")
     assert (at["GPUs (band)"], at["$/Mtok band"], at["p95 s band"]) == ("6", "-", "-")
+
+
+def test_plan_gpus_at_the_band_ends_of_tp2_replicas_by_hand(capsys):
+    """test_intervals' band-ends check on TP2 replicas: no latency target, fixed lengths, batch
+    limit 8, so the fewest replicas keep utilisation below 1, R = floor(rate / capacity) + 1, with
+    a replica's capacity 8 / T8 (T8: `api.analyze` at batch 8, TP2) divided by the band's end k;
+    the GPUs at each end are 2 x R (GPUs, not replicas)."""
+    import json
+    import math
+
+    from dlmcost.cli import main
+    from test_intervals import on_nvidia
+
+    band = on_nvidia("sglang")
+    a = api.analyze(MODEL, "h100", scheme="block", block=32, tpf=2, prompt=256, gen=128, batch=8, tp=2,
+                    stack="sglang")["results"][0]
+    capacity = 8 / a["time_s"]
+    rate = 2.5 * capacity
+    capsys.readouterr()
+    rc = main([str(x) for x in ("plan", MODEL, "--rate", rate, "--gpu", "h100", "--tp", "2", "--precision",
+                                "bf16", "--scheme", "block", "--block", "32", "--tpf", "2", "--prompt", "256",
+                                "--answer", "128", "--max-batch", "8", "--price", "h100=2",
+                                "--max-usd-per-mtok", "1000", "--stack", "sglang", "-f", "json")])
+    (d,) = json.loads(capsys.readouterr().out)["deployments"]
+    assert rc == 0 and d["tp"] == 2
+    assert d["gpus"] == 2 * (math.floor(rate / capacity) + 1)
+    assert d["intervals"]["gpus"] == [2 * (math.floor(rate / (capacity / k)) + 1) for k in (band["low"], band["high"])]
