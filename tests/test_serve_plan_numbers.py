@@ -151,3 +151,17 @@ def test_plan_gpus_at_the_band_ends_of_tp2_replicas_by_hand(capsys):
     assert rc == 0 and d["tp"] == 2
     assert d["gpus"] == 2 * (math.floor(rate / capacity) + 1)
     assert d["intervals"]["gpus"] == [2 * (math.floor(rate / (capacity / k)) + 1) for k in (band["low"], band["high"])]
+
+
+def test_serve_pareto_front_by_hand_with_a_tie():
+    """serve's '*': a point is on the front when no other has at least its tok/s/GPU and tok/s/user
+    and more of one. Points (tok/s/GPU, tok/s/user): a = (100, 10) and its twin b = (100, 10) tie,
+    neither beats the other: both on the front; c = (50, 20) on it; d = (50, 10) beaten by a."""
+    from types import SimpleNamespace
+
+    from dlmcost.serving.deployment.measure import mark_pareto
+
+    pts = [SimpleNamespace(output_tokens_per_s_per_gpu=g, tokens_per_s_per_user=u, pareto=None)
+           for g, u in ((100, 10), (100, 10), (50, 20), (50, 10))]
+    mark_pareto(pts)
+    assert [p.pareto for p in pts] == [True, True, True, False]
