@@ -247,8 +247,13 @@ def test_bad_gemma_and_qwen3_moe_configs(tmp_path, capsys):
     with pytest.raises(ConfigError, match="'sliding_window'"):
         spec_from_mapping({k: v for k, v in base.items() if k != "sliding_window"}, model_id="bad", source="local")
     qwen = json.loads((CONFIG_DIR / "Qwen__Qwen3-30B-A3B.json").read_text())
-    with pytest.raises(ConfigError, match="'mlp_only_layers'"):
-        spec_from_mapping({**qwen, "mlp_only_layers": [99]}, model_id="bad", source="local")
+    for bad in ([99], 0, ""):  # 0 and "" were read as no list (falsy), not refused
+        with pytest.raises(ConfigError, match="'mlp_only_layers'"):
+            spec_from_mapping({**qwen, "mlp_only_layers": bad}, model_id="bad", source="local")
+    assert spec_from_mapping({**qwen, "mlp_only_layers": None}, model_id="ok", source="local").n_moe_layers == 48
+    for bad in (0, "", False):  # as architectures: "x" is refused, so is a falsy non-list
+        with pytest.raises(ConfigError, match="'architectures' must be a list"):
+            spec_from_mapping({**qwen, "architectures": bad}, model_id="bad", source="local")
     from dlmcost.cli import main
     cfg = _dg_config()
     cfg["text_config"]["sliding_window"] = 0

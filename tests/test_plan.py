@@ -670,9 +670,11 @@ def test_every_bundled_price_and_power_has_a_source():
 
 @pytest.mark.parametrize("change, needle", [
     ({"price_per_hour": {"usd": 2.0, "low": 3.0, "as_of": "2026", "source": "x"}}, "low"),
-    ({"price_per_hour": {"usd": -2.0, "as_of": "2026", "source": "x"}}, "greater than 0"),
+    ({"price_per_hour": {"usd": -2.0, "as_of": "2026", "source": "x"}}, "greater than or equal to 0.01"),
     ({"price_per_hour": {"usd": 2.0, "as_of": "2026"}}, "source"),
     ({"board_power_w": 700}, "sources.board_power_w"),
+    ({"board_power_w": 1e-300, "sources": {"board_power_w": "x"}}, "greater than or equal to 1"),
+    ({"price_per_hour": {"usd": 2.0, "low": 1e-300, "as_of": "2026", "source": "x"}}, "greater than or equal to 0.01"),
 ])
 def test_price_and_power_validation(change, needle):
     from pydantic import ValidationError

@@ -124,9 +124,10 @@ class Price(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    usd: Number = Field(gt=0, le=1000)
-    low: Number | None = Field(default=None, gt=0, le=1000)
-    high: Number | None = Field(default=None, gt=0, le=1000)
+    # no GPU rents for under a cent an hour: 1e-300 would print every $/Mtok as 0.00
+    usd: Number = Field(ge=0.01, le=1000)
+    low: Number | None = Field(default=None, ge=0.01, le=1000)
+    high: Number | None = Field(default=None, ge=0.01, le=1000)
     as_of: str = Field(min_length=4)  # date of the source snapshot, e.g. 2026-09-25
     source: str = Field(min_length=1)
     estimate: bool = True  # list prices move often (2025-2026 saw cuts and rises): never a constant
@@ -171,7 +172,8 @@ class GPU(BaseModel):
     sources: dict[str, str]
     notes: str = ""
     price_per_hour: Price | None = None  # per GPU; None: no public price (plan needs --price)
-    board_power_w: Number | None = Field(default=None, gt=0, le=100_000)  # vendor envelope (TDP/TBP)
+    # vendor envelope (TDP/TBP); no accelerator draws under a watt, so 1e-300 W is a typo, not a part
+    board_power_w: Number | None = Field(default=None, ge=1, le=100_000)
     # the market the vendor sells the card in: `plan` searches data-centre parts unless asked
     segment: Literal["datacenter", "workstation", "consumer"] = "datacenter"
     # what one is called in a sentence ("4 chips"): TPUs and Trainium are chips, Gaudi an accelerator

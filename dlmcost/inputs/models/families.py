@@ -181,7 +181,8 @@ def parse_qwen3_moe(cfg: Config) -> dict:
     _missing(cfg, ["num_experts", "num_experts_per_tok", "moe_intermediate_size"], "Qwen3-MoE")
     n = spec["n_layers"]
     step = get_int(cfg, "decoder_sparse_step", 1)
-    dense_only = cfg.get("mlp_only_layers") or []
+    dense_only = cfg.get("mlp_only_layers")
+    dense_only = [] if dense_only is None else dense_only  # null reads as absent; 0 or "" is no list
     if not isinstance(dense_only, list) or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n
                                                for i in dense_only):
         raise ConfigError(f"config field 'mlp_only_layers' must list layer indices below {n}")
@@ -527,7 +528,8 @@ FAMILIES: list[Family] = [
 def detect(cfg: Config) -> Family:
     """Pick the parser: specific detectors (MoE keys) first, then model_type, then architectures."""
     model_type = str(cfg.get("model_type", "")).lower()
-    archs = cfg.get("architectures") or []
+    archs = cfg.get("architectures")
+    archs = [] if archs is None else archs  # null reads as absent; 0, "" or false are no list of names
     if not isinstance(archs, list):
         raise ConfigError("config field 'architectures' must be a list of class names")
     for fam in FAMILIES:
