@@ -116,6 +116,10 @@ class Efficiency(BaseModel):
         return v
 
 
+# a GPU-hour's price, USD: no GPU rents for under a cent an hour (1e-300 would print every $/Mtok as 0.00)
+MIN_USD_PER_HOUR, MAX_USD_PER_HOUR = 0.01, 1000.0
+
+
 class Price(BaseModel):
     """Rental price of one GPU for one hour, USD: a dated public on-demand list price, an estimate.
 
@@ -124,10 +128,9 @@ class Price(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    # no GPU rents for under a cent an hour: 1e-300 would print every $/Mtok as 0.00
-    usd: Number = Field(ge=0.01, le=1000)
-    low: Number | None = Field(default=None, ge=0.01, le=1000)
-    high: Number | None = Field(default=None, ge=0.01, le=1000)
+    usd: Number = Field(ge=MIN_USD_PER_HOUR, le=MAX_USD_PER_HOUR)
+    low: Number | None = Field(default=None, ge=MIN_USD_PER_HOUR, le=MAX_USD_PER_HOUR)
+    high: Number | None = Field(default=None, ge=MIN_USD_PER_HOUR, le=MAX_USD_PER_HOUR)
     as_of: str = Field(min_length=4)  # date of the source snapshot, e.g. 2026-09-25
     source: str = Field(min_length=1)
     estimate: bool = True  # list prices move often (2025-2026 saw cuts and rises): never a constant

@@ -26,7 +26,7 @@ from ..errors import DlmcostWarning, OverrideError, UsageError
 from ..safe_text import shown
 from ..inputs import files
 from ..inputs.names import task_key
-from ..inputs.hardware import HardwareDB
+from ..inputs.hardware import MAX_USD_PER_HOUR, MIN_USD_PER_HOUR, HardwareDB
 from ..inputs.models import ModelSpec
 from ..inputs.stacks import MAX_RUNNING_REQUESTS
 from .results import Targets
@@ -253,8 +253,9 @@ def parse_price(text: str) -> tuple[str, float]:
         usd = float(value)
     except ValueError:
         usd = float("nan")
-    if not sep or not name.strip() or not (0 < usd <= 1000):
-        raise UsageError(f"--price: expected NAME=USD per GPU-hour (0 < USD <= 1000), got '{text}'")
+    if not sep or not name.strip() or not (MIN_USD_PER_HOUR <= usd <= MAX_USD_PER_HOUR):
+        raise UsageError(f"--price: expected NAME=USD per GPU-hour ({MIN_USD_PER_HOUR:g} <= USD <= "
+                         f"{MAX_USD_PER_HOUR:g}), got '{text}'")
     return name.strip(), usd
 
 
@@ -300,8 +301,9 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
             source[g.key] = f"list price as of {g.price_per_hour.as_of} (estimate)"
     for key, name in gpus_priced(spec.prices, db, "prices").items():
         value = spec.prices[name]
-        if not (0 < value <= 1000):
-            raise UsageError(f"prices: {name} must be a price per GPU-hour in (0, 1000], got {value}")
+        if not (MIN_USD_PER_HOUR <= value <= MAX_USD_PER_HOUR):
+            raise UsageError(f"prices: {name} must be a price per GPU-hour in [{MIN_USD_PER_HOUR:g}, "
+                             f"{MAX_USD_PER_HOUR:g}], got {value}")
         usd[key], source[key] = value, "user"
     ranges = {g.key: price_range(usd[g.key], source[g.key], g.price_per_hour) for g in db.gpus.values() if g.key in usd}
     s = spec.search
