@@ -1038,6 +1038,21 @@ def test_absurd_marks_by_hand():
     assert [d.absurd for d in ds] == [False, False, True, False, True]
 
 
+def test_plan_pareto_front_by_hand_with_ties():
+    """On the front: no other deployment at least as cheap and at least as fast, and better at one.
+    By hand: A ($1, 3 s) and F ($1, 4 s): F is as cheap and slower, off; B ($2, 3 s) as fast as A and
+    dearer, off; C ($2, 2 s) on; D ($3, 2 s) as fast as C and dearer, off; E ($4, 1 s) on."""
+    def dep(name, cost, p95):
+        d = results.Deployment(name, name, 1, 1, "bf16", "mdm", None, 1.0, "mdm", 1, 1, 1, 1, 1, 1, 1, 1, 0,
+                               cost * 10, cost, None, None, None)
+        d.p95_latency_s = p95
+        return d
+    ds = [dep("F", 1.0, 4.0), dep("B", 2.0, 3.0), dep("A", 1.0, 3.0), dep("D", 3.0, 2.0), dep("C", 2.0, 2.0),
+          dep("E", 4.0, 1.0)]
+    assert [d.gpu for d in results.pareto_front(ds)] == ["A", "C", "E"]
+    assert [d.gpu for d in ds if d.pareto] == ["A", "C", "E"]
+
+
 def test_absurd_deployments_are_left_out_unless_asked_for(capsys):
     """LLaDA-8B's full-canvas mdm costs far more per token than dual-cache: those rows are absurd,
     out of the default output (counted), listed and marked with --absurd."""

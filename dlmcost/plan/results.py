@@ -108,7 +108,9 @@ def check_targets(d: Deployment, t: Targets) -> list[Miss]:
 
 
 def pareto_front(deployments: list[Deployment]) -> list[Deployment]:
-    """Priced deployments no other beats on both $/Mtok and p95 latency (marks them `pareto`)."""
+    """Priced deployments no other matches or beats on both $/Mtok and p95 latency while beating on one
+    (marks them `pareto`): in order of $/Mtok, then p95, each faster than the last kept (of exact
+    twins, the first)."""
     front = []
     priced = [d for d in deployments if d.usd_per_mtok is not None]
     for d in sorted(priced, key=lambda x: (x.usd_per_mtok, x.p95_latency_s)):
