@@ -43,6 +43,9 @@ def points_vendor(points, hardware: list[str] | None) -> str | None:
     return vendors.pop() if len(vendors) == 1 else None
 
 
+MAX_BATCHES = 64  # as serve's deployments: a --batch list of thousands would time for hours
+
+
 def measure_batches(model: str, gpu: str, workload: dict, batches: list[int], *, stack: str | None, backend: str,
                     device: str | None, warmup: int, repeats: int, layers: int | None,
                     hardware: list[str] | None, progress: Callable[[int, int], None] | None = None):
@@ -54,11 +57,9 @@ def measure_batches(model: str, gpu: str, workload: dict, batches: list[int], *,
     if len(batches) > MAX_BATCHES:
         raise UsageError(f"measure: {len(batches):,} batch sizes; measure at most {MAX_BATCHES} at once "
                          "(each is timed on its own)")
+    # the timing is a generator of its own: these checks run when called, not at the first measurement
     return _measure_each(model, gpu, workload, batches, stack=stack, backend=backend, device=device, warmup=warmup,
                          repeats=repeats, layers=layers, hardware=hardware, progress=progress)
-
-
-MAX_BATCHES = 64  # as serve's deployments: a --batch list of thousands would time for hours
 
 
 def _measure_each(model, gpu, workload, batches, *, stack, backend, device, warmup, repeats, layers, hardware,
