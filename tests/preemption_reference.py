@@ -151,3 +151,118 @@ def out_of_batch(r):
     """The time each request of a SimResult spent out of the batch after a preemption (0 where none
     was): what Little's law checks take off its stay from first joining to done."""
     return 0.0 if r.requeued_s is None else r.requeued_s
+
+
+def prefill_first_by_iteration(table, request_class, batch_cap, nfe, arrivals=None, users=None, think=0.0,
+                               limit=1.0 + 1e-9):
+    """(done, first output, preemptions) for each request where prefills run before the decodes
+    (SGLang's scheduler), walked iteration by iteration from the rules above, except:
+    4. newcomers join as above (the budget, if any, shared with the rest of a prompt in pieces,
+       fed first), and an iteration that prefills anything (a newcomer's prompt, a piece) holds
+       only the requests it prefills: bp of them, each pass_s[c][bp] / bp, plus their prompts'
+       lift at bp (no budget: lift x its tokens over its prompt's; a budget: tokens x lift / P), over bp;
+       the others wait. A request's first output comes with its prompt's last token;
+    5. otherwise every running request decodes: pass_s[c][b] / b each, one pass each, and its K/V
+       grows: h + (s - h)(d - a)/(f - a) at d decode iterations run, admitted at a, its last
+       output at f = a + (passes left - 1) (one more where that is a: it leaves before growing).
+    `nfe`: each request's passes, its prefill one of them however many pieces it takes."""
+    n = len(request_class)
+    cls = list(request_class)
+    share, held_p = table.mem_share, table.held_from_admission
+    budget = table.prefill_budget
+    prompt = table.prompt_tokens if budget else None
+    lift = [[f - p for f, p in zip(fr, pr)] for fr, pr in zip(table.first_pass_s, table.pass_s)]
+    arrival = list(arrivals) if arrivals is not None else [0.0] * min(users, n) + [math.inf] * max(0, n - users)
+    issued = n if arrivals is not None else min(users, n)
+    left = list(nfe)  # passes left, the (next) prefill among them
+    tokens = [prompt[c] if prompt else 0 for c in cls]
+    scale = [1.0] * n
+    hold = [share[c] * held_p[c] for c in cls]
+    streamed = [False] * n
+    done, first_out = [math.nan] * n, [math.nan] * n
+    running = []
+    queue: deque = deque()
+    arrived = [False] * n
+    carried = None  # [request, tokens left] of a prompt in its pieces
+    t, d, preemptions = 0.0, 0, 0
+
+    def held_at(r, d):
+        s = share[cls[r["i"]]]
+        return r["h"] + (s - r["h"]) * (d - r["a"]) / (r["f"] - r["a"])
+
+    def usage(d, extra=()):
+        return math.fsum([held_at(r, d) for r in running] + list(extra))
+
+    while any(x != x for x in done):
+        while len(running) > 1 and usage(d) > limit:
+            r = running.pop()
+            i, c = r["i"], cls[r["i"]]
+            u = held_at(r, d)
+            left[i] = r["left"]  # its decodes left, and the recompute's prefill one more
+            hold[i] = u
+            rescaled = held_p[c] > 0 and min(lift[c][1:]) >= 0
+            scale[i] = u / (share[c] * held_p[c]) if rescaled else 1.0
+            if prompt:
+                tokens[i] = max(1, round(prompt[c] * scale[i]))
+            queue.appendleft(i)
+            preemptions += 1
+        for i in range(n):
+            if not arrived[i] and arrival[i] <= t:
+                arrived[i] = True
+                queue.append(i)
+        if not running and not queue:
+            t = min(arrival[i] for i in range(n) if not arrived[i])
+            continue
+        fed = []  # (request, tokens) prefilled this iteration
+        room = budget
+        if carried is not None:
+            take = min(carried[1], budget)
+            fed.append((carried[0], take))
+            room -= take
+            carried[1] -= take
+            if carried[1] == 0:
+                carried = None
+        while queue and len(running) < batch_cap:
+            i = queue[0]
+            c = cls[i]
+            if running and usage(d, [hold[i]]) > limit:
+                break
+            take = None
+            if budget:
+                if room <= 0 or carried is not None:
+                    break
+                take = min(tokens[i], room)
+                room -= tokens[i]
+                if tokens[i] > take:
+                    carried = [i, tokens[i] - take]
+            queue.popleft()
+            f = d + left[i] - 1
+            running.append({"i": i, "a": d, "h": hold[i], "f": f if f > d else d + 1, "left": left[i], "prefilling": True})
+            fed.append((i, take))
+        if fed:  # prefills alone
+            bp = len(fed)
+            tau = sum(table.pass_s[cls[i]][bp] for i, _ in fed) / bp
+            for i, x in fed:
+                c = cls[i]
+                tau += (lift[c][bp] * scale[i] if x is None else x * lift[c][bp] / prompt[c]) / bp
+            t += tau
+            ending = [i for i, _ in fed if carried is None or carried[0] != i]
+            for r in running:
+                if r["i"] in ending and r["prefilling"]:
+                    r["prefilling"] = False
+                    r["left"] -= 1
+                    if not streamed[r["i"]]:
+                        first_out[r["i"]], streamed[r["i"]] = t, True
+        else:  # the decodes
+            b = len(running)
+            t += sum(table.pass_s[cls[r["i"]]][b] for r in running) / b
+            d += 1
+            for r in running:
+                r["left"] -= 1
+        for r in sorted([r for r in running if r["left"] == 0], key=lambda r: r["i"]):
+            running.remove(r)
+            done[r["i"]] = t
+            if issued < n:
+                arrival[issued] = t + think
+                issued += 1
+    return done, first_out, preemptions

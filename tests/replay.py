@@ -49,3 +49,70 @@ def replay(nfe, first_passes, first, steady, cls, cap, arrivals=None, users=None
                     arrival[issued] = now + think_s
                     issued += 1
     return [done[i] for i in range(n)], [ttfb[i] for i in range(n)]
+
+
+def replay_prefill_first(answers, prompts, steady, whole_lift, cls, cap, budget=None, arrivals=None, users=None,
+                         think_s=0.0, step=None):
+    """(completion times, first-token times) of token-streaming requests of classes `cls` on an
+    engine that runs prefills before decodes (SGLang's scheduler), written from the rule: at each
+    boundary, if the prompt in pieces has tokens left or a waiting request fits (fewer than `cap`
+    in flight), the iteration prefills alone: first the rest of the prompt in pieces (up to the
+    `budget` of tokens; None: no limit), then waiting prompts first come, first served, while
+    budget is left, the last one cut where it runs out; the requests in flight that are not
+    prefilling wait. Its time: over the bp requests it prefills, each one's steady[c][bp] / bp
+    plus t / P_c of its class's whole prefill work whole_lift[c][bp], over bp, for the t tokens it
+    prefills, plus step[bp] once (None: nothing). A request's first token comes at the end of the
+    iteration with its prompt's last token; it is done after answers[c] tokens. Otherwise every
+    request in flight decodes one token, an iteration of sum steady[c_i][b] / b."""
+    n = len(cls)
+    arrival = list(arrivals) if arrivals is not None else [0.0] * min(users, n) + [math.inf] * (n - min(users, n))
+    issued = n if arrivals is not None else min(users, n)
+    now = 0.0
+    waiting, inflight, done, ttfb, received = [], {}, {}, {}, set()
+    prompt_left, tokens = {}, {}
+    while len(done) < n:
+        for i in range(n):
+            if i not in received and arrival[i] <= now + 1e-12:
+                waiting.append(i)
+                received.add(i)
+        waiting.sort(key=lambda i: (arrival[i], i))
+        left = math.inf if budget is None else budget
+        batch = []  # (request, tokens it prefills now)
+        for i in inflight:
+            if prompt_left[i] > 0:  # the prompt in pieces goes on first
+                t = min(prompt_left[i], left)
+                batch.append((i, t))
+                left -= t
+        while waiting and len(inflight) < cap and left > 0:
+            i = waiting.pop(0)
+            inflight[i], prompt_left[i], tokens[i] = True, prompts[cls[i]], 0
+            t = min(prompts[cls[i]], left)
+            batch.append((i, t))
+            left -= t
+        if batch:
+            bp = len(batch)
+            now += sum(steady[cls[i]][bp] + t / prompts[cls[i]] * whole_lift[cls[i]][bp] for i, t in batch) / bp
+            now += step[bp] if step is not None else 0.0
+            ended = []
+            for i, t in batch:
+                prompt_left[i] -= t
+                if prompt_left[i] == 0:
+                    ttfb[i], tokens[i] = now, 1
+                    ended.append(i)
+        elif inflight:
+            b = len(inflight)
+            now += sum(steady[cls[i]][b] for i in inflight) / b
+            ended = list(inflight)
+            for i in ended:
+                tokens[i] += 1
+        else:  # idle until the next arrival
+            now = min(arrival[i] for i in range(n) if i not in received)
+            continue
+        for i in ended:
+            if tokens[i] == answers[cls[i]]:
+                done[i] = now
+                del inflight[i]
+                if issued < n:  # closed loop: the user asks again after thinking
+                    arrival[issued] = now + think_s
+                    issued += 1
+    return [done[i] for i in range(n)], [ttfb[i] for i in range(n)]

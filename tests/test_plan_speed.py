@@ -255,7 +255,8 @@ def test_one_kind_loop_under_a_budget_with_kv_on_demand_is_the_general_loop(monk
     at their whole shares (the general loop asks no K/V question), else the general loop runs;
     either way the general loop's schedule to the last bit, with first blocks outside the limit or
     not, and both ways are taken here, with a front end before the engine too (servers that take
-    time a request or none, a first-token delay or none: the run given up sends every request again)."""
+    time a request or none, a first-token delay or none: the run given up sends every request again),
+    and with prefills before the decodes (SGLang's) in a quarter of the runs."""
     import importlib
 
     first_done = importlib.import_module("dlmcost.serving.simulate.first_done")
@@ -272,7 +273,7 @@ def test_one_kind_loop_under_a_budget_with_kv_on_demand_is_the_general_loop(monk
         first_s = [[0.0] + [p + 0.8 * b for b, p in enumerate(pass_s[0]) if b]]
         table = ClassTable([k + int(rng.integers(1, 12))], [k], [1.0 / rng.uniform(1.2, top - 0.5)], pass_s, first_s,
                            lift_passes=[k], prompt_tokens=[prompt], prefill_budget=budget,
-                           held_from_admission=[rng.uniform(0.1, 0.6)])
+                           held_from_admission=[rng.uniform(0.1, 0.6)], prefill_first=seed % 4 == 2)
         n = int(rng.integers(4, 30))
         load = dict(arrivals_s=np.sort(rng.uniform(0, n * rng.uniform(0.3, 20.0), n)), first_block_outside_limit=ahead)
         if seed % 4 == 1:  # a closed loop: each answer's user sends again, through the front end where there is one

@@ -32,6 +32,20 @@ work), so a prompt's pieces carry its whole prefill. No prompt starts while anot
 the budget: prompts arriving together are prefilled in turn, several to an iteration where they
 fit, not side by side over a budget each.
 
+Prefills before the decodes (`prefill_first`, SGLang's scheduler: a prefill batch whenever one can
+be formed, the decode batch only when none can; token-streaming requests, whose first output is
+their prefill's). An iteration that admits a request (its prompt whole, or under a budget its first
+piece) or feeds a piece of a prompt holds only the b_p requests it prefills: it costs
+sum_i pass_s[c_i][b_p] / b_p plus their prefills' lift at b_p (under a budget, t / P_c of it for t
+tokens), plus the dispatch below, and the other requests in flight wait; the next iteration that
+prefills nothing runs every request's decode. A prompt's pieces then run in iterations of their
+own, back to back, each pass_s[c][1] + C x its lift / P_c. So a request's finish is counted in
+decode iterations, not iterations: admitted when D decode iterations have run, it finishes at the
+end of decode iteration D + NFE - 1 (its prefill's pieces, however many, count as one pass), or of
+its prefill's last piece where NFE is 1; its first output comes at the end of its prompt's last
+piece, as above. The K/V grown on demand (below) grows with decode iterations. A lone request's
+times are unchanged.
+
 A prefill forward's own dispatch (`prefill_step_s`, an engine whose CUDA graphs cover decode only:
 SGLang's eager prefill) is no share of a pass: an iteration that prefills any prompt, or a piece of
 one under a budget, adds it once, however many prompts it holds and however many requests run
@@ -172,6 +186,8 @@ def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,
             raise ValueError("a prefix cache (uncached) is simulated for first-done release only")
         if recv_interval != 1:
             raise ValueError("a receive interval (recv_interval) is simulated for first-done release only")
+        if table.prefill_first:
+            raise ValueError("prefills before the decodes (prefill_first) are simulated for first-done release only")
         r = synchronous_rounds(table, request_class, batch_cap, passes or class_passes(table, request_class),
                                arrivals_s, users, think_s, first_block_outside_limit, desk)
     else:

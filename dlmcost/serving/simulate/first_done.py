@@ -18,7 +18,8 @@ from .in_order import (MEMORY_LIMIT, _first_done_in_order, _fit_whole, _most_run
                        _one_stream)
 from .on_demand import HeldKV
 from .receiving import Receiver
-from .tables import ClassTable, RequestPasses, SimResult, _prefill_stream, in_flight_cap, uncached_prompt_tokens
+from .tables import (ClassTable, RequestPasses, SimResult, _check_prefill_first, _prefill_stream, in_flight_cap,
+                     uncached_prompt_tokens)
 from .work import SimulationWork
 
 def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arrivals_s: np.ndarray | None,
@@ -76,6 +77,9 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
     else:  # each request's own passes, less its class's lone prefill iterations past the first (as above)
         extra = np.asarray(lone_k, np.int64)[request_class] - 1
         nfe, first = (passes.nfe - extra).tolist(), (passes.first - extra).tolist()
+    pf = table.prefill_first  # prefills before the decodes: finishes counted in decode iterations (`dec`)
+    if pf:
+        _check_prefill_first(nfe, first, ahead, prompt if stream is not None else None)
     uniform = not any(any(row) for row in lift)
     lift0 = lift[0]
     steps = table.prefill_step_s is not None  # an iteration that prefills adds its forward's dispatch once
@@ -135,6 +139,7 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
     share_used = 0.0
     limit = MEMORY_LIMIT
     it = 0
+    dec = 0  # decode iterations run: `it` itself unless prefills run before the decodes (pf)
     now = 0.0
     busy = 0.0
     seg_it: list[int] = []
@@ -143,15 +148,15 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
     completed = 0
     recv = Receiver(recv_interval) if recv_interval > 1 else None
     while completed < n:
-        while grow and b > never_over and b > 1 and kv.over(it, limit):
+        while grow and b > never_over and b > 1 and kv.over(dec, limit):
             # the K/V grown on demand ran out: the latest admitted leaves for the front of the queue
             i = kv.newest()
             c = cls[i]
             del inflight[bisect.bisect_left(inflight, (fin[i], i))]
-            u = kv.term(i, it)
+            u = kv.term(i, dec)
             # it prefills its prompt and its tokens so far again (where its class's lift can be scaled)
             kv.h0[i], factor[i] = u, u / (share[c] * held[c]) if rescaled[c] else 1.0
-            nfe[i] = fin[i] - it  # the passes it had left, the first of them that prefill
+            nfe[i] = fin[i] - dec  # the passes it had left, the first of them that prefill
             first[i] = first_it[i] - it if first_it[i] > it else -1  # -1: its first output was streamed
             if stream is not None and prompt[c]:
                 own[i] = max(1, round(prompt[c] * factor[i]))
@@ -186,7 +191,7 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
             c = cls[i]
             if grow:  # the K/V held now and its own (its prompt's; a preempted one's, its tokens so far) fit
                 h = kv.h0[i] if requeued else share[c] * held[c]
-                if b >= never_over and b and kv.over(it, limit, h):
+                if b >= never_over and b and kv.over(dec, limit, h):
                     break
             elif share_used + share[c] > limit and b:
                 break
@@ -211,12 +216,15 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
                 room -= pc
             share_used += share[c]
             counts[c] += 1
-            push((it + nfe[i] + later, i))
+            # its finish: its pieces past the first put it off; where prefills run first, it is counted in
+            # decode iterations, nfe - 1 after its prefill's (its first output), however many pieces that took
+            fin_i = dec + nfe[i] - 1 if pf else it + nfe[i] + later
+            push((fin_i, i))
             if first[i] >= 0:  # (-1: a preempted request's first output was streamed before)
                 first_it[i] = it + first[i] + later
             b += 1
             if grow:
-                kv.join(i, it, it + nfe[i] + later, h, share[c])
+                kv.join(i, dec, fin_i if fin_i > dec else dec + 1, h, share[c])  # (one output: gone before it grows)
                 joined.append(i)
                 if requeued:
                     requeued.popleft()
@@ -233,33 +241,54 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
                     start[i] = now
         elif new:
             start[first_new:head] = [now] * new
-        tau = pass0[b] if single else sum(k * pass_s[c][b] for c, k in enumerate(counts) if k) / b
+        prefill_only = pf and bool(fed if stream is not None else new)
+        if prefill_only:  # an iteration of prefills alone, the decodes waiting: costed at the batch it prefills
+            bb = len(fed) if stream is not None else new
+            if single:
+                tau = pass0[bb]
+            elif stream is not None:
+                tau = sum(pass_s[c][bb] for c, _ in fed) / bb
+            else:
+                tau = sum(pass_s[cls[i]][bb] for i in (range(first_new, head) if joined is None else joined)) / bb
+        else:
+            bb = b
+            tau = pass0[b] if single else sum(k * pass_s[c][b] for c, k in enumerate(counts) if k) / b
         # this iteration: the admitted requests run their first pass (a whole prefill, unless in pieces)
         if uniform or not new:
             tau0 = tau
         elif grow:  # each one's share of its prompt prefilled (a preempted one: its prompt and its tokens so far)
-            tau0 = tau + sum(lift[cls[i]][b] * factor[i] for i in joined) / b
+            tau0 = tau + sum(lift[cls[i]][bb] * factor[i] for i in joined) / bb
         elif single:
-            tau0 = tau + new * lift0[b] / b
+            tau0 = tau + new * lift0[bb] / bb
         elif part is not None:
-            tau0 = tau + sum(lift[cls[i]][b] * part[i] for i in range(first_new, head)) / b
+            tau0 = tau + sum(lift[cls[i]][bb] * part[i] for i in range(first_new, head)) / bb
         else:
-            tau0 = tau + sum(lift[cls[i]][b] for i in range(first_new, head)) / b
+            tau0 = tau + sum(lift[cls[i]][bb] for i in range(first_new, head)) / bb
         if new and steps and stream is None:  # one prefill forward's own dispatch, once
-            tau0 += step_row[b] if step_row is not None else table.prefill_step(
-                cls[first_new:head] if joined is None else [cls[i] for i in joined], b)
-        m = inflight[0][0] - it  # iterations to the next completion
+            tau0 += step_row[bb] if step_row is not None else table.prefill_step(
+                cls[first_new:head] if joined is None else [cls[i] for i in joined], bb)
+        if prefill_only:
+            m = 1  # (the decodes run at the next boundary, unless it prefills too)
+        else:
+            m = inflight[0][0] - dec  # iterations to the next completion
         if opens_at is not None:
             m = min(m, opens_at - it)
         if stream is not None:  # the pieces prefilled in this iteration, then whole budgets of one prompt
             if fed:
                 lifted = 0.0
                 for c, t in fed:
-                    lifted += t * per_token[c][b]
-                tau0 += lifted / b
+                    lifted += t * per_token[c][bb]
+                tau0 += lifted / bb
                 if steps:  # each iteration that prefills is one prefill forward: its own dispatch once
-                    tau0 += step_row[b] if step_row is not None else table.prefill_step([c for c, _ in fed], b)
-            if pending:
+                    tau0 += step_row[bb] if step_row is not None else table.prefill_step([c for c, _ in fed], bb)
+            if pending and prefill_only:  # then its prompt's pieces alone, a whole budget each
+                tau = pass_s[pending_c][1] + budget * per_token[pending_c][1]
+                if steps:
+                    tau += step_row[1] if step_row is not None else table.prefill_step((pending_c,), 1)
+                m = -(-pending // budget)  # to its last piece, which leaves budget to the queue
+                if m > 1 and inflight[0][0] == dec:
+                    m = 1  # a request whose one output was its prefill's leaves after the coming iteration
+            elif pending:
                 tau += budget * per_token[pending_c][b] / b
                 if steps:
                     tau += step_row[b] if step_row is not None else table.prefill_step((pending_c,), b)
@@ -269,16 +298,18 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
                 m = 1  # the next iteration's budget is the waiting prompt's
         if recv is not None:
             prefills, every = bool(new or (stream is not None and fed)), bool(pending)
-        if head == tail and not requeued and b < cap_in_flight and next_t < math.inf:  # an arrival could join then
+        if prefill_only:
+            pass  # no arrival joins while a prompt's pieces fill the budget, nor K/V grows without a decode
+        elif head == tail and not requeued and b < cap_in_flight and next_t < math.inf:  # an arrival could join then
             m_a = 1 + math.ceil((next_t - now - tau0) / tau - 1e-9)  # the first boundary at or after it
             if recv is not None and not every:  # ... that receives
                 m_a = recv.first_at_or_after(it, it + (m_a if m_a > 1 else 1), prefills) - it
             if m_a < m:
                 m = m_a if m_a > 1 else 1
-        if grow and b > never_over and b > 1 and m > 1:  # the K/V grown on demand runs out before then: a preemption there
-            over = kv.first_over(it + 1, it + m - 1, limit)
+        if grow and not prefill_only and b > never_over and b > 1 and m > 1:  # the K/V grown on demand runs out
+            over = kv.first_over(dec + 1, dec + m - 1, limit)  # before then: a preemption there
             if over is not None:
-                m = over - it
+                m = over - dec
         if recv is not None:
             recv.passed(it, m, now, tau0, tau, prefills, every)
         seg_it.append(it)
@@ -289,13 +320,17 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
             seg_t.append(now + tau0)
             seg_tau.append(tau)
         it += m
+        if not prefill_only:
+            dec += m
         if pending:
             pending -= (m - 1) * budget  # whole budgets of it in the iterations after the coming one
         elapsed = tau0 + (m - 1) * tau
         now += elapsed
         busy += elapsed
         in_service += b * elapsed
-        while b and inflight[0][0] == it:
+        while b and inflight[0][0] == dec:
+            if pf and pending and inflight[0][1] == pending_req:
+                break  # its one output comes with its prompt's last piece
             i = pop()[1]
             c = cls[i]
             if grow:
@@ -336,3 +371,4 @@ def _recompute_rescaled(table: ClassTable) -> list[bool]:
     than a plain pass, even negative. There the recompute is taken as its first pass was (an
     underestimate: the table holds no prefill cost per token to scale)."""
     return [h > 0 and all(x >= 0 for x in row[1:]) for row, h in zip(table.lift, table.held_from_admission)]
+

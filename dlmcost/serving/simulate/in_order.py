@@ -14,7 +14,7 @@ import numpy as np
 
 from .front_end import _Desk
 from .receiving import Receiver
-from .tables import ClassTable, RequestPasses, SimResult, held_as_each_joins, in_flight_cap
+from .tables import ClassTable, RequestPasses, SimResult, _check_prefill_first, held_as_each_joins, in_flight_cap
 
 
 def _one_kind(table: ClassTable, passes: RequestPasses | None, cap_in_flight: int,
@@ -133,6 +133,9 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
     uniform = not any(lift0) or stream is not None  # (under a budget a prompt's lift is in its pieces)
     step0 = table.prefill_step_s[0] if table.prefill_step_s is not None else None
     budget, prompt, per_token = stream if stream is not None else (0, 0, None)
+    pf = table.prefill_first  # prefills before the decodes: finishes counted in decode iterations (`dec`)
+    if pf:
+        _check_prefill_first([nfe], [first], ahead, [prompt] if budget else None)
     pending = 0  # under a budget: tokens of the prompt in its pieces not yet fed (they end before its last pass)
     fed: list[int] = []  # ... and the pieces fed in the coming iteration
     starved = False  # ... and whether the head of the queue waits for budget
@@ -142,7 +145,7 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
     first_block = [math.nan] * n
     finish = [-1] * (n + 1)  # each admitted request's finishing iteration; -1 (never reached) past them
     first_it = [1 << 62] * (n + 1)  # ... and its first block's (never reached past them)
-    head = tail = b = it = streamed = 0
+    head = tail = b = it = dec = streamed = 0
     now = busy = in_service = 0.0
     recv = Receiver(recv_interval) if recv_interval > 1 else None
     while head < n or b:
@@ -157,14 +160,13 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
             else:
                 fed, left = [], budget
             starved = False
-        prefills = head < tail
-        if prefills:  # some wait: admit them at this boundary, first come first served
-            first_new = head
-            opens_at = None  # ahead: the iteration at which the head of the queue may join
+        first_new = head
+        opens_at = None  # ahead: the iteration at which the head of the queue may join
+        if head < tail:  # some wait: admit them at this boundary, first come first served
             if budget:
                 head, b, opens_at, starved, left, pending = _admit_in_pieces(
                     finish, first_it, start, fed, head, tail, b, room, it, now, nfe, first, ahead, batch_cap,
-                    budget, prompt, left, pending)
+                    budget, prompt, left, pending, dec if pf else None)
             else:
                 while head < tail and b < room:
                     if ahead and b >= batch_cap:
@@ -172,35 +174,43 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
                         if kth > it + first:
                             opens_at = kth - first
                             break
-                    finish[head] = it + nfe
+                    finish[head] = dec + nfe - 1 if pf else it + nfe  # (pf: in decode iterations)
                     first_it[head] = it + first
                     start[head] = now
                     head += 1
                     b += 1
-            tau = tau0 = pass0[b]
-            prefills = head > first_new
-            if prefills and not uniform:  # the admitted requests' first passes
-                tau0 = tau + (head - first_new) * lift0[b] / b
-            if prefills and step0 is not None and not budget:  # their prefill forward's own dispatch, once
-                tau0 += step0[b]
-            m = finish[head - b] - it  # iterations to the next completion
-            if opens_at is not None and opens_at - it < m:
-                m = opens_at - it
-        elif b:
-            tau = tau0 = pass0[b]
-            m = finish[head - b] - it
-        else:
+        elif not b:
             now = arrival[tail]  # idle until the next request
             continue
+        admitted = head - first_new
+        prefill_only = pf and bool(fed if budget else admitted)
+        # an iteration of prefills alone (the decodes waiting) is costed at the batch it prefills
+        bb = (len(fed) if budget else admitted) if prefill_only else b
+        tau = tau0 = pass0[bb]
+        if admitted and not uniform:  # the admitted requests' first passes
+            tau0 = tau + admitted * lift0[bb] / bb
+        if admitted and step0 is not None and not budget:  # their prefill forward's own dispatch, once
+            tau0 += step0[bb]
+        m = 1 if prefill_only else finish[head - b] - dec  # iterations to the next completion
+        if opens_at is not None and opens_at - it < m:
+            m = opens_at - it
+        prefills = admitted > 0
         if budget:  # the pieces prefilled in this iteration, then whole budgets of one prompt
             if fed:
                 lifted = 0.0
                 for t in fed:
-                    lifted += t * per_token[b]
-                tau0 += lifted / b
+                    lifted += t * per_token[bb]
+                tau0 += lifted / bb
                 if step0 is not None:  # each iteration that prefills is one prefill forward: its own dispatch once
-                    tau0 += step0[b]
-            if pending:
+                    tau0 += step0[bb]
+            if pending and prefill_only:  # then its prompt's pieces alone, a whole budget each
+                tau = pass0[1] + budget * per_token[1]
+                if step0 is not None:
+                    tau += step0[1]
+                m = -(-pending // budget)  # to its last piece, which leaves budget to the queue
+                if m > 1 and finish[head - b] == dec:
+                    m = 1  # a request whose one output was its prefill's leaves after the coming iteration
+            elif pending:
                 tau += budget * per_token[b] / b
                 if step0 is not None:
                     tau += step0[b]
@@ -208,7 +218,9 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
             elif starved:
                 m = 1  # the next iteration's budget is the waiting prompt's
             prefills = bool(fed)
-        if head == tail and b < cap_in_flight and arrival[tail] < inf:  # an arrival could join before then
+        if prefill_only:
+            pass  # no arrival joins while a prompt's pieces fill the budget
+        elif head == tail and b < cap_in_flight and arrival[tail] < inf:  # an arrival could join before then
             m_a = 1 + ceil((arrival[tail] - now - tau0) / tau - 1e-9)  # the first boundary at or after it
             if recv is not None and not pending:  # ... that receives
                 m_a = recv.first_at_or_after(it, it + (m_a if m_a > 1 else 1), prefills) - it
@@ -219,6 +231,8 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
         # the first blocks streamed in the coming m iterations, the first of them tau0 long and the
         # others tau, timed as the general loop's segments time them
         it += m
+        if not prefill_only:
+            dec += m
         while first_it[streamed] <= it:
             k = first_it[streamed] - it + m
             first_block[streamed] = now + k * tau0 if tau0 == tau else (now + tau0) + (k - 1) * tau
@@ -227,7 +241,9 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
         now += elapsed
         busy += elapsed
         in_service += b * elapsed
-        while finish[head - b] == it:  # the oldest in flight first; finish[head] is -1 once b is 0
+        while finish[head - b] == dec:  # the oldest in flight first; finish[head] is -1 once b is 0
+            if pf and pending and b == 1:
+                break  # its one output comes with its prompt's last piece
             done[head - b] = now
             b -= 1
             if issued < n:  # a closed loop: the user thinks, then asks again
@@ -239,10 +255,12 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
 
 def _admit_in_pieces(finish: list[int], first_it: list[int], start: list[float], fed: list[int], head: int, tail: int,
                      b: int, room: int, it: int, now: float, nfe: int, first: int, ahead: bool, batch_cap: int,
-                     budget: int, prompt: int, left: int, pending: int) -> tuple:
+                     budget: int, prompt: int, left: int, pending: int, dec: int | None = None) -> tuple:
     """`_first_done_in_order`'s admission at boundary `it` under a prefill budget, `left` tokens of
     it free: each newcomer's prompt fed whole where it fits, else its first piece (the rest,
     `pending`, in the iterations after), and none while another prompt's piece fills it (`starved`).
+    `dec`: the decode iterations run where prefills run before the decodes (its finish nfe - 1 of
+    them after its prefill's, however many pieces that takes); None: they run beside the decodes.
     (head, b, opens_at, starved, left, pending) after it."""
     opens_at, starved = None, False
     while head < tail and b < room:
@@ -257,6 +275,7 @@ def _admit_in_pieces(finish: list[int], first_it: list[int], start: list[float],
         if later:
             pending = prompt - left
         left -= prompt
-        finish[head], first_it[head], start[head] = it + nfe + later, it + first + later, now
+        finish[head] = it + nfe + later if dec is None else dec + nfe - 1
+        first_it[head], start[head] = it + first + later, now
         head, b = head + 1, b + 1
     return head, b, opens_at, starved, left, pending

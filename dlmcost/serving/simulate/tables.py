@@ -37,6 +37,11 @@ class ClassTable:
     # decoding whose K/V grows as it runs, allocated as tokens come (None: the whole final K/V
     # reserved from admission; a whole canvas). The first-done loop then preempts where it runs out.
     held_from_admission: list[float] | None = None
+    # prefills run before the decodes (SGLang's scheduler, `prefill_first`): an iteration that
+    # prefills any prompt, or a piece of one, holds only the requests it prefills, and the others'
+    # decodes wait for the next iteration without one (the package docstring; token-streaming
+    # classes whose first output is their prefill's)
+    prefill_first: bool = False
 
     def __post_init__(self):
         if self.first_pass_s is None:
@@ -273,6 +278,19 @@ def _prefill_stream(table: ClassTable) -> tuple[int, list[int], list[int]] | Non
     if max(k) > 1:
         raise ValueError("lift_passes without a prefill_budget and prompt_tokens: the pieces' lift has no budget to follow")
     return None
+
+
+def _check_prefill_first(nfe: list[int], first: list[int], ahead: bool, prompt: list[int] | None) -> None:
+    """Prefills before the decodes (`ClassTable.prefill_first`) are simulated for requests whose
+    first output is their prefill's (a token-streaming decoding) and whose last comes no earlier,
+    each with a prompt pass under a budget, and not beside first blocks outside the limit (a
+    diffusion path's). `nfe`, `first`: each request's passes, a prompt's pieces past the first not counted."""
+    if ahead:
+        raise ValueError("prefills before the decodes (prefill_first) are not simulated with first blocks outside the limit")
+    if any(f != 1 for f in first) or any(x < 1 for x in nfe):
+        raise ValueError("prefills before the decodes (prefill_first) need every first output after the prefill")
+    if prompt is not None and not all(prompt):
+        raise ValueError("prefills before the decodes (prefill_first) need every class's prompt in the prefill stream")
 
 
 def uncached_prompt_tokens(prompt_tokens: int, uncached: float) -> int:
