@@ -147,6 +147,10 @@ class ServeDeployment(Record):
                     "prefill: the prompts one stream, first come first served), tokens; null: each admitted prompt "
                     "in one pass")
     prefill_chunk_source: str = Field(description="where it came from: option, stack, default, or diffusion decoding")
+    prefill_first: bool = Field(False, description="true where the stack runs prefills before the decodes (SGLang's "
+                                                   "scheduler): an iteration that prefills runs no decodes, so a "
+                                                   "burst's first answers wait for the prompts sent with them; false: "
+                                                   "the budget's prompts run beside the decodes (vLLM)")
     api_servers: Optional[int] = Field(
         None, description="the API server processes per replica every request passes before the engine sees it "
                           "(the stack's front_end; --api-servers); null: the stack has no front-end cost")
@@ -392,6 +396,9 @@ class PlanSearch(Record):
                     "prefill_chunk_tokens)")
     prefill_chunk_source: dict[str, str] = Field(description="decoding -> where its budget came from: option, "
                                                              "scenario, stack, default, or diffusion decoding")
+    prefill_first: dict[str, bool] = Field(default_factory=dict,
+                                           description="decoding -> whether its stack runs prefills before the "
+                                                       "decodes (serve's prefill_first)")
     recv_intervals: dict[str, int] = Field(
         default_factory=dict, description="decoding -> the receive interval it runs with (1: every iteration): the "
                                           "one given where its stack's scheduler has one (sglang, sglang-dllm) and "

@@ -173,3 +173,56 @@ def test_prefill_first_with_kv_on_demand_is_the_iteration_by_iteration_reference
         np.testing.assert_allclose(r.first_block_s, first_out, rtol=1e-9, err_msg=str(seed))
         preempted += pre > 0
     assert preempted > 30  # the cases do preempt
+
+
+@pytest.mark.usefixtures("bundled_offline")
+@pytest.mark.parametrize("stack, before", [("sglang", True), ("sglang-pcg", True), ("vllm", False)])
+def test_serve_says_where_the_prefills_run_and_the_json_records_it(run, stack, before):
+    """SGLang's stacks run the prefills before the decodes, vLLM's beside them: the header says
+    which, and the JSON's prefill_first records it."""
+    import json
+
+    args = ("serve", "Qwen/Qwen3-8B", "--gpu", "h100", "--rate", "1", "--requests", "200", "--stack", stack)
+    rc, out, err = run(*args)
+    assert rc == 0, err
+    assert ("before the decodes, which wait for them" if before else "beside the decodes") in " ".join(out.split())
+    rc, out, err = run(*args, "-f", "json")
+    assert json.loads(out)["deployments"][0]["deployment"]["prefill_first"] is before
+
+
+@pytest.mark.usefixtures("bundled_offline")
+def test_a_diffusion_decoding_on_sglang_does_not_run_its_prefills_first(run):
+    """Only decodings that stream tokens: a block-diffusion request's prompt pass is its first
+    block's, which SGLang's dLLM batches weigh as every other pass."""
+    import json
+
+    rc, out, err = run("serve", "GSAI-ML/LLaDA-8B-Instruct", "--gpu", "h100", "--rate", "1", "--requests", "200",
+                       "--stack", "sglang-dllm", "-f", "json")
+    assert rc == 0, err
+    assert json.loads(out)["deployments"][0]["deployment"]["prefill_first"] is False
+
+
+@pytest.mark.usefixtures("bundled_offline")
+def test_plan_records_each_decoding_s_prefills(run):
+    import json
+
+    rc, out, err = run("plan", "Qwen/Qwen3-8B", "--gpu", "h100", "--rate", "2", "--tp", "1", "--precision", "bf16",
+                       "--requests", "200", "-f", "json")
+    assert rc == 0, err
+    assert json.loads(out)["search"]["prefill_first"] == {"ar": True}
+
+
+@pytest.mark.usefixtures("bundled_offline")
+def test_a_request_without_a_prompt_pass_keeps_the_decodes_beside(run):
+    """A 0-token prompt has no prompt pass: such a request would start decoding at the next decode
+    batch, a time its admission cannot fix, so its table runs the decodes beside the prefills, and
+    the header and the JSON say so."""
+    import json
+
+    args = ("serve", "Qwen/Qwen3-8B", "--gpu", "h100", "--rate", "1", "--requests", "200", "--prompt", "0",
+            "--answer", "64", "--stack", "sglang")
+    rc, out, err = run(*args, "-f", "json")
+    assert rc == 0, err
+    assert json.loads(out)["deployments"][0]["deployment"]["prefill_first"] is False
+    rc, out, err = run(*args)
+    assert "beside the decodes" in " ".join(out.split())

@@ -618,7 +618,10 @@ def test_stack_fields_set_the_defaults(monkeypatch):
     monkeypatch.setattr(prep_mod, "resolve_stack", real)
     with foreign_scheme_warning():
         p = dep.prepare(MODEL, lengths, dep.Setup(gpu="h100", **BLOCK))
-    assert (p.max_running, p.release) == (dep.DEFAULT_MAX_RUNNING, "synchronous")
+    assert (p.max_running, p.max_running_source, p.release) == (2048, "stack", "synchronous")  # sglang's own
+    with foreign_scheme_warning():  # a stack without a limit of its own: the default
+        p = dep.prepare(MODEL, lengths, dep.Setup(gpu="h100", **(BLOCK | dict(stack="compiled"))))
+    assert (p.max_running, p.max_running_source, p.release) == (dep.DEFAULT_MAX_RUNNING, "default", "synchronous")
 
 
 @pytest.mark.parametrize("release", ["first-done", "synchronous"])
@@ -859,8 +862,11 @@ def test_an_open_load_over_replicas_serves_what_they_sustain(run, rate, overload
     every batch full, one replica times eight) they serve what arrives, within the sample's few
     percent; past it they serve the saturation rate and say they are overloaded. Dealing 2,000
     requests over eight replicas left each a few hundred, inside its first wave at 800 req/s, and
-    read 2,297 req/s served, not overloaded, against a saturation of 426."""
-    rc, out, err = run("serve", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--replicas", "8", "--rate", str(rate), "-f", "json")
+    read 2,297 req/s served, not overloaded, against a saturation of 426. At a running limit of 256:
+    at SGLang's own 2,048 the closed loop keeps batches larger than a few hundred requests a replica
+    reach before the sample ends."""
+    rc, out, err = run("serve", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--replicas", "8", "--rate", str(rate),
+                       "--max-running", "256", "-f", "json")
     assert rc == 0, err
     d = json.loads(out)["deployments"][0]
     served, saturation = d["points"][0]["requests_per_s"], d["saturation"]["rate"]

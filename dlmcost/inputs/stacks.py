@@ -319,6 +319,11 @@ class Stack(BaseModel):
     # and a burst of short ones shares steps, beside the decodes instead of one step that stalls
     # them; None: each admitted prompt in one pass
     prefill_chunk_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
+    # prefills before the decodes (SGLang's scheduler: a prefill batch whenever one can be formed,
+    # the running requests' decodes only when none can): an iteration that prefills holds only the
+    # prompts it prefills, under the budget above, and the decodes wait for the next one without;
+    # false: prefills run beside the decodes in one iteration (vLLM V1). Token-streaming decodings only
+    prefill_first: bool = False
     # the API server processes every request passes before the engine sees it (None: no front-end
     # cost: the requests reach the scheduler as they are sent)
     front_end: FrontEndCost | None = None
@@ -438,7 +443,8 @@ OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_sequence_squared": 0.0, "us_
                     "expert_rows": "routed", "first_block_outside_limit": False, "prompt_prefill": "one-pass",
                     "prefill_chunk_tokens": None, "front_end": None,
                     "depth_overhead": 0.0, "attention_keys_overhead": 0.0, "runs_on": None, "eager": None,
-                    "fused_moe": None, "prefill_graphs": True, "scheduler_recv_interval": False, "slow_kernels": []}
+                    "fused_moe": None, "prefill_graphs": True, "scheduler_recv_interval": False, "slow_kernels": [],
+                    "prefill_first": False}
 
 
 # the numbers of a stack a fit can set (host terms, the GEMM curve, the other efficiencies and behaviours)

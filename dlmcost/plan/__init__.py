@@ -117,6 +117,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     parts, decodings, release, running, stacks, published, chunks, fronts = [], [], {}, {}, {}, {}, {}, {}
     intervals = {}  # each decoding's (receive interval, its source): the one given where its stack's scheduler
     # has one and the decoding streams tokens, else 1
+    prefills_first: dict[str, bool] = {}  # each decoding's stack runs its prefills before its decodes (SGLang) or not
     for m, space, pricing in spaces:
         decodings += [d.label for d in space.decodings]
         policies = {d.label: decoding_policy(stack, efficiency, d, eager, space.prefill_chunk, chunk_given_as,
@@ -126,6 +127,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         fronts.update({label: (pol.front_end, pol.api_servers_source) for label, pol in policies.items()})
         release.update({label: pol.release for label, pol in policies.items()})
         chunks.update({label: (pol.prefill_chunk, pol.prefill_chunk_source) for label, pol in policies.items()})
+        prefills_first.update({label: pol.prefill_first for label, pol in policies.items()})
         running.update({label: space.max_batches or [pol.max_running] for label, pol in policies.items()})
         stacks.update({label: behaviour.stack_name(stack, d, eager) for label, d in zip(policies, space.decodings)})
         published.update({f"{m.id} {d.label}": d.published.record() for d in space.decodings if d.published})
@@ -141,6 +143,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         fronts.setdefault(ar.label, (policy.front_end, policy.api_servers_source))
         release.setdefault(ar.label, policy.release)
         chunks.setdefault(ar.label, (policy.prefill_chunk, policy.prefill_chunk_source))
+        prefills_first.setdefault(ar.label, policy.prefill_first)
         running.setdefault(ar.label, spaces[0][1].max_batches or [policy.max_running])
         stacks.setdefault(ar.label, behaviour.stack_name(stack, ar, eager))
     behaviour.warn_if_no_chunks(spec.search.prefill_chunk, [chunk for chunk, _ in chunks.values()], chunk_name)
@@ -178,6 +181,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                          # where it came from, as serve's prefill_chunk_tokens and prefill_chunk_source
                          prefill_chunk_tokens={label: chunk for label, (chunk, _) in chunks.items()},
                          prefill_chunk_source={label: source for label, (_, source) in chunks.items()},
+                         prefill_first=prefills_first,  # each decoding's prefills before its decodes or beside them
                          # each decoding's receive interval as its stack takes it, and where it came from
                          recv_intervals={label: i for label, (i, _) in intervals.items()},
                          recv_interval_source={label: source for label, (_, source) in intervals.items()},

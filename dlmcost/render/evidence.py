@@ -115,14 +115,16 @@ def front_end_phrase(servers: int | None, us_per_request: float | None, source: 
             f"({safe(where)}, --api-servers to change){then}")
 
 
-def prefill_chunk_phrase(chunk: int | None, source: str, stack: str) -> str:
-    """The autoregressive prompts' token budget a step beside the decodes, where one is on (else
-    ''): 'prompts prefilled 8,192 tokens a step beside the decodes (vllm's default, --prefill-chunk
-    to change)'."""
+def prefill_chunk_phrase(chunk: int | None, source: str, stack: str, before: bool = False) -> str:
+    """The autoregressive prompts' token budget a step, beside the decodes or (`before`: SGLang's
+    scheduler) before them, where one is on: 'prompts prefilled 8,192 tokens a step beside the
+    decodes (vllm's default, --prefill-chunk to change)'; without one, 'prompts prefilled before
+    the decodes' where they are, else ''."""
+    where = "before the decodes, which wait for them" if before else "beside the decodes"
     if not chunk:
-        return ""
-    where = {"stack": f"{stack}'s default"}.get(source, source)
-    return f"prompts prefilled {chunk:,} tokens a step beside the decodes ({safe(where)}, --prefill-chunk to change)"
+        return f"prompts prefilled {where}" if before else ""
+    source = {"stack": f"{stack}'s default"}.get(source, source)
+    return f"prompts prefilled {chunk:,} tokens a step {where} ({safe(source)}, --prefill-chunk to change)"
 
 
 def recv_interval_phrase(every: int) -> str:
@@ -136,7 +138,7 @@ def recv_interval_phrase(every: int) -> str:
 def slow_kernels_phrase(entries: list[dict]) -> str:
     """Where a stack's release ran a part's kernels slower than the hardware file's tuned times (its
     slow_kernels), what it adds to every pass ('' where none), parts alike named together:
-    'untuned kernels: sglang on MI300X and MI325X at fp8, 242.5 µs a decoder layer + 0.65 µs a layer
+    'untuned kernels: sglang on MI300X and MI325X at fp8, 242.85 µs a decoder layer + 0.31 µs a layer
     for each token a pass runs (the release's slow_kernels: `dlmcost stacks`)'."""
     alike: dict[tuple, list[str]] = {}
     for e in entries:
@@ -149,7 +151,7 @@ def slow_kernels_phrase(entries: list[dict]) -> str:
         stack, precision, fixed, per_token = key
         token = f" + {num(per_token, 4)} µs a layer for each token a pass runs" if per_token else ""
         parts = gpus[0] if len(gpus) == 1 else ", ".join(gpus[:-1]) + " and " + gpus[-1]
-        return f"{safe(stack)} on {parts} at {safe(precision)}, {num(fixed, 4)} µs a decoder layer{token}"
+        return f"{safe(stack)} on {parts} at {safe(precision)}, {num(fixed, 5)} µs a decoder layer{token}"
 
     return ("untuned kernels: " + "; ".join(one(k, g) for k, g in alike.items())
             + " (the release's slow_kernels: `dlmcost stacks`)")

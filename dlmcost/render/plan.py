@@ -165,6 +165,7 @@ def engines_line(s: dict) -> str:
     same limits, release and budget share one entry."""
     stacks, running, release = s.get("stacks") or {}, s.get("max_running") or {}, s.get("release") or {}
     chunk, chunk_source = s.get("prefill_chunk_tokens") or {}, s.get("prefill_chunk_source") or {}
+    before = s.get("prefill_first") or {}
     servers, service = s.get("api_servers") or {}, s.get("front_end_us_per_request") or {}
     servers_source, delay = s.get("api_servers_source") or {}, s.get("first_token_delay_us") or {}
     groups: dict[tuple, list[str]] = {}
@@ -172,15 +173,15 @@ def engines_line(s: dict) -> str:
         if label in stacks:
             key = (stacks[label], tuple(running.get(label, s["max_batch"])), release.get(label, ""),
                    chunk.get(label), chunk_source.get(label, ""), servers.get(label), service.get(label),
-                   servers_source.get(label, ""), delay.get(label))
+                   servers_source.get(label, ""), delay.get(label), bool(before.get(label)))
             groups.setdefault(key, []).append(label)
     if not groups:
         return f"stack {safe(s.get('stack', 'none'))}"
     parts = []
-    for (stack, limits, policy, tokens, source, api_servers, us, api_source, delay_us), labels in groups.items():
+    for (stack, limits, policy, tokens, source, api_servers, us, api_source, delay_us, first), labels in groups.items():
         names = ", ".join("the AR baseline" if lab not in s["decodings"] else safe(lab) for lab in labels)
         limit = plural(len(limits), "batch limit") if len(limits) > 1 else "batch limit"
-        chunks = prefill_chunk_phrase(tokens, source, stack)
+        chunks = prefill_chunk_phrase(tokens, source, stack, first)
         front = front_end_phrase(api_servers, us, api_source, stack, delay_us)
         parts.append(f"{safe(stack)} for {names} ({limit} {', '.join(map(str, limits))}"
                      + (f", {safe(policy)} release)" if policy else ")") + (f", {chunks}" if chunks else "")

@@ -211,8 +211,9 @@ def _front_end_words(d: dict) -> str:
 
 
 def _chunk_words(d: dict) -> str:
-    """The prompts' token budget a step beside the decodes, where one is on."""
-    phrase = prefill_chunk_phrase(d.get("prefill_chunk_tokens"), d.get("prefill_chunk_source", ""), d["stack"])
+    """The prompts' token budget a step, beside the decodes or before them, where one is on."""
+    phrase = prefill_chunk_phrase(d.get("prefill_chunk_tokens"), d.get("prefill_chunk_source", ""), d["stack"],
+                                  bool(d.get("prefill_first")))
     return f" · {phrase}" if phrase else ""
 
 

@@ -58,6 +58,7 @@ class Policy:
     api_servers_source: str = "none"  # where their number came from: option, stack, or none
     recv_interval: int = 1  # the scheduler receives arrivals every this many decode iterations (1: every one)
     recv_interval_source: str = "default"
+    prefill_first: bool = False  # the stack's: an iteration that prefills runs no decodes (token-streaming schemes)
 
     def in_flight_cap(self, max_running: int | None = None) -> int:
         """Requests a replica may hold at once under a running limit (this policy's by default):
@@ -113,7 +114,8 @@ def policy(stack, decoding: Decoding, *, release: str | None = None, max_running
     chunk, chunk_source = prefill_chunk_of(stack, decoding, prefill_chunk, prefill_chunk_given_as)
     front, front_source = front_end_of(stack, api_servers, api_servers_given_as, layers)
     return Policy(rel, rel_source, cap, cap_source, ahead, prefill, chunk, chunk_source, front, front_source,
-                  *recv_interval_of(decoding, recv_interval, stack))
+                  *recv_interval_of(decoding, recv_interval, stack),
+                  prefill_first=bool(stack_field(stack, "prefill_first")) and streams_tokens(decoding))
 
 
 STACK_WITHOUT_RECV_INTERVAL = "stack without one"
@@ -325,6 +327,10 @@ def request_table(pt: PassTable, gi: int, pi: int, ti: int, decoding: Decoding, 
         table = prompt_in_token_chunks(table, [p for p in prompts for _ in answers], pol.prefill_chunk)
     if memory_binding.grows_as_it_runs(decoding.scheme):  # K/V allocated as tokens come: the prompt's from admission
         table = replace(table, held_from_admission=[p / (p + cv) for p in prompts for cv in canvas])
+    if pol.prefill_first and token_streaming and all(table.lead or [0]):
+        # the engine's prefills before its decodes, where every request has a prompt to prefill (a
+        # request without one would start decoding in the next decode batch, a time no admission fixes)
+        table = replace(table, prefill_first=True)
     fits = float(mem.min())
     block = decoding.block if decoding.block and not token_streaming else None
     return RequestTable(table, batch_limit(max_running, fits, decoding, pol.release), rows["per_block"],

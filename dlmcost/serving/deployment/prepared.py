@@ -121,6 +121,7 @@ class Prepared:
     prompt_prefill: str
     prefill_chunk: int | None  # AR prompts' budget a step beside the decodes, tokens (None: one pass each)
     prefill_chunk_source: str
+    prefill_first: bool  # the stack's: an iteration that prefills runs no decodes (SGLang)
     front_end: FrontEnd | None  # the API servers every request passes before the engine (the stack's)
     api_servers_source: str
     recv_interval: int  # decode iterations between the scheduler's receives (1: every iteration)
@@ -242,6 +243,7 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
                     first_block_outside_limit=pol.first_block_outside_limit,
                     prompt_prefill=pol.prompt_prefill if any(rt.table.lead or []) else "none",
                     prefill_chunk=pol.prefill_chunk, prefill_chunk_source=pol.prefill_chunk_source,
+                    prefill_first=rt.table.prefill_first,
                     front_end=pol.front_end, api_servers_source=pol.api_servers_source,
                     recv_interval=pol.recv_interval, recv_interval_source=pol.recv_interval_source,
                     release_source=pol.release_source,
@@ -273,6 +275,7 @@ def describe(prep: Prepared) -> dict:
                 max_running=prep.max_running, max_running_source=prep.max_running_source,
                 first_block_outside_limit=prep.first_block_outside_limit, prompt_prefill=prep.prompt_prefill,
                 prefill_chunk_tokens=prep.prefill_chunk, prefill_chunk_source=prep.prefill_chunk_source,
+                prefill_first=prep.prefill_first,
                 api_servers=prep.front_end.servers if prep.front_end else None,
                 front_end_us_per_request=prep.front_end.service_s * 1e6 if prep.front_end else None,
                 first_token_delay_us=prep.front_end.first_token_delay_s * 1e6 if prep.front_end else None,
