@@ -267,8 +267,9 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
         if new and steps and stream is None:  # one prefill forward's own dispatch, once
             tau0 += step_row[bb] if step_row is not None else table.prefill_step(
                 cls[first_new:head] if joined is None else [cls[i] for i in joined], bb)
-        if prefill_only:
-            m = 1  # (the decodes run at the next boundary, unless it prefills too)
+        if prefill_only:  # then, unless it prefills again, every request's decodes to the next completion
+            m = 1 + inflight[0][0] - dec
+            tau_d = pass0[b] if single else sum(k * pass_s[c][b] for c, k in enumerate(counts) if k) / b
         else:
             m = inflight[0][0] - dec  # iterations to the next completion
         if opens_at is not None:
@@ -296,9 +297,13 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
                 m = min(m, -(-pending // budget))
             elif starved:
                 m = 1  # the next iteration's budget is the waiting prompt's
+        # prefills go on at the next boundary (a prompt's pieces, or one waiting for budget): no decode between
+        chain = prefill_only and stream is not None and bool(pending or starved)
+        if prefill_only and not chain:
+            tau = tau_d
         if recv is not None:
             prefills, every = bool(new or (stream is not None and fed)), bool(pending)
-        if prefill_only:
+        if chain:
             pass  # no arrival joins while a prompt's pieces fill the budget, nor K/V grows without a decode
         elif head == tail and not requeued and b < cap_in_flight and next_t < math.inf:  # an arrival could join then
             m_a = 1 + math.ceil((next_t - now - tau0) / tau - 1e-9)  # the first boundary at or after it
@@ -306,10 +311,12 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
                 m_a = recv.first_at_or_after(it, it + (m_a if m_a > 1 else 1), prefills) - it
             if m_a < m:
                 m = m_a if m_a > 1 else 1
-        if grow and not prefill_only and b > never_over and b > 1 and m > 1:  # the K/V grown on demand runs out
-            over = kv.first_over(dec + 1, dec + m - 1, limit)  # before then: a preemption there
+        if grow and not chain and b > never_over and b > 1 and m > 1:  # the K/V grown on demand runs out before
+            # then: a preemption there (after a prefill iteration the decode iterations' boundaries, one later)
+            lag = 1 if prefill_only else 0
+            over = kv.first_over(dec + 1, dec + m - 1 - lag, limit) if m - lag > 1 else None
             if over is not None:
-                m = over - dec
+                m = over - dec + lag
         if recv is not None:
             recv.passed(it, m, now, tau0, tau, prefills, every)
         seg_it.append(it)
@@ -320,8 +327,7 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
             seg_t.append(now + tau0)
             seg_tau.append(tau)
         it += m
-        if not prefill_only:
-            dec += m
+        dec += 0 if chain else m - 1 if prefill_only else m
         if pending:
             pending -= (m - 1) * budget  # whole budgets of it in the iterations after the coming one
         elapsed = tau0 + (m - 1) * tau

@@ -191,7 +191,9 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
             tau0 = tau + admitted * lift0[bb] / bb
         if admitted and step0 is not None and not budget:  # their prefill forward's own dispatch, once
             tau0 += step0[bb]
-        m = 1 if prefill_only else finish[head - b] - dec  # iterations to the next completion
+        m = finish[head - b] - dec  # iterations to the next completion (after a prefill iteration, one more)
+        if prefill_only:
+            m += 1
         if opens_at is not None and opens_at - it < m:
             m = opens_at - it
         prefills = admitted > 0
@@ -218,7 +220,11 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
             elif starved:
                 m = 1  # the next iteration's budget is the waiting prompt's
             prefills = bool(fed)
-        if prefill_only:
+        # prefills go on at the next boundary (a prompt's pieces, or one waiting for budget): no decode between
+        chain = prefill_only and bool(pending or starved)
+        if prefill_only and not chain:
+            tau = pass0[b]  # the decodes after the prefill iteration, every request in flight
+        if chain:
             pass  # no arrival joins while a prompt's pieces fill the budget
         elif head == tail and b < cap_in_flight and arrival[tail] < inf:  # an arrival could join before then
             m_a = 1 + ceil((arrival[tail] - now - tau0) / tau - 1e-9)  # the first boundary at or after it
@@ -231,8 +237,7 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
         # the first blocks streamed in the coming m iterations, the first of them tau0 long and the
         # others tau, timed as the general loop's segments time them
         it += m
-        if not prefill_only:
-            dec += m
+        dec += 0 if chain else m - 1 if prefill_only else m
         while first_it[streamed] <= it:
             k = first_it[streamed] - it + m
             first_block[streamed] = now + k * tau0 if tau0 == tau else (now + tau0) + (k - 1) * tau
