@@ -26,6 +26,38 @@ import math
 from collections import deque
 
 
+def _arrivals(n, arrivals, users):
+    """Each request's arrival (a closed loop's later sends not yet known: inf) and how many are known."""
+    if arrivals is not None:
+        return list(arrivals), n
+    return [0.0] * min(users, n) + [math.inf] * max(0, n - users), min(users, n)
+
+
+def _held_at(r, k, share, cls):
+    """What running request r holds at clock k: h + (s - h)(k - a)/(f - a)."""
+    s = share[cls[r["i"]]]
+    return r["h"] + (s - r["h"]) * (k - r["a"]) / (r["f"] - r["a"])
+
+
+def _usage(running, k, share, cls, extra=()):
+    return math.fsum([_held_at(r, k, share, cls) for r in running] + list(extra))
+
+
+def _recompute_scale(u, c, share, held_p, lift):
+    """A preempted request's (next) prefill over its prompt's: what it held over its prompt's
+    share; a lift negative at any batch, or a prompt holding nothing, is not scaled (the recompute
+    costs what its first pass did)."""
+    rescaled = held_p[c] > 0 and min(lift[c][1:]) >= 0
+    return u / (share[c] * held_p[c]) if rescaled else 1.0
+
+
+def _take_arrivals(arrival, arrived, t, queue):
+    for i in range(len(arrival)):
+        if not arrived[i] and arrival[i] <= t:
+            arrived[i] = True
+            queue.append(i)
+
+
 def simulate_by_iteration(table, request_class, batch_cap, nfe, first, arrivals=None, users=None, think=0.0,
                           limit=1.0 + 1e-9):
     """(done, first output, preemptions) for each request; `nfe`, `first`: each request's passes
@@ -36,11 +68,7 @@ def simulate_by_iteration(table, request_class, batch_cap, nfe, first, arrivals=
     budget = table.prefill_budget
     prompt = table.prompt_tokens if budget else None
     lift = [[f - p for f, p in zip(fr, pr)] for fr, pr in zip(table.first_pass_s, table.pass_s)]
-    if arrivals is not None:
-        arrival = list(arrivals)
-    else:
-        arrival = [0.0] * min(users, n) + [math.inf] * max(0, n - users)
-    issued = n if arrivals is not None else min(users, n)
+    arrival, issued = _arrivals(n, arrivals, users)
     left = list(nfe)  # passes left
     to_first = list(first)  # passes to the first output left (None once streamed)
     tokens = [prompt[c] if prompt else 0 for c in cls]  # under a budget: tokens its (next) prefill feeds
@@ -54,11 +82,10 @@ def simulate_by_iteration(table, request_class, batch_cap, nfe, first, arrivals=
     t, k, preemptions = 0.0, 0, 0
 
     def held_at(r, k):
-        s = share[cls[r["i"]]]
-        return r["h"] + (s - r["h"]) * (k - r["a"]) / (r["f"] - r["a"])
+        return _held_at(r, k, share, cls)
 
     def usage(k, extra=()):
-        return math.fsum([held_at(r, k) for r in running] + list(extra))
+        return _usage(running, k, share, cls, extra)
 
     while any(d != d for d in done):
         # 1. (completions were taken at the end of the last iteration)
@@ -72,10 +99,7 @@ def simulate_by_iteration(table, request_class, batch_cap, nfe, first, arrivals=
             if to_first[i] is not None:
                 to_first[i] = r["first_at"] - k if r["first_at"] > k else None
             hold[i] = u
-            # it prefills its prompt and the tokens it made again; a lift negative at any batch, or a
-            # prompt holding nothing, is not scaled (the recompute costs what its first pass did)
-            rescaled = held_p[c] > 0 and min(lift[c][1:]) >= 0
-            scale[i] = u / (share[c] * held_p[c]) if rescaled else 1.0
+            scale[i] = _recompute_scale(u, c, share, held_p, lift)  # it prefills its prompt and its tokens again
             if prompt:
                 tokens[i] = max(1, round(prompt[c] * scale[i]))
             if carried is not None and carried[0] == i:
@@ -83,10 +107,7 @@ def simulate_by_iteration(table, request_class, batch_cap, nfe, first, arrivals=
             queue.appendleft(i)
             preemptions += 1
         # 3. arrivals
-        for i in range(n):
-            if not arrived[i] and arrival[i] <= t:
-                arrived[i] = True
-                queue.append(i)
+        _take_arrivals(arrival, arrived, t, queue)
         if not running and not queue:
             t = min(arrival[i] for i in range(n) if not arrived[i])
             continue
@@ -172,8 +193,7 @@ def prefill_first_by_iteration(table, request_class, batch_cap, nfe, arrivals=No
     budget = table.prefill_budget
     prompt = table.prompt_tokens if budget else None
     lift = [[f - p for f, p in zip(fr, pr)] for fr, pr in zip(table.first_pass_s, table.pass_s)]
-    arrival = list(arrivals) if arrivals is not None else [0.0] * min(users, n) + [math.inf] * max(0, n - users)
-    issued = n if arrivals is not None else min(users, n)
+    arrival, issued = _arrivals(n, arrivals, users)
     left = list(nfe)  # passes left, the (next) prefill among them
     tokens = [prompt[c] if prompt else 0 for c in cls]
     scale = [1.0] * n
@@ -185,31 +205,19 @@ def prefill_first_by_iteration(table, request_class, batch_cap, nfe, arrivals=No
     arrived = [False] * n
     carried = None  # [request, tokens left] of a prompt in its pieces
     t, d, preemptions = 0.0, 0, 0
-
-    def held_at(r, d):
-        s = share[cls[r["i"]]]
-        return r["h"] + (s - r["h"]) * (d - r["a"]) / (r["f"] - r["a"])
-
-    def usage(d, extra=()):
-        return math.fsum([held_at(r, d) for r in running] + list(extra))
-
     while any(x != x for x in done):
-        while len(running) > 1 and usage(d) > limit:
+        while len(running) > 1 and _usage(running, d, share, cls) > limit:
             r = running.pop()
             i, c = r["i"], cls[r["i"]]
-            u = held_at(r, d)
+            u = _held_at(r, d, share, cls)
             left[i] = r["left"]  # its decodes left, and the recompute's prefill one more
             hold[i] = u
-            rescaled = held_p[c] > 0 and min(lift[c][1:]) >= 0
-            scale[i] = u / (share[c] * held_p[c]) if rescaled else 1.0
+            scale[i] = _recompute_scale(u, c, share, held_p, lift)
             if prompt:
                 tokens[i] = max(1, round(prompt[c] * scale[i]))
             queue.appendleft(i)
             preemptions += 1
-        for i in range(n):
-            if not arrived[i] and arrival[i] <= t:
-                arrived[i] = True
-                queue.append(i)
+        _take_arrivals(arrival, arrived, t, queue)
         if not running and not queue:
             t = min(arrival[i] for i in range(n) if not arrived[i])
             continue
@@ -225,7 +233,7 @@ def prefill_first_by_iteration(table, request_class, batch_cap, nfe, arrivals=No
         while queue and len(running) < batch_cap:
             i = queue[0]
             c = cls[i]
-            if running and usage(d, [hold[i]]) > limit:
+            if running and _usage(running, d, share, cls, [hold[i]]) > limit:
                 break
             take = None
             if budget:

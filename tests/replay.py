@@ -43,12 +43,18 @@ def replay(nfe, first_passes, first, steady, cls, cap, arrivals=None, users=None
             if inflight[i] == first_passes[cls[i]]:
                 ttfb[i] = now
             if inflight[i] == nfe[cls[i]]:
-                done[i] = now
-                del inflight[i]
-                if issued < n:  # closed loop: the user asks again after thinking
-                    arrival[issued] = now + think_s
-                    issued += 1
+                issued = _done(i, now, done, inflight, arrival, issued, think_s)
     return [done[i] for i in range(n)], [ttfb[i] for i in range(n)]
+
+
+def _done(i, now, done, inflight, arrival, issued, think_s) -> int:
+    """Request i leaves at `now`; in a closed loop its user asks again after thinking. The requests sent."""
+    done[i] = now
+    del inflight[i]
+    if issued < len(arrival):
+        arrival[issued] = now + think_s
+        issued += 1
+    return issued
 
 
 def replay_prefill_first(answers, prompts, steady, whole_lift, cls, cap, budget=None, arrivals=None, users=None,
@@ -110,9 +116,5 @@ def replay_prefill_first(answers, prompts, steady, whole_lift, cls, cap, budget=
             continue
         for i in ended:
             if tokens[i] == answers[cls[i]]:
-                done[i] = now
-                del inflight[i]
-                if issued < n:  # closed loop: the user asks again after thinking
-                    arrival[issued] = now + think_s
-                    issued += 1
+                issued = _done(i, now, done, inflight, arrival, issued, think_s)
     return [done[i] for i in range(n)], [ttfb[i] for i in range(n)]
