@@ -303,9 +303,8 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
             tau = tau_d
         if recv is not None:
             prefills, every = bool(new or (stream is not None and fed)), bool(pending)
-        if chain:
-            pass  # no arrival joins while a prompt's pieces fill the budget, nor K/V grows without a decode
-        elif head == tail and not requeued and b < cap_in_flight and next_t < math.inf:  # an arrival could join then
+        # an arrival could join then (not while a prompt's pieces fill the budget)
+        if not chain and head == tail and not requeued and b < cap_in_flight and next_t < math.inf:
             m_a = 1 + math.ceil((next_t - now - tau0) / tau - 1e-9)  # the first boundary at or after it
             if recv is not None and not every:  # ... that receives
                 m_a = recv.first_at_or_after(it, it + (m_a if m_a > 1 else 1), prefills) - it

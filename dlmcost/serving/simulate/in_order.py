@@ -224,9 +224,8 @@ def _first_done_in_order(table: ClassTable, request_class: np.ndarray, batch_cap
         chain = prefill_only and bool(pending or starved)
         if prefill_only and not chain:
             tau = pass0[b]  # the decodes after the prefill iteration, every request in flight
-        if chain:
-            pass  # no arrival joins while a prompt's pieces fill the budget
-        elif head == tail and b < cap_in_flight and arrival[tail] < inf:  # an arrival could join before then
+        # an arrival could join before then (not while a prompt's pieces fill the budget)
+        if not chain and head == tail and b < cap_in_flight and arrival[tail] < inf:
             m_a = 1 + ceil((arrival[tail] - now - tau0) / tau - 1e-9)  # the first boundary at or after it
             if recv is not None and not pending:  # ... that receives
                 m_a = recv.first_at_or_after(it, it + (m_a if m_a > 1 else 1), prefills) - it
