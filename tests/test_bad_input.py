@@ -462,10 +462,10 @@ BLOCKING_CASES = {  # name: (args, exit code, word in the message)
                                "character device"),
     "folder-lengths-plan": (["plan", "--rate", "1", "--p95", "10", "--prompt", "@{dir}"], errors.EXIT_USAGE, "folder"),
     # a measurements file's model, beside it (never a "no such file or bundled model")
-    "fifo-calibrate-model": (["calibrate", "{points_fifo}", "-o", "{out}"], errors.ConfigError.exit_code, "named pipe"),
-    "dev-zero-calibrate-model": (["calibrate", "{points_zero}", "-o", "{out}"], errors.ConfigError.exit_code,
+    "fifo-calibrate-model": (["calibrate", "{points_fifo}", "-o", "{out_fifo}"], errors.ConfigError.exit_code, "named pipe"),
+    "dev-zero-calibrate-model": (["calibrate", "{points_zero}", "-o", "{out_zero}"], errors.ConfigError.exit_code,
                                  "character device"),
-    "folder-calibrate-model": (["calibrate", "{points_dir}", "-o", "{out}"], errors.ConfigError.exit_code, "named pipe"),
+    "folder-calibrate-model": (["calibrate", "{points_dir}", "-o", "{out_dir}"], errors.ConfigError.exit_code, "named pipe"),
     "fifo-model-without-suffix": (["model", "{fifo_bare}"], errors.ConfigError.exit_code, "named pipe"),
 }
 
@@ -488,7 +488,9 @@ def blocking_results(tmp_path_factory):
     os.mkfifo(tmp / "pipe")
     subst = {"{fifo}": str(tmp / "pipe.json"), "{dir}": str(tmp / "model_dir"), "{zero}": str(tmp / "zero.json"),
              "{zero_yaml}": str(tmp / "zero.yaml"), "{slow}": str(CORPUS / "slow"), "{fifo_bare}": str(tmp / "pipe"),
-             "{out}": str(tmp / "fitted.yaml")}
+             # each case its own output: the cases run at once, and a calibration that takes its
+             # output path before it fails would find another case's there ('File exists')
+             **{f"{{out_{name}}}": str(tmp / f"fitted_{name}.yaml") for name in ("fifo", "zero", "dir")}}
     for name, model in (("fifo", "pipe.json"), ("zero", "zero.json"), ("dir", "model_dir")):
         point = dict(id="p", model=model, gpu="h100", workload=dict(scheme="ar", prompt=8, gen=8),
                      measured=dict(ms_per_forward=1.0))
