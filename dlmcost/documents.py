@@ -634,6 +634,10 @@ class StackEntry(Record):
     default_for: list[str] = Field(description="the kinds of decoding that run on it without --stack")
     max_running_requests: Optional[int] = Field(description="requests at once per replica (null: no limit of its own)")
     release: Optional[str] = Field(description="how a batch of diffusion requests lets them go (null: synchronous)")
+    prefill_chunk_tokens: Optional[int] = Field(None, description="autoregressive prompt tokens a step prefills "
+                                                                  "(chunked prefill; null: each prompt in one pass)")
+    prefill_first: bool = Field(False, description="true where an iteration that prefills runs no decodes (SGLang's "
+                                                   "scheduler); false: the prefills run beside the decodes")
     api_servers: Optional[int] = Field(None, description="the API server processes per replica every request passes "
                                                          "before the engine sees it (null: no front-end cost)")
     front_end_us_per_request: Optional[float] = Field(None, description="one API server's CPU time per request, "

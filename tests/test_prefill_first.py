@@ -226,3 +226,21 @@ def test_a_request_without_a_prompt_pass_keeps_the_decodes_beside(run):
     assert json.loads(out)["deployments"][0]["deployment"]["prefill_first"] is False
     rc, out, err = run(*args)
     assert "beside the decodes" in " ".join(out.split())
+
+
+def test_stacks_list_where_each_engine_runs_its_prefills(run):
+    """`dlmcost stacks` says each engine's prompt tokens a step and whether its decodes wait for
+    the prefills (SGLang's) or run beside them (vLLM's), from the stack files."""
+    import csv
+    import io
+    import json
+
+    rc, out, err = run("stacks", "-f", "json")
+    assert rc == 0, err
+    entries = {e["name"]: e for e in json.loads(out)}
+    assert (entries["sglang"]["prefill_first"], entries["sglang-pcg"]["prefill_first"]) == (True, True)
+    assert (entries["vllm"]["prefill_first"], entries["sglang-dllm"]["prefill_first"]) == (False, False)
+    assert entries["sglang"]["prefill_chunk_tokens"] == entries["vllm"]["prefill_chunk_tokens"] == 8192
+    rc, out, err = run("stacks", "-f", "csv")
+    cells = {row["stack"]: row["prefills"] for row in csv.DictReader(io.StringIO(out))}
+    assert (cells["sglang"], cells["vllm"], cells["hf-eager"]) == ("8,192/step before", "8,192/step beside", "-")

@@ -148,12 +148,14 @@ def _fmt_value(v) -> str:
     return str(v)
 
 
-STACK_HEADERS = ["stack", "default\nfor", "running\nlimit", "release", "front\nend", "version", "as of",
-                 "error band\np10-p90", "fitted numbers"]
-STACK_PRIORITY = [0, 0, 0, 1, 1, 2, 3, 1, 0]
+STACK_HEADERS = ["stack", "default\nfor", "running\nlimit", "release", "prefills", "front\nend", "version",
+                 "as of", "error band\np10-p90", "fitted numbers"]
+STACK_PRIORITY = [0, 0, 0, 1, 2, 1, 2, 3, 1, 0]
 STACK_CAPTION = ("default for: the decodings that run on it when no --stack is given; running limit: requests at once "
                  "per replica unless --max-running says otherwise (-: no limit of its own); release: how a batch of "
-                 "diffusion requests lets them go (-: synchronous); front end: API servers x CPU time per request "
+                 "diffusion requests lets them go (-: synchronous); prefills: autoregressive prompt tokens a step, --prefill-chunk to change, "
+                 "and whether an iteration that prefills runs the decodes beside it or holds them until none is left to "
+                 "prefill (before) (-: each prompt in one pass, beside the decodes); front end: API servers x CPU time per request "
                  "that every request passes before the engine sees it, --api-servers to change (-: none); error band: predicted / measured speed, 10th to "
                  "90th percentile, over published measurements it was not fitted on (above 1: optimistic; docs/"
                  "validation.md), and where it differs, the band of the time to the first token (TTFT); fitted numbers: field <- the validation points it was fitted on (-f json: every "
@@ -177,6 +179,16 @@ def _front_end_cell(entry: dict) -> str:
     return f"{entry['api_servers']} x {num(entry['front_end_us_per_request'] / 1000)} ms{delay}"
 
 
+def _prefills_cell(entry: dict) -> str:
+    """'8,192/step before' (SGLang: the decodes wait for the prefills), '8,192/step beside' (vLLM),
+    'before' or '-' without a token budget."""
+    chunk, before = entry.get("prefill_chunk_tokens"), entry.get("prefill_first")
+    where = "before" if before else "beside"
+    if chunk:
+        return f"{chunk:,}/step {where}"
+    return "before" if before else "-"
+
+
 def _band_cell(band: dict | None, by_vendor: list[dict] | None = None) -> str:
     """'1.03-1.33' or, where the first-token band differs, '1.03-1.33 (TTFT 1.09-2.73)'; one such
     per vendor where the stack has a band on each vendor's parts ('NVIDIA 0.92-1.47 ...; AMD ...')."""
@@ -194,7 +206,7 @@ def render_stacks(entries: list[dict], fmt: str, out: Output) -> None:
         return
     rows = [[e["name"], ", ".join(e["default_for"]) or "-",
              "-" if e["max_running_requests"] is None else str(e["max_running_requests"]),
-             e["release"] or "-", _front_end_cell(e), e["version"] or "-", e["as_of"] or "-",
+             e["release"] or "-", _prefills_cell(e), _front_end_cell(e), e["version"] or "-", e["as_of"] or "-",
              _band_cell(e["error_band"], e.get("error_bands_by_vendor")), _fitted_cell(e["fitted"])] for e in entries]
     if fmt == "csv":
         out.write(to_csv([dict(zip((h.replace("\n", " ") for h in STACK_HEADERS), r[:-1] + ["; ".join(r[-1])]))
