@@ -399,6 +399,10 @@ class PlanSearch(Record):
     prefill_first: dict[str, bool] = Field(default_factory=dict,
                                            description="decoding -> whether its stack runs prefills before the "
                                                        "decodes (serve's prefill_first)")
+    prefill_chunk_by_gpu: dict[str, dict[str, Optional[int]]] = Field(
+        default_factory=dict, description="decoding -> GPU -> its prompts' token budget per step on that GPU, where "
+                                          "it is not prefill_chunk_tokens' (a stack that sets it by the GPU's memory, "
+                                          "as SGLang does); a decoding or GPU not listed: prefill_chunk_tokens")
     recv_intervals: dict[str, int] = Field(
         default_factory=dict, description="decoding -> the receive interval it runs with (1: every iteration): the "
                                           "one given where its stack's scheduler has one (sglang, sglang-dllm) and "

@@ -498,3 +498,55 @@ def test_with_cfg_a_request_holds_two_sequences():
     got = [sweep_first_pass("GSAI-ML/LLaDA-8B-Instruct", gpus=["h100"], schemes=["mdm"], prompts=[256], gens=[256],
                             batches=[1], cfg=cfg)["resident_bytes"].tolist() for cfg in (False, True)]
     assert got == [[512 * (90_112 + 126_464 * 6)], [2 * 512 * (90_112 + 126_464 * 6)]]
+
+
+def test_sglang_s_chunk_follows_the_gpu_s_memory_by_hand():
+    """SGLang's --chunked-prefill-size, unset, by the GPU's memory (the stack's
+    prefill_chunk_by_memory): 2,048 under 35 GiB, 4,096 under 60, 8,192 (its prefill_chunk_tokens)
+    under 160, 16,384 from 160; each bound's side as its server_args.py compares (`<`). A chunk given
+    as an option is the same on every GPU."""
+    from dlmcost.inputs.stacks import load_stack
+
+    pol = behaviour.policy(load_stack("sglang"), Decoding("ar", None, 1.0))
+    gib = 2**30
+    got = {x: pol.on_gpu(x * gib).prefill_chunk for x in (24, 34.99, 35, 59.99, 60, 80, 159.99, 160, 192)}
+    assert got == {24: 2048, 34.99: 2048, 35: 4096, 59.99: 4096, 60: 8192, 80: 8192, 159.99: 8192, 160: 16384,
+                   192: 16384}
+    given = behaviour.policy(load_stack("sglang"), Decoding("ar", None, 1.0), prefill_chunk=1000)
+    assert given.on_gpu(192 * gib).prefill_chunk == 1000 and given.prefill_chunk_source == "option"
+    assert behaviour.policy(load_stack("vllm"), Decoding("ar", None, 1.0)).on_gpu(192 * gib).prefill_chunk == 8192
+
+
+def test_serve_and_plan_take_the_chunk_of_the_gpu(run):
+    """serve on a B200 (180 GB) prefills 16,384 tokens a step on SGLang, on an A100 40GB 4,096;
+    plan names the GPUs whose chunk is not the stack's 8,192."""
+    for gpu, chunk in (("b200", 16384), ("a100-40gb", 4096), ("h100", 8192)):
+        rc, out, err = run("serve", AR_MODEL, "--gpu", gpu, "--rate", "1", "--requests", "100", "-f", "json")
+        assert rc == 0, err
+        assert json.loads(out)["deployments"][0]["deployment"]["prefill_chunk_tokens"] == chunk, gpu
+    rc, out, err = run("plan", AR_MODEL, "--gpu", "h100,b200,a100-40gb", "--rate", "1", "--requests", "100",
+                       "--tp", "1", "--precision", "bf16", "-f", "json")
+    assert rc == 0, err
+    search = json.loads(out)["search"]
+    assert search["prefill_chunk_tokens"] == {"ar": 8192}
+    assert search["prefill_chunk_by_gpu"] == {"ar": {"B200": 16384, "A100 40GB SXM": 4096}}
+    rc, out, err = run("plan", AR_MODEL, "--gpu", "h100,b200", "--rate", "1", "--requests", "100", "--tp", "1",
+                       "--precision", "bf16")
+    assert "(16,384 tokens a step on B200)" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("tier, says", [({"tokens": 4096}, "from_gib, below_gib or both"),
+                                        ({"from_gib": 60, "below_gib": 35, "tokens": 4096}, "below its below_gib"),
+                                        ({"below_gib": 35, "tokens": 0}, "greater than or equal to 1")])
+def test_a_chunk_tier_needs_a_range_and_tokens(tier, says):
+    from dlmcost.inputs.stacks import StackFileError, validate_stack
+    import yaml
+    from pathlib import Path
+
+    data = yaml.safe_load((Path(__file__).resolve().parent.parent / "stacks" / "sglang.yaml").read_text())
+    data["prefill_chunk_by_memory"] = [tier]
+    with pytest.raises(StackFileError, match=says):
+        validate_stack(data)
+    data["prefill_chunk_by_memory"], data["prefill_chunk_tokens"] = [{"below_gib": 35, "tokens": 2048}], None
+    with pytest.raises(StackFileError, match="needs the prefill_chunk_tokens"):
+        validate_stack(data)

@@ -181,6 +181,29 @@ class FusedMoE(BaseModel):
     fp8_rate: float = Field(default=1.0, ge=MIN_EFFICIENCY, le=1)
 
 
+class ChunkTier(BaseModel):
+    """A prefill token budget for the GPUs whose memory lies in a range (`prefill_chunk_by_memory`):
+    from `from_gib` (inclusive) to below `below_gib`, either open."""
+
+    model_config = _FILE
+
+    from_gib: float | None = Field(default=None, gt=0, le=1e6)
+    below_gib: float | None = Field(default=None, gt=0, le=1e6)
+    tokens: int = Field(ge=1, le=10_000_000)
+
+    @model_validator(mode="after")
+    def _a_range(self) -> "ChunkTier":
+        if self.from_gib is None and self.below_gib is None:
+            raise ValueError("a chunk tier needs from_gib, below_gib or both")
+        if self.from_gib is not None and self.below_gib is not None and self.from_gib >= self.below_gib:
+            raise ValueError("a chunk tier's from_gib must be below its below_gib")
+        return self
+
+    def holds(self, memory_gib: float) -> bool:
+        return ((self.from_gib is None or memory_gib >= self.from_gib)
+                and (self.below_gib is None or memory_gib < self.below_gib))
+
+
 class SlowKernels(BaseModel):
     """Kernels a release ran slower on some parts than the hardware file's kernel times say (those
     describe the tuned kernels): GPU time each decoder layer adds to every pass on those parts at
@@ -324,6 +347,9 @@ class Stack(BaseModel):
     # prompts it prefills, under the budget above, and the decodes wait for the next one without;
     # false: prefills run beside the decodes in one iteration (vLLM V1). Token-streaming decodings only
     prefill_first: bool = False
+    # the budget on GPUs whose memory lies in a tier's range, in place of prefill_chunk_tokens (SGLang
+    # sets --chunked-prefill-size by the GPU's memory); the first tier that holds the GPU's memory wins
+    prefill_chunk_by_memory: list[ChunkTier] = Field(default_factory=list, max_length=16)
     # the API server processes every request passes before the engine sees it (None: no front-end
     # cost: the requests reach the scheduler as they are sent)
     front_end: FrontEndCost | None = None
@@ -427,6 +453,8 @@ class Stack(BaseModel):
         missing = [k for k in wanted if not self.sources.get(k, "").strip()]
         if missing:
             raise ValueError(f"sources: needs a source for: {', '.join(missing)}")
+        if self.prefill_chunk_by_memory and not self.prefill_chunk_tokens:
+            raise ValueError("prefill_chunk_by_memory: needs the prefill_chunk_tokens it stands in for on other GPUs")
         if not self.prefill_graphs and self.eager is None:
             raise ValueError("prefill_graphs: false needs the `eager:` block its prefills are dispatched with")
         if self.fused_moe and self.fused_moe.depth_overhead and self.gemm_efficiency.reference_depth is None:
@@ -444,7 +472,7 @@ OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_sequence_squared": 0.0, "us_
                     "prefill_chunk_tokens": None, "front_end": None,
                     "depth_overhead": 0.0, "attention_keys_overhead": 0.0, "runs_on": None, "eager": None,
                     "fused_moe": None, "prefill_graphs": True, "scheduler_recv_interval": False, "slow_kernels": [],
-                    "prefill_first": False}
+                    "prefill_first": False, "prefill_chunk_by_memory": []}
 
 
 # the numbers of a stack a fit can set (host terms, the GEMM curve, the other efficiencies and behaviours)

@@ -118,6 +118,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     intervals = {}  # each decoding's (receive interval, its source): the one given where its stack's scheduler
     # has one and the decoding streams tokens, else 1
     prefills_first: dict[str, bool] = {}  # each decoding's stack runs its prefills before its decodes (SGLang) or not
+    chunk_by_gpu: dict[str, dict[str, int | None]] = {}
     for m, space, pricing in spaces:
         decodings += [d.label for d in space.decodings]
         policies = {d.label: decoding_policy(stack, efficiency, d, eager, space.prefill_chunk, chunk_given_as,
@@ -128,6 +129,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         release.update({label: pol.release for label, pol in policies.items()})
         chunks.update({label: (pol.prefill_chunk, pol.prefill_chunk_source) for label, pol in policies.items()})
         prefills_first.update({label: pol.prefill_first for label, pol in policies.items()})
+        # the GPUs on which the stack's chunk differs (SGLang's by memory)
+        chunk_by_gpu.update({label: _other_chunks(pol, space.gpus) for label, pol in policies.items()})
         running.update({label: space.max_batches or [pol.max_running] for label, pol in policies.items()})
         stacks.update({label: behaviour.stack_name(stack, d, eager) for label, d in zip(policies, space.decodings)})
         published.update({f"{m.id} {d.label}": d.published.record() for d in space.decodings if d.published})
@@ -144,6 +147,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         release.setdefault(ar.label, policy.release)
         chunks.setdefault(ar.label, (policy.prefill_chunk, policy.prefill_chunk_source))
         prefills_first.setdefault(ar.label, policy.prefill_first)
+        chunk_by_gpu.setdefault(ar.label, _other_chunks(policy, spaces[0][1].gpus))
         running.setdefault(ar.label, spaces[0][1].max_batches or [policy.max_running])
         stacks.setdefault(ar.label, behaviour.stack_name(stack, ar, eager))
     behaviour.warn_if_no_chunks(spec.search.prefill_chunk, [chunk for chunk, _ in chunks.values()], chunk_name)
@@ -182,6 +186,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                          prefill_chunk_tokens={label: chunk for label, (chunk, _) in chunks.items()},
                          prefill_chunk_source={label: source for label, (_, source) in chunks.items()},
                          prefill_first=prefills_first,  # each decoding's prefills before its decodes or beside them
+                         # the searched GPUs on which its stack's chunk is another (SGLang's by GPU memory)
+                         prefill_chunk_by_gpu={label: by for label, by in chunk_by_gpu.items() if by},
                          # each decoding's receive interval as its stack takes it, and where it came from
                          recv_intervals={label: i for label, (i, _) in intervals.items()},
                          recv_interval_source={label: source for label, (_, source) in intervals.items()},
@@ -350,4 +356,15 @@ def _slow_kernels(stack_names, efficiency: str, gpus: list, precisions: list[str
                 on = st.slow_kernels_on(gpu.names, precision)
                 if on:
                     out.append(dict(stack=name, gpu=gpu.name, precision=precision, **on))
+    return out
+
+
+def _other_chunks(pol, gpus) -> dict[str, int | None]:
+    """GPU name -> the prefill chunk the decoding runs with there, for the GPUs where it is not the
+    policy's own (a stack that sets its chunk by the GPU's memory, `Policy.on_gpu`)."""
+    out = {}
+    for g in gpus:
+        chunk = pol.on_gpu(g.memory_bytes).prefill_chunk
+        if chunk != pol.prefill_chunk:
+            out[g.name] = chunk
     return out

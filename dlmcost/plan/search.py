@@ -195,7 +195,9 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
     cls = request_classes(sample)
     out, skipped = [], 0
     drawn: dict[tuple, object] = {}  # the requests' passes depend on the classes' passes and blocks alone
+    general = pol
     for gi, g in enumerate(space.gpus):
+        pol = general.on_gpu(g.memory_bytes)  # (the stack's prefill chunk for this GPU's memory)
         for pi, prec in enumerate(space.precisions):
             for kv, pt in tables.items():
                 for ti, tp in enumerate(space.tps):

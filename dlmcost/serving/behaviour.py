@@ -59,6 +59,16 @@ class Policy:
     recv_interval: int = 1  # the scheduler receives arrivals every this many decode iterations (1: every one)
     recv_interval_source: str = "default"
     prefill_first: bool = False  # the stack's: an iteration that prefills runs no decodes (token-streaming schemes)
+    prefill_chunk_tiers: tuple = ()  # the stack's chunk by GPU memory, where the chunk is the stack's (`on_gpu`)
+
+    def on_gpu(self, memory_bytes: float) -> "Policy":
+        """The policy on a GPU with this much memory: the stack's prefill chunk for it, where the
+        chunk is the stack's own and it sets one by memory (SGLang: `prefill_chunk_by_memory`)."""
+        gib = memory_bytes / 2**30
+        for tier in self.prefill_chunk_tiers:
+            if tier.holds(gib):
+                return replace(self, prefill_chunk=tier.tokens, prefill_chunk_tiers=())
+        return replace(self, prefill_chunk_tiers=()) if self.prefill_chunk_tiers else self
 
     def in_flight_cap(self, max_running: int | None = None) -> int:
         """Requests a replica may hold at once under a running limit (this policy's by default):
@@ -113,9 +123,11 @@ def policy(stack, decoding: Decoding, *, release: str | None = None, max_running
         prefill = "one-pass"  # no blocks to cut the prompt into
     chunk, chunk_source = prefill_chunk_of(stack, decoding, prefill_chunk, prefill_chunk_given_as)
     front, front_source = front_end_of(stack, api_servers, api_servers_given_as, layers)
+    tiers = tuple(stack_field(stack, "prefill_chunk_by_memory") or ()) if chunk and chunk_source == "stack" else ()
     return Policy(rel, rel_source, cap, cap_source, ahead, prefill, chunk, chunk_source, front, front_source,
                   *recv_interval_of(decoding, recv_interval, stack),
-                  prefill_first=bool(stack_field(stack, "prefill_first")) and streams_tokens(decoding))
+                  prefill_first=bool(stack_field(stack, "prefill_first")) and streams_tokens(decoding),
+                  prefill_chunk_tiers=tiers)
 
 
 STACK_WITHOUT_RECV_INTERVAL = "stack without one"
