@@ -550,3 +550,16 @@ def test_a_chunk_tier_needs_a_range_and_tokens(tier, says):
     data["prefill_chunk_by_memory"], data["prefill_chunk_tokens"] = [{"below_gib": 35, "tokens": 2048}], None
     with pytest.raises(StackFileError, match="needs the prefill_chunk_tokens"):
         validate_stack(data)
+
+
+def test_plan_s_candidates_run_the_chunk_of_their_gpu(run):
+    """A 16,000-token prompt on a B200 under SGLang: one piece at its 16,384-token default, two at
+    8,192. The B200 candidate's first tokens are those of --prefill-chunk 16384, not of 8192."""
+    def p95_first(*extra):
+        rc, out, err = run("plan", AR_MODEL, "--gpu", "b200", "--rate", "1", "--requests", "100", "--tp", "1",
+                           "--precision", "bf16", "--prompt", "16000", "--answer", "64", *extra, "-f", "json")
+        assert rc == 0, err
+        return json.loads(out)["deployments"][0]["p95_first_block_s"]
+
+    default = p95_first()
+    assert default == p95_first("--prefill-chunk", "16384") and default < p95_first("--prefill-chunk", "8192")
