@@ -51,6 +51,14 @@ def _recompute_scale(u, c, share, held_p, lift):
     return u / (share[c] * held_p[c]) if rescaled else 1.0
 
 
+def _feed_carried(carried, budget):
+    """This iteration's piece of the prompt in its pieces ([request, tokens left]): (request, tokens
+    fed, what is carried after: None once its last piece is fed)."""
+    take = min(carried[1], budget)
+    carried[1] -= take
+    return carried[0], take, (carried if carried[1] else None)
+
+
 def _take_arrivals(arrival, arrived, t, queue):
     for i in range(len(arrival)):
         if not arrived[i] and arrival[i] <= t:
@@ -115,12 +123,9 @@ def simulate_by_iteration(table, request_class, batch_cap, nfe, first, arrivals=
         fed = []  # (class, tokens) prefilled this iteration
         room = budget
         if carried is not None:
-            take = min(carried[1], budget)
-            fed.append((cls[carried[0]], take))
-            carried[1] -= take
+            i, take, carried = _feed_carried(carried, budget)
+            fed.append((cls[i], take))
             room -= take
-            if carried[1] == 0:
-                carried = None
         joined = []
         while queue and len(running) < batch_cap:
             i = queue[0]
@@ -224,12 +229,9 @@ def prefill_first_by_iteration(table, request_class, batch_cap, nfe, arrivals=No
         fed = []  # (request, tokens) prefilled this iteration
         room = budget
         if carried is not None:
-            take = min(carried[1], budget)
-            fed.append((carried[0], take))
+            i, take, carried = _feed_carried(carried, budget)
+            fed.append((i, take))
             room -= take
-            carried[1] -= take
-            if carried[1] == 0:
-                carried = None
         while queue and len(running) < batch_cap:
             i = queue[0]
             c = cls[i]
