@@ -158,7 +158,8 @@ class ServeDeployment(Record):
         None, description="one API server's CPU time per request, microseconds (the stack's front_end); null: none")
     first_token_delay_us: Optional[float] = Field(
         None, description="each request's wait after the API server before the engine sees it, holding neither a "
-                          "server nor the GPU (the stack's front_end.first_token_us_per_layer x the model's layers), "
+                          "server nor the GPU (the stack's front_end.first_token_us_per_layer x the model's layers, "
+                          "first_token_us_per_mla_layer for its MLA layers where the stack sets one), "
                           "microseconds; null: the stack has no front-end cost")
     api_servers_source: str = Field("none", description="where the number of API servers came from: option, "
                                                         "stack, or none")
@@ -649,6 +650,9 @@ class StackEntry(Record):
     first_token_us_per_layer: Optional[float] = Field(None, description="each request's wait before the engine sees it "
                                                                         "(holding no server or GPU), microseconds per "
                                                                         "model layer (null: no front-end cost)")
+    first_token_us_per_mla_layer: Optional[float] = Field(
+        None, description="the same wait per multi-head latent attention layer, in place of first_token_us_per_layer "
+                          "for those layers (null: first_token_us_per_layer for every layer)")
     fitted: dict[str, list[str]] = Field(description="field -> the validation points it was fitted on")
     error_band: Optional[ErrorBand] = Field(description="predicted / measured speed over the published measurements "
                                                         "it was not fitted on (docs/validation.md), on every vendor's parts")

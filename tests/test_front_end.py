@@ -284,11 +284,13 @@ def test_plan_takes_api_servers_and_names_the_front_end(run, tmp_path):
     assert fronts["vllm"] == fronts["vllm-dllm"] == (1, 5000) and fronts["sglang"] == (1, 0)
     assert fronts["sglang-dllm"] == (None, None)
     delays = {s["name"]: s["first_token_us_per_layer"] for s in json.loads(out)}
-    assert delays["vllm"] == 800 and delays["vllm-dllm"] == 0 and delays["sglang"] == 820
+    assert delays["vllm"] == 800 and delays["vllm-dllm"] == 0 and delays["sglang"] == 323
+    mla = {s["name"]: s["first_token_us_per_mla_layer"] for s in json.loads(out)}
+    assert mla["sglang"] == mla["sglang-pcg"] == 820 and mla["vllm"] is None  # vllm: 800 for every layer
     rc, out, _ = run("stacks", "-f", "csv")  # the table's cell: servers x 5,000 us = 5 ms, + 800 us a layer
     cells = {r["stack"]: r["front end"] for r in csv.DictReader(io.StringIO(out))}
     assert rc == 0 and cells["vllm"] == "1 x 5 ms + 0.8 ms/layer" and cells["vllm-dllm"] == "1 x 5 ms"
-    assert cells["sglang"] == "0.82 ms/layer" and cells["sglang-dllm"] == "-"
+    assert cells["sglang"] == "0.323 ms/layer (MLA 0.82)" and cells["sglang-dllm"] == "-"
 
 
 def test_serve_adds_the_first_token_delay_to_each_first_token_only(run, tmp_path):
@@ -330,3 +332,34 @@ def test_servers_that_take_no_time_pass_each_request_as_sent_and_it_waits_the_de
     assert r.latency_s.tolist() == pytest.approx([1.25], abs=1e-12)
     r = simulate(table, np.zeros(10, int), 16, arrivals_s=np.zeros(10), front_end=FrontEnd(1, 0.0, 0.25))
     assert r.latency_s.tolist() == pytest.approx([1.25] * 10, abs=1e-12)
+
+
+def test_a_latent_attention_layer_waits_its_own_delay():
+    """first_token_us_per_mla_layer takes first_token_us_per_layer's place for a model's MLA layers
+    (by hand: 61 MLA layers x 820 us = 50.02 ms; 36 other layers x 323 us = 11.628 ms; a mix of 10 and
+    2 MLA layers: 8 x 323 + 2 x 820 us); unset, every layer waits first_token_us_per_layer."""
+    from dlmcost.inputs.stacks import FrontEndCost
+
+    split = FrontEndCost(us_per_request=0.0, first_token_us_per_layer=323.0, first_token_us_per_mla_layer=820.0)
+    assert split.first_token_delay_s(61, 61) == pytest.approx(61 * 820e-6, rel=1e-12)
+    assert split.first_token_delay_s(36) == pytest.approx(36 * 323e-6, rel=1e-12)
+    assert split.first_token_delay_s(10, 2) == pytest.approx((8 * 323 + 2 * 820) * 1e-6, rel=1e-12)
+    one = FrontEndCost(us_per_request=5000.0, first_token_us_per_layer=800.0)
+    assert one.first_token_delay_s(61, 61) == one.first_token_delay_s(61) == pytest.approx(61 * 800e-6, rel=1e-12)
+
+
+@pytest.mark.parametrize("model, layers, per_layer_us, shown", [("deepseek-ai/DeepSeek-V3", 61, 820, "50 ms"),
+                                                                  ("Qwen/Qwen3-8B", 36, 323, "11.6 ms")])
+def test_serve_names_the_delay_of_the_models_attention(run, model, layers, per_layer_us, shown):
+    """sglang's first-token delay per layer: DeepSeek-V3's 61 latent-attention layers 820 us each
+    (50.0 ms), Qwen3-8B's 36 grouped-query ones 323 us (11.6 ms), in serve's header and its JSON."""
+    import json
+
+    args = ("serve", model, "--gpu", "h200", "--tp", "8", "--precision", "fp8", "--stack", "sglang", "--prompt", "256", "--answer", "8",
+            "--job", "1", "--parallel", "1")
+    rc, out, err = run(*args, "-f", "json")
+    assert rc == 0, err
+    dep = json.loads(out)["deployments"][0]["deployment"]
+    assert dep["first_token_delay_us"] == pytest.approx(layers * per_layer_us, rel=1e-12)
+    rc, out, err = run(*args)
+    assert rc == 0 and f"front end: {shown} of dispatch" in " ".join(out.split())

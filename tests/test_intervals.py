@@ -142,9 +142,9 @@ def test_one_user_ttfb_moves_by_the_first_token_band():
     prediction times the first-token band's end; the other times move by the speed band."""
     band = on_nvidia("sglang")
     first = band["first_token"]
-    # the case this tests: the two bands differ by more than a tenth at one end at least (since the medians
-    # are scored, at the low end: sglang's first tokens on NVIDIA parts run up to 1.7x pessimistic)
-    assert max(abs(first["low"] / band["low"] - 1), abs(first["high"] / band["high"] - 1)) > 0.1
+    # the case this tests: the two bands differ by more than 5% at one end at least (sglang's first tokens on
+    # NVIDIA parts run further to the optimistic side than its speed), far beyond the checks' tolerance
+    assert max(abs(first["low"] / band["low"] - 1), abs(first["high"] / band["high"] - 1)) > 0.05
     r = api.serve(AR_MODEL, api.ClosedLoop(1), api.ServeSetup(gpu="h100", stack="sglang"), prompt=512, answer=64)
     d, (p,) = r.deployment, r.points
     assert d["error_band"]["first_token"]["high"] == first["high"]

@@ -776,7 +776,7 @@ def test_progress_only_after_a_second(monkeypatch, capsys):
     assert capsys.readouterr().err.endswith("\r\033[1A\033[2K")  # the bar's line erased
 
 
-LLADA_PREFILL_DISPATCH_S = 32 * 28e-6  # sglang's eager dispatch of a prefill: 32 layers x 28 us (stacks/sglang.yaml)
+LLADA_PREFILL_DISPATCH_S = 32 * 292e-6  # sglang's eager dispatch of a prefill: 32 layers x 292 us (stacks/sglang.yaml)
 
 
 def test_passes_to_first_block_by_hand():
@@ -810,7 +810,7 @@ def test_passes_to_first_block_by_hand():
                         stack="sglang", **({} if decoding.scheme == "ar" else {"tpf": decoding.tpf}))["results"][0]
         opening = a["passes"][0]
         assert opening["name"] == first_family
-        # sglang's AR prefill runs eagerly: its dispatch, LLaDA-8B's 32 x 28 us, is the iteration's once, not a share
+        # sglang's AR prefill runs eagerly: its dispatch, LLaDA-8B's 32 x 292 us, is the iteration's once, not a share
         step = LLADA_PREFILL_DISPATCH_S if decoding.scheme == "ar" else 0.0
         steps = cand.table.prefill_step_s
         assert (steps[0][4] if steps else 0.0) == pytest.approx(step, rel=1e-9), decoding

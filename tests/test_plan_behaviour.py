@@ -116,9 +116,9 @@ def test_the_release_policy_is_shown(capsys, monkeypatch):
     assert main([*base, "-f", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["search"]["release"] == {"dual-cache/32/1": "synchronous"}
     assert main(base) == 0
-    # (sglang's front end: LLaDA-8B's 32 layers x 0.820 ms of dispatch before the engine sees a request)
+    # (sglang's front end: LLaDA-8B's 32 layers x 0.323 ms of dispatch before the engine sees a request)
     assert re.search(rf"engines: {STACK} for dual-cache/32/1 \(batch limit \d+, synchronous release\), front end: "
-                     rf"26.2 ms of dispatch before the engine sees each request \({STACK}'s\) \(--stack\)",
+                     rf"10.3 ms of dispatch before the engine sees each request \({STACK}'s\) \(--stack\)",
                      " ".join(capsys.readouterr().out.split()))
     with_serving_fields(monkeypatch, release="first-done")
     assert main([*base, "-f", "json"]) == 0

@@ -24,9 +24,9 @@ def test_sglang_pcg_is_sglang_with_prefills_graphed():
 
 def test_graphed_prefills_save_the_eager_dispatch_by_hand(run):
     """One request, its 1,000-token prompt prefilled alone on 2x GB300: sglang charges the eager
-    dispatch of MiniMax-M2.5's 62 MoE layers (28 + 965 us each, stacks/sglang.yaml's `eager:`) and
-    of its 62 x 2 + 1 all-reduces (15 us each); sglang-pcg replays the prefill from graphs, so its
-    first token comes 62 x 993 + 125 x 15 = 63,441 us sooner, and nothing else moves."""
+    dispatch of MiniMax-M2.5's 62 MoE layers (292 + 346 us each, stacks/sglang.yaml's `prefill_eager:`)
+    and of its 62 x 2 + 1 all-reduces (15 us each); sglang-pcg replays the prefill from graphs, so its
+    first token comes 62 x 638 + 125 x 15 = 41,431 us sooner, and nothing else moves."""
     common = ["serve", "MiniMaxAI/MiniMax-M2.5", "--gpu", "gb300", "--tp", "2", "--precision", "fp8", "--prompt",
               "1000", "--answer", "16", "--job", "1", "--parallel", "1", "-f", "json"]
     points = {}
@@ -35,7 +35,7 @@ def test_graphed_prefills_save_the_eager_dispatch_by_hand(run):
         assert rc == 0, err
         points[stack] = json.loads(out)["deployments"][0]["points"][0]
     saved = points["sglang"]["ttfb_s"]["mean"] - points["sglang-pcg"]["ttfb_s"]["mean"]
-    assert saved == pytest.approx((62 * (28 + 965) + 125 * 15) * 1e-6, abs=1e-9)
+    assert saved == pytest.approx((62 * (292 + 346) + 125 * 15) * 1e-6, abs=1e-9)
     # decode graphed in both: the same gaps (to the float rounding of a sum taken in another order)
     assert points["sglang"]["inter_block_s"] == pytest.approx(points["sglang-pcg"]["inter_block_s"], rel=1e-12)
 

@@ -133,7 +133,8 @@ def test_no_scored_number_leans_on_a_fit_from_its_own_publication(marked):
         first_token = r.get("metric") in ("ttft_mean_s", "ttft_p50_s")
         fitted = [points for field, points in stack.fitted.items()
                   if (field != "eager" or r["stack"].endswith(" (eager)"))
-                  and (field != "first_token_us_per_layer" or first_token)] + list(gpus[r["gpu"]].fitted.values())
+                  and (field not in ("first_token_us_per_layer", "first_token_us_per_mla_layer") or first_token)]
+        fitted += list(gpus[r["gpu"]].fitted.values())
         # a fitted list's "prefix*" names every point id that begins so
         named = {i for points in fitted for pid in points
                  for i in ([i for i in where if i.startswith(pid[:-1])] if pid.endswith("*") else [pid])}
@@ -672,33 +673,56 @@ def test_a_median_tpot_is_the_requests_median_gap_and_near_the_means_where_lengt
         assert median == pytest.approx(mean, rel=0.03)
 
 
-# the SGLang cookbook's DeepSeek-R1-0528 page on 8x B200: mean TTFT (ms) at one request in flight, the three
-# the published median TTFTs of the runs the sglang stack's first-token delay was fitted on (its source: 820 us
-# over DeepSeek-V3's 61 layers)
+# the published median TTFTs (ms) of the runs the sglang stack's latent-attention first-token delay was fitted on
+# (the SGLang cookbook's DeepSeek-R1-0528 page on 8x B200, one request in flight; its source: 820 us over
+# DeepSeek-V3's 61 MLA layers), and the mean TTFTs of the runs its other layers' delay was fitted on (SGLang PR
+# #13094's Llama-3.1-8B FP8 at TP8, one request in flight, prefills eager and graphed; 323 us over 32 layers)
 FIRST_TOKEN_FIT_MS = {"sgcr-dsr1-fp8-b200tp8-sglang-1k1k-c1": 140.76, "sgcr-dsr1-fp8-b200tp8-sglang-1k8k-c1": 126.19,
                       "sgcr-dsr1-fp8-b200tp8-sglang-8k1k-c1": 154.96}
+DENSE_FIRST_TOKEN_FIT_MS = {"sgp13094-llama31-8b-fp8-h100tp8-sglang-eager-1k16-c1": 29.97,
+                            "sgp13094-llama31-8b-fp8-h100tp8-sglang-pcg-1k16-c1": 19.66}
+
+
+def _refit_first_token_delay_ms(tmp_path, fit_ms: dict[str, float], statistic: str) -> float:
+    """The delay (ms) that minimises the squared log error of the runs' published first tokens over the
+    model's with no delay at all, by brute force (0 to 200 ms by 0.01 ms), each run on its own stack."""
+    import math
+
+    points = {p["id"]: p for p in validation.load_yaml(validation.SERVING.read_text(encoding="utf-8"))["points"]}
+    bare = {}
+    for pid in fit_ms:
+        command = " ".join(points[pid]["command"].split())
+        stack = command.split(" --stack ")[1].split()[0]
+        assert stack in ("sglang", "sglang-pcg")
+        path = tmp_path / f"{stack}-no-delay.yaml"
+        path.write_text(f"extends: {stack}\nname: {stack}-no-delay\nfront_end:\n  first_token_us_per_layer: 0\n"
+                        "  first_token_us_per_mla_layer: 0\n")
+        served = validation.serve_json(command.replace(f" --stack {stack} ", f" --stack {path} "))
+        bare[pid] = 1000 * served["ttfb_s"][statistic]
+    assert all(bare[p] < fit_ms[p] for p in bare)  # each lacks a delay, none overshoots
+
+    def loss(delay_ms: float) -> float:
+        return sum((math.log(fit_ms[p]) - math.log(bare[p] + delay_ms)) ** 2 for p in bare)
+
+    return min((k / 100 for k in range(20001)), key=loss)
 
 
 def test_the_first_token_delay_still_fits_its_runs(tmp_path):
-    """Refit by brute force under the model as it now stands: the delay that minimises the squared log error
-    of those runs' median TTFT, over the model's medians with no delay at all, lies within 3% of the stack's
-    number; a change to the cost model that moves it further fails here, asking for a refit."""
-    import math
-
+    """Refit by brute force under the model as it now stands: each of the sglang stack's two delays, refitted
+    on its own runs, lies within 3% of the stack's number; a change to the cost model that moves it further
+    fails here, asking for a refit."""
     from dlmcost.inputs.stacks import load_stack
 
-    stack = tmp_path / "sglang-no-delay.yaml"
-    stack.write_text("extends: sglang\nname: sglang-no-delay\nfront_end:\n  first_token_us_per_layer: 0\n")
-    points = {p["id"]: p for p in validation.load_yaml(validation.SERVING.read_text(encoding="utf-8"))["points"]}
-    bare = {}
-    for pid in FIRST_TOKEN_FIT_MS:
-        command = " ".join(points[pid]["command"].split())
-        assert " --stack sglang " in command
-        bare[pid] = 1000 * validation.serve_json(command.replace(" --stack sglang ", f" --stack {stack} "))["ttfb_s"]["median"]
-    assert all(bare[p] < FIRST_TOKEN_FIT_MS[p] for p in bare)  # each lacks a delay, none overshoots
+    front = load_stack("sglang").front_end
+    mla_ms = _refit_first_token_delay_ms(tmp_path, FIRST_TOKEN_FIT_MS, "median")
+    assert mla_ms * 1000 / 61 == pytest.approx(front.first_token_us_per_mla_layer, rel=0.03)
+    dense_ms = _refit_first_token_delay_ms(tmp_path, DENSE_FIRST_TOKEN_FIT_MS, "mean")
+    assert dense_ms * 1000 / 32 == pytest.approx(front.first_token_us_per_layer, rel=0.03)
 
-    def loss(delay_ms: float) -> float:
-        return sum((math.log(FIRST_TOKEN_FIT_MS[p]) - math.log(bare[p] + delay_ms)) ** 2 for p in bare)
 
-    best_ms = min((k / 100 for k in range(20001)), key=loss)  # 0 to 200 ms by 0.01 ms
-    assert best_ms * 1000 / 61 == pytest.approx(load_stack("sglang").front_end.first_token_us_per_layer, rel=0.03)
+def test_pr13094_runs_find_only_their_warm_up_prompt_cached():
+    """validation/lengths/sglang-flushed-warmup-n*-cached.txt: the cache flushed before each run, whose
+    warm-up request sends the run's first prompt: share 1 for the first request, 0 for the others."""
+    for n in (8, 32, 192, 256):
+        text = (validation.ROOT / "validation" / "lengths" / f"sglang-flushed-warmup-n{n}-cached.txt").read_text()
+        assert text == " ".join(["1"] + ["0"] * (n - 1)) + "\n"

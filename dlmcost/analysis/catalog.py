@@ -64,6 +64,7 @@ def list_stacks() -> list[dict]:
                         api_servers=s.front_end.api_servers if s.front_end else None,
                         front_end_us_per_request=s.front_end.us_per_request if s.front_end else None,
                         first_token_us_per_layer=s.front_end.first_token_us_per_layer if s.front_end else None,
+                        first_token_us_per_mla_layer=s.front_end.first_token_us_per_mla_layer if s.front_end else None,
                         fitted={field: list(points) for field, points in s.fitted.items()},
                         error_band=None if band is None else band.record(),
                         # its band on each vendor's parts that has one (the same engine runs other kernels there)

@@ -17,7 +17,7 @@ a pass", states the whole rule:
     + sampler_time on the LM head (the sampler streams its logits)
     pass time = GPU time + host_wait(GPU, host) + step_overhead(batch)
         host = host_time: n_layers x us_per_layer + MoE layers x us_per_moe_layer
-               + the MoE layers' experts x us_per_expert
+               + MLA layers x us_per_mla_layer + the MoE layers' experts x us_per_expert
         (the tensor-parallel collectives' op adds collectives x us_per_collective: collective_dispatch)
         host_wait = max(host - GPU, 0) if launches overlap the GPU, else all the host time
         step_overhead = fixed_us_per_forward + us_per_sequence x batch
@@ -159,15 +159,16 @@ def sampler_time(logit_count, bandwidth, eff_mem, stack: Stack) -> np.ndarray:
     return np.asarray(logit_count, float) * traffic / (np.asarray(bandwidth, float) * eff_mem)
 
 
-def host_time(n_layers, stack: Stack, expert_loops=0.0, moe_layers=0.0) -> np.ndarray:
+def host_time(n_layers, stack: Stack, expert_loops=0.0, moe_layers=0.0, mla_layers=0.0) -> np.ndarray:
     """CPU seconds to dispatch one forward of n_layers decoder layers, plus us_per_moe_layer for
     each of the `moe_layers` among them (an MoE block launches more kernels than a dense MLP where
-    no graph replays them), plus us_per_expert for each of `expert_loops` passes of a Python loop
-    over an MoE layer's experts (MoE layers x experts: reference MoE blocks visit every expert,
-    launching its GEMMs one by one)."""
+    no graph replays them) and us_per_mla_layer for each of the `mla_layers` (latent attention
+    launches more than grouped-query attention), plus us_per_expert for each of `expert_loops`
+    passes of a Python loop over an MoE layer's experts (MoE layers x experts: reference MoE blocks
+    visit every expert, launching its GEMMs one by one)."""
     host = stack.host
     return (np.asarray(n_layers, float) * host.us_per_layer + moe_layers * host.us_per_moe_layer
-            + expert_loops * host.us_per_expert) * 1e-6
+            + mla_layers * host.us_per_mla_layer + expert_loops * host.us_per_expert) * 1e-6
 
 
 def collective_dispatch(collectives, stack: Stack) -> np.ndarray:
@@ -177,8 +178,9 @@ def collective_dispatch(collectives, stack: Stack) -> np.ndarray:
 
 
 def dispatch_time(m, stack: Stack) -> np.ndarray:
-    """host_time of one forward of model `m`: its layers, its MoE layers and its expert loops."""
-    return host_time(m.n_layers, stack, expert_loops(m), m.n_moe_layers if m.moe else 0)
+    """host_time of one forward of model `m`: its layers, its MoE layers, its MLA layers and its
+    expert loops."""
+    return host_time(m.n_layers, stack, expert_loops(m), m.n_moe_layers if m.moe else 0, m.n_mla_layers)
 
 
 def expert_loops(m) -> float:

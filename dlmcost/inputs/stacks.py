@@ -88,6 +88,9 @@ class HostCost(BaseModel):
     # an MoE layer's dispatch beyond a dense layer's us_per_layer (its router, top-k, sort and
     # fused-expert kernels launched from Python); 0 where a graph replays them
     us_per_moe_layer: float = Field(default=0.0, ge=0, le=1e6)
+    # a multi-head latent attention (MLA) layer's dispatch beyond us_per_layer (its latent projections,
+    # norms and absorbed products launched from Python); 0 where a graph replays them
+    us_per_mla_layer: float = Field(default=0.0, ge=0, le=1e6)
     # the GPU's wait per tensor-parallel collective beyond its link time, for launching it from
     # Python (an eager all-reduce's host path); 0 where a graph replays it
     us_per_collective: float = Field(default=0.0, ge=0, le=1e6)
@@ -105,6 +108,16 @@ class FrontEndCost(BaseModel):
     # a latency before each request's first token, per decoder layer, that holds neither the API
     # servers nor the GPU (the engine's host-side dispatch of a new request; FrontEnd.first_token_delay_s)
     first_token_us_per_layer: float = Field(default=0.0, ge=0, le=1e6)
+    # the same delay per multi-head latent attention (MLA) layer, in place of first_token_us_per_layer
+    # for those layers (None: first_token_us_per_layer for every layer)
+    first_token_us_per_mla_layer: Optional[float] = Field(default=None, ge=0, le=1e6)
+
+    def first_token_delay_s(self, layers: int, mla_layers: int = 0) -> float:
+        """Each request's first-token delay for a model of `layers` decoder layers, `mla_layers` of
+        them MLA ones."""
+        per_mla = self.first_token_us_per_layer if self.first_token_us_per_mla_layer is None \
+            else self.first_token_us_per_mla_layer
+        return ((layers - mla_layers) * self.first_token_us_per_layer + mla_layers * per_mla) * 1e-6
 
 
 class EagerHost(BaseModel):
@@ -117,6 +130,8 @@ class EagerHost(BaseModel):
     # replaces host.us_per_moe_layer: an MoE layer's wait beyond us_per_layer, for the router, top-k,
     # sort and fused-expert kernels it launches from Python (measured the same way)
     us_per_moe_layer: float = Field(default=0.0, ge=0, le=1e6)
+    # replaces host.us_per_mla_layer: an MLA layer's wait beyond us_per_layer (measured the same way)
+    us_per_mla_layer: float = Field(default=0.0, ge=0, le=1e6)
     # replaces host.us_per_collective: each tensor-parallel collective's wait for its launch from
     # Python, measured as the eager collective's time minus the graphed one's
     us_per_collective: float = Field(default=0.0, ge=0, le=1e6)
@@ -363,9 +378,13 @@ class Stack(BaseModel):
     # (it runs without graphs already, or no eager measurement of it is published)
     eager: EagerHost | None = None
     # whether CUDA graphs cover an autoregressive model's prompt prefill: false where the engine
-    # captures graphs for decode only and runs each prefill eagerly, dispatched as the `eager`
-    # block says (SGLang 0.5: its piecewise prefill graphs are off by default)
+    # captures graphs for decode only and runs each prefill eagerly, dispatched as the
+    # `prefill_eager` block says, else as the `eager` one (SGLang 0.5: its piecewise prefill graphs
+    # are off by default)
     prefill_graphs: bool = True
+    # the host's dispatch of a prompt prefill launched eagerly, where it was measured apart from the
+    # `eager` block's decode (None: the `eager` block's)
+    prefill_eager: EagerHost | None = None
     # kernels the release ran slower on some parts than the hardware files' kernel times (which
     # describe tuned kernels): their GPU time per decoder layer, added to every pass there
     slow_kernels: list[SlowKernels] = Field(default_factory=list, max_length=16)
@@ -429,21 +448,23 @@ class Stack(BaseModel):
 
     def prefill_dispatch(self) -> "Stack":
         """The stack an autoregressive prompt prefill is costed under: itself where CUDA graphs
-        cover prefills, else its `eager` host dispatch (the name unchanged: the same engine)."""
+        cover prefills, else its `prefill_eager` host dispatch, or its `eager` one where it has no
+        prefill's own (the name unchanged: the same engine)."""
         if self.prefill_graphs:
             return self
-        return self.model_copy(update=dict(host=self._eager_host()))
+        return self.model_copy(update=dict(host=self._eager_host(self.prefill_eager or self.eager)))
 
     def run_eagerly(self) -> "Stack":
         """The same engine without CUDA graphs: its `eager` host dispatch, its name marked (the
         name the outputs print, and that `load_stack` reads back)."""
         if self.eager is None:
             raise UsageError(eager_refusal(self.name))
-        return self.model_copy(update=dict(name=stack_label(self.name, True), host=self._eager_host()))
+        return self.model_copy(update=dict(name=stack_label(self.name, True), host=self._eager_host(self.eager),
+                                           prefill_graphs=False))
 
-    def _eager_host(self) -> HostCost:
-        """The host block with the `eager` profile's dispatch in place of the graphed one."""
-        return self.host.model_copy(update=self.eager.model_dump())
+    def _eager_host(self, eager: EagerHost) -> HostCost:
+        """The host block with an eager profile's dispatch in place of the graphed one."""
+        return self.host.model_copy(update=eager.model_dump())
 
     @model_validator(mode="after")
     def _sourced(self) -> "Stack":
@@ -455,8 +476,9 @@ class Stack(BaseModel):
             raise ValueError(f"sources: needs a source for: {', '.join(missing)}")
         if self.prefill_chunk_by_memory and not self.prefill_chunk_tokens:
             raise ValueError("prefill_chunk_by_memory: needs the prefill_chunk_tokens it stands in for on other GPUs")
-        if not self.prefill_graphs and self.eager is None:
-            raise ValueError("prefill_graphs: false needs the `eager:` block its prefills are dispatched with")
+        if not self.prefill_graphs and self.eager is None and self.prefill_eager is None:
+            raise ValueError("prefill_graphs: false needs the `prefill_eager:` (or `eager:`) block its prefills "
+                             "are dispatched with")
         if self.fused_moe and self.fused_moe.depth_overhead and self.gemm_efficiency.reference_depth is None:
             raise ValueError("fused_moe: depth_overhead needs the reference_depth the GEMM curve was measured at")
         return self
@@ -466,7 +488,7 @@ SOURCED_FIELDS = ("host", "fixed", "gemm_efficiency", "attention_efficiency", "e
                   "sampler_logits_bytes")
 # fields with a neutral default, and that default: sourced when set otherwise
 OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_sequence_squared": 0.0, "us_per_expert": 0.0, "us_per_moe_layer": 0.0,
-                    "us_per_collective": 0.0,
+                    "us_per_mla_layer": 0.0, "us_per_collective": 0.0, "prefill_eager": None,
                     "max_running_requests": None, "release": None, "sampler_traffic_bytes": None,
                     "expert_rows": "routed", "first_block_outside_limit": False, "prompt_prefill": "one-pass",
                     "prefill_chunk_tokens": None, "front_end": None,
@@ -480,7 +502,7 @@ FITTABLE_FIELDS = ("us_per_layer", "fixed_us_per_forward", "us_per_sequence", "u
                    "depth_overhead", "attention_efficiency", "elementwise_bytes_factor", "sampler_logits_bytes",
                    "sampler_traffic_bytes",
                    "max_running_requests", "first_block_outside_limit", "eager", "first_token_us_per_layer",
-                   "slow_kernels")
+                   "first_token_us_per_mla_layer", "prefill_eager", "slow_kernels")
 # how an eagerly run stack's name ends: `vllm (eager)`
 EAGER_SUFFIX = " (eager)"
 

@@ -122,7 +122,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     for m, space, pricing in spaces:
         decodings += [d.label for d in space.decodings]
         policies = {d.label: decoding_policy(stack, efficiency, d, eager, space.prefill_chunk, chunk_given_as,
-                                             space.api_servers, servers_given_as, m.n_layers, space.recv_interval)
+                                             space.api_servers, servers_given_as, m.n_layers, space.recv_interval,
+                                             m.n_mla_layers)
                     for d in space.decodings}
         intervals.update({label: (pol.recv_interval, pol.recv_interval_source) for label, pol in policies.items()})
         fronts.update({label: (pol.front_end, pol.api_servers_source) for label, pol in policies.items()})
@@ -141,7 +142,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     if baseline and any(not d.autoregressive for _, space, _ in spaces for d in space.decodings):
         ar = baseline_decoding()  # the AR baseline's engine, as the header names it
         policy = decoding_policy(stack, efficiency, ar, eager, spec.search.prefill_chunk, chunk_given_as,
-                                 spec.search.api_servers, servers_given_as, spaces[0][0].n_layers, recv_given)
+                                 spec.search.api_servers, servers_given_as, spaces[0][0].n_layers, recv_given,
+                                 spaces[0][0].n_mla_layers)
         intervals.setdefault(ar.label, (policy.recv_interval, policy.recv_interval_source))
         fronts.setdefault(ar.label, (policy.front_end, policy.api_servers_source))
         release.setdefault(ar.label, policy.release)

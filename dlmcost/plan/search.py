@@ -186,7 +186,7 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
     stack = behaviour.stack_name(stack, decoding, eager)  # the decoding's engine path unless one is given
     pol = behaviour.policy(stack_profile(stack, efficiency), decoding,  # its running limit: max_batch's
                            prefill_chunk=space.prefill_chunk, api_servers=space.api_servers, layers=model.n_layers,
-                           recv_interval=space.recv_interval)
+                           recv_interval=space.recv_interval, mla_layers=model.n_mla_layers)
     # one table per K/V format: the format changes what fits in memory and what each pass reads
     tables = {kv: pass_table(model, *_table_args(space, decoding, prompts, canvases, pol), efficiency=efficiency,
                              stack=stack, hardware=hardware, max_passes=None,  # plan checked the total of its sweeps
@@ -264,15 +264,15 @@ def baseline_decoding() -> Decoding:
 def decoding_policy(stack: str | None, efficiency: str, decoding: Decoding, eager: bool = False,
                     prefill_chunk: int | None = None, chunk_given_as: str = "option",
                     api_servers: int | None = None, servers_given_as: str = "option",
-                    layers: int = 0, recv_interval: int | None = None) -> behaviour.Policy:
+                    layers: int = 0, recv_interval: int | None = None, mla_layers: int = 0) -> behaviour.Policy:
     """How a decoding is served: on its stack (the one given, else its kind's default), with that
     stack's release and running limit, and the chunked prefill, API servers and receive interval
-    given (else the stack's; the interval, 1), as `serve` serves it; `layers`: the model's (its front
-    end's first-token delay)."""
+    given (else the stack's; the interval, 1), as `serve` serves it; `layers` and `mla_layers`: the
+    model's (its front end's first-token delay)."""
     return behaviour.policy(stack_profile(behaviour.stack_name(stack, decoding), efficiency, eager), decoding,
                             prefill_chunk=prefill_chunk, prefill_chunk_given_as=chunk_given_as,
                             api_servers=api_servers, api_servers_given_as=servers_given_as, layers=layers,
-                            recv_interval=recv_interval)
+                            recv_interval=recv_interval, mla_layers=mla_layers)
 
 
 

@@ -168,15 +168,18 @@ def _fitted_cell(fitted: dict) -> list[str]:
 
 def _front_end_cell(entry: dict) -> str:
     """'1 x 5 ms': the API servers and each one's time per request, then '+ 0.8 ms/layer' where the
-    stack delays each request's first token per model layer ('0.82 ms/layer' alone where the servers
-    take no time a request); '-' without a front-end cost."""
+    stack delays each request's first token per model layer ('0.33 ms/layer' alone where the servers
+    take no time a request; '0.33 ms/layer (MLA 0.8)' where an MLA layer's differs); '-' without a
+    front-end cost."""
     if entry.get("api_servers") is None:
         return "-"
-    per_layer = entry.get("first_token_us_per_layer")
+    per_layer, per_mla = entry.get("first_token_us_per_layer"), entry.get("first_token_us_per_mla_layer")
+    delay = f"{num(per_layer / 1000)} ms/layer" if per_layer or per_mla is not None else ""
+    if delay and per_mla is not None and per_mla != per_layer:
+        delay += f" (MLA {num(per_mla / 1000)})"
     if not entry["front_end_us_per_request"]:
-        return f"{num(per_layer / 1000)} ms/layer" if per_layer else "-"
-    delay = f" + {num(per_layer / 1000)} ms/layer" if per_layer else ""
-    return f"{entry['api_servers']} x {num(entry['front_end_us_per_request'] / 1000)} ms{delay}"
+        return delay or "-"
+    return f"{entry['api_servers']} x {num(entry['front_end_us_per_request'] / 1000)} ms" + (f" + {delay}" if delay else "")
 
 
 def _prefills_cell(entry: dict) -> str:

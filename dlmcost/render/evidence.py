@@ -138,7 +138,7 @@ def recv_interval_phrase(every: int) -> str:
 def slow_kernels_phrase(entries: list[dict]) -> str:
     """Where a stack's release ran a part's kernels slower than the hardware file's tuned times (its
     slow_kernels), what it adds to every pass ('' where none), parts alike named together:
-    'untuned kernels: sglang on MI300X and MI325X at fp8, 242.85 µs a decoder layer + 0.31 µs a layer
+    'untuned kernels: sglang on MI300X and MI325X at fp8, 242.61 µs a decoder layer + 0.55 µs a layer
     for each token a pass runs (the release's slow_kernels: `dlmcost stacks`)'."""
     alike: dict[tuple, list[str]] = {}
     for e in entries:

@@ -107,11 +107,12 @@ def streams_tokens(decoding: Decoding) -> bool:
 def policy(stack, decoding: Decoding, *, release: str | None = None, max_running: int | None = None,
            prefill_chunk: int | None = None, prefill_chunk_given_as: str = "option",
            api_servers: int | None = None, api_servers_given_as: str = "option", layers: int = 0,
-           recv_interval: int | None = None) -> Policy:
+           recv_interval: int | None = None, mla_layers: int = 0) -> Policy:
     """The deployment's release policy and running-request limit. A scheme that streams tokens
     always releases first-done (a request leaves at its last token). `prefill_chunk`: the option's
     token budget of a chunked prefill, 0 for none. `api_servers`: the option's API servers.
-    `layers`: the model's decoder layers (its front end's first-token delay is per layer).
+    `layers`: the model's decoder layers, `mla_layers` of them MLA ones (its front end's first-token
+    delay is per layer).
     `recv_interval`: the option's receive interval (`recv_interval_of`)."""
     rel, rel_source = choose(release, stack_field(stack, "release"), DEFAULT_RELEASE)
     if streams_tokens(decoding):
@@ -122,7 +123,7 @@ def policy(stack, decoding: Decoding, *, release: str | None = None, max_running
     if not (decoding.block and not streams_tokens(decoding)):
         prefill = "one-pass"  # no blocks to cut the prompt into
     chunk, chunk_source = prefill_chunk_of(stack, decoding, prefill_chunk, prefill_chunk_given_as)
-    front, front_source = front_end_of(stack, api_servers, api_servers_given_as, layers)
+    front, front_source = front_end_of(stack, api_servers, api_servers_given_as, layers, mla_layers)
     tiers = tuple(stack_field(stack, "prefill_chunk_by_memory") or ()) if chunk and chunk_source == "stack" else ()
     return Policy(rel, rel_source, cap, cap_source, ahead, prefill, chunk, chunk_source, front, front_source,
                   *recv_interval_of(decoding, recv_interval, stack),
@@ -182,17 +183,17 @@ def warn_if_no_spread(given: float, spreads) -> None:
 
 
 def front_end_of(stack, given: int | None = None, given_as: str = "option",
-                 layers: int = 0) -> tuple[FrontEnd | None, str]:
+                 layers: int = 0, mla_layers: int = 0) -> tuple[FrontEnd | None, str]:
     """(the API servers every request passes before the engine sees it, where their number came
     from): the stack's `front_end` (its CPU time per request, and its first-token delay per layer
-    times the model's `layers`) with the servers given (`given`, from `given_as`: the option or a
+    over the model's `layers`, `mla_layers` of them MLA ones) with the servers given (`given`, from `given_as`: the option or a
     plan scenario's field), else the stack's; (None, "none") for a stack without a front-end cost,
     whatever is given."""
     cost = stack_field(stack, "front_end")
     if cost is None:
         return None, "none"
     servers, source = choose(given, cost.api_servers, None)
-    delay_s = layers * cost.first_token_us_per_layer * 1e-6
+    delay_s = cost.first_token_delay_s(layers, mla_layers)
     return FrontEnd(int(servers), cost.us_per_request * 1e-6, delay_s), given_as if source == "option" else source
 
 

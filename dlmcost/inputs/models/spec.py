@@ -222,6 +222,11 @@ class ModelSpec(BaseModel):
         return sum(n for n, k in self.layer_groups if k.moe)
 
     @property
+    def n_mla_layers(self) -> int:
+        """Layers whose attention is multi-head latent attention."""
+        return sum(n for n, k in self.layer_groups if k.attention == "mla")
+
+    @property
     def n_dense_layers(self) -> int:
         """Layers with a dense MLP (in a dense + MoE hybrid, every layer)."""
         return sum(n for n, k in self.layer_groups if k.dense_mlp)
