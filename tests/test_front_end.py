@@ -363,3 +363,26 @@ def test_serve_names_the_delay_of_the_models_attention(run, model, layers, per_l
     assert dep["first_token_delay_us"] == pytest.approx(layers * per_layer_us, rel=1e-12)
     rc, out, err = run(*args)
     assert rc == 0 and f"front end: {shown} of dispatch" in " ".join(out.split())
+
+
+def test_plan_waits_the_latent_attention_delay_in_its_header_and_its_candidates(run, tmp_path):
+    """plan on DeepSeek-V3 (61 MLA layers) at a light load, sglang against the same stack with no MLA
+    delay: the search names 61 x 820 us = 50.02 ms against 0, and every request's first block and
+    latency come that much later (no request waits for another at 0.05 req/s)."""
+    import json
+
+    bare = tmp_path / "sglang-no-mla-delay.yaml"
+    bare.write_text("extends: sglang\nname: sglang-no-mla-delay\nfront_end:\n  first_token_us_per_mla_layer: 0\n")
+    found = {}
+    for stack in ("sglang", str(bare)):
+        rc, out, err = run("plan", "deepseek-ai/DeepSeek-V3", "--gpu", "h200", "--tp", "8", "--precision", "fp8",
+                           "--rate", "0.05", "--requests", "100", "--prompt", "256", "--answer", "16",
+                           "--price", "h200=3", "--stack", stack, "-f", "json")
+        assert rc == 0, err
+        found[stack] = json.loads(out)
+    delayed, undelayed = found["sglang"], found[str(bare)]
+    assert delayed["search"]["first_token_delay_us"] == {"ar": pytest.approx(61 * 820, rel=1e-12)}
+    assert undelayed["search"]["first_token_delay_us"] == {"ar": 0}
+    a, b = delayed["deployments"][0], undelayed["deployments"][0]
+    for key in ("p95_first_block_s", "p50_latency_s"):
+        assert a[key] - b[key] == pytest.approx(61 * 820e-6, rel=1e-6), key

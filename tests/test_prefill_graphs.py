@@ -171,3 +171,14 @@ def test_an_eager_run_dispatches_its_prefills_as_prefill_eager_says(run):
                                                                                              rel=1e-9)
     assert eager_passes["prefill"]["time_s"] == pytest.approx(graphed_passes["prefill"]["time_s"], rel=1e-12)
     assert eager["time_s"] - graphed["time_s"] == pytest.approx((eager["nfe"] - 1) * LLADA_LAYERS * 28e-6, rel=1e-9)
+
+
+def test_an_eager_run_of_a_graphed_prefill_stack_dispatches_its_prefills_as_prefill_eager_says(run):
+    """sglang-pcg graphs its prefills; with --eager nothing is graphed: its prefill takes prefill_eager's
+    32 x 292 us more, its decode steps the `eager:` block's 32 x 28 us more (LLaDA-8B's AR baseline)."""
+    graphed, graphed_passes = passes(run, "sglang-pcg", "--scheme", "ar")
+    eager, eager_passes = passes(run, "sglang-pcg", "--scheme", "ar", "--eager")
+    assert eager_passes["prefill"]["time_s"] - graphed_passes["prefill"]["time_s"] == pytest.approx(
+        LLADA_LAYERS * DENSE_US * 1e-6, rel=1e-9)
+    assert eager_passes["step"]["time_s"] - graphed_passes["step"]["time_s"] == pytest.approx(LLADA_LAYERS * 28e-6,
+                                                                                             rel=1e-9)
