@@ -404,6 +404,10 @@ class PlanSearch(Record):
         default_factory=dict, description="decoding -> GPU -> its prompts' token budget per step on that GPU, where "
                                           "it is not prefill_chunk_tokens' (a stack that sets it by the GPU's memory, "
                                           "as SGLang does); a decoding or GPU not listed: prefill_chunk_tokens")
+    max_running_by_gpu: dict[str, dict[str, int]] = Field(
+        default_factory=dict, description="decoding -> GPU -> its running limit on that GPU, where it is not "
+                                          "max_running's (a stack that sets it by the GPU, as vLLM does, and no "
+                                          "--max-batch given); a decoding or GPU not listed: max_running")
     recv_intervals: dict[str, int] = Field(
         default_factory=dict, description="decoding -> the receive interval it runs with (1: every iteration): the "
                                           "one given where its stack's scheduler has one (sglang, sglang-dllm) and "

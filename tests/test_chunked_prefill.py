@@ -320,7 +320,7 @@ def test_plan_s_answer_moves_with_the_chunk_by_hand(run):
 def test_plan_s_header_names_the_chunk_as_serve_s_does(run):
     rc, out, err = run(*PLAN_AR)
     assert rc == 0, err
-    assert ("vllm for ar (batch limit 256, first-done release), prompts prefilled 8,192 tokens a step beside the "
+    assert ("vllm for ar (batch limit 1024, first-done release), prompts prefilled 8,192 tokens a step beside the "
             "decodes (vllm's default, --prefill-chunk to change)") in " ".join(out.split())
     rc, out, err = run(*PLAN_AR, "--prefill-chunk", "0")
     assert rc == 0 and "tokens a step" not in out
@@ -535,7 +535,7 @@ def test_serve_and_plan_take_the_chunk_of_the_gpu(run):
     assert "(16,384 tokens a step on B200)" in " ".join(out.split())
 
 
-@pytest.mark.parametrize("tier, says", [({"tokens": 4096}, "from_gib, below_gib or both"),
+@pytest.mark.parametrize("tier, says", [({"tokens": 4096}, "from_gib, below_gib or gpus_named"),
                                         ({"from_gib": 60, "below_gib": 35, "tokens": 4096}, "below its below_gib"),
                                         ({"below_gib": 35, "tokens": 0}, "greater than or equal to 1")])
 def test_a_chunk_tier_needs_a_range_and_tokens(tier, says):
@@ -563,3 +563,112 @@ def test_plan_s_candidates_run_the_chunk_of_their_gpu(run):
 
     default = p95_first()
     assert default == p95_first("--prefill-chunk", "16384") and default < p95_first("--prefill-chunk", "8192")
+
+
+def test_vllm_s_defaults_follow_the_gpu_by_hand():
+    """vLLM's get_batch_defaults (v0.10-0.12, the OpenAI API server): max_num_seqs 1024 and
+    max_num_batched_tokens 8192 on a GPU of at least 70 GiB whose name does not hold "a100"; 256 and
+    2048 on the others. By the hardware files: H100 SXM (80 GB = 74.5 GiB), H20 (96 GB), MI300X
+    (192 GB) large; A100 80GB SXM (74.5 GiB, but an A100), A100 40GB and L40S (48 GB = 44.7 GiB) small.
+    Either given as an option holds on every GPU."""
+    from dlmcost.inputs.hardware import HardwareDB
+    from dlmcost.inputs.stacks import load_stack
+
+    db = HardwareDB.load()
+    pol = behaviour.policy(load_stack("vllm"), Decoding("ar", None, 1.0))
+    got = {}
+    for key in ("h100", "h20", "mi300x", "a100", "a100-40gb", "l40s"):
+        g = db.get(key)
+        on = pol.on_gpu(g.memory_bytes, g.names)
+        got[key] = (on.max_running, on.prefill_chunk)
+    assert got == {"h100": (1024, 8192), "h20": (1024, 8192), "mi300x": (1024, 8192),
+                   "a100": (256, 2048), "a100-40gb": (256, 2048), "l40s": (256, 2048)}
+    a100 = db.get("a100")
+    given = behaviour.policy(load_stack("vllm"), Decoding("ar", None, 1.0), max_running=64, prefill_chunk=512)
+    assert (given.on_gpu(a100.memory_bytes, a100.names).max_running, given.max_running_source) == (64, "option")
+    assert given.on_gpu(a100.memory_bytes, a100.names).prefill_chunk == 512
+
+
+def test_a_gpu_tier_by_memory_and_by_name_by_hand():
+    """A tier holds a GPU when every condition it gives holds: memory from from_gib (inclusive) to
+    below below_gib, and a name holding one of gpus_named, in any case."""
+    from dlmcost.inputs.stacks import RunningTier
+
+    by_name = RunningTier(gpus_named=["A100"], requests=256)
+    assert by_name.holds(74.5, ("A100 80GB SXM", "a100")) and by_name.holds(500, ("nvidia a100-sxm4",))
+    assert not by_name.holds(74.5, ("H100 SXM", "h100")) and not by_name.holds(10, ())
+    both = RunningTier(below_gib=70, gpus_named=["l40"], requests=8)
+    assert both.holds(44.7, ("L40S",)) and not both.holds(44.7, ("RTX 4090",)) and not both.holds(80, ("L40S",))
+    assert RunningTier(from_gib=70, requests=8).holds(70, ()) and not RunningTier(below_gib=70, requests=8).holds(70, ())
+
+
+def test_serve_and_plan_run_vllm_s_running_limit_of_the_gpu(run):
+    """serve on vLLM: 1,024 requests at once on an H100, 256 on an A100, each in its JSON; plan
+    searches each GPU's own (its candidates' max_running) and names the GPUs whose limit differs."""
+    for gpu, limit, chunk in (("h100", 1024, 8192), ("a100", 256, 2048)):
+        rc, out, err = run("serve", AR_MODEL, "--gpu", gpu, "--stack", "vllm", "--rate", "1", "--requests", "100",
+                           "-f", "json")
+        assert rc == 0, err
+        d = json.loads(out)["deployments"][0]["deployment"]
+        assert (d["max_running"], d["prefill_chunk_tokens"]) == (limit, chunk), gpu
+    args = ("plan", AR_MODEL, "--gpu", "h100,a100", "--stack", "vllm", "--rate", "1", "--requests", "100", "--tp", "1",
+            "--precision", "bf16")
+    rc, out, err = run(*args, "-f", "json")
+    assert rc == 0, err
+    p = json.loads(out)
+    assert p["search"]["max_running"] == {"ar": [1024]}
+    assert p["search"]["max_running_by_gpu"] == {"ar": {"A100 80GB SXM": 256}}
+    assert {d["gpu"]: d["max_running"] for d in p["deployments"]} == {"H100 SXM": 1024, "A100 80GB SXM": 256}
+    rc, out, err = run(*args)
+    assert rc == 0 and "(batch limit 1024 (256 on A100 80GB SXM), first-done release)" in " ".join(out.split())
+    rc, out, err = run(*args, "--max-batch", "64", "-f", "json")
+    p = json.loads(out)
+    assert p["search"]["max_running_by_gpu"] == {} and {d["max_running"] for d in p["deployments"]} == {64}
+
+
+@pytest.mark.parametrize("tier, says", [({"requests": 8}, "from_gib, below_gib or gpus_named"),
+                                        ({"gpus_named": [], "requests": 8}, "at least 1 item"),
+                                        ({"gpus_named": [""], "requests": 8}, "at least 1 character"),
+                                        ({"below_gib": 70, "requests": 0}, "greater than or equal to 1")])
+def test_a_running_tier_needs_gpus_and_a_limit(tier, says):
+    from pathlib import Path
+
+    import yaml
+
+    from dlmcost.inputs.stacks import StackFileError, validate_stack
+
+    data = yaml.safe_load((Path(__file__).resolve().parent.parent / "stacks" / "vllm.yaml").read_text())
+    data["max_running_by_gpu"] = [tier]
+    with pytest.raises(StackFileError, match=says):
+        validate_stack(data)
+    data["max_running_by_gpu"], data["max_running_requests"] = [{"below_gib": 70, "requests": 256}], None
+    del data["sources"]["max_running_requests"]
+    with pytest.raises(StackFileError, match="needs the max_running_requests"):
+        validate_stack(data)
+    data = yaml.safe_load((Path(__file__).resolve().parent.parent / "stacks" / "vllm.yaml").read_text())
+    del data["sources"]["max_running_by_gpu"]
+    with pytest.raises(StackFileError, match="needs a source for: max_running_by_gpu"):
+        validate_stack(data)
+
+
+def test_plan_s_pass_table_reaches_the_largest_limit_of_its_gpus(run, tmp_path):
+    """A stack whose tier gives one GPU a larger running limit than its own (64 here, 512 on an H100):
+    the plan's shared pass table reaches 512, so the H100 candidate runs its 512 at a load that keeps
+    more than 64 running, as the same plan with --max-batch 512 runs it."""
+    stack = tmp_path / "vllm-tiered.yaml"
+    stack.write_text("extends: vllm\nname: vllm-tiered\nmax_running_requests: 64\nmax_running_by_gpu:\n"
+                     "  - {gpus_named: [H100], requests: 512}\nsources:\n  max_running_requests: a test\n"
+                     "  max_running_by_gpu: a test\n")
+    load = ("--rate", "40", "--requests", "300", "--prompt", "256", "--answer", "256")
+    rc, out, err = run("plan", "Qwen/Qwen3-8B", "--gpu", "h100,a100", "--stack", str(stack), "--tp", "1",
+                       "--precision", "bf16", *load, "-f", "json")
+    assert rc == 0, err
+    rows = {d["gpu"]: d for d in json.loads(out)["deployments"]}
+    h100 = rows["H100 SXM"]
+    assert h100["max_running"] == 512 and rows["A100 80GB SXM"]["max_running"] == 64
+    rc, out, err = run("plan", "Qwen/Qwen3-8B", "--gpu", "h100", "--stack", str(stack), "--tp", "1", "--precision",
+                       "bf16", "--max-batch", "512", *load, "-f", "json")
+    assert rc == 0, err
+    (given,) = [d for d in json.loads(out)["deployments"] if d["replicas"] == h100["replicas"]]
+    assert given["max_running"] == 512 and given["p50_latency_s"] == h100["p50_latency_s"]
+    assert given["p95_first_block_s"] == h100["p95_first_block_s"]

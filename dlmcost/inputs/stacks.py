@@ -196,27 +196,45 @@ class FusedMoE(BaseModel):
     fp8_rate: float = Field(default=1.0, ge=MIN_EFFICIENCY, le=1)
 
 
-class ChunkTier(BaseModel):
-    """A prefill token budget for the GPUs whose memory lies in a range (`prefill_chunk_by_memory`):
-    from `from_gib` (inclusive) to below `below_gib`, either open."""
+class GpuTier(BaseModel):
+    """The GPUs a stack's default differs on: those whose memory lies in a range, from `from_gib`
+    (inclusive) to below `below_gib`, either open, and, with `gpus_named`, whose name holds one of
+    those words (any case: vLLM tells an A100 by "a100" in its device name); every condition given
+    must hold."""
 
     model_config = _FILE
 
     from_gib: float | None = Field(default=None, gt=0, le=1e6)
     below_gib: float | None = Field(default=None, gt=0, le=1e6)
-    tokens: int = Field(ge=1, le=10_000_000)
+    gpus_named: list[Annotated[str, Field(min_length=1, max_length=40)]] | None = Field(default=None, min_length=1,
+                                                                                       max_length=16)
 
     @model_validator(mode="after")
-    def _a_range(self) -> "ChunkTier":
-        if self.from_gib is None and self.below_gib is None:
-            raise ValueError("a chunk tier needs from_gib, below_gib or both")
+    def _a_range(self) -> "GpuTier":
+        if self.from_gib is None and self.below_gib is None and self.gpus_named is None:
+            raise ValueError("a GPU tier needs from_gib, below_gib or gpus_named")
         if self.from_gib is not None and self.below_gib is not None and self.from_gib >= self.below_gib:
-            raise ValueError("a chunk tier's from_gib must be below its below_gib")
+            raise ValueError("a GPU tier's from_gib must be below its below_gib")
         return self
 
-    def holds(self, memory_gib: float) -> bool:
+    def holds(self, memory_gib: float, names: Sequence[str] = ()) -> bool:
+        """Whether a GPU with this much memory, known by these names, is in the tier."""
         return ((self.from_gib is None or memory_gib >= self.from_gib)
-                and (self.below_gib is None or memory_gib < self.below_gib))
+                and (self.below_gib is None or memory_gib < self.below_gib)
+                and (self.gpus_named is None
+                     or any(word.lower() in name.lower() for word in self.gpus_named for name in names)))
+
+
+class ChunkTier(GpuTier):
+    """A prefill token budget for the GPUs of a tier (`prefill_chunk_by_memory`)."""
+
+    tokens: int = Field(ge=1, le=10_000_000)
+
+
+class RunningTier(GpuTier):
+    """A running-request limit for the GPUs of a tier (`max_running_by_gpu`)."""
+
+    requests: int = Field(ge=1, le=MAX_RUNNING_REQUESTS)
 
 
 class SlowKernels(BaseModel):
@@ -365,6 +383,9 @@ class Stack(BaseModel):
     # the budget on GPUs whose memory lies in a tier's range, in place of prefill_chunk_tokens (SGLang
     # sets --chunked-prefill-size by the GPU's memory); the first tier that holds the GPU's memory wins
     prefill_chunk_by_memory: list[ChunkTier] = Field(default_factory=list, max_length=16)
+    # the running limit on the GPUs of a tier, in place of max_running_requests (vLLM's max_num_seqs
+    # default by the GPU); the first tier that holds the GPU wins
+    max_running_by_gpu: list[RunningTier] = Field(default_factory=list, max_length=16)
     # the API server processes every request passes before the engine sees it (None: no front-end
     # cost: the requests reach the scheduler as they are sent)
     front_end: FrontEndCost | None = None
@@ -476,6 +497,8 @@ class Stack(BaseModel):
             raise ValueError(f"sources: needs a source for: {', '.join(missing)}")
         if self.prefill_chunk_by_memory and not self.prefill_chunk_tokens:
             raise ValueError("prefill_chunk_by_memory: needs the prefill_chunk_tokens it stands in for on other GPUs")
+        if self.max_running_by_gpu and not self.max_running_requests:
+            raise ValueError("max_running_by_gpu: needs the max_running_requests it stands in for on other GPUs")
         if not self.prefill_graphs and self.eager is None and self.prefill_eager is None:
             raise ValueError("prefill_graphs: false needs the `prefill_eager:` (or `eager:`) block its prefills "
                              "are dispatched with")
@@ -494,7 +517,7 @@ OPTIONAL_SOURCED = {"us_per_sequence": 0.0, "us_per_sequence_squared": 0.0, "us_
                     "prefill_chunk_tokens": None, "front_end": None,
                     "depth_overhead": 0.0, "attention_keys_overhead": 0.0, "runs_on": None, "eager": None,
                     "fused_moe": None, "prefill_graphs": True, "scheduler_recv_interval": False, "slow_kernels": [],
-                    "prefill_first": False, "prefill_chunk_by_memory": []}
+                    "prefill_first": False, "prefill_chunk_by_memory": [], "max_running_by_gpu": []}
 
 
 # the numbers of a stack a fit can set (host terms, the GEMM curve, the other efficiencies and behaviours)

@@ -119,6 +119,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     # has one and the decoding streams tokens, else 1
     prefills_first: dict[str, bool] = {}  # each decoding's stack runs its prefills before its decodes (SGLang) or not
     chunk_by_gpu: dict[str, dict[str, int | None]] = {}
+    running_by_gpu: dict[str, dict[str, int]] = {}
     for m, space, pricing in spaces:
         decodings += [d.label for d in space.decodings]
         policies = {d.label: decoding_policy(stack, efficiency, d, eager, space.prefill_chunk, chunk_given_as,
@@ -132,6 +133,9 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         prefills_first.update({label: pol.prefill_first for label, pol in policies.items()})
         # the GPUs on which the stack's chunk differs (SGLang's by memory)
         chunk_by_gpu.update({label: _other_chunks(pol, space.gpus) for label, pol in policies.items()})
+        # ... and its running limit (vLLM's by GPU), where none is given
+        running_by_gpu.update({label: {} if space.max_batches else _other_running(pol, space.gpus)
+                               for label, pol in policies.items()})
         running.update({label: space.max_batches or [pol.max_running] for label, pol in policies.items()})
         stacks.update({label: behaviour.stack_name(stack, d, eager) for label, d in zip(policies, space.decodings)})
         published.update({f"{m.id} {d.label}": d.published.record() for d in space.decodings if d.published})
@@ -150,6 +154,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
         chunks.setdefault(ar.label, (policy.prefill_chunk, policy.prefill_chunk_source))
         prefills_first.setdefault(ar.label, policy.prefill_first)
         chunk_by_gpu.setdefault(ar.label, _other_chunks(policy, spaces[0][1].gpus))
+        running_by_gpu.setdefault(ar.label, {} if spaces[0][1].max_batches else _other_running(policy, spaces[0][1].gpus))
         running.setdefault(ar.label, spaces[0][1].max_batches or [policy.max_running])
         stacks.setdefault(ar.label, behaviour.stack_name(stack, ar, eager))
     behaviour.warn_if_no_chunks(spec.search.prefill_chunk, [chunk for chunk, _ in chunks.values()], chunk_name)
@@ -190,6 +195,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                          prefill_first=prefills_first,  # each decoding's prefills before its decodes or beside them
                          # the searched GPUs on which its stack's chunk is another (SGLang's by GPU memory)
                          prefill_chunk_by_gpu={label: by for label, by in chunk_by_gpu.items() if by},
+                         # ... and its running limit (vLLM's by GPU), where no limit is given
+                         max_running_by_gpu={label: by for label, by in running_by_gpu.items() if by},
                          # each decoding's receive interval as its stack takes it, and where it came from
                          recv_intervals={label: i for label, (i, _) in intervals.items()},
                          recv_interval_source={label: source for label, (_, source) in intervals.items()},
@@ -363,10 +370,20 @@ def _slow_kernels(stack_names, efficiency: str, gpus: list, precisions: list[str
 
 def _other_chunks(pol, gpus) -> dict[str, int | None]:
     """GPU name -> the prefill chunk the decoding runs with there, for the GPUs where it is not the
-    policy's own (a stack that sets its chunk by the GPU's memory, `Policy.on_gpu`)."""
+    policy's own (a stack that sets its chunk by the GPU, `Policy.on_gpu`)."""
+    return _on_other_gpus(pol, gpus, "prefill_chunk")
+
+
+def _other_running(pol, gpus) -> dict[str, int]:
+    """GPU name -> the running limit the decoding runs with there, for the GPUs where it is not the
+    policy's own (a stack that sets its limit by the GPU: vLLM's max_num_seqs, `Policy.on_gpu`)."""
+    return _on_other_gpus(pol, gpus, "max_running")
+
+
+def _on_other_gpus(pol, gpus, field: str) -> dict:
     out = {}
     for g in gpus:
-        chunk = pol.on_gpu(g.memory_bytes).prefill_chunk
-        if chunk != pol.prefill_chunk:
-            out[g.name] = chunk
+        value = getattr(pol.on_gpu(g.memory_bytes, g.names), field)
+        if value != getattr(pol, field):
+            out[g.name] = value
     return out

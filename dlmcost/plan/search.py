@@ -187,8 +187,10 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
     pol = behaviour.policy(stack_profile(stack, efficiency), decoding,  # its running limit: max_batch's
                            prefill_chunk=space.prefill_chunk, api_servers=space.api_servers, layers=model.n_layers,
                            recv_interval=space.recv_interval, mla_layers=model.n_mla_layers)
-    # one table per K/V format: the format changes what fits in memory and what each pass reads
-    tables = {kv: pass_table(model, *_table_args(space, decoding, prompts, canvases, pol), efficiency=efficiency,
+    # one table per K/V format: the format changes what fits in memory and what each pass reads; its
+    # batches reach the largest running limit the stack takes on any of the GPUs (vLLM's by GPU)
+    widest = pol.widest_on(space.gpus)
+    tables = {kv: pass_table(model, *_table_args(space, decoding, prompts, canvases, widest), efficiency=efficiency,
                              stack=stack, hardware=hardware, max_passes=None,  # plan checked the total of its sweeps
                              kv_dtype=kv, mem_fraction=space.mem_fraction) for kv in space.kv_dtypes}
     tokens = np.tile(sample.answer_values.astype(float), len(prompts))  # useful tokens per request class
@@ -197,7 +199,7 @@ def _candidates(model, space: SearchSpace, decoding: Decoding, sample: RequestSa
     drawn: dict[tuple, object] = {}  # the requests' passes depend on the classes' passes and blocks alone
     general = pol
     for gi, g in enumerate(space.gpus):
-        pol = general.on_gpu(g.memory_bytes)  # (the stack's prefill chunk for this GPU's memory)
+        pol = general.on_gpu(g.memory_bytes, g.names)  # (the stack's prefill chunk and running limit for this GPU)
         for pi, prec in enumerate(space.precisions):
             for kv, pt in tables.items():
                 for ti, tp in enumerate(space.tps):

@@ -168,6 +168,16 @@ def _other_chunks_words(other: tuple) -> str:
                             for chunk, g in groups.items()) + ")"
 
 
+def _other_limits_words(other: tuple) -> str:
+    """' (256 on A100, L40S)': the searched GPUs whose running limit is another, by limit."""
+    if not other:
+        return ""
+    groups: dict = {}
+    for gpu, limit in other:
+        groups.setdefault(limit, []).append(safe(gpu))
+    return " (" + "; ".join(f"{limit} on " + ", ".join(g) for limit, g in groups.items()) + ")"
+
+
 def engines_line(s: dict) -> str:
     """Which engine runs each decoding, with its batch limits and release, and its prompts' prefill
     budget where one is on: 'engines: sglang-dllm for mdm/1, dual-cache/32/1 (batch limit 128,
@@ -177,7 +187,7 @@ def engines_line(s: dict) -> str:
     stacks, running, release = s.get("stacks") or {}, s.get("max_running") or {}, s.get("release") or {}
     chunk, chunk_source = s.get("prefill_chunk_tokens") or {}, s.get("prefill_chunk_source") or {}
     before = s.get("prefill_first") or {}
-    by_gpu = s.get("prefill_chunk_by_gpu") or {}
+    by_gpu, running_by_gpu = s.get("prefill_chunk_by_gpu") or {}, s.get("max_running_by_gpu") or {}
     servers, service = s.get("api_servers") or {}, s.get("front_end_us_per_request") or {}
     servers_source, delay = s.get("api_servers_source") or {}, s.get("first_token_delay_us") or {}
     groups: dict[tuple, list[str]] = {}
@@ -186,17 +196,19 @@ def engines_line(s: dict) -> str:
             key = (stacks[label], tuple(running.get(label, s["max_batch"])), release.get(label, ""),
                    chunk.get(label), chunk_source.get(label, ""), servers.get(label), service.get(label),
                    servers_source.get(label, ""), delay.get(label), bool(before.get(label)),
-                   tuple(sorted((by_gpu.get(label) or {}).items(), key=lambda kv: (kv[1] or 0, kv[0]))))
+                   tuple(sorted((by_gpu.get(label) or {}).items(), key=lambda kv: (kv[1] or 0, kv[0]))),
+                   tuple(sorted((running_by_gpu.get(label) or {}).items(), key=lambda kv: (kv[1], kv[0]))))
             groups.setdefault(key, []).append(label)
     if not groups:
         return f"stack {safe(s.get('stack', 'none'))}"
     parts = []
-    for (stack, limits, policy, tokens, source, api_servers, us, api_source, delay_us, first, other), labels in groups.items():
+    for (stack, limits, policy, tokens, source, api_servers, us, api_source, delay_us, first, other,
+         other_limits), labels in groups.items():
         names = ", ".join("the AR baseline" if lab not in s["decodings"] else safe(lab) for lab in labels)
         limit = plural(len(limits), "batch limit") if len(limits) > 1 else "batch limit"
         chunks = prefill_chunk_phrase(tokens, source, stack, first) + _other_chunks_words(other)
         front = front_end_phrase(api_servers, us, api_source, stack, delay_us)
-        parts.append(f"{safe(stack)} for {names} ({limit} {', '.join(map(str, limits))}"
+        parts.append(f"{safe(stack)} for {names} ({limit} {', '.join(map(str, limits))}{_other_limits_words(other_limits)}"
                      + (f", {safe(policy)} release)" if policy else ")") + (f", {chunks}" if chunks else "")
                      + (f", {front}" if front else ""))
     how = "each decoding's default engine, --stack to change" if s.get("stack_default") else "--stack"

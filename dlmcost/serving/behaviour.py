@@ -59,16 +59,26 @@ class Policy:
     recv_interval: int = 1  # the scheduler receives arrivals every this many decode iterations (1: every one)
     recv_interval_source: str = "default"
     prefill_first: bool = False  # the stack's: an iteration that prefills runs no decodes (token-streaming schemes)
-    prefill_chunk_tiers: tuple = ()  # the stack's chunk by GPU memory, where the chunk is the stack's (`on_gpu`)
+    prefill_chunk_tiers: tuple = ()  # the stack's chunk by GPU, where the chunk is the stack's (`on_gpu`)
+    max_running_tiers: tuple = ()  # the stack's running limit by GPU, where the limit is the stack's
 
-    def on_gpu(self, memory_bytes: float) -> "Policy":
-        """The policy on a GPU with this much memory: the stack's prefill chunk for it, where the
-        chunk is the stack's own and it sets one by memory (SGLang: `prefill_chunk_by_memory`)."""
+    def on_gpu(self, memory_bytes: float, names: tuple[str, ...] = ()) -> "Policy":
+        """The policy on a GPU with this much memory, known by these names: the stack's prefill chunk
+        and running limit for it, where each is the stack's own and it sets one by GPU (SGLang's
+        chunk by memory, `prefill_chunk_by_memory`; vLLM's chunk and running limit by memory and
+        name, `max_running_by_gpu`)."""
+        if not (self.prefill_chunk_tiers or self.max_running_tiers):
+            return self
         gib = memory_bytes / 2**30
-        for tier in self.prefill_chunk_tiers:
-            if tier.holds(gib):
-                return replace(self, prefill_chunk=tier.tokens, prefill_chunk_tiers=())
-        return replace(self, prefill_chunk_tiers=()) if self.prefill_chunk_tiers else self
+        chunk = next((t.tokens for t in self.prefill_chunk_tiers if t.holds(gib, names)), self.prefill_chunk)
+        running = next((t.requests for t in self.max_running_tiers if t.holds(gib, names)), self.max_running)
+        return replace(self, prefill_chunk=chunk, max_running=running, prefill_chunk_tiers=(), max_running_tiers=())
+
+    def widest_on(self, gpus) -> "Policy":
+        """The policy with the largest running limit it takes on any of these GPUs (`on_gpu`): the
+        batches a pass table shared by them must reach."""
+        widest = max((self.on_gpu(g.memory_bytes, g.names).max_running for g in gpus), default=self.max_running)
+        return replace(self, max_running=widest)
 
     def in_flight_cap(self, max_running: int | None = None) -> int:
         """Requests a replica may hold at once under a running limit (this policy's by default):
@@ -125,10 +135,11 @@ def policy(stack, decoding: Decoding, *, release: str | None = None, max_running
     chunk, chunk_source = prefill_chunk_of(stack, decoding, prefill_chunk, prefill_chunk_given_as)
     front, front_source = front_end_of(stack, api_servers, api_servers_given_as, layers, mla_layers)
     tiers = tuple(stack_field(stack, "prefill_chunk_by_memory") or ()) if chunk and chunk_source == "stack" else ()
+    running_tiers = tuple(stack_field(stack, "max_running_by_gpu") or ()) if cap_source == "stack" else ()
     return Policy(rel, rel_source, cap, cap_source, ahead, prefill, chunk, chunk_source, front, front_source,
                   *recv_interval_of(decoding, recv_interval, stack),
                   prefill_first=bool(stack_field(stack, "prefill_first")) and streams_tokens(decoding),
-                  prefill_chunk_tiers=tiers)
+                  prefill_chunk_tiers=tiers, max_running_tiers=running_tiers)
 
 
 STACK_WITHOUT_RECV_INTERVAL = "stack without one"

@@ -208,7 +208,7 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     stack_name = behaviour.stack_name(setup.stack, decoding, setup.eager)  # what the passes are costed under
     pol = behaviour.policy(stack, decoding, release=setup.release, max_running=setup.max_running,
                            prefill_chunk=setup.prefill_chunk, api_servers=setup.api_servers, layers=spec.n_layers,
-                           recv_interval=setup.recv_interval, mla_layers=spec.n_mla_layers).on_gpu(gpu.memory_bytes)
+                           recv_interval=setup.recv_interval, mla_layers=spec.n_mla_layers).on_gpu(gpu.memory_bytes, gpu.names)
     prompt_vals = [int(v) for v in sample.prompt_values]
     answer_vals = [int(v) for v in sample.answer_values]
     distinct = sorted(set(behaviour.canvases(decoding, answer_vals)))
