@@ -159,23 +159,22 @@ def several_kv_dtypes(p: dict) -> bool:
 
 def _other_chunks_words(other: tuple) -> str:
     """' (16,384 tokens a step on B200, MI300X)': the searched GPUs whose chunk is another, by chunk."""
-    if not other:
-        return ""
-    groups: dict = {}
-    for gpu, chunk in other:
-        groups.setdefault(chunk, []).append(safe(gpu))
-    return " (" + "; ".join((f"{chunk:,} tokens a step" if chunk else "each prompt in one pass") + " on " + ", ".join(g)
-                            for chunk, g in groups.items()) + ")"
+    return _on_other_gpus_words(other, lambda chunk: f"{chunk:,} tokens a step" if chunk else "each prompt in one pass")
 
 
 def _other_limits_words(other: tuple) -> str:
     """' (256 on A100, L40S)': the searched GPUs whose running limit is another, by limit."""
+    return _on_other_gpus_words(other, str)
+
+
+def _on_other_gpus_words(other: tuple, phrase) -> str:
+    """((GPU, value), ...) grouped by value: ' (PHRASE(value) on GPU, GPU; ...)', '' for none."""
     if not other:
         return ""
     groups: dict = {}
-    for gpu, limit in other:
-        groups.setdefault(limit, []).append(safe(gpu))
-    return " (" + "; ".join(f"{limit} on " + ", ".join(g) for limit, g in groups.items()) + ")"
+    for gpu, value in other:
+        groups.setdefault(value, []).append(safe(gpu))
+    return " (" + "; ".join(phrase(value) + " on " + ", ".join(g) for value, g in groups.items()) + ")"
 
 
 def engines_line(s: dict) -> str:
