@@ -339,13 +339,14 @@ def test_a_latent_attention_layer_waits_its_own_delay():
     (by hand: 61 MLA layers x 820 us = 50.02 ms; 36 other layers x 323 us = 11.628 ms; a mix of 10 and
     2 MLA layers: 8 x 323 + 2 x 820 us); unset, every layer waits first_token_us_per_layer."""
     from dlmcost.inputs.stacks import FrontEndCost
+    from dlmcost.serving.behaviour import first_token_delay_s
 
     split = FrontEndCost(us_per_request=0.0, first_token_us_per_layer=323.0, first_token_us_per_mla_layer=820.0)
-    assert split.first_token_delay_s(61, 61) == pytest.approx(61 * 820e-6, rel=1e-12)
-    assert split.first_token_delay_s(36) == pytest.approx(36 * 323e-6, rel=1e-12)
-    assert split.first_token_delay_s(10, 2) == pytest.approx((8 * 323 + 2 * 820) * 1e-6, rel=1e-12)
+    assert first_token_delay_s(split, 61, 61) == pytest.approx(61 * 820e-6, rel=1e-12)
+    assert first_token_delay_s(split, 36) == pytest.approx(36 * 323e-6, rel=1e-12)
+    assert first_token_delay_s(split, 10, 2) == pytest.approx((8 * 323 + 2 * 820) * 1e-6, rel=1e-12)
     one = FrontEndCost(us_per_request=5000.0, first_token_us_per_layer=800.0)
-    assert one.first_token_delay_s(61, 61) == one.first_token_delay_s(61) == pytest.approx(61 * 800e-6, rel=1e-12)
+    assert first_token_delay_s(one, 61, 61) == first_token_delay_s(one, 61) == pytest.approx(61 * 800e-6, rel=1e-12)
 
 
 @pytest.mark.parametrize("model, layers, per_layer_us, shown", [("deepseek-ai/DeepSeek-V3", 61, 820, "50 ms"),

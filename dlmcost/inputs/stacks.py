@@ -112,13 +112,6 @@ class FrontEndCost(BaseModel):
     # for those layers (None: first_token_us_per_layer for every layer)
     first_token_us_per_mla_layer: Optional[float] = Field(default=None, ge=0, le=1e6)
 
-    def first_token_delay_s(self, layers: int, mla_layers: int = 0) -> float:
-        """Each request's first-token delay for a model of `layers` decoder layers, `mla_layers` of
-        them MLA ones."""
-        per_mla = self.first_token_us_per_layer if self.first_token_us_per_mla_layer is None \
-            else self.first_token_us_per_mla_layer
-        return ((layers - mla_layers) * self.first_token_us_per_layer + mla_layers * per_mla) * 1e-6
-
 
 class EagerHost(BaseModel):
     """The host's dispatch when the engine runs without CUDA graphs (`--eager`: vLLM

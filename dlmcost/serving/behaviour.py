@@ -204,8 +204,17 @@ def front_end_of(stack, given: int | None = None, given_as: str = "option",
     if cost is None:
         return None, "none"
     servers, source = choose(given, cost.api_servers, None)
-    delay_s = cost.first_token_delay_s(layers, mla_layers)
+    delay_s = first_token_delay_s(cost, layers, mla_layers)
     return FrontEnd(int(servers), cost.us_per_request * 1e-6, delay_s), given_as if source == "option" else source
+
+
+def first_token_delay_s(cost, layers: int, mla_layers: int = 0) -> float:
+    """Each request's first-token delay under a stack's front end (`cost`) for a model of `layers`
+    decoder layers, `mla_layers` of them MLA ones: d x (L - L_mla) + d_mla x L_mla, d_mla being d
+    where the stack sets none."""
+    per_mla = cost.first_token_us_per_layer if cost.first_token_us_per_mla_layer is None \
+        else cost.first_token_us_per_mla_layer
+    return ((layers - mla_layers) * cost.first_token_us_per_layer + mla_layers * per_mla) * 1e-6
 
 
 def check_api_servers(given: int | None, name: str = "--api-servers") -> None:
