@@ -645,6 +645,12 @@ class StackEntry(Record):
     release: Optional[str] = Field(description="how a batch of diffusion requests lets them go (null: synchronous)")
     prefill_chunk_tokens: Optional[int] = Field(None, description="autoregressive prompt tokens a step prefills "
                                                                   "(chunked prefill; null: each prompt in one pass)")
+    max_running_by_gpu: list[dict] = Field(default_factory=list, description="the running limit on some GPUs in place "
+                                           "of max_running_requests: tiers {from_gib, below_gib, gpus_named, requests}, "
+                                           "the first that holds a GPU winning")
+    prefill_chunk_by_memory: list[dict] = Field(default_factory=list, description="the prefill budget on some GPUs in "
+                                                "place of prefill_chunk_tokens: tiers {from_gib, below_gib, "
+                                                "gpus_named, tokens}, the first that holds a GPU winning")
     prefill_first: bool = Field(False, description="true where an iteration that prefills runs no decodes (SGLang's "
                                                    "scheduler); false: the prefills run beside the decodes")
     api_servers: Optional[int] = Field(None, description="the API server processes per replica every request passes "

@@ -672,3 +672,24 @@ def test_plan_s_pass_table_reaches_the_largest_limit_of_its_gpus(run, tmp_path):
     (given,) = [d for d in json.loads(out)["deployments"] if d["replicas"] == h100["replicas"]]
     assert given["max_running"] == 512 and given["p50_latency_s"] == h100["p50_latency_s"]
     assert given["p95_first_block_s"] == h100["p95_first_block_s"]
+
+
+def test_the_stacks_list_names_the_defaults_by_gpu(run):
+    """`dlmcost stacks`: each stack's tiers in its JSON as its file gives them, and in the table's running
+    limit and prefills cells after the stack's own value, the values by the GPUs they hold on."""
+    import csv
+    import io
+
+    rc, out, err = run("stacks", "-f", "json")
+    assert rc == 0, err
+    entries = {e["name"]: e for e in json.loads(out)}
+    assert entries["vllm"]["max_running_by_gpu"] == [{"below_gib": 70, "requests": 256},
+                                                     {"gpus_named": ["A100"], "requests": 256}]
+    assert entries["vllm"]["prefill_chunk_by_memory"] == [{"below_gib": 70, "tokens": 2048},
+                                                          {"gpus_named": ["A100"], "tokens": 2048}]
+    assert entries["sglang"]["max_running_by_gpu"] == [] and len(entries["sglang"]["prefill_chunk_by_memory"]) == 3
+    rc, out, err = run("stacks", "-f", "csv")
+    cells = {r["stack"]: (r["running limit"], r["prefills"]) for r in csv.DictReader(io.StringIO(out))}
+    assert cells["vllm"] == ("1024 (256: <70 GiB, A100)", "8,192/step beside (2,048: <70 GiB, A100)")
+    assert cells["sglang"] == ("2048", "8,192/step before (2,048: <35 GiB; 4,096: <60 GiB; 16,384: >=160 GiB)")
+    assert cells["vllm-dllm"] == ("256", "-")

@@ -61,6 +61,8 @@ def list_stacks() -> list[dict]:
                         default_for=[kind for kind, n in DEFAULT_STACKS.items() if n == name],
                         max_running_requests=s.max_running_requests, release=s.release,
                         prefill_chunk_tokens=s.prefill_chunk_tokens, prefill_first=s.prefill_first,
+                        max_running_by_gpu=[t.model_dump(exclude_none=True) for t in s.max_running_by_gpu],
+                        prefill_chunk_by_memory=[t.model_dump(exclude_none=True) for t in s.prefill_chunk_by_memory],
                         api_servers=s.front_end.api_servers if s.front_end else None,
                         front_end_us_per_request=s.front_end.us_per_request if s.front_end else None,
                         first_token_us_per_layer=s.front_end.first_token_us_per_layer if s.front_end else None,

@@ -184,12 +184,33 @@ def _front_end_cell(entry: dict) -> str:
 
 def _prefills_cell(entry: dict) -> str:
     """'8,192/step before' (SGLang: the decodes wait for the prefills), '8,192/step beside' (vLLM),
-    'before' or '-' without a token budget."""
+    'before' or '-' without a token budget; then the budgets on other GPUs ('(2,048: <70 GiB, A100)')."""
     chunk, before = entry.get("prefill_chunk_tokens"), entry.get("prefill_first")
     where = "before" if before else "beside"
     if chunk:
-        return f"{chunk:,}/step {where}"
+        return f"{chunk:,}/step {where}" + _tiers_words(entry.get("prefill_chunk_by_memory"), "tokens")
     return "before" if before else "-"
+
+
+def _running_cell(entry: dict) -> str:
+    """'1024' or, where the stack sets another on some GPUs, '1024 (256: <70 GiB, A100)'; '-' for none."""
+    limit = entry.get("max_running_requests")
+    return "-" if limit is None else str(limit) + _tiers_words(entry.get("max_running_by_gpu"), "requests")
+
+
+def _tiers_words(tiers: list[dict] | None, field: str) -> str:
+    """' (2,048: <35 GiB; 16,384: >=160 GiB)': each other value and the GPUs it holds on, in the
+    tiers' order; '' for none."""
+    if not tiers:
+        return ""
+    by_value: dict = {}
+    for t in tiers:
+        lo, hi = t.get("from_gib"), t.get("below_gib")
+        where = [f"{num(lo)}-{num(hi)} GiB" if lo and hi else f"<{num(hi)} GiB" if hi else f">={num(lo)} GiB"] \
+            if lo or hi else []
+        where += [plain(name) for name in t.get("gpus_named") or ()]
+        by_value.setdefault(t[field], []).append(" ".join(where))
+    return " (" + "; ".join(f"{value:,}: " + ", ".join(w) for value, w in by_value.items()) + ")"
 
 
 def _band_cell(band: dict | None, by_vendor: list[dict] | None = None) -> str:
@@ -208,7 +229,7 @@ def render_stacks(entries: list[dict], fmt: str, out: Output) -> None:
         out.write(typed_json("stacks", entries))
         return
     rows = [[e["name"], ", ".join(e["default_for"]) or "-",
-             "-" if e["max_running_requests"] is None else str(e["max_running_requests"]),
+             _running_cell(e),
              e["release"] or "-", _prefills_cell(e), _front_end_cell(e), e["version"] or "-", e["as_of"] or "-",
              _band_cell(e["error_band"], e.get("error_bands_by_vendor")), _fitted_cell(e["fitted"])] for e in entries]
     if fmt == "csv":
