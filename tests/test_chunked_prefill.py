@@ -692,4 +692,4 @@ def test_the_stacks_list_names_the_defaults_by_gpu(run):
     cells = {r["stack"]: (r["running limit"], r["prefills"]) for r in csv.DictReader(io.StringIO(out))}
     assert cells["vllm"] == ("1024 (256: <70 GiB, A100)", "8,192/step beside (2,048: <70 GiB, A100)")
     assert cells["sglang"] == ("2048", "8,192/step before (2,048: <35 GiB; 4,096: <60 GiB; 16,384: >=160 GiB)")
-    assert cells["vllm-dllm"] == ("256", "-")
+    assert cells["vllm-dllm"] == ("1024 (256: <70 GiB, A100)", "-")

@@ -243,4 +243,6 @@ def test_stacks_list_where_each_engine_runs_its_prefills(run):
     assert entries["sglang"]["prefill_chunk_tokens"] == entries["vllm"]["prefill_chunk_tokens"] == 8192
     rc, out, err = run("stacks", "-f", "csv")
     cells = {row["stack"]: row["prefills"] for row in csv.DictReader(io.StringIO(out))}
-    assert (cells["sglang"], cells["vllm"], cells["hf-eager"]) == ("8,192/step before", "8,192/step beside", "-")
+    # (each then with its budgets on other GPUs: tests/test_chunked_prefill.py)
+    assert cells["sglang"].startswith("8,192/step before (") and cells["vllm"].startswith("8,192/step beside (")
+    assert cells["hf-eager"] == "-"
