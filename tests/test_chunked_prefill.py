@@ -539,16 +539,26 @@ def test_serve_and_plan_take_the_chunk_of_the_gpu(run):
                                         ({"from_gib": 60, "below_gib": 35, "tokens": 4096}, "below its below_gib"),
                                         ({"below_gib": 35, "tokens": 0}, "greater than or equal to 1")])
 def test_a_chunk_tier_needs_a_range_and_tokens(tier, says):
-    from dlmcost.inputs.stacks import StackFileError, validate_stack
-    import yaml
+    _refused(_stack_file("sglang", prefill_chunk_by_memory=[tier]), says)
+    _refused(_stack_file("sglang", prefill_chunk_by_memory=[{"below_gib": 35, "tokens": 2048}],
+                         prefill_chunk_tokens=None), "needs the prefill_chunk_tokens")
+
+
+def _stack_file(name: str, **fields) -> dict:
+    """A bundled stack file's data with these fields replaced."""
     from pathlib import Path
 
-    data = yaml.safe_load((Path(__file__).resolve().parent.parent / "stacks" / "sglang.yaml").read_text())
-    data["prefill_chunk_by_memory"] = [tier]
+    import yaml
+
+    data = yaml.safe_load((Path(__file__).resolve().parent.parent / "stacks" / f"{name}.yaml").read_text())
+    data.update(fields)
+    return data
+
+
+def _refused(data: dict, says: str) -> None:
+    from dlmcost.inputs.stacks import StackFileError, validate_stack
+
     with pytest.raises(StackFileError, match=says):
-        validate_stack(data)
-    data["prefill_chunk_by_memory"], data["prefill_chunk_tokens"] = [{"below_gib": 35, "tokens": 2048}], None
-    with pytest.raises(StackFileError, match="needs the prefill_chunk_tokens"):
         validate_stack(data)
 
 
@@ -631,24 +641,13 @@ def test_serve_and_plan_run_vllm_s_running_limit_of_the_gpu(run):
                                         ({"gpus_named": [""], "requests": 8}, "at least 1 character"),
                                         ({"below_gib": 70, "requests": 0}, "greater than or equal to 1")])
 def test_a_running_tier_needs_gpus_and_a_limit(tier, says):
-    from pathlib import Path
-
-    import yaml
-
-    from dlmcost.inputs.stacks import StackFileError, validate_stack
-
-    data = yaml.safe_load((Path(__file__).resolve().parent.parent / "stacks" / "vllm.yaml").read_text())
-    data["max_running_by_gpu"] = [tier]
-    with pytest.raises(StackFileError, match=says):
-        validate_stack(data)
-    data["max_running_by_gpu"], data["max_running_requests"] = [{"below_gib": 70, "requests": 256}], None
+    _refused(_stack_file("vllm", max_running_by_gpu=[tier]), says)
+    data = _stack_file("vllm", max_running_by_gpu=[{"below_gib": 70, "requests": 256}], max_running_requests=None)
     del data["sources"]["max_running_requests"]
-    with pytest.raises(StackFileError, match="needs the max_running_requests"):
-        validate_stack(data)
-    data = yaml.safe_load((Path(__file__).resolve().parent.parent / "stacks" / "vllm.yaml").read_text())
+    _refused(data, "needs the max_running_requests")
+    data = _stack_file("vllm")
     del data["sources"]["max_running_by_gpu"]
-    with pytest.raises(StackFileError, match="needs a source for: max_running_by_gpu"):
-        validate_stack(data)
+    _refused(data, "needs a source for: max_running_by_gpu")
 
 
 def test_plan_s_pass_table_reaches_the_largest_limit_of_its_gpus(run, tmp_path):
