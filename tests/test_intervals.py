@@ -319,3 +319,33 @@ def test_a_band_says_whose_numbers_it_is_from(tmp_path):
     band = error_bands.band_for(str(mine))
     assert band.basis == f"pooled band of every stack ({mine} has no validation of its own)"
     assert band.first_token.basis == f"pooled first-token band of every stack ({mine} has no validation of its own)"
+
+
+@pytest.mark.parametrize("gpus_at_ends, said", [
+    ([3, 4], "3–4 GPUs at its ends, not 2 (--conservative"),
+    ([3, 3], "3 GPUs at its ends, not 2 (--conservative"),
+    # the faster end's count the recommendation's own: the slower end, where none meets, is the news
+    ([2, None], "2 GPUs at its faster end and no replica count meeting the targets at its slower end (--conservative"),
+    ([3, None], "3 GPUs at its faster end (not 2) and no replica count meeting the targets at its slower end"),
+    ([None, None], "no replica count meets the targets at either end (--conservative"),
+    ([2, 3], None),  # its own GPUs at the faster end: no warning
+])
+def test_the_optimistic_warning_says_each_end_as_it_is(gpus_at_ends, said):
+    """plan's warning where the recommended deployment's band lies above 1: the GPUs at each end
+    as its intervals give them, an end where no replica count meets the targets said so (once said
+    '2 GPUs at its ends, not 2' where only the faster end met them)."""
+    import warnings
+    from types import SimpleNamespace
+
+    from dlmcost.plan import _warn_if_band_is_slower
+
+    top = SimpleNamespace(replicas=2, gpu="H100 SXM", tp=1, precision="fp8", decoding="ar", gpus=2,
+                          intervals={"band": [1.17, 1.34], "band_stack": "vllm on NVIDIA parts", "gpus": gpus_at_ends})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _warn_if_band_is_slower(SimpleNamespace(deployments=[top]))
+    if said is None:
+        assert not caught
+    else:
+        (w,) = caught
+        assert said in str(w.message) and "is likely optimistic" in str(w.message), str(w.message)

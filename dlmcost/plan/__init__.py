@@ -337,15 +337,21 @@ def _warn_if_band_is_slower(result: PlanResult) -> None:
     if "band" not in iv or iv["band"][0] <= 1:
         return
     low, high = iv["band"]
-    ends = [g for g in iv.get("gpus", []) if g is not None]
-    if len(ends) == 2 and ends[0] <= top.gpus:  # the same GPUs at the band's faster end: nothing to add
+    fast, slow = (list(iv.get("gpus") or []) + [None, None])[:2]  # (None: no replica count meets them there)
+    if fast is not None and slow is not None and fast <= top.gpus:  # its GPUs at the faster end: nothing to add
         return
-    at_ends = (f": {ends[0]}–{ends[-1]} GPUs at its ends" if len(ends) == 2 and ends[0] != ends[-1]
-               else f": {ends[0]} GPUs at its ends" if ends else ": no replica count meets the targets at its slower end")
+    if slow is not None:
+        at_ends = f"{fast}–{slow} GPUs at its ends" if fast != slow else f"{fast} GPUs at its ends"
+        at_ends += f", not {top.gpus}"
+    elif fast is not None:  # (the faster end's count may be its own: the slower end is what is said)
+        at_ends = (f"{fast} GPUs at its faster end{'' if fast == top.gpus else f' (not {top.gpus})'} and no "
+                   "replica count meeting the targets at its slower end")
+    else:
+        at_ends = "no replica count meets the targets at either end"
     warnings.warn(f"the recommended {top.replicas} x {top.gpu} (TP{top.tp}, {top.precision}, {top.decoding}) is likely "
                   f"optimistic: its error band ({shown(iv.get('band_stack', ''))}, {low:.2f}–{high:.2f}×) lies above 1, "
-                  f"nine in ten of the published measurements it rests on or more ran slower than predicted{at_ends}, "
-                  f"not {top.gpus} (--conservative plans at the bands' slower ends)", DlmcostWarning, stacklevel=2)
+                  f"nine in ten of the published measurements it rests on or more ran slower than predicted: {at_ends} "
+                  "(--conservative plans at the bands' slower ends)", DlmcostWarning, stacklevel=2)
 
 
 
