@@ -163,3 +163,78 @@ def test_rows_under_two_limits_run_in_turn_each_counting_its_own(monkeypatch):
 
     assert search._each_row(spend_three, rows, None) == [1, 1, 1, 1]
     assert started == [1] and [w.left for w in works] == [4, 4]
+
+
+# side_by_side.Ahead: plan's candidate searches started on the cores ahead of their turn
+
+AHEAD_WORK = SimulationWork(10)
+
+
+def _search_spending(k):
+    """Search k: warns, spends k preemptions from the command's count (refused past it, as a
+    simulation refuses), answers 10 k."""
+    warnings.warn(f"search {k}", UserWarning)
+    if k > AHEAD_WORK.left:
+        raise UsageError(f"search {k} preempted past {AHEAD_WORK.left}")
+    AHEAD_WORK.spend(k)
+    return 10 * k
+
+
+def _ahead_in_turn(searches, jobs):
+    """The answers taken in turn, each search started once a worker is free, as plan starts them;
+    the warnings as they came."""
+    answers = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with side_by_side.Ahead(_search_spending, len(searches), jobs, AHEAD_WORK) as ahead:
+            turns = []
+            for k in searches:
+                while ahead.full():
+                    answers.append(ahead.take(turns.pop(0)))
+                turns.append(ahead.start(k))
+            answers += [ahead.take(h) for h in turns]
+    return answers, [str(w.message) for w in caught], ahead.workers
+
+
+@fork_only
+def test_searches_ahead_answer_warn_and_spend_in_turn(monkeypatch):
+    """Searches 0, 1, 2, 3 (spending 6 of 10) on two workers: their answers and warnings in turn,
+    what they spent counted here, as run one after another."""
+    monkeypatch.setattr(side_by_side, "MIN_ROWS_PER_WORKER", 1)
+    for jobs in (1, 2):
+        AHEAD_WORK.left = 10
+        answers, warned, workers = _ahead_in_turn([0, 1, 2, 3], jobs)
+        assert workers == (jobs if jobs > 1 else 0)
+        assert answers == [0, 10, 20, 30] and warned == [f"search {k}" for k in range(4)] and AHEAD_WORK.left == 4
+
+
+@fork_only
+def test_a_search_ahead_past_the_limit_stops_where_it_would_in_turn(monkeypatch):
+    """Searches 3, 4, 5 against 10: in turn, 3 and 4 spend 7 and 5 is refused with 3 left. On two
+    workers each starts with what was left when it started (10, then 10 or 7), so 5 runs within it
+    there; taken in turn it spent more than the 3 left, so it runs again here and is refused as in
+    turn, with the same message."""
+    monkeypatch.setattr(side_by_side, "MIN_ROWS_PER_WORKER", 1)
+    messages = []
+    for jobs in (1, 2):
+        AHEAD_WORK.left = 10
+        with pytest.raises(UsageError) as refused:
+            _ahead_in_turn([3, 4, 5], jobs)
+        messages.append(str(refused.value))
+    assert messages == ["search 5 preempted past 3"] * 2
+
+
+@fork_only
+def test_an_error_in_a_search_ahead_is_raised_in_its_turn(monkeypatch):
+    monkeypatch.setattr(side_by_side, "MIN_ROWS_PER_WORKER", 1)
+    AHEAD_WORK.left = 10
+    monkeypatch.setattr(AHEAD_WORK, "left", -1)  # every search refused: the first's error, in its turn
+    with pytest.raises(UsageError, match="search 0 preempted past -1"):
+        _ahead_in_turn([0, 1, 2], 2)
+
+
+def test_searches_ahead_run_here_for_few_searches_one_job_or_no_fork(monkeypatch):
+    assert side_by_side.Ahead(_search_spending, side_by_side.MIN_ROWS_PER_WORKER - 1, 8).workers == 0
+    assert side_by_side.Ahead(_search_spending, 100, 1).workers == 0
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    assert side_by_side.Ahead(_search_spending, 100, 8).workers == 0

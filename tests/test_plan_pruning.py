@@ -6,15 +6,18 @@ AR baseline), each with fewer simulations."""
 from __future__ import annotations
 
 import io
+import multiprocessing
 from unittest.mock import Mock
 
 import pytest
 
 from dlmcost import plan
+from dlmcost.plan import side_by_side
 from dlmcost.render.plan import render_plan
 from dlmcost.render.output import Output
 from dlmcost.serving import behaviour
 
+fork_only = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="no fork here")
 LLADA, LLADA2, QWEN = "GSAI-ML/LLaDA-8B-Instruct", "inclusionAI/LLaDA2.0-mini", "Qwen/Qwen3-30B-A3B"
 FEW = dict(requests=100)  # small runs: the answers are compared, not their accuracy
 
@@ -92,6 +95,25 @@ def test_pruned_plan_is_the_exhaustive_plan(case, monkeypatch):
     assert sims.call_count <= pruned_sims <= every  # (test_the_grid_prunes_each_way: and fewer, case by case)
 
 
+@fork_only
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_searches_started_ahead_of_their_turn_give_the_exhaustive_plan(case, monkeypatch):
+    """Two workers searching candidates ahead of their turn (side_by_side.Ahead: each pruned by
+    what was found before it started, less than its turn would read) give the exhaustive answer,
+    in JSON and in the table, as the searches in turn do; the case's workers ran."""
+    models, overrides, options = CASES[case]
+    monkeypatch.setattr(side_by_side, "MIN_ROWS_PER_WORKER", 1)  # workers even for a few candidates
+    started = []
+    real = side_by_side.Ahead.start
+    monkeypatch.setattr(side_by_side.Ahead, "start", lambda self, *a: started.append(self.workers) or real(self, *a))
+    exhaustive = plan.run(None, overrides, model=models, prune=False, **dict(options, jobs=1))
+    ahead = plan.run(None, overrides, model=models, **dict(options, jobs=2))
+    assert 2 in started
+    assert _shown(ahead, "json") == _shown(exhaustive, "json")
+    shown = plan.run(None, overrides, model=models, ranked=TOP, **dict(options, jobs=2))
+    assert _shown(shown, "table") == _shown(exhaustive, "table")
+
+
 def test_rows_tied_at_one_replica_with_answers_of_mixed_lengths():
     """One replica each at a light load, answers of mixed lengths, three rows shown: the rows tie on
     $/Mtok (their order is $/Mtok at capacity's), so a candidate passed over as past them must cost
@@ -121,7 +143,7 @@ def test_the_grid_prunes_each_way():
         for case in ("mdm-beside-dual-cache", "tight-lone-requests", "two-models", "tokens-per-forward"):
             models, overrides, options = CASES[case]
             fewest.reset_mock(), sustained.reset_mock(), found.clear()
-            result = plan.run(None, overrides, model=models, ranked=TOP, **options)
+            result = plan.run(None, overrides, model=models, ranked=TOP, **dict(options, jobs=1))  # (counted here)
             runnable = result.evaluated - result.skipped["unsupported_or_not_fitting"]
             left_out = runnable - fewest.call_count  # neither searched: absurd by the bound, or a lone miss
             seen["before" if case != "tight-lone-requests" else "lone miss"] += left_out

@@ -141,7 +141,7 @@ def plan(
     power_utilisation: Optional[float] = typer.Option(None, "--power-utilisation", help="fraction of board power drawn [1.0]"),
     requests: Optional[int] = typer.Option(None, "--requests", help="simulated requests per run [2000]"),
     seed: Optional[int] = typer.Option(None, "--seed", help="random seed [0]"),
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="worker processes for the rows' sustained loads and band ends (default: the usable cores; 1: none; the answer is the same)"),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="worker processes for the candidates' searches and the rows' sustained loads and band ends (default: the usable cores; 1: none; the answer is the same)"),
     top: int = typer.Option(15, "--limit", "--top", metavar="N", help="rows of the table (0: all; json, csv and html list all)"),
     absurd: bool = typer.Option(False, "--absurd", help="search and list absurd deployments too (over 10x the cheapest $/Mtok of their model)"),
     ar_baseline: bool = typer.Option(False, "--ar-baseline", help="also plan the same model decoded autoregressively"),

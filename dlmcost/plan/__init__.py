@@ -34,8 +34,9 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     sustained load and the error band's ends of the first so many deployments only (an output
     that shows no more; search.plan); `prune=False`: the exhaustive search, the reference the
     pruned one is held to. `eager`: every decoding's stack run without CUDA graphs (refused where
-    one has no eager profile). `jobs`: the worker processes the rows' sustained loads and band ends
-    may use (None: the usable cores; 1: none; the answer is the same: side_by_side.py)."""
+    one has no eager profile). `jobs`: the worker processes the candidates' searches and the rows'
+    sustained loads and band ends may use (None: the usable cores; 1: none; the answer is the same:
+    side_by_side.py)."""
     from ..analysis import limits
     from ..engine.memory import check_mem_fraction
     from ..errors import NoDeploymentError

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -39,7 +40,7 @@ from ..inputs.hardware import GPU
 from ..engine.memory import DEFAULT_MEM_FRACTION
 from ..engine.schemes import autoregressive_scheme
 from ..inputs.error_bands import band_for
-from .side_by_side import map_rows
+from .side_by_side import Ahead, map_rows
 from .replicas import (ABSURD, MEETS, Candidate, Found, Pricing, band_ends, fewest_replicas, floor_fails,
                        mean_window_tokens, meets_within, open_loop_usd_per_mtok, request_classes, sustained_rps)
 from .results import ABSURD_RATIO, Deployment, Targets, mark_absurd, pareto_front, rank_key, usd_per_hour, usd_per_mtok
@@ -409,7 +410,14 @@ def _band_ends(row: tuple[Found, Setting]) -> dict | None:
 def _each_row(fn: Callable, rows: list[tuple[Found, Setting]], jobs: int | None) -> list:
     """fn of each row (side_by_side.map_rows), the preemptions the workers simulated counted against
     the rows' shared limit as if they had run here (one limit: else the rows run in turn)."""
-    works = {id(f.candidate.work): f.candidate.work for f, _ in rows if f.candidate.work is not None}
+    return _each_candidate(fn, rows, [f.candidate for f, _ in rows], lambda: rows[0][1].sample, jobs)
+
+
+def _each_candidate(fn: Callable, rows: list, candidates: list[Candidate], sample: Callable[[], RequestSample],
+                    jobs: int | None) -> list:
+    """fn of each row, the row's search that of its candidate (`_each_row`; plan's rows past those
+    shown); `sample()`: the requests they simulate, named where the command is refused."""
+    works = {id(c.work): c.work for c in candidates if c.work is not None}
     if len(works) > 1:
         jobs = 1  # (here each row's searches count against their own limit as they run)
     work = next(iter(works.values())) if len(works) == 1 else None
@@ -418,9 +426,105 @@ def _each_row(fn: Callable, rows: list[tuple[Found, Setting]], jobs: int | None)
     if used:
         work.spend(used)
         if work.left < 0:
-            f, s = rows[0]
-            work.refuse(f.candidate.table.mem_share, request_classes(s.sample))
+            work.refuse(candidates[0].table.mem_share, request_classes(sample()))
     return out
+
+
+class _Turns:
+    """A plan's candidates searched in turn, cheapest bound first (`search_all`), and what they found:
+    the deployments meeting the targets (`meeting`) and the misses of each set (plan, baseline),
+    the cheapest of those meeting them, the candidates left out as absurd without their search's
+    answer (`left_out`) and the rows past those an output shows (`past`, with their fewest replicas
+    by the bound), whose verdict alone the caller finds. `prune`: skip and stop the searches whose
+    answer cannot change the output (a miss once a deployment meets the targets, and unless `absurd`
+    an absurd cost or a row past those shown); else every candidate is searched to the end."""
+
+    def __init__(self, model_id: str, candidates: list[tuple[str, Candidate]], sample: RequestSample,
+                 traffic: Traffic, targets: Targets, pricing: Pricing, ranked: int | None, prune: bool,
+                 absurd: bool, progress: Callable[[int, int], None] | None):
+        self.model_id, self.candidates, self.sample, self.traffic, self.targets, self.pricing = \
+            model_id, candidates, sample, traffic, targets, pricing
+        self.prune, self.progress = prune, progress
+        self.give_up = prune and not absurd  # absurd costs pruned (else searched and kept: `plan`'s `absurd`)
+        self.meeting: dict[str, list[Found]] = {"plan": [], "baseline": []}
+        self.misses: dict[str, list[Deployment]] = {"plan": [], "baseline": []}
+        self.cheapest = {"plan": _Cheapest(), "baseline": _Cheapest()}
+        self.left_out = 0  # candidates known to be absurd without their search's answer
+        self.capped = any(getattr(targets, name) is not None for name in ("max_gpus", "max_usd_per_mtok"))
+        # the rows an output shows (`ranked`, open loop): the cheapest found so far, and the candidates
+        # that cannot be among them (their cost bound over the last shown's $/Mtok)
+        self.shown = {name: _Shown(ranked if not traffic.closed_loop else None) for name in self.meeting}
+        self.past: dict[str, list[tuple[Candidate, int]]] = {name: [] for name in self.meeting}
+
+    def search(self, k: int, cheapest_usd: float, cheapest_gpus: float):
+        """Candidate k's search, the cheapest found before it as given (here, or in a worker: its
+        answer without the candidate, which stays here)."""
+        c = self.candidates[k][1]
+        give_up = _absurd_from(c, self.sample, self.traffic, self.pricing, _Cheapest(cheapest_usd, cheapest_gpus)) \
+            if self.give_up else None
+        found = fewest_replicas(c, self.sample, self.traffic, self.targets, self.pricing, give_up)
+        return (found.deployment, found.capacity, found.points) if isinstance(found, Found) else found
+
+    def decide(self, k: int, throughput: float, bound: tuple) -> tuple[bool, object]:
+        """(whether candidate k needs its search, else its answer), from what was taken so far."""
+        name, c = self.candidates[k]
+        give_up = _absurd_from(c, self.sample, self.traffic, self.pricing, self.cheapest[name]) if self.give_up else None
+        lone_misses = floor_fails(c, self.sample, self.targets)
+        free = give_up is not None and not self.capped and not lone_misses  # an answer known by the bound alone
+        if self.prune and lone_misses and self.meeting["plan"]:
+            return False, None  # a miss (at any size), and no miss is reported once a deployment meets the targets
+        if free and give_up(_fewest_by_bound(throughput, self.traffic)):
+            return False, ABSURD  # it would meet the targets, but at a cost over the bound
+        if free and self.shown[name].past(bound):
+            self.past[name].append((c, _fewest_by_bound(throughput, self.traffic)))
+            return False, None  # a row past those shown: only whether it meets the targets is needed (the caller's)
+        return True, None
+
+    def take(self, done: int, k: int, answer) -> None:
+        """Candidate k's answer, in its turn."""
+        name, c = self.candidates[k]
+        found = Found(c, *answer) if isinstance(answer, tuple) else answer
+        if found == ABSURD:
+            self.left_out += 1
+        elif found is not None:
+            found.deployment.model = self.model_id
+            if found.deployment.meets:
+                self.meeting[name].append(found)
+                self.cheapest[name].add(found.deployment)
+                self.shown[name].add(found.deployment)
+            else:
+                self.misses[name].append(found.deployment)
+        if self.progress:
+            self.progress(done + 1, len(self.candidates))
+
+    def search_all(self, order: list[int], throughput: list[float], bounds: list[tuple], jobs: int | None,
+                   work: SimulationWork) -> None:
+        """Every candidate in `order`, each decided on what was taken before it. The searches may run
+        on the machine's cores ahead of their turn (side_by_side.Ahead: each prunes by what was taken
+        when it started), their answers taken in turn."""
+        turns: deque = deque()  # (done, k, the search's handle or the answer) in candidate order
+        with Ahead(self.search, len(order), jobs, work) as ahead:
+            def take_oldest() -> None:
+                turn, j, handle = turns.popleft()
+                self.take(turn, j, ahead.take(handle))
+
+            def take_ready() -> None:
+                while turns and ahead.ready(turns[0][2]):
+                    take_oldest()
+
+            for done, k in enumerate(order):
+                take_ready()
+                needed, answer = self.decide(k, throughput[k], bounds[k]) if self.prune else (True, None)
+                if not needed:
+                    turns.append((done, k, Ahead.done(answer)))
+                    continue
+                while ahead.full():  # a worker free, the oldest taken where too many wait for their turn
+                    take_oldest() if ahead.backlogged() else ahead.wait()
+                    take_ready()
+                name = self.candidates[k][0]
+                turns.append((done, k, ahead.start(k, self.cheapest[name].usd_per_mtok, self.cheapest[name].gpus)))
+            while turns:
+                take_oldest()
 
 
 def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing: Pricing, *,
@@ -439,7 +543,8 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
     and band ends, for the caller to rank with other models' (`pending`, `rank_rows`), so that
     only the rows shown of them all are searched again. `work`: the preemptions its simulations may
     run, shared with other models' searches (None: its own `limits.MAX_PREEMPTIONS`, read when called).
-    `jobs`: the worker processes the ranking's per-row searches may use (`rank_rows`)."""
+    `jobs`: the worker processes the candidates' searches (`side_by_side.Ahead`) and the ranking's
+    per-row searches (`rank_rows`) may use."""
     work = work if work is not None else SimulationWork(limits.MAX_PREEMPTIONS)
     sample = sample_requests(traffic, requests, seed)
     warn_beyond_context(model.id, model.max_context, sample.prompt_tokens, sample.answer_tokens)
@@ -468,47 +573,21 @@ def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing:
     throughput = [_throughput_bound(c, sample) for _, c in candidates]
     bounds = [_bound(c, sample, traffic, pricing, cap) for (_, c), cap in zip(candidates, throughput)]
     order = sorted(range(len(candidates)), key=lambda k: (bounds[k], k))
-    meeting: dict[str, list[Found]] = {"plan": [], "baseline": []}
-    misses: dict[str, list[Deployment]] = {"plan": [], "baseline": []}
-    cheapest = {"plan": _Cheapest(), "baseline": _Cheapest()}
-    left_out = 0  # candidates known to be absurd without their search's answer
-    capped = any(getattr(targets, name) is not None for name in ("max_gpus", "max_usd_per_mtok"))
-    # the rows an output shows (`ranked`, open loop): the cheapest found so far, and the candidates
-    # that cannot be among them (their cost bound over the last shown's $/Mtok)
-    shown = {name: _Shown(ranked if not traffic.closed_loop else None) for name in meeting}
-    past: dict[str, list[tuple[Candidate, int]]] = {name: [] for name in meeting}  # with their fewest by the bound
-    for done, k in enumerate(order):
-        name, c = candidates[k]
-        give_up = None if absurd or not prune else _absurd_from(c, sample, traffic, pricing, cheapest[name])
-        lone_misses = floor_fails(c, sample, targets)
-        if prune and lone_misses and meeting["plan"]:
-            found = None  # a miss (at any size), and no miss is reported once a deployment meets the targets
-        elif give_up is not None and not capped and not lone_misses and give_up(_fewest_by_bound(throughput[k], traffic)):
-            found = ABSURD  # it would meet the targets, but at a cost over the bound
-        elif give_up is not None and not capped and not lone_misses and shown[name].past(bounds[k]):
-            found = None  # a row past those shown: only whether it meets the targets is needed, found below
-            past[name].append((c, _fewest_by_bound(throughput[k], traffic)))
-        else:
-            found = fewest_replicas(c, sample, traffic, targets, pricing, give_up)
-        if found == ABSURD:
-            left_out += 1
-        elif found is not None:
-            found.deployment.model = getattr(model, "id", str(model))
-            if found.deployment.meets:
-                meeting[name].append(found)
-                cheapest[name].add(found.deployment)
-                shown[name].add(found.deployment)
-            else:
-                misses[name].append(found.deployment)
-        if progress:
-            progress(done + 1, len(candidates))
+    turns = _Turns(getattr(model, "id", str(model)), candidates, sample, traffic, targets, pricing, ranked, prune,
+                   absurd, progress)
+    turns.search_all(order, throughput, bounds, jobs, work)
+    meeting, misses, cheapest, past, left_out = turns.meeting, turns.misses, turns.cheapest, turns.past, turns.left_out
     unlisted = {name: 0 for name in meeting}  # rows past those shown that meet the targets, not absurd
-    for name, rest in past.items():
-        for c, fewest in rest:  # against the cheapest of all, as `mark_absurd` judges the rows found
-            verdict = meets_within(c, sample, traffic, targets, pricing,
-                                   _absurd_from(c, sample, traffic, pricing, cheapest[name]), fewest)
-            unlisted[name] += verdict == MEETS
-            left_out += verdict == ABSURD
+    rest = [(name, c, fewest) for name, rows in past.items() for c, fewest in rows]
+
+    def verdict(row: tuple[str, Candidate, int]) -> str | None:  # against the cheapest of all, as `mark_absurd` judges
+        name, c, fewest = row
+        return meets_within(c, sample, traffic, targets, pricing, _absurd_from(c, sample, traffic, pricing,
+                                                                                cheapest[name]), fewest)
+
+    for (name, _, _), said in zip(rest, _each_candidate(verdict, rest, [c for _, c, _ in rest], lambda: sample, jobs)):
+        unlisted[name] += said == MEETS
+        left_out += said == ABSURD
     ranking, pending = {}, []
     setting = Setting(sample, traffic, targets, pricing, stack, eager)
     for name, found in meeting.items():

@@ -1,7 +1,8 @@
-"""A plan's rows worked out on the machine's cores (`map_rows`): once the deployments are found,
-each row's sustained load and error-band ends are searches of their own, independent of every
-other row's and seeded as they are, so they run in forked worker processes and come back the same
-as run one after another (tests/test_plan_cores.py).
+"""A plan's searches worked out on the machine's cores: the candidates' (`Ahead`: started before
+their turn, taken in it) and, once the deployments are found, the rows' (`map_rows`): each row's
+sustained load and error-band ends are searches of their own, independent of every other row's and
+seeded as they are, so they run in forked worker processes and come back the same as run one after
+another (tests/test_plan_cores.py).
 
 Only where the operating system forks (Linux, the BSDs; macOS and Windows run them in turn) and
 the rows are enough to pay for the workers. The workers inherit the rows, so nothing but a row's
@@ -16,6 +17,7 @@ import multiprocessing
 import os
 import sys
 import warnings
+from concurrent import futures
 from concurrent.futures import ProcessPoolExecutor
 from typing import Callable, Sequence, TypeVar
 
@@ -90,3 +92,135 @@ def _share(bounds: tuple[int, int]) -> tuple[list, list[tuple[str, type]], int]:
         results = [fn(rows[i]) for i in range(*bounds)]
     used = (spent() - before) if spent else 0
     return results, [(str(w.message), w.category) for w in caught], used
+
+
+MAX_AHEAD_PER_WORKER = 3  # searches started past the oldest not yet taken, a worker: more read staler pruning
+
+
+class Ahead:
+    """Searches started on the machine's cores before their turn and taken in it: plan's candidate
+    loop (search.py), where each candidate's search reads what the searches before it found (the
+    cheapest deployment, the rows shown) only to skip or stop work whose answer could not change
+    the output. A search started ahead reads what was found before it started, less than its turn
+    would have read, so it prunes less and answers the same (tests/test_plan_pruning.py holds the
+    pruned search to the exhaustive one, at one worker and at two).
+
+    `fn(*args)` runs in a forked worker (where `start` returns a handle) or here (where it returns
+    the answer: no fork, one job, or too few searches to pay for the workers); `take(handle)` is
+    its answer, its warnings raised again here in turn. The command's `work` (the preemptions its
+    simulations may run) is the one thing a search reads that searches before it change: each
+    starts with what was left when it started, and `take` counts what it spent in turn; a search
+    that spent more than what was left at its turn is run again here, where it stops at the
+    preemption it would have stopped at in turn (with the same message)."""
+
+    def __init__(self, fn: Callable, searches: int, jobs: int | None = None, work=None):
+        self.fn, self.work = fn, work
+        n = workers_for(searches, jobs)
+        self.workers = n if n > 1 else 0
+        self._pool = None
+        self._running: list = []  # handles started and not taken, oldest first
+
+    def __enter__(self) -> "Ahead":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        global _AHEAD
+        _AHEAD = None
+
+    def start(self, *args):
+        """The search's handle (a worker's), or its answer where it runs here."""
+        if not self.workers:
+            return _Done(self.fn(*args))
+        if self._pool is None:
+            global _AHEAD
+            _AHEAD = (self.fn, self.work)
+            sys.stdout.flush(), sys.stderr.flush()
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("fork"),
+                                             initializer=_quiet)
+        left = _left(self.work)
+        handle = _Started(self._pool.submit(_ahead, args, left), args)
+        self._running.append(handle)
+        return handle
+
+    def full(self) -> bool:
+        """Whether another search would wait: every worker has one running, or as many searches as
+        the staleness allows wait for their turn (`backlogged`)."""
+        if not self.workers:
+            return False
+        return self.backlogged() or sum(not h.future.done() for h in self._running) >= self.workers
+
+    def backlogged(self) -> bool:
+        """Whether as many searches as the staleness allows wait for their turn: the caller takes the
+        oldest before it starts another."""
+        return len(self._running) >= self.workers * MAX_AHEAD_PER_WORKER
+
+    def wait(self) -> None:
+        """Until one of the searches running ends."""
+        running = [h.future for h in self._running if not h.future.done()]
+        if running:
+            futures.wait(running, return_when=futures.FIRST_COMPLETED)
+
+    @staticmethod
+    def done(answer) -> "_Done":
+        """The handle of an answer known without a search (its turn still taken in order)."""
+        return _Done(answer)
+
+    @staticmethod
+    def ready(handle) -> bool:
+        return isinstance(handle, _Done) or handle.future.done()
+
+    def take(self, handle):
+        """The search's answer, in its turn."""
+        if isinstance(handle, _Done):
+            return handle.value
+        self._running.remove(handle)
+        left = _left(self.work)
+        try:
+            value, caught, spent = handle.future.result()
+        except Exception:  # run here, it raises as it would have in turn (a search's answer is its arguments')
+            return self.fn(*handle.args)
+        if left is not None and spent > left:
+            return self.fn(*handle.args)  # it stops at the preemption it would have stopped at in turn
+        if spent:
+            self.work.spend(spent)
+        for message, category in caught:
+            warnings.warn(message, category, stacklevel=2)
+        return value
+
+
+_AHEAD: tuple[Callable, object] | None = None  # what the forked workers of `Ahead` read
+
+
+class _Done:
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+class _Started:
+    __slots__ = ("future", "args")
+
+    def __init__(self, future, args):
+        self.future, self.args = future, args
+
+
+def _left(work) -> int | None:
+    """The preemptions the command's simulations may still run (None: no count kept)."""
+    return None if work is None or work.limit is None else work.left
+
+
+def _ahead(args: tuple, left) -> tuple:
+    """A worker's search: its answer, the warnings it raised, the preemptions it spent (starting
+    from what was left when it was started)."""
+    fn, work = _AHEAD
+    if left is not None:
+        work.left = left
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = fn(*args)
+    spent = left - work.left if left is not None else 0
+    return value, [(str(w.message), w.category) for w in caught], spent
