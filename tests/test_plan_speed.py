@@ -4,6 +4,7 @@ tables, classes, memory shares, spreads and loads, to the last bit."""
 
 from __future__ import annotations
 
+import copy
 import heapq
 import math
 import sys
@@ -286,7 +287,8 @@ def test_one_kind_loop_under_a_budget_with_kv_on_demand_is_the_general_loop(monk
 
         def one_kind(*args, give_up_over=None, **kwargs):  # its whole run's most running, and whether it gave up
             assert give_up_over == never_over(table)
-            calls.extend([first_done._most_running(original(*args, **kwargs)), "gave up"])
+            # (on copies: a closed loop's run sends through the front end's desk and into its arrival list)
+            calls.extend([first_done._most_running(original(*copy.deepcopy(args), **kwargs)), "gave up"])
             calls[1] = original(*args, **kwargs, give_up_over=give_up_over)  # (giving up: an IndexError)
             return calls[1]
         monkeypatch.setattr(first_done, "_first_done_in_order", one_kind)
@@ -306,7 +308,7 @@ def test_one_kind_loop_under_a_budget_with_kv_on_demand_is_the_general_loop(monk
             assert (calls[1] == "gave up") == (r.preempted is not None) == (calls[0] > never_over(table)), seed
     assert taken["kept"] >= 10 and taken["redone"] >= 10, taken
     assert fronted["kept"] >= 5 and fronted["redone"] >= 5, fronted
-    assert closed == {"kept": 0, "redone": 0}  # behind a front end a closed loop runs the general loop
+    assert closed["kept"] >= 2 and closed["redone"] >= 2, closed  # a closed loop's sends through a front end too
 
 
 def test_memory_room_is_the_float_sum_of_shares_whole():

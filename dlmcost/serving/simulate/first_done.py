@@ -39,10 +39,7 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
                                     *_arrival_list(n, arrivals_s, users, desk), think_s, desk, recv_interval,
                                     _one_stream(table, stream))
     cap_in_flight = in_flight_cap(batch_cap, ahead)
-    # (behind a front end, an open loop's only: a closed loop's sends follow its completions through
-    # the front end's servers, where the loop of its own and the general one part ways)
-    on_demand = _one_kind_on_demand(table, passes) if uncached is None and (desk is None or arrivals_s is not None) \
-        else None
+    on_demand = _one_kind_on_demand(table, passes) if uncached is None else None
     if on_demand is not None:  # K/V on demand: the same schedule as no memory limit while so few run that none is asked
         nfe0, first0, never_over = on_demand
         try:
@@ -52,7 +49,9 @@ def first_done(table: ClassTable, request_class: np.ndarray, batch_cap: int, arr
         except IndexError:  # more ran at once: a schedule not kept, given up as soon as it was known
             result = None
         if result is not None and _most_running(result) <= never_over:
-            return result  # (else the run below sends an open loop's requests through the desk again, anew)
+            return result
+        if desk is not None:  # the run below sends every request through the front end again, anew (a
+            desk.reset(n)     # closed loop's run gives up before an answer comes back: nothing sent since)
     cls = request_class.tolist()
     share, pass_s = table.mem_share, table.pass_s
     # what a request in its first pass adds to the iteration, over b: first_pass_s - pass_s

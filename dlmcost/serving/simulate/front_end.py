@@ -60,11 +60,15 @@ class _Desk:
     `servers`)."""
 
     def __init__(self, front_end: FrontEnd, n: int):
-        self.sent = [math.nan] * n
         self._servers = front_end.servers
         self._service = front_end.service_s
         self._delay = front_end.first_token_delay_s
-        self._free = deque([0.0] * front_end.servers, maxlen=front_end.servers)  # sends are never before 0
+        self.reset(n)
+
+    def reset(self, n: int) -> None:
+        """No request sent yet (a run given up and started again from the beginning)."""
+        self.sent = [math.nan] * n
+        self._free = deque([0.0] * self._servers, maxlen=self._servers)  # sends are never before 0
 
     def send_together(self, times: list[float]) -> list[float]:
         """Requests 0..len(times) - 1, sent at `times` (non-decreasing), before any other."""
