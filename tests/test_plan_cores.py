@@ -238,3 +238,70 @@ def test_searches_ahead_run_here_for_few_searches_one_job_or_no_fork(monkeypatch
     assert side_by_side.Ahead(_search_spending, 100, 1).workers == 0
     monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
     assert side_by_side.Ahead(_search_spending, 100, 8).workers == 0
+
+
+@fork_only
+def test_a_plan_counts_its_searches_preemptions_as_in_turn(monkeypatch):
+    """Qwen3-30B-A3B with answers of 4,096 tokens in half the memory, beside its AR baseline: its
+    searches preempt. Searches started ahead prune less (a lone miss searched before a deployment
+    meeting the targets was taken, a cheapest not yet found); each is decided again in its turn and
+    what a search the turn rules out spent is not counted, so two workers count the preemptions
+    one does (once 634 against 500): a limit at that count passes both ways, one below it refuses
+    both with the same line."""
+    from dlmcost import plan
+    from dlmcost.analysis import limits
+    from dlmcost.serving import simulate
+
+    counted = []
+
+    class Counted(SimulationWork):
+        def __init__(self, limit):
+            super().__init__(limit)
+            counted.append(self)
+
+    monkeypatch.setattr(simulate, "SimulationWork", Counted)
+    monkeypatch.setattr(side_by_side, "MIN_ROWS_PER_WORKER", 1)
+    overrides = dict(traffic=dict(rate=5, prompt=512, answer=4096), targets=dict(p95_latency_s=20),
+                     search=dict(gpus="h100,l40s,a100,mi300x", mem_fraction=0.5), simulation=dict(requests=300))
+
+    def run(jobs):
+        counted.clear()
+        out = plan.run(None, overrides, model=["Qwen/Qwen3-30B-A3B"], baseline=True, jobs=jobs)
+        (work,) = counted
+        return plan.to_record(out), work.limit - work.left
+
+    alone, spent = run(1)
+    assert spent > 100  # the case this tests: its searches preempt
+    assert run(2) == (alone, spent)
+    monkeypatch.setattr(limits, "MAX_PREEMPTIONS", spent)
+    assert run(2)[0] == alone
+    monkeypatch.setattr(limits, "MAX_PREEMPTIONS", spent - 1)
+    refused = []
+    for jobs in (1, 2):
+        with pytest.raises(UsageError) as caught:
+            run(jobs)
+        refused.append(str(caught.value))
+    assert refused[0] == refused[1] and f"more than {spent - 1:,} running requests" in refused[0]
+
+
+def test_a_search_started_on_an_older_cheapest_is_kept_only_where_its_path_was_its_turns():
+    """search._Turns._same_path: a search asks give_up only of replica counts up to one past its
+    answer's, and give_up holds from some count on; so a search started on an older (dearer)
+    cheapest took its turn's path where give_up at the cheapest now does not hold one past its
+    answer. Giving up from 4 replicas on: an answer of 2 is kept (3 never gave up), one of 3 is
+    run again (4 would have); a search stopped as absurd is run again, one whose replica completes
+    no request (it asked nothing) is kept; without give_up (cost or
+    GPU caps, or absurd rows kept) every answer is kept."""
+    from dlmcost.plan import search
+    from dlmcost.plan.replicas import ABSURD
+
+    turns = search._Turns.__new__(search._Turns)
+    turns.capped = False
+    turns._give_up = lambda k: (lambda r: r >= 4)
+    answer = lambda replicas: (SimpleNamespace(replicas=replicas), 1.0, [])  # noqa: E731
+    assert turns._same_path(0, answer(2)) and not turns._same_path(0, answer(3))
+    assert not turns._same_path(0, ABSURD) and turns._same_path(0, None)  # (None: no request completed, nothing asked)
+    turns.capped = True
+    assert turns._same_path(0, answer(3))
+    turns.capped, turns._give_up = False, lambda k: None
+    assert turns._same_path(0, answer(3))

@@ -465,20 +465,43 @@ class _Turns:
         found = fewest_replicas(c, self.sample, self.traffic, self.targets, self.pricing, give_up)
         return (found.deployment, found.capacity, found.points) if isinstance(found, Found) else found
 
-    def decide(self, k: int, throughput: float, bound: tuple) -> tuple[bool, object]:
-        """(whether candidate k needs its search, else its answer), from what was taken so far."""
+    def decide(self, k: int, throughput: float, bound: tuple) -> tuple[bool, object, tuple | None]:
+        """(whether candidate k needs its search, else its answer, and where it is a row past those
+        shown, its entry in `past`), from what was taken so far; nothing changed here."""
         name, c = self.candidates[k]
-        give_up = _absurd_from(c, self.sample, self.traffic, self.pricing, self.cheapest[name]) if self.give_up else None
+        give_up = self._give_up(k)
         lone_misses = floor_fails(c, self.sample, self.targets)
         free = give_up is not None and not self.capped and not lone_misses  # an answer known by the bound alone
         if self.prune and lone_misses and self.meeting["plan"]:
-            return False, None  # a miss (at any size), and no miss is reported once a deployment meets the targets
+            return False, None, None  # a miss (at any size), and no miss is reported once a deployment meets the targets
         if free and give_up(_fewest_by_bound(throughput, self.traffic)):
-            return False, ABSURD  # it would meet the targets, but at a cost over the bound
+            return False, ABSURD, None  # it would meet the targets, but at a cost over the bound
         if free and self.shown[name].past(bound):
-            self.past[name].append((c, _fewest_by_bound(throughput, self.traffic)))
-            return False, None  # a row past those shown: only whether it meets the targets is needed (the caller's)
-        return True, None
+            # a row past those shown: only whether it meets the targets is needed (the caller's)
+            return False, None, (c, _fewest_by_bound(throughput, self.traffic))
+        return True, None, None
+
+    def _give_up(self, k: int) -> Callable[[int], bool] | None:
+        name, c = self.candidates[k]
+        return _absurd_from(c, self.sample, self.traffic, self.pricing, self.cheapest[name]) if self.give_up else None
+
+    def _search_args(self, k: int) -> tuple[int, float, float]:
+        """Candidate k's search's arguments as what was taken so far gives them."""
+        cheapest = self.cheapest[self.candidates[k][0]]
+        return k, cheapest.usd_per_mtok, cheapest.gpus
+
+    def _same_path(self, k: int, answer) -> bool:
+        """Whether candidate k's search, started on an older cheapest, took the path its turn's would
+        have: the search asks give_up only of replica counts up to one past its answer's, and give_up
+        holds from some count on, so where it does not hold one past the answer at the cheapest now,
+        it held at none of them, then or now (a search stopped as absurd: not vouched for; one whose
+        replica completes no request asked it nothing)."""
+        if answer is None:
+            return True
+        if not isinstance(answer, tuple):
+            return False
+        give_up = self._give_up(k)
+        return give_up is None or self.capped or not give_up(answer[0].replicas + 1)
 
     def take(self, done: int, k: int, answer) -> None:
         """Candidate k's answer, in its turn."""
@@ -499,14 +522,26 @@ class _Turns:
 
     def search_all(self, order: list[int], throughput: list[float], bounds: list[tuple], jobs: int | None,
                    work: SimulationWork) -> None:
-        """Every candidate in `order`, each decided on what was taken before it. The searches may run
-        on the machine's cores ahead of their turn (side_by_side.Ahead: each prunes by what was taken
-        when it started), their answers taken in turn."""
-        turns: deque = deque()  # (done, k, the search's handle or the answer) in candidate order
+        """Every candidate in `order`, each decided, searched where needed and taken in its turn on
+        what was taken before it, as one after another. The searches may run on the machine's cores
+        ahead of their turn (side_by_side.Ahead): a candidate whose search what was taken so far
+        does not rule out starts on it; in its turn it is decided again, its answer dropped where
+        its turn rules the search out (a search started ahead prunes less: what it spent is not
+        counted), and run again here where its turn's cheapest could have changed its path."""
+        turns: deque = deque()  # (done, k, its search's handle or None, its decision where it is its turn's)
         with Ahead(self.search, len(order), jobs, work) as ahead:
             def take_oldest() -> None:
-                turn, j, handle = turns.popleft()
-                self.take(turn, j, ahead.take(handle))
+                done, k, handle, decision = turns.popleft()
+                needed, answer, past = decision or self._decision(k, throughput[k], bounds[k])
+                if past is not None:
+                    self.past[self.candidates[k][0]].append(past)
+                if not needed:
+                    ahead.drop(handle)
+                elif handle is None:
+                    answer = self.search(*self._search_args(k))
+                else:
+                    answer = ahead.take(handle, self._search_args(k), lambda found: self._same_path(k, found))
+                self.take(done, k, answer)
 
             def take_ready() -> None:
                 while turns and ahead.ready(turns[0][2]):
@@ -514,17 +549,21 @@ class _Turns:
 
             for done, k in enumerate(order):
                 take_ready()
-                needed, answer = self.decide(k, throughput[k], bounds[k]) if self.prune else (True, None)
-                if not needed:
-                    turns.append((done, k, Ahead.done(answer)))
-                    continue
-                while ahead.full():  # a worker free, the oldest taken where too many wait for their turn
-                    take_oldest() if ahead.backlogged() else ahead.wait()
-                    take_ready()
-                name = self.candidates[k][0]
-                turns.append((done, k, ahead.start(k, self.cheapest[name].usd_per_mtok, self.cheapest[name].gpus)))
+                own = not turns  # nothing before it waits for its turn: what it is decided on now is its turn's
+                decision = self._decision(k, throughput[k], bounds[k])
+                if decision[0]:
+                    while ahead.full():  # a worker free, the oldest taken where too many wait for their turn
+                        take_oldest() if ahead.backlogged() else ahead.wait()
+                        take_ready()
+                    handle = ahead.start(*self._search_args(k))
+                else:
+                    handle = None
+                turns.append((done, k, handle, decision if own else None))
             while turns:
                 take_oldest()
+
+    def _decision(self, k: int, throughput: float, bound: tuple) -> tuple[bool, object, tuple | None]:
+        return self.decide(k, throughput, bound) if self.prune else (True, None, None)
 
 
 def plan(model, traffic: Traffic, targets: Targets, space: SearchSpace, pricing: Pricing, *,

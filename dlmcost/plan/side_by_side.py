@@ -6,7 +6,8 @@ another (tests/test_plan_cores.py).
 
 Only where the operating system forks (Linux, the BSDs; macOS and Windows run them in turn) and
 the rows are enough to pay for the workers. The workers inherit the rows, so nothing but a row's
-index goes to them and only its small result comes back; a warning a row's search raises is
+index (a candidate's, and the few numbers its search is started on) goes to them and only its small
+result comes back; a warning a row's search raises is
 raised again here, and the simulated preemptions they spent count against the command's limit
 (`SimulationWork`) as if they had run here.
 """
@@ -106,12 +107,13 @@ class Ahead:
     pruned search to the exhaustive one, at one worker and at two).
 
     `fn(*args)` runs in a forked worker (where `start` returns a handle) or here (where it returns
-    the answer: no fork, one job, or too few searches to pay for the workers); `take(handle)` is
-    its answer, its warnings raised again here in turn. The command's `work` (the preemptions its
-    simulations may run) is the one thing a search reads that searches before it change: each
-    starts with what was left when it started, and `take` counts what it spent in turn; a search
-    that spent more than what was left at its turn is run again here, where it stops at the
-    preemption it would have stopped at in turn (with the same message)."""
+    the answer: no fork, one job, or too few searches to pay for the workers); `take(handle, args,
+    same)` is its answer in its turn, its warnings raised again here then, and `drop(handle)` leaves
+    out one its turn rules out. The command's `work` (the preemptions its simulations may run) is
+    counted as in turn: a search starts with what was left when it started, `take` counts what it
+    spent, and one that spent more than is left at its turn, or whose arguments its turn changed in
+    a way that could have changed its path, is run again here, where it stops at the preemption it
+    would have stopped at in turn (with the same message); a dropped search's are not counted."""
 
     def __init__(self, fn: Callable, searches: int, jobs: int | None = None, work=None):
         self.fn, self.work = fn, work
@@ -164,31 +166,37 @@ class Ahead:
             futures.wait(running, return_when=futures.FIRST_COMPLETED)
 
     @staticmethod
-    def done(answer) -> "_Done":
-        """The handle of an answer known without a search (its turn still taken in order)."""
-        return _Done(answer)
-
-    @staticmethod
     def ready(handle) -> bool:
-        return isinstance(handle, _Done) or handle.future.done()
+        """Whether taking the handle (None: no search started) would not wait."""
+        return not isinstance(handle, _Started) or handle.future.done()
 
-    def take(self, handle):
-        """The search's answer, in its turn."""
-        if isinstance(handle, _Done):
+    def take(self, handle, args: tuple | None = None, same: Callable[[object], bool] | None = None):
+        """The search's answer in its turn. `args`: its arguments as its turn gives them (None: those
+        it started with). Where they differ from those it started with and `same(answer)` does not
+        vouch that they would have given the same search, where it spent more preemptions than are
+        left now, or where it failed, it runs here with them: as it would have in turn."""
+        if not isinstance(handle, _Started):
             return handle.value
         self._running.remove(handle)
-        left = _left(self.work)
+        args = handle.args if args is None else args
         try:
             value, caught, spent = handle.future.result()
-        except Exception:  # run here, it raises as it would have in turn (a search's answer is its arguments')
-            return self.fn(*handle.args)
-        if left is not None and spent > left:
-            return self.fn(*handle.args)  # it stops at the preemption it would have stopped at in turn
+        except Exception:  # (a worker's error, or a worker lost: the search in turn raises it, or answers)
+            return self.fn(*args)
+        left = _left(self.work)
+        if (args != handle.args and not (same is not None and same(value))) or (left is not None and spent > left):
+            return self.fn(*args)
         if spent:
             self.work.spend(spent)
         for message, category in caught:
             warnings.warn(message, category, stacklevel=2)
         return value
+
+    def drop(self, handle) -> None:
+        """A search its turn rules out (None: none was started): its answer, warnings and preemptions
+        are not taken (it may still be running: its worker comes free when it ends)."""
+        if isinstance(handle, _Started):
+            self._running.remove(handle)
 
 
 _AHEAD: tuple[Callable, object] | None = None  # what the forked workers of `Ahead` read
