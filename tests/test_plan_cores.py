@@ -305,3 +305,34 @@ def test_a_search_started_on_an_older_cheapest_is_kept_only_where_its_path_was_i
     assert turns._same_path(0, answer(3))
     turns.capped, turns._give_up = False, lambda k: None
     assert turns._same_path(0, answer(3))
+
+
+PARENT = SimpleNamespace(pid=None)
+
+
+def _dies_in_a_worker_at_two(k):
+    """Search k answers 10 k; search 2, in a worker, ends its process (as one killed for its memory)."""
+    import os
+
+    if k == 2 and os.getpid() != PARENT.pid:
+        os._exit(1)
+    return 10 * k
+
+
+@fork_only
+def test_searches_ahead_go_on_in_turn_once_a_worker_is_lost(monkeypatch):
+    """A worker lost mid-run breaks the pool: the searches it held and those started after run here,
+    each in its turn, and every answer comes back in order, as in turn."""
+    import os
+
+    monkeypatch.setattr(side_by_side, "MIN_ROWS_PER_WORKER", 1)
+    PARENT.pid = os.getpid()
+    answers = []
+    with side_by_side.Ahead(_dies_in_a_worker_at_two, 8, 2) as ahead:
+        turns = []
+        for k in range(8):
+            while ahead.full():
+                answers.append(ahead.take(turns.pop(0)))
+            turns.append(ahead.start(k))
+        answers += [ahead.take(h) for h in turns]
+    assert answers == [10 * k for k in range(8)] and ahead.workers == 0

@@ -20,6 +20,7 @@ import sys
 import warnings
 from concurrent import futures
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Sequence, TypeVar
 
 Row = TypeVar("Row")
@@ -142,8 +143,12 @@ class Ahead:
             sys.stdout.flush(), sys.stderr.flush()
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("fork"),
                                              initializer=_quiet)
-        left = _left(self.work)
-        handle = _Started(self._pool.submit(_ahead, args, left), args)
+        try:
+            future = self._pool.submit(_ahead, args, _left(self.work))
+        except BrokenProcessPool:  # a worker lost (killed for its memory, say): the rest run here, each in turn
+            self.workers = 0
+            return _Started(None, args)
+        handle = _Started(future, args)
         self._running.append(handle)
         return handle
 
@@ -167,8 +172,8 @@ class Ahead:
 
     @staticmethod
     def ready(handle) -> bool:
-        """Whether taking the handle (None: no search started) would not wait."""
-        return not isinstance(handle, _Started) or handle.future.done()
+        """Whether taking the handle (None: no search started) would not wait for a worker."""
+        return not isinstance(handle, _Started) or handle.future is None or handle.future.done()
 
     def take(self, handle, args: tuple | None = None, same: Callable[[object], bool] | None = None):
         """The search's answer in its turn. `args`: its arguments as its turn gives them (None: those
@@ -177,8 +182,10 @@ class Ahead:
         left now, or where it failed, it runs here with them: as it would have in turn."""
         if not isinstance(handle, _Started):
             return handle.value
-        self._running.remove(handle)
         args = handle.args if args is None else args
+        if handle.future is None:  # (started after a worker was lost: it runs now, in its turn)
+            return self.fn(*args)
+        self._running.remove(handle)
         try:
             value, caught, spent = handle.future.result()
         except Exception:  # (a worker's error, or a worker lost: the search in turn raises it, or answers)
@@ -195,7 +202,7 @@ class Ahead:
     def drop(self, handle) -> None:
         """A search its turn rules out (None: none was started): its answer, warnings and preemptions
         are not taken (it may still be running: its worker comes free when it ends)."""
-        if isinstance(handle, _Started):
+        if isinstance(handle, _Started) and handle.future is not None:
             self._running.remove(handle)
 
 
@@ -210,6 +217,8 @@ class _Done:
 
 
 class _Started:
+    """A search started in a worker (`future`), or to run in its turn where no worker is left (None)."""
+
     __slots__ = ("future", "args")
 
     def __init__(self, future, args):
