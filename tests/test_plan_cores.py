@@ -336,3 +336,14 @@ def test_searches_ahead_go_on_in_turn_once_a_worker_is_lost(monkeypatch):
             turns.append(ahead.start(k))
         answers += [ahead.take(h) for h in turns]
     assert answers == [10 * k for k in range(8)] and ahead.workers == 0
+
+
+@fork_only
+def test_rows_go_on_here_once_a_worker_is_lost(monkeypatch):
+    """map_rows: a worker that ends its process breaks the pool; the rows then run here, in turn,
+    and come back in order (their spend counted here as they run: none returned)."""
+    import os
+
+    monkeypatch.setattr(side_by_side, "MIN_ROWS_PER_WORKER", 1)
+    PARENT.pid = os.getpid()
+    assert side_by_side.map_rows(_dies_in_a_worker_at_two, list(range(8)), jobs=2) == ([10 * k for k in range(8)], 0)

@@ -67,6 +67,8 @@ def map_rows(fn: Callable[[Row], Out], rows: Sequence[Row], jobs: int | None = N
         with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork"),
                                  initializer=_quiet) as pool:
             done = list(pool.map(_share, shares))
+    except BrokenProcessPool:  # a worker lost (killed for its memory, say): the rows run here, in turn
+        return [fn(row) for row in rows], 0
     finally:
         _TASK = None
     out, total = [], 0
