@@ -106,8 +106,9 @@ class Ahead:
     loop (search.py), where each candidate's search reads what the searches before it found (the
     cheapest deployment, the rows shown) only to skip or stop work whose answer could not change
     the output. A search started ahead reads what was found before it started, less than its turn
-    would have read, so it prunes less and answers the same (tests/test_plan_pruning.py holds the
-    pruned search to the exhaustive one, at one worker and at two).
+    would have read: the caller decides it again in its turn, drops it where the turn rules it out
+    and has it run again where the turn's arguments could have changed its path, so the answers are
+    those of the searches in turn (tests/test_plan_pruning.py, tests/test_plan_cores.py).
 
     `fn(*args)` runs in a forked worker (where `start` returns a handle) or here (where it returns
     the answer: no fork, one job, or too few searches to pay for the workers); `take(handle, args,
