@@ -216,12 +216,12 @@ def test_plans_lone_floor_adds_one_service():
 def test_plans_throughput_bound_is_the_servers_rate_and_holds(api_servers):
     """A 7B model's 16/4 requests on an H100 run far faster than a 5 ms API server passes them:
     the bound is servers / 5 ms, and a saturated replica's simulated completions stay under it."""
-    from dlmcost.plan import replicas, search
+    from dlmcost.plan import bounds, replicas
 
     c, sample, _ = _vllm_candidate(api_servers)
-    bound = search._throughput_bound(c, sample)
+    bound = bounds.throughput_bound(c, sample)
     assert bound == pytest.approx(api_servers / 0.005)
-    assert replicas.saturation_rps(c, sample) <= bound * search.BOUND_MARGIN
+    assert replicas.saturation_rps(c, sample) <= bound * bounds.BOUND_MARGIN
 
 
 # --- the CLI -------------------------------------------------------------------------------------

@@ -1137,7 +1137,7 @@ def test_the_rows_whose_sustained_load_is_searched_by_hand():
     (ranked 1: the 1; ranked 2 or 3: 1, 2, 2; none: all, in order)."""
     from types import SimpleNamespace
 
-    from dlmcost.plan.search import _to_sustain
+    from dlmcost.plan.ranking import _to_sustain
 
     rows = [(SimpleNamespace(deployment=SimpleNamespace(usd_per_mtok=u, gpus=1, p95_latency_s=1.0)), None)
             for u in (3.0, 1.0, 2.0, 2.0, 4.0)]

@@ -91,9 +91,9 @@ def test_what_the_workers_spent_is_counted_here(monkeypatch):
 
 @fork_only
 def test_the_rows_limit_on_preemptions_holds_across_workers(monkeypatch):
-    """search._each_row: rows sharing one SimulationWork of 10; workers spend 4 + 4 + 4 (12 in all,
+    """ranking.each_row: rows sharing one SimulationWork of 10; workers spend 4 + 4 + 4 (12 in all,
     4 each within the 10 a worker's copy holds): the command's budget goes to -2 and it is refused."""
-    from dlmcost.plan import search
+    from dlmcost.plan import ranking
 
     monkeypatch.setattr(side_by_side, "MIN_ROWS_PER_WORKER", 1)
     work = SimulationWork(10)
@@ -109,11 +109,11 @@ def test_the_rows_limit_on_preemptions_holds_across_workers(monkeypatch):
 
     monkeypatch.setattr(side_by_side, "workers_for", lambda n, jobs=None: 3)
     with pytest.raises(UsageError, match="preempted more than 10 running requests"):
-        search._each_row(spend_four, rows, None)
+        ranking.each_row(spend_four, rows, None)
     assert work.left == -2
     work = SimulationWork(12)
     candidate.work = work
-    assert search._each_row(spend_four, rows, None) == [1, 1, 1] and work.left == 0
+    assert ranking.each_row(spend_four, rows, None) == [1, 1, 1] and work.left == 0
 
 
 def test_no_workers_for_few_rows_one_job_or_no_fork(monkeypatch):
@@ -148,9 +148,9 @@ def test_two_models_side_by_side_and_a_conservative_plan_are_the_same_on_two_wor
 
 
 def test_rows_under_two_limits_run_in_turn_each_counting_its_own(monkeypatch):
-    """search._each_row: rows whose searches count against two different limits run here, one
+    """ranking.each_row: rows whose searches count against two different limits run here, one
     after another (no workers), each spending from its own."""
-    from dlmcost.plan import search
+    from dlmcost.plan import ranking
 
     started = []
     monkeypatch.setattr(side_by_side, "workers_for", lambda n, jobs=None: started.append(jobs) or 1)
@@ -161,7 +161,7 @@ def test_rows_under_two_limits_run_in_turn_each_counting_its_own(monkeypatch):
         row[0].candidate.work.spend(3)
         return 1
 
-    assert search._each_row(spend_three, rows, None) == [1, 1, 1, 1]
+    assert ranking.each_row(spend_three, rows, None) == [1, 1, 1, 1]
     assert started == [1] and [w.left for w in works] == [4, 4]
 
 
@@ -285,17 +285,17 @@ def test_a_plan_counts_its_searches_preemptions_as_in_turn(monkeypatch):
 
 
 def test_a_search_started_on_an_older_cheapest_is_kept_only_where_its_path_was_its_turns():
-    """search._Turns._same_path: a search asks give_up only of replica counts up to one past its
+    """turns.Turns._same_path: a search asks give_up only of replica counts up to one past its
     answer's, and give_up holds from some count on; so a search started on an older (dearer)
     cheapest took its turn's path where give_up at the cheapest now does not hold one past its
     answer. Giving up from 4 replicas on: an answer of 2 is kept (3 never gave up), one of 3 is
     run again (4 would have); a search stopped as absurd is run again, one whose replica completes
     no request (it asked nothing) is kept; without give_up (cost or
     GPU caps, or absurd rows kept) every answer is kept."""
-    from dlmcost.plan import search
     from dlmcost.plan.replicas import ABSURD
+    from dlmcost.plan.turns import Turns
 
-    turns = search._Turns.__new__(search._Turns)
+    turns = Turns.__new__(Turns)
     turns.capped = False
     turns._give_up = lambda k: (lambda r: r >= 4)
     answer = lambda replicas: (SimpleNamespace(replicas=replicas), 1.0, [])  # noqa: E731

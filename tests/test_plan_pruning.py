@@ -131,15 +131,15 @@ def test_rows_tied_at_one_replica_with_answers_of_mixed_lengths():
 def test_the_grid_prunes_each_way():
     """The cases above exercise every rule: candidates left out before a simulation, searches
     stopped, lone misses not simulated once a deployment meets, rows without a sustained load."""
-    from dlmcost.plan import replicas, search
+    from dlmcost.plan import ranking, replicas, turns
 
     seen = {"before": 0, "stopped": 0, "lone miss": 0, "unsustained": 0}
-    found, real = [], search.fewest_replicas  # each search's answer, ABSURD for one stopped
+    found, real = [], turns.fewest_replicas  # each search's answer, ABSURD for one stopped
     fewest = Mock(side_effect=lambda *args, **kwargs: found.append(real(*args, **kwargs)) or found[-1])
-    sustained = Mock(wraps=search.sustained_rps)
+    sustained = Mock(wraps=ranking.sustained_rps)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(search, "fewest_replicas", fewest)
-        mp.setattr(search, "sustained_rps", sustained)
+        mp.setattr(turns, "fewest_replicas", fewest)
+        mp.setattr(ranking, "sustained_rps", sustained)
         for case in ("mdm-beside-dual-cache", "tight-lone-requests", "two-models", "tokens-per-forward"):
             models, overrides, options = CASES[case]
             fewest.reset_mock(), sustained.reset_mock(), found.clear()

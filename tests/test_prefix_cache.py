@@ -234,7 +234,7 @@ def test_plans_lone_floor_is_the_simulated_lone_request(stack, share, prompt, us
     bound the search prunes on)."""
     from dlmcost.inputs.hardware import HardwareDB
     from dlmcost.inputs.models import resolve_model
-    from dlmcost.plan import replicas, search
+    from dlmcost.plan import bounds, replicas, search
     from dlmcost.serving.steptime import Decoding
     from dlmcost.serving.traffic import Traffic, parse_lengths, sample_requests
 
@@ -259,8 +259,8 @@ def test_plans_lone_floor_is_the_simulated_lone_request(stack, share, prompt, us
     full = behaviour.run(c.table, cls, c.max_batch, c.release, c.passes, c.first_block_outside_limit,
                          uncached=c.uncached_shares(len(cls)), users=2 * c.in_flight_cap + 1)
     busy_rate = len(cls) / full.busy_s
-    assert search._throughput_bound(c, sample) >= busy_rate
-    assert (busy_rate > search._throughput_bound(whole, sample)) == whole_bound_fails
+    assert bounds.throughput_bound(c, sample) >= busy_rate
+    assert (busy_rate > bounds.throughput_bound(whole, sample)) == whole_bound_fails
 
 
 def replace_uncached(c, u):

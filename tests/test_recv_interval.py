@@ -368,7 +368,7 @@ def test_plan_s_bounds_hold_under_an_interval():
     saturated replica's completions, so the pruning that rests on them stays exact."""
     from dlmcost.inputs.hardware import HardwareDB
     from dlmcost.inputs.models import resolve_model
-    from dlmcost.plan import replicas, search
+    from dlmcost.plan import bounds, replicas, search
     from dlmcost.serving.steptime import Decoding
     from dlmcost.serving.traffic import Traffic, parse_lengths, sample_requests
 
@@ -383,7 +383,7 @@ def test_plan_s_bounds_hold_under_an_interval():
     window = replicas._window(len(sample.unit_gaps))
     assert np.allclose(alone.latency, latency[window], rtol=1e-9)
     assert np.allclose(alone.ttfb, first[window], rtol=1e-9)
-    assert search._throughput_bound(c, sample) >= replicas.saturation_rps(c, sample)
+    assert bounds.throughput_bound(c, sample) >= replicas.saturation_rps(c, sample)
 
 
 

@@ -3,8 +3,11 @@
 A search on top of the serving simulation (dlmcost/serving/): each candidate deployment is
 served as `dlmcost serve` serves it, and the search finds its fewest replicas.
 
-    search.py    the candidates, searched cheapest first and pruned; ranking, AR baseline
-    side_by_side.py  the rows' own searches (sustained load, band ends) on the machine's cores
+    search.py    the candidates and the search's steps, AR baseline beside them
+    bounds.py    a candidate's throughput and cost bounds, read before it is simulated
+    turns.py     the candidates searched cheapest first, pruned, in turn and ahead of it
+    ranking.py   the deployments ranked: each row's sustained load and band ends
+    side_by_side.py  the searches (candidates', rows') on the machine's cores
     replicas/    one candidate's fewest replicas and the load it sustains, by simulation
     results.py   result types, target checks, Pareto front, ranking
     scenario.py  the scenario YAML and command-line options
@@ -51,7 +54,8 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     from ..serving import behaviour
     from ..serving.simulate import SimulationWork
     from ..serving.decodings import check_floor_task
-    from .search import baseline_decoding, candidate_count, decoding_policy, plan, rank_rows, stack_profile
+    from .ranking import rank_rows
+    from .search import baseline_decoding, candidate_count, decoding_policy, plan, stack_profile
 
     price_overrides = [parse_price(p) for p in prices]
     fraction_given = ((overrides or {}).get("search") or {}).get("mem_fraction")
