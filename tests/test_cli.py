@@ -886,3 +886,24 @@ def test_a_command_s_hub_options_do_not_outlive_it(monkeypatch, capsys):
     assert hub._settings == {"verbose": True, "budget_s": 5.0}
     assert main(["analyze", "--gpu", "h100"]) == 0
     assert hub._settings == {"verbose": False, "budget_s": None}
+
+
+@pytest.mark.parametrize("command", [["plan", "--rate", "1", "--p95", "5"], ["analyze", "--gpu", "h100"]])
+def test_ctrl_c_exits_130_with_nothing_printed(command, monkeypatch, capsys):
+    """Ctrl-C during a command: exit 130 (128 + SIGINT, as the shell reports it), no result and no
+    held warning printed. typer turns the KeyboardInterrupt into a returned code, which was once
+    dropped: an interrupted plan exited 0 with no output."""
+    from dlmcost import api
+    from dlmcost.cli import main
+    from dlmcost.errors import EXIT_INTERRUPTED
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(api, "run_plan", interrupted)
+    monkeypatch.setattr(api, "analyze_records", interrupted, raising=False)
+    monkeypatch.setattr(api, "analyze", interrupted)
+    capsys.readouterr()
+    assert main(command) == EXIT_INTERRUPTED == 130
+    out, err = capsys.readouterr()
+    assert out == "" and err == ""

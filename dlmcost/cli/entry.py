@@ -136,7 +136,9 @@ def _run(command, argv: list[str] | None, held: list[str]) -> int:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             warnings.simplefilter("always", DlmcostWarning)
-            command.main(args=argv, prog_name="dlmcost", standalone_mode=False)
+            code = command.main(args=argv, prog_name="dlmcost", standalone_mode=False)
+            if isinstance(code, int) and not isinstance(code, bool) and code:
+                return code  # typer returns an Exit's code here, Ctrl-C's 130 among them (the commands return None)
             sys.stdout.flush()  # a full disk shows up here, not at exit
         _show(held)
     except DlmcostError as exc:
