@@ -3,6 +3,7 @@
 worker's warnings, errors and simulated preemptions reach the command as if it had run them."""
 
 import json
+import sys
 import multiprocessing
 import warnings
 from types import SimpleNamespace
@@ -347,3 +348,44 @@ def test_rows_go_on_here_once_a_worker_is_lost(monkeypatch):
     monkeypatch.setattr(side_by_side, "MIN_ROWS_PER_WORKER", 1)
     PARENT.pid = os.getpid()
     assert side_by_side.map_rows(_dies_in_a_worker_at_two, list(range(8)), jobs=2) == ([10 * k for k in range(8)], 0)
+
+
+WORKERS_OF_A_KILLED_COMMAND = """
+import sys, time
+from dlmcost.plan import side_by_side
+side_by_side.MIN_ROWS_PER_WORKER = 1
+def slow(x):
+    print("worker", __import__("os").getpid(), file=sys.__stdout__, flush=True)
+    time.sleep(60)
+    return x
+side_by_side.{call}
+"""
+
+
+@fork_only
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self"), reason="no /proc to look for the workers in")
+@pytest.mark.parametrize("call", ["map_rows(slow, list(range(4)), jobs=2)",
+                                  "Ahead(slow, 4, 2).start(0); time.sleep(60)"])
+def test_workers_end_with_a_killed_command(call):
+    """A command killed while its searches run on the cores (a timeout's SIGKILL) cannot shut its pool
+    down: its workers, which would wait for work for ever and hold its output pipe open, end within
+    a second or so, rows' and candidates' alike. Each worker prints its pid before it sleeps."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    command = subprocess.Popen([sys.executable, "-c", WORKERS_OF_A_KILLED_COMMAND.format(call=call)],
+                               stdout=subprocess.PIPE, text=True)
+    worker = int(command.stdout.readline().split()[1])
+    assert os.path.isdir(f"/proc/{worker}")
+    os.kill(command.pid, signal.SIGKILL)
+    command.wait()
+    deadline = time.monotonic() + 10
+    while os.path.isdir(f"/proc/{worker}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    gone = not os.path.isdir(f"/proc/{worker}") or open(f"/proc/{worker}/stat").read().split()[2] == "Z"
+    if not gone:
+        os.kill(worker, signal.SIGKILL)
+    assert gone, "a worker outlived its command"
+    assert command.stdout.read() is not None  # the pipe reaches its end: no worker holds it open

@@ -17,6 +17,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import threading
+import time
 import warnings
 from concurrent import futures
 from concurrent.futures import ProcessPoolExecutor
@@ -65,7 +67,7 @@ def map_rows(fn: Callable[[Row], Out], rows: Sequence[Row], jobs: int | None = N
     sys.stdout.flush(), sys.stderr.flush()  # (a worker starts with none of this process's output pending)
     try:
         with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork"),
-                                 initializer=_quiet) as pool:
+                                 initializer=_worker_start, initargs=(os.getpid(),)) as pool:
             done = list(pool.map(_share, shares))
     except BrokenProcessPool:  # a worker lost (killed for its memory, say): the rows run here, in turn
         return [fn(row) for row in rows], 0
@@ -80,11 +82,24 @@ def map_rows(fn: Callable[[Row], Out], rows: Sequence[Row], jobs: int | None = N
     return out, total
 
 
-def _quiet() -> None:
+PARENT_POLL_S = 0.25  # how often a worker looks whether the command that started it still runs
+
+
+def _worker_start(parent: int) -> None:
     """A worker's own streams: nowhere. It writes nothing (its warnings come back as values), and the
     streams it inherited may be mid-write in another thread of this process (a progress bar's), whose
-    lock it would wait on for ever when it flushes them at exit."""
+    lock it would wait on for ever when it flushes them at exit. And it ends with the command that
+    started it (`parent`): a command killed (SIGTERM, SIGKILL, a timeout's) cannot shut its pool
+    down, and its workers, waiting for work that never comes, would live on and hold its output
+    pipe open, so a reader of `dlmcost plan | ...` would wait for ever."""
     sys.stdout = sys.stderr = open(os.devnull, "w", encoding="utf-8")
+    threading.Thread(target=_end_with, args=(parent,), daemon=True).start()
+
+
+def _end_with(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
 
 
 def _share(bounds: tuple[int, int]) -> tuple[list, list[tuple[str, type]], int]:
@@ -145,7 +160,7 @@ class Ahead:
             _AHEAD = (self.fn, self.work)
             sys.stdout.flush(), sys.stderr.flush()
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("fork"),
-                                             initializer=_quiet)
+                                             initializer=_worker_start, initargs=(os.getpid(),))
         try:
             future = self._pool.submit(_ahead, args, _left(self.work))
         except BrokenProcessPool:  # a worker lost (killed for its memory, say): the rest run here, each in turn
