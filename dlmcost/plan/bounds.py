@@ -55,7 +55,7 @@ def _cached_lift_bound(c: Candidate, k: np.ndarray) -> np.ndarray:
 
 
 def cost_bound(c: Candidate, sample: RequestSample, traffic: Traffic, pricing: Pricing,
-           throughput: float) -> tuple[int, float, int]:
+               throughput: float) -> tuple[int, float, int]:
     """(0 priced / 1 not, a lower bound on $/Mtok at the offered load, or on the GPUs unpriced,
     the GPUs it is at); the $/Mtok bound grows in proportion to the GPUs. Open loop: the $/Mtok a
     deployment of the fewest replicas the throughput bound allows would report, computed as it

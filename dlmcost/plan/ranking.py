@@ -16,6 +16,7 @@ from .side_by_side import map_rows
 from ..serving import behaviour
 from ..serving.traffic import RequestSample, Traffic
 
+
 def _provisional_key(d: Deployment) -> tuple:
     """`rank_key` without $/Mtok at capacity: the ranking up to its ties."""
     return (1, d.gpus, d.p95_latency_s) if d.usd_per_mtok is None else (0, d.usd_per_mtok)
@@ -84,7 +85,7 @@ def each_row(fn: Callable, rows: list[tuple[Found, Setting]], jobs: int | None) 
 
 
 def each_candidate(fn: Callable, rows: list, candidates: list[Candidate], sample: Callable[[], RequestSample],
-                    jobs: int | None) -> list:
+                   jobs: int | None) -> list:
     """fn of each row, the row's search that of its candidate (`each_row`; plan's rows past those
     shown); `sample()`: the requests they simulate, named where the command is refused."""
     works = {id(c.work): c.work for c in candidates if c.work is not None}

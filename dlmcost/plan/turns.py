@@ -21,6 +21,7 @@ from .side_by_side import Ahead
 from ..serving.simulate import SimulationWork
 from ..serving.traffic import RequestSample, Traffic
 
+
 @dataclass
 class Cheapest:
     """The cheapest deployment meeting the targets found so far in one set (plan or AR baseline):
@@ -36,7 +37,7 @@ class Cheapest:
 
 
 def absurd_from(c: Candidate, sample: RequestSample, traffic: Traffic, pricing: Pricing,
-                 cheapest: Cheapest) -> Callable[[int], bool]:
+                cheapest: Cheapest) -> Callable[[int], bool]:
     """Whether a deployment of R or more replicas of `c` meeting the targets would be absurd
     (`mark_absurd`) whatever else is found, since the cheapest can only get cheaper: its $/Mtok
     over ABSURD_RATIO x the cheapest's (at the offered load, as the deployment will compute it;
