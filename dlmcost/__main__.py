@@ -34,8 +34,11 @@ def main() -> None:
     # returns, so recursive work (pydantic building validators) done across a chunk boundary maps
     # and unmaps one on every call: imported nine imports deep, through the command's modules,
     # that happened about 800 times per command (5 ms of an analyze's 160); from here, about 10.
-    from .inputs.models import ModelSpec  # noqa: F401
-    from .cli import entry
+    try:
+        from .inputs.models import ModelSpec  # noqa: F401
+        from .cli import entry
+    except KeyboardInterrupt:  # Ctrl-C while the command starts: its documented code, no traceback
+        sys.exit(130)
 
     gc.freeze()
     gc.enable()

@@ -907,3 +907,22 @@ def test_ctrl_c_exits_130_with_nothing_printed(command, monkeypatch, capsys):
     assert main(command) == EXIT_INTERRUPTED == 130
     out, err = capsys.readouterr()
     assert out == "" and err == ""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no process groups")
+def test_ctrl_c_while_the_command_starts_is_130_without_a_traceback():
+    """Ctrl-C within the first fraction of a second, while the command's modules load (about half of
+    a short command's run): exit 130 (or the signal itself, where it came before Python's handler),
+    never a traceback."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    command = subprocess.Popen([sys.executable, "-m", "dlmcost", "analyze", "--gpu", "h100"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=dict(os.environ, HF_HUB_OFFLINE="1"),
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(0.15)
+    command.send_signal(signal.SIGINT)
+    out, err = command.communicate(timeout=60)
+    assert "Traceback" not in err and command.returncode in (130, -signal.SIGINT), (command.returncode, err)

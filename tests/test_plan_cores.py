@@ -389,3 +389,50 @@ def test_workers_end_with_a_killed_command(call):
         os.kill(worker, signal.SIGKILL)
     assert gone, "a worker outlived its command"
     assert command.stdout.read() is not None  # the pipe reaches its end: no worker holds it open
+
+
+SLOW_ANSWER = """
+import os, sys, time
+from dlmcost.plan import side_by_side
+side_by_side.MIN_ROWS_PER_WORKER = 1
+def slow(x):
+    print("worker", os.getpid(), file=sys.__stdout__, flush=True)
+    time.sleep(1.5)
+    return 7
+with side_by_side.Ahead(slow, 4, 2) as ahead:
+    handle = ahead.start(0)
+    try:
+        print("answer", handle.future.result()[0], flush=True)
+    except BaseException as exc:
+        print("failed", type(exc).__name__, flush=True)
+"""
+
+
+@fork_only
+def test_a_worker_leaves_ctrl_c_to_the_command():
+    """Ctrl-C reaches the whole process group; a worker interrupted while it sent its result back
+    would hold the result queue's lock and the command, shutting its pool down, would wait for
+    ever (seen: 3 hangs in 80 interrupted plans). A worker ignores it and finishes its search:
+    SIGINT sent to the worker mid-search, the search still answers."""
+    import os
+    import signal
+    import subprocess
+
+    command = subprocess.Popen([sys.executable, "-c", SLOW_ANSWER], stdout=subprocess.PIPE, text=True)
+    worker = int(command.stdout.readline().split()[1])
+    os.kill(worker, signal.SIGINT)
+    out, _ = command.communicate(timeout=60)
+    assert out.strip() == "answer 7"
+
+
+@fork_only
+def test_plan_on_workers_with_stderr_closed_writes_its_result():
+    """stderr closed (`2>&-`): sys.stderr is None; the command flushes its streams before it forks
+    and once raised AttributeError there (exit 70, nothing written) where --jobs 1 wrote the plan."""
+    import os
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "dlmcost", "plan", "--rate", "5", "--p95", "10", "--gpu", "h100",
+                           "--requests", "300", "-j", "2", "-f", "json"], stdout=subprocess.PIPE,
+                          preexec_fn=lambda: os.close(2), env=dict(os.environ, HF_HUB_OFFLINE="1"), timeout=300)
+    assert done.returncode == 0 and json.loads(done.stdout)["deployments"]

@@ -126,7 +126,10 @@ def main(argv: list[str] | None = None) -> int:
         _stderr("error: standard output is closed: nowhere to write the result")
         return EXIT_OUTPUT
     _prepare_streams()
-    command = _command_tree(sys.argv[1:] if argv is None else argv)
+    try:
+        command = _command_tree(sys.argv[1:] if argv is None else argv)
+    except KeyboardInterrupt:  # (Ctrl-C while the command's modules load)
+        return EXIT_INTERRUPTED
     with warnings_held() as held:
         return _run(command, argv, held)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import time
@@ -64,13 +65,19 @@ def map_rows(fn: Callable[[Row], Out], rows: Sequence[Row], jobs: int | None = N
     _TASK = (fn, rows, spent)
     size = max(1, -(-len(rows) // (n * CHUNKS_PER_WORKER)))
     shares = [(lo, min(lo + size, len(rows))) for lo in range(0, len(rows), size)]
-    sys.stdout.flush(), sys.stderr.flush()  # (a worker starts with none of this process's output pending)
+    _flush_streams()  # (a worker starts with none of this process's output pending)
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_worker_start, initargs=(os.getpid(),))
     try:
-        with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork"),
-                                 initializer=_worker_start, initargs=(os.getpid(),)) as pool:
-            done = list(pool.map(_share, shares))
+        done = list(pool.map(_share, shares))
     except BrokenProcessPool:  # a worker lost (killed for its memory, say): the rows run here, in turn
+        pool.shutdown(wait=False, cancel_futures=True)
         return [fn(row) for row in rows], 0
+    except BaseException:  # an error or Ctrl-C: the shares not started are not waited for
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    else:
+        pool.shutdown(wait=True)
     finally:
         _TASK = None
     out, total = [], 0
@@ -82,17 +89,32 @@ def map_rows(fn: Callable[[Row], Out], rows: Sequence[Row], jobs: int | None = N
     return out, total
 
 
+def _flush_streams() -> None:
+    """This process's output written before it forks (a stream closed or gone: nothing to write)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # (closed: what it could not take, the command's output step says)
+            pass
+
+
 PARENT_POLL_S = 0.25  # how often a worker looks whether the command that started it still runs
 
 
 def _worker_start(parent: int) -> None:
     """A worker's own streams: nowhere. It writes nothing (its warnings come back as values), and the
     streams it inherited may be mid-write in another thread of this process (a progress bar's), whose
-    lock it would wait on for ever when it flushes them at exit. And it ends with the command that
+    lock it would wait on for ever when it flushes them at exit. It leaves Ctrl-C to the command
+    (below). And it ends with the command that
     started it (`parent`): a command killed (SIGTERM, SIGKILL, a timeout's) cannot shut its pool
     down, and its workers, waiting for work that never comes, would live on and hold its output
     pipe open, so a reader of `dlmcost plan | ...` would wait for ever."""
     sys.stdout = sys.stderr = open(os.devnull, "w", encoding="utf-8")
+    # Ctrl-C reaches the whole process group: only the command handles it. A worker interrupted
+    # while it sent a result back would hold the result queue's lock, and the command, shutting
+    # its pool down, would wait on it for ever; it finishes its search, and the command exits.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_end_with, args=(parent,), daemon=True).start()
 
 
@@ -144,9 +166,9 @@ class Ahead:
     def __enter__(self) -> "Ahead":
         return self
 
-    def __exit__(self, *exc) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+    def __exit__(self, kind, *exc) -> None:
+        if self._pool is not None:  # (on an error or Ctrl-C, the searches not started are not waited for)
+            self._pool.shutdown(wait=kind is None, cancel_futures=True)
             self._pool = None
         global _AHEAD
         _AHEAD = None
@@ -158,7 +180,7 @@ class Ahead:
         if self._pool is None:
             global _AHEAD
             _AHEAD = (self.fn, self.work)
-            sys.stdout.flush(), sys.stderr.flush()
+            _flush_streams()
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("fork"),
                                              initializer=_worker_start, initargs=(os.getpid(),))
         try:
