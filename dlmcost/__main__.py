@@ -38,7 +38,9 @@ def main() -> None:
         from .inputs.models import ModelSpec  # noqa: F401
         from .cli import entry
     except KeyboardInterrupt:  # Ctrl-C while the command starts: its documented code, no traceback
-        sys.exit(130)
+        from .errors import EXIT_INTERRUPTED
+
+        sys.exit(EXIT_INTERRUPTED)
 
     gc.freeze()
     gc.enable()

@@ -65,9 +65,7 @@ def map_rows(fn: Callable[[Row], Out], rows: Sequence[Row], jobs: int | None = N
     _TASK = (fn, rows, spent)
     size = max(1, -(-len(rows) // (n * CHUNKS_PER_WORKER)))
     shares = [(lo, min(lo + size, len(rows))) for lo in range(0, len(rows), size)]
-    _flush_streams()  # (a worker starts with none of this process's output pending)
-    pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork"),
-                               initializer=_worker_start, initargs=(os.getpid(),))
+    pool = _forked_pool(n)
     try:
         done = list(pool.map(_share, shares))
     except BrokenProcessPool:  # a worker lost (killed for its memory, say): the rows run here, in turn
@@ -87,6 +85,14 @@ def map_rows(fn: Callable[[Row], Out], rows: Sequence[Row], jobs: int | None = N
         for message, category in caught:
             warnings.warn(message, category, stacklevel=2)
     return out, total
+
+
+def _forked_pool(workers: int) -> ProcessPoolExecutor:
+    """`workers` forked worker processes (`_worker_start`), this process's output written first (a
+    worker starts with none of it pending)."""
+    _flush_streams()
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_worker_start, initargs=(os.getpid(),))
 
 
 def _flush_streams() -> None:
@@ -180,9 +186,7 @@ class Ahead:
         if self._pool is None:
             global _AHEAD
             _AHEAD = (self.fn, self.work)
-            _flush_streams()
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("fork"),
-                                             initializer=_worker_start, initargs=(os.getpid(),))
+            self._pool = _forked_pool(self.workers)
         try:
             future = self._pool.submit(_ahead, args, _left(self.work))
         except BrokenProcessPool:  # a worker lost (killed for its memory, say): the rest run here, each in turn
