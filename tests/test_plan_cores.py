@@ -117,6 +117,30 @@ def test_the_rows_limit_on_preemptions_holds_across_workers(monkeypatch):
     assert ranking.each_row(spend_four, rows, None) == [1, 1, 1] and work.left == 0
 
 
+@fork_only
+def test_the_rows_refused_together_name_the_memory_that_holds_fewest(monkeypatch):
+    """Workers whose rows pass the shared limit only together: the line names the row whose memory
+    holds the fewest of the requests (two requests of class 0: a share of 0.25 each holds 2 / 0.5
+    = 4; of 0.5 each, 2 / 1.0 = 2), wherever that row stands, not the first row's 4."""
+    from dlmcost.plan import ranking
+
+    monkeypatch.setattr(side_by_side, "MIN_ROWS_PER_WORKER", 1)
+    monkeypatch.setattr(side_by_side, "workers_for", lambda n, jobs=None: 3)
+    work = SimulationWork(10)
+    roomy, tight = (SimpleNamespace(work=work, table=SimpleNamespace(mem_share=[share])) for share in (0.25, 0.5))
+    setting = SimpleNamespace(sample=SimpleNamespace(prompt_class=__import__("numpy").zeros(2, int),
+                                                     answer_class=__import__("numpy").zeros(2, int),
+                                                     answer_values=[1]))
+    rows = [(SimpleNamespace(candidate=c), setting) for c in (roomy, roomy, tight)]
+
+    def spend_four(row):
+        row[0].candidate.work.spend(4)
+        return 1
+
+    with pytest.raises(UsageError, match="holds about 2 of these requests"):
+        ranking.each_row(spend_four, rows, None)
+
+
 def test_no_workers_for_few_rows_one_job_or_no_fork(monkeypatch):
     per = side_by_side.MIN_ROWS_PER_WORKER
     assert side_by_side.workers_for(per - 1, 8) == 1
