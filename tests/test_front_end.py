@@ -248,6 +248,25 @@ def test_serve_queues_a_burst_in_front_of_the_engine(run):
         " ".join(text.split())
 
 
+def test_a_burst_at_its_bands_slower_end_waits_on_a_slower_server(run):
+    """The band's slower end slows every time the prediction has, the API server's too: the burst
+    of 200 through one server of 5 ms leaves it at 200 x 5 ms x high, so at most 1 / (5 ms x high)
+    requests a second there (the server unscaled would let 1 / 5 ms through), and its requests wait
+    at least that long."""
+    import json
+
+    rc, out, err = run("serve", "Qwen/Qwen2.5-7B", "--gpu", "h100", "--stack", "vllm", "--prompt", "16", "--answer",
+                       "4", "--job", "200", "--parallel", "200", "-f", "json")
+    assert rc == 0, err
+    d = json.loads(out)["deployments"][0]
+    high = d["deployment"]["error_band"]["high"]
+    assert high > 1.2  # a slower end far enough from the point for the server's share to show
+    point = d["points"][0]
+    slow_rps, fast_rps = point["intervals"]["requests_per_s"]
+    assert slow_rps <= 1 / (0.005 * high) < point["requests_per_s"] < fast_rps
+    assert point["intervals"]["latency_p99_s"][1] >= 200 * 0.005 * high
+
+
 def test_api_servers_is_checked(run):
     for bad in ("0", "1025"):
         rc, _, err = run("serve", "Qwen/Qwen2.5-7B", "--stack", "vllm", "--api-servers", bad)
