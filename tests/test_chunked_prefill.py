@@ -692,3 +692,13 @@ def test_the_stacks_list_names_the_defaults_by_gpu(run):
     assert cells["vllm"] == ("1024 (256: <70 GiB, A100)", "8,192/step beside (2,048: <70 GiB, A100)")
     assert cells["sglang"] == ("2048", "8,192/step before (2,048: <35 GiB; 4,096: <60 GiB; 16,384: >=160 GiB)")
     assert cells["vllm-dllm"] == ("1024 (256: <70 GiB, A100)", "-")
+
+
+def test_the_requests_beside_a_prefill_workspace_by_hand():
+    """floor((free - budget x bytes a token) / resident): 100 bytes free, a workspace of one token of
+    10 bytes, 10 bytes a request: 9 fit, not 10; none where the workspace alone does not fit."""
+    from dlmcost.engine.memory import budgeted_max_batch
+
+    assert budgeted_max_batch(100.0, 10.0, 10.0, 1) == 9
+    assert budgeted_max_batch(100.0, 10.0, 10.0, 3) == 7
+    assert budgeted_max_batch(100.0, 10.0, 10.0, 11) == 0

@@ -319,6 +319,11 @@ def test_a_band_says_whose_numbers_it_is_from(tmp_path):
     band = error_bands.band_for(str(mine))
     assert band.basis == f"pooled band of every stack ({mine} has no validation of its own)"
     assert band.first_token.basis == f"pooled first-token band of every stack ({mine} has no validation of its own)"
+    # the pooled band asked for itself (no stack, or by its name) is its own: it says its own basis
+    pooled = json.loads(error_bands.BANDS_FILE.read_text())["bands"][error_bands.POOLED]
+    for asked in (None, error_bands.POOLED):
+        band = error_bands.published_band_for(asked)
+        assert (band.basis, band.first_token.basis) == (pooled["basis"], pooled["first_token"]["basis"])
 
 
 @pytest.mark.parametrize("gpus_at_ends, said", [

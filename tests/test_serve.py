@@ -364,6 +364,36 @@ def test_max_rate_is_the_edge_of_the_targets():
     over = dep.evaluate(prep, OpenLoop(1.01 * m["rate"]), requests=1000, targets=targets)
     assert not ok.misses and not ok.overloaded
     assert over.misses or over.overloaded
+    # its resolution, 2^-14 of the saturation rate: the bisection's last interval, whose top it tried
+    assert m["bisection_steps"] == 14 and m["resolution_rps"] == pytest.approx(m["saturation_rate"] / 2 ** 14,
+                                                                              rel=1e-12)
+    above = dep.evaluate(prep, OpenLoop(m["rate"] + m["resolution_rps"]), requests=1000, targets=targets)
+    assert above.misses or above.overloaded
+
+
+def test_a_rate_served_under_95_percent_is_overloaded():
+    """Waves of 16 in step (synchronous, batch limit 16): offered its saturation rate, a replica's
+    1,000 requests are served at 93% of it (the run's last waves drain), under the 95% that counts
+    as sustained, so the queue grows; offered 1/1.05 of it, 96% are: sustained."""
+    prep = _prepared(release="synchronous", max_running=16)
+    s = dep.saturation_rate(prep, requests=1000)
+    assert s == pytest.approx(16 / _engine(16)[0], rel=1e-9)
+    at, below = (dep.evaluate(prep, OpenLoop(rate), requests=1000) for rate in (s, s / 1.05))
+    assert 0.9 < at.requests_per_s / s < 0.95 and at.overloaded
+    assert dep.why_not(at, s).endswith("under 95% of its arrivals (queues grow)")
+    assert below.requests_per_s / (s / 1.05) > 0.95 and not below.overloaded
+
+
+def test_each_latency_target_is_checked_at_its_own_percentile():
+    """Latencies 1, 2 and 10 s: the median is 2 s (meets a p50 of 5 s), the 95th percentile 2 + 0.9 x 8
+    = 9.2 s (misses a p95 of 9 s), the 99th 2 + 0.98 x 8 = 9.84 s (meets a p99 of 9.9 s)."""
+    from dlmcost.serving.deployment.measure import _misses
+
+    lat = np.array([1.0, 2.0, 10.0])
+    point = dep.Point("", None, None, 1, 0, 0, 0, 0, 0, {}, {}, {}, 0, 0, None, None)
+    assert _misses(point, lat, np.zeros(3), Targets(p50_latency_s=5.0, p99_latency_s=9.9)) == []
+    (miss,) = _misses(point, lat, np.zeros(3), Targets(p95_latency_s=9.0))
+    assert miss == dict(target="p95_latency_s", value=pytest.approx(9.2), limit=9.0)
 
 
 def test_synchronous_release_costs_throughput_when_steps_vary():
