@@ -954,6 +954,19 @@ def test_gpu_without_a_price_is_planned_after_the_priced(capsys):
     assert rc == 0 and not err, err
 
 
+def test_unpriced_deployments_rank_by_their_gpus():
+    """Without a price the ranking orders by GPUs, fewest first, then p95 latency, after every priced one."""
+    from types import SimpleNamespace
+
+    from dlmcost.plan.results import rank_key
+
+    def row(gpus, p95, usd=None):
+        return SimpleNamespace(usd_per_mtok=usd, usd_per_mtok_at_capacity=usd, gpus=gpus, p95_latency_s=p95, gpu="X")
+
+    rows = [row(4, 1.0), row(1, 3.0), row(1, 2.0), row(8, 9.0, usd=5.0)]
+    assert [(r.gpus, r.p95_latency_s) for r in sorted(rows, key=rank_key)] == [(8, 9.0), (1, 2.0), (1, 3.0), (4, 1.0)]
+
+
 def test_models_side_by_side_each_with_its_own_scheme(capsys):
     """A diffusion model and the AR model it would replace in one table, at the same traffic (the
     first model's answer length) and targets; the AR model decodes autoregressively."""
@@ -1207,9 +1220,14 @@ def test_each_request_alone_by_hand():
     traffic = SimpleNamespace(closed_loop=False, rate=1.0)
     assert replicas._lone_latencies(c, sample)[0].tolist() == pytest.approx([2.0, 5.0, 2.0, 5.0])
     r = replicas.separate_replicas(c, sample, traffic)
-    assert r in (6, 7)
+    assert r == 7
     gaps = np.array([1.0, 1.0, 2.0]) * r / traffic.rate
     assert (gaps > np.array([2.0, 5.0, 2.0])).all()  # each request alone
+    # the gap after each request is set against that request's own life: a class-1 request first,
+    # then three of class 0, unit gaps 1: R > max(5, 2, 2) = 5, so 7 (not 2 + 2 = 4, the next one's)
+    first_long = SimpleNamespace(unit_gaps=np.array([0.3, 1.0, 1.0, 1.0]), prompt_class=np.zeros(4, int),
+                                 answer_class=np.array([1, 0, 0, 0]), answer_values=np.array([2.0, 5.0]))
+    assert replicas.separate_replicas(c, first_long, traffic) == 7
 
 
 def test_the_replica_cap_by_hand():

@@ -142,6 +142,14 @@ def test_a_window_inside_one_wave_is_not_read_as_a_rate():
     assert behaviour.completion_rate(done, slice(1, 5), 40.0) == pytest.approx(5 / 20.04)
 
 
+def test_a_window_as_long_as_the_earliest_life_is_read_as_a_rate():
+    """Completions at 2, 3, 4, 5, 6 s, the window the 2nd to the 4th: they span 2 s, as long as the
+    earliest request's life (2 s), not shorter: a steady rate, 2 completions (4, 5) in 2 s; at
+    4.5, 5, 5.5 s after one at 4 s they span 1 s, under its 4 s: one wave, the 4 up to 5.5 s over 5.5 s."""
+    assert behaviour.completion_rate(np.array([2.0, 3.0, 4.0, 5.0, 6.0]), slice(1, 4), 6.0) == pytest.approx(1.0)
+    assert behaviour.completion_rate(np.array([4.0, 4.5, 5.0, 5.5, 6.0]), slice(1, 4), 6.0) == pytest.approx(4 / 5.5)
+
+
 AR_MODEL = "Qwen/Qwen2.5-7B"
 
 
