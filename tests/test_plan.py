@@ -1202,6 +1202,30 @@ def _hand_candidate(table: ClassTable):
                               answer_tokens=np.ones(len(table.nfe)), batch_limit=1)
 
 
+def test_a_lone_requests_prefill_waits_its_forwards_dispatch_by_hand():
+    """A request of 3 passes whose first (the prompt's) takes 2 s and waits 0.5 s of its prefill
+    forward's own dispatch, the others 1 s: alone it takes 2.5 + 2 x 1 = 4.5 s, its first block
+    (after its first pass) 2.5 s, as the simulation runs it; at a first-block target of 5 s and its
+    first blocks twice as long as predicted (plan --conservative's first-token band), the floor
+    reads 2 x 2.5 / 5 = 1."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from dlmcost.plan import replicas
+    from dlmcost.plan.replicas.floors import _floor_ratio
+
+    table = ClassTable([3], [1], [0.0], [[0.0, 1.0]], [[0.0, 2.0]], lead=[1], prefill_step_s=[[0.0, 0.5]])
+    c = _hand_candidate(table)
+    sample = SimpleNamespace(unit_gaps=np.ones(20), prompt_class=np.zeros(20, int), answer_class=np.zeros(20, int),
+                             answer_values=np.array([1.0]))
+    latency, first = replicas._lone_latencies(c, sample)
+    assert latency.tolist() == [4.5] * 20 and first.tolist() == [2.5] * 20
+    alone = simulate(table, np.zeros(1, int), 1, arrivals_s=np.zeros(1))
+    assert (alone.done_s[0], alone.first_block_s[0]) == (4.5, 2.5)
+    doubled = replace(c, first_block_scale=2.0, floors={})
+    assert _floor_ratio(doubled, sample, results.Targets(p95_first_block_s=5.0)) == pytest.approx(1.0)
+
+
 def test_each_request_alone_by_hand():
     """`separate_replicas`, the search's upper end: replicas enough that each request arrives after
     the one before it is done when served alone. Class 0 alone takes 2 s (2 passes of 1 s), class 1

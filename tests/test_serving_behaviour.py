@@ -255,3 +255,17 @@ def test_an_autoregressive_decoding_on_the_sglang_dllm_stack_prefills_in_one_pas
     lengths = (np.full(10, 500.0), np.full(10, 8.0))
     p = dep.prepare("Qwen/Qwen2.5-7B", lengths, dep.Setup(gpu="h100", stack="sglang-dllm"))
     assert (p.prompt_prefill, p.table.lead) == ("one-pass", [1])
+
+
+def test_a_replica_runs_its_first_blocks_outside_the_limit_when_told():
+    """`behaviour.run` passes the stack's first_block_outside_limit on. Two requests at once, a
+    limit of 1, 6 passes each with the first block after 3, a pass 1 s alone and 1.5 s beside
+    another: in turn, 6 and 12 s (the second's first block at 9 s); with the first block outside
+    the limit, the second's first block runs beside the first's last 3 passes (3 + 3 x 1.5 = 7.5 s
+    for both), then its last 3 alone: 10.5 s."""
+    table = ClassTable([6], [3], [0.0], [[0.0, 1.0, 1.5]], lead=[1], blocks=[2])
+    two = dict(arrivals_s=np.zeros(2))
+    in_turn = behaviour.run(table, np.zeros(2, int), 1, "first-done", None, False, **two)
+    beside = behaviour.run(table, np.zeros(2, int), 1, "first-done", None, True, **two)
+    assert in_turn.done_s.tolist() == [6.0, 12.0] and in_turn.first_block_s.tolist() == [3.0, 9.0]
+    assert beside.done_s.tolist() == [7.5, 10.5] and beside.first_block_s.tolist() == [3.0, 7.5]
