@@ -184,12 +184,14 @@ def test_columns_that_never_drop_overflow_rather_than_lose_digits():
 @pytest.mark.parametrize("x, digits, text", [
     (10920.4, 4, "10,920"), (1234.5, 3, "1,234"), (999.4, 3, "999"), (85.333, 4, "85.33"), (0.5872, 3, "0.587"),
     (123456.0, 4, "123,456"), (5837.2, 3, "5,837"),
+    (1000.0, 3, "1,000"), (10000.0, 4, "10,000"),  # exactly the first whole number past the digits asked
 ])
 def test_numbers_are_never_in_exponent_notation(x, digits, text):
     """More whole digits than the significant digits asked for: whole, with thousands
     separators ('1.092e+04' was what the tables showed)."""
     assert cells.num(x, digits) == text
     assert "e+" not in cells.count(x) and "e+" not in cells.ms(x) and "e+" not in cells.gb(x * 1e9)
+    assert cells.ms(10.0) == "10,000"  # 10 s to 4 digits in ms
 
 
 def test_a_big_pass_shows_its_numbers_whole():

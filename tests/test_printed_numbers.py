@@ -418,6 +418,32 @@ def test_pass_and_op_table_cells(capsys):
         assert rows[o["name"]][5] == f"{100 * o['time_s'] / r['time_s']:.1f}"
 
 
+def test_a_pass_rows_token_counts_take_separators_from_five_digits():
+    """The q and c cells: whole counts below 10,000 as they are (a 1,024 + 1,024-token canvas: q
+    2048), with separators from 10,000 on (a 12,288-token canvas), fractional averages as given."""
+    from dlmcost.render.analyze import pass_rows, tokens
+
+    step = pass_rows(api.analyze("GSAI-ML/LLaDA-8B-Instruct", "h100", scheme="mdm", prompt=1024, gen=1024,
+                                 steps=64).plain()["results"][0])[0]
+    assert step[:4] == ["step", "64", "2048", "0"]
+    assert (tokens(12288.0), tokens(9999.0), tokens(1500.5)) == ("12,288", "9999", "1500.5")
+
+
+def test_sweep_and_analyze_show_the_same_tokens_per_second_cell():
+    """The sweep table's tok/s: 4 significant digits of the row's tokens/s (1,024 tokens in 64
+    passes: 231.2), the cell analyze shows for the same workload."""
+    from dlmcost.render.analyze import analyze_rows
+    from dlmcost.render.sweep import sweep_table
+
+    rows = api.sweep("GSAI-ML/LLaDA-8B-Instruct", gpus="h100", schemes="mdm", prompts=1024, gens=1024,
+                     steps=64).plain()["rows"]
+    head, (cells,) = sweep_table(rows, rows)
+    shown = cells[head.index("tok/s")]
+    assert shown == f"{rows[0]['tokens_per_s']:.4g}" == "231.2"
+    a = api.analyze("GSAI-ML/LLaDA-8B-Instruct", "h100", scheme="mdm", prompt=1024, gen=1024, steps=64).plain()
+    assert shown in analyze_rows(a)[0]
+
+
 def test_verdicts_near_their_thresholds():
     """Dual cache with 152-token blocks: a cached step's AI is 0.93 of its achievable ridge (the
     rates its time is computed with: memory-bound), and with 4 steps per block 46% of the time is
@@ -489,3 +515,15 @@ def test_the_ridge_of_a_family_whose_q_varies_is_read_at_its_mean_pass():
     assert r["achievable_ridge_flops_per_byte"] == pytest.approx(ridge, rel=1e-12)
     assert sweep_row(scheme="prefix-cache", prompt=256, gen=256, block=32, steps=256)[
         "achievable_ridge_flops_per_byte"] == pytest.approx(ridge, rel=1e-12)
+
+
+def test_a_sweeps_tokens_per_forward_list_may_hold_the_decodings_own():
+    """--tpf as a list through the Python API, None standing for the decoding's own (the sampler's
+    128 steps for 128 tokens, block 32): the rows of None and of 2 (64 steps) swept apart, together."""
+    def rows(tpf):
+        return api.sweep("GSAI-ML/LLaDA-8B-Instruct", gpus="h100", schemes="block", blocks=[32], tpf=tpf).plain()["rows"]
+
+    both, apart = rows([None, 2.0]), rows(None) + rows([2.0])
+    assert [r["steps"] for r in both] == [r["steps"] for r in apart] == [128, 64]
+    # (one grid or two: the last bit may differ)
+    assert [r["tokens_per_s"] for r in both] == pytest.approx([r["tokens_per_s"] for r in apart], rel=1e-12)

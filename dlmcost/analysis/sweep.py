@@ -198,7 +198,8 @@ def _asked(model, gpus, schemes, prompts, gens, steps, tpf, blocks, batches, pre
                  batch=_as_list(batches, [shared.batch]), tp=_as_list(tps, [1]), ep=_as_list(eps, [1]))
     for name, values in knobs.items():
         _validated(name, values)
-    if tpf is not None and max(knobs["gen"]) / min(tpfs) > 10_000_000:
+    given_tpfs = [t for t in tpfs if t is not None]  # (None in the list: the decoding's own)
+    if given_tpfs and max(knobs["gen"]) / min(given_tpfs) > 10_000_000:
         raise UsageError("--tpf gives more than 10,000,000 steps")
     given = [k for k, v in dict(steps=steps, tpf=tpf, block=blocks, store_pass=options["store_pass"],
                                 **scheme_knobs).items() if v is not None and k != "drafter"]
