@@ -14,7 +14,7 @@ from .replicas import Candidate, Found, Pricing, band_ends, request_classes, sus
 from .results import Deployment, Targets, rank_key, usd_per_mtok
 from .side_by_side import map_rows
 from ..serving import behaviour
-from ..serving.simulate import held_at_final_lengths
+from ..serving.memory_binding import requests_memory_holds
 from ..serving.traffic import RequestSample, Traffic
 
 
@@ -99,6 +99,6 @@ def each_candidate(fn: Callable, rows: list, candidates: list[Candidate], sample
         work.spend(used)
         if work.left < 0:  # the workers' rows together: the one whose memory holds the fewest is named
             classes = request_classes(sample())
-            tightest = min(candidates, key=lambda c: held_at_final_lengths(c.table.mem_share, classes))
+            tightest = min(candidates, key=lambda c: requests_memory_holds(c.table.mem_share, classes))
             work.refuse(tightest.table.mem_share, classes)
     return out

@@ -154,13 +154,13 @@ from .first_done import first_done
 from .in_order import MEMORY_LIMIT, _memory_room, _one_kind  # noqa: F401  (tests read the private two)
 from .front_end import FrontEnd
 from .rounds import synchronous_rounds
-from .work import SimulationWork, held_at_final_lengths
+from .work import SimulationWork
 from .tables import (MAX_BLOCKS, RELEASES, ClassTable, RequestPasses, SimResult, _prefill_stream,  # noqa: F401
                      class_passes, draw_passes, in_flight_cap, scaled, token_passes, uncached_prompt_tokens)
 
 __all__ = ["MAX_BLOCKS", "RELEASES", "ClassTable", "FrontEnd", "RequestPasses", "SimResult", "class_passes",
-           "SimulationWork", "draw_passes", "held_at_final_lengths", "in_flight_cap", "scaled", "simulate",
-           "token_passes", "uncached_prompt_tokens"]
+           "SimulationWork", "draw_passes", "in_flight_cap", "scaled", "simulate", "token_passes",
+           "uncached_prompt_tokens"]
 
 
 def simulate(table: ClassTable, request_class: np.ndarray, batch_cap: int, *,

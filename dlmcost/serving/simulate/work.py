@@ -30,18 +30,11 @@ class SimulationWork:
     def refuse(self, mem_share, request_class) -> None:
         """End the command: a simulation of requests of these classes (`mem_share`: each class's share
         of the memory at its final length) preempted more than what was left."""
-        held = held_at_final_lengths(mem_share, request_class)
+        shares = [mem_share[c] for c in request_class]
+        held = len(shares) / math.fsum(shares) if any(shares) else math.inf
         raise UsageError(
             f"this call's simulations preempted more than {self.limit:,} running requests, at most {self.limit:,} "
             f"in one call: a replica's memory holds about {held:,.0f} of these requests at their final lengths"
             f"{'' if held >= 0.5 else ' (less than one)'}, so requests are preempted and recomputed over and over "
             "(K/V is allocated as tokens come); give it more memory (--mem-fraction, a larger GPU, an fp8 K/V cache, "
             "more TP), shorter answers, or fewer --requests")
-
-
-def held_at_final_lengths(mem_share, request_class) -> float:
-    """About how many requests of these classes a replica's memory holds at their final lengths
-    (`mem_share`: each class's share of the memory then): their count over their shares' sum
-    (inf where none takes any)."""
-    shares = [mem_share[c] for c in request_class]
-    return len(shares) / math.fsum(shares) if any(shares) else math.inf
