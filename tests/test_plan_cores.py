@@ -8,6 +8,7 @@ import multiprocessing
 import warnings
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from dlmcost.errors import UsageError
@@ -90,6 +91,16 @@ def test_what_the_workers_spent_is_counted_here(monkeypatch):
     assert used == 0 and COUNTER.n == 28
 
 
+# two requests of class 0, the sample ranking.each_row names where it refuses
+TWO_REQUESTS = SimpleNamespace(sample=SimpleNamespace(prompt_class=np.zeros(2, int), answer_class=np.zeros(2, int),
+                                                      answer_values=[1]))
+
+
+def _spend_four(row):
+    row[0].candidate.work.spend(4)
+    return 1
+
+
 @fork_only
 def test_the_rows_limit_on_preemptions_holds_across_workers(monkeypatch):
     """ranking.each_row: rows sharing one SimulationWork of 10; workers spend 4 + 4 + 4 (12 in all,
@@ -99,22 +110,14 @@ def test_the_rows_limit_on_preemptions_holds_across_workers(monkeypatch):
     monkeypatch.setattr(side_by_side, "MIN_ROWS_PER_WORKER", 1)
     work = SimulationWork(10)
     candidate = SimpleNamespace(work=work, table=SimpleNamespace(mem_share=[0.5]))
-    setting = SimpleNamespace(sample=SimpleNamespace(prompt_class=__import__("numpy").zeros(2, int),
-                                                     answer_class=__import__("numpy").zeros(2, int),
-                                                     answer_values=[1]))
-    rows = [(SimpleNamespace(candidate=candidate), setting) for _ in range(3)]
-
-    def spend_four(row):
-        row[0].candidate.work.spend(4)
-        return 1
-
+    rows = [(SimpleNamespace(candidate=candidate), TWO_REQUESTS) for _ in range(3)]
     monkeypatch.setattr(side_by_side, "workers_for", lambda n, jobs=None: 3)
     with pytest.raises(UsageError, match="preempted more than 10 running requests"):
-        ranking.each_row(spend_four, rows, None)
+        ranking.each_row(_spend_four, rows, None)
     assert work.left == -2
     work = SimulationWork(12)
     candidate.work = work
-    assert ranking.each_row(spend_four, rows, None) == [1, 1, 1] and work.left == 0
+    assert ranking.each_row(_spend_four, rows, None) == [1, 1, 1] and work.left == 0
 
 
 @fork_only
@@ -128,17 +131,9 @@ def test_the_rows_refused_together_name_the_memory_that_holds_fewest(monkeypatch
     monkeypatch.setattr(side_by_side, "workers_for", lambda n, jobs=None: 3)
     work = SimulationWork(10)
     roomy, tight = (SimpleNamespace(work=work, table=SimpleNamespace(mem_share=[share])) for share in (0.25, 0.5))
-    setting = SimpleNamespace(sample=SimpleNamespace(prompt_class=__import__("numpy").zeros(2, int),
-                                                     answer_class=__import__("numpy").zeros(2, int),
-                                                     answer_values=[1]))
-    rows = [(SimpleNamespace(candidate=c), setting) for c in (roomy, roomy, tight)]
-
-    def spend_four(row):
-        row[0].candidate.work.spend(4)
-        return 1
-
+    rows = [(SimpleNamespace(candidate=c), TWO_REQUESTS) for c in (roomy, roomy, tight)]
     with pytest.raises(UsageError, match="holds about 2 of these requests"):
-        ranking.each_row(spend_four, rows, None)
+        ranking.each_row(_spend_four, rows, None)
 
 
 def test_no_workers_for_few_rows_one_job_or_no_fork(monkeypatch):
