@@ -726,3 +726,17 @@ def test_pr13094_runs_find_only_their_warm_up_prompt_cached():
     for n in (8, 32, 192, 256):
         text = (validation.ROOT / "validation" / "lengths" / f"sglang-flushed-warmup-n{n}-cached.txt").read_text()
         assert text == " ".join(["1"] + ["0"] * (n - 1)) + "\n"
+
+
+def test_serving_notes_join_each_wrapped_bullet_into_one_line(tmp_path):
+    """The notes file wraps its paragraphs; the page gets each bullet on one line, the file's header left out."""
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Why\n\nAbout these notes,\nover two lines.\n\n- SGLang at 100: the first\n  and second line.\n\n"
+                     "- vLLM: one line.\n")
+    assert validation.serving_notes(notes) == ["- SGLang at 100: the first and second line.", "- vLLM: one line."]
+
+
+def test_every_serving_note_is_on_the_page():
+    page = validation.PAGE.read_text(encoding="utf-8").splitlines()
+    notes = validation.serving_notes()
+    assert len(notes) > 20 and all(note in page for note in notes)
