@@ -55,3 +55,24 @@ def test_analyze_says_it_for_the_gpus_it_applies_to_parts_alike_together(run):
     rc, out, err = run(*args[:5], "bf16")
     assert rc == 0, err
     assert "untuned kernels" not in out
+
+
+def test_stacks_with_the_same_numbers_on_the_same_parts_are_named_together():
+    """sglang-dllm extends sglang and carries its slow_kernels: a plan of both on MI300X and MI325X
+    names them in one phrase; a stack on other parts, or with other numbers, keeps its own."""
+    from dlmcost.render.evidence import slow_kernels_phrase
+
+    def entry(stack, gpu, fixed=242.61, per_token=0.55):
+        return dict(stack=stack, gpu=gpu, precision="fp8", us_per_layer=fixed, us_per_token_layer=per_token)
+
+    tail = " (the release's slow_kernels: `dlmcost stacks`)"
+    both = [entry(s, g) for s in ("sglang", "sglang-dllm") for g in ("MI300X", "MI325X")]
+    assert slow_kernels_phrase(both) == ("untuned kernels: sglang and sglang-dllm on MI300X and MI325X at fp8, 242.61 µs "
+                                         "a decoder layer + 0.55 µs a layer for each token a pass runs" + tail)
+    apart = [entry("sglang", "MI300X"), entry("sglang", "MI325X"), entry("sglang-dllm", "MI300X"),
+             entry("vllm", "MI300X", 100.0, 0)]
+    assert slow_kernels_phrase(apart) == (
+        "untuned kernels: sglang on MI300X and MI325X at fp8, 242.61 µs a decoder layer + 0.55 µs a layer for each "
+        "token a pass runs; sglang-dllm on MI300X at fp8, 242.61 µs a decoder layer + 0.55 µs a layer for each token "
+        "a pass runs; vllm on MI300X at fp8, 100 µs a decoder layer" + tail)
+    assert slow_kernels_phrase([]) == ""

@@ -137,21 +137,29 @@ def recv_interval_phrase(every: int) -> str:
 
 def slow_kernels_phrase(entries: list[dict]) -> str:
     """Where a stack's release ran a part's kernels slower than the hardware file's tuned times (its
-    slow_kernels), what it adds to every pass ('' where none), parts alike named together:
-    'untuned kernels: sglang on MI300X and MI325X at fp8, 242.61 µs a decoder layer + 0.55 µs a layer
-    for each token a pass runs (the release's slow_kernels: `dlmcost stacks`)'."""
-    alike: dict[tuple, list[str]] = {}
+    slow_kernels), what it adds to every pass ('' where none), parts alike named together and stacks
+    alike on the same parts too (a stack that extends another carries its slow_kernels):
+    'untuned kernels: sglang and sglang-dllm on MI300X and MI325X at fp8, 242.61 µs a decoder layer
+    + 0.55 µs a layer for each token a pass runs (the release's slow_kernels: `dlmcost stacks`)'."""
+    parts: dict[tuple, list[str]] = {}
     for e in entries:
         key = (e["stack"], e["precision"], e["us_per_layer"], e["us_per_token_layer"])
-        alike.setdefault(key, []).append(safe(e["gpu"]))
+        parts.setdefault(key, []).append(safe(e["gpu"]))
+    alike: dict[tuple, list[str]] = {}
+    for (stack, *times), gpus in parts.items():
+        alike.setdefault((tuple(gpus), *times), []).append(safe(stack))
     if not alike:
         return ""
 
-    def one(key: tuple, gpus: list[str]) -> str:
-        stack, precision, fixed, per_token = key
+    def one(key: tuple, stacks: list[str]) -> str:
+        gpus, precision, fixed, per_token = key
         token = f" + {num(per_token, 4)} µs a layer for each token a pass runs" if per_token else ""
-        parts = gpus[0] if len(gpus) == 1 else ", ".join(gpus[:-1]) + " and " + gpus[-1]
-        return f"{safe(stack)} on {parts} at {safe(precision)}, {num(fixed, 5)} µs a decoder layer{token}"
+        return f"{_and(stacks)} on {_and(list(gpus))} at {safe(precision)}, {num(fixed, 5)} µs a decoder layer{token}"
 
     return ("untuned kernels: " + "; ".join(one(k, g) for k, g in alike.items())
             + " (the release's slow_kernels: `dlmcost stacks`)")
+
+
+def _and(names: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
