@@ -243,8 +243,11 @@ class MaxRate(Record):
     saturation_rate: float
     targets: dict[str, float]
     arrival: str
-    bisection_steps: int
-    resolution_rps: float
+    bisection_steps: int = Field(description="halvings of (0, saturation] run: 0 where the saturation rate itself "
+                                             "is sustained")
+    resolution_rps: float = Field(description="requests/s: the highest sustained rate lies in [rate, rate + this), "
+                                              "under this where rate is null; 0 where the saturation rate itself "
+                                              "is sustained")
     reason: Optional[str] = Field(description="why the lowest rate tried failed (null when a rate was found)")
 
 

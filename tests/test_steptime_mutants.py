@@ -307,3 +307,24 @@ def test_the_sweep_a_pass_table_reads_is_every_setting_asked_for(monkeypatch):
     assert np.isnan(pt.first_s).all() and np.isnan(pt.max_batch).all() and not pt.first_dispatch_s.any()
     pass_table("m", Decoding("block", 32, 2.0), **common, max_passes=None)
     assert seen.pop()[1]["max_passes"] is None
+
+
+def test_max_rate_says_the_halvings_it_ran_and_the_interval_it_left(fake_evaluate):
+    """bisection_steps and resolution_rps are what the run did: a saturation of 1 req/s met whole is
+    the answer with no halving and nothing left (0); one whose every rate misses and whose halvings
+    reach the lowest rate simulated stops there (top 1e-5: 5e-6, 2.5e-6, 1.25e-6 tried, 3 halvings,
+    the answer under 1.25e-6); one above the largest rate simulated (1e7 req/s) is bisected from that
+    top, so its last interval is 1e7 / 2^14, not the saturation's 2^-14."""
+    from dlmcost.serving.traffic import MAX_RATE
+
+    calls, box = fake_evaluate
+    box["rule"] = lambda rate: _point(served=rate)
+    m = capacity.max_rate(None, Targets(), top=1.0)
+    assert (m["rate"], m["bisection_steps"], m["resolution_rps"]) == (1.0, 0, 0.0)
+    box["rule"] = lambda rate: _point(served=rate, misses=[MISS])
+    m = capacity.max_rate(None, Targets(p95_latency_s=10.0), top=1e-5)
+    assert (m["rate"], m["bisection_steps"], m["resolution_rps"]) == (None, 3, 1.25e-6)
+    box["rule"] = lambda rate: _point(served=rate, misses=[] if rate <= 0.3 * MAX_RATE else [MISS])
+    m = capacity.max_rate(None, Targets(p95_latency_s=10.0), top=4 * MAX_RATE)
+    assert m["bisection_steps"] == 14 and m["resolution_rps"] == MAX_RATE / 2 ** 14
+    assert m["rate"] == 4915 / 16384 * MAX_RATE and m["saturation_rate"] == 4 * MAX_RATE

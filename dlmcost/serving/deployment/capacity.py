@@ -68,20 +68,23 @@ def max_rate(prep: Prepared, targets: Targets, *, arrival: str = "poisson", cv: 
         return dict(rate=None, saturation_rate=top, targets=targets.as_dict(), arrival=arrival,
                     bisection_steps=0, resolution_rps=top,
                     reason=f"it saturates at {top:.4g} req/s, under the lowest rate simulated ({MIN_RATE:g} req/s)")
+    steps = 0  # the halvings run: none where the top itself is sustained (the answer is exact)
     if ok(hi):
         lo = hi
     else:
-        for _ in range(MAX_RATE_STEPS):
+        for steps in range(1, MAX_RATE_STEPS + 1):
             mid = (lo + hi) / 2
             if mid < MIN_RATE:  # lo is 0 (every rate tried missed): none lower is simulated
+                steps -= 1
                 break
             lo, hi = (mid, hi) if ok(mid) else (lo, mid)
     reason = None
     if lo <= 0:  # what the lowest rate tried missed: the answer "none" says why
         p = evaluate(prep, OpenLoop(hi, arrival, cv), requests=requests, seed=seed, targets=targets)
         reason = why_not(p, hi)
+    # the sustained rate lies in [lo, hi): the last interval's width (0 where the top is met)
     return dict(rate=lo if lo > 0 else None, saturation_rate=top, targets=targets.as_dict(), arrival=arrival,
-                bisection_steps=MAX_RATE_STEPS, resolution_rps=top / 2 ** MAX_RATE_STEPS, reason=reason)
+                bisection_steps=steps, resolution_rps=hi - lo, reason=reason)
 
 
 def why_not(p: Point, rate: float) -> str:
