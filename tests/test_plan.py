@@ -1613,3 +1613,35 @@ def test_a_nearest_miss_can_meet_at_the_band_s_faster_end():
     fewest = next(r for r in range(lo, lo + 40) if replicas._deployment(
         moved, replicas._run(moved, sample, traffic, r), r, 1.0, pricing, targets).meets)
     assert ends["gpus"][0] == fewest
+
+
+def test_a_closed_loop_of_more_users_than_requests_runs_four_requests_a_user(capsys, monkeypatch):
+    """A closed loop simulates at least four requests a user (serving.loads.loop_requests, as serve's
+    closed loop does): plan's sample repeated in order. With --requests 100 and 1,000 users, one
+    replica's run was the users' first 100 requests sent at once (a burst, not a loop: a p95 of 15 s
+    where the loop's is 770 s), and the plan said one GPU. Every closed-loop run of u users a replica
+    now simulates max(100, 4 u) requests; with one request class a repeated sample is the sample of
+    that many drawn whole, so the deployment found, 3 replicas (334 users each), is the one
+    --requests 4 x 334 = 1,336 finds, run for run."""
+    from dlmcost.serving import behaviour
+
+    args = ["GSAI-ML/LLaDA-8B-Instruct", "--gpu", "h100", "--tp", "1", "--precision", "fp8", "--scheme", "dual-cache",
+            "--users", "1000", "--p95", "60", "-j", "1"]
+    runs, real = [], behaviour.run
+
+    def counted(table, request_class, *a, **kw):
+        if kw.get("users") is not None:
+            runs.append((kw["users"], len(request_class)))
+        return real(table, request_class, *a, **kw)
+
+    monkeypatch.setattr(behaviour, "run", counted)
+    few, _ = _plan_json(capsys, *args, "--requests", "100")
+    saturation = 2 * 2 * 128 + 1  # its users: twice the 256 in flight (128 running, first blocks beside them) + 1
+    loop_runs = [(u, n) for u, n in runs if u != saturation]
+    assert (1000, 4000) in loop_runs and all(n == max(100, 4 * u) for u, n in loop_runs)
+    monkeypatch.setattr(behaviour, "run", real)
+    (found,) = few["deployments"]
+    assert found["replicas"] == 3
+    (same,) = _plan_json(capsys, *args, "--requests", str(4 * 334))[0]["deployments"]
+    pick = ("gpus", "replicas", "p95_latency_s", "p50_latency_s", "served_rps", "output_tokens_per_s")
+    assert {k: found[k] for k in pick} == {k: same[k] for k in pick}

@@ -52,6 +52,7 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
                            merge_prices, parse_price, quality_floor, read_scenario, warn_off_stack)
     from ..inputs.stacks import default_stack, stack_label
     from ..serving import behaviour
+    from ..serving.loads import REQUESTS_PER_USER, loop_requests
     from ..serving.simulate import SimulationWork
     from ..serving.decodings import check_floor_task
     from .ranking import rank_rows
@@ -112,11 +113,15 @@ def run(scenario_path: str | None, overrides: dict, *, model: str | list[str] | 
     limits.check_candidates(candidates, limits.MAX_PLAN_CANDIDATES if max_candidates is _LIMIT
                             else max_candidates, " + ".join(what for _, what in counted))
     # the candidate limit holds at the default requests; --requests up to 1,000,000 scales each one's work
+    # (a closed loop's runs at one replica take at least REQUESTS_PER_USER a user, as serve's do)
     requests = spec.simulation.requests
-    limits.check_simulated(candidates * requests, None if max_candidates is None else limits.MAX_SIMULATED_REQUESTS,
-                           f"{candidates:,} candidate deployments x {requests:,} simulated requests",
-                           "fewer --requests, or fewer candidates (GPUs, TP sizes, precisions, K/V formats, decodings, "
-                           "batch limits)")
+    users = traffic.users if traffic.closed_loop else 0
+    per_run = loop_requests(requests, users)
+    limits.check_simulated(candidates * per_run, None if max_candidates is None else limits.MAX_SIMULATED_REQUESTS,
+                           f"{candidates:,} candidate deployments x {per_run:,} simulated requests"
+                           + (f" ({REQUESTS_PER_USER} a user of {users:,} on one replica)" if per_run > requests else ""),
+                           "fewer --requests" + (" or --users" if users else "") + ", or fewer candidates (GPUs, TP "
+                           "sizes, precisions, K/V formats, decodings, batch limits)")
     # one count of preemptions for every model's search, and the rows ranked after them all
     work = SimulationWork(None if max_candidates is None else limits.MAX_PREEMPTIONS)
     parts, decodings, release, running, stacks, published, chunks, fronts = [], [], {}, {}, {}, {}, {}, {}

@@ -24,6 +24,13 @@ from .traffic import check_rate, check_think
 
 ARRIVALS = ("poisson", "constant", "gamma")
 MAX_REQUESTS = 2_000_000
+REQUESTS_PER_USER = 4  # a closed loop runs at least so many requests a user: the first round, then a loop
+
+
+def loop_requests(requests: int, users: int) -> int:
+    """The requests a closed loop of `users` simulates: `requests`, or REQUESTS_PER_USER a user where
+    that is more (with fewer, the users' first round is the whole run: a burst, not a loop)."""
+    return max(requests, REQUESTS_PER_USER * users)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from ...inputs.hardware import GPU
 from ..results import Deployment, Targets, check_targets, joules_per_token, usd_per_hour, usd_per_mtok, usd_per_mtok_range
 from ...serving import behaviour, memory_binding
 from ...serving.simulate import ClassTable, FrontEnd, RequestPasses, SimulationWork, in_flight_cap
+from ...serving.loads import loop_requests
 from ...serving.steptime import Decoding
 from ...serving.traffic import RequestSample, Traffic
 
@@ -106,10 +107,10 @@ def request_classes(sample: RequestSample) -> np.ndarray:
     return sample.prompt_class * len(sample.answer_values) + sample.answer_class
 
 
-def _serve(c: Candidate, cls: np.ndarray, **load):
+def _serve(c: Candidate, cls: np.ndarray, passes: RequestPasses | None = None, **load):
     """One replica of the candidate serving requests of these classes (`load`: as `behaviour.run`'s),
-    as `serve` serves it."""
-    return behaviour.run(c.table, cls, c.max_batch, c.release, c.passes, c.first_block_outside_limit,
+    as `serve` serves it; `passes`: theirs, where they are not the sample's (`c.passes`)."""
+    return behaviour.run(c.table, cls, c.max_batch, c.release, passes or c.passes, c.first_block_outside_limit,
                          uncached=c.uncached_shares(len(cls)), front_end=c.front_end,
                          recv_interval=c.recv_interval, work=c.work, **load)
 
@@ -117,15 +118,20 @@ def _serve(c: Candidate, cls: np.ndarray, **load):
 def _run(c: Candidate, sample: RequestSample, traffic: Traffic, replicas: int, *,
          users_per_replica: int | None = None) -> ReplicaRun:
     """One replica of R under the traffic (closed loop: `users_per_replica`, when given, instead of
-    the busiest replica's share of the users)."""
+    the busiest replica's share of the users; the sample repeated in order to as many requests as
+    `serve` runs for that many users, `loop_requests`: with fewer, the users' first round would be
+    the whole run, a burst, not a loop)."""
     cls = request_classes(sample)
-    n = len(cls)
     if traffic.closed_loop:
         users = users_per_replica or math.ceil(traffic.users / replicas)
-        r = _serve(c, cls, users=users, think_s=traffic.think_s)
+        looped = np.arange(loop_requests(len(cls), users)) % len(cls)
+        passes = c.passes.subset(looped) if c.passes is not None and len(looped) > len(cls) else None
+        cls = cls[looped]
+        r = _serve(c, cls, passes, users=users, think_s=traffic.think_s)
     else:
         arrivals = np.cumsum(sample.unit_gaps) / (traffic.rate / replicas)
         r = _serve(c, cls, arrivals_s=arrivals)
+    n = len(cls)
     w = _window(n)
     lat, ttfb = r.latency_s[w], r.ttfb_s[w]
     tokens = c.answer_tokens[cls[w]]

@@ -17,7 +17,7 @@ import warnings
 from ...errors import DlmcostWarning
 from ...safe_text import shown
 from .. import memory_binding
-from ..loads import BatchJob, ClosedLoop, OpenLoop
+from ..loads import BatchJob, ClosedLoop, OpenLoop, loop_requests
 from ..simulate import in_flight_cap
 from ..targets import Miss, Targets
 from ..traffic import MAX_RATE, MIN_RATE
@@ -37,7 +37,7 @@ def saturation(prep: Prepared, *, requests: int = DEFAULT_REQUESTS, seed: int = 
     one = replace(prep, setup=replace(prep.setup, replicas=1), gpus=prep.setup.tp)  # replicas are alike
     cap = in_flight_cap(prep.max_running, prep.first_block_outside_limit)
     users = 2 * cap + 1  # always full
-    p = evaluate(one, ClosedLoop(users), requests=max(requests, 4 * users), seed=seed)
+    p = evaluate(one, ClosedLoop(users), requests=loop_requests(requests, users), seed=seed)
     r = prep.setup.replicas
     return dict(rate=r * p.requests_per_s, output_tokens_per_s=r * p.output_tokens_per_s,
                 output_tokens_per_s_per_gpu=p.output_tokens_per_s_per_gpu, in_flight=r * cap)

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import behaviour
 from ..costs import joules_per_token, usd_per_hour, usd_per_mtok, usd_per_mtok_range
-from ..loads import BatchJob, ClosedLoop, OpenLoop, TraceReplay
+from ..loads import BatchJob, ClosedLoop, OpenLoop, TraceReplay, loop_requests
 from ..memory_binding import most_in_batch
 from ..simulate import SimResult
 from ..targets import Targets
@@ -159,7 +159,7 @@ def evaluate(prep: Prepared, load, *, requests: int = DEFAULT_REQUESTS, seed: in
     if isinstance(load, BatchJob):
         cls, answers = _resample(cls, load.requests), _resample(answers, load.requests)
     elif synthetic:  # a closed loop: every user's first request is in the warm-up
-        n = max(requests, 4 * load.users) if isinstance(load, ClosedLoop) else requests
+        n = loop_requests(requests, load.users) if isinstance(load, ClosedLoop) else requests
         cls, answers = _resample(cls, n), _resample(answers, n)
     n = len(cls)
     arrivals = None

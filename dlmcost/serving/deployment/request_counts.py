@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ...analysis import limits
 from ...errors import UsageError
-from ..loads import BatchJob, ClosedLoop, TraceReplay
+from ..loads import BatchJob, ClosedLoop, TraceReplay, loop_requests
 from .capacity import MAX_RATE_STEPS
 
 
@@ -37,7 +37,7 @@ def simulated_requests(loads, requests: int, find_max_rate: bool = False) -> int
             return load.requests
         if isinstance(load, TraceReplay):
             return len(load.arrival_s)
-        return max(requests, 4 * load.users) if isinstance(load, ClosedLoop) else requests
+        return loop_requests(requests, load.users) if isinstance(load, ClosedLoop) else requests
 
     points = sum(of(ld) for ld in loads)
     return 3 * points + requests + ((MAX_RATE_STEPS + 2) * requests if find_max_rate else 0)
