@@ -1524,3 +1524,12 @@ def test_a_price_under_a_cent_an_hour_is_refused_wherever_it_is_given(tmp_path, 
         assert "0.01" in err and "\n" not in err
     assert main(["plan", "GSAI-ML/LLaDA-8B-Instruct", "--rate", "1", "--gpu", "h100", "--price", "h100=0.01",
                  "-f", "json"]) == 0
+
+
+@pytest.mark.parametrize("command", [["serve", "Qwen/Qwen3-8B", "--gpu", "h100", "-c", "8"],
+                                     ["plan", "Qwen/Qwen3-8B", "--gpu", "h100", "--tp", "1", "--rate", "1", "--p95", "100"]])
+def test_an_answer_of_no_tokens_is_refused(capsys, command):
+    """serve and plan costed --answer 0 as one token without a word (the same table as --answer 1)."""
+    assert main([*command, "--requests", "100", "--answer", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: answer lengths: lengths must be whole token counts in 1..1,000,000, got 0\n"

@@ -121,6 +121,21 @@ def test_length_edges():
     assert parse_lengths("p50:100,p90:100", "x").values == (100.0, 100.0, 100.0, 100.0)
 
 
+def test_an_answer_is_at_least_one_token(tmp_path):
+    """A request generates a token at least: an answer length of 0, given as a count, a percentile
+    or a file's value, is refused (it was costed as one token without a word); a prompt may be empty."""
+    said = "^answer lengths: {}lengths must be whole token counts in 1..1,000,000, got 0$"
+    refused(said.format(""), parse_lengths, 0, "answer lengths", 1)
+    refused(said.format(""), parse_lengths, "0", "answer lengths", 1)
+    refused(said.format(""), parse_lengths, "p10:0,p90:8", "answer lengths", 1)
+    f = tmp_path / "answers.txt"
+    f.write_text("5\n0\n")
+    refused(said.format(f"lengths file {re.escape(str(f))}, value 2: "), parse_lengths, f"@{f}", "answer lengths", 1)
+    assert parse_lengths(1, "answer lengths", 1).values == (1.0,)
+    assert parse_lengths("p10:1,p90:8", "answer lengths", 1).values[0] == 1.0
+    assert parse_lengths(0, "prompt lengths").values == (0.0,)
+
+
 def test_percentiles_interpolate_between_the_points_and_hold_outside_them():
     d = parse_lengths("p10:10,p50:50,p90:90", "x")
     assert d.kind == "percentiles"

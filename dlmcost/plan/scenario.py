@@ -208,7 +208,7 @@ def build_traffic(spec: ScenarioSpec, model: ModelSpec) -> Traffic:
     if t.rate is None and t.users is None:
         raise UsageError("traffic: give a request rate (--rate, requests/s) or concurrent users (--users)")
     answer = t.answer if t.answer is not None else (model.sampler.gen if model.sampler else 256)
-    return Traffic(parse_lengths(t.prompt, "prompt lengths"), parse_lengths(answer, "answer lengths"),
+    return Traffic(parse_lengths(t.prompt, "prompt lengths"), parse_lengths(answer, "answer lengths", least=1),
                    rate=t.rate, users=t.users, think_s=t.think_s, cached_prompt=t.cached_prompt)
 
 

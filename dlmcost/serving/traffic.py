@@ -70,17 +70,18 @@ class LengthDist:
         return float(np.mean(self.values))
 
 
-def parse_lengths(spec, what: str) -> LengthDist:
+def parse_lengths(spec, what: str, least: int = 0) -> LengthDist:
     """An int, a mapping {p50: 128, p90: 512} (or {file: path}), or a string of the same:
-    '256', 'p50:128,p90:512', '@lengths.txt'."""
+    '256', 'p50:128,p90:512', '@lengths.txt'; every length at least `least` (an answer's: 1, a
+    request generates a token at least; a prompt may be empty)."""
     if isinstance(spec, bool):
         raise UsageError(f"{what}: expected a token count, percentiles or a file, got {spec!r}")
     if isinstance(spec, (int, float)):
-        return LengthDist("fixed", (_length(spec, what),))
+        return LengthDist("fixed", (_length(spec, what, least),))
     if isinstance(spec, str):
         text = spec.strip()
         if text.startswith("@"):
-            return _from_file(text[1:], what)  # '@' alone: an empty path, refused as one
+            return _from_file(text[1:], what, least)  # '@' alone: an empty path, refused as one
         if ":" in text:
             pairs = {}
             for part in (p.strip() for p in text.split(",") if p.strip()):
@@ -88,22 +89,23 @@ def parse_lengths(spec, what: str) -> LengthDist:
                 if key.strip() in pairs:  # the last one won without a word
                     raise UsageError(f"{what}: percentile '{shown(key.strip(), 40)}' is given twice")
                 pairs[key.strip()] = value.strip()
-            return _from_percentiles(pairs, what)
+            return _from_percentiles(pairs, what, least)
         try:
-            return LengthDist("fixed", (_length(float(text), what),))
+            float(text)
         except ValueError:
             raise UsageError(f"{what}: '{text}' is not a token count, 'p50:N,p90:M' or '@FILE'") from None
+        return LengthDist("fixed", (_length(text, what, least),))  # (the value as given in a refusal)
     if isinstance(spec, dict):
         if set(spec) == {"file"}:
             path = spec["file"]
             if not isinstance(path, str):  # `{file: 5}` is not the file named "5"
                 raise UsageError(f"{what}: 'file' takes a path (a string), got {shown(repr(path), 40)}")
-            return _from_file(path, what)
-        return _from_percentiles(spec, what)
+            return _from_file(path, what, least)
+        return _from_percentiles(spec, what, least)
     raise UsageError(f"{what}: expected a token count, percentiles or a file, got {type(spec).__name__}")
 
 
-def _length(value, what: str) -> float:
+def _length(value, what: str, least: int = 0) -> float:
     if isinstance(value, bool):  # `p50: true` in a YAML mapping: a typo, not one token
         raise UsageError(f"{what}: expected a token count, got {value!r}")
     try:
@@ -112,12 +114,12 @@ def _length(value, what: str) -> float:
         v = math.inf
     except (TypeError, ValueError):
         raise UsageError(f"{what}: '{value}' is not a number") from None
-    if not math.isfinite(v) or v < 0 or v > MAX_LENGTH or v != round(v):
-        raise UsageError(f"{what}: lengths must be whole token counts in 0..{MAX_LENGTH:,}, got {shown(value, 40)}")
+    if not math.isfinite(v) or v < least or v > MAX_LENGTH or v != round(v):
+        raise UsageError(f"{what}: lengths must be whole token counts in {least}..{MAX_LENGTH:,}, got {shown(value, 40)}")
     return v
 
 
-def _from_percentiles(pairs: dict, what: str) -> LengthDist:
+def _from_percentiles(pairs: dict, what: str, least: int = 0) -> LengthDist:
     points = []
     for key, value in pairs.items():
         k = str(key).strip().lower()
@@ -129,7 +131,7 @@ def _from_percentiles(pairs: dict, what: str) -> LengthDist:
             raise UsageError(f"{what}: percentile keys look like p50 or p99.9, got '{key}'")
         if any(p / 100 == q for q, _ in points):  # p50 and p50.0 (or P50): which one holds?
             raise UsageError(f"{what}: percentile '{shown(str(key).strip(), 40)}' is given twice")
-        points.append((p / 100, _length(value, what)))
+        points.append((p / 100, _length(value, what, least)))
     if not points:
         raise UsageError(f"{what}: no percentiles given")
     points.sort()
@@ -141,7 +143,7 @@ def _from_percentiles(pairs: dict, what: str) -> LengthDist:
     return LengthDist("percentiles", tuple(vs), tuple(qs))
 
 
-def _from_file(path: str, what: str) -> LengthDist:
+def _from_file(path: str, what: str, least: int = 0) -> LengthDist:
     """Token counts separated by whitespace or commas, from a regular file within the limits."""
     data = files.read_bytes(path, limit=LENGTHS_FILE_BYTES, error=UsageError, what=f"{what}: lengths file")
     data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark, allowed as in every file read
@@ -161,10 +163,10 @@ def _from_file(path: str, what: str) -> LengthDist:
         at = next((i for i, t in enumerate(tokens) if not _is_float(t)), len(tokens) - 1)
         raise UsageError(f"{what}: lengths file {name}, value {at + 1:,} is not a number (a lengths file holds "
                          f"token counts separated by whitespace or commas)") from None
-    wrong = ~np.isfinite(values) | (values < 0) | (values > MAX_LENGTH) | (values != np.round(values))
+    wrong = ~np.isfinite(values) | (values < least) | (values > MAX_LENGTH) | (values != np.round(values))
     if wrong.any():
         at = int(np.argmax(wrong))
-        _length(tokens[at].decode("ascii", "replace"), f"{what}: lengths file {name}, value {at + 1:,}")
+        _length(tokens[at].decode("ascii", "replace"), f"{what}: lengths file {name}, value {at + 1:,}", least)
     del tokens, data  # the text's objects go before the values' are made (a million of each: ~40 MB)
     return LengthDist("file", tuple(values.tolist()))
 

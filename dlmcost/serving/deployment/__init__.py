@@ -120,7 +120,7 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=None, answer=None,
         answer = answer if answer is not None else (spec.sampler.gen if spec.sampler else 256)
         n = max([requests] + [ld.requests for ld in loads if isinstance(ld, BatchJob)])
         prompt = prompt if prompt is not None else 256
-        p_d, a_d = parse_lengths(prompt, "prompt lengths"), parse_lengths(answer, "answer lengths")
+        p_d, a_d = parse_lengths(prompt, "prompt lengths"), parse_lengths(answer, "answer lengths", least=1)
         lengths = (p_d.sample(rng, n), np.maximum(a_d.sample(rng, n), 1.0))
     warn_beyond_context(spec.id, spec.max_context, *lengths)
     work = work if work is not None else SimulationWork(limits.MAX_PREEMPTIONS)
