@@ -137,3 +137,23 @@ def test_a_plan_on_tpus_runs_jax_and_one_off_the_stack_warns(capsys):
     assert json.loads(out)["search"]["stacks"] == {"mdm/2": "sglang-dllm"}
     assert err == ("warning: the sglang-dllm stack does not run on Trainium2 (AWS): its times there are those of an "
                    "engine that is not there (--stack names another)\n")
+
+
+def test_serve_analyze_and_sweep_on_tpus_run_jax_as_plan_does(capsys):
+    """serve, analyze and sweep on a TPU alone took the CUDA engine's profile without a word, where
+    plan takes jax-tpu (stacks.default_stack_for): each now takes jax-tpu; a list that mixes parts
+    keeps the decoding's default; serve with a stack named that does not run on its part warns, as
+    plan does."""
+    rc, out, err = run(capsys, "serve", "GSAI-ML/LLaDA-8B-Instruct", "--gpu", "tpu-v6e", "-c", "4", "--requests", "100",
+                       "-f", "json")
+    assert rc == 0 and not err and json.loads(out)["deployments"][0]["deployment"]["stack"] == "jax-tpu"
+    rc, out, err = run(capsys, "analyze", "GSAI-ML/LLaDA-8B-Instruct", "--gpu", "tpu-v6e", "-f", "json")
+    assert rc == 0 and json.loads(out)["stack"] == "jax-tpu" and json.loads(out)["stack_default"] is True
+    rc, out, err = run(capsys, "analyze", "GSAI-ML/LLaDA-8B-Instruct", "--gpu", "h100,tpu-v6e", "-f", "json")
+    assert rc == 0 and json.loads(out)["stack"] == "sglang-dllm"
+    rc, out, err = run(capsys, "sweep", "--gpu", "tpu-v6e", "--block", "8", "-f", "json")
+    assert rc == 0 and json.loads(out)["stack"] == json.loads(out)["ar_stack"] == "jax-tpu"
+    rc, out, err = run(capsys, "serve", "GSAI-ML/LLaDA-8B-Instruct", "--gpu", "tpu-v6e", "--stack", "sglang", "-c", "4",
+                       "--requests", "100", "-f", "json")
+    assert rc == 0 and err == ("warning: the sglang stack does not run on TPU v6e (Google): its times there are those "
+                               "of an engine that is not there (--stack names another)\n")

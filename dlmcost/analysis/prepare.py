@@ -19,7 +19,7 @@ from ..inputs.precision import get_precision, kv_bytes
 from ..inputs.profiles import Profile, load_profile
 from ..engine.roofline import gpu_rates
 from ..engine.schemes import REGISTRY, SCHEMES, scheme_name
-from ..inputs.stacks import EAGER_SUFFIX, STACK_NONE, Stack, default_stack, load_stack
+from ..inputs.stacks import EAGER_SUFFIX, STACK_NONE, Stack, default_stack, default_stack_for, load_stack
 from ..safe_text import shown
 from ..engine.workload import Workload, check_parallel, scheme_problem
 
@@ -87,6 +87,13 @@ def resolve_stack(stack: str | Stack | None, profile: Profile, *, scheme: str | 
     return load_stack(stack, eager=eager)
 
 
+def stack_for_parts(stack: str | Stack | None, gpus: list[GPU]) -> str | Stack | None:
+    """The stack named; else the parts' own engine where the default runs on none of them and they
+    share one (`stacks.default_stack_for`: TPUs alone run jax-tpu, as plan and serve take them);
+    else None (each decoding its kind's default)."""
+    return stack if stack is not None else default_stack_for({g.vendor for g in gpus})
+
+
 @dataclass
 class Prepared:
     """One workload validated as `analyze` validates it, and the GPUs asked for: what evaluating
@@ -117,6 +124,7 @@ def prepare(model: str | ModelSpec = DEFAULT_MODEL, gpus: str | list[str] | None
     drafter = resolve_drafter(w, spec)
     selected = HardwareDB.load(hardware).select(gpus, DEFAULT_GPUS)
     profile = load_profile(efficiency)
+    stack = stack_for_parts(stack, selected)
     st = resolve_stack(stack, profile, scheme=w.scheme, eager=eager)
     ar_st = st if stack is not None else resolve_stack(None, profile, eager=eager)
     problem = scheme_problem(w) or check_parallel(spec, w.tp, w.ep)

@@ -26,7 +26,7 @@ from ..inputs.files import validation_message
 from ..engine.frames import KNOB_COLUMNS, Frame, evaluate_frame, generation_numbers, make_grids
 from ..inputs.hardware import DEFAULT_GPUS, GPU, HardwareDB
 from .prepare import (DEFAULT_MODEL, rates_or_none, resolve_drafter, resolve_spec, resolve_stack, sampler_defaults,
-                      workload_for)
+                      stack_for_parts, workload_for)
 from ..inputs.models import ModelSpec
 from ..inputs.precision import get_precision, kv_bytes
 from ..inputs.profiles import Profile, load_profile
@@ -188,6 +188,7 @@ def _asked(model, gpus, schemes, prompts, gens, steps, tpf, blocks, batches, pre
             raise UsageError(f"unknown scheme '{sc}'; choose from: {', '.join(SCHEMES)}")
     # without --stack each row runs on its decoding's engine path (stacks.default_stack)
     diffusion = next((sc for sc in scheme_list if not REGISTRY[sc].autoregressive), scheme_list[0])
+    stack = stack_for_parts(stack, gpu_list)
     st = resolve_stack(stack, profile, scheme=diffusion, eager=o["eager"])
     ar_st = st if stack is not None else resolve_stack(None, profile, eager=o["eager"])
     precision_list = _as_list(precisions, [shared.precision])

@@ -678,6 +678,17 @@ def load_stack(spec: str | Stack | None = None, eager: bool = False) -> Stack:
                          f"{STACK_NONE}, or a stack YAML file")
 
 
+def off_stack_message(stack: "Stack | None", gpus) -> str | None:
+    """What to warn where a stack is asked to run on parts it does not run on (`gpus`: each with a
+    name and a vendor): their times are an absent engine's. None where it runs on every one."""
+    off = [g for g in gpus if stack is not None and not stack.runs(g.vendor)]
+    if not off:
+        return None
+    names = ", ".join(f"{g.name} ({g.vendor})" for g in off)
+    return (f"the {stack.name} stack does not run on {names}: its times there are those of an engine that "
+            f"is not there (--stack names another)")
+
+
 def default_stack_for(vendors: set[str]) -> str | None:
     """The stack a plan on parts of these vendors uses when none is named: None (each decoding
     its kind's default, DEFAULT_STACKS), unless SGLang runs on none of them and they all have the

@@ -360,8 +360,7 @@ def choose_stack(stack: str | None, spec: ScenarioSpec, db: HardwareDB) -> str |
 def warn_off_stack(space: SearchSpace, stack) -> None:
     """A warning for each GPU asked for that the stack does not run on: its times are those of
     an engine that is not there."""
-    off = [g for g in space.gpus if stack is not None and not stack.runs(g.vendor)]
-    if off:
-        names = ", ".join(f"{g.name} ({g.vendor})" for g in off)
-        warnings.warn(f"the {stack.name} stack does not run on {names}: its times there are those of an engine that "
-                      f"is not there (--stack names another)", DlmcostWarning, stacklevel=2)
+    from ..inputs.stacks import off_stack_message
+
+    if (message := off_stack_message(stack, space.gpus)) is not None:
+        warnings.warn(message, DlmcostWarning, stacklevel=2)

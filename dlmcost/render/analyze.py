@@ -95,7 +95,7 @@ def _slow_kernel_line(a: dict) -> str:
 
 def stack_phrase(a: dict) -> str:
     """`stack: NAME`, saying when it is the default and what the AR baseline ran on when that differs."""
-    default = " (default for this decoding; --stack to change)" if a.get("stack_default") else ""
+    default = " (default for this decoding on these parts; --stack to change)" if a.get("stack_default") else ""
     ar = a.get("ar_stack")
     baseline = f" · AR baseline on {safe(ar)}" if ar and ar != a["stack"] else ""
     return f"stack: {safe(a['stack'])}{default}{baseline}"

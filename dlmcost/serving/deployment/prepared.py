@@ -9,13 +9,14 @@ here simulates.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from ...analysis import limits
 from ...engine.memory import DEFAULT_MEM_FRACTION, check_mem_fraction
-from ...errors import NoDeploymentError, UsageError, WorkloadError
+from ...errors import DlmcostWarning, NoDeploymentError, UsageError, WorkloadError
 from ...inputs.precision import get_precision, kv_bytes
 from ...inputs.stacks import MAX_RUNNING_REQUESTS
 from ...safe_text import shown
@@ -197,6 +198,7 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     from ...inputs.hardware import HardwareDB
     from ...inputs.models import resolve_model
     from ...inputs.profiles import load_profile
+    from ...inputs.stacks import default_stack_for, off_stack_message
 
     spec = resolve_model(model) if isinstance(model, str) else model
     db = HardwareDB.load(hardware)
@@ -204,8 +206,12 @@ def prepare(model, lengths: tuple[np.ndarray, np.ndarray], setup: Setup, *, hard
     prompts, answers = lengths
     sample = length_classes(prompts, answers)
     decoding = _decoding(spec, setup, np.asarray(answers, float))
-    stack = resolve_stack(behaviour.stack_name(setup.stack, decoding), load_profile(setup.efficiency), eager=setup.eager)
-    stack_name = behaviour.stack_name(setup.stack, decoding, setup.eager)  # what the passes are costed under
+    # no --stack: the part's own engine where the default does not run on it (a TPU's jax-tpu), as plan's
+    given = setup.stack if setup.stack is not None else default_stack_for({gpu.vendor})
+    stack = resolve_stack(behaviour.stack_name(given, decoding), load_profile(setup.efficiency), eager=setup.eager)
+    stack_name = behaviour.stack_name(given, decoding, setup.eager)  # what the passes are costed under
+    if (off := off_stack_message(stack, [gpu])) is not None:
+        warnings.warn(off, DlmcostWarning, stacklevel=2)
     pol = behaviour.policy(stack, decoding, release=setup.release, max_running=setup.max_running,
                            prefill_chunk=setup.prefill_chunk, api_servers=setup.api_servers, layers=spec.n_layers,
                            recv_interval=setup.recv_interval, mla_layers=spec.n_mla_layers).on_gpu(gpu.memory_bytes, gpu.names)
