@@ -1510,18 +1510,20 @@ def test_plan_on_a_stack_that_runs_on_no_priced_part_says_so(fails, tmp_path):
 
 
 def test_a_price_under_a_cent_an_hour_is_refused_wherever_it_is_given(tmp_path, capsys):
-    """1e-300 $/h printed every $/Mtok as 0.00: the option, the scenario's prices and a hardware file
-    take the same range, a cent to $1,000 a GPU-hour."""
+    """1e-300 $/h printed every $/Mtok as 0.00: plan's option, the scenario's prices, serve's --price
+    (which took (0, 1000]) and a hardware file take the same range, a cent to $1,000 a GPU-hour."""
     from dlmcost.cli import main
 
     scenario = tmp_path / "s.yaml"
     scenario.write_text("model: GSAI-ML/LLaDA-8B-Instruct\ntraffic: {rate: 1}\nsearch: {gpus: [h100]}\n"
                         "prices: {h100: 1.0e-300}\n")
     for args in (["plan", "GSAI-ML/LLaDA-8B-Instruct", "--rate", "1", "--gpu", "h100", "--price", "h100=1e-300"],
-                 ["plan", "-s", str(scenario)]):
+                 ["plan", "-s", str(scenario)],
+                 ["serve", "GSAI-ML/LLaDA-8B-Instruct", "--gpu", "h100", "-c", "1", "--price", "1e-300"],
+                 ["serve", "GSAI-ML/LLaDA-8B-Instruct", "--gpu", "h100", "-c", "1", "--price", "1000.5"]):
         assert main(args) == 2
         err = capsys.readouterr().err.strip()
-        assert "0.01" in err and "\n" not in err
+        assert "0.01" in err and "1000" in err and "\n" not in err
     assert main(["plan", "GSAI-ML/LLaDA-8B-Instruct", "--rate", "1", "--gpu", "h100", "--price", "h100=0.01",
                  "-f", "json"]) == 0
 

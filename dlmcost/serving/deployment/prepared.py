@@ -17,6 +17,7 @@ import numpy as np
 from ...analysis import limits
 from ...engine.memory import DEFAULT_MEM_FRACTION, check_mem_fraction
 from ...errors import DlmcostWarning, NoDeploymentError, UsageError, WorkloadError
+from ...inputs.hardware import MAX_USD_PER_HOUR, MIN_USD_PER_HOUR
 from ...inputs.precision import get_precision, kv_bytes
 from ...inputs.stacks import MAX_RUNNING_REQUESTS
 from ...safe_text import shown
@@ -95,8 +96,8 @@ class Setup:
             behaviour.check_cached_prompt(self.cached_prompt)
         if self.release is not None and self.release not in RELEASES:
             raise UsageError(f"--release: choose {' or '.join(RELEASES)}, got '{self.release}'")
-        if self.price is not None and not (math.isfinite(self.price) and 0 < self.price <= 1000):
-            raise UsageError(f"--price: USD per GPU-hour in (0, 1000], got {self.price}")
+        if self.price is not None and not (MIN_USD_PER_HOUR <= self.price <= MAX_USD_PER_HOUR):  # (plan's range)
+            raise UsageError(f"--price: USD per GPU-hour in [{MIN_USD_PER_HOUR:g}, {MAX_USD_PER_HOUR:g}], got {self.price}")
         if not (math.isfinite(self.power_utilisation) and 0 < self.power_utilisation <= 1.5):
             raise UsageError(f"--power-utilisation: in (0, 1.5], got {self.power_utilisation}")
 
