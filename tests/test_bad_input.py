@@ -1113,6 +1113,9 @@ def test_a_scenario_cannot_print_the_first_word_of_a_file_it_names(fails, tmp_pa
     ("x" * 101, "--name: a stack's name has 1 to 100 characters, got 101"),
     ("", "--name: a stack's name has 1 to 100 characters, got 0"),  # was read as the default, "calibrated"
     ("sglang", "--name: 'sglang' is a bundled stack's name"),  # its outputs printed "stack: sglang"
+    # written into the file as it came: a terminal's colour code, a bell, a line break
+    ("x\x1b[31mRED\x07", "--name: 'x\\x1b[31mRED\\x07' holds a control character"),
+    ("a\nfixed_us_per_forward: 0", "--name: 'a\\nfixed_us_per_forward: 0' holds a control character"),
 ])
 def test_calibrate_refuses_a_name_its_stack_file_could_not_carry_before_any_work(fails, tmp_path, name, said):
     # the name was checked when the fitted stack was built, after the fit: exit 5, "stack file
