@@ -702,3 +702,12 @@ def test_the_requests_beside_a_prefill_workspace_by_hand():
     assert budgeted_max_batch(100.0, 10.0, 10.0, 1) == 9
     assert budgeted_max_batch(100.0, 10.0, 10.0, 3) == 7
     assert budgeted_max_batch(100.0, 10.0, 10.0, 11) == 0
+
+
+def test_the_prefill_budget_phrase_counts_one_token_as_one():
+    """'prompts prefilled 1 token a step', not '1 tokens' (a budget of one token is allowed)."""
+    from dlmcost.render.evidence import prefill_chunk_phrase
+
+    assert prefill_chunk_phrase(1, "option", "sglang", before=True) == (
+        "prompts prefilled 1 token a step before the decodes, which wait for them (option, --prefill-chunk to change)")
+    assert prefill_chunk_phrase(8192, "stack", "vllm").startswith("prompts prefilled 8,192 tokens a step beside")

@@ -124,7 +124,7 @@ def prefill_chunk_phrase(chunk: int | None, source: str, stack: str, before: boo
     if not chunk:
         return f"prompts prefilled {where}" if before else ""
     source = {"stack": f"{stack}'s default"}.get(source, source)
-    return f"prompts prefilled {chunk:,} tokens a step {where} ({safe(source)}, --prefill-chunk to change)"
+    return f"prompts prefilled {plural(chunk, 'token')} a step {where} ({safe(source)}, --prefill-chunk to change)"
 
 
 def recv_interval_phrase(every: int) -> str:

@@ -159,7 +159,7 @@ def several_kv_dtypes(p: dict) -> bool:
 
 def _other_chunks_words(other: tuple) -> str:
     """' (16,384 tokens a step on B200, MI300X)': the searched GPUs whose chunk is another, by chunk."""
-    return _on_other_gpus_words(other, lambda chunk: f"{chunk:,} tokens a step" if chunk else "each prompt in one pass")
+    return _on_other_gpus_words(other, lambda chunk: f"{plural(chunk, 'token')} a step" if chunk else "each prompt in one pass")
 
 
 def _other_limits_words(other: tuple) -> str:
