@@ -157,3 +157,22 @@ def test_serve_analyze_and_sweep_on_tpus_run_jax_as_plan_does(capsys):
                        "--requests", "100", "-f", "json")
     assert rc == 0 and err == ("warning: the sglang stack does not run on TPU v6e (Google): its times there are those "
                                "of an engine that is not there (--stack names another)\n")
+
+
+def test_a_price_given_for_a_gpu_not_searched_warns_and_the_caption_says_whose_prices(capsys):
+    """plan --gpu h100 --price b200=3 planned without a word about the B200's price, which changes
+    nothing; and with --price the caption still said every price was a dated list-price estimate."""
+    from dlmcost.render.plan import prices_said
+
+    small = ["plan", "GSAI-ML/LLaDA-8B-Instruct", "--rate", "1", "--p95", "100", "--tp", "1", "--precision", "bf16",
+             "--requests", "100"]
+    rc, out, err = run(capsys, *small, "--gpu", "h100", "--price", "b200=3", "-f", "json")
+    assert rc == 0 and err == ("warning: a price is given for B200, which the plan does not search: it changes "
+                               "nothing (--gpu names the GPUs searched)\n")
+    rc, out, err = run(capsys, *small, "--gpu", "h100,mi300x", "--price", "h100=2")
+    assert rc == 0 and not err
+    said = " ".join(out.split())
+    assert "prices: as given for H100 SXM, dated list-price estimates for the rest;" in said
+    user, listed = dict(gpu="H100 SXM", price_source="user"), dict(gpu="MI300X", price_source="list price")
+    assert prices_said([listed]) == "dated list-price estimates"
+    assert prices_said([user, user]) == "as given for H100 SXM"

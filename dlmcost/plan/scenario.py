@@ -323,6 +323,10 @@ def build_space_and_pricing(spec: ScenarioSpec, decodings: list[Decoding], db: H
                          f"{shown(', '.join(stack.runs_on), 80)}): name the GPUs to plan on with --gpu")
     if not gpus:
         raise UsageError("no GPU with a price to plan on; give --price NAME=USD")
+    unused = [db.gpus[key].name for key in gpus_priced(spec.prices, db, "prices") if key not in {g.key for g in gpus}]
+    if unused:  # a price given for a part the search leaves out changes nothing
+        warnings.warn(f"a price is given for {', '.join(unused)}, which the plan does not search: it changes nothing "
+                      f"(--gpu names the GPUs searched)", DlmcostWarning, stacklevel=2)
     tps = s.tp or DEFAULT_TPS
     if any(t <= 0 or t > 1024 for t in tps):
         raise UsageError("search.tp: tensor-parallel sizes must be in 1..1024")

@@ -167,6 +167,16 @@ def _other_limits_words(other: tuple) -> str:
     return _on_other_gpus_words(other, str)
 
 
+def prices_said(rows: list[dict]) -> str:
+    """Where the rows' prices come from: the hardware files' dated list prices, --price (a
+    scenario's prices) for the GPUs it names, or both."""
+    given = sorted({r["gpu"] for r in rows if r.get("price_source") == "user"})
+    if not given:
+        return "dated list-price estimates"
+    listed = any(r.get("price_source") not in ("user", None) for r in rows)
+    return f"as given for {', '.join(safe(g) for g in given)}" + (", dated list-price estimates for the rest" if listed else "")
+
+
 def _on_other_gpus_words(other: tuple, phrase) -> str:
     """((GPU, value), ...) grouped by value: ' (PHRASE(value) on GPU, GPU; ...)', '' for none."""
     if not other:
@@ -324,8 +334,8 @@ def render_plan(p: dict, fmt: str, out: Output, top: int | None = 15, charts: li
                "tensor-parallel GPUs; B: batch limit; 1st blk: time to the first streamed block (AR: token; m: memory "
                "binds: preemptions simulated; under a synchronous release it and the GPU count are upper bounds); "
                "tok/s/user: median answer tokens / latency; cap: saturation throughput, head: its margin over "
-               "the load; prices: dated list-price estimates; J/tok: board power while busy, its idle share while idle, "
-               "over output tokens")
+               f"the load; prices: {prices_said(shown + baseline + miss)}; J/tok: board power while busy, its idle "
+               "share while idle, over output tokens")
     sections = []
     if shown:
         meeting = len(p["deployments"]) + p.get("deployments_unlisted", 0)
