@@ -1538,3 +1538,12 @@ def test_an_answer_of_no_tokens_is_refused(capsys, command):
     assert main([*command, "--requests", "100", "--answer", "0"]) == 2
     err = capsys.readouterr().err
     assert err == "error: answer lengths: lengths must be whole token counts in 1..1,000,000, got 0\n"
+
+
+@pytest.mark.parametrize("command", [["analyze", "Qwen/Qwen3-8B", "--gpu", "h100"], ["sweep", "--gpu", "h100"]])
+def test_analyze_and_sweep_say_they_take_one_kv_dtype(capsys, command):
+    """--kv-dtype fp8,bf16 (a list, as serve and plan compare) was 'unknown K/V dtype 'fp8,bf16''
+    though each name is known: analyze and sweep cost one K/V format, and now say so."""
+    assert main([*command, "--kv-dtype", "fp8,bf16"]) == 2
+    assert capsys.readouterr().err == ("error: one K/V dtype here, got 'fp8,bf16'; choose one of: bf16, fp16, fp8, "
+                                       "int8, fp4, int4 (serve and plan compare a list)\n")

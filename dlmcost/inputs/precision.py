@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import UsageError
+from ..safe_text import shown
 
 # Activations between kernels stay 16-bit under every scheme here: quantised GEMMs quantise
 # their inputs on the fly inside the kernel, so the traffic between ops is bf16.
@@ -50,4 +51,7 @@ def kv_bytes(name: str) -> float:
     try:
         return KV_DTYPE_BYTES[name.lower()]
     except KeyError:
-        raise UsageError(f"unknown K/V dtype '{name}'; choose one of: {', '.join(KV_DTYPE_BYTES)}") from None
+        if "," in name:  # a list, where one K/V format is costed (serve and plan compare a list)
+            raise UsageError(f"one K/V dtype here, got '{shown(name, 40)}'; choose one of: "
+                             f"{', '.join(KV_DTYPE_BYTES)} (serve and plan compare a list)") from None
+        raise UsageError(f"unknown K/V dtype '{shown(name, 40)}'; choose one of: {', '.join(KV_DTYPE_BYTES)}") from None
