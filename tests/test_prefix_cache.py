@@ -95,6 +95,9 @@ def test_parse_cached_shares(tmp_path):
     assert "\x1b" not in str(e.value) and "secret" not in str(e.value)  # a file's value is named by position
     with pytest.raises(UsageError, match="'1.5' is not a share"):
         parse_cached_shares("1.5")
+    f.write_text("0.5\n1.5\n")  # a number out of range is shown (it is no word of a secret): 'value 2' alone read as 2
+    with pytest.raises(UsageError, match=r"value 2 is not a share of the prompt in 0\.\.1, got 1\.5$"):
+        parse_cached_shares(f"@{f}")
 
 
 def test_serve_with_a_wholly_cached_prompt_prefills_one_token():

@@ -202,8 +202,9 @@ def _share(value: str, what: str, quote: bool = True) -> float:
         v = float(value)
     except ValueError:
         raise UsageError(f"{what}{shown_value} is not a share in 0..1") from None
-    if not (math.isfinite(v) and 0 <= v <= 1):
-        raise UsageError(f"{what}{shown_value} is not a share of the prompt in 0..1")
+    if not (math.isfinite(v) and 0 <= v <= 1):  # a number: shown, a file's too (it is no word of a secret)
+        raise UsageError(f"{what}{shown_value} is not a share of the prompt in 0..1"
+                         + ("" if quote else f", got {shown(value, 40)}"))
     return v
 
 
