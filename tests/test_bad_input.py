@@ -973,15 +973,21 @@ def test_a_stack_efficiency_that_overflows_a_pass_time_is_refused(fails, tmp_pat
 
 
 def test_a_calibrated_bands_basis_is_shown_escaped_in_serve(capsys, tmp_path):
-    """`basis` is printed in serve's header: control characters as escapes, markup as it is."""
+    """`basis` is printed in serve's header: control characters as escapes, markup as it is. (The
+    stack's name may hold none: a file whose name does is refused, exit 5, one line.)"""
     path = _stack_file(tmp_path, held_out_error=_band(basis="\x1b]0;pwned\x07\x1b[2J [bold]x[/bold]\u202e"),
-                       name="mine\x1b[31m")
+                       name="mine")
     rc = main(["serve", "Qwen/Qwen2.5-7B", "--stack", str(path), "-c", "2", "--requests", "100"])
     out, err = capsys.readouterr()
     assert rc == 0, err
     assert not any(c in out + err for c in (*UNSAFE, "\u202e")), repr(out[:500])
     joined = re.sub(r"\n\s*", " ", out)
-    assert "\\x1b]0;pwned\\x07\\x1b[2J [bold]x[/bold]\\u202e" in joined and "mine\\x1b[31m" in joined, out[:600]
+    assert "\\x1b]0;pwned\\x07\\x1b[2J [bold]x[/bold]\\u202e" in joined, out[:600]
+    path = _stack_file(tmp_path, held_out_error=_band(), name="mine\x1b[31m")
+    assert main(["serve", "Qwen/Qwen2.5-7B", "--stack", str(path), "-c", "2", "--requests", "100"]) == 5
+    err = capsys.readouterr().err
+    assert err.endswith("field 'name': Value error, holds a control character: a stack's name is one printable line\n")
+    assert err.count("\n") == 1 and "\x1b" not in err
 
 
 @pytest.mark.parametrize("stack", ["none (eager)", "hf-eager (eager)"])

@@ -428,11 +428,11 @@ class Stack(BaseModel):
     def _not_marked_eager(cls, v: str) -> str:
         # the mark the outputs give a stack run with --eager (`run_eagerly`): a file's own name
         # carrying it would print "(eager)" on a stack run with CUDA graphs; and one printable line
-        if not v.isprintable():
-            raise ValueError("holds a control character: a stack's name is one printable line")
         if marked_eager(v):
             raise ValueError(f"ends in '{EAGER_SUFFIX.strip()}', the mark --eager gives a stack's name "
                              "(an eager profile is the file's `eager:` block)")
+        if not v.isprintable():
+            raise ValueError("holds a control character: a stack's name is one printable line")
         return v
 
     @field_validator("runs_on")
@@ -530,11 +530,11 @@ def check_stack_name(name: str, option: str = "--name") -> None:
     before any work, so that a fit is not run only for its stack to be refused."""
     if not 1 <= len(name) <= MAX_NAME_CHARS:
         raise UsageError(f"{option}: a stack's name has 1 to {MAX_NAME_CHARS} characters, got {len(name):,}")
-    if not name.isprintable():  # a line break or a terminal's control code, written into the file and every output
-        raise UsageError(f"{option}: '{shown(name)}' holds a control character: a stack's name is one printable line")
     if marked_eager(name):
         raise UsageError(f"{option}: '{shown(name)}' ends in '{EAGER_SUFFIX.strip()}', the mark --eager gives a "
                          "stack's name")
+    if not name.isprintable():  # a line break or a terminal's control code, written into the file and every output
+        raise UsageError(f"{option}: '{shown(name)}' holds a control character: a stack's name is one printable line")
     if name in bundled_stack_names() or name == STACK_NONE:  # its outputs would pass for the bundled stack's
         raise UsageError(f"{option}: '{shown(name)}' is a bundled stack's name: the fitted stack needs one of its own")
 
