@@ -110,7 +110,8 @@ def request_classes(sample: RequestSample) -> np.ndarray:
 def _serve(c: Candidate, cls: np.ndarray, passes: RequestPasses | None = None, **load):
     """One replica of the candidate serving requests of these classes (`load`: as `behaviour.run`'s),
     as `serve` serves it; `passes`: theirs, where they are not the sample's (`c.passes`)."""
-    return behaviour.run(c.table, cls, c.max_batch, c.release, passes or c.passes, c.first_block_outside_limit,
+    return behaviour.run(c.table, cls, c.max_batch, c.release, c.passes if passes is None else passes,
+                         c.first_block_outside_limit,
                          uncached=c.uncached_shares(len(cls)), front_end=c.front_end,
                          recv_interval=c.recv_interval, work=c.work, **load)
 
