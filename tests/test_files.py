@@ -143,3 +143,13 @@ def test_a_key_written_twice_is_refused(load_yaml, text, message):
 ])
 def test_distinct_keys_and_merges_read_as_yaml_means(load_yaml, text, data):
     assert load_yaml(text) == data
+
+
+def test_a_float_without_a_point_is_a_number(load_yaml):
+    """YAML 1.2 reads `1e-3` as a float; PyYAML's YAML 1.1 rules read it as a string, which every
+    strict field then refused as 'not a valid number' (a measurement of `ms_per_forward: 1e-3`).
+    Quoted it stays a string; hex and words are what they were."""
+    assert load_yaml("a: 1e-3\nb: 2E5\nc: -1e+3\nd: 1_000e2\ne: [1e2]\n") == dict(a=0.001, b=200000.0, c=-1000.0,
+                                                                                 d=100000.0, e=[100.0])
+    assert load_yaml("a: '1e-3'\nb: 1e\nc: 0x1e3\nd: x1e2\ne: 1.5e3\n") == dict(a="1e-3", b="1e", c=483, d="x1e2",
+                                                                               e=1500.0)

@@ -10,6 +10,7 @@ table of the bundled files' parses) meets it too, so no bundled file can carry o
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 from ..safe_text import shown
@@ -101,7 +102,13 @@ def _strict_loader():
                 return merged + mine
             return list(pairs.values())
 
+    # YAML 1.2's floats without a point (`1e-3`, `2E5`), which PyYAML's YAML 1.1 rules read as strings: a
+    # measurement of `ms_per_forward: 1e-3` was refused as "not a valid number" (quoted, it stays a string)
+    StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", EXPONENT_FLOAT, list("-+0123456789"))
     return StrictLoader
+
+
+EXPONENT_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
 
 
 def _place(node) -> tuple[int, int]:
