@@ -76,7 +76,7 @@ def read_trace(path, fmt=None, time_scale: float = 1.0, sample=None, seed: int =
 
     t = traces.read_trace(path, fmt=fmt, time_scale=time_scale, sample=sample, seed=seed)
     return TraceReplay(t.arrival_s, t.prompt_tokens, t.answer_tokens, name=str(getattr(t, "source", None) or path),
-                       cached_tokens=getattr(t, "cached_tokens", None))
+                       cached_tokens=getattr(t, "cached_tokens", None), hash_ids_unread=getattr(t, "hash_ids_unread", None))
 
 
 # `from dlmcost.api import *` takes these (each lazy name loads its module, as above); without a

@@ -170,27 +170,26 @@ def test_a_traces_hits_follow_arrival_order_and_its_sample(tmp_path):
 
 @pytest.mark.parametrize("bad", ['"1, 2"', "[1, true]", "[1, 2.5]", "[1, 9223372036854775808]", '{"a": 1}'])
 def test_hash_ids_that_are_not_block_ids_leave_the_trace_without_them(tmp_path, bad):
-    """hash_ids are optional: where a row's are not block ids, a warning names the row and the trace
-    has none (its requests are replayed as ever; --cached-prompt trace then says it cannot)."""
-    from dlmcost.errors import DlmcostWarning
+    """hash_ids are optional: where a row's are not block ids the trace has none and says which row
+    (its requests are replayed as ever; serve warns, and refuses --cached-prompt trace in one line)."""
     from dlmcost.serving.traces import read_trace
 
     f = tmp_path / "t.jsonl"
     f.write_text('{"timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": [1]}\n'
                  '{"timestamp": 1, "input_length": 10, "output_length": 2, "hash_ids": ' + bad + "}\n")
-    with pytest.warns(DlmcostWarning, match="row 2, column hash_ids"):
-        t = read_trace(str(f))
+    t = read_trace(str(f))
     assert t.cached_tokens is None and t.prompt_tokens.tolist() == [10, 10]
+    assert t.hash_ids_unread.endswith("row 2, column hash_ids: " + ("not a list of block ids" if bad[0] in '"{'
+                                                                    else "not all whole numbers within 64 bits"))
 
 
 def test_too_many_hash_ids_leave_the_trace_without_them(tmp_path, monkeypatch):
-    from dlmcost.errors import DlmcostWarning
     from dlmcost.serving import traces
 
     monkeypatch.setattr(traces, "MAX_HASH_IDS", 3)
     path = _mooncake(tmp_path, [{"timestamp": 0, "input_length": 2000, "output_length": 2, "hash_ids": [1, 2, 3, 4]}])
-    with pytest.warns(DlmcostWarning, match="more than 3 hash_ids"):
-        assert traces.read_trace(path).cached_tokens is None
+    t = traces.read_trace(path)
+    assert t.cached_tokens is None and t.hash_ids_unread.endswith("more than 3 hash_ids in the trace")
 
 
 def test_serve_replays_a_traces_cache(tmp_path, run):
@@ -294,3 +293,18 @@ def test_plan_takes_the_cache_for_the_decodings_it_shortens(run):
     assert row(cached, dllm)["p95_latency_s"] == row(whole, dllm)["p95_latency_s"]
     rc, text, _ = run(*base[:-2], "--cached-prompt", "0.9")
     assert "90% of each prompt in the prefix cache (for ar; not" in " ".join(text.split())
+
+
+def test_serve_refuses_a_traces_unread_hash_ids_in_one_line_where_it_needs_them(tmp_path, run):
+    """A Mooncake trace whose row 2's hash_ids are not block ids: under --cached-prompt trace, one line
+    naming the row (exit 16, a trace's error), where a warning naming it and then a request for hash_ids
+    came; without it, the requests are replayed and the warning says the ids are not read."""
+    path = _mooncake(tmp_path, [{"timestamp": 0, "input_length": 1000, "output_length": 20, "hash_ids": [1, 2]},
+                                {"timestamp": 100, "input_length": 1000, "output_length": 20, "hash_ids": [1.5]}])
+    base = ["serve", "Qwen/Qwen3-8B", "--gpu", "h100", "--trace", path]
+    rc, out, err = run(*base, "--cached-prompt", "trace")
+    assert rc == 16 and err == (f"error: trace {path} row 2, column hash_ids: not all whole numbers within 64 bits: "
+                                "--cached-prompt trace needs them\n")
+    rc, out, err = run(*base, "-f", "json")
+    assert rc == 0 and err == (f"warning: trace {path} row 2, column hash_ids: not all whole numbers within 64 bits: "
+                               "the trace's hash_ids are not read (--cached-prompt trace cannot use them)\n")

@@ -99,10 +99,9 @@ def test_mooncake_milliseconds_and_ignored_fields(tmp_path):
              '{"timestamp": 27.5, "input_length": 7234, "output_length": 794, "other": null}',
              '{"timestamp": 1000, "input_length": 2287, "output_length": 316}',
              '{"hash_ids": [], "output_length": 3, "timestamp": 61234, "input_length": 9013}']
-    # row 2's hash_ids are not block ids: the trace is replayed without any (a warning names the row)
-    with pytest.warns(errors.DlmcostWarning, match="row 2, column hash_ids"):
-        t = read_trace(write(tmp_path, "m.jsonl", "\n".join(lines) + "\n"))
-    assert t.cached_tokens is None
+    # row 2's hash_ids are not block ids: the trace is replayed without any, and says why (serve warns)
+    t = read_trace(write(tmp_path, "m.jsonl", "\n".join(lines) + "\n"))
+    assert t.cached_tokens is None and "row 2, column hash_ids" in t.hash_ids_unread
     assert t.fmt == "mooncake"
     assert t.arrival_s.tolist() == pytest.approx([0.0, 0.027, 0.0275, 1.0, 61.234])
     assert t.prompt_tokens.tolist() == [6755, 7319, 7234, 2287, 9013]

@@ -108,6 +108,7 @@ class TraceReplay:
     answer_tokens: np.ndarray
     name: str = "trace"
     cached_tokens: np.ndarray | None = None  # each prompt's tokens in the prefix cache (Mooncake's hash_ids)
+    hash_ids_unread: str | None = None  # why the trace's hash_ids were not read, where it has some that were not
 
     def __post_init__(self):
         a, p, g = (np.asarray(x, float) for x in (self.arrival_s, self.prompt_tokens, self.answer_tokens))

@@ -95,6 +95,8 @@ class Trace:
     # each request's prompt tokens a prefix cache holds when it arrives (Mooncake's hash_ids: `prefix_hits`);
     # None for a format without them
     cached_tokens: np.ndarray | None = None
+    # why a Mooncake trace's hash_ids were not read (a row's not block ids, too many of them); None: read, or none
+    hash_ids_unread: str | None = None
 
     @property
     def span_s(self) -> float:
@@ -134,7 +136,7 @@ def read_trace(path, fmt: str | None = None, time_scale: float = 1.0, sample: in
             raise TraceError(f"{label} is empty")
         fmt = fmt or _detect(first, label)
         lines.most = MAX_TRACE_ROWS + (fmt != "mooncake")
-        rows = _read_jsonl(first, lines, label) if fmt == "mooncake" else (*_read_csv(first, lines, fmt, label), None)
+        rows = _read_jsonl(first, lines, label) if fmt == "mooncake" else (*_read_csv(first, lines, fmt, label), None, None)
     return _trace(*rows, fmt=fmt, source=shown(str(path)), label=label, scale=scale, sample=sample, seed=seed)
 
 
@@ -260,10 +262,8 @@ def _read_jsonl(first: str, lines: _Lines, label: str):
                 any_hashes = any_hashes or "hash_ids" in record
                 unread = _add_hash_ids(record, at, counts, ids)
         line = next(lines, None)
-    if unread is not None:
-        warnings.warn(f"{unread}: the trace's hash_ids are not read (--cached-prompt trace cannot use them)",
-                      DlmcostWarning, stacklevel=3)
-    return times, prompts, answers, (counts, ids) if any_hashes and unread is None else None
+    # (why they were not read goes with the trace: serve warns, or refuses where --cached-prompt trace needs them)
+    return times, prompts, answers, (counts, ids) if any_hashes and unread is None else None, unread
 
 
 def _add_hash_ids(record: dict, at: str, counts: array, ids: array) -> str | None:
@@ -449,7 +449,7 @@ def _sample_rows(n: int, sample, seed: int, label: str) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, size=k, replace=False))
 
 
-def _trace(times, prompts, answers, hashes=None, *, fmt, source, label, scale, sample, seed) -> Trace:
+def _trace(times, prompts, answers, hashes=None, unread=None, *, fmt, source, label, scale, sample, seed) -> Trace:
     rows_read = len(times)
     if rows_read == 0:
         raise TraceError(f"{label} holds no requests (only a header)")
@@ -487,7 +487,7 @@ def _trace(times, prompts, answers, hashes=None, *, fmt, source, label, scale, s
         a.setflags(write=False)
     return Trace(arrival_s=arrival, prompt_tokens=prompt, answer_tokens=answer, fmt=fmt, source=source,
                  rows_read=rows_read, rows_skipped=skipped, rows_kept=len(arrival), rows_reordered=backwards,
-                 notes=tuple(notes), cached_tokens=cached)
+                 notes=tuple(notes), cached_tokens=cached, hash_ids_unread=unread)
 
 
 def _cached_tokens(hashes, kept: np.ndarray, prompt: np.ndarray) -> np.ndarray:

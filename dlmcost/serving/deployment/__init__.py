@@ -25,13 +25,14 @@ The package, one module a part (each imports only those above it):
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from ...analysis import limits
 from ...engine.schemes import get_scheme
-from ...errors import UsageError
+from ...errors import DlmcostWarning, TraceError, UsageError
 from ...inputs.error_bands import band_for
 from ...safe_text import shown
 from .. import behaviour
@@ -113,6 +114,9 @@ def serve(model, loads, setup: Setup | None = None, *, prompt=None, answer=None,
     from_trace = setup.cached_prompt == CACHED_FROM_TRACE
     if from_trace:
         setup = _with_trace_cache(setup, replays)
+    elif replays and replays[0].hash_ids_unread:  # (unused here: said, not refused)
+        warnings.warn(f"{replays[0].hash_ids_unread}: the trace's hash_ids are not read (--cached-prompt trace "
+                      "cannot use them)", DlmcostWarning, stacklevel=2)
     if replays:
         lengths = (replays[0].prompt_tokens, replays[0].answer_tokens)
     else:
@@ -147,6 +151,8 @@ def _with_trace_cache(setup: Setup, replays: list) -> Setup:
     from dataclasses import replace
 
     share = replays[0].cached_share if replays else None
+    if share is None and replays and replays[0].hash_ids_unread:
+        raise TraceError(f"{replays[0].hash_ids_unread}: --cached-prompt trace needs them")
     if share is None:
         raise UsageError("--cached-prompt trace: give a --trace whose rows carry hash_ids (a Mooncake trace)")
     return replace(setup, cached_prompt=tuple(share.tolist()))
