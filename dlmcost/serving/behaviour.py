@@ -31,6 +31,7 @@ from .simulate import (ClassTable, FrontEnd, RequestPasses, SimResult, Simulatio
                        simulate, token_passes)
 from .simulate.receiving import MAX_RECV_INTERVAL
 from . import memory_binding
+from .loads import in_order
 from .steptime import Decoding, PassTable, passes_to_first_output
 
 DEFAULT_REQUESTS = 2000  # simulated requests per load (plan's search and serve alike)
@@ -491,7 +492,7 @@ def uncached_shares(cached, n: int) -> np.ndarray | None:
     if not cached or isinstance(cached, str) or not any(cached):
         return None
     shares = np.asarray(cached, float)
-    return 1.0 - shares[np.arange(n) % len(shares)]
+    return 1.0 - in_order(shares, n)
 
 
 def measured_window(n: int) -> slice:

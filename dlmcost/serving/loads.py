@@ -27,6 +27,12 @@ MAX_REQUESTS = 2_000_000
 REQUESTS_PER_USER = 4  # a closed loop runs at least so many requests a user: the first round, then a loop
 
 
+def in_order(values: np.ndarray, n: int) -> np.ndarray:
+    """n of the values, taken in order and from the first again once they run out (a sample's
+    classes, lengths or cached shares for more requests than it holds)."""
+    return values[np.arange(n) % len(values)]
+
+
 def loop_requests(requests: int, users: int) -> int:
     """The requests a closed loop of `users` simulates: `requests`, or REQUESTS_PER_USER a user where
     that is more (with fewer, the users' first round is the whole run: a burst, not a loop)."""

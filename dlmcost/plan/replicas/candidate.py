@@ -14,7 +14,7 @@ from ...inputs.hardware import GPU
 from ..results import Deployment, Targets, check_targets, joules_per_token, usd_per_hour, usd_per_mtok, usd_per_mtok_range
 from ...serving import behaviour, memory_binding
 from ...serving.simulate import ClassTable, FrontEnd, RequestPasses, SimulationWork, in_flight_cap
-from ...serving.loads import loop_requests
+from ...serving.loads import in_order, loop_requests
 from ...serving.steptime import Decoding
 from ...serving.traffic import RequestSample, Traffic
 
@@ -125,7 +125,7 @@ def _run(c: Candidate, sample: RequestSample, traffic: Traffic, replicas: int, *
     cls = request_classes(sample)
     if traffic.closed_loop:
         users = users_per_replica or math.ceil(traffic.users / replicas)
-        looped = np.arange(loop_requests(len(cls), users)) % len(cls)
+        looped = in_order(np.arange(len(cls)), loop_requests(len(cls), users))
         passes = c.passes.subset(looped) if c.passes is not None and len(looped) > len(cls) else None
         cls = cls[looped]
         r = _serve(c, cls, passes, users=users, think_s=traffic.think_s)

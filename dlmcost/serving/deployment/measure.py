@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import behaviour
 from ..costs import joules_per_token, usd_per_hour, usd_per_mtok, usd_per_mtok_range
-from ..loads import BatchJob, ClosedLoop, OpenLoop, TraceReplay, loop_requests
+from ..loads import BatchJob, ClosedLoop, OpenLoop, TraceReplay, in_order, loop_requests
 from ..memory_binding import most_in_batch
 from ..simulate import SimResult
 from ..targets import Targets
@@ -180,7 +180,7 @@ def _resample(values: np.ndarray | None, n: int) -> np.ndarray | None:
     n: itself)."""
     if values is None or len(values) == n:
         return values
-    return values[np.arange(n) % len(values)]
+    return in_order(values, n)
 
 
 def _measure(prep: Prepared, load, replicas: list[_Replica], synthetic: bool, targets: Targets | None) -> Point:
